@@ -1,0 +1,35 @@
+// Device discovery for the CUDA backend.
+#include "gpu/ng_cuda.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+extern "C" ng_status ng__cuda_devices(int *count, char *desc, size_t cap) {
+  *count = 0;
+  if (cap)
+    desc[0] = '\0';
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+    (void)cudaGetLastError();
+    return NG_OK;
+  }
+  if (err != cudaSuccess)
+    return ng__err(NG_ERR_CUDA, "cudaGetDeviceCount: %s", cudaGetErrorString(err));
+  size_t used = 0;
+  for (int i = 0; i < n; i++) {
+    cudaDeviceProp prop;
+    err = cudaGetDeviceProperties(&prop, i);
+    if (err != cudaSuccess)
+      return ng__err(NG_ERR_CUDA, "cudaGetDeviceProperties(%d): %s", i, cudaGetErrorString(err));
+    if (used < cap) {
+      int w = snprintf(desc + used, cap - used, "%s%d: %s (sm_%d%d, %.1f GiB)", i ? "; " : "", i,
+                       prop.name, prop.major, prop.minor,
+                       (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+      if (w > 0)
+        used += (size_t)w;
+    }
+  }
+  *count = n;
+  return NG_OK;
+}

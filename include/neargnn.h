@@ -1,0 +1,202 @@
+/// neargnn — sampled graph neural networks on graphs whose features do not fit in GPU memory.
+///
+/// This header is the whole public C API. It is C11, includes no CUDA header and exposes no
+/// struct body of a handle. Conventions (see CONVENTIONS.md of the project):
+///  - every call that can fail returns an ng_status and writes its results through out-params,
+///    output first; the detail of a failure is in ng_last_error() (thread-local);
+///  - every create/open has a destroy/close that accepts NULL;
+///  - option structs start with `size_t size` and have an initializer macro, so fields can be
+///    added without breaking callers;
+///  - pointer parameters are borrowed unless their comment says otherwise.
+#ifndef NEARGNN_H
+#define NEARGNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NG_VERSION_MAJOR 0
+#define NG_VERSION_MINOR 1
+#define NG_VERSION_PATCH 0
+
+/// The library's version as "MAJOR.MINOR.PATCH".
+const char *ng_version(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes and errors                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/// The one table of status codes: X(name, description). It generates the enum, ng_status_name()
+/// and ng_status_str(). New codes are appended, never renumbered.
+#define NG_STATUS_MAP(X)                                                                           \
+  X(OK, "success")                                                                                 \
+  X(ERR_INVALID_ARG, "invalid argument")                                                          \
+  X(ERR_IO, "input/output error")                                                                  \
+  X(ERR_FORMAT, "malformed or inconsistent input file")                                           \
+  X(ERR_NOMEM, "out of memory")                                                                    \
+  X(ERR_UNSUPPORTED, "not supported by this build or this input")                                 \
+  X(ERR_EXISTS, "destination already exists")                                                     \
+  X(ERR_NOT_FOUND, "not found")                                                                    \
+  X(ERR_STATE, "operation not valid in the object's current state")                               \
+  X(ERR_INTERRUPTED, "interrupted")                                                                \
+  X(ERR_CUDA, "CUDA error")                                                                        \
+  X(ERR_CUBLAS, "cuBLAS error")                                                                    \
+  X(ERR_DNNL, "oneDNN error")                                                                      \
+  X(ERR_INTERNAL, "internal error (a bug in neargnn: please report it)")
+
+typedef enum {
+#define NG_STATUS_ENUM_(name, desc) NG_##name,
+  NG_STATUS_MAP(NG_STATUS_ENUM_)
+#undef NG_STATUS_ENUM_
+      NG_STATUS_COUNT_
+} ng_status;
+
+/// The enum name of a status without the prefix ("ERR_IO"); "UNKNOWN" for values not in the table.
+const char *ng_status_name(ng_status status);
+/// A one-line English description of a status ("input/output error").
+const char *ng_status_str(ng_status status);
+/// The detail of the last failure on the calling thread: what failed, where, and how to fix it.
+/// Empty string when nothing failed yet. The pointer stays valid until the next failing call on
+/// this thread.
+const char *ng_last_error(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Progress reporting                                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/// Called by long operations (generation, conversion, training) from the calling thread, at most
+/// a few times per second. `phase` names the current step ("edges", "features"); `done` and
+/// `total` are in the phase's own unit (total 0 when unknown). Returning non-zero asks the
+/// operation to stop: it then returns NG_ERR_INTERRUPTED and leaves nothing half-written.
+typedef int (*ng_progress_fn)(void *ctx, const char *phase, double done, double total);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Datasets                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/// A dataset on disk: a folder with dataset.json and NumPy arrays (see docs/dataset-format.md).
+typedef struct ng_dataset *ng_dataset_t;
+
+typedef struct {
+  size_t size;        ///< sizeof(ng_open_opts)
+  int check_features; ///< also scan every feature value and reject NaN/Inf (reads all features)
+  int populate;       ///< pre-fault the mappings (MAP_POPULATE) instead of reading lazily
+} ng_open_opts;
+#define NG_OPEN_OPTS_INIT {sizeof(ng_open_opts), 0, 0}
+
+/// Counts of an open dataset.
+typedef struct {
+  size_t size;          ///< sizeof(ng_dataset_info), set by the caller
+  char name[64];        ///< dataset.json "name", NUL-terminated (truncated if longer)
+  int64_t nodes;        ///< number of nodes
+  int64_t edges;        ///< number of stored (directed) adjacency entries, i.e. indices' length
+  int64_t feature_dim;  ///< columns of features; 0 when the dataset has no features
+  int32_t classes;      ///< number of classes; 0 when the dataset has no labels
+  int32_t undirected;   ///< 1 when every edge is stored in both directions
+  int32_t index_bytes;  ///< 4 (int32 indices) or 8 (int64 indices)
+  int64_t train, val, test; ///< sizes of the three splits (0 when absent)
+} ng_dataset_info;
+#define NG_DATASET_INFO_INIT {sizeof(ng_dataset_info), {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/// Opens the dataset in folder `dir`: memory-maps its arrays (no copy) and validates everything
+/// the library relies on (file formats, shapes against dataset.json, CSR structure, id ranges,
+/// disjoint splits, label range). On failure *out is NULL and ng_last_error() names the file and
+/// the fix. `opts` may be NULL for defaults.
+ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts *opts);
+/// Unmaps and frees a dataset; NULL is accepted.
+void ng_dataset_close(ng_dataset_t ds);
+/// Fills `out` (whose `size` the caller set, see NG_DATASET_INFO_INIT) with the dataset's counts.
+ng_status ng_dataset_info_get(ng_dataset_info *out, ng_dataset_t ds);
+
+/// Degree distribution summary of an open dataset (row lengths of the CSR, i.e. how many
+/// neighbours each node aggregates from, and in-degrees, how often each node is a neighbour).
+typedef struct {
+  size_t size;                   ///< sizeof(ng_degree_stats), set by the caller
+  int64_t min, max;              ///< row length (neighbours per node)
+  double mean;                   ///< mean row length
+  int64_t p50, p90, p99;         ///< row length percentiles
+  int64_t isolated;              ///< nodes with no neighbours
+  int64_t self_loops;            ///< entries (v, v)
+  int64_t in_max;                ///< largest in-degree
+  double in_top1pct_share;       ///< share of all entries pointing to the 1% most-referenced nodes
+  double powerlaw_exponent;      ///< maximum-likelihood exponent of the row lengths >= xmin
+  int64_t powerlaw_xmin;         ///< the xmin used for the fit
+} ng_degree_stats;
+#define NG_DEGREE_STATS_INIT {sizeof(ng_degree_stats), 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0}
+
+/// Computes the degree distribution summary (reads the whole CSR once; OpenMP parallel).
+ng_status ng_dataset_degree_stats(ng_degree_stats *out, ng_dataset_t ds);
+
+/// Options of ng_dataset_generate(): a degree-corrected power-law graph whose node classes
+/// correlate with both its edges (homophily) and its features, so a GNN can learn it and a
+/// power-law hot set exists.
+typedef struct {
+  size_t size;          ///< sizeof(ng_generate_opts)
+  const char *name;     ///< dataset.json "name" (copied); NULL gives "generated"
+  int64_t nodes;        ///< number of nodes (>= 2)
+  double avg_degree;    ///< mean number of neighbours per node (> 0)
+  double exponent;      ///< power-law exponent of the degree distribution (> 2)
+  int32_t classes;      ///< number of classes (>= 1)
+  double homophily;     ///< probability that an edge stays within its class [0, 1]
+  int64_t feature_dim;  ///< feature columns (0: no features)
+  double feature_noise; ///< standard deviation of the noise around each class's mean feature
+  double train_frac;    ///< share of nodes in the training split
+  double val_frac;      ///< share of nodes in the validation split (the rest: test, up to 1.0)
+  double test_frac;     ///< share of nodes in the test split
+  uint64_t seed;        ///< the output depends only on the options and this seed, never on threads
+  int threads;          ///< OpenMP threads (0: the OpenMP default)
+  ng_progress_fn progress; ///< optional progress callback
+  void *progress_ctx;      ///< passed to `progress`
+} ng_generate_opts;
+#define NG_GENERATE_OPTS_INIT                                                                      \
+  {sizeof(ng_generate_opts), NULL, 100000, 16.0, 2.5, 16, 0.8, 128, 1.0, 0.1, 0.1, 0.2, 1, 0,     \
+   NULL, NULL}
+
+/// Generates a dataset into folder `dst_dir`, which must not exist. Written atomically: into a
+/// temporary folder beside it, renamed into place when complete.
+ng_status ng_dataset_generate(const char *dst_dir, const ng_generate_opts *opts);
+
+/// Input formats of ng_dataset_convert().
+typedef enum {
+  NG_FORMAT_PLANETOID = 0, ///< edges.txt, features.npy, labels.npy, train/val/test.txt
+  NG_FORMAT_SNAP = 1,      ///< a whitespace-separated edge list with '#' comments
+  NG_FORMAT_OGB = 2,       ///< an OGB node-property folder (raw/*.csv.gz, split/<scheme>/)
+} ng_format;
+
+/// Features given to a dataset whose source has none (SNAP edge lists).
+typedef enum {
+  NG_FEATURES_NONE = 0,   ///< no features array
+  NG_FEATURES_RANDOM = 1, ///< standard normal values from the seed
+} ng_feature_fill;
+
+typedef struct {
+  size_t size;            ///< sizeof(ng_convert_opts)
+  ng_format format;       ///< input format
+  const char *name;       ///< dataset.json "name" (copied); NULL: the source folder's base name
+  int undirected;         ///< SNAP/OGB: store every edge in both directions (planetoid always is)
+  ng_feature_fill features; ///< SNAP: features to make up
+  int64_t feature_dim;    ///< SNAP with NG_FEATURES_RANDOM: columns
+  int32_t classes;        ///< SNAP: random labels in [0, classes) when > 0 (with random splits)
+  double train_frac, val_frac, test_frac; ///< SNAP with classes > 0: random split shares
+  const char *split;      ///< OGB: split scheme folder under split/; NULL picks the only one
+  uint64_t seed;          ///< seed of anything made up
+  ng_progress_fn progress; ///< optional progress callback
+  void *progress_ctx;      ///< passed to `progress`
+} ng_convert_opts;
+#define NG_CONVERT_OPTS_INIT                                                                       \
+  {sizeof(ng_convert_opts), NG_FORMAT_PLANETOID, NULL, 0, NG_FEATURES_NONE, 0, 0, 0.1, 0.1, 0.2,    \
+   NULL, 1, NULL, NULL}
+
+/// Converts the dataset at `src` (a folder, or for SNAP a file) into folder `dst_dir`, which
+/// must not exist. Streams the input with memory bounded by the output's size, removes self
+/// loops and duplicate edges, and writes atomically (temporary folder, then rename).
+ng_status ng_dataset_convert(const char *dst_dir, const char *src, const ng_convert_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEARGNN_H */

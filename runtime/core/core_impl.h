@@ -1,0 +1,87 @@
+/* Internal core of neargnn: error reporting, allocation, timing. Not installed. */
+#ifndef NG_CORE_IMPL_H
+#define NG_CORE_IMPL_H
+
+#include "neargnn.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define NG_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#define NG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define NG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define NG_PRINTF(fmt_idx, arg_idx)
+#define NG_LIKELY(x) (x)
+#define NG_UNLIKELY(x) (x)
+#endif
+
+#define NG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define NG_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NG_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/// Records the detail of a failure in the calling thread's ng_last_error() buffer and returns
+/// `status`, so that error paths read `return ng__err(NG_ERR_IO, "%s: ...", path);`.
+ng_status ng__err(ng_status status, const char *fmt, ...) NG_PRINTF(2, 3);
+/// As ng__err(), appending ": strerror(errnum)".
+ng_status ng__err_errno(ng_status status, int errnum, const char *fmt, ...) NG_PRINTF(3, 4);
+/// Prefixes the current ng_last_error() with "prefix: " (adds context on the way up).
+void ng__err_prefix(const char *fmt, ...) NG_PRINTF(1, 2);
+/// Clears the calling thread's error message.
+void ng__err_clear(void);
+
+/// Returns from the enclosing function when `call` fails, keeping its status and message.
+#define NG_CHECK(call)                                                                             \
+  do {                                                                                             \
+    ng_status ng_check_st_ = (call);                                                               \
+    if (NG_UNLIKELY(ng_check_st_ != NG_OK))                                                        \
+      return ng_check_st_;                                                                         \
+  } while (0)
+
+/// Jumps to `label` with `st` set when `call` fails (cleanup in reverse order of acquisition).
+#define NG_CHECK_GOTO(st, call, label)                                                             \
+  do {                                                                                             \
+    (st) = (call);                                                                                 \
+    if (NG_UNLIKELY((st) != NG_OK))                                                                \
+      goto label;                                                                                  \
+  } while (0)
+
+/// Allocation with a clear error: returns NULL after recording NG_ERR_NOMEM naming `what`.
+void *ng__malloc(size_t bytes, const char *what);
+void *ng__calloc(size_t count, size_t elem_bytes, const char *what);
+/// 64-byte aligned allocation (cache lines, AVX-512); free with ng__aligned_free().
+void *ng__aligned_alloc(size_t bytes, const char *what);
+void ng__aligned_free(void *ptr);
+/// Large anonymous mapping (transparent huge pages advised), zero-filled; free with ng__big_free().
+void *ng__big_alloc(size_t bytes, const char *what);
+void ng__big_free(void *ptr, size_t bytes);
+
+/// Overflow-checked size arithmetic: false when the product or sum does not fit.
+static inline bool ng__mul_ok(size_t a, size_t b, size_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool ng__add_ok(size_t a, size_t b, size_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+
+/// Monotonic time in seconds.
+double ng__now(void);
+
+/// Copies `src` into `dst` of `cap` bytes, always NUL-terminating (truncates).
+void ng__strlcpy(char *dst, const char *src, size_t cap);
+
+/// Rate-limits progress callbacks: calls `fn` at most every `interval` seconds (and always for
+/// the final step). Returns NG_ERR_INTERRUPTED when the callback asks to stop.
+typedef struct {
+  ng_progress_fn fn;
+  void *ctx;
+  double last;
+  double interval;
+} ng_progress;
+void ng__progress_init(ng_progress *p, ng_progress_fn fn, void *ctx);
+ng_status ng__progress(ng_progress *p, const char *phase, double done, double total, bool force);
+
+#endif /* NG_CORE_IMPL_H */

@@ -1,0 +1,71 @@
+/* Internal view of a dataset folder (see docs/dataset-format.md) and the atomic writer that
+ * converters and the generator use. */
+#ifndef NG_DATASET_IMPL_H
+#define NG_DATASET_IMPL_H
+
+#include "graph_impl.h"
+#include "npy_impl.h"
+
+#define NG_DATASET_MAGIC 0x6e676473u /* "ngds" */
+#define NG_DATASET_FORMAT "neargnn-dataset"
+#define NG_DATASET_VERSION 1
+
+/// The arrays of a dataset folder; NG_ARRAY_FILE[] gives their file names.
+typedef enum {
+  NG_ARR_INDPTR = 0, ///< int64 [nodes + 1]
+  NG_ARR_INDICES,    ///< int32 (nodes < 2^31) or int64 [edges]
+  NG_ARR_FEATURES,   ///< float32 [nodes, feature_dim]; absent when feature_dim == 0
+  NG_ARR_LABELS,     ///< int32 [nodes], -1 = unlabelled; absent when classes == 0
+  NG_ARR_TRAIN,      ///< int64 [train]; absent when empty
+  NG_ARR_VAL,        ///< int64 [val]
+  NG_ARR_TEST,       ///< int64 [test]
+  NG_ARR_COUNT_
+} ng_array_id;
+
+extern const char *const NG_ARRAY_FILE[NG_ARR_COUNT_];
+
+/// Node ids fit int32 below this many nodes; at or above it indices are int64.
+#define NG_INDEX32_MAX_NODES ((int64_t)1 << 31)
+
+struct ng_dataset {
+  uint32_t magic;   ///< NG_DATASET_MAGIC while open, 0 after close
+  char *dir;        ///< the folder (owned)
+  ng_dataset_info info;
+  ng_npy arrays[NG_ARR_COUNT_]; ///< unmapped (map == NULL) when absent
+  ng_csr csr;       ///< a borrowed view of indptr/indices
+  const float *features;        ///< NULL when feature_dim == 0
+  const int32_t *labels;        ///< NULL when classes == 0
+  const int64_t *split[3];      ///< train, val, test ids (NULL when empty)
+};
+
+/// Checks a handle at the API edge: NULL or closed handles are reported, not followed.
+ng_status ng__dataset_check(ng_dataset_t ds);
+
+/// Metadata written to dataset.json besides what the arrays say.
+typedef struct {
+  ng_dataset_info info;    ///< name, counts (nodes, edges, feature_dim, classes, splits, ...)
+  char source[512];        ///< free text: how the dataset was made (converter input, options)
+} ng_dataset_meta;
+
+/// Writes a dataset into `<dst>.tmp-XXXXXX` beside the destination and renames it into place
+/// on commit, so that readers never see a half-written dataset.
+typedef struct {
+  char *dst_dir;
+  char *tmp_dir;
+  ng_npy arrays[NG_ARR_COUNT_];
+} ng_dataset_writer;
+
+/// Starts a dataset at `dst_dir`, which must not exist (NG_ERR_EXISTS names it otherwise).
+ng_status ng__writer_begin(ng_dataset_writer *w, const char *dst_dir);
+/// Creates one array file in the temporary folder, zero-filled and mapped read-write.
+ng_status ng__writer_array(ng_npy **out, ng_dataset_writer *w, ng_array_id id, ng_dtype dtype,
+                           int ndim, const int64_t *shape);
+/// Shrinks an array's first dimension (after deduplication).
+ng_status ng__writer_shrink(ng_dataset_writer *w, ng_array_id id, int64_t new_dim0);
+/// Flushes every array, writes dataset.json from `meta`, and renames the folder into place.
+/// On failure the temporary folder is removed. The writer is finished either way.
+ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta);
+/// Removes the temporary folder and frees the writer; safe after commit and on a zeroed writer.
+void ng__writer_abort(ng_dataset_writer *w);
+
+#endif /* NG_DATASET_IMPL_H */

@@ -1,0 +1,197 @@
+/* The atomic dataset writer: a temporary folder beside the destination, renamed on commit. */
+#include "dataset_impl.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *const NG_ARRAY_FILE[NG_ARR_COUNT_] = {
+    [NG_ARR_INDPTR] = "indptr.npy", [NG_ARR_INDICES] = "indices.npy",
+    [NG_ARR_FEATURES] = "features.npy", [NG_ARR_LABELS] = "labels.npy",
+    [NG_ARR_TRAIN] = "train_idx.npy", [NG_ARR_VAL] = "val_idx.npy",
+    [NG_ARR_TEST] = "test_idx.npy",
+};
+
+static char *path_join(const char *dir, const char *file) {
+  size_t n = strlen(dir) + strlen(file) + 2;
+  char *p = ng__malloc(n, "a path");
+  if (p)
+    snprintf(p, n, "%s/%s", dir, file);
+  return p;
+}
+
+ng_status ng__writer_begin(ng_dataset_writer *w, const char *dst_dir) {
+  memset(w, 0, sizeof *w);
+  if (!dst_dir || !*dst_dir)
+    return ng__err(NG_ERR_INVALID_ARG, "no output folder given");
+  struct stat st;
+  if (stat(dst_dir, &st) == 0)
+    return ng__err(NG_ERR_EXISTS, "%s already exists; remove it or choose another output folder",
+                   dst_dir);
+  size_t n = strlen(dst_dir);
+  while (n > 1 && dst_dir[n - 1] == '/')
+    n--;
+  w->dst_dir = strndup(dst_dir, n);
+  w->tmp_dir = ng__malloc(n + 16, "a path");
+  if (!w->dst_dir || !w->tmp_dir) {
+    ng__writer_abort(w);
+    return ng__err(NG_ERR_NOMEM, "out of memory");
+  }
+  snprintf(w->tmp_dir, n + 16, "%s.tmp-XXXXXX", w->dst_dir);
+  if (!mkdtemp(w->tmp_dir)) {
+    int e = errno;
+    free(w->tmp_dir);
+    w->tmp_dir = NULL;
+    ng__writer_abort(w);
+    return ng__err_errno(NG_ERR_IO, e, "%s: cannot create a temporary folder beside it",
+                         dst_dir);
+  }
+  return NG_OK;
+}
+
+ng_status ng__writer_array(ng_npy **out, ng_dataset_writer *w, ng_array_id id, ng_dtype dtype,
+                           int ndim, const int64_t *shape) {
+  *out = NULL;
+  if ((unsigned)id >= NG_ARR_COUNT_ || w->arrays[id].map)
+    return ng__err(NG_ERR_INTERNAL, "dataset writer: array %d created twice", (int)id);
+  char *path = path_join(w->tmp_dir, NG_ARRAY_FILE[id]);
+  if (!path)
+    return NG_ERR_NOMEM;
+  ng_status st = ng__npy_create(&w->arrays[id], path, dtype, ndim, shape);
+  free(path);
+  if (st == NG_OK)
+    *out = &w->arrays[id];
+  return st;
+}
+
+ng_status ng__writer_shrink(ng_dataset_writer *w, ng_array_id id, int64_t new_dim0) {
+  char *path = path_join(w->tmp_dir, NG_ARRAY_FILE[id]);
+  if (!path)
+    return NG_ERR_NOMEM;
+  ng_status st = ng__npy_shrink(&w->arrays[id], path, new_dim0);
+  free(path);
+  return st;
+}
+
+static ng_status write_json(const char *path, const ng_dataset_meta *meta) {
+  const ng_dataset_info *in = &meta->info;
+  cJSON *root = cJSON_CreateObject();
+  if (!root)
+    return ng__err(NG_ERR_NOMEM, "out of memory building dataset.json");
+  cJSON_AddStringToObject(root, "format", NG_DATASET_FORMAT);
+  cJSON_AddNumberToObject(root, "version", NG_DATASET_VERSION);
+  cJSON_AddStringToObject(root, "name", in->name);
+  cJSON_AddNumberToObject(root, "nodes", (double)in->nodes);
+  cJSON_AddNumberToObject(root, "edges", (double)in->edges);
+  cJSON_AddBoolToObject(root, "undirected", in->undirected != 0);
+  cJSON_AddStringToObject(root, "index_dtype", in->index_bytes == 8 ? "int64" : "int32");
+  cJSON_AddNumberToObject(root, "feature_dim", (double)in->feature_dim);
+  cJSON_AddStringToObject(root, "feature_dtype", "float32");
+  cJSON_AddNumberToObject(root, "classes", in->classes);
+  cJSON *splits = cJSON_AddObjectToObject(root, "splits");
+  if (splits) {
+    cJSON_AddNumberToObject(splits, "train", (double)in->train);
+    cJSON_AddNumberToObject(splits, "val", (double)in->val);
+    cJSON_AddNumberToObject(splits, "test", (double)in->test);
+  }
+  cJSON_AddStringToObject(root, "source", meta->source);
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text)
+    return ng__err(NG_ERR_NOMEM, "out of memory printing dataset.json");
+  ng_status st = NG_OK;
+  FILE *f = fopen(path, "wx");
+  if (!f) {
+    st = ng__err_errno(NG_ERR_IO, errno, "%s", path);
+  } else {
+    size_t len = strlen(text);
+    if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) != 0 ||
+        fsync(fileno(f)) != 0)
+      st = ng__err_errno(NG_ERR_IO, errno, "%s: write", path);
+    if (fclose(f) != 0 && st == NG_OK)
+      st = ng__err_errno(NG_ERR_IO, errno, "%s: close", path);
+  }
+  cJSON_free(text);
+  return st;
+}
+
+static void fsync_parent(const char *path) {
+  char buf[PATH_MAX];
+  ng__strlcpy(buf, path, sizeof buf);
+  char *slash = strrchr(buf, '/');
+  const char *dir = ".";
+  if (slash) {
+    *slash = '\0';
+    dir = slash == buf ? "/" : buf;
+  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+}
+
+ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta) {
+  ng_status st = NG_OK;
+  for (int i = 0; i < NG_ARR_COUNT_ && st == NG_OK; i++) {
+    if (!w->arrays[i].map)
+      continue;
+    char *path = path_join(w->tmp_dir, NG_ARRAY_FILE[i]);
+    st = path ? ng__npy_sync(&w->arrays[i], path) : NG_ERR_NOMEM;
+    free(path);
+    ng__npy_close(&w->arrays[i]);
+  }
+  if (st == NG_OK) {
+    char *json = path_join(w->tmp_dir, "dataset.json");
+    st = json ? write_json(json, meta) : NG_ERR_NOMEM;
+    free(json);
+  }
+  if (st == NG_OK) {
+    /* renameat2(RENAME_NOREPLACE) would close the race with a concurrent writer; plain rename
+     * over an existing non-empty folder fails with ENOTEMPTY/EEXIST, which is reported. */
+    if (rename(w->tmp_dir, w->dst_dir) != 0)
+      st = ng__err_errno(errno == ENOTEMPTY || errno == EEXIST ? NG_ERR_EXISTS : NG_ERR_IO, errno,
+                         "%s: cannot move the finished dataset into place", w->dst_dir);
+    else
+      fsync_parent(w->dst_dir);
+  }
+  if (st == NG_OK) {
+    free(w->tmp_dir);
+    w->tmp_dir = NULL; /* nothing left to remove */
+  }
+  ng__writer_abort(w);
+  return st;
+}
+
+void ng__writer_abort(ng_dataset_writer *w) {
+  if (!w)
+    return;
+  for (int i = 0; i < NG_ARR_COUNT_; i++)
+    ng__npy_close(&w->arrays[i]);
+  if (w->tmp_dir) {
+    DIR *d = opendir(w->tmp_dir);
+    if (d) {
+      struct dirent *de;
+      while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+          continue;
+        char *p = path_join(w->tmp_dir, de->d_name);
+        if (p)
+          unlink(p);
+        free(p);
+      }
+      closedir(d);
+    }
+    rmdir(w->tmp_dir);
+  }
+  free(w->tmp_dir);
+  free(w->dst_dir);
+  memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,74 @@
+#include "ng_test.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int ng_test_failures;
+static int tests_passed, tests_failed;
+static char tmpdir[4096];
+
+void ng_test_fail(const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s:%d: FAIL: ", file, line);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  ng_test_failures++;
+}
+
+void ng_test_run(const char *name, void (*fn)(void)) {
+  int before = ng_test_failures;
+  fn();
+  if (ng_test_failures == before) {
+    tests_passed++;
+    printf("ok      %s\n", name);
+  } else {
+    tests_failed++;
+    printf("FAILED  %s\n", name);
+  }
+  fflush(stdout);
+}
+
+int ng_test_summary(void) {
+  if (tmpdir[0] && !getenv("NG_TEST_KEEP")) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+      fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+  }
+  printf("%d passed, %d failed\n", tests_passed, tests_failed);
+  return tests_failed ? 1 : 0;
+}
+
+const char *ng_test_tmpdir(void) {
+  if (!tmpdir[0]) {
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/ngtest-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+      perror("mkdtemp");
+      exit(2);
+    }
+  }
+  return tmpdir;
+}
+
+const char *ng_test_path(const char *name) {
+  static char buf[4096 + 256];
+  snprintf(buf, sizeof buf, "%s/%s", ng_test_tmpdir(), name);
+  return buf;
+}
+
+const char *ng_test_data_dir(void) {
+  const char *d = getenv("NG_DATA_DIR");
+  return d && *d ? d : "../shared/data";
+}
+
+bool ng_test_write_file(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return false;
+  bool ok = fwrite(data, 1, len, f) == len;
+  return fclose(f) == 0 && ok;
+}

@@ -1,0 +1,80 @@
+/* A small test harness: assertions print both operands with file and line, and a failing
+ * assertion fails the suite but lets the rest of the test function continue. */
+#ifndef NG_TEST_H
+#define NG_TEST_H
+
+#include "neargnn.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+extern int ng_test_failures;
+
+void ng_test_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define EXPECT_TRUE(c)                                                                             \
+  do {                                                                                             \
+    if (!(c))                                                                                      \
+      ng_test_fail(__FILE__, __LINE__, "expected true: %s", #c);                                  \
+  } while (0)
+
+#define EXPECT_EQ_I(a, b)                                                                          \
+  do {                                                                                             \
+    long long ng_a_ = (long long)(a), ng_b_ = (long long)(b);                                      \
+    if (ng_a_ != ng_b_)                                                                            \
+      ng_test_fail(__FILE__, __LINE__, "%s == %s: %lld vs %lld", #a, #b, ng_a_, ng_b_);           \
+  } while (0)
+
+#define EXPECT_NEAR(a, b, tol)                                                                     \
+  do {                                                                                             \
+    double ng_a_ = (double)(a), ng_b_ = (double)(b);                                               \
+    if (!(fabs(ng_a_ - ng_b_) <= (tol)))                                                           \
+      ng_test_fail(__FILE__, __LINE__, "%s ~ %s (tol %g): %.9g vs %.9g", #a, #b, (double)(tol),   \
+                   ng_a_, ng_b_);                                                                  \
+  } while (0)
+
+#define EXPECT_STR(a, b)                                                                           \
+  do {                                                                                             \
+    const char *ng_a_ = (a), *ng_b_ = (b);                                                         \
+    if (strcmp(ng_a_, ng_b_) != 0)                                                                 \
+      ng_test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" vs \"%s\"", #a, #b, ng_a_, ng_b_);       \
+  } while (0)
+
+/// Expects `call` to return `status`; on a mismatch prints both and ng_last_error().
+#define EXPECT_STATUS(call, status)                                                                \
+  do {                                                                                             \
+    ng_status ng_s_ = (call);                                                                      \
+    if (ng_s_ != (status))                                                                         \
+      ng_test_fail(__FILE__, __LINE__, "%s: got %s, expected %s (last error: %s)", #call,         \
+                   ng_status_name(ng_s_), ng_status_name(status), ng_last_error());               \
+  } while (0)
+#define EXPECT_OK(call) EXPECT_STATUS(call, NG_OK)
+
+/// Expects ng_last_error() to contain `needle` (error messages must name the file and fix).
+#define EXPECT_ERR_HAS(needle)                                                                     \
+  do {                                                                                             \
+    if (!strstr(ng_last_error(), (needle)))                                                        \
+      ng_test_fail(__FILE__, __LINE__, "last error \"%s\" lacks \"%s\"", ng_last_error(),         \
+                   (needle));                                                                      \
+  } while (0)
+
+/// Runs a test function, printing its name and whether it passed.
+#define RUN_TEST(fn) ng_test_run(#fn, fn)
+void ng_test_run(const char *name, void (*fn)(void));
+/// Prints "N passed, N failed" and returns the process exit code.
+int ng_test_summary(void);
+
+/// A fresh empty folder under $TMPDIR (removed with its content by ng_test_summary()).
+const char *ng_test_tmpdir(void);
+/// A path inside ng_test_tmpdir(); the buffer is static and overwritten by the next call.
+const char *ng_test_path(const char *name);
+/// The real-data folder ($NG_DATA_DIR, default ../shared/data relative to the source tree).
+const char *ng_test_data_dir(void);
+/// Writes `len` bytes to `path`; returns false on failure.
+bool ng_test_write_file(const char *path, const void *data, size_t len);
+
+#endif /* NG_TEST_H */
