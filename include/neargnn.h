@@ -33,14 +33,14 @@ const char *ng_version(void);
 /// and ng_status_str(). New codes are appended, never renumbered.
 #define NG_STATUS_MAP(X)                                                                           \
   X(OK, "success")                                                                                 \
-  X(ERR_INVALID_ARG, "invalid argument")                                                          \
+  X(ERR_INVALID_ARG, "invalid argument")                                                           \
   X(ERR_IO, "input/output error")                                                                  \
-  X(ERR_FORMAT, "malformed or inconsistent input file")                                           \
+  X(ERR_FORMAT, "malformed or inconsistent input file")                                            \
   X(ERR_NOMEM, "out of memory")                                                                    \
-  X(ERR_UNSUPPORTED, "not supported by this build or this input")                                 \
-  X(ERR_EXISTS, "destination already exists")                                                     \
+  X(ERR_UNSUPPORTED, "not supported by this build or this input")                                  \
+  X(ERR_EXISTS, "destination already exists")                                                      \
   X(ERR_NOT_FOUND, "not found")                                                                    \
-  X(ERR_STATE, "operation not valid in the object's current state")                               \
+  X(ERR_STATE, "operation not valid in the object's current state")                                \
   X(ERR_INTERRUPTED, "interrupted")                                                                \
   X(ERR_CUDA, "CUDA error")                                                                        \
   X(ERR_CUBLAS, "cuBLAS error")                                                                    \
@@ -85,21 +85,23 @@ typedef struct {
   int check_features; ///< also scan every feature value and reject NaN/Inf (reads all features)
   int populate;       ///< pre-fault the mappings (MAP_POPULATE) instead of reading lazily
 } ng_open_opts;
-#define NG_OPEN_OPTS_INIT {sizeof(ng_open_opts), 0, 0}
+#define NG_OPEN_OPTS_INIT                                                                          \
+  { sizeof(ng_open_opts), 0, 0 }
 
 /// Counts of an open dataset.
 typedef struct {
-  size_t size;          ///< sizeof(ng_dataset_info), set by the caller
-  char name[64];        ///< dataset.json "name", NUL-terminated (truncated if longer)
-  int64_t nodes;        ///< number of nodes
-  int64_t edges;        ///< number of stored (directed) adjacency entries, i.e. indices' length
-  int64_t feature_dim;  ///< columns of features; 0 when the dataset has no features
-  int32_t classes;      ///< number of classes; 0 when the dataset has no labels
-  int32_t undirected;   ///< 1 when every edge is stored in both directions
-  int32_t index_bytes;  ///< 4 (int32 indices) or 8 (int64 indices)
+  size_t size;              ///< sizeof(ng_dataset_info), set by the caller
+  char name[64];            ///< dataset.json "name", NUL-terminated (truncated if longer)
+  int64_t nodes;            ///< number of nodes
+  int64_t edges;            ///< number of stored (directed) adjacency entries, i.e. indices' length
+  int64_t feature_dim;      ///< columns of features; 0 when the dataset has no features
+  int32_t classes;          ///< number of classes; 0 when the dataset has no labels
+  int32_t undirected;       ///< 1 when every edge is stored in both directions
+  int32_t index_bytes;      ///< 4 (int32 indices) or 8 (int64 indices)
   int64_t train, val, test; ///< sizes of the three splits (0 when absent)
 } ng_dataset_info;
-#define NG_DATASET_INFO_INIT {sizeof(ng_dataset_info), {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define NG_DATASET_INFO_INIT                                                                       \
+  { sizeof(ng_dataset_info), {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /// Opens the dataset in folder `dir`: memory-maps its arrays (no copy) and validates everything
 /// the library relies on (file formats, shapes against dataset.json, CSR structure, id ranges,
@@ -114,18 +116,19 @@ ng_status ng_dataset_info_get(ng_dataset_info *out, ng_dataset_t ds);
 /// Degree distribution summary of an open dataset (row lengths of the CSR, i.e. how many
 /// neighbours each node aggregates from, and in-degrees, how often each node is a neighbour).
 typedef struct {
-  size_t size;                   ///< sizeof(ng_degree_stats), set by the caller
-  int64_t min, max;              ///< row length (neighbours per node)
-  double mean;                   ///< mean row length
-  int64_t p50, p90, p99;         ///< row length percentiles
-  int64_t isolated;              ///< nodes with no neighbours
-  int64_t self_loops;            ///< entries (v, v)
-  int64_t in_max;                ///< largest in-degree
-  double in_top1pct_share;       ///< share of all entries pointing to the 1% most-referenced nodes
-  double powerlaw_exponent;      ///< maximum-likelihood exponent of the row lengths >= xmin
-  int64_t powerlaw_xmin;         ///< the xmin used for the fit
+  size_t size;              ///< sizeof(ng_degree_stats), set by the caller
+  int64_t min, max;         ///< row length (neighbours per node)
+  double mean;              ///< mean row length
+  int64_t p50, p90, p99;    ///< row length percentiles
+  int64_t isolated;         ///< nodes with no neighbours
+  int64_t self_loops;       ///< entries (v, v)
+  int64_t in_max;           ///< largest in-degree
+  double in_top1pct_share;  ///< share of all entries pointing to the 1% most-referenced nodes
+  double powerlaw_exponent; ///< maximum-likelihood exponent of the row lengths >= xmin
+  int64_t powerlaw_xmin;    ///< the xmin used for the fit
 } ng_degree_stats;
-#define NG_DEGREE_STATS_INIT {sizeof(ng_degree_stats), 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0}
+#define NG_DEGREE_STATS_INIT                                                                       \
+  { sizeof(ng_degree_stats), 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0 }
 
 /// Computes the degree distribution summary (reads the whole CSR once; OpenMP parallel).
 ng_status ng_dataset_degree_stats(ng_degree_stats *out, ng_dataset_t ds);
@@ -152,8 +155,10 @@ typedef struct {
   void *progress_ctx;      ///< passed to `progress`
 } ng_generate_opts;
 #define NG_GENERATE_OPTS_INIT                                                                      \
-  {sizeof(ng_generate_opts), NULL, 100000, 16.0, 2.5, 16, 0.8, 128, 1.0, 0.1, 0.1, 0.2, 1, 0,     \
-   NULL, NULL}
+  {                                                                                                \
+    sizeof(ng_generate_opts), NULL, 100000, 16.0, 2.5, 16, 0.8, 128, 1.0, 0.1, 0.1, 0.2, 1, 0,     \
+        NULL, NULL                                                                                 \
+  }
 
 /// Generates a dataset into folder `dst_dir`, which must not exist. Written atomically: into a
 /// temporary folder beside it, renamed into place when complete.
@@ -173,22 +178,24 @@ typedef enum {
 } ng_feature_fill;
 
 typedef struct {
-  size_t size;            ///< sizeof(ng_convert_opts)
-  ng_format format;       ///< input format
-  const char *name;       ///< dataset.json "name" (copied); NULL: the source folder's base name
-  int undirected;         ///< SNAP/OGB: store every edge in both directions (planetoid always is)
+  size_t size;              ///< sizeof(ng_convert_opts)
+  ng_format format;         ///< input format
+  const char *name;         ///< dataset.json "name" (copied); NULL: the source folder's base name
+  int undirected;           ///< SNAP/OGB: store every edge in both directions (planetoid always is)
   ng_feature_fill features; ///< SNAP: features to make up
-  int64_t feature_dim;    ///< SNAP with NG_FEATURES_RANDOM: columns
-  int32_t classes;        ///< SNAP: random labels in [0, classes) when > 0 (with random splits)
+  int64_t feature_dim;      ///< SNAP with NG_FEATURES_RANDOM: columns
+  int32_t classes;          ///< SNAP: random labels in [0, classes) when > 0 (with random splits)
   double train_frac, val_frac, test_frac; ///< SNAP with classes > 0: random split shares
-  const char *split;      ///< OGB: split scheme folder under split/; NULL picks the only one
-  uint64_t seed;          ///< seed of anything made up
+  const char *split;       ///< OGB: split scheme folder under split/; NULL picks the only one
+  uint64_t seed;           ///< seed of anything made up
   ng_progress_fn progress; ///< optional progress callback
   void *progress_ctx;      ///< passed to `progress`
 } ng_convert_opts;
 #define NG_CONVERT_OPTS_INIT                                                                       \
-  {sizeof(ng_convert_opts), NG_FORMAT_PLANETOID, NULL, 0, NG_FEATURES_NONE, 0, 0, 0.1, 0.1, 0.2,    \
-   NULL, 1, NULL, NULL}
+  {                                                                                                \
+    sizeof(ng_convert_opts), NG_FORMAT_PLANETOID, NULL, 0, NG_FEATURES_NONE, 0, 0, 0.1, 0.1, 0.2,  \
+        NULL, 1, NULL, NULL                                                                        \
+  }
 
 /// Converts the dataset at `src` (a folder, or for SNAP a file) into folder `dst_dir`, which
 /// must not exist. Streams the input with memory bounded by the output's size, removes self

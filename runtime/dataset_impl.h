@@ -28,11 +28,11 @@ extern const char *const NG_ARRAY_FILE[NG_ARR_COUNT_];
 #define NG_INDEX32_MAX_NODES ((int64_t)1 << 31)
 
 struct ng_dataset {
-  uint32_t magic;   ///< NG_DATASET_MAGIC while open, 0 after close
-  char *dir;        ///< the folder (owned)
+  uint32_t magic; ///< NG_DATASET_MAGIC while open, 0 after close
+  char *dir;      ///< the folder (owned)
   ng_dataset_info info;
   ng_npy arrays[NG_ARR_COUNT_]; ///< unmapped (map == NULL) when absent
-  ng_csr csr;       ///< a borrowed view of indptr/indices
+  ng_csr csr;                   ///< a borrowed view of indptr/indices
   const float *features;        ///< NULL when feature_dim == 0
   const int32_t *labels;        ///< NULL when classes == 0
   const int64_t *split[3];      ///< train, val, test ids (NULL when empty)
@@ -43,8 +43,8 @@ ng_status ng__dataset_check(ng_dataset_t ds);
 
 /// Metadata written to dataset.json besides what the arrays say.
 typedef struct {
-  ng_dataset_info info;    ///< name, counts (nodes, edges, feature_dim, classes, splits, ...)
-  char source[512];        ///< free text: how the dataset was made (converter input, options)
+  ng_dataset_info info; ///< name, counts (nodes, edges, feature_dim, classes, splits, ...)
+  char source[512];     ///< free text: how the dataset was made (converter input, options)
 } ng_dataset_meta;
 
 /// Writes a dataset into `<dst>.tmp-XXXXXX` beside the destination and renames it into place

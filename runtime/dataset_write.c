@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 const char *const NG_ARRAY_FILE[NG_ARR_COUNT_] = {
-    [NG_ARR_INDPTR] = "indptr.npy", [NG_ARR_INDICES] = "indices.npy",
+    [NG_ARR_INDPTR] = "indptr.npy",     [NG_ARR_INDICES] = "indices.npy",
     [NG_ARR_FEATURES] = "features.npy", [NG_ARR_LABELS] = "labels.npy",
-    [NG_ARR_TRAIN] = "train_idx.npy", [NG_ARR_VAL] = "val_idx.npy",
+    [NG_ARR_TRAIN] = "train_idx.npy",   [NG_ARR_VAL] = "val_idx.npy",
     [NG_ARR_TEST] = "test_idx.npy",
 };
 
@@ -50,8 +50,7 @@ ng_status ng__writer_begin(ng_dataset_writer *w, const char *dst_dir) {
     free(w->tmp_dir);
     w->tmp_dir = NULL;
     ng__writer_abort(w);
-    return ng__err_errno(NG_ERR_IO, e, "%s: cannot create a temporary folder beside it",
-                         dst_dir);
+    return ng__err_errno(NG_ERR_IO, e, "%s: cannot create a temporary folder beside it", dst_dir);
   }
   return NG_OK;
 }

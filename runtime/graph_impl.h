@@ -50,9 +50,9 @@ ng_status ng__perm_check(const int64_t *perm, int64_t n);
 /// alpha = 1 + n / sum(ln(x / (xmin - 0.5))), keeping the xmin whose fitted tail is closest to
 /// the data in Kolmogorov-Smirnov distance. Values < 1 are ignored. `xs` is sorted in place.
 typedef struct {
-  double alpha;  ///< fitted exponent (0 when there is too little data)
-  int64_t xmin;  ///< the tail's lower bound
-  int64_t n_tail;///< samples >= xmin
-  double ks;     ///< KS distance of the fit
+  double alpha;   ///< fitted exponent (0 when there is too little data)
+  int64_t xmin;   ///< the tail's lower bound
+  int64_t n_tail; ///< samples >= xmin
+  double ks;      ///< KS distance of the fit
 } ng_powerlaw_fit;
 ng_status ng__powerlaw_fit(ng_powerlaw_fit *out, int64_t *xs, int64_t n);

@@ -33,8 +33,8 @@ const char *ng__dtype_name(ng_dtype dtype) {
 
 const char *ng__dtype_descr(ng_dtype dtype) {
   static const char *const full[NG_DTYPE_COUNT_] = {
-      [NG_DTYPE_F32] = "<f4", [NG_DTYPE_F64] = "<f8", [NG_DTYPE_I32] = "<i4",
-      [NG_DTYPE_I64] = "<i8", [NG_DTYPE_U8] = "|u1",  [NG_DTYPE_I8] = "|i1",
+      [NG_DTYPE_F32] = "<f4",  [NG_DTYPE_F64] = "<f8", [NG_DTYPE_I32] = "<i4",
+      [NG_DTYPE_I64] = "<i8",  [NG_DTYPE_U8] = "|u1",  [NG_DTYPE_I8] = "|i1",
       [NG_DTYPE_BOOL] = "|b1",
   };
   return (unsigned)dtype < NG_DTYPE_COUNT_ ? full[dtype] : "?";
@@ -193,8 +193,7 @@ ng_status ng__npy_parse_header(ng_npy_header *out, const void *buf, size_t len, 
       out->ndim = 0;
       while (!eat(&s, ')')) {
         if (out->ndim == NG_NPY_MAX_DIMS)
-          return ng__err(NG_ERR_UNSUPPORTED, "%s: more than %d dimensions", name,
-                         NG_NPY_MAX_DIMS);
+          return ng__err(NG_ERR_UNSUPPORTED, "%s: more than %d dimensions", name, NG_NPY_MAX_DIMS);
         if (!read_dim(&s, &out->shape[out->ndim]))
           return ng__err(NG_ERR_FORMAT, "%s: malformed shape in .npy header", name);
         out->ndim++;
@@ -266,8 +265,8 @@ ng_status ng__npy_map(ng_npy *out, const char *path, bool populate) {
                     path, out->hdr.nbytes, len - NG_MIN(len, out->hdr.data_offset));
     else if (len > want)
       st2 = ng__err(NG_ERR_FORMAT,
-                    "%s: %zu unexpected bytes after the data; the file is not one .npy array",
-                    path, len - want);
+                    "%s: %zu unexpected bytes after the data; the file is not one .npy array", path,
+                    len - want);
   }
   if (st2 != NG_OK) {
     munmap(map, len);
@@ -329,8 +328,7 @@ ng_status ng__npy_create(ng_npy *out, const char *path, ng_dtype dtype, int ndim
     return ng__err(NG_ERR_INTERNAL, "%s: .npy header does not fit", path);
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
-    return ng__err_errno(errno == EEXIST ? NG_ERR_EXISTS : NG_ERR_IO, errno, "%s: create",
-                         path);
+    return ng__err_errno(errno == EEXIST ? NG_ERR_EXISTS : NG_ERR_IO, errno, "%s: create", path);
   size_t len = pre + nbytes;
   ng_status st = NG_OK;
   if (pwrite(fd, hdr, pre, 0) != (ssize_t)pre) {

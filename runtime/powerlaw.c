@@ -47,8 +47,8 @@ ng_status ng__powerlaw_fit(ng_powerlaw_fit *out, int64_t *xs, int64_t n) {
       int64_t v = xs[j], k = j;
       while (k < n && xs[k] == v)
         k++;
-      double emp_below = (double)(j - i) / (double)tail;  /* P(X < v) empirical */
-      double emp_upto = (double)(k - i) / (double)tail;   /* P(X <= v) */
+      double emp_below = (double)(j - i) / (double)tail; /* P(X < v) empirical */
+      double emp_upto = (double)(k - i) / (double)tail;  /* P(X <= v) */
       double model_below = 1.0 - pow(((double)v - 0.5) / base, 1.0 - alpha);
       double model_upto = 1.0 - pow(((double)v + 0.5) / base, 1.0 - alpha);
       double d1 = fabs(emp_below - model_below), d2 = fabs(emp_upto - model_upto);

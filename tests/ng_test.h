@@ -19,21 +19,21 @@ void ng_test_fail(const char *file, int line, const char *fmt, ...)
 #define EXPECT_TRUE(c)                                                                             \
   do {                                                                                             \
     if (!(c))                                                                                      \
-      ng_test_fail(__FILE__, __LINE__, "expected true: %s", #c);                                  \
+      ng_test_fail(__FILE__, __LINE__, "expected true: %s", #c);                                   \
   } while (0)
 
 #define EXPECT_EQ_I(a, b)                                                                          \
   do {                                                                                             \
     long long ng_a_ = (long long)(a), ng_b_ = (long long)(b);                                      \
     if (ng_a_ != ng_b_)                                                                            \
-      ng_test_fail(__FILE__, __LINE__, "%s == %s: %lld vs %lld", #a, #b, ng_a_, ng_b_);           \
+      ng_test_fail(__FILE__, __LINE__, "%s == %s: %lld vs %lld", #a, #b, ng_a_, ng_b_);            \
   } while (0)
 
 #define EXPECT_NEAR(a, b, tol)                                                                     \
   do {                                                                                             \
     double ng_a_ = (double)(a), ng_b_ = (double)(b);                                               \
     if (!(fabs(ng_a_ - ng_b_) <= (tol)))                                                           \
-      ng_test_fail(__FILE__, __LINE__, "%s ~ %s (tol %g): %.9g vs %.9g", #a, #b, (double)(tol),   \
+      ng_test_fail(__FILE__, __LINE__, "%s ~ %s (tol %g): %.9g vs %.9g", #a, #b, (double)(tol),    \
                    ng_a_, ng_b_);                                                                  \
   } while (0)
 
@@ -41,7 +41,7 @@ void ng_test_fail(const char *file, int line, const char *fmt, ...)
   do {                                                                                             \
     const char *ng_a_ = (a), *ng_b_ = (b);                                                         \
     if (strcmp(ng_a_, ng_b_) != 0)                                                                 \
-      ng_test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" vs \"%s\"", #a, #b, ng_a_, ng_b_);       \
+      ng_test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" vs \"%s\"", #a, #b, ng_a_, ng_b_);        \
   } while (0)
 
 /// Expects `call` to return `status`; on a mismatch prints both and ng_last_error().
@@ -49,8 +49,8 @@ void ng_test_fail(const char *file, int line, const char *fmt, ...)
   do {                                                                                             \
     ng_status ng_s_ = (call);                                                                      \
     if (ng_s_ != (status))                                                                         \
-      ng_test_fail(__FILE__, __LINE__, "%s: got %s, expected %s (last error: %s)", #call,         \
-                   ng_status_name(ng_s_), ng_status_name(status), ng_last_error());               \
+      ng_test_fail(__FILE__, __LINE__, "%s: got %s, expected %s (last error: %s)", #call,          \
+                   ng_status_name(ng_s_), ng_status_name(status), ng_last_error());                \
   } while (0)
 #define EXPECT_OK(call) EXPECT_STATUS(call, NG_OK)
 
@@ -58,7 +58,7 @@ void ng_test_fail(const char *file, int line, const char *fmt, ...)
 #define EXPECT_ERR_HAS(needle)                                                                     \
   do {                                                                                             \
     if (!strstr(ng_last_error(), (needle)))                                                        \
-      ng_test_fail(__FILE__, __LINE__, "last error \"%s\" lacks \"%s\"", ng_last_error(),         \
+      ng_test_fail(__FILE__, __LINE__, "last error \"%s\" lacks \"%s\"", ng_last_error(),          \
                    (needle));                                                                      \
   } while (0)
 

@@ -32,7 +32,9 @@ void *ng__aligned_alloc(size_t bytes, const char *what) {
   return p;
 }
 
-void ng__aligned_free(void *ptr) { free(ptr); }
+void ng__aligned_free(void *ptr) {
+  free(ptr);
+}
 
 void *ng__big_alloc(size_t bytes, const char *what) {
   if (bytes == 0)

@@ -16,7 +16,9 @@ static inline uint64_t ng_mix64(uint64_t x) {
 }
 
 /// A hash of several words: seeds per-(run, epoch, iteration, node) streams.
-static inline uint64_t ng_hash2(uint64_t a, uint64_t b) { return ng_mix64(ng_mix64(a) ^ b); }
+static inline uint64_t ng_hash2(uint64_t a, uint64_t b) {
+  return ng_mix64(ng_mix64(a) ^ b);
+}
 static inline uint64_t ng_hash3(uint64_t a, uint64_t b, uint64_t c) {
   return ng_mix64(ng_hash2(a, b) ^ c);
 }
@@ -31,7 +33,9 @@ static inline void ng_rng_seed(ng_rng *r, uint64_t seed) {
     r->s[i] = ng_mix64(seed + (uint64_t)i * 0x632be59bd9b4e019ULL);
 }
 
-static inline uint64_t ng_rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t ng_rotl64(uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 
 static inline uint64_t ng_rng_next(ng_rng *r) {
   uint64_t *s = r->s;
