@@ -202,6 +202,45 @@ typedef struct {
 /// loops and duplicate edges, and writes atomically (temporary folder, then rename).
 ng_status ng_dataset_convert(const char *dst_dir, const char *src, const ng_convert_opts *opts);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Aggregators and models                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/// How neighbour rows are reduced. Every reduction is associative and commutative, so partial
+/// states over disjoint neighbour sets merge (the basis of near-data partial aggregation).
+typedef enum { NG_REDUCE_SUM = 0, NG_REDUCE_MAX = 1, NG_REDUCE_MIN = 2 } ng_reduce;
+/// Per-edge weights applied before the reduction.
+typedef enum {
+  NG_EDGE_WEIGHT_NONE = 0,
+  NG_EDGE_WEIGHT_GCN_NORM = 1, ///< 1 / sqrt((deg(dst) + 1) (deg(src) + 1)), degrees of the graph
+} ng_edge_weight;
+/// What turns a merged state into the aggregated row.
+typedef enum {
+  NG_FINALIZE_NONE = 0,
+  NG_FINALIZE_MEAN = 1, ///< divide by the number of neighbours (0 neighbours give 0)
+} ng_finalize;
+
+/// A per-hop aggregator: reduce, edge weight, finalize, and whether the node itself counts as
+/// a neighbour with weight 1 / (deg + 1) (GCN's A + I). The built-ins below cover sum, mean, max,
+/// min and GCN.
+typedef struct {
+  ng_reduce reduce;
+  ng_edge_weight edge_weight;
+  ng_finalize finalize;
+  int32_t self_loop;
+} ng_aggregator;
+
+#define NG_AGGREGATOR_SUM ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0})
+#define NG_AGGREGATOR_MEAN                                                                         \
+  ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_MEAN, 0})
+#define NG_AGGREGATOR_MAX ((ng_aggregator){NG_REDUCE_MAX, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0})
+#define NG_AGGREGATOR_MIN ((ng_aggregator){NG_REDUCE_MIN, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0})
+#define NG_AGGREGATOR_GCN                                                                          \
+  ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_GCN_NORM, NG_FINALIZE_NONE, 1})
+
+/// Activation after a layer.
+typedef enum { NG_ACT_NONE = 0, NG_ACT_RELU = 1 } ng_activation;
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,59 @@
+/* Node-wise uniform neighbour sampling into message-flow blocks (cpu/sampler.c).
+ *
+ * A mini-batch of L layers is L blocks. blocks[0] is the input layer (its sources are the nodes
+ * whose features are read), blocks[L-1] the output layer (its destinations are the targets).
+ * Every layer's node list is a prefix of the next-lower one: the destinations of a block are the
+ * first n_dst of its sources, and the sources of blocks[l+1] are the destinations of blocks[l].
+ * So one array, node_ids, gives the global id of every local node of every layer.
+ *
+ * Determinism: the mini-batch depends only on (graph, configuration, targets, seed): any thread
+ * can build any iteration and gets the same bytes. Within a row, neighbours are kept in the
+ * order they have in the graph's row. */
+#ifndef NG_SAMPLER_IMPL_H
+#define NG_SAMPLER_IMPL_H
+
+#include "core/backend_impl.h"
+#include "core/rng.h"
+#include "graph_impl.h"
+
+#define NG_MAX_LAYERS 8
+
+typedef struct {
+  const ng_csr *graph;             ///< borrowed; row v = the neighbours v aggregates from
+  int n_layers;                    ///< 1 .. NG_MAX_LAYERS
+  int32_t fanout[NG_MAX_LAYERS];   ///< per block index (0 = input layer); -1 = all neighbours
+  bool gcn_weights[NG_MAX_LAYERS]; ///< fill edge_w and self_w with GCN normalisation
+  bool transpose;                  ///< fill t_indptr / t_dst / t_eid (needed for backward passes)
+} ng_sampler_cfg;
+
+typedef struct {
+  int n_layers;
+  ng_block blocks[NG_MAX_LAYERS];
+  const int64_t *node_ids; ///< [blocks[0].n_src] global ids; prefix n_dst of a block = its dst
+  int32_t n_targets;       ///< == blocks[n_layers - 1].n_dst
+} ng_minibatch;
+
+/// Per-worker reusable memory: buffers grow to the largest mini-batch seen and are reused, so
+/// the steady state allocates nothing. One arena per thread; a mini-batch's arrays stay valid
+/// until the next ng__sample() on the same arena.
+typedef struct ng_sample_arena ng_sample_arena;
+
+ng_status ng__sample_arena_create(ng_sample_arena **out);
+void ng__sample_arena_destroy(ng_sample_arena *arena);
+/// Bytes the arena holds (for telemetry and the no-allocation test).
+size_t ng__sample_arena_bytes(const ng_sample_arena *arena);
+
+/// Samples the blocks of `n_targets` target nodes (distinct global ids) with `seed`.
+ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler_cfg *cfg,
+                     const int64_t *targets, int32_t n_targets, uint64_t seed);
+
+/// A deterministic shuffle of `ids` (n values) into `out` for epoch `epoch`: depends only on
+/// (ids, seed, epoch). Mini-batch i of the epoch is out[i * batch .. (i + 1) * batch).
+void ng__epoch_shuffle(int64_t *out, const int64_t *ids, int64_t n, uint64_t seed, int64_t epoch);
+
+/// The seed of iteration `iter` of epoch `epoch` for a run seeded with `seed`.
+static inline uint64_t ng__iter_seed(uint64_t seed, int64_t epoch, int64_t iter) {
+  return ng_hash3(seed, (uint64_t)epoch, (uint64_t)iter);
+}
+
+#endif /* NG_SAMPLER_IMPL_H */

@@ -1,0 +1,152 @@
+/* The backend interface: a table of function pointers plus a context (as ggml's
+ * ggml_backend_i). Models and the scheduler call these ops and never CUDA or oneDNN directly;
+ * the CPU backend (cpu/backend_cpu.c) implements every op and is the reference, the CUDA backend
+ * (gpu/) implements the same ops on device memory.
+ *
+ * Memory: every float/int pointer an op receives lives in the backend's memory (host memory for
+ * the CPU backend, device memory for CUDA), except where a parameter says "host". All matrices
+ * are row-major and contiguous unless a leading dimension is given.
+ *
+ * Determinism: every op gives bit-identical results for the same inputs whatever the number of
+ * threads (fixed partitions, reductions in a fixed order, no floating-point atomics). The CPU and
+ * CUDA backends agree within fp32 rounding, not bit for bit. */
+#ifndef NG_BACKEND_IMPL_H
+#define NG_BACKEND_IMPL_H
+
+#include "core_impl.h"
+
+/* ---- aggregators (the public descriptor is ng_aggregator in neargnn.h) ---- */
+
+/// A message-flow block of one layer (as DGL's blocks): the destination nodes are the first
+/// n_dst of the n_src source nodes; edges are grouped by destination (CSR over local ids) and,
+/// for deterministic backward passes without atomics, also by source (the transpose).
+typedef struct {
+  int32_t n_dst;
+  int32_t n_src;
+  int64_t nnz;
+  const int32_t *indptr;   ///< [n_dst + 1] edges of destination d: indptr[d] .. indptr[d+1]
+  const int32_t *indices;  ///< [nnz] local source id of each edge
+  const float *edge_w;     ///< [nnz] edge weights (GCN normalisation), NULL when unweighted
+  const float *self_w;     ///< [n_dst] self-loop weights (GCN), NULL when the aggregator has none
+  const int32_t *t_indptr; ///< [n_src + 1] edges of source s in the transpose
+  const int32_t *t_dst;    ///< [nnz] destination of each transposed edge
+  const int32_t *t_eid;    ///< [nnz] the edge's position in `indices` (to find its weight)
+} ng_block;
+
+/// How the aggregator combines neighbour rows (the internal form of ng_aggregator).
+typedef struct {
+  ng_reduce reduce; ///< SUM, MAX or MIN over the neighbours (in neighbour order)
+  bool weighted;    ///< multiply each neighbour row by block->edge_w[e]
+  bool self_loop;   ///< add block->self_w[d] * src[d] (GCN's A + I)
+  bool mean;        ///< divide by the number of neighbours (finalize of MEAN)
+} ng_aggr;
+
+/// A partial aggregation state over some of the neighbours of n_dst destinations: the reduced
+/// values [n_dst, dim] and how many neighbours each row has seen. States of disjoint neighbour
+/// sets merge; finalize turns a state into the aggregated rows. Rows with no neighbour finalize
+/// to 0 (for MAX/MIN too).
+typedef struct {
+  float *val;     ///< [n_dst, dim]
+  int32_t *count; ///< [n_dst]
+  int32_t n_dst;
+  int64_t dim;
+} ng_pstate;
+
+typedef enum { NG_OPT_SGD = 0, NG_OPT_ADAM = 1 } ng_optimizer_kind;
+
+/// Hyper-parameters of one optimizer step (weight decay is L2: grad += weight_decay * param).
+typedef struct {
+  ng_optimizer_kind kind;
+  float lr;
+  float weight_decay;
+  float momentum;     ///< SGD
+  float beta1, beta2; ///< Adam
+  float eps;          ///< Adam
+  int64_t step;       ///< 1-based step count (Adam bias correction)
+} ng_opt_hp;
+
+typedef struct ng_backend ng_backend;
+
+struct ng_backend_i {
+  const char *name; ///< "cpu", "cuda"
+
+  /* -- lifetime and memory -- */
+  void (*destroy)(ng_backend *be);
+  ng_status (*alloc)(ng_backend *be, void **out, size_t bytes);
+  void (*free)(ng_backend *be, void *ptr); ///< accepts NULL
+  ng_status (*copy_h2d)(ng_backend *be, void *dst, const void *host_src, size_t bytes);
+  ng_status (*copy_d2h)(ng_backend *be, void *host_dst, const void *src, size_t bytes);
+  ng_status (*copy_d2d)(ng_backend *be, void *dst, const void *src, size_t bytes);
+  ng_status (*fill)(ng_backend *be, float *x, int64_t n, float value);
+  ng_status (*sync)(ng_backend *be); ///< waits for all queued work
+
+  /* -- gathers -- */
+  /// dst[i, :] = table[ids[i], :] for i < n (table is [*, dim] with row stride dim; on the CUDA
+  /// backend it may be device or registered host memory).
+  ng_status (*gather_rows)(ng_backend *be, float *dst, const float *table, const int64_t *ids,
+                           int64_t n, int64_t dim);
+
+  /* -- aggregation over a block (GAR: each destination reduced in neighbour order) -- */
+  /// Forward: dst[d] = finalize(reduce over e of w_e * src[indices[e]]) (+ self loop);
+  /// `argbest` [n_dst, dim] receives, for MAX/MIN, the local source id that won each element
+  /// (-1 when none); NULL for SUM. src is [n_src, dim], dst [n_dst, dim].
+  ng_status (*aggr_fwd)(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+                        int64_t dim, float *dst, int32_t *argbest);
+  /// Backward: grad_src [n_src, dim] = d loss / d src given grad_dst [n_dst, dim]; overwrites
+  /// grad_src. Each source row sums its contributions in transposed-edge order (no atomics).
+  ng_status (*aggr_bwd)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                        const float *grad_dst, const int32_t *argbest, int64_t dim,
+                        float *grad_src);
+  /// Partial forward over the edges of `blk` into a fresh state (no finalize, no self loop).
+  ng_status (*aggr_partial)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state);
+  /// acc = merge(acc, other): SUM adds, MAX/MIN take the elementwise best; counts add.
+  ng_status (*pstate_merge)(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                            const ng_pstate *other);
+  /// dst [n_dst, dim] = finalize(state) (mean divides by count; empty rows give 0).
+  ng_status (*pstate_finalize)(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
+                               float *dst);
+
+  /* -- dense ops -- */
+  /// C[M,N] = alpha * op(A) op(B) + beta * C, row-major, op = transpose when trans_* is true.
+  ng_status (*gemm)(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                    float beta, float *c, int64_t ldc);
+  /// y += x elementwise (n values).
+  ng_status (*add)(ng_backend *be, float *y, const float *x, int64_t n);
+  /// x[r, :] += bias, then x = act(x), in place ([rows, cols]; bias may be NULL).
+  ng_status (*bias_act_fwd)(ng_backend *be, float *x, const float *bias, int64_t rows, int64_t cols,
+                            ng_activation act);
+  /// grad = grad * act'(y) in place (y: the forward output); grad_bias (may be NULL) [cols] =
+  /// column sums of the result, summed in row order.
+  ng_status (*bias_act_bwd)(ng_backend *be, float *grad, const float *y, float *grad_bias,
+                            int64_t rows, int64_t cols, ng_activation act);
+  /// Inverted dropout: element i is kept with probability 1 - p, decided by a hash of
+  /// (seed, i) only, and scaled by 1 / (1 - p); mask [n] records the decisions. p == 0 copies.
+  ng_status (*dropout_fwd)(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
+                           uint64_t seed);
+  ng_status (*dropout_bwd)(ng_backend *be, float *grad, const uint8_t *mask, int64_t n, float p);
+  /// Mean log-softmax cross-entropy over n rows of logits [n, classes] with labels [n];
+  /// grad (may be NULL) [n, classes] = d(mean loss)/d logits. Host outputs: *loss (mean) and
+  /// *correct (rows whose arg-max equals the label; ties go to the lowest class).
+  ng_status (*xent)(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
+                    int64_t classes, float *grad, double *loss, int64_t *correct);
+  /// One optimizer step on n parameters; state1/state2 are momentum/Adam moments (n each).
+  ng_status (*opt_step)(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
+                        float *state1, float *state2, int64_t n);
+};
+
+struct ng_backend {
+  const struct ng_backend_i *iface;
+  void *ctx;
+};
+
+/// The CPU backend (cpu/backend_cpu.c). `threads` 0 = the OpenMP default.
+ng_status ng__backend_cpu_create(ng_backend **out, int threads);
+/// Destroys any backend; accepts NULL.
+void ng__backend_destroy(ng_backend *be);
+
+/// Translates a public aggregator descriptor into the backend's form (validating it).
+ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc);
+
+#endif /* NG_BACKEND_IMPL_H */
