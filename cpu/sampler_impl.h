@@ -43,12 +43,16 @@ void ng__sample_arena_destroy(ng_sample_arena *arena);
 /// Bytes the arena holds (for telemetry and the no-allocation test).
 size_t ng__sample_arena_bytes(const ng_sample_arena *arena);
 
-/// Samples the blocks of `n_targets` target nodes (distinct global ids) with `seed`.
+/// Samples the blocks of `n_targets` (>= 1) target nodes (distinct global ids) with `seed`.
+/// The neighbours of node v in block l come from the stream ng_hash3(seed, l, v). A block's
+/// edge_w/self_w are NULL unless cfg->gcn_weights[l], its t_* arrays NULL unless cfg->transpose.
+/// On failure *out is zeroed (n_layers == 0) and the arena stays usable.
 ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler_cfg *cfg,
                      const int64_t *targets, int32_t n_targets, uint64_t seed);
 
 /// A deterministic shuffle of `ids` (n values) into `out` for epoch `epoch`: depends only on
-/// (ids, seed, epoch). Mini-batch i of the epoch is out[i * batch .. (i + 1) * batch).
+/// (ids, seed, epoch). Mini-batch i of the epoch is out[i * batch .. (i + 1) * batch). `out` may
+/// be `ids` (in place).
 void ng__epoch_shuffle(int64_t *out, const int64_t *ids, int64_t n, uint64_t seed, int64_t epoch);
 
 /// The seed of iteration `iter` of epoch `epoch` for a run seeded with `seed`.

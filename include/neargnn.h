@@ -99,9 +99,10 @@ typedef struct {
   int32_t undirected;       ///< 1 when every edge is stored in both directions
   int32_t index_bytes;      ///< 4 (int32 indices) or 8 (int64 indices)
   int64_t train, val, test; ///< sizes of the three splits (0 when absent)
+  int32_t orig_ids;         ///< 1 when orig_id.npy maps node ids back to the source's ids
 } ng_dataset_info;
 #define NG_DATASET_INFO_INIT                                                                       \
-  { sizeof(ng_dataset_info), {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  { sizeof(ng_dataset_info), {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /// Opens the dataset in folder `dir`: memory-maps its arrays (no copy) and validates everything
 /// the library relies on (file formats, shapes against dataset.json, CSR structure, id ranges,
@@ -240,6 +241,118 @@ typedef struct {
 
 /// Activation after a layer.
 typedef enum { NG_ACT_NONE = 0, NG_ACT_RELU = 1 } ng_activation;
+
+/// Model families. A model is described per hop (layer); both families run on every backend.
+typedef enum {
+  NG_MODEL_SAGE = 0, ///< GraphSAGE: separate weights for the node itself and its aggregated
+                     ///< neighbours (Hamilton et al. 2017)
+  NG_MODEL_GCN = 1,  ///< GCN: one weight over the normalised aggregation (Kipf & Welling 2017)
+} ng_model_kind;
+
+/// How a GraphSAGE layer combines the node and its neighbours.
+typedef enum {
+  NG_SAGE_SUM = 0,    ///< h W_self + agg W_neigh + b  (as PyG's SAGEConv and DGL's SAGEConv)
+  NG_SAGE_CONCAT = 1, ///< [h W_self || agg W_neigh] + b, each half out_dim / 2 columns
+} ng_sage_combine;
+
+/// One layer (hop) of a model. Layers are added from the input towards the output; the last
+/// layer's out_dim is the number of classes.
+typedef struct {
+  size_t size;              ///< sizeof(ng_layer_opts)
+  int32_t fanout;           ///< neighbours sampled per node for this hop in training (-1 = all)
+  ng_aggregator aggregator; ///< e.g. NG_AGGREGATOR_MEAN; GCN layers use NG_AGGREGATOR_GCN
+  int64_t out_dim;          ///< output columns
+  ng_activation activation; ///< applied after the layer (usually RELU except on the last layer)
+  float dropout;            ///< dropout probability on this layer's input in training
+  float weight_decay;       ///< L2 coefficient for this layer's parameters
+  ng_sage_combine combine;  ///< GraphSAGE only
+  int32_t bias;             ///< add a bias vector (1) or not (0)
+} ng_layer_opts;
+#define NG_LAYER_OPTS_INIT                                                                         \
+  { sizeof(ng_layer_opts), 10, NG_AGGREGATOR_MEAN, 16, NG_ACT_RELU, 0.0f, 0.0f, NG_SAGE_SUM, 1 }
+
+typedef struct ng_model *ng_model_t;
+
+/// Creates an empty model of `kind` whose input has `in_dim` feature columns.
+ng_status ng_model_create(ng_model_t *out, ng_model_kind kind, int64_t in_dim);
+/// Appends a layer (copied). The first layer reads the features; each next layer reads the
+/// previous layer's output. At most 8 layers.
+ng_status ng_model_add_layer(ng_model_t model, const ng_layer_opts *layer);
+/// Number of layers and trainable parameters.
+ng_status ng_model_shape(int32_t *layers, int64_t *params, ng_model_t model);
+/// Destroys a model; NULL is accepted. A model used by a trainer must outlive it.
+void ng_model_destroy(ng_model_t model);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Training                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum { NG_OPTIMIZER_ADAM = 0, NG_OPTIMIZER_SGD = 1 } ng_optimizer;
+typedef enum {
+  NG_NORMALIZE_NONE = 0,
+  NG_NORMALIZE_ROW = 1, ///< divide each feature row by its sum (rows summing to 0 stay 0)
+} ng_normalize;
+
+typedef struct {
+  size_t size;             ///< sizeof(ng_train_opts)
+  int64_t batch;           ///< target nodes per mini-batch; 0 = the whole training split at once
+  double lr;               ///< learning rate
+  ng_optimizer optimizer;  ///< Adam (default) or SGD
+  double momentum;         ///< SGD momentum
+  uint64_t seed;           ///< everything random derives from it (init, shuffles, samples, dropout)
+  int threads;             ///< CPU threads (0: the OpenMP default); results do not depend on it
+  const char *device;      ///< "cpu" (default); "cuda" when built with the CUDA backend
+  ng_normalize normalize;  ///< feature normalisation (applied to a copy of the features)
+  int64_t eval_chunk;      ///< nodes per chunk in layer-wise full-neighbour inference
+  ng_progress_fn progress; ///< optional; phases "train" (iterations) and "eval" (nodes)
+  void *progress_ctx;
+} ng_train_opts;
+#define NG_TRAIN_OPTS_INIT                                                                         \
+  {                                                                                                \
+    sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
+        4096, NULL, NULL                                                                           \
+  }
+
+/// What one epoch did.
+typedef struct {
+  size_t size;           ///< sizeof(ng_epoch_stats), set by the caller
+  int64_t epoch;         ///< 0-based number of the epoch just finished
+  int64_t iterations;    ///< mini-batches
+  double loss;           ///< mean training loss over the epoch's mini-batches
+  double train_acc;      ///< accuracy on the mini-batches' targets during training
+  double seconds;        ///< wall time of the epoch
+  double it_per_s;       ///< iterations per second
+  int64_t sampled_edges; ///< edges in all blocks of the epoch
+} ng_epoch_stats;
+#define NG_EPOCH_STATS_INIT                                                                        \
+  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0 }
+
+typedef enum { NG_SPLIT_TRAIN = 0, NG_SPLIT_VAL = 1, NG_SPLIT_TEST = 2 } ng_split;
+
+typedef struct ng_trainer *ng_trainer_t;
+
+/// Creates a trainer for `model` on `ds` (both borrowed: they must outlive the trainer) and
+/// initialises the model's parameters from opts->seed.
+ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
+                            const ng_train_opts *opts);
+/// Trains one epoch over the shuffled training split.
+ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t trainer);
+/// Accuracy and mean loss on a split with full-neighbour layer-wise inference (every node, one
+/// layer at a time, in chunks of opts->eval_chunk nodes).
+ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t trainer, ng_split split);
+/// Class predictions of all nodes (full-neighbour inference) into `out[nodes]`, indexed by the
+/// dataset's node ids.
+ng_status ng_trainer_predict(int32_t *out, ng_trainer_t trainer);
+/// Saves parameters, optimizer state and the epoch counter atomically as safetensors (PyTorch
+/// reads the weights with safetensors.torch.load_file; names are documented in docs/training.md).
+ng_status ng_trainer_save(ng_trainer_t trainer, const char *path);
+/// Restores a checkpoint saved by ng_trainer_save for the same model shape and seed; training
+/// then continues bit-identically to an uninterrupted run.
+ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
+/// The number of epochs trained so far (including those restored by ng_trainer_load).
+int64_t ng_trainer_epochs_done(ng_trainer_t trainer);
+/// Destroys a trainer; NULL is accepted.
+void ng_trainer_destroy(ng_trainer_t trainer);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ typedef enum {
   NG_ARR_TRAIN,      ///< int64 [train]; absent when empty
   NG_ARR_VAL,        ///< int64 [val]
   NG_ARR_TEST,       ///< int64 [test]
+  NG_ARR_ORIG_ID,    ///< int64 [nodes]: the source's id of each node; absent when ids are kept
   NG_ARR_COUNT_
 } ng_array_id;
 

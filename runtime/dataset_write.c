@@ -16,7 +16,7 @@ const char *const NG_ARRAY_FILE[NG_ARR_COUNT_] = {
     [NG_ARR_INDPTR] = "indptr.npy",     [NG_ARR_INDICES] = "indices.npy",
     [NG_ARR_FEATURES] = "features.npy", [NG_ARR_LABELS] = "labels.npy",
     [NG_ARR_TRAIN] = "train_idx.npy",   [NG_ARR_VAL] = "val_idx.npy",
-    [NG_ARR_TEST] = "test_idx.npy",
+    [NG_ARR_TEST] = "test_idx.npy",     [NG_ARR_ORIG_ID] = "orig_id.npy",
 };
 
 static char *path_join(const char *dir, const char *file) {
@@ -100,6 +100,7 @@ static ng_status write_json(const char *path, const ng_dataset_meta *meta) {
     cJSON_AddNumberToObject(splits, "val", (double)in->val);
     cJSON_AddNumberToObject(splits, "test", (double)in->test);
   }
+  cJSON_AddBoolToObject(root, "orig_ids", in->orig_ids != 0);
   cJSON_AddStringToObject(root, "source", meta->source);
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
@@ -151,6 +152,13 @@ ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta) {
     char *json = path_join(w->tmp_dir, "dataset.json");
     st = json ? write_json(json, meta) : NG_ERR_NOMEM;
     free(json);
+  }
+  if (st == NG_OK) {
+    /* mkdtemp made the folder private (0700); a finished dataset gets ordinary permissions. */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (chmod(w->tmp_dir, 0777 & ~mask) != 0)
+      st = ng__err_errno(NG_ERR_IO, errno, "%s: chmod", w->tmp_dir);
   }
   if (st == NG_OK) {
     /* renameat2(RENAME_NOREPLACE) would close the race with a concurrent writer; plain rename

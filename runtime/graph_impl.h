@@ -19,8 +19,6 @@ static inline int64_t ng__csr_index(const ng_csr *g, int64_t e) {
   return g->idx32 ? (int64_t)g->idx32[e] : g->idx64[e];
 }
 
-#endif /* NG_GRAPH_IMPL_H */
-
 /* ---- graph utilities (runtime/graph.c). All are OpenMP parallel and deterministic: their
  * output does not depend on the number of threads. Arrays they return are owned by the caller
  * and freed with ng__csr_free(). ---- */
@@ -56,3 +54,5 @@ typedef struct {
   double ks;      ///< KS distance of the fit
 } ng_powerlaw_fit;
 ng_status ng__powerlaw_fit(ng_powerlaw_fit *out, int64_t *xs, int64_t n);
+
+#endif /* NG_GRAPH_IMPL_H */

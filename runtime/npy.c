@@ -217,13 +217,24 @@ ng_status ng__npy_parse_header(ng_npy_header *out, const void *buf, size_t len, 
     return ng__err(NG_ERR_FORMAT, "%s: .npy header lacks descr, fortran_order or shape", name);
   NG_CHECK(parse_descr(out, descr, name));
 
+  /* The element count must fit int64 too (ng__npy_count), even where a zero dimension makes
+   * the byte count small: (2, 2^62, 0) is 0 bytes but its partial products overflow. */
   size_t nbytes = ng__dtype_size(out->dtype);
+  int64_t count = 1;
   for (int i = 0; i < out->ndim; i++) {
-    if (!ng__mul_ok(nbytes, (size_t)out->shape[i], &nbytes))
+    if (!ng__mul_ok(nbytes, (size_t)out->shape[i], &nbytes) ||
+        __builtin_mul_overflow(count, out->shape[i], &count))
       return ng__err(NG_ERR_FORMAT, "%s: shape too large", name);
   }
   out->nbytes = nbytes;
   out->data_offset = pre + hlen;
+  /* numpy pads the header so that the data is aligned (to 16 or 64 bytes); a misaligned start
+   * would make every typed access through the mapping undefined behaviour. */
+  if (out->data_offset % ng__dtype_size(out->dtype) != 0)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the data starts at byte %zu, not a multiple of its %zu-byte elements; "
+                   "re-save it with numpy.save",
+                   name, out->data_offset, ng__dtype_size(out->dtype));
   return NG_OK;
 }
 
@@ -231,7 +242,8 @@ ng_status ng__npy_parse_header(ng_npy_header *out, const void *buf, size_t len, 
 
 ng_status ng__npy_map(ng_npy *out, const char *path, bool populate) {
   memset(out, 0, sizeof *out);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO planted in place of an array must not wait for a writer. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", path);
   struct stat st;

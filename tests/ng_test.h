@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#define NG_TEST_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 extern int ng_test_failures;
 
 void ng_test_fail(const char *file, int line, const char *fmt, ...)

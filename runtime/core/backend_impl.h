@@ -43,8 +43,8 @@ typedef struct {
 
 /// A partial aggregation state over some of the neighbours of n_dst destinations: the reduced
 /// values [n_dst, dim] and how many neighbours each row has seen. States of disjoint neighbour
-/// sets merge; finalize turns a state into the aggregated rows. Rows with no neighbour finalize
-/// to 0 (for MAX/MIN too).
+/// sets merge; finalize turns a state into the aggregated rows. Rows with no neighbour hold 0 and
+/// finalize to 0 (for MAX/MIN too); a merge ignores the values of a row whose count is 0.
 typedef struct {
   float *val;     ///< [n_dst, dim]
   int32_t *count; ///< [n_dst]
@@ -69,6 +69,9 @@ typedef struct ng_backend ng_backend;
 
 struct ng_backend_i {
   const char *name; ///< "cpu", "cuda"
+  /// True when the backend's memory is ordinary host memory (the CPU backend): callers may then
+  /// hand it host arrays directly instead of copying them.
+  bool host_memory;
 
   /* -- lifetime and memory -- */
   void (*destroy)(ng_backend *be);
@@ -89,18 +92,22 @@ struct ng_backend_i {
   /* -- aggregation over a block (GAR: each destination reduced in neighbour order) -- */
   /// Forward: dst[d] = finalize(reduce over e of w_e * src[indices[e]]) (+ self loop);
   /// `argbest` [n_dst, dim] receives, for MAX/MIN, the local source id that won each element
-  /// (-1 when none); NULL for SUM. src is [n_src, dim], dst [n_dst, dim].
+  /// (the first in edge order on ties; -1 when none); NULL for SUM, and may be NULL for MAX/MIN
+  /// when no backward follows. src is [n_src, dim], dst [n_dst, dim].
   ng_status (*aggr_fwd)(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest);
   /// Backward: grad_src [n_src, dim] = d loss / d src given grad_dst [n_dst, dim]; overwrites
   /// grad_src. Each source row sums its contributions in transposed-edge order (no atomics).
+  /// MAX/MIN route each element to argbest, once per destination even if it lists the source
+  /// twice.
   ng_status (*aggr_bwd)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
   /// Partial forward over the edges of `blk` into a fresh state (no finalize, no self loop).
   ng_status (*aggr_partial)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state);
-  /// acc = merge(acc, other): SUM adds, MAX/MIN take the elementwise best; counts add.
+  /// acc = merge(acc, other): SUM adds, MAX/MIN take the elementwise best (acc on ties); a row
+  /// empty in one state takes the other's values; counts add.
   ng_status (*pstate_merge)(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                             const ng_pstate *other);
   /// dst [n_dst, dim] = finalize(state) (mean divides by count; empty rows give 0).
@@ -123,6 +130,9 @@ struct ng_backend_i {
                             int64_t rows, int64_t cols, ng_activation act);
   /// Inverted dropout: element i is kept with probability 1 - p, decided by a hash of
   /// (seed, i) only, and scaled by 1 / (1 - p); mask [n] records the decisions. p == 0 copies.
+  /// Exactly (so that backends agree bit for bit): kept iff ng_dropout_keep(ng_mix64(seed), i,
+  /// ng_dropout_threshold(p)) (core/rng.h), kept values x * (1.0f / (1.0f - p)) in float,
+  /// dropped ones 0.
   ng_status (*dropout_fwd)(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
                            uint64_t seed);
   ng_status (*dropout_bwd)(ng_backend *be, float *grad, const uint8_t *mask, int64_t n, float p);

@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #define NG_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
 #define NG_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -83,5 +87,9 @@ typedef struct {
 } ng_progress;
 void ng__progress_init(ng_progress *p, ng_progress_fn fn, void *ctx);
 ng_status ng__progress(ng_progress *p, const char *phase, double done, double total, bool force);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* NG_CORE_IMPL_H */

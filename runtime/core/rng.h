@@ -5,6 +5,7 @@
 #define NG_RNG_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /// SplitMix64 finaliser: a bijective 64-bit mix with good avalanche.
@@ -76,6 +77,18 @@ static inline double ng_rng_normal(ng_rng *r) {
   double u1 = 1.0 - ng_rng_uniform(r); /* (0, 1] */
   double u2 = ng_rng_uniform(r);
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/// The dropout rule every backend follows, so that masks agree bit for bit: element i of a
+/// tensor is kept iff 32 bits of ng_mix64(key ^ (i / 2)) (the low half for even i, the high half
+/// for odd i) are >= ng_dropout_threshold(p), where key = ng_mix64(seed). One hash serves two
+/// elements; p is resolved to 2^-32.
+static inline uint32_t ng_dropout_threshold(float p) {
+  return (uint32_t)((double)p * 4294967296.0); /* p < 1, so below 2^32 */
+}
+static inline bool ng_dropout_keep(uint64_t key, uint64_t i, uint32_t threshold) {
+  uint64_t h = ng_mix64(key ^ (i >> 1));
+  return (uint32_t)(h >> ((i & 1) * 32)) >= threshold;
 }
 
 #endif /* NG_RNG_H */
