@@ -1,0 +1,778 @@
+/* The CPU backend: every op of struct ng_backend_i on host memory. It is the reference the CUDA
+ * backend is compared against, so every op gives bit-identical results for any thread count:
+ * rows are computed independently (any split of rows over threads gives the same bytes), sums
+ * across rows run in fixed-size chunks combined in order, and GEMMs are split by a partition
+ * that depends only on the shape, each part one single-threaded oneDNN call (see
+ * docs/backends.md). Aggregation and gathers run on the SIMD kernels of cpu/kernels_cpu.c. */
+#include "kernels_impl.h"
+
+#include "core/rng.h"
+
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  int threads; /* 0: the OpenMP default at each call */
+  const ng_cpu_kernels *kern;
+} cpu_ctx;
+
+enum {
+  AGGR_CHUNK_ROWS = 32,       /* destinations (or sources) per dynamically scheduled chunk */
+  GATHER_CHUNK_ROWS = 256,    /* rows per gather chunk (the kernel prefetches within a chunk) */
+  PAR_MIN_WORK = 1 << 15,     /* elements below which an op runs on the calling thread */
+  COPY_CHUNK = 1 << 20,       /* bytes per chunk of a parallel copy */
+  XENT_CHUNK_ROWS = 256,      /* rows per partial loss sum */
+  BIAS_CHUNK_COLS = 64,       /* columns per chunk of the bias-gradient column sums */
+  GEMM_MAX_PARTS = 64,        /* a GEMM is split into at most this many parts ... */
+  GEMM_MIN_ROWS = 64,         /* ... of at least this many rows or columns of C ... */
+  GEMM_MIN_K = 512,           /* ... or of at least this many products of the inner dimension */
+  GEMM_ENOUGH_PARTS = 16,     /* a row or column split with this many parts is parallel enough */
+  GEMM_MIN_K_PARTS = 4,       /* an inner-dimension split needs at least this many parts */
+  GEMM_MAX_K_TEMP = 64 << 20, /* bytes of partial products an inner-dimension split may hold */
+};
+
+static int nthreads(const ng_backend *be) {
+  const cpu_ctx *c = be->ctx;
+  return c->threads > 0 ? c->threads : omp_get_max_threads();
+}
+
+static const ng_cpu_kernels *kern(const ng_backend *be) {
+  return ((const cpu_ctx *)be->ctx)->kern;
+}
+
+static inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+/* ---- argument checks ---- */
+
+static ng_status check_count(const char *op, const char *what, int64_t v) {
+  if (v < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is %lld; it must be >= 0", op, what, (long long)v);
+  return NG_OK;
+}
+
+static ng_status check_ptr(const char *op, const char *what, const void *p, bool needed) {
+  if (needed && !p)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is NULL; pass a buffer of the documented size", op,
+                   what);
+  return NG_OK;
+}
+
+static ng_status check_block(const char *op, const ng_block *blk, bool need_transpose) {
+  if (!blk)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: block is NULL", op);
+  if (blk->n_dst < 0 || blk->n_src < blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block has %d destinations and %d sources; destinations must be the "
+                   "first n_dst of the sources",
+                   op, (int)blk->n_dst, (int)blk->n_src);
+  if (blk->nnz < 0 || blk->nnz > INT32_MAX)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: block has %lld edges; blocks hold 0 .. 2^31-1 edges",
+                   op, (long long)blk->nnz);
+  NG_CHECK(check_ptr(op, "block indptr", blk->indptr, true));
+  if (blk->indptr[0] != 0 || blk->indptr[blk->n_dst] != blk->nnz)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block indptr runs from %d to %d but the block has %lld edges; indptr "
+                   "must go from 0 to nnz",
+                   op, (int)blk->indptr[0], (int)blk->indptr[blk->n_dst], (long long)blk->nnz);
+  NG_CHECK(check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
+  if (need_transpose) {
+    if (!blk->t_indptr || (blk->nnz > 0 && (!blk->t_dst || !blk->t_eid)))
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "%s: block has no transpose (t_indptr, t_dst, t_eid); sample with "
+                     "transpose enabled for backward passes",
+                     op);
+    if (blk->t_indptr[0] != 0 || blk->t_indptr[blk->n_src] != blk->nnz)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "%s: block t_indptr runs from %d to %d but the block has %lld edges", op,
+                     (int)blk->t_indptr[0], (int)blk->t_indptr[blk->n_src], (long long)blk->nnz);
+  }
+  return NG_OK;
+}
+
+static ng_status check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk) {
+  if (!ag)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: aggregator is NULL", op);
+  if ((unsigned)ag->reduce > NG_REDUCE_MIN)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown reduce %d", op, (int)ag->reduce);
+  if (ag->reduce != NG_REDUCE_SUM && (ag->weighted || ag->self_loop || ag->mean))
+    return ng__err(NG_ERR_UNSUPPORTED, "%s: MAX/MIN take no edge weight, self loop or MEAN", op);
+  if (blk) {
+    NG_CHECK(check_ptr(op, "block edge_w (the aggregator is weighted)", blk->edge_w,
+                       ag->weighted && blk->nnz > 0));
+    NG_CHECK(check_ptr(op, "block self_w (the aggregator has a self loop)", blk->self_w,
+                       ag->self_loop && blk->n_dst > 0));
+  }
+  return NG_OK;
+}
+
+static ng_status check_state(const char *op, const ng_pstate *st) {
+  if (!st)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: state is NULL", op);
+  NG_CHECK(check_count(op, "state n_dst", st->n_dst));
+  NG_CHECK(check_count(op, "state dim", st->dim));
+  NG_CHECK(check_ptr(op, "state val", st->val, st->n_dst > 0 && st->dim > 0));
+  NG_CHECK(check_ptr(op, "state count", st->count, st->n_dst > 0));
+  return NG_OK;
+}
+
+/* ---- lifetime and memory ---- */
+
+static void cpu_destroy(ng_backend *be) {
+  free(be->ctx);
+  free(be);
+}
+
+static ng_status cpu_alloc(ng_backend *be, void **out, size_t bytes) {
+  (void)be;
+  NG_CHECK(check_ptr("alloc", "out", out, true));
+  *out = ng__aligned_alloc(bytes, "CPU backend buffer");
+  return *out ? NG_OK : NG_ERR_NOMEM;
+}
+
+static void cpu_free(ng_backend *be, void *ptr) {
+  (void)be;
+  ng__aligned_free(ptr);
+}
+
+/* Copies in fixed 1 MiB chunks over the threads (a copy's bytes do not depend on the split). */
+static void par_copy(const ng_backend *be, void *dst, const void *src, size_t bytes) {
+  int64_t chunks = (int64_t)((bytes + COPY_CHUNK - 1) / COPY_CHUNK);
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (chunks > 4)
+  for (int64_t c = 0; c < chunks; c++) {
+    size_t off = (size_t)c * COPY_CHUNK;
+    memcpy((char *)dst + off, (const char *)src + off, NG_MIN((size_t)COPY_CHUNK, bytes - off));
+  }
+}
+
+static ng_status cpu_copy(ng_backend *be, const char *op, void *dst, const void *src,
+                          size_t bytes) {
+  if (bytes == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr(op, "dst", dst, true));
+  NG_CHECK(check_ptr(op, "src", src, true));
+  const char *d = dst, *s = src;
+  if (d < s + bytes && s < d + bytes)
+    memmove(dst, src, bytes); /* overlapping ranges need memmove's ordering */
+  else
+    par_copy(be, dst, src, bytes);
+  return NG_OK;
+}
+
+static ng_status cpu_copy_h2d(ng_backend *be, void *dst, const void *host_src, size_t bytes) {
+  return cpu_copy(be, "copy_h2d", dst, host_src, bytes);
+}
+
+static ng_status cpu_copy_d2h(ng_backend *be, void *host_dst, const void *src, size_t bytes) {
+  return cpu_copy(be, "copy_d2h", host_dst, src, bytes);
+}
+
+static ng_status cpu_copy_d2d(ng_backend *be, void *dst, const void *src, size_t bytes) {
+  return cpu_copy(be, "copy_d2d", dst, src, bytes);
+}
+
+static ng_status cpu_fill(ng_backend *be, float *x, int64_t n, float value) {
+  NG_CHECK(check_count("fill", "n", n));
+  NG_CHECK(check_ptr("fill", "x", x, n > 0));
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < n; i++)
+    x[i] = value;
+  return NG_OK;
+}
+
+static ng_status cpu_sync(ng_backend *be) {
+  (void)be; /* every op has finished when it returns */
+  return NG_OK;
+}
+
+/* ---- gathers ---- */
+
+static ng_status cpu_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
+                                 int64_t n, int64_t dim) {
+  NG_CHECK(check_count("gather_rows", "n", n));
+  NG_CHECK(check_count("gather_rows", "dim", dim));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("gather_rows", "dst", dst, true));
+  NG_CHECK(check_ptr("gather_rows", "table", table, true));
+  NG_CHECK(check_ptr("gather_rows", "ids", ids, true));
+  const ng_cpu_kernels *k = kern(be);
+  int64_t chunks = ceil_div(n, GATHER_CHUNK_ROWS);
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
+  for (int64_t c = 0; c < chunks; c++) {
+    int64_t i0 = c * GATHER_CHUNK_ROWS, len = NG_MIN((int64_t)GATHER_CHUNK_ROWS, n - i0);
+    k->gather_rows(dst + i0 * dim, table, ids + i0, len, dim);
+  }
+  return NG_OK;
+}
+
+/* ---- aggregation ---- */
+
+/* Runs the statements given last on chunks of AGGR_CHUNK_ROWS rows of [0, rows), dynamically
+ * scheduled: every row is computed by one thread on its own, so the schedule never changes the
+ * result. */
+// clang-format off
+#define FOR_ROW_CHUNKS(be, rows, work, r0, r1, ...)                                                \
+  do {                                                                                             \
+    const int64_t rows_ = (rows);                                                                  \
+    const int64_t chunks_ = ceil_div(rows_, AGGR_CHUNK_ROWS);                                      \
+    const int nt_ = nthreads(be);                                                                  \
+    const bool par_ = (work) >= PAR_MIN_WORK;                                                      \
+    _Pragma("omp parallel for schedule(dynamic, 1) num_threads(nt_) if (par_)")                   \
+    for (int64_t c_ = 0; c_ < chunks_; c_++) {                                                     \
+      const int32_t r0 = (int32_t)(c_ * AGGR_CHUNK_ROWS);                                          \
+      const int32_t r1 = (int32_t)NG_MIN(rows_, (int64_t)r0 + AGGR_CHUNK_ROWS);                    \
+      __VA_ARGS__;                                                                                 \
+    }                                                                                              \
+  } while (0)
+// clang-format on
+
+static ng_status cpu_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                              const float *src, int64_t dim, float *dst, int32_t *argbest) {
+  NG_CHECK(check_block("aggr_fwd", blk, false));
+  NG_CHECK(check_aggr("aggr_fwd", ag, blk));
+  NG_CHECK(check_count("aggr_fwd", "dim", dim));
+  if (blk->n_dst == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
+  NG_CHECK(check_ptr("aggr_fwd", "dst", dst, true));
+  const ng_cpu_kernels *k = kern(be);
+  int64_t work = (blk->nnz + blk->n_dst) * dim;
+  if (ag->reduce == NG_REDUCE_SUM) {
+    FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1, k->aggr_sum(ag, blk, src, dim, d0, d1, dst));
+  } else {
+    bool is_max = ag->reduce == NG_REDUCE_MAX;
+    FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1,
+                   k->aggr_best(is_max, blk, src, dim, d0, d1, dst, argbest));
+  }
+  return NG_OK;
+}
+
+static ng_status cpu_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                              const float *grad_dst, const int32_t *argbest, int64_t dim,
+                              float *grad_src) {
+  NG_CHECK(check_block("aggr_bwd", blk, true));
+  NG_CHECK(check_aggr("aggr_bwd", ag, blk));
+  NG_CHECK(check_count("aggr_bwd", "dim", dim));
+  if (blk->n_src == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
+  NG_CHECK(check_ptr("aggr_bwd", "grad_src", grad_src, true));
+  const ng_cpu_kernels *k = kern(be);
+  int64_t work = (blk->nnz + blk->n_src) * dim;
+  if (ag->reduce == NG_REDUCE_SUM) {
+    FOR_ROW_CHUNKS(be, blk->n_src, work, s0, s1,
+                   k->aggr_sum_bwd(ag, blk, grad_dst, dim, s0, s1, grad_src));
+  } else {
+    NG_CHECK(check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
+                       blk->n_dst > 0));
+    FOR_ROW_CHUNKS(be, blk->n_src, work, s0, s1,
+                   k->aggr_best_bwd(blk, grad_dst, argbest, dim, s0, s1, grad_src));
+  }
+  return NG_OK;
+}
+
+static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                  const float *src, ng_pstate *state) {
+  NG_CHECK(check_block("aggr_partial", blk, false));
+  NG_CHECK(check_aggr("aggr_partial", ag, blk));
+  NG_CHECK(check_state("aggr_partial", state));
+  if (state->n_dst != blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "aggr_partial: state has %d rows but the block %d "
+                   "destinations; size the state for the block",
+                   (int)state->n_dst, (int)blk->n_dst);
+  int64_t dim = state->dim;
+  NG_CHECK(check_ptr("aggr_partial", "src", src, blk->n_src > 0 && dim > 0));
+  const ng_cpu_kernels *k = kern(be);
+  /* A partial state is the bare reduction: MEAN divides and the self loop is added only when
+   * the merged state is finalized. */
+  ng_aggr bare = *ag;
+  bare.mean = false;
+  bare.self_loop = false;
+  int64_t work = (blk->nnz + blk->n_dst) * NG_MAX(dim, (int64_t)1);
+  bool is_max = ag->reduce == NG_REDUCE_MAX;
+  FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1, {
+    for (int32_t d = d0; d < d1; d++)
+      state->count[d] = blk->indptr[d + 1] - blk->indptr[d];
+    if (ag->reduce == NG_REDUCE_SUM)
+      k->aggr_sum(&bare, blk, src, dim, d0, d1, state->val);
+    else
+      k->aggr_best(is_max, blk, src, dim, d0, d1, state->val, NULL);
+  });
+  return NG_OK;
+}
+
+static ng_status cpu_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                                  const ng_pstate *other) {
+  NG_CHECK(check_aggr("pstate_merge", ag, NULL));
+  NG_CHECK(check_state("pstate_merge", acc));
+  NG_CHECK(check_state("pstate_merge", other));
+  if (acc->n_dst != other->n_dst || acc->dim != other->dim)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "pstate_merge: states of shapes [%d, %lld] and [%d, %lld]; only states of the "
+                   "same destinations and dimension merge",
+                   (int)acc->n_dst, (long long)acc->dim, (int)other->n_dst, (long long)other->dim);
+  const int64_t dim = acc->dim;
+  const ng_reduce red = ag->reduce;
+  FOR_ROW_CHUNKS(be, acc->n_dst, acc->n_dst * dim, d0, d1, {
+    for (int32_t d = d0; d < d1; d++) {
+      float *restrict a = acc->val + (int64_t)d * dim;
+      const float *restrict o = other->val + (int64_t)d * dim;
+      if (other->count[d] == 0) {
+        /* nothing to add */
+      } else if (acc->count[d] == 0) {
+        memcpy(a, o, (size_t)dim * sizeof(float));
+      } else if (red == NG_REDUCE_SUM) {
+        for (int64_t j = 0; j < dim; j++)
+          a[j] = a[j] + o[j];
+      } else if (red == NG_REDUCE_MAX) {
+        for (int64_t j = 0; j < dim; j++)
+          a[j] = o[j] > a[j] ? o[j] : a[j];
+      } else {
+        for (int64_t j = 0; j < dim; j++)
+          a[j] = o[j] < a[j] ? o[j] : a[j];
+      }
+      acc->count[d] += other->count[d];
+    }
+  });
+  return NG_OK;
+}
+
+static ng_status cpu_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
+                                     float *dst) {
+  NG_CHECK(check_aggr("pstate_finalize", ag, NULL));
+  NG_CHECK(check_state("pstate_finalize", state));
+  const int64_t dim = state->dim;
+  NG_CHECK(check_ptr("pstate_finalize", "dst", dst, state->n_dst > 0 && dim > 0));
+  const bool mean = ag->mean;
+  FOR_ROW_CHUNKS(be, state->n_dst, state->n_dst * dim, d0, d1, {
+    for (int32_t d = d0; d < d1; d++) {
+      const float *restrict v = state->val + (int64_t)d * dim;
+      float *restrict o = dst + (int64_t)d * dim;
+      const int32_t cnt = state->count[d];
+      if (cnt == 0) {
+        for (int64_t j = 0; j < dim; j++)
+          o[j] = 0.0f;
+      } else if (mean) {
+        const float c = (float)cnt;
+        for (int64_t j = 0; j < dim; j++)
+          o[j] = v[j] / c;
+      } else {
+        memcpy(o, v, (size_t)dim * sizeof(float));
+      }
+    }
+  });
+  return NG_OK;
+}
+
+/* ---- GEMM ---- */
+
+/* How a GEMM is split: by rows of C, by columns of C, or by the inner dimension (partial
+ * products summed in order). The plan depends only on (m, n, k), never on the thread count. */
+typedef enum { SPLIT_ROWS, SPLIT_COLS, SPLIT_K } gemm_split;
+
+typedef struct {
+  gemm_split split;
+  int64_t part;  /* rows, columns or inner products per part */
+  int64_t parts; /* number of parts */
+} gemm_plan;
+
+static gemm_plan plan_gemm(int64_t m, int64_t n, int64_t k) {
+  int64_t rows = NG_MAX((int64_t)GEMM_MIN_ROWS, ceil_div(m, GEMM_MAX_PARTS));
+  int64_t cols = NG_MAX((int64_t)GEMM_MIN_ROWS, ceil_div(n, GEMM_MAX_PARTS));
+  int64_t inner = NG_MAX((int64_t)GEMM_MIN_K, ceil_div(k, GEMM_MAX_PARTS));
+  int64_t nr = ceil_div(m, rows), nc = ceil_div(n, cols), nk = ceil_div(k, inner);
+  if (nr >= GEMM_ENOUGH_PARTS)
+    return (gemm_plan){SPLIT_ROWS, rows, nr};
+  if (nc >= GEMM_ENOUGH_PARTS)
+    return (gemm_plan){SPLIT_COLS, cols, nc};
+  /* Few rows and columns but a long inner dimension (weight gradients X^T G): split the inner
+   * dimension when the partial products fit the budget. */
+  if (nk >= GEMM_MIN_K_PARTS && nk * m * n * (int64_t)sizeof(float) <= GEMM_MAX_K_TEMP)
+    return (gemm_plan){SPLIT_K, inner, nk};
+  return nr >= nc ? (gemm_plan){SPLIT_ROWS, rows, nr} : (gemm_plan){SPLIT_COLS, cols, nc};
+}
+
+static ng_status cpu_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                          int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc) {
+  NG_CHECK(check_count("gemm", "m", m));
+  NG_CHECK(check_count("gemm", "n", n));
+  NG_CHECK(check_count("gemm", "k", k));
+  int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+  if (lda < NG_MAX(a_cols, (int64_t)1) || ldb < NG_MAX(b_cols, (int64_t)1) ||
+      ldc < NG_MAX(n, (int64_t)1))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "gemm: leading dimensions lda %lld, ldb %lld, ldc %lld are below the row "
+                   "lengths %lld, %lld, %lld of the row-major A, B, C",
+                   (long long)lda, (long long)ldb, (long long)ldc, (long long)a_cols,
+                   (long long)b_cols, (long long)n);
+  if (m == 0 || n == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("gemm", "C", c, true));
+  NG_CHECK(check_ptr("gemm", "A", a, k > 0));
+  NG_CHECK(check_ptr("gemm", "B", b, k > 0));
+  if (k == 0) { /* an empty product: C = beta * C, where beta == 0 does not read C */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return NG_OK;
+  }
+  const gemm_plan plan = plan_gemm(m, n, k);
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  float *partial = NULL;
+  if (plan.split == SPLIT_K) {
+    partial = ng__malloc((size_t)(plan.parts * m * n) * sizeof(float), "gemm partial products");
+    if (!partial)
+      return NG_ERR_NOMEM;
+  }
+  dnnl_status_t err = dnnl_success;
+  int64_t err_part = plan.parts;
+#pragma omp parallel num_threads(nthreads(be)) if (plan.parts > 1)
+  {
+    /* oneDNN sizes its own parallelism from this ICV, which belongs to this region's tasks:
+     * each part then runs single-threaded, whatever the caller's nesting settings. */
+    omp_set_num_threads(1);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t p = 0; p < plan.parts; p++) {
+      int64_t off = p * plan.part;
+      dnnl_status_t st;
+      if (plan.split == SPLIT_ROWS) {
+        int64_t len = NG_MIN(plan.part, m - off);
+        st = dnnl_sgemm(ta, tb, len, n, k, alpha, trans_a ? a + off : a + off * lda, lda, b, ldb,
+                        beta, c + off * ldc, ldc);
+      } else if (plan.split == SPLIT_COLS) {
+        int64_t len = NG_MIN(plan.part, n - off);
+        st = dnnl_sgemm(ta, tb, m, len, k, alpha, a, lda, trans_b ? b + off * ldb : b + off, ldb,
+                        beta, c + off, ldc);
+      } else {
+        int64_t len = NG_MIN(plan.part, k - off);
+        st = dnnl_sgemm(ta, tb, m, n, len, 1.0f, trans_a ? a + off * lda : a + off, lda,
+                        trans_b ? b + off : b + off * ldb, ldb, 0.0f, partial + p * m * n, n);
+      }
+      if (st != dnnl_success) {
+#pragma omp critical(ng_cpu_gemm_err)
+        if (p < err_part) {
+          err_part = p;
+          err = st;
+        }
+      }
+    }
+  }
+  if (err == dnnl_success && plan.split == SPLIT_K) {
+    /* C = alpha * (P_0 + P_1 + ...) + beta * C, the parts summed in order for every element. */
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (m * n >= PAR_MIN_WORK)
+    for (int64_t i = 0; i < m; i++) {
+      for (int64_t j = 0; j < n; j++) {
+        float s = partial[i * n + j];
+        for (int64_t p = 1; p < plan.parts; p++)
+          s = s + partial[(p * m + i) * n + j];
+        float *cij = &c[i * ldc + j];
+        *cij = beta == 0.0f ? alpha * s : alpha * s + beta * *cij;
+      }
+    }
+  }
+  free(partial);
+  if (err != dnnl_success)
+    return ng__err(NG_ERR_DNNL,
+                   "gemm: dnnl_sgemm failed with \"%s\" on part %lld of a %c%c product m=%lld "
+                   "n=%lld k=%lld (lda %lld, ldb %lld, ldc %lld)",
+                   dnnl_status2str(err), (long long)err_part, ta, tb, (long long)m, (long long)n,
+                   (long long)k, (long long)lda, (long long)ldb, (long long)ldc);
+  return NG_OK;
+}
+
+/* ---- elementwise ops ---- */
+
+static ng_status cpu_add(ng_backend *be, float *y, const float *x, int64_t n) {
+  NG_CHECK(check_count("add", "n", n));
+  NG_CHECK(check_ptr("add", "y", y, n > 0));
+  NG_CHECK(check_ptr("add", "x", x, n > 0));
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < n; i++)
+    y[i] = y[i] + x[i];
+  return NG_OK;
+}
+
+static ng_status check_act(const char *op, ng_activation act) {
+  if (act != NG_ACT_NONE && act != NG_ACT_RELU)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown activation %d; use NG_ACT_NONE or NG_ACT_RELU",
+                   op, (int)act);
+  return NG_OK;
+}
+
+static ng_status cpu_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows,
+                                  int64_t cols, ng_activation act) {
+  NG_CHECK(check_count("bias_act_fwd", "rows", rows));
+  NG_CHECK(check_count("bias_act_fwd", "cols", cols));
+  NG_CHECK(check_act("bias_act_fwd", act));
+  NG_CHECK(check_ptr("bias_act_fwd", "x", x, rows > 0 && cols > 0));
+  const bool relu = act == NG_ACT_RELU;
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (rows * cols >= PAR_MIN_WORK)
+  for (int64_t r = 0; r < rows; r++) {
+    float *restrict row = x + r * cols;
+    if (bias)
+      for (int64_t j = 0; j < cols; j++)
+        row[j] = row[j] + bias[j];
+    /* x < 0 ? 0 : x keeps NaN visible (a NaN input stays NaN). */
+    if (relu)
+      for (int64_t j = 0; j < cols; j++)
+        row[j] = row[j] < 0.0f ? 0.0f : row[j];
+  }
+  return NG_OK;
+}
+
+static ng_status cpu_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *grad_bias,
+                                  int64_t rows, int64_t cols, ng_activation act) {
+  NG_CHECK(check_count("bias_act_bwd", "rows", rows));
+  NG_CHECK(check_count("bias_act_bwd", "cols", cols));
+  NG_CHECK(check_act("bias_act_bwd", act));
+  NG_CHECK(check_ptr("bias_act_bwd", "grad", grad, rows > 0 && cols > 0));
+  NG_CHECK(check_ptr("bias_act_bwd", "y (ReLU needs the forward output)", y,
+                     act == NG_ACT_RELU && rows > 0 && cols > 0));
+  if (act == NG_ACT_RELU) {
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (rows * cols >= PAR_MIN_WORK)
+    for (int64_t r = 0; r < rows; r++) {
+      float *restrict g = grad + r * cols;
+      const float *restrict yr = y + r * cols;
+      for (int64_t j = 0; j < cols; j++)
+        g[j] = yr[j] > 0.0f ? g[j] : 0.0f;
+    }
+  }
+  if (grad_bias) {
+    /* Each column summed in row order by one thread: column blocks are independent. */
+    int64_t chunks = ceil_div(cols, BIAS_CHUNK_COLS);
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (rows * cols >= PAR_MIN_WORK)
+    for (int64_t ch = 0; ch < chunks; ch++) {
+      int64_t c0 = ch * BIAS_CHUNK_COLS, w = NG_MIN((int64_t)BIAS_CHUNK_COLS, cols - c0);
+      float acc[BIAS_CHUNK_COLS] = {0};
+      for (int64_t r = 0; r < rows; r++) {
+        const float *restrict g = grad + r * cols + c0;
+        for (int64_t j = 0; j < w; j++)
+          acc[j] = acc[j] + g[j];
+      }
+      memcpy(grad_bias + c0, acc, (size_t)w * sizeof(float));
+    }
+  }
+  return NG_OK;
+}
+
+static ng_status check_dropout_p(const char *op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    return ng__err(NG_ERR_INVALID_ARG, "%s: drop probability %g is outside [0, 1)", op, (double)p);
+  return NG_OK;
+}
+
+static ng_status cpu_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
+                                 uint64_t seed) {
+  NG_CHECK(check_count("dropout_fwd", "n", n));
+  NG_CHECK(check_dropout_p("dropout_fwd", p));
+  NG_CHECK(check_ptr("dropout_fwd", "x", x, n > 0));
+  NG_CHECK(check_ptr("dropout_fwd", "mask", mask, n > 0));
+  /* The shared rule of core/rng.h (ng_dropout_keep), unrolled so that each hash serves the
+   * pair of elements it decides. */
+  const uint64_t key = ng_mix64(seed);
+  const uint32_t threshold = ng_dropout_threshold(p);
+  const float scale = 1.0f / (1.0f - p);
+  const int64_t pairs = (n + 1) / 2;
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
+  for (int64_t j = 0; j < pairs; j++) {
+    const uint64_t h = ng_mix64(key ^ (uint64_t)j);
+    const int64_t i = 2 * j;
+    const bool keep0 = (uint32_t)h >= threshold;
+    mask[i] = keep0;
+    x[i] = keep0 ? x[i] * scale : 0.0f;
+    if (i + 1 < n) {
+      const bool keep1 = (uint32_t)(h >> 32) >= threshold;
+      mask[i + 1] = keep1;
+      x[i + 1] = keep1 ? x[i + 1] * scale : 0.0f;
+    }
+  }
+  return NG_OK;
+}
+
+static ng_status cpu_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mask, int64_t n,
+                                 float p) {
+  NG_CHECK(check_count("dropout_bwd", "n", n));
+  NG_CHECK(check_dropout_p("dropout_bwd", p));
+  NG_CHECK(check_ptr("dropout_bwd", "grad", grad, n > 0));
+  NG_CHECK(check_ptr("dropout_bwd", "mask", mask, n > 0));
+  const float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < n; i++)
+    grad[i] = mask[i] ? grad[i] * scale : 0.0f;
+  return NG_OK;
+}
+
+static ng_status cpu_xent(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
+                          int64_t classes, float *grad, double *loss, int64_t *correct) {
+  NG_CHECK(check_count("xent", "n", n));
+  if (classes < 1)
+    return ng__err(NG_ERR_INVALID_ARG, "xent: %lld classes; there must be at least one",
+                   (long long)classes);
+  NG_CHECK(check_ptr("xent", "logits", logits, n > 0));
+  NG_CHECK(check_ptr("xent", "labels", labels, n > 0));
+  for (int64_t i = 0; i < n; i++)
+    if (labels[i] < 0 || labels[i] >= classes)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "xent: label %d of row %lld is outside [0, %lld); labels must be class "
+                     "indices",
+                     (int)labels[i], (long long)i, (long long)classes);
+  int64_t chunks = ceil_div(n, XENT_CHUNK_ROWS);
+  double *part = ng__malloc((size_t)NG_MAX(chunks, (int64_t)1) * sizeof(double), "xent sums");
+  if (!part)
+    return NG_ERR_NOMEM;
+  int64_t hits = 0;
+  const double inv_n = n > 0 ? 1.0 / (double)n : 0.0;
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) reduction(+ : hits) \
+    if (n * classes >= PAR_MIN_WORK)
+  for (int64_t ch = 0; ch < chunks; ch++) {
+    double sum = 0.0;
+    int64_t r1 = NG_MIN(n, (ch + 1) * XENT_CHUNK_ROWS);
+    for (int64_t i = ch * XENT_CHUNK_ROWS; i < r1; i++) {
+      const float *z = logits + i * classes;
+      const int32_t y = labels[i];
+      int64_t best = 0;
+      for (int64_t j = 1; j < classes; j++)
+        if (z[j] > z[best])
+          best = j;
+      hits += best == y;
+      /* log-softmax with the maximum subtracted: exp never overflows. */
+      const double mx = z[best];
+      double se = 0.0;
+      for (int64_t j = 0; j < classes; j++)
+        se += exp((double)z[j] - mx);
+      const double lse = mx + log(se);
+      sum += lse - (double)z[y];
+      if (grad) { /* written last: grad may be the logits themselves */
+        float *g = grad + i * classes;
+        for (int64_t j = 0; j < classes; j++)
+          g[j] = (float)((exp((double)z[j] - lse) - (j == y ? 1.0 : 0.0)) * inv_n);
+      }
+    }
+    part[ch] = sum;
+  }
+  double total = 0.0;
+  for (int64_t ch = 0; ch < chunks; ch++)
+    total += part[ch];
+  free(part);
+  if (loss)
+    *loss = total * inv_n;
+  if (correct)
+    *correct = hits;
+  return NG_OK;
+}
+
+static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
+                              float *state1, float *state2, int64_t n) {
+  NG_CHECK(check_ptr("opt_step", "hyper-parameters", hp, true));
+  NG_CHECK(check_count("opt_step", "n", n));
+  NG_CHECK(check_ptr("opt_step", "param", param, n > 0));
+  NG_CHECK(check_ptr("opt_step", "grad", grad, n > 0));
+  const float wd = hp->weight_decay, lr = hp->lr;
+  if (hp->kind == NG_OPT_SGD) {
+    const float mom = hp->momentum;
+    NG_CHECK(check_ptr("opt_step", "state1 (SGD momentum buffer)", state1, mom != 0.0f && n > 0));
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
+    for (int64_t i = 0; i < n; i++) {
+      float g = wd != 0.0f ? grad[i] + wd * param[i] : grad[i];
+      if (mom != 0.0f) { /* the buffer starts at 0, so step 1 stores g as PyTorch does */
+        g = mom * state1[i] + g;
+        state1[i] = g;
+      }
+      param[i] = param[i] - lr * g;
+    }
+    return NG_OK;
+  }
+  if (hp->kind != NG_OPT_ADAM)
+    return ng__err(NG_ERR_INVALID_ARG, "opt_step: unknown optimizer %d", (int)hp->kind);
+  if (hp->step < 1)
+    return ng__err(NG_ERR_INVALID_ARG, "opt_step: Adam step %lld; steps count from 1",
+                   (long long)hp->step);
+  NG_CHECK(check_ptr("opt_step", "state1 (Adam first moment)", state1, n > 0));
+  NG_CHECK(check_ptr("opt_step", "state2 (Adam second moment)", state2, n > 0));
+  const float b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps;
+  /* PyTorch's form: param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
+  const double bc1 = 1.0 - pow((double)b1, (double)hp->step);
+  const double bc2 = 1.0 - pow((double)b2, (double)hp->step);
+  const float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+  const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < n; i++) {
+    const float g = wd != 0.0f ? grad[i] + wd * param[i] : grad[i];
+    const float m = b1 * state1[i] + c1 * g;
+    const float v = b2 * state2[i] + c2 * g * g;
+    state1[i] = m;
+    state2[i] = v;
+    param[i] = param[i] - step_size * (m / (sqrtf(v) / bc2_sqrt + eps));
+  }
+  return NG_OK;
+}
+
+static const struct ng_backend_i CPU_IFACE = {
+    .name = "cpu",
+    .host_memory = true,
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_h2d = cpu_copy_h2d,
+    .copy_d2h = cpu_copy_d2h,
+    .copy_d2d = cpu_copy_d2d,
+    .fill = cpu_fill,
+    .sync = cpu_sync,
+    .gather_rows = cpu_gather_rows,
+    .aggr_fwd = cpu_aggr_fwd,
+    .aggr_bwd = cpu_aggr_bwd,
+    .aggr_partial = cpu_aggr_partial,
+    .pstate_merge = cpu_pstate_merge,
+    .pstate_finalize = cpu_pstate_finalize,
+    .gemm = cpu_gemm,
+    .add = cpu_add,
+    .bias_act_fwd = cpu_bias_act_fwd,
+    .bias_act_bwd = cpu_bias_act_bwd,
+    .dropout_fwd = cpu_dropout_fwd,
+    .dropout_bwd = cpu_dropout_bwd,
+    .xent = cpu_xent,
+    .opt_step = cpu_opt_step,
+};
+
+ng_status ng__backend_cpu_create(ng_backend **out, int threads) {
+  NG_CHECK(check_ptr("cpu backend", "out", out, true));
+  *out = NULL;
+  if (threads < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "cpu backend: %d threads; use 0 for the OpenMP default",
+                   threads);
+  ng_cpu_isa isa = ng__cpu_isa_best();
+  const char *env = getenv("NG_CPU_ISA");
+  if (env && *env) {
+    NG_CHECK(ng__cpu_isa_parse(&isa, env));
+    if (!ng__cpu_isa_supported(isa))
+      return ng__err(NG_ERR_UNSUPPORTED,
+                     "NG_CPU_ISA=%s: this CPU does not run that kernel variant; unset NG_CPU_ISA "
+                     "or pick a variant the CPU supports (generic always works)",
+                     env);
+  }
+  ng_backend *be = ng__calloc(1, sizeof *be, "CPU backend");
+  cpu_ctx *ctx = ng__calloc(1, sizeof *ctx, "CPU backend context");
+  if (!be || !ctx) {
+    free(be);
+    free(ctx);
+    return NG_ERR_NOMEM;
+  }
+  ctx->threads = threads;
+  ctx->kern = ng__cpu_kernels(isa);
+  be->iface = &CPU_IFACE;
+  be->ctx = ctx;
+  *out = be;
+  return NG_OK;
+}
+
+const ng_cpu_kernels *ng__backend_cpu_kernels(const ng_backend *be) {
+  return be && be->iface == &CPU_IFACE ? kern(be) : NULL;
+}

@@ -1,0 +1,71 @@
+/* The CPU aggregation and gather kernels (cpu/kernels_cpu.c), in one portable variant and SIMD
+ * variants for AVX2 and AVX-512 chosen once at run time. They are single-threaded and work on a
+ * range of rows, so that the CPU backend (cpu/backend_cpu.c) can split rows over OpenMP threads
+ * and worker threads can call them directly on their own rows.
+ *
+ * Every variant performs, for every output element, the same floating-point operations in the
+ * same order (no fused multiply-add, no reassociation), so all variants give bit-identical
+ * results; tests/test_ops.c checks it. The order is:
+ *  - sum forward: acc = +0; for each edge e of d in edge order: acc = acc + (w_e * x) (or acc + x
+ *    when unweighted); then, for MEAN with at least one neighbour, acc = acc / count; then, with
+ *    a self loop, acc = acc + self_w[d] * src[d];
+ *  - max/min forward: the first neighbour's value, then each later neighbour replaces it only
+ *    when strictly better (so ties and NaN keep the earlier one); rows without neighbours give 0
+ *    and argbest -1;
+ *  - sum backward, per source s: acc = +0; for each transposed edge (d, e) of s in transposed
+ *    order: acc = acc + c_e * grad_dst[d], with c_e = (weighted ? w_e : 1) * (MEAN ?
+ *    1 / count(d) : 1) computed in float; then, with a self loop and s < n_dst,
+ *    acc = acc + self_w[s] * grad_dst[s];
+ *  - max/min backward, per source s: acc = +0; for each transposed edge (d, e) of s in transposed
+ *    order whose edge is the first of d with source s (a destination listing a source twice
+ *    still routes its gradient once): acc = acc + grad_dst[d] where argbest[d] == s. */
+#ifndef NG_KERNELS_IMPL_H
+#define NG_KERNELS_IMPL_H
+
+#include "core/backend_impl.h"
+
+/// The instruction-set variants of the kernels, from the most portable up.
+typedef enum {
+  NG_CPU_ISA_GENERIC = 0, ///< plain C (SSE4.2 at most, from -march=x86-64-v2)
+  NG_CPU_ISA_AVX2 = 1,    ///< AVX2 (256-bit)
+  NG_CPU_ISA_AVX512 = 2,  ///< AVX-512F (512-bit, mask registers)
+  NG_CPU_ISA_COUNT_
+} ng_cpu_isa;
+
+/// One variant's kernels. Pointers are borrowed and must not overlap between inputs and
+/// outputs. Row ranges are absolute: row d of an output is at out + d * dim.
+typedef struct {
+  ng_cpu_isa isa;
+  const char *name; ///< "generic", "avx2", "avx512"
+  /// dst[i, :] = table[ids[i], :] for i in [0, n).
+  void (*gather_rows)(float *dst, const float *table, const int64_t *ids, int64_t n, int64_t dim);
+  /// SUM-reduction forward of destinations [d0, d1) into out [*, dim]; `ag` says whether edges
+  /// are weighted (blk->edge_w), whether MEAN divides and whether a self loop (blk->self_w) is
+  /// added. With neither MEAN nor self loop this is exactly the partial state's value.
+  void (*aggr_sum)(const ng_aggr *ag, const ng_block *blk, const float *src, int64_t dim,
+                   int32_t d0, int32_t d1, float *out);
+  /// MAX (is_max) or MIN forward of destinations [d0, d1); argbest may be NULL.
+  void (*aggr_best)(bool is_max, const ng_block *blk, const float *src, int64_t dim, int32_t d0,
+                    int32_t d1, float *out, int32_t *argbest);
+  /// SUM-reduction backward of sources [s0, s1) into grad_src [*, dim] (overwritten).
+  void (*aggr_sum_bwd)(const ng_aggr *ag, const ng_block *blk, const float *grad_dst, int64_t dim,
+                       int32_t s0, int32_t s1, float *grad_src);
+  /// MAX/MIN backward of sources [s0, s1) into grad_src [*, dim] (overwritten).
+  void (*aggr_best_bwd)(const ng_block *blk, const float *grad_dst, const int32_t *argbest,
+                        int64_t dim, int32_t s0, int32_t s1, float *grad_src);
+} ng_cpu_kernels;
+
+/// Whether this CPU (and its operating system) runs `isa`.
+bool ng__cpu_isa_supported(ng_cpu_isa isa);
+/// The fastest variant this CPU runs.
+ng_cpu_isa ng__cpu_isa_best(void);
+/// The kernels of `isa`, or NULL when this CPU does not run it.
+const ng_cpu_kernels *ng__cpu_kernels(ng_cpu_isa isa);
+/// Parses "generic", "avx2" or "avx512" (the values of the NG_CPU_ISA environment variable).
+ng_status ng__cpu_isa_parse(ng_cpu_isa *out, const char *name);
+
+/// The kernels a CPU backend uses (chosen at ng__backend_cpu_create(): NG_CPU_ISA when set,
+/// otherwise the best this CPU runs). `be` must be a CPU backend.
+const ng_cpu_kernels *ng__backend_cpu_kernels(const ng_backend *be);
+
+#endif /* NG_KERNELS_IMPL_H */

@@ -1,0 +1,450 @@
+/* Finite-difference gradient checks of every CPU-backend op that has a backward: aggregation
+ * (sum, mean, max, min, GCN, and weighted mean with a self loop), GEMM (both operands, all
+ * transpose combinations, gradients computed with the backend's own GEMM as a model does), bias
+ * + activation (input and bias gradients), dropout and softmax cross-entropy.
+ *
+ * Each check picks a scalar loss L (a random weighting sum_i r_i out_i, or the cross-entropy
+ * itself), evaluates it in double from the op's float outputs, and compares the analytic
+ * gradient with the central difference (L(x + h) - L(x - h)) / (2h) per input element, the step
+ * being the exact difference of the two perturbed floats.
+ *
+ * Tolerances: the linear ops (and piecewise-linear ones away from their kinks) have no
+ * truncation error, so a large step (h = 0.25) leaves only the float rounding of the few outputs
+ * the element touches, about k * 2^-24 * |out| / h: 1e-4 relative is a hundred times that yet
+ * a thousand times below any wrong coefficient (weights lie in [0.1, 1]). Max/min use distinct
+ * inputs spaced 0.03 apart and h = 0.01, and ReLU inputs are kept 0.05 away from 0, so no step
+ * crosses a kink. The cross-entropy is smooth: h = 1e-3 gives a truncation error near
+ * h^2 |L'''| / 6 < 1e-7, checked at 1e-6 + 1e-4 relative against float gradients. */
+#include "ng_test.h"
+
+#include "core/backend_impl.h"
+#include "core/rng.h"
+
+#include <stdlib.h>
+
+static ng_backend *be;
+
+static void *xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "test_gradcheck: out of memory (%zu bytes)\n", bytes);
+    exit(2);
+  }
+  return p;
+}
+
+static float frand(ng_rng *r) { /* uniform in [-1, 1), never exactly 0 */
+  float v;
+  do
+    v = (float)(2.0 * ng_rng_uniform(r) - 1.0);
+  while (v == 0.0f);
+  return v;
+}
+
+static float *rand_floats(ng_rng *r, int64_t n) {
+  float *x = xmalloc((size_t)n * sizeof *x);
+  for (int64_t i = 0; i < n; i++)
+    x[i] = frand(r);
+  return x;
+}
+
+/* sum_i r_i y_i in double */
+static double dot(const float *r, const float *y, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; i++)
+    s += (double)r[i] * y[i];
+  return s;
+}
+
+typedef double (*loss_fn)(void *ctx);
+
+/* Compares analytic[i] with the central difference of f at every element of x. */
+static void gradcheck(const char *what, float *x, int64_t n, const float *analytic, loss_fn f,
+                      void *ctx, float h, double atol, double rtol) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const float xi = x[i];
+    x[i] = xi + h;
+    const double step_hi = x[i], lp = f(ctx);
+    x[i] = xi - h;
+    const double step_lo = x[i], lm = f(ctx);
+    x[i] = xi;
+    const double fd = (lp - lm) / (step_hi - step_lo);
+    const double an = analytic[i];
+    if (!(fabs(fd - an) <= atol + rtol * fabs(an))) {
+      if (bad++ < 3)
+        ng_test_fail(__FILE__, __LINE__, "%s: d/dx[%lld]: analytic %.9g, finite difference %.9g",
+                     what, (long long)i, an, fd);
+    }
+  }
+  if (bad > 3)
+    ng_test_fail(__FILE__, __LINE__, "%s: %lld of %lld elements off", what, (long long)bad,
+                 (long long)n);
+}
+
+/* ---- blocks ---- */
+
+typedef struct {
+  ng_block b;
+  int32_t *indptr, *indices, *t_indptr, *t_dst, *t_eid;
+  float *edge_w, *self_w;
+} tblock;
+
+/* A random block with up to max_deg distinct neighbours per destination (some destinations
+ * empty), optionally with one destination listing a source twice, weights in [0.1, 1], and the
+ * transpose in edge order. */
+static void tblock_make(tblock *tb, ng_rng *r, int32_t nd, int32_t ns, int32_t max_deg, bool dup) {
+  tb->indptr = xmalloc(((size_t)nd + 1) * 4);
+  tb->indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    int32_t deg = d % 5 == 4 ? 0 : 1 + (int32_t)ng_rng_below(r, (uint64_t)max_deg);
+    tb->indptr[d + 1] = tb->indptr[d] + deg;
+  }
+  int32_t nnz = tb->indptr[nd];
+  tb->indices = xmalloc((size_t)nnz * 4);
+  tb->edge_w = xmalloc((size_t)nnz * 4);
+  tb->self_w = xmalloc((size_t)nd * 4);
+  for (int32_t d = 0; d < nd; d++) {
+    tb->self_w[d] = (float)(0.1 + 0.9 * ng_rng_uniform(r));
+    for (int32_t e = tb->indptr[d]; e < tb->indptr[d + 1]; e++) {
+      int32_t s;
+      bool seen;
+      do {
+        s = (int32_t)ng_rng_below(r, (uint64_t)ns);
+        seen = false;
+        for (int32_t e2 = tb->indptr[d]; e2 < e; e2++)
+          seen |= tb->indices[e2] == s;
+      } while (seen);
+      tb->indices[e] = s;
+      tb->edge_w[e] = (float)(0.1 + 0.9 * ng_rng_uniform(r));
+    }
+  }
+  if (dup) /* destination 0 lists its first source again at the end */
+    for (int32_t d = 0; d < nd; d++)
+      if (tb->indptr[d + 1] - tb->indptr[d] >= 2) {
+        tb->indices[tb->indptr[d + 1] - 1] = tb->indices[tb->indptr[d]];
+        break;
+      }
+  tb->t_indptr = calloc((size_t)ns + 1, 4);
+  tb->t_dst = xmalloc((size_t)nnz * 4);
+  tb->t_eid = xmalloc((size_t)nnz * 4);
+  int32_t *cur = xmalloc((size_t)ns * 4);
+  for (int32_t e = 0; e < nnz; e++)
+    tb->t_indptr[tb->indices[e] + 1]++;
+  for (int32_t s = 0; s < ns; s++) {
+    tb->t_indptr[s + 1] += tb->t_indptr[s];
+    cur[s] = tb->t_indptr[s];
+  }
+  for (int32_t d = 0; d < nd; d++)
+    for (int32_t e = tb->indptr[d]; e < tb->indptr[d + 1]; e++) {
+      int32_t at = cur[tb->indices[e]]++;
+      tb->t_dst[at] = d;
+      tb->t_eid[at] = e;
+    }
+  free(cur);
+  tb->b = (ng_block){.n_dst = nd,
+                     .n_src = ns,
+                     .nnz = nnz,
+                     .indptr = tb->indptr,
+                     .indices = tb->indices,
+                     .edge_w = tb->edge_w,
+                     .self_w = tb->self_w,
+                     .t_indptr = tb->t_indptr,
+                     .t_dst = tb->t_dst,
+                     .t_eid = tb->t_eid};
+}
+
+static void tblock_free(tblock *tb) {
+  free(tb->indptr);
+  free(tb->indices);
+  free(tb->edge_w);
+  free(tb->self_w);
+  free(tb->t_indptr);
+  free(tb->t_dst);
+  free(tb->t_eid);
+}
+
+/* ---- aggregation ---- */
+
+typedef struct {
+  const ng_aggr *ag;
+  const ng_block *b;
+  float *src, *out, *r;
+  int32_t *arg;
+  int64_t dim;
+} aggr_ctx;
+
+static double aggr_loss(void *p) {
+  aggr_ctx *c = p;
+  EXPECT_OK(be->iface->aggr_fwd(be, c->ag, c->b, c->src, c->dim, c->out, c->arg));
+  return dot(c->r, c->out, (int64_t)c->b->n_dst * c->dim);
+}
+
+static void test_aggr(void) {
+  static const struct {
+    const char *name;
+    ng_aggr ag;
+  } cases[] = {
+      {"sum", {NG_REDUCE_SUM, false, false, false}},
+      {"mean", {NG_REDUCE_SUM, false, false, true}},
+      {"max", {NG_REDUCE_MAX, false, false, false}},
+      {"min", {NG_REDUCE_MIN, false, false, false}},
+      {"gcn", {NG_REDUCE_SUM, true, true, false}},
+      {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true}},
+  };
+  ng_rng r;
+  ng_rng_seed(&r, 101);
+  const int64_t dims[] = {1, 7, 20};
+  for (int dup = 0; dup < 2; dup++) {
+    tblock tb;
+    tblock_make(&tb, &r, 12, 30, 6, dup);
+    for (size_t di = 0; di < NG_TEST_LEN(dims); di++) {
+      int64_t dim = dims[di], ns = (int64_t)tb.b.n_src * dim, nd = (int64_t)tb.b.n_dst * dim;
+      for (size_t ci = 0; ci < NG_TEST_LEN(cases); ci++) {
+        const ng_aggr *ag = &cases[ci].ag;
+        bool best = ag->reduce != NG_REDUCE_SUM;
+        float *src = xmalloc((size_t)ns * 4);
+        if (best) { /* distinct values 0.03 apart: no tie, no kink within a step of 0.01 */
+          for (int64_t i = 0; i < ns; i++)
+            src[i] = (float)i * 0.03f - 0.5f;
+          for (int64_t i = ns - 1; i > 0; i--) {
+            int64_t j = (int64_t)ng_rng_below(&r, (uint64_t)i + 1);
+            float t = src[i];
+            src[i] = src[j];
+            src[j] = t;
+          }
+        } else {
+          for (int64_t i = 0; i < ns; i++)
+            src[i] = frand(&r);
+        }
+        aggr_ctx c = {ag,
+                      &tb.b,
+                      src,
+                      xmalloc((size_t)nd * 4),
+                      rand_floats(&r, nd),
+                      best ? xmalloc((size_t)nd * 4) : NULL,
+                      dim};
+        float *grad = xmalloc((size_t)ns * 4);
+        aggr_loss(&c); /* the winners of the unperturbed input */
+        EXPECT_OK(be->iface->aggr_bwd(be, ag, &tb.b, c.r, c.arg, dim, grad));
+        char what[96];
+        snprintf(what, sizeof what, "aggr %s dim %lld%s", cases[ci].name, (long long)dim,
+                 dup ? " (duplicate edge)" : "");
+        gradcheck(what, src, ns, grad, aggr_loss, &c, best ? 0.01f : 0.25f, 1e-4, 1e-4);
+        free(src);
+        free(c.out);
+        free(c.r);
+        free(c.arg);
+        free(grad);
+      }
+    }
+    tblock_free(&tb);
+  }
+}
+
+/* ---- GEMM ---- */
+
+typedef struct {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb;
+  float alpha;
+  float *a, *b, *c, *r;
+} gemm_ctx;
+
+static double gemm_loss(void *p) {
+  gemm_ctx *g = p;
+  EXPECT_OK(be->iface->gemm(be, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->b,
+                            g->ldb, 0.0f, g->c, g->n));
+  return dot(g->r, g->c, g->m * g->n);
+}
+
+static void test_gemm(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 202);
+  const int64_t m = 5, n = 4, k = 6;
+  for (int tr = 0; tr < 4; tr++) {
+    gemm_ctx g = {.ta = tr & 1, .tb = tr & 2, .m = m, .n = n, .k = k, .alpha = 0.8f};
+    g.lda = g.ta ? m : k;
+    g.ldb = g.tb ? k : n;
+    g.a = rand_floats(&r, m * k);
+    g.b = rand_floats(&r, k * n);
+    g.c = xmalloc((size_t)(m * n) * 4);
+    g.r = rand_floats(&r, m * n); /* dL/dC */
+    /* dL/d op(A) = alpha R op(B)^T and dL/d op(B) = alpha op(A)^T R, written with the backend's
+     * GEMM in the stored layouts of A and B, as a model's backward pass does. */
+    float *ga = xmalloc((size_t)(m * k) * 4), *gb = xmalloc((size_t)(k * n) * 4);
+    if (!g.ta) /* A [m, k] = R [m, n] op(B)^T */
+      EXPECT_OK(
+          be->iface->gemm(be, false, !g.tb, m, k, n, g.alpha, g.r, n, g.b, g.ldb, 0.0f, ga, k));
+    else /* A [k, m] = op(B) [k, n] R^T */
+      EXPECT_OK(be->iface->gemm(be, g.tb, true, k, m, n, g.alpha, g.b, g.ldb, g.r, n, 0.0f, ga, m));
+    if (!g.tb) /* B [k, n] = op(A)^T [k, m] R */
+      EXPECT_OK(
+          be->iface->gemm(be, !g.ta, false, k, n, m, g.alpha, g.a, g.lda, g.r, n, 0.0f, gb, n));
+    else /* B [n, k] = R^T [n, m] op(A) */
+      EXPECT_OK(be->iface->gemm(be, true, g.ta, n, k, m, g.alpha, g.r, n, g.a, g.lda, 0.0f, gb, k));
+    char what[64];
+    snprintf(what, sizeof what, "gemm %c%c dA", g.ta ? 'T' : 'N', g.tb ? 'T' : 'N');
+    gradcheck(what, g.a, m * k, ga, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
+    snprintf(what, sizeof what, "gemm %c%c dB", g.ta ? 'T' : 'N', g.tb ? 'T' : 'N');
+    gradcheck(what, g.b, k * n, gb, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
+    free(g.a);
+    free(g.b);
+    free(g.c);
+    free(g.r);
+    free(ga);
+    free(gb);
+  }
+}
+
+/* ---- bias + activation ---- */
+
+typedef struct {
+  float *x, *bias, *y, *r;
+  int64_t rows, cols;
+  ng_activation act;
+} bias_ctx;
+
+static double bias_loss(void *p) {
+  bias_ctx *c = p;
+  memcpy(c->y, c->x, (size_t)(c->rows * c->cols) * 4);
+  EXPECT_OK(be->iface->bias_act_fwd(be, c->y, c->bias, c->rows, c->cols, c->act));
+  return dot(c->r, c->y, c->rows * c->cols);
+}
+
+static void test_bias_act(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 303);
+  const int64_t rows = 9, cols = 6, n = rows * cols;
+  for (int act = NG_ACT_NONE; act <= NG_ACT_RELU; act++) {
+    bias_ctx c = {rand_floats(&r, n),
+                  rand_floats(&r, cols),
+                  xmalloc((size_t)n * 4),
+                  rand_floats(&r, n),
+                  rows,
+                  cols,
+                  (ng_activation)act};
+    /* keep every pre-activation at least 0.05 away from the ReLU kink */
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) {
+        float *v = &c.x[i * cols + j];
+        float pre = *v + c.bias[j];
+        if (fabsf(pre) < 0.05f)
+          *v += pre < 0.0f ? -0.1f : 0.1f;
+      }
+    bias_loss(&c);
+    float *g = xmalloc((size_t)n * 4), *gbias = xmalloc((size_t)cols * 4);
+    memcpy(g, c.r, (size_t)n * 4);
+    EXPECT_OK(be->iface->bias_act_bwd(be, g, c.y, gbias, rows, cols, (ng_activation)act));
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < n; i++)
+      zeros += g[i] == 0.0f;
+    if (act == NG_ACT_RELU) /* the check covers both sides of the kink */
+      EXPECT_TRUE(zeros > 0 && zeros < n);
+    gradcheck(act ? "bias_act relu dx" : "bias_act none dx", c.x, n, g, bias_loss, &c, 0.01f, 1e-4,
+              1e-4);
+    gradcheck(act ? "bias_act relu dbias" : "bias_act none dbias", c.bias, cols, gbias, bias_loss,
+              &c, 0.01f, 1e-4, 1e-4);
+    free(c.x);
+    free(c.bias);
+    free(c.y);
+    free(c.r);
+    free(g);
+    free(gbias);
+  }
+}
+
+/* ---- dropout ---- */
+
+typedef struct {
+  float *x, *y, *r;
+  uint8_t *mask;
+  int64_t n;
+  float p;
+} drop_ctx;
+
+static double drop_loss(void *p) {
+  drop_ctx *c = p;
+  memcpy(c->y, c->x, (size_t)c->n * 4);
+  EXPECT_OK(be->iface->dropout_fwd(be, c->y, c->mask, c->n, c->p, 77));
+  return dot(c->r, c->y, c->n);
+}
+
+static void test_dropout(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 404);
+  const float ps[] = {0.0f, 0.3f};
+  for (size_t pi = 0; pi < NG_TEST_LEN(ps); pi++) {
+    const int64_t n = 200;
+    drop_ctx c = {rand_floats(&r, n),
+                  xmalloc((size_t)n * 4),
+                  rand_floats(&r, n),
+                  xmalloc((size_t)n),
+                  n,
+                  ps[pi]};
+    drop_loss(&c);
+    float *g = xmalloc((size_t)n * 4);
+    memcpy(g, c.r, (size_t)n * 4);
+    EXPECT_OK(be->iface->dropout_bwd(be, g, c.mask, n, c.p));
+    gradcheck(pi ? "dropout p 0.3" : "dropout p 0", c.x, n, g, drop_loss, &c, 0.25f, 1e-4, 1e-4);
+    free(c.x);
+    free(c.y);
+    free(c.r);
+    free(c.mask);
+    free(g);
+  }
+}
+
+/* ---- cross-entropy ---- */
+
+typedef struct {
+  float *z;
+  int32_t *labels;
+  int64_t n, classes;
+} xent_ctx;
+
+static double xent_loss(void *p) {
+  xent_ctx *c = p;
+  double loss = NAN;
+  int64_t correct;
+  EXPECT_OK(be->iface->xent(be, c->z, c->labels, c->n, c->classes, NULL, &loss, &correct));
+  return loss;
+}
+
+static void test_xent(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 505);
+  const int64_t shapes[][2] = {{1, 2}, {7, 5}, {20, 13}};
+  for (size_t si = 0; si < NG_TEST_LEN(shapes); si++) {
+    xent_ctx c = {rand_floats(&r, shapes[si][0] * shapes[si][1]),
+                  xmalloc((size_t)shapes[si][0] * 4), shapes[si][0], shapes[si][1]};
+    for (int64_t i = 0; i < c.n * c.classes; i++)
+      c.z[i] *= 3.0f;
+    for (int64_t i = 0; i < c.n; i++)
+      c.labels[i] = (int32_t)ng_rng_below(&r, (uint64_t)c.classes);
+    float *g = xmalloc((size_t)(c.n * c.classes) * 4);
+    double loss;
+    int64_t correct;
+    EXPECT_OK(be->iface->xent(be, c.z, c.labels, c.n, c.classes, g, &loss, &correct));
+    char what[64];
+    snprintf(what, sizeof what, "xent %lld x %lld", (long long)c.n, (long long)c.classes);
+    gradcheck(what, c.z, c.n * c.classes, g, xent_loss, &c, 1e-3f, 1e-6, 1e-4);
+    free(c.z);
+    free(c.labels);
+    free(g);
+  }
+}
+
+int main(void) {
+  if (ng__backend_cpu_create(&be, 0) != NG_OK) {
+    fprintf(stderr, "test_gradcheck: %s\n", ng_last_error());
+    return 1;
+  }
+  RUN_TEST(test_aggr);
+  RUN_TEST(test_gemm);
+  RUN_TEST(test_bias_act);
+  RUN_TEST(test_dropout);
+  RUN_TEST(test_xent);
+  ng__backend_destroy(be);
+  return ng_test_summary();
+}
