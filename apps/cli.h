@@ -1,0 +1,192 @@
+/* The `neargnn` command: the subcommand table, a strict option parser, progress display and the
+ * output helpers every subcommand shares. Subcommands use only the public API (neargnn.h). */
+#ifndef NG_CLI_H
+#define NG_CLI_H
+
+#include "neargnn.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if defined(__GNUC__)
+#define CLI_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#else
+#define CLI_PRINTF(fmt_idx, arg_idx)
+#endif
+
+/// Exit statuses of the command (sysexits-like, but the ones scripts actually test for).
+enum {
+  CLI_EXIT_OK = 0,
+  CLI_EXIT_RUNTIME = 1,       ///< the library reported an error
+  CLI_EXIT_USAGE = 2,         ///< bad command line
+  CLI_EXIT_INTERRUPTED = 130, ///< stopped by SIGINT (128 + 2, as shells report it)
+};
+
+/// Returned by cli_parse() when the command should go on (any other value is an exit status).
+#define CLI_CONTINUE (-1)
+
+/// One subcommand: `run` gets argv with argv[0] = the subcommand's name and returns the exit
+/// status.
+typedef struct {
+  const char *name;
+  const char *summary; ///< one line for `neargnn --help`
+  int (*run)(int argc, char **argv);
+} cli_command;
+
+int cmd_generate(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+
+/* ---- options (args.c) ---- */
+
+typedef enum {
+  CLI_FLAG,   ///< no value; dst is int, set to 1
+  CLI_STRING, ///< dst is const char *, pointing into argv
+  CLI_CHOICE, ///< dst is int: the index of the value in `choices`
+  CLI_INT,    ///< dst is int32_t/int or int64_t (see `width`); decimal suffixes k, M, G, T
+  CLI_UINT64, ///< dst is uint64_t; decimal suffixes k, M, G, T
+  CLI_BYTES,  ///< dst is int64_t; binary suffixes K, M, G, T (optionally followed by B or iB)
+  CLI_FLOAT,  ///< dst is double; finite
+} cli_type;
+
+/// An option `--name`. Build them with the CLI_OPT_* macros below.
+typedef struct {
+  const char *name;           ///< without the leading "--"
+  cli_type type;              ///< how the value is parsed
+  void *dst;                  ///< where the value goes; its value before parsing is the default
+  size_t width;               ///< CLI_INT: sizeof *dst (4 or 8)
+  const char *metavar;        ///< the value's placeholder in the usage text ("N", "DIR")
+  const char *help;           ///< one line of help
+  int64_t ilo, ihi;           ///< CLI_INT, CLI_BYTES: inclusive range
+  double flo, fhi;            ///< CLI_FLOAT: range
+  bool flo_open, fhi_open;    ///< CLI_FLOAT: the bound itself is excluded
+  const char *const *choices; ///< CLI_CHOICE: NULL-terminated list of the accepted values
+  const char *default_text;   ///< shown as the default instead of the value of *dst
+  bool required;              ///< the command cannot run without it
+  bool seen;                  ///< set by cli_parse() when the option was given
+} cli_opt;
+
+/* Each macro takes, after the help text, optional further designated initializers such as
+ * `.required = true` or `.default_text = "..."`. */
+#define CLI_OPT_FLAG(nm, ptr, hlp, ...)                                                            \
+  { .name = (nm), .type = CLI_FLAG, .dst = (ptr), .help = (hlp), __VA_ARGS__ }
+#define CLI_OPT_STRING(nm, ptr, meta, hlp, ...)                                                    \
+  { .name = (nm), .type = CLI_STRING, .dst = (ptr), .metavar = (meta), .help = (hlp), __VA_ARGS__ }
+#define CLI_OPT_CHOICE(nm, ptr, meta, list, hlp, ...)                                              \
+  {                                                                                                \
+    .name = (nm), .type = CLI_CHOICE, .dst = (ptr), .metavar = (meta), .choices = (list),          \
+    .help = (hlp), __VA_ARGS__                                                                     \
+  }
+/// An integer option in [lo, hi]; the destination may be 32 or 64 bits wide.
+#define CLI_OPT_INT(nm, ptr, meta, lo, hi, hlp, ...)                                               \
+  {                                                                                                \
+    .name = (nm), .type = CLI_INT, .dst = (ptr), .width = sizeof *(ptr), .metavar = (meta),        \
+    .ilo = (lo), .ihi = (hi), .help = (hlp), __VA_ARGS__                                           \
+  }
+#define CLI_OPT_UINT64(nm, ptr, meta, hlp, ...)                                                    \
+  { .name = (nm), .type = CLI_UINT64, .dst = (ptr), .metavar = (meta), .help = (hlp), __VA_ARGS__ }
+/// A size in bytes, at least `lo`.
+#define CLI_OPT_BYTES(nm, ptr, meta, lo, hlp, ...)                                                 \
+  {                                                                                                \
+    .name = (nm), .type = CLI_BYTES, .dst = (ptr), .metavar = (meta), .ilo = (lo),                 \
+    .ihi = INT64_MAX, .help = (hlp), __VA_ARGS__                                                   \
+  }
+/// A float option in [lo, hi]; `lo_open`/`hi_open` exclude the bound itself.
+#define CLI_OPT_FLOAT(nm, ptr, meta, lo, lo_open_, hi, hi_open_, hlp, ...)                         \
+  {                                                                                                \
+    .name = (nm), .type = CLI_FLOAT, .dst = (ptr), .metavar = (meta), .flo = (lo),                 \
+    .flo_open = (lo_open_), .fhi = (hi), .fhi_open = (hi_open_), .help = (hlp), __VA_ARGS__        \
+  }
+/// The --progress option of long-running commands; `ptr` is an int holding a cli_progress_mode.
+#define CLI_OPT_PROGRESS(ptr)                                                                      \
+  CLI_OPT_CHOICE("progress", ptr, "WHEN", CLI_PROGRESS_MODES,                                      \
+                 "progress on stderr: auto (a redrawn line on a terminal, else plain lines), "     \
+                 "plain or none", )
+
+#define CLI_MAX_POSITIONAL 4
+
+/// Everything a subcommand's command line accepts, and its help text.
+typedef struct {
+  const char *command;    ///< "generate"
+  const char *synopsis;   ///< what follows the command name in the usage line
+  const char *about;      ///< a paragraph saying what the command does
+  cli_opt *opts;          ///< the options (their `seen` fields are written)
+  size_t n_opts;          ///< entries of `opts`
+  const char *positional; ///< the positional arguments' placeholder ("DIR"), NULL for none
+  int min_positional, max_positional;
+  const char *notes;                   ///< optional paragraph after the options
+  const char *example;                 ///< one example command line (or several, one per line)
+  const char *pos[CLI_MAX_POSITIONAL]; ///< the positional arguments, after cli_parse()
+  int n_pos;                           ///< how many
+} cli_spec;
+
+/// Parses argv[1..argc) (argv[0] is the subcommand's name) into the options' destinations.
+/// Long options take `--name value` or `--name=value`; `--` ends the options; `-h`/`--help`
+/// prints the help to stdout. Returns CLI_CONTINUE when the command should run, else the exit
+/// status (0 after --help, CLI_EXIT_USAGE after a usage error it has printed).
+int cli_parse(cli_spec *spec, int argc, char **argv);
+/// Prints the command's help (usage, options with defaults, example) to `out`.
+void cli_print_help(const cli_spec *spec, FILE *out);
+/// Looks an option up by name (for checks across options after parsing); NULL when absent.
+const cli_opt *cli_find_opt(const cli_spec *spec, const char *name);
+/// Prints "neargnn CMD: <message>" and the hint to see the help, to stderr; returns
+/// CLI_EXIT_USAGE. `command` NULL means the top level.
+int cli_usage_error(const char *command, const char *fmt, ...) CLI_PRINTF(2, 3);
+/// Reports a failed library call: "neargnn: error: <status>: <detail>" to stderr. Returns
+/// CLI_EXIT_RUNTIME, or CLI_EXIT_INTERRUPTED for NG_ERR_INTERRUPTED.
+int cli_runtime_error(ng_status status);
+/// The one of the `n` candidates closest to `word` within a small edit distance, or NULL: for
+/// "did you mean ...?" hints.
+const char *cli_suggest(const char *word, const char *const *candidates, size_t n);
+
+/* ---- progress (progress.c) ---- */
+
+/// Values of the --progress option, in the order of CLI_PROGRESS_MODES.
+typedef enum {
+  CLI_PROGRESS_AUTO = 0,
+  CLI_PROGRESS_PLAIN = 1,
+  CLI_PROGRESS_NONE = 2
+} cli_progress_mode;
+extern const char *const CLI_PROGRESS_MODES[];
+
+/// Progress display of one long operation, and the SIGINT handler that stops it cleanly.
+typedef struct {
+  const char *what;   ///< the subcommand's name, printed before each progress line
+  int style;          ///< what is shown: redrawn line, plain lines or nothing
+  double start;       ///< when the operation began (cli_now())
+  double last_draw;   ///< when a line was last printed or redrawn (0 before the first)
+  char phase[48];     ///< the current phase, to notice a new one
+  double phase_start; ///< when the current phase first reported
+  double phase_done0; ///< what it had done then
+  size_t drawn;       ///< terminal: columns of the line on screen (0 when none)
+  bool printed;       ///< anything was shown
+  bool handler_installed;
+} cli_progress;
+
+/// Starts showing progress on stderr per `mode` and installs the SIGINT handler (unless SIGINT is
+/// ignored, as in background jobs of non-interactive shells).
+void cli_progress_begin(cli_progress *p, const char *what, cli_progress_mode mode);
+/// The ng_progress_fn to pass to the library with the cli_progress as its context. Shows nothing
+/// during the first second; returns non-zero once SIGINT arrived, so the library stops.
+int cli_progress_cb(void *ctx, const char *phase, double done, double total);
+/// Ends the display (clears the terminal line, or after plain lines prints one saying how the
+/// operation, whose result is `status`, ended) and restores SIGINT.
+void cli_progress_end(cli_progress *p, ng_status status);
+
+/* ---- formatting (format.c) ---- */
+
+/// Monotonic time in seconds.
+double cli_now(void);
+/// "14.8 MiB" (powers of 1024, 3 significant digits).
+void cli_fmt_bytes(char *buf, size_t cap, double bytes);
+/// "12.3M" (powers of 1000, 3 significant digits).
+void cli_fmt_count(char *buf, size_t cap, double count);
+/// "45 s", "3 min 05 s", "2 h 07 min".
+void cli_fmt_duration(char *buf, size_t cap, double seconds);
+
+#endif /* NG_CLI_H */

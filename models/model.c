@@ -1,0 +1,393 @@
+/* GraphSAGE and GCN layers, written once against the backend interface. */
+#include "model_impl.h"
+
+#include "core/rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the public model description ---- */
+
+ng_status ng__model_check(ng_model_t m) {
+  if (!m)
+    return ng__err(NG_ERR_INVALID_ARG, "model handle is NULL");
+  if (m->magic != NG_MODEL_MAGIC)
+    return ng__err(NG_ERR_INVALID_ARG, "model handle is not a live model (destroyed?)");
+  return NG_OK;
+}
+
+ng_status ng_model_create(ng_model_t *out, ng_model_kind kind, int64_t in_dim) {
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_model_create: out is NULL");
+  *out = NULL;
+  if (kind != NG_MODEL_SAGE && kind != NG_MODEL_GCN)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_model_create: unknown model kind %d", (int)kind);
+  if (in_dim <= 0)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_model_create: input dimension %lld must be positive (a dataset without "
+                   "features cannot be trained)",
+                   (long long)in_dim);
+  struct ng_model *m = ng__calloc(1, sizeof *m, "a model");
+  if (!m)
+    return NG_ERR_NOMEM;
+  m->magic = NG_MODEL_MAGIC;
+  m->kind = kind;
+  m->in_dim = in_dim;
+  *out = m;
+  return NG_OK;
+}
+
+void ng_model_destroy(ng_model_t m) {
+  if (!m || m->magic != NG_MODEL_MAGIC)
+    return;
+  m->magic = 0;
+  free(m);
+}
+
+ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
+  NG_CHECK(ng__model_check(m));
+  if (!opts || opts->size < sizeof(ng_layer_opts))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_model_add_layer: options missing or from an older header (use "
+                   "NG_LAYER_OPTS_INIT)");
+  int l = m->n_layers;
+  if (l >= NG_MAX_LAYERS)
+    return ng__err(NG_ERR_INVALID_ARG, "a model has at most %d layers", NG_MAX_LAYERS);
+  if (opts->out_dim <= 0)
+    return ng__err(NG_ERR_INVALID_ARG, "layer %d: out_dim %lld must be positive", l,
+                   (long long)opts->out_dim);
+  if (opts->fanout == 0 || opts->fanout < -1)
+    return ng__err(NG_ERR_INVALID_ARG, "layer %d: fanout %d must be positive or -1 (all)", l,
+                   (int)opts->fanout);
+  if (!(opts->dropout >= 0.0f && opts->dropout < 1.0f))
+    return ng__err(NG_ERR_INVALID_ARG, "layer %d: dropout %g must be in [0, 1)", l,
+                   (double)opts->dropout);
+  if (!(opts->weight_decay >= 0.0f))
+    return ng__err(NG_ERR_INVALID_ARG, "layer %d: weight decay %g must be >= 0", l,
+                   (double)opts->weight_decay);
+  if ((unsigned)opts->activation > NG_ACT_RELU)
+    return ng__err(NG_ERR_INVALID_ARG, "layer %d: unknown activation %d", l, (int)opts->activation);
+  ng_layer *L = &m->layers[l];
+  memset(L, 0, sizeof *L);
+  L->o = *opts;
+  L->o.size = sizeof(ng_layer_opts);
+  ng_status st = ng__aggr_from_public(&L->ag, &opts->aggregator);
+  if (st != NG_OK) {
+    ng__err_prefix("layer %d", l);
+    return st;
+  }
+  if (m->kind == NG_MODEL_SAGE) {
+    if (opts->combine != NG_SAGE_SUM && opts->combine != NG_SAGE_CONCAT)
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: unknown GraphSAGE combine %d", l,
+                     (int)opts->combine);
+    if (opts->combine == NG_SAGE_CONCAT && opts->out_dim % 2)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "layer %d: GraphSAGE CONCAT needs an even out_dim (got %lld)", l,
+                     (long long)opts->out_dim);
+  }
+  L->in_dim = l ? m->layers[l - 1].out_dim : m->in_dim;
+  L->out_dim = opts->out_dim;
+  bool concat = m->kind == NG_MODEL_SAGE && opts->combine == NG_SAGE_CONCAT;
+  L->cols = concat ? L->out_dim / 2 : L->out_dim;
+  int64_t off = l ? m->layers[l - 1].off_end : 0;
+  L->off_w_self = -1;
+  if (m->kind == NG_MODEL_SAGE) {
+    L->off_w_self = off;
+    off += L->in_dim * L->cols;
+  }
+  L->off_w = off;
+  off += L->in_dim * L->cols;
+  L->off_b = opts->bias ? off : -1;
+  off += opts->bias ? L->out_dim : 0;
+  L->off_end = off;
+  m->n_params = off;
+  m->n_layers = l + 1;
+  return NG_OK;
+}
+
+ng_status ng_model_shape(int32_t *layers, int64_t *params, ng_model_t m) {
+  NG_CHECK(ng__model_check(m));
+  if (layers)
+    *layers = m->n_layers;
+  if (params)
+    *params = m->n_params;
+  return NG_OK;
+}
+
+int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int cap) {
+  int n = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    const ng_layer *L = &m->layers[l];
+    struct {
+      const char *name;
+      int64_t off;
+      int ndim;
+      int64_t r, c;
+    } t[3] = {
+        {"w_self", L->off_w_self, 2, L->in_dim, L->cols},
+        {m->kind == NG_MODEL_SAGE ? "w_neigh" : "weight", L->off_w, 2, L->in_dim, L->cols},
+        {"bias", L->off_b, 1, L->out_dim, 0},
+    };
+    for (int i = 0; i < 3; i++) {
+      if (t[i].off < 0 || n >= cap)
+        continue;
+      snprintf(out[n].name, sizeof out[n].name, "layers.%d.%s", l, t[i].name);
+      out[n].offset = t[i].off;
+      out[n].ndim = t[i].ndim;
+      out[n].shape[0] = t[i].r;
+      out[n].shape[1] = t[i].c;
+      n++;
+    }
+  }
+  return n;
+}
+
+void ng__model_init_params(const struct ng_model *m, float *params, uint64_t seed) {
+  memset(params, 0, (size_t)m->n_params * sizeof *params);
+  ng_param_tensor t[3 * NG_MAX_LAYERS];
+  int n = ng__model_param_tensors(m, t, (int)NG_ARRAY_LEN(t));
+  for (int i = 0; i < n; i++) {
+    if (t[i].ndim != 2)
+      continue; /* biases start at zero */
+    /* Glorot & Bengio's uniform initialisation, as Kipf & Welling and PyG use. */
+    double limit = sqrt(6.0 / (double)(t[i].shape[0] + t[i].shape[1]));
+    ng_rng rng;
+    ng_rng_seed(&rng, ng_hash3(seed, 0x696e6974 /* "init" */, (uint64_t)i));
+    float *w = params + t[i].offset;
+    int64_t count = t[i].shape[0] * t[i].shape[1];
+    for (int64_t j = 0; j < count; j++)
+      w[j] = (float)((2.0 * ng_rng_uniform(&rng) - 1.0) * limit);
+  }
+}
+
+/* ---- execution on a backend ---- */
+
+#define BE(ex) ((ex)->be->iface)
+
+ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backend *be,
+                          uint64_t seed) {
+  memset(ex, 0, sizeof *ex);
+  ex->model = m;
+  ex->be = be;
+  size_t bytes = (size_t)m->n_params * sizeof(float);
+  float **bufs[4] = {&ex->params, &ex->grads, &ex->state1, &ex->state2};
+  for (int i = 0; i < 4; i++) {
+    ng_status st = BE(ex)->alloc(be, (void **)bufs[i], bytes);
+    if (st != NG_OK) {
+      ng__exec_destroy(ex);
+      return st;
+    }
+    st = BE(ex)->fill(be, *bufs[i], m->n_params, 0.0f);
+    if (st != NG_OK) {
+      ng__exec_destroy(ex);
+      return st;
+    }
+  }
+  float *host = ng__malloc(bytes, "initial parameters");
+  if (!host) {
+    ng__exec_destroy(ex);
+    return NG_ERR_NOMEM;
+  }
+  ng__model_init_params(m, host, seed);
+  ng_status st = BE(ex)->copy_h2d(be, ex->params, host, bytes);
+  free(host);
+  if (st != NG_OK)
+    ng__exec_destroy(ex);
+  return st;
+}
+
+void ng__exec_destroy(ng_model_exec *ex) {
+  if (!ex || !ex->be)
+    return;
+  BE(ex)->free(ex->be, ex->params);
+  BE(ex)->free(ex->be, ex->grads);
+  BE(ex)->free(ex->be, ex->state1);
+  BE(ex)->free(ex->be, ex->state2);
+  BE(ex)->free(ex->be, ex->arena);
+  memset(ex, 0, sizeof *ex);
+}
+
+/* A bump allocator over the exec's arena. Run once with base == NULL to size the arena, then
+ * again to carve it: both runs take the same sequence of sizes. */
+typedef struct {
+  char *base;
+  size_t used;
+} carve;
+
+static void *take(carve *c, size_t bytes) {
+  size_t at = (c->used + 63) & ~(size_t)63;
+  c->used = at + bytes;
+  return c->base ? c->base + at : NULL;
+}
+
+static ng_status arena_reserve(ng_model_exec *ex, size_t bytes) {
+  if (bytes <= ex->arena_cap)
+    return NG_OK;
+  size_t cap = NG_MAX(bytes, ex->arena_cap + ex->arena_cap / 2);
+  BE(ex)->free(ex->be, ex->arena);
+  ex->arena = NULL;
+  ex->arena_cap = 0;
+  NG_CHECK(BE(ex)->alloc(ex->be, &ex->arena, cap));
+  ex->arena_cap = cap;
+  return NG_OK;
+}
+
+static bool layer_drops(const ng_layer *L, bool training) {
+  return training && L->o.dropout > 0.0f;
+}
+
+static bool needs_argbest(const ng_layer *L) {
+  return L->ag.reduce != NG_REDUCE_SUM;
+}
+
+/* Lays out the workspace of a mini-batch in `c`. */
+static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const float *x0,
+                     bool training) {
+  const struct ng_model *m = ex->model;
+  for (int l = 0; l < m->n_layers; l++) {
+    const ng_layer *L = &m->layers[l];
+    const ng_block *b = &mb->blocks[l];
+    ng_layer_ws *w = &ex->ws[l];
+    size_t n_src = (size_t)b->n_src, n_dst = (size_t)b->n_dst;
+    size_t in = (size_t)L->in_dim, out = (size_t)L->out_dim;
+    w->input = l ? ex->ws[l - 1].out : x0;
+    bool drop = layer_drops(L, training);
+    w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
+    w->mask = drop ? take(c, n_src * in) : NULL;
+    w->agg = take(c, n_dst * in * sizeof(float));
+    w->argbest = needs_argbest(L) ? take(c, n_dst * in * sizeof(int32_t)) : NULL;
+    w->out = take(c, n_dst * out * sizeof(float));
+    w->d_agg = training ? take(c, n_dst * in * sizeof(float)) : NULL;
+    w->d_in = training && l > 0 ? take(c, n_src * in * sizeof(float)) : NULL;
+  }
+  for (int l = 0; l < m->n_layers; l++)
+    ex->ws[l].d_out = l + 1 < m->n_layers ? ex->ws[l + 1].d_in : NULL;
+  ex->logits = ex->ws[m->n_layers - 1].out;
+}
+
+static ng_status prepare_ws(ng_model_exec *ex, const ng_minibatch *mb, const float *x0,
+                            bool training) {
+  carve c = {NULL, 0};
+  carve_ws(ex, &c, mb, x0, training);
+  NG_CHECK(arena_reserve(ex, c.used));
+  c.base = ex->arena;
+  c.used = 0;
+  carve_ws(ex, &c, mb, x0, training);
+  return NG_OK;
+}
+
+/* out = combine(h_dst, agg) + bias, then the activation. */
+static ng_status layer_forward(ng_model_exec *ex, const ng_layer *L, const ng_block *b,
+                               const float *h_in, float *agg, int32_t *argbest, float *out) {
+  ng_backend *be = ex->be;
+  const float *P = ex->params;
+  int64_t in = L->in_dim, outd = L->out_dim, nd = b->n_dst;
+  NG_CHECK(BE(ex)->aggr_fwd(be, &L->ag, b, h_in, in, agg, argbest));
+  if (ex->model->kind == NG_MODEL_GCN) {
+    NG_CHECK(BE(ex)->gemm(be, false, false, nd, outd, in, 1.0f, agg, in, P + L->off_w, outd, 0.0f,
+                          out, outd));
+  } else if (L->o.combine == NG_SAGE_SUM) {
+    NG_CHECK(BE(ex)->gemm(be, false, false, nd, outd, in, 1.0f, h_in, in, P + L->off_w_self, outd,
+                          0.0f, out, outd));
+    NG_CHECK(BE(ex)->gemm(be, false, false, nd, outd, in, 1.0f, agg, in, P + L->off_w, outd, 1.0f,
+                          out, outd));
+  } else { /* CONCAT: the self half, then the neighbour half, side by side */
+    int64_t c = L->cols;
+    NG_CHECK(BE(ex)->gemm(be, false, false, nd, c, in, 1.0f, h_in, in, P + L->off_w_self, c, 0.0f,
+                          out, outd));
+    NG_CHECK(BE(ex)->gemm(be, false, false, nd, c, in, 1.0f, agg, in, P + L->off_w, c, 0.0f,
+                          out + c, outd));
+  }
+  return BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
+                              L->o.activation);
+}
+
+ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *x0,
+                           bool training, uint64_t seed) {
+  const struct ng_model *m = ex->model;
+  if (mb->n_layers != m->n_layers)
+    return ng__err(NG_ERR_INTERNAL, "mini-batch has %d blocks for a %d-layer model", mb->n_layers,
+                   m->n_layers);
+  NG_CHECK(prepare_ws(ex, mb, x0, training));
+  for (int l = 0; l < m->n_layers; l++) {
+    const ng_layer *L = &m->layers[l];
+    const ng_block *b = &mb->blocks[l];
+    ng_layer_ws *w = &ex->ws[l];
+    if (w->mask) {
+      int64_t n = (int64_t)b->n_src * L->in_dim;
+      NG_CHECK(BE(ex)->copy_d2d(ex->be, w->h_in, w->input, (size_t)n * sizeof(float)));
+      NG_CHECK(BE(ex)->dropout_fwd(ex->be, w->h_in, w->mask, n, L->o.dropout,
+                                   ng_hash2(seed, (uint64_t)l)));
+    }
+    NG_CHECK(layer_forward(ex, L, b, w->h_in, w->agg, w->argbest, w->out));
+  }
+  return NG_OK;
+}
+
+ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_logits) {
+  const struct ng_model *m = ex->model;
+  ng_backend *be = ex->be;
+  const float *P = ex->params;
+  float *G = ex->grads;
+  float *d_out = d_logits;
+  for (int l = m->n_layers - 1; l >= 0; l--) {
+    const ng_layer *L = &m->layers[l];
+    const ng_block *b = &mb->blocks[l];
+    ng_layer_ws *w = &ex->ws[l];
+    int64_t in = L->in_dim, outd = L->out_dim, nd = b->n_dst, ns = b->n_src, c = L->cols;
+    NG_CHECK(BE(ex)->bias_act_bwd(be, d_out, w->out, L->off_b >= 0 ? G + L->off_b : NULL, nd, outd,
+                                  L->o.activation));
+    /* Weight gradients: W += input^T d_out for each half. */
+    bool concat = m->kind == NG_MODEL_SAGE && L->o.combine == NG_SAGE_CONCAT;
+    const float *d_neigh = concat ? d_out + c : d_out;
+    NG_CHECK(BE(ex)->gemm(be, true, false, in, c, nd, 1.0f, w->agg, in, d_neigh, outd, 0.0f,
+                          G + L->off_w, c));
+    if (m->kind == NG_MODEL_SAGE)
+      NG_CHECK(BE(ex)->gemm(be, true, false, in, c, nd, 1.0f, w->h_in, in, d_out, outd, 0.0f,
+                            G + L->off_w_self, c));
+    if (l == 0)
+      break; /* the features need no gradient */
+    /* Input gradient: through the aggregation, plus the self path for GraphSAGE. */
+    NG_CHECK(BE(ex)->gemm(be, false, true, nd, in, c, 1.0f, d_neigh, outd, P + L->off_w, c, 0.0f,
+                          w->d_agg, in));
+    NG_CHECK(BE(ex)->aggr_bwd(be, &L->ag, b, w->d_agg, w->argbest, in, w->d_in));
+    if (m->kind == NG_MODEL_SAGE)
+      NG_CHECK(BE(ex)->gemm(be, false, true, nd, in, c, 1.0f, d_out, outd, P + L->off_w_self, c,
+                            1.0f, w->d_in, in));
+    if (w->mask)
+      NG_CHECK(BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
+    d_out = w->d_in;
+  }
+  return NG_OK;
+}
+
+ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp) {
+  const struct ng_model *m = ex->model;
+  for (int l = 0; l < m->n_layers; l++) {
+    const ng_layer *L = &m->layers[l];
+    int64_t begin = l ? m->layers[l - 1].off_end : 0, n = L->off_end - begin;
+    ng_opt_hp h = *hp;
+    h.weight_decay = L->o.weight_decay;
+    NG_CHECK(BE(ex)->opt_step(ex->be, &h, ex->params + begin, ex->grads + begin, ex->state1 + begin,
+                              ex->state2 + begin, n));
+  }
+  return NG_OK;
+}
+
+ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, const float *input,
+                              float *out) {
+  const ng_layer *L = &ex->model->layers[l];
+  carve c = {NULL, 0};
+  size_t cells = (size_t)blk->n_dst * (size_t)L->in_dim;
+  take(&c, cells * sizeof(float));
+  if (needs_argbest(L))
+    take(&c, cells * sizeof(int32_t));
+  NG_CHECK(arena_reserve(ex, c.used));
+  c.base = ex->arena;
+  c.used = 0;
+  float *agg = take(&c, cells * sizeof(float));
+  int32_t *argbest = needs_argbest(L) ? take(&c, cells * sizeof(int32_t)) : NULL;
+  return layer_forward(ex, L, blk, input, agg, argbest, out);
+}

@@ -1,0 +1,92 @@
+/* Models written once against the backend interface: parameter layout, initialisation, and the
+ * forward and backward passes of GraphSAGE and GCN layers over sampled blocks. */
+#ifndef NG_MODEL_IMPL_H
+#define NG_MODEL_IMPL_H
+
+#include "core/backend_impl.h"
+#include "sampler_impl.h"
+
+#define NG_MODEL_MAGIC 0x6e676d6du /* "ngmm" */
+
+typedef struct {
+  ng_layer_opts o;
+  ng_aggr ag;
+  int64_t in_dim, out_dim;
+  int64_t cols;       ///< columns of each weight matrix (out_dim, or out_dim / 2 for CONCAT)
+  int64_t off_w_self; ///< SAGE: offset (floats) of W_self [in, cols] in the parameter buffer
+  int64_t off_w;      ///< SAGE: W_neigh [in, cols]; GCN: W [in, out]
+  int64_t off_b;      ///< bias [out] (-1 when the layer has none)
+  int64_t off_end;    ///< one past the layer's last parameter
+} ng_layer;
+
+struct ng_model {
+  uint32_t magic;
+  ng_model_kind kind;
+  int64_t in_dim;
+  int n_layers;
+  ng_layer layers[NG_MAX_LAYERS];
+  int64_t n_params;
+};
+
+ng_status ng__model_check(ng_model_t m);
+
+/// The tensors of a model for checkpoints: name, offset and shape of each parameter tensor.
+typedef struct {
+  char name[64];
+  int64_t offset;
+  int ndim;
+  int64_t shape[2];
+} ng_param_tensor;
+/// Lists the parameter tensors (at most 3 per layer) into `out` and returns their count.
+int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int cap);
+
+/// Glorot-uniform weights and zero biases from `seed`, into host memory params[n_params].
+void ng__model_init_params(const struct ng_model *m, float *params, uint64_t seed);
+
+/// Per-layer workspace of one mini-batch, carved from an exec's device arena.
+typedef struct {
+  const float *input; ///< [n_src, in] the layer's input (features or previous layer's out)
+  float *h_in;        ///< [n_src, in] input after dropout (== input when not dropping)
+  uint8_t *mask;      ///< [n_src * in] dropout decisions, NULL when not dropping
+  float *agg;         ///< [n_dst, in]
+  int32_t *argbest;   ///< [n_dst, in] for MAX/MIN, else NULL
+  float *out;         ///< [n_dst, out]
+  float *d_out;       ///< [n_dst, out] gradient flowing in (the next layer's d_in)
+  float *d_agg;       ///< [n_dst, in]
+  float *d_in;        ///< [n_src, in] (NULL for layer 0: features need no gradient)
+} ng_layer_ws;
+
+/// Everything needed to run a model on one backend: parameters, gradients, optimizer state and
+/// a growable workspace arena (grows to the largest mini-batch, never shrinks: the steady state
+/// allocates nothing).
+typedef struct {
+  const struct ng_model *model;
+  ng_backend *be;
+  float *params, *grads, *state1, *state2; ///< [n_params] each, backend memory
+  void *arena;
+  size_t arena_cap;
+  ng_layer_ws ws[NG_MAX_LAYERS];
+  float *logits; ///< [n_targets, classes] == ws[L-1].out
+} ng_model_exec;
+
+ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backend *be,
+                          uint64_t seed);
+void ng__exec_destroy(ng_model_exec *ex);
+
+/// Forward pass over a mini-batch whose blocks live in backend memory; `x0` [n_src of block 0,
+/// in_dim] are the input features. With `training`, dropout applies with masks derived from
+/// `seed`, and the workspace keeps what backward needs. Logits end in ex->logits.
+ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *x0,
+                           bool training, uint64_t seed);
+/// Backward pass from d loss / d logits [n_targets, classes] (in backend memory; consumed) into
+/// ex->grads, overwriting them.
+ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_logits);
+/// One optimizer step on every layer with its own weight decay.
+ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp);
+
+/// Forward of a single layer `l` without dropout over `blk` (evaluation): out [n_dst, out_dim].
+/// Uses ex's arena for temporaries.
+ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, const float *input,
+                              float *out);
+
+#endif /* NG_MODEL_IMPL_H */

@@ -1,0 +1,546 @@
+/* The trainer: epochs of sampled mini-batches, full-neighbour evaluation and checkpoints. */
+#include "dataset_impl.h"
+#include "model_impl.h"
+#include "safetensors_impl.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
+#define NG_CHECKPOINT_FORMAT "neargnn-checkpoint"
+#define NG_CHECKPOINT_VERSION 1
+
+/* A backend buffer that grows to the largest request and is reused (no steady-state allocs). */
+typedef struct {
+  void *ptr;
+  size_t cap;
+} growbuf;
+
+struct ng_trainer {
+  uint32_t magic;
+  struct ng_dataset *ds;
+  const struct ng_model *model;
+  ng_train_opts opts;
+  ng_backend *be;
+  ng_model_exec ex;
+  ng_sampler_cfg cfg;
+  ng_sample_arena *arena;
+  const float *features; /* the dataset's mapping, or features_owned when normalised */
+  float *features_owned;
+  int64_t *perm; /* [train] this epoch's order */
+  int64_t epochs_done;
+  int64_t step; /* optimizer steps so far */
+  growbuf x0, labels, d_logits, eval_out;
+};
+
+static ng_status trainer_check(ng_trainer_t t) {
+  if (!t)
+    return ng__err(NG_ERR_INVALID_ARG, "trainer handle is NULL");
+  if (t->magic != NG_TRAINER_MAGIC)
+    return ng__err(NG_ERR_INVALID_ARG, "trainer handle is not a live trainer (destroyed?)");
+  return NG_OK;
+}
+
+static ng_status grow(ng_backend *be, growbuf *b, size_t bytes) {
+  if (bytes <= b->cap)
+    return NG_OK;
+  size_t cap = NG_MAX(bytes, b->cap + b->cap / 2);
+  be->iface->free(be, b->ptr);
+  b->ptr = NULL;
+  b->cap = 0;
+  NG_CHECK(be->iface->alloc(be, &b->ptr, cap));
+  b->cap = cap;
+  return NG_OK;
+}
+
+static void growbuf_free(ng_backend *be, growbuf *b) {
+  be->iface->free(be, b->ptr);
+  b->ptr = NULL;
+  b->cap = 0;
+}
+
+/* Row-normalised copy of the features: each row divided by its sum (as Kipf & Welling). */
+static ng_status normalize_rows(float **out, const float *x, int64_t n, int64_t d) {
+  size_t bytes;
+  if (!ng__mul_ok((size_t)n * (size_t)d, sizeof(float), &bytes))
+    return ng__err(NG_ERR_NOMEM, "features too large to normalise in memory");
+  float *y = ng__big_alloc(bytes, "row-normalised features");
+  if (!y)
+    return NG_ERR_NOMEM;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; r++) {
+    const float *src = x + r * d;
+    double sum = 0.0;
+    for (int64_t c = 0; c < d; c++)
+      sum += src[c];
+    float inv = sum != 0.0 ? (float)(1.0 / sum) : 0.0f;
+    for (int64_t c = 0; c < d; c++)
+      y[r * d + c] = src[c] * inv;
+  }
+  *out = y;
+  return NG_OK;
+}
+
+static ng_status make_backend(ng_backend **out, const ng_train_opts *o) {
+  const char *dev = o->device ? o->device : "cpu";
+  if (strcmp(dev, "cpu") == 0)
+    return ng__backend_cpu_create(out, o->threads);
+  if (strcmp(dev, "cuda") == 0)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "device 'cuda': GPU training is not available in this version of neargnn "
+                   "(the CUDA backend is built for device queries only); use --device cpu");
+  return ng__err(NG_ERR_INVALID_ARG, "unknown device '%s' (cpu or cuda)", dev);
+}
+
+ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
+                            const ng_train_opts *opts) {
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_create: out is NULL");
+  *out = NULL;
+  NG_CHECK(ng__dataset_check(ds));
+  NG_CHECK(ng__model_check(model));
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  if (opts) {
+    if (opts->size < sizeof(ng_train_opts))
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "ng_train_opts from an older header (size %zu); use NG_TRAIN_OPTS_INIT",
+                     opts->size);
+    o = *opts;
+  }
+  const ng_dataset_info *info = &ds->info;
+  if (model->n_layers == 0)
+    return ng__err(NG_ERR_INVALID_ARG, "the model has no layers");
+  if (info->feature_dim == 0 || info->classes == 0)
+    return ng__err(NG_ERR_INVALID_ARG, "dataset '%s' has no %s: training needs features and labels",
+                   info->name, info->feature_dim == 0 ? "features" : "labels");
+  if (model->in_dim != info->feature_dim)
+    return ng__err(NG_ERR_INVALID_ARG, "the model expects %lld input columns, the dataset has %lld",
+                   (long long)model->in_dim, (long long)info->feature_dim);
+  if (model->layers[model->n_layers - 1].out_dim != info->classes)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "the last layer has %lld outputs but the dataset has %d classes",
+                   (long long)model->layers[model->n_layers - 1].out_dim, (int)info->classes);
+  if (info->train == 0)
+    return ng__err(NG_ERR_INVALID_ARG, "dataset '%s' has no training split", info->name);
+  if (o.batch < 0 || !(o.lr > 0.0) || o.eval_chunk <= 0 || o.threads < 0 ||
+      (unsigned)o.optimizer > NG_OPTIMIZER_SGD || (unsigned)o.normalize > NG_NORMALIZE_ROW)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "training options out of range (batch >= 0, lr > 0, eval_chunk > 0, threads "
+                   ">= 0, known optimizer and normalisation)");
+  if (o.batch > INT32_MAX / 2)
+    return ng__err(NG_ERR_INVALID_ARG, "batch %lld too large", (long long)o.batch);
+  if (o.threads > 0)
+    omp_set_num_threads(o.threads);
+
+  struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
+  if (!t)
+    return NG_ERR_NOMEM;
+  t->magic = NG_TRAINER_MAGIC;
+  t->ds = ds;
+  t->model = model;
+  t->opts = o;
+  t->opts.device = NULL; /* not kept: borrowed from the caller */
+  t->features = ds->features;
+  ng_status st = NG_OK;
+  if (o.normalize == NG_NORMALIZE_ROW) {
+    NG_CHECK_GOTO(
+        st, normalize_rows(&t->features_owned, ds->features, info->nodes, info->feature_dim), fail);
+    t->features = t->features_owned;
+  }
+  NG_CHECK_GOTO(st, make_backend(&t->be, &o), fail);
+  if (!t->be->iface->host_memory) {
+    st = ng__err(NG_ERR_UNSUPPORTED, "backend '%s' cannot train yet", t->be->iface->name);
+    goto fail;
+  }
+  NG_CHECK_GOTO(st, ng__exec_create(&t->ex, model, t->be, o.seed), fail);
+  NG_CHECK_GOTO(st, ng__sample_arena_create(&t->arena), fail);
+  t->perm = ng__malloc((size_t)info->train * sizeof *t->perm, "the epoch order");
+  if (!t->perm) {
+    st = NG_ERR_NOMEM;
+    goto fail;
+  }
+  t->cfg.graph = &ds->csr;
+  t->cfg.n_layers = model->n_layers;
+  t->cfg.transpose = true;
+  for (int l = 0; l < model->n_layers; l++) {
+    const ng_layer *L = &model->layers[l];
+    t->cfg.fanout[l] = L->o.fanout;
+    t->cfg.gcn_weights[l] = L->ag.weighted || L->ag.self_loop;
+  }
+  *out = t;
+  return NG_OK;
+fail:
+  ng_trainer_destroy(t);
+  return st;
+}
+
+void ng_trainer_destroy(ng_trainer_t t) {
+  if (!t || t->magic != NG_TRAINER_MAGIC)
+    return;
+  t->magic = 0;
+  if (t->be) {
+    growbuf_free(t->be, &t->x0);
+    growbuf_free(t->be, &t->labels);
+    growbuf_free(t->be, &t->d_logits);
+    growbuf_free(t->be, &t->eval_out);
+    ng__exec_destroy(&t->ex);
+    ng__backend_destroy(t->be);
+  }
+  ng__sample_arena_destroy(t->arena);
+  if (t->features_owned)
+    ng__big_free(t->features_owned,
+                 (size_t)t->ds->info.nodes * (size_t)t->ds->info.feature_dim * sizeof(float));
+  free(t->perm);
+  free(t);
+}
+
+int64_t ng_trainer_epochs_done(ng_trainer_t t) {
+  return trainer_check(t) == NG_OK ? t->epochs_done : -1;
+}
+
+/* Gathers the input feature rows of a mini-batch into backend memory. */
+static ng_status gather_inputs(ng_trainer_t t, const float *table, int64_t dim, const int64_t *ids,
+                               int64_t n, growbuf *dst) {
+  NG_CHECK(grow(t->be, dst, (size_t)NG_MAX(n, 1) * (size_t)dim * sizeof(float)));
+  return t->be->iface->gather_rows(t->be, dst->ptr, table, ids, n, dim);
+}
+
+static ng_status gather_labels(ng_trainer_t t, const int64_t *ids, int64_t n) {
+  NG_CHECK(grow(t->be, &t->labels, (size_t)NG_MAX(n, 1) * sizeof(int32_t)));
+  int32_t *lab = t->labels.ptr; /* host memory: checked at create */
+  for (int64_t i = 0; i < n; i++)
+    lab[i] = t->ds->labels[ids[i]];
+  return NG_OK;
+}
+
+static ng_status train_step(ng_trainer_t t, const int64_t *targets, int32_t n, uint64_t seed,
+                            double *loss, int64_t *correct, int64_t *edges) {
+  ng_minibatch mb;
+  NG_CHECK(ng__sample(&mb, t->arena, &t->cfg, targets, n, seed));
+  for (int l = 0; l < mb.n_layers; l++)
+    *edges += mb.blocks[l].nnz;
+  const ng_dataset_info *info = &t->ds->info;
+  NG_CHECK(
+      gather_inputs(t, t->features, info->feature_dim, mb.node_ids, mb.blocks[0].n_src, &t->x0));
+  NG_CHECK(gather_labels(t, mb.node_ids, n));
+  NG_CHECK(ng__exec_forward(&t->ex, &mb, t->x0.ptr, true, seed));
+  NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)info->classes * sizeof(float)));
+  NG_CHECK(t->be->iface->xent(t->be, t->ex.logits, t->labels.ptr, n, info->classes, t->d_logits.ptr,
+                              loss, correct));
+  NG_CHECK(ng__exec_backward(&t->ex, &mb, t->d_logits.ptr));
+  ng_opt_hp hp = {
+      .kind = t->opts.optimizer == NG_OPTIMIZER_SGD ? NG_OPT_SGD : NG_OPT_ADAM,
+      .lr = (float)t->opts.lr,
+      .momentum = (float)t->opts.momentum,
+      .beta1 = 0.9f,
+      .beta2 = 0.999f,
+      .eps = 1e-8f,
+      .step = t->step + 1,
+  };
+  NG_CHECK(ng__exec_step(&t->ex, &hp));
+  t->step++;
+  return NG_OK;
+}
+
+ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
+  NG_CHECK(trainer_check(t));
+  if (!out || out->size < sizeof(ng_epoch_stats))
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_epoch: stats missing or from an older header");
+  const ng_dataset_info *info = &t->ds->info;
+  int64_t n_train = info->train;
+  int64_t batch = t->opts.batch ? NG_MIN(t->opts.batch, n_train) : n_train;
+  if (batch > INT32_MAX)
+    return ng__err(NG_ERR_INVALID_ARG, "a full-batch of %lld nodes is too large; set a batch",
+                   (long long)batch);
+  int64_t epoch = t->epochs_done;
+  ng__epoch_shuffle(t->perm, t->ds->split[NG_SPLIT_TRAIN], n_train, t->opts.seed, epoch);
+  int64_t iters = (n_train + batch - 1) / batch;
+  ng_progress prog;
+  ng__progress_init(&prog, t->opts.progress, t->opts.progress_ctx);
+  double t0 = ng__now(), loss_sum = 0.0;
+  int64_t correct = 0, edges = 0;
+  for (int64_t i = 0; i < iters; i++) {
+    int64_t begin = i * batch, n = NG_MIN(batch, n_train - begin);
+    double loss = 0.0;
+    int64_t ok = 0;
+    NG_CHECK(train_step(t, t->perm + begin, (int32_t)n, ng__iter_seed(t->opts.seed, epoch, i),
+                        &loss, &ok, &edges));
+    if (!isfinite(loss))
+      return ng__err(NG_ERR_STATE,
+                     "epoch %lld iteration %lld: the loss is %g; lower the learning rate or "
+                     "normalise the features",
+                     (long long)epoch, (long long)i, loss);
+    loss_sum += loss;
+    correct += ok;
+    NG_CHECK(ng__progress(&prog, "train", (double)(i + 1), (double)iters, i + 1 == iters));
+  }
+  double secs = ng__now() - t0;
+  t->epochs_done++;
+  out->epoch = epoch;
+  out->iterations = iters;
+  out->loss = loss_sum / (double)iters;
+  out->train_acc = (double)correct / (double)n_train;
+  out->seconds = secs;
+  out->it_per_s = secs > 0 ? (double)iters / secs : 0.0;
+  out->sampled_edges = edges;
+  return NG_OK;
+}
+
+/* Full-neighbour layer-wise inference of every node: the logits [nodes, classes] into a new
+ * host array (freed with ng__big_free by the caller). */
+static ng_status infer_all(float **logits_out, ng_trainer_t t) {
+  const struct ng_model *m = t->model;
+  const ng_dataset_info *info = &t->ds->info;
+  int64_t nodes = info->nodes, chunk = t->opts.eval_chunk;
+  ng_sampler_cfg cfg = {.graph = &t->ds->csr, .n_layers = 1, .transpose = false};
+  cfg.fanout[0] = -1;
+  int64_t *ids = ng__malloc((size_t)NG_MIN(chunk, nodes) * sizeof *ids, "evaluation ids");
+  if (!ids)
+    return NG_ERR_NOMEM;
+  const float *h = t->features;
+  float *h_owned = NULL;
+  size_t h_bytes = 0;
+  ng_status st = NG_OK;
+  ng_progress prog;
+  ng__progress_init(&prog, t->opts.progress, t->opts.progress_ctx);
+  for (int l = 0; l < m->n_layers && st == NG_OK; l++) {
+    const ng_layer *L = &m->layers[l];
+    cfg.gcn_weights[0] = L->ag.weighted || L->ag.self_loop;
+    size_t out_bytes = (size_t)nodes * (size_t)L->out_dim * sizeof(float);
+    float *next = ng__big_alloc(out_bytes, "layer outputs in evaluation");
+    if (!next) {
+      st = NG_ERR_NOMEM;
+      break;
+    }
+    for (int64_t c0 = 0; c0 < nodes && st == NG_OK; c0 += chunk) {
+      int64_t n = NG_MIN(chunk, nodes - c0);
+      for (int64_t i = 0; i < n; i++)
+        ids[i] = c0 + i;
+      ng_minibatch mb;
+      st = ng__sample(&mb, t->arena, &cfg, ids, (int32_t)n, 0);
+      if (st == NG_OK)
+        st = gather_inputs(t, h, L->in_dim, mb.node_ids, mb.blocks[0].n_src, &t->x0);
+      if (st == NG_OK)
+        st = ng__exec_layer_eval(&t->ex, l, &mb.blocks[0], t->x0.ptr, next + c0 * L->out_dim);
+      if (st == NG_OK)
+        st = ng__progress(&prog, "eval", (double)(l * nodes + c0 + n),
+                          (double)(m->n_layers * nodes), false);
+    }
+    if (h_owned)
+      ng__big_free(h_owned, h_bytes);
+    h = h_owned = next;
+    h_bytes = out_bytes;
+  }
+  free(ids);
+  if (st != NG_OK) {
+    if (h_owned)
+      ng__big_free(h_owned, h_bytes);
+    return st;
+  }
+  *logits_out = h_owned;
+  return NG_OK;
+}
+
+static size_t logits_bytes(ng_trainer_t t) {
+  return (size_t)t->ds->info.nodes * (size_t)t->ds->info.classes * sizeof(float);
+}
+
+ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng_split split) {
+  NG_CHECK(trainer_check(t));
+  if ((unsigned)split > NG_SPLIT_TEST)
+    return ng__err(NG_ERR_INVALID_ARG, "unknown split %d", (int)split);
+  const ng_dataset_info *info = &t->ds->info;
+  int64_t n = split == NG_SPLIT_TRAIN ? info->train
+              : split == NG_SPLIT_VAL ? info->val
+                                      : info->test;
+  if (n == 0)
+    return ng__err(NG_ERR_INVALID_ARG, "dataset '%s' has an empty %s split", info->name,
+                   split == NG_SPLIT_TRAIN ? "train"
+                   : split == NG_SPLIT_VAL ? "val"
+                                           : "test");
+  float *logits;
+  NG_CHECK(infer_all(&logits, t));
+  const int64_t *ids = t->ds->split[split];
+  ng_status st = gather_inputs(t, logits, info->classes, ids, n, &t->eval_out);
+  if (st == NG_OK)
+    st = gather_labels(t, ids, n);
+  double l = 0.0;
+  int64_t correct = 0;
+  if (st == NG_OK)
+    st = t->be->iface->xent(t->be, t->eval_out.ptr, t->labels.ptr, n, info->classes, NULL, &l,
+                            &correct);
+  ng__big_free(logits, logits_bytes(t));
+  if (st != NG_OK)
+    return st;
+  if (accuracy)
+    *accuracy = (double)correct / (double)n;
+  if (loss)
+    *loss = l;
+  return NG_OK;
+}
+
+ng_status ng_trainer_predict(int32_t *out, ng_trainer_t t) {
+  NG_CHECK(trainer_check(t));
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_predict: out is NULL");
+  float *logits;
+  NG_CHECK(infer_all(&logits, t));
+  int64_t nodes = t->ds->info.nodes, classes = t->ds->info.classes;
+#pragma omp parallel for schedule(static)
+  for (int64_t v = 0; v < nodes; v++) {
+    const float *row = logits + v * classes;
+    int32_t best = 0;
+    for (int64_t c = 1; c < classes; c++)
+      if (row[c] > row[best])
+        best = (int32_t)c;
+    out[v] = best;
+  }
+  ng__big_free(logits, logits_bytes(t));
+  return NG_OK;
+}
+
+/* ---- checkpoints ---- */
+
+static void meta_set(ng_st_meta *m, const char *key, long long value) {
+  ng__strlcpy(m->key, key, sizeof m->key);
+  snprintf(m->value, sizeof m->value, "%lld", value);
+}
+
+ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
+  NG_CHECK(trainer_check(t));
+  if (!path || !*path)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_save: no path");
+  const struct ng_model *m = t->model;
+  size_t bytes = (size_t)m->n_params * sizeof(float);
+  float *host = ng__malloc(3 * bytes, "a checkpoint");
+  if (!host)
+    return NG_ERR_NOMEM;
+  float *params = host, *s1 = host + m->n_params, *s2 = host + 2 * m->n_params;
+  ng_status st = t->be->iface->copy_d2h(t->be, params, t->ex.params, bytes);
+  if (st == NG_OK)
+    st = t->be->iface->copy_d2h(t->be, s1, t->ex.state1, bytes);
+  if (st == NG_OK)
+    st = t->be->iface->copy_d2h(t->be, s2, t->ex.state2, bytes);
+  if (st == NG_OK) {
+    ng_param_tensor pt[3 * NG_MAX_LAYERS];
+    int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
+    ng_st_tensor ts[3 * NG_MAX_LAYERS + 2];
+    int n = 0;
+    for (int i = 0; i < np; i++, n++) {
+      memset(&ts[n], 0, sizeof ts[n]);
+      ng__strlcpy(ts[n].name, pt[i].name, sizeof ts[n].name);
+      ts[n].dtype = NG_DTYPE_F32;
+      ts[n].ndim = pt[i].ndim;
+      ts[n].shape[0] = pt[i].shape[0];
+      ts[n].shape[1] = pt[i].shape[1];
+      ts[n].data = params + pt[i].offset;
+      ts[n].nbytes = (size_t)(pt[i].ndim == 2 ? pt[i].shape[0] * pt[i].shape[1] : pt[i].shape[0]) *
+                     sizeof(float);
+    }
+    const float *states[2] = {s1, s2};
+    for (int i = 0; i < 2; i++, n++) {
+      memset(&ts[n], 0, sizeof ts[n]);
+      snprintf(ts[n].name, sizeof ts[n].name, "optimizer.state%d", i + 1);
+      ts[n].dtype = NG_DTYPE_F32;
+      ts[n].ndim = 1;
+      ts[n].shape[0] = m->n_params;
+      ts[n].data = states[i];
+      ts[n].nbytes = bytes;
+    }
+    ng_st_meta meta[6];
+    memset(meta, 0, sizeof meta);
+    ng__strlcpy(meta[0].key, "format", sizeof meta[0].key);
+    ng__strlcpy(meta[0].value, NG_CHECKPOINT_FORMAT, sizeof meta[0].value);
+    meta_set(&meta[1], "version", NG_CHECKPOINT_VERSION);
+    meta_set(&meta[2], "epochs_done", (long long)t->epochs_done);
+    meta_set(&meta[3], "step", (long long)t->step);
+    meta_set(&meta[4], "model", (long long)m->kind);
+    meta_set(&meta[5], "optimizer", (long long)t->opts.optimizer);
+    st = ng__st_write(path, ts, n, meta, (int)NG_ARRAY_LEN(meta));
+  }
+  free(host);
+  return st;
+}
+
+static ng_status meta_int(long long *out, const ng_st_file *f, const char *key, const char *path) {
+  const char *v = ng__st_meta(f, key);
+  char *end = NULL;
+  if (v)
+    *out = strtoll(v, &end, 10);
+  if (!v || !end || *end != '\0' || end == v)
+    return ng__err(NG_ERR_FORMAT, "%s: checkpoint metadata '%s' missing or not an integer", path,
+                   key);
+  return NG_OK;
+}
+
+ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
+  NG_CHECK(trainer_check(t));
+  ng_st_file f;
+  NG_CHECK(ng__st_open(&f, path));
+  const struct ng_model *m = t->model;
+  ng_status st = NG_OK;
+  const char *fmt = ng__st_meta(&f, "format");
+  long long version = 0, epochs = 0, step = 0, kind = 0, opt = 0;
+  if (!fmt || strcmp(fmt, NG_CHECKPOINT_FORMAT) != 0) {
+    st = ng__err(NG_ERR_FORMAT, "%s: not a neargnn checkpoint (metadata format is '%s')", path,
+                 fmt ? fmt : "missing");
+    goto done;
+  }
+  NG_CHECK_GOTO(st, meta_int(&version, &f, "version", path), done);
+  NG_CHECK_GOTO(st, meta_int(&epochs, &f, "epochs_done", path), done);
+  NG_CHECK_GOTO(st, meta_int(&step, &f, "step", path), done);
+  NG_CHECK_GOTO(st, meta_int(&kind, &f, "model", path), done);
+  NG_CHECK_GOTO(st, meta_int(&opt, &f, "optimizer", path), done);
+  if (version != NG_CHECKPOINT_VERSION || kind != m->kind || opt != t->opts.optimizer ||
+      epochs < 0 || step < 0) {
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: checkpoint (version %lld, model %lld, optimizer %lld) does not match this "
+                 "trainer (version %d, model %d, optimizer %d)",
+                 path, version, kind, opt, NG_CHECKPOINT_VERSION, (int)m->kind,
+                 (int)t->opts.optimizer);
+    goto done;
+  }
+  size_t bytes = (size_t)m->n_params * sizeof(float);
+  float *host = ng__malloc(3 * bytes, "a checkpoint");
+  if (!host) {
+    st = NG_ERR_NOMEM;
+    goto done;
+  }
+  ng_param_tensor pt[3 * NG_MAX_LAYERS];
+  int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
+  for (int i = 0; i < np + 2 && st == NG_OK; i++) {
+    char name[64];
+    int64_t n =
+        i < np ? (pt[i].ndim == 2 ? pt[i].shape[0] * pt[i].shape[1] : pt[i].shape[0]) : m->n_params;
+    float *dst = i < np ? host + pt[i].offset : host + (i - np + 1) * m->n_params;
+    if (i < np)
+      ng__strlcpy(name, pt[i].name, sizeof name);
+    else
+      snprintf(name, sizeof name, "optimizer.state%d", i - np + 1);
+    const ng_st_tensor *tt = ng__st_find(&f, name);
+    if (!tt || tt->dtype != NG_DTYPE_F32 || tt->nbytes != (size_t)n * sizeof(float))
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: tensor '%s' is missing or has the wrong type or size for this model (%lld "
+                   "float32 values expected)",
+                   path, name, (long long)n);
+    else
+      memcpy(dst, tt->data, tt->nbytes);
+  }
+  if (st == NG_OK)
+    st = t->be->iface->copy_h2d(t->be, t->ex.params, host, bytes);
+  if (st == NG_OK)
+    st = t->be->iface->copy_h2d(t->be, t->ex.state1, host + m->n_params, bytes);
+  if (st == NG_OK)
+    st = t->be->iface->copy_h2d(t->be, t->ex.state2, host + 2 * m->n_params, bytes);
+  free(host);
+  if (st == NG_OK) {
+    t->epochs_done = epochs;
+    t->step = step;
+  }
+done:
+  ng__st_close(&f);
+  return st;
+}

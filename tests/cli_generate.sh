@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# `neargnn generate` and `neargnn info` round trip on a small graph: the printed counts agree
+# with each other and with the options, --seed reaches the generator, an existing output folder
+# is refused, a missing dataset folder is a runtime error naming it. $1: the neargnn binary.
+set -u
+BIN=${1:?usage: cli_generate.sh PATH_TO_NEARGNN}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ngcli-XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+FAILS=0
+fail() {
+  echo "FAIL: $*" >&2
+  FAILS=$((FAILS + 1))
+}
+# run RC ARGS...: runs neargnn ARGS, expects exit status RC; stdout in $TMP/out, stderr in $TMP/err.
+run() {
+  local want=$1
+  shift
+  LAST="neargnn $*"
+  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  [ "$rc" -eq "$want" ] || fail "$LAST: exit $rc, expected $want; stderr: $(cat "$TMP/err")"
+}
+has() {
+  grep -qF -- "$2" "$TMP/$1" || fail "$LAST: $1 lacks '$2'; it was: $(cat "$TMP/$1")"
+}
+# field KEY: the value after KEY on the line of stdout that starts with it ("nodes   2000").
+field() { sed -n "s/^$1  *//p" "$TMP/out" | head -n 1; }
+
+G="$TMP/g"
+run 0 generate --out "$G" --nodes 2000 --avg-degree 6 --dim 16 --classes 5 --seed 3 --name tiny
+[ "$(field generated)" = "$G" ] || fail "summary does not name the folder: $(cat "$TMP/out")"
+[ "$(field nodes)" = 2000 ] || fail "summary: nodes '$(field nodes)', expected 2000"
+[ "$(field features)" = 16 ] || fail "summary: features '$(field features)', expected 16"
+[ "$(field classes)" = 5 ] || fail "summary: classes '$(field classes)', expected 5"
+[ "$(field name)" = tiny ] || fail "summary: name '$(field name)', expected tiny"
+EDGES=$(field edges)
+SPLITS=$(field splits)
+BYTES=$(field bytes | cut -d' ' -f1)
+# The generator's mean degree is 6: the edge count is near 12000, never 0.
+[ "${EDGES:-0}" -gt 6000 ] && [ "${EDGES:-0}" -lt 24000 ] || fail "summary: edges '$EDGES'"
+ONDISK=$(find "$G" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+[ "$BYTES" = "$ONDISK" ] || fail "summary: bytes '$BYTES', the folder holds $ONDISK"
+grep -qE '^edges/s +[0-9]+$' "$TMP/out" || fail "summary lacks edges/s: $(cat "$TMP/out")"
+grep -qE '^seconds +[0-9]+\.[0-9]{3}$' "$TMP/out" || fail "summary lacks seconds"
+# Progress shows only for operations over a second: this one prints nothing on stderr.
+[ ! -s "$TMP/err" ] || fail "a short generate wrote to stderr: $(cat "$TMP/err")"
+
+run 0 info "$G"
+[ "$(field dataset)" = tiny ] || fail "info: dataset '$(field dataset)'"
+[ "$(field nodes)" = 2000 ] || fail "info: nodes '$(field nodes)'"
+[ "$(field edges | cut -d' ' -f1)" = "$EDGES" ] || fail "info: edges differ from generate's $EDGES"
+[ "$(field classes)" = 5 ] || fail "info: classes '$(field classes)'"
+has out "features   16 float32 columns"
+[ "$(field splits | sed 's/ ([^)]*)//g')" = "$SPLITS" ] || fail "info: splits differ from '$SPLITS'"
+has out "power-law fit: exponent"
+grep -qE '^  total +[0-9]+' "$TMP/out" || fail "info: no memory total"
+grep -qE '^  25% +32000 ' "$TMP/out" || fail "info: GPU cache of 25% is not 500 rows x 16 x 4 bytes"
+
+run 0 info "$G" --json --check-features
+python3 - "$TMP/out" "$EDGES" "$SPLITS" <<'EOF' || fail "info --json disagrees with generate"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+edges = int(sys.argv[2])
+train, val, test = map(int, re.findall(r"\d+", sys.argv[3]))
+assert d["name"] == "tiny" and d["nodes"] == 2000 and d["edges"] == edges, d
+assert d["feature_dim"] == 16 and d["classes"] == 5 and d["features_checked"] is True, d
+assert d["splits"] == {"train": train, "val": val, "test": test}, d["splits"]
+g = d["degree"]
+assert g["min"] <= g["p50"] <= g["p90"] <= g["p99"] <= g["max"], g
+assert abs(g["mean"] - edges / 2000) < 1e-9, g
+assert g["powerlaw_exponent"] > 1 and g["in_max"] >= 1, g
+m = d["memory"]
+assert m["indptr"] == 2001 * 8 and m["indices"] == edges * d["index_bytes"], m
+assert m["features"] == 2000 * 16 * 4 and m["labels"] == 2000 * 4, m
+assert m["splits"] == (train + val + test) * 8, m
+assert m["total"] == m["graph"] + m["features"] + m["labels"] + m["splits"], m
+assert [c["rows"] for c in m["gpu_cache"]] == [100, 200, 500], m["gpu_cache"]
+assert [c["bytes"] for c in m["gpu_cache"]] == [6400, 12800, 32000], m["gpu_cache"]
+EOF
+
+# --seed reaches the generator: the same seed gives the same graph, another seed another one.
+run 0 generate --out "$TMP/same" --nodes 2000 --avg-degree 6 --dim 16 --classes 5 --seed 3 \
+  --threads 1
+cmp -s "$G/indices.npy" "$TMP/same/indices.npy" || fail "the same seed gave another graph"
+run 0 generate --out "$TMP/other" --nodes 2000 --avg-degree 6 --dim 16 --classes 5 --seed 4
+cmp -s "$G/indices.npy" "$TMP/other/indices.npy" && fail "--seed 4 gave the graph of --seed 3"
+
+# An existing output folder is refused and left as it was.
+before=$(ls -l --time-style=+%s.%N "$G" | md5sum)
+run 1 generate --out "$G" --nodes 100
+has err "neargnn: error: destination already exists: "
+has err "$G"
+[ "$(ls -l --time-style=+%s.%N "$G" | md5sum)" = "$before" ] || fail "the existing folder changed"
+[ ! -s "$TMP/out" ] || fail "a failed generate printed a summary"
+
+# A missing dataset folder: exit 1, the message names it.
+run 1 info "$TMP/nope"
+has err "neargnn: error: "
+has err "$TMP/nope"
+[ ! -s "$TMP/out" ] || fail "a failed info wrote to stdout"
+
+# Output that cannot be written is an error, not a silent success.
+if [ -w /dev/full ]; then
+  "$BIN" info "$G" >/dev/full 2>"$TMP/err"
+  rc=$?
+  [ "$rc" -eq 1 ] || fail "info >/dev/full: exit $rc, expected 1"
+  grep -qF "writing the output failed" "$TMP/err" || fail "info >/dev/full: $(cat "$TMP/err")"
+fi
+
+if [ "$FAILS" -ne 0 ]; then
+  echo "$FAILS check(s) failed" >&2
+  exit 1
+fi
+echo "cli_generate: all checks passed"
