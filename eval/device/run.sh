@@ -24,12 +24,14 @@ jobs=$(nproc)
 } >"$OUT/machine.txt" 2>&1
 
 if [ "$what" = all ] || [ "$what" = build ] || [ "$what" = test ]; then
-  { cmake --preset default -DNG_CUDA=ON && cmake --build --preset default -j "$jobs"; } \
+  # Explicit flags rather than the preset: the machine's cmake may predate preset version 6.
+  { cmake -S . -B build/default -G Ninja -DCMAKE_BUILD_TYPE=Release -DNG_CUDA=ON \
+      -DNG_TEST_DATA_DIR="$NG_DATA_DIR" && cmake --build build/default -j "$jobs"; } \
     >"$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
   build/default/neargnn version | tee -a "$OUT/machine.txt"
 fi
 if [ "$what" = all ] || [ "$what" = test ]; then
-  ctest --preset default -j 8 >"$OUT/ctest.log" 2>&1
+  ctest --test-dir build/default -j 8 --output-on-failure >"$OUT/ctest.log" 2>&1
   tail -15 "$OUT/ctest.log"
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
