@@ -33,8 +33,13 @@ struct ng_trainer {
   int64_t *perm; /* [train] this epoch's order */
   int64_t epochs_done;
   int64_t step; /* optimizer steps so far */
+  /* [nodes, classes] of full-neighbour inference with the current parameters, or NULL:
+   * evaluating several splits infers once. */
+  float *logits;
   growbuf x0, labels, d_logits, eval_out;
 };
+
+static void drop_logits(ng_trainer_t t);
 
 static ng_status trainer_check(ng_trainer_t t) {
   if (!t)
@@ -190,11 +195,23 @@ void ng_trainer_destroy(ng_trainer_t t) {
     ng__backend_destroy(t->be);
   }
   ng__sample_arena_destroy(t->arena);
+  drop_logits(t);
   if (t->features_owned)
     ng__big_free(t->features_owned,
                  (size_t)t->ds->info.nodes * (size_t)t->ds->info.feature_dim * sizeof(float));
   free(t->perm);
   free(t);
+}
+
+static size_t logits_bytes(ng_trainer_t t) {
+  return (size_t)t->ds->info.nodes * (size_t)t->ds->info.classes * sizeof(float);
+}
+
+/* Forgets the inferred logits: the parameters are about to change. */
+static void drop_logits(ng_trainer_t t) {
+  if (t->logits)
+    ng__big_free(t->logits, logits_bytes(t));
+  t->logits = NULL;
 }
 
 int64_t ng_trainer_epochs_done(ng_trainer_t t) {
@@ -256,6 +273,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
     return ng__err(NG_ERR_INVALID_ARG, "a full-batch of %lld nodes is too large; set a batch",
                    (long long)batch);
   int64_t epoch = t->epochs_done;
+  drop_logits(t);
   ng__epoch_shuffle(t->perm, t->ds->split[NG_SPLIT_TRAIN], n_train, t->opts.seed, epoch);
   int64_t iters = (n_train + batch - 1) / batch;
   ng_progress prog;
@@ -289,9 +307,11 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   return NG_OK;
 }
 
-/* Full-neighbour layer-wise inference of every node: the logits [nodes, classes] into a new
- * host array (freed with ng__big_free by the caller). */
-static ng_status infer_all(float **logits_out, ng_trainer_t t) {
+/* Full-neighbour layer-wise inference of every node: the logits [nodes, classes] in t->logits,
+ * computed once per parameter state. */
+static ng_status infer_all(ng_trainer_t t) {
+  if (t->logits)
+    return NG_OK;
   const struct ng_model *m = t->model;
   const ng_dataset_info *info = &t->ds->info;
   int64_t nodes = info->nodes, chunk = t->opts.eval_chunk;
@@ -340,12 +360,8 @@ static ng_status infer_all(float **logits_out, ng_trainer_t t) {
       ng__big_free(h_owned, h_bytes);
     return st;
   }
-  *logits_out = h_owned;
+  t->logits = h_owned;
   return NG_OK;
-}
-
-static size_t logits_bytes(ng_trainer_t t) {
-  return (size_t)t->ds->info.nodes * (size_t)t->ds->info.classes * sizeof(float);
 }
 
 ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng_split split) {
@@ -361,8 +377,8 @@ ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng
                    split == NG_SPLIT_TRAIN ? "train"
                    : split == NG_SPLIT_VAL ? "val"
                                            : "test");
-  float *logits;
-  NG_CHECK(infer_all(&logits, t));
+  NG_CHECK(infer_all(t));
+  const float *logits = t->logits;
   const int64_t *ids = t->ds->split[split];
   ng_status st = gather_inputs(t, logits, info->classes, ids, n, &t->eval_out);
   if (st == NG_OK)
@@ -372,7 +388,6 @@ ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng
   if (st == NG_OK)
     st = t->be->iface->xent(t->be, t->eval_out.ptr, t->labels.ptr, n, info->classes, NULL, &l,
                             &correct);
-  ng__big_free(logits, logits_bytes(t));
   if (st != NG_OK)
     return st;
   if (accuracy)
@@ -386,8 +401,8 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t t) {
   NG_CHECK(trainer_check(t));
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_predict: out is NULL");
-  float *logits;
-  NG_CHECK(infer_all(&logits, t));
+  NG_CHECK(infer_all(t));
+  const float *logits = t->logits;
   int64_t nodes = t->ds->info.nodes, classes = t->ds->info.classes;
 #pragma omp parallel for schedule(static)
   for (int64_t v = 0; v < nodes; v++) {
@@ -398,7 +413,6 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t t) {
         best = (int32_t)c;
     out[v] = best;
   }
-  ng__big_free(logits, logits_bytes(t));
   return NG_OK;
 }
 
@@ -478,6 +492,7 @@ static ng_status meta_int(long long *out, const ng_st_file *f, const char *key, 
 
 ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   NG_CHECK(trainer_check(t));
+  drop_logits(t); /* even a failed load may have replaced some parameters */
   ng_st_file f;
   NG_CHECK(ng__st_open(&f, path));
   const struct ng_model *m = t->model;
