@@ -65,6 +65,20 @@ const char *ng_test_data_dir(void) {
   return d && *d ? d : "../shared/data";
 }
 
+void *ng_test_xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
+    exit(2);
+  }
+  return p;
+}
+
+int ng_test_cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
 bool ng_test_write_file(const char *path, const void *data, size_t len) {
   FILE *f = fopen(path, "wb");
   if (!f)

@@ -76,6 +76,12 @@ const char *ng_test_tmpdir(void);
 const char *ng_test_path(const char *name);
 /// The real-data folder ($NG_DATA_DIR, default ../shared/data relative to the source tree).
 const char *ng_test_data_dir(void);
+/// malloc() that ends the suite (exit 2) when memory runs out; 0 bytes gives a valid pointer.
+void *ng_test_xmalloc(size_t bytes);
+
+/// qsort() comparison of two int64_t, ascending.
+int ng_test_cmp_i64(const void *a, const void *b);
+
 /// Writes `len` bytes to `path`; returns false on failure.
 bool ng_test_write_file(const char *path, const void *data, size_t len);
 
