@@ -84,5 +84,12 @@ int ng_test_cmp_i64(const void *a, const void *b);
 
 /// Writes `len` bytes to `path`; returns false on failure.
 bool ng_test_write_file(const char *path, const void *data, size_t len);
+/// The whole file at `path` in a new buffer (free()) with a '\0' after its bytes, its size in
+/// `*len` (may be NULL); NULL when it cannot be read.
+void *ng_test_read_file(const char *path, size_t *len);
+/// Whether `path` exists (a file, folder or anything else).
+bool ng_test_exists(const char *path);
+/// Opens the dataset in `dir` with feature checks, expecting success; NULL when it failed.
+ng_dataset_t ng_test_open_ok(const char *dir);
 
 #endif /* NG_TEST_H */

@@ -132,17 +132,6 @@ static bool make_small(char *dir, size_t cap, const char *name) {
 
 /* ---- breaking datasets ---- */
 
-static bool read_file(const char *path, char **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return false;
-  char *buf = calloc(1, 1 << 20);
-  size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-  fclose(f);
-  *out = buf;
-  return buf && n > 0;
-}
-
 static const char *in_dir(const char *dir, const char *file) {
   static char path[8192];
   snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -152,8 +141,9 @@ static const char *in_dir(const char *dir, const char *file) {
 /* Sets (or with value NULL removes) `key` of dataset.json; "splits.train" reaches into the
  * nested object. Takes `value`. */
 static bool json_set(const char *dir, const char *key, cJSON *value) {
-  char *text = NULL;
-  bool ok = read_file(in_dir(dir, "dataset.json"), &text);
+  size_t len = 0;
+  char *text = ng_test_read_file(in_dir(dir, "dataset.json"), &len);
+  bool ok = text && len > 0;
   cJSON *root = ok ? cJSON_Parse(text) : NULL;
   free(text);
   if (!root) {
