@@ -30,6 +30,13 @@ static bool generate(char *dir, size_t cap, const char *name, const ng_generate_
   return true;
 }
 
+/* generate(), then the new dataset opened with feature checks; NULL (and a failure) when either
+ * step fails. */
+static ng_dataset_t generate_open(char *dir, size_t cap, const char *name,
+                                  const ng_generate_opts *o) {
+  return generate(dir, cap, name, o) ? ng_test_open_ok(dir) : NULL;
+}
+
 /* 1 when both files exist and hold the same bytes, 0 when they differ, -1 when one is missing. */
 static int same_file(const char *dir_a, const char *dir_b, const char *file) {
   char pa[4200], pb[4200];
@@ -156,9 +163,7 @@ static void test_structure_and_counts(void) {
   o.test_frac = 0.2;
   o.name = "structure";
   char dir[4200];
-  if (!generate(dir, sizeof dir, "structure", &o))
-    return;
-  ng_dataset_t ds = ng_test_open_ok(dir);
+  ng_dataset_t ds = generate_open(dir, sizeof dir, "structure", &o);
   if (!ds)
     return;
   ng_dataset_info info = NG_DATASET_INFO_INIT;
@@ -227,9 +232,7 @@ static void test_homophily_extremes(void) {
     o.feature_dim = 0;
     char dir[4200], name[32];
     snprintf(name, sizeof name, "homophily-%d", i);
-    if (!generate(dir, sizeof dir, name, &o))
-      continue;
-    ng_dataset_t ds = ng_test_open_ok(dir);
+    ng_dataset_t ds = generate_open(dir, sizeof dir, name, &o);
     if (!ds)
       continue;
     EXPECT_EQ_I(structure_errors(&ds->csr), 0);
@@ -251,9 +254,7 @@ static bool fit_exponents(double *row_alpha, double *in_alpha, double *top_share
   o.feature_dim = 0;
   char dir[4200], name[32];
   snprintf(name, sizeof name, "powerlaw-%g", exponent);
-  if (!generate(dir, sizeof dir, name, &o))
-    return false;
-  ng_dataset_t ds = ng_test_open_ok(dir);
+  ng_dataset_t ds = generate_open(dir, sizeof dir, name, &o);
   if (!ds)
     return false;
   const ng_csr *g = &ds->csr;
@@ -397,9 +398,7 @@ static void test_features(void) {
   o.val_frac = 0.0;
   o.test_frac = 0.5;
   char dir[4200];
-  if (!generate(dir, sizeof dir, "features", &o))
-    return;
-  ng_dataset_t ds = ng_test_open_ok(dir);
+  ng_dataset_t ds = generate_open(dir, sizeof dir, "features", &o);
   if (!ds)
     return;
   const ng_csr *g = &ds->csr;
@@ -438,9 +437,7 @@ static void test_features(void) {
   /* Less noise: the same residual law at the new scale, and the classes nearly separate. */
   o.nodes = 5000;
   o.feature_noise = 0.25;
-  if (!generate(dir, sizeof dir, "features-quiet", &o))
-    return;
-  ds = ng_test_open_ok(dir);
+  ds = generate_open(dir, sizeof dir, "features-quiet", &o);
   if (!ds)
     return;
   acc = nearest_mean_accuracy(ds->features, D, ds->labels, C, ds->split[0], ds->info.train,
@@ -476,9 +473,7 @@ static void test_small_and_dense_graphs(void) {
     o.test_frac = 0.5;
     char dir[4200], name[32];
     snprintf(name, sizeof name, "small-%zu", i);
-    if (!generate(dir, sizeof dir, name, &o))
-      continue;
-    ng_dataset_t ds = ng_test_open_ok(dir);
+    ng_dataset_t ds = generate_open(dir, sizeof dir, name, &o);
     if (!ds)
       continue;
     EXPECT_EQ_I(structure_errors(&ds->csr), 0);
