@@ -101,3 +101,49 @@ void ng_test_csr_copy(ng_csr *out, const ng_csr *g, bool wide) {
       out->idx32[e] = (int32_t)ng__csr_index(g, e);
   }
 }
+
+int64_t *ng_test_read_edges(const char *path, int64_t *count) {
+  *count = 0;
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return NULL;
+  int64_t cap = 1 << 14, m = 0;
+  int64_t *ends = ng_test_xmalloc((size_t)cap * 2 * sizeof *ends);
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    long long a, b;
+    if (line[0] == '#' || sscanf(line, "%lld %lld", &a, &b) != 2)
+      continue;
+    if (m == cap) {
+      cap *= 2;
+      int64_t *more = realloc(ends, (size_t)cap * 2 * sizeof *ends);
+      if (!more) {
+        fprintf(stderr, "out of memory reading %s\n", path);
+        exit(2);
+      }
+      ends = more;
+    }
+    ends[2 * m] = a;
+    ends[2 * m + 1] = b;
+    m++;
+  }
+  fclose(f);
+  *count = m;
+  return ends;
+}
+
+void ng_test_undirected_csr(int64_t *indptr, int32_t *indices, int64_t nodes, const int64_t *ends,
+                            int64_t m) {
+  memset(indptr, 0, ((size_t)nodes + 1) * sizeof *indptr);
+  for (int64_t i = 0; i < 2 * m; i++)
+    indptr[ends[i] + 1]++;
+  for (int64_t v = 0; v < nodes; v++)
+    indptr[v + 1] += indptr[v];
+  int64_t *cur = ng_test_xmalloc(((size_t)nodes + 1) * sizeof *cur);
+  memcpy(cur, indptr, (size_t)nodes * sizeof *cur);
+  for (int64_t i = 0; i < m; i++) {
+    indices[cur[ends[2 * i]]++] = (int32_t)ends[2 * i + 1];
+    indices[cur[ends[2 * i + 1]]++] = (int32_t)ends[2 * i];
+  }
+  free(cur);
+}

@@ -34,4 +34,13 @@ void ng_test_block_free(ng_test_block *tb);
 /// its own (free with ng__csr_free).
 void ng_test_csr_copy(ng_csr *out, const ng_csr *g, bool wide);
 
+/// Reads an edge list ("a b" a line, '#' lines and others without two numbers skipped) into a
+/// new array (free()) of 2 * `*count` node ids, the two ends of each edge in turn; NULL when the
+/// file cannot be opened.
+int64_t *ng_test_read_edges(const char *path, int64_t *count);
+/// Fills `indptr` (`nodes` + 1 entries) and `indices` (2 * `m`) with the undirected graph of the
+/// `m` edges `ends` (from ng_test_read_edges): each edge in both rows, rows in edge order.
+void ng_test_undirected_csr(int64_t *indptr, int32_t *indices, int64_t nodes, const int64_t *ends,
+                            int64_t m);
+
 #endif /* NG_TEST_GRAPH_H */

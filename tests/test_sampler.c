@@ -260,27 +260,13 @@ static void test_all_neighbours(void) {
 static void test_cora(void) {
   char path[4096];
   snprintf(path, sizeof path, "%s/cora/edges.txt", ng_test_data_dir());
-  FILE *f = fopen(path, "r");
-  EXPECT_TRUE(f != NULL);
-  if (!f)
+  int64_t m = 0, nodes = 0;
+  int64_t *ends = ng_test_read_edges(path, &m);
+  EXPECT_TRUE(ends != NULL);
+  if (!ends)
     return;
-  int64_t cap = 1 << 14, m = 0, nodes = 0;
-  int64_t *ends = malloc((size_t)cap * 2 * sizeof *ends);
-  char line[256];
-  while (fgets(line, sizeof line, f)) {
-    long long s, t;
-    if (line[0] == '#' || sscanf(line, "%lld %lld", &s, &t) != 2)
-      continue;
-    if (m == cap) {
-      cap *= 2;
-      ends = realloc(ends, (size_t)cap * 2 * sizeof *ends);
-    }
-    ends[2 * m] = s;
-    ends[2 * m + 1] = t;
-    nodes = NG_MAX(nodes, NG_MAX(s, t) + 1);
-    m++;
-  }
-  fclose(f);
+  for (int64_t i = 0; i < 2 * m; i++)
+    nodes = NG_MAX(nodes, ends[i] + 1);
   EXPECT_EQ_I(nodes, 2708);
   if (nodes != 2708) {
     free(ends);
@@ -289,17 +275,7 @@ static void test_cora(void) {
   /* Undirected: store each edge in both rows. */
   ng_csr g;
   EXPECT_OK(ng__csr_alloc(&g, nodes, 2 * m));
-  for (int64_t i = 0; i < 2 * m; i++)
-    g.indptr[ends[i] + 1]++;
-  for (int64_t v = 0; v < nodes; v++)
-    g.indptr[v + 1] += g.indptr[v];
-  int64_t *cur = malloc((size_t)nodes * sizeof *cur);
-  memcpy(cur, g.indptr, (size_t)nodes * sizeof *cur);
-  for (int64_t i = 0; i < m; i++) {
-    g.idx32[cur[ends[2 * i]]++] = (int32_t)ends[2 * i + 1];
-    g.idx32[cur[ends[2 * i + 1]]++] = (int32_t)ends[2 * i];
-  }
-  free(cur);
+  ng_test_undirected_csr(g.indptr, g.idx32, nodes, ends, m);
   free(ends);
 
   ng_sample_arena *a = NULL;
