@@ -2,29 +2,9 @@
 # `neargnn convert`: Cora (planetoid) converted and checked with `info --json` against the
 # counts of $NG_DATA_DIR/cora/README.md; a small SNAP edge list with made-up features, labels
 # and splits; an existing output folder and a missing input are refused. $1: the neargnn binary.
-set -u
-BIN=${1:?usage: cli_convert.sh PATH_TO_NEARGNN}
+# shellcheck source=SCRIPTDIR/lib_cli.sh
+source "$(dirname "$0")/lib_cli.sh"
 CORA="${NG_DATA_DIR:?NG_DATA_DIR must name the shared data folder}/cora"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ngcli-XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-FAILS=0
-fail() {
-  echo "FAIL: $*" >&2
-  FAILS=$((FAILS + 1))
-}
-# run RC ARGS...: runs neargnn ARGS, expects exit status RC; stdout in $TMP/out, stderr in $TMP/err.
-run() {
-  local want=$1
-  shift
-  LAST="neargnn $*"
-  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || fail "$LAST: exit $rc, expected $want; stderr: $(cat "$TMP/err")"
-}
-has() {
-  grep -qF -- "$2" "$TMP/$1" || fail "$LAST: $1 lacks '$2'; it was: $(cat "$TMP/$1")"
-}
-field() { sed -n "s/^$1  *//p" "$TMP/out" | head -n 1; }
 
 # ---- Cora: 2708 nodes, 5278 undirected edges = 10556 entries, 1433 features, 7 classes,
 # ---- splits 140 / 500 / 1000, no isolated nodes, no self loops (README.md) ----
@@ -83,8 +63,4 @@ has err "$TMP/nope"
 left=$(find "$TMP" -maxdepth 1 -name 'x*')
 [ -z "$left" ] || fail "a failed convert left $left behind"
 
-if [ "$FAILS" -ne 0 ]; then
-  echo "$FAILS check(s) failed" >&2
-  exit 1
-fi
-echo "cli_convert: all checks passed"
+cli_finish

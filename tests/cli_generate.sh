@@ -2,29 +2,8 @@
 # `neargnn generate` and `neargnn info` round trip on a small graph: the printed counts agree
 # with each other and with the options, --seed reaches the generator, an existing output folder
 # is refused, a missing dataset folder is a runtime error naming it. $1: the neargnn binary.
-set -u
-BIN=${1:?usage: cli_generate.sh PATH_TO_NEARGNN}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ngcli-XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-FAILS=0
-fail() {
-  echo "FAIL: $*" >&2
-  FAILS=$((FAILS + 1))
-}
-# run RC ARGS...: runs neargnn ARGS, expects exit status RC; stdout in $TMP/out, stderr in $TMP/err.
-run() {
-  local want=$1
-  shift
-  LAST="neargnn $*"
-  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || fail "$LAST: exit $rc, expected $want; stderr: $(cat "$TMP/err")"
-}
-has() {
-  grep -qF -- "$2" "$TMP/$1" || fail "$LAST: $1 lacks '$2'; it was: $(cat "$TMP/$1")"
-}
-# field KEY: the value after KEY on the line of stdout that starts with it ("nodes   2000").
-field() { sed -n "s/^$1  *//p" "$TMP/out" | head -n 1; }
+# shellcheck source=SCRIPTDIR/lib_cli.sh
+source "$(dirname "$0")/lib_cli.sh"
 
 G="$TMP/g"
 run 0 generate --out "$G" --nodes 2000 --avg-degree 6 --dim 16 --classes 5 --seed 3 --name tiny
@@ -107,8 +86,4 @@ if [ -w /dev/full ]; then
   grep -qF "writing the output failed" "$TMP/err" || fail "info >/dev/full: $(cat "$TMP/err")"
 fi
 
-if [ "$FAILS" -ne 0 ]; then
-  echo "$FAILS check(s) failed" >&2
-  exit 1
-fi
-echo "cli_generate: all checks passed"
+cli_finish

@@ -5,10 +5,8 @@
 #  - SIGINT after the first progress report: exit 130, a message, and no folder (not even the
 #    temporary one) left behind.
 # $1: the neargnn binary.
-set -u
-BIN=${1:?usage: cli_progress.sh PATH_TO_NEARGNN}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ngcli-XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=SCRIPTDIR/lib_cli.sh
+source "$(dirname "$0")/lib_cli.sh"
 
 python3 - "$BIN" "$TMP" <<'EOF'
 import os, pty, select, signal, subprocess, sys, time

@@ -2,28 +2,8 @@
 # The `neargnn` command line: usage errors exit 2 with a message naming the problem and a hint,
 # --help works for every command, typed values (suffixes, ranges) are parsed strictly.
 # $1: the neargnn binary.
-set -u
-BIN=${1:?usage: cli_usage.sh PATH_TO_NEARGNN}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ngcli-XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-FAILS=0
-fail() {
-  echo "FAIL: $*" >&2
-  FAILS=$((FAILS + 1))
-}
-# run RC ARGS...: runs neargnn ARGS, expects exit status RC; stdout in $TMP/out, stderr in $TMP/err.
-run() {
-  local want=$1
-  shift
-  LAST="neargnn $*"
-  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || fail "$LAST: exit $rc, expected $want; stderr: $(cat "$TMP/err")"
-}
-# has out|err TEXT: the last command's stdout/stderr contains TEXT.
-has() {
-  grep -qF -- "$2" "$TMP/$1" || fail "$LAST: $1 lacks '$2'; it was: $(cat "$TMP/$1")"
-}
+# shellcheck source=SCRIPTDIR/lib_cli.sh
+source "$(dirname "$0")/lib_cli.sh"
 # usage_error TEXT ARGS...: exit 2, TEXT and the hint on stderr, nothing on stdout.
 usage_error() {
   local text=$1
@@ -154,8 +134,4 @@ for v in version --version; do
 done
 usage_error "unexpected argument 'x'" version x
 
-if [ "$FAILS" -ne 0 ]; then
-  echo "$FAILS check(s) failed" >&2
-  exit 1
-fi
-echo "cli_usage: all checks passed"
+cli_finish

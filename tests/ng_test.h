@@ -76,7 +76,20 @@ const char *ng_test_tmpdir(void);
 const char *ng_test_path(const char *name);
 /// The real-data folder ($NG_DATA_DIR, default ../shared/data relative to the source tree).
 const char *ng_test_data_dir(void);
+/// malloc() that ends the suite (exit 2) when memory runs out; 0 bytes gives a valid pointer.
+void *ng_test_xmalloc(size_t bytes);
+
+/// qsort() comparison of two int64_t, ascending.
+int ng_test_cmp_i64(const void *a, const void *b);
+
 /// Writes `len` bytes to `path`; returns false on failure.
 bool ng_test_write_file(const char *path, const void *data, size_t len);
+/// The whole file at `path` in a new buffer (free()) with a '\0' after its bytes, its size in
+/// `*len` (may be NULL); NULL when it cannot be read.
+void *ng_test_read_file(const char *path, size_t *len);
+/// Whether `path` exists (a file, folder or anything else).
+bool ng_test_exists(const char *path);
+/// Opens the dataset in `dir` with feature checks, expecting success; NULL when it failed.
+ng_dataset_t ng_test_open_ok(const char *dir);
 
 #endif /* NG_TEST_H */

@@ -50,14 +50,9 @@ static void make_dir(const char *path) {
     printf("  mkdir %s failed\n", path);
 }
 
-static bool exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0;
-}
-
 /* True when neither `dst` nor any `dst.tmp-*` exists: a failed conversion leaves nothing. */
 static bool nothing_left(const char *dst) {
-  if (exists(dst))
+  if (ng_test_exists(dst))
     return false;
   const char *slash = strrchr(dst, '/');
   char parent[4096];
@@ -87,25 +82,13 @@ static const char *fresh_out(void) {
   return buf;
 }
 
-static ng_dataset_t open_ok(const char *dir) {
-  ng_dataset_t ds = NULL;
-  ng_open_opts oo = NG_OPEN_OPTS_INIT;
-  oo.check_features = 1;
-  EXPECT_OK(ng_dataset_open(&ds, dir, &oo));
-  return ds;
-}
-
 static cJSON *read_json(const char *dir) {
   char path[4200];
   snprintf(path, sizeof path, "%s/dataset.json", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  static char text[1 << 16];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
-  return cJSON_Parse(text);
+  char *text = ng_test_read_file(path, NULL);
+  cJSON *json = text ? cJSON_Parse(text) : NULL;
+  free(text);
+  return json;
 }
 
 /* The rows of a CSR are sorted, free of repeats and of self loops. */
@@ -214,7 +197,7 @@ static void test_cora(void) {
   ng_convert_opts o = NG_CONVERT_OPTS_INIT;
   o.format = NG_FORMAT_PLANETOID;
   EXPECT_OK(ng_dataset_convert(dst, src, &o));
-  ng_dataset_t ds = open_ok(dst);
+  ng_dataset_t ds = ng_test_open_ok(dst);
   if (!ds) {
     free(src);
     return;
@@ -295,7 +278,7 @@ static void test_cora(void) {
   /* An existing destination is refused and left alone. */
   EXPECT_STATUS(ng_dataset_convert(dst, src, &o), NG_ERR_EXISTS);
   EXPECT_ERR_HAS("already exists");
-  EXPECT_TRUE(exists(dst));
+  EXPECT_TRUE(ng_test_exists(dst));
   free(fpath);
   free(edges);
   free(src);
@@ -332,7 +315,7 @@ static void test_snap_sparse(void) {
     o.format = NG_FORMAT_SNAP;
     o.undirected = undirected;
     EXPECT_OK(ng_dataset_convert(dst, src, &o));
-    ng_dataset_t ds = open_ok(dst);
+    ng_dataset_t ds = ng_test_open_ok(dst);
     if (!ds)
       continue;
     ng_dataset_info info = NG_DATASET_INFO_INIT;
@@ -396,7 +379,7 @@ static void test_snap_dense_gz(void) {
   o.format = NG_FORMAT_SNAP;
   o.name = "ring";
   EXPECT_OK(ng_dataset_convert(dst, src, &o));
-  ng_dataset_t ds = open_ok(dst);
+  ng_dataset_t ds = ng_test_open_ok(dst);
   if (!ds)
     return;
   EXPECT_STR(ds->info.name, "ring");
@@ -409,14 +392,14 @@ static void test_snap_dense_gz(void) {
   expect_row(&ds->csr, 3, r3, 1);
   expect_row(&ds->csr, 4, NULL, 0);
   char *orig_path = xstrdup_printf("%s/%s", dst, NG_ARRAY_FILE[NG_ARR_ORIG_ID]);
-  EXPECT_TRUE(!exists(orig_path));
+  EXPECT_TRUE(!ng_test_exists(orig_path));
   free(orig_path);
   ng_dataset_close(ds);
   /* The default name drops the extensions. */
   const char *dst2 = fresh_out();
   o.name = NULL;
   EXPECT_OK(ng_dataset_convert(dst2, src, &o));
-  ds = open_ok(dst2);
+  ds = ng_test_open_ok(dst2);
   if (ds)
     EXPECT_STR(ds->info.name, "dense");
   ng_dataset_close(ds);
@@ -442,7 +425,7 @@ static void test_snap_id_table(void) {
   ng_convert_opts o = NG_CONVERT_OPTS_INIT;
   o.format = NG_FORMAT_SNAP;
   EXPECT_OK(ng_dataset_convert(dst, src, &o));
-  ng_dataset_t ds = open_ok(dst);
+  ng_dataset_t ds = ng_test_open_ok(dst);
   if (!ds)
     return;
   /* Ids: 0..CHAIN, late, early, 2^50. */
@@ -519,7 +502,7 @@ static void test_snap_random(void) {
   convert_random(b, src, 5);
   omp_set_num_threads(2);
   convert_random(c, src, 6);
-  ng_dataset_t ds = open_ok(a);
+  ng_dataset_t ds = ng_test_open_ok(a);
   if (!ds)
     return;
   ng_dataset_info info = NG_DATASET_INFO_INIT;
@@ -627,7 +610,7 @@ static void test_ogb(void) {
   EXPECT_TRUE(nothing_left(dst));
   o.split = "time";
   EXPECT_OK(ng_dataset_convert(dst, src, &o));
-  ng_dataset_t ds = open_ok(dst);
+  ng_dataset_t ds = ng_test_open_ok(dst);
   if (ds) {
     EXPECT_STR(ds->info.name, "ogbn_test");
     EXPECT_EQ_I(ds->info.nodes, 6);
@@ -668,7 +651,7 @@ static void test_ogb(void) {
   o.split = "random";
   o.undirected = 1;
   EXPECT_OK(ng_dataset_convert(dst, src, &o));
-  ds = open_ok(dst);
+  ds = ng_test_open_ok(dst);
   if (ds) {
     EXPECT_EQ_I(ds->info.edges, 12);
     EXPECT_EQ_I(ds->info.undirected, 1);
@@ -689,7 +672,7 @@ static void test_ogb(void) {
   o.split = NULL;
   o.undirected = 0;
   EXPECT_OK(ng_dataset_convert(dst, src, &o));
-  ds = open_ok(dst);
+  ds = ng_test_open_ok(dst);
   if (ds) {
     EXPECT_EQ_I(ds->info.feature_dim, 0);
     EXPECT_TRUE(ds->features == NULL);
@@ -812,7 +795,7 @@ static void test_bad_planetoid(void) {
   const char *dst = fresh_out();
   ng_convert_opts o = NG_CONVERT_OPTS_INIT;
   EXPECT_OK(ng_dataset_convert(dst, dir, &o));
-  ng_dataset_t ds = open_ok(dst);
+  ng_dataset_t ds = ng_test_open_ok(dst);
   if (ds) {
     EXPECT_EQ_I(ds->info.classes, 2);
     EXPECT_EQ_I(ds->info.val, 0);

@@ -2,6 +2,7 @@
  * checks, versioned structs and degree statistics. */
 #include "dataset_impl.h"
 #include "ng_test.h"
+#include "ng_test_graph.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -132,17 +133,6 @@ static bool make_small(char *dir, size_t cap, const char *name) {
 
 /* ---- breaking datasets ---- */
 
-static bool read_file(const char *path, char **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return false;
-  char *buf = calloc(1, 1 << 20);
-  size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-  fclose(f);
-  *out = buf;
-  return buf && n > 0;
-}
-
 static const char *in_dir(const char *dir, const char *file) {
   static char path[8192];
   snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -152,8 +142,9 @@ static const char *in_dir(const char *dir, const char *file) {
 /* Sets (or with value NULL removes) `key` of dataset.json; "splits.train" reaches into the
  * nested object. Takes `value`. */
 static bool json_set(const char *dir, const char *key, cJSON *value) {
-  char *text = NULL;
-  bool ok = read_file(in_dir(dir, "dataset.json"), &text);
+  size_t len = 0;
+  char *text = ng_test_read_file(in_dir(dir, "dataset.json"), &len);
+  bool ok = text && len > 0;
   cJSON *root = ok ? cJSON_Parse(text) : NULL;
   free(text);
   if (!root) {
@@ -352,42 +343,21 @@ static void test_round_trip_empty(void) {
 static void test_cora(void) {
   char src[4096];
   snprintf(src, sizeof src, "%s/cora/edges.txt", ng_test_data_dir());
-  FILE *f = fopen(src, "r");
-  EXPECT_TRUE(f != NULL);
-  if (!f)
+  int64_t m = 0;
+  int64_t *ends = ng_test_read_edges(src, &m);
+  EXPECT_TRUE(ends != NULL);
+  if (!ends)
     return;
   enum { N = 2708, E = 5278 };
-  static int64_t su[E], sv[E], indptr[N + 1];
+  static int64_t indptr[N + 1];
   static int32_t indices[2 * E];
-  int64_t m = 0;
-  char line[256];
-  while (fgets(line, sizeof line, f)) {
-    long long a, b;
-    if (line[0] == '#' || sscanf(line, "%lld %lld", &a, &b) != 2)
-      continue;
-    if (m < E) {
-      su[m] = a;
-      sv[m] = b;
-    }
-    m++;
-  }
-  fclose(f);
   EXPECT_EQ_I(m, E);
-  if (m != E)
+  if (m != E) {
+    free(ends);
     return;
-  memset(indptr, 0, sizeof indptr);
-  for (int64_t e = 0; e < E; e++) {
-    indptr[su[e] + 1]++;
-    indptr[sv[e] + 1]++;
   }
-  for (int v = 0; v < N; v++)
-    indptr[v + 1] += indptr[v];
-  int64_t fill[N];
-  memcpy(fill, indptr, sizeof fill);
-  for (int64_t e = 0; e < E; e++) {
-    indices[fill[su[e]]++] = (int32_t)sv[e];
-    indices[fill[sv[e]]++] = (int32_t)su[e];
-  }
+  ng_test_undirected_csr(indptr, indices, N, ends, E);
+  free(ends);
 
   ng_npy feat, lab;
   snprintf(src, sizeof src, "%s/cora/features.npy", ng_test_data_dir());

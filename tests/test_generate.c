@@ -6,7 +6,6 @@
 
 #include <dirent.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 /* A small default graph for the tests (seconds in total on two cores). */
 static ng_generate_opts base_opts(int64_t nodes) {
@@ -31,37 +30,11 @@ static bool generate(char *dir, size_t cap, const char *name, const ng_generate_
   return true;
 }
 
-static ng_dataset_t open_ok(const char *dir) {
-  ng_dataset_t ds = NULL;
-  ng_open_opts oo = NG_OPEN_OPTS_INIT;
-  oo.check_features = 1;
-  EXPECT_OK(ng_dataset_open(&ds, dir, &oo));
-  return ds;
-}
-
-static bool exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0;
-}
-
-static char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf) {
-    buf[n] = '\0';
-    *len = (size_t)n;
-  }
-  return buf;
+/* generate(), then the new dataset opened with feature checks; NULL (and a failure) when either
+ * step fails. */
+static ng_dataset_t generate_open(char *dir, size_t cap, const char *name,
+                                  const ng_generate_opts *o) {
+  return generate(dir, cap, name, o) ? ng_test_open_ok(dir) : NULL;
 }
 
 /* 1 when both files exist and hold the same bytes, 0 when they differ, -1 when one is missing. */
@@ -70,7 +43,7 @@ static int same_file(const char *dir_a, const char *dir_b, const char *file) {
   snprintf(pa, sizeof pa, "%s/%s", dir_a, file);
   snprintf(pb, sizeof pb, "%s/%s", dir_b, file);
   size_t la = 0, lb = 0;
-  char *a = read_all(pa, &la), *b = read_all(pb, &lb);
+  char *a = ng_test_read_file(pa, &la), *b = ng_test_read_file(pb, &lb);
   int r = !a || !b ? -1 : (la == lb && memcmp(a, b, la) == 0);
   free(a);
   free(b);
@@ -142,7 +115,7 @@ static void test_same_files_for_any_thread_count(void) {
     bad_.field = value;                                                                            \
     EXPECT_STATUS(ng_dataset_generate(dst, &bad_), NG_ERR_INVALID_ARG);                            \
     EXPECT_ERR_HAS(needle);                                                                        \
-    EXPECT_TRUE(!exists(dst));                                                                     \
+    EXPECT_TRUE(!ng_test_exists(dst));                                                             \
   } while (0)
 
 static void test_option_errors(void) {
@@ -175,7 +148,7 @@ static void test_option_errors(void) {
     return;
   EXPECT_STATUS(ng_dataset_generate(dir, &o), NG_ERR_EXISTS);
   EXPECT_ERR_HAS(dir);
-  ng_dataset_t ds = open_ok(dir);
+  ng_dataset_t ds = ng_test_open_ok(dir);
   ng_dataset_close(ds);
 }
 
@@ -190,9 +163,7 @@ static void test_structure_and_counts(void) {
   o.test_frac = 0.2;
   o.name = "structure";
   char dir[4200];
-  if (!generate(dir, sizeof dir, "structure", &o))
-    return;
-  ng_dataset_t ds = open_ok(dir);
+  ng_dataset_t ds = generate_open(dir, sizeof dir, "structure", &o);
   if (!ds)
     return;
   ng_dataset_info info = NG_DATASET_INFO_INIT;
@@ -245,7 +216,7 @@ static void test_structure_and_counts(void) {
   char path[4300];
   size_t len = 0;
   snprintf(path, sizeof path, "%s/dataset.json", dir);
-  char *json = read_all(path, &len);
+  char *json = ng_test_read_file(path, &len);
   EXPECT_TRUE(json && strstr(json, "nodes=100000 avg_degree=16 exponent=2.5 classes=8"));
   EXPECT_TRUE(json && strstr(json, "homophily=0.8 feature_dim=16 feature_noise=1"));
   EXPECT_TRUE(json && strstr(json, "train_frac=0.6 val_frac=0.2 test_frac=0.2 seed=7"));
@@ -261,9 +232,7 @@ static void test_homophily_extremes(void) {
     o.feature_dim = 0;
     char dir[4200], name[32];
     snprintf(name, sizeof name, "homophily-%d", i);
-    if (!generate(dir, sizeof dir, name, &o))
-      continue;
-    ng_dataset_t ds = open_ok(dir);
+    ng_dataset_t ds = generate_open(dir, sizeof dir, name, &o);
     if (!ds)
       continue;
     EXPECT_EQ_I(structure_errors(&ds->csr), 0);
@@ -285,9 +254,7 @@ static bool fit_exponents(double *row_alpha, double *in_alpha, double *top_share
   o.feature_dim = 0;
   char dir[4200], name[32];
   snprintf(name, sizeof name, "powerlaw-%g", exponent);
-  if (!generate(dir, sizeof dir, name, &o))
-    return false;
-  ng_dataset_t ds = open_ok(dir);
+  ng_dataset_t ds = generate_open(dir, sizeof dir, name, &o);
   if (!ds)
     return false;
   const ng_csr *g = &ds->csr;
@@ -431,9 +398,7 @@ static void test_features(void) {
   o.val_frac = 0.0;
   o.test_frac = 0.5;
   char dir[4200];
-  if (!generate(dir, sizeof dir, "features", &o))
-    return;
-  ng_dataset_t ds = open_ok(dir);
+  ng_dataset_t ds = generate_open(dir, sizeof dir, "features", &o);
   if (!ds)
     return;
   const ng_csr *g = &ds->csr;
@@ -472,9 +437,7 @@ static void test_features(void) {
   /* Less noise: the same residual law at the new scale, and the classes nearly separate. */
   o.nodes = 5000;
   o.feature_noise = 0.25;
-  if (!generate(dir, sizeof dir, "features-quiet", &o))
-    return;
-  ds = open_ok(dir);
+  ds = generate_open(dir, sizeof dir, "features-quiet", &o);
   if (!ds)
     return;
   acc = nearest_mean_accuracy(ds->features, D, ds->labels, C, ds->split[0], ds->info.train,
@@ -510,9 +473,7 @@ static void test_small_and_dense_graphs(void) {
     o.test_frac = 0.5;
     char dir[4200], name[32];
     snprintf(name, sizeof name, "small-%zu", i);
-    if (!generate(dir, sizeof dir, name, &o))
-      continue;
-    ng_dataset_t ds = open_ok(dir);
+    ng_dataset_t ds = generate_open(dir, sizeof dir, name, &o);
     if (!ds)
       continue;
     EXPECT_EQ_I(structure_errors(&ds->csr), 0);

@@ -16,37 +16,11 @@
  * crosses a kink. The cross-entropy is smooth: h = 1e-3 gives a truncation error near
  * h^2 |L'''| / 6 < 1e-7, checked at 1e-6 + 1e-4 relative against float gradients. */
 #include "ng_test.h"
-
-#include "core/backend_impl.h"
-#include "core/rng.h"
+#include "ng_test_graph.h"
 
 #include <stdlib.h>
 
 static ng_backend *be;
-
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "test_gradcheck: out of memory (%zu bytes)\n", bytes);
-    exit(2);
-  }
-  return p;
-}
-
-static float frand(ng_rng *r) { /* uniform in [-1, 1), never exactly 0 */
-  float v;
-  do
-    v = (float)(2.0 * ng_rng_uniform(r) - 1.0);
-  while (v == 0.0f);
-  return v;
-}
-
-static float *rand_floats(ng_rng *r, int64_t n) {
-  float *x = xmalloc((size_t)n * sizeof *x);
-  for (int64_t i = 0; i < n; i++)
-    x[i] = frand(r);
-  return x;
-}
 
 /* sum_i r_i y_i in double */
 static double dot(const float *r, const float *y, int64_t n) {
@@ -84,84 +58,18 @@ static void gradcheck(const char *what, float *x, int64_t n, const float *analyt
 
 /* ---- blocks ---- */
 
-typedef struct {
-  ng_block b;
-  int32_t *indptr, *indices, *t_indptr, *t_dst, *t_eid;
-  float *edge_w, *self_w;
-} tblock;
-
 /* A random block with up to max_deg distinct neighbours per destination (some destinations
  * empty), optionally with one destination listing a source twice, weights in [0.1, 1], and the
  * transpose in edge order. */
-static void tblock_make(tblock *tb, ng_rng *r, int32_t nd, int32_t ns, int32_t max_deg, bool dup) {
-  tb->indptr = xmalloc(((size_t)nd + 1) * 4);
+static void tblock_make(ng_test_block *tb, ng_rng *r, int32_t nd, int32_t ns, int32_t max_deg,
+                        bool dup) {
+  tb->indptr = ng_test_xmalloc(((size_t)nd + 1) * 4);
   tb->indptr[0] = 0;
   for (int32_t d = 0; d < nd; d++) {
     int32_t deg = d % 5 == 4 ? 0 : 1 + (int32_t)ng_rng_below(r, (uint64_t)max_deg);
     tb->indptr[d + 1] = tb->indptr[d] + deg;
   }
-  int32_t nnz = tb->indptr[nd];
-  tb->indices = xmalloc((size_t)nnz * 4);
-  tb->edge_w = xmalloc((size_t)nnz * 4);
-  tb->self_w = xmalloc((size_t)nd * 4);
-  for (int32_t d = 0; d < nd; d++) {
-    tb->self_w[d] = (float)(0.1 + 0.9 * ng_rng_uniform(r));
-    for (int32_t e = tb->indptr[d]; e < tb->indptr[d + 1]; e++) {
-      int32_t s;
-      bool seen;
-      do {
-        s = (int32_t)ng_rng_below(r, (uint64_t)ns);
-        seen = false;
-        for (int32_t e2 = tb->indptr[d]; e2 < e; e2++)
-          seen |= tb->indices[e2] == s;
-      } while (seen);
-      tb->indices[e] = s;
-      tb->edge_w[e] = (float)(0.1 + 0.9 * ng_rng_uniform(r));
-    }
-  }
-  if (dup) /* destination 0 lists its first source again at the end */
-    for (int32_t d = 0; d < nd; d++)
-      if (tb->indptr[d + 1] - tb->indptr[d] >= 2) {
-        tb->indices[tb->indptr[d + 1] - 1] = tb->indices[tb->indptr[d]];
-        break;
-      }
-  tb->t_indptr = calloc((size_t)ns + 1, 4);
-  tb->t_dst = xmalloc((size_t)nnz * 4);
-  tb->t_eid = xmalloc((size_t)nnz * 4);
-  int32_t *cur = xmalloc((size_t)ns * 4);
-  for (int32_t e = 0; e < nnz; e++)
-    tb->t_indptr[tb->indices[e] + 1]++;
-  for (int32_t s = 0; s < ns; s++) {
-    tb->t_indptr[s + 1] += tb->t_indptr[s];
-    cur[s] = tb->t_indptr[s];
-  }
-  for (int32_t d = 0; d < nd; d++)
-    for (int32_t e = tb->indptr[d]; e < tb->indptr[d + 1]; e++) {
-      int32_t at = cur[tb->indices[e]]++;
-      tb->t_dst[at] = d;
-      tb->t_eid[at] = e;
-    }
-  free(cur);
-  tb->b = (ng_block){.n_dst = nd,
-                     .n_src = ns,
-                     .nnz = nnz,
-                     .indptr = tb->indptr,
-                     .indices = tb->indices,
-                     .edge_w = tb->edge_w,
-                     .self_w = tb->self_w,
-                     .t_indptr = tb->t_indptr,
-                     .t_dst = tb->t_dst,
-                     .t_eid = tb->t_eid};
-}
-
-static void tblock_free(tblock *tb) {
-  free(tb->indptr);
-  free(tb->indices);
-  free(tb->edge_w);
-  free(tb->self_w);
-  free(tb->t_indptr);
-  free(tb->t_dst);
-  free(tb->t_eid);
+  ng_test_block_fill(tb, r, nd, ns, false, dup);
 }
 
 /* ---- aggregation ---- */
@@ -196,14 +104,14 @@ static void test_aggr(void) {
   ng_rng_seed(&r, 101);
   const int64_t dims[] = {1, 7, 20};
   for (int dup = 0; dup < 2; dup++) {
-    tblock tb;
+    ng_test_block tb;
     tblock_make(&tb, &r, 12, 30, 6, dup);
     for (size_t di = 0; di < NG_TEST_LEN(dims); di++) {
       int64_t dim = dims[di], ns = (int64_t)tb.b.n_src * dim, nd = (int64_t)tb.b.n_dst * dim;
       for (size_t ci = 0; ci < NG_TEST_LEN(cases); ci++) {
         const ng_aggr *ag = &cases[ci].ag;
         bool best = ag->reduce != NG_REDUCE_SUM;
-        float *src = xmalloc((size_t)ns * 4);
+        float *src = ng_test_xmalloc((size_t)ns * 4);
         if (best) { /* distinct values 0.03 apart: no tie, no kink within a step of 0.01 */
           for (int64_t i = 0; i < ns; i++)
             src[i] = (float)i * 0.03f - 0.5f;
@@ -215,16 +123,16 @@ static void test_aggr(void) {
           }
         } else {
           for (int64_t i = 0; i < ns; i++)
-            src[i] = frand(&r);
+            src[i] = ng_test_frand(&r);
         }
         aggr_ctx c = {ag,
                       &tb.b,
                       src,
-                      xmalloc((size_t)nd * 4),
-                      rand_floats(&r, nd),
-                      best ? xmalloc((size_t)nd * 4) : NULL,
+                      ng_test_xmalloc((size_t)nd * 4),
+                      ng_test_rand_floats(&r, nd),
+                      best ? ng_test_xmalloc((size_t)nd * 4) : NULL,
                       dim};
-        float *grad = xmalloc((size_t)ns * 4);
+        float *grad = ng_test_xmalloc((size_t)ns * 4);
         aggr_loss(&c); /* the winners of the unperturbed input */
         EXPECT_OK(be->iface->aggr_bwd(be, ag, &tb.b, c.r, c.arg, dim, grad));
         char what[96];
@@ -238,7 +146,7 @@ static void test_aggr(void) {
         free(grad);
       }
     }
-    tblock_free(&tb);
+    ng_test_block_free(&tb);
   }
 }
 
@@ -266,13 +174,13 @@ static void test_gemm(void) {
     gemm_ctx g = {.ta = tr & 1, .tb = tr & 2, .m = m, .n = n, .k = k, .alpha = 0.8f};
     g.lda = g.ta ? m : k;
     g.ldb = g.tb ? k : n;
-    g.a = rand_floats(&r, m * k);
-    g.b = rand_floats(&r, k * n);
-    g.c = xmalloc((size_t)(m * n) * 4);
-    g.r = rand_floats(&r, m * n); /* dL/dC */
+    g.a = ng_test_rand_floats(&r, m * k);
+    g.b = ng_test_rand_floats(&r, k * n);
+    g.c = ng_test_xmalloc((size_t)(m * n) * 4);
+    g.r = ng_test_rand_floats(&r, m * n); /* dL/dC */
     /* dL/d op(A) = alpha R op(B)^T and dL/d op(B) = alpha op(A)^T R, written with the backend's
      * GEMM in the stored layouts of A and B, as a model's backward pass does. */
-    float *ga = xmalloc((size_t)(m * k) * 4), *gb = xmalloc((size_t)(k * n) * 4);
+    float *ga = ng_test_xmalloc((size_t)(m * k) * 4), *gb = ng_test_xmalloc((size_t)(k * n) * 4);
     if (!g.ta) /* A [m, k] = R [m, n] op(B)^T */
       EXPECT_OK(
           be->iface->gemm(be, false, !g.tb, m, k, n, g.alpha, g.r, n, g.b, g.ldb, 0.0f, ga, k));
@@ -317,10 +225,10 @@ static void test_bias_act(void) {
   ng_rng_seed(&r, 303);
   const int64_t rows = 9, cols = 6, n = rows * cols;
   for (int act = NG_ACT_NONE; act <= NG_ACT_RELU; act++) {
-    bias_ctx c = {rand_floats(&r, n),
-                  rand_floats(&r, cols),
-                  xmalloc((size_t)n * 4),
-                  rand_floats(&r, n),
+    bias_ctx c = {ng_test_rand_floats(&r, n),
+                  ng_test_rand_floats(&r, cols),
+                  ng_test_xmalloc((size_t)n * 4),
+                  ng_test_rand_floats(&r, n),
                   rows,
                   cols,
                   (ng_activation)act};
@@ -333,7 +241,7 @@ static void test_bias_act(void) {
           *v += pre < 0.0f ? -0.1f : 0.1f;
       }
     bias_loss(&c);
-    float *g = xmalloc((size_t)n * 4), *gbias = xmalloc((size_t)cols * 4);
+    float *g = ng_test_xmalloc((size_t)n * 4), *gbias = ng_test_xmalloc((size_t)cols * 4);
     memcpy(g, c.r, (size_t)n * 4);
     EXPECT_OK(be->iface->bias_act_bwd(be, g, c.y, gbias, rows, cols, (ng_activation)act));
     int64_t zeros = 0;
@@ -376,14 +284,14 @@ static void test_dropout(void) {
   const float ps[] = {0.0f, 0.3f};
   for (size_t pi = 0; pi < NG_TEST_LEN(ps); pi++) {
     const int64_t n = 200;
-    drop_ctx c = {rand_floats(&r, n),
-                  xmalloc((size_t)n * 4),
-                  rand_floats(&r, n),
-                  xmalloc((size_t)n),
+    drop_ctx c = {ng_test_rand_floats(&r, n),
+                  ng_test_xmalloc((size_t)n * 4),
+                  ng_test_rand_floats(&r, n),
+                  ng_test_xmalloc((size_t)n),
                   n,
                   ps[pi]};
     drop_loss(&c);
-    float *g = xmalloc((size_t)n * 4);
+    float *g = ng_test_xmalloc((size_t)n * 4);
     memcpy(g, c.r, (size_t)n * 4);
     EXPECT_OK(be->iface->dropout_bwd(be, g, c.mask, n, c.p));
     gradcheck(pi ? "dropout p 0.3" : "dropout p 0", c.x, n, g, drop_loss, &c, 0.25f, 1e-4, 1e-4);
@@ -416,13 +324,13 @@ static void test_xent(void) {
   ng_rng_seed(&r, 505);
   const int64_t shapes[][2] = {{1, 2}, {7, 5}, {20, 13}};
   for (size_t si = 0; si < NG_TEST_LEN(shapes); si++) {
-    xent_ctx c = {rand_floats(&r, shapes[si][0] * shapes[si][1]),
-                  xmalloc((size_t)shapes[si][0] * 4), shapes[si][0], shapes[si][1]};
+    xent_ctx c = {ng_test_rand_floats(&r, shapes[si][0] * shapes[si][1]),
+                  ng_test_xmalloc((size_t)shapes[si][0] * 4), shapes[si][0], shapes[si][1]};
     for (int64_t i = 0; i < c.n * c.classes; i++)
       c.z[i] *= 3.0f;
     for (int64_t i = 0; i < c.n; i++)
       c.labels[i] = (int32_t)ng_rng_below(&r, (uint64_t)c.classes);
-    float *g = xmalloc((size_t)(c.n * c.classes) * 4);
+    float *g = ng_test_xmalloc((size_t)(c.n * c.classes) * 4);
     double loss;
     int64_t correct;
     EXPECT_OK(be->iface->xent(be, c.z, c.labels, c.n, c.classes, g, &loss, &correct));

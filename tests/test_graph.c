@@ -1,9 +1,7 @@
 /* CSR utilities against simple sequential references, on random graphs of several sizes and
  * both index widths, plus determinism across thread counts. */
 #include "ng_test.h"
-
-#include "core/rng.h"
-#include "graph_impl.h"
+#include "ng_test_graph.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -53,21 +51,6 @@ static void make_graph(ng_csr *g, int64_t n, int64_t m, bool wide, uint64_t seed
   free(dst);
 }
 
-static void copy_graph(ng_csr *out, const ng_csr *g) {
-  memset(out, 0, sizeof *out);
-  out->nodes = g->nodes;
-  out->nnz = g->nnz;
-  out->indptr = malloc(((size_t)g->nodes + 1) * sizeof(int64_t));
-  memcpy(out->indptr, g->indptr, ((size_t)g->nodes + 1) * sizeof(int64_t));
-  if (g->idx32) {
-    out->idx32 = malloc(((size_t)g->nnz + 1) * sizeof(int32_t));
-    memcpy(out->idx32, g->idx32, (size_t)g->nnz * sizeof(int32_t));
-  } else {
-    out->idx64 = malloc(((size_t)g->nnz + 1) * sizeof(int64_t));
-    memcpy(out->idx64, g->idx64, (size_t)g->nnz * sizeof(int64_t));
-  }
-}
-
 /* Whether two CSRs are identical, entry by entry (reports the first difference). */
 static bool same_graph(const ng_csr *a, const ng_csr *b, const char *what) {
   if (a->nodes != b->nodes || a->nnz != b->nnz) {
@@ -96,15 +79,10 @@ static bool same_graph(const ng_csr *a, const ng_csr *b, const char *what) {
   return true;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* Reference: each row sorted with qsort, repeats (and optionally self loops) dropped. */
 static void ref_sort_dedup(ng_csr *out, const ng_csr *g, bool drop_loops, int64_t *dups,
                            int64_t *loops) {
-  copy_graph(out, g);
+  ng_test_csr_copy(out, g, g->idx64 != NULL);
   int64_t *row = malloc(((size_t)g->nnz + 1) * sizeof *row);
   int64_t w = 0;
   *dups = *loops = 0;
@@ -112,7 +90,7 @@ static void ref_sort_dedup(ng_csr *out, const ng_csr *g, bool drop_loops, int64_
     int64_t len = g->indptr[v + 1] - g->indptr[v];
     for (int64_t k = 0; k < len; k++)
       row[k] = ng__csr_index(g, g->indptr[v] + k);
-    qsort(row, (size_t)len, sizeof *row, cmp_i64);
+    qsort(row, (size_t)len, sizeof *row, ng_test_cmp_i64);
     out->indptr[v] = w;
     for (int64_t k = 0; k < len; k++) {
       if (drop_loops && row[k] == v)
@@ -437,7 +415,7 @@ static void test_determinism(void) {
       omp_set_num_threads(threads[t]);
       EXPECT_OK(ng__csr_symmetrize(&sym[t], &base));
       EXPECT_OK(ng__csr_relabel(&rel[t], &base, perm));
-      copy_graph(&dd[t], &base);
+      ng_test_csr_copy(&dd[t], &base, base.idx64 != NULL);
       EXPECT_OK(ng__csr_sort_dedup(&dd[t], true, &dups[t], &loops[t]));
       indeg[t] = malloc((size_t)base.nodes * sizeof(int64_t));
       EXPECT_OK(ng__csr_in_degrees(&base, indeg[t]));

@@ -9,9 +9,8 @@
  * multiply or divide adds one u relative. The checks allow 2u per operation, i.e. twice the
  * bound, so they pass on correct code and fail on any wrong term, order or missing element. */
 #include "ng_test.h"
+#include "ng_test_graph.h"
 
-#include "core/backend_impl.h"
-#include "core/rng.h"
 #include "kernels_impl.h"
 
 #include <omp.h>
@@ -22,30 +21,6 @@
 static const int THREADS[2] = {1, 3};
 
 /* ---- helpers ---- */
-
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "test_ops: out of memory (%zu bytes)\n", bytes);
-    exit(2);
-  }
-  return p;
-}
-
-static float frand(ng_rng *r) { /* uniform in [-1, 1), never exactly 0 */
-  float v;
-  do
-    v = (float)(2.0 * ng_rng_uniform(r) - 1.0);
-  while (v == 0.0f);
-  return v;
-}
-
-static float *rand_floats(ng_rng *r, int64_t n) {
-  float *x = xmalloc((size_t)n * sizeof *x);
-  for (int64_t i = 0; i < n; i++)
-    x[i] = frand(r);
-  return x;
-}
 
 /* Rounds values to multiples of 1/4 (zeros made +0): max/min then meet many ties between
  * different sources, which must go to the first in edge order. */
@@ -65,7 +40,7 @@ static void poison_i32(int32_t *x, int64_t n) {
 }
 
 static float *dup_floats(const float *x, int64_t n) {
-  float *y = xmalloc((size_t)n * sizeof *y);
+  float *y = ng_test_xmalloc((size_t)n * sizeof *y);
   memcpy(y, x, (size_t)n * sizeof *y);
   return y;
 }
@@ -99,6 +74,20 @@ static const char *isa_name(ng_cpu_isa isa) {
   return names[isa];
 }
 
+/* A backend for each variant this CPU runs (generic first) in `bes`, the variants in `isas`;
+ * returns how many. */
+static int make_backends(ng_backend **bes, ng_cpu_isa *isas) {
+  int n = supported_isas(isas);
+  for (int i = 0; i < n; i++)
+    bes[i] = make_backend(isa_name(isas[i]));
+  return n;
+}
+
+static void destroy_backends(ng_backend **bes, int n) {
+  for (int i = 0; i < n; i++)
+    ng__backend_destroy(bes[i]);
+}
+
 /* Reports the first element where got and ref differ by more than tol[i] (or are not numbers);
  * returns whether all agree. */
 static bool expect_close(const char *what, const float *got, const double *ref, const double *tol,
@@ -129,12 +118,6 @@ static bool expect_same_bytes(const char *what, const void *a, const void *b, si
 /* ---- blocks built by hand ---- */
 
 typedef struct {
-  ng_block b;
-  int32_t *indptr, *indices, *t_indptr, *t_dst, *t_eid;
-  float *edge_w, *self_w;
-} tblock;
-
-typedef struct {
   int32_t n_dst, n_src, max_deg;
   bool dups;         /* destinations may list a source more than once */
   bool shuffle_t;    /* transposed edges of a source in random order instead of edge order */
@@ -143,9 +126,9 @@ typedef struct {
 
 /* A random block: each destination gets up to max_deg random sources (distinct unless dups),
  * random positive edge and self weights, and the transpose by a counting sort. */
-static void tblock_make(tblock *tb, ng_rng *r, const block_shape *sh) {
+static void tblock_make(ng_test_block *tb, ng_rng *r, const block_shape *sh) {
   int32_t nd = sh->n_dst, ns = sh->n_src;
-  tb->indptr = xmalloc(((size_t)nd + 1) * sizeof(int32_t));
+  tb->indptr = ng_test_xmalloc(((size_t)nd + 1) * sizeof(int32_t));
   tb->indptr[0] = 0;
   for (int32_t d = 0; d < nd; d++) {
     int32_t deg = (int32_t)ng_rng_below(r, (uint64_t)sh->max_deg + 1);
@@ -155,47 +138,7 @@ static void tblock_make(tblock *tb, ng_rng *r, const block_shape *sh) {
       deg = ns;
     tb->indptr[d + 1] = tb->indptr[d] + deg;
   }
-  int32_t nnz = tb->indptr[nd];
-  tb->indices = xmalloc((size_t)nnz * sizeof(int32_t));
-  tb->edge_w = xmalloc((size_t)nnz * sizeof(float));
-  tb->self_w = xmalloc((size_t)nd * sizeof(float));
-  for (int32_t d = 0; d < nd; d++) {
-    tb->self_w[d] = (float)(0.1 + 0.9 * ng_rng_uniform(r));
-    for (int32_t e = tb->indptr[d]; e < tb->indptr[d + 1]; e++) {
-      int32_t s;
-      bool again;
-      do {
-        s = (int32_t)ng_rng_below(r, (uint64_t)ns);
-        again = false;
-        for (int32_t e2 = tb->indptr[d]; e2 < e && !sh->dups; e2++)
-          again |= tb->indices[e2] == s;
-      } while (again);
-      tb->indices[e] = s;
-      tb->edge_w[e] = (float)(0.1 + 0.9 * ng_rng_uniform(r));
-    }
-  }
-  if (sh->dups && nnz >= 2) /* make sure at least one duplicate exists */
-    for (int32_t d = 0; d < nd; d++)
-      if (tb->indptr[d + 1] - tb->indptr[d] >= 2) {
-        tb->indices[tb->indptr[d + 1] - 1] = tb->indices[tb->indptr[d]];
-        break;
-      }
-  tb->t_indptr = calloc((size_t)ns + 1, sizeof(int32_t));
-  tb->t_dst = xmalloc((size_t)nnz * sizeof(int32_t));
-  tb->t_eid = xmalloc((size_t)nnz * sizeof(int32_t));
-  int32_t *cur = xmalloc(((size_t)ns + 1) * sizeof(int32_t));
-  for (int32_t e = 0; e < nnz; e++)
-    tb->t_indptr[tb->indices[e] + 1]++;
-  for (int32_t s = 0; s < ns; s++)
-    tb->t_indptr[s + 1] += tb->t_indptr[s];
-  memcpy(cur, tb->t_indptr, (size_t)ns * sizeof(int32_t));
-  for (int32_t d = 0; d < nd; d++)
-    for (int32_t e = tb->indptr[d]; e < tb->indptr[d + 1]; e++) {
-      int32_t at = cur[tb->indices[e]]++;
-      tb->t_dst[at] = d;
-      tb->t_eid[at] = e;
-    }
-  free(cur);
+  ng_test_block_fill(tb, r, nd, ns, sh->dups, sh->dups);
   if (sh->shuffle_t)
     for (int32_t s = 0; s < ns; s++)
       for (int32_t t = tb->t_indptr[s + 1] - 1; t > tb->t_indptr[s]; t--) {
@@ -207,26 +150,6 @@ static void tblock_make(tblock *tb, ng_rng *r, const block_shape *sh) {
         tb->t_dst[o] = td;
         tb->t_eid[o] = te;
       }
-  tb->b = (ng_block){.n_dst = nd,
-                     .n_src = ns,
-                     .nnz = nnz,
-                     .indptr = tb->indptr,
-                     .indices = tb->indices,
-                     .edge_w = tb->edge_w,
-                     .self_w = tb->self_w,
-                     .t_indptr = tb->t_indptr,
-                     .t_dst = tb->t_dst,
-                     .t_eid = tb->t_eid};
-}
-
-static void tblock_free(tblock *tb) {
-  free(tb->indptr);
-  free(tb->indices);
-  free(tb->edge_w);
-  free(tb->self_w);
-  free(tb->t_indptr);
-  free(tb->t_dst);
-  free(tb->t_eid);
 }
 
 /* ---- aggregation references ---- */
@@ -402,7 +325,7 @@ static void test_memory(void) {
   const int64_t sizes[] = {0, 1, 1000, (3 << 20) + 5}; /* the last is copied in parallel chunks */
   for (size_t si = 0; si < NG_TEST_LEN(sizes); si++) {
     int64_t n = sizes[si];
-    float *host = rand_floats(&r, n), *back = xmalloc((size_t)n * sizeof(float));
+    float *host = ng_test_rand_floats(&r, n), *back = ng_test_xmalloc((size_t)n * sizeof(float));
     void *a = NULL, *b = NULL;
     EXPECT_OK(I->alloc(be, &a, (size_t)n * sizeof(float)));
     EXPECT_OK(I->alloc(be, &b, (size_t)n * sizeof(float)));
@@ -450,10 +373,8 @@ static void test_memory(void) {
 
 static void test_gather(void) {
   ng_cpu_isa isas[NG_CPU_ISA_COUNT_];
-  int n_isa = supported_isas(isas);
   ng_backend *bes[NG_CPU_ISA_COUNT_];
-  for (int i = 0; i < n_isa; i++)
-    bes[i] = make_backend(isa_name(isas[i]));
+  int n_isa = make_backends(bes, isas);
   ng_rng r;
   ng_rng_seed(&r, 5);
   const int64_t dims[] = {1, 7, 16, 17, 64, 100, 1024};
@@ -461,14 +382,14 @@ static void test_gather(void) {
   for (size_t di = 0; di < NG_TEST_LEN(dims); di++) {
     for (size_t ci = 0; ci < NG_TEST_LEN(counts); ci++) {
       int64_t dim = dims[di], n = counts[ci], rows = 500;
-      float *table = rand_floats(&r, rows * dim);
-      int64_t *ids = xmalloc((size_t)n * sizeof *ids);
+      float *table = ng_test_rand_floats(&r, rows * dim);
+      int64_t *ids = ng_test_xmalloc((size_t)n * sizeof *ids);
       for (int64_t i = 0; i < n; i++)
         ids[i] = (int64_t)ng_rng_below(&r, (uint64_t)rows);
-      float *ref = xmalloc((size_t)(n * dim) * sizeof(float));
+      float *ref = ng_test_xmalloc((size_t)(n * dim) * sizeof(float));
       for (int64_t i = 0; i < n; i++)
         memcpy(ref + i * dim, table + ids[i] * dim, (size_t)dim * sizeof(float));
-      float *got = xmalloc((size_t)(n * dim) * sizeof(float));
+      float *got = ng_test_xmalloc((size_t)(n * dim) * sizeof(float));
       for (int i = 0; i < n_isa; i++)
         for (int t = 0; t < 2; t++) {
           omp_set_num_threads(THREADS[t]);
@@ -488,8 +409,7 @@ static void test_gather(void) {
   EXPECT_STATUS(bes[0]->iface->gather_rows(bes[0], NULL, NULL, NULL, 4, 8), NG_ERR_INVALID_ARG);
   EXPECT_STATUS(bes[0]->iface->gather_rows(bes[0], NULL, NULL, NULL, 4, -1), NG_ERR_INVALID_ARG);
   omp_set_num_threads(2);
-  for (int i = 0; i < n_isa; i++)
-    ng__backend_destroy(bes[i]);
+  destroy_backends(bes, n_isa);
 }
 
 /* Runs forward and backward of every aggregator on every shape and dimension with every variant
@@ -497,28 +417,27 @@ static void test_gather(void) {
  * match the references. */
 static void test_aggr_fwd_bwd(void) {
   ng_cpu_isa isas[NG_CPU_ISA_COUNT_];
-  int n_isa = supported_isas(isas);
   ng_backend *bes[NG_CPU_ISA_COUNT_];
-  for (int i = 0; i < n_isa; i++)
-    bes[i] = make_backend(isa_name(isas[i]));
+  int n_isa = make_backends(bes, isas);
   ng_rng r;
   ng_rng_seed(&r, 7);
   int runs = 0;
   for (size_t si = 0; si < NG_TEST_LEN(SHAPES); si++) {
-    tblock tb;
+    ng_test_block tb;
     tblock_make(&tb, &r, &SHAPES[si]);
     const ng_block *b = &tb.b;
     for (size_t di = 0; di < NG_TEST_LEN(DIMS); di++) {
       int64_t dim = DIMS[di];
       int64_t nd = (int64_t)b->n_dst * dim, ns = (int64_t)b->n_src * dim;
-      float *src = rand_floats(&r, ns), *gdst = rand_floats(&r, nd);
+      float *src = ng_test_rand_floats(&r, ns), *gdst = ng_test_rand_floats(&r, nd);
       if (di % 2)
         quantize(src, ns);
-      float *out0 = xmalloc((size_t)nd * 4), *out = xmalloc((size_t)nd * 4);
-      int32_t *arg0 = xmalloc((size_t)nd * 4), *arg = xmalloc((size_t)nd * 4);
-      float *gs0 = xmalloc((size_t)ns * 4), *gs = xmalloc((size_t)ns * 4);
-      double *ref = xmalloc((size_t)(nd + ns) * 8), *tol = xmalloc((size_t)(nd + ns) * 8);
-      int32_t *win = xmalloc((size_t)nd * 4);
+      float *out0 = ng_test_xmalloc((size_t)nd * 4), *out = ng_test_xmalloc((size_t)nd * 4);
+      int32_t *arg0 = ng_test_xmalloc((size_t)nd * 4), *arg = ng_test_xmalloc((size_t)nd * 4);
+      float *gs0 = ng_test_xmalloc((size_t)ns * 4), *gs = ng_test_xmalloc((size_t)ns * 4);
+      double *ref = ng_test_xmalloc((size_t)(nd + ns) * 8),
+             *tol = ng_test_xmalloc((size_t)(nd + ns) * 8);
+      int32_t *win = ng_test_xmalloc((size_t)nd * 4);
       for (size_t ai = 0; ai < NG_TEST_LEN(AGGRS); ai++) {
         const ng_aggr *ag = &AGGRS[ai].ag;
         bool best = ag->reduce != NG_REDUCE_SUM;
@@ -565,12 +484,11 @@ static void test_aggr_fwd_bwd(void) {
       free(tol);
       free(win);
     }
-    tblock_free(&tb);
+    ng_test_block_free(&tb);
   }
   printf("  %d forward+backward runs compared\n", runs);
   omp_set_num_threads(2);
-  for (int i = 0; i < n_isa; i++)
-    ng__backend_destroy(bes[i]);
+  destroy_backends(bes, n_isa);
 }
 
 /* MAX backward on a destination that lists one source twice: the gradient reaches it once. */
@@ -609,14 +527,12 @@ static void test_aggr_max_duplicate_source(void) {
  * within rounding for SUM; merging is independent of threads and variants. */
 static void test_aggr_partial(void) {
   ng_cpu_isa isas[NG_CPU_ISA_COUNT_];
-  int n_isa = supported_isas(isas);
   ng_backend *bes[NG_CPU_ISA_COUNT_];
-  for (int i = 0; i < n_isa; i++)
-    bes[i] = make_backend(isa_name(isas[i]));
+  int n_isa = make_backends(bes, isas);
   ng_rng r;
   ng_rng_seed(&r, 9);
   for (size_t si = 0; si < NG_TEST_LEN(SHAPES); si++) {
-    tblock tb;
+    ng_test_block tb;
     tblock_make(&tb, &r, &SHAPES[si]);
     const ng_block *b = &tb.b;
     /* The two halves: every edge goes to one of them at random, in edge order. */
@@ -624,9 +540,9 @@ static void test_aggr_partial(void) {
     int32_t *ip[2], *ix[2];
     float *ew[2];
     for (int h = 0; h < 2; h++) {
-      ip[h] = xmalloc(((size_t)nd + 1) * 4);
-      ix[h] = xmalloc((size_t)b->nnz * 4);
-      ew[h] = xmalloc((size_t)b->nnz * 4);
+      ip[h] = ng_test_xmalloc(((size_t)nd + 1) * 4);
+      ix[h] = ng_test_xmalloc((size_t)b->nnz * 4);
+      ew[h] = ng_test_xmalloc((size_t)b->nnz * 4);
       ip[h][0] = 0;
     }
     for (int32_t d = 0; d < nd; d++) {
@@ -648,14 +564,15 @@ static void test_aggr_partial(void) {
                            .edge_w = ew[h]};
     for (size_t di = 0; di < NG_TEST_LEN(DIMS); di++) {
       int64_t dim = DIMS[di], n = (int64_t)nd * dim;
-      float *src = rand_floats(&r, (int64_t)b->n_src * dim);
+      float *src = ng_test_rand_floats(&r, (int64_t)b->n_src * dim);
       if (di % 2)
         quantize(src, (int64_t)b->n_src * dim);
-      float *fwd = xmalloc((size_t)n * 4), *fin = xmalloc((size_t)n * 4);
-      float *merged0 = xmalloc((size_t)n * 4);
+      float *fwd = ng_test_xmalloc((size_t)n * 4), *fin = ng_test_xmalloc((size_t)n * 4);
+      float *merged0 = ng_test_xmalloc((size_t)n * 4);
       ng_pstate st[2];
       for (int h = 0; h < 2; h++)
-        st[h] = (ng_pstate){xmalloc((size_t)n * 4), xmalloc((size_t)nd * 4), nd, dim};
+        st[h] =
+            (ng_pstate){ng_test_xmalloc((size_t)n * 4), ng_test_xmalloc((size_t)nd * 4), nd, dim};
       for (size_t ai = 0; ai < NG_TEST_LEN(AGGRS); ai++) {
         ng_aggr ag = AGGRS[ai].ag;
         ag.self_loop = false; /* partial states carry no self loop */
@@ -704,8 +621,8 @@ static void test_aggr_partial(void) {
         if (ag.reduce != NG_REDUCE_SUM) {
           expect_same_bytes(what, merged0, fwd, (size_t)n * 4, __LINE__);
         } else {
-          double *ref = xmalloc((size_t)n * 8), *tol = xmalloc((size_t)n * 8);
-          int32_t *win = xmalloc((size_t)n * 4);
+          double *ref = ng_test_xmalloc((size_t)n * 8), *tol = ng_test_xmalloc((size_t)n * 8);
+          int32_t *win = ng_test_xmalloc((size_t)n * 4);
           ref_aggr_fwd(&ag, b, src, dim, ref, tol, win);
           expect_close(what, merged0, ref, tol, n, __LINE__);
           free(ref);
@@ -727,11 +644,10 @@ static void test_aggr_partial(void) {
       free(ix[h]);
       free(ew[h]);
     }
-    tblock_free(&tb);
+    ng_test_block_free(&tb);
   }
   omp_set_num_threads(2);
-  for (int i = 0; i < n_isa; i++)
-    ng__backend_destroy(bes[i]);
+  destroy_backends(bes, n_isa);
 }
 
 static void test_aggr_errors(void) {
@@ -740,12 +656,12 @@ static void test_aggr_errors(void) {
   ng_rng r;
   ng_rng_seed(&r, 3);
   block_shape sh = {4, 6, 3, false, false, 0.0};
-  tblock tb;
+  ng_test_block tb;
   tblock_make(&tb, &r, &sh);
   float src[6 * 2], dst[4 * 2], g[6 * 2];
   int32_t arg[4 * 2];
   for (int i = 0; i < 12; i++)
-    src[i] = frand(&r);
+    src[i] = ng_test_frand(&r);
   ng_aggr weighted_max = {NG_REDUCE_MAX, true, false, false};
   EXPECT_STATUS(I->aggr_fwd(be, &weighted_max, &tb.b, src, 2, dst, arg), NG_ERR_UNSUPPORTED);
   ng_aggr bad = {(ng_reduce)7, false, false, false};
@@ -774,7 +690,7 @@ static void test_aggr_errors(void) {
   EXPECT_STATUS(I->aggr_partial(be, &sum, &tb.b, src, &st), NG_ERR_INVALID_ARG);
   ng_pstate a = {dst, arg, 4, 2}, o = {g, arg, 4, 1};
   EXPECT_STATUS(I->pstate_merge(be, &sum, &a, &o), NG_ERR_INVALID_ARG);
-  tblock_free(&tb);
+  ng_test_block_free(&tb);
   ng__backend_destroy(be);
 }
 
@@ -825,11 +741,13 @@ static void test_gemm(void) {
       /* leading dimensions wider than the rows: sub-matrices of bigger arrays */
       int64_t lda = (ta ? s->m : s->k) + 3, ldb = (tb ? s->k : s->n) + 1, ldc = s->n + 2;
       int64_t a_rows = ta ? s->k : s->m, b_rows = tb ? s->n : s->k;
-      float *a = rand_floats(&r, a_rows * lda), *b = rand_floats(&r, b_rows * ldb);
-      float *c_init = rand_floats(&r, s->m * ldc);
-      float *c0 = xmalloc((size_t)(s->m * ldc) * 4), *c = xmalloc((size_t)(s->m * ldc) * 4);
-      double *ref = xmalloc((size_t)(s->m * s->n) * 8), *tol = xmalloc((size_t)(s->m * s->n) * 8);
-      float *got = xmalloc((size_t)(s->m * s->n) * 4);
+      float *a = ng_test_rand_floats(&r, a_rows * lda), *b = ng_test_rand_floats(&r, b_rows * ldb);
+      float *c_init = ng_test_rand_floats(&r, s->m * ldc);
+      float *c0 = ng_test_xmalloc((size_t)(s->m * ldc) * 4),
+            *c = ng_test_xmalloc((size_t)(s->m * ldc) * 4);
+      double *ref = ng_test_xmalloc((size_t)(s->m * s->n) * 8),
+             *tol = ng_test_xmalloc((size_t)(s->m * s->n) * 8);
+      float *got = ng_test_xmalloc((size_t)(s->m * s->n) * 4);
       for (int ai = 0; ai < 2; ai++)
         for (int bi = 0; bi < 2; bi++) {
           char what[160];
@@ -873,8 +791,8 @@ static void test_gemm(void) {
    * when nested parallel regions are allowed. */
   {
     int64_t m = 16, n = 16, k = 200000;
-    float *a = rand_floats(&r, k * m), *b = rand_floats(&r, k * n);
-    float *c[2] = {xmalloc((size_t)(m * n) * 4), xmalloc((size_t)(m * n) * 4)};
+    float *a = ng_test_rand_floats(&r, k * m), *b = ng_test_rand_floats(&r, k * n);
+    float *c[2] = {ng_test_xmalloc((size_t)(m * n) * 4), ng_test_xmalloc((size_t)(m * n) * 4)};
     int levels = omp_get_max_active_levels();
     for (int nest = 0; nest < 2; nest++) {
       omp_set_max_active_levels(nest ? 4 : 1);
@@ -911,12 +829,13 @@ static void test_bias_act(void) {
   const int64_t shapes[][2] = {{0, 5}, {1, 1}, {3, 70}, {700, 9}, {200, 300}};
   for (size_t si = 0; si < NG_TEST_LEN(shapes); si++) {
     int64_t rows = shapes[si][0], cols = shapes[si][1], n = rows * cols;
-    float *x = rand_floats(&r, n), *bias = rand_floats(&r, cols), *g = rand_floats(&r, n);
+    float *x = ng_test_rand_floats(&r, n), *bias = ng_test_rand_floats(&r, cols),
+          *g = ng_test_rand_floats(&r, n);
     for (int act = NG_ACT_NONE; act <= NG_ACT_RELU; act++) {
       for (int with_bias = 0; with_bias < 2; with_bias++) {
         /* references: the same float expressions, written plainly */
         float *yref = dup_floats(x, n), *gref = dup_floats(g, n);
-        float *bref = xmalloc((size_t)cols * 4);
+        float *bref = ng_test_xmalloc((size_t)cols * 4);
         for (int64_t i = 0; i < rows; i++)
           for (int64_t j = 0; j < cols; j++) {
             float v = yref[i * cols + j] + (with_bias ? bias[j] : 0.0f);
@@ -937,7 +856,7 @@ static void test_bias_act(void) {
           omp_set_num_threads(THREADS[t]);
           y[t] = dup_floats(x, n);
           gg[t] = dup_floats(g, n);
-          gb[t] = xmalloc((size_t)cols * 4);
+          gb[t] = ng_test_xmalloc((size_t)cols * 4);
           poison(gb[t], cols);
           EXPECT_OK(be->iface->bias_act_fwd(be, y[t], with_bias ? bias : NULL, rows, cols,
                                             (ng_activation)act));
@@ -974,7 +893,7 @@ static void test_dropout(void) {
   ng_rng r;
   ng_rng_seed(&r, 41);
   const int64_t n = 200003;
-  float *x = rand_floats(&r, n), *g = rand_floats(&r, n);
+  float *x = ng_test_rand_floats(&r, n), *g = ng_test_rand_floats(&r, n);
   const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f};
   for (size_t pi = 0; pi < NG_TEST_LEN(ps); pi++) {
     float p = ps[pi];
@@ -987,7 +906,7 @@ static void test_dropout(void) {
       omp_set_num_threads(THREADS[t]);
       y[t] = dup_floats(x, n);
       gg[t] = dup_floats(g, n);
-      m[t] = xmalloc((size_t)n);
+      m[t] = ng_test_xmalloc((size_t)n);
       memset(m[t], 0xAB, (size_t)n);
       EXPECT_OK(be->iface->dropout_fwd(be, y[t], m[t], n, p, seed));
       EXPECT_OK(be->iface->dropout_bwd(be, gg[t], m[t], n, p));
@@ -1018,7 +937,7 @@ static void test_dropout(void) {
     }
   }
   /* another seed, another mask */
-  uint8_t *m1 = xmalloc(1000), *m2 = xmalloc(1000);
+  uint8_t *m1 = ng_test_xmalloc(1000), *m2 = ng_test_xmalloc(1000);
   float *y = dup_floats(x, 1000);
   EXPECT_OK(be->iface->dropout_fwd(be, y, m1, 1000, 0.5f, 1));
   EXPECT_OK(be->iface->dropout_fwd(be, y, m2, 1000, 0.5f, 2));
@@ -1042,19 +961,20 @@ static void test_xent(void) {
   const int64_t shapes[][2] = {{1, 1}, {5, 3}, {1000, 7}, {300, 47}};
   for (size_t si = 0; si < NG_TEST_LEN(shapes); si++) {
     int64_t n = shapes[si][0], classes = shapes[si][1];
-    float *z = rand_floats(&r, n * classes);
+    float *z = ng_test_rand_floats(&r, n * classes);
     for (int64_t i = 0; i < n * classes; i++)
       z[i] *= 4.0f;
     if (si == 3) /* huge logits: a naive exp would overflow */
       for (int64_t i = 0; i < classes; i++)
         z[i] = 3.0e4f + (float)i;
-    int32_t *lab = xmalloc((size_t)n * 4);
+    int32_t *lab = ng_test_xmalloc((size_t)n * 4);
     for (int64_t i = 0; i < n; i++)
       lab[i] = (int32_t)ng_rng_below(&r, (uint64_t)classes);
     /* reference in double, straight from the definition */
     double loss_ref = 0.0;
     int64_t correct_ref = 0;
-    double *gref = xmalloc((size_t)(n * classes) * 8), *gtol = xmalloc((size_t)(n * classes) * 8);
+    double *gref = ng_test_xmalloc((size_t)(n * classes) * 8),
+           *gtol = ng_test_xmalloc((size_t)(n * classes) * 8);
     for (int64_t i = 0; i < n; i++) {
       const float *zi = z + i * classes;
       double mx = -INFINITY;
@@ -1080,7 +1000,7 @@ static void test_xent(void) {
     int64_t correct[2];
     for (int t = 0; t < 2; t++) {
       omp_set_num_threads(THREADS[t]);
-      g[t] = xmalloc((size_t)(n * classes) * 4);
+      g[t] = ng_test_xmalloc((size_t)(n * classes) * 4);
       poison(g[t], n * classes);
       EXPECT_OK(be->iface->xent(be, z, lab, n, classes, g[t], &loss[t], &correct[t]));
     }
@@ -1146,10 +1066,10 @@ static void test_opt(void) {
        .eps = 1e-6f},
   };
   for (size_t hi = 0; hi < NG_TEST_LEN(hps); hi++) {
-    float *p0 = rand_floats(&r, n);
+    float *p0 = ng_test_rand_floats(&r, n);
     float *grads[3];
     for (int s = 0; s < 3; s++)
-      grads[s] = rand_floats(&r, n);
+      grads[s] = ng_test_rand_floats(&r, n);
     float *p[2], *s1[2], *s2[2];
     for (int t = 0; t < 2; t++) {
       omp_set_num_threads(THREADS[t]);

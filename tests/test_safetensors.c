@@ -73,24 +73,6 @@ static const char *meta_or(const ng_st_file *f, const char *key) {
   return v ? v : "(none)";
 }
 
-/* A whole file read into memory (malloc'd), or NULL. */
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
-
 /* Whether folder `dir` holds a file whose name contains ".tmp-" (a leftover temporary). */
 static bool has_temporary(const char *dir) {
   DIR *d = opendir(dir);
@@ -295,7 +277,7 @@ static void test_header_layout(void) {
   snprintf(path, sizeof path, "%s", ng_test_path("layout.safetensors"));
   EXPECT_OK(ng__st_write(path, s.t, RT_COUNT, s.meta, 3));
   size_t len = 0;
-  unsigned char *buf = slurp(path, &len);
+  unsigned char *buf = ng_test_read_file(path, &len);
   EXPECT_TRUE(buf != NULL && len >= 8);
   if (!buf || len < 8) {
     free(buf);
@@ -369,7 +351,7 @@ static void test_exact_bytes(void) {
   snprintf(path, sizeof path, "%s", ng_test_path("exact.safetensors"));
   EXPECT_OK(ng__st_write(path, &t, 1, NULL, 0));
   size_t len = 0;
-  unsigned char *got = slurp(path, &len);
+  unsigned char *got = ng_test_read_file(path, &len);
   EXPECT_EQ_I(len, sizeof want);
   if (got && len == sizeof want) {
     EXPECT_TRUE(memcmp(got, want, sizeof want) == 0);
@@ -386,7 +368,7 @@ static void test_exact_bytes(void) {
   EXPECT_EQ_I(strlen(json_meta), 88);
   ng_st_meta m = make_meta("format", "pt");
   EXPECT_OK(ng__st_write(path, &t, 1, &m, 1));
-  got = slurp(path, &len);
+  got = ng_test_read_file(path, &len);
   EXPECT_EQ_I(len, 8 + 88 + 8);
   if (got && len == 8 + 88 + 8) {
     EXPECT_EQ_I(got[0], 0x58);
@@ -441,7 +423,7 @@ static void test_failed_write_keeps_old(void) {
   ng_st_tensor good = make_tensor("v", NG_DTYPE_I32, 2, shape, v);
   EXPECT_OK(ng__st_write(path, &good, 1, NULL, 0));
   size_t old_len = 0;
-  unsigned char *old = slurp(path, &old_len);
+  unsigned char *old = ng_test_read_file(path, &old_len);
   EXPECT_TRUE(old != NULL);
 
   /* A folder that does not exist. */
@@ -520,7 +502,7 @@ static void test_failed_write_keeps_old(void) {
   EXPECT_ERR_HAS("between 0 and 256");
 
   size_t now_len = 0;
-  unsigned char *now = slurp(path, &now_len);
+  unsigned char *now = ng_test_read_file(path, &now_len);
   EXPECT_TRUE(now && old && now_len == old_len && memcmp(now, old, old_len) == 0);
   EXPECT_TRUE(!has_temporary(dir));
   free(now);

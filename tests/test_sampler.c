@@ -1,6 +1,7 @@
 /* The neighbour sampler (cpu/sampler.c): block structure, transpose, GCN weights, uniformity,
  * determinism, steady-state memory, both index widths, input validation and epoch shuffles. */
 #include "ng_test.h"
+#include "ng_test_graph.h"
 #include "sampler_impl.h"
 
 #include <stdlib.h>
@@ -40,19 +41,6 @@ static void build_graph(ng_csr *g, int64_t n, uint64_t seed) {
   free(deg);
 }
 
-/* The same graph with int64 indices, built by hand (ng__csr_alloc picks int64 only from 2^31
- * nodes). Free with ng__csr_free. */
-static void widen(ng_csr *out, const ng_csr *g) {
-  memset(out, 0, sizeof *out);
-  out->nodes = g->nodes;
-  out->nnz = g->nnz;
-  out->indptr = malloc(((size_t)g->nodes + 1) * sizeof(int64_t));
-  out->idx64 = malloc((size_t)(g->nnz ? g->nnz : 1) * sizeof(int64_t));
-  memcpy(out->indptr, g->indptr, ((size_t)g->nodes + 1) * sizeof(int64_t));
-  for (int64_t e = 0; e < g->nnz; e++)
-    out->idx64[e] = g->idx32[e];
-}
-
 /* `count` distinct targets drawn from [0, n) with a seed. */
 static void pick_targets(int64_t *out, int32_t count, int64_t n, uint64_t seed) {
   int64_t *all = malloc((size_t)n * sizeof *all);
@@ -61,11 +49,6 @@ static void pick_targets(int64_t *out, int32_t count, int64_t n, uint64_t seed) 
   ng__epoch_shuffle(all, all, n, seed, 0);
   memcpy(out, all, (size_t)count * sizeof *out);
   free(all);
-}
-
-static int cmp_i64(const void *x, const void *y) {
-  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-  return (a > b) - (a < b);
 }
 
 /* ---- the structural checks every mini-batch must pass ---- */
@@ -85,7 +68,7 @@ static void check_minibatch(const ng_csr *g, const ng_sampler_cfg *cfg, const in
   int32_t n_all = mb->blocks[0].n_src;
   int64_t *sorted = malloc((size_t)n_all * sizeof *sorted);
   memcpy(sorted, mb->node_ids, (size_t)n_all * sizeof *sorted);
-  qsort(sorted, (size_t)n_all, sizeof *sorted, cmp_i64);
+  qsort(sorted, (size_t)n_all, sizeof *sorted, ng_test_cmp_i64);
   int dups = 0, out_of_range = 0;
   for (int32_t i = 0; i < n_all; i++) {
     dups += i > 0 && sorted[i] == sorted[i - 1];
@@ -277,27 +260,13 @@ static void test_all_neighbours(void) {
 static void test_cora(void) {
   char path[4096];
   snprintf(path, sizeof path, "%s/cora/edges.txt", ng_test_data_dir());
-  FILE *f = fopen(path, "r");
-  EXPECT_TRUE(f != NULL);
-  if (!f)
+  int64_t m = 0, nodes = 0;
+  int64_t *ends = ng_test_read_edges(path, &m);
+  EXPECT_TRUE(ends != NULL);
+  if (!ends)
     return;
-  int64_t cap = 1 << 14, m = 0, nodes = 0;
-  int64_t *ends = malloc((size_t)cap * 2 * sizeof *ends);
-  char line[256];
-  while (fgets(line, sizeof line, f)) {
-    long long s, t;
-    if (line[0] == '#' || sscanf(line, "%lld %lld", &s, &t) != 2)
-      continue;
-    if (m == cap) {
-      cap *= 2;
-      ends = realloc(ends, (size_t)cap * 2 * sizeof *ends);
-    }
-    ends[2 * m] = s;
-    ends[2 * m + 1] = t;
-    nodes = NG_MAX(nodes, NG_MAX(s, t) + 1);
-    m++;
-  }
-  fclose(f);
+  for (int64_t i = 0; i < 2 * m; i++)
+    nodes = NG_MAX(nodes, ends[i] + 1);
   EXPECT_EQ_I(nodes, 2708);
   if (nodes != 2708) {
     free(ends);
@@ -306,17 +275,7 @@ static void test_cora(void) {
   /* Undirected: store each edge in both rows. */
   ng_csr g;
   EXPECT_OK(ng__csr_alloc(&g, nodes, 2 * m));
-  for (int64_t i = 0; i < 2 * m; i++)
-    g.indptr[ends[i] + 1]++;
-  for (int64_t v = 0; v < nodes; v++)
-    g.indptr[v + 1] += g.indptr[v];
-  int64_t *cur = malloc((size_t)nodes * sizeof *cur);
-  memcpy(cur, g.indptr, (size_t)nodes * sizeof *cur);
-  for (int64_t i = 0; i < m; i++) {
-    g.idx32[cur[ends[2 * i]]++] = (int32_t)ends[2 * i + 1];
-    g.idx32[cur[ends[2 * i + 1]]++] = (int32_t)ends[2 * i];
-  }
-  free(cur);
+  ng_test_undirected_csr(g.indptr, g.idx32, nodes, ends, m);
   free(ends);
 
   ng_sample_arena *a = NULL;
@@ -550,7 +509,8 @@ static bool same_bytes(bytes_t x, bytes_t y) {
 static void test_determinism(void) {
   ng_csr g, g64;
   build_graph(&g, 5000, 21);
-  widen(&g64, &g);
+  /* The same graph with int64 indices (ng__csr_alloc picks them only from 2^31 nodes). */
+  ng_test_csr_copy(&g64, &g, true);
   ng_sample_arena *a = NULL, *b = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
   EXPECT_OK(ng__sample_arena_create(&b));
@@ -818,10 +778,10 @@ static void test_epoch_shuffle(void) {
   ng__epoch_shuffle(e0b, e0b, N, 99, 0); /* in place gives the same */
   EXPECT_TRUE(memcmp(e0, e0b, sizeof e0) == 0);
   memcpy(sorted, e0, sizeof e0);
-  qsort(sorted, N, sizeof *sorted, cmp_i64);
+  qsort(sorted, N, sizeof *sorted, ng_test_cmp_i64);
   EXPECT_TRUE(memcmp(sorted, ids, sizeof ids) == 0);
   memcpy(sorted, e1, sizeof e1);
-  qsort(sorted, N, sizeof *sorted, cmp_i64);
+  qsort(sorted, N, sizeof *sorted, ng_test_cmp_i64);
   EXPECT_TRUE(memcmp(sorted, ids, sizeof ids) == 0);
   int same01 = 0, fixed = 0;
   for (int i = 0; i < N; i++) {

@@ -1,0 +1,149 @@
+#include "ng_test_graph.h"
+
+#include <stdlib.h>
+
+float ng_test_frand(ng_rng *r) {
+  float v;
+  do
+    v = (float)(2.0 * ng_rng_uniform(r) - 1.0);
+  while (v == 0.0f);
+  return v;
+}
+
+float *ng_test_rand_floats(ng_rng *r, int64_t n) {
+  float *x = ng_test_xmalloc((size_t)n * sizeof *x);
+  for (int64_t i = 0; i < n; i++)
+    x[i] = ng_test_frand(r);
+  return x;
+}
+
+void ng_test_block_fill(ng_test_block *tb, ng_rng *r, int32_t n_dst, int32_t n_src, bool repeats,
+                        bool force_dup) {
+  int32_t nd = n_dst, ns = n_src;
+  int32_t nnz = tb->indptr[nd];
+  tb->indices = ng_test_xmalloc((size_t)nnz * sizeof(int32_t));
+  tb->edge_w = ng_test_xmalloc((size_t)nnz * sizeof(float));
+  tb->self_w = ng_test_xmalloc((size_t)nd * sizeof(float));
+  for (int32_t d = 0; d < nd; d++) {
+    tb->self_w[d] = (float)(0.1 + 0.9 * ng_rng_uniform(r));
+    for (int32_t e = tb->indptr[d]; e < tb->indptr[d + 1]; e++) {
+      int32_t s;
+      bool again;
+      do {
+        s = (int32_t)ng_rng_below(r, (uint64_t)ns);
+        again = false;
+        for (int32_t e2 = tb->indptr[d]; e2 < e && !repeats; e2++)
+          again |= tb->indices[e2] == s;
+      } while (again);
+      tb->indices[e] = s;
+      tb->edge_w[e] = (float)(0.1 + 0.9 * ng_rng_uniform(r));
+    }
+  }
+  if (force_dup)
+    for (int32_t d = 0; d < nd; d++)
+      if (tb->indptr[d + 1] - tb->indptr[d] >= 2) {
+        tb->indices[tb->indptr[d + 1] - 1] = tb->indices[tb->indptr[d]];
+        break;
+      }
+  /* The transpose by a counting sort over the sources. */
+  tb->t_indptr = calloc((size_t)ns + 1, sizeof(int32_t));
+  tb->t_dst = ng_test_xmalloc((size_t)nnz * sizeof(int32_t));
+  tb->t_eid = ng_test_xmalloc((size_t)nnz * sizeof(int32_t));
+  int32_t *cur = ng_test_xmalloc(((size_t)ns + 1) * sizeof(int32_t));
+  for (int32_t e = 0; e < nnz; e++)
+    tb->t_indptr[tb->indices[e] + 1]++;
+  for (int32_t s = 0; s < ns; s++)
+    tb->t_indptr[s + 1] += tb->t_indptr[s];
+  memcpy(cur, tb->t_indptr, (size_t)ns * sizeof(int32_t));
+  for (int32_t d = 0; d < nd; d++)
+    for (int32_t e = tb->indptr[d]; e < tb->indptr[d + 1]; e++) {
+      int32_t at = cur[tb->indices[e]]++;
+      tb->t_dst[at] = d;
+      tb->t_eid[at] = e;
+    }
+  free(cur);
+  tb->b = (ng_block){.n_dst = nd,
+                     .n_src = ns,
+                     .nnz = nnz,
+                     .indptr = tb->indptr,
+                     .indices = tb->indices,
+                     .edge_w = tb->edge_w,
+                     .self_w = tb->self_w,
+                     .t_indptr = tb->t_indptr,
+                     .t_dst = tb->t_dst,
+                     .t_eid = tb->t_eid};
+}
+
+void ng_test_block_free(ng_test_block *tb) {
+  free(tb->indptr);
+  free(tb->indices);
+  free(tb->edge_w);
+  free(tb->self_w);
+  free(tb->t_indptr);
+  free(tb->t_dst);
+  free(tb->t_eid);
+}
+
+void ng_test_csr_copy(ng_csr *out, const ng_csr *g, bool wide) {
+  memset(out, 0, sizeof *out);
+  out->nodes = g->nodes;
+  out->nnz = g->nnz;
+  out->indptr = ng_test_xmalloc(((size_t)g->nodes + 1) * sizeof(int64_t));
+  memcpy(out->indptr, g->indptr, ((size_t)g->nodes + 1) * sizeof(int64_t));
+  if (wide)
+    out->idx64 = ng_test_xmalloc(((size_t)g->nnz + 1) * sizeof(int64_t));
+  else
+    out->idx32 = ng_test_xmalloc(((size_t)g->nnz + 1) * sizeof(int32_t));
+  for (int64_t e = 0; e < g->nnz; e++) {
+    if (wide)
+      out->idx64[e] = ng__csr_index(g, e);
+    else
+      out->idx32[e] = (int32_t)ng__csr_index(g, e);
+  }
+}
+
+int64_t *ng_test_read_edges(const char *path, int64_t *count) {
+  *count = 0;
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return NULL;
+  int64_t cap = 1 << 14, m = 0;
+  int64_t *ends = ng_test_xmalloc((size_t)cap * 2 * sizeof *ends);
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    long long a, b;
+    if (line[0] == '#' || sscanf(line, "%lld %lld", &a, &b) != 2)
+      continue;
+    if (m == cap) {
+      cap *= 2;
+      int64_t *more = realloc(ends, (size_t)cap * 2 * sizeof *ends);
+      if (!more) {
+        fprintf(stderr, "out of memory reading %s\n", path);
+        exit(2);
+      }
+      ends = more;
+    }
+    ends[2 * m] = a;
+    ends[2 * m + 1] = b;
+    m++;
+  }
+  fclose(f);
+  *count = m;
+  return ends;
+}
+
+void ng_test_undirected_csr(int64_t *indptr, int32_t *indices, int64_t nodes, const int64_t *ends,
+                            int64_t m) {
+  memset(indptr, 0, ((size_t)nodes + 1) * sizeof *indptr);
+  for (int64_t i = 0; i < 2 * m; i++)
+    indptr[ends[i] + 1]++;
+  for (int64_t v = 0; v < nodes; v++)
+    indptr[v + 1] += indptr[v];
+  int64_t *cur = ng_test_xmalloc(((size_t)nodes + 1) * sizeof *cur);
+  memcpy(cur, indptr, (size_t)nodes * sizeof *cur);
+  for (int64_t i = 0; i < m; i++) {
+    indices[cur[ends[2 * i]]++] = (int32_t)ends[2 * i + 1];
+    indices[cur[ends[2 * i + 1]]++] = (int32_t)ends[2 * i];
+  }
+  free(cur);
+}
