@@ -2,20 +2,9 @@
 # `neargnn train` and `neargnn demo`: a run on Cora with a JSON summary, checkpoint + resume
 # giving the uninterrupted run's losses bit for bit, usage and runtime errors, and a small demo.
 # $1: the neargnn binary; NG_DATA_DIR: the real datasets.
-set -u
-BIN=${1:?usage: cli_train.sh PATH_TO_NEARGNN}
+# shellcheck source=tests/lib_cli.sh
+. "$(dirname "$0")/lib_cli.sh"
 DATA=${NG_DATA_DIR:-../shared/data}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ngcli-XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect_exit() { # expect_exit CODE WHAT -- command...
-  local want=$1 what=$2
-  shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  [ "$got" = "$want" ] || fail "$what: exit $got, expected $want; stderr: $(head -c 400 "$TMP/err")"
-}
 
 "$BIN" convert --format planetoid --in "$DATA/cora" --out "$TMP/cora" --progress none >/dev/null ||
   { echo "FAIL: cannot convert $DATA/cora" >&2; exit 1; }
@@ -23,8 +12,8 @@ common=(--dataset "$TMP/cora" --model sage --fanouts 10,5 --hidden 16 --batch 64
   --normalize-features row --weight-decay 5e-4,0 --lr 0.05 --seed 3 --progress none --eval-every 0)
 
 # A plain run with a JSON summary.
-expect_exit 0 "train 3 epochs" -- "$BIN" train "${common[@]}" --epochs 3 --json "$TMP/full.json"
-grep -q '^test-acc' "$TMP/out" || fail "train prints no test-acc line"
+run 0 train "${common[@]}" --epochs 3 --json "$TMP/full.json"
+has out test-acc
 [ "$(grep -c '^epoch' "$TMP/out")" = 3 ] || fail "train printed $(grep -c '^epoch' "$TMP/out") epoch lines, not 3"
 python3 - "$TMP/full.json" <<'PY' || fail "JSON summary malformed"
 import json, sys
@@ -36,11 +25,9 @@ assert all(e["loss"] > 0 and e["iterations"] == 3 for e in j["epochs"]), j["epoc
 PY
 
 # Interrupted after 2 epochs, resumed to 3: the last epoch's loss is the uninterrupted one's.
-expect_exit 0 "train 2 epochs with a checkpoint" -- \
-  "$BIN" train "${common[@]}" --epochs 2 --checkpoint "$TMP/ck.safetensors"
+run 0 train "${common[@]}" --epochs 2 --checkpoint "$TMP/ck.safetensors"
 [ -s "$TMP/ck.safetensors" ] || fail "no checkpoint written"
-expect_exit 0 "resume to 3 epochs" -- \
-  "$BIN" train "${common[@]}" --epochs 3 --resume "$TMP/ck.safetensors" --json "$TMP/resumed.json"
+run 0 train "${common[@]}" --epochs 3 --resume "$TMP/ck.safetensors" --json "$TMP/resumed.json"
 python3 - "$TMP/full.json" "$TMP/resumed.json" <<'PY' || fail "resumed run differs from the uninterrupted one"
 import json, sys
 full, resumed = (json.load(open(p)) for p in sys.argv[1:3])
@@ -50,24 +37,20 @@ assert resumed["test_acc"] == full["test_acc"], (resumed["test_acc"], full["test
 PY
 
 # Usage errors (exit 2) and runtime errors (exit 1).
-expect_exit 2 "bad fanout list" -- "$BIN" train --dataset "$TMP/cora" --fanouts 10,x
-grep -q 'fanouts' "$TMP/err" || fail "bad fanout message does not name --fanouts"
-expect_exit 2 "zero fanout" -- "$BIN" train --dataset "$TMP/cora" --fanouts 10,0
-expect_exit 2 "weight decay count" -- "$BIN" train --dataset "$TMP/cora" --fanouts 10,5 --weight-decay 1,2,3
-expect_exit 2 "no dataset" -- "$BIN" train --epochs 1
-expect_exit 1 "missing dataset" -- "$BIN" train --dataset "$TMP/nope" --epochs 1
-grep -q "$TMP/nope" "$TMP/err" || fail "missing dataset message does not name the folder"
-expect_exit 1 "unknown device" -- "$BIN" train "${common[@]}" --epochs 1 --device tpu
-grep -q 'tpu' "$TMP/err" || fail "unknown device message does not name it"
-expect_exit 1 "resume from a missing file" -- "$BIN" train "${common[@]}" --epochs 1 --resume "$TMP/none.st"
+run 2 train --dataset "$TMP/cora" --fanouts 10,x
+has err fanouts
+run 2 train --dataset "$TMP/cora" --fanouts 10,0
+run 2 train --dataset "$TMP/cora" --fanouts 10,5 --weight-decay 1,2,3
+run 2 train --epochs 1
+run 1 train --dataset "$TMP/nope" --epochs 1
+has err "$TMP/nope"
+run 1 train "${common[@]}" --epochs 1 --device tpu
+has err tpu
+run 1 train "${common[@]}" --epochs 1 --resume "$TMP/none.st"
 
 # A small demo: generates, trains, evaluates, cleans up after itself.
-expect_exit 0 "small demo" -- env TMPDIR="$TMP" "$BIN" demo --nodes 5000 --epochs 1 --progress none
-grep -q '^test-acc' "$TMP/out" || fail "demo prints no test-acc line"
+TMPDIR="$TMP" run 0 demo --nodes 5000 --epochs 1 --progress none
+has out test-acc
 [ -z "$(ls "$TMP" | grep neargnn-demo)" ] || fail "demo left its temporary dataset behind"
 
-if [ "$fails" -gt 0 ]; then
-  echo "$fails failed"
-  exit 1
-fi
-echo "cli_train: all checks passed"
+cli_finish
