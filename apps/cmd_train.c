@@ -215,13 +215,15 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   if (st == NG_OK)
     st = ng_trainer_evaluate(&test, NULL, t, NG_SPLIT_TEST);
   cli_progress_end(&pr, st);
-  /* A checkpoint is written after an interruption too: it holds the last completed epoch. */
+  /* A checkpoint is written after an interruption too: it holds every completed iteration, and
+   * --resume continues with the next one. */
   ng_status ck = NG_OK;
   if (t && checkpoint && (st == NG_OK || st == NG_ERR_INTERRUPTED)) {
     ck = ng_trainer_save(t, checkpoint);
     if (ck == NG_OK)
-      fprintf(stderr, "neargnn %s: checkpoint after %" PRId64 " epochs written to %s\n", command,
-              ng_trainer_epochs_done(t), checkpoint);
+      fprintf(stderr, "neargnn %s: checkpoint written to %s (%" PRId64 " complete epochs%s)\n",
+              command, checkpoint, ng_trainer_epochs_done(t),
+              st == NG_ERR_INTERRUPTED ? ", and part of the next: --resume continues it" : "");
   }
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && ck == NG_OK) {

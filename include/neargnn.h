@@ -317,7 +317,7 @@ typedef struct {
 typedef struct {
   size_t size;           ///< sizeof(ng_epoch_stats), set by the caller
   int64_t epoch;         ///< 0-based number of the epoch just finished
-  int64_t iterations;    ///< mini-batches
+  int64_t iterations;    ///< mini-batches trained by this call
   double loss;           ///< mean training loss over the epoch's mini-batches
   double train_acc;      ///< accuracy on the mini-batches' targets during training
   double seconds;        ///< wall time of the epoch
@@ -335,7 +335,10 @@ typedef struct ng_trainer *ng_trainer_t;
 /// initialises the model's parameters from opts->seed.
 ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
                             const ng_train_opts *opts);
-/// Trains one epoch over the shuffled training split.
+/// Trains one epoch over the shuffled training split, or the rest of an epoch that was stopped
+/// (by the progress callback, e.g. Ctrl-C, or restored mid-epoch from a checkpoint). A stopped
+/// epoch keeps every iteration it completed: NG_ERR_INTERRUPTED leaves a consistent state that
+/// ng_trainer_save can write.
 ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t trainer);
 /// Accuracy and mean loss on a split with full-neighbour layer-wise inference (every node, one
 /// layer at a time, in chunks of opts->eval_chunk nodes).
@@ -343,8 +346,9 @@ ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t train
 /// Class predictions of all nodes (full-neighbour inference) into `out[nodes]`, indexed by the
 /// dataset's node ids.
 ng_status ng_trainer_predict(int32_t *out, ng_trainer_t trainer);
-/// Saves parameters, optimizer state and the epoch counter atomically as safetensors (PyTorch
-/// reads the weights with safetensors.torch.load_file; names are documented in docs/training.md).
+/// Saves parameters, optimizer state, the epoch and iteration counters atomically as safetensors
+/// (PyTorch reads the weights with safetensors.torch.load_file; names are documented in
+/// docs/training.md).
 ng_status ng_trainer_save(ng_trainer_t trainer, const char *path);
 /// Restores a checkpoint saved by ng_trainer_save for the same model shape and seed; training
 /// then continues bit-identically to an uninterrupted run.

@@ -33,6 +33,9 @@ struct ng_trainer {
   int64_t *perm; /* [train] this epoch's order */
   int64_t epochs_done;
   int64_t step; /* optimizer steps so far */
+  /* Iterations of epoch `epochs_done` already trained: an epoch stopped by the progress
+   * callback (Ctrl-C) or an error resumes at the next iteration, here or from a checkpoint. */
+  int64_t iter_done;
   /* [nodes, classes] of full-neighbour inference with the current parameters, or NULL:
    * evaluating several splits infers once. */
   float *logits;
@@ -275,12 +278,17 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   int64_t epoch = t->epochs_done;
   drop_logits(t);
   ng__epoch_shuffle(t->perm, t->ds->split[NG_SPLIT_TRAIN], n_train, t->opts.seed, epoch);
-  int64_t iters = (n_train + batch - 1) / batch;
+  int64_t iters = (n_train + batch - 1) / batch, first = t->iter_done;
+  if (first >= iters)
+    return ng__err(NG_ERR_STATE,
+                   "epoch %lld: %lld of its %lld iterations are already done (a checkpoint of a "
+                   "run with a smaller batch?)",
+                   (long long)epoch, (long long)first, (long long)iters);
   ng_progress prog;
   ng__progress_init(&prog, t->opts.progress, t->opts.progress_ctx);
   double t0 = ng__now(), loss_sum = 0.0;
   int64_t correct = 0, edges = 0;
-  for (int64_t i = 0; i < iters; i++) {
+  for (int64_t i = first; i < iters; i++) {
     int64_t begin = i * batch, n = NG_MIN(batch, n_train - begin);
     double loss = 0.0;
     int64_t ok = 0;
@@ -293,16 +301,23 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                      (long long)epoch, (long long)i, loss);
     loss_sum += loss;
     correct += ok;
+    /* The counters move before the progress callback may stop the epoch, so that a checkpoint
+     * written after the stop resumes at the next iteration. */
+    t->iter_done = i + 1;
+    if (t->iter_done == iters) {
+      t->epochs_done++;
+      t->iter_done = 0;
+    }
     NG_CHECK(ng__progress(&prog, "train", (double)(i + 1), (double)iters, i + 1 == iters));
   }
   double secs = ng__now() - t0;
-  t->epochs_done++;
+  int64_t ran = iters - first, targets = n_train - first * batch;
   out->epoch = epoch;
-  out->iterations = iters;
-  out->loss = loss_sum / (double)iters;
-  out->train_acc = (double)correct / (double)n_train;
+  out->iterations = ran;
+  out->loss = loss_sum / (double)ran;
+  out->train_acc = (double)correct / (double)targets;
   out->seconds = secs;
-  out->it_per_s = secs > 0 ? (double)iters / secs : 0.0;
+  out->it_per_s = secs > 0 ? (double)ran / secs : 0.0;
   out->sampled_edges = edges;
   return NG_OK;
 }
@@ -464,7 +479,7 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
       ts[n].data = states[i];
       ts[n].nbytes = bytes;
     }
-    ng_st_meta meta[6];
+    ng_st_meta meta[8];
     memset(meta, 0, sizeof meta);
     ng__strlcpy(meta[0].key, "format", sizeof meta[0].key);
     ng__strlcpy(meta[0].value, NG_CHECKPOINT_FORMAT, sizeof meta[0].value);
@@ -473,6 +488,8 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
     meta_set(&meta[3], "step", (long long)t->step);
     meta_set(&meta[4], "model", (long long)m->kind);
     meta_set(&meta[5], "optimizer", (long long)t->opts.optimizer);
+    meta_set(&meta[6], "iteration", (long long)t->iter_done);
+    meta_set(&meta[7], "batch", (long long)t->opts.batch);
     st = ng__st_write(path, ts, n, meta, (int)NG_ARRAY_LEN(meta));
   }
   free(host);
@@ -498,7 +515,7 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   const struct ng_model *m = t->model;
   ng_status st = NG_OK;
   const char *fmt = ng__st_meta(&f, "format");
-  long long version = 0, epochs = 0, step = 0, kind = 0, opt = 0;
+  long long version = 0, epochs = 0, step = 0, kind = 0, opt = 0, iteration = 0, batch = 0;
   if (!fmt || strcmp(fmt, NG_CHECKPOINT_FORMAT) != 0) {
     st = ng__err(NG_ERR_FORMAT, "%s: not a neargnn checkpoint (metadata format is '%s')", path,
                  fmt ? fmt : "missing");
@@ -509,6 +526,15 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   NG_CHECK_GOTO(st, meta_int(&step, &f, "step", path), done);
   NG_CHECK_GOTO(st, meta_int(&kind, &f, "model", path), done);
   NG_CHECK_GOTO(st, meta_int(&opt, &f, "optimizer", path), done);
+  NG_CHECK_GOTO(st, meta_int(&iteration, &f, "iteration", path), done);
+  NG_CHECK_GOTO(st, meta_int(&batch, &f, "batch", path), done);
+  if (iteration < 0 || (iteration > 0 && batch != t->opts.batch)) {
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: the checkpoint stops after iteration %lld of an epoch trained with batch "
+                 "%lld; resume it with the same batch (this trainer has %lld)",
+                 path, iteration, batch, (long long)t->opts.batch);
+    goto done;
+  }
   if (version != NG_CHECKPOINT_VERSION || kind != m->kind || opt != t->opts.optimizer ||
       epochs < 0 || step < 0) {
     st = ng__err(NG_ERR_FORMAT,
@@ -554,6 +580,7 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   if (st == NG_OK) {
     t->epochs_done = epochs;
     t->step = step;
+    t->iter_done = iteration;
   }
 done:
   ng__st_close(&f);

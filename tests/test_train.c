@@ -4,6 +4,7 @@
 
 #include <omp.h>
 #include <stdlib.h>
+#include <time.h>
 
 static ng_dataset_t cora;
 
@@ -203,6 +204,80 @@ static void test_resume_is_bit_identical(void) {
   ng_model_destroy(m);
 }
 
+/* A progress callback that stops training at its `stop_at`-th call, as Ctrl-C does. Each call
+ * sleeps past the library's 0.25 s rate limit, so that every iteration reports and the stop
+ * falls after a known number of iterations. */
+typedef struct {
+  int calls, stop_at;
+} stopper;
+
+static int stop_training(void *ctx, const char *phase, double done, double total) {
+  stopper *s = ctx;
+  (void)done;
+  (void)total;
+  if (strcmp(phase, "train") != 0)
+    return 0;
+  struct timespec nap = {0, 260 * 1000 * 1000};
+  nanosleep(&nap, NULL);
+  return ++s->calls >= s->stop_at;
+}
+
+static void test_resume_mid_epoch(void) {
+  /* 140 training nodes in batches of 32: 5 iterations per epoch. */
+  recipe r = {NG_MODEL_SAGE, {5, 10}, 16, 32, 0, 13, 0};
+  ng_model_t m = make_model(&r);
+  char full_ckpt[4096], stop_ckpt[4096], resumed_ckpt[4096];
+  snprintf(full_ckpt, sizeof full_ckpt, "%s", ng_test_path("mid-full.safetensors"));
+  snprintf(stop_ckpt, sizeof stop_ckpt, "%s", ng_test_path("mid-stop.safetensors"));
+  snprintf(resumed_ckpt, sizeof resumed_ckpt, "%s", ng_test_path("mid-resumed.safetensors"));
+  ng_trainer_t t = make_trainer(m, &r);
+  for (int e = 0; e < 2; e++) {
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+  }
+  EXPECT_OK(ng_trainer_save(t, full_ckpt));
+  ng_trainer_destroy(t);
+
+  /* Stopped after 2 iterations of epoch 1 (the 7th iteration overall). */
+  stopper stop = {0, 7};
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = r.batch;
+  o.lr = 0.01;
+  o.seed = r.seed;
+  o.normalize = NG_NORMALIZE_ROW;
+  o.progress = stop_training;
+  o.progress_ctx = &stop;
+  t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_INTERRUPTED);
+  EXPECT_EQ_I(ng_trainer_epochs_done(t), 1);
+  EXPECT_OK(ng_trainer_save(t, stop_ckpt));
+  ng_trainer_destroy(t);
+
+  /* A fresh trainer finishes the epoch from the checkpoint: the 3 remaining iterations. */
+  t = make_trainer(m, &r);
+  EXPECT_OK(ng_trainer_load(t, stop_ckpt));
+  EXPECT_EQ_I(ng_trainer_epochs_done(t), 1);
+  s = (ng_epoch_stats)NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  EXPECT_EQ_I(s.epoch, 1);
+  EXPECT_EQ_I(s.iterations, 3);
+  EXPECT_OK(ng_trainer_save(t, resumed_ckpt));
+  EXPECT_TRUE(files_equal(full_ckpt, resumed_ckpt));
+  ng_trainer_destroy(t);
+
+  /* Resuming mid-epoch with another batch size would replay other targets: refused. */
+  recipe other = r;
+  other.batch = 64;
+  t = make_trainer(m, &other);
+  EXPECT_STATUS(ng_trainer_load(t, stop_ckpt), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("same batch");
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+}
+
 static void test_bad_options(void) {
   recipe r = {NG_MODEL_SAGE, {5, 10}, 16, 32, 0, 1, 0};
   ng_model_t m = make_model(&r);
@@ -238,6 +313,7 @@ int main(void) {
   RUN_TEST(test_bad_options);
   RUN_TEST(test_bitwise_reproducible_across_threads);
   RUN_TEST(test_resume_is_bit_identical);
+  RUN_TEST(test_resume_mid_epoch);
   RUN_TEST(test_gcn_cora_accuracy);
   RUN_TEST(test_sage_cora_accuracy);
   ng_dataset_close(cora);
