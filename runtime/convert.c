@@ -279,23 +279,6 @@ ng_status ng__parse_edge(const ng_lines *r, const char *line, ng_sep sep, int64_
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Files                                                                                    */
-/* ---------------------------------------------------------------------------------------- */
-
-char *ng__path_join(const char *dir, const char *rel) {
-  size_t n = strlen(dir) + strlen(rel) + 2;
-  char *p = ng__malloc(n, "a path");
-  if (p)
-    snprintf(p, n, "%s/%s", dir, rel);
-  return p;
-}
-
-bool ng__file_exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* ---------------------------------------------------------------------------------------- */
 /* Edge lists into the output CSR                                                           */
 /* ---------------------------------------------------------------------------------------- */
 

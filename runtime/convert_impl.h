@@ -66,11 +66,6 @@ bool ng__parse_u63(const char **p, int64_t *out);
 /// such as "nan" or "inf" are malformed here: features must be finite.
 bool ng__parse_float(const char **p, float *out);
 
-/// Joins a folder and a relative path into a new string (NULL after recording NG_ERR_NOMEM).
-char *ng__path_join(const char *dir, const char *rel);
-/// Whether `path` names an existing regular file.
-bool ng__file_exists(const char *path);
-
 /// How the two ids of an edge line are separated.
 typedef enum {
   NG_SEP_BLANKS = 0, ///< one or more spaces or tabs; '#' starts a comment line
