@@ -76,6 +76,9 @@ typedef enum {
 /// a malformed line is NG_ERR_FORMAT naming the file, the line number and the text.
 ng_status ng__parse_edge(const ng_lines *r, const char *line, ng_sep sep, int64_t *src,
                          int64_t *dst, bool *is_edge);
+/// Reads lines up to the next edge, skipping what ng__parse_edge() says is not one; *got is
+/// false at the end of the input.
+ng_status ng__lines_next_edge(ng_lines *r, ng_sep sep, int64_t *src, int64_t *dst, bool *got);
 
 /// An order-sensitive digest of the edges a pass read: the second pass of a conversion must see
 /// the very lines the first one counted, or the row cursors would run into each other.
