@@ -244,38 +244,6 @@ static const ng_cpu_kernels kernels_generic = {
   _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), (m)))
 #define VI_EQ(a, b) _mm256_castsi256_ps(_mm256_cmpeq_epi32((a), (b)))
 #include "kernels_simd.h"
-#undef NGK_TARGET
-#undef NGK_ISA
-#undef NGK_ISA_NAME
-#undef NGK_FN
-#undef NGK_VL
-#undef NGK_SUM_VECS
-#undef NGK_BEST_VECS
-#undef NGK_V
-#undef NGK_VI
-#undef NGK_TM
-#undef NGK_CM
-#undef NGK_TMASK
-#undef V_ZERO
-#undef V_SET1
-#undef V_LOAD
-#undef V_LOADT
-#undef V_STORE
-#undef V_STORET
-#undef V_ADD
-#undef V_MUL
-#undef V_DIV
-#undef V_GT
-#undef V_LT
-#undef V_BLEND
-#undef V_MASKADD
-#undef VI_SET1
-#undef VI_LOAD
-#undef VI_LOADT
-#undef VI_STORE
-#undef VI_STORET
-#undef VI_BLEND
-#undef VI_EQ
 
 /* ---- AVX-512F: 16 floats per vector, 32 registers, mask registers for tails ---- */
 
@@ -312,38 +280,6 @@ static const ng_cpu_kernels kernels_generic = {
 #define VI_BLEND(m, a, b) _mm512_mask_blend_epi32((m), (a), (b))
 #define VI_EQ(a, b) _mm512_cmpeq_epi32_mask((a), (b))
 #include "kernels_simd.h"
-#undef NGK_TARGET
-#undef NGK_ISA
-#undef NGK_ISA_NAME
-#undef NGK_FN
-#undef NGK_VL
-#undef NGK_SUM_VECS
-#undef NGK_BEST_VECS
-#undef NGK_V
-#undef NGK_VI
-#undef NGK_TM
-#undef NGK_CM
-#undef NGK_TMASK
-#undef V_ZERO
-#undef V_SET1
-#undef V_LOAD
-#undef V_LOADT
-#undef V_STORE
-#undef V_STORET
-#undef V_ADD
-#undef V_MUL
-#undef V_DIV
-#undef V_GT
-#undef V_LT
-#undef V_BLEND
-#undef V_MASKADD
-#undef VI_SET1
-#undef VI_LOAD
-#undef VI_LOADT
-#undef VI_STORE
-#undef VI_STORET
-#undef VI_BLEND
-#undef VI_EQ
 
 /* ---- selection ---- */
 

@@ -1,5 +1,6 @@
 /* The SIMD kernels, written once and instantiated per instruction set by cpu/kernels_cpu.c,
- * which includes this file once per ISA after defining:
+ * which includes this file once per ISA after defining the following (this file undefines
+ * them all at its end):
  *   NGK_TARGET               the function attribute enabling the ISA
  *   NGK_ISA, NGK_ISA_NAME    its ng_cpu_isa value and name
  *   NGK_FN(name)             the name of this instance's function
@@ -55,6 +56,69 @@ static NGK_TARGET void NGK_FN(gather_rows)(float *restrict dst, const float *res
   }
 }
 
+/* ---- register tiles: nv vectors of a row, the last one masked by tm ----
+ * nv is a constant after inlining, so the arrays stay in registers. */
+
+/* The register-tile cases of a dispatch switch: C(n) for each tile of n vectors. */
+#if NGK_SUM_VECS >= 8
+#define NGK_SUM_CASES(C) C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8)
+#else
+#define NGK_SUM_CASES(C) C(1) C(2) C(3) C(4)
+#endif
+#if NGK_BEST_VECS >= 8
+#define NGK_BEST_CASES(C) C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8)
+#else
+#define NGK_BEST_CASES(C) C(1) C(2) C(3) C(4)
+#endif
+
+NGK_INLINE void NGK_FN(tile_load)(const int nv, NGK_TM tm, NGK_V *acc, const float *row) {
+  const int64_t last = (nv - 1) * NGK_VL;
+#pragma GCC unroll 16
+  for (int k = 0; k < nv - 1; k++)
+    acc[k] = V_LOAD(row + k * NGK_VL);
+  acc[nv - 1] = V_LOADT(row + last, tm);
+}
+
+NGK_INLINE void NGK_FN(tile_zero)(const int nv, NGK_V *acc) {
+#pragma GCC unroll 16
+  for (int k = 0; k < nv; k++)
+    acc[k] = V_ZERO();
+}
+
+/* acc = acc + row */
+NGK_INLINE void NGK_FN(tile_add)(const int nv, NGK_TM tm, NGK_V *acc, const float *row) {
+  const int64_t last = (nv - 1) * NGK_VL;
+#pragma GCC unroll 16
+  for (int k = 0; k < nv - 1; k++)
+    acc[k] = V_ADD(acc[k], V_LOAD(row + k * NGK_VL));
+  acc[nv - 1] = V_ADD(acc[nv - 1], V_LOADT(row + last, tm));
+}
+
+/* acc = acc + w * row, a separate multiply and add */
+NGK_INLINE void NGK_FN(tile_axpy)(const int nv, NGK_TM tm, NGK_V *acc, NGK_V w, const float *row) {
+  const int64_t last = (nv - 1) * NGK_VL;
+#pragma GCC unroll 16
+  for (int k = 0; k < nv - 1; k++)
+    acc[k] = V_ADD(acc[k], V_MUL(w, V_LOAD(row + k * NGK_VL)));
+  acc[nv - 1] = V_ADD(acc[nv - 1], V_MUL(w, V_LOADT(row + last, tm)));
+}
+
+NGK_INLINE void NGK_FN(tile_store)(const int nv, NGK_TM tm, float *o, const NGK_V *acc) {
+  const int64_t last = (nv - 1) * NGK_VL;
+#pragma GCC unroll 16
+  for (int k = 0; k < nv - 1; k++)
+    V_STORE(o + k * NGK_VL, acc[k]);
+  V_STORET(o + last, tm, acc[nv - 1]);
+}
+
+NGK_INLINE void NGK_FN(tile_istore)(const int nv, NGK_TM tm, int32_t *o, const NGK_VI *acc) {
+  const int64_t last = (nv - 1) * NGK_VL;
+#pragma GCC unroll 16
+  for (int k = 0; k < nv - 1; k++)
+    VI_STORE(o + k * NGK_VL, acc[k]);
+  VI_STORET(o + last, tm, acc[nv - 1]);
+}
+
 /* ---- SUM forward ---- */
 
 /* One destination with its nv accumulators in registers (nv is a constant after inlining). */
@@ -63,32 +127,20 @@ NGK_INLINE void NGK_FN(sum_fwd_regs)(const int nv, NGK_TM tm, const ng_aggr *ag,
                                      int32_t d, float *out) {
   const int32_t *idx = blk->indices;
   const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
-  const int64_t last = (nv - 1) * NGK_VL;
   NGK_V acc[NGK_SUM_VECS];
-#pragma GCC unroll 16
-  for (int k = 0; k < nv; k++)
-    acc[k] = V_ZERO();
+  NGK_FN(tile_zero)(nv, acc);
   if (ag->weighted) {
     const float *ew = blk->edge_w;
     for (int32_t e = e0; e < e1; e++) {
       if (e + pf < blk->nnz)
         NGK_FN(prefetch_row)(src + (int64_t)idx[e + pf] * dim, dim);
-      const float *row = src + (int64_t)idx[e] * dim;
-      const NGK_V w = V_SET1(ew[e]);
-#pragma GCC unroll 16
-      for (int k = 0; k < nv - 1; k++)
-        acc[k] = V_ADD(acc[k], V_MUL(w, V_LOAD(row + k * NGK_VL)));
-      acc[nv - 1] = V_ADD(acc[nv - 1], V_MUL(w, V_LOADT(row + last, tm)));
+      NGK_FN(tile_axpy)(nv, tm, acc, V_SET1(ew[e]), src + (int64_t)idx[e] * dim);
     }
   } else {
     for (int32_t e = e0; e < e1; e++) {
       if (e + pf < blk->nnz)
         NGK_FN(prefetch_row)(src + (int64_t)idx[e + pf] * dim, dim);
-      const float *row = src + (int64_t)idx[e] * dim;
-#pragma GCC unroll 16
-      for (int k = 0; k < nv - 1; k++)
-        acc[k] = V_ADD(acc[k], V_LOAD(row + k * NGK_VL));
-      acc[nv - 1] = V_ADD(acc[nv - 1], V_LOADT(row + last, tm));
+      NGK_FN(tile_add)(nv, tm, acc, src + (int64_t)idx[e] * dim);
     }
   }
   if (ag->mean && e1 > e0) {
@@ -97,19 +149,9 @@ NGK_INLINE void NGK_FN(sum_fwd_regs)(const int nv, NGK_TM tm, const ng_aggr *ag,
     for (int k = 0; k < nv; k++)
       acc[k] = V_DIV(acc[k], c);
   }
-  if (ag->self_loop) {
-    const float *row = src + (int64_t)d * dim;
-    const NGK_V w = V_SET1(blk->self_w[d]);
-#pragma GCC unroll 16
-    for (int k = 0; k < nv - 1; k++)
-      acc[k] = V_ADD(acc[k], V_MUL(w, V_LOAD(row + k * NGK_VL)));
-    acc[nv - 1] = V_ADD(acc[nv - 1], V_MUL(w, V_LOADT(row + last, tm)));
-  }
-  float *o = out + (int64_t)d * dim;
-#pragma GCC unroll 16
-  for (int k = 0; k < nv - 1; k++)
-    V_STORE(o + k * NGK_VL, acc[k]);
-  V_STORET(o + last, tm, acc[nv - 1]);
+  if (ag->self_loop)
+    NGK_FN(tile_axpy)(nv, tm, acc, V_SET1(blk->self_w[d]), src + (int64_t)d * dim);
+  NGK_FN(tile_store)(nv, tm, out + (int64_t)d * dim, acc);
 }
 
 /* o = o + w * row over a whole row (w == NULL: o = o + row). */
@@ -173,16 +215,7 @@ static NGK_TARGET void NGK_FN(aggr_sum)(const ng_aggr *ag, const ng_block *blk, 
   case n:                                                                                          \
     NGK_FN(sum_fwd_regs)(n, tm, ag, blk, src, dim, pf, d, out);                                    \
     break;
-      NGK_CASE(1)
-      NGK_CASE(2)
-      NGK_CASE(3)
-      NGK_CASE(4)
-#if NGK_SUM_VECS >= 8
-      NGK_CASE(5)
-      NGK_CASE(6)
-      NGK_CASE(7)
-      NGK_CASE(8)
-#endif
+      NGK_SUM_CASES(NGK_CASE)
 #undef NGK_CASE
     default:
       NGK_FN(sum_fwd_mem)(tm, ag, blk, src, dim, pf, d, out);
@@ -202,35 +235,21 @@ NGK_INLINE void NGK_FN(best_fwd_regs)(const bool is_max, const int nv, NGK_TM tm
   const int32_t *idx = blk->indices;
   const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
   const int64_t last = (nv - 1) * NGK_VL;
-  float *o = out + (int64_t)d * dim;
-  int32_t *a = argbest ? argbest + (int64_t)d * dim : NULL;
-  if (e0 == e1) {
-#pragma GCC unroll 16
-    for (int k = 0; k < nv - 1; k++)
-      V_STORE(o + k * NGK_VL, V_ZERO());
-    V_STORET(o + last, tm, V_ZERO());
-    if (a) {
-#pragma GCC unroll 16
-      for (int k = 0; k < nv - 1; k++)
-        VI_STORE(a + k * NGK_VL, VI_SET1(-1));
-      VI_STORET(a + last, tm, VI_SET1(-1));
-    }
-    return;
-  }
   NGK_V val[NGK_BEST_VECS];
   NGK_VI arg[NGK_BEST_VECS];
-  const float *row = src + (int64_t)idx[e0] * dim;
-#pragma GCC unroll 16
-  for (int k = 0; k < nv - 1; k++)
-    val[k] = V_LOAD(row + k * NGK_VL);
-  val[nv - 1] = V_LOADT(row + last, tm);
+  /* A destination without edges gets 0 and the arg-best id -1. */
+  const NGK_VI first = VI_SET1(e0 == e1 ? -1 : idx[e0]);
 #pragma GCC unroll 16
   for (int k = 0; k < nv; k++)
-    arg[k] = VI_SET1(idx[e0]);
+    arg[k] = first;
+  if (e0 == e1)
+    NGK_FN(tile_zero)(nv, val);
+  else
+    NGK_FN(tile_load)(nv, tm, val, src + (int64_t)idx[e0] * dim);
   for (int32_t e = e0 + 1; e < e1; e++) {
     if (e + pf < blk->nnz)
       NGK_FN(prefetch_row)(src + (int64_t)idx[e + pf] * dim, dim);
-    row = src + (int64_t)idx[e] * dim;
+    const float *row = src + (int64_t)idx[e] * dim;
     const NGK_VI s = VI_SET1(idx[e]);
 #pragma GCC unroll 16
     for (int k = 0; k < nv; k++) {
@@ -240,16 +259,9 @@ NGK_INLINE void NGK_FN(best_fwd_regs)(const bool is_max, const int nv, NGK_TM tm
       arg[k] = VI_BLEND(m, arg[k], s);
     }
   }
-#pragma GCC unroll 16
-  for (int k = 0; k < nv - 1; k++)
-    V_STORE(o + k * NGK_VL, val[k]);
-  V_STORET(o + last, tm, val[nv - 1]);
-  if (a) {
-#pragma GCC unroll 16
-    for (int k = 0; k < nv - 1; k++)
-      VI_STORE(a + k * NGK_VL, arg[k]);
-    VI_STORET(a + last, tm, arg[nv - 1]);
-  }
+  NGK_FN(tile_store)(nv, tm, out + (int64_t)d * dim, val);
+  if (argbest)
+    NGK_FN(tile_istore)(nv, tm, argbest + (int64_t)d * dim, arg);
 }
 
 NGK_INLINE void NGK_FN(best_fwd_mem)(const bool is_max, NGK_TM tm, const ng_block *blk,
@@ -311,16 +323,7 @@ static NGK_TARGET void NGK_FN(aggr_best)(bool is_max, const ng_block *blk, const
     else                                                                                           \
       NGK_FN(best_fwd_regs)(false, n, tm, blk, src, dim, pf, d, out, argbest);                     \
     break;
-      NGK_CASE(1)
-      NGK_CASE(2)
-      NGK_CASE(3)
-      NGK_CASE(4)
-#if NGK_BEST_VECS >= 8
-      NGK_CASE(5)
-      NGK_CASE(6)
-      NGK_CASE(7)
-      NGK_CASE(8)
-#endif
+      NGK_BEST_CASES(NGK_CASE)
 #undef NGK_CASE
     default:
       if (is_max)
@@ -337,35 +340,18 @@ NGK_INLINE void NGK_FN(sum_bwd_regs)(const int nv, NGK_TM tm, const ng_aggr *ag,
                                      const ng_block *blk, const float *grad_dst, int64_t dim,
                                      int64_t pf, int32_t s, float *grad_src) {
   const int32_t t0 = blk->t_indptr[s], t1 = blk->t_indptr[s + 1];
-  const int64_t last = (nv - 1) * NGK_VL;
   NGK_V acc[NGK_SUM_VECS];
-#pragma GCC unroll 16
-  for (int k = 0; k < nv; k++)
-    acc[k] = V_ZERO();
+  NGK_FN(tile_zero)(nv, acc);
   for (int32_t t = t0; t < t1; t++) {
     if (t + pf < blk->nnz)
       NGK_FN(prefetch_row)(grad_dst + (int64_t)blk->t_dst[t + pf] * dim, dim);
     const int32_t d = blk->t_dst[t];
     const NGK_V c = V_SET1(ngk_bwd_coef(ag, blk, d, blk->t_eid[t]));
-    const float *row = grad_dst + (int64_t)d * dim;
-#pragma GCC unroll 16
-    for (int k = 0; k < nv - 1; k++)
-      acc[k] = V_ADD(acc[k], V_MUL(c, V_LOAD(row + k * NGK_VL)));
-    acc[nv - 1] = V_ADD(acc[nv - 1], V_MUL(c, V_LOADT(row + last, tm)));
+    NGK_FN(tile_axpy)(nv, tm, acc, c, grad_dst + (int64_t)d * dim);
   }
-  if (ag->self_loop && s < blk->n_dst) {
-    const float *row = grad_dst + (int64_t)s * dim;
-    const NGK_V w = V_SET1(blk->self_w[s]);
-#pragma GCC unroll 16
-    for (int k = 0; k < nv - 1; k++)
-      acc[k] = V_ADD(acc[k], V_MUL(w, V_LOAD(row + k * NGK_VL)));
-    acc[nv - 1] = V_ADD(acc[nv - 1], V_MUL(w, V_LOADT(row + last, tm)));
-  }
-  float *o = grad_src + (int64_t)s * dim;
-#pragma GCC unroll 16
-  for (int k = 0; k < nv - 1; k++)
-    V_STORE(o + k * NGK_VL, acc[k]);
-  V_STORET(o + last, tm, acc[nv - 1]);
+  if (ag->self_loop && s < blk->n_dst)
+    NGK_FN(tile_axpy)(nv, tm, acc, V_SET1(blk->self_w[s]), grad_dst + (int64_t)s * dim);
+  NGK_FN(tile_store)(nv, tm, grad_src + (int64_t)s * dim, acc);
 }
 
 NGK_INLINE void NGK_FN(sum_bwd_mem)(NGK_TM tm, const ng_aggr *ag, const ng_block *blk,
@@ -400,16 +386,7 @@ static NGK_TARGET void NGK_FN(aggr_sum_bwd)(const ng_aggr *ag, const ng_block *b
   case n:                                                                                          \
     NGK_FN(sum_bwd_regs)(n, tm, ag, blk, grad_dst, dim, pf, s, grad_src);                          \
     break;
-      NGK_CASE(1)
-      NGK_CASE(2)
-      NGK_CASE(3)
-      NGK_CASE(4)
-#if NGK_SUM_VECS >= 8
-      NGK_CASE(5)
-      NGK_CASE(6)
-      NGK_CASE(7)
-      NGK_CASE(8)
-#endif
+      NGK_SUM_CASES(NGK_CASE)
 #undef NGK_CASE
     default:
       NGK_FN(sum_bwd_mem)(tm, ag, blk, grad_dst, dim, pf, s, grad_src);
@@ -426,9 +403,7 @@ NGK_INLINE void NGK_FN(best_bwd_regs)(const int nv, NGK_TM tm, const ng_block *b
   const int64_t last = (nv - 1) * NGK_VL;
   const NGK_VI sv = VI_SET1(s);
   NGK_V acc[NGK_BEST_VECS];
-#pragma GCC unroll 16
-  for (int k = 0; k < nv; k++)
-    acc[k] = V_ZERO();
+  NGK_FN(tile_zero)(nv, acc);
   for (int32_t t = t0; t < t1; t++) {
     if (t + pf < blk->nnz) {
       NGK_FN(prefetch_row)(grad_dst + (int64_t)blk->t_dst[t + pf] * dim, dim);
@@ -446,11 +421,7 @@ NGK_INLINE void NGK_FN(best_bwd_regs)(const int nv, NGK_TM tm, const ng_block *b
       acc[k] = V_MASKADD(acc[k], VI_EQ(av, sv), gv);
     }
   }
-  float *o = grad_src + (int64_t)s * dim;
-#pragma GCC unroll 16
-  for (int k = 0; k < nv - 1; k++)
-    V_STORE(o + k * NGK_VL, acc[k]);
-  V_STORET(o + last, tm, acc[nv - 1]);
+  NGK_FN(tile_store)(nv, tm, grad_src + (int64_t)s * dim, acc);
 }
 
 NGK_INLINE void NGK_FN(best_bwd_mem)(NGK_TM tm, const ng_block *blk, const float *grad_dst,
@@ -494,16 +465,7 @@ static NGK_TARGET void NGK_FN(aggr_best_bwd)(const ng_block *blk, const float *g
   case n:                                                                                          \
     NGK_FN(best_bwd_regs)(n, tm, blk, grad_dst, argbest, dim, pf, s, grad_src);                    \
     break;
-      NGK_CASE(1)
-      NGK_CASE(2)
-      NGK_CASE(3)
-      NGK_CASE(4)
-#if NGK_BEST_VECS >= 8
-      NGK_CASE(5)
-      NGK_CASE(6)
-      NGK_CASE(7)
-      NGK_CASE(8)
-#endif
+      NGK_BEST_CASES(NGK_CASE)
 #undef NGK_CASE
     default:
       NGK_FN(best_bwd_mem)(tm, blk, grad_dst, argbest, dim, pf, s, grad_src);
@@ -523,3 +485,39 @@ static const ng_cpu_kernels NGK_FN(kernels) = {
 
 #undef NGK_INLINE
 #undef NGK_TAIL
+#undef NGK_SUM_CASES
+#undef NGK_BEST_CASES
+
+/* The ISA definitions end with this instance, so the next one starts from a clean slate. */
+#undef NGK_TARGET
+#undef NGK_ISA
+#undef NGK_ISA_NAME
+#undef NGK_FN
+#undef NGK_VL
+#undef NGK_SUM_VECS
+#undef NGK_BEST_VECS
+#undef NGK_V
+#undef NGK_VI
+#undef NGK_TM
+#undef NGK_CM
+#undef NGK_TMASK
+#undef V_ZERO
+#undef V_SET1
+#undef V_LOAD
+#undef V_LOADT
+#undef V_STORE
+#undef V_STORET
+#undef V_ADD
+#undef V_MUL
+#undef V_DIV
+#undef V_GT
+#undef V_LT
+#undef V_BLEND
+#undef V_MASKADD
+#undef VI_SET1
+#undef VI_LOAD
+#undef VI_LOADT
+#undef VI_STORE
+#undef VI_STORET
+#undef VI_BLEND
+#undef VI_EQ

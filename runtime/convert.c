@@ -278,21 +278,18 @@ ng_status ng__parse_edge(const ng_lines *r, const char *line, ng_sep sep, int64_
   return NG_OK;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Files                                                                                    */
-/* ---------------------------------------------------------------------------------------- */
-
-char *ng__path_join(const char *dir, const char *rel) {
-  size_t n = strlen(dir) + strlen(rel) + 2;
-  char *p = ng__malloc(n, "a path");
-  if (p)
-    snprintf(p, n, "%s/%s", dir, rel);
-  return p;
-}
-
-bool ng__file_exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+ng_status ng__lines_next_edge(ng_lines *r, ng_sep sep, int64_t *src, int64_t *dst, bool *got) {
+  for (;;) {
+    char *line;
+    NG_CHECK(ng__lines_next(r, &line));
+    if (!line) {
+      *got = false;
+      return NG_OK;
+    }
+    NG_CHECK(ng__parse_edge(r, line, sep, src, dst, got));
+    if (*got)
+      return NG_OK;
+  }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -333,14 +330,12 @@ ng_status ng__conv_fill_edges(ng_conv *c, ng_lines *r, ng_sep sep, int64_t *ptr,
   uint64_t digest2 = 0;
   int64_t written = 0;
   for (;;) {
-    char *line;
     int64_t u, v;
-    bool is_edge;
-    NG_CHECK(ng__lines_next(r, &line));
-    if (!line)
+    bool got;
+    NG_CHECK(ng__lines_next_edge(r, sep, &u, &v, &got));
+    if (!got)
       break;
-    NG_CHECK(ng__parse_edge(r, line, sep, &u, &v, &is_edge));
-    if (!is_edge || u == v)
+    if (u == v)
       continue;
     digest2 = ng__edge_digest(digest2, u, v);
     if (map) {
@@ -401,15 +396,11 @@ ng_status ng__conv_edges(ng_conv *c, const char *path, ng_sep sep, int64_t nodes
   /* Pass 1: row lengths into ptr[0, nodes). */
   uint64_t digest = 0;
   for (;;) {
-    char *line;
     int64_t u, v;
-    bool is_edge;
-    NG_CHECK_GOTO(st, ng__lines_next(&r, &line), done);
-    if (!line)
+    bool got;
+    NG_CHECK_GOTO(st, ng__lines_next_edge(&r, sep, &u, &v, &got), done);
+    if (!got)
       break;
-    NG_CHECK_GOTO(st, ng__parse_edge(&r, line, sep, &u, &v, &is_edge), done);
-    if (!is_edge)
-      continue;
     if (u >= nodes || v >= nodes) {
       st = out_of_range(&r, u >= nodes ? u : v, nodes, nodes_from);
       goto done;

@@ -66,11 +66,6 @@ bool ng__parse_u63(const char **p, int64_t *out);
 /// such as "nan" or "inf" are malformed here: features must be finite.
 bool ng__parse_float(const char **p, float *out);
 
-/// Joins a folder and a relative path into a new string (NULL after recording NG_ERR_NOMEM).
-char *ng__path_join(const char *dir, const char *rel);
-/// Whether `path` names an existing regular file.
-bool ng__file_exists(const char *path);
-
 /// How the two ids of an edge line are separated.
 typedef enum {
   NG_SEP_BLANKS = 0, ///< one or more spaces or tabs; '#' starts a comment line
@@ -81,6 +76,9 @@ typedef enum {
 /// a malformed line is NG_ERR_FORMAT naming the file, the line number and the text.
 ng_status ng__parse_edge(const ng_lines *r, const char *line, ng_sep sep, int64_t *src,
                          int64_t *dst, bool *is_edge);
+/// Reads lines up to the next edge, skipping what ng__parse_edge() says is not one; *got is
+/// false at the end of the input.
+ng_status ng__lines_next_edge(ng_lines *r, ng_sep sep, int64_t *src, int64_t *dst, bool *got);
 
 /// An order-sensitive digest of the edges a pass read: the second pass of a conversion must see
 /// the very lines the first one counted, or the row cursors would run into each other.

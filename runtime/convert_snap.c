@@ -258,15 +258,11 @@ static ng_status collect_ids(ng_conv *c, ng_lines *r, id_table *t, uint64_t *dig
   bool undirected = c->opts.undirected != 0;
   *digest = 0;
   for (;;) {
-    char *line;
     int64_t u, v;
-    bool is_edge;
-    NG_CHECK(ng__lines_next(r, &line));
-    if (!line)
+    bool got;
+    NG_CHECK(ng__lines_next_edge(r, NG_SEP_BLANKS, &u, &v, &got));
+    if (!got)
       break;
-    NG_CHECK(ng__parse_edge(r, line, NG_SEP_BLANKS, &u, &v, &is_edge));
-    if (!is_edge)
-      continue;
     if (u == v) { /* the node exists, the loop does not */
       NG_CHECK(ids_add(t, u, 0));
       c->removed_loops++;

@@ -4,7 +4,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,46 +22,24 @@ enum { SCAN_BLOCK = 1 << 16 };
 
 static const char *const SPLIT_NAME[3] = {"train", "val", "test"};
 
-static char *path_join(const char *dir, const char *file) {
-  size_t n = strlen(dir) + strlen(file) + 2;
-  char *p = ng__malloc(n, "a path");
-  if (p)
-    snprintf(p, n, "%s/%s", dir, file);
-  return p;
-}
-
 /* ---- dataset.json ---- */
 
 static ng_status read_small_file(char **out, size_t *out_len, const char *path) {
   *out = NULL;
   *out_len = 0;
-  /* O_NONBLOCK: a FIFO planted as dataset.json must not block the open forever. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT)
-      return ng__err(NG_ERR_NOT_FOUND,
-                     "%s: missing; a dataset folder holds dataset.json and .npy arrays (make one "
-                     "with neargnn convert or neargnn generate)",
-                     path);
-    return ng__err_errno(NG_ERR_IO, errno, "%s", path);
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return ng__err_errno(NG_ERR_IO, e, "%s: stat", path);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return ng__err(NG_ERR_FORMAT, "%s: not a regular file; replace it with the dataset's JSON file",
-                   path);
-  }
-  if (st.st_size > JSON_MAX_BYTES) {
+  int fd;
+  size_t size;
+  NG_CHECK(ng__file_open_regular(
+      &fd, &size, path,
+      "a dataset folder holds dataset.json and .npy arrays (make one with neargnn convert or "
+      "neargnn generate)",
+      "replace it with the dataset's JSON file"));
+  if (size > JSON_MAX_BYTES) {
     close(fd);
     return ng__err(NG_ERR_FORMAT, "%s: %lld bytes, far larger than any dataset.json (limit %d)",
-                   path, (long long)st.st_size, JSON_MAX_BYTES);
+                   path, (long long)size, JSON_MAX_BYTES);
   }
-  size_t cap = (size_t)st.st_size;
+  size_t cap = size;
   char *buf = ng__malloc(cap + 1, "dataset.json");
   if (!buf) {
     close(fd);
@@ -264,7 +241,7 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
 }
 
 static ng_status load_json(ng_dataset_info *info, const char *dir) {
-  char *path = path_join(dir, "dataset.json");
+  char *path = ng__path_join(dir, "dataset.json");
   if (!path)
     return NG_ERR_NOMEM;
   char *text = NULL;
@@ -337,7 +314,7 @@ static void array_specs(array_spec spec[NG_ARR_COUNT_], const ng_dataset_info *i
 
 static ng_status map_array(ng_npy *out, const char *dir, ng_array_id id, const array_spec *spec,
                            bool populate) {
-  char *path = path_join(dir, NG_ARRAY_FILE[id]);
+  char *path = ng__path_join(dir, NG_ARRAY_FILE[id]);
   if (!path)
     return NG_ERR_NOMEM;
   ng_status st = NG_OK;

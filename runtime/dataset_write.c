@@ -19,14 +19,6 @@ const char *const NG_ARRAY_FILE[NG_ARR_COUNT_] = {
     [NG_ARR_TEST] = "test_idx.npy",     [NG_ARR_ORIG_ID] = "orig_id.npy",
 };
 
-static char *path_join(const char *dir, const char *file) {
-  size_t n = strlen(dir) + strlen(file) + 2;
-  char *p = ng__malloc(n, "a path");
-  if (p)
-    snprintf(p, n, "%s/%s", dir, file);
-  return p;
-}
-
 ng_status ng__writer_begin(ng_dataset_writer *w, const char *dst_dir) {
   memset(w, 0, sizeof *w);
   if (!dst_dir || !*dst_dir)
@@ -60,7 +52,7 @@ ng_status ng__writer_array(ng_npy **out, ng_dataset_writer *w, ng_array_id id, n
   *out = NULL;
   if ((unsigned)id >= NG_ARR_COUNT_ || w->arrays[id].map)
     return ng__err(NG_ERR_INTERNAL, "dataset writer: array %d created twice", (int)id);
-  char *path = path_join(w->tmp_dir, NG_ARRAY_FILE[id]);
+  char *path = ng__path_join(w->tmp_dir, NG_ARRAY_FILE[id]);
   if (!path)
     return NG_ERR_NOMEM;
   ng_status st = ng__npy_create(&w->arrays[id], path, dtype, ndim, shape);
@@ -71,7 +63,7 @@ ng_status ng__writer_array(ng_npy **out, ng_dataset_writer *w, ng_array_id id, n
 }
 
 ng_status ng__writer_shrink(ng_dataset_writer *w, ng_array_id id, int64_t new_dim0) {
-  char *path = path_join(w->tmp_dir, NG_ARRAY_FILE[id]);
+  char *path = ng__path_join(w->tmp_dir, NG_ARRAY_FILE[id]);
   if (!path)
     return NG_ERR_NOMEM;
   ng_status st = ng__npy_shrink(&w->arrays[id], path, new_dim0);
@@ -143,13 +135,13 @@ ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta) {
   for (int i = 0; i < NG_ARR_COUNT_ && st == NG_OK; i++) {
     if (!w->arrays[i].map)
       continue;
-    char *path = path_join(w->tmp_dir, NG_ARRAY_FILE[i]);
+    char *path = ng__path_join(w->tmp_dir, NG_ARRAY_FILE[i]);
     st = path ? ng__npy_sync(&w->arrays[i], path) : NG_ERR_NOMEM;
     free(path);
     ng__npy_close(&w->arrays[i]);
   }
   if (st == NG_OK) {
-    char *json = path_join(w->tmp_dir, "dataset.json");
+    char *json = ng__path_join(w->tmp_dir, "dataset.json");
     st = json ? write_json(json, meta) : NG_ERR_NOMEM;
     free(json);
   }
@@ -189,7 +181,7 @@ void ng__writer_abort(ng_dataset_writer *w) {
       while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
           continue;
-        char *p = path_join(w->tmp_dir, de->d_name);
+        char *p = ng__path_join(w->tmp_dir, de->d_name);
         if (p)
           unlink(p);
         free(p);

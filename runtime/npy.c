@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static const char NPY_MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
@@ -242,31 +241,9 @@ ng_status ng__npy_parse_header(ng_npy_header *out, const void *buf, size_t len, 
 
 ng_status ng__npy_map(ng_npy *out, const char *path, bool populate) {
   memset(out, 0, sizeof *out);
-  /* O_NONBLOCK: opening a FIFO planted in place of an array must not wait for a writer. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", path);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return ng__err_errno(NG_ERR_IO, e, "%s: stat", path);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return ng__err(NG_ERR_FORMAT, "%s: not a regular file", path);
-  }
-  size_t len = (size_t)st.st_size;
-  if (len < 10) {
-    close(fd);
-    return ng__err(NG_ERR_FORMAT, "%s: file of %zu bytes is too short to be a .npy file", path,
-                   len);
-  }
-  void *map = mmap(NULL, len, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
-  int e = errno;
-  close(fd);
-  if (map == MAP_FAILED)
-    return ng__err_errno(NG_ERR_IO, e, "%s: mmap", path);
+  void *map;
+  size_t len;
+  NG_CHECK(ng__file_map(&map, &len, path, 10, "a .npy file", NULL, populate));
   ng_status st2 = ng__npy_parse_header(&out->hdr, map, len, path);
   if (st2 == NG_OK) {
     size_t want = out->hdr.data_offset + out->hdr.nbytes;

@@ -448,33 +448,10 @@ ng_status ng__st_parse(ng_st_file *out, const void *buf, size_t len, const char 
 
 ng_status ng__st_open(ng_st_file *out, const char *path) {
   memset(out, 0, sizeof *out);
-  /* O_NONBLOCK: opening a FIFO planted in place of a checkpoint must not wait for a writer. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", path);
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int e = errno;
-    close(fd);
-    return ng__err_errno(NG_ERR_IO, e, "%s: stat", path);
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return ng__err(NG_ERR_FORMAT, "%s: not a regular file", path);
-  }
-  size_t len = (size_t)sb.st_size;
-  if (len < ST_PREFIX) {
-    close(fd);
-    return ng__err(NG_ERR_FORMAT,
-                   "%s: file of %zu bytes is too short to be a safetensors file; was it written "
-                   "completely?",
-                   path, len);
-  }
-  void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-  int e = errno;
-  close(fd);
-  if (map == MAP_FAILED)
-    return ng__err_errno(NG_ERR_IO, e, "%s: mmap", path);
+  void *map;
+  size_t len;
+  NG_CHECK(ng__file_map(&map, &len, path, ST_PREFIX, "a safetensors file",
+                        "was it written completely?", false));
   ng_status st = ng__st_parse(out, map, len, path);
   if (st != NG_OK) {
     munmap(map, len);

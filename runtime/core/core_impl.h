@@ -77,6 +77,22 @@ double ng__now(void);
 /// Copies `src` into `dst` of `cap` bytes, always NUL-terminating (truncates).
 void ng__strlcpy(char *dst, const char *src, size_t cap);
 
+/// Joins a folder and a relative path into a new string (NULL after recording NG_ERR_NOMEM).
+char *ng__path_join(const char *dir, const char *rel);
+/// Whether `path` names an existing regular file.
+bool ng__file_exists(const char *path);
+/// Opens `path` read-only (never blocking on a FIFO) and checks that it is a regular file; on
+/// success *out_fd is open and *out_len holds its size. `missing_fix` and `irregular_fix`, when
+/// not NULL, say how to fix a missing file ("path: missing; <fix>") or one that is not regular
+/// ("path: not a regular file; <fix>"); without them the messages name the path only.
+ng_status ng__file_open_regular(int *out_fd, size_t *out_len, const char *path,
+                                const char *missing_fix, const char *irregular_fix);
+/// Maps the whole regular file `path` read-only and shared (MAP_POPULATE when `populate`); unmap
+/// with munmap(*out_map, *out_len). A file under `min_len` bytes fails with NG_ERR_FORMAT
+/// "path: file of N bytes is too short to be <kind>", followed by "; <short_fix>" when not NULL.
+ng_status ng__file_map(void **out_map, size_t *out_len, const char *path, size_t min_len,
+                       const char *kind, const char *short_fix, bool populate);
+
 /// Rate-limits progress callbacks: calls `fn` at most every `interval` seconds (and always for
 /// the final step). Returns NG_ERR_INTERRUPTED when the callback asks to stop.
 typedef struct {
