@@ -174,6 +174,11 @@ void cli_progress_begin(cli_progress *p, const char *what, cli_progress_mode mod
 /// The ng_progress_fn to pass to the library with the cli_progress as its context. Shows nothing
 /// during the first second; returns non-zero once SIGINT arrived, so the library stops.
 int cli_progress_cb(void *ctx, const char *phase, double done, double total);
+/// Clears a redrawn progress line (on a terminal) so that the caller can print results between
+/// phases of one long operation; the SIGINT handler stays.
+void cli_progress_clear(cli_progress *p);
+/// True once SIGINT arrived during the operation (also between library calls).
+bool cli_progress_interrupted(void);
 /// Ends the display (clears the terminal line, or after plain lines prints one saying how the
 /// operation, whose result is `status`, ended) and restores SIGINT.
 void cli_progress_end(cli_progress *p, ng_status status);

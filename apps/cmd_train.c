@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -161,6 +162,21 @@ static int write_json(const char *path, cJSON *root) {
   return CLI_EXIT_OK;
 }
 
+/* An accuracy, or n/a when the dataset has no such split (negative). */
+static void print_accuracy(const char *what, double acc) {
+  if (acc >= 0)
+    printf("%-10s %.4f\n", what, acc);
+  else
+    printf("%-10s n/a (the dataset has no such split)\n", what);
+}
+
+static void add_accuracy(cJSON *root, const char *key, double acc) {
+  if (acc >= 0)
+    cJSON_AddNumberToObject(root, key, acc);
+  else
+    cJSON_AddNullToObject(root, key);
+}
+
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
                         int progress, const char *checkpoint, const char *resume,
@@ -186,6 +202,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       fprintf(stderr, "neargnn %s: resumed from %s after epoch %" PRId64 "\n", command, resume,
               ng_trainer_epochs_done(t) - 1);
   }
+  ng_dataset_info info = NG_DATASET_INFO_INIT;
+  if (st == NG_OK)
+    st = ng_dataset_info_get(&info, ds);
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
     r.epochs = cJSON_AddArrayToObject(r.root, "epochs");
@@ -196,27 +215,24 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     if (st != NG_OK)
       break;
     double val = -1.0;
-    bool eval_now = c->eval_every > 0 && ((s.epoch + 1) % c->eval_every == 0);
+    bool eval_now = info.val > 0 && c->eval_every > 0 && ((s.epoch + 1) % c->eval_every == 0);
     if (eval_now)
       st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
     if (st != NG_OK)
       break;
-    cli_progress_end(&pr, NG_OK);
+    cli_progress_clear(&pr);
     report_epoch(&r, &s, val);
-    cli_progress_begin(&pr, command, (cli_progress_mode)progress);
     total_s += s.seconds;
     total_it += (double)s.iterations;
     total_edges += (double)s.sampled_edges;
     last_loss = s.loss;
+    /* Ctrl-C while the line above was printed, or while the library did not report. */
+    if (cli_progress_interrupted())
+      st = NG_ERR_INTERRUPTED;
   }
-  double test = -1.0, val = -1.0;
-  if (st == NG_OK)
-    st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
-  if (st == NG_OK)
-    st = ng_trainer_evaluate(&test, NULL, t, NG_SPLIT_TEST);
-  cli_progress_end(&pr, st);
-  /* A checkpoint is written after an interruption too: it holds every completed iteration, and
-   * --resume continues with the next one. */
+  /* The checkpoint comes before the final evaluation, so that nothing trained is lost if the
+   * evaluation fails; after an interruption it holds every completed iteration, and --resume
+   * continues with the next one. */
   ng_status ck = NG_OK;
   if (t && checkpoint && (st == NG_OK || st == NG_ERR_INTERRUPTED)) {
     ck = ng_trainer_save(t, checkpoint);
@@ -225,23 +241,35 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
               command, checkpoint, ng_trainer_epochs_done(t),
               st == NG_ERR_INTERRUPTED ? ", and part of the next: --resume continues it" : "");
   }
+  /* Splits a dataset does not have are reported as such, not evaluated. */
+  double test = -1.0, val = -1.0;
+  if (st == NG_OK && ck == NG_OK && info.val > 0)
+    st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
+  if (st == NG_OK && ck == NG_OK && info.test > 0)
+    st = ng_trainer_evaluate(&test, NULL, t, NG_SPLIT_TEST);
+  cli_progress_end(&pr, st);
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && ck == NG_OK) {
     printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
            total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
            total_it, total_s);
-    printf("val-acc    %.4f\n", val);
-    printf("test-acc   %.4f\n", test);
+    print_accuracy("val-acc", val);
+    print_accuracy("test-acc", test);
     if (json && r.root) {
-      cJSON_AddNumberToObject(r.root, "val_acc", val);
-      cJSON_AddNumberToObject(r.root, "test_acc", test);
+      add_accuracy(r.root, "val_acc", val);
+      add_accuracy(r.root, "test_acc", test);
       cJSON_AddNumberToObject(r.root, "final_loss", last_loss);
       cJSON_AddNumberToObject(r.root, "train_seconds", total_s);
       cJSON_AddNumberToObject(r.root, "it_per_s", total_s > 0 ? total_it / total_s : 0.0);
       cJSON_AddNumberToObject(r.root, "edges_per_s", total_s > 0 ? total_edges / total_s : 0.0);
-      cJSON_AddNumberToObject(r.root, "seed", (double)c->seed);
+      char seed[24]; /* as an exact integer: a double would round seeds above 2^53 */
+      snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
+      cJSON_AddRawToObject(r.root, "seed", seed);
       rc = write_json(json, r.root);
     }
+  } else if (st == NG_ERR_INTERRUPTED && ck == NG_OK) {
+    fprintf(stderr, "neargnn %s: interrupted\n", command);
+    rc = CLI_EXIT_INTERRUPTED;
   } else {
     rc = cli_runtime_error(st != NG_OK ? st : ck);
   }
@@ -343,11 +371,17 @@ int cmd_train(int argc, char **argv) {
 
 /* ---- demo: the README's main job ---- */
 
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb;
+  (void)type;
+  (void)ftw;
+  return remove(path) != 0 ? -1 : 0;
+}
+
+/* Removes the demo's temporary dataset folder (no links followed, children first). */
 static void remove_tree(const char *dir) {
-  char cmd[4200];
-  snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", dir);
-  if (system(cmd) != 0)
-    fprintf(stderr, "neargnn demo: could not remove %s\n", dir);
+  if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    fprintf(stderr, "neargnn demo: could not remove %s: %s\n", dir, strerror(errno));
 }
 
 int cmd_demo(int argc, char **argv) {

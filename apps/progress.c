@@ -129,6 +129,18 @@ int cli_progress_cb(void *ctx, const char *phase, double done, double total) {
   return 0;
 }
 
+void cli_progress_clear(cli_progress *p) {
+  if (p->style == STYLE_TTY && p->drawn) {
+    fprintf(stderr, "\r%*s\r", (int)p->drawn, "");
+    fflush(stderr);
+  }
+  p->drawn = 0;
+}
+
+bool cli_progress_interrupted(void) {
+  return g_interrupted != 0;
+}
+
 void cli_progress_end(cli_progress *p, ng_status status) {
   if (p->style == STYLE_TTY && p->drawn) {
     fprintf(stderr, "\r%*s\r", (int)p->drawn, "");

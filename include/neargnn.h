@@ -331,8 +331,9 @@ typedef enum { NG_SPLIT_TRAIN = 0, NG_SPLIT_VAL = 1, NG_SPLIT_TEST = 2 } ng_spli
 
 typedef struct ng_trainer *ng_trainer_t;
 
-/// Creates a trainer for `model` on `ds` (both borrowed: they must outlive the trainer) and
-/// initialises the model's parameters from opts->seed.
+/// Creates a trainer for `model` on `ds` and initialises the model's parameters from
+/// opts->seed. `ds` is borrowed (it must outlive the trainer); the model description is copied,
+/// so layers added to `model` later do not change this trainer.
 ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
                             const ng_train_opts *opts);
 /// Trains one epoch over the shuffled training split, or the rest of an epoch that was stopped
@@ -350,8 +351,10 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t trainer);
 /// (PyTorch reads the weights with safetensors.torch.load_file; names are documented in
 /// docs/training.md).
 ng_status ng_trainer_save(ng_trainer_t trainer, const char *path);
-/// Restores a checkpoint saved by ng_trainer_save for the same model shape and seed; training
-/// then continues bit-identically to an uninterrupted run.
+/// Restores a checkpoint saved by ng_trainer_save for the same model shape (tensor names and
+/// shapes are checked); with the same seed and batch, training then continues bit-identically to
+/// an uninterrupted run. A checkpoint taken in the middle of an epoch is refused unless seed and
+/// batch match, since the rest of the epoch depends on both.
 ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
 /// The number of epochs trained so far (including those restored by ng_trainer_load).
 int64_t ng_trainer_epochs_done(ng_trainer_t trainer);

@@ -91,16 +91,27 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   L->out_dim = opts->out_dim;
   bool concat = m->kind == NG_MODEL_SAGE && opts->combine == NG_SAGE_CONCAT;
   L->cols = concat ? L->out_dim / 2 : L->out_dim;
-  int64_t off = l ? m->layers[l - 1].off_end : 0;
-  L->off_w_self = -1;
+  /* The parameter layout, in float offsets; sizes that overflow are refused. Offsets are
+   * written into L only once they are known to fit. */
+  int64_t off = l ? m->layers[l - 1].off_end : 0, w, self = -1, neigh, bias = -1;
+  bool overflow = __builtin_mul_overflow(L->in_dim, L->cols, &w);
   if (m->kind == NG_MODEL_SAGE) {
-    L->off_w_self = off;
-    off += L->in_dim * L->cols;
+    self = off;
+    overflow |= __builtin_add_overflow(off, w, &off);
   }
-  L->off_w = off;
-  off += L->in_dim * L->cols;
-  L->off_b = opts->bias ? off : -1;
-  off += opts->bias ? L->out_dim : 0;
+  neigh = off;
+  overflow |= __builtin_add_overflow(off, w, &off);
+  if (opts->bias) {
+    bias = off;
+    overflow |= __builtin_add_overflow(off, L->out_dim, &off);
+  }
+  if (overflow || off > (INT64_MAX / 4) / (int64_t)sizeof(float))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "layer %d: %lld x %lld weights make the model too large to address", l,
+                   (long long)L->in_dim, (long long)L->out_dim);
+  L->off_w_self = self;
+  L->off_w = neigh;
+  L->off_b = bias;
   L->off_end = off;
   m->n_params = off;
   m->n_layers = l + 1;

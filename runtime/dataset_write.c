@@ -153,9 +153,23 @@ ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta) {
       st = ng__err_errno(NG_ERR_IO, errno, "%s: chmod", w->tmp_dir);
   }
   if (st == NG_OK) {
-    /* renameat2(RENAME_NOREPLACE) would close the race with a concurrent writer; plain rename
-     * over an existing non-empty folder fails with ENOTEMPTY/EEXIST, which is reported. */
-    if (rename(w->tmp_dir, w->dst_dir) != 0)
+    /* The folder's entries must be durable before the rename publishes it. */
+    int fd = open(w->tmp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0)
+      st = ng__err_errno(NG_ERR_IO, errno, "%s: fsync", w->tmp_dir);
+    if (fd >= 0)
+      close(fd);
+  }
+  if (st == NG_OK) {
+    /* RENAME_NOREPLACE: a destination that appeared meanwhile, even an empty folder, is never
+     * replaced. File systems without it fall back to rename(), which still refuses a non-empty
+     * folder. */
+    int rc = renameat2(AT_FDCWD, w->tmp_dir, AT_FDCWD, w->dst_dir, RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      struct stat sb;
+      rc = stat(w->dst_dir, &sb) == 0 ? (errno = EEXIST, -1) : rename(w->tmp_dir, w->dst_dir);
+    }
+    if (rc != 0)
       st = ng__err_errno(errno == ENOTEMPTY || errno == EEXIST ? NG_ERR_EXISTS : NG_ERR_IO, errno,
                          "%s: cannot move the finished dataset into place", w->dst_dir);
     else

@@ -3,6 +3,7 @@
 #include "model_impl.h"
 #include "safetensors_impl.h"
 
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -22,7 +23,8 @@ typedef struct {
 struct ng_trainer {
   uint32_t magic;
   struct ng_dataset *ds;
-  const struct ng_model *model;
+  const struct ng_model *model; /* &model_copy */
+  struct ng_model model_copy;   /* layers may be added to the caller's model afterwards */
   ng_train_opts opts;
   ng_backend *be;
   ng_model_exec ex;
@@ -43,6 +45,12 @@ struct ng_trainer {
 };
 
 static void drop_logits(ng_trainer_t t);
+
+/* The trainer's own parallel loops use opts->threads (0: the OpenMP default) without changing
+ * the process-wide setting. */
+static int omp_threads(const ng_train_opts *o) {
+  return o->threads > 0 ? o->threads : omp_get_max_threads();
+}
 
 static ng_status trainer_check(ng_trainer_t t) {
   if (!t)
@@ -71,14 +79,14 @@ static void growbuf_free(ng_backend *be, growbuf *b) {
 }
 
 /* Row-normalised copy of the features: each row divided by its sum (as Kipf & Welling). */
-static ng_status normalize_rows(float **out, const float *x, int64_t n, int64_t d) {
+static ng_status normalize_rows(float **out, const float *x, int64_t n, int64_t d, int threads) {
   size_t bytes;
   if (!ng__mul_ok((size_t)n * (size_t)d, sizeof(float), &bytes))
     return ng__err(NG_ERR_NOMEM, "features too large to normalise in memory");
   float *y = ng__big_alloc(bytes, "row-normalised features");
   if (!y)
     return NG_ERR_NOMEM;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t r = 0; r < n; r++) {
     const float *src = x + r * d;
     double sum = 0.0;
@@ -140,22 +148,23 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                    ">= 0, known optimizer and normalisation)");
   if (o.batch > INT32_MAX / 2)
     return ng__err(NG_ERR_INVALID_ARG, "batch %lld too large", (long long)o.batch);
-  if (o.threads > 0)
-    omp_set_num_threads(o.threads);
 
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
     return NG_ERR_NOMEM;
   t->magic = NG_TRAINER_MAGIC;
   t->ds = ds;
-  t->model = model;
+  t->model_copy = *model;
+  t->model = &t->model_copy;
   t->opts = o;
   t->opts.device = NULL; /* not kept: borrowed from the caller */
   t->features = ds->features;
   ng_status st = NG_OK;
   if (o.normalize == NG_NORMALIZE_ROW) {
-    NG_CHECK_GOTO(
-        st, normalize_rows(&t->features_owned, ds->features, info->nodes, info->feature_dim), fail);
+    NG_CHECK_GOTO(st,
+                  normalize_rows(&t->features_owned, ds->features, info->nodes, info->feature_dim,
+                                 omp_threads(&o)),
+                  fail);
     t->features = t->features_owned;
   }
   NG_CHECK_GOTO(st, make_backend(&t->be, &o), fail);
@@ -163,7 +172,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
     st = ng__err(NG_ERR_UNSUPPORTED, "backend '%s' cannot train yet", t->be->iface->name);
     goto fail;
   }
-  NG_CHECK_GOTO(st, ng__exec_create(&t->ex, model, t->be, o.seed), fail);
+  NG_CHECK_GOTO(st, ng__exec_create(&t->ex, t->model, t->be, o.seed), fail);
   NG_CHECK_GOTO(st, ng__sample_arena_create(&t->arena), fail);
   t->perm = ng__malloc((size_t)info->train * sizeof *t->perm, "the epoch order");
   if (!t->perm) {
@@ -250,6 +259,12 @@ static ng_status train_step(ng_trainer_t t, const int64_t *targets, int32_t n, u
   NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)info->classes * sizeof(float)));
   NG_CHECK(t->be->iface->xent(t->be, t->ex.logits, t->labels.ptr, n, info->classes, t->d_logits.ptr,
                               loss, correct));
+  /* Checked before the step: a non-finite loss must not reach the parameters. */
+  if (!isfinite(*loss))
+    return ng__err(NG_ERR_STATE,
+                   "the training loss is %g; the parameters are left as they were before this "
+                   "iteration: lower the learning rate or normalise the features",
+                   *loss);
   NG_CHECK(ng__exec_backward(&t->ex, &mb, t->d_logits.ptr));
   ng_opt_hp hp = {
       .kind = t->opts.optimizer == NG_OPTIMIZER_SGD ? NG_OPT_SGD : NG_OPT_ADAM,
@@ -292,13 +307,12 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
     int64_t begin = i * batch, n = NG_MIN(batch, n_train - begin);
     double loss = 0.0;
     int64_t ok = 0;
-    NG_CHECK(train_step(t, t->perm + begin, (int32_t)n, ng__iter_seed(t->opts.seed, epoch, i),
-                        &loss, &ok, &edges));
-    if (!isfinite(loss))
-      return ng__err(NG_ERR_STATE,
-                     "epoch %lld iteration %lld: the loss is %g; lower the learning rate or "
-                     "normalise the features",
-                     (long long)epoch, (long long)i, loss);
+    ng_status st = train_step(t, t->perm + begin, (int32_t)n, ng__iter_seed(t->opts.seed, epoch, i),
+                              &loss, &ok, &edges);
+    if (st != NG_OK) {
+      ng__err_prefix("epoch %lld iteration %lld", (long long)epoch, (long long)i);
+      return st;
+    }
     loss_sum += loss;
     correct += ok;
     /* The counters move before the progress callback may stop the epoch, so that a checkpoint
@@ -419,7 +433,7 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t t) {
   NG_CHECK(infer_all(t));
   const float *logits = t->logits;
   int64_t nodes = t->ds->info.nodes, classes = t->ds->info.classes;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(omp_threads(&t->opts))
   for (int64_t v = 0; v < nodes; v++) {
     const float *row = logits + v * classes;
     int32_t best = 0;
@@ -479,7 +493,7 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
       ts[n].data = states[i];
       ts[n].nbytes = bytes;
     }
-    ng_st_meta meta[8];
+    ng_st_meta meta[9];
     memset(meta, 0, sizeof meta);
     ng__strlcpy(meta[0].key, "format", sizeof meta[0].key);
     ng__strlcpy(meta[0].value, NG_CHECKPOINT_FORMAT, sizeof meta[0].value);
@@ -490,19 +504,36 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
     meta_set(&meta[5], "optimizer", (long long)t->opts.optimizer);
     meta_set(&meta[6], "iteration", (long long)t->iter_done);
     meta_set(&meta[7], "batch", (long long)t->opts.batch);
+    ng__strlcpy(meta[8].key, "seed", sizeof meta[8].key);
+    snprintf(meta[8].value, sizeof meta[8].value, "%llu", (unsigned long long)t->opts.seed);
     st = ng__st_write(path, ts, n, meta, (int)NG_ARRAY_LEN(meta));
   }
   free(host);
   return st;
 }
 
+/* A metadata value as an integer in [0, 2^62): counters far from overflowing when incremented. */
 static ng_status meta_int(long long *out, const ng_st_file *f, const char *key, const char *path) {
   const char *v = ng__st_meta(f, key);
   char *end = NULL;
+  errno = 0;
   if (v)
     *out = strtoll(v, &end, 10);
-  if (!v || !end || *end != '\0' || end == v)
-    return ng__err(NG_ERR_FORMAT, "%s: checkpoint metadata '%s' missing or not an integer", path,
+  if (!v || !end || *end != '\0' || end == v || errno == ERANGE || *out < 0 || *out >= (1LL << 62))
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: checkpoint metadata '%s' is missing or not an integer in [0, 2^62)", path,
+                   key);
+  return NG_OK;
+}
+
+static ng_status meta_u64(uint64_t *out, const ng_st_file *f, const char *key, const char *path) {
+  const char *v = ng__st_meta(f, key);
+  char *end = NULL;
+  errno = 0;
+  if (v)
+    *out = strtoull(v, &end, 10);
+  if (!v || !end || *end != '\0' || end == v || errno == ERANGE || v[0] == '-')
+    return ng__err(NG_ERR_FORMAT, "%s: checkpoint metadata '%s' is missing or not an integer", path,
                    key);
   return NG_OK;
 }
@@ -528,11 +559,16 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   NG_CHECK_GOTO(st, meta_int(&opt, &f, "optimizer", path), done);
   NG_CHECK_GOTO(st, meta_int(&iteration, &f, "iteration", path), done);
   NG_CHECK_GOTO(st, meta_int(&batch, &f, "batch", path), done);
-  if (iteration < 0 || (iteration > 0 && batch != t->opts.batch)) {
+  uint64_t seed = 0;
+  NG_CHECK_GOTO(st, meta_u64(&seed, &f, "seed", path), done);
+  /* The rest of an epoch replays the epoch's order and samples: they depend on both. */
+  if (iteration > 0 && (batch != t->opts.batch || seed != t->opts.seed)) {
     st = ng__err(NG_ERR_FORMAT,
                  "%s: the checkpoint stops after iteration %lld of an epoch trained with batch "
-                 "%lld; resume it with the same batch (this trainer has %lld)",
-                 path, iteration, batch, (long long)t->opts.batch);
+                 "%lld and seed %llu; resume it with the same batch and seed (this trainer has "
+                 "%lld and %llu)",
+                 path, iteration, batch, (unsigned long long)seed, (long long)t->opts.batch,
+                 (unsigned long long)t->opts.seed);
     goto done;
   }
   if (version != NG_CHECKPOINT_VERSION || kind != m->kind || opt != t->opts.optimizer ||
@@ -562,12 +598,22 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
     else
       snprintf(name, sizeof name, "optimizer.state%d", i - np + 1);
     const ng_st_tensor *tt = ng__st_find(&f, name);
-    if (!tt || tt->dtype != NG_DTYPE_F32 || tt->nbytes != (size_t)n * sizeof(float))
+    /* Shapes, not only sizes: a [out, in] (PyTorch Linear) tensor must not load transposed. */
+    int want_ndim = i < np ? pt[i].ndim : 1;
+    int64_t want0 = i < np ? pt[i].shape[0] : m->n_params, want1 = i < np ? pt[i].shape[1] : 0;
+    bool shape_ok = tt && tt->ndim == want_ndim && tt->shape[0] == want0 &&
+                    (want_ndim == 1 || tt->shape[1] == want1);
+    if (!shape_ok || tt->dtype != NG_DTYPE_F32 || tt->nbytes != (size_t)n * sizeof(float)) {
+      char shape[64];
+      if (want_ndim == 2)
+        snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)want0, (long long)want1);
+      else
+        snprintf(shape, sizeof shape, "[%lld]", (long long)want0);
       st = ng__err(NG_ERR_FORMAT,
-                   "%s: tensor '%s' is missing or has the wrong type or size for this model (%lld "
-                   "float32 values expected)",
-                   path, name, (long long)n);
-    else
+                   "%s: tensor '%s' is missing or is not float32 of shape %s as this model needs "
+                   "(weights are stored [in, out])",
+                   path, name, shape);
+    } else
       memcpy(dst, tt->data, tt->nbytes);
   }
   if (st == NG_OK)

@@ -48,6 +48,17 @@ run 1 train "${common[@]}" --epochs 1 --device tpu
 has err tpu
 run 1 train "${common[@]}" --epochs 1 --resume "$TMP/none.st"
 
+# A dataset without a validation split trains, reports n/a, and still writes its checkpoint.
+"$BIN" generate --out "$TMP/noval" --nodes 3000 --dim 16 --classes 4 --val 0 --progress none \
+  >/dev/null || fail "cannot generate a dataset without a validation split"
+run 0 train --dataset "$TMP/noval" --fanouts 5 --hidden 8 --epochs 2 --progress none \
+  --checkpoint "$TMP/noval.st" --json "$TMP/noval.json"
+has out "val-acc    n/a"
+has out test-acc
+[ -s "$TMP/noval.st" ] || fail "no checkpoint for the dataset without a validation split"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["val_acc"] is None and j["test_acc"] > 0 and j["seed"] == 1, j' \
+  "$TMP/noval.json" || fail "JSON of the run without a validation split"
+
 # A small demo: generates, trains, evaluates, cleans up after itself.
 TMPDIR="$TMP" run 0 demo --nodes 5000 --epochs 1 --progress none
 has out test-acc

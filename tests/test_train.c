@@ -1,6 +1,7 @@
 /* End-to-end training on real data (Cora, standard Planetoid split): the published accuracy
  * anchors, bitwise reproducibility across thread counts, and bit-identical resume. */
 #include "ng_test.h"
+#include "safetensors_impl.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -278,6 +279,45 @@ static void test_resume_mid_epoch(void) {
   ng_model_destroy(m);
 }
 
+/* A diverging run stops with an error before the non-finite loss reaches the parameters, and
+ * the trainer keeps its own copy of the model description. */
+static void test_divergence_and_model_copy(void) {
+  recipe r = {NG_MODEL_SAGE, {5, 10}, 16, 32, 0, 5, 0};
+  ng_model_t m = make_model(&r);
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = r.batch;
+  o.lr = 1e37; /* the first step makes every weight about 1e37; the next forward overflows */
+  o.seed = r.seed;
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+  /* Layers added to the caller's model later must not change the trainer's model. */
+  ng_layer_opts extra = NG_LAYER_OPTS_INIT;
+  extra.out_dim = 3;
+  EXPECT_OK(ng_model_add_layer(m, &extra));
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_STATE);
+  EXPECT_ERR_HAS("loss");
+  char path[4096];
+  snprintf(path, sizeof path, "%s", ng_test_path("diverged.safetensors"));
+  EXPECT_OK(ng_trainer_save(t, path));
+  ng_st_file f;
+  EXPECT_OK(ng__st_open(&f, path));
+  EXPECT_TRUE(ng__st_find(&f, "layers.2.w_self") == NULL);
+  int64_t nonfinite = 0, checked = 0;
+  for (int i = 0; i < f.n; i++) {
+    if (strncmp(f.tensors[i].name, "layers.", 7) != 0)
+      continue;
+    const float *v = f.tensors[i].data;
+    for (size_t k = 0; k < f.tensors[i].nbytes / sizeof(float); k++, checked++)
+      nonfinite += !isfinite(v[k]);
+  }
+  EXPECT_TRUE(checked > 0);
+  EXPECT_EQ_I(nonfinite, 0);
+  ng__st_close(&f);
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+}
+
 static void test_bad_options(void) {
   recipe r = {NG_MODEL_SAGE, {5, 10}, 16, 32, 0, 1, 0};
   ng_model_t m = make_model(&r);
@@ -314,6 +354,7 @@ int main(void) {
   RUN_TEST(test_bitwise_reproducible_across_threads);
   RUN_TEST(test_resume_is_bit_identical);
   RUN_TEST(test_resume_mid_epoch);
+  RUN_TEST(test_divergence_and_model_copy);
   RUN_TEST(test_gcn_cora_accuracy);
   RUN_TEST(test_sage_cora_accuracy);
   ng_dataset_close(cora);
