@@ -33,3 +33,21 @@ extern "C" ng_status ng__cuda_devices(int *count, char *desc, size_t cap) {
   *count = n;
   return NG_OK;
 }
+
+extern "C" ng_status ng__cuda_host_register(void *ptr, size_t bytes) {
+  if (!ptr || bytes == 0)
+    return ng__err(NG_ERR_INVALID_ARG, "cudaHostRegister: empty range; pass a buffer to pin");
+  cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterMapped);
+  if (err != cudaSuccess)
+    return ng__err(NG_ERR_CUDA, "cudaHostRegister of %zu bytes: %s (%s)", bytes,
+                   cudaGetErrorName(err), cudaGetErrorString(err));
+  return NG_OK;
+}
+
+extern "C" ng_status ng__cuda_host_unregister(void *ptr) {
+  cudaError_t err = cudaHostUnregister(ptr);
+  if (err != cudaSuccess)
+    return ng__err(NG_ERR_CUDA, "cudaHostUnregister: %s (%s)", cudaGetErrorName(err),
+                   cudaGetErrorString(err));
+  return NG_OK;
+}

@@ -3,7 +3,7 @@
 #ifndef NG_CUDA_H
 #define NG_CUDA_H
 
-#include "core/core_impl.h"
+#include "core/backend_impl.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -12,6 +12,18 @@ extern "C" {
 /// Number of CUDA devices visible (0 when none, or no driver: that is not an error) and a
 /// one-line description of each, separated by "; ", into `desc` of `cap` bytes.
 ng_status ng__cuda_devices(int *count, char *desc, size_t cap);
+
+/// The CUDA backend (gpu/backend_cuda.cu) on device `device`: every op of backend_impl.h on
+/// device memory, queued on one stream the backend owns. gather_rows's table may also be host
+/// memory registered for zero-copy access (cudaHostRegister with cudaHostRegisterMapped, or
+/// cudaHostAlloc with cudaHostAllocMapped): the kernel dereferences the pointer as given, which
+/// unified addressing makes valid on the device. See docs/gpu.md.
+ng_status ng__backend_cuda_create(ng_backend **out, int device);
+
+/// Pins `bytes` of host memory at `ptr` and maps it for the devices (cudaHostRegisterMapped), so
+/// that the CUDA backend's gather_rows can read it directly; undo with ng__cuda_host_unregister.
+ng_status ng__cuda_host_register(void *ptr, size_t bytes);
+ng_status ng__cuda_host_unregister(void *ptr);
 
 #ifdef __cplusplus
 }

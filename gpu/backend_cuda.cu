@@ -1,0 +1,1258 @@
+/* The CUDA backend: every op of struct ng_backend_i on device memory, queued on one stream that
+ * the backend owns (see docs/gpu.md).
+ *
+ * Determinism: every output element is computed by one thread in a fixed order (no
+ * floating-point atomics), and reductions across threads use fixed trees, so results are
+ * bit-identical run to run. The elementwise and aggregation kernels also perform the CPU
+ * backend's operations in the CPU's order with every multiply and add rounded separately
+ * (__fmul_rn / __fadd_rn stop nvcc from fusing them into FMAs), which makes them agree with the
+ * CPU bit for bit; GEMM (cuBLAS) and the cross-entropy's sums agree within fp32 rounding.
+ *
+ * Argument checks are the CPU backend's, with one difference: the block arrays live on the
+ * device, so their contents (indptr endpoints, index ranges) are not read back; counts, shapes
+ * and pointers are checked on the host, and xent checks its labels on the device. */
+#include "gpu/ng_cuda.h"
+
+#include "core/backend_impl.h"
+#include "core/rng.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+
+namespace {
+
+constexpr int kThreads = 256;                 // threads per block of every kernel
+constexpr int kWarpsPerBlock = kThreads / 32; // rows per block of the warp-per-row kernels
+constexpr int64_t kMaxGridX = 1 << 20;        // blocks of a grid-stride elementwise kernel
+constexpr int kMaxGridY = 65535;              // column tiles per launch (CUDA's y limit)
+constexpr int kSumThreads = 256;              // threads of the one-block loss reduction
+
+/* The xent results the host reads back, in pinned host memory and on the device. */
+struct xent_result {
+  double loss;                // sum of the row losses
+  unsigned long long correct; // rows whose arg-max is the label
+  unsigned long long bad_row; // the first row with a label outside [0, classes), or ~0
+  int bad_label;
+};
+
+struct cuda_ctx {
+  int device;
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  double *row_loss; // [row_loss_cap] per-row losses of xent, grown on demand
+  int64_t row_loss_cap;
+  xent_result *d_res;
+  xent_result *h_res; // pinned
+};
+
+cuda_ctx *ctx_of(const ng_backend *be) {
+  return static_cast<cuda_ctx *>(be->ctx);
+}
+
+/* ---- errors ---- */
+
+ng_status cuda_err(const char *op, const char *what, cudaError_t err) {
+  return ng__err(NG_ERR_CUDA, "%s: %s failed: %s (%s)", op, what, cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+}
+
+ng_status blas_err(const char *op, const char *what, cublasStatus_t st) {
+  return ng__err(NG_ERR_CUBLAS, "%s: %s failed: %s (%s)", op, what, cublasGetStatusName(st),
+                 cublasGetStatusString(st));
+}
+
+#define CU_CHECK(op, call)                                                                         \
+  do {                                                                                             \
+    cudaError_t cu_err_ = (call);                                                                  \
+    if (cu_err_ != cudaSuccess)                                                                    \
+      return cuda_err((op), #call, cu_err_);                                                       \
+  } while (0)
+
+/* A launch reports configuration errors through cudaGetLastError (faults in the kernel itself
+ * surface at the next synchronising call). */
+#define LAUNCH_CHECK(op)                                                                           \
+  do {                                                                                             \
+    cudaError_t cu_err_ = cudaGetLastError();                                                      \
+    if (cu_err_ != cudaSuccess)                                                                    \
+      return cuda_err((op), "kernel launch", cu_err_);                                             \
+  } while (0)
+
+/* Makes the backend's device current in the calling thread (ops may come from any thread). */
+ng_status use(const ng_backend *be, const char *op) {
+  CU_CHECK(op, cudaSetDevice(ctx_of(be)->device));
+  return NG_OK;
+}
+
+/* ---- argument checks (the CPU backend's, see cpu/backend_cpu.c) ---- */
+
+ng_status check_count(const char *op, const char *what, int64_t v) {
+  if (v < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is %lld; it must be >= 0", op, what, (long long)v);
+  return NG_OK;
+}
+
+ng_status check_ptr(const char *op, const char *what, const void *p, bool needed) {
+  if (needed && !p)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is NULL; pass a buffer of the documented size", op,
+                   what);
+  return NG_OK;
+}
+
+ng_status check_block(const char *op, const ng_block *blk, bool need_transpose) {
+  if (!blk)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: block is NULL", op);
+  if (blk->n_dst < 0 || blk->n_src < blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block has %d destinations and %d sources; destinations must be the "
+                   "first n_dst of the sources",
+                   op, (int)blk->n_dst, (int)blk->n_src);
+  if (blk->nnz < 0 || blk->nnz > INT32_MAX)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: block has %lld edges; blocks hold 0 .. 2^31-1 edges",
+                   op, (long long)blk->nnz);
+  NG_CHECK(check_ptr(op, "block indptr", blk->indptr, true));
+  NG_CHECK(check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
+  if (need_transpose && (!blk->t_indptr || (blk->nnz > 0 && (!blk->t_dst || !blk->t_eid))))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block has no transpose (t_indptr, t_dst, t_eid); sample with transpose "
+                   "enabled for backward passes",
+                   op);
+  return NG_OK;
+}
+
+ng_status check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk) {
+  if (!ag)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: aggregator is NULL", op);
+  if ((unsigned)ag->reduce > NG_REDUCE_MIN)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown reduce %d", op, (int)ag->reduce);
+  if (ag->reduce != NG_REDUCE_SUM && (ag->weighted || ag->self_loop || ag->mean))
+    return ng__err(NG_ERR_UNSUPPORTED, "%s: MAX/MIN take no edge weight, self loop or MEAN", op);
+  if (blk) {
+    NG_CHECK(check_ptr(op, "block edge_w (the aggregator is weighted)", blk->edge_w,
+                       ag->weighted && blk->nnz > 0));
+    NG_CHECK(check_ptr(op, "block self_w (the aggregator has a self loop)", blk->self_w,
+                       ag->self_loop && blk->n_dst > 0));
+  }
+  return NG_OK;
+}
+
+ng_status check_state(const char *op, const ng_pstate *st) {
+  if (!st)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: state is NULL", op);
+  NG_CHECK(check_count(op, "state n_dst", st->n_dst));
+  NG_CHECK(check_count(op, "state dim", st->dim));
+  NG_CHECK(check_ptr(op, "state val", st->val, st->n_dst > 0 && st->dim > 0));
+  NG_CHECK(check_ptr(op, "state count", st->count, st->n_dst > 0));
+  return NG_OK;
+}
+
+ng_status check_act(const char *op, ng_activation act) {
+  if (act != NG_ACT_NONE && act != NG_ACT_RELU)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown activation %d; use NG_ACT_NONE or NG_ACT_RELU",
+                   op, (int)act);
+  return NG_OK;
+}
+
+ng_status check_dropout_p(const char *op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    return ng__err(NG_ERR_INVALID_ARG, "%s: drop probability %g is outside [0, 1)", op, (double)p);
+  return NG_OK;
+}
+
+/* ---- launch geometry ---- */
+
+unsigned grid_1d(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  return (unsigned)NG_MAX((int64_t)1, NG_MIN(blocks, kMaxGridX));
+}
+
+/* Warp-per-row kernels: x covers the rows, y the column tiles of 32 * V columns (a kernel
+ * strides over tiles beyond kMaxGridY). */
+dim3 grid_rows(int64_t rows, int64_t dim, int v) {
+  int64_t tiles = (dim + 32 * v - 1) / (32 * v);
+  return dim3((unsigned)((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+              (unsigned)NG_MAX((int64_t)1, NG_MIN(tiles, (int64_t)kMaxGridY)));
+}
+
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+/* ---- device helpers ---- */
+
+/* Loads and stores of V consecutive values (V = 4: one 16-byte access). */
+template <int V> __device__ inline void ld(float *o, const float *p) {
+  if constexpr (V == 4) {
+    const float4 t = *reinterpret_cast<const float4 *>(p);
+    o[0] = t.x;
+    o[1] = t.y;
+    o[2] = t.z;
+    o[3] = t.w;
+  } else {
+    o[0] = *p;
+  }
+}
+
+template <int V> __device__ inline void st(float *p, const float *o) {
+  if constexpr (V == 4)
+    *reinterpret_cast<float4 *>(p) = make_float4(o[0], o[1], o[2], o[3]);
+  else
+    *p = o[0];
+}
+
+template <int V> __device__ inline void ldi(int32_t *o, const int32_t *p) {
+  if constexpr (V == 4) {
+    const int4 t = *reinterpret_cast<const int4 *>(p);
+    o[0] = t.x;
+    o[1] = t.y;
+    o[2] = t.z;
+    o[3] = t.w;
+  } else {
+    o[0] = *p;
+  }
+}
+
+template <int V> __device__ inline void sti(int32_t *p, const int32_t *o) {
+  if constexpr (V == 4)
+    *reinterpret_cast<int4 *>(p) = make_int4(o[0], o[1], o[2], o[3]);
+  else
+    *p = o[0];
+}
+
+/* The dropout rule of core/rng.h (ng_mix64 and ng_dropout_keep), copied literally for device
+ * code: rng.h is host C. tests/test_gpu_parity.c checks that the masks agree bit for bit. */
+__device__ inline uint64_t dev_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+__device__ inline bool dev_dropout_keep(uint64_t key, uint64_t i, uint32_t threshold) {
+  uint64_t h = dev_mix64(key ^ (i >> 1));
+  return (uint32_t)(h >> ((i & 1) * 32)) >= threshold;
+}
+
+/* ---- kernels: memory ---- */
+
+__global__ void k_fill(float *x, int64_t n, float value) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    x[i] = value;
+}
+
+/* One warp per row; the table may be registered host memory (the loads then cross PCIe). */
+template <int V>
+__global__ void k_gather(float *dst, const float *table, const int64_t *ids, int64_t n,
+                         int64_t dim) {
+  const int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (row >= n)
+    return;
+  const float *in = table + ids[row] * dim;
+  float *out = dst + row * dim;
+  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+       j += (int64_t)gridDim.y * 32 * V) {
+    float v[V];
+    ld<V>(v, in + j);
+    st<V>(out + j, v);
+  }
+}
+
+/* ---- kernels: aggregation (the operation order of cpu/kernels_impl.h) ---- */
+
+struct sum_flags {
+  bool weighted, self_loop, mean;
+};
+
+/* SUM forward: one warp per destination and tile of 32 * V columns, neighbours in edge order. */
+template <int V>
+__global__ void k_aggr_sum(sum_flags f, ng_block b, const float *src, int64_t dim, float *dst) {
+  const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (d >= b.n_dst)
+    return;
+  const int32_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
+  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+       j += (int64_t)gridDim.y * 32 * V) {
+    float acc[V], x[V];
+    for (int k = 0; k < V; k++)
+      acc[k] = 0.0f;
+    for (int32_t e = e0; e < e1; e++) {
+      ld<V>(x, src + (int64_t)b.indices[e] * dim + j);
+      if (f.weighted) {
+        const float w = b.edge_w[e];
+        for (int k = 0; k < V; k++)
+          acc[k] = __fadd_rn(acc[k], __fmul_rn(w, x[k]));
+      } else {
+        for (int k = 0; k < V; k++)
+          acc[k] = __fadd_rn(acc[k], x[k]);
+      }
+    }
+    if (f.mean && e1 > e0) {
+      const float c = (float)(e1 - e0);
+      for (int k = 0; k < V; k++)
+        acc[k] = __fdiv_rn(acc[k], c);
+    }
+    if (f.self_loop) {
+      const float w = b.self_w[d];
+      ld<V>(x, src + d * dim + j);
+      for (int k = 0; k < V; k++)
+        acc[k] = __fadd_rn(acc[k], __fmul_rn(w, x[k]));
+    }
+    st<V>(dst + d * dim + j, acc);
+  }
+}
+
+/* MAX/MIN forward: the first neighbour, then strictly better ones (ties and NaN keep the
+ * earlier); empty rows give 0 and argbest -1. */
+template <int V, bool IS_MAX>
+__global__ void k_aggr_best(ng_block b, const float *src, int64_t dim, float *dst,
+                            int32_t *argbest) {
+  const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (d >= b.n_dst)
+    return;
+  const int32_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
+  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+       j += (int64_t)gridDim.y * 32 * V) {
+    float best[V], x[V];
+    int32_t arg[V];
+    if (e0 == e1) {
+      for (int k = 0; k < V; k++) {
+        best[k] = 0.0f;
+        arg[k] = -1;
+      }
+    } else {
+      const int32_t s = b.indices[e0];
+      ld<V>(best, src + (int64_t)s * dim + j);
+      for (int k = 0; k < V; k++)
+        arg[k] = s;
+    }
+    for (int32_t e = e0 + 1; e < e1; e++) {
+      const int32_t s = b.indices[e];
+      ld<V>(x, src + (int64_t)s * dim + j);
+      for (int k = 0; k < V; k++) {
+        const bool win = IS_MAX ? x[k] > best[k] : x[k] < best[k];
+        if (win) {
+          best[k] = x[k];
+          arg[k] = s;
+        }
+      }
+    }
+    st<V>(dst + d * dim + j, best);
+    if (argbest)
+      sti<V>(argbest + d * dim + j, arg);
+  }
+}
+
+/* SUM backward: one warp per source and column tile, contributions in transposed order. */
+template <int V>
+__global__ void k_aggr_sum_bwd(sum_flags f, ng_block b, const float *grad_dst, int64_t dim,
+                               float *grad_src) {
+  const int64_t s = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (s >= b.n_src)
+    return;
+  const int32_t t0 = b.t_indptr[s], t1 = b.t_indptr[s + 1];
+  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+       j += (int64_t)gridDim.y * 32 * V) {
+    float acc[V], g[V];
+    for (int k = 0; k < V; k++)
+      acc[k] = 0.0f;
+    for (int32_t t = t0; t < t1; t++) {
+      const int32_t d = b.t_dst[t];
+      /* The coefficient exactly as ngk_bwd_coef computes it. */
+      float c = f.weighted ? b.edge_w[b.t_eid[t]] : 1.0f;
+      if (f.mean)
+        c = __fmul_rn(c, __fdiv_rn(1.0f, (float)(b.indptr[d + 1] - b.indptr[d])));
+      ld<V>(g, grad_dst + (int64_t)d * dim + j);
+      for (int k = 0; k < V; k++)
+        acc[k] = __fadd_rn(acc[k], __fmul_rn(c, g[k]));
+    }
+    if (f.self_loop && s < b.n_dst) {
+      const float w = b.self_w[s];
+      ld<V>(g, grad_dst + s * dim + j);
+      for (int k = 0; k < V; k++)
+        acc[k] = __fadd_rn(acc[k], __fmul_rn(w, g[k]));
+    }
+    st<V>(grad_src + s * dim + j, acc);
+  }
+}
+
+/* Whether edge e is the first edge of destination d with source s (ngk_first_edge of
+ * cpu/kernels_cpu.c): a destination listing a source twice routes its gradient once. */
+__device__ inline bool first_edge(const ng_block &b, int32_t d, int32_t e, int32_t s) {
+  for (int32_t e2 = b.indptr[d]; e2 < e; e2++)
+    if (b.indices[e2] == s)
+      return false;
+  return true;
+}
+
+/* MAX/MIN backward: one warp per source and column tile; each element adds grad_dst where the
+ * destination's winner is this source, in transposed order. */
+template <int V>
+__global__ void k_aggr_best_bwd(ng_block b, const float *grad_dst, const int32_t *argbest,
+                                int64_t dim, float *grad_src) {
+  const int64_t s = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (s >= b.n_src)
+    return;
+  const int32_t t0 = b.t_indptr[s], t1 = b.t_indptr[s + 1];
+  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+       j += (int64_t)gridDim.y * 32 * V) {
+    float acc[V], g[V];
+    int32_t a[V];
+    for (int k = 0; k < V; k++)
+      acc[k] = 0.0f;
+    for (int32_t t = t0; t < t1; t++) {
+      const int32_t d = b.t_dst[t];
+      if (!first_edge(b, d, b.t_eid[t], (int32_t)s))
+        continue;
+      ld<V>(g, grad_dst + (int64_t)d * dim + j);
+      ldi<V>(a, argbest + (int64_t)d * dim + j);
+      for (int k = 0; k < V; k++)
+        if (a[k] == (int32_t)s)
+          acc[k] = __fadd_rn(acc[k], g[k]);
+    }
+    st<V>(grad_src + s * dim + j, acc);
+  }
+}
+
+__global__ void k_degree(ng_block b, int32_t *count) {
+  const int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (d < b.n_dst)
+    count[d] = b.indptr[d + 1] - b.indptr[d];
+}
+
+/* Merges the values of row d (one thread per element); counts are added afterwards by
+ * k_merge_counts, so that every thread here reads the counts before any changes. */
+__global__ void k_merge_vals(ng_reduce red, float *acc, const int32_t *acc_count,
+                             const float *other, const int32_t *other_count, int64_t n_dst,
+                             int64_t dim) {
+  const int64_t n = n_dst * dim;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t d = i / dim;
+    const float o = other[i], a = acc[i];
+    if (other_count[d] == 0)
+      continue;
+    if (acc_count[d] == 0)
+      acc[i] = o;
+    else if (red == NG_REDUCE_SUM)
+      acc[i] = __fadd_rn(a, o);
+    else if (red == NG_REDUCE_MAX)
+      acc[i] = o > a ? o : a;
+    else
+      acc[i] = o < a ? o : a;
+  }
+}
+
+__global__ void k_merge_counts(int32_t *acc_count, const int32_t *other_count, int64_t n_dst) {
+  const int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (d < n_dst)
+    acc_count[d] += other_count[d];
+}
+
+__global__ void k_finalize(bool mean, const float *val, const int32_t *count, int64_t n_dst,
+                           int64_t dim, float *dst) {
+  const int64_t n = n_dst * dim;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int32_t c = count[i / dim];
+    dst[i] = c == 0 ? 0.0f : mean ? __fdiv_rn(val[i], (float)c) : val[i];
+  }
+}
+
+/* ---- kernels: dense ---- */
+
+/* C = beta * C for an empty product (beta == 0 does not read C). */
+__global__ void k_scale_c(float *c, int64_t m, int64_t n, int64_t ldc, float beta) {
+  const int64_t total = m * n;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float *p = c + (i / n) * ldc + i % n;
+    *p = beta == 0.0f ? 0.0f : __fmul_rn(beta, *p);
+  }
+}
+
+__global__ void k_add(float *y, const float *x, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = __fadd_rn(y[i], x[i]);
+}
+
+__global__ void k_bias_act(float *x, const float *bias, int64_t rows, int64_t cols, bool relu) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float v = x[i];
+    if (bias)
+      v = __fadd_rn(v, bias[i % cols]);
+    if (relu) /* v < 0 ? 0 : v keeps NaN visible, as the CPU does */
+      v = v < 0.0f ? 0.0f : v;
+    x[i] = v;
+  }
+}
+
+__global__ void k_relu_bwd(float *grad, const float *y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    grad[i] = y[i] > 0.0f ? grad[i] : 0.0f;
+}
+
+/* Column sums in row order, one thread per column (the CPU's order, so the sums agree bit for
+ * bit); adjacent threads read adjacent columns, so each row's loads coalesce. */
+__global__ void k_col_sums(const float *grad, int64_t rows, int64_t cols, float *out) {
+  const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (j >= cols)
+    return;
+  float acc = 0.0f;
+  for (int64_t r = 0; r < rows; r++)
+    acc = __fadd_rn(acc, grad[r * cols + j]);
+  out[j] = acc;
+}
+
+__global__ void k_dropout_fwd(float *x, uint8_t *mask, int64_t n, uint64_t key, uint32_t threshold,
+                              float scale) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const bool keep = dev_dropout_keep(key, (uint64_t)i, threshold);
+    mask[i] = keep;
+    x[i] = keep ? __fmul_rn(x[i], scale) : 0.0f;
+  }
+}
+
+__global__ void k_dropout_bwd(float *grad, const uint8_t *mask, int64_t n, float scale) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    grad[i] = mask[i] ? __fmul_rn(grad[i], scale) : 0.0f;
+}
+
+/* Finds the first row whose label is out of range: an integer atomic minimum, the same whatever
+ * the order of the threads. */
+__global__ void k_xent_check(const int32_t *labels, int64_t n, int64_t classes, xent_result *res) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int32_t y = labels[i];
+    if (y < 0 || y >= classes)
+      atomicMin(&res->bad_row, (unsigned long long)i);
+  }
+}
+
+/* The label of the first bad row, for the error message. */
+__global__ void k_xent_fix(const int32_t *labels, xent_result *res) {
+  if (res->bad_row != ~0ULL)
+    res->bad_label = labels[res->bad_row];
+}
+
+/* One warp per row: stable log-softmax in double, arg-max ties to the lowest class; writes the
+ * row's loss and whether its arg-max is the label into row_loss [n, 2]. Does nothing when a
+ * label is bad, so that an invalid call writes no gradient. */
+__global__ void k_xent_rows(const float *logits, const int32_t *labels, int64_t n, int64_t classes,
+                            float *grad, double inv_n, double *row_loss, const xent_result *res) {
+  if (res->bad_row != ~0ULL)
+    return;
+  const int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (i >= n)
+    return;
+  const float *z = logits + i * classes;
+  const int32_t y = labels[i];
+  /* Each lane scans its classes in order keeping the first strict maximum (as the CPU scans). */
+  float best = -INFINITY;
+  long long arg = INT64_MAX;
+  if (lane < classes) {
+    best = z[lane];
+    arg = lane;
+  }
+  for (int64_t j = lane + 32; j < classes; j += 32)
+    if (z[j] > best) {
+      best = z[j];
+      arg = j;
+    }
+  /* Combine the lanes: the larger value wins, ties go to the lower class. */
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ob = __shfl_xor_sync(0xffffffffu, best, off);
+    const long long oa = __shfl_xor_sync(0xffffffffu, arg, off);
+    if (ob > best || (ob == best && oa < arg)) {
+      best = ob;
+      arg = oa;
+    }
+  }
+  const double mx = best;
+  double se = 0.0;
+  for (int64_t j = lane; j < classes; j += 32)
+    se += exp((double)z[j] - mx);
+  for (int off = 16; off > 0; off >>= 1)
+    se += __shfl_xor_sync(0xffffffffu, se, off);
+  const double lse = mx + log(se);
+  const double zy = z[y];
+  __syncwarp();
+  if (grad) { /* written after every read of the row: grad may be the logits themselves */
+    float *g = grad + i * classes;
+    for (int64_t j = lane; j < classes; j += 32)
+      g[j] = (float)((exp((double)z[j] - lse) - (j == y ? 1.0 : 0.0)) * inv_n);
+  }
+  if (lane == 0) {
+    row_loss[2 * i] = lse - zy;
+    row_loss[2 * i + 1] = arg == y ? 1.0 : 0.0;
+  }
+}
+
+/* Sums the row losses and hits in one block: thread t takes rows t, t + T, ... in order, then a
+ * fixed tree combines the threads, so the sum is the same at every run. */
+__global__ void k_xent_sum(const double *row_loss, int64_t n, xent_result *res) {
+  __shared__ double s_loss[kSumThreads];
+  __shared__ unsigned long long s_hits[kSumThreads];
+  double loss = 0.0;
+  unsigned long long hits = 0;
+  if (res->bad_row == ~0ULL)
+    for (int64_t i = threadIdx.x; i < n; i += kSumThreads) {
+      loss += row_loss[2 * i];
+      hits += row_loss[2 * i + 1] != 0.0;
+    }
+  s_loss[threadIdx.x] = loss;
+  s_hits[threadIdx.x] = hits;
+  __syncthreads();
+  for (int w = kSumThreads / 2; w > 0; w >>= 1) {
+    if ((int)threadIdx.x < w) {
+      s_loss[threadIdx.x] += s_loss[threadIdx.x + w];
+      s_hits[threadIdx.x] += s_hits[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    res->loss = s_loss[0];
+    res->correct = s_hits[0];
+  }
+}
+
+struct adam_consts {
+  float lr, wd, b1, b2, c1, c2, eps, step_size, bc2_sqrt;
+};
+
+__global__ void k_sgd(float *param, const float *grad, float *mom_buf, int64_t n, float lr,
+                      float wd, float mom) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float g = wd != 0.0f ? __fadd_rn(grad[i], __fmul_rn(wd, param[i])) : grad[i];
+    if (mom != 0.0f) { /* the buffer starts at 0, so step 1 stores g as PyTorch does */
+      g = __fadd_rn(__fmul_rn(mom, mom_buf[i]), g);
+      mom_buf[i] = g;
+    }
+    param[i] = __fsub_rn(param[i], __fmul_rn(lr, g));
+  }
+}
+
+__global__ void k_adam(float *param, const float *grad, float *m1, float *m2, int64_t n,
+                       adam_consts c) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const float g = c.wd != 0.0f ? __fadd_rn(grad[i], __fmul_rn(c.wd, param[i])) : grad[i];
+    const float m = __fadd_rn(__fmul_rn(c.b1, m1[i]), __fmul_rn(c.c1, g));
+    const float v = __fadd_rn(__fmul_rn(c.b2, m2[i]), __fmul_rn(__fmul_rn(c.c2, g), g));
+    m1[i] = m;
+    m2[i] = v;
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), c.bc2_sqrt), c.eps);
+    param[i] = __fsub_rn(param[i], __fmul_rn(c.step_size, __fdiv_rn(m, denom)));
+  }
+}
+
+/* ---- lifetime and memory ---- */
+
+void release(cuda_ctx *c) {
+  if (!c)
+    return;
+  /* Teardown errors cannot be reported (destroy returns nothing); each call is independent. */
+  if (c->stream)
+    (void)cudaStreamSynchronize(c->stream);
+  if (c->blas)
+    (void)cublasDestroy(c->blas);
+  (void)cudaFree(c->row_loss);
+  (void)cudaFree(c->d_res);
+  (void)cudaFreeHost(c->h_res);
+  if (c->stream)
+    (void)cudaStreamDestroy(c->stream);
+  free(c);
+}
+
+void cuda_destroy(ng_backend *be) {
+  if (ctx_of(be))
+    (void)cudaSetDevice(ctx_of(be)->device);
+  release(ctx_of(be));
+  free(be);
+}
+
+ng_status cuda_alloc(ng_backend *be, void **out, size_t bytes) {
+  NG_CHECK(check_ptr("alloc", "out", out, true));
+  *out = NULL;
+  NG_CHECK(use(be, "alloc"));
+  /* A zero-byte request still gets a distinct, freeable pointer, as on the CPU backend. */
+  cudaError_t err = cudaMalloc(out, NG_MAX(bytes, (size_t)1));
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError(); /* not sticky: clear it so that later calls do not see it */
+    *out = NULL;
+    return ng__err(NG_ERR_NOMEM,
+                   "alloc: out of device memory allocating %zu bytes on CUDA device %d; use "
+                   "smaller batches or a GPU with more memory",
+                   bytes, ctx_of(be)->device);
+  }
+  if (err != cudaSuccess) {
+    *out = NULL;
+    return cuda_err("alloc", "cudaMalloc", err);
+  }
+  return NG_OK;
+}
+
+void cuda_free(ng_backend *be, void *ptr) {
+  if (!ptr)
+    return;
+  (void)cudaSetDevice(ctx_of(be)->device);
+  (void)cudaFree(ptr); /* free returns nothing; a failure here leaves a sticky error to report */
+}
+
+ng_status cuda_copy(ng_backend *be, const char *op, void *dst, const void *src, size_t bytes,
+                    bool wait) {
+  if (bytes == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr(op, "dst", dst, true));
+  NG_CHECK(check_ptr(op, "src", src, true));
+  NG_CHECK(use(be, op));
+  cuda_ctx *c = ctx_of(be);
+  CU_CHECK(op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream));
+  if (wait)
+    CU_CHECK(op, cudaStreamSynchronize(c->stream));
+  return NG_OK;
+}
+
+/* Host-to-device copies wait as well: the caller may reuse the host buffer on return (a
+ * pinned source would otherwise still be read by the DMA engine). */
+ng_status cuda_copy_h2d(ng_backend *be, void *dst, const void *host_src, size_t bytes) {
+  return cuda_copy(be, "copy_h2d", dst, host_src, bytes, true);
+}
+
+ng_status cuda_copy_d2h(ng_backend *be, void *host_dst, const void *src, size_t bytes) {
+  return cuda_copy(be, "copy_d2h", host_dst, src, bytes, true);
+}
+
+ng_status cuda_copy_d2d(ng_backend *be, void *dst, const void *src, size_t bytes) {
+  return cuda_copy(be, "copy_d2d", dst, src, bytes, false);
+}
+
+ng_status cuda_fill(ng_backend *be, float *x, int64_t n, float value) {
+  NG_CHECK(check_count("fill", "n", n));
+  NG_CHECK(check_ptr("fill", "x", x, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "fill"));
+  k_fill<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(x, n, value);
+  LAUNCH_CHECK("fill");
+  return NG_OK;
+}
+
+ng_status cuda_sync(ng_backend *be) {
+  NG_CHECK(use(be, "sync"));
+  CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->stream));
+  return NG_OK;
+}
+
+/* ---- gathers ---- */
+
+ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
+                           int64_t n, int64_t dim) {
+  NG_CHECK(check_count("gather_rows", "n", n));
+  NG_CHECK(check_count("gather_rows", "dim", dim));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("gather_rows", "dst", dst, true));
+  NG_CHECK(check_ptr("gather_rows", "table", table, true));
+  NG_CHECK(check_ptr("gather_rows", "ids", ids, true));
+  NG_CHECK(use(be, "gather_rows"));
+  cudaStream_t s = ctx_of(be)->stream;
+  if (dim % 4 == 0 && aligned16(dst) && aligned16(table))
+    k_gather<4><<<grid_rows(n, dim, 4), kThreads, 0, s>>>(dst, table, ids, n, dim);
+  else
+    k_gather<1><<<grid_rows(n, dim, 1), kThreads, 0, s>>>(dst, table, ids, n, dim);
+  LAUNCH_CHECK("gather_rows");
+  return NG_OK;
+}
+
+/* ---- aggregation ---- */
+
+/* Launches the SUM or MAX/MIN forward over the block's destinations (no launch for empty work). */
+ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng_block *blk,
+                     const float *src, int64_t dim, float *dst, int32_t *argbest) {
+  if (blk->n_dst == 0 || dim == 0)
+    return NG_OK;
+  cudaStream_t s = ctx_of(be)->stream;
+  const bool v4 =
+      dim % 4 == 0 && aligned16(src) && aligned16(dst) && (!argbest || aligned16(argbest));
+  const dim3 grid = grid_rows(blk->n_dst, dim, v4 ? 4 : 1);
+  if (ag->reduce == NG_REDUCE_SUM) {
+    const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
+    if (v4)
+      k_aggr_sum<4><<<grid, kThreads, 0, s>>>(f, *blk, src, dim, dst);
+    else
+      k_aggr_sum<1><<<grid, kThreads, 0, s>>>(f, *blk, src, dim, dst);
+  } else if (ag->reduce == NG_REDUCE_MAX) {
+    if (v4)
+      k_aggr_best<4, true><<<grid, kThreads, 0, s>>>(*blk, src, dim, dst, argbest);
+    else
+      k_aggr_best<1, true><<<grid, kThreads, 0, s>>>(*blk, src, dim, dst, argbest);
+  } else {
+    if (v4)
+      k_aggr_best<4, false><<<grid, kThreads, 0, s>>>(*blk, src, dim, dst, argbest);
+    else
+      k_aggr_best<1, false><<<grid, kThreads, 0, s>>>(*blk, src, dim, dst, argbest);
+  }
+  LAUNCH_CHECK(op);
+  return NG_OK;
+}
+
+ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+                        int64_t dim, float *dst, int32_t *argbest) {
+  NG_CHECK(check_block("aggr_fwd", blk, false));
+  NG_CHECK(check_aggr("aggr_fwd", ag, blk));
+  NG_CHECK(check_count("aggr_fwd", "dim", dim));
+  if (blk->n_dst == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
+  NG_CHECK(check_ptr("aggr_fwd", "dst", dst, true));
+  NG_CHECK(use(be, "aggr_fwd"));
+  return launch_fwd(be, "aggr_fwd", ag, blk, src, dim, dst,
+                    ag->reduce == NG_REDUCE_SUM ? nullptr : argbest);
+}
+
+ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                        const float *grad_dst, const int32_t *argbest, int64_t dim,
+                        float *grad_src) {
+  NG_CHECK(check_block("aggr_bwd", blk, true));
+  NG_CHECK(check_aggr("aggr_bwd", ag, blk));
+  NG_CHECK(check_count("aggr_bwd", "dim", dim));
+  if (blk->n_src == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
+  NG_CHECK(check_ptr("aggr_bwd", "grad_src", grad_src, true));
+  const bool sum = ag->reduce == NG_REDUCE_SUM;
+  if (!sum)
+    NG_CHECK(check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
+                       blk->n_dst > 0));
+  NG_CHECK(use(be, "aggr_bwd"));
+  cudaStream_t s = ctx_of(be)->stream;
+  const bool v4 = dim % 4 == 0 && aligned16(grad_src) && (!grad_dst || aligned16(grad_dst)) &&
+                  (sum || !argbest || aligned16(argbest));
+  const dim3 grid = grid_rows(blk->n_src, dim, v4 ? 4 : 1);
+  if (sum) {
+    const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
+    if (v4)
+      k_aggr_sum_bwd<4><<<grid, kThreads, 0, s>>>(f, *blk, grad_dst, dim, grad_src);
+    else
+      k_aggr_sum_bwd<1><<<grid, kThreads, 0, s>>>(f, *blk, grad_dst, dim, grad_src);
+  } else {
+    if (v4)
+      k_aggr_best_bwd<4><<<grid, kThreads, 0, s>>>(*blk, grad_dst, argbest, dim, grad_src);
+    else
+      k_aggr_best_bwd<1><<<grid, kThreads, 0, s>>>(*blk, grad_dst, argbest, dim, grad_src);
+  }
+  LAUNCH_CHECK("aggr_bwd");
+  return NG_OK;
+}
+
+ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state) {
+  NG_CHECK(check_block("aggr_partial", blk, false));
+  NG_CHECK(check_aggr("aggr_partial", ag, blk));
+  NG_CHECK(check_state("aggr_partial", state));
+  if (state->n_dst != blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "aggr_partial: state has %d rows but the block %d destinations; size the "
+                   "state for the block",
+                   (int)state->n_dst, (int)blk->n_dst);
+  const int64_t dim = state->dim;
+  NG_CHECK(check_ptr("aggr_partial", "src", src, blk->n_src > 0 && dim > 0));
+  if (blk->n_dst == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "aggr_partial"));
+  k_degree<<<grid_1d(blk->n_dst), kThreads, 0, ctx_of(be)->stream>>>(*blk, state->count);
+  LAUNCH_CHECK("aggr_partial");
+  /* A partial state is the bare reduction: MEAN divides and the self loop is added only when
+   * the merged state is finalized. */
+  ng_aggr bare = *ag;
+  bare.mean = false;
+  bare.self_loop = false;
+  return launch_fwd(be, "aggr_partial", &bare, blk, src, dim, state->val, nullptr);
+}
+
+ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                            const ng_pstate *other) {
+  NG_CHECK(check_aggr("pstate_merge", ag, NULL));
+  NG_CHECK(check_state("pstate_merge", acc));
+  NG_CHECK(check_state("pstate_merge", other));
+  if (acc->n_dst != other->n_dst || acc->dim != other->dim)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "pstate_merge: states of shapes [%d, %lld] and [%d, %lld]; only states of the "
+                   "same destinations and dimension merge",
+                   (int)acc->n_dst, (long long)acc->dim, (int)other->n_dst, (long long)other->dim);
+  if (acc->n_dst == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "pstate_merge"));
+  cudaStream_t s = ctx_of(be)->stream;
+  const int64_t n = (int64_t)acc->n_dst * acc->dim;
+  if (n > 0) {
+    k_merge_vals<<<grid_1d(n), kThreads, 0, s>>>(ag->reduce, acc->val, acc->count, other->val,
+                                                 other->count, acc->n_dst, acc->dim);
+    LAUNCH_CHECK("pstate_merge");
+  }
+  k_merge_counts<<<grid_1d(acc->n_dst), kThreads, 0, s>>>(acc->count, other->count, acc->n_dst);
+  LAUNCH_CHECK("pstate_merge");
+  return NG_OK;
+}
+
+ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
+                               float *dst) {
+  NG_CHECK(check_aggr("pstate_finalize", ag, NULL));
+  NG_CHECK(check_state("pstate_finalize", state));
+  const int64_t n = (int64_t)state->n_dst * state->dim;
+  NG_CHECK(check_ptr("pstate_finalize", "dst", dst, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "pstate_finalize"));
+  k_finalize<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(ag->mean, state->val, state->count,
+                                                              state->n_dst, state->dim, dst);
+  LAUNCH_CHECK("pstate_finalize");
+  return NG_OK;
+}
+
+/* ---- GEMM ---- */
+
+ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                    float beta, float *c, int64_t ldc) {
+  NG_CHECK(check_count("gemm", "m", m));
+  NG_CHECK(check_count("gemm", "n", n));
+  NG_CHECK(check_count("gemm", "k", k));
+  const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+  if (lda < NG_MAX(a_cols, (int64_t)1) || ldb < NG_MAX(b_cols, (int64_t)1) ||
+      ldc < NG_MAX(n, (int64_t)1))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "gemm: leading dimensions lda %lld, ldb %lld, ldc %lld are below the row "
+                   "lengths %lld, %lld, %lld of the row-major A, B, C",
+                   (long long)lda, (long long)ldb, (long long)ldc, (long long)a_cols,
+                   (long long)b_cols, (long long)n);
+  if (m == 0 || n == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("gemm", "C", c, true));
+  NG_CHECK(check_ptr("gemm", "A", a, k > 0));
+  NG_CHECK(check_ptr("gemm", "B", b, k > 0));
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
+      ldc > INT32_MAX)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "gemm: m=%lld n=%lld k=%lld (lda %lld, ldb %lld, ldc %lld) exceed cuBLAS's "
+                   "32-bit sizes; split the product",
+                   (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb,
+                   (long long)ldc);
+  NG_CHECK(use(be, "gemm"));
+  cuda_ctx *ctx = ctx_of(be);
+  if (k == 0) { /* an empty product: C = beta * C, where beta == 0 does not read C */
+    k_scale_c<<<grid_1d(m * n), kThreads, 0, ctx->stream>>>(c, m, n, ldc, beta);
+    LAUNCH_CHECK("gemm");
+    return NG_OK;
+  }
+  /* cuBLAS is column-major: a row-major [r, c] matrix with leading dimension ld is its
+   * column-major transpose, so C^T [n, m] = op(B)^T op(A)^T is computed with the operands
+   * swapped and each keeps its own transpose flag. */
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasStatus_t st = cublasSgemm(ctx->blas, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b,
+                                  (int)ldb, a, (int)lda, &beta, c, (int)ldc);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return blas_err("gemm", "cublasSgemm", st);
+  return NG_OK;
+}
+
+/* ---- elementwise ops ---- */
+
+ng_status cuda_add(ng_backend *be, float *y, const float *x, int64_t n) {
+  NG_CHECK(check_count("add", "n", n));
+  NG_CHECK(check_ptr("add", "y", y, n > 0));
+  NG_CHECK(check_ptr("add", "x", x, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "add"));
+  k_add<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(y, x, n);
+  LAUNCH_CHECK("add");
+  return NG_OK;
+}
+
+ng_status cuda_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows, int64_t cols,
+                            ng_activation act) {
+  NG_CHECK(check_count("bias_act_fwd", "rows", rows));
+  NG_CHECK(check_count("bias_act_fwd", "cols", cols));
+  NG_CHECK(check_act("bias_act_fwd", act));
+  NG_CHECK(check_ptr("bias_act_fwd", "x", x, rows > 0 && cols > 0));
+  if (rows == 0 || cols == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "bias_act_fwd"));
+  k_bias_act<<<grid_1d(rows * cols), kThreads, 0, ctx_of(be)->stream>>>(x, bias, rows, cols,
+                                                                        act == NG_ACT_RELU);
+  LAUNCH_CHECK("bias_act_fwd");
+  return NG_OK;
+}
+
+ng_status cuda_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *grad_bias,
+                            int64_t rows, int64_t cols, ng_activation act) {
+  NG_CHECK(check_count("bias_act_bwd", "rows", rows));
+  NG_CHECK(check_count("bias_act_bwd", "cols", cols));
+  NG_CHECK(check_act("bias_act_bwd", act));
+  NG_CHECK(check_ptr("bias_act_bwd", "grad", grad, rows > 0 && cols > 0));
+  NG_CHECK(check_ptr("bias_act_bwd", "y (ReLU needs the forward output)", y,
+                     act == NG_ACT_RELU && rows > 0 && cols > 0));
+  if (cols == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "bias_act_bwd"));
+  cudaStream_t s = ctx_of(be)->stream;
+  if (act == NG_ACT_RELU && rows > 0) {
+    k_relu_bwd<<<grid_1d(rows * cols), kThreads, 0, s>>>(grad, y, rows * cols);
+    LAUNCH_CHECK("bias_act_bwd");
+  }
+  if (grad_bias) { /* with 0 rows the sums are 0, as on the CPU */
+    k_col_sums<<<(unsigned)((cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(grad, rows, cols,
+                                                                                 grad_bias);
+    LAUNCH_CHECK("bias_act_bwd");
+  }
+  return NG_OK;
+}
+
+ng_status cuda_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
+                           uint64_t seed) {
+  NG_CHECK(check_count("dropout_fwd", "n", n));
+  NG_CHECK(check_dropout_p("dropout_fwd", p));
+  NG_CHECK(check_ptr("dropout_fwd", "x", x, n > 0));
+  NG_CHECK(check_ptr("dropout_fwd", "mask", mask, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "dropout_fwd"));
+  /* The key and threshold come from core/rng.h itself; the per-element rule is its copy. */
+  k_dropout_fwd<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(
+      x, mask, n, ng_mix64(seed), ng_dropout_threshold(p), 1.0f / (1.0f - p));
+  LAUNCH_CHECK("dropout_fwd");
+  return NG_OK;
+}
+
+ng_status cuda_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mask, int64_t n, float p) {
+  NG_CHECK(check_count("dropout_bwd", "n", n));
+  NG_CHECK(check_dropout_p("dropout_bwd", p));
+  NG_CHECK(check_ptr("dropout_bwd", "grad", grad, n > 0));
+  NG_CHECK(check_ptr("dropout_bwd", "mask", mask, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "dropout_bwd"));
+  k_dropout_bwd<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(grad, mask, n, 1.0f / (1.0f - p));
+  LAUNCH_CHECK("dropout_bwd");
+  return NG_OK;
+}
+
+/* Grows the per-row xent buffer (2 doubles a row). This is the one device allocation inside an
+ * op: it happens only when a batch has more rows than any before on this backend. */
+ng_status ensure_row_loss(cuda_ctx *c, int64_t n) {
+  if (n <= c->row_loss_cap)
+    return NG_OK;
+  const int64_t cap = NG_MAX(n, (int64_t)4096);
+  CU_CHECK("xent", cudaStreamSynchronize(c->stream));
+  CU_CHECK("xent", cudaFree(c->row_loss));
+  c->row_loss = nullptr;
+  c->row_loss_cap = 0;
+  CU_CHECK("xent", cudaMalloc(&c->row_loss, (size_t)cap * 2 * sizeof(double)));
+  c->row_loss_cap = cap;
+  return NG_OK;
+}
+
+ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
+                    int64_t classes, float *grad, double *loss, int64_t *correct) {
+  NG_CHECK(check_count("xent", "n", n));
+  if (classes < 1)
+    return ng__err(NG_ERR_INVALID_ARG, "xent: %lld classes; there must be at least one",
+                   (long long)classes);
+  NG_CHECK(check_ptr("xent", "logits", logits, n > 0));
+  NG_CHECK(check_ptr("xent", "labels", labels, n > 0));
+  if (n == 0) {
+    if (loss)
+      *loss = 0.0;
+    if (correct)
+      *correct = 0;
+    return NG_OK;
+  }
+  NG_CHECK(use(be, "xent"));
+  cuda_ctx *c = ctx_of(be);
+  NG_CHECK(ensure_row_loss(c, n));
+  xent_result init = {0.0, 0, ~0ULL, 0};
+  *c->h_res = init;
+  CU_CHECK("xent",
+           cudaMemcpyAsync(c->d_res, c->h_res, sizeof init, cudaMemcpyHostToDevice, c->stream));
+  k_xent_check<<<grid_1d(n), kThreads, 0, c->stream>>>(labels, n, classes, c->d_res);
+  LAUNCH_CHECK("xent");
+  k_xent_fix<<<1, 1, 0, c->stream>>>(labels, c->d_res);
+  LAUNCH_CHECK("xent");
+  const unsigned row_blocks = (unsigned)((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  k_xent_rows<<<row_blocks, kThreads, 0, c->stream>>>(logits, labels, n, classes, grad,
+                                                      1.0 / (double)n, c->row_loss, c->d_res);
+  LAUNCH_CHECK("xent");
+  k_xent_sum<<<1, kSumThreads, 0, c->stream>>>(c->row_loss, n, c->d_res);
+  LAUNCH_CHECK("xent");
+  CU_CHECK("xent",
+           cudaMemcpyAsync(c->h_res, c->d_res, sizeof init, cudaMemcpyDeviceToHost, c->stream));
+  CU_CHECK("xent", cudaStreamSynchronize(c->stream));
+  const xent_result r = *c->h_res;
+  if (r.bad_row != ~0ULL)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "xent: label %d of row %llu is outside [0, %lld); labels must be class "
+                   "indices",
+                   r.bad_label, r.bad_row, (long long)classes);
+  if (loss)
+    *loss = r.loss / (double)n;
+  if (correct)
+    *correct = (int64_t)r.correct;
+  return NG_OK;
+}
+
+ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
+                        float *state1, float *state2, int64_t n) {
+  NG_CHECK(check_ptr("opt_step", "hyper-parameters", hp, true));
+  NG_CHECK(check_count("opt_step", "n", n));
+  NG_CHECK(check_ptr("opt_step", "param", param, n > 0));
+  NG_CHECK(check_ptr("opt_step", "grad", grad, n > 0));
+  if (hp->kind == NG_OPT_SGD) {
+    NG_CHECK(check_ptr("opt_step", "state1 (SGD momentum buffer)", state1,
+                       hp->momentum != 0.0f && n > 0));
+    if (n == 0)
+      return NG_OK;
+    NG_CHECK(use(be, "opt_step"));
+    k_sgd<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(param, grad, state1, n, hp->lr,
+                                                           hp->weight_decay, hp->momentum);
+    LAUNCH_CHECK("opt_step");
+    return NG_OK;
+  }
+  if (hp->kind != NG_OPT_ADAM)
+    return ng__err(NG_ERR_INVALID_ARG, "opt_step: unknown optimizer %d", (int)hp->kind);
+  if (hp->step < 1)
+    return ng__err(NG_ERR_INVALID_ARG, "opt_step: Adam step %lld; steps count from 1",
+                   (long long)hp->step);
+  NG_CHECK(check_ptr("opt_step", "state1 (Adam first moment)", state1, n > 0));
+  NG_CHECK(check_ptr("opt_step", "state2 (Adam second moment)", state2, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "opt_step"));
+  /* The CPU's constants, computed the same way on the host. */
+  const double bc1 = 1.0 - pow((double)hp->beta1, (double)hp->step);
+  const double bc2 = 1.0 - pow((double)hp->beta2, (double)hp->step);
+  adam_consts k;
+  k.lr = hp->lr;
+  k.wd = hp->weight_decay;
+  k.b1 = hp->beta1;
+  k.b2 = hp->beta2;
+  k.c1 = 1.0f - hp->beta1;
+  k.c2 = 1.0f - hp->beta2;
+  k.eps = hp->eps;
+  k.step_size = (float)((double)hp->lr / bc1);
+  k.bc2_sqrt = (float)sqrt(bc2);
+  k_adam<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(param, grad, state1, state2, n, k);
+  LAUNCH_CHECK("opt_step");
+  return NG_OK;
+}
+
+ng_backend_i make_iface() {
+  ng_backend_i t = {};
+  t.name = "cuda";
+  t.host_memory = false;
+  t.destroy = cuda_destroy;
+  t.alloc = cuda_alloc;
+  t.free = cuda_free;
+  t.copy_h2d = cuda_copy_h2d;
+  t.copy_d2h = cuda_copy_d2h;
+  t.copy_d2d = cuda_copy_d2d;
+  t.fill = cuda_fill;
+  t.sync = cuda_sync;
+  t.gather_rows = cuda_gather_rows;
+  t.aggr_fwd = cuda_aggr_fwd;
+  t.aggr_bwd = cuda_aggr_bwd;
+  t.aggr_partial = cuda_aggr_partial;
+  t.pstate_merge = cuda_pstate_merge;
+  t.pstate_finalize = cuda_pstate_finalize;
+  t.gemm = cuda_gemm;
+  t.add = cuda_add;
+  t.bias_act_fwd = cuda_bias_act_fwd;
+  t.bias_act_bwd = cuda_bias_act_bwd;
+  t.dropout_fwd = cuda_dropout_fwd;
+  t.dropout_bwd = cuda_dropout_bwd;
+  t.xent = cuda_xent;
+  t.opt_step = cuda_opt_step;
+  return t;
+}
+
+const ng_backend_i CUDA_IFACE = make_iface();
+
+ng_status create(ng_backend **out, int device) {
+  int count = 0;
+  CU_CHECK("cuda backend", cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "cuda backend: device %d does not exist (%d CUDA devices visible); pick one in "
+                   "[0, %d) or check CUDA_VISIBLE_DEVICES",
+                   device, count, count);
+  CU_CHECK("cuda backend", cudaSetDevice(device));
+  cuda_ctx *c = static_cast<cuda_ctx *>(ng__calloc(1, sizeof(cuda_ctx), "CUDA backend context"));
+  ng_backend *be = static_cast<ng_backend *>(ng__calloc(1, sizeof(ng_backend), "CUDA backend"));
+  if (!c || !be) {
+    free(c);
+    free(be);
+    return NG_ERR_NOMEM;
+  }
+  c->device = device;
+  be->iface = &CUDA_IFACE;
+  be->ctx = c;
+  ng_status st = NG_OK;
+  cudaError_t err = cudaSuccess;
+  cublasStatus_t bst = CUBLAS_STATUS_SUCCESS;
+  const char *what = "";
+  if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
+    what = "cudaStreamCreateWithFlags";
+  else if ((err = cudaMalloc(&c->d_res, sizeof(xent_result))) != cudaSuccess)
+    what = "cudaMalloc";
+  else if ((err = cudaMallocHost(&c->h_res, sizeof(xent_result))) != cudaSuccess)
+    what = "cudaMallocHost";
+  if (err != cudaSuccess) {
+    st = cuda_err("cuda backend", what, err);
+    goto fail;
+  }
+  /* fp32 stays fp32: the default math mode never uses TF32 tensor cores for cublasSgemm (only
+   * CUBLAS_TF32_TENSOR_OP_MATH would), and atomics stay disallowed (the default), so products
+   * are reproducible run to run on one stream. */
+  if ((bst = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS)
+    what = "cublasCreate";
+  else if ((bst = cublasSetStream(c->blas, c->stream)) != CUBLAS_STATUS_SUCCESS)
+    what = "cublasSetStream";
+  else if ((bst = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
+    what = "cublasSetMathMode";
+  else if ((bst = cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED)) !=
+           CUBLAS_STATUS_SUCCESS)
+    what = "cublasSetAtomicsMode";
+  if (bst != CUBLAS_STATUS_SUCCESS) {
+    st = blas_err("cuda backend", what, bst);
+    goto fail;
+  }
+  *out = be;
+  return NG_OK;
+fail:
+  release(c);
+  free(be);
+  return st;
+}
+
+} // namespace
+
+extern "C" ng_status ng__backend_cuda_create(ng_backend **out, int device) {
+  NG_CHECK(check_ptr("cuda backend", "out", out, true));
+  *out = nullptr;
+  return create(out, device);
+}
