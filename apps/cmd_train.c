@@ -308,7 +308,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                      "random seed: same seed, same losses bit for bit, whatever --threads"),       \
       CLI_OPT_INT("threads", &(c)->threads, "T", 0, 4096,                                          \
                   "CPU threads; 0 = OMP_NUM_THREADS or all"),                                      \
-      CLI_OPT_STRING("device", &(c)->device, "DEV", "cpu (cuda comes with the GPU backend)")
+      CLI_OPT_STRING("device", &(c)->device, "DEV",                                                \
+                     "cpu, or cuda in a build with the CUDA backend")
 
 int cmd_train(int argc, char **argv) {
   train_cfg c = {.fanouts = "25,10",

@@ -2,6 +2,9 @@
 #include "dataset_impl.h"
 #include "model_impl.h"
 #include "safetensors_impl.h"
+#ifdef NG_HAVE_CUDA
+#include "gpu/ng_cuda.h"
+#endif
 
 #include <errno.h>
 #include <math.h>
@@ -41,7 +44,8 @@ struct ng_trainer {
   /* [nodes, classes] of full-neighbour inference with the current parameters, or NULL:
    * evaluating several splits infers once. */
   float *logits;
-  growbuf x0, labels, d_logits, eval_out;
+  growbuf x0, labels, d_logits, eval_out, eval_dev, mb_dev; /* backend memory */
+  growbuf stage, stage_mb, stage_labels; /* host staging for backends with their own memory */
 };
 
 static void drop_logits(ng_trainer_t t);
@@ -68,6 +72,19 @@ static ng_status grow(ng_backend *be, growbuf *b, size_t bytes) {
   b->ptr = NULL;
   b->cap = 0;
   NG_CHECK(be->iface->alloc(be, &b->ptr, cap));
+  b->cap = cap;
+  return NG_OK;
+}
+
+/* Host memory that grows to the largest request (staging before a copy to the backend). */
+static ng_status host_grow(growbuf *b, size_t bytes, const char *what) {
+  if (bytes <= b->cap)
+    return NG_OK;
+  size_t cap = NG_MAX(bytes, b->cap + b->cap / 2);
+  void *p = realloc(b->ptr, cap);
+  if (!p)
+    return ng__err(NG_ERR_NOMEM, "out of memory growing %s to %zu bytes", what, cap);
+  b->ptr = p;
   b->cap = cap;
   return NG_OK;
 }
@@ -104,10 +121,15 @@ static ng_status make_backend(ng_backend **out, const ng_train_opts *o) {
   const char *dev = o->device ? o->device : "cpu";
   if (strcmp(dev, "cpu") == 0)
     return ng__backend_cpu_create(out, o->threads);
-  if (strcmp(dev, "cuda") == 0)
+  if (strcmp(dev, "cuda") == 0) {
+#ifdef NG_HAVE_CUDA
+    return ng__backend_cuda_create(out, 0);
+#else
     return ng__err(NG_ERR_UNSUPPORTED,
-                   "device 'cuda': GPU training is not available in this version of neargnn "
-                   "(the CUDA backend is built for device queries only); use --device cpu");
+                   "device 'cuda': this build of neargnn has no CUDA backend; build it where the "
+                   "CUDA toolkit is installed (cmake --preset default, or -DNG_CUDA=ON)");
+#endif
+  }
   return ng__err(NG_ERR_INVALID_ARG, "unknown device '%s' (cpu or cuda)", dev);
 }
 
@@ -168,10 +190,6 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
     t->features = t->features_owned;
   }
   NG_CHECK_GOTO(st, make_backend(&t->be, &o), fail);
-  if (!t->be->iface->host_memory) {
-    st = ng__err(NG_ERR_UNSUPPORTED, "backend '%s' cannot train yet", t->be->iface->name);
-    goto fail;
-  }
   NG_CHECK_GOTO(st, ng__exec_create(&t->ex, t->model, t->be, o.seed), fail);
   NG_CHECK_GOTO(st, ng__sample_arena_create(&t->arena), fail);
   t->perm = ng__malloc((size_t)info->train * sizeof *t->perm, "the epoch order");
@@ -203,6 +221,8 @@ void ng_trainer_destroy(ng_trainer_t t) {
     growbuf_free(t->be, &t->labels);
     growbuf_free(t->be, &t->d_logits);
     growbuf_free(t->be, &t->eval_out);
+    growbuf_free(t->be, &t->eval_dev);
+    growbuf_free(t->be, &t->mb_dev);
     ng__exec_destroy(&t->ex);
     ng__backend_destroy(t->be);
   }
@@ -212,6 +232,9 @@ void ng_trainer_destroy(ng_trainer_t t) {
     ng__big_free(t->features_owned,
                  (size_t)t->ds->info.nodes * (size_t)t->ds->info.feature_dim * sizeof(float));
   free(t->perm);
+  free(t->stage.ptr);
+  free(t->stage_mb.ptr);
+  free(t->stage_labels.ptr);
   free(t);
 }
 
@@ -230,19 +253,82 @@ int64_t ng_trainer_epochs_done(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->epochs_done : -1;
 }
 
-/* Gathers the input feature rows of a mini-batch into backend memory. */
+/* Gathers rows `ids` of a host table into backend memory. A backend with its own memory gets
+ * them gathered on the host and copied in one transfer (the synchronous path; the tiered
+ * feature store's fetch strategies are the fast ones). */
 static ng_status gather_inputs(ng_trainer_t t, const float *table, int64_t dim, const int64_t *ids,
                                int64_t n, growbuf *dst) {
-  NG_CHECK(grow(t->be, dst, (size_t)NG_MAX(n, 1) * (size_t)dim * sizeof(float)));
-  return t->be->iface->gather_rows(t->be, dst->ptr, table, ids, n, dim);
+  size_t bytes = (size_t)NG_MAX(n, 1) * (size_t)dim * sizeof(float);
+  NG_CHECK(grow(t->be, dst, bytes));
+  if (t->be->iface->host_memory)
+    return t->be->iface->gather_rows(t->be, dst->ptr, table, ids, n, dim);
+  NG_CHECK(host_grow(&t->stage, bytes, "the feature staging buffer"));
+  float *s = t->stage.ptr;
+#pragma omp parallel for schedule(static) num_threads(omp_threads(&t->opts)) if (n > 4096)
+  for (int64_t i = 0; i < n; i++)
+    memcpy(s + i * dim, table + ids[i] * dim, (size_t)dim * sizeof(float));
+  return t->be->iface->copy_h2d(t->be, dst->ptr, s, (size_t)n * (size_t)dim * sizeof(float));
 }
 
 static ng_status gather_labels(ng_trainer_t t, const int64_t *ids, int64_t n) {
-  NG_CHECK(grow(t->be, &t->labels, (size_t)NG_MAX(n, 1) * sizeof(int32_t)));
-  int32_t *lab = t->labels.ptr; /* host memory: checked at create */
+  size_t bytes = (size_t)NG_MAX(n, 1) * sizeof(int32_t);
+  NG_CHECK(grow(t->be, &t->labels, bytes));
+  bool direct = t->be->iface->host_memory;
+  if (!direct)
+    NG_CHECK(host_grow(&t->stage_labels, bytes, "the label staging buffer"));
+  int32_t *lab = direct ? t->labels.ptr : t->stage_labels.ptr;
   for (int64_t i = 0; i < n; i++)
     lab[i] = t->ds->labels[ids[i]];
-  return NG_OK;
+  if (direct)
+    return NG_OK;
+  return t->be->iface->copy_h2d(t->be, t->labels.ptr, lab, (size_t)n * sizeof(int32_t));
+}
+
+/* The blocks of a mini-batch in backend memory: the same arrays for a host-memory backend;
+ * otherwise packed into one staging buffer and copied in one transfer. node_ids stays on the
+ * host (the gathers above read it there). */
+static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, ng_minibatch *d) {
+  *d = *h;
+  if (t->be->iface->host_memory)
+    return NG_OK;
+  enum { ALIGN = 16 };
+  size_t total = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    char *stage = t->stage_mb.ptr, *dev = t->mb_dev.ptr;
+    size_t at = 0;
+    for (int l = 0; l < h->n_layers; l++) {
+      const ng_block *hb = &h->blocks[l];
+      ng_block *db = &d->blocks[l];
+      struct {
+        const void *src;
+        size_t bytes;
+        const void **dst;
+      } arrays[] = {
+          {hb->indptr, ((size_t)hb->n_dst + 1) * 4, (const void **)&db->indptr},
+          {hb->indices, (size_t)hb->nnz * 4, (const void **)&db->indices},
+          {hb->edge_w, (size_t)hb->nnz * 4, (const void **)&db->edge_w},
+          {hb->self_w, (size_t)hb->n_dst * 4, (const void **)&db->self_w},
+          {hb->t_indptr, ((size_t)hb->n_src + 1) * 4, (const void **)&db->t_indptr},
+          {hb->t_dst, (size_t)hb->nnz * 4, (const void **)&db->t_dst},
+          {hb->t_eid, (size_t)hb->nnz * 4, (const void **)&db->t_eid},
+      };
+      for (size_t k = 0; k < NG_ARRAY_LEN(arrays); k++) {
+        if (!arrays[k].src)
+          continue;
+        if (pass == 1) {
+          memcpy(stage + at, arrays[k].src, arrays[k].bytes);
+          *arrays[k].dst = dev + at;
+        }
+        at = (at + arrays[k].bytes + ALIGN - 1) / ALIGN * ALIGN;
+      }
+    }
+    if (pass == 0) {
+      total = NG_MAX(at, 1);
+      NG_CHECK(host_grow(&t->stage_mb, total, "the block staging buffer"));
+      NG_CHECK(grow(t->be, &t->mb_dev, total));
+    }
+  }
+  return t->be->iface->copy_h2d(t->be, t->mb_dev.ptr, t->stage_mb.ptr, total);
 }
 
 static ng_status train_step(ng_trainer_t t, const int64_t *targets, int32_t n, uint64_t seed,
@@ -255,7 +341,9 @@ static ng_status train_step(ng_trainer_t t, const int64_t *targets, int32_t n, u
   NG_CHECK(
       gather_inputs(t, t->features, info->feature_dim, mb.node_ids, mb.blocks[0].n_src, &t->x0));
   NG_CHECK(gather_labels(t, mb.node_ids, n));
-  NG_CHECK(ng__exec_forward(&t->ex, &mb, t->x0.ptr, true, seed));
+  ng_minibatch dmb;
+  NG_CHECK(upload_minibatch(t, &mb, &dmb));
+  NG_CHECK(ng__exec_forward(&t->ex, &dmb, t->x0.ptr, true, seed));
   NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)info->classes * sizeof(float)));
   NG_CHECK(t->be->iface->xent(t->be, t->ex.logits, t->labels.ptr, n, info->classes, t->d_logits.ptr,
                               loss, correct));
@@ -265,7 +353,7 @@ static ng_status train_step(ng_trainer_t t, const int64_t *targets, int32_t n, u
                    "the training loss is %g; the parameters are left as they were before this "
                    "iteration: lower the learning rate or normalise the features",
                    *loss);
-  NG_CHECK(ng__exec_backward(&t->ex, &mb, t->d_logits.ptr));
+  NG_CHECK(ng__exec_backward(&t->ex, &dmb, t->d_logits.ptr));
   ng_opt_hp hp = {
       .kind = t->opts.optimizer == NG_OPTIMIZER_SGD ? NG_OPT_SGD : NG_OPT_ADAM,
       .lr = (float)t->opts.lr,
@@ -372,8 +460,19 @@ static ng_status infer_all(ng_trainer_t t) {
       st = ng__sample(&mb, t->arena, &cfg, ids, (int32_t)n, 0);
       if (st == NG_OK)
         st = gather_inputs(t, h, L->in_dim, mb.node_ids, mb.blocks[0].n_src, &t->x0);
+      ng_minibatch dmb;
       if (st == NG_OK)
-        st = ng__exec_layer_eval(&t->ex, l, &mb.blocks[0], t->x0.ptr, next + c0 * L->out_dim);
+        st = upload_minibatch(t, &mb, &dmb);
+      float *out = next + c0 * L->out_dim;
+      size_t out_chunk = (size_t)n * (size_t)L->out_dim * sizeof(float);
+      bool direct = t->be->iface->host_memory;
+      if (st == NG_OK && !direct)
+        st = grow(t->be, &t->eval_dev, NG_MAX(out_chunk, 1));
+      if (st == NG_OK)
+        st = ng__exec_layer_eval(&t->ex, l, &dmb.blocks[0], t->x0.ptr,
+                                 direct ? out : t->eval_dev.ptr);
+      if (st == NG_OK && !direct)
+        st = t->be->iface->copy_d2h(t->be, out, t->eval_dev.ptr, out_chunk);
       if (st == NG_OK)
         st = ng__progress(&prog, "eval", (double)(l * nodes + c0 + n),
                           (double)(m->n_layers * nodes), false);

@@ -1,0 +1,119 @@
+/* Training on the GPU (--device cuda) against the CPU: the same model code through the CUDA
+ * backend. Cora's accuracy bars hold on the GPU, its losses follow the CPU's within fp32
+ * tolerance, and a GPU run repeats bit for bit. Exits 77 (skipped) without CUDA or a GPU. */
+#include "ng_test.h"
+
+#include <stdlib.h>
+
+#ifndef NG_HAVE_CUDA
+int main(void) {
+  printf("skipped: this build has no CUDA backend\n");
+  return 77;
+}
+#else
+#include "gpu/ng_cuda.h"
+
+enum { EPOCHS = 200, SEEDS = 3 };
+
+static ng_dataset_t cora;
+
+/* Kipf & Welling's recipe for GCN; the same with GraphSAGE-mean and fanouts 25,10. */
+static ng_model_t make_model(ng_model_kind kind) {
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, kind, 1433));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  bool gcn = kind == NG_MODEL_GCN;
+  l0.aggregator = l1.aggregator = gcn ? NG_AGGREGATOR_GCN : NG_AGGREGATOR_MEAN;
+  l0.fanout = gcn ? -1 : 10;
+  l1.fanout = gcn ? -1 : 25;
+  l0.out_dim = 16;
+  l1.out_dim = 7;
+  l1.activation = NG_ACT_NONE;
+  l0.dropout = l1.dropout = 0.5f;
+  l0.weight_decay = 5e-4f;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  return m;
+}
+
+/* Trains on `device` and returns the test accuracy; losses[EPOCHS] receives each epoch's. */
+static double train(ng_model_kind kind, const char *device, uint64_t seed, double *losses) {
+  ng_model_t m = make_model(kind);
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 0;
+  o.lr = 0.01;
+  o.seed = seed;
+  o.device = device;
+  o.normalize = NG_NORMALIZE_ROW;
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+  double acc = 0.0;
+  for (int e = 0; t && e < EPOCHS; e++) {
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+    losses[e] = s.loss;
+  }
+  if (t)
+    EXPECT_OK(ng_trainer_evaluate(&acc, NULL, t, NG_SPLIT_TEST));
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  return acc;
+}
+
+static void check_model(ng_model_kind kind, const char *name, double bar) {
+  static double cpu[EPOCHS], gpu[EPOCHS], again[EPOCHS];
+  double sum = 0.0;
+  for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+    double acc = train(kind, "cuda", seed, gpu);
+    printf("  %s seed %llu on cuda: test accuracy %.2f%%\n", name, (unsigned long long)seed,
+           100 * acc);
+    sum += acc;
+    if (seed == 1) {
+      /* The same run on the CPU: the same dropout masks and samples, so the losses differ only
+       * by fp32 rounding (GEMM order), which grows slowly over training. */
+      double cpu_acc = train(kind, "cpu", seed, cpu);
+      printf("  %s seed 1 on cpu:  test accuracy %.2f%%\n", name, 100 * cpu_acc);
+      for (int e = 0; e < 20; e++)
+        EXPECT_NEAR(gpu[e], cpu[e], 1e-3 * fabs(cpu[e]));
+      EXPECT_NEAR(gpu[EPOCHS - 1], cpu[EPOCHS - 1], 0.05 * fabs(cpu[EPOCHS - 1]));
+      /* A GPU run repeats bit for bit. */
+      double acc2 = train(kind, "cuda", seed, again);
+      EXPECT_TRUE(memcmp(gpu, again, sizeof gpu) == 0);
+      EXPECT_TRUE(memcmp(&acc, &acc2, sizeof acc) == 0);
+    }
+  }
+  double mean = sum / SEEDS;
+  printf("  %s mean test accuracy on cuda %.2f%%\n", name, 100 * mean);
+  EXPECT_TRUE(mean >= bar);
+}
+
+static void test_gcn_cora_on_gpu(void) {
+  check_model(NG_MODEL_GCN, "GCN", 0.800);
+}
+static void test_sage_cora_on_gpu(void) {
+  check_model(NG_MODEL_SAGE, "SAGE", 0.780);
+}
+
+int main(void) {
+  int devices = 0;
+  char desc[512];
+  if (ng__cuda_devices(&devices, desc, sizeof desc) != NG_OK || devices == 0) {
+    printf("skipped: no CUDA device (%s)\n", devices ? ng_last_error() : "none visible");
+    return 77;
+  }
+  printf("gpu_train: %s\n", desc);
+  char src[4096];
+  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
+  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
+  co.format = NG_FORMAT_PLANETOID;
+  const char *dst = ng_test_path("cora");
+  if (ng_dataset_convert(dst, src, &co) != NG_OK || ng_dataset_open(&cora, dst, NULL) != NG_OK) {
+    fprintf(stderr, "cannot prepare %s: %s\n", src, ng_last_error());
+    return 1;
+  }
+  RUN_TEST(test_gcn_cora_on_gpu);
+  RUN_TEST(test_sage_cora_on_gpu);
+  ng_dataset_close(cora);
+  return ng_test_summary();
+}
+#endif
