@@ -38,6 +38,7 @@ typedef struct {
 int cmd_generate(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_reorder(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_version(int argc, char **argv);

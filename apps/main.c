@@ -11,6 +11,7 @@ static const cli_command COMMANDS[] = {
     {"generate", "generate a synthetic power-law dataset with learnable classes", cmd_generate},
     {"convert", "convert planetoid, SNAP or OGB data into a dataset folder", cmd_convert},
     {"info", "show counts, degree statistics and memory footprint of a dataset", cmd_info},
+    {"reorder", "renumber a dataset so that its hot nodes come first", cmd_reorder},
     {"train", "train a GraphSAGE or GCN model on a dataset", cmd_train},
     {"demo", "generate a graph and train on it (the quick tour)", cmd_demo},
     {"version", "show the version and build features", cmd_version},
