@@ -50,19 +50,6 @@ static inline int64_t ceil_div(int64_t a, int64_t b) {
 
 /* ---- argument checks ---- */
 
-static ng_status check_count(const char *op, const char *what, int64_t v) {
-  if (v < 0)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is %lld; it must be >= 0", op, what, (long long)v);
-  return NG_OK;
-}
-
-static ng_status check_ptr(const char *op, const char *what, const void *p, bool needed) {
-  if (needed && !p)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is NULL; pass a buffer of the documented size", op,
-                   what);
-  return NG_OK;
-}
-
 static ng_status check_block(const char *op, const ng_block *blk, bool need_transpose) {
   if (!blk)
     return ng__err(NG_ERR_INVALID_ARG, "%s: block is NULL", op);
@@ -74,13 +61,13 @@ static ng_status check_block(const char *op, const ng_block *blk, bool need_tran
   if (blk->nnz < 0 || blk->nnz > INT32_MAX)
     return ng__err(NG_ERR_INVALID_ARG, "%s: block has %lld edges; blocks hold 0 .. 2^31-1 edges",
                    op, (long long)blk->nnz);
-  NG_CHECK(check_ptr(op, "block indptr", blk->indptr, true));
+  NG_CHECK(ng__bk_check_ptr(op, "block indptr", blk->indptr, true));
   if (blk->indptr[0] != 0 || blk->indptr[blk->n_dst] != blk->nnz)
     return ng__err(NG_ERR_INVALID_ARG,
                    "%s: block indptr runs from %d to %d but the block has %lld edges; indptr "
                    "must go from 0 to nnz",
                    op, (int)blk->indptr[0], (int)blk->indptr[blk->n_dst], (long long)blk->nnz);
-  NG_CHECK(check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
+  NG_CHECK(ng__bk_check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
   if (need_transpose) {
     if (!blk->t_indptr || (blk->nnz > 0 && (!blk->t_dst || !blk->t_eid)))
       return ng__err(NG_ERR_INVALID_ARG,
@@ -95,32 +82,6 @@ static ng_status check_block(const char *op, const ng_block *blk, bool need_tran
   return NG_OK;
 }
 
-static ng_status check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk) {
-  if (!ag)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: aggregator is NULL", op);
-  if ((unsigned)ag->reduce > NG_REDUCE_MIN)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown reduce %d", op, (int)ag->reduce);
-  if (ag->reduce != NG_REDUCE_SUM && (ag->weighted || ag->self_loop || ag->mean))
-    return ng__err(NG_ERR_UNSUPPORTED, "%s: MAX/MIN take no edge weight, self loop or MEAN", op);
-  if (blk) {
-    NG_CHECK(check_ptr(op, "block edge_w (the aggregator is weighted)", blk->edge_w,
-                       ag->weighted && blk->nnz > 0));
-    NG_CHECK(check_ptr(op, "block self_w (the aggregator has a self loop)", blk->self_w,
-                       ag->self_loop && blk->n_dst > 0));
-  }
-  return NG_OK;
-}
-
-static ng_status check_state(const char *op, const ng_pstate *st) {
-  if (!st)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: state is NULL", op);
-  NG_CHECK(check_count(op, "state n_dst", st->n_dst));
-  NG_CHECK(check_count(op, "state dim", st->dim));
-  NG_CHECK(check_ptr(op, "state val", st->val, st->n_dst > 0 && st->dim > 0));
-  NG_CHECK(check_ptr(op, "state count", st->count, st->n_dst > 0));
-  return NG_OK;
-}
-
 /* ---- lifetime and memory ---- */
 
 static void cpu_destroy(ng_backend *be) {
@@ -130,7 +91,7 @@ static void cpu_destroy(ng_backend *be) {
 
 static ng_status cpu_alloc(ng_backend *be, void **out, size_t bytes) {
   (void)be;
-  NG_CHECK(check_ptr("alloc", "out", out, true));
+  NG_CHECK(ng__bk_check_ptr("alloc", "out", out, true));
   *out = ng__aligned_alloc(bytes, "CPU backend buffer");
   return *out ? NG_OK : NG_ERR_NOMEM;
 }
@@ -154,8 +115,8 @@ static ng_status cpu_copy(ng_backend *be, const char *op, void *dst, const void 
                           size_t bytes) {
   if (bytes == 0)
     return NG_OK;
-  NG_CHECK(check_ptr(op, "dst", dst, true));
-  NG_CHECK(check_ptr(op, "src", src, true));
+  NG_CHECK(ng__bk_check_ptr(op, "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr(op, "src", src, true));
   const char *d = dst, *s = src;
   if (d < s + bytes && s < d + bytes)
     memmove(dst, src, bytes); /* overlapping ranges need memmove's ordering */
@@ -177,8 +138,8 @@ static ng_status cpu_copy_d2d(ng_backend *be, void *dst, const void *src, size_t
 }
 
 static ng_status cpu_fill(ng_backend *be, float *x, int64_t n, float value) {
-  NG_CHECK(check_count("fill", "n", n));
-  NG_CHECK(check_ptr("fill", "x", x, n > 0));
+  NG_CHECK(ng__bk_check_count("fill", "n", n));
+  NG_CHECK(ng__bk_check_ptr("fill", "x", x, n > 0));
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
   for (int64_t i = 0; i < n; i++)
     x[i] = value;
@@ -194,13 +155,13 @@ static ng_status cpu_sync(ng_backend *be) {
 
 static ng_status cpu_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
                                  int64_t n, int64_t dim) {
-  NG_CHECK(check_count("gather_rows", "n", n));
-  NG_CHECK(check_count("gather_rows", "dim", dim));
+  NG_CHECK(ng__bk_check_count("gather_rows", "n", n));
+  NG_CHECK(ng__bk_check_count("gather_rows", "dim", dim));
   if (n == 0 || dim == 0)
     return NG_OK;
-  NG_CHECK(check_ptr("gather_rows", "dst", dst, true));
-  NG_CHECK(check_ptr("gather_rows", "table", table, true));
-  NG_CHECK(check_ptr("gather_rows", "ids", ids, true));
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "table", table, true));
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "ids", ids, true));
   const ng_cpu_kernels *k = kern(be);
   int64_t chunks = ceil_div(n, GATHER_CHUNK_ROWS);
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
@@ -235,12 +196,12 @@ static ng_status cpu_gather_rows(ng_backend *be, float *dst, const float *table,
 static ng_status cpu_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                               const float *src, int64_t dim, float *dst, int32_t *argbest) {
   NG_CHECK(check_block("aggr_fwd", blk, false));
-  NG_CHECK(check_aggr("aggr_fwd", ag, blk));
-  NG_CHECK(check_count("aggr_fwd", "dim", dim));
+  NG_CHECK(ng__bk_check_aggr("aggr_fwd", ag, blk));
+  NG_CHECK(ng__bk_check_count("aggr_fwd", "dim", dim));
   if (blk->n_dst == 0 || dim == 0)
     return NG_OK;
-  NG_CHECK(check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
-  NG_CHECK(check_ptr("aggr_fwd", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_fwd", "dst", dst, true));
   const ng_cpu_kernels *k = kern(be);
   int64_t work = (blk->nnz + blk->n_dst) * dim;
   if (ag->reduce == NG_REDUCE_SUM) {
@@ -257,20 +218,20 @@ static ng_status cpu_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block 
                               const float *grad_dst, const int32_t *argbest, int64_t dim,
                               float *grad_src) {
   NG_CHECK(check_block("aggr_bwd", blk, true));
-  NG_CHECK(check_aggr("aggr_bwd", ag, blk));
-  NG_CHECK(check_count("aggr_bwd", "dim", dim));
+  NG_CHECK(ng__bk_check_aggr("aggr_bwd", ag, blk));
+  NG_CHECK(ng__bk_check_count("aggr_bwd", "dim", dim));
   if (blk->n_src == 0 || dim == 0)
     return NG_OK;
-  NG_CHECK(check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
-  NG_CHECK(check_ptr("aggr_bwd", "grad_src", grad_src, true));
+  NG_CHECK(ng__bk_check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_bwd", "grad_src", grad_src, true));
   const ng_cpu_kernels *k = kern(be);
   int64_t work = (blk->nnz + blk->n_src) * dim;
   if (ag->reduce == NG_REDUCE_SUM) {
     FOR_ROW_CHUNKS(be, blk->n_src, work, s0, s1,
                    k->aggr_sum_bwd(ag, blk, grad_dst, dim, s0, s1, grad_src));
   } else {
-    NG_CHECK(check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
-                       blk->n_dst > 0));
+    NG_CHECK(ng__bk_check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
+                              blk->n_dst > 0));
     FOR_ROW_CHUNKS(be, blk->n_src, work, s0, s1,
                    k->aggr_best_bwd(blk, grad_dst, argbest, dim, s0, s1, grad_src));
   }
@@ -280,15 +241,15 @@ static ng_status cpu_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block 
 static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                                   const float *src, ng_pstate *state) {
   NG_CHECK(check_block("aggr_partial", blk, false));
-  NG_CHECK(check_aggr("aggr_partial", ag, blk));
-  NG_CHECK(check_state("aggr_partial", state));
+  NG_CHECK(ng__bk_check_aggr("aggr_partial", ag, blk));
+  NG_CHECK(ng__bk_check_state("aggr_partial", state));
   if (state->n_dst != blk->n_dst)
     return ng__err(NG_ERR_INVALID_ARG,
                    "aggr_partial: state has %d rows but the block %d "
                    "destinations; size the state for the block",
                    (int)state->n_dst, (int)blk->n_dst);
   int64_t dim = state->dim;
-  NG_CHECK(check_ptr("aggr_partial", "src", src, blk->n_src > 0 && dim > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_partial", "src", src, blk->n_src > 0 && dim > 0));
   const ng_cpu_kernels *k = kern(be);
   /* A partial state is the bare reduction: MEAN divides and the self loop is added only when
    * the merged state is finalized. */
@@ -310,9 +271,9 @@ static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_bl
 
 static ng_status cpu_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                                   const ng_pstate *other) {
-  NG_CHECK(check_aggr("pstate_merge", ag, NULL));
-  NG_CHECK(check_state("pstate_merge", acc));
-  NG_CHECK(check_state("pstate_merge", other));
+  NG_CHECK(ng__bk_check_aggr("pstate_merge", ag, NULL));
+  NG_CHECK(ng__bk_check_state("pstate_merge", acc));
+  NG_CHECK(ng__bk_check_state("pstate_merge", other));
   if (acc->n_dst != other->n_dst || acc->dim != other->dim)
     return ng__err(NG_ERR_INVALID_ARG,
                    "pstate_merge: states of shapes [%d, %lld] and [%d, %lld]; only states of the "
@@ -346,10 +307,10 @@ static ng_status cpu_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *
 
 static ng_status cpu_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                      float *dst) {
-  NG_CHECK(check_aggr("pstate_finalize", ag, NULL));
-  NG_CHECK(check_state("pstate_finalize", state));
+  NG_CHECK(ng__bk_check_aggr("pstate_finalize", ag, NULL));
+  NG_CHECK(ng__bk_check_state("pstate_finalize", state));
   const int64_t dim = state->dim;
-  NG_CHECK(check_ptr("pstate_finalize", "dst", dst, state->n_dst > 0 && dim > 0));
+  NG_CHECK(ng__bk_check_ptr("pstate_finalize", "dst", dst, state->n_dst > 0 && dim > 0));
   const bool mean = ag->mean;
   FOR_ROW_CHUNKS(be, state->n_dst, state->n_dst * dim, d0, d1, {
     for (int32_t d = d0; d < d1; d++) {
@@ -402,9 +363,9 @@ static gemm_plan plan_gemm(int64_t m, int64_t n, int64_t k) {
 static ng_status cpu_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
                           int64_t k, float alpha, const float *a, int64_t lda, const float *b,
                           int64_t ldb, float beta, float *c, int64_t ldc) {
-  NG_CHECK(check_count("gemm", "m", m));
-  NG_CHECK(check_count("gemm", "n", n));
-  NG_CHECK(check_count("gemm", "k", k));
+  NG_CHECK(ng__bk_check_count("gemm", "m", m));
+  NG_CHECK(ng__bk_check_count("gemm", "n", n));
+  NG_CHECK(ng__bk_check_count("gemm", "k", k));
   int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
   if (lda < NG_MAX(a_cols, (int64_t)1) || ldb < NG_MAX(b_cols, (int64_t)1) ||
       ldc < NG_MAX(n, (int64_t)1))
@@ -415,9 +376,9 @@ static ng_status cpu_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m,
                    (long long)b_cols, (long long)n);
   if (m == 0 || n == 0)
     return NG_OK;
-  NG_CHECK(check_ptr("gemm", "C", c, true));
-  NG_CHECK(check_ptr("gemm", "A", a, k > 0));
-  NG_CHECK(check_ptr("gemm", "B", b, k > 0));
+  NG_CHECK(ng__bk_check_ptr("gemm", "C", c, true));
+  NG_CHECK(ng__bk_check_ptr("gemm", "A", a, k > 0));
+  NG_CHECK(ng__bk_check_ptr("gemm", "B", b, k > 0));
   if (k == 0) { /* an empty product: C = beta * C, where beta == 0 does not read C */
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++)
@@ -491,28 +452,21 @@ static ng_status cpu_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m,
 /* ---- elementwise ops ---- */
 
 static ng_status cpu_add(ng_backend *be, float *y, const float *x, int64_t n) {
-  NG_CHECK(check_count("add", "n", n));
-  NG_CHECK(check_ptr("add", "y", y, n > 0));
-  NG_CHECK(check_ptr("add", "x", x, n > 0));
+  NG_CHECK(ng__bk_check_count("add", "n", n));
+  NG_CHECK(ng__bk_check_ptr("add", "y", y, n > 0));
+  NG_CHECK(ng__bk_check_ptr("add", "x", x, n > 0));
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
   for (int64_t i = 0; i < n; i++)
     y[i] = y[i] + x[i];
   return NG_OK;
 }
 
-static ng_status check_act(const char *op, ng_activation act) {
-  if (act != NG_ACT_NONE && act != NG_ACT_RELU)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown activation %d; use NG_ACT_NONE or NG_ACT_RELU",
-                   op, (int)act);
-  return NG_OK;
-}
-
 static ng_status cpu_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows,
                                   int64_t cols, ng_activation act) {
-  NG_CHECK(check_count("bias_act_fwd", "rows", rows));
-  NG_CHECK(check_count("bias_act_fwd", "cols", cols));
-  NG_CHECK(check_act("bias_act_fwd", act));
-  NG_CHECK(check_ptr("bias_act_fwd", "x", x, rows > 0 && cols > 0));
+  NG_CHECK(ng__bk_check_count("bias_act_fwd", "rows", rows));
+  NG_CHECK(ng__bk_check_count("bias_act_fwd", "cols", cols));
+  NG_CHECK(ng__bk_check_act("bias_act_fwd", act));
+  NG_CHECK(ng__bk_check_ptr("bias_act_fwd", "x", x, rows > 0 && cols > 0));
   const bool relu = act == NG_ACT_RELU;
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (rows * cols >= PAR_MIN_WORK)
   for (int64_t r = 0; r < rows; r++) {
@@ -530,12 +484,12 @@ static ng_status cpu_bias_act_fwd(ng_backend *be, float *x, const float *bias, i
 
 static ng_status cpu_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *grad_bias,
                                   int64_t rows, int64_t cols, ng_activation act) {
-  NG_CHECK(check_count("bias_act_bwd", "rows", rows));
-  NG_CHECK(check_count("bias_act_bwd", "cols", cols));
-  NG_CHECK(check_act("bias_act_bwd", act));
-  NG_CHECK(check_ptr("bias_act_bwd", "grad", grad, rows > 0 && cols > 0));
-  NG_CHECK(check_ptr("bias_act_bwd", "y (ReLU needs the forward output)", y,
-                     act == NG_ACT_RELU && rows > 0 && cols > 0));
+  NG_CHECK(ng__bk_check_count("bias_act_bwd", "rows", rows));
+  NG_CHECK(ng__bk_check_count("bias_act_bwd", "cols", cols));
+  NG_CHECK(ng__bk_check_act("bias_act_bwd", act));
+  NG_CHECK(ng__bk_check_ptr("bias_act_bwd", "grad", grad, rows > 0 && cols > 0));
+  NG_CHECK(ng__bk_check_ptr("bias_act_bwd", "y (ReLU needs the forward output)", y,
+                            act == NG_ACT_RELU && rows > 0 && cols > 0));
   if (act == NG_ACT_RELU) {
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (rows * cols >= PAR_MIN_WORK)
     for (int64_t r = 0; r < rows; r++) {
@@ -563,18 +517,12 @@ static ng_status cpu_bias_act_bwd(ng_backend *be, float *grad, const float *y, f
   return NG_OK;
 }
 
-static ng_status check_dropout_p(const char *op, float p) {
-  if (!(p >= 0.0f && p < 1.0f))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: drop probability %g is outside [0, 1)", op, (double)p);
-  return NG_OK;
-}
-
 static ng_status cpu_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
                                  uint64_t seed) {
-  NG_CHECK(check_count("dropout_fwd", "n", n));
-  NG_CHECK(check_dropout_p("dropout_fwd", p));
-  NG_CHECK(check_ptr("dropout_fwd", "x", x, n > 0));
-  NG_CHECK(check_ptr("dropout_fwd", "mask", mask, n > 0));
+  NG_CHECK(ng__bk_check_count("dropout_fwd", "n", n));
+  NG_CHECK(ng__bk_check_dropout_p("dropout_fwd", p));
+  NG_CHECK(ng__bk_check_ptr("dropout_fwd", "x", x, n > 0));
+  NG_CHECK(ng__bk_check_ptr("dropout_fwd", "mask", mask, n > 0));
   /* The shared rule of core/rng.h (ng_dropout_keep), unrolled so that each hash serves the
    * pair of elements it decides. */
   const uint64_t key = ng_mix64(seed);
@@ -599,10 +547,10 @@ static ng_status cpu_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_
 
 static ng_status cpu_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mask, int64_t n,
                                  float p) {
-  NG_CHECK(check_count("dropout_bwd", "n", n));
-  NG_CHECK(check_dropout_p("dropout_bwd", p));
-  NG_CHECK(check_ptr("dropout_bwd", "grad", grad, n > 0));
-  NG_CHECK(check_ptr("dropout_bwd", "mask", mask, n > 0));
+  NG_CHECK(ng__bk_check_count("dropout_bwd", "n", n));
+  NG_CHECK(ng__bk_check_dropout_p("dropout_bwd", p));
+  NG_CHECK(ng__bk_check_ptr("dropout_bwd", "grad", grad, n > 0));
+  NG_CHECK(ng__bk_check_ptr("dropout_bwd", "mask", mask, n > 0));
   const float scale = 1.0f / (1.0f - p);
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
   for (int64_t i = 0; i < n; i++)
@@ -612,12 +560,12 @@ static ng_status cpu_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mas
 
 static ng_status cpu_xent(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
                           int64_t classes, float *grad, double *loss, int64_t *correct) {
-  NG_CHECK(check_count("xent", "n", n));
+  NG_CHECK(ng__bk_check_count("xent", "n", n));
   if (classes < 1)
     return ng__err(NG_ERR_INVALID_ARG, "xent: %lld classes; there must be at least one",
                    (long long)classes);
-  NG_CHECK(check_ptr("xent", "logits", logits, n > 0));
-  NG_CHECK(check_ptr("xent", "labels", labels, n > 0));
+  NG_CHECK(ng__bk_check_ptr("xent", "logits", logits, n > 0));
+  NG_CHECK(ng__bk_check_ptr("xent", "labels", labels, n > 0));
   for (int64_t i = 0; i < n; i++)
     if (labels[i] < 0 || labels[i] >= classes)
       return ng__err(NG_ERR_INVALID_ARG,
@@ -671,14 +619,15 @@ static ng_status cpu_xent(ng_backend *be, const float *logits, const int32_t *la
 
 static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                               float *state1, float *state2, int64_t n) {
-  NG_CHECK(check_ptr("opt_step", "hyper-parameters", hp, true));
-  NG_CHECK(check_count("opt_step", "n", n));
-  NG_CHECK(check_ptr("opt_step", "param", param, n > 0));
-  NG_CHECK(check_ptr("opt_step", "grad", grad, n > 0));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "hyper-parameters", hp, true));
+  NG_CHECK(ng__bk_check_count("opt_step", "n", n));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "param", param, n > 0));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "grad", grad, n > 0));
   const float wd = hp->weight_decay, lr = hp->lr;
   if (hp->kind == NG_OPT_SGD) {
     const float mom = hp->momentum;
-    NG_CHECK(check_ptr("opt_step", "state1 (SGD momentum buffer)", state1, mom != 0.0f && n > 0));
+    NG_CHECK(
+        ng__bk_check_ptr("opt_step", "state1 (SGD momentum buffer)", state1, mom != 0.0f && n > 0));
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
     for (int64_t i = 0; i < n; i++) {
       float g = wd != 0.0f ? grad[i] + wd * param[i] : grad[i];
@@ -695,8 +644,8 @@ static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param,
   if (hp->step < 1)
     return ng__err(NG_ERR_INVALID_ARG, "opt_step: Adam step %lld; steps count from 1",
                    (long long)hp->step);
-  NG_CHECK(check_ptr("opt_step", "state1 (Adam first moment)", state1, n > 0));
-  NG_CHECK(check_ptr("opt_step", "state2 (Adam second moment)", state2, n > 0));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "state1 (Adam first moment)", state1, n > 0));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "state2 (Adam second moment)", state2, n > 0));
   const float b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps;
   /* PyTorch's form: param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
   const double bc1 = 1.0 - pow((double)b1, (double)hp->step);
@@ -743,7 +692,7 @@ static const struct ng_backend_i CPU_IFACE = {
 };
 
 ng_status ng__backend_cpu_create(ng_backend **out, int threads) {
-  NG_CHECK(check_ptr("cpu backend", "out", out, true));
+  NG_CHECK(ng__bk_check_ptr("cpu backend", "out", out, true));
   *out = NULL;
   if (threads < 0)
     return ng__err(NG_ERR_INVALID_ARG, "cpu backend: %d threads; use 0 for the OpenMP default",

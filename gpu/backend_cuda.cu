@@ -85,20 +85,7 @@ ng_status use(const ng_backend *be, const char *op) {
   return NG_OK;
 }
 
-/* ---- argument checks (the CPU backend's, see cpu/backend_cpu.c) ---- */
-
-ng_status check_count(const char *op, const char *what, int64_t v) {
-  if (v < 0)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is %lld; it must be >= 0", op, what, (long long)v);
-  return NG_OK;
-}
-
-ng_status check_ptr(const char *op, const char *what, const void *p, bool needed) {
-  if (needed && !p)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is NULL; pass a buffer of the documented size", op,
-                   what);
-  return NG_OK;
-}
+/* ---- argument checks: the shared ones are ng__bk_check_* (runtime/core/backend.c) ---- */
 
 ng_status check_block(const char *op, const ng_block *blk, bool need_transpose) {
   if (!blk)
@@ -111,52 +98,13 @@ ng_status check_block(const char *op, const ng_block *blk, bool need_transpose) 
   if (blk->nnz < 0 || blk->nnz > INT32_MAX)
     return ng__err(NG_ERR_INVALID_ARG, "%s: block has %lld edges; blocks hold 0 .. 2^31-1 edges",
                    op, (long long)blk->nnz);
-  NG_CHECK(check_ptr(op, "block indptr", blk->indptr, true));
-  NG_CHECK(check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
+  NG_CHECK(ng__bk_check_ptr(op, "block indptr", blk->indptr, true));
+  NG_CHECK(ng__bk_check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
   if (need_transpose && (!blk->t_indptr || (blk->nnz > 0 && (!blk->t_dst || !blk->t_eid))))
     return ng__err(NG_ERR_INVALID_ARG,
                    "%s: block has no transpose (t_indptr, t_dst, t_eid); sample with transpose "
                    "enabled for backward passes",
                    op);
-  return NG_OK;
-}
-
-ng_status check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk) {
-  if (!ag)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: aggregator is NULL", op);
-  if ((unsigned)ag->reduce > NG_REDUCE_MIN)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown reduce %d", op, (int)ag->reduce);
-  if (ag->reduce != NG_REDUCE_SUM && (ag->weighted || ag->self_loop || ag->mean))
-    return ng__err(NG_ERR_UNSUPPORTED, "%s: MAX/MIN take no edge weight, self loop or MEAN", op);
-  if (blk) {
-    NG_CHECK(check_ptr(op, "block edge_w (the aggregator is weighted)", blk->edge_w,
-                       ag->weighted && blk->nnz > 0));
-    NG_CHECK(check_ptr(op, "block self_w (the aggregator has a self loop)", blk->self_w,
-                       ag->self_loop && blk->n_dst > 0));
-  }
-  return NG_OK;
-}
-
-ng_status check_state(const char *op, const ng_pstate *st) {
-  if (!st)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: state is NULL", op);
-  NG_CHECK(check_count(op, "state n_dst", st->n_dst));
-  NG_CHECK(check_count(op, "state dim", st->dim));
-  NG_CHECK(check_ptr(op, "state val", st->val, st->n_dst > 0 && st->dim > 0));
-  NG_CHECK(check_ptr(op, "state count", st->count, st->n_dst > 0));
-  return NG_OK;
-}
-
-ng_status check_act(const char *op, ng_activation act) {
-  if (act != NG_ACT_NONE && act != NG_ACT_RELU)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown activation %d; use NG_ACT_NONE or NG_ACT_RELU",
-                   op, (int)act);
-  return NG_OK;
-}
-
-ng_status check_dropout_p(const char *op, float p) {
-  if (!(p >= 0.0f && p < 1.0f))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: drop probability %g is outside [0, 1)", op, (double)p);
   return NG_OK;
 }
 
@@ -685,7 +633,7 @@ void cuda_destroy(ng_backend *be) {
 }
 
 ng_status cuda_alloc(ng_backend *be, void **out, size_t bytes) {
-  NG_CHECK(check_ptr("alloc", "out", out, true));
+  NG_CHECK(ng__bk_check_ptr("alloc", "out", out, true));
   *out = NULL;
   NG_CHECK(use(be, "alloc"));
   /* A zero-byte request still gets a distinct, freeable pointer, as on the CPU backend. */
@@ -716,8 +664,8 @@ ng_status cuda_copy(ng_backend *be, const char *op, void *dst, const void *src, 
                     bool wait) {
   if (bytes == 0)
     return NG_OK;
-  NG_CHECK(check_ptr(op, "dst", dst, true));
-  NG_CHECK(check_ptr(op, "src", src, true));
+  NG_CHECK(ng__bk_check_ptr(op, "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr(op, "src", src, true));
   NG_CHECK(use(be, op));
   cuda_ctx *c = ctx_of(be);
   CU_CHECK(op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream));
@@ -741,8 +689,8 @@ ng_status cuda_copy_d2d(ng_backend *be, void *dst, const void *src, size_t bytes
 }
 
 ng_status cuda_fill(ng_backend *be, float *x, int64_t n, float value) {
-  NG_CHECK(check_count("fill", "n", n));
-  NG_CHECK(check_ptr("fill", "x", x, n > 0));
+  NG_CHECK(ng__bk_check_count("fill", "n", n));
+  NG_CHECK(ng__bk_check_ptr("fill", "x", x, n > 0));
   if (n == 0)
     return NG_OK;
   NG_CHECK(use(be, "fill"));
@@ -761,13 +709,13 @@ ng_status cuda_sync(ng_backend *be) {
 
 ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
                            int64_t n, int64_t dim) {
-  NG_CHECK(check_count("gather_rows", "n", n));
-  NG_CHECK(check_count("gather_rows", "dim", dim));
+  NG_CHECK(ng__bk_check_count("gather_rows", "n", n));
+  NG_CHECK(ng__bk_check_count("gather_rows", "dim", dim));
   if (n == 0 || dim == 0)
     return NG_OK;
-  NG_CHECK(check_ptr("gather_rows", "dst", dst, true));
-  NG_CHECK(check_ptr("gather_rows", "table", table, true));
-  NG_CHECK(check_ptr("gather_rows", "ids", ids, true));
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "table", table, true));
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "ids", ids, true));
   NG_CHECK(use(be, "gather_rows"));
   cudaStream_t s = ctx_of(be)->stream;
   if (dim % 4 == 0 && aligned16(dst) && aligned16(table))
@@ -813,12 +761,12 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
 ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest) {
   NG_CHECK(check_block("aggr_fwd", blk, false));
-  NG_CHECK(check_aggr("aggr_fwd", ag, blk));
-  NG_CHECK(check_count("aggr_fwd", "dim", dim));
+  NG_CHECK(ng__bk_check_aggr("aggr_fwd", ag, blk));
+  NG_CHECK(ng__bk_check_count("aggr_fwd", "dim", dim));
   if (blk->n_dst == 0 || dim == 0)
     return NG_OK;
-  NG_CHECK(check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
-  NG_CHECK(check_ptr("aggr_fwd", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_fwd", "dst", dst, true));
   NG_CHECK(use(be, "aggr_fwd"));
   return launch_fwd(be, "aggr_fwd", ag, blk, src, dim, dst,
                     ag->reduce == NG_REDUCE_SUM ? nullptr : argbest);
@@ -828,16 +776,16 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src) {
   NG_CHECK(check_block("aggr_bwd", blk, true));
-  NG_CHECK(check_aggr("aggr_bwd", ag, blk));
-  NG_CHECK(check_count("aggr_bwd", "dim", dim));
+  NG_CHECK(ng__bk_check_aggr("aggr_bwd", ag, blk));
+  NG_CHECK(ng__bk_check_count("aggr_bwd", "dim", dim));
   if (blk->n_src == 0 || dim == 0)
     return NG_OK;
-  NG_CHECK(check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
-  NG_CHECK(check_ptr("aggr_bwd", "grad_src", grad_src, true));
+  NG_CHECK(ng__bk_check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_bwd", "grad_src", grad_src, true));
   const bool sum = ag->reduce == NG_REDUCE_SUM;
   if (!sum)
-    NG_CHECK(check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
-                       blk->n_dst > 0));
+    NG_CHECK(ng__bk_check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
+                              blk->n_dst > 0));
   NG_CHECK(use(be, "aggr_bwd"));
   cudaStream_t s = ctx_of(be)->stream;
   const bool v4 = dim % 4 == 0 && aligned16(grad_src) && (!grad_dst || aligned16(grad_dst)) &&
@@ -862,15 +810,15 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
 ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state) {
   NG_CHECK(check_block("aggr_partial", blk, false));
-  NG_CHECK(check_aggr("aggr_partial", ag, blk));
-  NG_CHECK(check_state("aggr_partial", state));
+  NG_CHECK(ng__bk_check_aggr("aggr_partial", ag, blk));
+  NG_CHECK(ng__bk_check_state("aggr_partial", state));
   if (state->n_dst != blk->n_dst)
     return ng__err(NG_ERR_INVALID_ARG,
                    "aggr_partial: state has %d rows but the block %d destinations; size the "
                    "state for the block",
                    (int)state->n_dst, (int)blk->n_dst);
   const int64_t dim = state->dim;
-  NG_CHECK(check_ptr("aggr_partial", "src", src, blk->n_src > 0 && dim > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_partial", "src", src, blk->n_src > 0 && dim > 0));
   if (blk->n_dst == 0)
     return NG_OK;
   NG_CHECK(use(be, "aggr_partial"));
@@ -886,9 +834,9 @@ ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *b
 
 ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                             const ng_pstate *other) {
-  NG_CHECK(check_aggr("pstate_merge", ag, NULL));
-  NG_CHECK(check_state("pstate_merge", acc));
-  NG_CHECK(check_state("pstate_merge", other));
+  NG_CHECK(ng__bk_check_aggr("pstate_merge", ag, NULL));
+  NG_CHECK(ng__bk_check_state("pstate_merge", acc));
+  NG_CHECK(ng__bk_check_state("pstate_merge", other));
   if (acc->n_dst != other->n_dst || acc->dim != other->dim)
     return ng__err(NG_ERR_INVALID_ARG,
                    "pstate_merge: states of shapes [%d, %lld] and [%d, %lld]; only states of the "
@@ -911,10 +859,10 @@ ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
 
 ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                float *dst) {
-  NG_CHECK(check_aggr("pstate_finalize", ag, NULL));
-  NG_CHECK(check_state("pstate_finalize", state));
+  NG_CHECK(ng__bk_check_aggr("pstate_finalize", ag, NULL));
+  NG_CHECK(ng__bk_check_state("pstate_finalize", state));
   const int64_t n = (int64_t)state->n_dst * state->dim;
-  NG_CHECK(check_ptr("pstate_finalize", "dst", dst, n > 0));
+  NG_CHECK(ng__bk_check_ptr("pstate_finalize", "dst", dst, n > 0));
   if (n == 0)
     return NG_OK;
   NG_CHECK(use(be, "pstate_finalize"));
@@ -929,9 +877,9 @@ ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstat
 ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                     float beta, float *c, int64_t ldc) {
-  NG_CHECK(check_count("gemm", "m", m));
-  NG_CHECK(check_count("gemm", "n", n));
-  NG_CHECK(check_count("gemm", "k", k));
+  NG_CHECK(ng__bk_check_count("gemm", "m", m));
+  NG_CHECK(ng__bk_check_count("gemm", "n", n));
+  NG_CHECK(ng__bk_check_count("gemm", "k", k));
   const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
   if (lda < NG_MAX(a_cols, (int64_t)1) || ldb < NG_MAX(b_cols, (int64_t)1) ||
       ldc < NG_MAX(n, (int64_t)1))
@@ -942,9 +890,9 @@ ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64
                    (long long)b_cols, (long long)n);
   if (m == 0 || n == 0)
     return NG_OK;
-  NG_CHECK(check_ptr("gemm", "C", c, true));
-  NG_CHECK(check_ptr("gemm", "A", a, k > 0));
-  NG_CHECK(check_ptr("gemm", "B", b, k > 0));
+  NG_CHECK(ng__bk_check_ptr("gemm", "C", c, true));
+  NG_CHECK(ng__bk_check_ptr("gemm", "A", a, k > 0));
+  NG_CHECK(ng__bk_check_ptr("gemm", "B", b, k > 0));
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
       ldc > INT32_MAX)
     return ng__err(NG_ERR_UNSUPPORTED,
@@ -974,9 +922,9 @@ ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64
 /* ---- elementwise ops ---- */
 
 ng_status cuda_add(ng_backend *be, float *y, const float *x, int64_t n) {
-  NG_CHECK(check_count("add", "n", n));
-  NG_CHECK(check_ptr("add", "y", y, n > 0));
-  NG_CHECK(check_ptr("add", "x", x, n > 0));
+  NG_CHECK(ng__bk_check_count("add", "n", n));
+  NG_CHECK(ng__bk_check_ptr("add", "y", y, n > 0));
+  NG_CHECK(ng__bk_check_ptr("add", "x", x, n > 0));
   if (n == 0)
     return NG_OK;
   NG_CHECK(use(be, "add"));
@@ -987,10 +935,10 @@ ng_status cuda_add(ng_backend *be, float *y, const float *x, int64_t n) {
 
 ng_status cuda_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows, int64_t cols,
                             ng_activation act) {
-  NG_CHECK(check_count("bias_act_fwd", "rows", rows));
-  NG_CHECK(check_count("bias_act_fwd", "cols", cols));
-  NG_CHECK(check_act("bias_act_fwd", act));
-  NG_CHECK(check_ptr("bias_act_fwd", "x", x, rows > 0 && cols > 0));
+  NG_CHECK(ng__bk_check_count("bias_act_fwd", "rows", rows));
+  NG_CHECK(ng__bk_check_count("bias_act_fwd", "cols", cols));
+  NG_CHECK(ng__bk_check_act("bias_act_fwd", act));
+  NG_CHECK(ng__bk_check_ptr("bias_act_fwd", "x", x, rows > 0 && cols > 0));
   if (rows == 0 || cols == 0)
     return NG_OK;
   NG_CHECK(use(be, "bias_act_fwd"));
@@ -1002,12 +950,12 @@ ng_status cuda_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t
 
 ng_status cuda_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *grad_bias,
                             int64_t rows, int64_t cols, ng_activation act) {
-  NG_CHECK(check_count("bias_act_bwd", "rows", rows));
-  NG_CHECK(check_count("bias_act_bwd", "cols", cols));
-  NG_CHECK(check_act("bias_act_bwd", act));
-  NG_CHECK(check_ptr("bias_act_bwd", "grad", grad, rows > 0 && cols > 0));
-  NG_CHECK(check_ptr("bias_act_bwd", "y (ReLU needs the forward output)", y,
-                     act == NG_ACT_RELU && rows > 0 && cols > 0));
+  NG_CHECK(ng__bk_check_count("bias_act_bwd", "rows", rows));
+  NG_CHECK(ng__bk_check_count("bias_act_bwd", "cols", cols));
+  NG_CHECK(ng__bk_check_act("bias_act_bwd", act));
+  NG_CHECK(ng__bk_check_ptr("bias_act_bwd", "grad", grad, rows > 0 && cols > 0));
+  NG_CHECK(ng__bk_check_ptr("bias_act_bwd", "y (ReLU needs the forward output)", y,
+                            act == NG_ACT_RELU && rows > 0 && cols > 0));
   if (cols == 0)
     return NG_OK;
   NG_CHECK(use(be, "bias_act_bwd"));
@@ -1026,10 +974,10 @@ ng_status cuda_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *
 
 ng_status cuda_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
                            uint64_t seed) {
-  NG_CHECK(check_count("dropout_fwd", "n", n));
-  NG_CHECK(check_dropout_p("dropout_fwd", p));
-  NG_CHECK(check_ptr("dropout_fwd", "x", x, n > 0));
-  NG_CHECK(check_ptr("dropout_fwd", "mask", mask, n > 0));
+  NG_CHECK(ng__bk_check_count("dropout_fwd", "n", n));
+  NG_CHECK(ng__bk_check_dropout_p("dropout_fwd", p));
+  NG_CHECK(ng__bk_check_ptr("dropout_fwd", "x", x, n > 0));
+  NG_CHECK(ng__bk_check_ptr("dropout_fwd", "mask", mask, n > 0));
   if (n == 0)
     return NG_OK;
   NG_CHECK(use(be, "dropout_fwd"));
@@ -1041,10 +989,10 @@ ng_status cuda_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_t n, f
 }
 
 ng_status cuda_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mask, int64_t n, float p) {
-  NG_CHECK(check_count("dropout_bwd", "n", n));
-  NG_CHECK(check_dropout_p("dropout_bwd", p));
-  NG_CHECK(check_ptr("dropout_bwd", "grad", grad, n > 0));
-  NG_CHECK(check_ptr("dropout_bwd", "mask", mask, n > 0));
+  NG_CHECK(ng__bk_check_count("dropout_bwd", "n", n));
+  NG_CHECK(ng__bk_check_dropout_p("dropout_bwd", p));
+  NG_CHECK(ng__bk_check_ptr("dropout_bwd", "grad", grad, n > 0));
+  NG_CHECK(ng__bk_check_ptr("dropout_bwd", "mask", mask, n > 0));
   if (n == 0)
     return NG_OK;
   NG_CHECK(use(be, "dropout_bwd"));
@@ -1070,12 +1018,12 @@ ng_status ensure_row_loss(cuda_ctx *c, int64_t n) {
 
 ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
                     int64_t classes, float *grad, double *loss, int64_t *correct) {
-  NG_CHECK(check_count("xent", "n", n));
+  NG_CHECK(ng__bk_check_count("xent", "n", n));
   if (classes < 1)
     return ng__err(NG_ERR_INVALID_ARG, "xent: %lld classes; there must be at least one",
                    (long long)classes);
-  NG_CHECK(check_ptr("xent", "logits", logits, n > 0));
-  NG_CHECK(check_ptr("xent", "labels", labels, n > 0));
+  NG_CHECK(ng__bk_check_ptr("xent", "logits", logits, n > 0));
+  NG_CHECK(ng__bk_check_ptr("xent", "labels", labels, n > 0));
   if (n == 0) {
     if (loss)
       *loss = 0.0;
@@ -1118,13 +1066,13 @@ ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, 
 
 ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n) {
-  NG_CHECK(check_ptr("opt_step", "hyper-parameters", hp, true));
-  NG_CHECK(check_count("opt_step", "n", n));
-  NG_CHECK(check_ptr("opt_step", "param", param, n > 0));
-  NG_CHECK(check_ptr("opt_step", "grad", grad, n > 0));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "hyper-parameters", hp, true));
+  NG_CHECK(ng__bk_check_count("opt_step", "n", n));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "param", param, n > 0));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "grad", grad, n > 0));
   if (hp->kind == NG_OPT_SGD) {
-    NG_CHECK(check_ptr("opt_step", "state1 (SGD momentum buffer)", state1,
-                       hp->momentum != 0.0f && n > 0));
+    NG_CHECK(ng__bk_check_ptr("opt_step", "state1 (SGD momentum buffer)", state1,
+                              hp->momentum != 0.0f && n > 0));
     if (n == 0)
       return NG_OK;
     NG_CHECK(use(be, "opt_step"));
@@ -1138,8 +1086,8 @@ ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const
   if (hp->step < 1)
     return ng__err(NG_ERR_INVALID_ARG, "opt_step: Adam step %lld; steps count from 1",
                    (long long)hp->step);
-  NG_CHECK(check_ptr("opt_step", "state1 (Adam first moment)", state1, n > 0));
-  NG_CHECK(check_ptr("opt_step", "state2 (Adam second moment)", state2, n > 0));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "state1 (Adam first moment)", state1, n > 0));
+  NG_CHECK(ng__bk_check_ptr("opt_step", "state2 (Adam second moment)", state2, n > 0));
   if (n == 0)
     return NG_OK;
   NG_CHECK(use(be, "opt_step"));
@@ -1252,7 +1200,7 @@ fail:
 } // namespace
 
 extern "C" ng_status ng__backend_cuda_create(ng_backend **out, int device) {
-  NG_CHECK(check_ptr("cuda backend", "out", out, true));
+  NG_CHECK(ng__bk_check_ptr("cuda backend", "out", out, true));
   *out = nullptr;
   return create(out, device);
 }

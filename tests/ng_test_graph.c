@@ -147,3 +147,37 @@ void ng_test_undirected_csr(int64_t *indptr, int32_t *indices, int64_t nodes, co
   }
   free(cur);
 }
+
+/* ---- finite-difference gradient checks ---- */
+
+/* sum_i r_i y_i in double */
+double ng_test_dot(const float *r, const float *y, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; i++)
+    s += (double)r[i] * y[i];
+  return s;
+}
+
+/* Compares analytic[i] with the central difference of f at every element of x. */
+void ng_test_gradcheck(const char *what, float *x, int64_t n, const float *analytic,
+                       ng_test_loss_fn f, void *ctx, float h, double atol, double rtol) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const float xi = x[i];
+    x[i] = xi + h;
+    const double step_hi = x[i], lp = f(ctx);
+    x[i] = xi - h;
+    const double step_lo = x[i], lm = f(ctx);
+    x[i] = xi;
+    const double fd = (lp - lm) / (step_hi - step_lo);
+    const double an = analytic[i];
+    if (!(fabs(fd - an) <= atol + rtol * fabs(an))) {
+      if (bad++ < 3)
+        ng_test_fail(__FILE__, __LINE__, "%s: d/dx[%lld]: analytic %.9g, finite difference %.9g",
+                     what, (long long)i, an, fd);
+    }
+  }
+  if (bad > 3)
+    ng_test_fail(__FILE__, __LINE__, "%s: %lld of %lld elements off", what, (long long)bad,
+                 (long long)n);
+}

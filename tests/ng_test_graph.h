@@ -43,4 +43,12 @@ int64_t *ng_test_read_edges(const char *path, int64_t *count);
 void ng_test_undirected_csr(int64_t *indptr, int32_t *indices, int64_t nodes, const int64_t *ends,
                             int64_t m);
 
+/// sum_i r_i y_i in double (the scalar loss of gradient checks: r is a fixed random direction).
+double ng_test_dot(const float *r, const float *y, int64_t n);
+typedef double (*ng_test_loss_fn)(void *ctx);
+/// Compares analytic[i] with the central difference of f at every element of x (step h),
+/// failing when |fd - analytic| > atol + rtol * |analytic|; reports the first three misses.
+void ng_test_gradcheck(const char *what, float *x, int64_t n, const float *analytic,
+                       ng_test_loss_fn f, void *ctx, float h, double atol, double rtol);
+
 #endif /* NG_TEST_GRAPH_H */

@@ -842,39 +842,6 @@ static void test_errors(void) {
 
 /* ---- finite-difference gradient checks on the CUDA backend ---- */
 
-static double dot(const float *r, const float *y, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; i++)
-    s += (double)r[i] * y[i];
-  return s;
-}
-
-typedef double (*loss_fn)(void *ctx);
-
-/* As tests/test_gradcheck.c: analytic[i] against the central difference of f at every x[i]. */
-static void gradcheck(const char *what, float *x, int64_t n, const float *analytic, loss_fn f,
-                      void *ctx, float h, double atol, double rtol) {
-  int64_t bad = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const float xi = x[i];
-    x[i] = xi + h;
-    const double step_hi = x[i], lp = f(ctx);
-    x[i] = xi - h;
-    const double step_lo = x[i], lm = f(ctx);
-    x[i] = xi;
-    const double fd = (lp - lm) / (step_hi - step_lo);
-    const double an = analytic[i];
-    if (!(fabs(fd - an) <= atol + rtol * fabs(an))) {
-      if (bad++ < 3)
-        ng_test_fail(__FILE__, __LINE__, "%s: d/dx[%lld]: analytic %.9g, finite difference %.9g",
-                     what, (long long)i, an, fd);
-    }
-  }
-  if (bad > 3)
-    ng_test_fail(__FILE__, __LINE__, "%s: %lld of %lld elements off", what, (long long)bad,
-                 (long long)n);
-}
-
 typedef struct {
   const ng_aggr *ag;
   const ng_block *b;
@@ -888,7 +855,7 @@ static double aggr_loss(void *p) {
   EXPECT_OK(gpu->iface->copy_h2d(gpu, c->d_src, c->src, (size_t)c->ns * 4));
   EXPECT_OK(gpu->iface->aggr_fwd(gpu, c->ag, c->b, c->d_src, c->dim, c->d_out, c->d_arg));
   down(c->out, c->d_out, (size_t)c->nd * 4);
-  return dot(c->r, c->out, c->nd);
+  return ng_test_dot(c->r, c->out, c->nd);
 }
 
 /* Tolerances as in tests/test_gradcheck.c: linear ops with h = 0.25, max/min on distinct inputs
@@ -938,7 +905,7 @@ static void test_gradcheck_aggr(void) {
       char what[96];
       snprintf(what, sizeof what, "gpu gradcheck aggr %s%s", AGGRS[ai].name,
                dup ? " (duplicate edge)" : "");
-      gradcheck(what, src, ns, grad, aggr_loss, &c, best ? 0.01f : 0.25f, 1e-4, 1e-4);
+      ng_test_gradcheck(what, src, ns, grad, aggr_loss, &c, best ? 0.01f : 0.25f, 1e-4, 1e-4);
       dfree(c.d_src);
       dfree(c.d_out);
       dfree(c.d_arg);
@@ -968,7 +935,7 @@ static double gemm_loss(void *p) {
   EXPECT_OK(gpu->iface->gemm(gpu, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->d_a, g->lda, g->d_b,
                              g->ldb, 0.0f, g->d_c, g->n));
   down(g->c, g->d_c, (size_t)(g->m * g->n) * 4);
-  return dot(g->r, g->c, g->m * g->n);
+  return ng_test_dot(g->r, g->c, g->m * g->n);
 }
 
 static void test_gradcheck_gemm(void) {
@@ -1006,9 +973,9 @@ static void test_gradcheck_gemm(void) {
     down(gb, d_gb, (size_t)(k * n) * 4);
     char what[64];
     snprintf(what, sizeof what, "gpu gradcheck gemm %c%c dA", g.ta ? 'T' : 'N', g.tb ? 'T' : 'N');
-    gradcheck(what, g.a, m * k, ga, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
+    ng_test_gradcheck(what, g.a, m * k, ga, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
     snprintf(what, sizeof what, "gpu gradcheck gemm %c%c dB", g.ta ? 'T' : 'N', g.tb ? 'T' : 'N');
-    gradcheck(what, g.b, k * n, gb, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
+    ng_test_gradcheck(what, g.b, k * n, gb, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
     dfree(g.d_a);
     dfree(g.d_b);
     dfree(g.d_c);
@@ -1037,7 +1004,7 @@ static double bias_loss(void *p) {
   EXPECT_OK(gpu->iface->copy_h2d(gpu, c->d_bias, c->bias, (size_t)c->cols * 4));
   EXPECT_OK(gpu->iface->bias_act_fwd(gpu, c->d_y, c->d_bias, c->rows, c->cols, c->act));
   down(c->y, c->d_y, (size_t)n * 4);
-  return dot(c->r, c->y, n);
+  return ng_test_dot(c->r, c->y, n);
 }
 
 static void test_gradcheck_bias_act(void) {
@@ -1072,10 +1039,11 @@ static void test_gradcheck_bias_act(void) {
       zeros += g[i] == 0.0f;
     if (act == NG_ACT_RELU)
       EXPECT_TRUE(zeros > 0 && zeros < n);
-    gradcheck(act ? "gpu gradcheck bias_act relu dx" : "gpu gradcheck bias_act none dx", c.x, n, g,
-              bias_loss, &c, 0.01f, 1e-4, 1e-4);
-    gradcheck(act ? "gpu gradcheck bias_act relu dbias" : "gpu gradcheck bias_act none dbias",
-              c.bias, cols, gbias, bias_loss, &c, 0.01f, 1e-4, 1e-4);
+    ng_test_gradcheck(act ? "gpu gradcheck bias_act relu dx" : "gpu gradcheck bias_act none dx",
+                      c.x, n, g, bias_loss, &c, 0.01f, 1e-4, 1e-4);
+    ng_test_gradcheck(act ? "gpu gradcheck bias_act relu dbias"
+                          : "gpu gradcheck bias_act none dbias",
+                      c.bias, cols, gbias, bias_loss, &c, 0.01f, 1e-4, 1e-4);
     dfree(c.d_y);
     dfree(c.d_bias);
     dfree(d_g);
@@ -1119,7 +1087,7 @@ static void test_gradcheck_xent(void) {
   EXPECT_OK(gpu->iface->xent(gpu, c.d_z, c.d_y, n, classes, d_g, &loss, NULL));
   EXPECT_TRUE(loss > 0.0);
   down(g, d_g, (size_t)nz * 4);
-  gradcheck("gpu gradcheck xent", c.z, nz, g, xent_loss, &c, 1e-3f, 1e-6, 1e-4);
+  ng_test_gradcheck("gpu gradcheck xent", c.z, nz, g, xent_loss, &c, 1e-3f, 1e-6, 1e-4);
   dfree(c.d_z);
   dfree(c.d_y);
   dfree(d_g);

@@ -22,40 +22,6 @@
 
 static ng_backend *be;
 
-/* sum_i r_i y_i in double */
-static double dot(const float *r, const float *y, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; i++)
-    s += (double)r[i] * y[i];
-  return s;
-}
-
-typedef double (*loss_fn)(void *ctx);
-
-/* Compares analytic[i] with the central difference of f at every element of x. */
-static void gradcheck(const char *what, float *x, int64_t n, const float *analytic, loss_fn f,
-                      void *ctx, float h, double atol, double rtol) {
-  int64_t bad = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const float xi = x[i];
-    x[i] = xi + h;
-    const double step_hi = x[i], lp = f(ctx);
-    x[i] = xi - h;
-    const double step_lo = x[i], lm = f(ctx);
-    x[i] = xi;
-    const double fd = (lp - lm) / (step_hi - step_lo);
-    const double an = analytic[i];
-    if (!(fabs(fd - an) <= atol + rtol * fabs(an))) {
-      if (bad++ < 3)
-        ng_test_fail(__FILE__, __LINE__, "%s: d/dx[%lld]: analytic %.9g, finite difference %.9g",
-                     what, (long long)i, an, fd);
-    }
-  }
-  if (bad > 3)
-    ng_test_fail(__FILE__, __LINE__, "%s: %lld of %lld elements off", what, (long long)bad,
-                 (long long)n);
-}
-
 /* ---- blocks ---- */
 
 /* A random block with up to max_deg distinct neighbours per destination (some destinations
@@ -85,7 +51,7 @@ typedef struct {
 static double aggr_loss(void *p) {
   aggr_ctx *c = p;
   EXPECT_OK(be->iface->aggr_fwd(be, c->ag, c->b, c->src, c->dim, c->out, c->arg));
-  return dot(c->r, c->out, (int64_t)c->b->n_dst * c->dim);
+  return ng_test_dot(c->r, c->out, (int64_t)c->b->n_dst * c->dim);
 }
 
 static void test_aggr(void) {
@@ -138,7 +104,7 @@ static void test_aggr(void) {
         char what[96];
         snprintf(what, sizeof what, "aggr %s dim %lld%s", cases[ci].name, (long long)dim,
                  dup ? " (duplicate edge)" : "");
-        gradcheck(what, src, ns, grad, aggr_loss, &c, best ? 0.01f : 0.25f, 1e-4, 1e-4);
+        ng_test_gradcheck(what, src, ns, grad, aggr_loss, &c, best ? 0.01f : 0.25f, 1e-4, 1e-4);
         free(src);
         free(c.out);
         free(c.r);
@@ -163,7 +129,7 @@ static double gemm_loss(void *p) {
   gemm_ctx *g = p;
   EXPECT_OK(be->iface->gemm(be, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->b,
                             g->ldb, 0.0f, g->c, g->n));
-  return dot(g->r, g->c, g->m * g->n);
+  return ng_test_dot(g->r, g->c, g->m * g->n);
 }
 
 static void test_gemm(void) {
@@ -193,9 +159,9 @@ static void test_gemm(void) {
       EXPECT_OK(be->iface->gemm(be, true, g.ta, n, k, m, g.alpha, g.r, n, g.a, g.lda, 0.0f, gb, k));
     char what[64];
     snprintf(what, sizeof what, "gemm %c%c dA", g.ta ? 'T' : 'N', g.tb ? 'T' : 'N');
-    gradcheck(what, g.a, m * k, ga, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
+    ng_test_gradcheck(what, g.a, m * k, ga, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
     snprintf(what, sizeof what, "gemm %c%c dB", g.ta ? 'T' : 'N', g.tb ? 'T' : 'N');
-    gradcheck(what, g.b, k * n, gb, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
+    ng_test_gradcheck(what, g.b, k * n, gb, gemm_loss, &g, 0.25f, 1e-4, 1e-4);
     free(g.a);
     free(g.b);
     free(g.c);
@@ -217,7 +183,7 @@ static double bias_loss(void *p) {
   bias_ctx *c = p;
   memcpy(c->y, c->x, (size_t)(c->rows * c->cols) * 4);
   EXPECT_OK(be->iface->bias_act_fwd(be, c->y, c->bias, c->rows, c->cols, c->act));
-  return dot(c->r, c->y, c->rows * c->cols);
+  return ng_test_dot(c->r, c->y, c->rows * c->cols);
 }
 
 static void test_bias_act(void) {
@@ -249,10 +215,10 @@ static void test_bias_act(void) {
       zeros += g[i] == 0.0f;
     if (act == NG_ACT_RELU) /* the check covers both sides of the kink */
       EXPECT_TRUE(zeros > 0 && zeros < n);
-    gradcheck(act ? "bias_act relu dx" : "bias_act none dx", c.x, n, g, bias_loss, &c, 0.01f, 1e-4,
-              1e-4);
-    gradcheck(act ? "bias_act relu dbias" : "bias_act none dbias", c.bias, cols, gbias, bias_loss,
-              &c, 0.01f, 1e-4, 1e-4);
+    ng_test_gradcheck(act ? "bias_act relu dx" : "bias_act none dx", c.x, n, g, bias_loss, &c,
+                      0.01f, 1e-4, 1e-4);
+    ng_test_gradcheck(act ? "bias_act relu dbias" : "bias_act none dbias", c.bias, cols, gbias,
+                      bias_loss, &c, 0.01f, 1e-4, 1e-4);
     free(c.x);
     free(c.bias);
     free(c.y);
@@ -275,7 +241,7 @@ static double drop_loss(void *p) {
   drop_ctx *c = p;
   memcpy(c->y, c->x, (size_t)c->n * 4);
   EXPECT_OK(be->iface->dropout_fwd(be, c->y, c->mask, c->n, c->p, 77));
-  return dot(c->r, c->y, c->n);
+  return ng_test_dot(c->r, c->y, c->n);
 }
 
 static void test_dropout(void) {
@@ -294,7 +260,8 @@ static void test_dropout(void) {
     float *g = ng_test_xmalloc((size_t)n * 4);
     memcpy(g, c.r, (size_t)n * 4);
     EXPECT_OK(be->iface->dropout_bwd(be, g, c.mask, n, c.p));
-    gradcheck(pi ? "dropout p 0.3" : "dropout p 0", c.x, n, g, drop_loss, &c, 0.25f, 1e-4, 1e-4);
+    ng_test_gradcheck(pi ? "dropout p 0.3" : "dropout p 0", c.x, n, g, drop_loss, &c, 0.25f, 1e-4,
+                      1e-4);
     free(c.x);
     free(c.y);
     free(c.r);
@@ -336,7 +303,7 @@ static void test_xent(void) {
     EXPECT_OK(be->iface->xent(be, c.z, c.labels, c.n, c.classes, g, &loss, &correct));
     char what[64];
     snprintf(what, sizeof what, "xent %lld x %lld", (long long)c.n, (long long)c.classes);
-    gradcheck(what, c.z, c.n * c.classes, g, xent_loss, &c, 1e-3f, 1e-6, 1e-4);
+    ng_test_gradcheck(what, c.z, c.n * c.classes, g, xent_loss, &c, 1e-3f, 1e-6, 1e-4);
     free(c.z);
     free(c.labels);
     free(g);

@@ -26,3 +26,57 @@ ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc) {
   out->mean = desc->finalize == NG_FINALIZE_MEAN;
   return NG_OK;
 }
+
+/* ---- argument checks shared by the backends ---- */
+
+ng_status ng__bk_check_count(const char *op, const char *what, int64_t v) {
+  if (v < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is %lld; it must be >= 0", op, what, (long long)v);
+  return NG_OK;
+}
+
+ng_status ng__bk_check_ptr(const char *op, const char *what, const void *p, bool needed) {
+  if (needed && !p)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is NULL; pass a buffer of the documented size", op,
+                   what);
+  return NG_OK;
+}
+
+ng_status ng__bk_check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk) {
+  if (!ag)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: aggregator is NULL", op);
+  if ((unsigned)ag->reduce > NG_REDUCE_MIN)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown reduce %d", op, (int)ag->reduce);
+  if (ag->reduce != NG_REDUCE_SUM && (ag->weighted || ag->self_loop || ag->mean))
+    return ng__err(NG_ERR_UNSUPPORTED, "%s: MAX/MIN take no edge weight, self loop or MEAN", op);
+  if (blk) {
+    NG_CHECK(ng__bk_check_ptr(op, "block edge_w (the aggregator is weighted)", blk->edge_w,
+                              ag->weighted && blk->nnz > 0));
+    NG_CHECK(ng__bk_check_ptr(op, "block self_w (the aggregator has a self loop)", blk->self_w,
+                              ag->self_loop && blk->n_dst > 0));
+  }
+  return NG_OK;
+}
+
+ng_status ng__bk_check_state(const char *op, const ng_pstate *st) {
+  if (!st)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: state is NULL", op);
+  NG_CHECK(ng__bk_check_count(op, "state n_dst", st->n_dst));
+  NG_CHECK(ng__bk_check_count(op, "state dim", st->dim));
+  NG_CHECK(ng__bk_check_ptr(op, "state val", st->val, st->n_dst > 0 && st->dim > 0));
+  NG_CHECK(ng__bk_check_ptr(op, "state count", st->count, st->n_dst > 0));
+  return NG_OK;
+}
+
+ng_status ng__bk_check_act(const char *op, ng_activation act) {
+  if (act != NG_ACT_NONE && act != NG_ACT_RELU)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown activation %d; use NG_ACT_NONE or NG_ACT_RELU",
+                   op, (int)act);
+  return NG_OK;
+}
+
+ng_status ng__bk_check_dropout_p(const char *op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    return ng__err(NG_ERR_INVALID_ARG, "%s: drop probability %g is outside [0, 1)", op, (double)p);
+  return NG_OK;
+}

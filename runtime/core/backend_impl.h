@@ -15,6 +15,10 @@
 
 #include "core_impl.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- aggregators (the public descriptor is ng_aggregator in neargnn.h) ---- */
 
 /// A message-flow block of one layer (as DGL's blocks): the destination nodes are the first
@@ -156,7 +160,24 @@ ng_status ng__backend_cpu_create(ng_backend **out, int threads);
 /// Destroys any backend; accepts NULL.
 void ng__backend_destroy(ng_backend *be);
 
+/* Argument checks shared by the backends: each returns NG_ERR_INVALID_ARG (or UNSUPPORTED for
+ * an aggregator a backend cannot run) with a message naming the op and the argument. */
+ng_status ng__bk_check_count(const char *op, const char *what, int64_t v);
+/// `p` must not be NULL when `needed`.
+ng_status ng__bk_check_ptr(const char *op, const char *what, const void *p, bool needed);
+/// A known reduce, MAX/MIN without weights, self loop or mean, and the block's weight arrays
+/// present when the aggregator uses them (`blk` may be NULL).
+ng_status ng__bk_check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk);
+ng_status ng__bk_check_state(const char *op, const ng_pstate *st);
+ng_status ng__bk_check_act(const char *op, ng_activation act);
+/// A dropout probability in [0, 1).
+ng_status ng__bk_check_dropout_p(const char *op, float p);
+
 /// Translates a public aggregator descriptor into the backend's form (validating it).
 ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* NG_BACKEND_IMPL_H */
