@@ -1,6 +1,7 @@
 /* Training subcommands: `train` (a model on a dataset folder) and `demo` (generate a graph, then
  * train on it: the README's main job). */
 #include "cli.h"
+#include "npy_impl.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -19,6 +20,7 @@ static const char *const AGGR_NAMES[] = {"auto", "mean", "sum", "max", "min", "g
 static const char *const COMBINE_NAMES[] = {"sum", "concat", NULL};
 static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
 static const char *const NORMALIZE_NAMES[] = {"none", "row", NULL};
+static const char *const FETCH_NAMES[] = {"partial", "batch", "zcopy", NULL}; /* ng_fetch order */
 
 /* What `train` and `demo` share: the model and how it is trained. */
 typedef struct {
@@ -30,6 +32,9 @@ typedef struct {
   uint64_t seed;
   int32_t threads;
   const char *device;
+  int fetch;
+  int64_t cache_bytes;
+  double cache_ratio; /* < 0: not given */
 } train_cfg;
 
 /* Parses a comma-separated list of at most MAX_LAYERS numbers. */
@@ -124,8 +129,10 @@ static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc) {
   printf("epoch %4" PRId64 "  loss %.4f  train-acc %.4f", s->epoch, s->loss, s->train_acc);
   if (val_acc >= 0)
     printf("  val-acc %.4f", val_acc);
-  printf("  %.1f it/s  %.3g edges/s  %.2f s\n", s->it_per_s,
-         s->seconds > 0 ? (double)s->sampled_edges / s->seconds : 0.0, s->seconds);
+  const double rows = (double)(s->fetch.hot_rows + s->fetch.cold_rows);
+  const double hit = rows > 0 ? (double)s->fetch.hot_rows / rows : 0.0;
+  printf("  %.1f it/s  %.3g edges/s  hit %.1f%%  %.2f s\n", s->it_per_s,
+         s->seconds > 0 ? (double)s->sampled_edges / s->seconds : 0.0, 100.0 * hit, s->seconds);
   fflush(stdout);
   if (!r->epochs)
     return;
@@ -139,6 +146,10 @@ static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc) {
   cJSON_AddNumberToObject(e, "seconds", s->seconds);
   cJSON_AddNumberToObject(e, "it_per_s", s->it_per_s);
   cJSON_AddNumberToObject(e, "sampled_edges", (double)s->sampled_edges);
+  cJSON_AddNumberToObject(e, "hit_rate", hit);
+  cJSON_AddNumberToObject(e, "hot_rows", (double)s->fetch.hot_rows);
+  cJSON_AddNumberToObject(e, "cold_rows", (double)s->fetch.cold_rows);
+  cJSON_AddNumberToObject(e, "h2d_bytes", (double)s->fetch.h2d_bytes);
   cJSON_AddItemToArray(r->epochs, e);
 }
 
@@ -162,6 +173,33 @@ static int write_json(const char *path, cJSON *root) {
   return CLI_EXIT_OK;
 }
 
+/* Writes the predicted class of every node as int32 .npy, indexed by the original node ids
+ * when the dataset was renumbered (orig_id.npy), so that users never see internal ids. */
+static ng_status write_predictions(ng_trainer_t t, ng_dataset_t ds, int64_t nodes,
+                                   const char *path) {
+  int32_t *pred = malloc((size_t)nodes * sizeof *pred);
+  int32_t *out = malloc((size_t)nodes * sizeof *out);
+  const int64_t *orig = NULL;
+  ng_status st = pred && out ? NG_OK : NG_ERR_NOMEM;
+  if (st == NG_OK)
+    st = ng_trainer_predict(pred, t);
+  if (st == NG_OK)
+    st = ng_dataset_orig_ids(&orig, ds);
+  if (st == NG_OK && orig) {
+    /* orig is a permutation of [0, nodes) for a renumbered dataset (checked on open). */
+    for (int64_t v = 0; v < nodes; v++)
+      out[orig[v]] = pred[v];
+  } else if (st == NG_OK) {
+    memcpy(out, pred, (size_t)nodes * sizeof *out);
+  }
+  const int64_t shape[1] = {nodes};
+  if (st == NG_OK)
+    st = ng__npy_write(path, NG_DTYPE_I32, 1, shape, out);
+  free(pred);
+  free(out);
+  return st;
+}
+
 /* An accuracy, or n/a when the dataset has no such split (negative). */
 static void print_accuracy(const char *what, double acc) {
   if (acc >= 0)
@@ -179,8 +217,8 @@ static void add_accuracy(cJSON *root, const char *key, double acc) {
 
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
-                        int progress, const char *checkpoint, const char *resume,
-                        const char *json) {
+                        int progress, const char *checkpoint, const char *resume, const char *json,
+                        const char *predictions) {
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
   o.batch = c->batch;
   o.lr = c->lr;
@@ -190,6 +228,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.threads = c->threads;
   o.device = c->device;
   o.normalize = (ng_normalize)c->normalize;
+  o.fetch = (ng_fetch)c->fetch;
+  o.cache_bytes = c->cache_bytes;
+  o.cache_ratio = c->cache_ratio;
   cli_progress pr;
   cli_progress_begin(&pr, command, (cli_progress_mode)progress);
   o.progress = cli_progress_cb;
@@ -205,6 +246,15 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   ng_dataset_info info = NG_DATASET_INFO_INIT;
   if (st == NG_OK)
     st = ng_dataset_info_get(&info, ds);
+  if (st == NG_OK) {
+    int64_t hot = ng_trainer_hot_rows(t);
+    fprintf(stderr,
+            "neargnn %s: hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in %s memory; "
+            "cold rows by %s\n",
+            command, hot, info.nodes, info.nodes ? 100.0 * (double)hot / (double)info.nodes : 0.0,
+            (double)hot * (double)info.feature_dim * 4.0 / 1048576.0, c->device,
+            FETCH_NAMES[c->fetch]);
+  }
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
     r.epochs = cJSON_AddArrayToObject(r.root, "epochs");
@@ -247,6 +297,12 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
   if (st == NG_OK && ck == NG_OK && info.test > 0)
     st = ng_trainer_evaluate(&test, NULL, t, NG_SPLIT_TEST);
+  if (st == NG_OK && ck == NG_OK && predictions) {
+    st = write_predictions(t, ds, info.nodes, predictions);
+    if (st == NG_OK)
+      fprintf(stderr, "neargnn %s: predictions written to %s (int32 per node, %s ids)\n", command,
+              predictions, info.orig_ids ? "original" : "dataset");
+  }
   cli_progress_end(&pr, st);
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && ck == NG_OK) {
@@ -309,7 +365,16 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       CLI_OPT_INT("threads", &(c)->threads, "T", 0, 4096,                                          \
                   "CPU threads; 0 = OMP_NUM_THREADS or all"),                                      \
       CLI_OPT_STRING("device", &(c)->device, "DEV",                                                \
-                     "cpu, or cuda in a build with the CUDA backend")
+                     "cpu, or cuda in a build with the CUDA backend"),                             \
+      CLI_OPT_CHOICE("fetch", &(c)->fetch, "F", FETCH_NAMES,                                       \
+                     "how cold feature rows reach the device: partial (CPU aggregates near the "   \
+                     "data), batch (staged rows, one copy) or zcopy (device reads host memory)"),  \
+      CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
+                    "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
+                    "auto"),                                                                       \
+      CLI_OPT_FLOAT("cache-ratio", &(c)->cache_ratio, "R", 0, false, 1, false,                     \
+                    "hot rows as a share of the nodes",                                            \
+                    .default_text = "what fits in half the free device memory; all on cpu")
 
 int cmd_train(int argc, char **argv) {
   train_cfg c = {.fanouts = "25,10",
@@ -321,8 +386,9 @@ int cmd_train(int argc, char **argv) {
                  .lr = 0.01,
                  .momentum = 0.9,
                  .seed = 1,
-                 .device = "cpu"};
-  const char *dataset = NULL, *checkpoint = NULL, *resume = NULL, *json = NULL;
+                 .device = "cpu",
+                 .cache_ratio = -1.0};
+  const char *dataset = NULL, *checkpoint = NULL, *resume = NULL, *json = NULL, *predictions = NULL;
   int progress = CLI_PROGRESS_AUTO;
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
@@ -332,6 +398,8 @@ int cmd_train(int argc, char **argv) {
                      "Ctrl-C"),
       CLI_OPT_STRING("resume", &resume, "FILE", "continue from a checkpoint, bit-identically"),
       CLI_OPT_STRING("json", &json, "FILE", "write a machine-readable summary"),
+      CLI_OPT_STRING("predictions", &predictions, "FILE",
+                     "write the predicted class of every node (int32 .npy, original node ids)"),
       CLI_OPT_PROGRESS(&progress),
   };
   cli_spec spec = {
@@ -363,7 +431,7 @@ int cmd_train(int argc, char **argv) {
   if (st != NG_OK) {
     rc = cli_runtime_error(st);
   } else if ((rc = build_model(&m, spec.command, &c, &info)) == CLI_CONTINUE) {
-    rc = run_training(ds, m, &c, spec.command, progress, checkpoint, resume, json);
+    rc = run_training(ds, m, &c, spec.command, progress, checkpoint, resume, json, predictions);
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);
@@ -396,7 +464,8 @@ int cmd_demo(int argc, char **argv) {
                  .momentum = 0.9,
                  .seed = 1,
                  .dropout = 0.2,
-                 .device = "cpu"};
+                 .device = "cpu",
+                 .cache_ratio = -1.0};
   ng_generate_opts g = NG_GENERATE_OPTS_INIT;
   g.name = "demo";
   g.nodes = 500000;
@@ -474,7 +543,7 @@ int cmd_demo(int argc, char **argv) {
            "batch %" PRId64 "\n",
            info.edges, info.train, c.fanouts, c.batch);
     fflush(stdout);
-    rc = run_training(ds, m, &c, spec.command, progress, NULL, NULL, NULL);
+    rc = run_training(ds, m, &c, spec.command, progress, NULL, NULL, NULL, NULL);
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);

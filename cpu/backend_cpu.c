@@ -11,6 +11,7 @@
 #include <dnnl.h>
 #include <dnnl_debug.h>
 #include <math.h>
+#include <unistd.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,34 @@ static ng_status cpu_fill(ng_backend *be, float *x, int64_t n, float value) {
   return NG_OK;
 }
 
+static ng_status cpu_mem_info(ng_backend *be, size_t *free_bytes, size_t *total) {
+  (void)be;
+  long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES),
+       phys = sysconf(_SC_PHYS_PAGES);
+  if (page <= 0 || avail < 0 || phys <= 0)
+    return ng__err(NG_ERR_IO, "cpu backend: the host's memory size is unknown (sysconf failed)");
+  if (free_bytes)
+    *free_bytes = (size_t)avail * (size_t)page;
+  if (total)
+    *total = (size_t)phys * (size_t)page;
+  return NG_OK;
+}
+
+static ng_status cpu_host_register(ng_backend *be, void *ptr, size_t bytes, bool read_only) {
+  (void)be, (void)ptr, (void)bytes, (void)read_only; /* host memory is the backend's memory */
+  return NG_OK;
+}
+
+static void cpu_host_unregister(ng_backend *be, void *ptr) {
+  (void)be, (void)ptr;
+}
+
+static ng_status cpu_host_view(ng_backend *be, const void *host, const void **out) {
+  (void)be;
+  *out = host; /* the backend's memory is host memory */
+  return NG_OK;
+}
+
 static ng_status cpu_sync(ng_backend *be) {
   (void)be; /* every op has finished when it returns */
   return NG_OK;
@@ -197,6 +226,7 @@ static ng_status cpu_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block 
                               const float *src, int64_t dim, float *dst, int32_t *argbest) {
   NG_CHECK(check_block("aggr_fwd", blk, false));
   NG_CHECK(ng__bk_check_aggr("aggr_fwd", ag, blk));
+  NG_CHECK(ng__bk_check_no_drop("aggr_fwd", ag));
   NG_CHECK(ng__bk_check_count("aggr_fwd", "dim", dim));
   if (blk->n_dst == 0 || dim == 0)
     return NG_OK;
@@ -219,6 +249,7 @@ static ng_status cpu_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block 
                               float *grad_src) {
   NG_CHECK(check_block("aggr_bwd", blk, true));
   NG_CHECK(ng__bk_check_aggr("aggr_bwd", ag, blk));
+  NG_CHECK(ng__bk_check_no_drop("aggr_bwd", ag));
   NG_CHECK(ng__bk_check_count("aggr_bwd", "dim", dim));
   if (blk->n_src == 0 || dim == 0)
     return NG_OK;
@@ -249,7 +280,7 @@ static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_bl
                    "destinations; size the state for the block",
                    (int)state->n_dst, (int)blk->n_dst);
   int64_t dim = state->dim;
-  NG_CHECK(ng__bk_check_ptr("aggr_partial", "src", src, blk->n_src > 0 && dim > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_partial", "src", src, blk->nnz > 0 && dim > 0));
   const ng_cpu_kernels *k = kern(be);
   /* A partial state is the bare reduction: MEAN divides and the self loop is added only when
    * the merged state is finalized. */
@@ -258,10 +289,13 @@ static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_bl
   bare.self_loop = false;
   int64_t work = (blk->nnz + blk->n_dst) * NG_MAX(dim, (int64_t)1);
   bool is_max = ag->reduce == NG_REDUCE_MAX;
+  NG_CHECK(ng__bk_check_dropout_p("aggr_partial", ag->drop_p));
   FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1, {
     for (int32_t d = d0; d < d1; d++)
       state->count[d] = blk->indptr[d + 1] - blk->indptr[d];
-    if (ag->reduce == NG_REDUCE_SUM)
+    if (ag->drop_p > 0.0f)
+      ng__cpu_aggr_partial_dropped(&bare, blk, src, dim, d0, d1, state->val);
+    else if (ag->reduce == NG_REDUCE_SUM)
       k->aggr_sum(&bare, blk, src, dim, d0, d1, state->val);
     else
       k->aggr_best(is_max, blk, src, dim, d0, d1, state->val, NULL);
@@ -272,6 +306,7 @@ static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_bl
 static ng_status cpu_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                                   const ng_pstate *other) {
   NG_CHECK(ng__bk_check_aggr("pstate_merge", ag, NULL));
+  NG_CHECK(ng__bk_check_no_drop("pstate_merge", ag));
   NG_CHECK(ng__bk_check_state("pstate_merge", acc));
   NG_CHECK(ng__bk_check_state("pstate_merge", other));
   if (acc->n_dst != other->n_dst || acc->dim != other->dim)
@@ -308,6 +343,7 @@ static ng_status cpu_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *
 static ng_status cpu_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                      float *dst) {
   NG_CHECK(ng__bk_check_aggr("pstate_finalize", ag, NULL));
+  NG_CHECK(ng__bk_check_no_drop("pstate_finalize", ag));
   NG_CHECK(ng__bk_check_state("pstate_finalize", state));
   const int64_t dim = state->dim;
   NG_CHECK(ng__bk_check_ptr("pstate_finalize", "dst", dst, state->n_dst > 0 && dim > 0));
@@ -329,6 +365,44 @@ static ng_status cpu_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng
       }
     }
   });
+  return NG_OK;
+}
+
+static ng_status cpu_scatter_rows(ng_backend *be, float *dst, const int32_t *pos,
+                                  const float *table, const int64_t *ids, int64_t n, int64_t dim,
+                                  float drop_p, uint64_t drop_key) {
+  NG_CHECK(ng__bk_check_count("scatter_rows", "n", n));
+  NG_CHECK(ng__bk_check_count("scatter_rows", "dim", dim));
+  NG_CHECK(ng__bk_check_dropout_p("scatter_rows", drop_p));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "pos", pos, true));
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "table", table, true));
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "ids", ids, true));
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < n; i++)
+    ng_drop_row(dst + (int64_t)pos[i] * dim, table + ids[i] * dim, ids[i], dim, drop_p, drop_key);
+  return NG_OK;
+}
+
+static ng_status cpu_add_self_loop(ng_backend *be, float *dst, const float *self_w,
+                                   const float *rows, int64_t n, int64_t dim) {
+  NG_CHECK(ng__bk_check_count("add_self_loop", "n", n));
+  NG_CHECK(ng__bk_check_count("add_self_loop", "dim", dim));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "self_w", self_w, true));
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "rows", rows, true));
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
+  for (int64_t d = 0; d < n; d++) {
+    const float w = self_w[d];
+    float *restrict o = dst + d * dim;
+    const float *restrict x = rows + d * dim;
+    for (int64_t j = 0; j < dim; j++)
+      o[j] = o[j] + w * x[j];
+  }
   return NG_OK;
 }
 
@@ -675,12 +749,20 @@ static const struct ng_backend_i CPU_IFACE = {
     .copy_d2d = cpu_copy_d2d,
     .fill = cpu_fill,
     .sync = cpu_sync,
+    .mem_info = cpu_mem_info,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .host_register = cpu_host_register,
+    .host_unregister = cpu_host_unregister,
+    .host_view = cpu_host_view,
     .gather_rows = cpu_gather_rows,
     .aggr_fwd = cpu_aggr_fwd,
     .aggr_bwd = cpu_aggr_bwd,
     .aggr_partial = cpu_aggr_partial,
     .pstate_merge = cpu_pstate_merge,
     .pstate_finalize = cpu_pstate_finalize,
+    .scatter_rows = cpu_scatter_rows,
+    .add_self_loop = cpu_add_self_loop,
     .gemm = cpu_gemm,
     .add = cpu_add,
     .bias_act_fwd = cpu_bias_act_fwd,

@@ -13,6 +13,8 @@
 
 #include "kernels_impl.h"
 
+#include "core/rng.h"
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -284,6 +286,42 @@ static const ng_cpu_kernels kernels_generic = {
 /* ---- selection ---- */
 
 static const char *const ISA_NAMES[NG_CPU_ISA_COUNT_] = {"generic", "avx2", "avx512"};
+
+/* ---- partial reduction with input dropout ----
+ * Scalar: dropout hashes every element, so the loads are not the bottleneck here, and one plain
+ * loop keeps the operation order of kernels_impl.h obviously intact. */
+
+void ng__cpu_aggr_partial_dropped(const ng_aggr *ag, const ng_block *blk, const float *src,
+                                  int64_t dim, int32_t d0, int32_t d1, float *out) {
+  const uint32_t threshold = ng_dropout_threshold(ag->drop_p);
+  const float scale = 1.0f / (1.0f - ag->drop_p);
+  const uint64_t key = ag->drop_key;
+  for (int32_t d = d0; d < d1; d++) {
+    float *restrict o = out + (int64_t)d * dim;
+    const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
+    if (ag->reduce == NG_REDUCE_SUM || e0 == e1)
+      memset(o, 0, (size_t)dim * sizeof(float));
+    for (int32_t e = e0; e < e1; e++) {
+      const int64_t r = blk->indices[e];
+      const float *row = src + r * dim;
+      const uint64_t base = (uint64_t)r * (uint64_t)dim;
+      if (ag->reduce == NG_REDUCE_SUM) {
+        const float w = ag->weighted ? blk->edge_w[e] : 1.0f;
+        for (int64_t j = 0; j < dim; j++) {
+          const float x = ng_dropped(row[j], key, base + (uint64_t)j, threshold, scale);
+          o[j] = ag->weighted ? o[j] + w * x : o[j] + x;
+        }
+      } else {
+        const bool is_max = ag->reduce == NG_REDUCE_MAX;
+        for (int64_t j = 0; j < dim; j++) {
+          const float x = ng_dropped(row[j], key, base + (uint64_t)j, threshold, scale);
+          if (e == e0 || (is_max ? x > o[j] : x < o[j]))
+            o[j] = x;
+        }
+      }
+    }
+  }
+}
 
 bool ng__cpu_isa_supported(ng_cpu_isa isa) {
   __builtin_cpu_init();

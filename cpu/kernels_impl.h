@@ -55,6 +55,12 @@ typedef struct {
                         int64_t dim, int32_t s0, int32_t s1, float *grad_src);
 } ng_cpu_kernels;
 
+/// The bare partial reduction (no MEAN, no self loop, no argbest) of destinations [d0, d1) with
+/// the aggregator's input dropout (ag->drop_p > 0), in the operation order above: every variant
+/// of aggr_sum / aggr_best computes the same values when drop_p is 0. Portable code only.
+void ng__cpu_aggr_partial_dropped(const ng_aggr *ag, const ng_block *blk, const float *src,
+                                  int64_t dim, int32_t d0, int32_t d1, float *out);
+
 /// Whether this CPU (and its operating system) runs `isa`.
 bool ng__cpu_isa_supported(ng_cpu_isa isa);
 /// The fastest variant this CPU runs.

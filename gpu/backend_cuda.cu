@@ -213,9 +213,28 @@ struct sum_flags {
   bool weighted, self_loop, mean;
 };
 
+/* Input dropout of aggr_partial (ng_aggr.drop_p): element (row, c) of the source table. */
+struct in_drop {
+  bool on;
+  uint64_t key;
+  uint32_t threshold;
+  float scale;
+};
+
+template <int V>
+__device__ inline void apply_drop(const in_drop &dr, float *x, int64_t row, int64_t dim,
+                                  int64_t j) {
+  if (!dr.on)
+    return;
+  const uint64_t base = (uint64_t)(row * dim + j);
+  for (int k = 0; k < V; k++)
+    x[k] = dev_dropout_keep(dr.key, base + k, dr.threshold) ? __fmul_rn(x[k], dr.scale) : 0.0f;
+}
+
 /* SUM forward: one warp per destination and tile of 32 * V columns, neighbours in edge order. */
 template <int V>
-__global__ void k_aggr_sum(sum_flags f, ng_block b, const float *src, int64_t dim, float *dst) {
+__global__ void k_aggr_sum(sum_flags f, in_drop dr, ng_block b, const float *src, int64_t dim,
+                           float *dst) {
   const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (d >= b.n_dst)
@@ -228,6 +247,7 @@ __global__ void k_aggr_sum(sum_flags f, ng_block b, const float *src, int64_t di
       acc[k] = 0.0f;
     for (int32_t e = e0; e < e1; e++) {
       ld<V>(x, src + (int64_t)b.indices[e] * dim + j);
+      apply_drop<V>(dr, x, b.indices[e], dim, j);
       if (f.weighted) {
         const float w = b.edge_w[e];
         for (int k = 0; k < V; k++)
@@ -255,7 +275,7 @@ __global__ void k_aggr_sum(sum_flags f, ng_block b, const float *src, int64_t di
 /* MAX/MIN forward: the first neighbour, then strictly better ones (ties and NaN keep the
  * earlier); empty rows give 0 and argbest -1. */
 template <int V, bool IS_MAX>
-__global__ void k_aggr_best(ng_block b, const float *src, int64_t dim, float *dst,
+__global__ void k_aggr_best(in_drop dr, ng_block b, const float *src, int64_t dim, float *dst,
                             int32_t *argbest) {
   const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -274,12 +294,14 @@ __global__ void k_aggr_best(ng_block b, const float *src, int64_t dim, float *ds
     } else {
       const int32_t s = b.indices[e0];
       ld<V>(best, src + (int64_t)s * dim + j);
+      apply_drop<V>(dr, best, s, dim, j);
       for (int k = 0; k < V; k++)
         arg[k] = s;
     }
     for (int32_t e = e0 + 1; e < e1; e++) {
       const int32_t s = b.indices[e];
       ld<V>(x, src + (int64_t)s * dim + j);
+      apply_drop<V>(dr, x, s, dim, j);
       for (int k = 0; k < V; k++) {
         const bool win = IS_MAX ? x[k] > best[k] : x[k] < best[k];
         if (win) {
@@ -365,6 +387,34 @@ __global__ void k_aggr_best_bwd(ng_block b, const float *grad_dst, const int32_t
     }
     st<V>(grad_src + s * dim + j, acc);
   }
+}
+
+/* One warp per row, as k_gather, writing row pos[i] with input dropout. */
+template <int V>
+__global__ void k_scatter(float *dst, const int32_t *pos, const float *table, const int64_t *ids,
+                          int64_t n, int64_t dim, in_drop dr) {
+  const int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (row >= n)
+    return;
+  const int64_t r = ids[row];
+  const float *in = table + r * dim;
+  float *out = dst + (int64_t)pos[row] * dim;
+  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+       j += (int64_t)gridDim.y * 32 * V) {
+    float v[V];
+    ld<V>(v, in + j);
+    apply_drop<V>(dr, v, r, dim, j);
+    st<V>(out + j, v);
+  }
+}
+
+__global__ void k_self_loop(float *dst, const float *self_w, const float *rows, int64_t n,
+                            int64_t dim) {
+  const int64_t total = n * dim;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = __fadd_rn(dst[i], __fmul_rn(self_w[i / dim], rows[i]));
 }
 
 __global__ void k_degree(ng_block b, int32_t *count) {
@@ -699,6 +749,63 @@ ng_status cuda_fill(ng_backend *be, float *x, int64_t n, float value) {
   return NG_OK;
 }
 
+ng_status cuda_mem_info(ng_backend *be, size_t *free_bytes, size_t *total) {
+  NG_CHECK(use(be, "mem_info"));
+  size_t f = 0, t = 0;
+  CU_CHECK("mem_info", cudaMemGetInfo(&f, &t));
+  if (free_bytes)
+    *free_bytes = f;
+  if (total)
+    *total = t;
+  return NG_OK;
+}
+
+ng_status cuda_host_alloc(ng_backend *be, void **out, size_t bytes) {
+  NG_CHECK(ng__bk_check_ptr("host_alloc", "out", out, true));
+  *out = nullptr;
+  NG_CHECK(use(be, "host_alloc"));
+  cudaError_t err = cudaHostAlloc(out, NG_MAX(bytes, (size_t)1), cudaHostAllocMapped);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    *out = nullptr;
+    return ng__err(NG_ERR_NOMEM, "host_alloc: cannot page-lock %zu bytes of host memory (%s)",
+                   bytes, cudaGetErrorString(err));
+  }
+  return NG_OK;
+}
+
+void cuda_host_free(ng_backend *be, void *ptr) {
+  (void)be;
+  if (ptr)
+    (void)cudaFreeHost(ptr);
+}
+
+ng_status cuda_host_register(ng_backend *be, void *ptr, size_t bytes, bool read_only) {
+  NG_CHECK(use(be, "host_register"));
+  return ng__cuda_host_register(ptr, bytes, read_only);
+}
+
+void cuda_host_unregister(ng_backend *be, void *ptr) {
+  (void)be;
+  if (ptr)
+    (void)ng__cuda_host_unregister(ptr);
+}
+
+ng_status cuda_host_view(ng_backend *be, const void *host, const void **out) {
+  NG_CHECK(use(be, "host_view"));
+  void *dev = nullptr;
+  cudaError_t err = cudaHostGetDevicePointer(&dev, const_cast<void *>(host), 0);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError(); /* not sticky: clear it so that later launch checks pass */
+    return ng__err(NG_ERR_CUDA,
+                   "host_view: host memory at %p is not registered for zero-copy access (%s); "
+                   "register it with ng__cuda_host_register first",
+                   host, cudaGetErrorString(err));
+  }
+  *out = dev;
+  return NG_OK;
+}
+
 ng_status cuda_sync(ng_backend *be) {
   NG_CHECK(use(be, "sync"));
   CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->stream));
@@ -737,22 +844,24 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
   const bool v4 =
       dim % 4 == 0 && aligned16(src) && aligned16(dst) && (!argbest || aligned16(argbest));
   const dim3 grid = grid_rows(blk->n_dst, dim, v4 ? 4 : 1);
+  const in_drop dr = {ag->drop_p > 0.0f, ag->drop_key, ng_dropout_threshold(ag->drop_p),
+                      1.0f / (1.0f - ag->drop_p)};
   if (ag->reduce == NG_REDUCE_SUM) {
     const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
     if (v4)
-      k_aggr_sum<4><<<grid, kThreads, 0, s>>>(f, *blk, src, dim, dst);
+      k_aggr_sum<4><<<grid, kThreads, 0, s>>>(f, dr, *blk, src, dim, dst);
     else
-      k_aggr_sum<1><<<grid, kThreads, 0, s>>>(f, *blk, src, dim, dst);
+      k_aggr_sum<1><<<grid, kThreads, 0, s>>>(f, dr, *blk, src, dim, dst);
   } else if (ag->reduce == NG_REDUCE_MAX) {
     if (v4)
-      k_aggr_best<4, true><<<grid, kThreads, 0, s>>>(*blk, src, dim, dst, argbest);
+      k_aggr_best<4, true><<<grid, kThreads, 0, s>>>(dr, *blk, src, dim, dst, argbest);
     else
-      k_aggr_best<1, true><<<grid, kThreads, 0, s>>>(*blk, src, dim, dst, argbest);
+      k_aggr_best<1, true><<<grid, kThreads, 0, s>>>(dr, *blk, src, dim, dst, argbest);
   } else {
     if (v4)
-      k_aggr_best<4, false><<<grid, kThreads, 0, s>>>(*blk, src, dim, dst, argbest);
+      k_aggr_best<4, false><<<grid, kThreads, 0, s>>>(dr, *blk, src, dim, dst, argbest);
     else
-      k_aggr_best<1, false><<<grid, kThreads, 0, s>>>(*blk, src, dim, dst, argbest);
+      k_aggr_best<1, false><<<grid, kThreads, 0, s>>>(dr, *blk, src, dim, dst, argbest);
   }
   LAUNCH_CHECK(op);
   return NG_OK;
@@ -762,6 +871,7 @@ ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, 
                         int64_t dim, float *dst, int32_t *argbest) {
   NG_CHECK(check_block("aggr_fwd", blk, false));
   NG_CHECK(ng__bk_check_aggr("aggr_fwd", ag, blk));
+  NG_CHECK(ng__bk_check_no_drop("aggr_fwd", ag));
   NG_CHECK(ng__bk_check_count("aggr_fwd", "dim", dim));
   if (blk->n_dst == 0 || dim == 0)
     return NG_OK;
@@ -777,6 +887,7 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         float *grad_src) {
   NG_CHECK(check_block("aggr_bwd", blk, true));
   NG_CHECK(ng__bk_check_aggr("aggr_bwd", ag, blk));
+  NG_CHECK(ng__bk_check_no_drop("aggr_bwd", ag));
   NG_CHECK(ng__bk_check_count("aggr_bwd", "dim", dim));
   if (blk->n_src == 0 || dim == 0)
     return NG_OK;
@@ -818,7 +929,8 @@ ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *b
                    "state for the block",
                    (int)state->n_dst, (int)blk->n_dst);
   const int64_t dim = state->dim;
-  NG_CHECK(ng__bk_check_ptr("aggr_partial", "src", src, blk->n_src > 0 && dim > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_partial", "src", src, blk->nnz > 0 && dim > 0));
+  NG_CHECK(ng__bk_check_dropout_p("aggr_partial", ag->drop_p));
   if (blk->n_dst == 0)
     return NG_OK;
   NG_CHECK(use(be, "aggr_partial"));
@@ -835,6 +947,7 @@ ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *b
 ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                             const ng_pstate *other) {
   NG_CHECK(ng__bk_check_aggr("pstate_merge", ag, NULL));
+  NG_CHECK(ng__bk_check_no_drop("pstate_merge", ag));
   NG_CHECK(ng__bk_check_state("pstate_merge", acc));
   NG_CHECK(ng__bk_check_state("pstate_merge", other));
   if (acc->n_dst != other->n_dst || acc->dim != other->dim)
@@ -860,6 +973,7 @@ ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
 ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                float *dst) {
   NG_CHECK(ng__bk_check_aggr("pstate_finalize", ag, NULL));
+  NG_CHECK(ng__bk_check_no_drop("pstate_finalize", ag));
   NG_CHECK(ng__bk_check_state("pstate_finalize", state));
   const int64_t n = (int64_t)state->n_dst * state->dim;
   NG_CHECK(ng__bk_check_ptr("pstate_finalize", "dst", dst, n > 0));
@@ -869,6 +983,45 @@ ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstat
   k_finalize<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(ag->mean, state->val, state->count,
                                                               state->n_dst, state->dim, dst);
   LAUNCH_CHECK("pstate_finalize");
+  return NG_OK;
+}
+
+ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, const float *table,
+                            const int64_t *ids, int64_t n, int64_t dim, float drop_p,
+                            uint64_t drop_key) {
+  NG_CHECK(ng__bk_check_count("scatter_rows", "n", n));
+  NG_CHECK(ng__bk_check_count("scatter_rows", "dim", dim));
+  NG_CHECK(ng__bk_check_dropout_p("scatter_rows", drop_p));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "pos", pos, true));
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "table", table, true));
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "ids", ids, true));
+  NG_CHECK(use(be, "scatter_rows"));
+  cudaStream_t s = ctx_of(be)->stream;
+  const in_drop dr = {drop_p > 0.0f, drop_key, ng_dropout_threshold(drop_p),
+                      1.0f / (1.0f - drop_p)};
+  if (dim % 4 == 0 && aligned16(dst) && aligned16(table))
+    k_scatter<4><<<grid_rows(n, dim, 4), kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+  else
+    k_scatter<1><<<grid_rows(n, dim, 1), kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+  LAUNCH_CHECK("scatter_rows");
+  return NG_OK;
+}
+
+ng_status cuda_add_self_loop(ng_backend *be, float *dst, const float *self_w, const float *rows,
+                             int64_t n, int64_t dim) {
+  NG_CHECK(ng__bk_check_count("add_self_loop", "n", n));
+  NG_CHECK(ng__bk_check_count("add_self_loop", "dim", dim));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "self_w", self_w, true));
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "rows", rows, true));
+  NG_CHECK(use(be, "add_self_loop"));
+  k_self_loop<<<grid_1d(n * dim), kThreads, 0, ctx_of(be)->stream>>>(dst, self_w, rows, n, dim);
+  LAUNCH_CHECK("add_self_loop");
   return NG_OK;
 }
 
@@ -1121,12 +1274,20 @@ ng_backend_i make_iface() {
   t.copy_d2d = cuda_copy_d2d;
   t.fill = cuda_fill;
   t.sync = cuda_sync;
+  t.mem_info = cuda_mem_info;
+  t.host_alloc = cuda_host_alloc;
+  t.host_free = cuda_host_free;
+  t.host_register = cuda_host_register;
+  t.host_unregister = cuda_host_unregister;
+  t.host_view = cuda_host_view;
   t.gather_rows = cuda_gather_rows;
   t.aggr_fwd = cuda_aggr_fwd;
   t.aggr_bwd = cuda_aggr_bwd;
   t.aggr_partial = cuda_aggr_partial;
   t.pstate_merge = cuda_pstate_merge;
   t.pstate_finalize = cuda_pstate_finalize;
+  t.scatter_rows = cuda_scatter_rows;
+  t.add_self_loop = cuda_add_self_loop;
   t.gemm = cuda_gemm;
   t.add = cuda_add;
   t.bias_act_fwd = cuda_bias_act_fwd;

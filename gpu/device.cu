@@ -34,10 +34,12 @@ extern "C" ng_status ng__cuda_devices(int *count, char *desc, size_t cap) {
   return NG_OK;
 }
 
-extern "C" ng_status ng__cuda_host_register(void *ptr, size_t bytes) {
+extern "C" ng_status ng__cuda_host_register(void *ptr, size_t bytes, bool read_only) {
   if (!ptr || bytes == 0)
     return ng__err(NG_ERR_INVALID_ARG, "cudaHostRegister: empty range; pass a buffer to pin");
-  cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterMapped);
+  /* A read-only mapping (a memory-mapped dataset) can only be registered read-only. */
+  unsigned flags = cudaHostRegisterMapped | (read_only ? cudaHostRegisterReadOnly : 0u);
+  cudaError_t err = cudaHostRegister(ptr, bytes, flags);
   if (err != cudaSuccess)
     return ng__err(NG_ERR_CUDA, "cudaHostRegister of %zu bytes: %s (%s)", bytes,
                    cudaGetErrorName(err), cudaGetErrorString(err));

@@ -20,9 +20,11 @@ ng_status ng__cuda_devices(int *count, char *desc, size_t cap);
 /// unified addressing makes valid on the device. See docs/gpu.md.
 ng_status ng__backend_cuda_create(ng_backend **out, int device);
 
-/// Pins `bytes` of host memory at `ptr` and maps it for the devices (cudaHostRegisterMapped), so
-/// that the CUDA backend's gather_rows can read it directly; undo with ng__cuda_host_unregister.
-ng_status ng__cuda_host_register(void *ptr, size_t bytes);
+/// Pins `bytes` of host memory at `ptr` and maps it for the devices (cudaHostRegisterMapped, plus
+/// cudaHostRegisterReadOnly with `read_only`, which a read-only mapping needs), so that the CUDA
+/// backend's kernels can read it directly (its host_view op gives the pointer they use); undo
+/// with ng__cuda_host_unregister.
+ng_status ng__cuda_host_register(void *ptr, size_t bytes, bool read_only);
 ng_status ng__cuda_host_unregister(void *ptr);
 
 #ifdef __cplusplus

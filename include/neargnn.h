@@ -113,6 +113,10 @@ ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts
 void ng_dataset_close(ng_dataset_t ds);
 /// Fills `out` (whose `size` the caller set, see NG_DATASET_INFO_INIT) with the dataset's counts.
 ng_status ng_dataset_info_get(ng_dataset_info *out, ng_dataset_t ds);
+/// The id each node had in the dataset this one was renumbered from (orig_id.npy, [nodes],
+/// borrowed, valid while `ds` is open), or NULL in *out when the dataset has no mapping (its ids
+/// are the original ones). User-visible node ids (predictions) go through it.
+ng_status ng_dataset_orig_ids(const int64_t **out, ng_dataset_t ds);
 
 /// Degree distribution summary of an open dataset (row lengths of the CSR, i.e. how many
 /// neighbours each node aggregates from, and in-degrees, how often each node is a neighbour).
@@ -293,6 +297,22 @@ typedef enum {
   NG_NORMALIZE_ROW = 1, ///< divide each feature row by its sum (rows summing to 0 stay 0)
 } ng_normalize;
 
+/// How the features of cold nodes (ids >= H, outside the GPU's hot tier) reach the device in
+/// training. All three give bit-identical losses and weights for the same seed (docs/tiering.md).
+typedef enum {
+  NG_FETCH_PARTIAL = 0, ///< the CPU reduces cold neighbour rows into one partial state per
+                        ///< destination near the data; the device merges it with the hot part
+  NG_FETCH_BATCH = 1,   ///< the CPU gathers the unique cold rows into pinned staging, one copy
+  NG_FETCH_ZCOPY = 2,   ///< the device reads cold rows from pinned host memory (zero-copy)
+} ng_fetch;
+
+/// Iteration counters of a run's feature fetching (also per epoch in ng_epoch_stats).
+typedef struct {
+  int64_t hot_rows;  ///< feature rows read from the hot tier (neighbour and self rows)
+  int64_t cold_rows; ///< feature rows read from host memory
+  int64_t h2d_bytes; ///< bytes copied host-to-device for the inputs (blocks, states, rows)
+} ng_fetch_stats;
+
 typedef struct {
   size_t size;             ///< sizeof(ng_train_opts)
   int64_t batch;           ///< target nodes per mini-batch; 0 = the whole training split at once
@@ -306,11 +326,20 @@ typedef struct {
   int64_t eval_chunk;      ///< nodes per chunk in layer-wise full-neighbour inference
   ng_progress_fn progress; ///< optional; phases "train" (iterations) and "eval" (nodes)
   void *progress_ctx;
+  ng_fetch fetch;          ///< how cold feature rows reach the device
+  /// The hot tier: rows [0, H) of the features are kept in device memory (reorder the dataset
+  /// first so that they are the hottest, see ng_dataset_reorder). H comes from cache_bytes
+  /// (H = cache_bytes / row bytes) when it is > 0, else from cache_ratio (H = ratio * nodes)
+  /// when it is in [0, 1], else (both at their defaults 0 and -1) as many rows as fit in half
+  /// of the device's free memory. On the CPU backend the features are host memory already: every
+  /// row is hot unless a size is given (which then only simulates a tier, e.g. for tests).
+  int64_t cache_bytes;
+  double cache_ratio;
 } ng_train_opts;
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
-        4096, NULL, NULL                                                                           \
+        4096, NULL, NULL, NG_FETCH_PARTIAL, 0, -1.0                                                \
   }
 
 /// What one epoch did.
@@ -323,9 +352,10 @@ typedef struct {
   double seconds;        ///< wall time of the epoch
   double it_per_s;       ///< iterations per second
   int64_t sampled_edges; ///< edges in all blocks of the epoch
+  ng_fetch_stats fetch;  ///< the epoch's feature reads; hit rate = hot / (hot + cold)
 } ng_epoch_stats;
 #define NG_EPOCH_STATS_INIT                                                                        \
-  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0 }
+  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0, 0, 0} }
 
 typedef enum { NG_SPLIT_TRAIN = 0, NG_SPLIT_VAL = 1, NG_SPLIT_TEST = 2 } ng_split;
 
@@ -358,6 +388,12 @@ ng_status ng_trainer_save(ng_trainer_t trainer, const char *path);
 ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
 /// The number of epochs trained so far (including those restored by ng_trainer_load).
 int64_t ng_trainer_epochs_done(ng_trainer_t trainer);
+/// The number of hot-tier rows H of a trainer (rows [0, H) of the features are in device memory).
+int64_t ng_trainer_hot_rows(ng_trainer_t trainer);
+/// Parses "partial", "batch" or "zcopy".
+ng_status ng_fetch_parse(ng_fetch *out, const char *name);
+/// The name of a fetch strategy ("partial", "batch", "zcopy"; "?" when unknown).
+const char *ng_fetch_name(ng_fetch fetch);
 /// Destroys a trainer; NULL is accepted.
 void ng_trainer_destroy(ng_trainer_t trainer);
 

@@ -253,9 +253,10 @@ static bool needs_argbest(const ng_layer *L) {
   return L->ag.reduce != NG_REDUCE_SUM;
 }
 
-/* Lays out the workspace of a mini-batch in `c`. */
-static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const float *x0,
-                     bool training) {
+/* Lays out the workspace of a mini-batch in `c`. The input layer's aggregation and self rows
+ * come from the caller (agg0, self0), so layer 0 carves no input, mask or aggregation. */
+static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const float *agg0,
+                     const float *self0, bool training) {
   const struct ng_model *m = ex->model;
   for (int l = 0; l < m->n_layers; l++) {
     const ng_layer *L = &m->layers[l];
@@ -263,14 +264,21 @@ static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const 
     ng_layer_ws *w = &ex->ws[l];
     size_t n_src = (size_t)b->n_src, n_dst = (size_t)b->n_dst;
     size_t in = (size_t)L->in_dim, out = (size_t)L->out_dim;
-    w->input = l ? ex->ws[l - 1].out : x0;
-    bool drop = layer_drops(L, training);
-    w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
-    w->mask = drop ? take(c, n_src * in) : NULL;
-    w->agg = take(c, n_dst * in * sizeof(float));
-    w->argbest = needs_argbest(L) ? take(c, n_dst * in * sizeof(int32_t)) : NULL;
+    if (l == 0) {
+      w->input = w->h_in = (float *)self0;
+      w->mask = NULL;
+      w->agg = (float *)agg0;
+      w->argbest = NULL; /* no gradient flows into the features */
+    } else {
+      w->input = ex->ws[l - 1].out;
+      bool drop = layer_drops(L, training);
+      w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
+      w->mask = drop ? take(c, n_src * in) : NULL;
+      w->agg = take(c, n_dst * in * sizeof(float));
+      w->argbest = needs_argbest(L) ? take(c, n_dst * in * sizeof(int32_t)) : NULL;
+    }
     w->out = take(c, n_dst * out * sizeof(float));
-    w->d_agg = training ? take(c, n_dst * in * sizeof(float)) : NULL;
+    w->d_agg = training && l > 0 ? take(c, n_dst * in * sizeof(float)) : NULL;
     w->d_in = training && l > 0 ? take(c, n_src * in * sizeof(float)) : NULL;
   }
   for (int l = 0; l < m->n_layers; l++)
@@ -278,24 +286,27 @@ static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const 
   ex->logits = ex->ws[m->n_layers - 1].out;
 }
 
-static ng_status prepare_ws(ng_model_exec *ex, const ng_minibatch *mb, const float *x0,
-                            bool training) {
+static ng_status prepare_ws(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
+                            const float *self0, bool training) {
   carve c = {NULL, 0};
-  carve_ws(ex, &c, mb, x0, training);
+  carve_ws(ex, &c, mb, agg0, self0, training);
   NG_CHECK(arena_reserve(ex, c.used));
   c.base = ex->arena;
   c.used = 0;
-  carve_ws(ex, &c, mb, x0, training);
+  carve_ws(ex, &c, mb, agg0, self0, training);
   return NG_OK;
 }
 
-/* out = combine(h_dst, agg) + bias, then the activation. */
+/* out = combine(h_dst, agg) + bias, then the activation; `agg` is computed from h_in unless the
+ * caller gives it (precomputed). */
 static ng_status layer_forward(ng_model_exec *ex, const ng_layer *L, const ng_block *b,
-                               const float *h_in, float *agg, int32_t *argbest, float *out) {
+                               const float *h_in, float *agg, int32_t *argbest, bool precomputed,
+                               float *out) {
   ng_backend *be = ex->be;
   const float *P = ex->params;
   int64_t in = L->in_dim, outd = L->out_dim, nd = b->n_dst;
-  NG_CHECK(BE(ex)->aggr_fwd(be, &L->ag, b, h_in, in, agg, argbest));
+  if (!precomputed)
+    NG_CHECK(BE(ex)->aggr_fwd(be, &L->ag, b, h_in, in, agg, argbest));
   if (ex->model->kind == NG_MODEL_GCN) {
     NG_CHECK(BE(ex)->gemm(be, false, false, nd, outd, in, 1.0f, agg, in, P + L->off_w, outd, 0.0f,
                           out, outd));
@@ -315,13 +326,13 @@ static ng_status layer_forward(ng_model_exec *ex, const ng_layer *L, const ng_bl
                               L->o.activation);
 }
 
-ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *x0,
-                           bool training, uint64_t seed) {
+ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
+                           const float *self0, bool training, uint64_t seed) {
   const struct ng_model *m = ex->model;
   if (mb->n_layers != m->n_layers)
     return ng__err(NG_ERR_INTERNAL, "mini-batch has %d blocks for a %d-layer model", mb->n_layers,
                    m->n_layers);
-  NG_CHECK(prepare_ws(ex, mb, x0, training));
+  NG_CHECK(prepare_ws(ex, mb, agg0, self0, training));
   for (int l = 0; l < m->n_layers; l++) {
     const ng_layer *L = &m->layers[l];
     const ng_block *b = &mb->blocks[l];
@@ -332,9 +343,13 @@ ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const floa
       NG_CHECK(BE(ex)->dropout_fwd(ex->be, w->h_in, w->mask, n, L->o.dropout,
                                    ng_hash2(seed, (uint64_t)l)));
     }
-    NG_CHECK(layer_forward(ex, L, b, w->h_in, w->agg, w->argbest, w->out));
+    NG_CHECK(layer_forward(ex, L, b, w->h_in, w->agg, w->argbest, l == 0, w->out));
   }
   return NG_OK;
+}
+
+uint64_t ng__exec_input_drop_key(uint64_t seed) {
+  return ng_mix64(ng_hash2(seed, 0));
 }
 
 ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_logits) {
@@ -400,5 +415,5 @@ ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, con
   c.used = 0;
   float *agg = take(&c, cells * sizeof(float));
   int32_t *argbest = needs_argbest(L) ? take(&c, cells * sizeof(int32_t)) : NULL;
-  return layer_forward(ex, L, blk, input, agg, argbest, out);
+  return layer_forward(ex, L, blk, input, agg, argbest, false, out);
 }

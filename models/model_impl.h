@@ -73,11 +73,17 @@ ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backen
                           uint64_t seed);
 void ng__exec_destroy(ng_model_exec *ex);
 
-/// Forward pass over a mini-batch whose blocks live in backend memory; `x0` [n_src of block 0,
-/// in_dim] are the input features. With `training`, dropout applies with masks derived from
-/// `seed`, and the workspace keeps what backward needs. Logits end in ex->logits.
-ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *x0,
-                           bool training, uint64_t seed);
+/// Forward pass over a mini-batch whose blocks live in backend memory. The input layer's work
+/// up to its aggregation is the caller's (the tiered feature store, sched/store_impl.h): `agg0`
+/// [n_dst of block 0, in_dim] is its finalized aggregation and `self0` [n_dst, in_dim] the
+/// destinations' own input rows, both after the input layer's dropout in training (keyed by
+/// ng__exec_input_drop_key). With `training`, dropout of the other layers applies with masks
+/// derived from `seed`, and the workspace keeps what backward needs. Logits end in ex->logits.
+/// agg0 and self0 must stay valid until the backward pass.
+ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
+                           const float *self0, bool training, uint64_t seed);
+/// The key of the input layer's dropout (ng_aggr.drop_key) for iteration seed `seed`.
+uint64_t ng__exec_input_drop_key(uint64_t seed);
 /// Backward pass from d loss / d logits [n_targets, classes] (in backend memory; consumed) into
 /// ex->grads, overwriting them.
 ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_logits);

@@ -777,6 +777,16 @@ static ng_status copy_sized(void *dst, const void *src, size_t full, const char 
   return NG_OK;
 }
 
+ng_status ng_dataset_orig_ids(const int64_t **out, ng_dataset_t ds) {
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_dataset_orig_ids: out is NULL");
+  *out = NULL;
+  NG_CHECK(ng__dataset_check(ds));
+  if (ds->info.orig_ids)
+    *out = ds->arrays[NG_ARR_ORIG_ID].data;
+  return NG_OK;
+}
+
 ng_status ng_dataset_info_get(ng_dataset_info *out, ng_dataset_t ds) {
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_dataset_info_get: out is NULL");

@@ -2,6 +2,7 @@
 #include "dataset_impl.h"
 #include "model_impl.h"
 #include "safetensors_impl.h"
+#include "sched/store_impl.h"
 #ifdef NG_HAVE_CUDA
 #include "gpu/ng_cuda.h"
 #endif
@@ -44,6 +45,10 @@ struct ng_trainer {
   /* [nodes, classes] of full-neighbour inference with the current parameters, or NULL:
    * evaluating several splits infers once. */
   float *logits;
+  ng_store store;       /* the hot tier and the device side of the input layer */
+  ng_fetch_cfg fetch;   /* the host side of the input layer */
+  ng_fetch_scratch fetch_scratch;
+  ng_fetch_stats fetch_epoch; /* this epoch's counters so far */
   growbuf x0, labels, d_logits, eval_out, eval_dev, mb_dev; /* backend memory */
   growbuf stage, stage_mb, stage_labels; /* host staging for backends with their own memory */
 };
@@ -170,6 +175,9 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                    ">= 0, known optimizer and normalisation)");
   if (o.batch > INT32_MAX / 2)
     return ng__err(NG_ERR_INVALID_ARG, "batch %lld too large", (long long)o.batch);
+  if ((unsigned)o.fetch > NG_FETCH_ZCOPY)
+    return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy %d (partial, batch or zcopy)",
+                   (int)o.fetch);
 
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
@@ -191,6 +199,25 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   }
   NG_CHECK_GOTO(st, make_backend(&t->be, &o), fail);
   NG_CHECK_GOTO(st, ng__exec_create(&t->ex, t->model, t->be, o.seed), fail);
+  int64_t hot = 0;
+  NG_CHECK_GOTO(st,
+                ng__store_hot_rows(&hot, t->be, info->nodes, info->feature_dim, o.cache_bytes,
+                                   o.cache_ratio),
+                fail);
+  NG_CHECK_GOTO(st,
+                ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
+                               o.fetch, t->features_owned == NULL),
+                fail);
+  t->fetch = (ng_fetch_cfg){
+      .mode = o.fetch,
+      .hot = hot,
+      .features = t->features,
+      .nodes = info->nodes,
+      .dim = info->feature_dim,
+      .ag = model->layers[0].ag,
+      .threads = omp_threads(&o),
+      .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
+  };
   NG_CHECK_GOTO(st, ng__sample_arena_create(&t->arena), fail);
   t->perm = ng__malloc((size_t)info->train * sizeof *t->perm, "the epoch order");
   if (!t->perm) {
@@ -223,10 +250,12 @@ void ng_trainer_destroy(ng_trainer_t t) {
     growbuf_free(t->be, &t->eval_out);
     growbuf_free(t->be, &t->eval_dev);
     growbuf_free(t->be, &t->mb_dev);
+    ng__store_close(&t->store);
     ng__exec_destroy(&t->ex);
     ng__backend_destroy(t->be);
   }
   ng__sample_arena_destroy(t->arena);
+  ng__fetch_scratch_free(&t->fetch_scratch);
   drop_logits(t);
   if (t->features_owned)
     ng__big_free(t->features_owned,
@@ -247,6 +276,28 @@ static void drop_logits(ng_trainer_t t) {
   if (t->logits)
     ng__big_free(t->logits, logits_bytes(t));
   t->logits = NULL;
+}
+
+int64_t ng_trainer_hot_rows(ng_trainer_t t) {
+  return trainer_check(t) == NG_OK ? t->store.hot : -1;
+}
+
+ng_status ng_fetch_parse(ng_fetch *out, const char *name) {
+  static const char *const names[] = {"partial", "batch", "zcopy"};
+  for (int i = 0; i < 3; i++)
+    if (name && strcmp(name, names[i]) == 0) {
+      *out = (ng_fetch)i;
+      return NG_OK;
+    }
+  return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy '%s' (partial, batch or zcopy)",
+                 name ? name : "(null)");
+}
+
+const char *ng_fetch_name(ng_fetch f) {
+  return f == NG_FETCH_PARTIAL ? "partial"
+         : f == NG_FETCH_BATCH ? "batch"
+         : f == NG_FETCH_ZCOPY ? "zcopy"
+                               : "?";
 }
 
 int64_t ng_trainer_epochs_done(ng_trainer_t t) {
@@ -284,11 +335,15 @@ static ng_status gather_labels(ng_trainer_t t, const int64_t *ids, int64_t n) {
   return t->be->iface->copy_h2d(t->be, t->labels.ptr, lab, (size_t)n * sizeof(int32_t));
 }
 
-/* The blocks of a mini-batch in backend memory: the same arrays for a host-memory backend;
- * otherwise packed into one staging buffer and copied in one transfer. node_ids stays on the
- * host (the gathers above read it there). */
-static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, ng_minibatch *d) {
+/* The blocks [first, n_layers) of a mini-batch in backend memory: the same arrays for a
+ * host-memory backend; otherwise packed into one staging buffer and copied in one transfer
+ * (*bytes, when not NULL, gets the size). node_ids stays on the host (the gathers above read
+ * it there); the arrays of blocks before `first` are not copied. */
+static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, int first,
+                                  ng_minibatch *d, size_t *bytes) {
   *d = *h;
+  if (bytes)
+    *bytes = 0;
   if (t->be->iface->host_memory)
     return NG_OK;
   enum { ALIGN = 16 };
@@ -296,7 +351,7 @@ static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, ng_mini
   for (int pass = 0; pass < 2; pass++) {
     char *stage = t->stage_mb.ptr, *dev = t->mb_dev.ptr;
     size_t at = 0;
-    for (int l = 0; l < h->n_layers; l++) {
+    for (int l = first; l < h->n_layers; l++) {
       const ng_block *hb = &h->blocks[l];
       ng_block *db = &d->blocks[l];
       struct {
@@ -328,6 +383,8 @@ static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, ng_mini
       NG_CHECK(grow(t->be, &t->mb_dev, total));
     }
   }
+  if (bytes)
+    *bytes = total;
   return t->be->iface->copy_h2d(t->be, t->mb_dev.ptr, t->stage_mb.ptr, total);
 }
 
@@ -338,12 +395,25 @@ static ng_status train_step(ng_trainer_t t, const int64_t *targets, int32_t n, u
   for (int l = 0; l < mb.n_layers; l++)
     *edges += mb.blocks[l].nnz;
   const ng_dataset_info *info = &t->ds->info;
-  NG_CHECK(
-      gather_inputs(t, t->features, info->feature_dim, mb.node_ids, mb.blocks[0].n_src, &t->x0));
+  /* The input layer through the tiered store: host work by the fetch strategy, then the device
+   * merges the hot and cold parts. */
+  const float drop_p = t->model->layers[0].o.dropout;
+  const uint64_t drop_key = ng__exec_input_drop_key(seed);
+  ng_fetch_pkg pkg;
+  NG_CHECK(ng__fetch_prepare(&pkg, &t->fetch, &mb, drop_p, drop_key, &t->fetch_scratch,
+                             ng__store_reserve, &t->store));
+  const float *agg0 = NULL, *self0 = NULL;
+  NG_CHECK(ng__store_input(&t->store, &t->model->layers[0].ag, &pkg, drop_p, drop_key, &agg0,
+                           &self0));
   NG_CHECK(gather_labels(t, mb.node_ids, n));
   ng_minibatch dmb;
-  NG_CHECK(upload_minibatch(t, &mb, &dmb));
-  NG_CHECK(ng__exec_forward(&t->ex, &dmb, t->x0.ptr, true, seed));
+  size_t mb_bytes = 0;
+  NG_CHECK(upload_minibatch(t, &mb, 1, &dmb, &mb_bytes));
+  t->fetch_epoch.hot_rows += pkg.stats.hot_rows;
+  t->fetch_epoch.cold_rows += pkg.stats.cold_rows;
+  t->fetch_epoch.h2d_bytes += pkg.stats.h2d_bytes + (int64_t)mb_bytes +
+                              (t->be->iface->host_memory ? 0 : (int64_t)n * 4);
+  NG_CHECK(ng__exec_forward(&t->ex, &dmb, agg0, self0, true, seed));
   NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)info->classes * sizeof(float)));
   NG_CHECK(t->be->iface->xent(t->be, t->ex.logits, t->labels.ptr, n, info->classes, t->d_logits.ptr,
                               loss, correct));
@@ -391,6 +461,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   ng__progress_init(&prog, t->opts.progress, t->opts.progress_ctx);
   double t0 = ng__now(), loss_sum = 0.0;
   int64_t correct = 0, edges = 0;
+  t->fetch_epoch = (ng_fetch_stats){0, 0, 0};
   for (int64_t i = first; i < iters; i++) {
     int64_t begin = i * batch, n = NG_MIN(batch, n_train - begin);
     double loss = 0.0;
@@ -421,6 +492,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   out->seconds = secs;
   out->it_per_s = secs > 0 ? (double)ran / secs : 0.0;
   out->sampled_edges = edges;
+  out->fetch = t->fetch_epoch;
   return NG_OK;
 }
 
@@ -462,7 +534,7 @@ static ng_status infer_all(ng_trainer_t t) {
         st = gather_inputs(t, h, L->in_dim, mb.node_ids, mb.blocks[0].n_src, &t->x0);
       ng_minibatch dmb;
       if (st == NG_OK)
-        st = upload_minibatch(t, &mb, &dmb);
+        st = upload_minibatch(t, &mb, 0, &dmb, NULL);
       float *out = next + c0 * L->out_dim;
       size_t out_chunk = (size_t)n * (size_t)L->out_dim * sizeof(float);
       bool direct = t->be->iface->host_memory;

@@ -164,12 +164,12 @@ static const struct {
   const char *name;
   ng_aggr ag;
 } AGGRS[] = {
-    {"sum", {NG_REDUCE_SUM, false, false, false}},
-    {"mean", {NG_REDUCE_SUM, false, false, true}},
-    {"max", {NG_REDUCE_MAX, false, false, false}},
-    {"min", {NG_REDUCE_MIN, false, false, false}},
-    {"gcn", {NG_REDUCE_SUM, true, true, false}},
-    {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true}},
+    {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0}},
+    {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0}},
+    {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0}},
+    {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0}},
+    {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0}},
+    {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true, 0.0f, 0}},
 };
 
 /* ---- aggregation forward and backward ---- */
@@ -431,7 +431,7 @@ static void test_gather(void) {
     /* The same table in registered host memory: the kernel reads it over the bus. */
     float *pinned = ng_test_xmalloc(tb);
     memcpy(pinned, table, tb);
-    EXPECT_OK(ng__cuda_host_register(pinned, tb));
+    EXPECT_OK(ng__cuda_host_register(pinned, tb, false));
     for (size_t ni = 0; ni < NG_TEST_LEN(ns); ni++) {
       char what[96];
       snprintf(what, sizeof what, "gather_rows n %lld dim %lld (device table)", (long long)ns[ni],
@@ -819,7 +819,7 @@ static void test_opt(void) {
 /* The argument checks give the CPU backend's error classes. */
 static void test_errors(void) {
   ng_block blk = {0};
-  ng_aggr ag = {NG_REDUCE_MAX, false, false, true};
+  ng_aggr ag = {NG_REDUCE_MAX, false, false, true, 0.0f, 0};
   float *d = dalloc(64);
   EXPECT_STATUS(gpu->iface->aggr_fwd(gpu, &ag, &blk, d, 4, d, NULL), NG_ERR_INVALID_ARG);
   int32_t *ip = dalloc(8);

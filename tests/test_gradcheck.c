@@ -59,12 +59,12 @@ static void test_aggr(void) {
     const char *name;
     ng_aggr ag;
   } cases[] = {
-      {"sum", {NG_REDUCE_SUM, false, false, false}},
-      {"mean", {NG_REDUCE_SUM, false, false, true}},
-      {"max", {NG_REDUCE_MAX, false, false, false}},
-      {"min", {NG_REDUCE_MIN, false, false, false}},
-      {"gcn", {NG_REDUCE_SUM, true, true, false}},
-      {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true}},
+      {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0}},
+      {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0}},
+      {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0}},
+      {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0}},
+      {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0}},
+      {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true, 0.0f, 0}},
   };
   ng_rng r;
   ng_rng_seed(&r, 101);

@@ -24,6 +24,8 @@ ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc) {
   out->weighted = desc->edge_weight == NG_EDGE_WEIGHT_GCN_NORM;
   out->self_loop = desc->self_loop != 0;
   out->mean = desc->finalize == NG_FINALIZE_MEAN;
+  out->drop_p = 0.0f;
+  out->drop_key = 0;
   return NG_OK;
 }
 
@@ -72,6 +74,15 @@ ng_status ng__bk_check_act(const char *op, ng_activation act) {
   if (act != NG_ACT_NONE && act != NG_ACT_RELU)
     return ng__err(NG_ERR_INVALID_ARG, "%s: unknown activation %d; use NG_ACT_NONE or NG_ACT_RELU",
                    op, (int)act);
+  return NG_OK;
+}
+
+ng_status ng__bk_check_no_drop(const char *op, const ng_aggr *ag) {
+  if (ag && ag->drop_p != 0.0f)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: the aggregator asks for input dropout, which only aggr_partial applies; "
+                   "apply dropout_fwd to the input instead",
+                   op);
   return NG_OK;
 }
 

@@ -43,6 +43,14 @@ typedef struct {
   bool weighted;    ///< multiply each neighbour row by block->edge_w[e]
   bool self_loop;   ///< add block->self_w[d] * src[d] (GCN's A + I)
   bool mean;        ///< divide by the number of neighbours (finalize of MEAN)
+  /// Input dropout, honoured by aggr_partial only (the other ops refuse drop_p != 0): element
+  /// (r, c) of a source row r = blk->indices[e] counts as 0 unless ng_dropout_keep(drop_key,
+  /// r * dim + c, ng_dropout_threshold(drop_p)), and kept elements are x * (1.0f / (1.0f -
+  /// drop_p)) in float, before any edge weight multiplies them. The mask thus follows the row id
+  /// of the table the indices address: the layer-0 input of a tiered run addresses global node
+  /// ids, so every fetch strategy drops the same elements (see ng_drop_row in core/rng.h).
+  float drop_p;
+  uint64_t drop_key;
 } ng_aggr;
 
 /// A partial aggregation state over some of the neighbours of n_dst destinations: the reduced
@@ -86,6 +94,20 @@ struct ng_backend_i {
   ng_status (*copy_d2d)(ng_backend *be, void *dst, const void *src, size_t bytes);
   ng_status (*fill)(ng_backend *be, float *x, int64_t n, float value);
   ng_status (*sync)(ng_backend *be); ///< waits for all queued work
+  /// Bytes of backend memory still free (*free) and in all (*total); the CPU backend reports
+  /// the host's available memory.
+  ng_status (*mem_info)(ng_backend *be, size_t *free, size_t *total);
+  /// Host memory the backend copies from and to fastest (page-locked on CUDA, plain on the CPU
+  /// backend); released with host_free (which accepts NULL).
+  ng_status (*host_alloc)(ng_backend *be, void **out, size_t bytes);
+  void (*host_free)(ng_backend *be, void *ptr);
+  /// Makes existing host memory readable by the backend's kernels (page-locks and maps it on
+  /// CUDA; `read_only` for read-only mappings such as a memory-mapped dataset; nothing to do on
+  /// the CPU backend). host_view then gives the pointer kernels use for it.
+  ng_status (*host_register)(ng_backend *be, void *ptr, size_t bytes, bool read_only);
+  void (*host_unregister)(ng_backend *be, void *ptr);
+  /// The pointer through which the backend's kernels read registered host memory `host`.
+  ng_status (*host_view)(ng_backend *be, const void *host, const void **out);
 
   /* -- gathers -- */
   /// dst[i, :] = table[ids[i], :] for i < n (table is [*, dim] with row stride dim; on the CUDA
@@ -107,7 +129,10 @@ struct ng_backend_i {
   ng_status (*aggr_bwd)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
-  /// Partial forward over the edges of `blk` into a fresh state (no finalize, no self loop).
+  /// Partial forward over the edges of `blk` into a fresh state (no finalize, no self loop),
+  /// with the aggregator's input dropout. Here the indices may address any row of `src` (a
+  /// table, e.g. the hot cache or zero-copy host features addressed by global node id); n_src
+  /// is then at least the table's row count and need not relate to n_dst.
   ng_status (*aggr_partial)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state);
   /// acc = merge(acc, other): SUM adds, MAX/MIN take the elementwise best (acc on ties); a row
@@ -117,6 +142,17 @@ struct ng_backend_i {
   /// dst [n_dst, dim] = finalize(state) (mean divides by count; empty rows give 0).
   ng_status (*pstate_finalize)(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                float *dst);
+
+  /// dst[pos[i], :] = table[ids[i], :] for i < n, with input dropout keyed like aggr_partial's
+  /// (element (ids[i], c) of the table; drop_p 0 copies). The table may be registered host
+  /// memory on the CUDA backend. `pos` must not repeat a row.
+  ng_status (*scatter_rows)(ng_backend *be, float *dst, const int32_t *pos, const float *table,
+                            const int64_t *ids, int64_t n, int64_t dim, float drop_p,
+                            uint64_t drop_key);
+  /// dst[d, :] = dst[d, :] + self_w[d] * rows[d, :] for d < n (GCN's self loop, added after a
+  /// merged state is finalized: the order of aggr_fwd).
+  ng_status (*add_self_loop)(ng_backend *be, float *dst, const float *self_w, const float *rows,
+                             int64_t n, int64_t dim);
 
   /* -- dense ops -- */
   /// C[M,N] = alpha * op(A) op(B) + beta * C, row-major, op = transpose when trans_* is true.
@@ -172,6 +208,8 @@ ng_status ng__bk_check_state(const char *op, const ng_pstate *st);
 ng_status ng__bk_check_act(const char *op, ng_activation act);
 /// A dropout probability in [0, 1).
 ng_status ng__bk_check_dropout_p(const char *op, float p);
+/// For the ops other than aggr_partial: the aggregator must not ask for input dropout.
+ng_status ng__bk_check_no_drop(const char *op, const ng_aggr *ag);
 
 /// Translates a public aggregator descriptor into the backend's form (validating it).
 ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc);

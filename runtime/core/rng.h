@@ -91,4 +91,27 @@ static inline bool ng_dropout_keep(uint64_t key, uint64_t i, uint32_t threshold)
   return (uint32_t)(h >> ((i & 1) * 32)) >= threshold;
 }
 
+/// Element `i` of a tensor after inverted dropout by the rule above: x * (1.0f / (1.0f - p)) when
+/// kept, 0 otherwise (scale = 1.0f / (1.0f - p), computed once by the caller, in float).
+static inline float ng_dropped(float x, uint64_t key, uint64_t i, uint32_t threshold, float scale) {
+  return ng_dropout_keep(key, i, threshold) ? x * scale : 0.0f;
+}
+
+/// Copies row `row` of a table with `dim` columns (src points at that row) into dst with input
+/// dropout keyed by the element's place in the table, (row * dim + c): how the layer-0 input of
+/// a tiered run is dropped wherever a row is read (p 0 copies).
+static inline void ng_drop_row(float *dst, const float *src, int64_t row, int64_t dim, float p,
+                               uint64_t key) {
+  if (p == 0.0f) {
+    for (int64_t c = 0; c < dim; c++)
+      dst[c] = src[c];
+    return;
+  }
+  const uint32_t threshold = ng_dropout_threshold(p);
+  const float scale = 1.0f / (1.0f - p);
+  const uint64_t base = (uint64_t)row * (uint64_t)dim;
+  for (int64_t c = 0; c < dim; c++)
+    dst[c] = ng_dropped(src[c], key, base + (uint64_t)c, threshold, scale);
+}
+
 #endif /* NG_RNG_H */

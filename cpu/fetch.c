@@ -1,0 +1,249 @@
+/* The host work of a tiered iteration: split the input layer by tier and fetch the cold part
+ * by one of the three strategies (see fetch_impl.h). */
+#include "fetch_impl.h"
+
+#include "core/rng.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows copied or reduced per OpenMP task: big enough to amortise the scheduling. */
+#define FETCH_CHUNK_ROWS 64
+
+void ng__fetch_scratch_free(ng_fetch_scratch *s) {
+  free(s->stage_pos);
+  memset(s, 0, sizeof *s);
+}
+
+static ng_status scratch_reserve(ng_fetch_scratch *s, int32_t n) {
+  if ((size_t)n <= s->cap)
+    return NG_OK;
+  size_t cap = NG_MAX((size_t)n, s->cap + s->cap / 2);
+  int32_t *p = realloc(s->stage_pos, cap * sizeof *p);
+  if (!p)
+    return ng__err(NG_ERR_NOMEM, "out of memory for the fetch scratch (%zu ids)", cap);
+  s->stage_pos = p;
+  s->cap = cap;
+  return NG_OK;
+}
+
+/* A bump allocator over the package: run with base NULL to size it, then again to carve it. */
+typedef struct {
+  char *base;
+  size_t used;
+} layout;
+
+static void *take(layout *l, size_t bytes) {
+  size_t at = (l->used + 63) & ~(size_t)63; /* rows start on cache lines (and float4) */
+  l->used = at + bytes;
+  return l->base && bytes ? l->base + at : NULL;
+}
+
+typedef struct {
+  int64_t hot_nnz, cold_nnz, n_staged;
+  int32_t n_self_hot, n_self_cold;
+} counts;
+
+static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t nd,
+                  const counts *c) {
+  const size_t i32 = sizeof(int32_t), f32 = sizeof(float), i64 = sizeof(int64_t);
+  const bool w = cfg->ag.weighted;
+  p->hot.indptr = take(l, ((size_t)nd + 1) * i32);
+  p->hot.indices = take(l, (size_t)c->hot_nnz * i32);
+  p->hot.edge_w = w ? take(l, (size_t)c->hot_nnz * f32) : NULL;
+  p->cold.indptr = take(l, ((size_t)nd + 1) * i32);
+  p->cold.indices = take(l, (size_t)c->cold_nnz * i32);
+  p->cold.edge_w = w ? take(l, (size_t)c->cold_nnz * f32) : NULL;
+  p->self_w = cfg->ag.self_loop ? take(l, (size_t)nd * f32) : NULL;
+  p->self_hot_pos = take(l, (size_t)c->n_self_hot * i32);
+  p->self_hot_ids = take(l, (size_t)c->n_self_hot * i64);
+  p->self_cold_pos = take(l, (size_t)c->n_self_cold * i32);
+  p->self_cold_ids = take(l, (size_t)c->n_self_cold * i64);
+  p->staged = take(l, (size_t)c->n_staged * (size_t)cfg->dim * f32);
+  if (cfg->mode == NG_FETCH_PARTIAL) {
+    p->cold_state.val = take(l, (size_t)nd * (size_t)cfg->dim * f32);
+    p->cold_state.count = take(l, (size_t)nd * i32);
+  } else {
+    p->cold_state.val = NULL;
+    p->cold_state.count = NULL;
+  }
+}
+
+/* PARTIAL: reduces the cold edges of every destination into the package's state. */
+static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, float drop_p, uint64_t drop_key) {
+  ng_aggr bare = cfg->ag;
+  bare.mean = false; /* MEAN divides and the self loop is added after the merge */
+  bare.self_loop = false;
+  bare.drop_p = drop_p;
+  bare.drop_key = drop_key;
+  const ng_cpu_kernels *k = cfg->kernels;
+  const int32_t nd = p->n_dst;
+  const int64_t dim = cfg->dim;
+  for (int32_t d = 0; d < nd; d++)
+    p->cold_state.count[d] = p->cold.indptr[d + 1] - p->cold.indptr[d];
+  const int64_t chunks = ((int64_t)nd + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
+  const int threads = cfg->threads;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && chunks > 1)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int32_t d0 = (int32_t)(c * FETCH_CHUNK_ROWS);
+    const int32_t d1 = (int32_t)NG_MIN((int64_t)nd, (c + 1) * FETCH_CHUNK_ROWS);
+    if (drop_p > 0.0f)
+      ng__cpu_aggr_partial_dropped(&bare, &p->cold, cfg->features, dim, d0, d1, p->cold_state.val);
+    else if (bare.reduce == NG_REDUCE_SUM)
+      k->aggr_sum(&bare, &p->cold, cfg->features, dim, d0, d1, p->cold_state.val);
+    else
+      k->aggr_best(bare.reduce == NG_REDUCE_MAX, &p->cold, cfg->features, dim, d0, d1,
+                   p->cold_state.val, NULL);
+  }
+}
+
+ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                            float drop_p, uint64_t drop_key, ng_fetch_scratch *scratch,
+                            ng_fetch_reserve_fn reserve, void *reserve_ctx) {
+  memset(out, 0, sizeof *out);
+  if ((unsigned)cfg->mode > NG_FETCH_ZCOPY)
+    return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy %d", (int)cfg->mode);
+  const ng_block *b = &mb->blocks[0];
+  const int64_t *gid = mb->node_ids;
+  const int64_t H = cfg->hot, dim = cfg->dim;
+  const int32_t nd = b->n_dst, ns = b->n_src;
+  const ng_fetch mode = cfg->mode;
+
+  /* Pass 1: how many edges, self rows and staged rows each tier gets. */
+  counts c = {0, 0, 0, 0, 0};
+  for (int64_t e = 0; e < b->nnz; e++)
+    c.hot_nnz += gid[b->indices[e]] < H;
+  c.cold_nnz = b->nnz - c.hot_nnz;
+  for (int32_t d = 0; d < nd; d++)
+    c.n_self_hot += gid[d] < H;
+  c.n_self_cold = nd - c.n_self_hot;
+  if (mode == NG_FETCH_BATCH) {
+    /* Every cold local node is staged once: each non-destination source is some edge's source
+     * and each destination needs its self row. */
+    NG_CHECK(scratch_reserve(scratch, ns));
+    for (int32_t s = 0; s < ns; s++)
+      scratch->stage_pos[s] = gid[s] >= H ? (int32_t)c.n_staged++ : -1;
+  } else if (mode == NG_FETCH_PARTIAL) {
+    c.n_staged = c.n_self_cold;
+  }
+
+  layout l = {NULL, 0};
+  carve(out, &l, cfg, nd, &c);
+  void *base = NULL;
+  NG_CHECK(reserve(reserve_ctx, NG_MAX(l.used, (size_t)1), &base));
+  l = (layout){base, 0};
+  carve(out, &l, cfg, nd, &c);
+  out->base = base;
+  out->bytes = l.used;
+  out->mode = mode;
+  out->n_dst = nd;
+  out->dim = dim;
+  out->n_self_hot = c.n_self_hot;
+  out->n_self_cold = c.n_self_cold;
+  out->n_staged = c.n_staged;
+
+  /* Pass 2: the two sub-blocks, in edge order within each destination. */
+  int32_t *hp = (int32_t *)out->hot.indptr, *hi = (int32_t *)out->hot.indices;
+  int32_t *cp = (int32_t *)out->cold.indptr, *ci = (int32_t *)out->cold.indices;
+  float *hw = (float *)out->hot.edge_w, *cw = (float *)out->cold.edge_w;
+  int32_t nh = 0, nc = 0;
+  hp[0] = cp[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    for (int32_t e = b->indptr[d]; e < b->indptr[d + 1]; e++) {
+      const int32_t s = b->indices[e];
+      const int64_t g = gid[s];
+      if (g < H) {
+        if (hw)
+          hw[nh] = b->edge_w[e];
+        hi[nh++] = (int32_t)g;
+      } else {
+        if (cw)
+          cw[nc] = b->edge_w[e];
+        ci[nc++] = mode == NG_FETCH_BATCH ? scratch->stage_pos[s] : (int32_t)g;
+      }
+    }
+    hp[d + 1] = nh;
+    cp[d + 1] = nc;
+  }
+  out->hot.n_dst = out->cold.n_dst = nd;
+  out->hot.nnz = c.hot_nnz;
+  out->cold.nnz = c.cold_nnz;
+  out->hot.n_src = (int32_t)NG_MAX((int64_t)nd, H);
+  out->cold.n_src = (int32_t)NG_MAX((int64_t)nd, mode == NG_FETCH_BATCH ? c.n_staged : cfg->nodes);
+  if (out->self_w)
+    memcpy((float *)out->self_w, b->self_w, (size_t)nd * sizeof(float));
+
+  /* The self rows by tier. */
+  int32_t *shp = (int32_t *)out->self_hot_pos, *scp = (int32_t *)out->self_cold_pos;
+  int64_t *shi = (int64_t *)out->self_hot_ids, *sci = (int64_t *)out->self_cold_ids;
+  int32_t a = 0, z = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    const int64_t g = gid[d];
+    if (g < H) {
+      shp[a] = d;
+      shi[a++] = g;
+    } else {
+      scp[z] = d;
+      sci[z] = mode == NG_FETCH_ZCOPY ? g : mode == NG_FETCH_BATCH ? scratch->stage_pos[d] : z;
+      z++;
+    }
+  }
+
+  /* The host reads of the cold tier. */
+  float *staged = (float *)out->staged;
+  if (mode == NG_FETCH_BATCH) {
+    /* Staged row stage_pos[s] is the row of cold local source s. */
+    const int64_t chunks = ((int64_t)ns + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
+    const int threads = cfg->threads;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
+    for (int64_t k = 0; k < chunks; k++)
+      for (int64_t s = k * FETCH_CHUNK_ROWS; s < NG_MIN((int64_t)ns, (k + 1) * FETCH_CHUNK_ROWS);
+           s++)
+        if (scratch->stage_pos[s] >= 0)
+          ng_drop_row(staged + (int64_t)scratch->stage_pos[s] * dim, cfg->features + gid[s] * dim,
+                      gid[s], dim, drop_p, drop_key);
+  } else if (mode == NG_FETCH_PARTIAL) {
+    /* The cold self rows: their global ids are gid[self_cold_pos[i]]. */
+    const int64_t chunks = ((int64_t)z + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
+    const int threads = cfg->threads;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
+    for (int64_t k = 0; k < chunks; k++)
+      for (int64_t i = k * FETCH_CHUNK_ROWS; i < NG_MIN((int64_t)z, (k + 1) * FETCH_CHUNK_ROWS);
+           i++) {
+        const int64_t g = gid[scp[i]];
+        ng_drop_row(staged + i * dim, cfg->features + g * dim, g, dim, drop_p, drop_key);
+      }
+    out->cold_state.n_dst = nd;
+    out->cold_state.dim = dim;
+    reduce_cold(out, cfg, drop_p, drop_key);
+  }
+  out->stats.hot_rows = c.hot_nnz + c.n_self_hot;
+  out->stats.cold_rows = c.cold_nnz + c.n_self_cold;
+  return NG_OK;
+}
+
+static const void *rebase(const void *p, const void *host_base, void *dev_base) {
+  return p ? (const char *)dev_base + ((const char *)p - (const char *)host_base) : NULL;
+}
+
+void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_base) {
+  const void *hb = host->base;
+  *dev = *host;
+  dev->base = dev_base;
+#define REBASE(field) dev->field = rebase(host->field, hb, dev_base)
+  REBASE(hot.indptr);
+  REBASE(hot.indices);
+  REBASE(hot.edge_w);
+  REBASE(cold.indptr);
+  REBASE(cold.indices);
+  REBASE(cold.edge_w);
+  REBASE(self_w);
+  REBASE(self_hot_pos);
+  REBASE(self_cold_pos);
+  REBASE(self_hot_ids);
+  REBASE(self_cold_ids);
+  REBASE(staged);
+#undef REBASE
+  dev->cold_state.val = (float *)rebase(host->cold_state.val, hb, dev_base);
+  dev->cold_state.count = (int32_t *)rebase(host->cold_state.count, hb, dev_base);
+}

@@ -1,0 +1,79 @@
+/* The CPU side of a tiered iteration (cpu/fetch.c): splits the input layer of a sampled
+ * mini-batch into its hot part (sources with global id < H, whose rows are in the device's hot
+ * tier) and its cold part, and does the cold part's host work for one fetch strategy, writing
+ * everything the device needs into one contiguous package that a single copy moves.
+ *
+ * The device then computes the input layer's aggregation as
+ *     finalize(merge(partial(hot edges), partial(cold edges))) (+ the self loop)
+ * in that fixed order, whatever the strategy: PARTIAL reduces the cold edges here, BATCH stages
+ * the cold rows for the device to reduce, ZCOPY lets the device read them from host memory. The
+ * reductions follow the operation order of cpu/kernels_impl.h on both sides, and input dropout
+ * is keyed by the row's global id wherever the row is read, so all three strategies give the
+ * same bits (sched/store.c assembles the device side). */
+#ifndef NG_FETCH_IMPL_H
+#define NG_FETCH_IMPL_H
+
+#include "kernels_impl.h"
+#include "sampler_impl.h"
+
+/// What a fetcher needs to know about the run (borrowed pointers).
+typedef struct {
+  ng_fetch mode;
+  int64_t hot;           ///< H: rows [0, H) are in the hot tier
+  const float *features; ///< the host feature table [nodes, dim]
+  int64_t nodes, dim;
+  ng_aggr ag;  ///< the input layer's aggregator (drop_p/drop_key are set per iteration)
+  int threads; ///< OpenMP threads for the host work (1 in pinned workers)
+  const ng_cpu_kernels *kernels;
+} ng_fetch_cfg;
+
+/// One iteration's input-layer package: pointers into one contiguous buffer of `bytes` bytes
+/// starting at `base`, so that a copy of the buffer plus ng__fetch_rebase gives the device view.
+typedef struct {
+  void *base;
+  size_t bytes;
+  ng_fetch mode;
+  int32_t n_dst;
+  int64_t dim;
+  /// The input block's edges split by tier, over the same n_dst destinations in edge order.
+  /// hot.indices are global ids (rows of the hot cache); cold.indices are global ids (ZCOPY and
+  /// PARTIAL: rows of the host table) or positions in `staged` (BATCH). n_src is the row count
+  /// of the table the indices address (at least n_dst). edge_w is set for weighted aggregators.
+  ng_block hot, cold;
+  const float *self_w; ///< [n_dst] the self-loop weights, NULL without a self loop
+  /// Self rows (the destinations' own features, rows [0, n_dst) of the layer's input), by tier:
+  /// destination self_*_pos[i] reads row self_*_ids[i] of the hot cache / of the cold source
+  /// (the host table for ZCOPY, `staged` otherwise).
+  int32_t n_self_hot, n_self_cold;
+  const int32_t *self_hot_pos, *self_cold_pos;
+  const int64_t *self_hot_ids, *self_cold_ids;
+  /// Rows copied here with input dropout applied: BATCH the unique cold sources, PARTIAL the cold
+  /// self rows, ZCOPY none.
+  int64_t n_staged;
+  const float *staged;
+  ng_pstate cold_state; ///< PARTIAL: the bare reduction of the cold edges (val NULL otherwise)
+  ng_fetch_stats stats;
+} ng_fetch_pkg;
+
+/// Host memory for packages: `reserve` must make `*base` at least `bytes` long (keeping or
+/// moving its contents does not matter), e.g. a growable pinned buffer.
+typedef ng_status (*ng_fetch_reserve_fn)(void *ctx, size_t bytes, void **base);
+
+/// Per-thread scratch of the host work, reused across iterations (no steady-state allocation).
+typedef struct {
+  int32_t *stage_pos; ///< [n_src] position of each cold local source in `staged` (BATCH)
+  size_t cap;
+} ng_fetch_scratch;
+
+void ng__fetch_scratch_free(ng_fetch_scratch *s);
+
+/// Builds the package of mini-batch `mb` (its blocks[0] is the input layer) with input dropout
+/// (drop_p, drop_key) into memory from `reserve`.
+ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                            float drop_p, uint64_t drop_key, ng_fetch_scratch *scratch,
+                            ng_fetch_reserve_fn reserve, void *reserve_ctx);
+
+/// The same package seen at `dev_base`, where a copy of its bytes lives.
+void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_base);
+
+#endif /* NG_FETCH_IMPL_H */

@@ -1,0 +1,171 @@
+/* The tiered feature store: hot rows in backend memory, cold rows in (registered) host memory,
+ * and the device side of a tiered iteration. */
+#include "store_impl.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BE(st) ((st)->be->iface)
+
+ng_status ng__store_hot_rows(int64_t *hot, ng_backend *be, int64_t nodes, int64_t dim,
+                             int64_t cache_bytes, double cache_ratio) {
+  const int64_t row = NG_MAX(dim, (int64_t)1) * (int64_t)sizeof(float);
+  int64_t h;
+  if (cache_bytes < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "cache size %lld bytes is negative", (long long)cache_bytes);
+  if (cache_bytes > 0) {
+    h = cache_bytes / row;
+  } else if (cache_ratio >= 0.0) {
+    if (!(cache_ratio <= 1.0))
+      return ng__err(NG_ERR_INVALID_ARG, "cache ratio %g is outside [0, 1]", cache_ratio);
+    h = (int64_t)(cache_ratio * (double)nodes);
+  } else if (be->iface->host_memory) {
+    h = nodes; /* the features are in the backend's memory already */
+  } else {
+    size_t free_bytes = 0;
+    NG_CHECK(be->iface->mem_info(be, &free_bytes, NULL));
+    h = (int64_t)(free_bytes / 2) / row;
+  }
+  *hot = NG_MAX((int64_t)0, NG_MIN(h, nodes));
+  return NG_OK;
+}
+
+void ng__store_close(ng_store *st) {
+  if (!st->be)
+    return;
+  BE(st)->free(st->be, st->cache_owned);
+  BE(st)->free(st->be, st->pkg_dev);
+  BE(st)->free(st->be, st->work);
+  BE(st)->host_free(st->be, st->pkg_host);
+  if (st->registered)
+    BE(st)->host_unregister(st->be, st->registered);
+  memset(st, 0, sizeof *st);
+}
+
+ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, int64_t nodes,
+                         int64_t dim, int64_t hot, ng_fetch mode, bool read_only) {
+  memset(st, 0, sizeof *st);
+  st->be = be;
+  st->nodes = nodes;
+  st->dim = dim;
+  st->hot = hot;
+  st->mode = mode;
+  st->host = features;
+  ng_status s = NG_OK;
+  const size_t row = (size_t)dim * sizeof(float);
+  if (be->iface->host_memory) {
+    st->cache = features;
+  } else if (hot > 0) {
+    NG_CHECK_GOTO(s, BE(st)->alloc(be, (void **)&st->cache_owned, (size_t)hot * row), fail);
+    NG_CHECK_GOTO(s, BE(st)->copy_h2d(be, st->cache_owned, features, (size_t)hot * row), fail);
+    st->cache = st->cache_owned;
+  }
+  if (mode == NG_FETCH_ZCOPY && hot < nodes) {
+    /* Only the cold rows are read across PCIe: register them, from their first page on. */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t begin = (uintptr_t)(features + hot * dim) & ~(page - 1);
+    const uintptr_t end = (uintptr_t)(features + nodes * dim);
+    NG_CHECK_GOTO(s, BE(st)->host_register(be, (void *)begin, end - begin, read_only), fail);
+    st->registered = (void *)begin;
+    const void *view = NULL;
+    NG_CHECK_GOTO(s, BE(st)->host_view(be, (const void *)begin, &view), fail);
+    /* The kernels index the table by global id: the view of row 0, which may lie before the
+     * registered range, is only ever offset to rows inside it. */
+    st->host_dev = (const float *)((const char *)view - (begin - (uintptr_t)features));
+  }
+  return NG_OK;
+fail:
+  ng__err_prefix("feature store (%lld hot rows of %lld, %lld bytes each)", (long long)hot,
+                 (long long)nodes, (long long)row);
+  ng__store_close(st);
+  return s;
+}
+
+ng_status ng__store_reserve(void *ctx, size_t bytes, void **base) {
+  ng_store *st = ctx;
+  if (bytes > st->pkg_host_cap) {
+    size_t cap = NG_MAX(bytes, st->pkg_host_cap + st->pkg_host_cap / 2);
+    BE(st)->host_free(st->be, st->pkg_host);
+    st->pkg_host = NULL;
+    st->pkg_host_cap = 0;
+    NG_CHECK(BE(st)->host_alloc(st->be, &st->pkg_host, cap));
+    st->pkg_host_cap = cap;
+  }
+  *base = st->pkg_host;
+  return NG_OK;
+}
+
+static ng_status dev_reserve(ng_store *st, void **buf, size_t *cap, size_t bytes) {
+  if (bytes <= *cap)
+    return NG_OK;
+  size_t n = NG_MAX(bytes, *cap + *cap / 2);
+  BE(st)->free(st->be, *buf);
+  *buf = NULL;
+  *cap = 0;
+  NG_CHECK(BE(st)->alloc(st->be, buf, n));
+  *cap = n;
+  return NG_OK;
+}
+
+static size_t align64(size_t x) {
+  return (x + 63) & ~(size_t)63;
+}
+
+ng_status ng__store_input(ng_store *st, const ng_aggr *ag, ng_fetch_pkg *pkg, float drop_p,
+                          uint64_t drop_key, const float **agg, const float **self) {
+  ng_backend *be = st->be;
+  const int32_t nd = pkg->n_dst;
+  const int64_t dim = st->dim;
+  ng_fetch_pkg dp = *pkg; /* the package as the device sees it */
+  if (!be->iface->host_memory) {
+    NG_CHECK(dev_reserve(st, &st->pkg_dev, &st->pkg_dev_cap, NG_MAX(pkg->bytes, (size_t)1)));
+    NG_CHECK(BE(st)->copy_h2d(be, st->pkg_dev, pkg->base, pkg->bytes));
+    pkg->stats.h2d_bytes += (int64_t)pkg->bytes;
+    ng__fetch_rebase(&dp, pkg, st->pkg_dev);
+  }
+  /* Work memory: hot state (values, counts), cold state, aggregation, self rows. */
+  const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
+  const size_t cnt = align64((size_t)nd * sizeof(int32_t));
+  NG_CHECK(dev_reserve(st, &st->work, &st->work_cap, NG_MAX(4 * rows + 2 * cnt, (size_t)64)));
+  char *w = st->work;
+  ng_pstate hot = {(float *)w, (int32_t *)(w + rows), nd, dim};
+  ng_pstate cold = {(float *)(w + rows + cnt), (int32_t *)(w + 2 * rows + cnt), nd, dim};
+  float *out = (float *)(w + 2 * rows + 2 * cnt), *self_rows = (float *)(w + 3 * rows + 2 * cnt);
+
+  /* Partial states carry no self loop (added after finalize) and the merge and finalize no
+   * dropout (applied where rows are read). */
+  ng_aggr plain = *ag, dropped = *ag;
+  dropped.self_loop = false;
+  plain.drop_p = 0.0f;
+  plain.drop_key = 0;
+  ng_aggr undropped = plain;
+  undropped.self_loop = false;
+  dropped.drop_p = drop_p;
+  dropped.drop_key = drop_key;
+  /* The cached part, then the cold part by the package's strategy, merged in that order. */
+  NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
+  if (dp.cold.nnz > 0) {
+    if (dp.mode == NG_FETCH_PARTIAL)
+      cold = dp.cold_state;
+    else if (dp.mode == NG_FETCH_ZCOPY)
+      NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.cold, st->host_dev, &cold));
+    else /* the staged rows were dropped on the host */
+      NG_CHECK(BE(st)->aggr_partial(be, &undropped, &dp.cold, dp.staged, &cold));
+    NG_CHECK(BE(st)->pstate_merge(be, &plain, &hot, &cold));
+  }
+  NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
+                                dp.n_self_hot, dim, drop_p, drop_key));
+  if (dp.mode == NG_FETCH_ZCOPY)
+    NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, st->host_dev, dp.self_cold_ids,
+                                  dp.n_self_cold, dim, drop_p, drop_key));
+  else /* staged rows were dropped on the host */
+    NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
+                                  dp.n_self_cold, dim, 0.0f, 0));
+  NG_CHECK(BE(st)->pstate_finalize(be, &plain, &hot, out));
+  if (ag->self_loop)
+    NG_CHECK(BE(st)->add_self_loop(be, out, dp.self_w, self_rows, nd, dim));
+  *agg = out;
+  *self = self_rows;
+  return NG_OK;
+}

@@ -1,0 +1,39 @@
+/* Training runs for the fetch-strategy suites (test_fetch.c on the CPU backend, test_gpu_fetch.c
+ * on CUDA): the same model and seed through a chosen strategy and hot-tier size, keeping each
+ * epoch's loss, the fetch counters and the final checkpoint's bytes for comparison. */
+#ifndef NG_TEST_FETCH_H
+#define NG_TEST_FETCH_H
+
+#include "ng_test.h"
+
+enum { NG_TEST_FETCH_EPOCHS = 2 };
+
+typedef struct {
+  const char *device;
+  ng_fetch fetch;
+  double cache_ratio;
+  ng_model_kind kind;
+  ng_aggregator aggregator;
+  float dropout; ///< on every layer's input, the input layer's too
+  int threads;
+} ng_test_fetch_run;
+
+typedef struct {
+  double loss[NG_TEST_FETCH_EPOCHS];
+  ng_fetch_stats fetch; ///< summed over the epochs
+  int64_t sampled_edges;
+  int64_t hot_rows;    ///< ng_trainer_hot_rows
+  uint8_t *checkpoint; ///< the final checkpoint's bytes (free())
+  size_t checkpoint_len;
+} ng_test_fetch_result;
+
+/// Cora, converted once into the test's temporary folder.
+ng_dataset_t ng_test_fetch_cora(void);
+/// Trains two epochs of a 2-layer model (fanouts 10,5, batch 32, hidden 32, seed 7) on `ds`.
+/// Returns false (after recording failures) when a call fails.
+bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fetch_result *out);
+/// Whether two results are bit-identical (losses and checkpoints), reporting the first difference.
+bool ng_test_fetch_same(const ng_test_fetch_result *a, const ng_test_fetch_result *b,
+                        const char *what);
+
+#endif /* NG_TEST_FETCH_H */

@@ -1,0 +1,103 @@
+/* The tiered input layer on CUDA: hot rows in device memory, cold rows by each fetch strategy
+ * (PARTIAL states from the CPU, BATCH staged rows, ZCOPY reads of registered host memory). The
+ * three give bit-identical losses and weights, follow the CPU backend within fp32 tolerance and
+ * read the same rows from each tier. Exits 77 (skipped) without CUDA or a GPU. */
+#include "ng_test_fetch.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#ifndef NG_HAVE_CUDA
+int main(void) {
+  printf("skipped: this build has no CUDA backend\n");
+  return 77;
+}
+#else
+#include "gpu/ng_cuda.h"
+
+static ng_dataset_t cora;
+
+typedef struct {
+  const char *name;
+  ng_model_kind kind;
+  ng_aggregator ag;
+  float dropout;
+} model_case;
+
+static const model_case MODELS[] = {
+    {"sage-mean, dropout 0.5", NG_MODEL_SAGE, NG_AGGREGATOR_MEAN, 0.5f},
+    {"gcn, dropout 0.5", NG_MODEL_GCN, NG_AGGREGATOR_GCN, 0.5f},
+    {"sage-max, dropout 0.2", NG_MODEL_SAGE, NG_AGGREGATOR_MAX, 0.2f},
+};
+
+static const ng_fetch FETCHES[] = {NG_FETCH_PARTIAL, NG_FETCH_BATCH, NG_FETCH_ZCOPY};
+
+static void test_strategies(void) {
+  for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
+    const model_case *mc = &MODELS[m];
+    ng_test_fetch_run run = {"cpu", NG_FETCH_PARTIAL, 0.3, mc->kind, mc->ag, mc->dropout, 2};
+    ng_test_fetch_result cpu, ref, r;
+    if (!ng_test_fetch_train(cora, &run, &cpu))
+      continue;
+    run.device = "cuda";
+    if (!ng_test_fetch_train(cora, &run, &ref)) {
+      free(cpu.checkpoint);
+      continue;
+    }
+    for (int e = 0; e < NG_TEST_FETCH_EPOCHS; e++)
+      EXPECT_NEAR(ref.loss[e], cpu.loss[e], 1e-4 * fabs(cpu.loss[e]));
+    EXPECT_EQ_I(ref.fetch.hot_rows, cpu.fetch.hot_rows);
+    EXPECT_EQ_I(ref.fetch.cold_rows, cpu.fetch.cold_rows);
+    EXPECT_EQ_I(ref.hot_rows, 812); /* 30% of Cora's 2708 rows */
+    for (size_t f = 0; f < sizeof FETCHES / sizeof FETCHES[0]; f++) {
+      run.fetch = FETCHES[f];
+      if (!ng_test_fetch_train(cora, &run, &r))
+        continue;
+      char what[128];
+      snprintf(what, sizeof what, "cuda %s, %s", mc->name, ng_fetch_name(FETCHES[f]));
+      EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+      EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
+      EXPECT_TRUE(r.fetch.h2d_bytes > 0);
+      printf("  %-24s %-8s losses %.6f %.6f, h2d %.2f MB\n", mc->name, ng_fetch_name(FETCHES[f]),
+             r.loss[0], r.loss[1], (double)r.fetch.h2d_bytes / 1e6);
+      free(r.checkpoint);
+    }
+    free(ref.checkpoint);
+    free(cpu.checkpoint);
+  }
+}
+
+/* All rows hot (nothing crosses PCIe but the package) and all rows cold give the same bits. */
+static void test_tier_extremes(void) {
+  const model_case *mc = &MODELS[0];
+  ng_test_fetch_run run = {"cuda", NG_FETCH_ZCOPY, 0.0, mc->kind, mc->ag, mc->dropout, 2};
+  ng_test_fetch_result cold, hot;
+  if (!ng_test_fetch_train(cora, &run, &cold))
+    return;
+  run.fetch = NG_FETCH_BATCH;
+  run.cache_ratio = 1.0;
+  if (ng_test_fetch_train(cora, &run, &hot)) {
+    EXPECT_TRUE(ng_test_fetch_same(&cold, &hot, "cuda all cold (zcopy) vs all hot"));
+    EXPECT_EQ_I(hot.fetch.cold_rows, 0);
+    EXPECT_EQ_I(cold.fetch.hot_rows, 0);
+    /* A package of staged rows is larger than one of ids only. */
+    EXPECT_TRUE(cold.fetch.h2d_bytes > 0 && hot.fetch.h2d_bytes > 0);
+    free(hot.checkpoint);
+  }
+  free(cold.checkpoint);
+}
+
+int main(void) {
+  int devices = 0;
+  char desc[512];
+  if (ng__cuda_devices(&devices, desc, sizeof desc) != NG_OK || devices == 0) {
+    printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  cora = ng_test_fetch_cora();
+  RUN_TEST(test_strategies);
+  RUN_TEST(test_tier_extremes);
+  ng_dataset_close(cora);
+  return ng_test_summary();
+}
+#endif
