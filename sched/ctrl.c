@@ -1,0 +1,168 @@
+/* The feedback controller: pure logic over per-period samples, moving one worker at a time
+ * towards the group with the higher per-thread throughput (docs/scheduler.md states the rule). */
+#include "sched/sched_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
+  static const ng_ctrl_opts defaults = NG_CTRL_OPTS_INIT;
+  if (!o)
+    o = &defaults;
+  if (o->size < sizeof *o)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "controller options: size %zu, expected %zu; start from "
+                   "NG_CTRL_OPTS_INIT",
+                   o->size, sizeof *o);
+  const char *bad = NULL;
+  if (workers < 0)
+    bad = "the worker count is negative";
+  else if (!(o->period_ms > 0) || !isfinite(o->period_ms))
+    bad = "period_ms must be positive";
+  else if (!(o->threshold >= 0) || !isfinite(o->threshold))
+    bad = "threshold must be 0 or more";
+  else if (o->min_per_group < 0)
+    bad = "min_per_group must be 0 or more";
+  else if (o->initial_partial < -1 || o->initial_partial > workers)
+    bad = "initial_partial must be -1 (half) or at most the worker count";
+  else if (o->warmup_periods < 0)
+    bad = "warmup_periods must be 0 or more";
+  else if (o->min_iters < 1)
+    bad = "min_iters must be at least 1";
+  else if (!(o->gpu_bound_wait > 0 && o->gpu_bound_wait <= 1))
+    bad = "gpu_bound_wait must be in (0, 1]";
+  if (bad)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "controller options: %s (workers %d, period_ms %g, "
+                   "threshold %g, min_per_group %d, initial_partial %d)",
+                   bad, workers, o->period_ms, o->threshold, o->min_per_group, o->initial_partial);
+  memset(c, 0, sizeof *c);
+  c->o = *o;
+  int partial = o->initial_partial < 0 ? (workers + 1) / 2 : o->initial_partial;
+  /* Honour min_per_group from the start whenever the workers are enough for both groups. */
+  if (workers >= 2 * o->min_per_group)
+    partial = NG_MAX(o->min_per_group, NG_MIN(partial, workers - o->min_per_group));
+  c->workers[NG_GROUP_PARTIAL] = partial;
+  c->workers[NG_GROUP_TRANSFER] = workers - partial;
+  c->last_move = NG_CTRL_MOVE_NONE;
+  return NG_OK;
+}
+
+static void reset_acc(ng_ctrl *c) {
+  for (int g = 0; g < NG_GROUP_COUNT; g++) {
+    c->acc_iters[g] = 0;
+    c->acc_busy[g] = 0;
+  }
+}
+
+/* Compares the accumulated throughputs and picks the move; fills d->tput and d->rel_diff. */
+static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
+  for (int g = 0; g < NG_GROUP_COUNT; g++)
+    d->tput[g] = (double)c->acc_iters[g] / c->acc_busy[g];
+  reset_acc(c);
+  int fast =
+      d->tput[NG_GROUP_TRANSFER] > d->tput[NG_GROUP_PARTIAL] ? NG_GROUP_TRANSFER : NG_GROUP_PARTIAL;
+  int slow = 1 - fast;
+  d->rel_diff = (d->tput[fast] - d->tput[slow]) / d->tput[slow];
+  ng_ctrl_move want =
+      fast == NG_GROUP_TRANSFER ? NG_CTRL_MOVE_TO_TRANSFER : NG_CTRL_MOVE_TO_PARTIAL;
+  if (d->rel_diff <= c->o.threshold)
+    return NG_CTRL_BALANCED;
+  if (c->last_move == -want && d->rel_diff <= 2 * c->o.threshold)
+    return NG_CTRL_HYSTERESIS;
+  if (c->workers[slow] - 1 < c->o.min_per_group)
+    return NG_CTRL_AT_LIMIT;
+  c->workers[slow]--;
+  c->workers[fast]++;
+  c->last_move = want;
+  c->settle = 1;
+  d->move = want;
+  return NG_CTRL_MOVED;
+}
+
+ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
+  ng_ctrl_decision d;
+  memset(&d, 0, sizeof d);
+  d.period = c->period++;
+  d.move = NG_CTRL_MOVE_NONE;
+  d.ring_depth = s->ring_depth;
+  d.ring_capacity = s->ring_capacity;
+  d.producer_wait_frac = s->producer_wait_frac;
+  d.consumer_wait_frac = s->consumer_wait_frac;
+
+  if (c->o.fixed) {
+    d.reason = NG_CTRL_FIXED;
+  } else if (d.period < c->o.warmup_periods) {
+    d.reason = NG_CTRL_WARMUP;
+  } else if (c->settle > 0) {
+    /* This period began under the old split: its sample would blur the effect of the move. */
+    c->settle--;
+    d.reason = NG_CTRL_SETTLING;
+  } else if (s->ring_capacity > 0 && 2 * s->ring_depth >= s->ring_capacity &&
+             s->producer_wait_frac >= c->o.gpu_bound_wait) {
+    /* Workers wait on a full window: whatever the split, the consumer sets the pace. The data is
+     * dropped so that the next comparison reflects the phase that follows. */
+    reset_acc(c);
+    d.reason = NG_CTRL_GPU_BOUND;
+  } else if (c->workers[NG_GROUP_PARTIAL] == 0 || c->workers[NG_GROUP_TRANSFER] == 0) {
+    d.reason = NG_CTRL_GROUP_EMPTY;
+  } else {
+    for (int g = 0; g < NG_GROUP_COUNT; g++) {
+      if (s->iters[g] > 0)
+        c->acc_iters[g] += s->iters[g];
+      if (s->busy_s[g] > 0 && isfinite(s->busy_s[g]))
+        c->acc_busy[g] += s->busy_s[g];
+    }
+    bool enough = true;
+    for (int g = 0; g < NG_GROUP_COUNT; g++)
+      enough = enough && c->acc_iters[g] >= c->o.min_iters && c->acc_busy[g] > 0;
+    d.reason = enough ? compare(c, &d) : NG_CTRL_NO_DATA;
+  }
+  d.workers[NG_GROUP_PARTIAL] = c->workers[NG_GROUP_PARTIAL];
+  d.workers[NG_GROUP_TRANSFER] = c->workers[NG_GROUP_TRANSFER];
+  return d;
+}
+
+const char *ng__ctrl_reason_name(ng_ctrl_reason r) {
+  switch (r) {
+  case NG_CTRL_FIXED:
+    return "fixed";
+  case NG_CTRL_WARMUP:
+    return "warmup";
+  case NG_CTRL_SETTLING:
+    return "settling";
+  case NG_CTRL_GPU_BOUND:
+    return "gpu_bound";
+  case NG_CTRL_GROUP_EMPTY:
+    return "group_empty";
+  case NG_CTRL_NO_DATA:
+    return "no_data";
+  case NG_CTRL_BALANCED:
+    return "balanced";
+  case NG_CTRL_HYSTERESIS:
+    return "hysteresis";
+  case NG_CTRL_AT_LIMIT:
+    return "at_limit";
+  case NG_CTRL_MOVED:
+    return "moved";
+  }
+  return "unknown";
+}
+
+const char *ng__ctrl_log_header(void) {
+  return "period,move,reason,partial,transfer,tput_partial,tput_transfer,rel_diff,ring_depth,"
+         "ring_capacity,producer_wait,consumer_wait";
+}
+
+size_t ng__ctrl_log_line(const ng_ctrl_decision *d, char *buf, size_t cap) {
+  const char *move = d->move == NG_CTRL_MOVE_TO_TRANSFER  ? "to_transfer"
+                     : d->move == NG_CTRL_MOVE_TO_PARTIAL ? "to_partial"
+                                                          : "none";
+  int n = snprintf(buf, cap, "%lld,%s,%s,%d,%d,%.6g,%.6g,%.4f,%d,%d,%.3f,%.3f",
+                   (long long)d->period, move, ng__ctrl_reason_name(d->reason),
+                   d->workers[NG_GROUP_PARTIAL], d->workers[NG_GROUP_TRANSFER],
+                   d->tput[NG_GROUP_PARTIAL], d->tput[NG_GROUP_TRANSFER], d->rel_diff,
+                   d->ring_depth, d->ring_capacity, d->producer_wait_frac, d->consumer_wait_frac);
+  return n > 0 ? (size_t)n : 0;
+}

@@ -1,0 +1,262 @@
+/* Infrastructure of the hybrid runtime (docs/scheduler.md): the worker pool with hwloc
+ * placement, the ready ring that hands iterations to the device thread in order, per-worker
+ * staging slot pools, and the feedback controller that moves workers between the PARTIAL and
+ * TRANSFER groups. Not installed. Every blocking call here waits on a condition variable (never
+ * spins) and every object can be closed, which wakes all its waiters, so a failure anywhere
+ * stops the pipeline promptly. */
+#ifndef NG_SCHED_IMPL_H
+#define NG_SCHED_IMPL_H
+
+#include "core/core_impl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== worker pool (sched/pool.c) ============================================================ */
+
+/// Placement of a pool. Strings are borrowed for the duration of ng__pool_start() only.
+typedef struct {
+  size_t size; ///< sizeof(ng_pool_opts)
+  /// Worker threads to start; 0 means one per usable core, minus the device core when reserved.
+  int workers;
+  /// OS cpu indices the pool may use, as "0-3,8,10-11"; NULL or "" means every core this process
+  /// may run on (cgroup limits and the affinity the process started with, e.g. from taskset).
+  const char *cpuset;
+  /// PCI id of the GPU the pool feeds ("0000:17:00.0", "00000000:17:00.0" or "17:00.0"); when
+  /// hwloc finds it, the pool keeps to the cores of its package/NUMA node. NULL for none.
+  const char *pci_bus_id;
+  /// Keep the first chosen core for the device thread (ng__pool_bind_device_thread()).
+  bool reserve_device_core;
+  /// Bind each worker (and the device thread) to its core. Failure to bind is recorded, not fatal.
+  bool bind;
+} ng_pool_opts;
+
+#define NG_POOL_OPTS_INIT                                                                          \
+  { sizeof(ng_pool_opts), 0, NULL, NULL, true, true }
+
+typedef struct ng_pool ng_pool;
+
+/// Chooses cores and starts `o->workers` threads; worker w binds itself to its core (when
+/// `o->bind`) and then calls `fn(ctx, w)` once. Worker cores are distinct while there are enough
+/// cores, physical cores before their hyperthreads; with more workers than cores they wrap around
+/// and ng__pool_oversubscribed() says so. `*out` is set before any worker calls `fn`, so `fn` may
+/// reach the pool through `ctx`. `ctx` is borrowed until ng__pool_join(). Returns
+/// NG_ERR_INVALID_ARG for a malformed or unusable cpuset or PCI id or a negative worker count,
+/// NG_ERR_UNSUPPORTED when hwloc cannot read the machine, or NG_ERR_NOMEM, also when a thread
+/// cannot be created (no worker has called `fn` then: threads wait behind a gate that opens only
+/// once all of them exist).
+ng_status ng__pool_start(ng_pool **out, const ng_pool_opts *o, void (*fn)(void *ctx, int worker),
+                         void *ctx);
+/// Waits for every worker's `fn` to return and frees the pool (accepts NULL). The pool's other
+/// accessors must not be called afterwards.
+void ng__pool_join(ng_pool *p);
+/// Number of worker threads.
+int ng__pool_workers(const ng_pool *p);
+/// OS index of worker w's core, or -1 when w is out of range.
+int ng__pool_core(const ng_pool *p, int w);
+/// Whether worker w bound itself to its core. False while it has not tried yet, when binding is
+/// off, or when the system refused (containers may forbid it).
+bool ng__pool_bound(const ng_pool *p, int w);
+/// OS index of the core reserved for the device thread, or -1 when none is reserved.
+int ng__pool_device_core(const ng_pool *p);
+/// Whether some worker shares its core with another worker or with the device thread.
+bool ng__pool_oversubscribed(const ng_pool *p);
+/// Whether the pool's cores were chosen near the PCI device of ng_pool_opts::pci_bus_id.
+bool ng__pool_near_pci(const ng_pool *p);
+/// Binds the calling thread to the device core. Returns NG_OK doing nothing when the pool does
+/// not bind or reserves no core, NG_ERR_UNSUPPORTED (with the system's reason) when the system
+/// refuses; callers may carry on unbound after that error.
+ng_status ng__pool_bind_device_thread(const ng_pool *p);
+/// One line for logs, e.g. "15 workers on cores 1-15, device thread on core 0, near PCI
+/// 0000:17:00.0". Owned by the pool.
+const char *ng__pool_describe(const ng_pool *p);
+
+/// Parses a cpu list such as "0-3,8,10-11" into a sorted array of distinct OS indices in
+/// `*out` (malloc'd, caller frees) of `*n` entries. NG_ERR_INVALID_ARG names the offending part.
+ng_status ng__cpuset_parse(int **out, int *n, const char *list);
+
+/* ==== ready ring (sched/ring.c) ============================================================== */
+
+/// Hands the results of iterations 0, 1, 2, ... from many producers (the workers) to one
+/// consumer (the device thread) strictly in iteration order. Only iterations in the window
+/// [next_to_take, next_to_take + capacity) can be put, so a fast producer blocks instead of
+/// running ahead without bound.
+typedef struct ng_ring ng_ring;
+
+/// What the ring has seen; wait times are on the monotonic clock and include waits in progress.
+typedef struct {
+  int64_t next;          ///< the next iteration the consumer will take
+  int depth;             ///< items put and not yet taken (in order or not)
+  int capacity;          ///< window size
+  int producers_waiting; ///< producers blocked right now because their iteration is past the window
+  int64_t put_wait_ns;   ///< total time producers spent blocked in ng__ring_put()
+  int64_t take_wait_ns;  ///< total time the consumer spent blocked in ng__ring_take()
+  int64_t puts;          ///< items put so far
+} ng_ring_stats;
+
+/// Creates a ring whose window holds `capacity` >= 1 iterations.
+ng_status ng__ring_create(ng_ring **out, int capacity);
+/// Frees the ring (accepts NULL). Items still inside are not freed: take them back first with
+/// ng__ring_reclaim(). No thread may be inside a ring call.
+void ng__ring_destroy(ng_ring *r);
+/// Publishes `item` (not NULL; taken by the ring) as the result of iteration `iter`; every
+/// iteration is put exactly once. Blocks while `iter` >= next_to_take + capacity. Returns the
+/// close status when the ring is or gets closed (the item stays the caller's then),
+/// NG_ERR_INVALID_ARG for a NULL item, a negative iteration or one at or past the end set by
+/// ng__ring_finish(), and NG_ERR_STATE for an iteration already put or taken.
+ng_status ng__ring_put(ng_ring *r, int64_t iter, void *item);
+/// Takes the next iteration in order, blocking until it is put; `*iter` receives its index and
+/// `*item` the item (now the caller's). At the end set by ng__ring_finish() it returns NG_OK with
+/// `*item` = NULL and `*iter` = the end, again on every later call. Once the ring is closed it
+/// returns the close status at once with `*item` = NULL, even when items are ready: an error
+/// stops the consumer promptly. Single consumer.
+ng_status ng__ring_take(ng_ring *r, int64_t *iter, void **item);
+/// Declares the normal end: no iteration >= `n_iters` will be put. The consumer drains
+/// iterations below it, then sees the end. Returns NG_ERR_INVALID_ARG when an iteration >=
+/// `n_iters` was already put or taken, NG_ERR_STATE when a different end was already set, and the
+/// close status after a close.
+ng_status ng__ring_finish(ng_ring *r, int64_t n_iters);
+/// Stops the ring with the error `why`: every blocked and later put and take returns `why` at
+/// once. The first close wins; later ones change nothing. `why` must be an error (NG_OK, a bug,
+/// is recorded as NG_ERR_INTERNAL); the normal end is ng__ring_finish().
+void ng__ring_close(ng_ring *r, ng_status why);
+/// Takes back any one item still in the ring, in no particular order, without blocking; false
+/// when it is empty. For cleanup after a close, once producers have stopped.
+bool ng__ring_reclaim(ng_ring *r, int64_t *iter, void **item);
+/// A consistent snapshot of the ring's counters.
+void ng__ring_stats(ng_ring *r, ng_ring_stats *out);
+
+/* ==== staging slots (sched/ring.c) =========================================================== */
+
+/// Allocator of staging buffers (e.g. pinned or registered host memory). `alloc` returns a
+/// status and writes the buffer to `*out`, so that it can report its own error (ng__err()).
+typedef ng_status (*ng_slot_alloc_fn)(void *ctx, size_t bytes, void **out);
+typedef void (*ng_slot_free_fn)(void *ctx, void *ptr, size_t bytes);
+
+/// A fixed set of K staging buffers that one worker fills and the device thread releases once
+/// the copy out of them has completed. Buffers are 64-byte aligned with the default allocator.
+typedef struct ng_slots ng_slots;
+
+/// Allocates `k` >= 1 buffers of `bytes_each` > 0 bytes through `alloc_fn`/`free_fn` (both NULL:
+/// ng__aligned_alloc()). `ctx` is borrowed until ng__slots_destroy().
+ng_status ng__slots_create(ng_slots **out, int k, size_t bytes_each, ng_slot_alloc_fn alloc_fn,
+                           ng_slot_free_fn free_fn, void *ctx);
+/// Frees every buffer, acquired or not (accepts NULL). Nobody may still use one.
+void ng__slots_destroy(ng_slots *s);
+/// A free buffer, blocking until one is released; NULL once the pool is closed.
+void *ng__slots_acquire(ng_slots *s);
+/// Gives an acquired buffer back (any thread). Accepted after a close too, so that in-flight
+/// copies can finish. NG_ERR_INVALID_ARG when `buf` is not an acquired buffer of this pool.
+ng_status ng__slots_release(ng_slots *s, void *buf);
+/// Wakes every waiter of ng__slots_acquire(); it returns NULL from now on.
+void ng__slots_close(ng_slots *s);
+/// Replaces the acquired buffer `*buf` by one of at least `bytes` bytes (growing by at least half
+/// its size, so that repeated growth is amortised), keeping its content. On failure `*buf` is
+/// unchanged and still acquired. Does nothing when it is already large enough.
+ng_status ng__slots_grow(ng_slots *s, void **buf, size_t bytes);
+/// Capacity in bytes of buffer `buf` of this pool (0 when it is not one).
+size_t ng__slots_bytes(ng_slots *s, const void *buf);
+/// Buffers free right now, and total time ng__slots_acquire() spent blocked (monotonic ns).
+void ng__slots_stats(ng_slots *s, int *free_now, int64_t *wait_ns);
+
+/* ==== feedback controller (sched/ctrl.c) ===================================================== */
+
+/// The two worker groups. PARTIAL workers aggregate cold rows on the CPU; TRANSFER workers batch
+/// them for DMA or let the GPU read them (ZCOPY).
+typedef enum { NG_GROUP_PARTIAL = 0, NG_GROUP_TRANSFER = 1 } ng_group;
+#define NG_GROUP_COUNT 2
+
+typedef struct {
+  size_t size;           ///< sizeof(ng_ctrl_opts)
+  double period_ms;      ///< how often the caller samples and calls ng__ctrl_step() (> 0)
+  double threshold;      ///< relative throughput difference that justifies a move (>= 0)
+  bool fixed;            ///< never move workers
+  int min_per_group;     ///< workers a group keeps at least (>= 0; 1 keeps both measurable)
+  int initial_partial;   ///< workers in PARTIAL at the start; -1 means half, rounded up
+  int warmup_periods;    ///< periods ignored at the start (caches, allocations warm up)
+  int min_iters;         ///< iterations each group must complete before a comparison (>= 1)
+  double gpu_bound_wait; ///< producer wait fraction above which a half-full ring means GPU-bound
+} ng_ctrl_opts;
+
+#define NG_CTRL_OPTS_INIT                                                                          \
+  { sizeof(ng_ctrl_opts), 100.0, 0.10, false, 1, -1, 2, 4, 0.5 }
+
+/// Why the controller decided what it did (ng__ctrl_reason_name() gives the CSV word).
+typedef enum {
+  NG_CTRL_FIXED,       ///< moves are off
+  NG_CTRL_WARMUP,      ///< within the first warmup_periods
+  NG_CTRL_SETTLING,    ///< the period right after a move: its sample mixes two splits
+  NG_CTRL_GPU_BOUND,   ///< producers blocked on a full ring: the consumer is the bottleneck
+  NG_CTRL_GROUP_EMPTY, ///< a group has no worker, so there is nothing to compare
+  NG_CTRL_NO_DATA,     ///< a group has not completed min_iters yet (samples keep accumulating)
+  NG_CTRL_BALANCED,    ///< throughputs within the threshold
+  NG_CTRL_HYSTERESIS,  ///< the move would undo the last one and the difference is < 2x threshold
+  NG_CTRL_AT_LIMIT,    ///< the slower group is at min_per_group
+  NG_CTRL_MOVED,       ///< one worker moved towards the faster group
+} ng_ctrl_reason;
+
+/// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none.
+typedef enum {
+  NG_CTRL_MOVE_TO_PARTIAL = -1,
+  NG_CTRL_MOVE_NONE = 0,
+  NG_CTRL_MOVE_TO_TRANSFER = 1
+} ng_ctrl_move;
+
+/// What happened over the last period. An iteration's busy time runs from taking it to handing
+/// it to the ring, minus the time blocked in ng__ring_put() (a full window stalls both groups
+/// alike, so it says nothing about which is faster); waits for a staging slot stay in, since they
+/// are the copy cost of the group's strategy. Attribute an iteration's busy time to the period in
+/// which it completes, so that iters / busy_s is exact per-thread throughput.
+typedef struct {
+  int64_t iters[NG_GROUP_COUNT]; ///< iterations completed by each group
+  double busy_s[NG_GROUP_COUNT]; ///< busy thread-seconds of each group
+  int ring_depth;                ///< ng_ring_stats::depth at the end of the period
+  int ring_capacity;
+  /// Growth of ng_ring_stats::put_wait_ns over the period / (workers x period), in [0, 1].
+  double producer_wait_frac;
+  /// Growth of ng_ring_stats::take_wait_ns over the period / period, in [0, 1].
+  double consumer_wait_frac;
+} ng_ctrl_sample;
+
+typedef struct {
+  int64_t period;    ///< index of the step, from 0
+  ng_ctrl_move move; ///< the move the caller must apply
+  ng_ctrl_reason reason;
+  int workers[NG_GROUP_COUNT];   ///< the split after this decision
+  double tput[NG_GROUP_COUNT];   ///< per-thread iterations/s compared (0 when not compared)
+  double rel_diff;               ///< (faster - slower) / slower, 0 when not compared
+  int ring_depth, ring_capacity; ///< copied from the sample
+  double producer_wait_frac, consumer_wait_frac;
+} ng_ctrl_decision;
+
+/// Controller state; plain data, owned by the caller, no threads.
+typedef struct {
+  ng_ctrl_opts o;
+  int workers[NG_GROUP_COUNT]; ///< the current split
+  int64_t period;              ///< steps taken
+  int settle;                  ///< periods still to skip after a move
+  ng_ctrl_move last_move;      ///< the last move made (NONE before the first)
+  int64_t acc_iters[NG_GROUP_COUNT];
+  double acc_busy[NG_GROUP_COUNT];
+} ng_ctrl;
+
+/// Sets `c` up for `workers` >= 0 workers split by `o` (NULL: defaults). NG_ERR_INVALID_ARG for
+/// an option out of range.
+ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers);
+/// Feeds one period's sample and returns the decision; a move is already applied to c->workers,
+/// the caller reassigns one worker accordingly. The rule is in docs/scheduler.md.
+ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s);
+/// The lower-case name of a reason ("balanced", "gpu_bound", ...).
+const char *ng__ctrl_reason_name(ng_ctrl_reason r);
+/// The CSV header matching ng__ctrl_log_line() (no newline).
+const char *ng__ctrl_log_header(void);
+/// Formats `d` as one CSV line (no newline) into `buf` of `cap` bytes (truncated, always
+/// NUL-terminated when cap > 0). Returns the length the whole line needs, as snprintf().
+size_t ng__ctrl_log_line(const ng_ctrl_decision *d, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NG_SCHED_IMPL_H */

@@ -1,0 +1,1185 @@
+/* The hybrid runtime's infrastructure: ready ring (order, bounded window, close, finish),
+ * staging slots, worker pool placement and the feedback controller. Threads that could hang are
+ * joined with a deadline, and an alarm ends the whole suite, so a bug fails instead of hanging. */
+#include "ng_test.h"
+#include "sched/sched_impl.h"
+
+#include <hwloc.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { SUITE_DEADLINE_S = 120 };
+static const double JOIN_DEADLINE_S = 10.0;
+
+/* Joins `t` or ends the suite: a thread still blocked past the deadline is a hang, and the
+ * objects it uses cannot be freed under it. */
+static void join_or_die(pthread_t t, const char *what) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)JOIN_DEADLINE_S;
+  int rc = pthread_timedjoin_np(t, NULL, &ts);
+  if (rc != 0) {
+    ng_test_fail(__FILE__, __LINE__, "%s: thread still blocked after %.0f s (rc %d)", what,
+                 JOIN_DEADLINE_S, rc);
+    fflush(NULL);
+    _exit(1);
+  }
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static uint64_t xorshift(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
+
+/* ==== ring: order and window with several producers ==== */
+
+enum { ORDER_ITERS = 3000, ORDER_PRODUCERS = 3, ORDER_CAP = 4 };
+
+typedef struct {
+  int64_t iter;
+  uint64_t tag;
+} order_item;
+
+typedef struct {
+  ng_ring *ring;
+  order_item *items;
+  int64_t next_chunk; /* atomic: the next iteration to hand out */
+  int64_t max_put;    /* atomic: the highest iteration whose put returned */
+  int put_errors;     /* atomic */
+  uint64_t seed;
+} order_ctx;
+
+static uint64_t tag_of(int64_t i) {
+  return (uint64_t)i * 0x9E3779B97F4A7C15ull ^ 0xD1B54A32D192ED03ull;
+}
+
+/* Takes chunks of 1..capacity consecutive iterations, as workers take iterations from a counter,
+ * and puts each chunk in a random order with random pauses: the ring sees iterations from
+ * different producers interleaved and out of order. */
+static void *order_producer(void *arg) {
+  order_ctx *c = arg;
+  uint64_t rng = __atomic_add_fetch(&c->seed, 0x1234567ull, __ATOMIC_RELAXED);
+  for (;;) {
+    int len = 1 + (int)(xorshift(&rng) % ORDER_CAP);
+    int64_t first = __atomic_fetch_add(&c->next_chunk, len, __ATOMIC_RELAXED);
+    if (first >= ORDER_ITERS)
+      break;
+    if (first + len > ORDER_ITERS)
+      len = (int)(ORDER_ITERS - first);
+    int64_t chunk[ORDER_CAP];
+    for (int j = 0; j < len; j++)
+      chunk[j] = first + j;
+    for (int j = len - 1; j > 0; j--) {
+      int k = (int)(xorshift(&rng) % (uint64_t)(j + 1));
+      int64_t t = chunk[j];
+      chunk[j] = chunk[k];
+      chunk[k] = t;
+    }
+    for (int j = 0; j < len; j++) {
+      int64_t i = chunk[j];
+      c->items[i].iter = i;
+      c->items[i].tag = tag_of(i);
+      if (xorshift(&rng) % 64 == 0)
+        sleep_ms(1);
+      if (ng__ring_put(c->ring, i, &c->items[i]) != NG_OK) {
+        __atomic_add_fetch(&c->put_errors, 1, __ATOMIC_RELAXED);
+        ng__ring_close(c->ring, NG_ERR_INTERNAL); /* so that the consumer stops too */
+        return NULL;
+      }
+      int64_t m = __atomic_load_n(&c->max_put, __ATOMIC_RELAXED);
+      while (i > m && !__atomic_compare_exchange_n(&c->max_put, &m, i, true, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED))
+        ;
+    }
+  }
+  return NULL;
+}
+
+static void test_ring_order_and_window(void) {
+  order_ctx c = {0};
+  c.items = ng_test_xmalloc(ORDER_ITERS * sizeof *c.items);
+  c.max_put = -1;
+  c.seed = 42;
+  EXPECT_OK(ng__ring_create(&c.ring, ORDER_CAP));
+  if (!c.ring)
+    return;
+  EXPECT_OK(ng__ring_finish(c.ring, ORDER_ITERS));
+  pthread_t th[ORDER_PRODUCERS];
+  for (int p = 0; p < ORDER_PRODUCERS; p++)
+    pthread_create(&th[p], NULL, order_producer, &c);
+  int in_order = 0, intact = 0, window_ok = 0;
+  int64_t worst_ahead = 0;
+  uint64_t rng = 7;
+  for (int64_t t = 0;; t++) {
+    int64_t iter = -1;
+    void *item = NULL;
+    EXPECT_OK(ng__ring_take(c.ring, &iter, &item));
+    if (!item) {
+      EXPECT_EQ_I(iter, ORDER_ITERS);
+      EXPECT_EQ_I(t, ORDER_ITERS);
+      break;
+    }
+    order_item *it = item;
+    in_order += iter == t;
+    intact += it == &c.items[t] && it->iter == t && it->tag == tag_of(t);
+    /* Until the next take, the consumer's position is t + 1: every iteration put so far must be
+     * inside [t + 1, t + 1 + capacity). */
+    int64_t ahead = __atomic_load_n(&c.max_put, __ATOMIC_RELAXED) - (t + 1);
+    worst_ahead = NG_MAX(worst_ahead, ahead);
+    window_ok += ahead < ORDER_CAP;
+    /* A slow consumer now and then lets the producers run into the window's end. */
+    if (xorshift(&rng) % 16 == 0)
+      sleep_ms(1);
+    if (t > ORDER_ITERS) {
+      ng_test_fail(__FILE__, __LINE__, "the ring returned more items than were put");
+      break;
+    }
+  }
+  for (int p = 0; p < ORDER_PRODUCERS; p++)
+    join_or_die(th[p], "order producer");
+  EXPECT_EQ_I(in_order, ORDER_ITERS);
+  EXPECT_EQ_I(intact, ORDER_ITERS);
+  EXPECT_EQ_I(window_ok, ORDER_ITERS);
+  EXPECT_TRUE(worst_ahead < ORDER_CAP);
+  EXPECT_EQ_I(c.put_errors, 0);
+  ng_ring_stats st;
+  ng__ring_stats(c.ring, &st);
+  EXPECT_EQ_I(st.puts, ORDER_ITERS);
+  EXPECT_EQ_I(st.depth, 0);
+  EXPECT_EQ_I(st.next, ORDER_ITERS);
+  EXPECT_EQ_I(st.capacity, ORDER_CAP);
+  EXPECT_EQ_I(st.producers_waiting, 0);
+  /* The consumer paused with the window full: producers must have waited. */
+  EXPECT_TRUE(st.put_wait_ns > 0);
+  ng__ring_destroy(c.ring);
+  free(c.items);
+}
+
+/* ==== ring: blocking at the window's end, close, finish ==== */
+
+typedef struct {
+  ng_ring *ring;
+  int64_t iter;
+  void *item;
+  ng_status st;
+  int done; /* atomic */
+} ring_call;
+
+static void *put_thread(void *arg) {
+  ring_call *c = arg;
+  c->st = ng__ring_put(c->ring, c->iter, c->item);
+  __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void *take_thread(void *arg) {
+  ring_call *c = arg;
+  c->st = ng__ring_take(c->ring, &c->iter, &c->item);
+  __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int done(ring_call *c) {
+  return __atomic_load_n(&c->done, __ATOMIC_ACQUIRE);
+}
+
+/* Waits until `n` producers are blocked on the window (or a deadline passes). */
+static void wait_producers_blocked(ng_ring *r, int n) {
+  ng_ring_stats st;
+  for (int k = 0; k < 2000; k++) {
+    ng__ring_stats(r, &st);
+    if (st.producers_waiting >= n)
+      return;
+    sleep_ms(5);
+  }
+}
+
+static void test_ring_blocks_past_window(void) {
+  ng_ring *r = NULL;
+  int v[6] = {10, 11, 12, 13, 14, 15};
+  EXPECT_OK(ng__ring_create(&r, 4));
+  if (!r)
+    return;
+  for (int i = 0; i < 4; i++)
+    EXPECT_OK(ng__ring_put(r, i, &v[i]));
+  ring_call c = {r, 4, &v[4], NG_ERR_INTERNAL, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, put_thread, &c);
+  wait_producers_blocked(r, 1);
+  sleep_ms(20);
+  EXPECT_EQ_I(done(&c), 0); /* iteration 4 is past the window [0, 4) */
+  ng_ring_stats st;
+  ng__ring_stats(r, &st);
+  EXPECT_EQ_I(st.producers_waiting, 1);
+  EXPECT_EQ_I(st.depth, 4);
+  EXPECT_TRUE(st.put_wait_ns > 0);
+  int64_t iter = -1;
+  void *item = NULL;
+  EXPECT_OK(ng__ring_take(r, &iter, &item));
+  EXPECT_EQ_I(iter, 0);
+  EXPECT_TRUE(item == &v[0]);
+  join_or_die(t, "producer let into the window");
+  EXPECT_OK(c.st);
+  for (int i = 1; i <= 4; i++) {
+    EXPECT_OK(ng__ring_take(r, &iter, &item));
+    EXPECT_EQ_I(iter, i);
+    EXPECT_TRUE(item == &v[i]);
+  }
+  /* Misuse is reported, not followed. */
+  EXPECT_STATUS(ng__ring_put(r, 2, &v[2]), NG_ERR_STATE);
+  EXPECT_STATUS(ng__ring_put(r, 6, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_STATUS(ng__ring_put(r, -1, &v[0]), NG_ERR_INVALID_ARG);
+  EXPECT_OK(ng__ring_put(r, 6, &v[5]));
+  EXPECT_STATUS(ng__ring_put(r, 6, &v[5]), NG_ERR_STATE);
+  EXPECT_ERR_HAS("already put");
+  ng__ring_destroy(r);
+  EXPECT_STATUS(ng__ring_create(&r, 0), NG_ERR_INVALID_ARG);
+  EXPECT_TRUE(r == NULL);
+}
+
+static void test_ring_close_unblocks(void) {
+  ng_ring *r = NULL;
+  int v[8];
+  EXPECT_OK(ng__ring_create(&r, 4));
+  if (!r)
+    return;
+  /* Iteration 0 never comes: the consumer waits for it, and two producers wait past the window. */
+  for (int i = 1; i < 4; i++)
+    EXPECT_OK(ng__ring_put(r, i, &v[i]));
+  ring_call p1 = {r, 4, &v[4], NG_OK, 0}, p2 = {r, 9, &v[5], NG_OK, 0}, cons = {0};
+  cons.ring = r;
+  pthread_t tp1, tp2, tc;
+  pthread_create(&tp1, NULL, put_thread, &p1);
+  pthread_create(&tp2, NULL, put_thread, &p2);
+  pthread_create(&tc, NULL, take_thread, &cons);
+  wait_producers_blocked(r, 2);
+  sleep_ms(20);
+  EXPECT_EQ_I(done(&p1) + done(&p2) + done(&cons), 0);
+  double t0 = ng__now();
+  ng__ring_close(r, NG_ERR_IO);
+  ng__ring_close(r, NG_ERR_CUDA); /* the first close wins */
+  join_or_die(tp1, "producer after close");
+  join_or_die(tp2, "producer after close");
+  join_or_die(tc, "consumer after close");
+  EXPECT_TRUE(ng__now() - t0 < 5.0);
+  EXPECT_STATUS(p1.st, NG_ERR_IO);
+  EXPECT_STATUS(p2.st, NG_ERR_IO);
+  EXPECT_STATUS(cons.st, NG_ERR_IO);
+  EXPECT_TRUE(cons.item == NULL);
+  /* Closed: later calls fail at once with the first status, even with items ready. */
+  EXPECT_STATUS(ng__ring_put(r, 0, &v[0]), NG_ERR_IO);
+  int64_t iter;
+  void *item = &v[0];
+  EXPECT_STATUS(ng__ring_take(r, &iter, &item), NG_ERR_IO);
+  EXPECT_TRUE(item == NULL);
+  EXPECT_STATUS(ng__ring_finish(r, 4), NG_ERR_IO);
+  /* The items inside can be taken back for cleanup, each once. */
+  int seen = 0, sum = 0;
+  while (ng__ring_reclaim(r, &iter, &item)) {
+    seen++;
+    sum += (int)iter;
+    EXPECT_TRUE(item == &v[iter]);
+  }
+  EXPECT_EQ_I(seen, 3);
+  EXPECT_EQ_I(sum, 1 + 2 + 3);
+  ng_ring_stats st;
+  ng__ring_stats(r, &st);
+  EXPECT_EQ_I(st.depth, 0);
+  EXPECT_TRUE(st.take_wait_ns > 0);
+  ng__ring_destroy(r);
+
+  /* NG_OK is not a reason to close: it is recorded as an internal error. */
+  EXPECT_OK(ng__ring_create(&r, 2));
+  ng__ring_close(r, NG_OK);
+  EXPECT_STATUS(ng__ring_take(r, &iter, &item), NG_ERR_INTERNAL);
+  ng__ring_destroy(r);
+}
+
+static void test_ring_finish_and_drain(void) {
+  ng_ring *r = NULL;
+  int v[8];
+  EXPECT_OK(ng__ring_create(&r, 8));
+  if (!r)
+    return;
+  for (int i = 4; i >= 0; i--)
+    EXPECT_OK(ng__ring_put(r, i, &v[i]));
+  EXPECT_STATUS(ng__ring_finish(r, 3), NG_ERR_INVALID_ARG); /* 3 and 4 were put */
+  EXPECT_OK(ng__ring_finish(r, 5));
+  EXPECT_OK(ng__ring_finish(r, 5));
+  EXPECT_STATUS(ng__ring_finish(r, 6), NG_ERR_STATE);
+  EXPECT_STATUS(ng__ring_put(r, 5, &v[5]), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("past the end");
+  int64_t iter;
+  void *item;
+  for (int i = 0; i < 5; i++) {
+    EXPECT_OK(ng__ring_take(r, &iter, &item));
+    EXPECT_EQ_I(iter, i);
+    EXPECT_TRUE(item == &v[i]);
+  }
+  for (int k = 0; k < 2; k++) {
+    item = &v[0];
+    EXPECT_OK(ng__ring_take(r, &iter, &item));
+    EXPECT_TRUE(item == NULL);
+    EXPECT_EQ_I(iter, 5);
+  }
+  ng__ring_destroy(r);
+
+  /* finish wakes a consumer waiting for an iteration that will not come, and a producer
+   * waiting for a window that will never reach its iteration. */
+  EXPECT_OK(ng__ring_create(&r, 2));
+  EXPECT_OK(ng__ring_put(r, 0, &v[0]));
+  EXPECT_OK(ng__ring_take(r, &iter, &item));
+  ring_call cons = {0}, prod = {r, 10, &v[1], NG_OK, 0};
+  cons.ring = r;
+  pthread_t tc, tp;
+  pthread_create(&tc, NULL, take_thread, &cons);
+  pthread_create(&tp, NULL, put_thread, &prod);
+  wait_producers_blocked(r, 1);
+  sleep_ms(20);
+  EXPECT_EQ_I(done(&cons) + done(&prod), 0);
+  EXPECT_STATUS(ng__ring_finish(r, 0), NG_ERR_INVALID_ARG); /* iteration 0 was taken */
+  EXPECT_OK(ng__ring_finish(r, 1));
+  join_or_die(tc, "consumer at the end");
+  join_or_die(tp, "producer past the end");
+  EXPECT_OK(cons.st);
+  EXPECT_TRUE(cons.item == NULL);
+  EXPECT_EQ_I(cons.iter, 1);
+  EXPECT_STATUS(prod.st, NG_ERR_INVALID_ARG);
+  /* A close after the end still stops the consumer with the error. */
+  ng__ring_close(r, NG_ERR_INTERRUPTED);
+  EXPECT_STATUS(ng__ring_take(r, &iter, &item), NG_ERR_INTERRUPTED);
+  ng__ring_destroy(r);
+}
+
+/* ==== staging slots ==== */
+
+typedef struct {
+  int calls;         /* allocation attempts */
+  int allocs, frees; /* successful allocations, frees */
+  int fail_at;       /* the attempt that fails (1-based), 0 for none */
+  size_t live_bytes;
+} alloc_ctx;
+
+static ng_status counting_alloc(void *ctx, size_t bytes, void **out) {
+  alloc_ctx *a = ctx;
+  if (++a->calls == a->fail_at)
+    return ng__err(NG_ERR_CUDA, "pinned allocation refused (test)");
+  *out = malloc(bytes);
+  if (!*out)
+    return NG_ERR_NOMEM;
+  a->allocs++;
+  a->live_bytes += bytes;
+  return NG_OK;
+}
+
+static void counting_free(void *ctx, void *ptr, size_t bytes) {
+  alloc_ctx *a = ctx;
+  a->frees++;
+  a->live_bytes -= bytes;
+  free(ptr);
+}
+
+typedef struct {
+  ng_slots *s;
+  void *got;
+  int done; /* atomic */
+} acquire_call;
+
+static void *acquire_thread(void *arg) {
+  acquire_call *c = arg;
+  c->got = ng__slots_acquire(c->s);
+  __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void test_slots(void) {
+  alloc_ctx a = {0};
+  ng_slots *s = NULL;
+  EXPECT_OK(ng__slots_create(&s, 2, 64, counting_alloc, counting_free, &a));
+  if (!s)
+    return;
+  EXPECT_EQ_I(a.allocs, 2);
+  unsigned char *b0 = ng__slots_acquire(s), *b1 = ng__slots_acquire(s);
+  EXPECT_TRUE(b0 && b1 && b0 != b1);
+  EXPECT_EQ_I(ng__slots_bytes(s, b0), 64);
+  int free_now = -1;
+  int64_t wait_ns = -1;
+  ng__slots_stats(s, &free_now, &wait_ns);
+  EXPECT_EQ_I(free_now, 0);
+  EXPECT_EQ_I(wait_ns, 0);
+
+  /* A third acquire blocks until a release. */
+  acquire_call c = {s, NULL, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, acquire_thread, &c);
+  sleep_ms(30);
+  EXPECT_EQ_I(__atomic_load_n(&c.done, __ATOMIC_ACQUIRE), 0);
+  EXPECT_OK(ng__slots_release(s, b1));
+  join_or_die(t, "slot acquire after a release");
+  EXPECT_TRUE(c.got == b1);
+  ng__slots_stats(s, &free_now, &wait_ns);
+  EXPECT_TRUE(wait_ns > 0);
+
+  /* Growth keeps the content and is amortised; shrinking is a no-op. */
+  for (int i = 0; i < 64; i++)
+    b0[i] = (unsigned char)(i * 7 + 1);
+  void *g = b0;
+  EXPECT_OK(ng__slots_grow(s, &g, 70));
+  EXPECT_TRUE(g != NULL);
+  EXPECT_EQ_I(ng__slots_bytes(s, g), 96); /* at least 1.5x the old size */
+  EXPECT_EQ_I(ng__slots_bytes(s, b0), 0);
+  int same = 0;
+  for (int i = 0; i < 64; i++)
+    same += ((unsigned char *)g)[i] == (unsigned char)(i * 7 + 1);
+  EXPECT_EQ_I(same, 64);
+  void *g2 = g;
+  EXPECT_OK(ng__slots_grow(s, &g2, 10));
+  EXPECT_TRUE(g2 == g);
+  EXPECT_OK(ng__slots_grow(s, &g2, 1000));
+  EXPECT_EQ_I(ng__slots_bytes(s, g2), 1000);
+  /* A failing allocator leaves the buffer as it was. */
+  a.fail_at = a.calls + 1;
+  void *g3 = g2;
+  EXPECT_STATUS(ng__slots_grow(s, &g3, 5000), NG_ERR_CUDA);
+  EXPECT_ERR_HAS("pinned allocation refused");
+  EXPECT_TRUE(g3 == g2);
+  EXPECT_EQ_I(ng__slots_bytes(s, g2), 1000);
+  a.fail_at = 0;
+
+  /* Misuse: foreign pointers, double release, growing a free buffer. */
+  int foreign;
+  EXPECT_STATUS(ng__slots_release(s, &foreign), NG_ERR_INVALID_ARG);
+  EXPECT_OK(ng__slots_release(s, g2));
+  EXPECT_STATUS(ng__slots_release(s, g2), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("released twice");
+  void *g4 = g2;
+  EXPECT_STATUS(ng__slots_grow(s, &g4, 5000), NG_ERR_INVALID_ARG);
+
+  /* The last released buffer is reused first. */
+  void *again = ng__slots_acquire(s);
+  EXPECT_TRUE(again == g2);
+
+  /* Close: a blocked acquire returns NULL, later ones too, releases are still accepted. */
+  acquire_call c2 = {s, &foreign, 0};
+  pthread_create(&t, NULL, acquire_thread, &c2);
+  sleep_ms(20);
+  EXPECT_EQ_I(__atomic_load_n(&c2.done, __ATOMIC_ACQUIRE), 0);
+  ng__slots_close(s);
+  join_or_die(t, "slot acquire after close");
+  EXPECT_TRUE(c2.got == NULL);
+  EXPECT_OK(ng__slots_release(s, again));
+  EXPECT_TRUE(ng__slots_acquire(s) == NULL);
+  ng__slots_destroy(s);
+  EXPECT_EQ_I(a.allocs, a.frees);
+  EXPECT_EQ_I(a.live_bytes, 0);
+
+  /* A failing allocation during creation frees what was allocated and keeps its message. */
+  alloc_ctx f = {.fail_at = 3};
+  s = NULL;
+  EXPECT_STATUS(ng__slots_create(&s, 4, 128, counting_alloc, counting_free, &f), NG_ERR_CUDA);
+  EXPECT_ERR_HAS("pinned allocation refused");
+  EXPECT_ERR_HAS("staging buffer 2 of 4");
+  EXPECT_TRUE(s == NULL);
+  EXPECT_EQ_I(f.frees, 2);
+  EXPECT_EQ_I(f.live_bytes, 0);
+
+  EXPECT_STATUS(ng__slots_create(&s, 0, 128, NULL, NULL, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_STATUS(ng__slots_create(&s, 2, 0, NULL, NULL, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_STATUS(ng__slots_create(&s, 2, 8, counting_alloc, NULL, &f), NG_ERR_INVALID_ARG);
+
+  /* The default allocator gives cache-line aligned buffers. */
+  EXPECT_OK(ng__slots_create(&s, 3, 100, NULL, NULL, NULL));
+  if (s) {
+    void *d = ng__slots_acquire(s);
+    EXPECT_EQ_I((uintptr_t)d % 64, 0);
+    EXPECT_OK(ng__slots_grow(s, &d, 300));
+    EXPECT_EQ_I((uintptr_t)d % 64, 0);
+    ng__slots_destroy(s);
+  }
+}
+
+/* ==== worker pool ==== */
+
+enum { MAX_TEST_WORKERS = 16 };
+
+typedef struct {
+  int calls;                 /* atomic */
+  int ran[MAX_TEST_WORKERS]; /* atomic */
+  int cpu[MAX_TEST_WORKERS];
+  int affinity_count[MAX_TEST_WORKERS];
+} pool_ctx;
+
+static void pool_fn(void *arg, int w) {
+  pool_ctx *c = arg;
+  __atomic_add_fetch(&c->calls, 1, __ATOMIC_ACQ_REL);
+  if (w < 0 || w >= MAX_TEST_WORKERS)
+    return;
+  __atomic_add_fetch(&c->ran[w], 1, __ATOMIC_RELAXED);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  c->affinity_count[w] = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+  c->cpu[w] = sched_getcpu();
+}
+
+static cpu_set_t initial_affinity;
+
+/* Runs a pool to completion and checks what every pool must guarantee. Returns false when the
+ * pool did not start. */
+static bool run_pool(const ng_pool_opts *o, int expect_workers, pool_ctx *c, int *cores,
+                     bool *bound, int *device_core, char *desc, size_t desc_cap) {
+  memset(c, 0, sizeof *c);
+  ng_pool *p = NULL;
+  ng_status st = ng__pool_start(&p, o, pool_fn, c);
+  EXPECT_OK(st);
+  if (st != NG_OK)
+    return false;
+  int n = ng__pool_workers(p);
+  if (expect_workers > 0)
+    EXPECT_EQ_I(n, expect_workers);
+  for (int w = 0; w < n && w < MAX_TEST_WORKERS; w++)
+    cores[w] = ng__pool_core(p, w);
+  EXPECT_EQ_I(ng__pool_core(p, -1), -1);
+  EXPECT_EQ_I(ng__pool_core(p, n), -1);
+  *device_core = ng__pool_device_core(p);
+  snprintf(desc, desc_cap, "%s", ng__pool_describe(p));
+  /* Wait for every worker to have run before reading the binding flags. */
+  for (int k = 0; k < 2000 && __atomic_load_n(&c->calls, __ATOMIC_ACQUIRE) < n; k++)
+    sleep_ms(5);
+  for (int w = 0; w < n && w < MAX_TEST_WORKERS; w++)
+    bound[w] = ng__pool_bound(p, w);
+  ng__pool_join(p);
+  EXPECT_EQ_I(c->calls, n);
+  int once = 0;
+  for (int w = 0; w < n && w < MAX_TEST_WORKERS; w++) {
+    once += c->ran[w] == 1;
+    EXPECT_TRUE(CPU_ISSET(cores[w], &initial_affinity));
+    if (bound[w]) {
+      EXPECT_EQ_I(c->cpu[w], cores[w]);
+      EXPECT_EQ_I(c->affinity_count[w], 1);
+    }
+    if (!o->bind)
+      EXPECT_TRUE(!bound[w]);
+  }
+  EXPECT_EQ_I(once, n);
+  return true;
+}
+
+static void test_pool_workers(void) {
+  int ncpu = CPU_COUNT(&initial_affinity);
+  for (int bind = 0; bind < 2; bind++) {
+    for (int n = 2; n <= 3; n++) {
+      ng_pool_opts o = NG_POOL_OPTS_INIT;
+      o.workers = n;
+      o.bind = bind;
+      pool_ctx c;
+      int cores[MAX_TEST_WORKERS], dev;
+      bool bound[MAX_TEST_WORKERS];
+      char desc[512];
+      if (!run_pool(&o, n, &c, cores, bound, &dev, desc, sizeof desc))
+        continue;
+      EXPECT_TRUE(dev >= 0 && CPU_ISSET(dev, &initial_affinity));
+      /* Distinct cores, away from the device core, whenever there are enough of them. */
+      if (n + 1 <= ncpu) {
+        int clash = 0;
+        for (int i = 0; i < n; i++) {
+          clash += cores[i] == dev;
+          for (int j = 0; j < i; j++)
+            clash += cores[i] == cores[j];
+        }
+        EXPECT_EQ_I(clash, 0);
+      }
+      char want[64];
+      snprintf(want, sizeof want, "%d workers on core", n);
+      EXPECT_TRUE(strstr(desc, want) != NULL);
+      snprintf(want, sizeof want, "device thread on core %d", dev);
+      EXPECT_TRUE(strstr(desc, want) != NULL);
+      if (!bind)
+        EXPECT_TRUE(strstr(desc, "unbound") != NULL);
+      int n_bound = 0;
+      for (int w = 0; w < n; w++)
+        n_bound += bound[w];
+      printf("        %s (%d bound)\n", desc, n_bound);
+    }
+  }
+}
+
+static void test_pool_default_count_and_cpuset(void) {
+  int ncpu = CPU_COUNT(&initial_affinity);
+  int first = -1;
+  for (int i = 0; i < CPU_SETSIZE && first < 0; i++)
+    if (CPU_ISSET(i, &initial_affinity))
+      first = i;
+  pool_ctx c;
+  int cores[MAX_TEST_WORKERS], dev;
+  bool bound[MAX_TEST_WORKERS];
+  char desc[512];
+
+  /* workers = 0: one per core minus the device core (at least one). */
+  ng_pool_opts o = NG_POOL_OPTS_INIT;
+  if (ncpu - 1 <= MAX_TEST_WORKERS)
+    run_pool(&o, NG_MAX(1, ncpu - 1), &c, cores, bound, &dev, desc, sizeof desc);
+
+  /* Without a reserved core, workers = 0 takes every core. */
+  o.reserve_device_core = false;
+  o.bind = false;
+  if (ncpu <= MAX_TEST_WORKERS && run_pool(&o, ncpu, &c, cores, bound, &dev, desc, sizeof desc)) {
+    EXPECT_EQ_I(dev, -1);
+    int clash = 0;
+    for (int i = 0; i < ncpu; i++)
+      for (int j = 0; j < i; j++)
+        clash += cores[i] == cores[j];
+    EXPECT_EQ_I(clash, 0);
+    EXPECT_TRUE(strstr(desc, "oversubscribed") == NULL);
+  }
+
+  /* One listed core: the device thread and two workers share it, and the pool says so. */
+  char one[16];
+  snprintf(one, sizeof one, "%d", first);
+  ng_pool_opts q = NG_POOL_OPTS_INIT;
+  q.cpuset = one;
+  q.workers = 2;
+  ng_pool *p = NULL;
+  pool_ctx pc = {0};
+  EXPECT_OK(ng__pool_start(&p, &q, pool_fn, &pc));
+  if (p) {
+    EXPECT_EQ_I(ng__pool_device_core(p), first);
+    EXPECT_EQ_I(ng__pool_core(p, 0), first);
+    EXPECT_EQ_I(ng__pool_core(p, 1), first);
+    EXPECT_TRUE(ng__pool_oversubscribed(p));
+    EXPECT_TRUE(strstr(ng__pool_describe(p), "oversubscribed") != NULL);
+    ng__pool_join(p);
+    EXPECT_EQ_I(pc.calls, 2);
+  }
+
+  /* Malformed and unusable lists are rejected before any thread starts. */
+  const char *bad[] = {"a", "1-", "3-1", "1,,2", ",1", "1,", "1-2-3", " 1", "0x1", "99999999"};
+  for (size_t i = 0; i < NG_TEST_LEN(bad); i++) {
+    q.cpuset = bad[i];
+    p = NULL;
+    memset(&pc, 0, sizeof pc);
+    EXPECT_STATUS(ng__pool_start(&p, &q, pool_fn, &pc), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("cpuset");
+    EXPECT_TRUE(p == NULL);
+    EXPECT_EQ_I(pc.calls, 0);
+  }
+  q.cpuset = "100000";
+  EXPECT_STATUS(ng__pool_start(&p, &q, pool_fn, &pc), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("not usable by this process");
+  q.cpuset = NULL;
+  q.workers = -1;
+  EXPECT_STATUS(ng__pool_start(&p, &q, pool_fn, &pc), NG_ERR_INVALID_ARG);
+  EXPECT_EQ_I(pc.calls, 0);
+}
+
+static void test_cpuset_parse(void) {
+  int *v = NULL, n = 0;
+  EXPECT_OK(ng__cpuset_parse(&v, &n, "0-3,8,10-11"));
+  int want[] = {0, 1, 2, 3, 8, 10, 11};
+  EXPECT_EQ_I(n, 7);
+  for (int i = 0; i < n && i < 7; i++)
+    EXPECT_EQ_I(v[i], want[i]);
+  free(v);
+  EXPECT_OK(ng__cpuset_parse(&v, &n, "5,3,3,4-5"));
+  EXPECT_EQ_I(n, 3);
+  if (n == 3) {
+    EXPECT_EQ_I(v[0], 3);
+    EXPECT_EQ_I(v[2], 5);
+  }
+  free(v);
+  EXPECT_STATUS(ng__cpuset_parse(&v, &n, ""), NG_ERR_INVALID_ARG);
+  EXPECT_STATUS(ng__cpuset_parse(&v, &n, "2,x7"), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("\"x7\"");
+  EXPECT_TRUE(v == NULL);
+  EXPECT_EQ_I(n, 0);
+}
+
+static void test_pool_pci(void) {
+  pool_ctx c = {0};
+  ng_pool *p = NULL;
+  ng_pool_opts o = NG_POOL_OPTS_INIT;
+  o.workers = 1;
+  o.bind = false;
+  const char *bad[] = {"zz",       "0000:17:00",        "0000:17:00.8", "0000:17:20.0",
+                       "17:00.0x", "123456789:17:00.0", "0000:117:00.0"};
+  for (size_t i = 0; i < NG_TEST_LEN(bad); i++) {
+    o.pci_bus_id = bad[i];
+    EXPECT_STATUS(ng__pool_start(&p, &o, pool_fn, &c), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("PCI bus id");
+  }
+  /* An id hwloc does not know: all usable cores, and the description says why. */
+  o.pci_bus_id = "00000000:fe:1f.7";
+  EXPECT_OK(ng__pool_start(&p, &o, pool_fn, &c));
+  if (p) {
+    EXPECT_TRUE(!ng__pool_near_pci(p));
+    EXPECT_TRUE(strstr(ng__pool_describe(p), "PCI 0000:fe:1f.7 not found") != NULL);
+    ng__pool_join(p);
+  }
+
+  /* On a machine with a GPU, NG_TEST_PCI_BUS_ID names it as CUDA prints it: hwloc must find it,
+   * and the pool must say so. */
+  const char *gpu = getenv("NG_TEST_PCI_BUS_ID");
+  if (gpu && *gpu) {
+    o.pci_bus_id = gpu;
+    o.workers = 0;
+    o.bind = true;
+    memset(&c, 0, sizeof c);
+    EXPECT_OK(ng__pool_start(&p, &o, pool_fn, &c));
+    if (p) {
+      EXPECT_TRUE(ng__pool_near_pci(p));
+      printf("        %s; worker cores in order:", ng__pool_describe(p));
+      for (int w = 0; w < ng__pool_workers(p); w++)
+        printf(" %d", ng__pool_core(p, w));
+      printf("\n");
+      ng__pool_join(p);
+    }
+  }
+
+  /* A device hwloc does know (a GPU, NIC or disk controller, when the machine shows one): the
+   * pool keeps to the cores near it. */
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0)
+    return;
+  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(topo) == 0) {
+    hwloc_obj_t pci = hwloc_get_next_pcidev(topo, NULL);
+    hwloc_obj_t near = pci ? hwloc_get_non_io_ancestor_obj(topo, pci) : NULL;
+    if (near) {
+      char id[32];
+      snprintf(id, sizeof id, "%04x:%02x:%02x.%x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
+               pci->attr->pcidev.dev, pci->attr->pcidev.func);
+      o.pci_bus_id = id;
+      o.workers = 0;
+      memset(&c, 0, sizeof c);
+      EXPECT_OK(ng__pool_start(&p, &o, pool_fn, &c));
+      if (p) {
+        EXPECT_TRUE(ng__pool_near_pci(p));
+        int outside = 0;
+        for (int w = 0; w < ng__pool_workers(p); w++)
+          outside += !hwloc_bitmap_isset(near->cpuset, (unsigned)ng__pool_core(p, w));
+        EXPECT_EQ_I(outside, 0);
+        EXPECT_TRUE(strstr(ng__pool_describe(p), "near PCI") != NULL);
+        printf("        %s\n", ng__pool_describe(p));
+        ng__pool_join(p);
+      }
+    } else {
+      printf("        (hwloc shows no PCI device here: placement near one not exercised)\n");
+    }
+  }
+  hwloc_topology_destroy(topo);
+}
+
+typedef struct {
+  ng_pool *pool;
+  ng_status st;
+  int cpu, affinity_count;
+} device_call;
+
+static void *device_thread(void *arg) {
+  device_call *d = arg;
+  d->st = ng__pool_bind_device_thread(d->pool);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  d->affinity_count = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+  d->cpu = sched_getcpu();
+  return NULL;
+}
+
+/* Placement on a machine hwloc simulates (HWLOC_SYNTHETIC), so that the core order can be
+ * checked on hyperthreaded sockets whatever this machine is. The pool runs in a child process
+ * (this executable with --placement), since the variable changes every topology hwloc loads. */
+static void placement_child(int workers, const char *cpuset) {
+  ng_pool_opts o = NG_POOL_OPTS_INIT;
+  o.workers = workers;
+  o.cpuset = strcmp(cpuset, "-") ? cpuset : NULL;
+  o.bind = false;
+  pool_ctx c = {0};
+  ng_pool *p = NULL;
+  if (ng__pool_start(&p, &o, pool_fn, &c) != NG_OK) {
+    printf("error %s\n", ng_last_error());
+    return;
+  }
+  printf("device %d oversubscribed %d workers", ng__pool_device_core(p),
+         (int)ng__pool_oversubscribed(p));
+  for (int w = 0; w < ng__pool_workers(p); w++)
+    printf(" %d", ng__pool_core(p, w));
+  printf("\n");
+  ng__pool_join(p);
+}
+
+static void expect_placement(const char *synthetic, int workers, const char *cpuset,
+                             const char *want) {
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    ng_test_fail(__FILE__, __LINE__, "cannot find this executable: %s", strerror(errno));
+    return;
+  }
+  self[len] = '\0';
+  char cmd[4600], got[512] = "";
+  snprintf(cmd, sizeof cmd, "HWLOC_SYNTHETIC='%s' '%s' --placement %d '%s'", synthetic, self,
+           workers, cpuset);
+  FILE *f = popen(cmd, "r");
+  if (!f) {
+    ng_test_fail(__FILE__, __LINE__, "popen(%s): %s", cmd, strerror(errno));
+    return;
+  }
+  if (!fgets(got, sizeof got, f))
+    got[0] = '\0';
+  int rc = pclose(f);
+  got[strcspn(got, "\n")] = '\0';
+  EXPECT_EQ_I(rc, 0);
+  EXPECT_STR(got, want);
+}
+
+static void test_pool_core_order(void) {
+  /* Two packages of two cores of two hyperthreads: PUs 0-7, core k holds PUs 2k and 2k+1. The
+   * first hyperthread of every core comes first, the device thread takes the very first. */
+  const char *two_by_two = "pack:2 core:2 pu:2";
+  expect_placement(two_by_two, 0, "-", "device 0 oversubscribed 0 workers 2 4 6 1 3 5 7");
+  expect_placement(two_by_two, 3, "-", "device 0 oversubscribed 0 workers 2 4 6");
+  /* Core 0 keeps only its second hyperthread, which then counts as a first. */
+  expect_placement(two_by_two, 0, "1-7", "device 1 oversubscribed 0 workers 2 4 6 3 5 7");
+  /* More workers than cores: they wrap around the same order. */
+  expect_placement("core:2 pu:2", 5, "-", "device 0 oversubscribed 1 workers 2 1 3 2 1");
+  expect_placement(two_by_two, 0, "9",
+                   "error cpuset \"9\": cpu 9 is not usable by this "
+                   "process (usable: 0-7); list only those");
+}
+
+static void test_pool_device_thread(void) {
+  for (int bind = 0; bind < 2; bind++) {
+    ng_pool_opts o = NG_POOL_OPTS_INIT;
+    o.workers = 1;
+    o.bind = bind;
+    pool_ctx c = {0};
+    ng_pool *p = NULL;
+    EXPECT_OK(ng__pool_start(&p, &o, pool_fn, &c));
+    if (!p)
+      continue;
+    device_call d = {p, NG_ERR_INTERNAL, -1, -1};
+    pthread_t t;
+    pthread_create(&t, NULL, device_thread, &d);
+    join_or_die(t, "device thread binding");
+    if (!bind) {
+      EXPECT_OK(d.st);
+      EXPECT_EQ_I(d.affinity_count, CPU_COUNT(&initial_affinity));
+    } else if (d.st == NG_OK) {
+      EXPECT_EQ_I(d.cpu, ng__pool_device_core(p));
+      EXPECT_EQ_I(d.affinity_count, 1);
+    } else {
+      /* Binding may be forbidden here; then it must say so, not fail silently. */
+      EXPECT_STATUS(d.st, NG_ERR_UNSUPPORTED);
+      EXPECT_ERR_HAS("cannot bind the device thread");
+    }
+    ng__pool_join(p);
+  }
+  /* A pool with no reserved core has nothing to bind the device thread to. */
+  ng_pool_opts o = NG_POOL_OPTS_INIT;
+  o.workers = 1;
+  o.reserve_device_core = false;
+  pool_ctx c = {0};
+  ng_pool *p = NULL;
+  EXPECT_OK(ng__pool_start(&p, &o, pool_fn, &c));
+  if (p) {
+    EXPECT_EQ_I(ng__pool_device_core(p), -1);
+    EXPECT_OK(ng__pool_bind_device_thread(p));
+    EXPECT_TRUE(strstr(ng__pool_describe(p), "device thread") == NULL);
+    ng__pool_join(p);
+  }
+}
+
+/* ==== controller ==== */
+
+/* A sample where each group ran `iters` iterations at `tput` iterations per busy second. */
+static ng_ctrl_sample sample(double tput_partial, double tput_transfer, int64_t iters) {
+  ng_ctrl_sample s = {0};
+  s.iters[NG_GROUP_PARTIAL] = iters;
+  s.iters[NG_GROUP_TRANSFER] = iters;
+  s.busy_s[NG_GROUP_PARTIAL] = (double)iters / tput_partial;
+  s.busy_s[NG_GROUP_TRANSFER] = (double)iters / tput_transfer;
+  s.ring_depth = 1;
+  s.ring_capacity = 8;
+  s.producer_wait_frac = 0.05;
+  s.consumer_wait_frac = 0.3;
+  return s;
+}
+
+static ng_ctrl ctrl_ready(int workers, int initial_partial) {
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.warmup_periods = 0;
+  o.initial_partial = initial_partial;
+  ng_ctrl c;
+  EXPECT_OK(ng__ctrl_init(&c, &o, workers));
+  return c;
+}
+
+static void test_ctrl_init(void) {
+  ng_ctrl c;
+  EXPECT_OK(ng__ctrl_init(&c, NULL, 8));
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 4);
+  EXPECT_OK(ng__ctrl_init(&c, NULL, 5));
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 3);
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 2);
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.initial_partial = 0; /* raised to min_per_group */
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 1);
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 7);
+  o.min_per_group = 0;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 0);
+  o = (ng_ctrl_opts)NG_CTRL_OPTS_INIT;
+  o.threshold = -0.1;
+  EXPECT_STATUS(ng__ctrl_init(&c, &o, 8), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("threshold");
+  o = (ng_ctrl_opts)NG_CTRL_OPTS_INIT;
+  o.period_ms = 0;
+  EXPECT_STATUS(ng__ctrl_init(&c, &o, 8), NG_ERR_INVALID_ARG);
+  o = (ng_ctrl_opts)NG_CTRL_OPTS_INIT;
+  o.initial_partial = 9;
+  EXPECT_STATUS(ng__ctrl_init(&c, &o, 8), NG_ERR_INVALID_ARG);
+  o = (ng_ctrl_opts)NG_CTRL_OPTS_INIT;
+  o.min_iters = 0;
+  EXPECT_STATUS(ng__ctrl_init(&c, &o, 8), NG_ERR_INVALID_ARG);
+  o = (ng_ctrl_opts)NG_CTRL_OPTS_INIT;
+  o.gpu_bound_wait = 1.5;
+  EXPECT_STATUS(ng__ctrl_init(&c, &o, 8), NG_ERR_INVALID_ARG);
+}
+
+static void test_ctrl_moves_and_threshold(void) {
+  /* Warm-up periods are ignored whatever they show. */
+  ng_ctrl c;
+  EXPECT_OK(ng__ctrl_init(&c, NULL, 8));
+  ng_ctrl_sample fast_transfer = sample(100, 150, 10);
+  for (int i = 0; i < 2; i++) {
+    ng_ctrl_decision d = ng__ctrl_step(&c, &fast_transfer);
+    EXPECT_EQ_I(d.reason, NG_CTRL_WARMUP);
+    EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+    EXPECT_EQ_I(d.period, i);
+  }
+  /* Then one worker moves towards the faster group, the next period settles, and a persisting
+   * difference moves another. */
+  ng_ctrl_decision d = ng__ctrl_step(&c, &fast_transfer);
+  EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
+  EXPECT_EQ_I(d.workers[NG_GROUP_PARTIAL], 3);
+  EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 5);
+  EXPECT_NEAR(d.tput[NG_GROUP_PARTIAL], 100, 1e-9);
+  EXPECT_NEAR(d.tput[NG_GROUP_TRANSFER], 150, 1e-9);
+  EXPECT_NEAR(d.rel_diff, 0.5, 1e-12);
+  d = ng__ctrl_step(&c, &fast_transfer);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  d = ng__ctrl_step(&c, &fast_transfer);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
+  EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 6);
+
+  /* The other direction. */
+  c = ctrl_ready(8, -1);
+  ng_ctrl_sample fast_partial = sample(300, 100, 10);
+  d = ng__ctrl_step(&c, &fast_partial);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
+
+  /* Within the threshold nothing moves; just past it one worker does. */
+  c = ctrl_ready(8, -1);
+  ng_ctrl_sample close_enough = sample(100, 109, 10);
+  d = ng__ctrl_step(&c, &close_enough);
+  EXPECT_EQ_I(d.reason, NG_CTRL_BALANCED);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
+  ng_ctrl_sample just_past = sample(100, 111, 10);
+  d = ng__ctrl_step(&c, &just_past);
+  EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
+
+  /* The slower group keeps min_per_group workers. */
+  c = ctrl_ready(2, -1);
+  d = ng__ctrl_step(&c, &fast_transfer);
+  EXPECT_EQ_I(d.reason, NG_CTRL_AT_LIMIT);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 1);
+
+  /* With min_per_group 0 a group can be emptied; an empty group cannot be compared. */
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.warmup_periods = 0;
+  o.min_per_group = 0;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 2));
+  d = ng__ctrl_step(&c, &fast_transfer);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
+  EXPECT_EQ_I(d.workers[NG_GROUP_PARTIAL], 0);
+  ng__ctrl_step(&c, &fast_transfer); /* settling */
+  d = ng__ctrl_step(&c, &fast_partial);
+  EXPECT_EQ_I(d.reason, NG_CTRL_GROUP_EMPTY);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+}
+
+static void test_ctrl_gpu_bound_fixed_and_data(void) {
+  /* Producers blocked on a full ring: the consumer sets the pace, no move. */
+  ng_ctrl c = ctrl_ready(8, -1);
+  ng_ctrl_sample s = sample(100, 200, 10);
+  s.ring_depth = 8;
+  s.producer_wait_frac = 0.8;
+  s.consumer_wait_frac = 0.0;
+  ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  EXPECT_EQ_I(d.ring_depth, 8);
+  /* Waiting producers with a nearly empty ring are not GPU-bound (they wait on the window's
+   * head, i.e. on a slow iteration), and neither is a full ring nobody waits on. */
+  s.ring_depth = 2;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
+  c = ctrl_ready(8, -1);
+  s.ring_depth = 8;
+  s.producer_wait_frac = 0.1;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
+
+  /* fixed: never a move. */
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.fixed = true;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  ng_ctrl_sample big = sample(100, 1000, 50);
+  for (int i = 0; i < 10; i++) {
+    d = ng__ctrl_step(&c, &big);
+    EXPECT_EQ_I(d.reason, NG_CTRL_FIXED);
+    EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  }
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
+
+  /* Too few iterations per period: samples accumulate until each group has min_iters (4), and
+   * the comparison uses the totals. */
+  c = ctrl_ready(8, -1);
+  ng_ctrl_sample slow = {0};
+  slow.ring_capacity = 8;
+  slow.iters[NG_GROUP_PARTIAL] = 1;
+  slow.busy_s[NG_GROUP_PARTIAL] = 0.01;
+  slow.iters[NG_GROUP_TRANSFER] = 2;
+  slow.busy_s[NG_GROUP_TRANSFER] = 0.01;
+  for (int i = 0; i < 3; i++) {
+    d = ng__ctrl_step(&c, &slow);
+    EXPECT_EQ_I(d.reason, NG_CTRL_NO_DATA);
+  }
+  d = ng__ctrl_step(&c, &slow);
+  EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
+  EXPECT_NEAR(d.tput[NG_GROUP_PARTIAL], 4 / 0.04, 1e-6);
+  EXPECT_NEAR(d.tput[NG_GROUP_TRANSFER], 8 / 0.04, 1e-6);
+}
+
+static void test_ctrl_hysteresis(void) {
+  /* After a move to TRANSFER, a reversal needs more than twice the threshold. */
+  ng_ctrl c = ctrl_ready(8, -1);
+  ng_ctrl_sample to_transfer = sample(100, 150, 10);
+  ng_ctrl_decision d = ng__ctrl_step(&c, &to_transfer);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
+  ng_ctrl_sample mild_back = sample(115, 100, 10); /* 15%: above 10%, below 20% */
+  d = ng__ctrl_step(&c, &mild_back);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  for (int i = 0; i < 3; i++) {
+    d = ng__ctrl_step(&c, &mild_back);
+    EXPECT_EQ_I(d.reason, NG_CTRL_HYSTERESIS);
+    EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  }
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 5);
+  ng_ctrl_sample strong_back = sample(125, 100, 10);
+  d = ng__ctrl_step(&c, &strong_back);
+  EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 4);
+
+  /* A closed loop: TRANSFER threads share a PCIe link of 400 iterations/s, PARTIAL threads run
+   * at 100 each, 8 workers starting 7/1. The controller must walk to 4/4 and stay, with no
+   * back-and-forth on the way. Per-thread rates drift a little with the split, as contention
+   * on memory bandwidth would make them. */
+  c = ctrl_ready(8, 7);
+  int moves = 0, reversals = 0;
+  ng_ctrl_move last = NG_CTRL_MOVE_NONE;
+  for (int period = 0; period < 60; period++) {
+    int np = c.workers[NG_GROUP_PARTIAL], nt = c.workers[NG_GROUP_TRANSFER];
+    double tp = 100.0 * (1.0 - 0.01 * nt);
+    double tt = 400.0 / nt;
+    ng_ctrl_sample s = {0};
+    s.iters[NG_GROUP_PARTIAL] = (int64_t)(tp * np * 0.1 + 0.5);
+    s.busy_s[NG_GROUP_PARTIAL] = (double)s.iters[NG_GROUP_PARTIAL] / tp;
+    s.iters[NG_GROUP_TRANSFER] = (int64_t)(tt * nt * 0.1 + 0.5);
+    s.busy_s[NG_GROUP_TRANSFER] = (double)s.iters[NG_GROUP_TRANSFER] / tt;
+    s.ring_capacity = 16;
+    d = ng__ctrl_step(&c, &s);
+    if (d.move != NG_CTRL_MOVE_NONE) {
+      moves++;
+      reversals += last != NG_CTRL_MOVE_NONE && d.move == -last;
+      last = d.move;
+    }
+  }
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 4);
+  EXPECT_EQ_I(moves, 3);
+  EXPECT_EQ_I(reversals, 0);
+}
+
+static int count_char(const char *s, char ch) {
+  int n = 0;
+  for (; *s; s++)
+    n += *s == ch;
+  return n;
+}
+
+static void test_ctrl_log_line(void) {
+  ng_ctrl c = ctrl_ready(8, -1);
+  ng_ctrl_sample s = sample(100, 150, 10);
+  ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+  char line[256];
+  size_t n = ng__ctrl_log_line(&d, line, sizeof line);
+  EXPECT_EQ_I(n, strlen(line));
+  EXPECT_STR(line, "0,to_transfer,moved,3,5,100,150,0.5000,1,8,0.050,0.300");
+  EXPECT_EQ_I(count_char(line, ','), count_char(ng__ctrl_log_header(), ','));
+  char small[10];
+  memset(small, 'x', sizeof small);
+  EXPECT_EQ_I(ng__ctrl_log_line(&d, small, sizeof small), n);
+  EXPECT_EQ_I(strlen(small), sizeof small - 1);
+  for (int r = NG_CTRL_FIXED; r <= NG_CTRL_MOVED; r++)
+    EXPECT_TRUE(strcmp(ng__ctrl_reason_name((ng_ctrl_reason)r), "unknown") != 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--placement") == 0) {
+    placement_child(atoi(argv[2]), argv[3]);
+    return 0;
+  }
+  alarm(SUITE_DEADLINE_S); /* a hang anywhere kills the suite (SIGALRM) instead of ctest waiting */
+  CPU_ZERO(&initial_affinity);
+  if (sched_getaffinity(0, sizeof initial_affinity, &initial_affinity) != 0) {
+    fprintf(stderr, "sched_getaffinity: %s\n", strerror(errno));
+    return 2;
+  }
+  RUN_TEST(test_ring_order_and_window);
+  RUN_TEST(test_ring_blocks_past_window);
+  RUN_TEST(test_ring_close_unblocks);
+  RUN_TEST(test_ring_finish_and_drain);
+  RUN_TEST(test_slots);
+  RUN_TEST(test_cpuset_parse);
+  RUN_TEST(test_pool_workers);
+  RUN_TEST(test_pool_default_count_and_cpuset);
+  RUN_TEST(test_pool_pci);
+  RUN_TEST(test_pool_core_order);
+  RUN_TEST(test_pool_device_thread);
+  RUN_TEST(test_ctrl_init);
+  RUN_TEST(test_ctrl_moves_and_threshold);
+  RUN_TEST(test_ctrl_gpu_bound_fixed_and_data);
+  RUN_TEST(test_ctrl_hysteresis);
+  RUN_TEST(test_ctrl_log_line);
+  return ng_test_summary();
+}
