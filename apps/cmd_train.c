@@ -2,6 +2,7 @@
  * train on it: the README's main job). */
 #include "cli.h"
 #include "npy_impl.h"
+#include "sched/sched_impl.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -20,7 +21,10 @@ static const char *const AGGR_NAMES[] = {"auto", "mean", "sum", "max", "min", "g
 static const char *const COMBINE_NAMES[] = {"sum", "concat", NULL};
 static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
 static const char *const NORMALIZE_NAMES[] = {"none", "row", NULL};
-static const char *const FETCH_NAMES[] = {"partial", "batch", "zcopy", NULL}; /* ng_fetch order */
+/* In the order of ng_mode and ng_fetch. */
+static const char *const MODE_NAMES[] = {"auto",    "cpu",           "baseline", "zerocopy",
+                                         "partial", "hybrid-static", "hybrid",   NULL};
+static const char *const TRANSFER_NAMES[] = {"-", "batch", "zcopy", "auto", NULL};
 
 /* What `train` and `demo` share: the model and how it is trained. */
 typedef struct {
@@ -32,10 +36,60 @@ typedef struct {
   uint64_t seed;
   int32_t threads;
   const char *device;
-  int fetch;
+  int mode, transfer;
   int64_t cache_bytes;
   double cache_ratio; /* < 0: not given */
+  int32_t workers, partial_workers;
+  const char *cpuset;
+  double period_ms, threshold;
 } train_cfg;
+
+/* --telemetry: the per-interval lines in one CSV file, the controller's decisions in another. */
+typedef struct {
+  FILE *lines, *decisions;
+} telemetry_files;
+
+static void on_telemetry(const ng_telemetry *t, void *ctx) {
+  telemetry_files *f = ctx;
+  fprintf(f->lines,
+          "%" PRId64 ",%.3f,%.3f,%" PRId64 ",%.2f,%d,%d,%.3f,%.3f,%" PRId64 ",%" PRId64
+          ",%d,%.3f\n",
+          t->epoch, t->t, t->seconds, t->iterations, t->it_per_s, t->workers[0], t->workers[1],
+          t->group_it_per_s[0], t->group_it_per_s[1], t->pcie_bytes, t->cpu_cold_bytes,
+          t->ring_depth, t->device_busy);
+  fflush(f->lines);
+  if (t->decisions[0]) {
+    fputs(t->decisions, f->decisions);
+    fflush(f->decisions);
+  }
+}
+
+static int open_telemetry(telemetry_files *f, const char *path) {
+  char dec[4096];
+  snprintf(dec, sizeof dec, "%s.decisions.csv", path);
+  f->lines = fopen(path, "w");
+  f->decisions = f->lines ? fopen(dec, "w") : NULL;
+  if (!f->lines || !f->decisions) {
+    fprintf(stderr, "neargnn: error: cannot write %s: %s\n", f->lines ? dec : path,
+            strerror(errno));
+    if (f->lines)
+      fclose(f->lines);
+    f->lines = NULL;
+    return CLI_EXIT_RUNTIME;
+  }
+  fputs("epoch,t,seconds,iterations,it_per_s,partial_workers,transfer_workers,partial_it_per_s,"
+        "transfer_it_per_s,pcie_bytes,cpu_cold_bytes,ring_depth,device_busy\n",
+        f->lines);
+  fprintf(f->decisions, "%s\n", ng__ctrl_log_header());
+  return CLI_CONTINUE;
+}
+
+static void close_telemetry(telemetry_files *f) {
+  if (f->lines)
+    fclose(f->lines);
+  if (f->decisions)
+    fclose(f->decisions);
+}
 
 /* Parses a comma-separated list of at most MAX_LAYERS numbers. */
 static int parse_list(const char *command, const char *option, const char *text, double *out,
@@ -131,8 +185,11 @@ static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc) {
     printf("  val-acc %.4f", val_acc);
   const double rows = (double)(s->fetch.hot_rows + s->fetch.cold_rows);
   const double hit = rows > 0 ? (double)s->fetch.hot_rows / rows : 0.0;
-  printf("  %.1f it/s  %.3g edges/s  hit %.1f%%  %.2f s\n", s->it_per_s,
-         s->seconds > 0 ? (double)s->sampled_edges / s->seconds : 0.0, 100.0 * hit, s->seconds);
+  printf("  %.1f it/s  %.3g edges/s  hit %.1f%%", s->it_per_s,
+         s->seconds > 0 ? (double)s->sampled_edges / s->seconds : 0.0, 100.0 * hit);
+  if (s->workers[0] + s->workers[1] > 0)
+    printf("  split %d/%d", s->workers[0], s->workers[1]);
+  printf("  %.2f s\n", s->seconds);
   fflush(stdout);
   if (!r->epochs)
     return;
@@ -150,6 +207,12 @@ static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc) {
   cJSON_AddNumberToObject(e, "hot_rows", (double)s->fetch.hot_rows);
   cJSON_AddNumberToObject(e, "cold_rows", (double)s->fetch.cold_rows);
   cJSON_AddNumberToObject(e, "h2d_bytes", (double)s->fetch.h2d_bytes);
+  cJSON_AddNumberToObject(e, "zcopy_bytes", (double)s->fetch.zcopy_bytes);
+  cJSON_AddNumberToObject(e, "cpu_cold_bytes", (double)s->fetch.cpu_cold_bytes);
+  cJSON_AddNumberToObject(e, "iter_ms_median", s->iter_ms_median);
+  cJSON_AddNumberToObject(e, "iter_ms_p99", s->iter_ms_p99);
+  cJSON_AddNumberToObject(e, "partial_workers", s->workers[0]);
+  cJSON_AddNumberToObject(e, "transfer_workers", s->workers[1]);
   cJSON_AddItemToArray(r->epochs, e);
 }
 
@@ -218,7 +281,7 @@ static void add_accuracy(cJSON *root, const char *key, double acc) {
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
                         int progress, const char *checkpoint, const char *resume, const char *json,
-                        const char *predictions) {
+                        const char *predictions, const char *telemetry) {
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
   o.batch = c->batch;
   o.lr = c->lr;
@@ -228,9 +291,23 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.threads = c->threads;
   o.device = c->device;
   o.normalize = (ng_normalize)c->normalize;
-  o.fetch = (ng_fetch)c->fetch;
+  o.mode = (ng_mode)c->mode;
+  o.transfer = (ng_fetch)c->transfer;
   o.cache_bytes = c->cache_bytes;
   o.cache_ratio = c->cache_ratio;
+  o.workers = c->workers;
+  o.partial_workers = c->partial_workers;
+  o.cpuset = c->cpuset;
+  o.period_ms = c->period_ms;
+  o.threshold = c->threshold;
+  telemetry_files tf = {NULL, NULL};
+  if (telemetry) {
+    int trc = open_telemetry(&tf, telemetry);
+    if (trc != CLI_CONTINUE)
+      return trc;
+    o.telemetry = on_telemetry;
+    o.telemetry_ctx = &tf;
+  }
   cli_progress pr;
   cli_progress_begin(&pr, command, (cli_progress_mode)progress);
   o.progress = cli_progress_cb;
@@ -249,11 +326,11 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   if (st == NG_OK) {
     int64_t hot = ng_trainer_hot_rows(t);
     fprintf(stderr,
-            "neargnn %s: hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in %s memory; "
-            "cold rows by %s\n",
-            command, hot, info.nodes, info.nodes ? 100.0 * (double)hot / (double)info.nodes : 0.0,
-            (double)hot * (double)info.feature_dim * 4.0 / 1048576.0, c->device,
-            FETCH_NAMES[c->fetch]);
+            "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
+            "%s memory\n",
+            command, MODE_NAMES[c->mode], hot, info.nodes,
+            info.nodes ? 100.0 * (double)hot / (double)info.nodes : 0.0,
+            (double)hot * (double)info.feature_dim * 4.0 / 1048576.0, c->device);
   }
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
@@ -271,6 +348,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     if (st != NG_OK)
       break;
     cli_progress_clear(&pr);
+    if (s.epoch == 0 || s.iterations == 0)
+      fprintf(stderr, "neargnn %s: %s\n", command, ng_trainer_placement(t));
     report_epoch(&r, &s, val);
     total_s += s.seconds;
     total_it += (double)s.iterations;
@@ -331,6 +410,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   }
   cJSON_Delete(r.root);
   ng_trainer_destroy(t);
+  close_telemetry(&tf);
   return rc;
 }
 
@@ -366,9 +446,24 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                   "CPU threads; 0 = OMP_NUM_THREADS or all"),                                      \
       CLI_OPT_STRING("device", &(c)->device, "DEV",                                                \
                      "cpu, or cuda in a build with the CUDA backend"),                             \
-      CLI_OPT_CHOICE("fetch", &(c)->fetch, "F", FETCH_NAMES,                                       \
-                     "how cold feature rows reach the device: partial (CPU aggregates near the "   \
-                     "data), batch (staged rows, one copy) or zcopy (device reads host memory)"),  \
+      CLI_OPT_CHOICE(                                                                              \
+          "mode", &(c)->mode, "M", MODE_NAMES,                                                     \
+          "who fetches cold feature rows and how: cpu, baseline (batched DMA), "                   \
+          "zerocopy, partial (CPU aggregation), hybrid-static or hybrid; auto = hybrid "           \
+          "on cuda, cpu on cpu"),                                                                  \
+      CLI_OPT_INT("workers", &(c)->workers, "N", -1, 4096,                                         \
+                  "worker threads (one per core); 0 = all allowed cores but the device "           \
+                  "thread's; -1 = none (host work between device steps)"),                         \
+      CLI_OPT_STRING("cpuset", &(c)->cpuset, "LIST", "cores for the threads, e.g. 0-15"),          \
+      CLI_OPT_CHOICE("transfer", &(c)->transfer, "T", TRANSFER_NAMES,                              \
+                     "hybrid modes: the TRANSFER group's way, batch, zcopy or auto (zcopy for "    \
+                     "rows >= 2 KiB)"),                                                            \
+      CLI_OPT_INT("partial-workers", &(c)->partial_workers, "N", -1, 4096,                         \
+                  "hybrid-static: PARTIAL workers; hybrid: at the start; -1 = half"),              \
+      CLI_OPT_FLOAT("period-ms", &(c)->period_ms, "MS", 0, true, INFINITY, false,                  \
+                    "hybrid: how often the scheduler compares the groups"),                        \
+      CLI_OPT_FLOAT("threshold", &(c)->threshold, "F", 0, false, INFINITY, false,                  \
+                    "hybrid: relative throughput difference that moves a worker"),                 \
       CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
                     "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
                     "auto"),                                                                       \
@@ -387,8 +482,13 @@ int cmd_train(int argc, char **argv) {
                  .momentum = 0.9,
                  .seed = 1,
                  .device = "cpu",
-                 .cache_ratio = -1.0};
-  const char *dataset = NULL, *checkpoint = NULL, *resume = NULL, *json = NULL, *predictions = NULL;
+                 .cache_ratio = -1.0,
+                 .transfer = NG_FETCH_AUTO,
+                 .partial_workers = -1,
+                 .period_ms = 100.0,
+                 .threshold = 0.10};
+  const char *dataset = NULL, *checkpoint = NULL, *resume = NULL, *json = NULL, *predictions = NULL,
+             *telemetry = NULL;
   int progress = CLI_PROGRESS_AUTO;
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
@@ -400,6 +500,9 @@ int cmd_train(int argc, char **argv) {
       CLI_OPT_STRING("json", &json, "FILE", "write a machine-readable summary"),
       CLI_OPT_STRING("predictions", &predictions, "FILE",
                      "write the predicted class of every node (int32 .npy, original node ids)"),
+      CLI_OPT_STRING("telemetry", &telemetry, "FILE",
+                     "write per-second telemetry as CSV (and the scheduler's decisions to "
+                     "FILE.decisions.csv)"),
       CLI_OPT_PROGRESS(&progress),
   };
   cli_spec spec = {
@@ -431,7 +534,8 @@ int cmd_train(int argc, char **argv) {
   if (st != NG_OK) {
     rc = cli_runtime_error(st);
   } else if ((rc = build_model(&m, spec.command, &c, &info)) == CLI_CONTINUE) {
-    rc = run_training(ds, m, &c, spec.command, progress, checkpoint, resume, json, predictions);
+    rc = run_training(ds, m, &c, spec.command, progress, checkpoint, resume, json, predictions,
+                      telemetry);
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);
@@ -465,7 +569,11 @@ int cmd_demo(int argc, char **argv) {
                  .seed = 1,
                  .dropout = 0.2,
                  .device = "cpu",
-                 .cache_ratio = -1.0};
+                 .cache_ratio = -1.0,
+                 .transfer = NG_FETCH_AUTO,
+                 .partial_workers = -1,
+                 .period_ms = 100.0,
+                 .threshold = 0.10};
   ng_generate_opts g = NG_GENERATE_OPTS_INIT;
   g.name = "demo";
   g.nodes = 500000;
@@ -543,7 +651,7 @@ int cmd_demo(int argc, char **argv) {
            "batch %" PRId64 "\n",
            info.edges, info.train, c.fanouts, c.batch);
     fflush(stdout);
-    rc = run_training(ds, m, &c, spec.command, progress, NULL, NULL, NULL, NULL);
+    rc = run_training(ds, m, &c, spec.command, progress, NULL, NULL, NULL, NULL, NULL);
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);

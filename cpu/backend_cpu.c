@@ -19,6 +19,8 @@
 typedef struct {
   int threads; /* 0: the OpenMP default at each call */
   const ng_cpu_kernels *kern;
+  double last_loss; /* the last xent's results, for xent_result */
+  int64_t last_correct;
 } cpu_ctx;
 
 enum {
@@ -130,6 +132,21 @@ static ng_status cpu_copy_h2d(ng_backend *be, void *dst, const void *host_src, s
   return cpu_copy(be, "copy_h2d", dst, host_src, bytes);
 }
 
+static ng_status cpu_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, size_t bytes,
+                                    int wait_mark) {
+  if (wait_mark >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "copy_h2d_async: mark %d is not below %d", wait_mark,
+                   NG_BACKEND_MARKS);
+  return cpu_copy(be, "copy_h2d_async", dst, host_src, bytes); /* ops are synchronous here */
+}
+
+static ng_status cpu_mark(ng_backend *be, int k) {
+  (void)be;
+  if (k < 0 || k >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "mark: %d is not in [0, %d)", k, NG_BACKEND_MARKS);
+  return NG_OK;
+}
+
 static ng_status cpu_copy_d2h(ng_backend *be, void *host_dst, const void *src, size_t bytes) {
   return cpu_copy(be, "copy_d2h", host_dst, src, bytes);
 }
@@ -167,6 +184,13 @@ static ng_status cpu_host_register(ng_backend *be, void *ptr, size_t bytes, bool
 
 static void cpu_host_unregister(ng_backend *be, void *ptr) {
   (void)be, (void)ptr;
+}
+
+static ng_status cpu_pci_bus_id(ng_backend *be, char *buf, size_t cap) {
+  (void)be;
+  if (cap)
+    buf[0] = '\0';
+  return NG_OK;
 }
 
 static ng_status cpu_host_view(ng_backend *be, const void *host, const void **out) {
@@ -684,10 +708,22 @@ static ng_status cpu_xent(ng_backend *be, const float *logits, const int32_t *la
   for (int64_t ch = 0; ch < chunks; ch++)
     total += part[ch];
   free(part);
+  cpu_ctx *c = be->ctx;
+  c->last_loss = total * inv_n;
+  c->last_correct = hits;
   if (loss)
-    *loss = total * inv_n;
+    *loss = c->last_loss;
   if (correct)
     *correct = hits;
+  return NG_OK;
+}
+
+static ng_status cpu_xent_result(ng_backend *be, double *loss, int64_t *correct) {
+  const cpu_ctx *c = be->ctx;
+  if (loss)
+    *loss = c->last_loss;
+  if (correct)
+    *correct = c->last_correct;
   return NG_OK;
 }
 
@@ -745,6 +781,8 @@ static const struct ng_backend_i CPU_IFACE = {
     .alloc = cpu_alloc,
     .free = cpu_free,
     .copy_h2d = cpu_copy_h2d,
+    .copy_h2d_async = cpu_copy_h2d_async,
+    .mark = cpu_mark,
     .copy_d2h = cpu_copy_d2h,
     .copy_d2d = cpu_copy_d2d,
     .fill = cpu_fill,
@@ -755,6 +793,7 @@ static const struct ng_backend_i CPU_IFACE = {
     .host_register = cpu_host_register,
     .host_unregister = cpu_host_unregister,
     .host_view = cpu_host_view,
+    .pci_bus_id = cpu_pci_bus_id,
     .gather_rows = cpu_gather_rows,
     .aggr_fwd = cpu_aggr_fwd,
     .aggr_bwd = cpu_aggr_bwd,
@@ -770,6 +809,7 @@ static const struct ng_backend_i CPU_IFACE = {
     .dropout_fwd = cpu_dropout_fwd,
     .dropout_bwd = cpu_dropout_bwd,
     .xent = cpu_xent,
+    .xent_result = cpu_xent_result,
     .opt_step = cpu_opt_step,
 };
 

@@ -12,6 +12,7 @@
 
 void ng__fetch_scratch_free(ng_fetch_scratch *s) {
   free(s->stage_pos);
+  free(s->stage_ids);
   memset(s, 0, sizeof *s);
 }
 
@@ -24,6 +25,18 @@ static ng_status scratch_reserve(ng_fetch_scratch *s, int32_t n) {
     return ng__err(NG_ERR_NOMEM, "out of memory for the fetch scratch (%zu ids)", cap);
   s->stage_pos = p;
   s->cap = cap;
+  return NG_OK;
+}
+
+static ng_status scratch_reserve_ids(ng_fetch_scratch *s, int64_t n) {
+  if ((size_t)n <= s->ids_cap)
+    return NG_OK;
+  size_t cap = NG_MAX((size_t)n, s->ids_cap + s->ids_cap / 2);
+  int64_t *p = realloc(s->stage_ids, cap * sizeof *p);
+  if (!p)
+    return ng__err(NG_ERR_NOMEM, "out of memory for the fetch scratch (%zu ids)", cap);
+  s->stage_ids = p;
+  s->ids_cap = cap;
   return NG_OK;
 }
 
@@ -43,6 +56,57 @@ typedef struct {
   int64_t hot_nnz, cold_nnz, n_staged;
   int32_t n_self_hot, n_self_cold;
 } counts;
+
+/* The arrays of blocks 1.. and the labels, after the input layer's. */
+static void carve_rest(ng_fetch_pkg *p, layout *l, const ng_minibatch *mb) {
+  const size_t i32 = sizeof(int32_t);
+  p->mb.n_layers = mb->n_layers;
+  p->mb.n_targets = mb->n_targets;
+  p->mb.node_ids = NULL;
+  p->mb.blocks[0] = (ng_block){
+      .n_dst = mb->blocks[0].n_dst, .n_src = mb->blocks[0].n_src, .nnz = mb->blocks[0].nnz};
+  for (int k = 1; k < mb->n_layers; k++) {
+    const ng_block *h = &mb->blocks[k];
+    ng_block *b = &p->mb.blocks[k];
+    const size_t nd = (size_t)h->n_dst, ns = (size_t)h->n_src, nnz = (size_t)h->nnz;
+    *b = (ng_block){.n_dst = h->n_dst, .n_src = h->n_src, .nnz = h->nnz};
+    b->indptr = take(l, (nd + 1) * i32);
+    b->indices = take(l, nnz * i32);
+    b->edge_w = h->edge_w ? take(l, nnz * i32) : NULL;
+    b->self_w = h->self_w ? take(l, nd * i32) : NULL;
+    b->t_indptr = h->t_indptr ? take(l, (ns + 1) * i32) : NULL;
+    b->t_dst = h->t_dst ? take(l, nnz * i32) : NULL;
+    b->t_eid = h->t_eid ? take(l, nnz * i32) : NULL;
+  }
+  p->labels = take(l, (size_t)mb->n_targets * i32);
+}
+
+/* Copies blocks 1.. and the targets' labels into the carved package. */
+static void fill_rest(ng_fetch_pkg *p, const ng_minibatch *mb, const int32_t *labels) {
+  for (int k = 1; k < mb->n_layers; k++) {
+    const ng_block *h = &mb->blocks[k];
+    const ng_block *b = &p->mb.blocks[k];
+    const size_t nd = (size_t)h->n_dst, ns = (size_t)h->n_src, nnz = (size_t)h->nnz;
+    struct {
+      const void *dst, *src;
+      size_t bytes;
+    } a[] = {
+        {b->indptr, h->indptr, (nd + 1) * 4},
+        {b->indices, h->indices, nnz * 4},
+        {b->edge_w, h->edge_w, nnz * 4},
+        {b->self_w, h->self_w, nd * 4},
+        {b->t_indptr, h->t_indptr, (ns + 1) * 4},
+        {b->t_dst, h->t_dst, nnz * 4},
+        {b->t_eid, h->t_eid, nnz * 4},
+    };
+    for (size_t i = 0; i < NG_ARRAY_LEN(a); i++)
+      if (a[i].dst && a[i].bytes)
+        memcpy((void *)a[i].dst, a[i].src, a[i].bytes);
+  }
+  int32_t *lab = (int32_t *)p->labels;
+  for (int32_t i = 0; i < mb->n_targets; i++)
+    lab[i] = labels[mb->node_ids[i]];
+}
 
 static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t nd,
                   const counts *c) {
@@ -129,10 +193,13 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
 
   layout l = {NULL, 0};
   carve(out, &l, cfg, nd, &c);
+  carve_rest(out, &l, mb);
   void *base = NULL;
   NG_CHECK(reserve(reserve_ctx, NG_MAX(l.used, (size_t)1), &base));
   l = (layout){base, 0};
   carve(out, &l, cfg, nd, &c);
+  carve_rest(out, &l, mb);
+  fill_rest(out, mb, cfg->labels);
   out->base = base;
   out->bytes = l.used;
   out->mode = mode;
@@ -192,16 +259,28 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   /* The host reads of the cold tier. */
   float *staged = (float *)out->staged;
   if (mode == NG_FETCH_BATCH) {
-    /* Staged row stage_pos[s] is the row of cold local source s. */
-    const int64_t chunks = ((int64_t)ns + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
+    /* Staged row stage_pos[s] is the row of cold local source s; the positions grow with s,
+     * so the staged rows are the cold sources in order. Without dropout they are copied with
+     * streaming stores. */
+    NG_CHECK(scratch_reserve_ids(scratch, c.n_staged));
+    for (int32_t s = 0; s < ns; s++)
+      if (scratch->stage_pos[s] >= 0)
+        scratch->stage_ids[scratch->stage_pos[s]] = gid[s];
+    const int64_t chunks = (c.n_staged + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
     const int threads = cfg->threads;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
-    for (int64_t k = 0; k < chunks; k++)
-      for (int64_t s = k * FETCH_CHUNK_ROWS; s < NG_MIN((int64_t)ns, (k + 1) * FETCH_CHUNK_ROWS);
-           s++)
-        if (scratch->stage_pos[s] >= 0)
-          ng_drop_row(staged + (int64_t)scratch->stage_pos[s] * dim, cfg->features + gid[s] * dim,
-                      gid[s], dim, drop_p, drop_key);
+    for (int64_t k = 0; k < chunks; k++) {
+      const int64_t i0 = k * FETCH_CHUNK_ROWS, i1 = NG_MIN(c.n_staged, i0 + FETCH_CHUNK_ROWS);
+      if (drop_p == 0.0f) {
+        cfg->kernels->stage_rows(staged + i0 * dim, cfg->features, scratch->stage_ids + i0, i1 - i0,
+                                 dim);
+      } else {
+        for (int64_t i = i0; i < i1; i++) {
+          const int64_t g = scratch->stage_ids[i];
+          ng_drop_row(staged + i * dim, cfg->features + g * dim, g, dim, drop_p, drop_key);
+        }
+      }
+    }
   } else if (mode == NG_FETCH_PARTIAL) {
     /* The cold self rows: their global ids are gid[self_cold_pos[i]]. */
     const int64_t chunks = ((int64_t)z + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
@@ -219,6 +298,13 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   }
   out->stats.hot_rows = c.hot_nnz + c.n_self_hot;
   out->stats.cold_rows = c.cold_nnz + c.n_self_cold;
+  /* BATCH reads each unique cold row once; PARTIAL every cold edge's row and the cold self
+   * rows; ZCOPY leaves the reading to the device. */
+  const int64_t row_bytes = dim * (int64_t)sizeof(float);
+  out->stats.cpu_cold_bytes = mode == NG_FETCH_BATCH     ? c.n_staged * row_bytes
+                              : mode == NG_FETCH_PARTIAL ? (c.cold_nnz + c.n_self_cold) * row_bytes
+                                                         : 0;
+  out->stats.zcopy_bytes = mode == NG_FETCH_ZCOPY ? (c.cold_nnz + c.n_self_cold) * row_bytes : 0;
   return NG_OK;
 }
 
@@ -243,7 +329,17 @@ void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_bas
   REBASE(self_hot_ids);
   REBASE(self_cold_ids);
   REBASE(staged);
-#undef REBASE
   dev->cold_state.val = (float *)rebase(host->cold_state.val, hb, dev_base);
   dev->cold_state.count = (int32_t *)rebase(host->cold_state.count, hb, dev_base);
+  REBASE(labels);
+  for (int k = 1; k < host->mb.n_layers; k++) {
+    REBASE(mb.blocks[k].indptr);
+    REBASE(mb.blocks[k].indices);
+    REBASE(mb.blocks[k].edge_w);
+    REBASE(mb.blocks[k].self_w);
+    REBASE(mb.blocks[k].t_indptr);
+    REBASE(mb.blocks[k].t_dst);
+    REBASE(mb.blocks[k].t_eid);
+  }
+#undef REBASE
 }

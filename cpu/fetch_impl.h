@@ -25,10 +25,12 @@ typedef struct {
   ng_aggr ag;  ///< the input layer's aggregator (drop_p/drop_key are set per iteration)
   int threads; ///< OpenMP threads for the host work (1 in pinned workers)
   const ng_cpu_kernels *kernels;
+  const int32_t *labels; ///< the dataset's labels [nodes]: the targets' go into the package
 } ng_fetch_cfg;
 
-/// One iteration's input-layer package: pointers into one contiguous buffer of `bytes` bytes
-/// starting at `base`, so that a copy of the buffer plus ng__fetch_rebase gives the device view.
+/// One iteration's package, everything the device needs for it: pointers into one contiguous buffer
+/// of `bytes` bytes starting at `base`, so that a copy of the buffer plus ng__fetch_rebase gives
+/// the device view.
 typedef struct {
   void *base;
   size_t bytes;
@@ -52,7 +54,12 @@ typedef struct {
   int64_t n_staged;
   const float *staged;
   ng_pstate cold_state; ///< PARTIAL: the bare reduction of the cold edges (val NULL otherwise)
-  ng_fetch_stats stats;
+  /// The rest of the mini-batch: blocks 1 .. n_layers-1 with every array (the transposes too),
+  /// and blocks[0]'s counts only (its edges are the two sub-blocks above). node_ids is NULL:
+  /// nothing after the input layer needs global ids.
+  ng_minibatch mb;
+  const int32_t *labels; ///< [mb.n_targets] the targets' labels
+  ng_fetch_stats stats;  ///< h2d_bytes is left to whoever copies the package
 } ng_fetch_pkg;
 
 /// Host memory for packages: `reserve` must make `*base` at least `bytes` long (keeping or
@@ -63,6 +70,8 @@ typedef ng_status (*ng_fetch_reserve_fn)(void *ctx, size_t bytes, void **base);
 typedef struct {
   int32_t *stage_pos; ///< [n_src] position of each cold local source in `staged` (BATCH)
   size_t cap;
+  int64_t *stage_ids; ///< [n_staged] global id of each staged row (BATCH)
+  size_t ids_cap;
 } ng_fetch_scratch;
 
 void ng__fetch_scratch_free(ng_fetch_scratch *s);

@@ -199,10 +199,30 @@ static void aggr_best_bwd_generic(const ng_block *blk, const float *grad_dst,
   }
 }
 
+/* gather_rows with SSE streaming stores (see stage_rows in kernels_simd.h). */
+static void stage_rows_generic(float *restrict dst, const float *restrict table, const int64_t *ids,
+                               int64_t n, int64_t dim) {
+  if (dim <= 0 || dim % 4 || ((uintptr_t)dst & 15)) {
+    gather_rows_generic(dst, table, ids, n, dim);
+    return;
+  }
+  const int64_t pf = ngk_prefetch_distance(dim);
+  for (int64_t i = 0; i < n; i++) {
+    if (i + pf < n)
+      prefetch_row_generic(table + ids[i + pf] * dim, dim);
+    const float *row = table + ids[i] * dim;
+    float *o = dst + i * dim;
+    for (int64_t k = 0; k < dim; k += 4)
+      _mm_stream_ps(o + k, _mm_loadu_ps(row + k));
+  }
+  _mm_sfence();
+}
+
 static const ng_cpu_kernels kernels_generic = {
     .isa = NG_CPU_ISA_GENERIC,
     .name = "generic",
     .gather_rows = gather_rows_generic,
+    .stage_rows = stage_rows_generic,
     .aggr_sum = aggr_sum_generic,
     .aggr_best = aggr_best_generic,
     .aggr_sum_bwd = aggr_sum_bwd_generic,
@@ -229,6 +249,7 @@ static const ng_cpu_kernels kernels_generic = {
 #define V_LOAD(p) _mm256_loadu_ps(p)
 #define V_LOADT(p, tm) _mm256_maskload_ps((p), (tm))
 #define V_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define V_STREAM(p, v) _mm256_stream_ps((p), (v))
 #define V_STORET(p, tm, v) _mm256_maskstore_ps((p), (tm), (v))
 #define V_ADD(a, b) _mm256_add_ps((a), (b))
 #define V_MUL(a, b) _mm256_mul_ps((a), (b))
@@ -266,6 +287,7 @@ static const ng_cpu_kernels kernels_generic = {
 #define V_LOAD(p) _mm512_loadu_ps(p)
 #define V_LOADT(p, tm) _mm512_maskz_loadu_ps((tm), (p))
 #define V_STORE(p, v) _mm512_storeu_ps((p), (v))
+#define V_STREAM(p, v) _mm512_stream_ps((p), (v))
 #define V_STORET(p, tm, v) _mm512_mask_storeu_ps((p), (tm), (v))
 #define V_ADD(a, b) _mm512_add_ps((a), (b))
 #define V_MUL(a, b) _mm512_mul_ps((a), (b))

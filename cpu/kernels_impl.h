@@ -39,6 +39,9 @@ typedef struct {
   const char *name; ///< "generic", "avx2", "avx512"
   /// dst[i, :] = table[ids[i], :] for i in [0, n).
   void (*gather_rows)(float *dst, const float *table, const int64_t *ids, int64_t n, int64_t dim);
+  /// The same with non-temporal stores (rows for DMA), fenced at the end; falls back to
+  /// gather_rows when dst rows are not vector-aligned.
+  void (*stage_rows)(float *dst, const float *table, const int64_t *ids, int64_t n, int64_t dim);
   /// SUM-reduction forward of destinations [d0, d1) into out [*, dim]; `ag` says whether edges
   /// are weighted (blk->edge_w), whether MEAN divides and whether a self loop (blk->self_w) is
   /// added. With neither MEAN nor self loop this is exactly the partial state's value.

@@ -473,10 +473,32 @@ static NGK_TARGET void NGK_FN(aggr_best_bwd)(const ng_block *blk, const float *g
   }
 }
 
+/* gather_rows with non-temporal (streaming) stores: the staged rows go to the DMA engine, not
+ * back to this core, so writing them around the caches saves the read-for-ownership and keeps
+ * the caches for the table. Rows must start on vector boundaries (else a plain gather). */
+static NGK_TARGET void NGK_FN(stage_rows)(float *restrict dst, const float *restrict table,
+                                          const int64_t *ids, int64_t n, int64_t dim) {
+  if (dim <= 0 || dim % NGK_VL || ((uintptr_t)dst & (NGK_VL * 4 - 1))) {
+    NGK_FN(gather_rows)(dst, table, ids, n, dim);
+    return;
+  }
+  const int64_t pf = ngk_prefetch_distance(dim);
+  for (int64_t i = 0; i < n; i++) {
+    if (i + pf < n)
+      NGK_FN(prefetch_row)(table + ids[i + pf] * dim, dim);
+    const float *row = table + ids[i] * dim;
+    float *o = dst + i * dim;
+    for (int64_t k = 0; k < dim; k += NGK_VL)
+      V_STREAM(o + k, V_LOAD(row + k));
+  }
+  _mm_sfence(); /* the streamed rows are visible before the package is published */
+}
+
 static const ng_cpu_kernels NGK_FN(kernels) = {
     .isa = NGK_ISA,
     .name = NGK_ISA_NAME,
     .gather_rows = NGK_FN(gather_rows),
+    .stage_rows = NGK_FN(stage_rows),
     .aggr_sum = NGK_FN(aggr_sum),
     .aggr_best = NGK_FN(aggr_best),
     .aggr_sum_bwd = NGK_FN(aggr_sum_bwd),
@@ -521,3 +543,4 @@ static const ng_cpu_kernels NGK_FN(kernels) = {
 #undef VI_STORET
 #undef VI_BLEND
 #undef VI_EQ
+#undef V_STREAM

@@ -17,6 +17,7 @@
 #include "core/rng.h"
 
 #include <cublas_v2.h>
+#include <type_traits>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ constexpr int kThreads = 256;                 // threads per block of every kern
 constexpr int kWarpsPerBlock = kThreads / 32; // rows per block of the warp-per-row kernels
 constexpr int64_t kMaxGridX = 1 << 20;        // blocks of a grid-stride elementwise kernel
 constexpr int kMaxGridY = 65535;              // column tiles per launch (CUDA's y limit)
+constexpr int kBwdMaxBlocks = 4096;           // 32768 warps: more than any GPU holds at once
 constexpr int kSumThreads = 256;              // threads of the one-block loss reduction
 
 /* The xent results the host reads back, in pinned host memory and on the device. */
@@ -39,7 +41,12 @@ struct xent_result {
 
 struct cuda_ctx {
   int device;
-  cudaStream_t stream;
+  cudaStream_t stream;                 // every op
+  cudaStream_t copy_stream;            // copy_h2d_async
+  cudaEvent_t marks[NG_BACKEND_MARKS]; // mark(), on `stream`
+  cudaEvent_t copied;                  // the last copy_h2d_async, on `copy_stream`
+  bool xent_pending;                   // an xent's result not yet read by xent_result
+  int64_t xent_n, xent_classes;        // that xent's shape
   cublasHandle_t blas;
   double *row_loss; // [row_loss_cap] per-row losses of xent, grown on demand
   int64_t row_loss_cap;
@@ -123,6 +130,31 @@ dim3 grid_rows(int64_t rows, int64_t dim, int v) {
               (unsigned)NG_MAX((int64_t)1, NG_MIN(tiles, (int64_t)kMaxGridY)));
 }
 
+/* Calls f(std::integral_constant<int, T>) for T = t (8, 4, 2 or 1): the chunk count of a
+ * warp-per-row kernel is a template parameter, so that its registers are arrays. */
+template <typename F> void with_chunks(int t, F &&f) {
+  switch (t) {
+  case 8:
+    f(std::integral_constant<int, 8>{});
+    break;
+  case 4:
+    f(std::integral_constant<int, 4>{});
+    break;
+  case 2:
+    f(std::integral_constant<int, 2>{});
+    break;
+  default:
+    f(std::integral_constant<int, 1>{});
+  }
+}
+
+/* The grid of a warp-per-row kernel covering T chunks of 32 * v columns per warp. */
+dim3 grid_rows_chunks(int64_t rows, int64_t dim, int v, int t) {
+  int64_t groups = (dim + 32 * v * t - 1) / (32 * v * t);
+  return dim3((unsigned)((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+              (unsigned)NG_MAX((int64_t)1, NG_MIN(groups, (int64_t)kMaxGridY)));
+}
+
 bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
@@ -189,21 +221,51 @@ __global__ void k_fill(float *x, int64_t n, float value) {
     x[i] = value;
 }
 
-/* One warp per row; the table may be registered host memory (the loads then cross PCIe). */
-template <int V>
-__global__ void k_gather(float *dst, const float *table, const int64_t *ids, int64_t n,
-                         int64_t dim) {
+/* Rows are read in bursts: a warp covers T chunks of 32 * V columns of one row and issues all
+ * their loads before any store, so that a row in registered host memory crosses PCIe as one
+ * burst (zero-copy is bound by the rate of random requests, and chunks of one row fetched at
+ * different times cost one request each) and device-memory rows keep T loads in flight. */
+template <int V, int T>
+__device__ inline void ld_chunks(float (&x)[T][V], const float *row, int64_t j0, int64_t span,
+                                 int64_t dim) {
+#pragma unroll
+  for (int k = 0; k < T; k++) {
+    const int64_t j = j0 + k * span;
+    if (j < dim) {
+      ld<V>(x[k], row + j);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; v++)
+        x[k][v] = 0.0f;
+    }
+  }
+}
+
+/* The chunks per warp for rows of `dim` values: a whole row up to 8 chunks (4 KiB with V 4). */
+int chunks_per_warp(int64_t dim, int v) {
+  const int64_t tiles = (dim + 32 * v - 1) / (32 * v);
+  return tiles >= 8 ? 8 : tiles >= 4 ? 4 : tiles >= 2 ? 2 : 1;
+}
+
+/* One warp per row and group of T chunks; the table may be registered host memory. */
+template <int V, int T>
+__global__ void k_gather(float *__restrict__ dst, const float *__restrict__ table,
+                         const int64_t *ids, int64_t n, int64_t dim) {
   const int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (row >= n)
     return;
   const float *in = table + ids[row] * dim;
   float *out = dst + row * dim;
-  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
-       j += (int64_t)gridDim.y * 32 * V) {
-    float v[V];
-    ld<V>(v, in + j);
-    st<V>(out + j, v);
+  const int64_t span = 32 * V;
+  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
+       j0 += (int64_t)gridDim.y * T * span) {
+    float v[T][V];
+    ld_chunks<V, T>(v, in, j0, span, dim);
+#pragma unroll
+    for (int k = 0; k < T; k++)
+      if (j0 + k * span < dim)
+        st<V>(out + j0 + k * span, v[k]);
   }
 }
 
@@ -231,122 +293,194 @@ __device__ inline void apply_drop(const in_drop &dr, float *x, int64_t row, int6
     x[k] = dev_dropout_keep(dr.key, base + k, dr.threshold) ? __fmul_rn(x[k], dr.scale) : 0.0f;
 }
 
-/* SUM forward: one warp per destination and tile of 32 * V columns, neighbours in edge order. */
-template <int V>
-__global__ void k_aggr_sum(sum_flags f, in_drop dr, ng_block b, const float *src, int64_t dim,
-                           float *dst) {
+/* acc = acc + (w * x) (or acc + x), elementwise, for one edge's chunks. */
+template <int V, int T>
+__device__ inline void sum_edge(float (&acc)[T][V], float (&x)[T][V], const sum_flags &f,
+                                const in_drop &dr, const ng_block &b, int32_t e, int32_t r,
+                                int64_t dim, int64_t j0, int64_t span) {
+  const float w = f.weighted ? b.edge_w[e] : 1.0f;
+#pragma unroll
+  for (int k = 0; k < T; k++) {
+    apply_drop<V>(dr, x[k], r, dim, j0 + k * span);
+#pragma unroll
+    for (int v = 0; v < V; v++)
+      acc[k][v] =
+          f.weighted ? __fadd_rn(acc[k][v], __fmul_rn(w, x[k][v])) : __fadd_rn(acc[k][v], x[k][v]);
+  }
+}
+
+/* SUM forward: one warp per destination and group of T chunks of 32 * V columns, neighbours in
+ * edge order; two neighbours' rows are loaded before either is added (the additions keep their
+ * order). */
+template <int V, int T>
+__global__ void k_aggr_sum(sum_flags f, in_drop dr, ng_block b, const float *__restrict__ src,
+                           int64_t dim, float *__restrict__ dst) {
   const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (d >= b.n_dst)
     return;
   const int32_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
-  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
-       j += (int64_t)gridDim.y * 32 * V) {
-    float acc[V], x[V];
-    for (int k = 0; k < V; k++)
-      acc[k] = 0.0f;
-    for (int32_t e = e0; e < e1; e++) {
-      ld<V>(x, src + (int64_t)b.indices[e] * dim + j);
-      apply_drop<V>(dr, x, b.indices[e], dim, j);
-      if (f.weighted) {
-        const float w = b.edge_w[e];
-        for (int k = 0; k < V; k++)
-          acc[k] = __fadd_rn(acc[k], __fmul_rn(w, x[k]));
-      } else {
-        for (int k = 0; k < V; k++)
-          acc[k] = __fadd_rn(acc[k], x[k]);
-      }
+  const int64_t span = 32 * V;
+  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
+       j0 += (int64_t)gridDim.y * T * span) {
+    float acc[T][V], x0[T][V], x1[T][V];
+#pragma unroll
+    for (int k = 0; k < T; k++)
+#pragma unroll
+      for (int v = 0; v < V; v++)
+        acc[k][v] = 0.0f;
+    int32_t e = e0;
+    for (; e + 1 < e1; e += 2) {
+      const int32_t r0 = b.indices[e], r1 = b.indices[e + 1];
+      ld_chunks<V, T>(x0, src + (int64_t)r0 * dim, j0, span, dim);
+      ld_chunks<V, T>(x1, src + (int64_t)r1 * dim, j0, span, dim);
+      sum_edge<V, T>(acc, x0, f, dr, b, e, r0, dim, j0, span);
+      sum_edge<V, T>(acc, x1, f, dr, b, e + 1, r1, dim, j0, span);
+    }
+    if (e < e1) {
+      const int32_t r0 = b.indices[e];
+      ld_chunks<V, T>(x0, src + (int64_t)r0 * dim, j0, span, dim);
+      sum_edge<V, T>(acc, x0, f, dr, b, e, r0, dim, j0, span);
     }
     if (f.mean && e1 > e0) {
       const float c = (float)(e1 - e0);
-      for (int k = 0; k < V; k++)
-        acc[k] = __fdiv_rn(acc[k], c);
+#pragma unroll
+      for (int k = 0; k < T; k++)
+#pragma unroll
+        for (int v = 0; v < V; v++)
+          acc[k][v] = __fdiv_rn(acc[k][v], c);
     }
     if (f.self_loop) {
       const float w = b.self_w[d];
-      ld<V>(x, src + d * dim + j);
-      for (int k = 0; k < V; k++)
-        acc[k] = __fadd_rn(acc[k], __fmul_rn(w, x[k]));
+      ld_chunks<V, T>(x0, src + d * dim, j0, span, dim);
+#pragma unroll
+      for (int k = 0; k < T; k++)
+#pragma unroll
+        for (int v = 0; v < V; v++)
+          acc[k][v] = __fadd_rn(acc[k][v], __fmul_rn(w, x0[k][v]));
     }
-    st<V>(dst + d * dim + j, acc);
+#pragma unroll
+    for (int k = 0; k < T; k++)
+      if (j0 + k * span < dim)
+        st<V>(dst + d * dim + j0 + k * span, acc[k]);
   }
 }
 
 /* MAX/MIN forward: the first neighbour, then strictly better ones (ties and NaN keep the
- * earlier); empty rows give 0 and argbest -1. */
-template <int V, bool IS_MAX>
-__global__ void k_aggr_best(in_drop dr, ng_block b, const float *src, int64_t dim, float *dst,
-                            int32_t *argbest) {
+ * earlier); empty rows give 0 and argbest -1. One warp per destination and group of T chunks. */
+template <int V, int T, bool IS_MAX>
+__global__ void k_aggr_best(in_drop dr, ng_block b, const float *__restrict__ src, int64_t dim,
+                            float *__restrict__ dst, int32_t *__restrict__ argbest) {
   const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (d >= b.n_dst)
     return;
   const int32_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
-  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
-       j += (int64_t)gridDim.y * 32 * V) {
-    float best[V], x[V];
-    int32_t arg[V];
+  const int64_t span = 32 * V;
+  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
+       j0 += (int64_t)gridDim.y * T * span) {
+    float best[T][V], x[T][V];
+    int32_t arg[T][V];
+    const int32_t first = e0 == e1 ? -1 : b.indices[e0];
     if (e0 == e1) {
-      for (int k = 0; k < V; k++) {
-        best[k] = 0.0f;
-        arg[k] = -1;
-      }
+#pragma unroll
+      for (int k = 0; k < T; k++)
+#pragma unroll
+        for (int v = 0; v < V; v++)
+          best[k][v] = 0.0f;
     } else {
-      const int32_t s = b.indices[e0];
-      ld<V>(best, src + (int64_t)s * dim + j);
-      apply_drop<V>(dr, best, s, dim, j);
-      for (int k = 0; k < V; k++)
-        arg[k] = s;
+      ld_chunks<V, T>(best, src + (int64_t)first * dim, j0, span, dim);
+#pragma unroll
+      for (int k = 0; k < T; k++)
+        apply_drop<V>(dr, best[k], first, dim, j0 + k * span);
     }
+#pragma unroll
+    for (int k = 0; k < T; k++)
+#pragma unroll
+      for (int v = 0; v < V; v++)
+        arg[k][v] = first;
     for (int32_t e = e0 + 1; e < e1; e++) {
       const int32_t s = b.indices[e];
-      ld<V>(x, src + (int64_t)s * dim + j);
-      apply_drop<V>(dr, x, s, dim, j);
-      for (int k = 0; k < V; k++) {
-        const bool win = IS_MAX ? x[k] > best[k] : x[k] < best[k];
-        if (win) {
-          best[k] = x[k];
-          arg[k] = s;
+      ld_chunks<V, T>(x, src + (int64_t)s * dim, j0, span, dim);
+#pragma unroll
+      for (int k = 0; k < T; k++) {
+        apply_drop<V>(dr, x[k], s, dim, j0 + k * span);
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+          const bool win = IS_MAX ? x[k][v] > best[k][v] : x[k][v] < best[k][v];
+          if (win) {
+            best[k][v] = x[k][v];
+            arg[k][v] = s;
+          }
         }
       }
     }
-    st<V>(dst + d * dim + j, best);
-    if (argbest)
-      sti<V>(argbest + d * dim + j, arg);
+#pragma unroll
+    for (int k = 0; k < T; k++) {
+      const int64_t j = j0 + k * span;
+      if (j < dim) {
+        st<V>(dst + d * dim + j, best[k]);
+        if (argbest)
+          sti<V>(argbest + d * dim + j, arg[k]);
+      }
+    }
   }
 }
 
-/* SUM backward: one warp per source and column tile, contributions in transposed order. */
+/* The coefficient of transposed edge t, exactly as ngk_bwd_coef computes it. */
+__device__ inline float bwd_coef(const sum_flags &f, const ng_block &b, int32_t t, int32_t d) {
+  float c = f.weighted ? b.edge_w[b.t_eid[t]] : 1.0f;
+  if (f.mean)
+    c = __fmul_rn(c, __fdiv_rn(1.0f, (float)(b.indptr[d + 1] - b.indptr[d])));
+  return c;
+}
+
+/* SUM backward: a warp per source and column tile, contributions in transposed order; four
+ * edges' gradient rows are loaded before they are added (in order). A source has few edges
+ * (2.5 on average with fanout 10 and n_src = 4 n_dst), so the warps loop over sources
+ * (grid-stride) rather than one short-lived block per eight sources: block launches, not
+ * bytes, bound the one-warp-per-source form there. */
 template <int V>
-__global__ void k_aggr_sum_bwd(sum_flags f, ng_block b, const float *grad_dst, int64_t dim,
-                               float *grad_src) {
-  const int64_t s = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+__global__ void k_aggr_sum_bwd(sum_flags f, ng_block b, const float *__restrict__ grad_dst,
+                               int64_t dim, float *__restrict__ grad_src) {
   const int lane = threadIdx.x & 31;
-  if (s >= b.n_src)
-    return;
-  const int32_t t0 = b.t_indptr[s], t1 = b.t_indptr[s + 1];
-  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
-       j += (int64_t)gridDim.y * 32 * V) {
-    float acc[V], g[V];
-    for (int k = 0; k < V; k++)
-      acc[k] = 0.0f;
-    for (int32_t t = t0; t < t1; t++) {
-      const int32_t d = b.t_dst[t];
-      /* The coefficient exactly as ngk_bwd_coef computes it. */
-      float c = f.weighted ? b.edge_w[b.t_eid[t]] : 1.0f;
-      if (f.mean)
-        c = __fmul_rn(c, __fdiv_rn(1.0f, (float)(b.indptr[d + 1] - b.indptr[d])));
-      ld<V>(g, grad_dst + (int64_t)d * dim + j);
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+  for (int64_t s = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; s < b.n_src; s += warps) {
+    const int32_t t0 = b.t_indptr[s], t1 = b.t_indptr[s + 1];
+    for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+         j += (int64_t)gridDim.y * 32 * V) {
+      float acc[V], g[4][V], c[4];
       for (int k = 0; k < V; k++)
-        acc[k] = __fadd_rn(acc[k], __fmul_rn(c, g[k]));
+        acc[k] = 0.0f;
+      int32_t t = t0;
+      for (; t + 3 < t1; t += 4) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const int32_t d = b.t_dst[t + u];
+          c[u] = bwd_coef(f, b, t + u, d);
+          ld<V>(g[u], grad_dst + (int64_t)d * dim + j);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+          for (int k = 0; k < V; k++)
+            acc[k] = __fadd_rn(acc[k], __fmul_rn(c[u], g[u][k]));
+      }
+      for (; t < t1; t++) {
+        const int32_t d = b.t_dst[t];
+        const float cc = bwd_coef(f, b, t, d);
+        ld<V>(g[0], grad_dst + (int64_t)d * dim + j);
+        for (int k = 0; k < V; k++)
+          acc[k] = __fadd_rn(acc[k], __fmul_rn(cc, g[0][k]));
+      }
+      if (f.self_loop && s < b.n_dst) {
+        const float w = b.self_w[s];
+        ld<V>(g[0], grad_dst + s * dim + j);
+        for (int k = 0; k < V; k++)
+          acc[k] = __fadd_rn(acc[k], __fmul_rn(w, g[0][k]));
+      }
+      st<V>(grad_src + s * dim + j, acc);
     }
-    if (f.self_loop && s < b.n_dst) {
-      const float w = b.self_w[s];
-      ld<V>(g, grad_dst + s * dim + j);
-      for (int k = 0; k < V; k++)
-        acc[k] = __fadd_rn(acc[k], __fmul_rn(w, g[k]));
-    }
-    st<V>(grad_src + s * dim + j, acc);
   }
 }
 
@@ -390,9 +524,10 @@ __global__ void k_aggr_best_bwd(ng_block b, const float *grad_dst, const int32_t
 }
 
 /* One warp per row, as k_gather, writing row pos[i] with input dropout. */
-template <int V>
-__global__ void k_scatter(float *dst, const int32_t *pos, const float *table, const int64_t *ids,
-                          int64_t n, int64_t dim, in_drop dr) {
+template <int V, int T>
+__global__ void k_scatter(float *__restrict__ dst, const int32_t *pos,
+                          const float *__restrict__ table, const int64_t *ids, int64_t n,
+                          int64_t dim, in_drop dr) {
   const int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (row >= n)
@@ -400,12 +535,19 @@ __global__ void k_scatter(float *dst, const int32_t *pos, const float *table, co
   const int64_t r = ids[row];
   const float *in = table + r * dim;
   float *out = dst + (int64_t)pos[row] * dim;
-  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
-       j += (int64_t)gridDim.y * 32 * V) {
-    float v[V];
-    ld<V>(v, in + j);
-    apply_drop<V>(dr, v, r, dim, j);
-    st<V>(out + j, v);
+  const int64_t span = 32 * V;
+  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
+       j0 += (int64_t)gridDim.y * T * span) {
+    float v[T][V];
+    ld_chunks<V, T>(v, in, j0, span, dim);
+#pragma unroll
+    for (int k = 0; k < T; k++) {
+      const int64_t j = j0 + k * span;
+      if (j < dim) {
+        apply_drop<V>(dr, v[k], r, dim, j);
+        st<V>(out + j, v[k]);
+      }
+    }
   }
 }
 
@@ -665,6 +807,15 @@ void release(cuda_ctx *c) {
   /* Teardown errors cannot be reported (destroy returns nothing); each call is independent. */
   if (c->stream)
     (void)cudaStreamSynchronize(c->stream);
+  if (c->copy_stream)
+    (void)cudaStreamSynchronize(c->copy_stream);
+  for (int k = 0; k < NG_BACKEND_MARKS; k++)
+    if (c->marks[k])
+      (void)cudaEventDestroy(c->marks[k]);
+  if (c->copied)
+    (void)cudaEventDestroy(c->copied);
+  if (c->copy_stream)
+    (void)cudaStreamDestroy(c->copy_stream);
   if (c->blas)
     (void)cublasDestroy(c->blas);
   (void)cudaFree(c->row_loss);
@@ -730,6 +881,36 @@ ng_status cuda_copy_h2d(ng_backend *be, void *dst, const void *host_src, size_t 
   return cuda_copy(be, "copy_h2d", dst, host_src, bytes, true);
 }
 
+/* The copy waits on the copy stream for the mark, then the op stream waits for the copy (one
+ * event suffices: a wait captures the event's latest record when it is queued). */
+ng_status cuda_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, size_t bytes,
+                              int wait_mark) {
+  if (wait_mark >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "copy_h2d_async: mark %d is not below %d", wait_mark,
+                   NG_BACKEND_MARKS);
+  if (bytes == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "src", host_src, true));
+  NG_CHECK(use(be, "copy_h2d_async"));
+  cuda_ctx *c = ctx_of(be);
+  if (wait_mark >= 0)
+    CU_CHECK("copy_h2d_async", cudaStreamWaitEvent(c->copy_stream, c->marks[wait_mark], 0));
+  CU_CHECK("copy_h2d_async",
+           cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
+  CU_CHECK("copy_h2d_async", cudaEventRecord(c->copied, c->copy_stream));
+  CU_CHECK("copy_h2d_async", cudaStreamWaitEvent(c->stream, c->copied, 0));
+  return NG_OK;
+}
+
+ng_status cuda_mark(ng_backend *be, int k) {
+  if (k < 0 || k >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "mark: %d is not in [0, %d)", k, NG_BACKEND_MARKS);
+  NG_CHECK(use(be, "mark"));
+  CU_CHECK("mark", cudaEventRecord(ctx_of(be)->marks[k], ctx_of(be)->stream));
+  return NG_OK;
+}
+
 ng_status cuda_copy_d2h(ng_backend *be, void *host_dst, const void *src, size_t bytes) {
   return cuda_copy(be, "copy_d2h", host_dst, src, bytes, true);
 }
@@ -791,6 +972,15 @@ void cuda_host_unregister(ng_backend *be, void *ptr) {
     (void)ng__cuda_host_unregister(ptr);
 }
 
+ng_status cuda_pci_bus_id(ng_backend *be, char *buf, size_t cap) {
+  if (cap)
+    buf[0] = '\0';
+  NG_CHECK(use(be, "pci_bus_id"));
+  CU_CHECK("pci_bus_id",
+           cudaDeviceGetPCIBusId(buf, (int)NG_MIN(cap, (size_t)INT32_MAX), ctx_of(be)->device));
+  return NG_OK;
+}
+
 ng_status cuda_host_view(ng_backend *be, const void *host, const void **out) {
   NG_CHECK(use(be, "host_view"));
   void *dev = nullptr;
@@ -825,10 +1015,15 @@ ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const
   NG_CHECK(ng__bk_check_ptr("gather_rows", "ids", ids, true));
   NG_CHECK(use(be, "gather_rows"));
   cudaStream_t s = ctx_of(be)->stream;
-  if (dim % 4 == 0 && aligned16(dst) && aligned16(table))
-    k_gather<4><<<grid_rows(n, dim, 4), kThreads, 0, s>>>(dst, table, ids, n, dim);
-  else
-    k_gather<1><<<grid_rows(n, dim, 1), kThreads, 0, s>>>(dst, table, ids, n, dim);
+  const int v = dim % 4 == 0 && aligned16(dst) && aligned16(table) ? 4 : 1;
+  const int t = chunks_per_warp(dim, v);
+  const dim3 grid = grid_rows_chunks(n, dim, v, t);
+  with_chunks(t, [&](auto T) {
+    if (v == 4)
+      k_gather<4, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, table, ids, n, dim);
+    else
+      k_gather<1, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, table, ids, n, dim);
+  });
   LAUNCH_CHECK("gather_rows");
   return NG_OK;
 }
@@ -843,26 +1038,31 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
   cudaStream_t s = ctx_of(be)->stream;
   const bool v4 =
       dim % 4 == 0 && aligned16(src) && aligned16(dst) && (!argbest || aligned16(argbest));
-  const dim3 grid = grid_rows(blk->n_dst, dim, v4 ? 4 : 1);
+  const int t = chunks_per_warp(dim, v4 ? 4 : 1);
+  const dim3 grid = grid_rows_chunks(blk->n_dst, dim, v4 ? 4 : 1, t);
   const in_drop dr = {ag->drop_p > 0.0f, ag->drop_key, ng_dropout_threshold(ag->drop_p),
                       1.0f / (1.0f - ag->drop_p)};
-  if (ag->reduce == NG_REDUCE_SUM) {
-    const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
-    if (v4)
-      k_aggr_sum<4><<<grid, kThreads, 0, s>>>(f, dr, *blk, src, dim, dst);
-    else
-      k_aggr_sum<1><<<grid, kThreads, 0, s>>>(f, dr, *blk, src, dim, dst);
-  } else if (ag->reduce == NG_REDUCE_MAX) {
-    if (v4)
-      k_aggr_best<4, true><<<grid, kThreads, 0, s>>>(dr, *blk, src, dim, dst, argbest);
-    else
-      k_aggr_best<1, true><<<grid, kThreads, 0, s>>>(dr, *blk, src, dim, dst, argbest);
-  } else {
-    if (v4)
-      k_aggr_best<4, false><<<grid, kThreads, 0, s>>>(dr, *blk, src, dim, dst, argbest);
-    else
-      k_aggr_best<1, false><<<grid, kThreads, 0, s>>>(dr, *blk, src, dim, dst, argbest);
-  }
+  const ng_block b = *blk;
+  with_chunks(t, [&](auto T) {
+    constexpr int C = decltype(T)::value;
+    if (ag->reduce == NG_REDUCE_SUM) {
+      const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
+      if (v4)
+        k_aggr_sum<4, C><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
+      else
+        k_aggr_sum<1, C><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
+    } else if (ag->reduce == NG_REDUCE_MAX) {
+      if (v4)
+        k_aggr_best<4, C, true><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+      else
+        k_aggr_best<1, C, true><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+    } else {
+      if (v4)
+        k_aggr_best<4, C, false><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+      else
+        k_aggr_best<1, C, false><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+    }
+  });
   LAUNCH_CHECK(op);
   return NG_OK;
 }
@@ -901,8 +1101,9 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
   cudaStream_t s = ctx_of(be)->stream;
   const bool v4 = dim % 4 == 0 && aligned16(grad_src) && (!grad_dst || aligned16(grad_dst)) &&
                   (sum || !argbest || aligned16(argbest));
-  const dim3 grid = grid_rows(blk->n_src, dim, v4 ? 4 : 1);
+  dim3 grid = grid_rows(blk->n_src, dim, v4 ? 4 : 1);
   if (sum) {
+    grid.x = NG_MIN(grid.x, (unsigned)kBwdMaxBlocks); /* the kernel loops over sources */
     const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
     if (v4)
       k_aggr_sum_bwd<4><<<grid, kThreads, 0, s>>>(f, *blk, grad_dst, dim, grad_src);
@@ -1002,10 +1203,15 @@ ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, cons
   cudaStream_t s = ctx_of(be)->stream;
   const in_drop dr = {drop_p > 0.0f, drop_key, ng_dropout_threshold(drop_p),
                       1.0f / (1.0f - drop_p)};
-  if (dim % 4 == 0 && aligned16(dst) && aligned16(table))
-    k_scatter<4><<<grid_rows(n, dim, 4), kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
-  else
-    k_scatter<1><<<grid_rows(n, dim, 1), kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+  const int v = dim % 4 == 0 && aligned16(dst) && aligned16(table) ? 4 : 1;
+  const int t = chunks_per_warp(dim, v);
+  const dim3 grid = grid_rows_chunks(n, dim, v, t);
+  with_chunks(t, [&](auto T) {
+    if (v == 4)
+      k_scatter<4, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+    else
+      k_scatter<1, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+  });
   LAUNCH_CHECK("scatter_rows");
   return NG_OK;
 }
@@ -1169,6 +1375,8 @@ ng_status ensure_row_loss(cuda_ctx *c, int64_t n) {
   return NG_OK;
 }
 
+ng_status cuda_xent_result(ng_backend *be, double *loss, int64_t *correct);
+
 ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
                     int64_t classes, float *grad, double *loss, int64_t *correct) {
   NG_CHECK(ng__bk_check_count("xent", "n", n));
@@ -1203,15 +1411,29 @@ ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, 
   LAUNCH_CHECK("xent");
   CU_CHECK("xent",
            cudaMemcpyAsync(c->h_res, c->d_res, sizeof init, cudaMemcpyDeviceToHost, c->stream));
+  c->xent_n = n;
+  c->xent_classes = classes;
+  c->xent_pending = true;
+  if (!loss && !correct)
+    return NG_OK; /* xent_result waits for it */
+  return cuda_xent_result(be, loss, correct);
+}
+
+ng_status cuda_xent_result(ng_backend *be, double *loss, int64_t *correct) {
+  cuda_ctx *c = ctx_of(be);
+  if (!c->xent_pending)
+    return ng__err(NG_ERR_STATE, "xent_result: no xent result to read (call xent first)");
+  NG_CHECK(use(be, "xent_result"));
+  c->xent_pending = false;
   CU_CHECK("xent", cudaStreamSynchronize(c->stream));
   const xent_result r = *c->h_res;
   if (r.bad_row != ~0ULL)
     return ng__err(NG_ERR_INVALID_ARG,
                    "xent: label %d of row %llu is outside [0, %lld); labels must be class "
                    "indices",
-                   r.bad_label, r.bad_row, (long long)classes);
+                   r.bad_label, r.bad_row, (long long)c->xent_classes);
   if (loss)
-    *loss = r.loss / (double)n;
+    *loss = r.loss / (double)c->xent_n;
   if (correct)
     *correct = (int64_t)r.correct;
   return NG_OK;
@@ -1270,6 +1492,8 @@ ng_backend_i make_iface() {
   t.alloc = cuda_alloc;
   t.free = cuda_free;
   t.copy_h2d = cuda_copy_h2d;
+  t.copy_h2d_async = cuda_copy_h2d_async;
+  t.mark = cuda_mark;
   t.copy_d2h = cuda_copy_d2h;
   t.copy_d2d = cuda_copy_d2d;
   t.fill = cuda_fill;
@@ -1280,6 +1504,7 @@ ng_backend_i make_iface() {
   t.host_register = cuda_host_register;
   t.host_unregister = cuda_host_unregister;
   t.host_view = cuda_host_view;
+  t.pci_bus_id = cuda_pci_bus_id;
   t.gather_rows = cuda_gather_rows;
   t.aggr_fwd = cuda_aggr_fwd;
   t.aggr_bwd = cuda_aggr_bwd;
@@ -1295,6 +1520,7 @@ ng_backend_i make_iface() {
   t.dropout_fwd = cuda_dropout_fwd;
   t.dropout_bwd = cuda_dropout_bwd;
   t.xent = cuda_xent;
+  t.xent_result = cuda_xent_result;
   t.opt_step = cuda_opt_step;
   return t;
 }
@@ -1324,12 +1550,18 @@ ng_status create(ng_backend **out, int device) {
   cudaError_t err = cudaSuccess;
   cublasStatus_t bst = CUBLAS_STATUS_SUCCESS;
   const char *what = "";
-  if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
+  if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+      (err = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking)) != cudaSuccess)
     what = "cudaStreamCreateWithFlags";
   else if ((err = cudaMalloc(&c->d_res, sizeof(xent_result))) != cudaSuccess)
     what = "cudaMalloc";
   else if ((err = cudaMallocHost(&c->h_res, sizeof(xent_result))) != cudaSuccess)
     what = "cudaMallocHost";
+  else if ((err = cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming)) != cudaSuccess)
+    what = "cudaEventCreateWithFlags";
+  for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++)
+    if ((err = cudaEventCreateWithFlags(&c->marks[k], cudaEventDisableTiming)) != cudaSuccess)
+      what = "cudaEventCreateWithFlags";
   if (err != cudaSuccess) {
     st = cuda_err("cuda backend", what, err);
     goto fail;

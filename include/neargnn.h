@@ -297,21 +297,56 @@ typedef enum {
   NG_NORMALIZE_ROW = 1, ///< divide each feature row by its sum (rows summing to 0 stay 0)
 } ng_normalize;
 
-/// How the features of cold nodes (ids >= H, outside the GPU's hot tier) reach the device in
-/// training. All three give bit-identical losses and weights for the same seed (docs/tiering.md).
+/// How the features of cold nodes (ids >= H, outside the GPU's hot tier) reach the device for
+/// one iteration. All give bit-identical losses and weights for the same seed
+/// (docs/tiering.md).
 typedef enum {
   NG_FETCH_PARTIAL = 0, ///< the CPU reduces cold neighbour rows into one partial state per
                         ///< destination near the data; the device merges it with the hot part
   NG_FETCH_BATCH = 1,   ///< the CPU gathers the unique cold rows into pinned staging, one copy
   NG_FETCH_ZCOPY = 2,   ///< the device reads cold rows from pinned host memory (zero-copy)
+  NG_FETCH_AUTO = 3,    ///< (ng_train_opts.transfer) ZCOPY for rows of 2 KiB and more, else BATCH
 } ng_fetch;
+
+/// Who does the host work of an iteration and how (docs/scheduler.md). Worker threads sample
+/// whole iterations and fetch their cold rows; a worker in the PARTIAL group aggregates them
+/// near the data, one in the TRANSFER group batches them or leaves them to zero-copy. Every
+/// mode gives the same weights bit for bit.
+typedef enum {
+  NG_MODE_AUTO = 0,          ///< HYBRID on a GPU, CPU on the cpu device
+  NG_MODE_CPU = 1,           ///< no GPU: the CPU backend is the device and every row is hot
+  NG_MODE_BASELINE = 2,      ///< hot cache + every cold row batched for DMA (PaGraph-style)
+  NG_MODE_ZEROCOPY = 3,      ///< hot cache + the GPU reads cold rows by zero-copy
+  NG_MODE_PARTIAL = 4,       ///< hot cache + every worker aggregates cold rows near the data
+  NG_MODE_HYBRID_STATIC = 5, ///< a fixed split of PARTIAL and TRANSFER workers
+  NG_MODE_HYBRID = 6,        ///< the feedback scheduler moves workers between the two groups
+} ng_mode;
 
 /// Iteration counters of a run's feature fetching (also per epoch in ng_epoch_stats).
 typedef struct {
-  int64_t hot_rows;  ///< feature rows read from the hot tier (neighbour and self rows)
-  int64_t cold_rows; ///< feature rows read from host memory
-  int64_t h2d_bytes; ///< bytes copied host-to-device for the inputs (blocks, states, rows)
+  int64_t hot_rows;       ///< feature rows read from the hot tier (neighbour and self rows)
+  int64_t cold_rows;      ///< feature rows read from host memory
+  int64_t h2d_bytes;      ///< bytes copied host-to-device (iteration packages)
+  int64_t zcopy_bytes;    ///< cold-row bytes the device read from host memory (zero-copy)
+  int64_t cpu_cold_bytes; ///< cold-row bytes the CPU read (partial aggregation, batching)
 } ng_fetch_stats;
+
+/// One line of run-time telemetry (ng_train_opts.telemetry), about the interval since the last.
+typedef struct {
+  int64_t epoch;
+  double t;                   ///< seconds since the epoch started
+  double seconds;             ///< length of the interval
+  int64_t iterations;         ///< iterations the device finished in the interval
+  double it_per_s;            ///< iterations / seconds
+  int workers[2];             ///< PARTIAL and TRANSFER workers at the end of the interval
+  double group_it_per_s[2];   ///< per-thread iterations/s of each group (0 without a worker)
+  int64_t pcie_bytes;         ///< h2d copies + zero-copy reads in the interval
+  int64_t cpu_cold_bytes;     ///< cold-row bytes read by the CPU workers
+  int ring_depth;             ///< iterations ready for the device at the end of the interval
+  double device_busy;         ///< share of the interval the device thread did not wait for input
+  const char *decisions;      ///< the controller's decisions of the interval (CSV lines), or ""
+} ng_telemetry;
+typedef void (*ng_telemetry_fn)(const ng_telemetry *t, void *ctx);
 
 typedef struct {
   size_t size;             ///< sizeof(ng_train_opts)
@@ -326,7 +361,7 @@ typedef struct {
   int64_t eval_chunk;      ///< nodes per chunk in layer-wise full-neighbour inference
   ng_progress_fn progress; ///< optional; phases "train" (iterations) and "eval" (nodes)
   void *progress_ctx;
-  ng_fetch fetch;          ///< how cold feature rows reach the device
+  ng_mode mode;            ///< who fetches cold rows and how (docs/scheduler.md)
   /// The hot tier: rows [0, H) of the features are kept in device memory (reorder the dataset
   /// first so that they are the hottest, see ng_dataset_reorder). H comes from cache_bytes
   /// (H = cache_bytes / row bytes) when it is > 0, else from cache_ratio (H = ratio * nodes)
@@ -335,11 +370,23 @@ typedef struct {
   /// row is hot unless a size is given (which then only simulates a tier, e.g. for tests).
   int64_t cache_bytes;
   double cache_ratio;
+  /// Worker threads (one per core): 0 = every core this process may use but one, which the
+  /// device thread keeps; -1 = none, the calling thread does the host work between device steps.
+  int workers;
+  const char *cpuset;    ///< cores for the threads, e.g. "0-15" (NULL: every allowed core)
+  ng_fetch transfer;     ///< the TRANSFER group's strategy: BATCH, ZCOPY or AUTO
+  int partial_workers;   ///< PARTIAL workers of HYBRID_STATIC, HYBRID's start; -1 = half
+  double period_ms;      ///< HYBRID: how often the controller compares the groups
+  double threshold;      ///< HYBRID: relative difference of per-thread throughput that moves one
+  ng_telemetry_fn telemetry; ///< optional, called from the training thread every telemetry_s
+  void *telemetry_ctx;
+  double telemetry_s;
 } ng_train_opts;
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
-        4096, NULL, NULL, NG_FETCH_PARTIAL, 0, -1.0                                                \
+        4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 100.0, 0.10, NULL,    \
+        NULL, 1.0                                                                                  \
   }
 
 /// What one epoch did.
@@ -353,9 +400,12 @@ typedef struct {
   double it_per_s;       ///< iterations per second
   int64_t sampled_edges; ///< edges in all blocks of the epoch
   ng_fetch_stats fetch;  ///< the epoch's feature reads; hit rate = hot / (hot + cold)
+  int32_t workers[2];    ///< PARTIAL and TRANSFER workers at the end of the epoch
+  double iter_ms_median; ///< median time between two iterations finishing on the device
+  double iter_ms_p99;    ///< its 99th percentile (nearest rank)
 } ng_epoch_stats;
 #define NG_EPOCH_STATS_INIT                                                                        \
-  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0, 0, 0} }
+  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0, 0, 0, 0, 0}, {0, 0}, 0.0, 0.0 }
 
 typedef enum { NG_SPLIT_TRAIN = 0, NG_SPLIT_VAL = 1, NG_SPLIT_TEST = 2 } ng_split;
 
@@ -390,10 +440,17 @@ ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
 int64_t ng_trainer_epochs_done(ng_trainer_t trainer);
 /// The number of hot-tier rows H of a trainer (rows [0, H) of the features are in device memory).
 int64_t ng_trainer_hot_rows(ng_trainer_t trainer);
-/// Parses "partial", "batch" or "zcopy".
+/// Parses "partial", "batch", "zcopy" or "auto".
 ng_status ng_fetch_parse(ng_fetch *out, const char *name);
-/// The name of a fetch strategy ("partial", "batch", "zcopy"; "?" when unknown).
+/// The name of a fetch strategy ("partial", "batch", "zcopy", "auto"; "?" when unknown).
 const char *ng_fetch_name(ng_fetch fetch);
+/// Parses "auto", "cpu", "baseline", "zerocopy", "partial", "hybrid-static" or "hybrid".
+ng_status ng_mode_parse(ng_mode *out, const char *name);
+/// The name of a mode, as ng_mode_parse reads it ("?" when unknown).
+const char *ng_mode_name(ng_mode mode);
+/// One line describing where the last epoch's threads ran (workers, cores, device thread), or
+/// "" before the first epoch. Owned by the trainer.
+const char *ng_trainer_placement(ng_trainer_t trainer);
 /// Destroys a trainer; NULL is accepted.
 void ng_trainer_destroy(ng_trainer_t trainer);
 

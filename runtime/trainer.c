@@ -2,12 +2,13 @@
 #include "dataset_impl.h"
 #include "model_impl.h"
 #include "safetensors_impl.h"
-#include "sched/store_impl.h"
+#include "sched/runtime_impl.h"
 #ifdef NG_HAVE_CUDA
 #include "gpu/ng_cuda.h"
 #endif
 
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -45,10 +46,20 @@ struct ng_trainer {
   /* [nodes, classes] of full-neighbour inference with the current parameters, or NULL:
    * evaluating several splits infers once. */
   float *logits;
-  ng_store store;       /* the hot tier and the device side of the input layer */
-  ng_fetch_cfg fetch;   /* the host side of the input layer */
-  ng_fetch_scratch fetch_scratch;
-  ng_fetch_stats fetch_epoch; /* this epoch's counters so far */
+  ng_store store;     /* the hot tier and the device side of the input layer */
+  ng_fetch_cfg fetch; /* the host side of the input layer */
+  ng_runtime *rt;     /* workers, ready ring, controller */
+  ng_mode mode;       /* resolved */
+  /* The epoch in progress (the runtime's callbacks update it). */
+  int64_t cur_epoch;
+  double loss_sum;
+  int64_t correct, edges;
+  ng_fetch_stats fetch_epoch;
+  ng_progress prog;
+  int64_t iters_total;
+  double *iter_ms; /* [iters_total] time between iterations finishing, this epoch */
+  int64_t n_iter_ms;
+  double last_done;
   growbuf x0, labels, d_logits, eval_out, eval_dev, mb_dev; /* backend memory */
   growbuf stage, stage_mb, stage_labels; /* host staging for backends with their own memory */
 };
@@ -122,6 +133,26 @@ static ng_status normalize_rows(float **out, const float *x, int64_t n, int64_t 
   return NG_OK;
 }
 
+/* Worker threads: 0 = the cores this process may use (or the cpuset's) minus the device
+ * thread's, at least one. */
+static ng_status resolve_workers(int *out, int workers, const char *cpuset) {
+  if (workers != 0) {
+    *out = workers;
+    return NG_OK;
+  }
+  int cores = 0;
+  if (cpuset && *cpuset) {
+    int *ids = NULL;
+    NG_CHECK(ng__cpuset_parse(&ids, &cores, cpuset));
+    free(ids);
+  } else {
+    cpu_set_t set;
+    cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  }
+  *out = NG_MAX(1, cores - 1);
+  return NG_OK;
+}
+
 static ng_status make_backend(ng_backend **out, const ng_train_opts *o) {
   const char *dev = o->device ? o->device : "cpu";
   if (strcmp(dev, "cpu") == 0)
@@ -175,10 +206,17 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                    ">= 0, known optimizer and normalisation)");
   if (o.batch > INT32_MAX / 2)
     return ng__err(NG_ERR_INVALID_ARG, "batch %lld too large", (long long)o.batch);
-  if ((unsigned)o.fetch > NG_FETCH_ZCOPY)
-    return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy %d (partial, batch or zcopy)",
-                   (int)o.fetch);
-
+  if ((unsigned)o.mode > NG_MODE_HYBRID)
+    return ng__err(NG_ERR_INVALID_ARG, "unknown mode %d", (int)o.mode);
+  if (o.transfer != NG_FETCH_BATCH && o.transfer != NG_FETCH_ZCOPY && o.transfer != NG_FETCH_AUTO)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "the TRANSFER group's strategy must be batch, zcopy or auto (got %s)",
+                   ng_fetch_name(o.transfer));
+  if (o.workers < -1 || !(o.period_ms > 0.0) || !(o.threshold >= 0.0) || !(o.telemetry_s > 0.0) ||
+      o.partial_workers < -1)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "runtime options out of range (workers >= -1, period_ms > 0, threshold >= 0, "
+                   "telemetry_s > 0, partial_workers >= -1)");
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
     return NG_ERR_NOMEM;
@@ -199,17 +237,27 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   }
   NG_CHECK_GOTO(st, make_backend(&t->be, &o), fail);
   NG_CHECK_GOTO(st, ng__exec_create(&t->ex, t->model, t->be, o.seed), fail);
-  int64_t hot = 0;
-  NG_CHECK_GOTO(st,
-                ng__store_hot_rows(&hot, t->be, info->nodes, info->feature_dim, o.cache_bytes,
-                                   o.cache_ratio),
-                fail);
+  t->mode = ng__mode_resolve(o.mode, t->be);
+  if (t->mode == NG_MODE_CPU && !t->be->iface->host_memory) {
+    st = ng__err(NG_ERR_INVALID_ARG, "mode cpu trains without a GPU: use device cpu with it");
+    goto fail;
+  }
+  const ng_fetch transfer = ng__transfer_resolve(o.transfer, info->feature_dim);
+  int64_t hot = info->nodes; /* mode cpu: the CPU backend reads every row where it is */
+  if (t->mode != NG_MODE_CPU)
+    NG_CHECK_GOTO(st,
+                  ng__store_hot_rows(&hot, t->be, info->nodes, info->feature_dim, o.cache_bytes,
+                                     o.cache_ratio),
+                  fail);
+  const bool zcopy = t->mode == NG_MODE_ZEROCOPY ||
+                     ((t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC) &&
+                      transfer == NG_FETCH_ZCOPY);
   NG_CHECK_GOTO(st,
                 ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
-                               o.fetch, t->features_owned == NULL),
+                               zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL),
                 fail);
   t->fetch = (ng_fetch_cfg){
-      .mode = o.fetch,
+      .mode = NG_FETCH_BATCH, /* per worker, by its group */
       .hot = hot,
       .features = t->features,
       .nodes = info->nodes,
@@ -217,6 +265,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .ag = model->layers[0].ag,
       .threads = omp_threads(&o),
       .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
+      .labels = ds->labels,
   };
   NG_CHECK_GOTO(st, ng__sample_arena_create(&t->arena), fail);
   t->perm = ng__malloc((size_t)info->train * sizeof *t->perm, "the epoch order");
@@ -232,6 +281,21 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
     t->cfg.fanout[l] = L->o.fanout;
     t->cfg.gcn_weights[l] = L->ag.weighted || L->ag.self_loop;
   }
+  ng_runtime_opts ro = {
+      .mode = t->mode,
+      .cpuset = o.cpuset,
+      .transfer = transfer,
+      .partial_workers = o.partial_workers,
+      .period_ms = o.period_ms,
+      .threshold = o.threshold,
+      .telemetry = o.telemetry,
+      .telemetry_ctx = o.telemetry_ctx,
+      .telemetry_s = o.telemetry_s,
+      .omp_threads = omp_threads(&o),
+  };
+  NG_CHECK_GOTO(st, resolve_workers(&ro.workers, o.workers, o.cpuset), fail);
+  NG_CHECK_GOTO(st, ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro), fail);
+  t->opts.cpuset = NULL; /* borrowed from the caller: the runtime copied what it needs */
   *out = t;
   return NG_OK;
 fail:
@@ -250,17 +314,18 @@ void ng_trainer_destroy(ng_trainer_t t) {
     growbuf_free(t->be, &t->eval_out);
     growbuf_free(t->be, &t->eval_dev);
     growbuf_free(t->be, &t->mb_dev);
+    ng__runtime_destroy(t->rt);
     ng__store_close(&t->store);
     ng__exec_destroy(&t->ex);
     ng__backend_destroy(t->be);
   }
   ng__sample_arena_destroy(t->arena);
-  ng__fetch_scratch_free(&t->fetch_scratch);
   drop_logits(t);
   if (t->features_owned)
     ng__big_free(t->features_owned,
                  (size_t)t->ds->info.nodes * (size_t)t->ds->info.feature_dim * sizeof(float));
   free(t->perm);
+  free(t->iter_ms);
   free(t->stage.ptr);
   free(t->stage_mb.ptr);
   free(t->stage_labels.ptr);
@@ -282,22 +347,42 @@ int64_t ng_trainer_hot_rows(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->store.hot : -1;
 }
 
+static const char *const FETCH_NAMES[] = {"partial", "batch", "zcopy", "auto"};
+static const char *const MODE_NAMES[] = {"auto",    "cpu",           "baseline", "zerocopy",
+                                         "partial", "hybrid-static", "hybrid"};
+
 ng_status ng_fetch_parse(ng_fetch *out, const char *name) {
-  static const char *const names[] = {"partial", "batch", "zcopy"};
-  for (int i = 0; i < 3; i++)
-    if (name && strcmp(name, names[i]) == 0) {
+  for (size_t i = 0; name && i < NG_ARRAY_LEN(FETCH_NAMES); i++)
+    if (strcmp(name, FETCH_NAMES[i]) == 0) {
       *out = (ng_fetch)i;
       return NG_OK;
     }
-  return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy '%s' (partial, batch or zcopy)",
+  return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy '%s' (partial, batch, zcopy or auto)",
                  name ? name : "(null)");
 }
 
 const char *ng_fetch_name(ng_fetch f) {
-  return f == NG_FETCH_PARTIAL ? "partial"
-         : f == NG_FETCH_BATCH ? "batch"
-         : f == NG_FETCH_ZCOPY ? "zcopy"
-                               : "?";
+  return (unsigned)f < NG_ARRAY_LEN(FETCH_NAMES) ? FETCH_NAMES[f] : "?";
+}
+
+ng_status ng_mode_parse(ng_mode *out, const char *name) {
+  for (size_t i = 0; name && i < NG_ARRAY_LEN(MODE_NAMES); i++)
+    if (strcmp(name, MODE_NAMES[i]) == 0) {
+      *out = (ng_mode)i;
+      return NG_OK;
+    }
+  return ng__err(NG_ERR_INVALID_ARG,
+                 "unknown mode '%s' (auto, cpu, baseline, zerocopy, partial, hybrid-static or "
+                 "hybrid)",
+                 name ? name : "(null)");
+}
+
+const char *ng_mode_name(ng_mode m) {
+  return (unsigned)m < NG_ARRAY_LEN(MODE_NAMES) ? MODE_NAMES[m] : "?";
+}
+
+const char *ng_trainer_placement(ng_trainer_t t) {
+  return trainer_check(t) == NG_OK ? ng__runtime_placement(t->rt) : "";
 }
 
 int64_t ng_trainer_epochs_done(ng_trainer_t t) {
@@ -339,8 +424,8 @@ static ng_status gather_labels(ng_trainer_t t, const int64_t *ids, int64_t n) {
  * host-memory backend; otherwise packed into one staging buffer and copied in one transfer
  * (*bytes, when not NULL, gets the size). node_ids stays on the host (the gathers above read
  * it there); the arrays of blocks before `first` are not copied. */
-static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, int first,
-                                  ng_minibatch *d, size_t *bytes) {
+static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, int first, ng_minibatch *d,
+                                  size_t *bytes) {
   *d = *h;
   if (bytes)
     *bytes = 0;
@@ -388,42 +473,46 @@ static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, int fir
   return t->be->iface->copy_h2d(t->be, t->mb_dev.ptr, t->stage_mb.ptr, total);
 }
 
-static ng_status train_step(ng_trainer_t t, const int64_t *targets, int32_t n, uint64_t seed,
-                            double *loss, int64_t *correct, int64_t *edges) {
-  ng_minibatch mb;
-  NG_CHECK(ng__sample(&mb, t->arena, &t->cfg, targets, n, seed));
-  for (int l = 0; l < mb.n_layers; l++)
-    *edges += mb.blocks[l].nnz;
-  const ng_dataset_info *info = &t->ds->info;
-  /* The input layer through the tiered store: host work by the fetch strategy, then the device
-   * merges the hot and cold parts. */
-  const float drop_p = t->model->layers[0].o.dropout;
-  const uint64_t drop_key = ng__exec_input_drop_key(seed);
-  ng_fetch_pkg pkg;
-  NG_CHECK(ng__fetch_prepare(&pkg, &t->fetch, &mb, drop_p, drop_key, &t->fetch_scratch,
-                             ng__store_reserve, &t->store));
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The index of the nearest-rank percentile q of n sorted values. */
+static int64_t nearest_rank(int64_t n, double q) {
+  int64_t r = (int64_t)ceil(q * (double)n);
+  return NG_MAX((int64_t)0, NG_MIN(n, r) - 1);
+}
+
+/* ---- one iteration on the device (the runtime's callbacks) ---- */
+
+static ng_status step_forward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg) {
+  ng_trainer_t t = ctx;
+  const uint64_t seed = ng__iter_seed(t->opts.seed, t->cur_epoch, iter);
+  const ng_layer *L0 = &t->model->layers[0];
   const float *agg0 = NULL, *self0 = NULL;
-  NG_CHECK(ng__store_input(&t->store, &t->model->layers[0].ag, &pkg, drop_p, drop_key, &agg0,
-                           &self0));
-  NG_CHECK(gather_labels(t, mb.node_ids, n));
-  ng_minibatch dmb;
-  size_t mb_bytes = 0;
-  NG_CHECK(upload_minibatch(t, &mb, 1, &dmb, &mb_bytes));
-  t->fetch_epoch.hot_rows += pkg.stats.hot_rows;
-  t->fetch_epoch.cold_rows += pkg.stats.cold_rows;
-  t->fetch_epoch.h2d_bytes += pkg.stats.h2d_bytes + (int64_t)mb_bytes +
-                              (t->be->iface->host_memory ? 0 : (int64_t)n * 4);
-  NG_CHECK(ng__exec_forward(&t->ex, &dmb, agg0, self0, true, seed));
-  NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)info->classes * sizeof(float)));
-  NG_CHECK(t->be->iface->xent(t->be, t->ex.logits, t->labels.ptr, n, info->classes, t->d_logits.ptr,
-                              loss, correct));
+  NG_CHECK(ng__store_input(&t->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
+                           &agg0, &self0));
+  NG_CHECK(ng__exec_forward(&t->ex, &pkg->mb, agg0, self0, true, seed));
+  const int64_t n = pkg->mb.n_targets, classes = t->ds->info.classes;
+  NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)classes * sizeof(float)));
+  /* No host outputs: the loss is read in step_finish, after the next package's copy is queued. */
+  return t->be->iface->xent(t->be, t->ex.logits, pkg->labels, n, classes, t->d_logits.ptr, NULL,
+                            NULL);
+}
+
+static ng_status step_finish(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, double *loss,
+                             int64_t *correct) {
+  ng_trainer_t t = ctx;
+  (void)iter;
+  NG_CHECK(t->be->iface->xent_result(t->be, loss, correct));
   /* Checked before the step: a non-finite loss must not reach the parameters. */
   if (!isfinite(*loss))
     return ng__err(NG_ERR_STATE,
                    "the training loss is %g; the parameters are left as they were before this "
                    "iteration: lower the learning rate or normalise the features",
                    *loss);
-  NG_CHECK(ng__exec_backward(&t->ex, &dmb, t->d_logits.ptr));
+  NG_CHECK(ng__exec_backward(&t->ex, &pkg->mb, t->d_logits.ptr));
   ng_opt_hp hp = {
       .kind = t->opts.optimizer == NG_OPTIMIZER_SGD ? NG_OPT_SGD : NG_OPT_ADAM,
       .lr = (float)t->opts.lr,
@@ -436,6 +525,32 @@ static ng_status train_step(ng_trainer_t t, const int64_t *targets, int32_t n, u
   NG_CHECK(ng__exec_step(&t->ex, &hp));
   t->step++;
   return NG_OK;
+}
+
+/* Iteration `iter` is done (in order): count it, move the counters, report progress. The
+ * counters move before the progress callback may stop the epoch, so that a checkpoint written
+ * after the stop resumes at the next iteration. */
+static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct, int64_t edges,
+                           const ng_fetch_stats *f) {
+  ng_trainer_t t = ctx;
+  t->loss_sum += loss;
+  t->correct += correct;
+  t->edges += edges;
+  t->fetch_epoch.hot_rows += f->hot_rows;
+  t->fetch_epoch.cold_rows += f->cold_rows;
+  t->fetch_epoch.h2d_bytes += f->h2d_bytes;
+  t->fetch_epoch.zcopy_bytes += f->zcopy_bytes;
+  t->fetch_epoch.cpu_cold_bytes += f->cpu_cold_bytes;
+  const double now = ng__now();
+  t->iter_ms[t->n_iter_ms++] = (now - t->last_done) * 1e3;
+  t->last_done = now;
+  t->iter_done = iter + 1;
+  if (t->iter_done == t->iters_total) {
+    t->epochs_done++;
+    t->iter_done = 0;
+  }
+  return ng__progress(&t->prog, "train", (double)(iter + 1), (double)t->iters_total,
+                      iter + 1 == t->iters_total);
 }
 
 ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
@@ -457,42 +572,45 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                    "epoch %lld: %lld of its %lld iterations are already done (a checkpoint of a "
                    "run with a smaller batch?)",
                    (long long)epoch, (long long)first, (long long)iters);
-  ng_progress prog;
-  ng__progress_init(&prog, t->opts.progress, t->opts.progress_ctx);
-  double t0 = ng__now(), loss_sum = 0.0;
-  int64_t correct = 0, edges = 0;
-  t->fetch_epoch = (ng_fetch_stats){0, 0, 0};
-  for (int64_t i = first; i < iters; i++) {
-    int64_t begin = i * batch, n = NG_MIN(batch, n_train - begin);
-    double loss = 0.0;
-    int64_t ok = 0;
-    ng_status st = train_step(t, t->perm + begin, (int32_t)n, ng__iter_seed(t->opts.seed, epoch, i),
-                              &loss, &ok, &edges);
-    if (st != NG_OK) {
-      ng__err_prefix("epoch %lld iteration %lld", (long long)epoch, (long long)i);
-      return st;
-    }
-    loss_sum += loss;
-    correct += ok;
-    /* The counters move before the progress callback may stop the epoch, so that a checkpoint
-     * written after the stop resumes at the next iteration. */
-    t->iter_done = i + 1;
-    if (t->iter_done == iters) {
-      t->epochs_done++;
-      t->iter_done = 0;
-    }
-    NG_CHECK(ng__progress(&prog, "train", (double)(i + 1), (double)iters, i + 1 == iters));
+  ng__progress_init(&t->prog, t->opts.progress, t->opts.progress_ctx);
+  t->cur_epoch = epoch;
+  t->iters_total = iters;
+  t->loss_sum = 0.0;
+  t->correct = t->edges = 0;
+  t->fetch_epoch = (ng_fetch_stats){0, 0, 0, 0, 0};
+  double *ms = realloc(t->iter_ms, (size_t)iters * sizeof *ms);
+  if (!ms)
+    return ng__err(NG_ERR_NOMEM, "out of memory for %lld iteration times", (long long)iters);
+  t->iter_ms = ms;
+  t->n_iter_ms = 0;
+  t->last_done = ng__now();
+  const ng_epoch_plan plan = {t->perm, n_train, batch, epoch, first, iters, t->opts.seed};
+  const ng_device_step step = {step_forward, step_finish, t};
+  const ng_iter_sink sink = {iter_done, t};
+  double t0 = ng__now();
+  int workers[2] = {0, 0};
+  ng_status st =
+      ng__runtime_epoch(t->rt, &plan, &step, &sink, t->model->layers[0].o.dropout, workers);
+  if (st != NG_OK) {
+    if (st != NG_ERR_INTERRUPTED)
+      ng__err_prefix("epoch %lld", (long long)epoch);
+    return st;
   }
   double secs = ng__now() - t0;
   int64_t ran = iters - first, targets = n_train - first * batch;
   out->epoch = epoch;
   out->iterations = ran;
-  out->loss = loss_sum / (double)ran;
-  out->train_acc = (double)correct / (double)targets;
+  out->loss = t->loss_sum / (double)ran;
+  out->train_acc = (double)t->correct / (double)targets;
   out->seconds = secs;
   out->it_per_s = secs > 0 ? (double)ran / secs : 0.0;
-  out->sampled_edges = edges;
+  out->sampled_edges = t->edges;
   out->fetch = t->fetch_epoch;
+  out->workers[0] = workers[0];
+  out->workers[1] = workers[1];
+  qsort(t->iter_ms, (size_t)t->n_iter_ms, sizeof *t->iter_ms, cmp_double);
+  out->iter_ms_median = t->n_iter_ms ? t->iter_ms[(t->n_iter_ms - 1) / 2] : 0.0;
+  out->iter_ms_p99 = t->n_iter_ms ? t->iter_ms[nearest_rank(t->n_iter_ms, 0.99)] : 0.0;
   return NG_OK;
 }
 

@@ -101,10 +101,22 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     d.reason = NG_CTRL_SETTLING;
   } else if (s->ring_capacity > 0 && 2 * s->ring_depth >= s->ring_capacity &&
              s->producer_wait_frac >= c->o.gpu_bound_wait) {
-    /* Workers wait on a full window: whatever the split, the consumer sets the pace. The data is
-     * dropped so that the next comparison reflects the phase that follows. */
+    /* Workers wait on a full window: the device (or its copy engine) sets the pace. A TRANSFER
+     * iteration costs the device more than a PARTIAL one (it reads the cold rows by zero-copy,
+     * or copies them all), so one worker moves to PARTIAL, which lightens the device's share of
+     * every iteration until the workers become the bottleneck again. Comparing per-thread rates
+     * here would move the other way: TRANSFER workers look fast because the device does their
+     * work. The data is dropped so that the next comparison reflects the phase that follows. */
     reset_acc(c);
     d.reason = NG_CTRL_GPU_BOUND;
+    if (c->workers[NG_GROUP_TRANSFER] - 1 >= c->o.min_per_group &&
+        c->workers[NG_GROUP_TRANSFER] > 0) {
+      c->workers[NG_GROUP_TRANSFER]--;
+      c->workers[NG_GROUP_PARTIAL]++;
+      c->last_move = NG_CTRL_MOVE_TO_PARTIAL;
+      c->settle = 1;
+      d.move = NG_CTRL_MOVE_TO_PARTIAL;
+    }
   } else if (c->workers[NG_GROUP_PARTIAL] == 0 || c->workers[NG_GROUP_TRANSFER] == 0) {
     d.reason = NG_CTRL_GROUP_EMPTY;
   } else {

@@ -386,6 +386,12 @@ void ng__slots_close(ng_slots *s) {
   pthread_mutex_unlock(&s->mu);
 }
 
+void ng__slots_reopen(ng_slots *s) {
+  pthread_mutex_lock(&s->mu);
+  s->closed = false;
+  pthread_mutex_unlock(&s->mu);
+}
+
 ng_status ng__slots_grow(ng_slots *s, void **buf, size_t bytes) {
   pthread_mutex_lock(&s->mu);
   int i = *buf ? slot_index(s, *buf) : -1;

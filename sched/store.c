@@ -35,9 +35,7 @@ void ng__store_close(ng_store *st) {
   if (!st->be)
     return;
   BE(st)->free(st->be, st->cache_owned);
-  BE(st)->free(st->be, st->pkg_dev);
   BE(st)->free(st->be, st->work);
-  BE(st)->host_free(st->be, st->pkg_host);
   if (st->registered)
     BE(st)->host_unregister(st->be, st->registered);
   memset(st, 0, sizeof *st);
@@ -82,20 +80,6 @@ fail:
   return s;
 }
 
-ng_status ng__store_reserve(void *ctx, size_t bytes, void **base) {
-  ng_store *st = ctx;
-  if (bytes > st->pkg_host_cap) {
-    size_t cap = NG_MAX(bytes, st->pkg_host_cap + st->pkg_host_cap / 2);
-    BE(st)->host_free(st->be, st->pkg_host);
-    st->pkg_host = NULL;
-    st->pkg_host_cap = 0;
-    NG_CHECK(BE(st)->host_alloc(st->be, &st->pkg_host, cap));
-    st->pkg_host_cap = cap;
-  }
-  *base = st->pkg_host;
-  return NG_OK;
-}
-
 static ng_status dev_reserve(ng_store *st, void **buf, size_t *cap, size_t bytes) {
   if (bytes <= *cap)
     return NG_OK;
@@ -112,18 +96,12 @@ static size_t align64(size_t x) {
   return (x + 63) & ~(size_t)63;
 }
 
-ng_status ng__store_input(ng_store *st, const ng_aggr *ag, ng_fetch_pkg *pkg, float drop_p,
-                          uint64_t drop_key, const float **agg, const float **self) {
+ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
+                          float drop_p, uint64_t drop_key, const float **agg, const float **self) {
   ng_backend *be = st->be;
-  const int32_t nd = pkg->n_dst;
+  const int32_t nd = dev_pkg->n_dst;
   const int64_t dim = st->dim;
-  ng_fetch_pkg dp = *pkg; /* the package as the device sees it */
-  if (!be->iface->host_memory) {
-    NG_CHECK(dev_reserve(st, &st->pkg_dev, &st->pkg_dev_cap, NG_MAX(pkg->bytes, (size_t)1)));
-    NG_CHECK(BE(st)->copy_h2d(be, st->pkg_dev, pkg->base, pkg->bytes));
-    pkg->stats.h2d_bytes += (int64_t)pkg->bytes;
-    ng__fetch_rebase(&dp, pkg, st->pkg_dev);
-  }
+  const ng_fetch_pkg dp = *dev_pkg;
   /* Work memory: hot state (values, counts), cold state, aggregation, self rows. */
   const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
   const size_t cnt = align64((size_t)nd * sizeof(int32_t));

@@ -20,10 +20,6 @@ typedef struct {
   float *cache_owned;    ///< backend memory of the hot rows, when the backend has its own
   void *registered;      ///< page-aligned start of the registered cold rows, or NULL
   /* Per-iteration buffers, grown to the largest mini-batch and reused. */
-  void *pkg_host; ///< package memory from be->host_alloc (pinned on CUDA)
-  size_t pkg_host_cap;
-  void *pkg_dev; ///< the package's device copy
-  size_t pkg_dev_cap;
   void *work; ///< hot state, cold state, aggregation and self rows
   size_t work_cap;
 } ng_store;
@@ -41,14 +37,11 @@ ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, in
                          int64_t dim, int64_t hot, ng_fetch mode, bool read_only);
 void ng__store_close(ng_store *st);
 
-/// The reserve callback of ng__fetch_prepare over the store's package memory (ctx: the store).
-ng_status ng__store_reserve(void *ctx, size_t bytes, void **base);
-
-/// The input layer of one iteration on the device from the host package `pkg` (built with the
-/// same drop_p / drop_key): copies it over when the backend has its own memory, then computes
-/// agg [n_dst, dim] and self [n_dst, dim] (self rows after dropout) in backend memory, valid
-/// until the next call. Adds the bytes copied to pkg->stats.h2d_bytes.
-ng_status ng__store_input(ng_store *st, const ng_aggr *ag, ng_fetch_pkg *pkg, float drop_p,
-                          uint64_t drop_key, const float **agg, const float **self);
+/// The input layer of one iteration on the device from `dev_pkg`, the package as the device
+/// sees it (ng__fetch_rebase of a copy, or the host package on a host-memory backend) built
+/// with the same drop_p / drop_key: queues the computation of agg [n_dst, dim] and self
+/// [n_dst, dim] (self rows after dropout) in backend memory, valid until the next call.
+ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
+                          float drop_p, uint64_t drop_key, const float **agg, const float **self);
 
 #endif /* NG_STORE_IMPL_H */

@@ -39,7 +39,11 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
   o.seed = 7;
   o.device = r->device;
   o.threads = r->threads;
-  o.fetch = r->fetch;
+  o.mode = r->mode;
+  o.transfer = r->transfer;
+  o.workers = r->workers;
+  o.partial_workers = r->partial_workers;
+  o.period_ms = r->period_ms > 0 ? r->period_ms : 100.0;
   o.cache_ratio = r->cache_ratio;
   o.normalize = NG_NORMALIZE_ROW;
   ng_trainer_t t = NULL;
@@ -57,7 +61,11 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
     out->fetch.hot_rows += s.fetch.hot_rows;
     out->fetch.cold_rows += s.fetch.cold_rows;
     out->fetch.h2d_bytes += s.fetch.h2d_bytes;
+    out->fetch.zcopy_bytes += s.fetch.zcopy_bytes;
+    out->fetch.cpu_cold_bytes += s.fetch.cpu_cold_bytes;
     out->sampled_edges += s.sampled_edges;
+    out->workers[0] = s.workers[0];
+    out->workers[1] = s.workers[1];
   }
   if (ok) {
     out->hot_rows = ng_trainer_hot_rows(t);

@@ -10,12 +10,16 @@ enum { NG_TEST_FETCH_EPOCHS = 2 };
 
 typedef struct {
   const char *device;
-  ng_fetch fetch;
+  ng_mode mode;
+  ng_fetch transfer; ///< the hybrid modes' TRANSFER strategy
+  int workers;       ///< ng_train_opts.workers (-1: inline)
+  int partial_workers;
   double cache_ratio;
   ng_model_kind kind;
   ng_aggregator aggregator;
   float dropout; ///< on every layer's input, the input layer's too
   int threads;
+  double period_ms; ///< the hybrid controller's period (small: moves happen in a short run)
 } ng_test_fetch_run;
 
 typedef struct {
@@ -23,6 +27,7 @@ typedef struct {
   ng_fetch_stats fetch; ///< summed over the epochs
   int64_t sampled_edges;
   int64_t hot_rows;    ///< ng_trainer_hot_rows
+  int workers[2];      ///< the last epoch\'s split
   uint8_t *checkpoint; ///< the final checkpoint's bytes (free())
   size_t checkpoint_len;
 } ng_test_fetch_result;

@@ -1,6 +1,7 @@
-/* The tiered input layer on the CPU backend (which plays the device here, so CI runs it): the
- * three fetch strategies give bit-identical losses and weights for any hot-tier size and thread
- * count, the two extreme tiers give the same bits as each other, and the fetch counters add up.
+/* The tiered input layer and the hybrid runtime on the CPU backend (which plays the device
+ * here, so CI runs it): every mode (baseline, zerocopy, partial, hybrid-static, hybrid), every
+ * worker count (inline, 1, 3) and thread count gives bit-identical losses and weights, the two
+ * extreme tiers give the same bits as each other, and the fetch counters add up.
  * tests/test_gpu_fetch.c checks the same on CUDA. */
 #include "ng_test_fetch.h"
 
@@ -26,34 +27,71 @@ static const model_case MODELS[] = {
     {"sage-sum", NG_MODEL_SAGE, NG_AGGREGATOR_SUM, 0.0f},
 };
 
-static const ng_fetch FETCHES[] = {NG_FETCH_PARTIAL, NG_FETCH_BATCH, NG_FETCH_ZCOPY};
+/* A mode with its threads: workers -1 is the inline form (no worker threads). */
+typedef struct {
+  ng_mode mode;
+  ng_fetch transfer;
+  int workers, partial_workers;
+  int threads;
+  double period_ms;
+} mode_case;
 
-static ng_test_fetch_run run_of(const model_case *mc, ng_fetch f, double ratio, int threads) {
-  return (ng_test_fetch_run){"cpu", f, ratio, mc->kind, mc->ag, mc->dropout, threads};
+static const mode_case MODES[] = {
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 1, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 2, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 1, -1, 1, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 3, -1, 1, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 1, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 1, 1, 0},
+    /* A 0.01 ms period: the controller decides after almost every iteration. */
+    {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01},
+};
+
+static ng_test_fetch_run run_of(const model_case *mc, const mode_case *m, double ratio) {
+  return (ng_test_fetch_run){"cpu",    m->mode, m->transfer, m->workers, m->partial_workers, ratio,
+                             mc->kind, mc->ag,  mc->dropout, m->threads, m->period_ms};
 }
 
-static void test_strategies_bit_identical(void) {
+static void describe(char *buf, size_t cap, const model_case *mc, const mode_case *m) {
+  snprintf(buf, cap, "%s, %s/%s, %d workers (%d partial), %d threads", mc->name,
+           ng_mode_name(m->mode), ng_fetch_name(m->transfer), m->workers, m->partial_workers,
+           m->threads);
+}
+
+static void test_modes_bit_identical(void) {
   for (size_t m = 0; m < NG_ARRAY_LEN(MODELS); m++) {
     ng_test_fetch_result ref, r;
-    ng_test_fetch_run run = run_of(&MODELS[m], NG_FETCH_PARTIAL, 0.3, 2);
+    ng_test_fetch_run run = run_of(&MODELS[m], &MODES[0], 0.3);
     if (!ng_test_fetch_train(cora, &run, &ref))
       continue;
     EXPECT_TRUE(ref.fetch.hot_rows > 0 && ref.fetch.cold_rows > 0);
     EXPECT_TRUE(isfinite(ref.loss[1]) && ref.loss[1] > 0.0);
-    for (size_t f = 0; f < NG_ARRAY_LEN(FETCHES); f++)
-      for (int threads = 1; threads <= 2; threads++) {
-        run = run_of(&MODELS[m], FETCHES[f], 0.3, threads);
-        if (!ng_test_fetch_train(cora, &run, &r))
-          continue;
-        char what[128];
-        snprintf(what, sizeof what, "%s, %s, %d threads", MODELS[m].name, ng_fetch_name(FETCHES[f]),
-                 threads);
-        EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
-        /* Every strategy reads the same rows from each tier. */
-        EXPECT_EQ_I(r.fetch.hot_rows, ref.fetch.hot_rows);
-        EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
-        free(r.checkpoint);
+    for (size_t k = 1; k < NG_ARRAY_LEN(MODES); k++) {
+      run = run_of(&MODELS[m], &MODES[k], 0.3);
+      if (!ng_test_fetch_train(cora, &run, &r))
+        continue;
+      char what[160];
+      describe(what, sizeof what, &MODELS[m], &MODES[k]);
+      EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+      /* Every strategy reads the same rows from each tier. */
+      EXPECT_EQ_I(r.fetch.hot_rows, ref.fetch.hot_rows);
+      EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
+      /* Who read the cold rows: the CPU (partial, batch) or the device (zcopy). */
+      if (MODES[k].mode == NG_MODE_ZEROCOPY)
+        EXPECT_TRUE(r.fetch.zcopy_bytes > 0 && r.fetch.cpu_cold_bytes == 0);
+      if (MODES[k].mode == NG_MODE_PARTIAL || MODES[k].mode == NG_MODE_BASELINE)
+        EXPECT_TRUE(r.fetch.cpu_cold_bytes > 0 && r.fetch.zcopy_bytes == 0);
+      if (MODES[k].mode == NG_MODE_HYBRID_STATIC) {
+        EXPECT_EQ_I(r.workers[0], MODES[k].partial_workers);
+        EXPECT_EQ_I(r.workers[1], MODES[k].workers - MODES[k].partial_workers);
       }
+      if (MODES[k].workers > 0)
+        EXPECT_EQ_I(r.workers[0] + r.workers[1], MODES[k].workers);
+      free(r.checkpoint);
+    }
     free(ref.checkpoint);
   }
 }
@@ -63,14 +101,17 @@ static void test_strategies_bit_identical(void) {
  * the additions, so they agree within rounding. */
 static void test_tier_sizes(void) {
   const model_case *mc = &MODELS[0];
+  const mode_case baseline = {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0};
+  const mode_case partial = {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0};
+  const mode_case zerocopy = {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0};
   ng_test_fetch_result all_hot, all_cold, part;
-  ng_test_fetch_run run = run_of(mc, NG_FETCH_BATCH, 1.0, 2);
+  ng_test_fetch_run run = run_of(mc, &baseline, 1.0);
   if (!ng_test_fetch_train(cora, &run, &all_hot))
     return;
-  run = run_of(mc, NG_FETCH_PARTIAL, 0.0, 2);
+  run = run_of(mc, &partial, 0.0);
   if (!ng_test_fetch_train(cora, &run, &all_cold))
     return;
-  run = run_of(mc, NG_FETCH_ZCOPY, 0.5, 2);
+  run = run_of(mc, &zerocopy, 0.5);
   if (!ng_test_fetch_train(cora, &run, &part))
     return;
   EXPECT_TRUE(ng_test_fetch_same(&all_hot, &all_cold, "all hot vs all cold"));
@@ -97,13 +138,19 @@ static void test_tier_sizes(void) {
 
 static void test_options(void) {
   ng_fetch f = NG_FETCH_BATCH;
-  for (int i = 0; i <= NG_FETCH_ZCOPY; i++) {
+  for (int i = 0; i <= NG_FETCH_AUTO; i++) {
     EXPECT_OK(ng_fetch_parse(&f, ng_fetch_name((ng_fetch)i)));
     EXPECT_EQ_I(f, i);
   }
   EXPECT_STATUS(ng_fetch_parse(&f, "dma"), NG_ERR_INVALID_ARG);
-  EXPECT_TRUE(strstr(ng_last_error(), "partial, batch or zcopy") != NULL);
+  EXPECT_TRUE(strstr(ng_last_error(), "partial, batch, zcopy or auto") != NULL);
   EXPECT_TRUE(strcmp(ng_fetch_name((ng_fetch)9), "?") == 0);
+  ng_mode md = NG_MODE_CPU;
+  for (int i = 0; i <= NG_MODE_HYBRID; i++) {
+    EXPECT_OK(ng_mode_parse(&md, ng_mode_name((ng_mode)i)));
+    EXPECT_EQ_I(md, i);
+  }
+  EXPECT_STATUS(ng_mode_parse(&md, "fast"), NG_ERR_INVALID_ARG);
 
   ng_model_t m = NULL;
   EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE, 1433));
@@ -114,23 +161,29 @@ static void test_options(void) {
   struct {
     double ratio;
     int64_t bytes;
-    int fetch;
+    int mode, transfer, workers;
     ng_status want;
     int64_t hot;
   } cases[] = {
-      {1.5, 0, NG_FETCH_PARTIAL, NG_ERR_INVALID_ARG, 0},
-      {-1.0, -5, NG_FETCH_PARTIAL, NG_ERR_INVALID_ARG, 0},
-      {-1.0, 0, 7, NG_ERR_INVALID_ARG, 0},
-      {-1.0, 0, NG_FETCH_BATCH, NG_OK, 2708},                 /* CPU default: every row */
-      {-1.0, 100 * 1433 * 4 + 3, NG_FETCH_ZCOPY, NG_OK, 100}, /* bytes win, whole rows */
-      {0.25, 0, NG_FETCH_PARTIAL, NG_OK, 677},
-      {-1.0, (int64_t)1 << 40, NG_FETCH_PARTIAL, NG_OK, 2708}, /* clamped to the nodes */
+      {1.5, 0, NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, NG_ERR_INVALID_ARG, 0},
+      {-1.0, -5, NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, NG_ERR_INVALID_ARG, 0},
+      {-1.0, 0, 17, NG_FETCH_AUTO, -1, NG_ERR_INVALID_ARG, 0},
+      {-1.0, 0, NG_MODE_HYBRID, NG_FETCH_PARTIAL, 2, NG_ERR_INVALID_ARG, 0}, /* not a TRANSFER */
+      {-1.0, 0, NG_MODE_HYBRID, NG_FETCH_AUTO, -1, NG_ERR_INVALID_ARG, 0},   /* needs workers */
+      {-1.0, 0, NG_MODE_BASELINE, NG_FETCH_AUTO, -2, NG_ERR_INVALID_ARG, 0},
+      {-1.0, 0, NG_MODE_BASELINE, NG_FETCH_AUTO, -1, NG_OK, 2708}, /* CPU default: every row */
+      {0.5, 0, NG_MODE_CPU, NG_FETCH_AUTO, -1, NG_OK, 2708},       /* cpu mode: every row hot */
+      {-1.0, 100 * 1433 * 4 + 3, NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, NG_OK, 100}, /* whole rows */
+      {0.25, 0, NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, NG_OK, 677},
+      {-1.0, (int64_t)1 << 40, NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, NG_OK, 2708}, /* clamped */
   };
   for (size_t i = 0; i < NG_ARRAY_LEN(cases); i++) {
     ng_train_opts o = NG_TRAIN_OPTS_INIT;
     o.cache_ratio = cases[i].ratio;
     o.cache_bytes = cases[i].bytes;
-    o.fetch = (ng_fetch)cases[i].fetch;
+    o.mode = (ng_mode)cases[i].mode;
+    o.transfer = (ng_fetch)cases[i].transfer;
+    o.workers = cases[i].workers;
     ng_trainer_t t = NULL;
     EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), cases[i].want);
     if (cases[i].want == NG_OK)
@@ -146,7 +199,7 @@ int main(void) {
   cora = ng_test_fetch_cora();
   RUN_TEST(test_options);
   RUN_TEST(test_tier_sizes);
-  RUN_TEST(test_strategies_bit_identical);
+  RUN_TEST(test_modes_bit_identical);
   ng_dataset_close(cora);
   return ng_test_summary();
 }

@@ -30,12 +30,31 @@ static const model_case MODELS[] = {
     {"sage-max, dropout 0.2", NG_MODEL_SAGE, NG_AGGREGATOR_MAX, 0.2f},
 };
 
-static const ng_fetch FETCHES[] = {NG_FETCH_PARTIAL, NG_FETCH_BATCH, NG_FETCH_ZCOPY};
+typedef struct {
+  ng_mode mode;
+  ng_fetch transfer;
+  int workers, partial_workers;
+  double period_ms;
+} mode_case;
+
+/* Inline (the synchronous form) and with worker threads, every mode. */
+static const mode_case MODES[] = {
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 4, -1, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 4, -1, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 4, -1, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 5, 2, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 0},
+    {NG_MODE_HYBRID, NG_FETCH_AUTO, 6, -1, 0.01},
+};
 
 static void test_strategies(void) {
   for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
     const model_case *mc = &MODELS[m];
-    ng_test_fetch_run run = {"cpu", NG_FETCH_PARTIAL, 0.3, mc->kind, mc->ag, mc->dropout, 2};
+    ng_test_fetch_run run = {"cpu",    NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 0.3,
+                             mc->kind, mc->ag,          mc->dropout,   2,  0};
     ng_test_fetch_result cpu, ref, r;
     if (!ng_test_fetch_train(cora, &run, &cpu))
       continue;
@@ -49,17 +68,24 @@ static void test_strategies(void) {
     EXPECT_EQ_I(ref.fetch.hot_rows, cpu.fetch.hot_rows);
     EXPECT_EQ_I(ref.fetch.cold_rows, cpu.fetch.cold_rows);
     EXPECT_EQ_I(ref.hot_rows, 812); /* 30% of Cora's 2708 rows */
-    for (size_t f = 0; f < sizeof FETCHES / sizeof FETCHES[0]; f++) {
-      run.fetch = FETCHES[f];
+    for (size_t k = 1; k < sizeof MODES / sizeof MODES[0]; k++) {
+      const mode_case *md = &MODES[k];
+      run.mode = md->mode;
+      run.transfer = md->transfer;
+      run.workers = md->workers;
+      run.partial_workers = md->partial_workers;
+      run.period_ms = md->period_ms;
       if (!ng_test_fetch_train(cora, &run, &r))
         continue;
-      char what[128];
-      snprintf(what, sizeof what, "cuda %s, %s", mc->name, ng_fetch_name(FETCHES[f]));
+      char what[160];
+      snprintf(what, sizeof what, "cuda %s, %s/%s, %d workers", mc->name, ng_mode_name(md->mode),
+               ng_fetch_name(md->transfer), md->workers);
       EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
       EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
       EXPECT_TRUE(r.fetch.h2d_bytes > 0);
-      printf("  %-24s %-8s losses %.6f %.6f, h2d %.2f MB\n", mc->name, ng_fetch_name(FETCHES[f]),
-             r.loss[0], r.loss[1], (double)r.fetch.h2d_bytes / 1e6);
+      printf("  %-24s %-14s %2d workers: losses %.6f %.6f, h2d %.2f MB, zcopy %.2f MB\n", mc->name,
+             ng_mode_name(md->mode), md->workers, r.loss[0], r.loss[1],
+             (double)r.fetch.h2d_bytes / 1e6, (double)r.fetch.zcopy_bytes / 1e6);
       free(r.checkpoint);
     }
     free(ref.checkpoint);
@@ -70,11 +96,12 @@ static void test_strategies(void) {
 /* All rows hot (nothing crosses PCIe but the package) and all rows cold give the same bits. */
 static void test_tier_extremes(void) {
   const model_case *mc = &MODELS[0];
-  ng_test_fetch_run run = {"cuda", NG_FETCH_ZCOPY, 0.0, mc->kind, mc->ag, mc->dropout, 2};
+  ng_test_fetch_run run = {"cuda",   NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 2, -1, 0.0,
+                           mc->kind, mc->ag,           mc->dropout,   2, 0};
   ng_test_fetch_result cold, hot;
   if (!ng_test_fetch_train(cora, &run, &cold))
     return;
-  run.fetch = NG_FETCH_BATCH;
+  run.mode = NG_MODE_BASELINE;
   run.cache_ratio = 1.0;
   if (ng_test_fetch_train(cora, &run, &hot)) {
     EXPECT_TRUE(ng_test_fetch_same(&cold, &hot, "cuda all cold (zcopy) vs all hot"));

@@ -400,6 +400,20 @@ static void test_gather(void) {
                    (long long)n, isa_name(isas[i]), THREADS[t]);
           expect_same_bytes(what, got, ref, (size_t)(n * dim) * sizeof(float), __LINE__);
         }
+      /* stage_rows (streaming stores into 64-byte aligned rows, or the plain gather when a
+       * row is not vector-aligned: dst + 1 float) copies the same bytes. */
+      float *aligned = aligned_alloc(64, (size_t)(n * dim + 16) * sizeof(float) + 64);
+      for (int i = 0; i < n_isa; i++)
+        for (int shift = 0; shift < 2; shift++) {
+          poison(aligned + shift, n * dim);
+          ng__cpu_kernels(isas[i])->stage_rows(aligned + shift, table, ids, n, dim);
+          char what[96];
+          snprintf(what, sizeof what, "stage_rows dim %lld n %lld %s shift %d", (long long)dim,
+                   (long long)n, isa_name(isas[i]), shift);
+          expect_same_bytes(what, aligned + shift, ref, (size_t)(n * dim) * sizeof(float),
+                            __LINE__);
+        }
+      free(aligned);
       free(table);
       free(ids);
       free(ref);

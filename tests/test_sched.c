@@ -1027,7 +1027,9 @@ static void test_ctrl_moves_and_threshold(void) {
 }
 
 static void test_ctrl_gpu_bound_fixed_and_data(void) {
-  /* Producers blocked on a full ring: the consumer sets the pace, no move. */
+  /* Producers blocked on a full ring: the device sets the pace, and one worker moves to
+   * PARTIAL to lighten the device's share, even though TRANSFER looks faster per thread; then
+   * a settling period; at the TRANSFER group's minimum no more moves. */
   ng_ctrl c = ctrl_ready(8, -1);
   ng_ctrl_sample s = sample(100, 200, 10);
   s.ring_depth = 8;
@@ -1035,8 +1037,17 @@ static void test_ctrl_gpu_bound_fixed_and_data(void) {
   s.consumer_wait_frac = 0.0;
   ng_ctrl_decision d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
-  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
   EXPECT_EQ_I(d.ring_depth, 8);
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  for (int i = 0; i < 12; i++)
+    d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 1);
+  EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  c = ctrl_ready(8, -1);
   /* Waiting producers with a nearly empty ring are not GPU-bound (they wait on the window's
    * head, i.e. on a slow iteration), and neither is a full ring nobody waits on. */
   s.ring_depth = 2;

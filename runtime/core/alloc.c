@@ -55,6 +55,12 @@ void ng__big_free(void *ptr, size_t bytes) {
     munmap(ptr, bytes ? bytes : 1);
 }
 
+int64_t ng__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 double ng__now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

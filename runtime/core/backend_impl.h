@@ -79,6 +79,9 @@ typedef struct {
 
 typedef struct ng_backend ng_backend;
 
+/// Marks a backend keeps for copy_h2d_async's ordering (double buffering needs two).
+#define NG_BACKEND_MARKS 4
+
 struct ng_backend_i {
   const char *name; ///< "cpu", "cuda"
   /// True when the backend's memory is ordinary host memory (the CPU backend): callers may then
@@ -92,6 +95,15 @@ struct ng_backend_i {
   ng_status (*copy_h2d)(ng_backend *be, void *dst, const void *host_src, size_t bytes);
   ng_status (*copy_d2h)(ng_backend *be, void *host_dst, const void *src, size_t bytes);
   ng_status (*copy_d2d)(ng_backend *be, void *dst, const void *src, size_t bytes);
+  /// Queues a host-to-device copy on the backend's copy engine and returns at once; later ops
+  /// see the data. The copy first waits for the point marked by mark(be, wait_mark) (-1: no
+  /// wait), so that it cannot overwrite a buffer ops queued before that mark still read. The
+  /// source must stay unchanged until the backend has synchronized past a later op (sync,
+  /// copy_d2h, xent_result). The CPU backend copies at once.
+  ng_status (*copy_h2d_async)(ng_backend *be, void *dst, const void *host_src, size_t bytes,
+                              int wait_mark);
+  /// Records mark `k` (0 <= k < NG_BACKEND_MARKS) after every op queued so far.
+  ng_status (*mark)(ng_backend *be, int k);
   ng_status (*fill)(ng_backend *be, float *x, int64_t n, float value);
   ng_status (*sync)(ng_backend *be); ///< waits for all queued work
   /// Bytes of backend memory still free (*free) and in all (*total); the CPU backend reports
@@ -106,6 +118,9 @@ struct ng_backend_i {
   /// the CPU backend). host_view then gives the pointer kernels use for it.
   ng_status (*host_register)(ng_backend *be, void *ptr, size_t bytes, bool read_only);
   void (*host_unregister)(ng_backend *be, void *ptr);
+  /// The PCI id of the backend's device ("0000:17:00.0") into `buf`, or "" for the CPU: worker
+  /// threads are placed near it.
+  ng_status (*pci_bus_id)(ng_backend *be, char *buf, size_t cap);
   /// The pointer through which the backend's kernels read registered host memory `host`.
   ng_status (*host_view)(ng_backend *be, const void *host, const void **out);
 
@@ -178,9 +193,13 @@ struct ng_backend_i {
   ng_status (*dropout_bwd)(ng_backend *be, float *grad, const uint8_t *mask, int64_t n, float p);
   /// Mean log-softmax cross-entropy over n rows of logits [n, classes] with labels [n];
   /// grad (may be NULL) [n, classes] = d(mean loss)/d logits. Host outputs: *loss (mean) and
-  /// *correct (rows whose arg-max equals the label; ties go to the lowest class).
+  /// *correct (rows whose arg-max equals the label; ties go to the lowest class). With both
+  /// NULL the op does not wait for its result (a label out of range is then reported by
+  /// xent_result): xent_result gives them later, so that a device can work meanwhile.
   ng_status (*xent)(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
                     int64_t classes, float *grad, double *loss, int64_t *correct);
+  /// Waits for the last xent and returns its mean loss and correct count.
+  ng_status (*xent_result)(ng_backend *be, double *loss, int64_t *correct);
   /// One optimizer step on n parameters; state1/state2 are momentum/Adam moments (n each).
   ng_status (*opt_step)(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n);

@@ -73,6 +73,8 @@ static inline bool ng__add_ok(size_t a, size_t b, size_t *out) {
 
 /// Monotonic time in seconds.
 double ng__now(void);
+/// The monotonic clock in nanoseconds.
+int64_t ng__now_ns(void);
 
 /// Copies `src` into `dst` of `cap` bytes, always NUL-terminating (truncates).
 void ng__strlcpy(char *dst, const char *src, size_t cap);

@@ -1,0 +1,628 @@
+/* The hybrid runtime: worker threads sample and fetch whole iterations, the device thread (the
+ * caller of ng__runtime_epoch) consumes them in order. See runtime_impl.h and
+ * docs/scheduler.md. */
+#include "runtime_impl.h"
+
+#include "model_impl.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+  SLOTS_PER_WORKER = 3, /* one being filled, one in the ring, one being copied */
+  SLOTS_INLINE = 2,     /* the iteration being computed and the next one */
+  SLOT_INITIAL_BYTES = 1 << 20,
+  DECISIONS_CAP = 4096,
+};
+
+/* The header of a staging slot: one iteration's package and where it came from. The package
+ * itself follows the header in the same slot. */
+typedef struct {
+  int64_t iter;
+  int worker;
+  int group;
+  int64_t edges;
+  ng_fetch_pkg pkg;
+} rt_item;
+
+#define ITEM_HEADER (((sizeof(rt_item) + 63) / 64) * 64)
+
+typedef struct {
+  ng_slots *slots;
+  ng_sample_arena *arena;
+  ng_fetch_scratch scratch;
+  _Atomic int group; /* ng_group this worker works for (the controller changes it) */
+} rt_worker;
+
+struct ng_runtime {
+  ng_backend *be;
+  ng_store *store;
+  const ng_sampler_cfg *sampler;
+  ng_fetch_cfg fetch;
+  ng_runtime_opts o;
+  int n_threads; /* worker threads; 0 when inline */
+  rt_worker *w;  /* [max(n_threads, 1)] */
+  void *dev_pkg[2];
+  size_t dev_cap[2];
+  char *cpuset; /* a copy of o.cpuset */
+  _Atomic size_t largest_pkg;
+  char placement[256];
+
+  /* One epoch's state. */
+  const ng_epoch_plan *plan;
+  ng_ring *ring;
+  ng_pool *pool;
+  float drop_p;
+  _Atomic int64_t next; /* the next iteration a worker takes */
+  _Atomic int64_t group_iters[NG_GROUP_COUNT];
+  _Atomic int64_t group_busy_ns[NG_GROUP_COUNT];
+  pthread_mutex_t err_mu;
+  ng_status err;
+  char err_msg[1024];
+};
+
+_Atomic int64_t ng__runtime_fault_iter = -1;
+
+/* ---- resolving options ---- */
+
+ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be) {
+  if (m != NG_MODE_AUTO)
+    return m;
+  return be->iface->host_memory ? NG_MODE_CPU : NG_MODE_HYBRID;
+}
+
+ng_fetch ng__transfer_resolve(ng_fetch t, int64_t dim) {
+  if (t != NG_FETCH_AUTO)
+    return t;
+  /* ../shared/device/limits.md: zero-copy reaches ~92% of memcpy for rows of 2 KiB and more,
+   * while for smaller rows the CPU's gather into staging is 2-3x faster per byte. */
+  return dim * (int64_t)sizeof(float) >= 2048 ? NG_FETCH_ZCOPY : NG_FETCH_BATCH;
+}
+
+/* The strategy of a group in a mode. */
+static ng_fetch group_fetch(const ng_runtime *rt, int group) {
+  switch (rt->o.mode) {
+  case NG_MODE_BASELINE:
+    return NG_FETCH_BATCH;
+  case NG_MODE_ZEROCOPY:
+    return NG_FETCH_ZCOPY;
+  case NG_MODE_PARTIAL:
+    return NG_FETCH_PARTIAL;
+  case NG_MODE_HYBRID_STATIC:
+  case NG_MODE_HYBRID:
+    return group == NG_GROUP_PARTIAL ? NG_FETCH_PARTIAL : rt->o.transfer;
+  default: /* CPU: every row is hot, nothing is fetched */
+    return NG_FETCH_BATCH;
+  }
+}
+
+static bool is_hybrid(const ng_runtime *rt) {
+  return rt->o.mode == NG_MODE_HYBRID || rt->o.mode == NG_MODE_HYBRID_STATIC;
+}
+
+/* ---- slots: staging memory from the backend (pinned on CUDA) ---- */
+
+static ng_status slot_alloc(void *ctx, size_t bytes, void **out) {
+  ng_backend *be = ctx;
+  return be->iface->host_alloc(be, out, bytes);
+}
+
+static void slot_free(void *ctx, void *ptr, size_t bytes) {
+  ng_backend *be = ctx;
+  (void)bytes;
+  be->iface->host_free(be, ptr);
+}
+
+typedef struct {
+  ng_slots *slots;
+  void **buf;
+  _Atomic size_t *largest; /* the largest package seen so far, by any worker */
+} reserve_ctx;
+
+/* Page-locked memory is slow to allocate and its release may wait for the device, so a slot
+ * that must grow grows once to a quarter above the largest package any worker has seen. */
+static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
+  reserve_ctx *rc = ctx;
+  const size_t need = ITEM_HEADER + bytes;
+  size_t seen = atomic_load(rc->largest);
+  while (need > seen && !atomic_compare_exchange_weak(rc->largest, &seen, need))
+    ;
+  if (ng__slots_bytes(rc->slots, *rc->buf) < need) {
+    const size_t big = NG_MAX(need, atomic_load(rc->largest));
+    NG_CHECK(ng__slots_grow(rc->slots, rc->buf, big + big / 4));
+  }
+  *base = (char *)*rc->buf + ITEM_HEADER;
+  return NG_OK;
+}
+
+/* ---- create / destroy ---- */
+
+void ng__runtime_destroy(ng_runtime *rt) {
+  if (!rt)
+    return;
+  int n = NG_MAX(rt->n_threads, 1);
+  for (int i = 0; rt->w && i < n; i++) {
+    ng__slots_destroy(rt->w[i].slots);
+    ng__sample_arena_destroy(rt->w[i].arena);
+    ng__fetch_scratch_free(&rt->w[i].scratch);
+  }
+  free(rt->w);
+  free(rt->cpuset);
+  for (int k = 0; k < 2; k++)
+    rt->be->iface->free(rt->be, rt->dev_pkg[k]);
+  pthread_mutex_destroy(&rt->err_mu);
+  free(rt);
+}
+
+ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
+                             const ng_sampler_cfg *sampler, const ng_fetch_cfg *fetch,
+                             const ng_runtime_opts *opts) {
+  *out = NULL;
+  ng_runtime *rt = ng__calloc(1, sizeof *rt, "the runtime");
+  if (!rt)
+    return NG_ERR_NOMEM;
+  pthread_mutex_init(&rt->err_mu, NULL);
+  rt->be = be;
+  rt->store = store;
+  rt->sampler = sampler;
+  rt->fetch = *fetch;
+  rt->o = *opts;
+  ng_status st = NG_OK;
+  if (opts->cpuset && !(rt->cpuset = strdup(opts->cpuset))) {
+    st = ng__err(NG_ERR_NOMEM, "out of memory copying the cpuset");
+    goto fail;
+  }
+  rt->o.cpuset = rt->cpuset;
+  if (opts->workers == 0 || opts->workers < -1) {
+    st = ng__err(NG_ERR_INTERNAL, "runtime: worker count %d not resolved", opts->workers);
+    goto fail;
+  }
+  if (opts->workers < 0 && is_hybrid(rt)) {
+    st = ng__err(NG_ERR_INVALID_ARG,
+                 "mode %s splits worker threads into two groups; it needs workers (not -1)",
+                 ng_mode_name(opts->mode));
+    goto fail;
+  }
+  rt->n_threads = opts->workers > 0 ? opts->workers : 0;
+  int n = NG_MAX(rt->n_threads, 1);
+  rt->w = ng__calloc((size_t)n, sizeof *rt->w, "the workers' state");
+  if (!rt->w) {
+    st = NG_ERR_NOMEM;
+    goto fail;
+  }
+  for (int i = 0; i < n; i++) {
+    NG_CHECK_GOTO(st,
+                  ng__slots_create(&rt->w[i].slots, rt->n_threads ? SLOTS_PER_WORKER : SLOTS_INLINE,
+                                   SLOT_INITIAL_BYTES, slot_alloc, slot_free, be),
+                  fail);
+    NG_CHECK_GOTO(st, ng__sample_arena_create(&rt->w[i].arena), fail);
+  }
+  *out = rt;
+  return NG_OK;
+fail:
+  ng__runtime_destroy(rt);
+  return st;
+}
+
+const char *ng__runtime_placement(const ng_runtime *rt) {
+  return rt->placement;
+}
+
+/* ---- errors from any thread ---- */
+
+/* Records the first failure (with its thread's message) and stops the pipeline. */
+static void fail(ng_runtime *rt, ng_status st, const char *who) {
+  pthread_mutex_lock(&rt->err_mu);
+  if (rt->err == NG_OK) {
+    rt->err = st;
+    snprintf(rt->err_msg, sizeof rt->err_msg, "%s: %s", who, ng_last_error());
+  }
+  pthread_mutex_unlock(&rt->err_mu);
+  ng__ring_close(rt->ring, st);
+  int n = NG_MAX(rt->n_threads, 1);
+  for (int i = 0; i < n; i++)
+    ng__slots_close(rt->w[i].slots);
+}
+
+/* ---- producing one iteration (a worker, or the device thread inline) ---- */
+
+static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int64_t i, void **buf) {
+  const ng_epoch_plan *p = rt->plan;
+  const int64_t begin = i * p->batch, n = NG_MIN(p->batch, p->n_train - begin);
+  const uint64_t seed = ng__iter_seed(p->seed, p->epoch, i);
+  const int group = atomic_load_explicit(&w->group, memory_order_relaxed);
+  if (atomic_load(&ng__runtime_fault_iter) == i)
+    return ng__err(NG_ERR_IO, "injected failure (ng__runtime_fault_iter)");
+  ng_minibatch mb;
+  NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
+  ng_fetch_cfg cfg = rt->fetch;
+  cfg.mode = group_fetch(rt, group);
+  cfg.threads = rt->n_threads ? 1 : rt->o.omp_threads;
+  reserve_ctx rc = {w->slots, buf, &rt->largest_pkg};
+  ng_fetch_pkg pkg;
+  NG_CHECK(ng__fetch_prepare(&pkg, &cfg, &mb, rt->drop_p, ng__exec_input_drop_key(seed),
+                             &w->scratch, slot_reserve, &rc));
+  rt_item *it = *buf;
+  it->iter = i;
+  it->worker = index;
+  it->group = group;
+  it->edges = 0;
+  for (int l = 0; l < mb.n_layers; l++)
+    it->edges += mb.blocks[l].nnz;
+  it->pkg = pkg;
+  return NG_OK;
+}
+
+static void worker_main(void *ctx, int index) {
+  ng_runtime *rt = ctx;
+  rt_worker *w = &rt->w[index];
+  for (;;) {
+    const int64_t i = atomic_fetch_add(&rt->next, 1);
+    if (i >= rt->plan->iters)
+      return;
+    const int64_t t0 = ng__now_ns();
+    void *buf = ng__slots_acquire(w->slots);
+    if (!buf)
+      return; /* closed: the epoch is stopping */
+    ng_status st = produce(rt, w, index, i, &buf);
+    if (st != NG_OK) {
+      ng__err_prefix("iteration %lld", (long long)i);
+      (void)ng__slots_release(w->slots, buf);
+      char who[32];
+      snprintf(who, sizeof who, "worker %d", index);
+      fail(rt, st, who);
+      return;
+    }
+    const rt_item *it = buf;
+    atomic_fetch_add(&rt->group_iters[it->group], 1);
+    atomic_fetch_add(&rt->group_busy_ns[it->group], ng__now_ns() - t0);
+    /* The ring counts from 0: a resumed epoch starts at plan->first. */
+    st = ng__ring_put(rt->ring, i - rt->plan->first, buf);
+    if (st != NG_OK) { /* closed by a failure elsewhere */
+      (void)ng__slots_release(w->slots, buf);
+      return;
+    }
+  }
+}
+
+/* ---- the device thread ---- */
+
+/* The next iteration's item, from the ring or produced here (inline). */
+static ng_status take(ng_runtime *rt, int64_t i, rt_item **out) {
+  if (rt->n_threads == 0) {
+    rt_worker *w = &rt->w[0];
+    void *buf = ng__slots_acquire(w->slots);
+    if (!buf)
+      return ng__err(NG_ERR_INTERNAL, "runtime: no free staging slot inline");
+    ng_status st = produce(rt, w, 0, i, &buf);
+    if (st != NG_OK) {
+      ng__err_prefix("iteration %lld", (long long)i);
+      (void)ng__slots_release(w->slots, buf);
+      return st;
+    }
+    *out = buf;
+    return NG_OK;
+  }
+  int64_t got = -1;
+  void *item = NULL;
+  ng_status st = ng__ring_take(rt->ring, &got, &item);
+  if (st != NG_OK) {
+    pthread_mutex_lock(&rt->err_mu);
+    if (rt->err != NG_OK)
+      st = ng__err(rt->err, "%s", rt->err_msg);
+    pthread_mutex_unlock(&rt->err_mu);
+    return st;
+  }
+  if (!item || got + rt->plan->first != i)
+    return ng__err(NG_ERR_INTERNAL, "runtime: expected iteration %lld, the ring gave %lld",
+                   (long long)i, (long long)(got + rt->plan->first));
+  *out = item;
+  return NG_OK;
+}
+
+static void release(ng_runtime *rt, rt_item *it) {
+  if (it)
+    (void)ng__slots_release(rt->w[it->worker].slots, it);
+}
+
+static ng_status dev_reserve(ng_runtime *rt, int k, size_t bytes) {
+  if (bytes <= rt->dev_cap[k])
+    return NG_OK;
+  size_t cap = NG_MAX(bytes, rt->dev_cap[k] + rt->dev_cap[k] / 2);
+  rt->be->iface->free(rt->be, rt->dev_pkg[k]);
+  rt->dev_pkg[k] = NULL;
+  rt->dev_cap[k] = 0;
+  NG_CHECK(rt->be->iface->alloc(rt->be, &rt->dev_pkg[k], cap));
+  rt->dev_cap[k] = cap;
+  return NG_OK;
+}
+
+/* Queues the copy of item `it` into device buffer k (after mark k: the iteration that last used
+ * that buffer is done with it) and sets `view` to the package as the device sees it. */
+static ng_status upload(ng_runtime *rt, rt_item *it, int k, ng_fetch_pkg *view) {
+  ng_backend *be = rt->be;
+  if (be->iface->host_memory) {
+    *view = it->pkg;
+    return NG_OK;
+  }
+  NG_CHECK(dev_reserve(rt, k, NG_MAX(it->pkg.bytes, (size_t)64)));
+  NG_CHECK(be->iface->copy_h2d_async(be, rt->dev_pkg[k], it->pkg.base, it->pkg.bytes, k));
+  it->pkg.stats.h2d_bytes = (int64_t)it->pkg.bytes;
+  ng__fetch_rebase(view, &it->pkg, rt->dev_pkg[k]);
+  return NG_OK;
+}
+
+/* Counters the controller and the telemetry compare between two points in time. */
+typedef struct {
+  int64_t t_ns;
+  int64_t iters;
+  int64_t group_iters[NG_GROUP_COUNT], group_busy_ns[NG_GROUP_COUNT];
+  int64_t pcie, cpu_cold;
+  int64_t put_wait_ns, take_wait_ns;
+} snapshot;
+
+static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64_t cpu_cold) {
+  s->t_ns = ng__now_ns();
+  s->iters = iters;
+  s->pcie = pcie;
+  s->cpu_cold = cpu_cold;
+  for (int g = 0; g < NG_GROUP_COUNT; g++) {
+    s->group_iters[g] = atomic_load(&rt->group_iters[g]);
+    s->group_busy_ns[g] = atomic_load(&rt->group_busy_ns[g]);
+  }
+  ng_ring_stats rs = {0};
+  if (rt->ring)
+    ng__ring_stats(rt->ring, &rs);
+  s->put_wait_ns = rs.put_wait_ns;
+  s->take_wait_ns = rs.take_wait_ns;
+}
+
+static int ring_depth(ng_runtime *rt) {
+  ng_ring_stats rs = {0};
+  if (rt->ring)
+    ng__ring_stats(rt->ring, &rs);
+  return rs.depth;
+}
+
+/* Moves one worker towards the group the controller chose: the highest-numbered worker of
+ * the other group changes sides. */
+static void apply_move(ng_runtime *rt, ng_ctrl_move move) {
+  const int from = move == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_PARTIAL : NG_GROUP_TRANSFER;
+  for (int i = rt->n_threads - 1; i >= 0; i--)
+    if (atomic_load(&rt->w[i].group) == from) {
+      atomic_store(&rt->w[i].group, 1 - from);
+      return;
+    }
+}
+
+static void count_groups(const ng_runtime *rt, int out[2]) {
+  out[0] = out[1] = 0;
+  for (int i = 0; i < rt->n_threads; i++)
+    out[atomic_load(&rt->w[i].group)]++;
+}
+
+typedef struct {
+  char text[DECISIONS_CAP];
+  size_t len;
+} decisions;
+
+static void add_decision(decisions *d, const ng_ctrl_decision *dec) {
+  if (d->len + 1 >= sizeof d->text)
+    return; /* the interval's log is full; the telemetry line says so by its length */
+  size_t n = ng__ctrl_log_line(dec, d->text + d->len, sizeof d->text - d->len - 1);
+  d->len = NG_MIN(d->len + n, sizeof d->text - 2);
+  d->text[d->len++] = '\n';
+  d->text[d->len] = '\0';
+}
+
+/* Saves and restores the calling thread's affinity: binding the device thread must not outlive
+ * the epoch (the caller's thread is the user's). */
+typedef struct {
+  cpu_set_t set;
+  bool saved;
+} affinity;
+
+static void affinity_save(affinity *a) {
+  a->saved = pthread_getaffinity_np(pthread_self(), sizeof a->set, &a->set) == 0;
+}
+
+static void affinity_restore(const affinity *a) {
+  if (a->saved)
+    (void)pthread_setaffinity_np(pthread_self(), sizeof a->set, &a->set);
+}
+
+static ng_status start_workers(ng_runtime *rt, affinity *aff) {
+  char pci[64] = "";
+  NG_CHECK(rt->be->iface->pci_bus_id(rt->be, pci, sizeof pci));
+  ng_pool_opts po = NG_POOL_OPTS_INIT;
+  po.workers = rt->n_threads;
+  po.cpuset = rt->o.cpuset;
+  po.pci_bus_id = pci[0] ? pci : NULL;
+  po.reserve_device_core = true;
+  po.bind = true;
+  NG_CHECK(ng__pool_start(&rt->pool, &po, worker_main, rt));
+  affinity_save(aff);
+  /* Binding may be refused (containers): the run goes on unbound, as the placement says. */
+  (void)ng__pool_bind_device_thread(rt->pool);
+  snprintf(rt->placement, sizeof rt->placement, "%s%s", ng__pool_describe(rt->pool),
+           ng__pool_oversubscribed(rt->pool) ? " (oversubscribed)" : "");
+  return NG_OK;
+}
+
+/* Stops and joins the workers after the epoch ended or failed, then returns every slot. */
+static void stop_workers(ng_runtime *rt, const affinity *aff) {
+  if (!rt->pool)
+    return;
+  ng__ring_close(rt->ring, NG_ERR_INTERRUPTED); /* no effect after a normal end */
+  for (int i = 0; i < rt->n_threads; i++)
+    ng__slots_close(rt->w[i].slots);
+  ng__pool_join(rt->pool);
+  rt->pool = NULL;
+  affinity_restore(aff);
+  int64_t iter;
+  void *item;
+  while (ng__ring_reclaim(rt->ring, &iter, &item))
+    release(rt, item);
+}
+
+ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
+                            const ng_iter_sink *sink, float drop_p, int workers_out[2]) {
+  ng_backend *be = rt->be;
+  rt->plan = plan;
+  rt->drop_p = drop_p;
+  rt->err = NG_OK;
+  rt->err_msg[0] = '\0';
+  atomic_store(&rt->next, plan->first);
+  for (int g = 0; g < NG_GROUP_COUNT; g++) {
+    atomic_store(&rt->group_iters[g], 0);
+    atomic_store(&rt->group_busy_ns[g], 0);
+  }
+  /* The split: hybrid modes start from partial_workers (half by default); the others put every
+   * worker in the one group their strategy belongs to. */
+  ng_ctrl ctrl;
+  ng_ctrl_opts co = NG_CTRL_OPTS_INIT;
+  co.period_ms = rt->o.period_ms;
+  co.threshold = rt->o.threshold;
+  co.fixed = rt->o.mode != NG_MODE_HYBRID;
+  co.initial_partial = is_hybrid(rt)                   ? rt->o.partial_workers
+                       : rt->o.mode == NG_MODE_PARTIAL ? rt->n_threads
+                                                       : 0;
+  co.min_per_group = is_hybrid(rt) && rt->n_threads >= 2 ? 1 : 0;
+  NG_CHECK(ng__ctrl_init(&ctrl, &co, rt->n_threads));
+  for (int i = 0; i < NG_MAX(rt->n_threads, 1); i++)
+    atomic_store(&rt->w[i].group, i < ctrl.workers[NG_GROUP_PARTIAL] ||
+                                          (rt->n_threads == 0 && rt->o.mode == NG_MODE_PARTIAL)
+                                      ? NG_GROUP_PARTIAL
+                                      : NG_GROUP_TRANSFER);
+  for (int i = 0; i < NG_MAX(rt->n_threads, 1); i++)
+    ng__slots_reopen(rt->w[i].slots);
+
+  ng_status st = NG_OK;
+  affinity aff = {.saved = false};
+  rt->ring = NULL;
+  if (rt->n_threads > 0) {
+    NG_CHECK(ng__ring_create(&rt->ring, NG_MAX(4, 2 * rt->n_threads)));
+    st = ng__ring_finish(rt->ring, plan->iters - plan->first);
+    if (st == NG_OK)
+      st = start_workers(rt, &aff);
+  } else {
+    snprintf(rt->placement, sizeof rt->placement,
+             "inline: the training thread samples and "
+             "fetches between device steps");
+  }
+
+  /* The device loop: iteration i computes while i + 1's package is copied. */
+  snapshot ctl0, tel0, now;
+  int64_t done = 0, pcie = 0, cpu_cold = 0;
+  snap(rt, &ctl0, done, pcie, cpu_cold);
+  tel0 = ctl0;
+  const int64_t epoch_t0 = ctl0.t_ns;
+  decisions log = {.len = 0};
+  log.text[0] = '\0';
+  rt_item *cur = NULL, *nxt = NULL;
+  ng_fetch_pkg cur_view, nxt_view;
+  if (st == NG_OK && plan->first < plan->iters) {
+    st = take(rt, plan->first, &cur);
+    if (st == NG_OK)
+      st = upload(rt, cur, (int)(plan->first & 1), &cur_view);
+  }
+  for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
+    st = step->forward(step->ctx, i, &cur_view);
+    if (st == NG_OK && i + 1 < plan->iters) {
+      st = take(rt, i + 1, &nxt);
+      if (st == NG_OK)
+        st = upload(rt, nxt, (int)((i + 1) & 1), &nxt_view);
+    }
+    double loss = 0.0;
+    int64_t correct = 0;
+    if (st == NG_OK)
+      st = step->finish(step->ctx, i, &cur_view, &loss, &correct);
+    if (st == NG_OK)
+      st = be->iface->mark(be, (int)(i & 1)); /* buffer i & 1 is free after this point */
+    if (st != NG_OK) {
+      ng__err_prefix("iteration %lld", (long long)i);
+      break;
+    }
+    pcie += cur->pkg.stats.h2d_bytes + cur->pkg.stats.zcopy_bytes;
+    cpu_cold += cur->pkg.stats.cpu_cold_bytes;
+    done++;
+    st = sink->done(sink->ctx, i, loss, correct, cur->edges, &cur->pkg.stats);
+    release(rt, cur);
+    cur = nxt;
+    cur_view = nxt_view;
+    nxt = NULL;
+    /* The controller, every period. */
+    snap(rt, &now, done, pcie, cpu_cold);
+    if (rt->n_threads > 0 && (double)(now.t_ns - ctl0.t_ns) >= rt->o.period_ms * 1e6) {
+      const double secs = (double)(now.t_ns - ctl0.t_ns) * 1e-9;
+      ng_ctrl_sample s = {.ring_capacity = NG_MAX(4, 2 * rt->n_threads)};
+      for (int g = 0; g < NG_GROUP_COUNT; g++) {
+        s.iters[g] = now.group_iters[g] - ctl0.group_iters[g];
+        s.busy_s[g] = (double)(now.group_busy_ns[g] - ctl0.group_busy_ns[g]) * 1e-9;
+      }
+      s.ring_depth = ring_depth(rt);
+      s.producer_wait_frac =
+          NG_MIN(1.0, (double)(now.put_wait_ns - ctl0.put_wait_ns) * 1e-9 / (secs * rt->n_threads));
+      s.consumer_wait_frac =
+          NG_MIN(1.0, (double)(now.take_wait_ns - ctl0.take_wait_ns) * 1e-9 / secs);
+      ng_ctrl_decision dec = ng__ctrl_step(&ctrl, &s);
+      if (dec.move != NG_CTRL_MOVE_NONE)
+        apply_move(rt, dec.move);
+      add_decision(&log, &dec);
+      ctl0 = now;
+    }
+    /* The telemetry, every telemetry_s. */
+    if (st == NG_OK && rt->o.telemetry &&
+        (double)(now.t_ns - tel0.t_ns) >= rt->o.telemetry_s * 1e9) {
+      const double secs = (double)(now.t_ns - tel0.t_ns) * 1e-9;
+      ng_telemetry t = {
+          .epoch = plan->epoch,
+          .t = (double)(now.t_ns - epoch_t0) * 1e-9,
+          .seconds = secs,
+          .iterations = now.iters - tel0.iters,
+          .it_per_s = (double)(now.iters - tel0.iters) / secs,
+          .pcie_bytes = now.pcie - tel0.pcie,
+          .cpu_cold_bytes = now.cpu_cold - tel0.cpu_cold,
+          .ring_depth = ring_depth(rt),
+          .device_busy =
+              NG_MAX(0.0, 1.0 - (double)(now.take_wait_ns - tel0.take_wait_ns) * 1e-9 / secs),
+          .decisions = log.text,
+      };
+      count_groups(rt, t.workers);
+      for (int g = 0; g < NG_GROUP_COUNT; g++) {
+        const double busy = (double)(now.group_busy_ns[g] - tel0.group_busy_ns[g]) * 1e-9;
+        t.group_it_per_s[g] =
+            busy > 0 ? (double)(now.group_iters[g] - tel0.group_iters[g]) / busy : 0.0;
+      }
+      rt->o.telemetry(&t, rt->o.telemetry_ctx);
+      log.len = 0;
+      log.text[0] = '\0';
+      tel0 = now;
+    }
+  }
+  /* Stop the workers first (they may hold the ring), then hand back what the loop held. */
+  if (st != NG_OK && rt->n_threads > 0) {
+    pthread_mutex_lock(&rt->err_mu);
+    bool worker_failed = rt->err != NG_OK;
+    pthread_mutex_unlock(&rt->err_mu);
+    if (!worker_failed) /* the device side failed or was interrupted: stop the workers */
+      ng__ring_close(rt->ring, st);
+  }
+  /* Queued device work may still read the packages held here. */
+  if (st != NG_OK)
+    (void)be->iface->sync(be);
+  stop_workers(rt, &aff);
+  release(rt, cur);
+  release(rt, nxt);
+  ng__ring_destroy(rt->ring);
+  rt->ring = NULL;
+  if (rt->n_threads > 0)
+    count_groups(rt, workers_out);
+  else
+    workers_out[0] = workers_out[1] = 0;
+  return st;
+}

@@ -1,0 +1,80 @@
+/* The hybrid runtime (sched/runtime.c): runs an epoch's iterations with pinned worker threads
+ * that sample and fetch (each by its group's strategy) and a device thread that consumes them in
+ * iteration order, double-buffering the package copies, while the feedback controller moves
+ * workers between the PARTIAL and TRANSFER groups. docs/scheduler.md describes it. */
+#ifndef NG_RUNTIME_IMPL_H
+#define NG_RUNTIME_IMPL_H
+
+#include "sched_impl.h"
+
+#include <stdatomic.h>
+#include "store_impl.h"
+
+/// The device side of one iteration, supplied by the trainer. `forward` queues the input layer,
+/// the forward pass and the loss without waiting; `finish` waits for the loss, checks it, and
+/// queues the backward pass and the optimizer step. `pkg` is the package as the device sees it.
+typedef struct {
+  ng_status (*forward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg);
+  ng_status (*finish)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, double *loss,
+                      int64_t *correct);
+  void *ctx;
+} ng_device_step;
+
+/// What an epoch (or the rest of one) is: iterations [first, iters) over `order`.
+typedef struct {
+  const int64_t *order; ///< the epoch's shuffled training ids
+  int64_t n_train, batch;
+  int64_t epoch, first, iters;
+  uint64_t seed; ///< the run's seed (iteration seeds derive from it)
+} ng_epoch_plan;
+
+/// Per-iteration results the runtime reports back, in iteration order.
+typedef struct {
+  /// Called by the device thread after iteration `iter` finished; a status other than NG_OK
+  /// (e.g. NG_ERR_INTERRUPTED from a progress callback) stops the epoch after it.
+  ng_status (*done)(void *ctx, int64_t iter, double loss, int64_t correct, int64_t edges,
+                    const ng_fetch_stats *fetch);
+  void *ctx;
+} ng_iter_sink;
+
+typedef struct {
+  ng_mode mode; ///< resolved: never AUTO
+  int workers;  ///< > 0 threads, or -1 (inline)
+  const char *cpuset;
+  ng_fetch transfer; ///< BATCH or ZCOPY (resolved)
+  int partial_workers;
+  double period_ms, threshold;
+  ng_telemetry_fn telemetry;
+  void *telemetry_ctx;
+  double telemetry_s;
+  int omp_threads; ///< OpenMP threads of the inline host work
+} ng_runtime_opts;
+
+typedef struct ng_runtime ng_runtime;
+
+/// Sets up a runtime over a backend, its store, the sampler and fetch configurations (all
+/// borrowed until destroy). Staging memory comes from be->host_alloc and persists across epochs.
+ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
+                             const ng_sampler_cfg *sampler, const ng_fetch_cfg *fetch,
+                             const ng_runtime_opts *opts);
+void ng__runtime_destroy(ng_runtime *rt);
+
+/// Runs iterations plan->first .. plan->iters-1 and reports each to `sink` in order. On an
+/// error, a worker's included, it stops every thread and returns it (with ng_last_error()
+/// describing it); the iterations already reported stay done. `drop_p` is the input layer's
+/// dropout; `workers_out` receives the final split (PARTIAL, TRANSFER).
+ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
+                            const ng_iter_sink *sink, float drop_p, int workers_out[2]);
+
+/// The placement of the last epoch's threads (one line), or "".
+const char *ng__runtime_placement(const ng_runtime *rt);
+
+/// For tests: when >= 0, the worker that produces this iteration fails with NG_ERR_IO (as a bad
+/// row or an allocation failure would), so that error handling can be exercised.
+extern _Atomic int64_t ng__runtime_fault_iter;
+
+/// Resolves AUTO choices: the mode for the backend, the TRANSFER strategy for the row size.
+ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be);
+ng_fetch ng__transfer_resolve(ng_fetch t, int64_t dim);
+
+#endif /* NG_RUNTIME_IMPL_H */

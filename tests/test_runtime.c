@@ -1,0 +1,192 @@
+/* The hybrid runtime's robustness on the CPU backend: a worker that fails stops the epoch with
+ * its error and leaves a state that continues bit-identically; a failure on the device side
+ * stops the workers; an interrupted epoch with several workers resumes bit-identically; the
+ * telemetry reports what happened. Nothing may hang (ctest's TIMEOUT is the backstop). */
+#include "ng_test_fetch.h"
+
+#include "core/core_impl.h"
+#include "sched/runtime_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+static ng_dataset_t cora;
+static ng_model_t model;
+
+static ng_trainer_t make(ng_mode mode, int workers, double lr, ng_progress_fn progress,
+                         void *progress_ctx, ng_telemetry_fn telemetry, void *telemetry_ctx) {
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 16; /* 140 training nodes: 9 iterations per epoch */
+  o.lr = lr;
+  o.seed = 11;
+  o.mode = mode;
+  o.workers = workers;
+  o.cache_ratio = 0.3;
+  o.period_ms = 0.01;
+  o.telemetry = telemetry;
+  o.telemetry_ctx = telemetry_ctx;
+  o.telemetry_s = 1e-4;
+  o.progress = progress;
+  o.progress_ctx = progress_ctx;
+  o.normalize = NG_NORMALIZE_ROW;
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
+  return t;
+}
+
+static uint8_t *checkpoint(ng_trainer_t t, const char *name, size_t *len) {
+  const char *path = ng_test_path(name);
+  EXPECT_OK(ng_trainer_save(t, path));
+  return ng_test_read_file(path, len);
+}
+
+/* Two uninterrupted epochs: the reference every other run must reproduce. */
+static uint8_t *reference(size_t *len) {
+  ng_trainer_t t = make(NG_MODE_HYBRID, 3, 0.01, NULL, NULL, NULL, NULL);
+  for (int e = 0; t && e < 2; e++) {
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+  }
+  uint8_t *b = t ? checkpoint(t, "ref.safetensors", len) : NULL;
+  ng_trainer_destroy(t);
+  return b;
+}
+
+static void test_worker_failure(void) {
+  size_t ref_len = 0, len = 0;
+  uint8_t *ref = reference(&ref_len);
+  ng_trainer_t t = make(NG_MODE_BASELINE, 3, 0.01, NULL, NULL, NULL, NULL);
+  if (!t || !ref) {
+    free(ref);
+    ng_trainer_destroy(t);
+    return;
+  }
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  atomic_store(&ng__runtime_fault_iter, 4);
+  EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_IO);
+  EXPECT_ERR_HAS("injected failure");
+  EXPECT_ERR_HAS("worker");
+  EXPECT_EQ_I(ng_trainer_epochs_done(t), 1);
+  atomic_store(&ng__runtime_fault_iter, -1);
+  /* The state is consistent: the rest of the epoch completes the same weights. How many
+   * iterations the device finished before the failure stopped it depends on timing (the
+   * failure closes the ring at once), but never the failed one. */
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  EXPECT_TRUE(s.iterations >= 5 && s.iterations <= 9);
+  uint8_t *b = checkpoint(t, "failed.safetensors", &len);
+  EXPECT_TRUE(b && len == ref_len && memcmp(b, ref, len) == 0);
+  free(b);
+  free(ref);
+  ng_trainer_destroy(t);
+}
+
+static void test_device_failure(void) {
+  /* The first step makes the weights about 1e37; a later forward overflows. */
+  ng_trainer_t t = make(NG_MODE_HYBRID, 3, 1e37, NULL, NULL, NULL, NULL);
+  if (!t)
+    return;
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  double t0 = ng__now();
+  EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_STATE);
+  EXPECT_ERR_HAS("loss");
+  EXPECT_TRUE(ng__now() - t0 < 30.0);
+  ng_trainer_destroy(t);
+}
+
+typedef struct {
+  int calls, stop_at;
+} stopper;
+
+static int stop_training(void *ctx, const char *phase, double done, double total) {
+  stopper *s = ctx;
+  (void)done, (void)total;
+  if (strcmp(phase, "train") != 0)
+    return 0;
+  struct timespec nap = {0, 260 * 1000 * 1000}; /* past the progress rate limit */
+  nanosleep(&nap, NULL);
+  return ++s->calls >= s->stop_at;
+}
+
+static void test_interrupt_and_resume(void) {
+  size_t ref_len = 0, len = 0;
+  uint8_t *ref = reference(&ref_len);
+  stopper stop = {0, 12}; /* the 3rd iteration of epoch 1 */
+  ng_trainer_t t = make(NG_MODE_HYBRID, 3, 0.01, stop_training, &stop, NULL, NULL);
+  if (!t || !ref) {
+    free(ref);
+    ng_trainer_destroy(t);
+    return;
+  }
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_INTERRUPTED);
+  const char *mid = ng_test_path("mid.safetensors");
+  EXPECT_OK(ng_trainer_save(t, mid));
+  ng_trainer_destroy(t);
+  /* Resumed with another mode and worker count: the same bits. */
+  t = make(NG_MODE_PARTIAL, 2, 0.01, NULL, NULL, NULL, NULL);
+  EXPECT_OK(ng_trainer_load(t, mid));
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  EXPECT_EQ_I(s.iterations, 6);
+  uint8_t *b = checkpoint(t, "resumed.safetensors", &len);
+  EXPECT_TRUE(b && len == ref_len && memcmp(b, ref, len) == 0);
+  free(b);
+  free(ref);
+  ng_trainer_destroy(t);
+}
+
+typedef struct {
+  int lines;
+  int64_t iterations;
+  int bad;
+  bool decided;
+} tel_log;
+
+static void on_telemetry(const ng_telemetry *t, void *ctx) {
+  tel_log *l = ctx;
+  l->lines++;
+  l->iterations += t->iterations;
+  l->decided |= t->decisions[0] != '\0';
+  if (t->workers[0] + t->workers[1] != 3 || !(t->device_busy >= 0.0 && t->device_busy <= 1.0) ||
+      t->it_per_s < 0 || t->seconds <= 0 || t->pcie_bytes < 0 || t->cpu_cold_bytes < 0)
+    l->bad++;
+}
+
+static void test_telemetry(void) {
+  tel_log log = {0, 0, 0, false};
+  ng_trainer_t t = make(NG_MODE_HYBRID, 3, 0.01, NULL, NULL, on_telemetry, &log);
+  if (!t)
+    return;
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  EXPECT_TRUE(log.lines > 0);
+  EXPECT_EQ_I(log.bad, 0);
+  EXPECT_TRUE(log.iterations > 0 && log.iterations <= 9);
+  EXPECT_TRUE(log.decided);
+  EXPECT_EQ_I(s.workers[0] + s.workers[1], 3);
+  EXPECT_TRUE(strstr(ng_trainer_placement(t), "worker") != NULL);
+  ng_trainer_destroy(t);
+}
+
+int main(void) {
+  cora = ng_test_fetch_cora();
+  EXPECT_OK(ng_model_create(&model, NG_MODEL_SAGE, 1433));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.out_dim = 16;
+  l0.fanout = 5;
+  l0.dropout = 0.5f;
+  l1.out_dim = 7;
+  l1.fanout = 10;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(model, &l0));
+  EXPECT_OK(ng_model_add_layer(model, &l1));
+  RUN_TEST(test_worker_failure);
+  RUN_TEST(test_device_failure);
+  RUN_TEST(test_interrupt_and_resume);
+  RUN_TEST(test_telemetry);
+  ng_model_destroy(model);
+  ng_dataset_close(cora);
+  return ng_test_summary();
+}
