@@ -41,7 +41,7 @@ typedef struct {
   double cache_ratio; /* < 0: not given */
   int32_t workers, partial_workers;
   const char *cpuset;
-  double period_ms, threshold;
+  double period_ms, threshold, telemetry_s;
 } train_cfg;
 
 /* --telemetry: the per-interval lines in one CSV file, the controller's decisions in another. */
@@ -300,6 +300,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.cpuset = c->cpuset;
   o.period_ms = c->period_ms;
   o.threshold = c->threshold;
+  o.telemetry_s = c->telemetry_s;
   telemetry_files tf = {NULL, NULL};
   if (telemetry) {
     int trc = open_telemetry(&tf, telemetry);
@@ -415,6 +416,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
 }
 
 /* The options of the model and the training, shared by train and demo. */
+// clang-format off
 #define TRAIN_OPTS(c)                                                                              \
   CLI_OPT_CHOICE("model", &(c)->model, "M", MODEL_NAMES, "sage (GraphSAGE) or gcn"),               \
       CLI_OPT_STRING("fanouts", &(c)->fanouts, "LIST",                                             \
@@ -464,12 +466,15 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                     "hybrid: how often the scheduler compares the groups"),                        \
       CLI_OPT_FLOAT("threshold", &(c)->threshold, "F", 0, false, INFINITY, false,                  \
                     "hybrid: relative throughput difference that moves a worker"),                 \
+      CLI_OPT_FLOAT("telemetry-s", &(c)->telemetry_s, "S", 0, true, INFINITY, false,               \
+                    "--telemetry: seconds per line"),                                              \
       CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
                     "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
                     "auto"),                                                                       \
       CLI_OPT_FLOAT("cache-ratio", &(c)->cache_ratio, "R", 0, false, 1, false,                     \
                     "hot rows as a share of the nodes",                                            \
                     .default_text = "what fits in half the free device memory; all on cpu")
+// clang-format on
 
 int cmd_train(int argc, char **argv) {
   train_cfg c = {.fanouts = "25,10",
@@ -486,7 +491,8 @@ int cmd_train(int argc, char **argv) {
                  .transfer = NG_FETCH_AUTO,
                  .partial_workers = -1,
                  .period_ms = 100.0,
-                 .threshold = 0.10};
+                 .threshold = 0.10,
+                 .telemetry_s = 1.0};
   const char *dataset = NULL, *checkpoint = NULL, *resume = NULL, *json = NULL, *predictions = NULL,
              *telemetry = NULL;
   int progress = CLI_PROGRESS_AUTO;
@@ -573,7 +579,8 @@ int cmd_demo(int argc, char **argv) {
                  .transfer = NG_FETCH_AUTO,
                  .partial_workers = -1,
                  .period_ms = 100.0,
-                 .threshold = 0.10};
+                 .threshold = 0.10,
+                 .telemetry_s = 1.0};
   ng_generate_opts g = NG_GENERATE_OPTS_INIT;
   g.name = "demo";
   g.nodes = 500000;

@@ -50,6 +50,7 @@ struct ng_runtime {
   size_t dev_cap[2];
   char *cpuset; /* a copy of o.cpuset */
   _Atomic size_t largest_pkg;
+  ng_ctrl ctrl; /* the split persists from epoch to epoch */
   char placement[256];
 
   /* One epoch's state. */
@@ -201,6 +202,22 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
                   fail);
     NG_CHECK_GOTO(st, ng__sample_arena_create(&rt->w[i].arena), fail);
   }
+  /* The split: hybrid modes start from partial_workers (half by default); the others put every
+   * worker in the one group their strategy belongs to. */
+  ng_ctrl_opts co = NG_CTRL_OPTS_INIT;
+  co.period_ms = rt->o.period_ms;
+  co.threshold = rt->o.threshold;
+  co.fixed = rt->o.mode != NG_MODE_HYBRID;
+  co.initial_partial = is_hybrid(rt)                   ? rt->o.partial_workers
+                       : rt->o.mode == NG_MODE_PARTIAL ? rt->n_threads
+                                                       : 0;
+  co.min_per_group = is_hybrid(rt) && rt->n_threads >= 2 ? 1 : 0;
+  NG_CHECK_GOTO(st, ng__ctrl_init(&rt->ctrl, &co, rt->n_threads), fail);
+  for (int i = 0; i < n; i++)
+    atomic_store(&rt->w[i].group, i < rt->ctrl.workers[NG_GROUP_PARTIAL] ||
+                                          (rt->n_threads == 0 && rt->o.mode == NG_MODE_PARTIAL)
+                                      ? NG_GROUP_PARTIAL
+                                      : NG_GROUP_TRANSFER);
   *out = rt;
   return NG_OK;
 fail:
@@ -481,23 +498,6 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     atomic_store(&rt->group_iters[g], 0);
     atomic_store(&rt->group_busy_ns[g], 0);
   }
-  /* The split: hybrid modes start from partial_workers (half by default); the others put every
-   * worker in the one group their strategy belongs to. */
-  ng_ctrl ctrl;
-  ng_ctrl_opts co = NG_CTRL_OPTS_INIT;
-  co.period_ms = rt->o.period_ms;
-  co.threshold = rt->o.threshold;
-  co.fixed = rt->o.mode != NG_MODE_HYBRID;
-  co.initial_partial = is_hybrid(rt)                   ? rt->o.partial_workers
-                       : rt->o.mode == NG_MODE_PARTIAL ? rt->n_threads
-                                                       : 0;
-  co.min_per_group = is_hybrid(rt) && rt->n_threads >= 2 ? 1 : 0;
-  NG_CHECK(ng__ctrl_init(&ctrl, &co, rt->n_threads));
-  for (int i = 0; i < NG_MAX(rt->n_threads, 1); i++)
-    atomic_store(&rt->w[i].group, i < ctrl.workers[NG_GROUP_PARTIAL] ||
-                                          (rt->n_threads == 0 && rt->o.mode == NG_MODE_PARTIAL)
-                                      ? NG_GROUP_PARTIAL
-                                      : NG_GROUP_TRANSFER);
   for (int i = 0; i < NG_MAX(rt->n_threads, 1); i++)
     ng__slots_reopen(rt->w[i].slots);
 
@@ -569,15 +569,16 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
           NG_MIN(1.0, (double)(now.put_wait_ns - ctl0.put_wait_ns) * 1e-9 / (secs * rt->n_threads));
       s.consumer_wait_frac =
           NG_MIN(1.0, (double)(now.take_wait_ns - ctl0.take_wait_ns) * 1e-9 / secs);
-      ng_ctrl_decision dec = ng__ctrl_step(&ctrl, &s);
+      ng_ctrl_decision dec = ng__ctrl_step(&rt->ctrl, &s);
       if (dec.move != NG_CTRL_MOVE_NONE)
         apply_move(rt, dec.move);
       add_decision(&log, &dec);
       ctl0 = now;
     }
     /* The telemetry, every telemetry_s. */
-    if (st == NG_OK && rt->o.telemetry &&
-        (double)(now.t_ns - tel0.t_ns) >= rt->o.telemetry_s * 1e9) {
+    const bool last = i + 1 == plan->iters;
+    if (st == NG_OK && rt->o.telemetry && now.t_ns > tel0.t_ns &&
+        (last || (double)(now.t_ns - tel0.t_ns) >= rt->o.telemetry_s * 1e9)) {
       const double secs = (double)(now.t_ns - tel0.t_ns) * 1e-9;
       ng_telemetry t = {
           .epoch = plan->epoch,
