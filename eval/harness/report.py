@@ -1,0 +1,560 @@
+#!/usr/bin/env python3
+"""The evaluation harness's results: floors, results.csv, report.md and plots (docs/eval.md).
+
+    python3 eval/harness/report.py OUT [--no-plots]
+
+recomputes the floor columns of OUT/results.csv from OUT/probes.json, rewrites it, and writes
+OUT/report.md and (with gnuplot on PATH) the PNG plots under OUT/plots/. eval/harness/run.py calls
+the same functions after every run, so a harness stopped half-way still leaves a consistent
+folder; running this on a copy of the folder (e.g. fetched from the GPU machine) renders the plots
+where gnuplot is installed.
+
+The floor of one run's iteration is the longest of three times (DESIGN.md, section 9):
+
+    pcie  = PCIe bytes per iteration (h2d + zero-copy) / the measured pinned H2D bandwidth
+    host  = cold-row bytes per iteration / the measured host read rate at the run's core count and
+            row size: CPU aggregation and GPU zero-copy running together (their sum) on the cuda
+            device, CPU aggregation alone on the cpu device
+    gpu   = the device's compute time per iteration (the --gpu-probe run: every row hot)
+
+A term whose rate was not measured is left out. floor_fraction = floor / the run's mean iteration
+time (1 / it_per_s): 1.0 means the run moves its data as fast as the machine can.
+"""
+
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+RAW_COLUMNS = [
+    "workload", "device", "mode", "workers", "status", "epochs", "iterations", "seconds",
+    "it_per_s", "iter_ms_mean", "iter_ms_median", "iter_ms_p99", "hit_rate",
+    "pcie_bytes_per_iter", "h2d_bytes_per_iter", "zcopy_bytes_per_iter",
+    "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "gpu_busy", "partial_workers",
+    "transfer_workers", "final_loss", "error",
+]
+FLOOR_COLUMNS = ["floor_pcie_ms", "floor_host_ms", "floor_gpu_ms", "floor_ms", "binding",
+                 "floor_fraction"]
+COLUMNS = RAW_COLUMNS + FLOOR_COLUMNS
+
+# Modes in the order tables and plots list them.
+MODE_ORDER = ["cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid"]
+BINDING_WORDS = {
+    "pcie": "PCIe (H2D bandwidth)",
+    "host": "host DRAM (cold-row reads by CPU aggregation + GPU zero-copy)",
+    "gpu": "GPU compute",
+}
+
+
+def log(msg):
+    print(f"[harness] {msg}", file=sys.stderr, flush=True)
+
+
+def num(v):
+    """A CSV cell as a float, or None when empty or not a number."""
+    if v is None or v == "":
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def cell(v):
+    """A value as a CSV cell: floats with 17 significant digits (losses compare exactly)."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def mode_key(mode):
+    return (MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER), mode)
+
+
+def run_name(mode, workers):
+    return f"{mode}-w{workers}"
+
+
+# ---- reading one run's outputs ----
+
+def read_telemetry(path):
+    """The telemetry CSV of a run as a list of dicts of floats (empty when missing)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return [{k: num(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def gpu_busy(telemetry, epoch):
+    """The device thread's busy share over epoch `epoch`, weighted by interval length."""
+    lines = [t for t in telemetry if t.get("epoch") == epoch and (t.get("seconds") or 0) > 0
+             and t.get("device_busy") is not None]
+    total = sum(t["seconds"] for t in lines)
+    if total <= 0:
+        return None
+    return sum(t["device_busy"] * t["seconds"] for t in lines) / total
+
+
+def row_from_json(workload, device, mode, workers, train_json, telemetry_csv, row_bytes):
+    """results.csv's raw columns for one finished run: the last epoch of its --json file."""
+    with open(train_json) as f:
+        j = json.load(f)
+    epochs = j.get("epochs") or []
+    if not epochs:
+        raise ValueError(f"{train_json} lists no epoch")
+    e = epochs[-1]
+    it = e.get("iterations") or 0
+    if it <= 0:
+        raise ValueError(f"{train_json}: the last epoch ran no iteration")
+    per = lambda key: (e.get(key) or 0) / it  # noqa: E731
+    ips = e.get("it_per_s")
+    hot, cold = e.get("hot_rows") or 0, e.get("cold_rows") or 0
+    return {
+        "workload": workload, "device": device, "mode": mode, "workers": workers,
+        "status": "ok", "epochs": len(epochs), "iterations": it, "seconds": e.get("seconds"),
+        "it_per_s": ips, "iter_ms_mean": 1e3 / ips if ips else None,
+        "iter_ms_median": e.get("iter_ms_median"), "iter_ms_p99": e.get("iter_ms_p99"),
+        "hit_rate": hot / (hot + cold) if hot + cold > 0 else None,
+        "pcie_bytes_per_iter": per("h2d_bytes") + per("zcopy_bytes"),
+        "h2d_bytes_per_iter": per("h2d_bytes"), "zcopy_bytes_per_iter": per("zcopy_bytes"),
+        "cpu_cold_bytes_per_iter": per("cpu_cold_bytes"),
+        "cold_bytes_per_iter": cold * row_bytes / it,
+        "gpu_busy": gpu_busy(read_telemetry(telemetry_csv), e.get("epoch", len(epochs) - 1)),
+        "partial_workers": e.get("partial_workers"), "transfer_workers": e.get("transfer_workers"),
+        "final_loss": j.get("final_loss"), "error": "",
+    }
+
+
+# ---- floors ----
+
+def load_json(path, default):
+    if not os.path.exists(path):
+        return default
+    with open(path) as f:
+        return json.load(f)
+
+
+def host_rate(floor_probe, threads, device):
+    """GB/s at which `threads` workers and (on cuda) the GPU read cold rows, from bench_floor's
+    figures: the entry for that thread count, else the largest measured below it, else the
+    smallest measured."""
+    entries = [t for t in (floor_probe or {}).get("threads", []) if t.get("threads")]
+    if not entries:
+        return None
+    entries.sort(key=lambda t: t["threads"])
+    below = [t for t in entries if t["threads"] <= threads]
+    t = below[-1] if below else entries[0]
+    if device == "cpu":
+        return t.get("cpu_alone_gbs")
+    return t.get("combined_gbs")
+
+
+def floor_of(row, probes, dims):
+    """The floor columns of one results row (all empty when the run failed or ran in cpu mode,
+    which has no cold rows and no GPU)."""
+    out = {k: None for k in FLOOR_COLUMNS}
+    if row.get("status") != "ok" or row.get("mode") == "cpu":
+        return out
+    dim = dims.get(row["workload"])
+    fp = probes.get("floor", {}).get(str(dim)) if dim else None
+    device = row.get("device")
+    pw, tw = num(row.get("partial_workers")) or 0, num(row.get("transfer_workers")) or 0
+    threads = int(pw + tw) if pw + tw > 0 else max(1, int(num(row.get("workers")) or 1))
+    terms = {}
+    h2d = (fp or {}).get("h2d_gbs")
+    pcie = num(row.get("pcie_bytes_per_iter"))
+    if device != "cpu" and h2d and pcie is not None:
+        terms["pcie"] = pcie / (h2d * 1e9) * 1e3
+    rate = host_rate(fp, threads, device)
+    cold = num(row.get("cold_bytes_per_iter"))
+    if rate and cold is not None:
+        terms["host"] = cold / (rate * 1e9) * 1e3
+    g = probes.get("gpu", {}).get(row["workload"])
+    if g and g.get("device") == device and g.get("iter_ms"):
+        terms["gpu"] = g["iter_ms"]
+    out["floor_pcie_ms"] = terms.get("pcie")
+    out["floor_host_ms"] = terms.get("host")
+    out["floor_gpu_ms"] = terms.get("gpu")
+    if terms:
+        binding = max(terms, key=terms.get)
+        out["floor_ms"] = terms[binding]
+        out["binding"] = binding
+        mean = num(row.get("iter_ms_mean"))
+        if mean:
+            out["floor_fraction"] = terms[binding] / mean
+    return out
+
+
+def workload_floor(rows, workload, workers):
+    """The floor of a workload at a worker count, whatever the strategy: the least PCIe time any
+    GPU run at that count needed, against the shared host-read and GPU terms. (name, ms) or None."""
+    runs = [r for r in rows if r["workload"] == workload and str(r["workers"]) == str(workers)
+            and r.get("status") == "ok" and r.get("mode") != "cpu"]
+    if not runs:
+        return None
+    terms = {}
+    pcie = [num(r.get("floor_pcie_ms")) for r in runs if num(r.get("floor_pcie_ms")) is not None]
+    if pcie:
+        terms["pcie"] = min(pcie)
+    host = [num(r.get("floor_host_ms")) for r in runs if num(r.get("floor_host_ms")) is not None]
+    if host:
+        terms["host"] = max(host)  # the same cold rows in every mode; the slowest rate counts
+    gpu = [num(r.get("floor_gpu_ms")) for r in runs if num(r.get("floor_gpu_ms")) is not None]
+    if gpu:
+        terms["gpu"] = gpu[0]
+    if not terms:
+        return None
+    b = max(terms, key=terms.get)
+    return b, terms[b]
+
+
+# ---- results.csv ----
+
+def read_results(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write_results(path, rows):
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: cell(r.get(k)) for k in COLUMNS})
+    os.replace(tmp, path)
+
+
+def add_floors(rows, probes, dims):
+    for r in rows:
+        r.update(floor_of(r, probes, dims))
+    return rows
+
+
+# ---- losses ----
+
+def loss_groups(rows):
+    """Final losses by (workload, device, tiered): the runtime makes every mode and worker count
+    of one device and hot tier end on the same bits; cpu mode keeps every row hot, a different
+    summation order, so it forms its own group."""
+    groups = {}
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        key = (r["workload"], r["device"], "all rows hot" if r["mode"] == "cpu" else "tiered")
+        groups.setdefault(key, []).append(r)
+    return groups
+
+
+def loss_check(rows):
+    """(ok, lines): whether each group's final losses are identical, and a line per group."""
+    ok, lines = True, []
+    for (wl, dev, kind), rs in sorted(loss_groups(rows).items()):
+        losses = sorted({cell(num(r["final_loss"])) for r in rs})
+        if len(losses) == 1:
+            lines.append(f"{wl} on {dev} ({kind}): all {len(rs)} runs end on final_loss "
+                         f"{losses[0]}")
+        else:
+            ok = False
+            detail = "; ".join(f"{run_name(r['mode'], r['workers'])}={r['final_loss']}"
+                               for r in rs)
+            lines.append(f"{wl} on {dev} ({kind}): final losses DIFFER: {detail}")
+    return ok, lines
+
+
+# ---- plots ----
+
+def gnuplot_terminal():
+    """pngcairo when this gnuplot has it, else png; None without gnuplot."""
+    exe = shutil.which("gnuplot")
+    if not exe:
+        return None
+    for term in ("pngcairo", "png"):
+        p = subprocess.run([exe, "-e", f"set terminal {term}"], capture_output=True, text=True)
+        if p.returncode == 0 and "unknown" not in p.stderr.lower():
+            return term
+    return None
+
+
+def write_plots(out, rows, meta, render=True):
+    """Writes the plots' data and gnuplot scripts under OUT/plots/ and, when gnuplot is on PATH
+    and `render`, runs them. Returns the PNG files made, by workload."""
+    pdir = os.path.join(out, "plots")
+    ddir = os.path.join(pdir, "data")
+    os.makedirs(ddir, exist_ok=True)
+    term = gnuplot_terminal() if render else None
+    scripts, made = [], {}
+    workloads = sorted({r["workload"] for r in rows})
+    for wl in workloads:
+        # Throughput against worker count, one line per mode.
+        plots = []
+        xs = sorted({int(r["workers"]) for r in rows if r["workload"] == wl})
+        for mode in sorted({r["mode"] for r in rows if r["workload"] == wl}, key=mode_key):
+            pts = sorted((int(r["workers"]), num(r["it_per_s"])) for r in rows
+                         if r["workload"] == wl and r["mode"] == mode and r["status"] == "ok"
+                         and num(r["it_per_s"]))
+            if not pts:
+                continue
+            dat = os.path.join(ddir, f"{wl}-{mode}.dat")
+            with open(dat, "w") as f:
+                f.write("# workers it_per_s\n")
+                f.writelines(f"{w} {v}\n" for w, v in pts)
+            plots.append(f"'data/{wl}-{mode}.dat' using 1:2 with linespoints lw 2 pt 7 "
+                         f"title '{mode}'")
+        if plots:
+            gp = os.path.join(pdir, f"{wl}-throughput.gp")
+            with open(gp, "w") as f:
+                f.write(f"set terminal {term or 'pngcairo'} size 900,560\n"
+                        f"set output '{wl}-throughput.png'\n"
+                        f"set title '{wl}: {meta.get('titles', {}).get(wl, '')}' noenhanced\n"
+                        "set xlabel 'worker threads (cores)'\nset ylabel 'iterations/s'\n"
+                        "set key left top\nset grid\nset yrange [0:*]\n"
+                        f"set xtics ({', '.join(map(str, xs))})\n"
+                        "plot " + ", \\\n     ".join(plots) + "\n")
+            scripts.append((wl, gp, f"{wl}-throughput.png"))
+        # The hybrid runs' group split over time (all epochs, time running on).
+        for r in rows:
+            if r["workload"] != wl or r["mode"] != "hybrid" or r["status"] != "ok":
+                continue
+            tel = read_telemetry(os.path.join(out, "runs", wl,
+                                              run_name(r["mode"], r["workers"]) + ".csv"))
+            if not tel:
+                continue
+            name = f"{wl}-split-w{r['workers']}"
+            base = os.path.join(out, "runs", wl, run_name(r["mode"], r["workers"]))
+            # Epochs follow one another: each epoch's telemetry times start at 0, so they are
+            # offset by the lengths of the epochs before (from the run's --json).
+            starts, t0 = {}, 0.0
+            for e in load_json(base + ".json", {}).get("epochs", []):
+                starts[e.get("epoch")] = t0
+                t0 += e.get("seconds") or 0
+            with open(os.path.join(ddir, name + ".dat"), "w") as f, \
+                    open(os.path.join(ddir, name + "-rate.dat"), "w") as g:
+                f.write("# t partial partial+transfer (two points per interval: its start and "
+                        "end)\n")
+                g.write("# t(mid-interval) it_per_s\n")
+                for line in tel:
+                    off = starts.get(int(line.get("epoch") or 0), 0.0)
+                    t1 = off + (line.get("t") or 0)
+                    ta = t1 - (line.get("seconds") or 0)
+                    p_w = line.get("partial_workers") or 0
+                    all_w = p_w + (line.get("transfer_workers") or 0)
+                    f.write(f"{ta:.4f} {p_w:g} {all_w:g}\n{t1:.4f} {p_w:g} {all_w:g}\n")
+                    g.write(f"{(ta + t1) / 2:.4f} {line.get('it_per_s') or 0:g}\n")
+            gp = os.path.join(pdir, name + ".gp")
+            with open(gp, "w") as f:
+                f.write(f"set terminal {term or 'pngcairo'} size 900,560\n"
+                        f"set output '{name}.png'\n"
+                        f"set title '{wl} hybrid, {r['workers']} worker"
+                        f"{'s' if str(r['workers']) != '1' else ''}: group split over "
+                        "time' noenhanced\n"
+                        "set xlabel 'seconds of training (all epochs)'\n"
+                        "set ylabel 'workers (stacked)'\nset y2label 'iterations/s'\n"
+                        "set ytics nomirror\nset y2tics\nset yrange [0:*]\nset y2range [0:*]\n"
+                        "set xrange [0:*]\nset key left bottom opaque\nset grid front\n"
+                        "set style fill solid 0.6 noborder\n"
+                        f"plot 'data/{name}.dat' using 1:3 with filledcurves x1 lc rgb '#e69f00' "
+                        "title 'TRANSFER', \\\n"
+                        f"     'data/{name}.dat' using 1:2 with filledcurves x1 lc rgb '#0072b2' "
+                        "title 'PARTIAL', \\\n"
+                        f"     'data/{name}-rate.dat' using 1:2 axes x1y2 with linespoints "
+                        "lw 2 pt 7 lc rgb 'black' title 'it/s'\n")
+            scripts.append((wl, gp, name + ".png"))
+    if term:
+        for wl, gp, png in scripts:
+            p = subprocess.run(["gnuplot", os.path.basename(gp)], cwd=pdir, capture_output=True,
+                               text=True)
+            if p.returncode == 0 and os.path.exists(os.path.join(pdir, png)):
+                made.setdefault(wl, []).append(png)
+            else:
+                log(f"gnuplot {gp} failed: {p.stderr.strip()[:300]}")
+    return made
+
+
+# ---- report.md ----
+
+def fmt(x, spec, scale=1.0):
+    x = num(x)
+    return "-" if x is None else format(x * scale, spec)
+
+
+def md_table(header, body):
+    lines = ["| " + " | ".join(header) + " |",
+             "| " + " | ".join("---" if i < 2 else "---:" for i in range(len(header))) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def probe_section(probes):
+    lines = ["## Measured limits (bench_floor)", ""]
+    floors = probes.get("floor", {})
+    if not floors:
+        lines += ["Not measured (no bench_floor, or --no-floor-probe): the floors below lack the "
+                  "PCIe and host-read terms.", ""]
+    for dim, fp in sorted(floors.items(), key=lambda kv: int(kv[0])):
+        lines.append(f"Rows of {fp.get('row_bytes')} B ({dim}-d), host table "
+                     f"{fp.get('table_bytes', 0) / 2**30:.2f} GiB, fanout {fp.get('fanout')}, "
+                     f"{fp.get('cpu_isa')} kernels, {fp.get('seconds')} s per figure; device: "
+                     f"{fp.get('device')}. H2D pinned copy: {fmt(fp.get('h2d_gbs'), '.1f')} GB/s; "
+                     f"GPU zero-copy gather alone: {fmt(fp.get('gpu_zcopy_gbs'), '.1f')} GB/s.")
+        lines.append("")
+        body = [[t.get("threads"), fmt(t.get("cpu_alone_gbs"), ".1f"),
+                 fmt(t.get("cpu_together_gbs"), ".1f"), fmt(t.get("gpu_together_gbs"), ".1f"),
+                 fmt(t.get("combined_gbs"), ".1f")] for t in fp.get("threads", [])]
+        lines.append(md_table(["CPU threads", "CPU aggr. alone GB/s", "CPU together",
+                               "GPU together", "combined"], body))
+        lines.append("")
+    for wl, g in sorted(probes.get("gpu", {}).items()):
+        lines.append(f"- GPU compute time of {wl} (every row hot, {g.get('workers')} workers, "
+                     f"{g.get('device')}): {fmt(g.get('iter_ms'), '.3f')} ms per iteration "
+                     f"({fmt(g.get('it_per_s'), '.1f')} it/s).")
+    if probes.get("gpu"):
+        lines.append("")
+    return lines
+
+
+def workload_section(out, wl, rows, probes, meta, plots):
+    params = meta.get("workloads", {}).get(wl, {})
+    rs = sorted((r for r in rows if r["workload"] == wl),
+                key=lambda r: (int(r["workers"]), mode_key(r["mode"])))
+    ok = [r for r in rs if r["status"] == "ok"]
+    lines = [f"## {wl}: {meta.get('titles', {}).get(wl, '')}", ""]
+    if params:
+        lines.append(f"Dataset: {params.get('nodes'):,} nodes, {params.get('dim')}-d rows "
+                     f"({params.get('dim', 0) * 4} B), features "
+                     f"{params.get('nodes', 0) * params.get('dim', 0) * 4 / 2**30:.2f} GiB, "
+                     f"fanouts {params.get('fanouts')}, batch {params.get('batch')}, hidden "
+                     f"{params.get('hidden')}, hot tier {params.get('cache_ratio', 0) * 100:g}% of "
+                     f"the nodes; {params.get('dataset')}.")
+    tiered = [r for r in ok if r["mode"] != "cpu"]
+    if tiered:
+        r0 = tiered[0]
+        lines.append(f"Per iteration (last of {r0['epochs']} epochs, {r0['iterations']} "
+                     f"iterations): hit rate {fmt(r0['hit_rate'], '.1%')}, cold rows "
+                     f"{fmt(r0['cold_bytes_per_iter'], '.2f', 1e-6)} MB.")
+    lines.append("")
+    body = []
+    for r in rs:
+        if r["status"] != "ok":
+            body.append([r["mode"], r["workers"], r["status"], "", "", "", "", "", "", "", "",
+                         "", (r.get("error") or "")[:80]])
+            continue
+        body.append([r["mode"], r["workers"], fmt(r["it_per_s"], ".1f"),
+                     fmt(r["iter_ms_mean"], ".3f"), fmt(r["iter_ms_median"], ".3f"),
+                     fmt(r["iter_ms_p99"], ".3f"), fmt(r["pcie_bytes_per_iter"], ".2f", 1e-6),
+                     fmt(r["cpu_cold_bytes_per_iter"], ".2f", 1e-6), fmt(r["gpu_busy"], ".2f"),
+                     f"{r['partial_workers']}/{r['transfer_workers']}",
+                     fmt(r["floor_ms"], ".3f"), r.get("binding") or "-",
+                     fmt(r["floor_fraction"], ".0%")])
+    lines.append(md_table(["mode", "workers", "it/s", "ms/it", "median ms", "p99 ms",
+                           "PCIe MB/it", "CPU cold MB/it", "GPU busy", "split P/T",
+                           "floor ms", "bound", "of floor"], body))
+    lines.append("")
+    # Per worker count: the best run against the workload's floor, and the hybrid's gains.
+    summary = []
+    for w in sorted({int(r["workers"]) for r in tiered}):
+        at = [r for r in tiered if int(r["workers"]) == w]
+        best = max(at, key=lambda r: num(r["it_per_s"]) or 0)
+        wf = workload_floor(rows, wl, w)
+        by = {r["mode"]: num(r["it_per_s"]) for r in at}
+        s = (f"- {w} worker{'s' if w != 1 else ''}: best {best['mode']} at "
+             f"{fmt(best['it_per_s'], '.1f')} it/s "
+             f"({fmt(best['iter_ms_mean'], '.3f')} ms/it)")
+        if wf:
+            frac = wf[1] / num(best["iter_ms_mean"]) if num(best["iter_ms_mean"]) else None
+            s += (f"; the workload's floor is {wf[1]:.3f} ms/it, bound by "
+                  f"{BINDING_WORDS[wf[0]]}, and the best run reaches {fmt(frac, '.0%')} of it")
+            if frac and frac > 1.05:
+                s += " (above 100%: a floor term is overestimated, see docs/eval.md)"
+        busy = num(best.get("gpu_busy"))
+        if busy is not None:
+            s += (f"; the device thread was busy {busy:.0%} of the time, so "
+                  + ("the device set the pace" if busy >= 0.9 else
+                     "the host side (workers) set the pace"))
+        gains = [f"{by['hybrid'] / by[m]:.2f}x {m}" for m in ("baseline", "zerocopy", "partial",
+                                                             "hybrid-static")
+                 if by.get("hybrid") and by.get(m)]
+        if gains:
+            s += "; hybrid = " + ", ".join(gains)
+        summary.append(s + ".")
+    if summary:
+        lines += summary + [""]
+    for png in plots.get(wl, []):
+        lines += [f"![{png}](plots/{png})", ""]
+    return lines
+
+
+def write_report(out, rows, probes, meta, plots):
+    lines = ["# neargnn evaluation harness report", ""]
+    if meta:
+        lines.append(f"Date {meta.get('date')}; host {meta.get('host')} "
+                     f"({meta.get('cores')} cores); binary {meta.get('bin')} "
+                     f"({meta.get('version', '').splitlines()[0] if meta.get('version') else '?'}"
+                     f"); device {meta.get('device')}; {meta.get('epochs')} epochs per run, the "
+                     "last reported.")
+        lines += ["", "```", meta.get("command", ""), "```", ""]
+    lines += ["Columns and the floor are defined in docs/eval.md. ms/it = 1000 / it/s (the "
+              "floor compares with it); median and p99 are the times between two iterations "
+              "finishing on the device; PCIe = h2d + zero-copy bytes; split P/T = PARTIAL / "
+              "TRANSFER workers at the end; bound = the floor's longest term (pcie, host, gpu); "
+              "of floor = floor / ms/it.", ""]
+    lines += probe_section(probes)
+    for wl in sorted({r["workload"] for r in rows}, key=lambda w: list(
+            meta.get("workloads", {})).index(w) if w in meta.get("workloads", {}) else 99):
+        lines += workload_section(out, wl, rows, probes, meta, plots)
+    ok, loss_lines = loss_check(rows)
+    lines += ["## Final losses", "",
+              "Every mode and worker count of one device and hot tier must end on the same bits "
+              "(the runtime consumes iterations in order):", ""]
+    lines += [f"- {line}" for line in loss_lines] + [""]
+    failed = [r for r in rows if r["status"] != "ok"]
+    if failed:
+        lines += ["## Runs that did not finish", ""]
+        lines += [f"- {r['workload']} {run_name(r['mode'], r['workers'])}: {r['status']}: "
+                  f"{r.get('error', '')}" for r in failed] + [""]
+    tmp = os.path.join(out, "report.md.tmp")
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines))
+    os.replace(tmp, os.path.join(out, "report.md"))
+    return ok
+
+
+def refresh(out, render_plots):
+    """Recomputes the floors, rewrites results.csv and report.md, and (optionally) the plots.
+    Returns whether the final losses agree."""
+    meta = load_json(os.path.join(out, "meta.json"), {})
+    probes = load_json(os.path.join(out, "probes.json"), {})
+    dims = {wl: p.get("dim") for wl, p in meta.get("workloads", {}).items()}
+    path = os.path.join(out, "results.csv")
+    rows = add_floors(read_results(path), probes, dims)
+    write_results(path, rows)
+    plots = write_plots(out, rows, meta, render=render_plots)
+    return write_report(out, rows, probes, meta, plots)
+
+
+def main(argv):
+    import argparse
+    ap = argparse.ArgumentParser(description="Recompute floors and write report.md and plots "
+                                 "from a harness output folder.")
+    ap.add_argument("out", help="the harness's output folder (with results.csv)")
+    ap.add_argument("--no-plots", action="store_true", help="do not run gnuplot")
+    a = ap.parse_args(argv)
+    if not os.path.exists(os.path.join(a.out, "results.csv")):
+        print(f"report.py: {a.out}/results.csv does not exist; run eval/harness/run.py first",
+              file=sys.stderr)
+        return 1
+    ok = refresh(a.out, not a.no_plots)
+    log(f"wrote {a.out}/report.md" + ("" if ok else " (final losses differ!)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The evaluation harness (eval/harness/run.py) end to end on the cpu device, so that it never
+# rots: the tiny workload, every mode at 1 and 2 workers, the probes (bench_floor beside the
+# binary, when built) and the report. Checks results.csv's columns and rows, the floors, and that
+# every run of one hot tier ends on the same final loss (the runtime's bit-identity guarantee).
+# $1: the neargnn binary. A few seconds on two cores.
+# shellcheck source=tests/lib_cli.sh
+. "$(dirname "$0")/lib_cli.sh"
+HARNESS=$(cd "$(dirname "$0")/../eval/harness" && pwd)
+OUT=$TMP/out
+
+python3 "$HARNESS/run.py" --workload tiny --device cpu --workers 1,2 --out "$OUT" \
+  --data "$TMP/data" --bin "$BIN" --probe-seconds 0.1 --check-loss >"$TMP/h.out" 2>"$TMP/h.err"
+rc=$?
+[ "$rc" -eq 0 ] || fail "run.py: exit $rc; stderr: $(tail -20 "$TMP/h.err")"
+grep -q 'tiny on cpu (tiered): all 10 runs end on final_loss' "$TMP/h.err" ||
+  fail "run.py did not report one final loss for the 10 tiered runs: $(tail -5 "$TMP/h.err")"
+
+# results.csv: the columns, one row per mode x worker count, and what each row must hold.
+floor_bin=$(dirname "$BIN")/bench_floor
+python3 - "$OUT" "$floor_bin" 2>"$TMP/py.err" <<'PY' || fail "results.csv: $(cat "$TMP/py.err")"
+import csv, math, os, sys
+out, floor_bin = sys.argv[1], sys.argv[2]
+rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
+need = ["workload", "device", "mode", "workers", "status", "iterations", "it_per_s",
+        "iter_ms_mean", "iter_ms_median", "iter_ms_p99", "hit_rate", "pcie_bytes_per_iter",
+        "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "gpu_busy", "partial_workers",
+        "transfer_workers", "final_loss", "floor_pcie_ms", "floor_host_ms", "floor_gpu_ms",
+        "floor_ms", "binding", "floor_fraction"]
+missing = [c for c in need if c not in rows[0]] if rows else need
+assert not missing, f"columns missing: {missing}"
+modes = ["cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid"]
+got = sorted((r["mode"], int(r["workers"])) for r in rows)
+assert got == sorted((m, w) for m in modes for w in (1, 2)), f"rows: {got}"
+for r in rows:
+    name = f"{r['mode']}-w{r['workers']}"
+    assert (r["workload"], r["device"]) == ("tiny", "cpu"), f"{name}: {r['device']}"
+    assert r["status"] == "ok", f"{name}: {r['status']} {r['error']}"
+    assert float(r["it_per_s"]) > 0, f"{name}: it_per_s {r['it_per_s']}"
+    assert abs(float(r["iter_ms_mean"]) * float(r["it_per_s"]) - 1000) < 1e-6, name
+    assert float(r["iter_ms_p99"]) >= float(r["iter_ms_median"]) > 0, f"{name}: iteration times"
+    p, t = int(r["partial_workers"]), int(r["transfer_workers"])
+    assert p + t == int(r["workers"]), f"{name}: split {p}/{t}"
+    if r["mode"] == "cpu":
+        assert float(r["hit_rate"]) == 1.0 and float(r["cold_bytes_per_iter"]) == 0, name
+        assert r["floor_ms"] == "" and r["binding"] == "", f"{name}: cpu mode has no floor"
+        continue
+    # The 10% hot tier: some rows hot, most cold; the cold rows' bytes reach the device or the
+    # CPU's partial aggregation by the mode's way.
+    assert 0 < float(r["hit_rate"]) < 1, f"{name}: hit rate {r['hit_rate']}"
+    assert float(r["cold_bytes_per_iter"]) > 0, name
+    if r["mode"] == "partial":
+        assert p == int(r["workers"]) and float(r["cpu_cold_bytes_per_iter"]) > 0, name
+    if r["mode"] in ("baseline", "zerocopy"):
+        assert t == int(r["workers"]), f"{name}: split {p}/{t}"
+    if r["mode"] == "zerocopy":
+        assert float(r["pcie_bytes_per_iter"]) > 0, name
+        assert float(r["cpu_cold_bytes_per_iter"]) == 0, name
+    # The GPU probe always runs; bench_floor's host-read term when it is built.
+    assert float(r["floor_gpu_ms"]) > 0 and float(r["floor_ms"]) >= float(r["floor_gpu_ms"]), name
+    if os.access(floor_bin, os.X_OK):
+        assert float(r["floor_host_ms"]) > 0, f"{name}: no host-read term"
+    assert r["binding"] in ("host", "gpu"), f"{name}: binding {r['binding']}"
+    frac = float(r["floor_fraction"])
+    assert math.isclose(frac, float(r["floor_ms"]) / float(r["iter_ms_mean"])), name
+iters = {r["iterations"] for r in rows}
+assert len(iters) == 1, f"iterations differ: {iters}"
+tiered = {r["final_loss"] for r in rows if r["mode"] != "cpu"}
+hot = {r["final_loss"] for r in rows if r["mode"] == "cpu"}
+assert len(tiered) == 1 and len(hot) == 1, f"final losses differ: {tiered} {hot}"
+assert math.isfinite(float(tiered.pop())), "final loss"
+PY
+
+[ -s "$OUT/report.md" ] || fail "no report.md"
+grep -q '^## tiny: ' "$OUT/report.md" || fail "report.md lacks the workload's section"
+grep -q 'all 10 runs end on final_loss' "$OUT/report.md" || fail "report.md lacks the loss check"
+grep -q 'DIFFER' "$OUT/report.md" && fail "report.md reports differing losses"
+grep -q 'GPU compute time of tiny' "$OUT/report.md" || fail "report.md lacks the GPU probe"
+for f in meta.json probes.json runs/tiny/hybrid-w2.json runs/tiny/hybrid-w2.cmd; do
+  [ -s "$OUT/$f" ] || fail "no $f in the output folder"
+done
+if [ -x "$(dirname "$BIN")/bench_floor" ]; then
+  grep -q '"cpu_alone_gbs"' "$OUT/probes.json" || fail "probes.json lacks bench_floor's figures"
+fi
+if command -v gnuplot >/dev/null; then
+  [ -s "$OUT/plots/tiny-throughput.png" ] || fail "gnuplot is on PATH but no throughput plot"
+fi
+
+# report.py alone rebuilds the report from the folder.
+rm -f "$OUT/report.md"
+python3 "$HARNESS/report.py" "$OUT" --no-plots 2>"$TMP/r.err" ||
+  fail "report.py: $(cat "$TMP/r.err")"
+grep -q 'all 10 runs end on final_loss' "$OUT/report.md" 2>/dev/null ||
+  fail "report.py did not rebuild report.md"
+
+# Usage errors exit 2 and name the problem.
+usage_error() {
+  local want=$1
+  shift
+  python3 "$HARNESS/run.py" --bin "$BIN" --out "$TMP/x" "$@" >/dev/null 2>"$TMP/e.err"
+  local rc=$?
+  [ "$rc" -eq 2 ] || fail "run.py $*: exit $rc, expected 2"
+  grep -qF -- "$want" "$TMP/e.err" || fail "run.py $*: stderr lacks '$want': $(cat "$TMP/e.err")"
+}
+usage_error "unknown workload 'W9'" --workload W9
+usage_error "epochs must be >= 2" --workload tiny --epochs 1
+usage_error "unknown mode(s) turbo" --workload tiny --modes cpu,turbo
+usage_error "--workers" --workload tiny --workers 1,x
+cli_finish
