@@ -6,6 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Periods a reverted direction stays blocked: long enough that the controller does not retry a
+ * harmful move every few periods, short enough to notice a change of phase. */
+enum { BLOCK_PERIODS = 20 };
+
 ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
   static const ng_ctrl_opts defaults = NG_CTRL_OPTS_INIT;
   if (!o)
@@ -69,6 +73,8 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
       fast == NG_GROUP_TRANSFER ? NG_CTRL_MOVE_TO_TRANSFER : NG_CTRL_MOVE_TO_PARTIAL;
   if (d->rel_diff <= c->o.threshold)
     return NG_CTRL_BALANCED;
+  if (c->blocked_left > 0 && want == c->blocked)
+    return NG_CTRL_BLOCKED;
   if (c->last_move == -want && d->rel_diff <= 2 * c->o.threshold)
     return NG_CTRL_HYSTERESIS;
   if (c->workers[slow] - 1 < c->o.min_per_group)
@@ -99,6 +105,25 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     /* This period began under the old split: its sample would blur the effect of the move. */
     c->settle--;
     d.reason = NG_CTRL_SETTLING;
+  } else if (c->judging && s->seconds > 0 &&
+             (double)s->done / s->seconds < c->rate_before * (1.0 - c->o.threshold / 2)) {
+    /* The judge: the last move made the device slower. Whatever the signal that proposed it,
+     * the total throughput is what counts, so the move is undone and its direction is not
+     * proposed again for a while. */
+    const ng_ctrl_move back = (ng_ctrl_move)-c->last_move;
+    const int from = back == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_PARTIAL : NG_GROUP_TRANSFER;
+    c->judging = false;
+    reset_acc(c);
+    d.reason = NG_CTRL_REVERTED;
+    if (c->workers[from] > 0) {
+      c->workers[from]--;
+      c->workers[1 - from]++;
+      c->blocked = c->last_move;
+      c->blocked_left = BLOCK_PERIODS;
+      c->last_move = back;
+      c->settle = 1;
+      d.move = back;
+    }
   } else if (s->ring_capacity > 0 && 2 * s->ring_depth >= s->ring_capacity &&
              s->producer_wait_frac >= c->o.gpu_bound_wait) {
     /* Workers wait on a full window: the device (or its copy engine) sets the pace. A TRANSFER
@@ -109,8 +134,10 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
      * work. The data is dropped so that the next comparison reflects the phase that follows. */
     reset_acc(c);
     d.reason = NG_CTRL_GPU_BOUND;
-    if (c->workers[NG_GROUP_TRANSFER] - 1 >= c->o.min_per_group &&
-        c->workers[NG_GROUP_TRANSFER] > 0) {
+    if (c->blocked_left > 0 && c->blocked == NG_CTRL_MOVE_TO_PARTIAL) {
+      d.reason = NG_CTRL_BLOCKED;
+    } else if (c->workers[NG_GROUP_TRANSFER] - 1 >= c->o.min_per_group &&
+               c->workers[NG_GROUP_TRANSFER] > 0) {
       c->workers[NG_GROUP_TRANSFER]--;
       c->workers[NG_GROUP_PARTIAL]++;
       c->last_move = NG_CTRL_MOVE_TO_PARTIAL;
@@ -131,6 +158,14 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
       enough = enough && c->acc_iters[g] >= c->o.min_iters && c->acc_busy[g] > 0;
     d.reason = enough ? compare(c, &d) : NG_CTRL_NO_DATA;
   }
+  if (c->blocked_left > 0 && d.reason != NG_CTRL_REVERTED)
+    c->blocked_left--;
+  if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED && s->seconds > 0) {
+    c->judging = true;
+    c->rate_before = (double)s->done / s->seconds;
+  } else if (d.reason != NG_CTRL_SETTLING && d.reason != NG_CTRL_WARMUP) {
+    c->judging = false; /* a verdict comes only from the period right after the settling one */
+  }
   d.workers[NG_GROUP_PARTIAL] = c->workers[NG_GROUP_PARTIAL];
   d.workers[NG_GROUP_TRANSFER] = c->workers[NG_GROUP_TRANSFER];
   return d;
@@ -146,6 +181,10 @@ const char *ng__ctrl_reason_name(ng_ctrl_reason r) {
     return "settling";
   case NG_CTRL_GPU_BOUND:
     return "gpu_bound";
+  case NG_CTRL_REVERTED:
+    return "reverted";
+  case NG_CTRL_BLOCKED:
+    return "blocked";
   case NG_CTRL_GROUP_EMPTY:
     return "group_empty";
   case NG_CTRL_NO_DATA:

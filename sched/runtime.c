@@ -569,6 +569,8 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
           NG_MIN(1.0, (double)(now.put_wait_ns - ctl0.put_wait_ns) * 1e-9 / (secs * rt->n_threads));
       s.consumer_wait_frac =
           NG_MIN(1.0, (double)(now.take_wait_ns - ctl0.take_wait_ns) * 1e-9 / secs);
+      s.done = now.iters - ctl0.iters;
+      s.seconds = secs;
       ng_ctrl_decision dec = ng__ctrl_step(&rt->ctrl, &s);
       if (dec.move != NG_CTRL_MOVE_NONE)
         apply_move(rt, dec.move);

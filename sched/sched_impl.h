@@ -197,6 +197,8 @@ typedef enum {
   NG_CTRL_HYSTERESIS,  ///< the move would undo the last one and the difference is < 2x threshold
   NG_CTRL_AT_LIMIT,    ///< the slower group is at min_per_group
   NG_CTRL_MOVED,       ///< one worker moved towards the faster group
+  NG_CTRL_REVERTED,    ///< the last move lowered the device's throughput: undone
+  NG_CTRL_BLOCKED,     ///< the proposed move was reverted recently: not tried again yet
 } ng_ctrl_reason;
 
 /// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none.
@@ -220,6 +222,11 @@ typedef struct {
   double producer_wait_frac;
   /// Growth of ng_ring_stats::take_wait_ns over the period / period, in [0, 1].
   double consumer_wait_frac;
+  /// Iterations the device finished in the period and its length. When seconds > 0, every move
+  /// is judged by the device's throughput (done / seconds) two periods later and undone if it
+  /// fell by more than half the threshold (docs/scheduler.md); 0 turns the judge off.
+  int64_t done;
+  double seconds;
 } ng_ctrl_sample;
 
 typedef struct {
@@ -242,6 +249,10 @@ typedef struct {
   ng_ctrl_move last_move;      ///< the last move made (NONE before the first)
   int64_t acc_iters[NG_GROUP_COUNT];
   double acc_busy[NG_GROUP_COUNT];
+  bool judging;           ///< the last move awaits its verdict
+  double rate_before;     ///< the device's iterations/s in the period of the last move
+  ng_ctrl_move blocked;   ///< a direction that was reverted ...
+  int blocked_left;       ///< ... for this many more periods
 } ng_ctrl;
 
 /// Sets `c` up for `workers` >= 0 workers split by `o` (NULL: defaults). NG_ERR_INVALID_ARG for

@@ -1148,6 +1148,47 @@ static int count_char(const char *s, char ch) {
   return n;
 }
 
+/* The judge: with the device's throughput in the samples, a move that lowers it is undone two
+ * periods later and its direction is blocked; a move that does not lower it stays. */
+static void test_ctrl_judge(void) {
+  ng_ctrl c = ctrl_ready(8, -1);
+  ng_ctrl_sample s = sample(100, 200, 10);
+  s.ring_depth = 8;
+  s.producer_wait_frac = 0.8; /* GPU-bound: proposes a move to PARTIAL */
+  s.done = 100;
+  s.seconds = 0.1; /* 1000 it/s */
+  ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  /* 10% slower than before the move (the band is half the 10% threshold): undone. */
+  s.done = 90;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
+  d = ng__ctrl_step(&c, &s); /* settling after the revert */
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  /* The GPU-bound proposal is blocked now. */
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_BLOCKED);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_REVERTED), "reverted") == 0);
+  EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_BLOCKED), "blocked") == 0);
+
+  /* A move after which the throughput holds (4% lower, inside the band) stays. */
+  c = ctrl_ready(8, -1);
+  s.done = 100;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  d = ng__ctrl_step(&c, &s);
+  s.done = 96;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_TRUE(d.reason != NG_CTRL_REVERTED);
+  EXPECT_TRUE(c.workers[NG_GROUP_PARTIAL] >= 5);
+}
+
 static void test_ctrl_log_line(void) {
   ng_ctrl c = ctrl_ready(8, -1);
   ng_ctrl_sample s = sample(100, 150, 10);
@@ -1191,6 +1232,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_moves_and_threshold);
   RUN_TEST(test_ctrl_gpu_bound_fixed_and_data);
   RUN_TEST(test_ctrl_hysteresis);
+  RUN_TEST(test_ctrl_judge);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
 }
