@@ -334,17 +334,17 @@ typedef struct {
 /// One line of run-time telemetry (ng_train_opts.telemetry), about the interval since the last.
 typedef struct {
   int64_t epoch;
-  double t;                   ///< seconds since the epoch started
-  double seconds;             ///< length of the interval
-  int64_t iterations;         ///< iterations the device finished in the interval
-  double it_per_s;            ///< iterations / seconds
-  int workers[2];             ///< PARTIAL and TRANSFER workers at the end of the interval
-  double group_it_per_s[2];   ///< per-thread iterations/s of each group (0 without a worker)
-  int64_t pcie_bytes;         ///< h2d copies + zero-copy reads in the interval
-  int64_t cpu_cold_bytes;     ///< cold-row bytes read by the CPU workers
-  int ring_depth;             ///< iterations ready for the device at the end of the interval
-  double device_busy;         ///< share of the interval the device thread did not wait for input
-  const char *decisions;      ///< the controller's decisions of the interval (CSV lines), or ""
+  double t;                 ///< seconds since the epoch started
+  double seconds;           ///< length of the interval
+  int64_t iterations;       ///< iterations the device finished in the interval
+  double it_per_s;          ///< iterations / seconds
+  int workers[2];           ///< PARTIAL and TRANSFER workers at the end of the interval
+  double group_it_per_s[2]; ///< per-thread iterations/s of each group (0 without a worker)
+  int64_t pcie_bytes;       ///< h2d copies + zero-copy reads in the interval
+  int64_t cpu_cold_bytes;   ///< cold-row bytes read by the CPU workers
+  int ring_depth;           ///< iterations ready for the device at the end of the interval
+  double device_busy;       ///< share of the interval the device thread did not wait for input
+  const char *decisions;    ///< the controller's decisions of the interval (CSV lines), or ""
 } ng_telemetry;
 typedef void (*ng_telemetry_fn)(const ng_telemetry *t, void *ctx);
 
@@ -361,7 +361,7 @@ typedef struct {
   int64_t eval_chunk;      ///< nodes per chunk in layer-wise full-neighbour inference
   ng_progress_fn progress; ///< optional; phases "train" (iterations) and "eval" (nodes)
   void *progress_ctx;
-  ng_mode mode;            ///< who fetches cold rows and how (docs/scheduler.md)
+  ng_mode mode; ///< who fetches cold rows and how (docs/scheduler.md)
   /// The hot tier: rows [0, H) of the features are kept in device memory (reorder the dataset
   /// first so that they are the hottest, see ng_dataset_reorder). H comes from cache_bytes
   /// (H = cache_bytes / row bytes) when it is > 0, else from cache_ratio (H = ratio * nodes)
@@ -373,11 +373,11 @@ typedef struct {
   /// Worker threads (one per core): 0 = every core this process may use but one, which the
   /// device thread keeps; -1 = none, the calling thread does the host work between device steps.
   int workers;
-  const char *cpuset;    ///< cores for the threads, e.g. "0-15" (NULL: every allowed core)
-  ng_fetch transfer;     ///< the TRANSFER group's strategy: BATCH, ZCOPY or AUTO
-  int partial_workers;   ///< PARTIAL workers of HYBRID_STATIC, HYBRID's start; -1 = half
-  double period_ms;      ///< HYBRID: how often the controller compares the groups
-  double threshold;      ///< HYBRID: relative difference of per-thread throughput that moves one
+  const char *cpuset;  ///< cores for the threads, e.g. "0-15" (NULL: every allowed core)
+  ng_fetch transfer;   ///< the TRANSFER group's strategy: BATCH, ZCOPY or AUTO
+  int partial_workers; ///< PARTIAL workers of HYBRID_STATIC, HYBRID's start; -1 = half
+  double period_ms;    ///< HYBRID: how often the controller compares the groups
+  double threshold;    ///< HYBRID: relative difference of per-thread throughput that moves one
   ng_telemetry_fn telemetry; ///< optional, called from the training thread every telemetry_s
   void *telemetry_ctx;
   double telemetry_s;

@@ -249,10 +249,10 @@ typedef struct {
   ng_ctrl_move last_move;      ///< the last move made (NONE before the first)
   int64_t acc_iters[NG_GROUP_COUNT];
   double acc_busy[NG_GROUP_COUNT];
-  bool judging;           ///< the last move awaits its verdict
-  double rate_before;     ///< the device's iterations/s in the period of the last move
-  ng_ctrl_move blocked;   ///< a direction that was reverted ...
-  int blocked_left;       ///< ... for this many more periods
+  bool judging;         ///< the last move awaits its verdict
+  double rate_before;   ///< the device's iterations/s in the period of the last move
+  ng_ctrl_move blocked; ///< a direction that was reverted ...
+  int blocked_left;     ///< ... for this many more periods
 } ng_ctrl;
 
 /// Sets `c` up for `workers` >= 0 workers split by `o` (NULL: defaults). NG_ERR_INVALID_ARG for
