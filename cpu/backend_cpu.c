@@ -132,19 +132,26 @@ static ng_status cpu_copy_h2d(ng_backend *be, void *dst, const void *host_src, s
   return cpu_copy(be, "copy_h2d", dst, host_src, bytes);
 }
 
+static ng_status check_slot(const char *op, int slot) {
+  if (slot < 0 || slot >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: slot %d is not in [0, %d)", op, slot, NG_BACKEND_MARKS);
+  return NG_OK;
+}
+
 static ng_status cpu_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, size_t bytes,
-                                    int wait_mark) {
-  if (wait_mark >= NG_BACKEND_MARKS)
-    return ng__err(NG_ERR_INVALID_ARG, "copy_h2d_async: mark %d is not below %d", wait_mark,
-                   NG_BACKEND_MARKS);
+                                    int slot) {
+  NG_CHECK(check_slot("copy_h2d_async", slot));
   return cpu_copy(be, "copy_h2d_async", dst, host_src, bytes); /* ops are synchronous here */
+}
+
+static ng_status cpu_wait_copy(ng_backend *be, int slot) {
+  (void)be;
+  return check_slot("wait_copy", slot);
 }
 
 static ng_status cpu_mark(ng_backend *be, int k) {
   (void)be;
-  if (k < 0 || k >= NG_BACKEND_MARKS)
-    return ng__err(NG_ERR_INVALID_ARG, "mark: %d is not in [0, %d)", k, NG_BACKEND_MARKS);
-  return NG_OK;
+  return check_slot("mark", k);
 }
 
 static ng_status cpu_copy_d2h(ng_backend *be, void *host_dst, const void *src, size_t bytes) {
@@ -782,6 +789,7 @@ static const struct ng_backend_i CPU_IFACE = {
     .free = cpu_free,
     .copy_h2d = cpu_copy_h2d,
     .copy_h2d_async = cpu_copy_h2d_async,
+    .wait_copy = cpu_wait_copy,
     .mark = cpu_mark,
     .copy_d2h = cpu_copy_d2h,
     .copy_d2d = cpu_copy_d2d,

@@ -41,12 +41,12 @@ struct xent_result {
 
 struct cuda_ctx {
   int device;
-  cudaStream_t stream;                 // every op
-  cudaStream_t copy_stream;            // copy_h2d_async
-  cudaEvent_t marks[NG_BACKEND_MARKS]; // mark(), on `stream`
-  cudaEvent_t copied;                  // the last copy_h2d_async, on `copy_stream`
-  bool xent_pending;                   // an xent's result not yet read by xent_result
-  int64_t xent_n, xent_classes;        // that xent's shape
+  cudaStream_t stream;                  // every op
+  cudaStream_t copy_stream;             // copy_h2d_async
+  cudaEvent_t marks[NG_BACKEND_MARKS];  // mark(), on `stream`
+  cudaEvent_t copied[NG_BACKEND_MARKS]; // the last copy_h2d_async of each slot, on `copy_stream`
+  bool xent_pending;                    // an xent's result not yet read by xent_result
+  int64_t xent_n, xent_classes;         // that xent's shape
   cublasHandle_t blas;
   double *row_loss; // [row_loss_cap] per-row losses of xent, grown on demand
   int64_t row_loss_cap;
@@ -560,8 +560,8 @@ __global__ void k_self_loop(float *dst, const float *self_w, const float *rows, 
 }
 
 __global__ void k_degree(ng_block b, int32_t *count) {
-  const int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (d < b.n_dst)
+  for (int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; d < b.n_dst;
+       d += (int64_t)gridDim.x * blockDim.x)
     count[d] = b.indptr[d + 1] - b.indptr[d];
 }
 
@@ -589,8 +589,8 @@ __global__ void k_merge_vals(ng_reduce red, float *acc, const int32_t *acc_count
 }
 
 __global__ void k_merge_counts(int32_t *acc_count, const int32_t *other_count, int64_t n_dst) {
-  const int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (d < n_dst)
+  for (int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; d < n_dst;
+       d += (int64_t)gridDim.x * blockDim.x)
     acc_count[d] += other_count[d];
 }
 
@@ -812,8 +812,9 @@ void release(cuda_ctx *c) {
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->marks[k])
       (void)cudaEventDestroy(c->marks[k]);
-  if (c->copied)
-    (void)cudaEventDestroy(c->copied);
+  for (int k = 0; k < NG_BACKEND_MARKS; k++)
+    if (c->copied[k])
+      (void)cudaEventDestroy(c->copied[k]);
   if (c->copy_stream)
     (void)cudaStreamDestroy(c->copy_stream);
   if (c->blas)
@@ -881,25 +882,32 @@ ng_status cuda_copy_h2d(ng_backend *be, void *dst, const void *host_src, size_t 
   return cuda_copy(be, "copy_h2d", dst, host_src, bytes, true);
 }
 
-/* The copy waits on the copy stream for the mark, then the op stream waits for the copy (one
- * event suffices: a wait captures the event's latest record when it is queued). */
+/* The copy waits on the copy stream for the slot's mark and records the slot's event; the op
+ * stream waits for that event only at wait_copy, so the copy overlaps the ops in between. */
 ng_status cuda_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, size_t bytes,
-                              int wait_mark) {
-  if (wait_mark >= NG_BACKEND_MARKS)
-    return ng__err(NG_ERR_INVALID_ARG, "copy_h2d_async: mark %d is not below %d", wait_mark,
+                              int slot) {
+  if (slot < 0 || slot >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "copy_h2d_async: slot %d is not in [0, %d)", slot,
                    NG_BACKEND_MARKS);
-  if (bytes == 0)
-    return NG_OK;
-  NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "dst", dst, true));
-  NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "src", host_src, true));
+  NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "dst", dst, bytes > 0));
+  NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "src", host_src, bytes > 0));
   NG_CHECK(use(be, "copy_h2d_async"));
   cuda_ctx *c = ctx_of(be);
-  if (wait_mark >= 0)
-    CU_CHECK("copy_h2d_async", cudaStreamWaitEvent(c->copy_stream, c->marks[wait_mark], 0));
-  CU_CHECK("copy_h2d_async",
-           cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
-  CU_CHECK("copy_h2d_async", cudaEventRecord(c->copied, c->copy_stream));
-  CU_CHECK("copy_h2d_async", cudaStreamWaitEvent(c->stream, c->copied, 0));
+  CU_CHECK("copy_h2d_async", cudaStreamWaitEvent(c->copy_stream, c->marks[slot], 0));
+  if (bytes > 0)
+    CU_CHECK("copy_h2d_async",
+             cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
+  CU_CHECK("copy_h2d_async", cudaEventRecord(c->copied[slot], c->copy_stream));
+  return NG_OK;
+}
+
+ng_status cuda_wait_copy(ng_backend *be, int slot) {
+  if (slot < 0 || slot >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "wait_copy: slot %d is not in [0, %d)", slot,
+                   NG_BACKEND_MARKS);
+  NG_CHECK(use(be, "wait_copy"));
+  cuda_ctx *c = ctx_of(be);
+  CU_CHECK("wait_copy", cudaStreamWaitEvent(c->stream, c->copied[slot], 0));
   return NG_OK;
 }
 
@@ -1493,6 +1501,7 @@ ng_backend_i make_iface() {
   t.free = cuda_free;
   t.copy_h2d = cuda_copy_h2d;
   t.copy_h2d_async = cuda_copy_h2d_async;
+  t.wait_copy = cuda_wait_copy;
   t.mark = cuda_mark;
   t.copy_d2h = cuda_copy_d2h;
   t.copy_d2d = cuda_copy_d2d;
@@ -1557,10 +1566,9 @@ ng_status create(ng_backend **out, int device) {
     what = "cudaMalloc";
   else if ((err = cudaMallocHost(&c->h_res, sizeof(xent_result))) != cudaSuccess)
     what = "cudaMallocHost";
-  else if ((err = cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming)) != cudaSuccess)
-    what = "cudaEventCreateWithFlags";
   for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++)
-    if ((err = cudaEventCreateWithFlags(&c->marks[k], cudaEventDisableTiming)) != cudaSuccess)
+    if ((err = cudaEventCreateWithFlags(&c->marks[k], cudaEventDisableTiming)) != cudaSuccess ||
+        (err = cudaEventCreateWithFlags(&c->copied[k], cudaEventDisableTiming)) != cudaSuccess)
       what = "cudaEventCreateWithFlags";
   if (err != cudaSuccess) {
     st = cuda_err("cuda backend", what, err);

@@ -206,6 +206,11 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                    ">= 0, known optimizer and normalisation)");
   if (o.batch > INT32_MAX / 2)
     return ng__err(NG_ERR_INVALID_ARG, "batch %lld too large", (long long)o.batch);
+  if (info->nodes > INT32_MAX)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "dataset '%s' has %lld nodes; training addresses feature rows with 32-bit ids "
+                   "(up to 2^31 - 1 nodes)",
+                   info->name, (long long)info->nodes);
   if ((unsigned)o.mode > NG_MODE_HYBRID)
     return ng__err(NG_ERR_INVALID_ARG, "unknown mode %d", (int)o.mode);
   if (o.transfer != NG_FETCH_BATCH && o.transfer != NG_FETCH_ZCOPY && o.transfer != NG_FETCH_AUTO)

@@ -299,8 +299,11 @@ static void worker_main(void *ctx, int index) {
     atomic_fetch_add(&rt->group_busy_ns[it->group], ng__now_ns() - t0);
     /* The ring counts from 0: a resumed epoch starts at plan->first. */
     st = ng__ring_put(rt->ring, i - rt->plan->first, buf);
-    if (st != NG_OK) { /* closed by a failure elsewhere */
+    if (st != NG_OK) { /* closed by a failure elsewhere, or a bug: either way, stop the run */
       (void)ng__slots_release(w->slots, buf);
+      char who[32];
+      snprintf(who, sizeof who, "worker %d", index);
+      fail(rt, st, who);
       return;
     }
   }
@@ -501,6 +504,10 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   for (int i = 0; i < NG_MAX(rt->n_threads, 1); i++)
     ng__slots_reopen(rt->w[i].slots);
 
+  /* A move judged across the epoch boundary would be judged on the start-up of the next epoch
+   * (pool start, ring fill): the first period of an epoch is a settling one. */
+  rt->ctrl.judging = false;
+  rt->ctrl.settle = NG_MAX(rt->ctrl.settle, 1);
   ng_status st = NG_OK;
   affinity aff = {.saved = false};
   rt->ring = NULL;
@@ -531,7 +538,11 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       st = upload(rt, cur, (int)(plan->first & 1), &cur_view);
   }
   for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
-    st = step->forward(step->ctx, i, &cur_view);
+    /* Iteration i's package must have landed before its first op; the copy of i + 1, queued
+     * below, then overlaps all of i's forward, backward and optimizer step. */
+    st = be->iface->wait_copy(be, (int)(i & 1));
+    if (st == NG_OK)
+      st = step->forward(step->ctx, i, &cur_view);
     if (st == NG_OK && i + 1 < plan->iters) {
       st = take(rt, i + 1, &nxt);
       if (st == NG_OK)
@@ -615,9 +626,14 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     if (!worker_failed) /* the device side failed or was interrupted: stop the workers */
       ng__ring_close(rt->ring, st);
   }
-  /* Queued device work may still read the packages held here. */
-  if (st != NG_OK)
+  /* Queued device work may still read the packages held here. The sync must not replace the
+   * error the caller will see. */
+  if (st != NG_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ng_last_error());
     (void)be->iface->sync(be);
+    (void)ng__err(st, "%s", msg);
+  }
   stop_workers(rt, &aff);
   release(rt, cur);
   release(rt, nxt);

@@ -95,13 +95,17 @@ struct ng_backend_i {
   ng_status (*copy_h2d)(ng_backend *be, void *dst, const void *host_src, size_t bytes);
   ng_status (*copy_d2h)(ng_backend *be, void *host_dst, const void *src, size_t bytes);
   ng_status (*copy_d2d)(ng_backend *be, void *dst, const void *src, size_t bytes);
-  /// Queues a host-to-device copy on the backend's copy engine and returns at once; later ops
-  /// see the data. The copy first waits for the point marked by mark(be, wait_mark) (-1: no
-  /// wait), so that it cannot overwrite a buffer ops queued before that mark still read. The
-  /// source must stay unchanged until the backend has synchronized past a later op (sync,
-  /// copy_d2h, xent_result). The CPU backend copies at once.
+  /// Queues a host-to-device copy on the backend's copy engine, in buffer slot `slot` (0 <=
+  /// slot < NG_BACKEND_MARKS), and returns at once. The copy first waits for mark `slot` (see
+  /// mark), so that it cannot overwrite a buffer that ops queued before that mark still read.
+  /// Ops see the data once wait_copy(be, slot) has been queued before them: the copy can thus
+  /// overlap every op queued in between. The source must stay unchanged until the backend has
+  /// synchronized past an op queued after wait_copy (sync, copy_d2h, xent_result). The CPU
+  /// backend copies at once.
   ng_status (*copy_h2d_async)(ng_backend *be, void *dst, const void *host_src, size_t bytes,
-                              int wait_mark);
+                              int slot);
+  /// Makes the ops queued from now on wait for the last copy_h2d_async of `slot`.
+  ng_status (*wait_copy)(ng_backend *be, int slot);
   /// Records mark `k` (0 <= k < NG_BACKEND_MARKS) after every op queued so far.
   ng_status (*mark)(ng_backend *be, int k);
   ng_status (*fill)(ng_backend *be, float *x, int64_t n, float value);
