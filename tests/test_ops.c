@@ -402,7 +402,9 @@ static void test_gather(void) {
         }
       /* stage_rows (streaming stores into 64-byte aligned rows, or the plain gather when a
        * row is not vector-aligned: dst + 1 float) copies the same bytes. */
-      float *aligned = aligned_alloc(64, (size_t)(n * dim + 16) * sizeof(float) + 64);
+      /* C11's aligned_alloc wants a size that is a multiple of the alignment. */
+      const size_t abytes = ((size_t)(n * dim + 16) * sizeof(float) + 127) / 64 * 64;
+      float *aligned = aligned_alloc(64, abytes);
       for (int i = 0; i < n_isa; i++)
         for (int shift = 0; shift < 2; shift++) {
           poison(aligned + shift, n * dim);
