@@ -377,7 +377,7 @@ typedef struct {
   ng_fetch transfer;   ///< the TRANSFER group's strategy: BATCH, ZCOPY or AUTO
   int partial_workers; ///< PARTIAL workers of HYBRID_STATIC, HYBRID's start; -1 = half
   double period_ms;    ///< HYBRID: how often the controller compares the groups
-  double threshold;    ///< HYBRID: relative difference of per-thread throughput that moves one
+  double threshold;    ///< HYBRID: relative difference that moves a worker (docs/scheduler.md)
   ng_telemetry_fn telemetry; ///< optional, called from the training thread every telemetry_s
   void *telemetry_ctx;
   double telemetry_s;
