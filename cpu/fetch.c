@@ -16,27 +16,16 @@ void ng__fetch_scratch_free(ng_fetch_scratch *s) {
   memset(s, 0, sizeof *s);
 }
 
-static ng_status scratch_reserve(ng_fetch_scratch *s, int32_t n) {
-  if ((size_t)n <= s->cap)
+/* Grows a scratch array *p of *cap elements of `size` bytes to at least n (contents kept). */
+static ng_status scratch_reserve(void **p, size_t *cap, int64_t n, size_t size) {
+  if ((size_t)n <= *cap)
     return NG_OK;
-  size_t cap = NG_MAX((size_t)n, s->cap + s->cap / 2);
-  int32_t *p = realloc(s->stage_pos, cap * sizeof *p);
-  if (!p)
-    return ng__err(NG_ERR_NOMEM, "out of memory for the fetch scratch (%zu ids)", cap);
-  s->stage_pos = p;
-  s->cap = cap;
-  return NG_OK;
-}
-
-static ng_status scratch_reserve_ids(ng_fetch_scratch *s, int64_t n) {
-  if ((size_t)n <= s->ids_cap)
-    return NG_OK;
-  size_t cap = NG_MAX((size_t)n, s->ids_cap + s->ids_cap / 2);
-  int64_t *p = realloc(s->stage_ids, cap * sizeof *p);
-  if (!p)
-    return ng__err(NG_ERR_NOMEM, "out of memory for the fetch scratch (%zu ids)", cap);
-  s->stage_ids = p;
-  s->ids_cap = cap;
+  const size_t want = NG_MAX((size_t)n, *cap + *cap / 2);
+  void *q = realloc(*p, want * size);
+  if (!q)
+    return ng__err(NG_ERR_NOMEM, "out of memory for the fetch scratch (%zu ids)", want);
+  *p = q;
+  *cap = want;
   return NG_OK;
 }
 
@@ -184,7 +173,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   if (mode == NG_FETCH_BATCH) {
     /* Every cold local node is staged once: each non-destination source is some edge's source
      * and each destination needs its self row. */
-    NG_CHECK(scratch_reserve(scratch, ns));
+    NG_CHECK(scratch_reserve((void **)&scratch->stage_pos, &scratch->cap, ns, sizeof(int32_t)));
     for (int32_t s = 0; s < ns; s++)
       scratch->stage_pos[s] = gid[s] >= H ? (int32_t)c.n_staged++ : -1;
   } else if (mode == NG_FETCH_PARTIAL) {
@@ -262,7 +251,8 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
     /* Staged row stage_pos[s] is the row of cold local source s; the positions grow with s,
      * so the staged rows are the cold sources in order. Without dropout they are copied with
      * streaming stores. */
-    NG_CHECK(scratch_reserve_ids(scratch, c.n_staged));
+    NG_CHECK(scratch_reserve((void **)&scratch->stage_ids, &scratch->ids_cap, c.n_staged,
+                             sizeof(int64_t)));
     for (int32_t s = 0; s < ns; s++)
       if (scratch->stage_pos[s] >= 0)
         scratch->stage_ids[scratch->stage_pos[s]] = gid[s];

@@ -234,15 +234,7 @@ static void *take(carve *c, size_t bytes) {
 }
 
 static ng_status arena_reserve(ng_model_exec *ex, size_t bytes) {
-  if (bytes <= ex->arena_cap)
-    return NG_OK;
-  size_t cap = NG_MAX(bytes, ex->arena_cap + ex->arena_cap / 2);
-  BE(ex)->free(ex->be, ex->arena);
-  ex->arena = NULL;
-  ex->arena_cap = 0;
-  NG_CHECK(BE(ex)->alloc(ex->be, &ex->arena, cap));
-  ex->arena_cap = cap;
-  return NG_OK;
+  return ng__bk_reserve(ex->be, &ex->arena, &ex->arena_cap, bytes);
 }
 
 static bool layer_drops(const ng_layer *L, bool training) {

@@ -81,15 +81,7 @@ static ng_status trainer_check(ng_trainer_t t) {
 }
 
 static ng_status grow(ng_backend *be, growbuf *b, size_t bytes) {
-  if (bytes <= b->cap)
-    return NG_OK;
-  size_t cap = NG_MAX(bytes, b->cap + b->cap / 2);
-  be->iface->free(be, b->ptr);
-  b->ptr = NULL;
-  b->cap = 0;
-  NG_CHECK(be->iface->alloc(be, &b->ptr, cap));
-  b->cap = cap;
-  return NG_OK;
+  return ng__bk_reserve(be, &b->ptr, &b->cap, bytes);
 }
 
 /* Host memory that grows to the largest request (staging before a copy to the backend). */
@@ -425,15 +417,11 @@ static ng_status gather_labels(ng_trainer_t t, const int64_t *ids, int64_t n) {
   return t->be->iface->copy_h2d(t->be, t->labels.ptr, lab, (size_t)n * sizeof(int32_t));
 }
 
-/* The blocks [first, n_layers) of a mini-batch in backend memory: the same arrays for a
- * host-memory backend; otherwise packed into one staging buffer and copied in one transfer
- * (*bytes, when not NULL, gets the size). node_ids stays on the host (the gathers above read
- * it there); the arrays of blocks before `first` are not copied. */
-static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, int first, ng_minibatch *d,
-                                  size_t *bytes) {
+/* The blocks of a mini-batch in backend memory (evaluation; training sends its packages through
+ * the runtime): the same arrays for a host-memory backend; otherwise packed into one staging
+ * buffer and copied in one transfer. node_ids stays on the host (the gathers above read it). */
+static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, ng_minibatch *d) {
   *d = *h;
-  if (bytes)
-    *bytes = 0;
   if (t->be->iface->host_memory)
     return NG_OK;
   enum { ALIGN = 16 };
@@ -441,7 +429,7 @@ static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, int fir
   for (int pass = 0; pass < 2; pass++) {
     char *stage = t->stage_mb.ptr, *dev = t->mb_dev.ptr;
     size_t at = 0;
-    for (int l = first; l < h->n_layers; l++) {
+    for (int l = 0; l < h->n_layers; l++) {
       const ng_block *hb = &h->blocks[l];
       ng_block *db = &d->blocks[l];
       struct {
@@ -473,8 +461,6 @@ static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, int fir
       NG_CHECK(grow(t->be, &t->mb_dev, total));
     }
   }
-  if (bytes)
-    *bytes = total;
   return t->be->iface->copy_h2d(t->be, t->mb_dev.ptr, t->stage_mb.ptr, total);
 }
 
@@ -657,7 +643,7 @@ static ng_status infer_all(ng_trainer_t t) {
         st = gather_inputs(t, h, L->in_dim, mb.node_ids, mb.blocks[0].n_src, &t->x0);
       ng_minibatch dmb;
       if (st == NG_OK)
-        st = upload_minibatch(t, &mb, 0, &dmb, NULL);
+        st = upload_minibatch(t, &mb, &dmb);
       float *out = next + c0 * L->out_dim;
       size_t out_chunk = (size_t)n * (size_t)L->out_dim * sizeof(float);
       bool direct = t->be->iface->host_memory;

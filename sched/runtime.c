@@ -349,18 +349,6 @@ static void release(ng_runtime *rt, rt_item *it) {
     (void)ng__slots_release(rt->w[it->worker].slots, it);
 }
 
-static ng_status dev_reserve(ng_runtime *rt, int k, size_t bytes) {
-  if (bytes <= rt->dev_cap[k])
-    return NG_OK;
-  size_t cap = NG_MAX(bytes, rt->dev_cap[k] + rt->dev_cap[k] / 2);
-  rt->be->iface->free(rt->be, rt->dev_pkg[k]);
-  rt->dev_pkg[k] = NULL;
-  rt->dev_cap[k] = 0;
-  NG_CHECK(rt->be->iface->alloc(rt->be, &rt->dev_pkg[k], cap));
-  rt->dev_cap[k] = cap;
-  return NG_OK;
-}
-
 /* Queues the copy of item `it` into device buffer k (after mark k: the iteration that last used
  * that buffer is done with it) and sets `view` to the package as the device sees it. */
 static ng_status upload(ng_runtime *rt, rt_item *it, int k, ng_fetch_pkg *view) {
@@ -369,7 +357,7 @@ static ng_status upload(ng_runtime *rt, rt_item *it, int k, ng_fetch_pkg *view) 
     *view = it->pkg;
     return NG_OK;
   }
-  NG_CHECK(dev_reserve(rt, k, NG_MAX(it->pkg.bytes, (size_t)64)));
+  NG_CHECK(ng__bk_reserve(be, &rt->dev_pkg[k], &rt->dev_cap[k], NG_MAX(it->pkg.bytes, (size_t)64)));
   NG_CHECK(be->iface->copy_h2d_async(be, rt->dev_pkg[k], it->pkg.base, it->pkg.bytes, k));
   it->pkg.stats.h2d_bytes = (int64_t)it->pkg.bytes;
   ng__fetch_rebase(view, &it->pkg, rt->dev_pkg[k]);
@@ -566,9 +554,17 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     cur = nxt;
     cur_view = nxt_view;
     nxt = NULL;
-    /* The controller, every period. */
+    /* The controller every period, the telemetry every telemetry_s: the counters are read
+     * (the ring's under its lock) only when one of them is due. */
+    const int64_t t_ns = ng__now_ns();
+    const bool last = i + 1 == plan->iters;
+    const bool ctl_due = rt->n_threads > 0 && (double)(t_ns - ctl0.t_ns) >= rt->o.period_ms * 1e6;
+    const bool tel_due = st == NG_OK && rt->o.telemetry && t_ns > tel0.t_ns &&
+                         (last || (double)(t_ns - tel0.t_ns) >= rt->o.telemetry_s * 1e9);
+    if (!ctl_due && !tel_due)
+      continue;
     snap(rt, &now, done, pcie, cpu_cold);
-    if (rt->n_threads > 0 && (double)(now.t_ns - ctl0.t_ns) >= rt->o.period_ms * 1e6) {
+    if (ctl_due) {
       const double secs = (double)(now.t_ns - ctl0.t_ns) * 1e-9;
       ng_ctrl_sample s = {.ring_capacity = NG_MAX(4, 2 * rt->n_threads)};
       for (int g = 0; g < NG_GROUP_COUNT; g++) {
@@ -588,10 +584,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       add_decision(&log, &dec);
       ctl0 = now;
     }
-    /* The telemetry, every telemetry_s. */
-    const bool last = i + 1 == plan->iters;
-    if (st == NG_OK && rt->o.telemetry && now.t_ns > tel0.t_ns &&
-        (last || (double)(now.t_ns - tel0.t_ns) >= rt->o.telemetry_s * 1e9)) {
+    if (tel_due) {
       const double secs = (double)(now.t_ns - tel0.t_ns) * 1e-9;
       ng_telemetry t = {
           .epoch = plan->epoch,

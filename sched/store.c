@@ -80,18 +80,6 @@ fail:
   return s;
 }
 
-static ng_status dev_reserve(ng_store *st, void **buf, size_t *cap, size_t bytes) {
-  if (bytes <= *cap)
-    return NG_OK;
-  size_t n = NG_MAX(bytes, *cap + *cap / 2);
-  BE(st)->free(st->be, *buf);
-  *buf = NULL;
-  *cap = 0;
-  NG_CHECK(BE(st)->alloc(st->be, buf, n));
-  *cap = n;
-  return NG_OK;
-}
-
 static size_t align64(size_t x) {
   return (x + 63) & ~(size_t)63;
 }
@@ -105,20 +93,19 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   /* Work memory: hot state (values, counts), cold state, aggregation, self rows. */
   const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
   const size_t cnt = align64((size_t)nd * sizeof(int32_t));
-  NG_CHECK(dev_reserve(st, &st->work, &st->work_cap, NG_MAX(4 * rows + 2 * cnt, (size_t)64)));
+  NG_CHECK(ng__bk_reserve(be, &st->work, &st->work_cap, NG_MAX(4 * rows + 2 * cnt, (size_t)64)));
   char *w = st->work;
   ng_pstate hot = {(float *)w, (int32_t *)(w + rows), nd, dim};
   ng_pstate cold = {(float *)(w + rows + cnt), (int32_t *)(w + 2 * rows + cnt), nd, dim};
   float *out = (float *)(w + 2 * rows + 2 * cnt), *self_rows = (float *)(w + 3 * rows + 2 * cnt);
 
-  /* Partial states carry no self loop (added after finalize) and the merge and finalize no
-   * dropout (applied where rows are read). */
-  ng_aggr plain = *ag, dropped = *ag;
-  dropped.self_loop = false;
-  plain.drop_p = 0.0f;
-  plain.drop_key = 0;
-  ng_aggr undropped = plain;
-  undropped.self_loop = false;
+  /* Partial states carry no self loop (it is added after finalize); dropout applies where rows
+   * are read from the tables, not to rows the host staged already dropped, nor to the merge. */
+  ng_aggr bare = *ag, dropped;
+  bare.self_loop = false;
+  bare.drop_p = 0.0f;
+  bare.drop_key = 0;
+  dropped = bare;
   dropped.drop_p = drop_p;
   dropped.drop_key = drop_key;
   /* The cached part, then the cold part by the package's strategy, merged in that order. */
@@ -129,8 +116,8 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
     else if (dp.mode == NG_FETCH_ZCOPY)
       NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.cold, st->host_dev, &cold));
     else /* the staged rows were dropped on the host */
-      NG_CHECK(BE(st)->aggr_partial(be, &undropped, &dp.cold, dp.staged, &cold));
-    NG_CHECK(BE(st)->pstate_merge(be, &plain, &hot, &cold));
+      NG_CHECK(BE(st)->aggr_partial(be, &bare, &dp.cold, dp.staged, &cold));
+    NG_CHECK(BE(st)->pstate_merge(be, &bare, &hot, &cold));
   }
   NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
                                 dp.n_self_hot, dim, drop_p, drop_key));
@@ -140,7 +127,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   else /* staged rows were dropped on the host */
     NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
                                   dp.n_self_cold, dim, 0.0f, 0));
-  NG_CHECK(BE(st)->pstate_finalize(be, &plain, &hot, out));
+  NG_CHECK(BE(st)->pstate_finalize(be, &bare, &hot, out));
   if (ag->self_loop)
     NG_CHECK(BE(st)->add_self_loop(be, out, dp.self_w, self_rows, nd, dim));
   *agg = out;

@@ -29,6 +29,18 @@ ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc) {
   return NG_OK;
 }
 
+ng_status ng__bk_reserve(ng_backend *be, void **buf, size_t *cap, size_t bytes) {
+  if (bytes <= *cap)
+    return NG_OK;
+  const size_t want = NG_MAX(bytes, *cap + *cap / 2);
+  be->iface->free(be, *buf);
+  *buf = NULL;
+  *cap = 0;
+  NG_CHECK(be->iface->alloc(be, buf, want));
+  *cap = want;
+  return NG_OK;
+}
+
 /* ---- argument checks shared by the backends ---- */
 
 ng_status ng__bk_check_count(const char *op, const char *what, int64_t v) {

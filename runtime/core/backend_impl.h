@@ -234,6 +234,11 @@ ng_status ng__bk_check_dropout_p(const char *op, float p);
 /// For the ops other than aggr_partial: the aggregator must not ask for input dropout.
 ng_status ng__bk_check_no_drop(const char *op, const ng_aggr *ag);
 
+/// Makes *buf (backend memory of *cap bytes) hold at least `bytes`: a buffer that must grow is
+/// freed and reallocated (contents lost) with half again its size or `bytes`, whichever is
+/// more, so that buffers sized for the largest mini-batch stop growing.
+ng_status ng__bk_reserve(ng_backend *be, void **buf, size_t *cap, size_t bytes);
+
 /// Translates a public aggregator descriptor into the backend's form (validating it).
 ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc);
 
