@@ -19,8 +19,12 @@
 typedef struct {
   int threads; /* 0: the OpenMP default at each call */
   const ng_cpu_kernels *kern;
-  double last_loss; /* the last xent's results, for xent_result */
-  int64_t last_correct;
+  struct {
+    double loss;
+    int64_t correct;
+  } queue[NG_XENT_QUEUE]; /* deferred xent results, read in order by xent_result */
+  int head, count;
+  int unread_bad; /* queued results with a non-finite loss: opt_step skips while > 0 */
 } cpu_ctx;
 
 enum {
@@ -671,6 +675,10 @@ static ng_status cpu_xent(ng_backend *be, const float *logits, const int32_t *la
                    (long long)classes);
   NG_CHECK(ng__bk_check_ptr("xent", "logits", logits, n > 0));
   NG_CHECK(ng__bk_check_ptr("xent", "labels", labels, n > 0));
+  if (!loss && !correct && ((const cpu_ctx *)be->ctx)->count == NG_XENT_QUEUE)
+    return ng__err(NG_ERR_STATE,
+                   "xent: %d results are queued unread; read them with xent_result first",
+                   NG_XENT_QUEUE);
   for (int64_t i = 0; i < n; i++)
     if (labels[i] < 0 || labels[i] >= classes)
       return ng__err(NG_ERR_INVALID_ARG,
@@ -716,22 +724,41 @@ static ng_status cpu_xent(ng_backend *be, const float *logits, const int32_t *la
     total += part[ch];
   free(part);
   cpu_ctx *c = be->ctx;
-  c->last_loss = total * inv_n;
-  c->last_correct = hits;
-  if (loss)
-    *loss = c->last_loss;
-  if (correct)
-    *correct = hits;
+  const double mean = total * inv_n;
+  if (loss || correct) { /* read at once: never queued */
+    if (loss)
+      *loss = mean;
+    if (correct)
+      *correct = hits;
+    return NG_OK;
+  }
+  /* Labels were checked above: only a non-finite loss makes a result bad here. */
+  const int q = (c->head + c->count) % NG_XENT_QUEUE;
+  c->queue[q].loss = mean;
+  c->queue[q].correct = hits;
+  c->count++;
+  c->unread_bad += !isfinite(mean);
   return NG_OK;
 }
 
 static ng_status cpu_xent_result(ng_backend *be, double *loss, int64_t *correct) {
-  const cpu_ctx *c = be->ctx;
+  cpu_ctx *c = be->ctx;
+  if (c->count == 0)
+    return ng__err(NG_ERR_STATE, "xent_result: no xent result to read (call xent first)");
+  const int q = c->head;
+  c->head = (c->head + 1) % NG_XENT_QUEUE;
+  c->count--;
+  c->unread_bad -= !isfinite(c->queue[q].loss);
   if (loss)
-    *loss = c->last_loss;
+    *loss = c->queue[q].loss;
   if (correct)
-    *correct = c->last_correct;
+    *correct = c->queue[q].correct;
   return NG_OK;
+}
+
+/* The step guard (backend_impl.h, xent): a bad loss not yet read holds back every step. */
+static bool step_guarded(const ng_backend *be) {
+  return ((const cpu_ctx *)be->ctx)->unread_bad > 0;
 }
 
 static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
@@ -745,6 +772,8 @@ static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param,
     const float mom = hp->momentum;
     NG_CHECK(
         ng__bk_check_ptr("opt_step", "state1 (SGD momentum buffer)", state1, mom != 0.0f && n > 0));
+    if (step_guarded(be))
+      return NG_OK;
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n >= PAR_MIN_WORK)
     for (int64_t i = 0; i < n; i++) {
       float g = wd != 0.0f ? grad[i] + wd * param[i] : grad[i];
@@ -763,6 +792,8 @@ static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param,
                    (long long)hp->step);
   NG_CHECK(ng__bk_check_ptr("opt_step", "state1 (Adam first moment)", state1, n > 0));
   NG_CHECK(ng__bk_check_ptr("opt_step", "state2 (Adam second moment)", state2, n > 0));
+  if (step_guarded(be))
+    return NG_OK;
   const float b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps;
   /* PyTorch's form: param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). */
   const double bc1 = 1.0 - pow((double)b1, (double)hp->step);

@@ -45,13 +45,15 @@ struct cuda_ctx {
   cudaStream_t copy_stream;             // copy_h2d_async
   cudaEvent_t marks[NG_BACKEND_MARKS];  // mark(), on `stream`
   cudaEvent_t copied[NG_BACKEND_MARKS]; // the last copy_h2d_async of each slot, on `copy_stream`
-  bool xent_pending;                    // an xent's result not yet read by xent_result
-  int64_t xent_n, xent_classes;         // that xent's shape
+  cudaEvent_t xent_done[NG_XENT_QUEUE]; // each queued xent result's copy to the host
+  int64_t xent_n[NG_XENT_QUEUE], xent_classes[NG_XENT_QUEUE]; // their shapes
+  int64_t xent_head, xent_count; // the queue of results not yet read by xent_result
   cublasHandle_t blas;
   double *row_loss; // [row_loss_cap] per-row losses of xent, grown on demand
   int64_t row_loss_cap;
-  xent_result *d_res;
-  xent_result *h_res; // pinned
+  xent_result *d_res; // [NG_XENT_QUEUE]
+  xent_result *h_res; // [NG_XENT_QUEUE], pinned
+  int *d_unread_bad;  // queued xent results that are bad and unread: opt_step skips while > 0
 };
 
 cuda_ctx *ctx_of(const ng_backend *be) {
@@ -669,6 +671,13 @@ __global__ void k_dropout_bwd(float *grad, const uint8_t *mask, int64_t n, float
     grad[i] = mask[i] ? __fmul_rn(grad[i], scale) : 0.0f;
 }
 
+__global__ void k_xent_init(xent_result *res) {
+  res->loss = 0.0;
+  res->correct = 0;
+  res->bad_row = ~0ULL;
+  res->bad_label = 0;
+}
+
 /* Finds the first row whose label is out of range: an integer atomic minimum, the same whatever
  * the order of the threads. */
 __global__ void k_xent_check(const int32_t *labels, int64_t n, int64_t classes, xent_result *res) {
@@ -678,12 +687,6 @@ __global__ void k_xent_check(const int32_t *labels, int64_t n, int64_t classes, 
     if (y < 0 || y >= classes)
       atomicMin(&res->bad_row, (unsigned long long)i);
   }
-}
-
-/* The label of the first bad row, for the error message. */
-__global__ void k_xent_fix(const int32_t *labels, xent_result *res) {
-  if (res->bad_row != ~0ULL)
-    res->bad_label = labels[res->bad_row];
 }
 
 /* One warp per row: stable log-softmax in double, arg-max ties to the lowest class; writes the
@@ -742,7 +745,8 @@ __global__ void k_xent_rows(const float *logits, const int32_t *labels, int64_t 
 
 /* Sums the row losses and hits in one block: thread t takes rows t, t + T, ... in order, then a
  * fixed tree combines the threads, so the sum is the same at every run. */
-__global__ void k_xent_sum(const double *row_loss, int64_t n, xent_result *res) {
+__global__ void k_xent_sum(const double *row_loss, const int32_t *labels, int64_t n,
+                           xent_result *res, int *unread_bad) {
   __shared__ double s_loss[kSumThreads];
   __shared__ unsigned long long s_hits[kSumThreads];
   double loss = 0.0;
@@ -765,7 +769,17 @@ __global__ void k_xent_sum(const double *row_loss, int64_t n, xent_result *res) 
   if (threadIdx.x == 0) {
     res->loss = s_loss[0];
     res->correct = s_hits[0];
+    /* A bad result holds back every optimizer step until the host has read it. */
+    if (res->bad_row != ~0ULL)
+      res->bad_label = labels[res->bad_row];
+    if (res->bad_row != ~0ULL || !isfinite(s_loss[0]))
+      atomicAdd(unread_bad, 1);
   }
+}
+
+/* The host read a bad result: the steps queued after this point run again. */
+__global__ void k_xent_read_bad(int *unread_bad) {
+  atomicSub(unread_bad, 1);
 }
 
 struct adam_consts {
@@ -773,7 +787,9 @@ struct adam_consts {
 };
 
 __global__ void k_sgd(float *param, const float *grad, float *mom_buf, int64_t n, float lr,
-                      float wd, float mom) {
+                      float wd, float mom, const int *unread_bad) {
+  if (*unread_bad)
+    return;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     float g = wd != 0.0f ? __fadd_rn(grad[i], __fmul_rn(wd, param[i])) : grad[i];
@@ -786,7 +802,9 @@ __global__ void k_sgd(float *param, const float *grad, float *mom_buf, int64_t n
 }
 
 __global__ void k_adam(float *param, const float *grad, float *m1, float *m2, int64_t n,
-                       adam_consts c) {
+                       adam_consts c, const int *unread_bad) {
+  if (*unread_bad)
+    return;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const float g = c.wd != 0.0f ? __fadd_rn(grad[i], __fmul_rn(c.wd, param[i])) : grad[i];
@@ -815,12 +833,16 @@ void release(cuda_ctx *c) {
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->copied[k])
       (void)cudaEventDestroy(c->copied[k]);
+  for (int k = 0; k < NG_XENT_QUEUE; k++)
+    if (c->xent_done[k])
+      (void)cudaEventDestroy(c->xent_done[k]);
   if (c->copy_stream)
     (void)cudaStreamDestroy(c->copy_stream);
   if (c->blas)
     (void)cublasDestroy(c->blas);
   (void)cudaFree(c->row_loss);
   (void)cudaFree(c->d_res);
+  (void)cudaFree(c->d_unread_bad);
   (void)cudaFreeHost(c->h_res);
   if (c->stream)
     (void)cudaStreamDestroy(c->stream);
@@ -1383,7 +1405,25 @@ ng_status ensure_row_loss(cuda_ctx *c, int64_t n) {
   return NG_OK;
 }
 
-ng_status cuda_xent_result(ng_backend *be, double *loss, int64_t *correct);
+/* Reads queue entry `q` (its copy to the host waited for) into the caller's outputs. */
+ng_status xent_read(cuda_ctx *c, int64_t q, double *loss, int64_t *correct) {
+  CU_CHECK("xent", cudaEventSynchronize(c->xent_done[q]));
+  const xent_result r = c->h_res[q];
+  if (r.bad_row != ~0ULL || !isfinite(r.loss)) {
+    k_xent_read_bad<<<1, 1, 0, c->stream>>>(c->d_unread_bad);
+    LAUNCH_CHECK("xent");
+  }
+  if (r.bad_row != ~0ULL)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "xent: label %d of row %llu is outside [0, %lld); labels must be class "
+                   "indices",
+                   r.bad_label, r.bad_row, (long long)c->xent_classes[q]);
+  if (loss)
+    *loss = r.loss / (double)c->xent_n[q];
+  if (correct)
+    *correct = (int64_t)r.correct;
+  return NG_OK;
+}
 
 ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
                     int64_t classes, float *grad, double *loss, int64_t *correct) {
@@ -1393,58 +1433,56 @@ ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, 
                    (long long)classes);
   NG_CHECK(ng__bk_check_ptr("xent", "logits", logits, n > 0));
   NG_CHECK(ng__bk_check_ptr("xent", "labels", labels, n > 0));
-  if (n == 0) {
+  const bool deferred = !loss && !correct;
+  if (n == 0 && !deferred) {
     if (loss)
       *loss = 0.0;
     if (correct)
       *correct = 0;
     return NG_OK;
   }
-  NG_CHECK(use(be, "xent"));
   cuda_ctx *c = ctx_of(be);
-  NG_CHECK(ensure_row_loss(c, n));
-  xent_result init = {0.0, 0, ~0ULL, 0};
-  *c->h_res = init;
+  if (c->xent_count == NG_XENT_QUEUE)
+    return ng__err(NG_ERR_STATE,
+                   "xent: %d results are queued unread; read them with xent_result first",
+                   NG_XENT_QUEUE);
+  NG_CHECK(use(be, "xent"));
+  NG_CHECK(ensure_row_loss(c, NG_MAX(n, (int64_t)1)));
+  const int64_t q = (c->xent_head + c->xent_count) % NG_XENT_QUEUE;
+  xent_result *res = c->d_res + q;
+  k_xent_init<<<1, 1, 0, c->stream>>>(res);
+  LAUNCH_CHECK("xent");
+  if (n > 0) {
+    k_xent_check<<<grid_1d(n), kThreads, 0, c->stream>>>(labels, n, classes, res);
+    LAUNCH_CHECK("xent");
+    const unsigned row_blocks = (unsigned)((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    k_xent_rows<<<row_blocks, kThreads, 0, c->stream>>>(logits, labels, n, classes, grad,
+                                                        1.0 / (double)n, c->row_loss, res);
+    LAUNCH_CHECK("xent");
+    k_xent_sum<<<1, kSumThreads, 0, c->stream>>>(c->row_loss, labels, n, res, c->d_unread_bad);
+    LAUNCH_CHECK("xent");
+  }
   CU_CHECK("xent",
-           cudaMemcpyAsync(c->d_res, c->h_res, sizeof init, cudaMemcpyHostToDevice, c->stream));
-  k_xent_check<<<grid_1d(n), kThreads, 0, c->stream>>>(labels, n, classes, c->d_res);
-  LAUNCH_CHECK("xent");
-  k_xent_fix<<<1, 1, 0, c->stream>>>(labels, c->d_res);
-  LAUNCH_CHECK("xent");
-  const unsigned row_blocks = (unsigned)((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  k_xent_rows<<<row_blocks, kThreads, 0, c->stream>>>(logits, labels, n, classes, grad,
-                                                      1.0 / (double)n, c->row_loss, c->d_res);
-  LAUNCH_CHECK("xent");
-  k_xent_sum<<<1, kSumThreads, 0, c->stream>>>(c->row_loss, n, c->d_res);
-  LAUNCH_CHECK("xent");
-  CU_CHECK("xent",
-           cudaMemcpyAsync(c->h_res, c->d_res, sizeof init, cudaMemcpyDeviceToHost, c->stream));
-  c->xent_n = n;
-  c->xent_classes = classes;
-  c->xent_pending = true;
-  if (!loss && !correct)
-    return NG_OK; /* xent_result waits for it */
-  return cuda_xent_result(be, loss, correct);
+           cudaMemcpyAsync(c->h_res + q, res, sizeof *res, cudaMemcpyDeviceToHost, c->stream));
+  CU_CHECK("xent", cudaEventRecord(c->xent_done[q], c->stream));
+  c->xent_n[q] = NG_MAX(n, (int64_t)1);
+  c->xent_classes[q] = classes;
+  if (deferred) {
+    c->xent_count++;
+    return NG_OK; /* xent_result reads it */
+  }
+  return xent_read(c, q, loss, correct); /* never queued: the caller reads it now */
 }
 
 ng_status cuda_xent_result(ng_backend *be, double *loss, int64_t *correct) {
   cuda_ctx *c = ctx_of(be);
-  if (!c->xent_pending)
+  if (c->xent_count == 0)
     return ng__err(NG_ERR_STATE, "xent_result: no xent result to read (call xent first)");
   NG_CHECK(use(be, "xent_result"));
-  c->xent_pending = false;
-  CU_CHECK("xent", cudaStreamSynchronize(c->stream));
-  const xent_result r = *c->h_res;
-  if (r.bad_row != ~0ULL)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "xent: label %d of row %llu is outside [0, %lld); labels must be class "
-                   "indices",
-                   r.bad_label, r.bad_row, (long long)c->xent_classes);
-  if (loss)
-    *loss = r.loss / (double)c->xent_n;
-  if (correct)
-    *correct = (int64_t)r.correct;
-  return NG_OK;
+  const int64_t q = c->xent_head;
+  c->xent_head = (c->xent_head + 1) % NG_XENT_QUEUE;
+  c->xent_count--;
+  return xent_read(c, q, loss, correct);
 }
 
 ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
@@ -1459,8 +1497,8 @@ ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const
     if (n == 0)
       return NG_OK;
     NG_CHECK(use(be, "opt_step"));
-    k_sgd<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(param, grad, state1, n, hp->lr,
-                                                           hp->weight_decay, hp->momentum);
+    k_sgd<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(
+        param, grad, state1, n, hp->lr, hp->weight_decay, hp->momentum, ctx_of(be)->d_unread_bad);
     LAUNCH_CHECK("opt_step");
     return NG_OK;
   }
@@ -1487,7 +1525,8 @@ ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const
   k.eps = hp->eps;
   k.step_size = (float)((double)hp->lr / bc1);
   k.bc2_sqrt = (float)sqrt(bc2);
-  k_adam<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(param, grad, state1, state2, n, k);
+  k_adam<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(param, grad, state1, state2, n, k,
+                                                          ctx_of(be)->d_unread_bad);
   LAUNCH_CHECK("opt_step");
   return NG_OK;
 }
@@ -1562,10 +1601,16 @@ ng_status create(ng_backend **out, int device) {
   if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
       (err = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking)) != cudaSuccess)
     what = "cudaStreamCreateWithFlags";
-  else if ((err = cudaMalloc(&c->d_res, sizeof(xent_result))) != cudaSuccess)
+  else if ((err = cudaMalloc(&c->d_res, NG_XENT_QUEUE * sizeof(xent_result))) != cudaSuccess ||
+           (err = cudaMalloc(&c->d_unread_bad, sizeof(int))) != cudaSuccess)
     what = "cudaMalloc";
-  else if ((err = cudaMallocHost(&c->h_res, sizeof(xent_result))) != cudaSuccess)
+  else if ((err = cudaMemset(c->d_unread_bad, 0, sizeof(int))) != cudaSuccess)
+    what = "cudaMemset";
+  else if ((err = cudaMallocHost(&c->h_res, NG_XENT_QUEUE * sizeof(xent_result))) != cudaSuccess)
     what = "cudaMallocHost";
+  for (int k = 0; k < NG_XENT_QUEUE && err == cudaSuccess; k++)
+    if ((err = cudaEventCreateWithFlags(&c->xent_done[k], cudaEventDisableTiming)) != cudaSuccess)
+      what = "cudaEventCreateWithFlags";
   for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++)
     if ((err = cudaEventCreateWithFlags(&c->marks[k], cudaEventDisableTiming)) != cudaSuccess ||
         (err = cudaEventCreateWithFlags(&c->copied[k], cudaEventDisableTiming)) != cudaSuccess)

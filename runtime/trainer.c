@@ -39,7 +39,8 @@ struct ng_trainer {
   float *features_owned;
   int64_t *perm; /* [train] this epoch's order */
   int64_t epochs_done;
-  int64_t step; /* optimizer steps so far */
+  int64_t step;         /* optimizer steps so far (queued) */
+  int64_t stepped_iter; /* the iteration whose step was queued last, until its loss is read */
   /* Iterations of epoch `epochs_done` already trained: an epoch stopped by the progress
    * callback (Ctrl-C) or an error resumes at the next iteration, here or from a checkpoint. */
   int64_t iter_done;
@@ -218,6 +219,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   if (!t)
     return NG_ERR_NOMEM;
   t->magic = NG_TRAINER_MAGIC;
+  t->stepped_iter = -1;
   t->ds = ds;
   t->model_copy = *model;
   t->model = &t->model_copy;
@@ -487,22 +489,16 @@ static ng_status step_forward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg) 
   NG_CHECK(ng__exec_forward(&t->ex, &pkg->mb, agg0, self0, true, seed));
   const int64_t n = pkg->mb.n_targets, classes = t->ds->info.classes;
   NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)classes * sizeof(float)));
-  /* No host outputs: the loss is read in step_finish, after the next package's copy is queued. */
+  /* No host outputs: step_result reads the loss later, while the device runs ahead. */
   return t->be->iface->xent(t->be, t->ex.logits, pkg->labels, n, classes, t->d_logits.ptr, NULL,
                             NULL);
 }
 
-static ng_status step_finish(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, double *loss,
-                             int64_t *correct) {
+/* Queues iteration `iter`'s backward pass and optimizer step before its loss is known: the
+ * backend's step guard keeps a non-finite loss from the parameters, and step_result undoes the
+ * step count. */
+static ng_status step_backward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg) {
   ng_trainer_t t = ctx;
-  (void)iter;
-  NG_CHECK(t->be->iface->xent_result(t->be, loss, correct));
-  /* Checked before the step: a non-finite loss must not reach the parameters. */
-  if (!isfinite(*loss))
-    return ng__err(NG_ERR_STATE,
-                   "the training loss is %g; the parameters are left as they were before this "
-                   "iteration: lower the learning rate or normalise the features",
-                   *loss);
   NG_CHECK(ng__exec_backward(&t->ex, &pkg->mb, t->d_logits.ptr));
   ng_opt_hp hp = {
       .kind = t->opts.optimizer == NG_OPTIMIZER_SGD ? NG_OPT_SGD : NG_OPT_ADAM,
@@ -515,7 +511,23 @@ static ng_status step_finish(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, d
   };
   NG_CHECK(ng__exec_step(&t->ex, &hp));
   t->step++;
+  t->stepped_iter = iter;
   return NG_OK;
+}
+
+static ng_status step_result(void *ctx, int64_t iter, double *loss, int64_t *correct) {
+  ng_trainer_t t = ctx;
+  NG_CHECK(t->be->iface->xent_result(t->be, loss, correct));
+  if (isfinite(*loss))
+    return NG_OK;
+  if (t->stepped_iter == iter && iter >= 0) { /* the guard held its step back */
+    t->step--;
+    t->stepped_iter = -1;
+  }
+  return ng__err(NG_ERR_STATE,
+                 "the training loss is %g; the parameters are left as they were before this "
+                 "iteration: lower the learning rate or normalise the features",
+                 *loss);
 }
 
 /* Iteration `iter` is done (in order): count it, move the counters, report progress. The
@@ -576,7 +588,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   t->n_iter_ms = 0;
   t->last_done = ng__now();
   const ng_epoch_plan plan = {t->perm, n_train, batch, epoch, first, iters, t->opts.seed};
-  const ng_device_step step = {step_forward, step_finish, t};
+  const ng_device_step step = {step_forward, step_backward, step_result, t};
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();
   int workers[2] = {0, 0};

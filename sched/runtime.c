@@ -477,6 +477,24 @@ static void stop_workers(ng_runtime *rt, const affinity *aff) {
     release(rt, item);
 }
 
+/* Reads the loss of `iter` (whose step is queued), reports the iteration to the sink and hands
+ * its package back: its copy is done, since the loss came after it. */
+static ng_status finish_prev(ng_runtime *rt, const ng_device_step *step, const ng_iter_sink *sink,
+                             int64_t iter, rt_item *it, int64_t *pcie, int64_t *cpu_cold,
+                             int64_t *done) {
+  double loss = 0.0;
+  int64_t correct = 0;
+  ng_status st = step->result(step->ctx, iter, &loss, &correct);
+  if (st == NG_OK) {
+    *pcie += it->pkg.stats.h2d_bytes + it->pkg.stats.zcopy_bytes;
+    *cpu_cold += it->pkg.stats.cpu_cold_bytes;
+    ++*done;
+    st = sink->done(sink->ctx, iter, loss, correct, it->edges, &it->pkg.stats);
+  }
+  release(rt, it);
+  return st;
+}
+
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
                             const ng_iter_sink *sink, float drop_p, int workers_out[2]) {
   ng_backend *be = rt->be;
@@ -510,7 +528,10 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
              "fetches between device steps");
   }
 
-  /* The device loop: iteration i computes while i + 1's package is copied. */
+  /* The device loop. Iteration i's ops are queued while the device still runs i - 1's; the host
+   * reads i - 1's loss only after queuing i's forward, and queues i's backward and step after
+   * that, so the device never waits for the host's launches. The copy of i + 1 overlaps all of
+   * i. `prev` is the iteration whose step is queued and whose loss is unread. */
   snapshot ctl0, tel0, now;
   int64_t done = 0, pcie = 0, cpu_cold = 0;
   snap(rt, &ctl0, done, pcie, cpu_cold);
@@ -518,42 +539,50 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   const int64_t epoch_t0 = ctl0.t_ns;
   decisions log = {.len = 0};
   log.text[0] = '\0';
-  rt_item *cur = NULL, *nxt = NULL;
+  rt_item *cur = NULL, *nxt = NULL, *prev = NULL;
+  int64_t prev_iter = -1;
   ng_fetch_pkg cur_view, nxt_view;
+  bool fwd_unread = false; /* cur's forward is queued, its loss unread, its step not queued */
   if (st == NG_OK && plan->first < plan->iters) {
     st = take(rt, plan->first, &cur);
     if (st == NG_OK)
       st = upload(rt, cur, (int)(plan->first & 1), &cur_view);
   }
   for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
-    /* Iteration i's package must have landed before its first op; the copy of i + 1, queued
-     * below, then overlaps all of i's forward, backward and optimizer step. */
+    /* Iteration i's package must have landed before its first op. */
     st = be->iface->wait_copy(be, (int)(i & 1));
     if (st == NG_OK)
       st = step->forward(step->ctx, i, &cur_view);
+    fwd_unread = st == NG_OK;
+    if (st == NG_OK && prev) {
+      st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
+      prev = NULL;
+    }
+    if (st == NG_OK)
+      st = step->backward(step->ctx, i, &cur_view);
+    if (st == NG_OK) {
+      fwd_unread = false;
+      prev = cur;
+      prev_iter = i;
+      cur = NULL;
+      st = be->iface->mark(be, (int)(i & 1)); /* buffer i & 1 is free after this point */
+    }
     if (st == NG_OK && i + 1 < plan->iters) {
       st = take(rt, i + 1, &nxt);
       if (st == NG_OK)
         st = upload(rt, nxt, (int)((i + 1) & 1), &nxt_view);
+      cur = nxt;
+      cur_view = nxt_view;
+      nxt = NULL;
     }
-    double loss = 0.0;
-    int64_t correct = 0;
-    if (st == NG_OK)
-      st = step->finish(step->ctx, i, &cur_view, &loss, &correct);
-    if (st == NG_OK)
-      st = be->iface->mark(be, (int)(i & 1)); /* buffer i & 1 is free after this point */
+    if (st == NG_OK && i + 1 == plan->iters) {
+      st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
+      prev = NULL;
+    }
     if (st != NG_OK) {
       ng__err_prefix("iteration %lld", (long long)i);
       break;
     }
-    pcie += cur->pkg.stats.h2d_bytes + cur->pkg.stats.zcopy_bytes;
-    cpu_cold += cur->pkg.stats.cpu_cold_bytes;
-    done++;
-    st = sink->done(sink->ctx, i, loss, correct, cur->edges, &cur->pkg.stats);
-    release(rt, cur);
-    cur = nxt;
-    cur_view = nxt_view;
-    nxt = NULL;
     /* The controller every period, the telemetry every telemetry_s: the counters are read
      * (the ring's under its lock) only when one of them is due. */
     const int64_t t_ns = ng__now_ns();
@@ -619,15 +648,27 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     if (!worker_failed) /* the device side failed or was interrupted: stop the workers */
       ng__ring_close(rt->ring, st);
   }
-  /* Queued device work may still read the packages held here. The sync must not replace the
-   * error the caller will see. */
+  /* On a failure, the losses still unread are read (in order) so that the backend's queue is
+   * empty for the next epoch: a queued step whose loss is good is reported as done (its
+   * parameters moved), the loss of a forward without a step is dropped. Queued device work may
+   * still read the packages held here. None of this may replace the error the caller sees. */
   if (st != NG_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ng_last_error());
+    if (prev) {
+      (void)finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
+      prev = NULL;
+    }
+    if (fwd_unread) {
+      double loss;
+      int64_t correct;
+      (void)step->result(step->ctx, -1, &loss, &correct);
+    }
     (void)be->iface->sync(be);
     (void)ng__err(st, "%s", msg);
   }
   stop_workers(rt, &aff);
+  release(rt, prev);
   release(rt, cur);
   release(rt, nxt);
   ng__ring_destroy(rt->ring);

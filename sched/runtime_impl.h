@@ -10,13 +10,19 @@
 #include <stdatomic.h>
 #include "store_impl.h"
 
-/// The device side of one iteration, supplied by the trainer. `forward` queues the input layer,
-/// the forward pass and the loss without waiting; `finish` waits for the loss, checks it, and
-/// queues the backward pass and the optimizer step. `pkg` is the package as the device sees it.
+/// The device side of one iteration, supplied by the trainer; `pkg` is the package as the
+/// device sees it. None of the three waits for the device except `result`:
+/// - `forward` queues the input layer, the forward pass and the loss (a deferred xent);
+/// - `backward` queues the backward pass and the optimizer step, before the loss is known:
+///   the backend's step guard (backend_impl.h, xent) keeps a bad loss from the parameters;
+/// - `result` waits for iteration `iter`'s loss (the oldest unread one) and fails on a
+///   non-finite one, whose step, if queued, then did nothing.
+/// The runtime keeps at most two losses unread: iteration i's forward is queued before it
+/// reads i - 1's result, so that the device always has work queued while the host waits.
 typedef struct {
   ng_status (*forward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg);
-  ng_status (*finish)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, double *loss,
-                      int64_t *correct);
+  ng_status (*backward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg);
+  ng_status (*result)(void *ctx, int64_t iter, double *loss, int64_t *correct);
   void *ctx;
 } ng_device_step;
 

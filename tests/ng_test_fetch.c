@@ -1,6 +1,9 @@
 /* Shared training runs of the fetch-strategy suites. */
 #include "ng_test_fetch.h"
 
+#include "core/backend_impl.h"
+
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,4 +97,76 @@ bool ng_test_fetch_same(const ng_test_fetch_result *a, const ng_test_fetch_resul
     return false;
   }
   return true;
+}
+
+/* One SGD step of lr 1 on a single parameter 1 with gradient 1: returns the parameter after it. */
+static float sgd_probe(ng_backend *be, float *d_w, const float *d_g) {
+  const float one = 1.0f;
+  float w = -1.0f;
+  EXPECT_OK(be->iface->copy_h2d(be, d_w, &one, sizeof one));
+  ng_opt_hp hp = {.kind = NG_OPT_SGD, .lr = 1.0f};
+  EXPECT_OK(be->iface->opt_step(be, &hp, d_w, d_g, NULL, NULL, 1));
+  EXPECT_OK(be->iface->copy_d2h(be, &w, d_w, sizeof w));
+  return w;
+}
+
+void ng_test_xent_guard(ng_backend *be) {
+  enum { N = 2, C = 3 };
+  /* Two batches of logits: a good one and one whose loss is NaN. */
+  const float good[N * C] = {1.0f, 2.0f, 0.5f, -1.0f, 0.0f, 3.0f};
+  const float bad[N * C] = {1.0f, NAN, 0.5f, -1.0f, 0.0f, 3.0f};
+  const int32_t lab[N] = {1, 0};
+  const float one = 1.0f;
+  void *d_good = NULL, *d_bad = NULL, *d_lab = NULL, *d_w = NULL, *d_g = NULL;
+  EXPECT_OK(be->iface->alloc(be, &d_good, sizeof good));
+  EXPECT_OK(be->iface->alloc(be, &d_bad, sizeof bad));
+  EXPECT_OK(be->iface->alloc(be, &d_lab, sizeof lab));
+  EXPECT_OK(be->iface->alloc(be, &d_w, sizeof one));
+  EXPECT_OK(be->iface->alloc(be, &d_g, sizeof one));
+  if (!d_good || !d_bad || !d_lab || !d_w || !d_g)
+    goto out;
+  EXPECT_OK(be->iface->copy_h2d(be, d_good, good, sizeof good));
+  EXPECT_OK(be->iface->copy_h2d(be, d_bad, bad, sizeof bad));
+  EXPECT_OK(be->iface->copy_h2d(be, d_lab, lab, sizeof lab));
+  EXPECT_OK(be->iface->copy_h2d(be, d_g, &one, sizeof one));
+
+  double l_now = 0.0, l1 = -1.0, l2 = -1.0;
+  int64_t c_now = 0, c1 = -1, c2 = -1;
+  EXPECT_OK(be->iface->xent(be, d_good, d_lab, N, C, NULL, &l_now, &c_now));
+  EXPECT_TRUE(isfinite(l_now) && l_now > 0.0);
+  /* In order: a good result, then a bad one. */
+  EXPECT_OK(be->iface->xent(be, d_good, d_lab, N, C, NULL, NULL, NULL));
+  EXPECT_TRUE(sgd_probe(be, d_w, d_g) == 0.0f); /* nothing bad unread: the step runs */
+  EXPECT_OK(be->iface->xent(be, d_bad, d_lab, N, C, NULL, NULL, NULL));
+  EXPECT_TRUE(sgd_probe(be, d_w, d_g) == 1.0f); /* held back */
+  EXPECT_OK(be->iface->xent_result(be, &l1, &c1));
+  EXPECT_TRUE(l1 == l_now && c1 == c_now);
+  EXPECT_TRUE(sgd_probe(be, d_w, d_g) == 1.0f); /* the bad one is still unread */
+  EXPECT_OK(be->iface->xent_result(be, &l2, &c2));
+  EXPECT_TRUE(isnan(l2));
+  EXPECT_TRUE(sgd_probe(be, d_w, d_g) == 0.0f); /* read: steps run again */
+  EXPECT_STATUS(be->iface->xent_result(be, &l1, &c1), NG_ERR_STATE);
+  EXPECT_ERR_HAS("no xent result");
+  /* A result read at once (host outputs) never joins the queue, nor holds a step back. */
+  EXPECT_OK(be->iface->xent(be, d_good, d_lab, N, C, NULL, NULL, NULL));
+  EXPECT_OK(be->iface->xent(be, d_bad, d_lab, N, C, NULL, &l2, &c2));
+  EXPECT_TRUE(isnan(l2));
+  EXPECT_TRUE(sgd_probe(be, d_w, d_g) == 0.0f);
+  EXPECT_OK(be->iface->xent_result(be, &l1, &c1));
+  EXPECT_TRUE(l1 == l_now);
+  /* The queue holds NG_XENT_QUEUE results. */
+  for (int k = 0; k < NG_XENT_QUEUE; k++)
+    EXPECT_OK(be->iface->xent(be, d_good, d_lab, N, C, NULL, NULL, NULL));
+  EXPECT_STATUS(be->iface->xent(be, d_good, d_lab, N, C, NULL, NULL, NULL), NG_ERR_STATE);
+  EXPECT_ERR_HAS("queued unread");
+  for (int k = 0; k < NG_XENT_QUEUE; k++) {
+    EXPECT_OK(be->iface->xent_result(be, &l1, &c1));
+    EXPECT_TRUE(l1 == l_now && c1 == c_now);
+  }
+out:
+  be->iface->free(be, d_good);
+  be->iface->free(be, d_bad);
+  be->iface->free(be, d_lab);
+  be->iface->free(be, d_w);
+  be->iface->free(be, d_g);
 }

@@ -41,4 +41,11 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
 bool ng_test_fetch_same(const ng_test_fetch_result *a, const ng_test_fetch_result *b,
                         const char *what);
 
+struct ng_backend;
+/// The deferred-loss queue and the step guard of backend `be` (backend_impl.h, xent): results
+/// come back in order, a full queue is refused, and an unread non-finite loss holds every
+/// optimizer step back until it is read. Uses only backend memory and copies, so it runs on
+/// every backend.
+void ng_test_xent_guard(struct ng_backend *be);
+
 #endif /* NG_TEST_FETCH_H */

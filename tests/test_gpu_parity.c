@@ -11,6 +11,7 @@
  * Dropout masks, MAX/MIN winners (argbest), partial-state counts and correct-prediction counts
  * must be identical. Exits 77 (skipped) without CUDA or without a device. */
 #include "ng_test.h"
+#include "ng_test_fetch.h"
 #include "ng_test_graph.h"
 
 #include <stdlib.h>
@@ -779,6 +780,10 @@ static void test_xent(void) {
       }
 }
 
+static void test_xent_guard(void) {
+  ng_test_xent_guard(gpu);
+}
+
 static void test_opt(void) {
   ng_rng r;
   ng_rng_seed(&r, 99);
@@ -1132,6 +1137,7 @@ int main(void) {
   RUN_TEST(test_bias_act);
   RUN_TEST(test_dropout);
   RUN_TEST(test_xent);
+  RUN_TEST(test_xent_guard);
   RUN_TEST(test_opt);
   RUN_TEST(test_gradcheck_aggr);
   RUN_TEST(test_gradcheck_gemm);

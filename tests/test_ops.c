@@ -9,6 +9,7 @@
  * multiply or divide adds one u relative. The checks allow 2u per operation, i.e. twice the
  * bound, so they pass on correct code and fail on any wrong term, order or missing element. */
 #include "ng_test.h"
+#include "ng_test_fetch.h"
 #include "ng_test_graph.h"
 
 #include "kernels_impl.h"
@@ -1064,6 +1065,14 @@ static void test_xent(void) {
   ng__backend_destroy(be);
 }
 
+static void test_xent_guard(void) {
+  ng_backend *be = make_backend(NULL);
+  if (!be)
+    return;
+  ng_test_xent_guard(be);
+  ng__backend_destroy(be);
+}
+
 /* Optimizers against a double-precision reference of the update rules over several steps. */
 static void test_opt(void) {
   ng_backend *be = make_backend(NULL);
@@ -1160,6 +1169,7 @@ int main(void) {
   RUN_TEST(test_bias_act);
   RUN_TEST(test_dropout);
   RUN_TEST(test_xent);
+  RUN_TEST(test_xent_guard);
   RUN_TEST(test_opt);
   return ng_test_summary();
 }

@@ -5,10 +5,12 @@
 #include "ng_test_fetch.h"
 
 #include "core/core_impl.h"
+#include "safetensors_impl.h"
 #include "sched/runtime_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static ng_dataset_t cora;
@@ -92,6 +94,25 @@ static void test_device_failure(void) {
   EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_STATE);
   EXPECT_ERR_HAS("loss");
   EXPECT_TRUE(ng__now() - t0 < 30.0);
+  /* The step of the diverging iteration was queued before its loss was read: the step guard
+   * kept it (and any later one) from the parameters, which are all finite. */
+  const char *path = ng_test_path("diverged.safetensors");
+  EXPECT_OK(ng_trainer_save(t, path));
+  ng_st_file f;
+  memset(&f, 0, sizeof f);
+  EXPECT_OK(ng__st_open(&f, path));
+  int64_t finite = 0, values = 0;
+  for (int k = 0; k < f.n; k++) {
+    if (f.tensors[k].dtype != NG_DTYPE_F32)
+      continue;
+    const float *v = f.tensors[k].data;
+    for (size_t j = 0; j < f.tensors[k].nbytes / sizeof(float); j++)
+      finite += isfinite(v[j]) != 0;
+    values += (int64_t)(f.tensors[k].nbytes / sizeof(float));
+  }
+  EXPECT_TRUE(values > 0);
+  EXPECT_EQ_I(finite, values);
+  ng__st_close(&f);
   ng_trainer_destroy(t);
 }
 

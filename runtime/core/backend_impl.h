@@ -81,6 +81,8 @@ typedef struct ng_backend ng_backend;
 
 /// Marks a backend keeps for copy_h2d_async's ordering (double buffering needs two).
 #define NG_BACKEND_MARKS 4
+/// Deferred xent results a backend holds unread (the runtime keeps two in flight).
+#define NG_XENT_QUEUE 4
 
 struct ng_backend_i {
   const char *name; ///< "cpu", "cuda"
@@ -198,13 +200,21 @@ struct ng_backend_i {
   /// Mean log-softmax cross-entropy over n rows of logits [n, classes] with labels [n];
   /// grad (may be NULL) [n, classes] = d(mean loss)/d logits. Host outputs: *loss (mean) and
   /// *correct (rows whose arg-max equals the label; ties go to the lowest class). With both
-  /// NULL the op does not wait for its result (a label out of range is then reported by
-  /// xent_result): xent_result gives them later, so that a device can work meanwhile.
+  /// NULL the op does not wait: its result joins a queue (at most NG_XENT_QUEUE, else
+  /// NG_ERR_STATE) that xent_result reads in order, so that a device can run ahead of the host.
+  /// A label out of range is then reported by xent_result.
+  ///
+  /// The step guard: a result that is bad (non-finite loss, or a label out of range) and not
+  /// yet read makes every opt_step queued after its xent do nothing, until xent_result (or the
+  /// op itself, with host outputs) has read it. A host can thus queue an iteration's step
+  /// before it has seen the loss, and a diverging loss never reaches the parameters.
   ng_status (*xent)(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
                     int64_t classes, float *grad, double *loss, int64_t *correct);
-  /// Waits for the last xent and returns its mean loss and correct count.
+  /// Waits for the oldest queued xent and returns its mean loss and correct count
+  /// (NG_ERR_STATE when none is queued).
   ng_status (*xent_result)(ng_backend *be, double *loss, int64_t *correct);
   /// One optimizer step on n parameters; state1/state2 are momentum/Adam moments (n each).
+  /// Does nothing while the step guard (see xent) holds.
   ng_status (*opt_step)(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n);
 };
