@@ -158,6 +158,17 @@ static ng_status cpu_mark(ng_backend *be, int k) {
   return check_slot("mark", k);
 }
 
+/* Ops run at once here: the copy-engine queue is the ops' queue. */
+static ng_status cpu_copy_ops_begin(ng_backend *be, int slot) {
+  (void)be;
+  return check_slot("copy_ops_begin", slot);
+}
+
+static ng_status cpu_copy_ops_end(ng_backend *be, int slot) {
+  (void)be;
+  return check_slot("copy_ops_end", slot);
+}
+
 static ng_status cpu_copy_d2h(ng_backend *be, void *host_dst, const void *src, size_t bytes) {
   return cpu_copy(be, "copy_d2h", host_dst, src, bytes);
 }
@@ -822,6 +833,8 @@ static const struct ng_backend_i CPU_IFACE = {
     .copy_h2d_async = cpu_copy_h2d_async,
     .wait_copy = cpu_wait_copy,
     .mark = cpu_mark,
+    .copy_ops_begin = cpu_copy_ops_begin,
+    .copy_ops_end = cpu_copy_ops_end,
     .copy_d2h = cpu_copy_d2h,
     .copy_d2d = cpu_copy_d2d,
     .fill = cpu_fill,

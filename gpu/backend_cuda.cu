@@ -41,8 +41,10 @@ struct xent_result {
 
 struct cuda_ctx {
   int device;
-  cudaStream_t stream;                  // every op
+  cudaStream_t stream;                  // every op (the copy stream between copy_ops_begin/end)
+  cudaStream_t ops_stream;              // the ops' own stream (cuBLAS is bound to it)
   cudaStream_t copy_stream;             // copy_h2d_async
+  int copy_ops_slot;                    // the slot of copy_ops_begin, or -1
   cudaEvent_t marks[NG_BACKEND_MARKS];  // mark(), on `stream`
   cudaEvent_t copied[NG_BACKEND_MARKS]; // the last copy_h2d_async of each slot, on `copy_stream`
   cudaEvent_t xent_done[NG_XENT_QUEUE]; // each queued xent result's copy to the host
@@ -823,8 +825,8 @@ void release(cuda_ctx *c) {
   if (!c)
     return;
   /* Teardown errors cannot be reported (destroy returns nothing); each call is independent. */
-  if (c->stream)
-    (void)cudaStreamSynchronize(c->stream);
+  if (c->ops_stream)
+    (void)cudaStreamSynchronize(c->ops_stream);
   if (c->copy_stream)
     (void)cudaStreamSynchronize(c->copy_stream);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
@@ -844,8 +846,8 @@ void release(cuda_ctx *c) {
   (void)cudaFree(c->d_res);
   (void)cudaFree(c->d_unread_bad);
   (void)cudaFreeHost(c->h_res);
-  if (c->stream)
-    (void)cudaStreamDestroy(c->stream);
+  if (c->ops_stream)
+    (void)cudaStreamDestroy(c->ops_stream);
   free(c);
 }
 
@@ -930,6 +932,31 @@ ng_status cuda_wait_copy(ng_backend *be, int slot) {
   NG_CHECK(use(be, "wait_copy"));
   cuda_ctx *c = ctx_of(be);
   CU_CHECK("wait_copy", cudaStreamWaitEvent(c->stream, c->copied[slot], 0));
+  return NG_OK;
+}
+
+ng_status cuda_copy_ops_begin(ng_backend *be, int slot) {
+  if (slot < 0 || slot >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "copy_ops_begin: slot %d is not in [0, %d)", slot,
+                   NG_BACKEND_MARKS);
+  cuda_ctx *c = ctx_of(be);
+  if (c->copy_ops_slot >= 0)
+    return ng__err(NG_ERR_STATE, "copy_ops_begin: slot %d's copy ops have not ended",
+                   c->copy_ops_slot);
+  NG_CHECK(use(be, "copy_ops_begin"));
+  c->copy_ops_slot = slot;
+  c->stream = c->copy_stream;
+  return NG_OK;
+}
+
+ng_status cuda_copy_ops_end(ng_backend *be, int slot) {
+  cuda_ctx *c = ctx_of(be);
+  if (slot < 0 || slot != c->copy_ops_slot)
+    return ng__err(NG_ERR_STATE, "copy_ops_end: slot %d has no copy ops begun", slot);
+  c->copy_ops_slot = -1;
+  c->stream = c->ops_stream;
+  NG_CHECK(use(be, "copy_ops_end"));
+  CU_CHECK("copy_ops_end", cudaEventRecord(c->copied[slot], c->copy_stream));
   return NG_OK;
 }
 
@@ -1026,9 +1053,11 @@ ng_status cuda_host_view(ng_backend *be, const void *host, const void **out) {
   return NG_OK;
 }
 
+/* Both queues: a caller that syncs may then reuse the sources of queued copies. */
 ng_status cuda_sync(ng_backend *be) {
   NG_CHECK(use(be, "sync"));
-  CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->stream));
+  CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->ops_stream));
+  CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->copy_stream));
   return NG_OK;
 }
 
@@ -1542,6 +1571,8 @@ ng_backend_i make_iface() {
   t.copy_h2d_async = cuda_copy_h2d_async;
   t.wait_copy = cuda_wait_copy;
   t.mark = cuda_mark;
+  t.copy_ops_begin = cuda_copy_ops_begin;
+  t.copy_ops_end = cuda_copy_ops_end;
   t.copy_d2h = cuda_copy_d2h;
   t.copy_d2d = cuda_copy_d2d;
   t.fill = cuda_fill;
@@ -1598,11 +1629,13 @@ ng_status create(ng_backend **out, int device) {
   cudaError_t err = cudaSuccess;
   cublasStatus_t bst = CUBLAS_STATUS_SUCCESS;
   const char *what = "";
-  if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+  c->copy_ops_slot = -1;
+  if ((err = cudaStreamCreateWithFlags(&c->ops_stream, cudaStreamNonBlocking)) != cudaSuccess ||
       (err = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking)) != cudaSuccess)
     what = "cudaStreamCreateWithFlags";
-  else if ((err = cudaMalloc(&c->d_res, NG_XENT_QUEUE * sizeof(xent_result))) != cudaSuccess ||
-           (err = cudaMalloc(&c->d_unread_bad, sizeof(int))) != cudaSuccess)
+  else if ((c->stream = c->ops_stream),
+           (err = cudaMalloc(&c->d_res, NG_XENT_QUEUE * sizeof(xent_result))) != cudaSuccess ||
+               (err = cudaMalloc(&c->d_unread_bad, sizeof(int))) != cudaSuccess)
     what = "cudaMalloc";
   else if ((err = cudaMemset(c->d_unread_bad, 0, sizeof(int))) != cudaSuccess)
     what = "cudaMemset";
@@ -1624,7 +1657,7 @@ ng_status create(ng_backend **out, int device) {
    * are reproducible run to run on one stream. */
   if ((bst = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS)
     what = "cublasCreate";
-  else if ((bst = cublasSetStream(c->blas, c->stream)) != CUBLAS_STATUS_SUCCESS)
+  else if ((bst = cublasSetStream(c->blas, c->ops_stream)) != CUBLAS_STATUS_SUCCESS)
     what = "cublasSetStream";
   else if ((bst = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
     what = "cublasSetMathMode";

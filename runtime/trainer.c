@@ -479,13 +479,21 @@ static int64_t nearest_rank(int64_t n, double q) {
 
 /* ---- one iteration on the device (the runtime's callbacks) ---- */
 
-static ng_status step_forward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg) {
+static ng_status step_prefetch(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot) {
+  ng_trainer_t t = ctx;
+  const uint64_t seed = ng__iter_seed(t->opts.seed, t->cur_epoch, iter);
+  const ng_layer *L0 = &t->model->layers[0];
+  return ng__store_prefetch(&t->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
+                            slot);
+}
+
+static ng_status step_forward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot) {
   ng_trainer_t t = ctx;
   const uint64_t seed = ng__iter_seed(t->opts.seed, t->cur_epoch, iter);
   const ng_layer *L0 = &t->model->layers[0];
   const float *agg0 = NULL, *self0 = NULL;
   NG_CHECK(ng__store_input(&t->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
-                           &agg0, &self0));
+                           slot, &agg0, &self0));
   NG_CHECK(ng__exec_forward(&t->ex, &pkg->mb, agg0, self0, true, seed));
   const int64_t n = pkg->mb.n_targets, classes = t->ds->info.classes;
   NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)classes * sizeof(float)));
@@ -588,7 +596,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   t->n_iter_ms = 0;
   t->last_done = ng__now();
   const ng_epoch_plan plan = {t->perm, n_train, batch, epoch, first, iters, t->opts.seed};
-  const ng_device_step step = {step_forward, step_backward, step_result, t};
+  const ng_device_step step = {step_prefetch, step_forward, step_backward, step_result, t};
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();
   int workers[2] = {0, 0};

@@ -349,19 +349,22 @@ static void release(ng_runtime *rt, rt_item *it) {
     (void)ng__slots_release(rt->w[it->worker].slots, it);
 }
 
-/* Queues the copy of item `it` into device buffer k (after mark k: the iteration that last used
- * that buffer is done with it) and sets `view` to the package as the device sees it. */
-static ng_status upload(ng_runtime *rt, rt_item *it, int k, ng_fetch_pkg *view) {
+/* Queues the copy of item `it` (iteration `iter`) into device buffer k (after mark k: the
+ * iteration that last used that buffer is done with it), sets `view` to the package as the
+ * device sees it and queues the reads of host memory the package needs behind the copy. */
+static ng_status upload(ng_runtime *rt, const ng_device_step *step, int64_t iter, rt_item *it,
+                        int k, ng_fetch_pkg *view) {
   ng_backend *be = rt->be;
   if (be->iface->host_memory) {
     *view = it->pkg;
-    return NG_OK;
+  } else {
+    NG_CHECK(
+        ng__bk_reserve(be, &rt->dev_pkg[k], &rt->dev_cap[k], NG_MAX(it->pkg.bytes, (size_t)64)));
+    NG_CHECK(be->iface->copy_h2d_async(be, rt->dev_pkg[k], it->pkg.base, it->pkg.bytes, k));
+    it->pkg.stats.h2d_bytes = (int64_t)it->pkg.bytes;
+    ng__fetch_rebase(view, &it->pkg, rt->dev_pkg[k]);
   }
-  NG_CHECK(ng__bk_reserve(be, &rt->dev_pkg[k], &rt->dev_cap[k], NG_MAX(it->pkg.bytes, (size_t)64)));
-  NG_CHECK(be->iface->copy_h2d_async(be, rt->dev_pkg[k], it->pkg.base, it->pkg.bytes, k));
-  it->pkg.stats.h2d_bytes = (int64_t)it->pkg.bytes;
-  ng__fetch_rebase(view, &it->pkg, rt->dev_pkg[k]);
-  return NG_OK;
+  return step->prefetch ? step->prefetch(step->ctx, iter, view, k) : NG_OK;
 }
 
 /* Counters the controller and the telemetry compare between two points in time. */
@@ -546,13 +549,13 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   if (st == NG_OK && plan->first < plan->iters) {
     st = take(rt, plan->first, &cur);
     if (st == NG_OK)
-      st = upload(rt, cur, (int)(plan->first & 1), &cur_view);
+      st = upload(rt, step, plan->first, cur, (int)(plan->first & 1), &cur_view);
   }
   for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
     /* Iteration i's package must have landed before its first op. */
     st = be->iface->wait_copy(be, (int)(i & 1));
     if (st == NG_OK)
-      st = step->forward(step->ctx, i, &cur_view);
+      st = step->forward(step->ctx, i, &cur_view, (int)(i & 1));
     fwd_unread = st == NG_OK;
     if (st == NG_OK && prev) {
       st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
@@ -570,7 +573,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     if (st == NG_OK && i + 1 < plan->iters) {
       st = take(rt, i + 1, &nxt);
       if (st == NG_OK)
-        st = upload(rt, nxt, (int)((i + 1) & 1), &nxt_view);
+        st = upload(rt, step, i + 1, nxt, (int)((i + 1) & 1), &nxt_view);
       cur = nxt;
       cur_view = nxt_view;
       nxt = NULL;

@@ -11,7 +11,11 @@
 #include "store_impl.h"
 
 /// The device side of one iteration, supplied by the trainer; `pkg` is the package as the
-/// device sees it. None of the three waits for the device except `result`:
+/// device sees it, in package slot `slot` (ng_store's). None of these waits for the device
+/// except `result`:
+/// - `prefetch` (may be NULL) queues, right after the package's copy and while the device
+///   still runs the iteration before, the reads of host memory the package needs
+///   (ng__store_prefetch);
 /// - `forward` queues the input layer, the forward pass and the loss (a deferred xent);
 /// - `backward` queues the backward pass and the optimizer step, before the loss is known:
 ///   the backend's step guard (backend_impl.h, xent) keeps a bad loss from the parameters;
@@ -20,7 +24,8 @@
 /// The runtime keeps at most two losses unread: iteration i's forward is queued before it
 /// reads i - 1's result, so that the device always has work queued while the host waits.
 typedef struct {
-  ng_status (*forward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg);
+  ng_status (*prefetch)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot);
+  ng_status (*forward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot);
   ng_status (*backward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg);
   ng_status (*result)(void *ctx, int64_t iter, double *loss, int64_t *correct);
   void *ctx;

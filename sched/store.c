@@ -36,6 +36,8 @@ void ng__store_close(ng_store *st) {
     return;
   BE(st)->free(st->be, st->cache_owned);
   BE(st)->free(st->be, st->work);
+  for (int k = 0; k < NG_STORE_SLOTS; k++)
+    BE(st)->free(st->be, st->pre[k].buf);
   if (st->registered)
     BE(st)->host_unregister(st->be, st->registered);
   memset(st, 0, sizeof *st);
@@ -84,8 +86,57 @@ static size_t align64(size_t x) {
   return (x + 63) & ~(size_t)63;
 }
 
+/* The aggregator of the partial states (no self loop: it is added after finalize) and, as
+ * `dropped`, the same with the input dropout, for rows read from the tables. */
+static void partial_aggrs(const ng_aggr *ag, float drop_p, uint64_t drop_key, ng_aggr *bare,
+                          ng_aggr *dropped) {
+  *bare = *ag;
+  bare->self_loop = false;
+  bare->drop_p = 0.0f;
+  bare->drop_key = 0;
+  *dropped = *bare;
+  dropped->drop_p = drop_p;
+  dropped->drop_key = drop_key;
+}
+
+ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
+                             float drop_p, uint64_t drop_key, int slot) {
+  if (slot < 0 || slot >= NG_STORE_SLOTS)
+    return ng__err(NG_ERR_INVALID_ARG, "store: package slot %d is not in [0, %d)", slot,
+                   NG_STORE_SLOTS);
+  ng_backend *be = st->be;
+  const ng_fetch_pkg dp = *dev_pkg;
+  st->pre[slot].ready = false;
+  if (dp.mode != NG_FETCH_ZCOPY || !st->host_dev || (dp.cold.nnz == 0 && dp.n_self_cold == 0))
+    return NG_OK;
+  const int32_t nd = dp.n_dst;
+  const int64_t dim = st->dim;
+  const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
+  const size_t cnt = align64((size_t)nd * sizeof(int32_t));
+  NG_CHECK(ng__bk_reserve(be, &st->pre[slot].buf, &st->pre[slot].cap,
+                          NG_MAX(2 * rows + cnt, (size_t)64)));
+  char *w = st->pre[slot].buf;
+  ng_pstate cold = {(float *)w, (int32_t *)(w + rows), nd, dim};
+  float *self_rows = (float *)(w + rows + cnt);
+  ng_aggr bare, dropped;
+  partial_aggrs(ag, drop_p, drop_key, &bare, &dropped);
+  NG_CHECK(BE(st)->copy_ops_begin(be, slot));
+  ng_status s = NG_OK;
+  if (dp.cold.nnz > 0)
+    s = BE(st)->aggr_partial(be, &dropped, &dp.cold, st->host_dev, &cold);
+  if (s == NG_OK)
+    s = BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, st->host_dev, dp.self_cold_ids,
+                             dp.n_self_cold, dim, drop_p, drop_key);
+  const ng_status e = BE(st)->copy_ops_end(be, slot);
+  NG_CHECK(s);
+  NG_CHECK(e);
+  st->pre[slot].ready = true;
+  return NG_OK;
+}
+
 ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
-                          float drop_p, uint64_t drop_key, const float **agg, const float **self) {
+                          float drop_p, uint64_t drop_key, int slot, const float **agg,
+                          const float **self) {
   ng_backend *be = st->be;
   const int32_t nd = dev_pkg->n_dst;
   const int64_t dim = st->dim;
@@ -98,33 +149,36 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   ng_pstate hot = {(float *)w, (int32_t *)(w + rows), nd, dim};
   ng_pstate cold = {(float *)(w + rows + cnt), (int32_t *)(w + 2 * rows + cnt), nd, dim};
   float *out = (float *)(w + 2 * rows + 2 * cnt), *self_rows = (float *)(w + 3 * rows + 2 * cnt);
+  /* The zero-copy reads queued ahead for this slot, if any. */
+  const bool pre = slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready;
+  if (pre) {
+    char *p = st->pre[slot].buf;
+    cold = (ng_pstate){(float *)p, (int32_t *)(p + rows), nd, dim};
+    self_rows = (float *)(p + rows + cnt);
+    st->pre[slot].ready = false;
+  }
 
-  /* Partial states carry no self loop (it is added after finalize); dropout applies where rows
-   * are read from the tables, not to rows the host staged already dropped, nor to the merge. */
-  ng_aggr bare = *ag, dropped;
-  bare.self_loop = false;
-  bare.drop_p = 0.0f;
-  bare.drop_key = 0;
-  dropped = bare;
-  dropped.drop_p = drop_p;
-  dropped.drop_key = drop_key;
+  /* Dropout applies where rows are read from the tables, not to rows the host staged already
+   * dropped, nor to the merge. */
+  ng_aggr bare, dropped;
+  partial_aggrs(ag, drop_p, drop_key, &bare, &dropped);
   /* The cached part, then the cold part by the package's strategy, merged in that order. */
   NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
   if (dp.cold.nnz > 0) {
     if (dp.mode == NG_FETCH_PARTIAL)
       cold = dp.cold_state;
-    else if (dp.mode == NG_FETCH_ZCOPY)
+    else if (dp.mode == NG_FETCH_ZCOPY && !pre)
       NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.cold, st->host_dev, &cold));
-    else /* the staged rows were dropped on the host */
+    else if (dp.mode != NG_FETCH_ZCOPY) /* the staged rows were dropped on the host */
       NG_CHECK(BE(st)->aggr_partial(be, &bare, &dp.cold, dp.staged, &cold));
     NG_CHECK(BE(st)->pstate_merge(be, &bare, &hot, &cold));
   }
   NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
                                 dp.n_self_hot, dim, drop_p, drop_key));
-  if (dp.mode == NG_FETCH_ZCOPY)
+  if (dp.mode == NG_FETCH_ZCOPY && !pre)
     NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, st->host_dev, dp.self_cold_ids,
                                   dp.n_self_cold, dim, drop_p, drop_key));
-  else /* staged rows were dropped on the host */
+  else if (dp.mode != NG_FETCH_ZCOPY) /* staged rows were dropped on the host */
     NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
                                   dp.n_self_cold, dim, 0.0f, 0));
   NG_CHECK(BE(st)->pstate_finalize(be, &bare, &hot, out));

@@ -10,6 +10,9 @@
 
 #include "fetch_impl.h"
 
+/// Package slots the device double-buffers (the runtime's i & 1).
+#define NG_STORE_SLOTS 2
+
 typedef struct {
   ng_backend *be;
   int64_t nodes, dim, hot;
@@ -22,6 +25,13 @@ typedef struct {
   /* Per-iteration buffers, grown to the largest mini-batch and reused. */
   void *work; ///< hot state, cold state, aggregation and self rows
   size_t work_cap;
+  /// Per package slot: the zero-copy part of an iteration queued ahead by ng__store_prefetch
+  /// (cold state, then self rows), consumed by ng__store_input.
+  struct {
+    void *buf;
+    size_t cap;
+    bool ready;
+  } pre[NG_STORE_SLOTS];
 } ng_store;
 
 /// How many rows fit the hot tier: `cache_bytes` > 0 gives cache_bytes / row bytes, else a
@@ -37,11 +47,22 @@ ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, in
                          int64_t dim, int64_t hot, ng_fetch mode, bool read_only);
 void ng__store_close(ng_store *st);
 
+/// Queues, behind the copy of package slot `slot` (0 <= slot < NG_STORE_SLOTS) on the copy
+/// engine's queue, the zero-copy reads of a ZCOPY package: the cold partial state and the cold
+/// self rows, read from host memory by the device while it still computes the iteration before
+/// (backend_impl.h, copy_ops_begin). Does nothing for other packages or without a zero-copy
+/// view. Same arguments as ng__store_input, which then uses the result.
+ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
+                             float drop_p, uint64_t drop_key, int slot);
+
 /// The input layer of one iteration on the device from `dev_pkg`, the package as the device
 /// sees it (ng__fetch_rebase of a copy, or the host package on a host-memory backend) built
 /// with the same drop_p / drop_key: queues the computation of agg [n_dst, dim] and self
-/// [n_dst, dim] (self rows after dropout) in backend memory, valid until the next call.
+/// [n_dst, dim] (self rows after dropout) in backend memory, valid until the next call with
+/// the same slot. `slot` is the package's slot: what ng__store_prefetch queued there is used
+/// (bit for bit the same as computing it here), or -1.
 ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
-                          float drop_p, uint64_t drop_key, const float **agg, const float **self);
+                          float drop_p, uint64_t drop_key, int slot, const float **agg,
+                          const float **self);
 
 #endif /* NG_STORE_IMPL_H */

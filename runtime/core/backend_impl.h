@@ -110,6 +110,13 @@ struct ng_backend_i {
   ng_status (*wait_copy)(ng_backend *be, int slot);
   /// Records mark `k` (0 <= k < NG_BACKEND_MARKS) after every op queued so far.
   ng_status (*mark)(ng_backend *be, int k);
+  /// Between copy_ops_begin(be, slot) and copy_ops_end(be, slot), ops are queued behind the
+  /// last copy_h2d_async of `slot` on the copy engine's queue instead of the ops' queue, and
+  /// wait_copy(be, slot) then waits for them too: work that only reads the copied data and host
+  /// memory (a zero-copy gather of the next iteration) overlaps the ops of the current one. They
+  /// must not be nested; GEMMs must not be queued there. The CPU backend runs them at once.
+  ng_status (*copy_ops_begin)(ng_backend *be, int slot);
+  ng_status (*copy_ops_end)(ng_backend *be, int slot);
   ng_status (*fill)(ng_backend *be, float *x, int64_t n, float value);
   ng_status (*sync)(ng_backend *be); ///< waits for all queued work
   /// Bytes of backend memory still free (*free) and in all (*total); the CPU backend reports
