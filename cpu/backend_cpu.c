@@ -423,12 +423,12 @@ static ng_status cpu_scatter_rows(ng_backend *be, float *dst, const int32_t *pos
   if (n == 0 || dim == 0)
     return NG_OK;
   NG_CHECK(ng__bk_check_ptr("scatter_rows", "dst", dst, true));
-  NG_CHECK(ng__bk_check_ptr("scatter_rows", "pos", pos, true));
   NG_CHECK(ng__bk_check_ptr("scatter_rows", "table", table, true));
   NG_CHECK(ng__bk_check_ptr("scatter_rows", "ids", ids, true));
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
   for (int64_t i = 0; i < n; i++)
-    ng_drop_row(dst + (int64_t)pos[i] * dim, table + ids[i] * dim, ids[i], dim, drop_p, drop_key);
+    ng_drop_row(dst + (pos ? (int64_t)pos[i] : i) * dim, table + ids[i] * dim, ids[i], dim, drop_p,
+                drop_key);
   return NG_OK;
 }
 

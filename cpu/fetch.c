@@ -112,7 +112,13 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
   p->self_hot_ids = take(l, (size_t)c->n_self_hot * i64);
   p->self_cold_pos = take(l, (size_t)c->n_self_cold * i32);
   p->self_cold_ids = take(l, (size_t)c->n_self_cold * i64);
-  p->staged = take(l, (size_t)c->n_staged * (size_t)cfg->dim * f32);
+  if (cfg->mode == NG_FETCH_ZCOPY) {
+    p->staged = NULL;
+    p->staged_ids = take(l, (size_t)c->n_staged * i64);
+  } else {
+    p->staged = take(l, (size_t)c->n_staged * (size_t)cfg->dim * f32);
+    p->staged_ids = NULL;
+  }
   if (cfg->mode == NG_FETCH_PARTIAL) {
     p->cold_state.val = take(l, (size_t)nd * (size_t)cfg->dim * f32);
     p->cold_state.count = take(l, (size_t)nd * i32);
@@ -170,7 +176,8 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   for (int32_t d = 0; d < nd; d++)
     c.n_self_hot += gid[d] < H;
   c.n_self_cold = nd - c.n_self_hot;
-  if (mode == NG_FETCH_BATCH) {
+  const bool staging = mode != NG_FETCH_PARTIAL; /* BATCH here, ZCOPY on the device */
+  if (staging) {
     /* Every cold local node is staged once: each non-destination source is some edge's source
      * and each destination needs its self row. */
     NG_CHECK(scratch_reserve((void **)&scratch->stage_pos, &scratch->cap, ns, sizeof(int32_t)));
@@ -215,7 +222,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
       } else {
         if (cw)
           cw[nc] = b->edge_w[e];
-        ci[nc++] = mode == NG_FETCH_BATCH ? scratch->stage_pos[s] : (int32_t)g;
+        ci[nc++] = staging ? scratch->stage_pos[s] : (int32_t)g;
       }
     }
     hp[d + 1] = nh;
@@ -225,7 +232,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   out->hot.nnz = c.hot_nnz;
   out->cold.nnz = c.cold_nnz;
   out->hot.n_src = (int32_t)NG_MAX((int64_t)nd, H);
-  out->cold.n_src = (int32_t)NG_MAX((int64_t)nd, mode == NG_FETCH_BATCH ? c.n_staged : cfg->nodes);
+  out->cold.n_src = (int32_t)NG_MAX((int64_t)nd, staging ? c.n_staged : cfg->nodes);
   if (out->self_w)
     memcpy((float *)out->self_w, b->self_w, (size_t)nd * sizeof(float));
 
@@ -240,14 +247,20 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
       shi[a++] = g;
     } else {
       scp[z] = d;
-      sci[z] = mode == NG_FETCH_ZCOPY ? g : mode == NG_FETCH_BATCH ? scratch->stage_pos[d] : z;
+      sci[z] = staging ? scratch->stage_pos[d] : z;
       z++;
     }
   }
 
   /* The host reads of the cold tier. */
   float *staged = (float *)out->staged;
-  if (mode == NG_FETCH_BATCH) {
+  if (mode == NG_FETCH_ZCOPY) {
+    /* The device gathers the rows: it needs their ids, in staging order. */
+    int64_t *ids = (int64_t *)out->staged_ids;
+    for (int32_t s = 0; s < ns; s++)
+      if (scratch->stage_pos[s] >= 0)
+        ids[scratch->stage_pos[s]] = gid[s];
+  } else if (mode == NG_FETCH_BATCH) {
     /* Staged row stage_pos[s] is the row of cold local source s; the positions grow with s,
      * so the staged rows are the cold sources in order. Without dropout they are copied with
      * streaming stores. */
@@ -289,12 +302,12 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   out->stats.hot_rows = c.hot_nnz + c.n_self_hot;
   out->stats.cold_rows = c.cold_nnz + c.n_self_cold;
   /* BATCH reads each unique cold row once; PARTIAL every cold edge's row and the cold self
-   * rows; ZCOPY leaves the reading to the device. */
+   * rows; ZCOPY leaves the reading (of each unique cold row once) to the device. */
   const int64_t row_bytes = dim * (int64_t)sizeof(float);
   out->stats.cpu_cold_bytes = mode == NG_FETCH_BATCH     ? c.n_staged * row_bytes
                               : mode == NG_FETCH_PARTIAL ? (c.cold_nnz + c.n_self_cold) * row_bytes
                                                          : 0;
-  out->stats.zcopy_bytes = mode == NG_FETCH_ZCOPY ? (c.cold_nnz + c.n_self_cold) * row_bytes : 0;
+  out->stats.zcopy_bytes = mode == NG_FETCH_ZCOPY ? c.n_staged * row_bytes : 0;
   return NG_OK;
 }
 
@@ -319,6 +332,7 @@ void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_bas
   REBASE(self_hot_ids);
   REBASE(self_cold_ids);
   REBASE(staged);
+  REBASE(staged_ids);
   dev->cold_state.val = (float *)rebase(host->cold_state.val, hb, dev_base);
   dev->cold_state.count = (int32_t *)rebase(host->cold_state.count, hb, dev_base);
   REBASE(labels);

@@ -38,21 +38,24 @@ typedef struct {
   int32_t n_dst;
   int64_t dim;
   /// The input block's edges split by tier, over the same n_dst destinations in edge order.
-  /// hot.indices are global ids (rows of the hot cache); cold.indices are global ids (ZCOPY and
-  /// PARTIAL: rows of the host table) or positions in `staged` (BATCH). n_src is the row count
-  /// of the table the indices address (at least n_dst). edge_w is set for weighted aggregators.
+  /// hot.indices are global ids (rows of the hot cache); cold.indices are global ids (PARTIAL:
+  /// rows of the host table) or positions among the staged rows (BATCH, ZCOPY). n_src is the
+  /// row count of the table the indices address (at least n_dst). edge_w is set for weighted
+  /// aggregators.
   ng_block hot, cold;
   const float *self_w; ///< [n_dst] the self-loop weights, NULL without a self loop
   /// Self rows (the destinations' own features, rows [0, n_dst) of the layer's input), by tier:
-  /// destination self_*_pos[i] reads row self_*_ids[i] of the hot cache / of the cold source
-  /// (the host table for ZCOPY, `staged` otherwise).
+  /// destination self_*_pos[i] reads row self_*_ids[i] of the hot cache / of the staged rows.
   int32_t n_self_hot, n_self_cold;
   const int32_t *self_hot_pos, *self_cold_pos;
   const int64_t *self_hot_ids, *self_cold_ids;
-  /// Rows copied here with input dropout applied: BATCH the unique cold sources, PARTIAL the cold
-  /// self rows, ZCOPY none.
+  /// The staged rows, with input dropout applied: BATCH the unique cold local nodes (each cold
+  /// source once, and the cold destinations) and PARTIAL the cold self rows, copied here
+  /// (`staged`); ZCOPY the same rows as BATCH, which the device gathers from host memory
+  /// itself: the package holds only their global ids (`staged_ids`, `staged` NULL).
   int64_t n_staged;
   const float *staged;
+  const int64_t *staged_ids;
   ng_pstate cold_state; ///< PARTIAL: the bare reduction of the cold edges (val NULL otherwise)
   /// The rest of the mini-batch: blocks 1 .. n_layers-1 with every array (the transposes too),
   /// and blocks[0]'s counts only (its edges are the two sub-blocks above). node_ids is NULL:

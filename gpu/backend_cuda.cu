@@ -538,7 +538,7 @@ __global__ void k_scatter(float *__restrict__ dst, const int32_t *pos,
     return;
   const int64_t r = ids[row];
   const float *in = table + r * dim;
-  float *out = dst + (int64_t)pos[row] * dim;
+  float *out = dst + (pos ? (int64_t)pos[row] : row) * dim;
   const int64_t span = 32 * V;
   for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
        j0 += (int64_t)gridDim.y * T * span) {
@@ -1255,7 +1255,6 @@ ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, cons
   if (n == 0 || dim == 0)
     return NG_OK;
   NG_CHECK(ng__bk_check_ptr("scatter_rows", "dst", dst, true));
-  NG_CHECK(ng__bk_check_ptr("scatter_rows", "pos", pos, true));
   NG_CHECK(ng__bk_check_ptr("scatter_rows", "table", table, true));
   NG_CHECK(ng__bk_check_ptr("scatter_rows", "ids", ids, true));
   NG_CHECK(use(be, "scatter_rows"));

@@ -36,7 +36,7 @@ void ng__store_close(ng_store *st) {
     return;
   BE(st)->free(st->be, st->cache_owned);
   BE(st)->free(st->be, st->work);
-  for (int k = 0; k < NG_STORE_SLOTS; k++)
+  for (int k = 0; k <= NG_STORE_SLOTS; k++)
     BE(st)->free(st->be, st->pre[k].buf);
   if (st->registered)
     BE(st)->host_unregister(st->be, st->registered);
@@ -99,35 +99,64 @@ static void partial_aggrs(const ng_aggr *ag, float drop_p, uint64_t drop_key, ng
   dropped->drop_key = drop_key;
 }
 
+/* Where a ZCOPY package's cold part lives in a `pre` buffer: the cold state, the self rows and
+ * the gathered rows, for n_dst destinations and n_staged rows. */
+typedef struct {
+  ng_pstate cold;
+  float *self_rows, *staged;
+  size_t bytes;
+} zcopy_parts;
+
+static zcopy_parts zcopy_layout(char *base, int32_t nd, int64_t n_staged, int64_t dim) {
+  const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
+  const size_t cnt = align64((size_t)nd * sizeof(int32_t));
+  zcopy_parts z;
+  z.cold = (ng_pstate){(float *)base, (int32_t *)(base + rows), nd, dim};
+  z.self_rows = (float *)(base + rows + cnt);
+  z.staged = (float *)(base + 2 * rows + cnt);
+  z.bytes = 2 * rows + cnt + (size_t)n_staged * (size_t)dim * sizeof(float);
+  if (!base) /* sizing only */
+    z.cold.val = z.self_rows = z.staged = NULL, z.cold.count = NULL;
+  return z;
+}
+
+/* Queues a ZCOPY package's cold part into pre[k]: the unique cold rows gathered from host
+ * memory with input dropout (as BATCH stages them on the host), the cold edges reduced over
+ * them, the cold self rows placed. */
+static ng_status zcopy_cold(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg *dp, float drop_p,
+                            uint64_t drop_key, int k, zcopy_parts *out) {
+  ng_backend *be = st->be;
+  const int64_t dim = st->dim;
+  if (!st->host_dev)
+    return ng__err(NG_ERR_STATE, "store: a zero-copy package, but the store was opened for %s",
+                   ng_fetch_name(st->mode));
+  zcopy_parts z = zcopy_layout(NULL, dp->n_dst, dp->n_staged, dim);
+  NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap, NG_MAX(z.bytes, (size_t)64)));
+  z = zcopy_layout(st->pre[k].buf, dp->n_dst, dp->n_staged, dim);
+  NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids, dp->n_staged, dim,
+                                drop_p, drop_key));
+  if (dp->cold.nnz > 0)
+    NG_CHECK(BE(st)->aggr_partial(be, bare, &dp->cold, z.staged, &z.cold));
+  NG_CHECK(BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, z.staged, dp->self_cold_ids,
+                                dp->n_self_cold, dim, 0.0f, 0));
+  *out = z;
+  return NG_OK;
+}
+
 ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
                              float drop_p, uint64_t drop_key, int slot) {
   if (slot < 0 || slot >= NG_STORE_SLOTS)
     return ng__err(NG_ERR_INVALID_ARG, "store: package slot %d is not in [0, %d)", slot,
                    NG_STORE_SLOTS);
-  ng_backend *be = st->be;
-  const ng_fetch_pkg dp = *dev_pkg;
   st->pre[slot].ready = false;
-  if (dp.mode != NG_FETCH_ZCOPY || !st->host_dev || (dp.cold.nnz == 0 && dp.n_self_cold == 0))
+  if (dev_pkg->mode != NG_FETCH_ZCOPY)
     return NG_OK;
-  const int32_t nd = dp.n_dst;
-  const int64_t dim = st->dim;
-  const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
-  const size_t cnt = align64((size_t)nd * sizeof(int32_t));
-  NG_CHECK(ng__bk_reserve(be, &st->pre[slot].buf, &st->pre[slot].cap,
-                          NG_MAX(2 * rows + cnt, (size_t)64)));
-  char *w = st->pre[slot].buf;
-  ng_pstate cold = {(float *)w, (int32_t *)(w + rows), nd, dim};
-  float *self_rows = (float *)(w + rows + cnt);
   ng_aggr bare, dropped;
   partial_aggrs(ag, drop_p, drop_key, &bare, &dropped);
-  NG_CHECK(BE(st)->copy_ops_begin(be, slot));
-  ng_status s = NG_OK;
-  if (dp.cold.nnz > 0)
-    s = BE(st)->aggr_partial(be, &dropped, &dp.cold, st->host_dev, &cold);
-  if (s == NG_OK)
-    s = BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, st->host_dev, dp.self_cold_ids,
-                             dp.n_self_cold, dim, drop_p, drop_key);
-  const ng_status e = BE(st)->copy_ops_end(be, slot);
+  zcopy_parts z;
+  NG_CHECK(BE(st)->copy_ops_begin(st->be, slot));
+  const ng_status s = zcopy_cold(st, &bare, dev_pkg, drop_p, drop_key, slot, &z);
+  const ng_status e = BE(st)->copy_ops_end(st->be, slot);
   NG_CHECK(s);
   NG_CHECK(e);
   st->pre[slot].ready = true;
@@ -149,36 +178,34 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   ng_pstate hot = {(float *)w, (int32_t *)(w + rows), nd, dim};
   ng_pstate cold = {(float *)(w + rows + cnt), (int32_t *)(w + 2 * rows + cnt), nd, dim};
   float *out = (float *)(w + 2 * rows + 2 * cnt), *self_rows = (float *)(w + 3 * rows + 2 * cnt);
-  /* The zero-copy reads queued ahead for this slot, if any. */
-  const bool pre = slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready;
-  if (pre) {
-    char *p = st->pre[slot].buf;
-    cold = (ng_pstate){(float *)p, (int32_t *)(p + rows), nd, dim};
-    self_rows = (float *)(p + rows + cnt);
-    st->pre[slot].ready = false;
-  }
 
-  /* Dropout applies where rows are read from the tables, not to rows the host staged already
-   * dropped, nor to the merge. */
+  /* Dropout applies where rows are read from the tables, not to rows already staged dropped,
+   * nor to the merge. */
   ng_aggr bare, dropped;
   partial_aggrs(ag, drop_p, drop_key, &bare, &dropped);
+  if (dp.mode == NG_FETCH_ZCOPY) { /* the cold part queued ahead, or queued now */
+    zcopy_parts z;
+    if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {
+      z = zcopy_layout(st->pre[slot].buf, nd, dp.n_staged, dim);
+      st->pre[slot].ready = false;
+    } else {
+      NG_CHECK(zcopy_cold(st, &bare, &dp, drop_p, drop_key, NG_STORE_SLOTS, &z));
+    }
+    cold = z.cold;
+    self_rows = z.self_rows;
+  }
   /* The cached part, then the cold part by the package's strategy, merged in that order. */
   NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
   if (dp.cold.nnz > 0) {
     if (dp.mode == NG_FETCH_PARTIAL)
       cold = dp.cold_state;
-    else if (dp.mode == NG_FETCH_ZCOPY && !pre)
-      NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.cold, st->host_dev, &cold));
-    else if (dp.mode != NG_FETCH_ZCOPY) /* the staged rows were dropped on the host */
+    else if (dp.mode == NG_FETCH_BATCH)
       NG_CHECK(BE(st)->aggr_partial(be, &bare, &dp.cold, dp.staged, &cold));
     NG_CHECK(BE(st)->pstate_merge(be, &bare, &hot, &cold));
   }
   NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
                                 dp.n_self_hot, dim, drop_p, drop_key));
-  if (dp.mode == NG_FETCH_ZCOPY && !pre)
-    NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, st->host_dev, dp.self_cold_ids,
-                                  dp.n_self_cold, dim, drop_p, drop_key));
-  else if (dp.mode != NG_FETCH_ZCOPY) /* staged rows were dropped on the host */
+  if (dp.mode != NG_FETCH_ZCOPY) /* staged rows were dropped on the host */
     NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
                                   dp.n_self_cold, dim, 0.0f, 0));
   NG_CHECK(BE(st)->pstate_finalize(be, &bare, &hot, out));

@@ -25,13 +25,14 @@ typedef struct {
   /* Per-iteration buffers, grown to the largest mini-batch and reused. */
   void *work; ///< hot state, cold state, aggregation and self rows
   size_t work_cap;
-  /// Per package slot: the zero-copy part of an iteration queued ahead by ng__store_prefetch
-  /// (cold state, then self rows), consumed by ng__store_input.
+  /// Per package slot: the device side of a ZCOPY package's cold part (cold state, self rows,
+  /// the gathered rows) queued ahead by ng__store_prefetch and consumed by ng__store_input; the
+  /// last entry serves a package that was not prefetched.
   struct {
     void *buf;
     size_t cap;
     bool ready;
-  } pre[NG_STORE_SLOTS];
+  } pre[NG_STORE_SLOTS + 1];
 } ng_store;
 
 /// How many rows fit the hot tier: `cache_bytes` > 0 gives cache_bytes / row bytes, else a
@@ -48,10 +49,12 @@ ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, in
 void ng__store_close(ng_store *st);
 
 /// Queues, behind the copy of package slot `slot` (0 <= slot < NG_STORE_SLOTS) on the copy
-/// engine's queue, the zero-copy reads of a ZCOPY package: the cold partial state and the cold
-/// self rows, read from host memory by the device while it still computes the iteration before
-/// (backend_impl.h, copy_ops_begin). Does nothing for other packages or without a zero-copy
-/// view. Same arguments as ng__store_input, which then uses the result.
+/// engine's queue, the cold part of a ZCOPY package: the device gathers the package's unique
+/// cold rows from host memory (one row per warp, every row in flight at once: zero-copy runs at
+/// the link's rate only with that much parallelism), then reduces the cold edges and places the
+/// cold self rows from that copy, all while it still computes the iteration before
+/// (backend_impl.h, copy_ops_begin). Does nothing for other packages. Same arguments as
+/// ng__store_input, which then uses the result.
 ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
                              float drop_p, uint64_t drop_key, int slot);
 

@@ -173,7 +173,7 @@ struct ng_backend_i {
 
   /// dst[pos[i], :] = table[ids[i], :] for i < n, with input dropout keyed like aggr_partial's
   /// (element (ids[i], c) of the table; drop_p 0 copies). The table may be registered host
-  /// memory on the CUDA backend. `pos` must not repeat a row.
+  /// memory on the CUDA backend. `pos` must not repeat a row; NULL means pos[i] = i.
   ng_status (*scatter_rows)(ng_backend *be, float *dst, const int32_t *pos, const float *table,
                             const int64_t *ids, int64_t n, int64_t dim, float drop_p,
                             uint64_t drop_key);
