@@ -104,10 +104,16 @@ static void test_tier_sizes(void) {
   const mode_case baseline = {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0};
   const mode_case partial = {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0};
   const mode_case zerocopy = {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0};
-  ng_test_fetch_result all_hot, all_cold, part;
+  ng_test_fetch_result all_hot, all_hot_z, all_cold, part;
   ng_test_fetch_run run = run_of(mc, &baseline, 1.0);
   if (!ng_test_fetch_train(cora, &run, &all_hot))
     return;
+  /* Zero-copy with nothing cold: nothing registered, nothing to read. */
+  run = run_of(mc, &zerocopy, 1.0);
+  if (ng_test_fetch_train(cora, &run, &all_hot_z)) {
+    EXPECT_TRUE(ng_test_fetch_same(&all_hot, &all_hot_z, "all hot, baseline vs zerocopy"));
+    free(all_hot_z.checkpoint);
+  }
   run = run_of(mc, &partial, 0.0);
   if (!ng_test_fetch_train(cora, &run, &all_cold))
     return;
