@@ -41,13 +41,14 @@ struct xent_result {
 
 struct cuda_ctx {
   int device;
-  cudaStream_t stream;                  // every op (the copy stream between copy_ops_begin/end)
-  cudaStream_t ops_stream;              // the ops' own stream (cuBLAS is bound to it)
-  cudaStream_t copy_stream;             // copy_h2d_async
-  int copy_ops_slot;                    // the slot of copy_ops_begin, or -1
-  cudaEvent_t marks[NG_BACKEND_MARKS];  // mark(), on `stream`
-  cudaEvent_t copied[NG_BACKEND_MARKS]; // the last copy_h2d_async of each slot, on `copy_stream`
-  cudaEvent_t xent_done[NG_XENT_QUEUE]; // each queued xent result's copy to the host
+  cudaStream_t stream;     // every op (the copy stream between copy_ops_begin/end)
+  cudaStream_t ops_stream; // the ops' own stream (cuBLAS is bound to it)
+  cudaStream_t copy_stream[NG_BACKEND_MARKS]; // copy_h2d_async and copy ops, one per slot, so
+                                              // that the slots' transfers overlap
+  int copy_ops_slot;                          // the slot of copy_ops_begin, or -1
+  cudaEvent_t marks[NG_BACKEND_MARKS];        // mark(), on `stream`
+  cudaEvent_t copied[NG_BACKEND_MARKS];       // the last copy (or copy op) of each slot
+  cudaEvent_t xent_done[NG_XENT_QUEUE];       // each queued xent result's copy to the host
   int64_t xent_n[NG_XENT_QUEUE], xent_classes[NG_XENT_QUEUE]; // their shapes
   int64_t xent_head, xent_count; // the queue of results not yet read by xent_result
   cublasHandle_t blas;
@@ -827,8 +828,9 @@ void release(cuda_ctx *c) {
   /* Teardown errors cannot be reported (destroy returns nothing); each call is independent. */
   if (c->ops_stream)
     (void)cudaStreamSynchronize(c->ops_stream);
-  if (c->copy_stream)
-    (void)cudaStreamSynchronize(c->copy_stream);
+  for (int k = 0; k < NG_BACKEND_MARKS; k++)
+    if (c->copy_stream[k])
+      (void)cudaStreamSynchronize(c->copy_stream[k]);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->marks[k])
       (void)cudaEventDestroy(c->marks[k]);
@@ -838,8 +840,9 @@ void release(cuda_ctx *c) {
   for (int k = 0; k < NG_XENT_QUEUE; k++)
     if (c->xent_done[k])
       (void)cudaEventDestroy(c->xent_done[k]);
-  if (c->copy_stream)
-    (void)cudaStreamDestroy(c->copy_stream);
+  for (int k = 0; k < NG_BACKEND_MARKS; k++)
+    if (c->copy_stream[k])
+      (void)cudaStreamDestroy(c->copy_stream[k]);
   if (c->blas)
     (void)cublasDestroy(c->blas);
   (void)cudaFree(c->row_loss);
@@ -917,11 +920,11 @@ ng_status cuda_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, s
   NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "src", host_src, bytes > 0));
   NG_CHECK(use(be, "copy_h2d_async"));
   cuda_ctx *c = ctx_of(be);
-  CU_CHECK("copy_h2d_async", cudaStreamWaitEvent(c->copy_stream, c->marks[slot], 0));
+  CU_CHECK("copy_h2d_async", cudaStreamWaitEvent(c->copy_stream[slot], c->marks[slot], 0));
   if (bytes > 0)
     CU_CHECK("copy_h2d_async",
-             cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
-  CU_CHECK("copy_h2d_async", cudaEventRecord(c->copied[slot], c->copy_stream));
+             cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->copy_stream[slot]));
+  CU_CHECK("copy_h2d_async", cudaEventRecord(c->copied[slot], c->copy_stream[slot]));
   return NG_OK;
 }
 
@@ -945,7 +948,7 @@ ng_status cuda_copy_ops_begin(ng_backend *be, int slot) {
                    c->copy_ops_slot);
   NG_CHECK(use(be, "copy_ops_begin"));
   c->copy_ops_slot = slot;
-  c->stream = c->copy_stream;
+  c->stream = c->copy_stream[slot];
   return NG_OK;
 }
 
@@ -956,7 +959,7 @@ ng_status cuda_copy_ops_end(ng_backend *be, int slot) {
   c->copy_ops_slot = -1;
   c->stream = c->ops_stream;
   NG_CHECK(use(be, "copy_ops_end"));
-  CU_CHECK("copy_ops_end", cudaEventRecord(c->copied[slot], c->copy_stream));
+  CU_CHECK("copy_ops_end", cudaEventRecord(c->copied[slot], c->copy_stream[slot]));
   return NG_OK;
 }
 
@@ -1057,7 +1060,8 @@ ng_status cuda_host_view(ng_backend *be, const void *host, const void **out) {
 ng_status cuda_sync(ng_backend *be) {
   NG_CHECK(use(be, "sync"));
   CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->ops_stream));
-  CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->copy_stream));
+  for (int k = 0; k < NG_BACKEND_MARKS; k++)
+    CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->copy_stream[k]));
   return NG_OK;
 }
 
@@ -1629,12 +1633,14 @@ ng_status create(ng_backend **out, int device) {
   cublasStatus_t bst = CUBLAS_STATUS_SUCCESS;
   const char *what = "";
   c->copy_ops_slot = -1;
-  if ((err = cudaStreamCreateWithFlags(&c->ops_stream, cudaStreamNonBlocking)) != cudaSuccess ||
-      (err = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking)) != cudaSuccess)
+  err = cudaStreamCreateWithFlags(&c->ops_stream, cudaStreamNonBlocking);
+  for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++)
+    err = cudaStreamCreateWithFlags(&c->copy_stream[k], cudaStreamNonBlocking);
+  c->stream = c->ops_stream;
+  if (err != cudaSuccess)
     what = "cudaStreamCreateWithFlags";
-  else if ((c->stream = c->ops_stream),
-           (err = cudaMalloc(&c->d_res, NG_XENT_QUEUE * sizeof(xent_result))) != cudaSuccess ||
-               (err = cudaMalloc(&c->d_unread_bad, sizeof(int))) != cudaSuccess)
+  else if ((err = cudaMalloc(&c->d_res, NG_XENT_QUEUE * sizeof(xent_result))) != cudaSuccess ||
+           (err = cudaMalloc(&c->d_unread_bad, sizeof(int))) != cudaSuccess)
     what = "cudaMalloc";
   else if ((err = cudaMemset(c->d_unread_bad, 0, sizeof(int))) != cudaSuccess)
     what = "cudaMemset";

@@ -97,8 +97,9 @@ struct ng_backend_i {
   ng_status (*copy_h2d)(ng_backend *be, void *dst, const void *host_src, size_t bytes);
   ng_status (*copy_d2h)(ng_backend *be, void *host_dst, const void *src, size_t bytes);
   ng_status (*copy_d2d)(ng_backend *be, void *dst, const void *src, size_t bytes);
-  /// Queues a host-to-device copy on the backend's copy engine, in buffer slot `slot` (0 <=
-  /// slot < NG_BACKEND_MARKS), and returns at once. The copy first waits for mark `slot` (see
+  /// Queues a host-to-device copy on the copy queue of buffer slot `slot` (0 <= slot <
+  /// NG_BACKEND_MARKS; one queue per slot, so that two slots' transfers may overlap), and
+  /// returns at once. The copy first waits for mark `slot` (see
   /// mark), so that it cannot overwrite a buffer that ops queued before that mark still read.
   /// Ops see the data once wait_copy(be, slot) has been queued before them: the copy can thus
   /// overlap every op queued in between. The source must stay unchanged until the backend has
@@ -111,7 +112,7 @@ struct ng_backend_i {
   /// Records mark `k` (0 <= k < NG_BACKEND_MARKS) after every op queued so far.
   ng_status (*mark)(ng_backend *be, int k);
   /// Between copy_ops_begin(be, slot) and copy_ops_end(be, slot), ops are queued behind the
-  /// last copy_h2d_async of `slot` on the copy engine's queue instead of the ops' queue, and
+  /// last copy_h2d_async of `slot` on that slot's copy queue instead of the ops' queue, and
   /// wait_copy(be, slot) then waits for them too: work that only reads the copied data and host
   /// memory (a zero-copy gather of the next iteration) overlaps the ops of the current one. They
   /// must not be nested; GEMMs must not be queued there. The CPU backend runs them at once.
