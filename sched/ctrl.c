@@ -9,6 +9,9 @@
 /* Periods a reverted direction stays blocked: long enough that the controller does not retry a
  * harmful move every few periods, short enough to notice a change of phase. */
 enum { BLOCK_PERIODS = 20 };
+/* Iterations a rate needs before the judge trusts it: a period of a slow workload holds a few
+ * iterations of uneven length, and a verdict on those would undo good moves at random. */
+enum { JUDGE_MIN_ITERS = 64 };
 
 ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
   static const ng_ctrl_opts defaults = NG_CTRL_OPTS_INIT;
@@ -87,9 +90,31 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
   return NG_CTRL_MOVED;
 }
 
+/* The verdict on the last move once enough iterations ran under it: 1 when the device's rate
+ * fell below the rate before the move (by more than half the threshold), 0 when it held (the
+ * judging ends), -1 while the iterations are too few. */
+static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
+  if (s->seconds > 0) {
+    c->judge_done += s->done;
+    c->judge_secs += s->seconds;
+  }
+  if (c->judge_done < JUDGE_MIN_ITERS || !(c->judge_secs > 0))
+    return -1;
+  const double rate = (double)c->judge_done / c->judge_secs;
+  c->judging = false;
+  return rate < c->rate_before * (1.0 - c->o.threshold / 2) ? 1 : 0;
+}
+
 ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
   ng_ctrl_decision d;
   memset(&d, 0, sizeof d);
+  int verdict = 0;
+  /* A settled period under the current split counts towards the rate the next move is judged
+   * against. */
+  if (!c->o.fixed && c->period >= c->o.warmup_periods && c->settle == 0 && s->seconds > 0) {
+    c->win_done += s->done;
+    c->win_secs += s->seconds;
+  }
   d.period = c->period++;
   d.move = NG_CTRL_MOVE_NONE;
   d.ring_depth = s->ring_depth;
@@ -105,8 +130,9 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     /* This period began under the old split: its sample would blur the effect of the move. */
     c->settle--;
     d.reason = NG_CTRL_SETTLING;
-  } else if (c->judging && s->seconds > 0 &&
-             (double)s->done / s->seconds < c->rate_before * (1.0 - c->o.threshold / 2)) {
+  } else if (c->judging && (verdict = judge(c, s)) < 0) {
+    d.reason = NG_CTRL_JUDGING;
+  } else if (verdict > 0) {
     /* The judge: the last move made the device slower. Whatever the signal that proposed it,
      * the total throughput is what counts, so the move is undone and its direction is not
      * proposed again for a while. */
@@ -160,11 +186,19 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
   }
   if (c->blocked_left > 0 && d.reason != NG_CTRL_REVERTED)
     c->blocked_left--;
-  if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED && s->seconds > 0) {
+  if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED && c->win_secs > 0) {
     c->judging = true;
-    c->rate_before = (double)s->done / s->seconds;
-  } else if (d.reason != NG_CTRL_SETTLING && d.reason != NG_CTRL_WARMUP) {
-    c->judging = false; /* a verdict comes only from the period right after the settling one */
+    c->rate_before = (double)c->win_done / c->win_secs;
+    c->judge_done = 0;
+    c->judge_secs = 0.0;
+  } else if (d.move != NG_CTRL_MOVE_NONE ||
+             (d.reason != NG_CTRL_SETTLING && d.reason != NG_CTRL_WARMUP &&
+              d.reason != NG_CTRL_JUDGING)) {
+    c->judging = false; /* a verdict comes only from the periods right after the settling one */
+  }
+  if (d.move != NG_CTRL_MOVE_NONE) { /* a new split: its rate starts afresh */
+    c->win_done = 0;
+    c->win_secs = 0.0;
   }
   d.workers[NG_GROUP_PARTIAL] = c->workers[NG_GROUP_PARTIAL];
   d.workers[NG_GROUP_TRANSFER] = c->workers[NG_GROUP_TRANSFER];
@@ -197,6 +231,8 @@ const char *ng__ctrl_reason_name(ng_ctrl_reason r) {
     return "at_limit";
   case NG_CTRL_MOVED:
     return "moved";
+  case NG_CTRL_JUDGING:
+    return "judging";
   }
   return "unknown";
 }

@@ -199,6 +199,7 @@ typedef enum {
   NG_CTRL_MOVED,       ///< one worker moved towards the faster group
   NG_CTRL_REVERTED,    ///< the last move lowered the device's throughput: undone
   NG_CTRL_BLOCKED,     ///< the proposed move was reverted recently: not tried again yet
+  NG_CTRL_JUDGING,     ///< the last move's verdict waits for enough iterations under it
 } ng_ctrl_reason;
 
 /// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none.
@@ -249,8 +250,12 @@ typedef struct {
   ng_ctrl_move last_move;      ///< the last move made (NONE before the first)
   int64_t acc_iters[NG_GROUP_COUNT];
   double acc_busy[NG_GROUP_COUNT];
-  bool judging;         ///< the last move awaits its verdict
-  double rate_before;   ///< the device's iterations/s in the period of the last move
+  bool judging;       ///< the last move awaits its verdict
+  double rate_before; ///< the device's iterations/s under the split before the last move
+  int64_t win_done;   ///< iterations and seconds under the current split (settled periods),
+  double win_secs;    ///< the rate a move is later judged against
+  int64_t judge_done; ///< iterations and seconds since the last move settled
+  double judge_secs;
   ng_ctrl_move blocked; ///< a direction that was reverted ...
   int blocked_left;     ///< ... for this many more periods
 } ng_ctrl;

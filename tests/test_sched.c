@@ -1187,6 +1187,42 @@ static void test_ctrl_judge(void) {
   d = ng__ctrl_step(&c, &s);
   EXPECT_TRUE(d.reason != NG_CTRL_REVERTED);
   EXPECT_TRUE(c.workers[NG_GROUP_PARTIAL] >= 5);
+
+  /* A slow workload: 20 iterations a period. The verdict waits until JUDGE_MIN_ITERS (64)
+   * iterations ran under the move, and weighs them all: one slow period among them does not
+   * undo it. */
+  c = ctrl_ready(8, -1);
+  s.done = 20;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  s.done = 14; /* 30% slower: a single-period verdict would revert */
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_JUDGING);
+  EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_JUDGING), "judging") == 0);
+  s.done = 24;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_JUDGING);
+  s.done = 26; /* 64 in 0.3 s: 213 it/s against 200 before */
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_TRUE(d.reason != NG_CTRL_REVERTED && d.reason != NG_CTRL_JUDGING);
+  /* Kept; the device still binds, so the same period moves one more worker. */
+  EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 6);
+  /* ... and a real slowdown over enough iterations is undone. */
+  c = ctrl_ready(8, -1);
+  s.done = 20;
+  d = ng__ctrl_step(&c, &s);
+  d = ng__ctrl_step(&c, &s);
+  s.done = 16;
+  for (int k = 0; k < 3; k++) {
+    d = ng__ctrl_step(&c, &s);
+    EXPECT_EQ_I(d.reason, NG_CTRL_JUDGING);
+  }
+  d = ng__ctrl_step(&c, &s); /* 64 in 0.4 s: 160 it/s against 200 */
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
 }
 
 static void test_ctrl_log_line(void) {
