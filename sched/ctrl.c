@@ -170,6 +170,23 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
       c->settle = 1;
       d.move = NG_CTRL_MOVE_TO_PARTIAL;
     }
+  } else if (c->workers[NG_GROUP_TRANSFER] == 0 && c->workers[NG_GROUP_PARTIAL] > 0 &&
+             s->consumer_wait_frac >= c->o.gpu_bound_wait) {
+    /* Every worker reduces on the CPU and the device waits for them: the CPU sets the pace. A
+     * TRANSFER worker spends less CPU time on an iteration (the device or the DMA engine does
+     * the reading), so one worker moves there; the judge undoes it if the device then binds
+     * harder than the CPU did. Without this an emptied TRANSFER group could never come back. */
+    reset_acc(c);
+    d.reason = NG_CTRL_CPU_BOUND;
+    if (c->blocked_left > 0 && c->blocked == NG_CTRL_MOVE_TO_TRANSFER) {
+      d.reason = NG_CTRL_BLOCKED;
+    } else {
+      c->workers[NG_GROUP_PARTIAL]--;
+      c->workers[NG_GROUP_TRANSFER]++;
+      c->last_move = NG_CTRL_MOVE_TO_TRANSFER;
+      c->settle = 1;
+      d.move = NG_CTRL_MOVE_TO_TRANSFER;
+    }
   } else if (c->workers[NG_GROUP_PARTIAL] == 0 || c->workers[NG_GROUP_TRANSFER] == 0) {
     d.reason = NG_CTRL_GROUP_EMPTY;
   } else {
@@ -233,6 +250,8 @@ const char *ng__ctrl_reason_name(ng_ctrl_reason r) {
     return "moved";
   case NG_CTRL_JUDGING:
     return "judging";
+  case NG_CTRL_CPU_BOUND:
+    return "cpu_bound";
   }
   return "unknown";
 }

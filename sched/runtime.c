@@ -211,7 +211,9 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
   co.initial_partial = is_hybrid(rt)                   ? rt->o.partial_workers
                        : rt->o.mode == NG_MODE_PARTIAL ? rt->n_threads
                                                        : 0;
-  co.min_per_group = is_hybrid(rt) && rt->n_threads >= 2 ? 1 : 0;
+  /* Either group may empty: with few workers all-TRANSFER is often best, with many
+   * all-PARTIAL; the GPU-bound and CPU-bound rules bring an emptied group back. */
+  co.min_per_group = 0;
   NG_CHECK_GOTO(st, ng__ctrl_init(&rt->ctrl, &co, rt->n_threads), fail);
   for (int i = 0; i < n; i++)
     atomic_store(&rt->w[i].group, i < rt->ctrl.workers[NG_GROUP_PARTIAL] ||

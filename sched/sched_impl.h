@@ -200,6 +200,7 @@ typedef enum {
   NG_CTRL_REVERTED,    ///< the last move lowered the device's throughput: undone
   NG_CTRL_BLOCKED,     ///< the proposed move was reverted recently: not tried again yet
   NG_CTRL_JUDGING,     ///< the last move's verdict waits for enough iterations under it
+  NG_CTRL_CPU_BOUND,   ///< every worker in PARTIAL and the device waits for them
 } ng_ctrl_reason;
 
 /// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none.

@@ -1024,6 +1024,25 @@ static void test_ctrl_moves_and_threshold(void) {
   d = ng__ctrl_step(&c, &fast_partial);
   EXPECT_EQ_I(d.reason, NG_CTRL_GROUP_EMPTY);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+
+  /* Every worker in PARTIAL and the device waiting for them (CPU-bound): one worker moves to
+   * TRANSFER, the group that costs a worker less per iteration; not while the device waits
+   * little. */
+  o.initial_partial = 3;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 3));
+  ng_ctrl_sample cpu_bound = sample(100, 100, 10);
+  cpu_bound.iters[NG_GROUP_TRANSFER] = 0;
+  cpu_bound.busy_s[NG_GROUP_TRANSFER] = 0.0;
+  cpu_bound.ring_depth = 0;
+  cpu_bound.consumer_wait_frac = 0.2;
+  d = ng__ctrl_step(&c, &cpu_bound);
+  EXPECT_EQ_I(d.reason, NG_CTRL_GROUP_EMPTY);
+  cpu_bound.consumer_wait_frac = 0.7;
+  d = ng__ctrl_step(&c, &cpu_bound);
+  EXPECT_EQ_I(d.reason, NG_CTRL_CPU_BOUND);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
+  EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 1);
+  EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_CPU_BOUND), "cpu_bound") == 0);
 }
 
 static void test_ctrl_gpu_bound_fixed_and_data(void) {
