@@ -459,7 +459,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       CLI_OPT_STRING("cpuset", &(c)->cpuset, "LIST", "cores for the threads, e.g. 0-15"),          \
       CLI_OPT_CHOICE("transfer", &(c)->transfer, "T", TRANSFER_NAMES,                              \
                      "hybrid modes: the TRANSFER group's way, batch, zcopy or auto (zcopy for "    \
-                     "rows >= 2 KiB)"),                                                            \
+                     "rows >= 512 B)"),                                                            \
       CLI_OPT_INT("partial-workers", &(c)->partial_workers, "N", -1, 4096,                         \
                   "hybrid-static: PARTIAL workers; hybrid: at the start; -1 = half"),              \
       CLI_OPT_FLOAT("period-ms", &(c)->period_ms, "MS", 0, true, INFINITY, false,                  \

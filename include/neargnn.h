@@ -305,7 +305,7 @@ typedef enum {
                         ///< destination near the data; the device merges it with the hot part
   NG_FETCH_BATCH = 1,   ///< the CPU gathers the unique cold rows into pinned staging, one copy
   NG_FETCH_ZCOPY = 2,   ///< the device reads cold rows from pinned host memory (zero-copy)
-  NG_FETCH_AUTO = 3,    ///< (ng_train_opts.transfer) ZCOPY for rows of 2 KiB and more, else BATCH
+  NG_FETCH_AUTO = 3,    ///< (ng_train_opts.transfer) ZCOPY for rows of 512 B and more, else BATCH
 } ng_fetch;
 
 /// Who does the host work of an iteration and how (docs/scheduler.md). Worker threads sample

@@ -391,8 +391,10 @@ def main(argv):
                 with open(base + ".cmd", "w") as f:
                     f.write(shlex.join(cmd) + "\n")
                 timeout = a.run_timeout
-                if a.time_budget:
-                    timeout = max(1.0, min(timeout, a.time_budget - elapsed))
+                budget_cut = False
+                if a.time_budget and a.time_budget - elapsed < timeout:
+                    timeout = max(1.0, a.time_budget - elapsed)
+                    budget_cut = True
                 t0 = time.time()
                 rc, err = run_cmd(cmd, base + ".out", base + ".err", timeout=timeout)
                 if rc == 0:
@@ -401,6 +403,10 @@ def main(argv):
                                                    base + ".csv", w.row_bytes)
                     except (OSError, ValueError, KeyError, TypeError) as e:
                         row.update(status="failed", error=f"unreadable results: {e}")
+                elif rc == "timeout" and budget_cut:
+                    row.update(status="skipped",
+                               error=f"stopped after {timeout:.0f} s: time budget of "
+                                     f"{a.time_budget:g} s spent")
                 else:
                     row.update(status="timeout" if rc == "timeout" else "failed",
                                error=f"exit {rc}: {last_line(err)}")
