@@ -1474,7 +1474,7 @@ ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, 
     return NG_OK;
   }
   cuda_ctx *c = ctx_of(be);
-  if (c->xent_count == NG_XENT_QUEUE)
+  if (deferred && c->xent_count == NG_XENT_QUEUE)
     return ng__err(NG_ERR_STATE,
                    "xent: %d results are queued unread; read them with xent_result first",
                    NG_XENT_QUEUE);

@@ -525,13 +525,17 @@ static ng_status step_backward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg)
 
 static ng_status step_result(void *ctx, int64_t iter, double *loss, int64_t *correct) {
   ng_trainer_t t = ctx;
-  NG_CHECK(t->be->iface->xent_result(t->be, loss, correct));
-  if (isfinite(*loss))
+  const ng_status st = t->be->iface->xent_result(t->be, loss, correct);
+  if (st == NG_OK && isfinite(*loss))
     return NG_OK;
-  if (t->stepped_iter == iter && iter >= 0) { /* the guard held its step back */
+  /* A bad result (a label out of range, a non-finite loss): the step guard held this
+   * iteration's step back, so it does not count. */
+  if (t->stepped_iter == iter && iter >= 0) {
     t->step--;
     t->stepped_iter = -1;
   }
+  if (st != NG_OK)
+    return st;
   return ng__err(NG_ERR_STATE,
                  "the training loss is %g; the parameters are left as they were before this "
                  "iteration: lower the learning rate or normalise the features",

@@ -180,7 +180,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     d.reason = NG_CTRL_CPU_BOUND;
     if (c->blocked_left > 0 && c->blocked == NG_CTRL_MOVE_TO_TRANSFER) {
       d.reason = NG_CTRL_BLOCKED;
-    } else {
+    } else if (c->workers[NG_GROUP_PARTIAL] - 1 >= c->o.min_per_group) {
       c->workers[NG_GROUP_PARTIAL]--;
       c->workers[NG_GROUP_TRANSFER]++;
       c->last_move = NG_CTRL_MOVE_TO_TRANSFER;

@@ -518,9 +518,10 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   for (int i = 0; i < NG_MAX(rt->n_threads, 1); i++)
     ng__slots_reopen(rt->w[i].slots);
 
-  /* A move judged across the epoch boundary would be judged on the start-up of the next epoch
-   * (pool start, ring fill): the first period of an epoch is a settling one. */
-  rt->ctrl.judging = false;
+  /* The start-up of an epoch (pool start, ring fill) must not count, neither in the judge's
+   * window of a move made late in the last epoch nor in the rate a move is judged against:
+   * the first period of an epoch is a settling one. A pending verdict carries over, so that
+   * short epochs still judge their moves. */
   rt->ctrl.settle = NG_MAX(rt->ctrl.settle, 1);
   ng_status st = NG_OK;
   affinity aff = {.saved = false};
@@ -557,6 +558,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       st = upload(rt, step, plan->first, cur, (int)(plan->first & 1), &cur_view);
   }
   for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
+    int64_t failed = i; /* the iteration an error belongs to */
     /* Iteration i's package must have landed before its first op. */
     st = be->iface->wait_copy(be, (int)(i & 1));
     if (st == NG_OK)
@@ -564,10 +566,13 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     fwd_unread = st == NG_OK;
     if (st == NG_OK && prev) {
       st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
+      failed = prev_iter;
       prev = NULL;
     }
-    if (st == NG_OK)
+    if (st == NG_OK) {
+      failed = i;
       st = step->backward(step->ctx, i, &cur_view);
+    }
     if (st == NG_OK) {
       fwd_unread = false;
       prev = cur;
@@ -576,6 +581,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       st = be->iface->mark(be, (int)(i & 1)); /* buffer i & 1 is free after this point */
     }
     if (st == NG_OK && i + 1 < plan->iters) {
+      failed = i + 1;
       st = take(rt, i + 1, &nxt);
       if (st == NG_OK)
         st = upload(rt, step, i + 1, nxt, (int)((i + 1) & 1), &nxt_view);
@@ -584,11 +590,12 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       nxt = NULL;
     }
     if (st == NG_OK && i + 1 == plan->iters) {
+      failed = i;
       st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
       prev = NULL;
     }
     if (st != NG_OK) {
-      ng__err_prefix("iteration %lld", (long long)i);
+      ng__err_prefix("iteration %lld", (long long)failed);
       break;
     }
     /* The controller every period, the telemetry every telemetry_s: the counters are read

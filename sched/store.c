@@ -104,19 +104,21 @@ static void partial_aggrs(const ng_aggr *ag, float drop_p, uint64_t drop_key, ng
 typedef struct {
   ng_pstate cold;
   float *self_rows, *staged;
-  size_t bytes;
 } zcopy_parts;
 
-static zcopy_parts zcopy_layout(char *base, int32_t nd, int64_t n_staged, int64_t dim) {
+static size_t zcopy_bytes(int32_t nd, int64_t n_staged, int64_t dim) {
+  const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
+  const size_t cnt = align64((size_t)nd * sizeof(int32_t));
+  return 2 * rows + cnt + (size_t)n_staged * (size_t)dim * sizeof(float);
+}
+
+static zcopy_parts zcopy_layout(char *base, int32_t nd, int64_t dim) {
   const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
   const size_t cnt = align64((size_t)nd * sizeof(int32_t));
   zcopy_parts z;
   z.cold = (ng_pstate){(float *)base, (int32_t *)(base + rows), nd, dim};
   z.self_rows = (float *)(base + rows + cnt);
   z.staged = (float *)(base + 2 * rows + cnt);
-  z.bytes = 2 * rows + cnt + (size_t)n_staged * (size_t)dim * sizeof(float);
-  if (!base) /* sizing only */
-    z.cold.val = z.self_rows = z.staged = NULL, z.cold.count = NULL;
   return z;
 }
 
@@ -130,9 +132,9 @@ static ng_status zcopy_cold(ng_store *st, const ng_aggr *bare, const ng_fetch_pk
   if (!st->host_dev && dp->n_staged > 0) /* with every row hot there is nothing to read */
     return ng__err(NG_ERR_STATE, "store: a zero-copy package, but the store was opened for %s",
                    ng_fetch_name(st->mode));
-  zcopy_parts z = zcopy_layout(NULL, dp->n_dst, dp->n_staged, dim);
-  NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap, NG_MAX(z.bytes, (size_t)64)));
-  z = zcopy_layout(st->pre[k].buf, dp->n_dst, dp->n_staged, dim);
+  const size_t bytes = zcopy_bytes(dp->n_dst, dp->n_staged, dim);
+  NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap, NG_MAX(bytes, (size_t)64)));
+  zcopy_parts z = zcopy_layout(st->pre[k].buf, dp->n_dst, dim);
   NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids, dp->n_staged, dim,
                                 drop_p, drop_key));
   if (dp->cold.nnz > 0)
@@ -186,7 +188,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   if (dp.mode == NG_FETCH_ZCOPY) { /* the cold part queued ahead, or queued now */
     zcopy_parts z;
     if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {
-      z = zcopy_layout(st->pre[slot].buf, nd, dp.n_staged, dim);
+      z = zcopy_layout(st->pre[slot].buf, nd, dim);
       st->pre[slot].ready = false;
     } else {
       NG_CHECK(zcopy_cold(st, &bare, &dp, drop_p, drop_key, NG_STORE_SLOTS, &z));

@@ -61,9 +61,10 @@ ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg
 /// The input layer of one iteration on the device from `dev_pkg`, the package as the device
 /// sees it (ng__fetch_rebase of a copy, or the host package on a host-memory backend) built
 /// with the same drop_p / drop_key: queues the computation of agg [n_dst, dim] and self
-/// [n_dst, dim] (self rows after dropout) in backend memory, valid until the next call with
-/// the same slot. `slot` is the package's slot: what ng__store_prefetch queued there is used
-/// (bit for bit the same as computing it here), or -1.
+/// [n_dst, dim] (self rows after dropout) in backend memory, for ops queued before the next
+/// call (agg lives in the store's shared work memory; self too, or for a ZCOPY package in the
+/// slot's memory, which the slot's next prefetch overwrites). `slot` is the package's slot: what
+/// ng__store_prefetch queued there is used (bit for bit the same as computing it here), or -1.
 ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
                           float drop_p, uint64_t drop_key, int slot, const float **agg,
                           const float **self);

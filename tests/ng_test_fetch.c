@@ -154,6 +154,20 @@ void ng_test_xent_guard(ng_backend *be) {
   EXPECT_TRUE(sgd_probe(be, d_w, d_g) == 0.0f);
   EXPECT_OK(be->iface->xent_result(be, &l1, &c1));
   EXPECT_TRUE(l1 == l_now);
+  /* A label out of range: reported by the op itself (CPU) or, deferred, by xent_result (CUDA),
+   * with the steps held back until then. */
+  const int32_t bad_lab[N] = {1, C};
+  EXPECT_OK(be->iface->copy_h2d(be, d_lab, bad_lab, sizeof bad_lab));
+  const ng_status s = be->iface->xent(be, d_good, d_lab, N, C, NULL, NULL, NULL);
+  if (s == NG_OK) {
+    EXPECT_TRUE(sgd_probe(be, d_w, d_g) == 1.0f);
+    EXPECT_STATUS(be->iface->xent_result(be, &l1, &c1), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("label 3 of row 1");
+    EXPECT_TRUE(sgd_probe(be, d_w, d_g) == 0.0f);
+  } else {
+    EXPECT_EQ_I(s, NG_ERR_INVALID_ARG);
+  }
+  EXPECT_OK(be->iface->copy_h2d(be, d_lab, lab, sizeof lab));
   /* The queue holds NG_XENT_QUEUE results. */
   for (int k = 0; k < NG_XENT_QUEUE; k++)
     EXPECT_OK(be->iface->xent(be, d_good, d_lab, N, C, NULL, NULL, NULL));

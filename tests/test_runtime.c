@@ -112,6 +112,15 @@ static void test_device_failure(void) {
   }
   EXPECT_TRUE(values > 0);
   EXPECT_EQ_I(finite, values);
+  /* ... and the step count is that of the steps applied: one per iteration done (9 an epoch),
+   * so that Adam resumes from the checkpoint with the right bias correction. */
+  const char *step = ng__st_meta(&f, "step"), *iter = ng__st_meta(&f, "iteration"),
+             *epochs = ng__st_meta(&f, "epochs_done");
+  EXPECT_TRUE(step && iter && epochs);
+  if (step && iter && epochs) {
+    EXPECT_TRUE(atoll(step) >= 1);
+    EXPECT_EQ_I(atoll(step), atoll(epochs) * 9 + atoll(iter));
+  }
   ng__st_close(&f);
   ng_trainer_destroy(t);
 }
