@@ -136,37 +136,31 @@ static ng_status cpu_copy_h2d(ng_backend *be, void *dst, const void *host_src, s
   return cpu_copy(be, "copy_h2d", dst, host_src, bytes);
 }
 
-static ng_status check_slot(const char *op, int slot) {
-  if (slot < 0 || slot >= NG_BACKEND_MARKS)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: slot %d is not in [0, %d)", op, slot, NG_BACKEND_MARKS);
-  return NG_OK;
-}
-
 static ng_status cpu_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, size_t bytes,
                                     int slot) {
-  NG_CHECK(check_slot("copy_h2d_async", slot));
+  NG_CHECK(ng__bk_check_slot("copy_h2d_async", slot));
   return cpu_copy(be, "copy_h2d_async", dst, host_src, bytes); /* ops are synchronous here */
 }
 
 static ng_status cpu_wait_copy(ng_backend *be, int slot) {
   (void)be;
-  return check_slot("wait_copy", slot);
+  return ng__bk_check_slot("wait_copy", slot);
 }
 
 static ng_status cpu_mark(ng_backend *be, int k) {
   (void)be;
-  return check_slot("mark", k);
+  return ng__bk_check_slot("mark", k);
 }
 
 /* Ops run at once here: the copy-engine queue is the ops' queue. */
 static ng_status cpu_copy_ops_begin(ng_backend *be, int slot) {
   (void)be;
-  return check_slot("copy_ops_begin", slot);
+  return ng__bk_check_slot("copy_ops_begin", slot);
 }
 
 static ng_status cpu_copy_ops_end(ng_backend *be, int slot) {
   (void)be;
-  return check_slot("copy_ops_end", slot);
+  return ng__bk_check_slot("copy_ops_end", slot);
 }
 
 static ng_status cpu_copy_d2h(ng_backend *be, void *host_dst, const void *src, size_t bytes) {

@@ -913,9 +913,7 @@ ng_status cuda_copy_h2d(ng_backend *be, void *dst, const void *host_src, size_t 
  * stream waits for that event only at wait_copy, so the copy overlaps the ops in between. */
 ng_status cuda_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, size_t bytes,
                               int slot) {
-  if (slot < 0 || slot >= NG_BACKEND_MARKS)
-    return ng__err(NG_ERR_INVALID_ARG, "copy_h2d_async: slot %d is not in [0, %d)", slot,
-                   NG_BACKEND_MARKS);
+  NG_CHECK(ng__bk_check_slot("copy_h2d_async", slot));
   NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "dst", dst, bytes > 0));
   NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "src", host_src, bytes > 0));
   NG_CHECK(use(be, "copy_h2d_async"));
@@ -929,9 +927,7 @@ ng_status cuda_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, s
 }
 
 ng_status cuda_wait_copy(ng_backend *be, int slot) {
-  if (slot < 0 || slot >= NG_BACKEND_MARKS)
-    return ng__err(NG_ERR_INVALID_ARG, "wait_copy: slot %d is not in [0, %d)", slot,
-                   NG_BACKEND_MARKS);
+  NG_CHECK(ng__bk_check_slot("wait_copy", slot));
   NG_CHECK(use(be, "wait_copy"));
   cuda_ctx *c = ctx_of(be);
   CU_CHECK("wait_copy", cudaStreamWaitEvent(c->stream, c->copied[slot], 0));
@@ -939,9 +935,7 @@ ng_status cuda_wait_copy(ng_backend *be, int slot) {
 }
 
 ng_status cuda_copy_ops_begin(ng_backend *be, int slot) {
-  if (slot < 0 || slot >= NG_BACKEND_MARKS)
-    return ng__err(NG_ERR_INVALID_ARG, "copy_ops_begin: slot %d is not in [0, %d)", slot,
-                   NG_BACKEND_MARKS);
+  NG_CHECK(ng__bk_check_slot("copy_ops_begin", slot));
   cuda_ctx *c = ctx_of(be);
   if (c->copy_ops_slot >= 0)
     return ng__err(NG_ERR_STATE, "copy_ops_begin: slot %d's copy ops have not ended",
@@ -964,8 +958,7 @@ ng_status cuda_copy_ops_end(ng_backend *be, int slot) {
 }
 
 ng_status cuda_mark(ng_backend *be, int k) {
-  if (k < 0 || k >= NG_BACKEND_MARKS)
-    return ng__err(NG_ERR_INVALID_ARG, "mark: %d is not in [0, %d)", k, NG_BACKEND_MARKS);
+  NG_CHECK(ng__bk_check_slot("mark", k));
   NG_CHECK(use(be, "mark"));
   CU_CHECK("mark", cudaEventRecord(ctx_of(be)->marks[k], ctx_of(be)->stream));
   return NG_OK;

@@ -86,17 +86,14 @@ static size_t align64(size_t x) {
   return (x + 63) & ~(size_t)63;
 }
 
-/* The aggregator of the partial states (no self loop: it is added after finalize) and, as
- * `dropped`, the same with the input dropout, for rows read from the tables. */
-static void partial_aggrs(const ng_aggr *ag, float drop_p, uint64_t drop_key, ng_aggr *bare,
-                          ng_aggr *dropped) {
-  *bare = *ag;
-  bare->self_loop = false;
-  bare->drop_p = 0.0f;
-  bare->drop_key = 0;
-  *dropped = *bare;
-  dropped->drop_p = drop_p;
-  dropped->drop_key = drop_key;
+/* The aggregator of the partial states: no self loop (it is added after finalize), no dropout
+ * (rows are dropped where they are read from the tables). */
+static ng_aggr bare_aggr(const ng_aggr *ag) {
+  ng_aggr bare = *ag;
+  bare.self_loop = false;
+  bare.drop_p = 0.0f;
+  bare.drop_key = 0;
+  return bare;
 }
 
 /* Where a ZCOPY package's cold part lives in a `pre` buffer: the cold state, the self rows and
@@ -106,15 +103,17 @@ typedef struct {
   float *self_rows, *staged;
 } zcopy_parts;
 
-static size_t zcopy_bytes(int32_t nd, int64_t n_staged, int64_t dim) {
-  const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
-  const size_t cnt = align64((size_t)nd * sizeof(int32_t));
-  return 2 * rows + cnt + (size_t)n_staged * (size_t)dim * sizeof(float);
+/* Bytes of nd rows of values and of nd counts, each rounded to a cache line. */
+static size_t rows_bytes(int32_t nd, int64_t dim) {
+  return align64((size_t)nd * (size_t)dim * sizeof(float));
+}
+
+static size_t counts_bytes(int32_t nd) {
+  return align64((size_t)nd * sizeof(int32_t));
 }
 
 static zcopy_parts zcopy_layout(char *base, int32_t nd, int64_t dim) {
-  const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
-  const size_t cnt = align64((size_t)nd * sizeof(int32_t));
+  const size_t rows = rows_bytes(nd, dim), cnt = counts_bytes(nd);
   zcopy_parts z;
   z.cold = (ng_pstate){(float *)base, (int32_t *)(base + rows), nd, dim};
   z.self_rows = (float *)(base + rows + cnt);
@@ -132,7 +131,8 @@ static ng_status zcopy_cold(ng_store *st, const ng_aggr *bare, const ng_fetch_pk
   if (!st->host_dev && dp->n_staged > 0) /* with every row hot there is nothing to read */
     return ng__err(NG_ERR_STATE, "store: a zero-copy package, but the store was opened for %s",
                    ng_fetch_name(st->mode));
-  const size_t bytes = zcopy_bytes(dp->n_dst, dp->n_staged, dim);
+  const size_t bytes = 2 * rows_bytes(dp->n_dst, dim) + counts_bytes(dp->n_dst) +
+                       (size_t)dp->n_staged * (size_t)dim * sizeof(float);
   NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap, NG_MAX(bytes, (size_t)64)));
   zcopy_parts z = zcopy_layout(st->pre[k].buf, dp->n_dst, dim);
   NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids, dp->n_staged, dim,
@@ -153,8 +153,7 @@ ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg
   st->pre[slot].ready = false;
   if (dev_pkg->mode != NG_FETCH_ZCOPY)
     return NG_OK;
-  ng_aggr bare, dropped;
-  partial_aggrs(ag, drop_p, drop_key, &bare, &dropped);
+  const ng_aggr bare = bare_aggr(ag);
   zcopy_parts z;
   NG_CHECK(BE(st)->copy_ops_begin(st->be, slot));
   const ng_status s = zcopy_cold(st, &bare, dev_pkg, drop_p, drop_key, slot, &z);
@@ -173,8 +172,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   const int64_t dim = st->dim;
   const ng_fetch_pkg dp = *dev_pkg;
   /* Work memory: hot state (values, counts), cold state, aggregation, self rows. */
-  const size_t rows = align64((size_t)nd * (size_t)dim * sizeof(float));
-  const size_t cnt = align64((size_t)nd * sizeof(int32_t));
+  const size_t rows = rows_bytes(nd, dim), cnt = counts_bytes(nd);
   NG_CHECK(ng__bk_reserve(be, &st->work, &st->work_cap, NG_MAX(4 * rows + 2 * cnt, (size_t)64)));
   char *w = st->work;
   ng_pstate hot = {(float *)w, (int32_t *)(w + rows), nd, dim};
@@ -183,8 +181,10 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
 
   /* Dropout applies where rows are read from the tables, not to rows already staged dropped,
    * nor to the merge. */
-  ng_aggr bare, dropped;
-  partial_aggrs(ag, drop_p, drop_key, &bare, &dropped);
+  const ng_aggr bare = bare_aggr(ag);
+  ng_aggr dropped = bare;
+  dropped.drop_p = drop_p;
+  dropped.drop_key = drop_key;
   if (dp.mode == NG_FETCH_ZCOPY) { /* the cold part queued ahead, or queued now */
     zcopy_parts z;
     if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {

@@ -98,6 +98,12 @@ ng_status ng__bk_check_no_drop(const char *op, const ng_aggr *ag) {
   return NG_OK;
 }
 
+ng_status ng__bk_check_slot(const char *op, int slot) {
+  if (slot < 0 || slot >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: slot %d is not in [0, %d)", op, slot, NG_BACKEND_MARKS);
+  return NG_OK;
+}
+
 ng_status ng__bk_check_dropout_p(const char *op, float p) {
   if (!(p >= 0.0f && p < 1.0f))
     return ng__err(NG_ERR_INVALID_ARG, "%s: drop probability %g is outside [0, 1)", op, (double)p);

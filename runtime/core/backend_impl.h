@@ -247,6 +247,8 @@ ng_status ng__bk_check_ptr(const char *op, const char *what, const void *p, bool
 ng_status ng__bk_check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk);
 ng_status ng__bk_check_state(const char *op, const ng_pstate *st);
 ng_status ng__bk_check_act(const char *op, ng_activation act);
+/// A buffer slot or mark in [0, NG_BACKEND_MARKS).
+ng_status ng__bk_check_slot(const char *op, int slot);
 /// A dropout probability in [0, 1).
 ng_status ng__bk_check_dropout_p(const char *op, float p);
 /// For the ops other than aggr_partial: the aggregator must not ask for input dropout.
