@@ -24,7 +24,6 @@ typedef struct {
     int64_t correct;
   } queue[NG_XENT_QUEUE]; /* deferred xent results, read in order by xent_result */
   int head, count;
-  int unread_bad; /* queued results with a non-finite loss: opt_step skips while > 0 */
 } cpu_ctx;
 
 enum {
@@ -742,7 +741,6 @@ static ng_status cpu_xent(ng_backend *be, const float *logits, const int32_t *la
   c->queue[q].loss = mean;
   c->queue[q].correct = hits;
   c->count++;
-  c->unread_bad += !isfinite(mean);
   return NG_OK;
 }
 
@@ -753,7 +751,6 @@ static ng_status cpu_xent_result(ng_backend *be, double *loss, int64_t *correct)
   const int q = c->head;
   c->head = (c->head + 1) % NG_XENT_QUEUE;
   c->count--;
-  c->unread_bad -= !isfinite(c->queue[q].loss);
   if (loss)
     *loss = c->queue[q].loss;
   if (correct)
@@ -763,7 +760,11 @@ static ng_status cpu_xent_result(ng_backend *be, double *loss, int64_t *correct)
 
 /* The step guard (backend_impl.h, xent): a bad loss not yet read holds back every step. */
 static bool step_guarded(const ng_backend *be) {
-  return ((const cpu_ctx *)be->ctx)->unread_bad > 0;
+  const cpu_ctx *c = be->ctx;
+  for (int k = 0; k < c->count; k++)
+    if (!isfinite(c->queue[(c->head + k) % NG_XENT_QUEUE].loss))
+      return true;
+  return false;
 }
 
 static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,

@@ -16,19 +16,6 @@ void ng__fetch_scratch_free(ng_fetch_scratch *s) {
   memset(s, 0, sizeof *s);
 }
 
-/* Grows a scratch array *p of *cap elements of `size` bytes to at least n (contents kept). */
-static ng_status scratch_reserve(void **p, size_t *cap, int64_t n, size_t size) {
-  if ((size_t)n <= *cap)
-    return NG_OK;
-  const size_t want = NG_MAX((size_t)n, *cap + *cap / 2);
-  void *q = realloc(*p, want * size);
-  if (!q)
-    return ng__err(NG_ERR_NOMEM, "out of memory for the fetch scratch (%zu ids)", want);
-  *p = q;
-  *cap = want;
-  return NG_OK;
-}
-
 /* A bump allocator over the package: run with base NULL to size it, then again to carve it. */
 typedef struct {
   char *base;
@@ -180,7 +167,8 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   if (staging) {
     /* Every cold local node is staged once: each non-destination source is some edge's source
      * and each destination needs its self row. */
-    NG_CHECK(scratch_reserve((void **)&scratch->stage_pos, &scratch->cap, ns, sizeof(int32_t)));
+    NG_CHECK(ng__host_reserve((void **)&scratch->stage_pos, &scratch->cap,
+                              (size_t)ns * sizeof(int32_t), "the fetch scratch"));
     for (int32_t s = 0; s < ns; s++)
       scratch->stage_pos[s] = gid[s] >= H ? (int32_t)c.n_staged++ : -1;
   } else if (mode == NG_FETCH_PARTIAL) {
@@ -252,23 +240,26 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
     }
   }
 
-  /* The host reads of the cold tier. */
-  float *staged = (float *)out->staged;
-  if (mode == NG_FETCH_ZCOPY) {
-    /* The device gathers the rows: it needs their ids, in staging order. */
+  /* The global ids of the staged rows, in staging order: staged row stage_pos[s] is the row of
+   * cold local node s. ZCOPY hands them to the device, which gathers the rows; BATCH copies the
+   * rows here. */
+  if (staging) {
     int64_t *ids = (int64_t *)out->staged_ids;
+    if (mode == NG_FETCH_BATCH) {
+      NG_CHECK(ng__host_reserve((void **)&scratch->stage_ids, &scratch->ids_cap,
+                                (size_t)c.n_staged * sizeof(int64_t), "the fetch scratch"));
+      ids = scratch->stage_ids;
+    }
     for (int32_t s = 0; s < ns; s++)
       if (scratch->stage_pos[s] >= 0)
         ids[scratch->stage_pos[s]] = gid[s];
-  } else if (mode == NG_FETCH_BATCH) {
-    /* Staged row stage_pos[s] is the row of cold local source s; the positions grow with s,
-     * so the staged rows are the cold sources in order. Without dropout they are copied with
-     * streaming stores. */
-    NG_CHECK(scratch_reserve((void **)&scratch->stage_ids, &scratch->ids_cap, c.n_staged,
-                             sizeof(int64_t)));
-    for (int32_t s = 0; s < ns; s++)
-      if (scratch->stage_pos[s] >= 0)
-        scratch->stage_ids[scratch->stage_pos[s]] = gid[s];
+  }
+
+  /* The host reads of the cold tier. */
+  float *staged = (float *)out->staged;
+  if (mode == NG_FETCH_BATCH) {
+    /* The positions grow with s, so the staged rows are the cold sources in order. Without
+     * dropout they are copied with streaming stores. */
     const int64_t chunks = (c.n_staged + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
     const int threads = cfg->threads;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)

@@ -71,10 +71,10 @@ typedef ng_status (*ng_fetch_reserve_fn)(void *ctx, size_t bytes, void **base);
 
 /// Per-thread scratch of the host work, reused across iterations (no steady-state allocation).
 typedef struct {
-  int32_t *stage_pos; ///< [n_src] position of each cold local source in `staged` (BATCH)
-  size_t cap;
+  int32_t *stage_pos; ///< [n_src] position of each cold local node among the staged rows
+  size_t cap;         ///< bytes
   int64_t *stage_ids; ///< [n_staged] global id of each staged row (BATCH)
-  size_t ids_cap;
+  size_t ids_cap;     ///< bytes
 } ng_fetch_scratch;
 
 void ng__fetch_scratch_free(ng_fetch_scratch *s);

@@ -87,15 +87,7 @@ static ng_status grow(ng_backend *be, growbuf *b, size_t bytes) {
 
 /* Host memory that grows to the largest request (staging before a copy to the backend). */
 static ng_status host_grow(growbuf *b, size_t bytes, const char *what) {
-  if (bytes <= b->cap)
-    return NG_OK;
-  size_t cap = NG_MAX(bytes, b->cap + b->cap / 2);
-  void *p = realloc(b->ptr, cap);
-  if (!p)
-    return ng__err(NG_ERR_NOMEM, "out of memory growing %s to %zu bytes", what, cap);
-  b->ptr = p;
-  b->cap = cap;
-  return NG_OK;
+  return ng__host_reserve(&b->ptr, &b->cap, bytes, what);
 }
 
 static void growbuf_free(ng_backend *be, growbuf *b) {

@@ -63,6 +63,17 @@ static void reset_acc(ng_ctrl *c) {
   }
 }
 
+/* Moves one worker in direction `m` (its source group has one): the split, the last move, a
+ * settling period and the decision. */
+static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
+  const int to = m == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_TRANSFER : NG_GROUP_PARTIAL;
+  c->workers[1 - to]--;
+  c->workers[to]++;
+  c->last_move = m;
+  c->settle = 1;
+  d->move = m;
+}
+
 /* Compares the accumulated throughputs and picks the move; fills d->tput and d->rel_diff. */
 static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
   for (int g = 0; g < NG_GROUP_COUNT; g++)
@@ -82,11 +93,7 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
     return NG_CTRL_HYSTERESIS;
   if (c->workers[slow] - 1 < c->o.min_per_group)
     return NG_CTRL_AT_LIMIT;
-  c->workers[slow]--;
-  c->workers[fast]++;
-  c->last_move = want;
-  c->settle = 1;
-  d->move = want;
+  move(c, d, want);
   return NG_CTRL_MOVED;
 }
 
@@ -142,13 +149,9 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     reset_acc(c);
     d.reason = NG_CTRL_REVERTED;
     if (c->workers[from] > 0) {
-      c->workers[from]--;
-      c->workers[1 - from]++;
       c->blocked = c->last_move;
       c->blocked_left = BLOCK_PERIODS;
-      c->last_move = back;
-      c->settle = 1;
-      d.move = back;
+      move(c, &d, back);
     }
   } else if (s->ring_capacity > 0 && 2 * s->ring_depth >= s->ring_capacity &&
              s->producer_wait_frac >= c->o.gpu_bound_wait) {
@@ -164,11 +167,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
       d.reason = NG_CTRL_BLOCKED;
     } else if (c->workers[NG_GROUP_TRANSFER] - 1 >= c->o.min_per_group &&
                c->workers[NG_GROUP_TRANSFER] > 0) {
-      c->workers[NG_GROUP_TRANSFER]--;
-      c->workers[NG_GROUP_PARTIAL]++;
-      c->last_move = NG_CTRL_MOVE_TO_PARTIAL;
-      c->settle = 1;
-      d.move = NG_CTRL_MOVE_TO_PARTIAL;
+      move(c, &d, NG_CTRL_MOVE_TO_PARTIAL);
     }
   } else if (c->workers[NG_GROUP_TRANSFER] == 0 && c->workers[NG_GROUP_PARTIAL] > 0 &&
              s->consumer_wait_frac >= c->o.gpu_bound_wait) {
@@ -181,11 +180,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     if (c->blocked_left > 0 && c->blocked == NG_CTRL_MOVE_TO_TRANSFER) {
       d.reason = NG_CTRL_BLOCKED;
     } else if (c->workers[NG_GROUP_PARTIAL] - 1 >= c->o.min_per_group) {
-      c->workers[NG_GROUP_PARTIAL]--;
-      c->workers[NG_GROUP_TRANSFER]++;
-      c->last_move = NG_CTRL_MOVE_TO_TRANSFER;
-      c->settle = 1;
-      d.move = NG_CTRL_MOVE_TO_TRANSFER;
+      move(c, &d, NG_CTRL_MOVE_TO_TRANSFER);
     }
   } else if (c->workers[NG_GROUP_PARTIAL] == 0 || c->workers[NG_GROUP_TRANSFER] == 0) {
     d.reason = NG_CTRL_GROUP_EMPTY;

@@ -7,13 +7,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Total blocked time of a group of waiters, counting the ones still blocked up to now. */
 typedef struct {
@@ -23,7 +16,7 @@ typedef struct {
 } wait_clock;
 
 static int64_t wait_begin(wait_clock *w) {
-  int64_t t = now_ns();
+  int64_t t = ng__now_ns();
   w->waiting++;
   w->start_sum += t;
   return t;
@@ -32,11 +25,11 @@ static int64_t wait_begin(wait_clock *w) {
 static void wait_end(wait_clock *w, int64_t t0) {
   w->waiting--;
   w->start_sum -= t0;
-  w->done_ns += now_ns() - t0;
+  w->done_ns += ng__now_ns() - t0;
 }
 
 static int64_t wait_total(const wait_clock *w) {
-  return w->done_ns + (w->waiting ? (int64_t)w->waiting * now_ns() - w->start_sum : 0);
+  return w->done_ns + (w->waiting ? (int64_t)w->waiting * ng__now_ns() - w->start_sum : 0);
 }
 
 /* ==== ready ring ==== */

@@ -372,6 +372,12 @@ static ng_status upload(ng_runtime *rt, const ng_device_step *step, int64_t iter
   return step->prefetch ? step->prefetch(step->ctx, iter, view, k) : NG_OK;
 }
 
+/* The ready ring's window: how many iterations the workers may have ready ahead of the
+ * device. */
+static int ring_capacity(const ng_runtime *rt) {
+  return NG_MAX(4, 2 * rt->n_threads);
+}
+
 /* Counters the controller and the telemetry compare between two points in time. */
 typedef struct {
   int64_t t_ns;
@@ -379,6 +385,7 @@ typedef struct {
   int64_t group_iters[NG_GROUP_COUNT], group_busy_ns[NG_GROUP_COUNT];
   int64_t pcie, cpu_cold;
   int64_t put_wait_ns, take_wait_ns;
+  int ring_depth;
 } snapshot;
 
 static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64_t cpu_cold) {
@@ -395,13 +402,7 @@ static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64
     ng__ring_stats(rt->ring, &rs);
   s->put_wait_ns = rs.put_wait_ns;
   s->take_wait_ns = rs.take_wait_ns;
-}
-
-static int ring_depth(ng_runtime *rt) {
-  ng_ring_stats rs = {0};
-  if (rt->ring)
-    ng__ring_stats(rt->ring, &rs);
-  return rs.depth;
+  s->ring_depth = rs.depth;
 }
 
 /* Moves one worker towards the group the controller chose: the highest-numbered worker of
@@ -413,12 +414,6 @@ static void apply_move(ng_runtime *rt, ng_ctrl_move move) {
       atomic_store(&rt->w[i].group, 1 - from);
       return;
     }
-}
-
-static void count_groups(const ng_runtime *rt, int out[2]) {
-  out[0] = out[1] = 0;
-  for (int i = 0; i < rt->n_threads; i++)
-    out[atomic_load(&rt->w[i].group)]++;
 }
 
 typedef struct {
@@ -464,8 +459,7 @@ static ng_status start_workers(ng_runtime *rt, affinity *aff) {
   affinity_save(aff);
   /* Binding may be refused (containers): the run goes on unbound, as the placement says. */
   (void)ng__pool_bind_device_thread(rt->pool);
-  snprintf(rt->placement, sizeof rt->placement, "%s%s", ng__pool_describe(rt->pool),
-           ng__pool_oversubscribed(rt->pool) ? " (oversubscribed)" : "");
+  snprintf(rt->placement, sizeof rt->placement, "%s", ng__pool_describe(rt->pool));
   return NG_OK;
 }
 
@@ -527,7 +521,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   affinity aff = {.saved = false};
   rt->ring = NULL;
   if (rt->n_threads > 0) {
-    NG_CHECK(ng__ring_create(&rt->ring, NG_MAX(4, 2 * rt->n_threads)));
+    NG_CHECK(ng__ring_create(&rt->ring, ring_capacity(rt)));
     st = ng__ring_finish(rt->ring, plan->iters - plan->first);
     if (st == NG_OK)
       st = start_workers(rt, &aff);
@@ -610,12 +604,12 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     snap(rt, &now, done, pcie, cpu_cold);
     if (ctl_due) {
       const double secs = (double)(now.t_ns - ctl0.t_ns) * 1e-9;
-      ng_ctrl_sample s = {.ring_capacity = NG_MAX(4, 2 * rt->n_threads)};
+      ng_ctrl_sample s = {.ring_capacity = ring_capacity(rt)};
       for (int g = 0; g < NG_GROUP_COUNT; g++) {
         s.iters[g] = now.group_iters[g] - ctl0.group_iters[g];
         s.busy_s[g] = (double)(now.group_busy_ns[g] - ctl0.group_busy_ns[g]) * 1e-9;
       }
-      s.ring_depth = ring_depth(rt);
+      s.ring_depth = now.ring_depth;
       s.producer_wait_frac =
           NG_MIN(1.0, (double)(now.put_wait_ns - ctl0.put_wait_ns) * 1e-9 / (secs * rt->n_threads));
       s.consumer_wait_frac =
@@ -638,12 +632,13 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
           .it_per_s = (double)(now.iters - tel0.iters) / secs,
           .pcie_bytes = now.pcie - tel0.pcie,
           .cpu_cold_bytes = now.cpu_cold - tel0.cpu_cold,
-          .ring_depth = ring_depth(rt),
+          .ring_depth = now.ring_depth,
           .device_busy =
               NG_MAX(0.0, 1.0 - (double)(now.take_wait_ns - tel0.take_wait_ns) * 1e-9 / secs),
           .decisions = log.text,
       };
-      count_groups(rt, t.workers);
+      t.workers[0] = rt->ctrl.workers[0];
+      t.workers[1] = rt->ctrl.workers[1];
       for (int g = 0; g < NG_GROUP_COUNT; g++) {
         const double busy = (double)(now.group_busy_ns[g] - tel0.group_busy_ns[g]) * 1e-9;
         t.group_it_per_s[g] =
@@ -656,13 +651,8 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     }
   }
   /* Stop the workers first (they may hold the ring), then hand back what the loop held. */
-  if (st != NG_OK && rt->n_threads > 0) {
-    pthread_mutex_lock(&rt->err_mu);
-    bool worker_failed = rt->err != NG_OK;
-    pthread_mutex_unlock(&rt->err_mu);
-    if (!worker_failed) /* the device side failed or was interrupted: stop the workers */
-      ng__ring_close(rt->ring, st);
-  }
+  if (st != NG_OK && rt->ring) /* a worker's failure closed it first, and its reason stays */
+    ng__ring_close(rt->ring, st);
   /* On a failure, the losses still unread are read (in order) so that the backend's queue is
    * empty for the next epoch: a queued step whose loss is good is reported as done (its
    * parameters moved), the loss of a forward without a step is dropped. Queued device work may
@@ -689,7 +679,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   ng__ring_destroy(rt->ring);
   rt->ring = NULL;
   if (rt->n_threads > 0)
-    count_groups(rt, workers_out);
+    memcpy(workers_out, rt->ctrl.workers, sizeof rt->ctrl.workers);
   else
     workers_out[0] = workers_out[1] = 0;
   return st;

@@ -22,6 +22,18 @@ void *ng__calloc(size_t count, size_t elem_bytes, const char *what) {
   return p;
 }
 
+ng_status ng__host_reserve(void **p, size_t *cap, size_t bytes, const char *what) {
+  if (bytes <= *cap)
+    return NG_OK;
+  const size_t want = NG_MAX(bytes, *cap + *cap / 2);
+  void *q = realloc(*p, want);
+  if (!q)
+    return ng__err(NG_ERR_NOMEM, "out of memory growing %s to %zu bytes", what, want);
+  *p = q;
+  *cap = want;
+  return NG_OK;
+}
+
 void *ng__aligned_alloc(size_t bytes, const char *what) {
   size_t rounded = (bytes + NG_ALIGN - 1) / NG_ALIGN * NG_ALIGN;
   if (rounded < bytes || rounded == 0)

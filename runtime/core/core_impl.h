@@ -56,6 +56,9 @@ void ng__err_clear(void);
 /// Allocation with a clear error: returns NULL after recording NG_ERR_NOMEM naming `what`.
 void *ng__malloc(size_t bytes, const char *what);
 void *ng__calloc(size_t count, size_t elem_bytes, const char *what);
+/// Makes *p (realloc'd memory of *cap bytes) hold at least `bytes`, growing by half again at
+/// least so that buffers sized for the largest request stop growing; contents are kept.
+ng_status ng__host_reserve(void **p, size_t *cap, size_t bytes, const char *what);
 /// 64-byte aligned allocation (cache lines, AVX-512); free with ng__aligned_free().
 void *ng__aligned_alloc(size_t bytes, const char *what);
 void ng__aligned_free(void *ptr);
