@@ -25,6 +25,7 @@
  * (2 x thread counts + 1) x 1.2 x S seconds plus the table's set-up. */
 #include "core/backend_impl.h"
 #include "core/rng.h"
+#include "eval/bench_util.h"
 #include "kernels_impl.h"
 
 #include <errno.h>
@@ -232,13 +233,6 @@ typedef struct {
   int64_t rows, dim;
   size_t bytes;
 } host_table;
-
-/* Values in [-0.5, 0.5) from a counter-based hash (also touches every page before timing). */
-static void fill_random(float *x, int64_t n, uint64_t seed) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i++)
-    x[i] = (float)((double)(ng_hash2(seed, (uint64_t)i) >> 11) * 0x1.0p-53 - 0.5);
-}
 
 typedef struct cpu_thread cpu_thread;
 
@@ -574,7 +568,7 @@ static int run(floor_opts *o) {
     goto cleanup;
   }
   double t_setup = ng__now();
-  fill_random(table, (int64_t)(tab.bytes / sizeof(float)), 41);
+  bench_fill_random(table, (int64_t)(tab.bytes / sizeof(float)), 41);
   tab.table = table;
   th = cpu_threads_make(&tab, max_t, o->fanout, &cores);
   if (!th) {
@@ -616,7 +610,7 @@ static int run(floor_opts *o) {
   /* 1. H2D */
   CK(I->host_alloc(g.be, &h2d_host, H2D_BYTES), "host_alloc (H2D probe)");
   CK(I->alloc(g.be, &h2d_dev, H2D_BYTES), "alloc (H2D probe)");
-  fill_random(h2d_host, (int64_t)(H2D_BYTES / sizeof(float)), 42);
+  bench_fill_random(h2d_host, (int64_t)(H2D_BYTES / sizeof(float)), 42);
   double times[H2D_REPS];
   for (int r = -1; r < H2D_REPS; r++) {
     double t0 = ng__now();
@@ -625,13 +619,7 @@ static int run(floor_opts *o) {
     if (r >= 0)
       times[r] = ng__now() - t0;
   }
-  for (int a = 1; a < H2D_REPS; a++) /* insertion sort for the median */
-    for (int b = a; b > 0 && times[b] < times[b - 1]; b--) {
-      double x = times[b];
-      times[b] = times[b - 1];
-      times[b - 1] = x;
-    }
-  h2d = (double)H2D_BYTES / (0.5 * (times[H2D_REPS / 2 - 1] + times[H2D_REPS / 2])) * 1e-9;
+  h2d = (double)H2D_BYTES / bench_median(times, H2D_REPS) * 1e-9;
   I->free(g.be, h2d_dev);
   h2d_dev = NULL;
   I->host_free(g.be, h2d_host);

@@ -25,6 +25,7 @@
  * on small sizes). */
 #include "core/backend_impl.h"
 #include "core/rng.h"
+#include "eval/bench_util.h"
 
 #include <math.h>
 #include <omp.h>
@@ -145,24 +146,6 @@ static const int32_t QUICK_N_DST[] = {20000};
     if ((call) != NG_OK)                                                                           \
       FAIL(what);                                                                                  \
   } while (0)
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Median of n times (sorts them). */
-static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
-/* Values in [-0.5, 0.5) from a counter-based hash: any thread count gives the same table. */
-static void fill_random(float *x, int64_t n, uint64_t seed) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i++)
-    x[i] = (float)((double)(ng_hash2(seed, (uint64_t)i) >> 11) * 0x1.0p-53 - 0.5);
-}
 
 static void random_ids(int64_t *ids, int64_t n, int64_t rows, uint64_t seed) {
 #pragma omp parallel for schedule(static)
@@ -379,9 +362,9 @@ static ng_status time_op(const op_args *a, int reps, double *out_median, double 
       t[r] = ng__now() - t0;
   }
   if (st == NG_OK) {
-    *out_median = median(t, reps);
+    *out_median = bench_median(t, reps);
     if (best)
-      *best = t[0]; /* median() sorted them */
+      *best = t[0]; /* bench_median() sorted them */
   }
   free(t);
   return st;
@@ -451,8 +434,8 @@ static int check_against_cpu(ng_backend *gpu, ng_backend *cpu) {
   float *d_src = NULL, *d_gdst = NULL, *d_out = NULL;
   if (!h_src || !h_gdst || !c_out || !g_out)
     FAIL("allocating the check buffers");
-  fill_random(h_src, (int64_t)n_src * MAX_DIM, 11);
-  fill_random(h_gdst, (int64_t)n_dst * MAX_DIM, 12);
+  bench_fill_random(h_src, (int64_t)n_src * MAX_DIM, 11);
+  bench_fill_random(h_gdst, (int64_t)n_dst * MAX_DIM, 12);
   CK(G->alloc(gpu, (void **)&d_src, src_bytes), "alloc (check sources)");
   CK(G->alloc(gpu, (void **)&d_gdst, dst_bytes), "alloc (check output gradient)");
   CK(G->alloc(gpu, (void **)&d_out, src_bytes), "alloc (check result)");
@@ -723,8 +706,9 @@ static int bench_gather(ng_backend *be, ng_backend *cpu, const bench_cfg *c) {
   if (!table || !stage || !h_ids || !check || !tg || !th || !ts)
     FAIL("allocating the host buffers of the gathers");
   double t0 = ng__now();
-  fill_random(table, (int64_t)(c->table_bytes / sizeof(float)), 21);
-  fill_random(stage, (int64_t)(c->batch_bytes / sizeof(float)), 22); /* touched before pinning */
+  bench_fill_random(table, (int64_t)(c->table_bytes / sizeof(float)), 21);
+  bench_fill_random(stage, (int64_t)(c->batch_bytes / sizeof(float)),
+                    22); /* touched before pinning */
   CK(ng__cuda_host_register(table, c->table_bytes, false), "registering the host table");
   table_reg = true;
   CK(ng__cuda_host_register(stage, c->batch_bytes, false), "registering the staging buffer");
@@ -801,7 +785,8 @@ static int bench_gather(ng_backend *be, ng_backend *cpu, const bench_cfg *c) {
       goto cleanup;
     for (int r = 0; r < c->reps; r++)
       ts[r] = tg[r] + th[r]; /* before the medians sort tg and th */
-    const double gm = median(tg, c->reps), hm = median(th, c->reps), sm = median(ts, c->reps);
+    const double gm = bench_median(tg, c->reps), hm = bench_median(th, c->reps),
+                 sm = bench_median(ts, c->reps);
     const double bytes = (double)n * (double)rb;
     printf("%-6lld %5lld %9lld %9.2f %9.2f %9.2f %9.2f %9.2f\n", (long long)rb, (long long)dim,
            (long long)n, gm * 1e3, bytes / gm * 1e-9, hm * 1e3, bytes / hm * 1e-9,
@@ -875,7 +860,7 @@ static int run(const bench_opts *o) {
   p.host = ng__malloc((size_t)PATTERN_FLOATS * sizeof(float), "fill pattern");
   if (!p.host)
     FAIL("allocating the fill pattern");
-  fill_random(p.host, PATTERN_FLOATS, 31);
+  bench_fill_random(p.host, PATTERN_FLOATS, 31);
   CK(gpu->iface->alloc(gpu, (void **)&p.dev, (size_t)PATTERN_FLOATS * sizeof(float)),
      "alloc (fill pattern)");
   CK(gpu->iface->copy_h2d(gpu, p.dev, p.host, (size_t)PATTERN_FLOATS * sizeof(float)),

@@ -15,6 +15,7 @@
  * Memory needed: about 2 x TABLE_MIB plus 20%. */
 #include "core/backend_impl.h"
 #include "core/rng.h"
+#include "eval/bench_util.h"
 #include "kernels_impl.h"
 
 #include <omp.h>
@@ -31,13 +32,6 @@ static void *xalloc(size_t bytes, const char *what) {
     exit(1);
   }
   return p;
-}
-
-/* Fills with values from a counter-based hash (fast, in parallel, never all zero). */
-static void fill_random(float *x, int64_t n, uint64_t seed) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i++)
-    x[i] = (float)((double)(ng_hash2(seed, (uint64_t)i) >> 11) * 0x1.0p-53 - 0.5);
 }
 
 typedef struct {
@@ -162,9 +156,9 @@ int main(int argc, char **argv) {
     float *grad_src = xalloc((size_t)n_src * (size_t)row_bytes, "gradient table");
     float *out = xalloc((size_t)n_dst * (size_t)row_bytes, "output rows");
     int64_t *ids = xalloc((size_t)n_dst * sizeof(int64_t), "gather ids");
-    fill_random(table, (int64_t)n_src * dim, 1);
-    fill_random(grad_src, (int64_t)n_src * dim, 2); /* pre-faulted before timing */
-    fill_random(out, (int64_t)n_dst * dim, 3);
+    bench_fill_random(table, (int64_t)n_src * dim, 1);
+    bench_fill_random(grad_src, (int64_t)n_src * dim, 2); /* pre-faulted before timing */
+    bench_fill_random(out, (int64_t)n_dst * dim, 3);
     for (int32_t i = 0; i < n_dst; i++)
       ids[i] = (int64_t)(ng_hash2(4, (uint64_t)i) % (uint64_t)n_src);
     bench_block bb;
