@@ -327,18 +327,9 @@ static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_bl
   bare.mean = false;
   bare.self_loop = false;
   int64_t work = (blk->nnz + blk->n_dst) * NG_MAX(dim, (int64_t)1);
-  bool is_max = ag->reduce == NG_REDUCE_MAX;
   NG_CHECK(ng__bk_check_dropout_p("aggr_partial", ag->drop_p));
-  FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1, {
-    for (int32_t d = d0; d < d1; d++)
-      state->count[d] = blk->indptr[d + 1] - blk->indptr[d];
-    if (ag->drop_p > 0.0f)
-      ng__cpu_aggr_partial_dropped(&bare, blk, src, dim, d0, d1, state->val);
-    else if (ag->reduce == NG_REDUCE_SUM)
-      k->aggr_sum(&bare, blk, src, dim, d0, d1, state->val);
-    else
-      k->aggr_best(is_max, blk, src, dim, d0, d1, state->val, NULL);
-  });
+  FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1,
+                 { ng__cpu_aggr_partial_rows(k, &bare, blk, src, dim, d0, d1, state); });
   return NG_OK;
 }
 

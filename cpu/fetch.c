@@ -122,24 +122,15 @@ static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, float drop_p, 
   bare.self_loop = false;
   bare.drop_p = drop_p;
   bare.drop_key = drop_key;
-  const ng_cpu_kernels *k = cfg->kernels;
   const int32_t nd = p->n_dst;
-  const int64_t dim = cfg->dim;
-  for (int32_t d = 0; d < nd; d++)
-    p->cold_state.count[d] = p->cold.indptr[d + 1] - p->cold.indptr[d];
   const int64_t chunks = ((int64_t)nd + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
   const int threads = cfg->threads;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && chunks > 1)
   for (int64_t c = 0; c < chunks; c++) {
     const int32_t d0 = (int32_t)(c * FETCH_CHUNK_ROWS);
     const int32_t d1 = (int32_t)NG_MIN((int64_t)nd, (c + 1) * FETCH_CHUNK_ROWS);
-    if (drop_p > 0.0f)
-      ng__cpu_aggr_partial_dropped(&bare, &p->cold, cfg->features, dim, d0, d1, p->cold_state.val);
-    else if (bare.reduce == NG_REDUCE_SUM)
-      k->aggr_sum(&bare, &p->cold, cfg->features, dim, d0, d1, p->cold_state.val);
-    else
-      k->aggr_best(bare.reduce == NG_REDUCE_MAX, &p->cold, cfg->features, dim, d0, d1,
-                   p->cold_state.val, NULL);
+    ng__cpu_aggr_partial_rows(cfg->kernels, &bare, &p->cold, cfg->features, cfg->dim, d0, d1,
+                              &p->cold_state);
   }
 }
 

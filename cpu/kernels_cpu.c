@@ -313,8 +313,8 @@ static const char *const ISA_NAMES[NG_CPU_ISA_COUNT_] = {"generic", "avx2", "avx
  * Scalar: dropout hashes every element, so the loads are not the bottleneck here, and one plain
  * loop keeps the operation order of kernels_impl.h obviously intact. */
 
-void ng__cpu_aggr_partial_dropped(const ng_aggr *ag, const ng_block *blk, const float *src,
-                                  int64_t dim, int32_t d0, int32_t d1, float *out) {
+static void aggr_partial_dropped(const ng_aggr *ag, const ng_block *blk, const float *src,
+                                 int64_t dim, int32_t d0, int32_t d1, float *out) {
   const uint32_t threshold = ng_dropout_threshold(ag->drop_p);
   const float scale = 1.0f / (1.0f - ag->drop_p);
   const uint64_t key = ag->drop_key;
@@ -343,6 +343,19 @@ void ng__cpu_aggr_partial_dropped(const ng_aggr *ag, const ng_block *blk, const 
       }
     }
   }
+}
+
+void ng__cpu_aggr_partial_rows(const ng_cpu_kernels *k, const ng_aggr *bare, const ng_block *blk,
+                               const float *src, int64_t dim, int32_t d0, int32_t d1,
+                               ng_pstate *state) {
+  for (int32_t d = d0; d < d1; d++)
+    state->count[d] = blk->indptr[d + 1] - blk->indptr[d];
+  if (bare->drop_p > 0.0f)
+    aggr_partial_dropped(bare, blk, src, dim, d0, d1, state->val);
+  else if (bare->reduce == NG_REDUCE_SUM)
+    k->aggr_sum(bare, blk, src, dim, d0, d1, state->val);
+  else
+    k->aggr_best(bare->reduce == NG_REDUCE_MAX, blk, src, dim, d0, d1, state->val, NULL);
 }
 
 bool ng__cpu_isa_supported(ng_cpu_isa isa) {

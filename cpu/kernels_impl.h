@@ -58,11 +58,13 @@ typedef struct {
                         int64_t dim, int32_t s0, int32_t s1, float *grad_src);
 } ng_cpu_kernels;
 
-/// The bare partial reduction (no MEAN, no self loop, no argbest) of destinations [d0, d1) with
-/// the aggregator's input dropout (ag->drop_p > 0), in the operation order above: every variant
-/// of aggr_sum / aggr_best computes the same values when drop_p is 0. Portable code only.
-void ng__cpu_aggr_partial_dropped(const ng_aggr *ag, const ng_block *blk, const float *src,
-                                  int64_t dim, int32_t d0, int32_t d1, float *out);
+/// The partial state of destinations [d0, d1) (counts and values; `bare` has no MEAN and no
+/// self loop): the input dropout's portable loop when bare->drop_p > 0 (in the operation order
+/// above, so that every variant of aggr_sum / aggr_best computes the same values when drop_p
+/// is 0), else k's aggr_sum or aggr_best. No argbest.
+void ng__cpu_aggr_partial_rows(const ng_cpu_kernels *k, const ng_aggr *bare, const ng_block *blk,
+                               const float *src, int64_t dim, int32_t d0, int32_t d1,
+                               ng_pstate *state);
 
 /// Whether this CPU (and its operating system) runs `isa`.
 bool ng__cpu_isa_supported(ng_cpu_isa isa);

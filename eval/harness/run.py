@@ -321,7 +321,6 @@ def main(argv):
     probes = {"floor": {}, "gpu": {}}
     results_path = os.path.join(out, "results.csv")
     rows = []
-    report.write_results(results_path, rows)
 
     def refresh(render=False):
         save_json(os.path.join(out, "meta.json"), meta)
