@@ -44,6 +44,17 @@ typedef struct {
   double period_ms, threshold, telemetry_s;
 } train_cfg;
 
+/* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
+static void runtime_defaults(train_cfg *c) {
+  const ng_train_opts d = NG_TRAIN_OPTS_INIT;
+  c->cache_ratio = d.cache_ratio;
+  c->transfer = (int)d.transfer;
+  c->partial_workers = d.partial_workers;
+  c->period_ms = d.period_ms;
+  c->threshold = d.threshold;
+  c->telemetry_s = d.telemetry_s;
+}
+
 /* --telemetry: the per-interval lines in one CSV file, the controller's decisions in another. */
 typedef struct {
   FILE *lines, *decisions;
@@ -329,7 +340,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     fprintf(stderr,
             "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
             "%s memory\n",
-            command, MODE_NAMES[c->mode], hot, info.nodes,
+            command, ng_mode_name((ng_mode)c->mode), hot, info.nodes,
             info.nodes ? 100.0 * (double)hot / (double)info.nodes : 0.0,
             (double)hot * (double)info.feature_dim * 4.0 / 1048576.0, c->device);
   }
@@ -486,13 +497,8 @@ int cmd_train(int argc, char **argv) {
                  .lr = 0.01,
                  .momentum = 0.9,
                  .seed = 1,
-                 .device = "cpu",
-                 .cache_ratio = -1.0,
-                 .transfer = NG_FETCH_AUTO,
-                 .partial_workers = -1,
-                 .period_ms = 100.0,
-                 .threshold = 0.10,
-                 .telemetry_s = 1.0};
+                 .device = "cpu"};
+  runtime_defaults(&c);
   const char *dataset = NULL, *checkpoint = NULL, *resume = NULL, *json = NULL, *predictions = NULL,
              *telemetry = NULL;
   int progress = CLI_PROGRESS_AUTO;
@@ -574,13 +580,8 @@ int cmd_demo(int argc, char **argv) {
                  .momentum = 0.9,
                  .seed = 1,
                  .dropout = 0.2,
-                 .device = "cpu",
-                 .cache_ratio = -1.0,
-                 .transfer = NG_FETCH_AUTO,
-                 .partial_workers = -1,
-                 .period_ms = 100.0,
-                 .threshold = 0.10,
-                 .telemetry_s = 1.0};
+                 .device = "cpu"};
+  runtime_defaults(&c);
   ng_generate_opts g = NG_GENERATE_OPTS_INIT;
   g.name = "demo";
   g.nodes = 500000;
