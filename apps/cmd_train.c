@@ -39,7 +39,7 @@ typedef struct {
   int mode, transfer;
   int64_t cache_bytes;
   double cache_ratio; /* < 0: not given */
-  int32_t workers, partial_workers;
+  int32_t workers, partial_workers, lookahead;
   const char *cpuset;
   double period_ms, threshold, telemetry_s;
 } train_cfg;
@@ -53,6 +53,7 @@ static void runtime_defaults(train_cfg *c) {
   c->period_ms = d.period_ms;
   c->threshold = d.threshold;
   c->telemetry_s = d.telemetry_s;
+  c->lookahead = d.lookahead;
 }
 
 /* --telemetry: the per-interval lines in one CSV file, the controller's decisions in another. */
@@ -312,6 +313,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.period_ms = c->period_ms;
   o.threshold = c->threshold;
   o.telemetry_s = c->telemetry_s;
+  o.lookahead = c->lookahead;
   telemetry_files tf = {NULL, NULL};
   if (telemetry) {
     int trc = open_telemetry(&tf, telemetry);
@@ -479,6 +481,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                     "hybrid: relative throughput difference that moves a worker"),                 \
       CLI_OPT_FLOAT("telemetry-s", &(c)->telemetry_s, "S", 0, true, INFINITY, false,               \
                     "--telemetry: seconds per line"),                                              \
+      CLI_OPT_INT("lookahead", &(c)->lookahead, "N", 1, 3,                                         \
+                  "packages copied to the device ahead of the one it computes (1 = double "       \
+                  "buffering)"),                                                                   \
       CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
                     "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
                     "auto"),                                                                       \

@@ -381,12 +381,17 @@ typedef struct {
   ng_telemetry_fn telemetry; ///< optional, called from the training thread every telemetry_s
   void *telemetry_ctx;
   double telemetry_s;
+  /// Packages copied to the device ahead of the iteration it computes, 1 to 3 (default 3): the
+  /// copies and zero-copy reads of the next `lookahead` iterations overlap the current one.
+  /// 1 is double buffering; each step deeper holds one more package per worker in pinned
+  /// memory and one more in device memory.
+  int lookahead;
 } ng_train_opts;
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
-        4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 100.0, 0.10, NULL,    \
-        NULL, 1.0                                                                                  \
+        4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
+        NULL, 1.0, 3                                                                               \
   }
 
 /// What one epoch did.

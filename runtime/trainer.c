@@ -203,10 +203,11 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                    "the TRANSFER group's strategy must be batch, zcopy or auto (got %s)",
                    ng_fetch_name(o.transfer));
   if (o.workers < -1 || !(o.period_ms > 0.0) || !(o.threshold >= 0.0) || !(o.telemetry_s > 0.0) ||
-      o.partial_workers < -1)
+      o.partial_workers < -1 || o.lookahead < 1 || o.lookahead > NG_LOOKAHEAD_MAX)
     return ng__err(NG_ERR_INVALID_ARG,
                    "runtime options out of range (workers >= -1, period_ms > 0, threshold >= 0, "
-                   "telemetry_s > 0, partial_workers >= -1)");
+                   "telemetry_s > 0, partial_workers >= -1, lookahead in [1, %d])",
+                   NG_LOOKAHEAD_MAX);
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
     return NG_ERR_NOMEM;
@@ -283,6 +284,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .telemetry_ctx = o.telemetry_ctx,
       .telemetry_s = o.telemetry_s,
       .omp_threads = omp_threads(&o),
+      .lookahead = o.lookahead,
   };
   NG_CHECK_GOTO(st, resolve_workers(&ro.workers, o.workers, o.cpuset), fail);
   NG_CHECK_GOTO(st, ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro), fail);

@@ -13,8 +13,6 @@
 #include <string.h>
 
 enum {
-  SLOTS_PER_WORKER = 3, /* one being filled, one in the ring, one being copied */
-  SLOTS_INLINE = 2,     /* the iteration being computed and the next one */
   SLOT_INITIAL_BYTES = 1 << 20,
   DECISIONS_CAP = 4096,
 };
@@ -44,10 +42,10 @@ struct ng_runtime {
   const ng_sampler_cfg *sampler;
   ng_fetch_cfg fetch;
   ng_runtime_opts o;
-  int n_threads; /* worker threads; 0 when inline */
-  rt_worker *w;  /* [max(n_threads, 1)] */
-  void *dev_pkg[2];
-  size_t dev_cap[2];
+  int n_threads;                   /* worker threads; 0 when inline */
+  rt_worker *w;                    /* [max(n_threads, 1)] */
+  void *dev_pkg[NG_BACKEND_MARKS]; /* the packages' device copies, by slot */
+  size_t dev_cap[NG_BACKEND_MARKS];
   char *cpuset; /* a copy of o.cpuset */
   _Atomic size_t largest_pkg;
   ng_ctrl ctrl; /* the split persists from epoch to epoch */
@@ -156,7 +154,7 @@ void ng__runtime_destroy(ng_runtime *rt) {
   }
   free(rt->w);
   free(rt->cpuset);
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < NG_BACKEND_MARKS; k++)
     rt->be->iface->free(rt->be, rt->dev_pkg[k]);
   pthread_mutex_destroy(&rt->err_mu);
   free(rt);
@@ -191,18 +189,27 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
                  ng_mode_name(opts->mode));
     goto fail;
   }
+  if (opts->lookahead < 1 || opts->lookahead > NG_LOOKAHEAD_MAX) {
+    st = ng__err(NG_ERR_INVALID_ARG, "runtime: lookahead %d is not in [1, %d]", opts->lookahead,
+                 NG_LOOKAHEAD_MAX);
+    goto fail;
+  }
   rt->n_threads = opts->workers > 0 ? opts->workers : 0;
   int n = NG_MAX(rt->n_threads, 1);
+  /* When the device thread waits for an iteration it holds `lookahead` packages (the one it
+   * computes and those copied ahead), possibly all of one worker's: that worker needs one slot
+   * more to produce the iteration waited for, and one more again to run ahead. Inline, the
+   * device thread fills that one itself. */
+  const int slots = rt->n_threads ? opts->lookahead + 2 : opts->lookahead + 1;
   rt->w = ng__calloc((size_t)n, sizeof *rt->w, "the workers' state");
   if (!rt->w) {
     st = NG_ERR_NOMEM;
     goto fail;
   }
   for (int i = 0; i < n; i++) {
-    NG_CHECK_GOTO(st,
-                  ng__slots_create(&rt->w[i].slots, rt->n_threads ? SLOTS_PER_WORKER : SLOTS_INLINE,
-                                   SLOT_INITIAL_BYTES, slot_alloc, slot_free, be),
-                  fail);
+    NG_CHECK_GOTO(
+        st, ng__slots_create(&rt->w[i].slots, slots, SLOT_INITIAL_BYTES, slot_alloc, slot_free, be),
+        fail);
     NG_CHECK_GOTO(st, ng__sample_arena_create(&rt->w[i].arena), fail);
   }
   /* The split: hybrid modes start from partial_workers (half by default); the others put every
@@ -533,8 +540,10 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
 
   /* The device loop. Iteration i's ops are queued while the device still runs i - 1's; the host
    * reads i - 1's loss only after queuing i's forward, and queues i's backward and step after
-   * that, so the device never waits for the host's launches. The copy of i + 1 overlaps all of
-   * i. `prev` is the iteration whose step is queued and whose loss is unread. */
+   * that, so the device never waits for the host's launches. The packages of i + 1 ..
+   * i + lookahead are copied (and their zero-copy reads queued) while the device runs i, each
+   * in slot iter % (lookahead + 1). `prev` is the iteration whose step is queued and whose loss
+   * is unread; `ahead[k]` the package in slot k, `up` the next iteration to copy. */
   snapshot ctl0, tel0, now;
   int64_t done = 0, pcie = 0, cpu_cold = 0;
   snap(rt, &ctl0, done, pcie, cpu_cold);
@@ -542,21 +551,26 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   const int64_t epoch_t0 = ctl0.t_ns;
   decisions log = {.len = 0};
   log.text[0] = '\0';
-  rt_item *cur = NULL, *nxt = NULL, *prev = NULL;
-  int64_t prev_iter = -1;
-  ng_fetch_pkg cur_view, nxt_view;
-  bool fwd_unread = false; /* cur's forward is queued, its loss unread, its step not queued */
-  if (st == NG_OK && plan->first < plan->iters) {
-    st = take(rt, plan->first, &cur);
+  const int depth = rt->o.lookahead + 1;
+  rt_item *ahead[NG_BACKEND_MARKS] = {NULL}, *prev = NULL;
+  ng_fetch_pkg view[NG_BACKEND_MARKS];
+  int64_t prev_iter = -1, up = plan->first;
+  bool fwd_unread = false; /* i's forward is queued, its loss unread, its step not queued */
+  for (; st == NG_OK && up < plan->iters && up < plan->first + rt->o.lookahead; up++) {
+    const int k = (int)(up % depth);
+    st = take(rt, up, &ahead[k]);
     if (st == NG_OK)
-      st = upload(rt, step, plan->first, cur, (int)(plan->first & 1), &cur_view);
+      st = upload(rt, step, up, ahead[k], k, &view[k]);
+    if (st != NG_OK)
+      ng__err_prefix("iteration %lld", (long long)up);
   }
   for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
+    const int k = (int)(i % depth);
     int64_t failed = i; /* the iteration an error belongs to */
     /* Iteration i's package must have landed before its first op. */
-    st = be->iface->wait_copy(be, (int)(i & 1));
+    st = be->iface->wait_copy(be, k);
     if (st == NG_OK)
-      st = step->forward(step->ctx, i, &cur_view, (int)(i & 1));
+      st = step->forward(step->ctx, i, &view[k], k);
     fwd_unread = st == NG_OK;
     if (st == NG_OK && prev) {
       st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
@@ -565,23 +579,22 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     }
     if (st == NG_OK) {
       failed = i;
-      st = step->backward(step->ctx, i, &cur_view);
+      st = step->backward(step->ctx, i, &view[k]);
     }
     if (st == NG_OK) {
       fwd_unread = false;
-      prev = cur;
+      prev = ahead[k];
       prev_iter = i;
-      cur = NULL;
-      st = be->iface->mark(be, (int)(i & 1)); /* buffer i & 1 is free after this point */
+      ahead[k] = NULL;
+      st = be->iface->mark(be, k); /* slot k is free after this point */
     }
-    if (st == NG_OK && i + 1 < plan->iters) {
-      failed = i + 1;
-      st = take(rt, i + 1, &nxt);
+    if (st == NG_OK && up < plan->iters) {
+      const int ku = (int)(up % depth);
+      failed = up;
+      st = take(rt, up, &ahead[ku]);
       if (st == NG_OK)
-        st = upload(rt, step, i + 1, nxt, (int)((i + 1) & 1), &nxt_view);
-      cur = nxt;
-      cur_view = nxt_view;
-      nxt = NULL;
+        st = upload(rt, step, up, ahead[ku], ku, &view[ku]);
+      up++;
     }
     if (st == NG_OK && i + 1 == plan->iters) {
       failed = i;
@@ -674,8 +687,8 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   }
   stop_workers(rt, &aff);
   release(rt, prev);
-  release(rt, cur);
-  release(rt, nxt);
+  for (int k = 0; k < NG_BACKEND_MARKS; k++)
+    release(rt, ahead[k]);
   ng__ring_destroy(rt->ring);
   rt->ring = NULL;
   if (rt->n_threads > 0)

@@ -1,7 +1,7 @@
 /* The hybrid runtime (sched/runtime.c): runs an epoch's iterations with pinned worker threads
  * that sample and fetch (each by its group's strategy) and a device thread that consumes them in
- * iteration order, double-buffering the package copies, while the feedback controller moves
- * workers between the PARTIAL and TRANSFER groups. docs/scheduler.md describes it. */
+ * iteration order, copying packages up to three iterations ahead, while the feedback controller
+ * moves workers between the PARTIAL and TRANSFER groups. docs/scheduler.md describes it. */
 #ifndef NG_RUNTIME_IMPL_H
 #define NG_RUNTIME_IMPL_H
 
@@ -23,6 +23,8 @@
 ///   non-finite one, whose step, if queued, then did nothing.
 /// The runtime keeps at most two losses unread: iteration i's forward is queued before it
 /// reads i - 1's result, so that the device always has work queued while the host waits.
+/// Packages are copied (and prefetched) `lookahead` iterations ahead, each in slot
+/// iter % (lookahead + 1).
 typedef struct {
   ng_status (*prefetch)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot);
   ng_status (*forward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot);
@@ -59,7 +61,11 @@ typedef struct {
   void *telemetry_ctx;
   double telemetry_s;
   int omp_threads; ///< OpenMP threads of the inline host work
+  int lookahead;   ///< packages copied ahead of the device, 1 to NG_LOOKAHEAD_MAX
 } ng_runtime_opts;
+
+/// The deepest lookahead: one package slot per backend mark, one of them the computing one.
+#define NG_LOOKAHEAD_MAX (NG_BACKEND_MARKS - 1)
 
 typedef struct ng_runtime ng_runtime;
 

@@ -10,8 +10,8 @@
 
 #include "fetch_impl.h"
 
-/// Package slots the device double-buffers (the runtime's i & 1).
-#define NG_STORE_SLOTS 2
+/// Package slots the device buffers (the runtime's iter % (lookahead + 1)).
+#define NG_STORE_SLOTS NG_BACKEND_MARKS
 
 typedef struct {
   ng_backend *be;

@@ -47,6 +47,8 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
   o.workers = r->workers;
   o.partial_workers = r->partial_workers;
   o.period_ms = r->period_ms > 0 ? r->period_ms : 100.0;
+  if (r->lookahead > 0)
+    o.lookahead = r->lookahead;
   o.cache_ratio = r->cache_ratio;
   o.normalize = NG_NORMALIZE_ROW;
   ng_trainer_t t = NULL;

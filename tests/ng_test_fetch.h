@@ -20,6 +20,7 @@ typedef struct {
   float dropout; ///< on every layer's input, the input layer's too
   int threads;
   double period_ms; ///< the hybrid controller's period (small: moves happen in a short run)
+  int lookahead;    ///< packages copied ahead (0: the default)
 } ng_test_fetch_run;
 
 typedef struct {

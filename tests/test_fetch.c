@@ -34,31 +34,37 @@ typedef struct {
   int workers, partial_workers;
   int threads;
   double period_ms;
+  int lookahead; /* 0: the default */
 } mode_case;
 
 static const mode_case MODES[] = {
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0},
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 1, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 2, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, 1, -1, 1, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 3, -1, 1, 0},
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 1, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 1, 1, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 1, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 2, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 1, -1, 1, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 3, -1, 1, 0, 0},
+    /* Every depth of the device's pipeline, inline and with threads. */
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 1, 0, 1},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 2},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 1},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 1, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 1, 1, 0, 0},
     /* A 0.01 ms period: the controller decides after almost every iteration. */
-    {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01},
+    {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01, 0},
 };
 
 static ng_test_fetch_run run_of(const model_case *mc, const mode_case *m, double ratio) {
-  return (ng_test_fetch_run){"cpu",    m->mode, m->transfer, m->workers, m->partial_workers, ratio,
-                             mc->kind, mc->ag,  mc->dropout, m->threads, m->period_ms};
+  return (ng_test_fetch_run){
+      "cpu",    m->mode, m->transfer, m->workers, m->partial_workers, ratio,
+      mc->kind, mc->ag,  mc->dropout, m->threads, m->period_ms,       m->lookahead};
 }
 
 static void describe(char *buf, size_t cap, const model_case *mc, const mode_case *m) {
-  snprintf(buf, cap, "%s, %s/%s, %d workers (%d partial), %d threads", mc->name,
+  snprintf(buf, cap, "%s, %s/%s, %d workers (%d partial), %d threads, lookahead %d", mc->name,
            ng_mode_name(m->mode), ng_fetch_name(m->transfer), m->workers, m->partial_workers,
-           m->threads);
+           m->threads, m->lookahead);
 }
 
 static void test_modes_bit_identical(void) {
@@ -101,9 +107,9 @@ static void test_modes_bit_identical(void) {
  * the additions, so they agree within rounding. */
 static void test_tier_sizes(void) {
   const model_case *mc = &MODELS[0];
-  const mode_case baseline = {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0};
-  const mode_case partial = {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0};
-  const mode_case zerocopy = {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0};
+  const mode_case baseline = {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 0};
+  const mode_case partial = {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0};
+  const mode_case zerocopy = {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0};
   ng_test_fetch_result all_hot, all_hot_z, all_cold, part;
   ng_test_fetch_run run = run_of(mc, &baseline, 1.0);
   if (!ng_test_fetch_train(cora, &run, &all_hot))
@@ -197,6 +203,15 @@ static void test_options(void) {
     else
       EXPECT_TRUE(t == NULL && strlen(ng_last_error()) > 0);
     ng_trainer_destroy(t);
+  }
+  /* The pipeline's depth: 1 to 3 packages ahead. */
+  for (int la = 0; la <= 4; la += 4) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.lookahead = la;
+    ng_trainer_t t = NULL;
+    EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("lookahead in [1, 3]");
+    EXPECT_TRUE(t == NULL);
   }
   ng_model_destroy(m);
 }

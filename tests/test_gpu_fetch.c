@@ -35,26 +35,30 @@ typedef struct {
   ng_fetch transfer;
   int workers, partial_workers;
   double period_ms;
+  int lookahead; /* 0: the default */
 } mode_case;
 
 /* Inline (the synchronous form) and with worker threads, every mode. */
 static const mode_case MODES[] = {
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, 4, -1, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 4, -1, 0},
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 4, -1, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 5, 2, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 0},
-    {NG_MODE_HYBRID, NG_FETCH_AUTO, 6, -1, 0.01},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 4, -1, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 4, -1, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 0, 1},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 0, 2},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 0, 1},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 4, -1, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 5, 2, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 0, 0},
+    {NG_MODE_HYBRID, NG_FETCH_AUTO, 6, -1, 0.01, 0},
 };
 
 static void test_strategies(void) {
   for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
     const model_case *mc = &MODELS[m];
     ng_test_fetch_run run = {"cpu",    NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 0.3,
-                             mc->kind, mc->ag,          mc->dropout,   2,  0};
+                             mc->kind, mc->ag,          mc->dropout,   2,  0,  0};
     ng_test_fetch_result cpu, ref, r;
     if (!ng_test_fetch_train(cora, &run, &cpu))
       continue;
@@ -75,11 +79,12 @@ static void test_strategies(void) {
       run.workers = md->workers;
       run.partial_workers = md->partial_workers;
       run.period_ms = md->period_ms;
+      run.lookahead = md->lookahead;
       if (!ng_test_fetch_train(cora, &run, &r))
         continue;
       char what[160];
-      snprintf(what, sizeof what, "cuda %s, %s/%s, %d workers", mc->name, ng_mode_name(md->mode),
-               ng_fetch_name(md->transfer), md->workers);
+      snprintf(what, sizeof what, "cuda %s, %s/%s, %d workers, lookahead %d", mc->name,
+               ng_mode_name(md->mode), ng_fetch_name(md->transfer), md->workers, md->lookahead);
       EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
       EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
       EXPECT_TRUE(r.fetch.h2d_bytes > 0);
@@ -97,7 +102,7 @@ static void test_strategies(void) {
 static void test_tier_extremes(void) {
   const model_case *mc = &MODELS[0];
   ng_test_fetch_run run = {"cuda",   NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 2, -1, 0.0,
-                           mc->kind, mc->ag,           mc->dropout,   2, 0};
+                           mc->kind, mc->ag,           mc->dropout,   2, 0,  0};
   ng_test_fetch_result cold, hot;
   if (!ng_test_fetch_train(cora, &run, &cold))
     return;
