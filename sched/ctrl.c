@@ -7,8 +7,11 @@
 #include <string.h>
 
 /* Periods a reverted direction stays blocked: long enough that the controller does not retry a
- * harmful move every few periods, short enough to notice a change of phase. */
-enum { BLOCK_PERIODS = 20 };
+ * harmful move every few periods, short enough to notice a change of phase. A direction reverted
+ * again right after its block waits twice as long, up to BLOCK_PERIODS_MAX: at the optimum one
+ * of the two signals usually keeps proposing the move just undone, and each retry costs the
+ * iterations it runs under the worse split. */
+enum { BLOCK_PERIODS = 20, BLOCK_PERIODS_MAX = 320 };
 /* Iterations a rate needs before the judge trusts it: a period of a slow workload holds a few
  * iterations of uneven length, and a verdict on those would undo good moves at random. */
 enum { JUDGE_MIN_ITERS = 64 };
@@ -39,6 +42,8 @@ ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
     bad = "min_iters must be at least 1";
   else if (!(o->gpu_bound_wait > 0 && o->gpu_bound_wait <= 1))
     bad = "gpu_bound_wait must be in (0, 1]";
+  else if (!(o->gpu_busy_wait >= 0 && o->gpu_busy_wait < 1))
+    bad = "gpu_busy_wait must be in [0, 1)";
   if (bad)
     return ng__err(NG_ERR_INVALID_ARG,
                    "controller options: %s (workers %d, period_ms %g, "
@@ -53,6 +58,7 @@ ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
   c->workers[NG_GROUP_PARTIAL] = partial;
   c->workers[NG_GROUP_TRANSFER] = workers - partial;
   c->last_move = NG_CTRL_MOVE_NONE;
+  c->block_periods = BLOCK_PERIODS;
   return NG_OK;
 }
 
@@ -109,7 +115,13 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
     return -1;
   const double rate = (double)c->judge_done / c->judge_secs;
   c->judging = false;
-  return rate < c->rate_before * (1.0 - c->o.threshold / 2) ? 1 : 0;
+  if (rate < c->rate_before * (1.0 - c->o.threshold / 2))
+    return 1;
+  /* A move held: the split changed, and blocks start afresh. */
+  c->block_periods = BLOCK_PERIODS;
+  c->blocked = NG_CTRL_MOVE_NONE;
+  c->blocked_left = 0;
+  return 0;
 }
 
 ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
@@ -149,13 +161,20 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     reset_acc(c);
     d.reason = NG_CTRL_REVERTED;
     if (c->workers[from] > 0) {
+      /* The same direction failing again right after its block: wait longer this time. */
+      if (c->blocked == c->last_move && c->blocked_left == 0)
+        c->block_periods = NG_MIN(2 * c->block_periods, BLOCK_PERIODS_MAX);
       c->blocked = c->last_move;
-      c->blocked_left = BLOCK_PERIODS;
+      c->blocked_left = c->block_periods;
       move(c, &d, back);
     }
   } else if (s->ring_capacity > 0 && 2 * s->ring_depth >= s->ring_capacity &&
-             s->producer_wait_frac >= c->o.gpu_bound_wait) {
-    /* Workers wait on a full window: the device (or its copy engine) sets the pace. A TRANSFER
+             (s->producer_wait_frac >= c->o.gpu_bound_wait ||
+              s->consumer_wait_frac <= c->o.gpu_busy_wait)) {
+    /* Packages queue up: workers wait on a full window, or the device thread found every
+     * package ready (with mixed groups the PARTIAL workers rarely reach the window, so the
+     * workers' average wait stays low while the device binds). The device (or its link) sets
+     * the pace. A TRANSFER
      * iteration costs the device more than a PARTIAL one (it reads the cold rows by zero-copy,
      * or copies them all), so one worker moves to PARTIAL, which lightens the device's share of
      * every iteration until the workers become the bottleneck again. Comparing per-thread rates

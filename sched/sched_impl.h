@@ -180,17 +180,20 @@ typedef struct {
   int warmup_periods;    ///< periods ignored at the start (caches, allocations warm up)
   int min_iters;         ///< iterations each group must complete before a comparison (>= 1)
   double gpu_bound_wait; ///< producer wait fraction above which a half-full ring means GPU-bound
+  /// Consumer wait fraction at or below which a half-full ring means GPU-bound too: the device
+  /// thread never waited for a package while some were ready.
+  double gpu_busy_wait;
 } ng_ctrl_opts;
 
 #define NG_CTRL_OPTS_INIT                                                                          \
-  { sizeof(ng_ctrl_opts), 100.0, 0.10, false, 1, -1, 2, 4, 0.5 }
+  { sizeof(ng_ctrl_opts), 100.0, 0.10, false, 1, -1, 2, 4, 0.5, 0.05 }
 
 /// Why the controller decided what it did (ng__ctrl_reason_name() gives the CSV word).
 typedef enum {
   NG_CTRL_FIXED,       ///< moves are off
   NG_CTRL_WARMUP,      ///< within the first warmup_periods
   NG_CTRL_SETTLING,    ///< the period right after a move: its sample mixes two splits
-  NG_CTRL_GPU_BOUND,   ///< producers blocked on a full ring: the consumer is the bottleneck
+  NG_CTRL_GPU_BOUND,   ///< a half-full ring and waiting producers or a busy consumer
   NG_CTRL_GROUP_EMPTY, ///< a group has no worker, so there is nothing to compare
   NG_CTRL_NO_DATA,     ///< a group has not completed min_iters yet (samples keep accumulating)
   NG_CTRL_BALANCED,    ///< throughputs within the threshold
@@ -259,6 +262,7 @@ typedef struct {
   double judge_secs;
   ng_ctrl_move blocked; ///< a direction that was reverted ...
   int blocked_left;     ///< ... for this many more periods
+  int block_periods;    ///< the next block's length: doubles while one direction keeps failing
 } ng_ctrl;
 
 /// Sets `c` up for `workers` >= 0 workers split by `o` (NULL: defaults). NG_ERR_INVALID_ARG for

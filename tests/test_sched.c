@@ -1068,15 +1068,29 @@ static void test_ctrl_gpu_bound_fixed_and_data(void) {
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
   c = ctrl_ready(8, -1);
   /* Waiting producers with a nearly empty ring are not GPU-bound (they wait on the window's
-   * head, i.e. on a slow iteration), and neither is a full ring nobody waits on. */
+   * head, i.e. on a slow iteration), and neither is a full ring nobody waits on while the
+   * device thread waited for packages too. */
   s.ring_depth = 2;
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
   c = ctrl_ready(8, -1);
   s.ring_depth = 8;
   s.producer_wait_frac = 0.1;
+  s.consumer_wait_frac = 0.2;
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
+  /* A half-full ring whose device thread never waited is GPU-bound even when the producers'
+   * average wait is low (mixed groups: PARTIAL workers rarely reach the window). */
+  c = ctrl_ready(8, -1);
+  s.consumer_wait_frac = 0.05;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  c = ctrl_ready(8, -1);
+  s.ring_depth = 3; /* not half full */
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_MOVED);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
 
   /* fixed: never a move. */
   ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
@@ -1244,6 +1258,67 @@ static void test_ctrl_judge(void) {
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
 }
 
+/* Counts the periods a direction stays blocked after a revert, then lets the retried move fail
+ * again: returns the block's length. */
+static int blocked_then_retry_fails(ng_ctrl *c, ng_ctrl_sample *s) {
+  int blocked = 0;
+  ng_ctrl_decision d = ng__ctrl_step(c, s); /* settling after the revert */
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  for (d = ng__ctrl_step(c, s); d.reason == NG_CTRL_BLOCKED && blocked < 1000;
+       d = ng__ctrl_step(c, s))
+    blocked++;
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL); /* retried */
+  s->done = 80;
+  d = ng__ctrl_step(c, s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  d = ng__ctrl_step(c, s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  s->done = 100;
+  return blocked;
+}
+
+/* A direction that keeps failing is retried ever more rarely (20, 40, 80 ... 320 periods), and
+ * a move that holds resets the backoff. */
+static void test_ctrl_backoff(void) {
+  ng_ctrl c = ctrl_ready(8, -1);
+  ng_ctrl_sample s = sample(100, 200, 10);
+  s.ring_depth = 8;
+  s.consumer_wait_frac = 0.0; /* GPU-bound: proposes a move to PARTIAL */
+  s.done = 100;
+  s.seconds = 0.1;
+  ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  d = ng__ctrl_step(&c, &s);
+  s.done = 80;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  s.done = 100;
+  /* The first block lasts 20 periods, the settling one included; each retry that fails again
+   * doubles it. */
+  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 19);
+  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 39);
+  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 79);
+  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 159);
+  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 319);
+  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 319);
+  /* The retry holds this time: kept, and the next revert blocks for 20 again. */
+  d = ng__ctrl_step(&c, &s);
+  for (d = ng__ctrl_step(&c, &s); d.reason == NG_CTRL_BLOCKED; d = ng__ctrl_step(&c, &s))
+    ;
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  d = ng__ctrl_step(&c, &s); /* 1000 it/s as before: kept, and still GPU-bound: moves again */
+  EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  d = ng__ctrl_step(&c, &s);
+  s.done = 80;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  s.done = 100;
+  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 19);
+}
+
 static void test_ctrl_log_line(void) {
   ng_ctrl c = ctrl_ready(8, -1);
   ng_ctrl_sample s = sample(100, 150, 10);
@@ -1288,6 +1363,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_gpu_bound_fixed_and_data);
   RUN_TEST(test_ctrl_hysteresis);
   RUN_TEST(test_ctrl_judge);
+  RUN_TEST(test_ctrl_backoff);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
 }
