@@ -21,6 +21,7 @@ static const char *const AGGR_NAMES[] = {"auto", "mean", "sum", "max", "min", "g
 static const char *const COMBINE_NAMES[] = {"sum", "concat", NULL};
 static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
 static const char *const NORMALIZE_NAMES[] = {"none", "row", NULL};
+static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
 /* In the order of ng_mode and ng_fetch. */
 static const char *const MODE_NAMES[] = {"auto",    "cpu",           "baseline", "zerocopy",
                                          "partial", "hybrid-static", "hybrid",   NULL};
@@ -30,7 +31,7 @@ static const char *const TRANSFER_NAMES[] = {"-", "batch", "zcopy", "auto", NULL
 typedef struct {
   const char *fanouts;      /* "25,10": hop 1 first (neighbours of the targets), then hop 2 */
   const char *weight_decay; /* one value for every layer, or one per layer (input layer first) */
-  int model, aggregator, combine, optimizer, normalize;
+  int model, aggregator, combine, optimizer, normalize, features_memory;
   int64_t hidden, batch, epochs, eval_every;
   double lr, momentum, dropout;
   uint64_t seed;
@@ -54,6 +55,7 @@ static void runtime_defaults(train_cfg *c) {
   c->threshold = d.threshold;
   c->telemetry_s = d.telemetry_s;
   c->lookahead = d.lookahead;
+  c->features_memory = (int)d.features_memory;
 }
 
 /* --telemetry: the per-interval lines in one CSV file, the controller's decisions in another. */
@@ -303,6 +305,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.threads = c->threads;
   o.device = c->device;
   o.normalize = (ng_normalize)c->normalize;
+  o.features_memory = (ng_features_memory)c->features_memory;
   o.mode = (ng_mode)c->mode;
   o.transfer = (ng_fetch)c->transfer;
   o.cache_bytes = c->cache_bytes;
@@ -341,10 +344,12 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     int64_t hot = ng_trainer_hot_rows(t);
     fprintf(stderr,
             "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
-            "%s memory\n",
+            "%s memory; the host reads %s\n",
             command, ng_mode_name((ng_mode)c->mode), hot, info.nodes,
             info.nodes ? 100.0 * (double)hot / (double)info.nodes : 0.0,
-            (double)hot * (double)info.feature_dim * 4.0 / 1048576.0, c->device);
+            (double)hot * (double)info.feature_dim * 4.0 / 1048576.0, c->device,
+            ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
+                                               : "the dataset's mapping of the features");
   }
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
@@ -481,6 +486,10 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                     "hybrid: relative throughput difference that moves a worker"),                 \
       CLI_OPT_FLOAT("telemetry-s", &(c)->telemetry_s, "S", 0, true, INFINITY, false,               \
                     "--telemetry: seconds per line"),                                              \
+      CLI_OPT_CHOICE("features-memory", &(c)->features_memory, "M", FEATURES_MEMORY_NAMES,         \
+                     "the host's feature table: mapped (the dataset's file, read in place), "      \
+                     "copy (into huge pages: faster random reads), auto = copy when it takes at "  \
+                     "most half the available memory"),                                            \
       CLI_OPT_INT("lookahead", &(c)->lookahead, "N", 1, 3,                                         \
                   "packages copied to the device ahead of the one it computes (1 = double "       \
                   "buffering)"),                                                                   \

@@ -292,6 +292,17 @@ void ng_model_destroy(ng_model_t model);
 /* ------------------------------------------------------------------------------------------ */
 
 typedef enum { NG_OPTIMIZER_ADAM = 0, NG_OPTIMIZER_SGD = 1 } ng_optimizer;
+
+/// Where the host keeps the feature table that CPU workers and zero-copy reads use.
+typedef enum {
+  /// COPY when the table takes at most half of the memory available (MemAvailable), else MAPPED.
+  NG_FEATURES_AUTO = 0,
+  /// The dataset's mapping of its file, read in place (page cache, 4 KiB pages): no copy.
+  NG_FEATURES_MAPPED = 1,
+  /// A copy in anonymous memory backed by 2 MiB pages (transparent huge pages): reads of random
+  /// rows miss the TLB far less (on the H100 machine PARTIAL workers ran ~27% faster, W1).
+  NG_FEATURES_COPY = 2,
+} ng_features_memory;
 typedef enum {
   NG_NORMALIZE_NONE = 0,
   NG_NORMALIZE_ROW = 1, ///< divide each feature row by its sum (rows summing to 0 stay 0)
@@ -386,12 +397,13 @@ typedef struct {
   /// 1 is double buffering; each step deeper holds one more package per worker in pinned
   /// memory and one more in device memory.
   int lookahead;
+  ng_features_memory features_memory; ///< see ng_features_memory (default AUTO)
 } ng_train_opts;
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
-        NULL, 1.0, 3                                                                               \
+        NULL, 1.0, 3, NG_FEATURES_AUTO                                                             \
   }
 
 /// What one epoch did.
@@ -445,6 +457,9 @@ ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
 int64_t ng_trainer_epochs_done(ng_trainer_t trainer);
 /// The number of hot-tier rows H of a trainer (rows [0, H) of the features are in device memory).
 int64_t ng_trainer_hot_rows(ng_trainer_t trainer);
+/// Whether the trainer reads its own copy of the feature table (NG_FEATURES_COPY, or AUTO's
+/// choice, or a normalised copy) rather than the dataset's mapping; -1 for an invalid trainer.
+int ng_trainer_features_copied(ng_trainer_t trainer);
 /// Parses "partial", "batch", "zcopy" or "auto".
 ng_status ng_fetch_parse(ng_fetch *out, const char *name);
 /// The name of a fetch strategy ("partial", "batch", "zcopy", "auto"; "?" when unknown).

@@ -35,7 +35,7 @@ struct ng_trainer {
   ng_model_exec ex;
   ng_sampler_cfg cfg;
   ng_sample_arena *arena;
-  const float *features; /* the dataset's mapping, or features_owned when normalised */
+  const float *features; /* the dataset's mapping, or features_owned (normalised or copied) */
   float *features_owned;
   int64_t *perm; /* [train] this epoch's order */
   int64_t epochs_done;
@@ -116,6 +116,37 @@ static ng_status normalize_rows(float **out, const float *x, int64_t n, int64_t 
   }
   *out = y;
   return NG_OK;
+}
+
+/* A copy of the feature table in memory backed by huge pages (ng__big_alloc), written by
+ * `threads` threads so that the pages fault in where they will be read. */
+static ng_status copy_features(float **out, const float *x, size_t bytes, int threads) {
+  float *y = ng__big_alloc(bytes, "the copy of the feature table (features_memory copy)");
+  if (!y)
+    return NG_ERR_NOMEM;
+  const size_t chunk = (size_t)64 << 20;
+  const int64_t chunks = (int64_t)((bytes + chunk - 1) / chunk);
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (int64_t k = 0; k < chunks; k++) {
+    const size_t at = (size_t)k * chunk;
+    memcpy((char *)y + at, (const char *)x + at, NG_MIN(chunk, bytes - at));
+  }
+  *out = y;
+  return NG_OK;
+}
+
+/* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
+static uint64_t mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f)
+    return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+      break;
+  fclose(f);
+  return (uint64_t)kib * 1024;
 }
 
 /* Worker threads: 0 = the cores this process may use (or the cpuset's) minus the device
@@ -202,6 +233,8 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
     return ng__err(NG_ERR_INVALID_ARG,
                    "the TRANSFER group's strategy must be batch, zcopy or auto (got %s)",
                    ng_fetch_name(o.transfer));
+  if ((unsigned)o.features_memory > NG_FEATURES_COPY)
+    return ng__err(NG_ERR_INVALID_ARG, "unknown features_memory %d", (int)o.features_memory);
   if (o.workers < -1 || !(o.period_ms > 0.0) || !(o.threshold >= 0.0) || !(o.telemetry_s > 0.0) ||
       o.partial_workers < -1 || o.lookahead < 1 || o.lookahead > NG_LOOKAHEAD_MAX)
     return ng__err(NG_ERR_INVALID_ARG,
@@ -241,6 +274,16 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                   ng__store_hot_rows(&hot, t->be, info->nodes, info->feature_dim, o.cache_bytes,
                                      o.cache_ratio),
                   fail);
+  /* The table the host reads: the dataset's mapping, or a copy in huge pages. */
+  const size_t table_bytes =
+      (size_t)info->nodes * (size_t)info->feature_dim * sizeof(float); /* checked by the dataset */
+  if (!t->features_owned &&
+      (o.features_memory == NG_FEATURES_COPY ||
+       (o.features_memory == NG_FEATURES_AUTO && table_bytes <= mem_available() / 2))) {
+    NG_CHECK_GOTO(st, copy_features(&t->features_owned, ds->features, table_bytes, omp_threads(&o)),
+                  fail);
+    t->features = t->features_owned;
+  }
   const bool zcopy = t->mode == NG_MODE_ZEROCOPY ||
                      ((t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC) &&
                       transfer == NG_FETCH_ZCOPY);
@@ -338,6 +381,10 @@ static void drop_logits(ng_trainer_t t) {
 
 int64_t ng_trainer_hot_rows(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->store.hot : -1;
+}
+
+int ng_trainer_features_copied(ng_trainer_t t) {
+  return trainer_check(t) == NG_OK ? t->features_owned != NULL : -1;
 }
 
 static const char *const FETCH_NAMES[] = {"partial", "batch", "zcopy", "auto"};

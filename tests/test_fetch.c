@@ -216,9 +216,73 @@ static void test_options(void) {
   ng_model_destroy(m);
 }
 
+/* Where the host keeps the table: the dataset's mapping or a copy in huge pages (AUTO copies a
+ * table as small as Cora's; a normalised table is a copy already). Both give the same bits. */
+static void test_features_memory(void) {
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE, 1433));
+  ng_layer_opts l = NG_LAYER_OPTS_INIT;
+  l.out_dim = 7;
+  l.fanout = 5;
+  l.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l));
+  const struct {
+    ng_features_memory fm;
+    ng_normalize norm;
+    int copied;
+  } cases[] = {
+      {NG_FEATURES_MAPPED, NG_NORMALIZE_NONE, 0},
+      {NG_FEATURES_COPY, NG_NORMALIZE_NONE, 1},
+      {NG_FEATURES_AUTO, NG_NORMALIZE_NONE, 1},
+      {NG_FEATURES_MAPPED, NG_NORMALIZE_ROW, 1},
+  };
+  uint8_t *ref = NULL;
+  size_t ref_len = 0;
+  for (size_t i = 0; i < NG_ARRAY_LEN(cases); i++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.features_memory = cases[i].fm;
+    o.normalize = cases[i].norm;
+    o.mode = NG_MODE_PARTIAL;
+    o.workers = 2;
+    o.cache_ratio = 0.3;
+    o.batch = 32;
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+    if (!t)
+      continue;
+    EXPECT_EQ_I(ng_trainer_features_copied(t), cases[i].copied);
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+    const char *path = ng_test_path("features-memory.safetensors");
+    EXPECT_OK(ng_trainer_save(t, path));
+    size_t len = 0;
+    uint8_t *b = ng_test_read_file(path, &len);
+    if (cases[i].norm == NG_NORMALIZE_NONE) {
+      if (!ref) {
+        ref = b;
+        ref_len = len;
+        b = NULL;
+      } else {
+        EXPECT_TRUE(b && len == ref_len && memcmp(b, ref, len) == 0);
+      }
+    }
+    free(b);
+    ng_trainer_destroy(t);
+  }
+  free(ref);
+  EXPECT_EQ_I(ng_trainer_features_copied(NULL), -1);
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.features_memory = (ng_features_memory)3;
+  ng_trainer_t t = NULL;
+  EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("features_memory");
+  ng_model_destroy(m);
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   RUN_TEST(test_options);
+  RUN_TEST(test_features_memory);
   RUN_TEST(test_tier_sizes);
   RUN_TEST(test_modes_bit_identical);
   ng_dataset_close(cora);
