@@ -24,7 +24,7 @@ typedef struct {
 } worker_arg;
 
 struct ng_pool {
-  hwloc_topology_t topo;
+  hwloc_topology_t topo; /* machine_topo, shared */
   int n_workers;
   int *cores;           /* [n_workers] OS index of each worker's core */
   hwloc_bitmap_t *sets; /* [n_workers] the single-PU set each worker binds to */
@@ -185,6 +185,35 @@ static ng_status parse_pci(const char *id, unsigned *domain, unsigned *bus, unsi
 static pthread_mutex_t initial_mu = PTHREAD_MUTEX_INITIALIZER;
 static hwloc_bitmap_t initial_affinity;
 
+/* The machine's topology, loaded by the first pool and kept for the process's life like the
+ * first affinity: loading it scans every PCI device (7 ms on a 2-core VM), and the runtime
+ * starts a pool every epoch. Pools only read it, which hwloc allows from several threads. */
+static hwloc_topology_t machine_topo;
+
+static ng_status machine_topology(hwloc_topology_t *out) {
+  ng_status st = NG_OK;
+  pthread_mutex_lock(&initial_mu);
+  if (!machine_topo) {
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) != 0) {
+      st = ng__err(NG_ERR_NOMEM, "hwloc: cannot initialise a topology");
+      goto unlock;
+    }
+    /* GPUs, NICs and their bridges, so that a PCI id leads to the cores near it. */
+    if (hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0 ||
+        hwloc_topology_load(t) != 0) {
+      st = ng__err_errno(NG_ERR_UNSUPPORTED, errno, "hwloc: cannot load the machine's topology");
+      hwloc_topology_destroy(t);
+      goto unlock;
+    }
+    machine_topo = t;
+  }
+  *out = machine_topo;
+unlock:
+  pthread_mutex_unlock(&initial_mu);
+  return st;
+}
+
 static ng_status usable_cpus(hwloc_topology_t topo, hwloc_bitmap_t out) {
   ng_status st = NG_OK;
   pthread_mutex_lock(&initial_mu);
@@ -286,8 +315,6 @@ static void pool_free(ng_pool *p) {
     for (int w = 0; w < p->n_workers; w++)
       hwloc_bitmap_free(p->sets[w]);
   hwloc_bitmap_free(p->device_set);
-  if (p->topo)
-    hwloc_topology_destroy(p->topo);
   pthread_cond_destroy(&p->gate_cv);
   pthread_mutex_destroy(&p->gate_mu);
   free(p->sets);
@@ -449,17 +476,7 @@ ng_status ng__pool_start(ng_pool **out, const ng_pool_opts *o, void (*fn)(void *
   p->device_core = -1;
 
   ng_status st = NG_OK;
-  if (hwloc_topology_init(&p->topo) != 0) {
-    p->topo = NULL;
-    st = ng__err(NG_ERR_NOMEM, "hwloc: cannot initialise a topology");
-    goto fail;
-  }
-  /* GPUs, NICs and their bridges, so that a PCI id leads to the cores near it. */
-  if (hwloc_topology_set_io_types_filter(p->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0 ||
-      hwloc_topology_load(p->topo) != 0) {
-    st = ng__err_errno(NG_ERR_UNSUPPORTED, errno, "hwloc: cannot load the machine's topology");
-    goto fail;
-  }
+  NG_CHECK_GOTO(st, machine_topology(&p->topo), fail);
   NG_CHECK_GOTO(st, place(p, o), fail);
 
   p->threads = ng__calloc((size_t)p->n_workers, sizeof *p->threads, "worker threads");
