@@ -58,7 +58,7 @@ ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
   c->workers[NG_GROUP_PARTIAL] = partial;
   c->workers[NG_GROUP_TRANSFER] = workers - partial;
   c->last_move = NG_CTRL_MOVE_NONE;
-  c->block_periods = BLOCK_PERIODS;
+  c->block_len[0] = c->block_len[1] = BLOCK_PERIODS;
   return NG_OK;
 }
 
@@ -80,6 +80,39 @@ static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
   d->move = m;
 }
 
+/* The index of a direction in the block arrays. */
+static int dir(ng_ctrl_move m) {
+  return m == NG_CTRL_MOVE_TO_TRANSFER;
+}
+
+/* Whether the group a move in direction `m` takes a worker from can give one. */
+static bool can_move(const ng_ctrl *c, ng_ctrl_move m) {
+  const int from = m == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_PARTIAL : NG_GROUP_TRANSFER;
+  return c->workers[from] > 0 && c->workers[from] - 1 >= c->o.min_per_group;
+}
+
+/* A signal proposes direction `want` for reason `why`. Unless the judge reverted that direction
+ * recently, the move is made (when the source group can give a worker). When it is blocked,
+ * the other direction is tried instead, if it is free: the signals do not measure the device's
+ * rate (per-thread rates favour zero-copy workers, whose work the device does), so a signal
+ * may keep proposing a move that fails while the opposite one would pay. Trying both
+ * neighbours of a split, with the judge keeping whichever raises the rate, makes the
+ * controller a hill climber that does not stall on one wrong signal. */
+static ng_ctrl_reason propose(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move want,
+                              ng_ctrl_reason why) {
+  if (c->block_left[dir(want)] == 0) {
+    if (can_move(c, want))
+      move(c, d, want);
+    return why;
+  }
+  const ng_ctrl_move other = (ng_ctrl_move)-want;
+  if (c->block_left[dir(other)] == 0 && can_move(c, other)) {
+    move(c, d, other);
+    return NG_CTRL_PROBE;
+  }
+  return NG_CTRL_BLOCKED;
+}
+
 /* Compares the accumulated throughputs and picks the move; fills d->tput and d->rel_diff. */
 static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
   for (int g = 0; g < NG_GROUP_COUNT; g++)
@@ -93,14 +126,11 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
       fast == NG_GROUP_TRANSFER ? NG_CTRL_MOVE_TO_TRANSFER : NG_CTRL_MOVE_TO_PARTIAL;
   if (d->rel_diff <= c->o.threshold)
     return NG_CTRL_BALANCED;
-  if (c->blocked_left > 0 && want == c->blocked)
-    return NG_CTRL_BLOCKED;
-  if (c->last_move == -want && d->rel_diff <= 2 * c->o.threshold)
+  if (c->block_left[dir(want)] == 0 && c->last_move == -want && d->rel_diff <= 2 * c->o.threshold)
     return NG_CTRL_HYSTERESIS;
-  if (c->workers[slow] - 1 < c->o.min_per_group)
+  if (c->block_left[dir(want)] == 0 && c->workers[slow] - 1 < c->o.min_per_group)
     return NG_CTRL_AT_LIMIT;
-  move(c, d, want);
-  return NG_CTRL_MOVED;
+  return propose(c, d, want, NG_CTRL_MOVED);
 }
 
 /* The verdict on the last move once enough iterations ran under it: 1 when the device's rate
@@ -118,9 +148,11 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
   if (rate < c->rate_before * (1.0 - c->o.threshold / 2))
     return 1;
   /* A move held: the split changed, and blocks start afresh. */
-  c->block_periods = BLOCK_PERIODS;
-  c->blocked = NG_CTRL_MOVE_NONE;
-  c->blocked_left = 0;
+  for (int k = 0; k < 2; k++) {
+    c->block_left[k] = 0;
+    c->block_len[k] = BLOCK_PERIODS;
+    c->block_failed[k] = false;
+  }
   return 0;
 }
 
@@ -161,11 +193,12 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     reset_acc(c);
     d.reason = NG_CTRL_REVERTED;
     if (c->workers[from] > 0) {
-      /* The same direction failing again right after its block: wait longer this time. */
-      if (c->blocked == c->last_move && c->blocked_left == 0)
-        c->block_periods = NG_MIN(2 * c->block_periods, BLOCK_PERIODS_MAX);
-      c->blocked = c->last_move;
-      c->blocked_left = c->block_periods;
+      /* A direction failing again before any move held: it waits twice as long this time. */
+      const int k = dir(c->last_move);
+      if (c->block_failed[k])
+        c->block_len[k] = NG_MIN(2 * c->block_len[k], BLOCK_PERIODS_MAX);
+      c->block_failed[k] = true;
+      c->block_left[k] = c->block_len[k];
       move(c, &d, back);
     }
   } else if (s->ring_capacity > 0 && 2 * s->ring_depth >= s->ring_capacity &&
@@ -181,13 +214,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
      * here would move the other way: TRANSFER workers look fast because the device does their
      * work. The data is dropped so that the next comparison reflects the phase that follows. */
     reset_acc(c);
-    d.reason = NG_CTRL_GPU_BOUND;
-    if (c->blocked_left > 0 && c->blocked == NG_CTRL_MOVE_TO_PARTIAL) {
-      d.reason = NG_CTRL_BLOCKED;
-    } else if (c->workers[NG_GROUP_TRANSFER] - 1 >= c->o.min_per_group &&
-               c->workers[NG_GROUP_TRANSFER] > 0) {
-      move(c, &d, NG_CTRL_MOVE_TO_PARTIAL);
-    }
+    d.reason = propose(c, &d, NG_CTRL_MOVE_TO_PARTIAL, NG_CTRL_GPU_BOUND);
   } else if (c->workers[NG_GROUP_TRANSFER] == 0 && c->workers[NG_GROUP_PARTIAL] > 0 &&
              s->consumer_wait_frac >= c->o.gpu_bound_wait) {
     /* Every worker reduces on the CPU and the device waits for them: the CPU sets the pace. A
@@ -195,12 +222,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
      * the reading), so one worker moves there; the judge undoes it if the device then binds
      * harder than the CPU did. Without this an emptied TRANSFER group could never come back. */
     reset_acc(c);
-    d.reason = NG_CTRL_CPU_BOUND;
-    if (c->blocked_left > 0 && c->blocked == NG_CTRL_MOVE_TO_TRANSFER) {
-      d.reason = NG_CTRL_BLOCKED;
-    } else if (c->workers[NG_GROUP_PARTIAL] - 1 >= c->o.min_per_group) {
-      move(c, &d, NG_CTRL_MOVE_TO_TRANSFER);
-    }
+    d.reason = propose(c, &d, NG_CTRL_MOVE_TO_TRANSFER, NG_CTRL_CPU_BOUND);
   } else if (c->workers[NG_GROUP_PARTIAL] == 0 || c->workers[NG_GROUP_TRANSFER] == 0) {
     d.reason = NG_CTRL_GROUP_EMPTY;
   } else {
@@ -215,8 +237,9 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
       enough = enough && c->acc_iters[g] >= c->o.min_iters && c->acc_busy[g] > 0;
     d.reason = enough ? compare(c, &d) : NG_CTRL_NO_DATA;
   }
-  if (c->blocked_left > 0 && d.reason != NG_CTRL_REVERTED)
-    c->blocked_left--;
+  for (int k = 0; k < 2 && d.reason != NG_CTRL_REVERTED; k++)
+    if (c->block_left[k] > 0)
+      c->block_left[k]--;
   if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED && c->win_secs > 0) {
     c->judging = true;
     c->rate_before = (double)c->win_done / c->win_secs;
@@ -266,6 +289,8 @@ const char *ng__ctrl_reason_name(ng_ctrl_reason r) {
     return "judging";
   case NG_CTRL_CPU_BOUND:
     return "cpu_bound";
+  case NG_CTRL_PROBE:
+    return "probe";
   }
   return "unknown";
 }

@@ -201,9 +201,10 @@ typedef enum {
   NG_CTRL_AT_LIMIT,    ///< the slower group is at min_per_group
   NG_CTRL_MOVED,       ///< one worker moved towards the faster group
   NG_CTRL_REVERTED,    ///< the last move lowered the device's throughput: undone
-  NG_CTRL_BLOCKED,     ///< the proposed move was reverted recently: not tried again yet
+  NG_CTRL_BLOCKED,     ///< both directions were reverted recently: neither is tried yet
   NG_CTRL_JUDGING,     ///< the last move's verdict waits for enough iterations under it
   NG_CTRL_CPU_BOUND,   ///< every worker in PARTIAL and the device waits for them
+  NG_CTRL_PROBE,       ///< the proposed direction is blocked: the other one is tried instead
 } ng_ctrl_reason;
 
 /// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none.
@@ -260,9 +261,11 @@ typedef struct {
   double win_secs;    ///< the rate a move is later judged against
   int64_t judge_done; ///< iterations and seconds since the last move settled
   double judge_secs;
-  ng_ctrl_move blocked; ///< a direction that was reverted ...
-  int blocked_left;     ///< ... for this many more periods
-  int block_periods;    ///< the next block's length: doubles while one direction keeps failing
+  /// Per direction (index 0: to PARTIAL, 1: to TRANSFER): periods it stays blocked after a
+  /// revert, the next block's length (doubling while the direction keeps failing), and whether
+  /// it failed since the last move that held.
+  int block_left[2], block_len[2];
+  bool block_failed[2];
 } ng_ctrl;
 
 /// Sets `c` up for `workers` >= 0 workers split by `o` (NULL: defaults). NG_ERR_INVALID_ARG for

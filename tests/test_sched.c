@@ -1203,10 +1203,25 @@ static void test_ctrl_judge(void) {
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
   d = ng__ctrl_step(&c, &s); /* settling after the revert */
   EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
-  /* The GPU-bound proposal is blocked now. */
+  /* The GPU-bound proposal is blocked now: the other direction is probed instead, and once
+   * the judge has undone that too, neither is tried. */
+  s.done = 100;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_PROBE);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
+  EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_PROBE), "probe") == 0);
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  s.done = 90;
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_BLOCKED);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
   EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_REVERTED), "reverted") == 0);
   EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_BLOCKED), "blocked") == 0);
 
@@ -1258,65 +1273,83 @@ static void test_ctrl_judge(void) {
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
 }
 
-/* Counts the periods a direction stays blocked after a revert, then lets the retried move fail
- * again: returns the block's length. */
-static int blocked_then_retry_fails(ng_ctrl *c, ng_ctrl_sample *s) {
-  int blocked = 0;
-  ng_ctrl_decision d = ng__ctrl_step(c, s); /* settling after the revert */
-  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
-  for (d = ng__ctrl_step(c, s); d.reason == NG_CTRL_BLOCKED && blocked < 1000;
-       d = ng__ctrl_step(c, s))
-    blocked++;
-  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL); /* retried */
-  s->done = 80;
-  d = ng__ctrl_step(c, s);
-  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
-  d = ng__ctrl_step(c, s);
-  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
-  s->done = 100;
-  return blocked;
+/* Runs `periods` periods against a device whose rate depends only on the split: `rate[p]`
+ * iterations per 0.1 s period with p PARTIAL workers of 8. The signals in `s` stay as given;
+ * returns the periods spent off `best` and counts the moves in each direction. */
+static int simulate(ng_ctrl *c, ng_ctrl_sample *s, const int64_t rate[9], int best, int periods,
+                    int moves[2]) {
+  int off = 0;
+  for (int i = 0; i < periods; i++) {
+    s->done = rate[c->workers[NG_GROUP_PARTIAL]];
+    s->seconds = 0.1;
+    const ng_ctrl_decision d = ng__ctrl_step(c, s);
+    if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED)
+      moves[d.move == NG_CTRL_MOVE_TO_TRANSFER]++;
+    off += c->workers[NG_GROUP_PARTIAL] != best;
+  }
+  return off;
 }
 
-/* A direction that keeps failing is retried ever more rarely (20, 40, 80 ... 320 periods), and
- * a move that holds resets the backoff. */
+/* The per-thread signal points the wrong way (zero-copy workers look fast because the device
+ * does their reading) and is never balanced: the judge undoes its moves, and the probes of
+ * the other direction walk the split to the best one, where the controller then stays. */
+static void test_ctrl_probe_climbs(void) {
+  ng_ctrl c = ctrl_ready(8, 4);
+  ng_ctrl_sample s = sample(100, 400, 10); /* TRANSFER looks 4x faster per thread */
+  const int64_t rate[9] = {50, 60, 70, 80, 100, 120, 140, 160, 110}; /* best: 7 PARTIAL */
+  int moves[2] = {0, 0};
+  simulate(&c, &s, rate, 7, 200, moves);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 7);
+  EXPECT_TRUE(moves[0] >= 3); /* 4 -> 7 took at least three probes to PARTIAL */
+  /* Settled: retries of both neighbours back off, so the split stays at the best nearly all
+   * the time. */
+  moves[0] = moves[1] = 0;
+  const int off = simulate(&c, &s, rate, 7, 4000, moves);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 7);
+  EXPECT_TRUE(off < 4000 / 50);
+  EXPECT_TRUE(moves[0] + moves[1] < 30);
+}
+
+/* A direction that keeps failing is retried ever more rarely (blocks of 20, 40 ... 320
+ * periods), and a move that holds resets the backoff. */
 static void test_ctrl_backoff(void) {
-  ng_ctrl c = ctrl_ready(8, -1);
+  ng_ctrl c = ctrl_ready(8, 4);
   ng_ctrl_sample s = sample(100, 200, 10);
   s.ring_depth = 8;
-  s.consumer_wait_frac = 0.0; /* GPU-bound: proposes a move to PARTIAL */
-  s.done = 100;
-  s.seconds = 0.1;
-  ng_ctrl_decision d = ng__ctrl_step(&c, &s);
-  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
-  d = ng__ctrl_step(&c, &s);
-  s.done = 80;
-  d = ng__ctrl_step(&c, &s);
-  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
-  s.done = 100;
-  /* The first block lasts 20 periods, the settling one included; each retry that fails again
-   * doubles it. */
-  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 19);
-  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 39);
-  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 79);
-  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 159);
-  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 319);
-  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 319);
-  /* The retry holds this time: kept, and the next revert blocks for 20 again. */
-  d = ng__ctrl_step(&c, &s);
-  for (d = ng__ctrl_step(&c, &s); d.reason == NG_CTRL_BLOCKED; d = ng__ctrl_step(&c, &s))
-    ;
-  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
-  d = ng__ctrl_step(&c, &s);
-  EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
-  d = ng__ctrl_step(&c, &s); /* 1000 it/s as before: kept, and still GPU-bound: moves again */
-  EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
-  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
-  d = ng__ctrl_step(&c, &s);
-  s.done = 80;
-  d = ng__ctrl_step(&c, &s);
-  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
-  s.done = 100;
-  EXPECT_EQ_I(blocked_then_retry_fails(&c, &s), 19);
+  s.consumer_wait_frac = 0.0; /* GPU-bound: proposes moves to PARTIAL */
+  const int64_t rate[9] = {10, 20, 30, 40, 100, 80, 70, 60, 50}; /* best: 4, where it starts */
+  int moves[2] = {0, 0}, attempts[64], n = 0;
+  for (int i = 0; i < 3000 && n < 64; i++) {
+    s.done = rate[c.workers[NG_GROUP_PARTIAL]];
+    s.seconds = 0.1;
+    const ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+    if (d.move == NG_CTRL_MOVE_TO_PARTIAL && d.reason == NG_CTRL_GPU_BOUND)
+      attempts[n++] = i;
+  }
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
+  /* The gaps between two tries of the failing direction double up to the cap. */
+  EXPECT_TRUE(n >= 6);
+  for (int k = 2; k < n; k++) {
+    const int gap = attempts[k] - attempts[k - 1], prev = attempts[k - 1] - attempts[k - 2];
+    EXPECT_TRUE(gap >= prev || gap >= 320);
+  }
+  EXPECT_TRUE(attempts[n - 1] - attempts[n - 2] >= 320);
+  /* A move that holds resets the backoff: with 5 PARTIAL now the best, the controller moves
+   * there, and the failures around it block for 20 periods again, not 320. */
+  const int64_t rate2[9] = {10, 20, 30, 40, 100, 120, 70, 60, 50};
+  int first_block = -1;
+  bool at5 = false;
+  for (int i = 0; i < 400 && first_block < 0; i++) {
+    s.done = rate2[c.workers[NG_GROUP_PARTIAL]];
+    const ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+    at5 = at5 || (d.reason != NG_CTRL_REVERTED && c.workers[NG_GROUP_PARTIAL] == 5 && !c.judging &&
+                  c.settle == 0);
+    if (at5 && d.reason == NG_CTRL_REVERTED)
+      first_block = c.block_left[d.move == NG_CTRL_MOVE_TO_PARTIAL];
+  }
+  EXPECT_EQ_I(first_block, 20);
+  simulate(&c, &s, rate2, 5, 400, moves);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
 }
 
 static void test_ctrl_log_line(void) {
@@ -1363,6 +1396,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_gpu_bound_fixed_and_data);
   RUN_TEST(test_ctrl_hysteresis);
   RUN_TEST(test_ctrl_judge);
+  RUN_TEST(test_ctrl_probe_climbs);
   RUN_TEST(test_ctrl_backoff);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
