@@ -259,8 +259,9 @@ typedef struct {
   double rate_before; ///< the device's iterations/s under the split before the last move
   int64_t win_done;   ///< iterations and seconds under the current split (settled periods),
   double win_secs;    ///< the rate a move is later judged against
-  int64_t judge_done; ///< iterations and seconds since the last move settled
+  int64_t judge_done; ///< iterations, seconds and periods since the last move settled
   double judge_secs;
+  int judge_periods;
   /// Per direction (index 0: to PARTIAL, 1: to TRANSFER): periods it stays blocked after a
   /// revert, the next block's length (doubling while the direction keeps failing), and whether
   /// it failed since the last move that held.
