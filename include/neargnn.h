@@ -303,6 +303,7 @@ typedef enum {
   /// rows miss the TLB far less (on the H100 machine PARTIAL workers ran ~27% faster, W1).
   NG_FEATURES_COPY = 2,
 } ng_features_memory;
+
 typedef enum {
   NG_NORMALIZE_NONE = 0,
   NG_NORMALIZE_ROW = 1, ///< divide each feature row by its sum (rows summing to 0 stay 0)

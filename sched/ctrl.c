@@ -8,9 +8,9 @@
 
 /* Periods a reverted direction stays blocked: long enough that the controller does not retry a
  * harmful move every few periods, short enough to notice a change of phase. A direction reverted
- * again right after its block waits twice as long, up to BLOCK_PERIODS_MAX: at the optimum one
- * of the two signals usually keeps proposing the move just undone, and each retry costs the
- * iterations it runs under the worse split. */
+ * again before any move held waits twice as long, up to BLOCK_PERIODS_MAX: at the best split the
+ * signals keep proposing moves that the judge undoes, and each retry costs the iterations it
+ * runs under a worse split. */
 enum { BLOCK_PERIODS = 20, BLOCK_PERIODS_MAX = 320 };
 /* Iterations a rate needs before the judge trusts it: a period of a slow workload holds a few
  * iterations of uneven length, and a verdict on those would undo good moves at random. */
@@ -213,12 +213,12 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     /* Packages queue up: workers wait on a full window, or the device thread found every
      * package ready (with mixed groups the PARTIAL workers rarely reach the window, so the
      * workers' average wait stays low while the device binds). The device (or its link) sets
-     * the pace. A TRANSFER
-     * iteration costs the device more than a PARTIAL one (it reads the cold rows by zero-copy,
-     * or copies them all), so one worker moves to PARTIAL, which lightens the device's share of
-     * every iteration until the workers become the bottleneck again. Comparing per-thread rates
-     * here would move the other way: TRANSFER workers look fast because the device does their
-     * work. The data is dropped so that the next comparison reflects the phase that follows. */
+     * the pace. A TRANSFER iteration costs the device more than a PARTIAL one (it reads the
+     * cold rows by zero-copy, or copies them all), so one worker moves to PARTIAL, which
+     * lightens the device's share of every iteration until the workers become the bottleneck
+     * again. Comparing per-thread rates here would move the other way: TRANSFER workers look
+     * fast because the device does their work. The data is dropped so that the next
+     * comparison reflects the phase that follows. */
     reset_acc(c);
     d.reason = propose(c, &d, NG_CTRL_MOVE_TO_PARTIAL, NG_CTRL_GPU_BOUND);
   } else if (c->workers[NG_GROUP_TRANSFER] == 0 && c->workers[NG_GROUP_PARTIAL] > 0 &&

@@ -201,7 +201,7 @@ typedef enum {
   NG_CTRL_AT_LIMIT,    ///< the slower group is at min_per_group
   NG_CTRL_MOVED,       ///< one worker moved towards the faster group
   NG_CTRL_REVERTED,    ///< the last move lowered the device's throughput: undone
-  NG_CTRL_BLOCKED,     ///< both directions were reverted recently: neither is tried yet
+  NG_CTRL_BLOCKED,     ///< the proposed direction was reverted recently and the other can't go
   NG_CTRL_JUDGING,     ///< the last move's verdict waits for enough iterations under it
   NG_CTRL_CPU_BOUND,   ///< every worker in PARTIAL and the device waits for them
   NG_CTRL_PROBE,       ///< the proposed direction is blocked: the other one is tried instead
