@@ -153,12 +153,15 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
   c->judging = false;
   if (rate < c->rate_before * (1.0 - c->o.threshold / 2))
     return 1;
-  /* A move held: the split changed, and blocks start afresh. */
-  for (int k = 0; k < 2; k++) {
-    c->block_left[k] = 0;
-    c->block_len[k] = BLOCK_PERIODS;
-    c->block_failed[k] = false;
-  }
+  /* A move that raised the rate changed the landscape: blocks start afresh. One that merely
+   * held leaves them, so that on a flat top the controller does not cycle between neighbours
+   * with the backoff reset at every turn. */
+  if (rate > c->rate_before * (1.0 + c->o.threshold / 2))
+    for (int k = 0; k < 2; k++) {
+      c->block_left[k] = 0;
+      c->block_len[k] = BLOCK_PERIODS;
+      c->block_failed[k] = false;
+    }
   return 0;
 }
 
@@ -171,6 +174,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
   if (!c->o.fixed && c->period >= c->o.warmup_periods && c->settle == 0 && s->seconds > 0) {
     c->win_done += s->done;
     c->win_secs += s->seconds;
+    c->win_periods++;
   }
   d.period = c->period++;
   d.move = NG_CTRL_MOVE_NONE;
@@ -207,6 +211,11 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
       c->block_left[k] = c->block_len[k];
       move(c, &d, back);
     }
+  } else if (s->seconds > 0 &&
+             (c->win_periods < JUDGE_MIN_PERIODS || c->win_done < JUDGE_MIN_ITERS)) {
+    /* The current split's rate, which the next move will be judged against, spans too few
+     * periods or iterations yet: a move now would be judged against noise. */
+    d.reason = NG_CTRL_NO_DATA;
   } else if (s->ring_capacity > 0 && 2 * s->ring_depth >= s->ring_capacity &&
              (s->producer_wait_frac >= c->o.gpu_bound_wait ||
               s->consumer_wait_frac <= c->o.gpu_busy_wait)) {
@@ -260,6 +269,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
   if (d.move != NG_CTRL_MOVE_NONE) { /* a new split: its rate starts afresh */
     c->win_done = 0;
     c->win_secs = 0.0;
+    c->win_periods = 0;
   }
   d.workers[NG_GROUP_PARTIAL] = c->workers[NG_GROUP_PARTIAL];
   d.workers[NG_GROUP_TRANSFER] = c->workers[NG_GROUP_TRANSFER];

@@ -195,7 +195,7 @@ typedef enum {
   NG_CTRL_SETTLING,    ///< the period right after a move: its sample mixes two splits
   NG_CTRL_GPU_BOUND,   ///< a half-full ring and waiting producers or a busy consumer
   NG_CTRL_GROUP_EMPTY, ///< a group has no worker, so there is nothing to compare
-  NG_CTRL_NO_DATA,     ///< a group has not completed min_iters yet (samples keep accumulating)
+  NG_CTRL_NO_DATA,     ///< too few iterations yet: for a comparison, or the split's own rate
   NG_CTRL_BALANCED,    ///< throughputs within the threshold
   NG_CTRL_HYSTERESIS,  ///< the move would undo the last one and the difference is < 2x threshold
   NG_CTRL_AT_LIMIT,    ///< the slower group is at min_per_group
@@ -257,8 +257,9 @@ typedef struct {
   double acc_busy[NG_GROUP_COUNT];
   bool judging;       ///< the last move awaits its verdict
   double rate_before; ///< the device's iterations/s under the split before the last move
-  int64_t win_done;   ///< iterations and seconds under the current split (settled periods),
-  double win_secs;    ///< the rate a move is later judged against
+  int64_t win_done;   ///< iterations, seconds and periods under the current split (settled
+  double win_secs;    ///< periods): the rate a move is later judged against
+  int win_periods;
   int64_t judge_done; ///< iterations, seconds and periods since the last move settled
   double judge_secs;
   int judge_periods;

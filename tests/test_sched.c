@@ -1191,6 +1191,16 @@ static ng_ctrl_decision verdict(ng_ctrl *c, const ng_ctrl_sample *s) {
   return ng__ctrl_step(c, s);
 }
 
+/* Steps `n` periods in which no move may be made yet: the current split's own rate spans too
+ * few periods (3) or iterations (64) to judge a move against. */
+static void no_data(ng_ctrl *c, const ng_ctrl_sample *s, int n) {
+  for (int k = 0; k < n; k++) {
+    const ng_ctrl_decision d = ng__ctrl_step(c, s);
+    EXPECT_EQ_I(d.reason, NG_CTRL_NO_DATA);
+    EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  }
+}
+
 /* The judge: with the device's throughput in the samples, a move that lowers it is undone
  * after three periods and its direction is blocked; a move that does not lower it stays. */
 static void test_ctrl_judge(void) {
@@ -1200,6 +1210,8 @@ static void test_ctrl_judge(void) {
   s.producer_wait_frac = 0.8; /* GPU-bound: proposes a move to PARTIAL */
   s.done = 100;
   s.seconds = 0.1; /* 1000 it/s */
+  /* The first move waits until three periods give the split's own rate. */
+  no_data(&c, &s, 2);
   ng_ctrl_decision d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
@@ -1213,9 +1225,11 @@ static void test_ctrl_judge(void) {
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
   d = ng__ctrl_step(&c, &s); /* settling after the revert */
   EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
-  /* The GPU-bound proposal is blocked now: the other direction is probed instead, and once
-   * the judge has undone that too, neither is tried. */
+  /* The GPU-bound proposal is blocked now: once the restored split's rate is known again, the
+   * other direction is probed instead, and once the judge has undone that too, neither is
+   * tried. */
   s.done = 100;
+  no_data(&c, &s, 2);
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_PROBE);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
@@ -1228,6 +1242,7 @@ static void test_ctrl_judge(void) {
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
+  no_data(&c, &s, 2);
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_BLOCKED);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
@@ -1238,6 +1253,7 @@ static void test_ctrl_judge(void) {
   /* A move after which the throughput holds (4% lower, inside the band) stays. */
   c = ctrl_ready(8, -1);
   s.done = 100;
+  no_data(&c, &s, 2);
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
   d = ng__ctrl_step(&c, &s);
@@ -1246,11 +1262,12 @@ static void test_ctrl_judge(void) {
   EXPECT_TRUE(d.reason != NG_CTRL_REVERTED && d.reason != NG_CTRL_JUDGING);
   EXPECT_TRUE(c.workers[NG_GROUP_PARTIAL] >= 5);
 
-  /* A slow workload: 20 iterations a period. The verdict waits until JUDGE_MIN_ITERS (64)
-   * iterations ran under the move (four periods here, more than the three it waits at least),
-   * and weighs them all: one slow period among them does not undo it. */
+  /* A slow workload: 20 iterations a period. The first move waits for 64 iterations of the
+   * split's own rate (four periods); the verdict waits until 64 iterations ran under the move
+   * (here three periods), and weighs them all: one slow period among them does not undo it. */
   c = ctrl_ready(8, -1);
   s.done = 20;
+  no_data(&c, &s, 3);
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
   d = ng__ctrl_step(&c, &s);
@@ -1265,12 +1282,14 @@ static void test_ctrl_judge(void) {
   s.done = 26; /* 64 in 0.3 s: 213 it/s against 200 before */
   d = ng__ctrl_step(&c, &s);
   EXPECT_TRUE(d.reason != NG_CTRL_REVERTED && d.reason != NG_CTRL_JUDGING);
-  /* Kept; the device still binds, so the same period moves one more worker. */
+  /* Kept; the judged periods are the new split's rate, and the device still binds, so the
+   * same period moves one more worker. */
   EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 6);
   /* ... and a real slowdown over enough iterations is undone. */
   c = ctrl_ready(8, -1);
   s.done = 20;
+  no_data(&c, &s, 3);
   d = ng__ctrl_step(&c, &s);
   d = ng__ctrl_step(&c, &s);
   s.done = 16;
@@ -1360,6 +1379,25 @@ static void test_ctrl_backoff(void) {
   EXPECT_EQ_I(first_block, 20);
   simulate(&c, &s, rate2, 5, 400, moves);
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
+
+  /* A flat top: 5 PARTIAL runs within the judge's band of 4. Moves there hold without
+   * raising the rate, so they must not reset the backoff, or the controller cycles
+   * 4 -> 5 -> 6 (undone) -> 5 -> 4 forever, a third of the time on a split 30% slower. */
+  const int64_t flat[9] = {10, 20, 30, 40, 100, 97, 70, 60, 50};
+  ng_ctrl c3 = ctrl_ready(8, 4);
+  moves[0] = moves[1] = 0;
+  simulate(&c3, &s, flat, 4, 400, moves);
+  moves[0] = moves[1] = 0;
+  int slow = 0;
+  for (int i = 0; i < 4000; i++) {
+    s.done = flat[c3.workers[NG_GROUP_PARTIAL]];
+    const ng_ctrl_decision d = ng__ctrl_step(&c3, &s);
+    if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED)
+      moves[d.move == NG_CTRL_MOVE_TO_TRANSFER]++;
+    slow += flat[c3.workers[NG_GROUP_PARTIAL]] < 90;
+  }
+  EXPECT_TRUE(moves[0] + moves[1] < 80);
+  EXPECT_TRUE(slow < 4000 / 20);
 }
 
 static void test_ctrl_log_line(void) {
