@@ -566,12 +566,14 @@ __global__ void k_scatter(float *__restrict__ dst, const int32_t *pos,
  * 32 to 256 threads per block all gave 1,810-1,920. */
 constexpr int64_t kCopyOpsInflight = 256 << 10;
 
-/* The blocks of a row gather on a copy queue: enough warps for kCopyOpsInflight bytes, each
- * warp reading up to T chunks of V floats of its row at once. */
-unsigned copy_ops_blocks(int64_t dim, int v, int t) {
+/* The blocks along x of a row gather on a copy queue: enough warps for kCopyOpsInflight bytes,
+ * each warp reading up to T chunks of V floats of its row at once, over the grid's `y` column
+ * groups. */
+unsigned copy_ops_blocks(int64_t dim, int v, int t, unsigned y) {
   const int64_t warp_bytes = NG_MIN(dim, (int64_t)32 * v * t) * (int64_t)sizeof(float);
   const int64_t warps = (kCopyOpsInflight + warp_bytes - 1) / warp_bytes;
-  return (unsigned)NG_MAX((int64_t)1, (warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const int64_t per_block = (int64_t)kWarpsPerBlock * NG_MAX(y, 1u);
+  return (unsigned)NG_MAX((int64_t)1, (warps + per_block - 1) / per_block);
 }
 
 __global__ void k_self_loop(float *dst, const float *self_w, const float *rows, int64_t n,
@@ -1280,7 +1282,7 @@ ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, cons
   const int t = chunks_per_warp(dim, v);
   dim3 grid = grid_rows_chunks(n, dim, v, t);
   if (ctx_of(be)->copy_ops_slot >= 0) /* behind a copy: leave the SMs to the training step */
-    grid.x = NG_MIN(grid.x, copy_ops_blocks(dim, v, t));
+    grid.x = NG_MIN(grid.x, copy_ops_blocks(dim, v, t, grid.y));
   with_chunks(t, [&](auto T) {
     if (v == 4)
       k_scatter<4, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
