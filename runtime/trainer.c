@@ -135,18 +135,47 @@ static ng_status copy_features(float **out, const float *x, size_t bytes, int th
   return NG_OK;
 }
 
-/* MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read. */
-static uint64_t mem_available(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
+/* The first number in file `path`, or false when it has none ("max" in a cgroup file). */
+static bool read_number(const char *path, unsigned long long *out) {
+  FILE *f = fopen(path, "r");
   if (!f)
-    return 0;
-  char line[256];
-  unsigned long long kib = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-      break;
+    return false;
+  const bool ok = fscanf(f, "%llu", out) == 1;
   fclose(f);
-  return (uint64_t)kib * 1024;
+  return ok;
+}
+
+/* Memory this process may still fill, in bytes: MemAvailable of /proc/meminfo, lowered to what
+ * its cgroup (v2) allows, memory.max - memory.current (a container's /proc/meminfo shows the
+ * host's memory). 0 when nothing can be read. */
+static uint64_t mem_available(void) {
+  unsigned long long kib = 0;
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[256];
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+        break;
+    fclose(f);
+  }
+  uint64_t avail = (uint64_t)kib * 1024;
+  char group[512] = "", path[640];
+  f = fopen("/proc/self/cgroup", "r");
+  if (f) {
+    char line[600];
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "0::", 3) == 0 && sscanf(line + 3, "%511s", group) == 1)
+        break;
+    fclose(f);
+  }
+  unsigned long long max = 0, cur = 0;
+  snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", strcmp(group, "/") ? group : "");
+  if (group[0] && read_number(path, &max)) {
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", strcmp(group, "/") ? group : "");
+    if (read_number(path, &cur))
+      avail = NG_MIN(avail, max > cur ? (uint64_t)(max - cur) : 0);
+  }
+  return avail;
 }
 
 /* Worker threads: 0 = the cores this process may use (or the cpuset's) minus the device
@@ -277,9 +306,11 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   /* The table the host reads: the dataset's mapping, or a copy in huge pages. */
   const size_t table_bytes =
       (size_t)info->nodes * (size_t)info->feature_dim * sizeof(float); /* checked by the dataset */
-  if (!t->features_owned &&
-      (o.features_memory == NG_FEATURES_COPY ||
-       (o.features_memory == NG_FEATURES_AUTO && table_bytes <= mem_available() / 2))) {
+  /* AUTO: only when the host reads rows during training (cold rows, or the CPU backend's). */
+  const bool host_reads = hot < info->nodes || t->be->iface->host_memory;
+  if (!t->features_owned && (o.features_memory == NG_FEATURES_COPY ||
+                             (o.features_memory == NG_FEATURES_AUTO && host_reads &&
+                              table_bytes <= mem_available() / 2))) {
     NG_CHECK_GOTO(st, copy_features(&t->features_owned, ds->features, table_bytes, omp_threads(&o)),
                   fail);
     t->features = t->features_owned;
