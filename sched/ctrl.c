@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Periods a reverted direction stays blocked: long enough that the controller does not retry a
- * harmful move every few periods, short enough to notice a change of phase. A direction reverted
- * again before any move held waits twice as long, up to BLOCK_PERIODS_MAX: at the best split the
+/* Periods a failed direction stays blocked: long enough that the controller does not retry a
+ * harmful move every few periods, short enough to notice a change of phase. A direction failing
+ * again before it succeeds waits twice as long, up to BLOCK_PERIODS_MAX: at the best split the
  * signals keep proposing moves that the judge undoes, and each retry costs the iterations it
  * runs under a worse split. */
 enum { BLOCK_PERIODS = 20, BLOCK_PERIODS_MAX = 320 };
@@ -89,6 +89,15 @@ static int dir(ng_ctrl_move m) {
   return m == NG_CTRL_MOVE_TO_TRANSFER;
 }
 
+/* Direction k (an index of dir()) failed: it is blocked, twice as long as last time when it
+ * failed already since its last success. */
+static void fail_dir(ng_ctrl *c, int k) {
+  if (c->block_failed[k])
+    c->block_len[k] = NG_MIN(2 * c->block_len[k], BLOCK_PERIODS_MAX);
+  c->block_failed[k] = true;
+  c->block_left[k] = c->block_len[k];
+}
+
 /* Whether the group a move in direction `m` takes a worker from can give one. */
 static bool can_move(const ng_ctrl *c, ng_ctrl_move m) {
   const int from = m == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_PARTIAL : NG_GROUP_TRANSFER;
@@ -153,15 +162,18 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
   c->judging = false;
   if (rate < c->rate_before * (1.0 - c->o.threshold / 2))
     return 1;
-  /* A move that raised the rate changed the landscape: blocks start afresh. One that merely
-   * held leaves them, so that on a flat top the controller does not cycle between neighbours
-   * with the backoff reset at every turn. */
-  if (rate > c->rate_before * (1.0 + c->o.threshold / 2))
-    for (int k = 0; k < 2; k++) {
-      c->block_left[k] = 0;
-      c->block_len[k] = BLOCK_PERIODS;
-      c->block_failed[k] = false;
-    }
+  /* A move that raised the rate opens its direction afresh, and counts as a failure of the
+   * way back: the split just left is the worse one, and a signal proposing it again (the
+   * GPU-bound rule does, at the best split) would otherwise be tried at once. One that merely
+   * held changes no block, so that on a flat top the controller does not cycle between
+   * neighbours with the backoff reset at every turn. */
+  if (rate > c->rate_before * (1.0 + c->o.threshold / 2)) {
+    const int k = dir(c->last_move), back = 1 - k;
+    c->block_left[k] = 0;
+    c->block_len[k] = BLOCK_PERIODS;
+    c->block_failed[k] = false;
+    fail_dir(c, back);
+  }
   return 0;
 }
 
@@ -203,12 +215,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     reset_acc(c);
     d.reason = NG_CTRL_REVERTED;
     if (c->workers[from] > 0) {
-      /* A direction failing again before any move held: it waits twice as long this time. */
-      const int k = dir(c->last_move);
-      if (c->block_failed[k])
-        c->block_len[k] = NG_MIN(2 * c->block_len[k], BLOCK_PERIODS_MAX);
-      c->block_failed[k] = true;
-      c->block_left[k] = c->block_len[k];
+      fail_dir(c, dir(c->last_move));
       move(c, &d, back);
     }
   } else if (s->seconds > 0 &&

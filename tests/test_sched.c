@@ -1363,18 +1363,18 @@ static void test_ctrl_backoff(void) {
     EXPECT_TRUE(gap >= prev || gap >= 320);
   }
   EXPECT_TRUE(attempts[n - 1] - attempts[n - 2] >= 320);
-  /* A move that holds resets the backoff: with 5 PARTIAL now the best, the controller moves
-   * there, and the failures around it block for 20 periods again, not 320. */
+  /* A move that raises the rate resets its direction's backoff: with 5 PARTIAL now the best,
+   * the controller moves there, and the next move that way (to 6, worse) is blocked for 20
+   * periods again, not 320. */
   const int64_t rate2[9] = {10, 20, 30, 40, 100, 120, 70, 60, 50};
   int first_block = -1;
   bool at5 = false;
   for (int i = 0; i < 400 && first_block < 0; i++) {
     s.done = rate2[c.workers[NG_GROUP_PARTIAL]];
     const ng_ctrl_decision d = ng__ctrl_step(&c, &s);
-    at5 = at5 || (d.reason != NG_CTRL_REVERTED && c.workers[NG_GROUP_PARTIAL] == 5 && !c.judging &&
-                  c.settle == 0);
-    if (at5 && d.reason == NG_CTRL_REVERTED)
-      first_block = c.block_left[d.move == NG_CTRL_MOVE_TO_PARTIAL];
+    at5 = at5 || (d.reason != NG_CTRL_REVERTED && c.workers[NG_GROUP_PARTIAL] == 5);
+    if (at5 && d.reason == NG_CTRL_REVERTED && d.move == NG_CTRL_MOVE_TO_TRANSFER)
+      first_block = c.block_left[0];
   }
   EXPECT_EQ_I(first_block, 20);
   simulate(&c, &s, rate2, 5, 400, moves);
@@ -1398,6 +1398,39 @@ static void test_ctrl_backoff(void) {
   }
   EXPECT_TRUE(moves[0] + moves[1] < 80);
   EXPECT_TRUE(slow < 4000 / 20);
+
+  /* Noise: each period's rate varies by up to +-12% (W1's periods vary by 5-10%), so now and
+   * then the judge keeps a worse neighbour, and the move back to the best then raises the
+   * rate. That counts as a failure of the way back, so the GPU-bound signal (which proposes
+   * that way again at once) waits out a growing block instead of cycling every 20 periods. */
+  const int64_t sharp[9] = {10, 20, 30, 75, 100, 75, 60, 50, 40};
+  ng_ctrl c4 = ctrl_ready(8, 4);
+  uint64_t rng = 12345;
+  int off = 0, n_moves = 0;
+  for (int i = 0; i < 8000; i++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    const double noise = 0.88 + 0.24 * (double)(rng >> 11) / 9007199254740992.0;
+    s.done = (int64_t)((double)sharp[c4.workers[NG_GROUP_PARTIAL]] * noise);
+    const ng_ctrl_decision d = ng__ctrl_step(&c4, &s);
+    n_moves += d.move != NG_CTRL_MOVE_NONE;
+    off += i >= 400 && c4.workers[NG_GROUP_PARTIAL] != 4;
+  }
+  printf("  noisy sharp top: %d of 7600 periods off the best, %d moves\n", off, n_moves);
+  EXPECT_TRUE(off < 7600 / 10);
+  /* The rule itself: a move from 3 to 4 PARTIAL that raises the rate by 43% blocks the way
+   * back (to TRANSFER) and leaves its own direction open. */
+  ng_ctrl c5 = ctrl_ready(8, 3);
+  s.done = sharp[3];
+  no_data(&c5, &s, 2);
+  ng_ctrl_decision d5 = ng__ctrl_step(&c5, &s);
+  EXPECT_EQ_I(d5.move, NG_CTRL_MOVE_TO_PARTIAL);
+  s.done = sharp[4];
+  d5 = ng__ctrl_step(&c5, &s); /* settling */
+  d5 = verdict(&c5, &s);
+  EXPECT_EQ_I(d5.reason, NG_CTRL_GPU_BOUND); /* kept, and TO_PARTIAL is open: 4 -> 5 */
+  EXPECT_EQ_I(c5.block_left[0], 0);
+  EXPECT_EQ_I(c5.block_left[1], 19); /* 20, less this period */
+  EXPECT_TRUE(c5.block_failed[1]);
 }
 
 static void test_ctrl_log_line(void) {
