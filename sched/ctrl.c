@@ -76,7 +76,7 @@ static void reset_acc(ng_ctrl *c) {
 /* Moves one worker in direction `m` (its source group has one): the split, the last move, a
  * settling period and the decision. */
 static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
-  const int to = m == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_TRANSFER : NG_GROUP_PARTIAL;
+  const int to = ng__ctrl_move_to(m);
   c->workers[1 - to]--;
   c->workers[to]++;
   c->last_move = m;
@@ -84,12 +84,7 @@ static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
   d->move = m;
 }
 
-/* The index of a direction in the block arrays. */
-static int dir(ng_ctrl_move m) {
-  return m == NG_CTRL_MOVE_TO_TRANSFER;
-}
-
-/* Direction k (an index of dir()) failed: it is blocked, twice as long as last time when it
+/* Direction k (a ng__ctrl_move_to index) failed: it is blocked, twice as long as last time when it
  * failed already since its last success. */
 static void fail_dir(ng_ctrl *c, int k) {
   if (c->block_failed[k])
@@ -100,7 +95,7 @@ static void fail_dir(ng_ctrl *c, int k) {
 
 /* Whether the group a move in direction `m` takes a worker from can give one. */
 static bool can_move(const ng_ctrl *c, ng_ctrl_move m) {
-  const int from = m == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_PARTIAL : NG_GROUP_TRANSFER;
+  const int from = 1 - ng__ctrl_move_to(m);
   return c->workers[from] > 0 && c->workers[from] - 1 >= c->o.min_per_group;
 }
 
@@ -113,13 +108,13 @@ static bool can_move(const ng_ctrl *c, ng_ctrl_move m) {
  * controller a hill climber that does not stall on one wrong signal. */
 static ng_ctrl_reason propose(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move want,
                               ng_ctrl_reason why) {
-  if (c->block_left[dir(want)] == 0) {
+  if (c->block_left[ng__ctrl_move_to(want)] == 0) {
     if (can_move(c, want))
       move(c, d, want);
     return why;
   }
   const ng_ctrl_move other = (ng_ctrl_move)-want;
-  if (c->block_left[dir(other)] == 0 && can_move(c, other)) {
+  if (c->block_left[ng__ctrl_move_to(other)] == 0 && can_move(c, other)) {
     move(c, d, other);
     return NG_CTRL_PROBE;
   }
@@ -139,10 +134,14 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
       fast == NG_GROUP_TRANSFER ? NG_CTRL_MOVE_TO_TRANSFER : NG_CTRL_MOVE_TO_PARTIAL;
   if (d->rel_diff <= c->o.threshold)
     return NG_CTRL_BALANCED;
-  if (c->block_left[dir(want)] == 0 && c->last_move == -want && d->rel_diff <= 2 * c->o.threshold)
-    return NG_CTRL_HYSTERESIS;
-  if (c->block_left[dir(want)] == 0 && c->workers[slow] - 1 < c->o.min_per_group)
-    return NG_CTRL_AT_LIMIT;
+  /* An open direction may still be held back; a blocked one goes to propose(), which probes
+   * the other way. */
+  if (c->block_left[ng__ctrl_move_to(want)] == 0) {
+    if (c->last_move == -want && d->rel_diff <= 2 * c->o.threshold)
+      return NG_CTRL_HYSTERESIS;
+    if (!can_move(c, want))
+      return NG_CTRL_AT_LIMIT;
+  }
   return propose(c, d, want, NG_CTRL_MOVED);
 }
 
@@ -168,7 +167,7 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
    * held changes no block, so that on a flat top the controller does not cycle between
    * neighbours with the backoff reset at every turn. */
   if (rate > c->rate_before * (1.0 + c->o.threshold / 2)) {
-    const int k = dir(c->last_move), back = 1 - k;
+    const int k = ng__ctrl_move_to(c->last_move), back = 1 - k;
     c->block_left[k] = 0;
     c->block_len[k] = BLOCK_PERIODS;
     c->block_failed[k] = false;
@@ -210,12 +209,12 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
      * the total throughput is what counts, so the move is undone and its direction is not
      * proposed again for a while. */
     const ng_ctrl_move back = (ng_ctrl_move)-c->last_move;
-    const int from = back == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_PARTIAL : NG_GROUP_TRANSFER;
+    const int from = 1 - ng__ctrl_move_to(back);
     c->judging = false;
     reset_acc(c);
     d.reason = NG_CTRL_REVERTED;
     if (c->workers[from] > 0) {
-      fail_dir(c, dir(c->last_move));
+      fail_dir(c, ng__ctrl_move_to(c->last_move));
       move(c, &d, back);
     }
   } else if (s->seconds > 0 &&

@@ -415,7 +415,7 @@ static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64
 /* Moves one worker towards the group the controller chose: the highest-numbered worker of
  * the other group changes sides. */
 static void apply_move(ng_runtime *rt, ng_ctrl_move move) {
-  const int from = move == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_PARTIAL : NG_GROUP_TRANSFER;
+  const int from = 1 - ng__ctrl_move_to(move);
   for (int i = rt->n_threads - 1; i >= 0; i--)
     if (atomic_load(&rt->w[i].group) == from) {
       atomic_store(&rt->w[i].group, 1 - from);

@@ -214,6 +214,11 @@ typedef enum {
   NG_CTRL_MOVE_TO_TRANSFER = 1
 } ng_ctrl_move;
 
+/// The group a move gives a worker to (the other group gives it).
+static inline int ng__ctrl_move_to(ng_ctrl_move m) {
+  return m == NG_CTRL_MOVE_TO_TRANSFER ? NG_GROUP_TRANSFER : NG_GROUP_PARTIAL;
+}
+
 /// What happened over the last period. An iteration's busy time runs from taking it to handing
 /// it to the ring, minus the time blocked in ng__ring_put() (a full window stalls both groups
 /// alike, so it says nothing about which is faster); waits for a staging slot stay in, since they
@@ -263,7 +268,7 @@ typedef struct {
   int64_t judge_done; ///< iterations, seconds and periods since the last move settled
   double judge_secs;
   int judge_periods;
-  /// Per direction (index 0: to PARTIAL, 1: to TRANSFER): periods it stays blocked after a
+  /// Per direction (indexed by ng__ctrl_move_to): periods it stays blocked after a
   /// revert, the next block's length (doubling while the direction keeps failing), and whether
   /// it failed since the last move that held.
   int block_left[2], block_len[2];
