@@ -379,6 +379,15 @@ static ng_status upload(ng_runtime *rt, const ng_device_step *step, int64_t iter
   return step->prefetch ? step->prefetch(step->ctx, iter, view, k) : NG_OK;
 }
 
+/* Takes iteration `iter` and copies it into slot iter % depth: its item in ahead[], its package
+ * as the device sees it in view[]. */
+static ng_status copy_ahead(ng_runtime *rt, const ng_device_step *step, int64_t iter, int depth,
+                            rt_item **ahead, ng_fetch_pkg *view) {
+  const int k = (int)(iter % depth);
+  NG_CHECK(take(rt, iter, &ahead[k]));
+  return upload(rt, step, iter, ahead[k], k, &view[k]);
+}
+
 /* The ready ring's window: how many iterations the workers may have ready ahead of the
  * device. */
 static int ring_capacity(const ng_runtime *rt) {
@@ -556,14 +565,9 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   ng_fetch_pkg view[NG_BACKEND_MARKS];
   int64_t prev_iter = -1, up = plan->first;
   bool fwd_unread = false; /* i's forward is queued, its loss unread, its step not queued */
-  for (; st == NG_OK && up < plan->iters && up < plan->first + rt->o.lookahead; up++) {
-    const int k = (int)(up % depth);
-    st = take(rt, up, &ahead[k]);
-    if (st == NG_OK)
-      st = upload(rt, step, up, ahead[k], k, &view[k]);
-    if (st != NG_OK)
+  for (; st == NG_OK && up < plan->iters && up < plan->first + rt->o.lookahead; up++)
+    if ((st = copy_ahead(rt, step, up, depth, ahead, view)) != NG_OK)
       ng__err_prefix("iteration %lld", (long long)up);
-  }
   for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
     const int k = (int)(i % depth);
     int64_t failed = i; /* the iteration an error belongs to */
@@ -589,12 +593,8 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       st = be->iface->mark(be, k); /* slot k is free after this point */
     }
     if (st == NG_OK && up < plan->iters) {
-      const int ku = (int)(up % depth);
       failed = up;
-      st = take(rt, up, &ahead[ku]);
-      if (st == NG_OK)
-        st = upload(rt, step, up, ahead[ku], ku, &view[ku]);
-      up++;
+      st = copy_ahead(rt, step, up++, depth, ahead, view);
     }
     if (st == NG_OK && i + 1 == plan->iters) {
       failed = i;
