@@ -159,7 +159,7 @@ static uint64_t mem_available(void) {
     fclose(f);
   }
   uint64_t avail = (uint64_t)kib * 1024;
-  char group[512] = "", path[640];
+  char group[512] = "";
   f = fopen("/proc/self/cgroup", "r");
   if (f) {
     char line[600];
@@ -169,12 +169,12 @@ static uint64_t mem_available(void) {
     fclose(f);
   }
   unsigned long long max = 0, cur = 0;
-  snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", strcmp(group, "/") ? group : "");
-  if (group[0] && read_number(path, &max)) {
-    snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", strcmp(group, "/") ? group : "");
-    if (read_number(path, &cur))
-      avail = NG_MIN(avail, max > cur ? (uint64_t)(max - cur) : 0);
-  }
+  const char *dir = strcmp(group, "/") ? group : "";
+  char max_path[640], cur_path[640];
+  snprintf(max_path, sizeof max_path, "/sys/fs/cgroup%s/memory.max", dir);
+  snprintf(cur_path, sizeof cur_path, "/sys/fs/cgroup%s/memory.current", dir);
+  if (group[0] && read_number(max_path, &max) && read_number(cur_path, &cur))
+    avail = NG_MIN(avail, max > cur ? (uint64_t)(max - cur) : 0);
   return avail;
 }
 
