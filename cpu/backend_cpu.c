@@ -329,7 +329,7 @@ static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_bl
   int64_t work = (blk->nnz + blk->n_dst) * NG_MAX(dim, (int64_t)1);
   NG_CHECK(ng__bk_check_dropout_p("aggr_partial", ag->drop_p));
   FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1,
-                 { ng__cpu_aggr_partial_rows(k, &bare, blk, src, dim, d0, d1, state); });
+                 { ng__cpu_aggr_partial_rows(k, &bare, blk, src, dim, d0, d1, state, false); });
   return NG_OK;
 }
 

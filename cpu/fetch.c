@@ -130,7 +130,26 @@ static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, float drop_p, 
     const int32_t d0 = (int32_t)(c * FETCH_CHUNK_ROWS);
     const int32_t d1 = (int32_t)NG_MIN((int64_t)nd, (c + 1) * FETCH_CHUNK_ROWS);
     ng__cpu_aggr_partial_rows(cfg->kernels, &bare, &p->cold, cfg->features, cfg->dim, d0, d1,
-                              &p->cold_state);
+                              &p->cold_state, true);
+  }
+}
+
+/* Copies rows ids[0..n) of the table into staged rows 0..n: with streaming stores, or through
+ * the input dropout. */
+static void stage(float *staged, const ng_fetch_cfg *cfg, const int64_t *ids, int64_t n,
+                  float drop_p, uint64_t drop_key) {
+  const int64_t dim = cfg->dim;
+  const int64_t chunks = (n + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
+  const int threads = cfg->threads;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
+  for (int64_t k = 0; k < chunks; k++) {
+    const int64_t i0 = k * FETCH_CHUNK_ROWS, i1 = NG_MIN(n, i0 + FETCH_CHUNK_ROWS);
+    if (drop_p == 0.0f) {
+      cfg->kernels->stage_rows(staged + i0 * dim, cfg->features, ids + i0, i1 - i0, dim);
+    } else {
+      for (int64_t i = i0; i < i1; i++)
+        ng_drop_row(staged + i * dim, cfg->features + ids[i] * dim, ids[i], dim, drop_p, drop_key);
+    }
   }
 }
 
@@ -231,52 +250,29 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
     }
   }
 
-  /* The global ids of the staged rows, in staging order: staged row stage_pos[s] is the row of
-   * cold local node s. ZCOPY hands them to the device, which gathers the rows; BATCH copies the
-   * rows here. */
+  /* The global ids of the rows the host stages, in staging order. BATCH: staged row
+   * stage_pos[s] is the row of cold local node s (ZCOPY hands these ids to the device, which
+   * gathers the rows). PARTIAL: the cold self rows, gid[self_cold_pos[i]]. */
+  int64_t *ids = (int64_t *)out->staged_ids;
+  if (mode != NG_FETCH_ZCOPY) {
+    NG_CHECK(ng__host_reserve((void **)&scratch->stage_ids, &scratch->ids_cap,
+                              (size_t)c.n_staged * sizeof(int64_t), "the fetch scratch"));
+    ids = scratch->stage_ids;
+  }
   if (staging) {
-    int64_t *ids = (int64_t *)out->staged_ids;
-    if (mode == NG_FETCH_BATCH) {
-      NG_CHECK(ng__host_reserve((void **)&scratch->stage_ids, &scratch->ids_cap,
-                                (size_t)c.n_staged * sizeof(int64_t), "the fetch scratch"));
-      ids = scratch->stage_ids;
-    }
     for (int32_t s = 0; s < ns; s++)
       if (scratch->stage_pos[s] >= 0)
         ids[scratch->stage_pos[s]] = gid[s];
+  } else {
+    for (int32_t i = 0; i < z; i++)
+      ids[i] = gid[scp[i]];
   }
 
-  /* The host reads of the cold tier. */
-  float *staged = (float *)out->staged;
-  if (mode == NG_FETCH_BATCH) {
-    /* The positions grow with s, so the staged rows are the cold sources in order. Without
-     * dropout they are copied with streaming stores. */
-    const int64_t chunks = (c.n_staged + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
-    const int threads = cfg->threads;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
-    for (int64_t k = 0; k < chunks; k++) {
-      const int64_t i0 = k * FETCH_CHUNK_ROWS, i1 = NG_MIN(c.n_staged, i0 + FETCH_CHUNK_ROWS);
-      if (drop_p == 0.0f) {
-        cfg->kernels->stage_rows(staged + i0 * dim, cfg->features, scratch->stage_ids + i0, i1 - i0,
-                                 dim);
-      } else {
-        for (int64_t i = i0; i < i1; i++) {
-          const int64_t g = scratch->stage_ids[i];
-          ng_drop_row(staged + i * dim, cfg->features + g * dim, g, dim, drop_p, drop_key);
-        }
-      }
-    }
-  } else if (mode == NG_FETCH_PARTIAL) {
-    /* The cold self rows: their global ids are gid[self_cold_pos[i]]. */
-    const int64_t chunks = ((int64_t)z + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
-    const int threads = cfg->threads;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
-    for (int64_t k = 0; k < chunks; k++)
-      for (int64_t i = k * FETCH_CHUNK_ROWS; i < NG_MIN((int64_t)z, (k + 1) * FETCH_CHUNK_ROWS);
-           i++) {
-        const int64_t g = gid[scp[i]];
-        ng_drop_row(staged + i * dim, cfg->features + g * dim, g, dim, drop_p, drop_key);
-      }
+  /* The host reads of the cold tier: the staged rows (BATCH's cold sources, PARTIAL's cold self
+   * rows) and PARTIAL's reduction. */
+  if (mode != NG_FETCH_ZCOPY)
+    stage((float *)out->staged, cfg, ids, c.n_staged, drop_p, drop_key);
+  if (mode == NG_FETCH_PARTIAL) {
     out->cold_state.n_dst = nd;
     out->cold_state.dim = dim;
     reduce_cold(out, cfg, drop_p, drop_key);

@@ -80,32 +80,54 @@ static inline void row_acc_generic(float *restrict o, const float *restrict row,
   }
 }
 
+/* Destination d's sum into row o. */
+static inline void sum_row_generic(const ng_aggr *ag, const ng_block *blk, const float *src,
+                                   int64_t dim, int64_t pf, int32_t d, float *o) {
+  const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
+#pragma omp simd
+  for (int64_t j = 0; j < dim; j++)
+    o[j] = 0.0f;
+  for (int32_t e = e0; e < e1; e++) {
+    if (e + pf < blk->nnz)
+      prefetch_row_generic(src + (int64_t)blk->indices[e + pf] * dim, dim);
+    row_acc_generic(o, src + (int64_t)blk->indices[e] * dim, ag->weighted ? &blk->edge_w[e] : NULL,
+                    dim);
+  }
+  if (ag->mean && e1 > e0) {
+    const float c = (float)(e1 - e0);
+#pragma omp simd
+    for (int64_t j = 0; j < dim; j++)
+      o[j] = o[j] / c;
+  }
+  if (ag->self_loop)
+    row_acc_generic(o, src + (int64_t)d * dim, &blk->self_w[d], dim);
+}
+
 static void aggr_sum_generic(const ng_aggr *ag, const ng_block *blk, const float *src, int64_t dim,
                              int32_t d0, int32_t d1, float *out) {
   if (dim <= 0)
     return;
   const int64_t pf = ngk_prefetch_distance(dim);
-  for (int32_t d = d0; d < d1; d++) {
-    const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
-    float *o = out + (int64_t)d * dim;
-#pragma omp simd
-    for (int64_t j = 0; j < dim; j++)
-      o[j] = 0.0f;
-    for (int32_t e = e0; e < e1; e++) {
-      if (e + pf < blk->nnz)
-        prefetch_row_generic(src + (int64_t)blk->indices[e + pf] * dim, dim);
-      row_acc_generic(o, src + (int64_t)blk->indices[e] * dim,
-                      ag->weighted ? &blk->edge_w[e] : NULL, dim);
-    }
-    if (ag->mean && e1 > e0) {
-      const float c = (float)(e1 - e0);
-#pragma omp simd
-      for (int64_t j = 0; j < dim; j++)
-        o[j] = o[j] / c;
-    }
-    if (ag->self_loop)
-      row_acc_generic(o, src + (int64_t)d * dim, &blk->self_w[d], dim);
+  for (int32_t d = d0; d < d1; d++)
+    sum_row_generic(ag, blk, src, dim, pf, d, out + (int64_t)d * dim);
+}
+
+/* aggr_sum with SSE streaming stores (see stage_sum in kernels_simd.h). */
+static void stage_sum_generic(const ng_aggr *ag, const ng_block *blk, const float *src, int64_t dim,
+                              int32_t d0, int32_t d1, float *out) {
+  if (dim <= 0 || dim % 4 || dim > NG_STAGE_SUM_MAX || ((uintptr_t)out & 15)) {
+    aggr_sum_generic(ag, blk, src, dim, d0, d1, out);
+    return;
   }
+  _Alignas(64) float row[NG_STAGE_SUM_MAX];
+  const int64_t pf = ngk_prefetch_distance(dim);
+  for (int32_t d = d0; d < d1; d++) {
+    sum_row_generic(ag, blk, src, dim, pf, d, row);
+    float *o = out + (int64_t)d * dim;
+    for (int64_t k = 0; k < dim; k += 4)
+      _mm_stream_ps(o + k, _mm_load_ps(row + k));
+  }
+  _mm_sfence();
 }
 
 static void aggr_best_generic(bool is_max, const ng_block *blk, const float *src, int64_t dim,
@@ -224,6 +246,7 @@ static const ng_cpu_kernels kernels_generic = {
     .gather_rows = gather_rows_generic,
     .stage_rows = stage_rows_generic,
     .aggr_sum = aggr_sum_generic,
+    .stage_sum = stage_sum_generic,
     .aggr_best = aggr_best_generic,
     .aggr_sum_bwd = aggr_sum_bwd_generic,
     .aggr_best_bwd = aggr_best_bwd_generic,
@@ -347,13 +370,13 @@ static void aggr_partial_dropped(const ng_aggr *ag, const ng_block *blk, const f
 
 void ng__cpu_aggr_partial_rows(const ng_cpu_kernels *k, const ng_aggr *bare, const ng_block *blk,
                                const float *src, int64_t dim, int32_t d0, int32_t d1,
-                               ng_pstate *state) {
+                               ng_pstate *state, bool staged) {
   for (int32_t d = d0; d < d1; d++)
     state->count[d] = blk->indptr[d + 1] - blk->indptr[d];
   if (bare->drop_p > 0.0f)
     aggr_partial_dropped(bare, blk, src, dim, d0, d1, state->val);
   else if (bare->reduce == NG_REDUCE_SUM)
-    k->aggr_sum(bare, blk, src, dim, d0, d1, state->val);
+    (staged ? k->stage_sum : k->aggr_sum)(bare, blk, src, dim, d0, d1, state->val);
   else
     k->aggr_best(bare->reduce == NG_REDUCE_MAX, blk, src, dim, d0, d1, state->val, NULL);
 }

@@ -32,6 +32,9 @@ typedef enum {
   NG_CPU_ISA_COUNT_
 } ng_cpu_isa;
 
+/// The longest row (floats) stage_sum streams: it sums a row in a scratch row on the stack.
+#define NG_STAGE_SUM_MAX 4096
+
 /// One variant's kernels. Pointers are borrowed and must not overlap between inputs and
 /// outputs. Row ranges are absolute: row d of an output is at out + d * dim.
 typedef struct {
@@ -47,6 +50,11 @@ typedef struct {
   /// added. With neither MEAN nor self loop this is exactly the partial state's value.
   void (*aggr_sum)(const ng_aggr *ag, const ng_block *blk, const float *src, int64_t dim,
                    int32_t d0, int32_t d1, float *out);
+  /// aggr_sum for rows that go to the DMA engine: the same values, written with non-temporal
+  /// stores and fenced at the end; falls back to aggr_sum when out's rows are not
+  /// vector-aligned or dim > NG_STAGE_SUM_MAX.
+  void (*stage_sum)(const ng_aggr *ag, const ng_block *blk, const float *src, int64_t dim,
+                    int32_t d0, int32_t d1, float *out);
   /// MAX (is_max) or MIN forward of destinations [d0, d1); argbest may be NULL.
   void (*aggr_best)(bool is_max, const ng_block *blk, const float *src, int64_t dim, int32_t d0,
                     int32_t d1, float *out, int32_t *argbest);
@@ -61,10 +69,11 @@ typedef struct {
 /// The partial state of destinations [d0, d1) (counts and values; `bare` has no MEAN and no
 /// self loop): the input dropout's portable loop when bare->drop_p > 0 (in the operation order
 /// above, so that every variant of aggr_sum / aggr_best computes the same values when drop_p
-/// is 0), else k's aggr_sum or aggr_best. No argbest.
+/// is 0), else k's aggr_sum (stage_sum when `staged`: the state goes to the DMA engine, not
+/// back to this core) or aggr_best. No argbest.
 void ng__cpu_aggr_partial_rows(const ng_cpu_kernels *k, const ng_aggr *bare, const ng_block *blk,
                                const float *src, int64_t dim, int32_t d0, int32_t d1,
-                               ng_pstate *state);
+                               ng_pstate *state, bool staged);
 
 /// Whether this CPU (and its operating system) runs `isa`.
 bool ng__cpu_isa_supported(ng_cpu_isa isa);

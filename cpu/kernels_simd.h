@@ -124,7 +124,7 @@ NGK_INLINE void NGK_FN(tile_istore)(const int nv, NGK_TM tm, int32_t *o, const N
 /* One destination with its nv accumulators in registers (nv is a constant after inlining). */
 NGK_INLINE void NGK_FN(sum_fwd_regs)(const int nv, NGK_TM tm, const ng_aggr *ag,
                                      const ng_block *blk, const float *src, int64_t dim, int64_t pf,
-                                     int32_t d, float *out) {
+                                     int32_t d, float *o) {
   const int32_t *idx = blk->indices;
   const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
   NGK_V acc[NGK_SUM_VECS];
@@ -151,7 +151,7 @@ NGK_INLINE void NGK_FN(sum_fwd_regs)(const int nv, NGK_TM tm, const ng_aggr *ag,
   }
   if (ag->self_loop)
     NGK_FN(tile_axpy)(nv, tm, acc, V_SET1(blk->self_w[d]), src + (int64_t)d * dim);
-  NGK_FN(tile_store)(nv, tm, out + (int64_t)d * dim, acc);
+  NGK_FN(tile_store)(nv, tm, o, acc);
 }
 
 /* o = o + w * row over a whole row (w == NULL: o = o + row). */
@@ -177,14 +177,13 @@ NGK_INLINE void NGK_FN(row_zero)(float *o, int64_t full, NGK_TM tm) {
   V_STORET(o + full * NGK_VL, tm, V_ZERO());
 }
 
-/* One destination accumulated in its output row (dimensions beyond a register tile). */
+/* One destination accumulated in its output row o (dimensions beyond a register tile). */
 NGK_INLINE void NGK_FN(sum_fwd_mem)(NGK_TM tm, const ng_aggr *ag, const ng_block *blk,
                                     const float *src, int64_t dim, int64_t pf, int32_t d,
-                                    float *out) {
+                                    float *o) {
   const int32_t *idx = blk->indices;
   const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
   const int64_t full = (dim - 1) / NGK_VL;
-  float *o = out + (int64_t)d * dim;
   NGK_FN(row_zero)(o, full, tm);
   for (int32_t e = e0; e < e1; e++) {
     if (e + pf < blk->nnz)
@@ -202,6 +201,22 @@ NGK_INLINE void NGK_FN(sum_fwd_mem)(NGK_TM tm, const ng_aggr *ag, const ng_block
     NGK_FN(row_acc)(o, src + (int64_t)d * dim, &blk->self_w[d], full, tm);
 }
 
+/* Destination d's sum into row o, in registers when nv <= NGK_SUM_VECS, else in o. */
+NGK_INLINE void NGK_FN(sum_fwd_row)(const int nv, NGK_TM tm, const ng_aggr *ag, const ng_block *blk,
+                                    const float *src, int64_t dim, int64_t pf, int32_t d,
+                                    float *o) {
+  switch (nv) {
+#define NGK_CASE(n)                                                                                \
+  case n:                                                                                          \
+    NGK_FN(sum_fwd_regs)(n, tm, ag, blk, src, dim, pf, d, o);                                      \
+    break;
+    NGK_SUM_CASES(NGK_CASE)
+#undef NGK_CASE
+  default:
+    NGK_FN(sum_fwd_mem)(tm, ag, blk, src, dim, pf, d, o);
+  }
+}
+
 static NGK_TARGET void NGK_FN(aggr_sum)(const ng_aggr *ag, const ng_block *blk, const float *src,
                                         int64_t dim, int32_t d0, int32_t d1, float *out) {
   if (dim <= 0)
@@ -209,18 +224,31 @@ static NGK_TARGET void NGK_FN(aggr_sum)(const ng_aggr *ag, const ng_block *blk, 
   const int64_t pf = ngk_prefetch_distance(dim);
   const NGK_TM tm = NGK_TAIL(dim);
   const int nv = (int)NG_MIN((dim + NGK_VL - 1) / NGK_VL, NGK_SUM_VECS + 1);
-  for (int32_t d = d0; d < d1; d++) {
-    switch (nv) {
-#define NGK_CASE(n)                                                                                \
-  case n:                                                                                          \
-    NGK_FN(sum_fwd_regs)(n, tm, ag, blk, src, dim, pf, d, out);                                    \
-    break;
-      NGK_SUM_CASES(NGK_CASE)
-#undef NGK_CASE
-    default:
-      NGK_FN(sum_fwd_mem)(tm, ag, blk, src, dim, pf, d, out);
-    }
+  for (int32_t d = d0; d < d1; d++)
+    NGK_FN(sum_fwd_row)(nv, tm, ag, blk, src, dim, pf, d, out + (int64_t)d * dim);
+}
+
+/* aggr_sum for rows that go to the DMA engine (partial states): each destination is summed in a
+ * scratch row that stays in L1 and then streamed out with non-temporal stores, which saves the
+ * output's read for ownership and its write-back through the caches. Fenced at the end. Falls
+ * back to aggr_sum when rows are not vector-aligned or longer than NG_STAGE_SUM_MAX floats. */
+static NGK_TARGET void NGK_FN(stage_sum)(const ng_aggr *ag, const ng_block *blk, const float *src,
+                                         int64_t dim, int32_t d0, int32_t d1, float *out) {
+  if (dim <= 0 || dim % NGK_VL || dim > NG_STAGE_SUM_MAX || ((uintptr_t)out & (NGK_VL * 4 - 1))) {
+    NGK_FN(aggr_sum)(ag, blk, src, dim, d0, d1, out);
+    return;
   }
+  _Alignas(64) float row[NG_STAGE_SUM_MAX];
+  const int64_t pf = ngk_prefetch_distance(dim);
+  const NGK_TM tm = NGK_TAIL(dim);
+  const int nv = (int)NG_MIN(dim / NGK_VL, NGK_SUM_VECS + 1);
+  for (int32_t d = d0; d < d1; d++) {
+    NGK_FN(sum_fwd_row)(nv, tm, ag, blk, src, dim, pf, d, row);
+    float *o = out + (int64_t)d * dim;
+    for (int64_t k = 0; k < dim; k += NGK_VL)
+      V_STREAM(o + k, V_LOAD(row + k));
+  }
+  _mm_sfence(); /* the streamed states are visible before the package is published */
 }
 
 /* ---- MAX / MIN forward ---- */
@@ -500,6 +528,7 @@ static const ng_cpu_kernels NGK_FN(kernels) = {
     .gather_rows = NGK_FN(gather_rows),
     .stage_rows = NGK_FN(stage_rows),
     .aggr_sum = NGK_FN(aggr_sum),
+    .stage_sum = NGK_FN(stage_sum),
     .aggr_best = NGK_FN(aggr_best),
     .aggr_sum_bwd = NGK_FN(aggr_sum_bwd),
     .aggr_best_bwd = NGK_FN(aggr_best_bwd),

@@ -667,6 +667,55 @@ static void test_aggr_partial(void) {
   destroy_backends(bes, n_isa);
 }
 
+/* stage_sum (streaming stores from an L1 scratch row, or aggr_sum when out's rows are not
+ * vector-aligned or longer than NG_STAGE_SUM_MAX) gives the bytes of aggr_sum in every variant,
+ * for every SUM aggregator, rows inside and beyond a register tile, and destinations [d0, d1)
+ * that leave the rows around them untouched. */
+static void test_stage_sum(void) {
+  ng_cpu_isa isas[NG_CPU_ISA_COUNT_];
+  int n_isa = supported_isas(isas);
+  ng_rng r;
+  ng_rng_seed(&r, 13);
+  const int64_t dims[] = {4, 16, 128, 256, 1024, NG_STAGE_SUM_MAX + 16};
+  const block_shape shapes[] = {SHAPES[3], SHAPES[4], SHAPES[5]};
+  for (size_t si = 0; si < NG_TEST_LEN(shapes); si++) {
+    ng_test_block tb;
+    tblock_make(&tb, &r, &shapes[si]);
+    const ng_block *b = &tb.b;
+    const int32_t nd = b->n_dst, d0 = nd / 3, d1 = nd - 1;
+    for (size_t di = 0; di < NG_TEST_LEN(dims); di++) {
+      const int64_t dim = dims[di], n = (int64_t)nd * dim;
+      float *src = ng_test_rand_floats(&r, (int64_t)b->n_src * dim);
+      float *ref = ng_test_xmalloc((size_t)n * sizeof(float));
+      const size_t abytes = ((size_t)(n + 16) * sizeof(float) + 127) / 64 * 64;
+      float *aligned = aligned_alloc(64, abytes);
+      for (size_t ai = 0; ai < NG_TEST_LEN(AGGRS); ai++) {
+        const ng_aggr *ag = &AGGRS[ai].ag;
+        if (ag->reduce != NG_REDUCE_SUM)
+          continue;
+        for (int i = 0; i < n_isa; i++) {
+          const ng_cpu_kernels *k = ng__cpu_kernels(isas[i]);
+          poison(ref, n);
+          k->aggr_sum(ag, b, src, dim, d0, d1, ref);
+          for (int shift = 0; shift < 2; shift++) {
+            poison(aligned + shift, n);
+            k->stage_sum(ag, b, src, dim, d0, d1, aligned + shift);
+            char what[128];
+            snprintf(what, sizeof what, "stage_sum %s shape %zu dim %lld %s shift %d",
+                     AGGRS[ai].name, si, (long long)dim, isa_name(isas[i]), shift);
+            /* the whole buffer: rows outside [d0, d1) keep their poison in both */
+            expect_same_bytes(what, aligned + shift, ref, (size_t)n * sizeof(float), __LINE__);
+          }
+        }
+      }
+      free(aligned);
+      free(ref);
+      free(src);
+    }
+    ng_test_block_free(&tb);
+  }
+}
+
 static void test_aggr_errors(void) {
   ng_backend *be = make_backend(NULL);
   const struct ng_backend_i *I = be->iface;
@@ -1164,6 +1213,7 @@ int main(void) {
   RUN_TEST(test_aggr_fwd_bwd);
   RUN_TEST(test_aggr_max_duplicate_source);
   RUN_TEST(test_aggr_partial);
+  RUN_TEST(test_stage_sum);
   RUN_TEST(test_aggr_errors);
   RUN_TEST(test_gemm);
   RUN_TEST(test_bias_act);
