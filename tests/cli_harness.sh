@@ -93,6 +93,27 @@ python3 "$HARNESS/report.py" "$OUT" --no-plots 2>"$TMP/r.err" ||
 grep -q 'all 10 runs end on final_loss' "$OUT/report.md" 2>/dev/null ||
   fail "report.py did not rebuild report.md"
 
+# A run's figures are the totals of its last half of epochs (the larger half of an odd count):
+# five epochs of 100 iterations each report epochs 2-4, 300 iterations in their 1.5 s.
+python3 - "$HARNESS" "$TMP" 2>"$TMP/w.err" <<'PY' || fail "the reported epochs: $(cat "$TMP/w.err")"
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import report
+ep = [{"epoch": i, "iterations": 100, "seconds": [9.0, 9.0, 0.25, 0.5, 0.75][i],
+       "h2d_bytes": 1000 * (i + 1), "iter_ms_median": float(i + 1), "iter_ms_p99": 10.0 - i,
+       "partial_workers": i, "transfer_workers": 5 - i} for i in range(5)]
+path = os.path.join(sys.argv[2], "five.json")
+json.dump({"epochs": ep, "final_loss": 1.5}, open(path, "w"))
+r = report.row_from_json("w", "cuda", "hybrid", 5, path, "/nonexistent.csv", 4)
+assert (r["epochs"], r["iterations"], r["seconds"]) == (5, 300, 1.5), r
+assert r["it_per_s"] == 200.0 and r["iter_ms_mean"] == 5.0, r
+assert r["h2d_bytes_per_iter"] == 40.0, r          # (3000 + 4000 + 5000) / 300
+assert (r["iter_ms_median"], r["iter_ms_p99"]) == (4.0, 8.0), r
+assert (r["partial_workers"], r["transfer_workers"]) == (4, 1), r  # the split at the end
+json.dump({"epochs": ep[:1]}, open(path, "w"))
+assert report.row_from_json("w", "cuda", "hybrid", 5, path, "", 4)["iterations"] == 100
+PY
+
 # Usage errors exit 2 and name the problem.
 usage_error() {
   local want=$1

@@ -59,7 +59,7 @@ def parse_args(argv):
     ap.add_argument("--iters", type=int, default=0,
                     help="iterations per epoch (default: the preset's); sets the training split")
     ap.add_argument("--epochs", type=int, default=2,
-                    help="epochs per run, >= 2: the first warms up, the last is reported")
+                    help="epochs per run, >= 2: the figures are of the last half")
     ap.add_argument("--modes", default=DEFAULT_MODES, help=f"modes (default {DEFAULT_MODES})")
     ap.add_argument("--workers", default=DEFAULT_WORKERS,
                     help=f"worker counts (default {DEFAULT_WORKERS}); -1 = inline")
@@ -112,7 +112,7 @@ def parse_args(argv):
         ap.error(f"--modes: unknown mode(s) {', '.join(bad) or '(none)'}; known: "
                  f"{', '.join(report.MODE_ORDER)}")
     if a.epochs < 2:
-        ap.error("--epochs must be >= 2: the first epoch warms up and is not reported")
+        ap.error("--epochs must be >= 2: the first epoch warms up and is never reported")
     if not a.scale > 0:
         ap.error("--scale must be > 0")
     try:
@@ -275,10 +275,9 @@ def gpu_probe(a, w, data, rdir):
     if rc != 0:
         log(f"probe: {w.name} GPU probe failed ({rc}): {last_line(err)}")
         return None
-    with open(base + ".json") as f:
-        e = json.load(f)["epochs"][-1]
-    g = {"iter_ms": 1e3 / e["it_per_s"], "it_per_s": e["it_per_s"],
-         "iter_ms_median": e.get("iter_ms_median"), "workers": workers, "device": device}
+    e = report.row_from_json(w.name, device, "partial", workers, base + ".json", base + ".csv", 0)
+    g = {"iter_ms": e["iter_ms_mean"], "it_per_s": e["it_per_s"],
+         "iter_ms_median": e["iter_ms_median"], "workers": workers, "device": device}
     log(f"probe: {w.name} GPU compute time {g['iter_ms']:.3f} ms/it ({e['it_per_s']:.1f} it/s)")
     return g
 
