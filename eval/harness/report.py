@@ -455,7 +455,7 @@ def workload_section(out, wl, rows, probes, meta, plots):
     tiered = [r for r in ok if r["mode"] != "cpu"]
     if tiered:
         r0 = tiered[0]
-        lines.append(f"Per iteration (last of {r0['epochs']} epochs, {r0['iterations']} "
+        lines.append(f"Per iteration (the last half of {r0['epochs']} epochs, {r0['iterations']} "
                      f"iterations): hit rate {fmt(r0['hit_rate'], '.1%')}, cold rows "
                      f"{fmt(r0['cold_bytes_per_iter'], '.2f', 1e-6)} MB.")
     lines.append("")
@@ -517,7 +517,7 @@ def write_report(out, rows, probes, meta, plots):
                      f"({meta.get('cores')} cores); binary {meta.get('bin')} "
                      f"({meta.get('version', '').splitlines()[0] if meta.get('version') else '?'}"
                      f"); device {meta.get('device')}; {meta.get('epochs')} epochs per run, the "
-                     "last reported.")
+                     "last half reported.")
         lines += ["", "```", meta.get("command", ""), "```", ""]
     lines += ["Columns and the floor are defined in docs/eval.md. ms/it = 1000 / it/s (the "
               "floor compares with it); median and p99 are the times between two iterations "
