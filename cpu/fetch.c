@@ -84,6 +84,12 @@ static void fill_rest(ng_fetch_pkg *p, const ng_minibatch *mb, const int32_t *la
     lab[i] = labels[mb->node_ids[i]];
 }
 
+/* Whether the device reads the staged rows from host memory itself (the package holds their
+ * ids only). */
+static bool device_reads(const ng_fetch_cfg *cfg) {
+  return cfg->mode == NG_FETCH_ZCOPY || (cfg->mode == NG_FETCH_PARTIAL && cfg->self_zcopy);
+}
+
 static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t nd,
                   const counts *c) {
   const size_t i32 = sizeof(int32_t), f32 = sizeof(float), i64 = sizeof(int64_t);
@@ -99,7 +105,7 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
   p->self_hot_ids = take(l, (size_t)c->n_self_hot * i64);
   p->self_cold_pos = take(l, (size_t)c->n_self_cold * i32);
   p->self_cold_ids = take(l, (size_t)c->n_self_cold * i64);
-  if (cfg->mode == NG_FETCH_ZCOPY) {
+  if (device_reads(cfg)) {
     p->staged = NULL;
     p->staged_ids = take(l, (size_t)c->n_staged * i64);
   } else {
@@ -254,7 +260,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
    * stage_pos[s] is the row of cold local node s (ZCOPY hands these ids to the device, which
    * gathers the rows). PARTIAL: the cold self rows, gid[self_cold_pos[i]]. */
   int64_t *ids = (int64_t *)out->staged_ids;
-  if (mode != NG_FETCH_ZCOPY) {
+  if (!device_reads(cfg)) {
     NG_CHECK(ng__host_reserve((void **)&scratch->stage_ids, &scratch->ids_cap,
                               (size_t)c.n_staged * sizeof(int64_t), "the fetch scratch"));
     ids = scratch->stage_ids;
@@ -270,7 +276,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
 
   /* The host reads of the cold tier: the staged rows (BATCH's cold sources, PARTIAL's cold self
    * rows) and PARTIAL's reduction. */
-  if (mode != NG_FETCH_ZCOPY)
+  if (!device_reads(cfg))
     stage((float *)out->staged, cfg, ids, c.n_staged, drop_p, drop_key);
   if (mode == NG_FETCH_PARTIAL) {
     out->cold_state.n_dst = nd;
@@ -279,13 +285,16 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   }
   out->stats.hot_rows = c.hot_nnz + c.n_self_hot;
   out->stats.cold_rows = c.cold_nnz + c.n_self_cold;
-  /* BATCH reads each unique cold row once; PARTIAL every cold edge's row and the cold self
-   * rows; ZCOPY leaves the reading (of each unique cold row once) to the device. */
+  /* BATCH reads each unique cold row once; PARTIAL every cold edge's row, and the cold self
+   * rows unless it leaves them to the device; ZCOPY leaves the reading (of each unique cold row
+   * once) to the device. */
   const int64_t row_bytes = dim * (int64_t)sizeof(float);
-  out->stats.cpu_cold_bytes = mode == NG_FETCH_BATCH     ? c.n_staged * row_bytes
-                              : mode == NG_FETCH_PARTIAL ? (c.cold_nnz + c.n_self_cold) * row_bytes
-                                                         : 0;
-  out->stats.zcopy_bytes = mode == NG_FETCH_ZCOPY ? c.n_staged * row_bytes : 0;
+  const int64_t device_rows = device_reads(cfg) ? c.n_staged : 0;
+  out->stats.cpu_cold_bytes = mode == NG_FETCH_BATCH ? c.n_staged * row_bytes
+                              : mode == NG_FETCH_PARTIAL
+                                  ? (c.cold_nnz + c.n_self_cold - device_rows) * row_bytes
+                                  : 0;
+  out->stats.zcopy_bytes = device_rows * row_bytes;
   return NG_OK;
 }
 

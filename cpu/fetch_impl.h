@@ -26,6 +26,12 @@ typedef struct {
   int threads; ///< OpenMP threads for the host work (1 in pinned workers)
   const ng_cpu_kernels *kernels;
   const int32_t *labels; ///< the dataset's labels [nodes]: the targets' go into the package
+  /// PARTIAL leaves the cold self rows to the device, which reads them from host memory by
+  /// zero-copy (set when the device has a zero-copy view of the table and rows are large
+  /// enough for zero-copy to run at the link's rate): the host then reads each cold
+  /// neighbour row once and writes only the states, instead of also copying the self rows
+  /// into the package for the DMA engine to read again.
+  bool self_zcopy;
 } ng_fetch_cfg;
 
 /// One iteration's package, everything the device needs for it: pointers into one contiguous buffer
@@ -51,8 +57,9 @@ typedef struct {
   const int64_t *self_hot_ids, *self_cold_ids;
   /// The staged rows, with input dropout applied: BATCH the unique cold local nodes (each cold
   /// source once, and the cold destinations) and PARTIAL the cold self rows, copied here
-  /// (`staged`); ZCOPY the same rows as BATCH, which the device gathers from host memory
-  /// itself: the package holds only their global ids (`staged_ids`, `staged` NULL).
+  /// (`staged`); ZCOPY the same rows as BATCH, and PARTIAL with cfg.self_zcopy its cold self
+  /// rows, which the device gathers from host memory itself: the package holds only their
+  /// global ids (`staged_ids`, `staged` NULL).
   int64_t n_staged;
   const float *staged;
   const int64_t *staged_ids;

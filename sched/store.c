@@ -145,18 +145,43 @@ static ng_status zcopy_cold(ng_store *st, const ng_aggr *bare, const ng_fetch_pk
   return NG_OK;
 }
 
+/* Whether a PARTIAL package left its cold self rows to the device (fetch_impl.h: self_zcopy). */
+static bool self_on_device(const ng_fetch_pkg *dp) {
+  return dp->mode == NG_FETCH_PARTIAL && !dp->staged && dp->n_staged > 0;
+}
+
+/* Queues the cold self rows such a package left to the device into pre[k]: read from host
+ * memory with input dropout (as the host stages them) and placed at their destinations. */
+static ng_status partial_self(ng_store *st, const ng_fetch_pkg *dp, float drop_p, uint64_t drop_key,
+                              int k, float **self_rows) {
+  ng_backend *be = st->be;
+  if (!st->host_dev)
+    return ng__err(NG_ERR_STATE,
+                   "store: a package whose self rows are read by zero-copy, but the store was "
+                   "opened for %s",
+                   ng_fetch_name(st->mode));
+  NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap,
+                          NG_MAX(rows_bytes(dp->n_dst, st->dim), (size_t)64)));
+  *self_rows = st->pre[k].buf;
+  return BE(st)->scatter_rows(be, *self_rows, dp->self_cold_pos, st->host_dev, dp->staged_ids,
+                              dp->n_self_cold, st->dim, drop_p, drop_key);
+}
+
 ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
                              float drop_p, uint64_t drop_key, int slot) {
   if (slot < 0 || slot >= NG_STORE_SLOTS)
     return ng__err(NG_ERR_INVALID_ARG, "store: package slot %d is not in [0, %d)", slot,
                    NG_STORE_SLOTS);
   st->pre[slot].ready = false;
-  if (dev_pkg->mode != NG_FETCH_ZCOPY)
+  const bool self_only = self_on_device(dev_pkg);
+  if (dev_pkg->mode != NG_FETCH_ZCOPY && !self_only)
     return NG_OK;
   const ng_aggr bare = bare_aggr(ag);
   zcopy_parts z;
+  float *self_rows;
   NG_CHECK(BE(st)->copy_ops_begin(st->be, slot));
-  const ng_status s = zcopy_cold(st, &bare, dev_pkg, drop_p, drop_key, slot, &z);
+  const ng_status s = self_only ? partial_self(st, dev_pkg, drop_p, drop_key, slot, &self_rows)
+                                : zcopy_cold(st, &bare, dev_pkg, drop_p, drop_key, slot, &z);
   const ng_status e = BE(st)->copy_ops_end(st->be, slot);
   NG_CHECK(s);
   NG_CHECK(e);
@@ -196,6 +221,15 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
     cold = z.cold;
     self_rows = z.self_rows;
   }
+  const bool self_dev = self_on_device(&dp);
+  if (self_dev) { /* the cold self rows read ahead, or now */
+    if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {
+      self_rows = st->pre[slot].buf;
+      st->pre[slot].ready = false;
+    } else {
+      NG_CHECK(partial_self(st, &dp, drop_p, drop_key, NG_STORE_SLOTS, &self_rows));
+    }
+  }
   /* The cached part, then the cold part by the package's strategy, merged in that order. */
   NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
   if (dp.cold.nnz > 0) {
@@ -207,7 +241,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   }
   NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
                                 dp.n_self_hot, dim, drop_p, drop_key));
-  if (dp.mode != NG_FETCH_ZCOPY) /* staged rows were dropped on the host */
+  if (dp.mode != NG_FETCH_ZCOPY && !self_dev) /* staged rows were dropped on the host */
     NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
                                   dp.n_self_cold, dim, 0.0f, 0));
   NG_CHECK(BE(st)->pstate_finalize(be, &bare, &hot, out));
