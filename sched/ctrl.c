@@ -146,8 +146,12 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
 }
 
 /* The verdict on the last move once enough iterations ran under it: 1 when the device's rate
- * fell below the rate before the move (by more than half the threshold), 0 when it held (the
- * judging ends), -1 while the iterations are too few. */
+ * fell below the rate before the move (by more than half the threshold), or when the move was a
+ * probe and the rate did not rise by more than that; 0 when it held (the judging ends); -1 while
+ * the iterations are too few. A probe goes against what the signals propose, so it must pay
+ * for itself: a probe kept because it merely held would let the controller drift down a gentle
+ * slope, each step losing less than the band (on W1 with 15 workers, 14/1 slid to 10/5 and lost
+ * 10% that way). */
 static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
   if (s->seconds > 0) {
     c->judge_done += s->done;
@@ -159,14 +163,15 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
     return -1;
   const double rate = (double)c->judge_done / c->judge_secs;
   c->judging = false;
-  if (rate < c->rate_before * (1.0 - c->o.threshold / 2))
+  const bool raised = rate > c->rate_before * (1.0 + c->o.threshold / 2);
+  if (rate < c->rate_before * (1.0 - c->o.threshold / 2) || (c->probing && !raised))
     return 1;
   /* A move that raised the rate opens its direction afresh, and counts as a failure of the
    * way back: the split just left is the worse one, and a signal proposing it again (the
    * GPU-bound rule does, at the best split) would otherwise be tried at once. One that merely
    * held changes no block, so that on a flat top the controller does not cycle between
    * neighbours with the backoff reset at every turn. */
-  if (rate > c->rate_before * (1.0 + c->o.threshold / 2)) {
+  if (raised) {
     const int k = ng__ctrl_move_to(c->last_move), back = 1 - k;
     c->block_left[k] = 0;
     c->block_len[k] = BLOCK_PERIODS;
@@ -263,6 +268,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
       c->block_left[k]--;
   if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED && c->win_secs > 0) {
     c->judging = true;
+    c->probing = d.reason == NG_CTRL_PROBE;
     c->rate_before = (double)c->win_done / c->win_secs;
     c->judge_done = 0;
     c->judge_secs = 0.0;

@@ -261,6 +261,7 @@ typedef struct {
   int64_t acc_iters[NG_GROUP_COUNT];
   double acc_busy[NG_GROUP_COUNT];
   bool judging;       ///< the last move awaits its verdict
+  bool probing;       ///< the last move was a probe: it stays only if it raises the rate
   double rate_before; ///< the device's iterations/s under the split before the last move
   int64_t win_done;   ///< iterations, seconds and periods under the current split (settled
   double win_secs;    ///< periods): the rate a move is later judged against

@@ -1339,6 +1339,31 @@ static void test_ctrl_probe_climbs(void) {
   EXPECT_TRUE(moves[0] + moves[1] < 30);
 }
 
+/* A probe must raise the rate to stay. Here the signal (GPU-bound) proposes a move to PARTIAL
+ * that the judge undoes, and every step the other way loses 3%, inside the judge's band: probes
+ * kept for merely holding would walk the split down the slope, one worker per block. */
+static void test_ctrl_probe_must_pay(void) {
+  ng_ctrl c = ctrl_ready(8, 6);
+  ng_ctrl_sample s = sample(100, 200, 10);
+  s.ring_depth = 8;
+  s.consumer_wait_frac = 0.0; /* GPU-bound: proposes moves to PARTIAL */
+  /* best: 6 PARTIAL; 8 is never reached (min_per_group keeps a TRANSFER worker) */
+  const int64_t rate[9] = {73, 76, 79, 82, 85, 88, 91, 73, 0};
+  int lowest = 8, off = 0, probes = 0;
+  for (int i = 0; i < 4000; i++) {
+    s.done = rate[c.workers[NG_GROUP_PARTIAL]];
+    s.seconds = 0.1;
+    const ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+    probes += d.reason == NG_CTRL_PROBE;
+    lowest = NG_MIN(lowest, c.workers[NG_GROUP_PARTIAL]);
+    off += c.workers[NG_GROUP_PARTIAL] != 6;
+  }
+  EXPECT_TRUE(probes >= 3); /* the other way was tried, and undone each time */
+  EXPECT_EQ_I(lowest, 5);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 6);
+  EXPECT_TRUE(off < 4000 / 20);
+}
+
 /* A direction that keeps failing is retried ever more rarely (blocks of 20, 40 ... 320
  * periods), and a move that holds resets the backoff. */
 static void test_ctrl_backoff(void) {
@@ -1478,6 +1503,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_hysteresis);
   RUN_TEST(test_ctrl_judge);
   RUN_TEST(test_ctrl_probe_climbs);
+  RUN_TEST(test_ctrl_probe_must_pay);
   RUN_TEST(test_ctrl_backoff);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
