@@ -136,12 +136,12 @@ static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, float drop_p, 
     const int32_t d0 = (int32_t)(c * FETCH_CHUNK_ROWS);
     const int32_t d1 = (int32_t)NG_MIN((int64_t)nd, (c + 1) * FETCH_CHUNK_ROWS);
     ng__cpu_aggr_partial_rows(cfg->kernels, &bare, &p->cold, cfg->features, cfg->dim, d0, d1,
-                              &p->cold_state, true);
+                              &p->cold_state, cfg->stream_rows);
   }
 }
 
-/* Copies rows ids[0..n) of the table into staged rows 0..n: with streaming stores, or through
- * the input dropout. */
+/* Copies rows ids[0..n) of the table into staged rows 0..n: with streaming stores when they go
+ * to a DMA engine, or through the input dropout. */
 static void stage(float *staged, const ng_fetch_cfg *cfg, const int64_t *ids, int64_t n,
                   float drop_p, uint64_t drop_key) {
   const int64_t dim = cfg->dim;
@@ -151,7 +151,8 @@ static void stage(float *staged, const ng_fetch_cfg *cfg, const int64_t *ids, in
   for (int64_t k = 0; k < chunks; k++) {
     const int64_t i0 = k * FETCH_CHUNK_ROWS, i1 = NG_MIN(n, i0 + FETCH_CHUNK_ROWS);
     if (drop_p == 0.0f) {
-      cfg->kernels->stage_rows(staged + i0 * dim, cfg->features, ids + i0, i1 - i0, dim);
+      (cfg->stream_rows ? cfg->kernels->stage_rows : cfg->kernels->gather_rows)(
+          staged + i0 * dim, cfg->features, ids + i0, i1 - i0, dim);
     } else {
       for (int64_t i = i0; i < i1; i++)
         ng_drop_row(staged + i * dim, cfg->features + ids[i] * dim, ids[i], dim, drop_p, drop_key);

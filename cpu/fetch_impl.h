@@ -32,6 +32,10 @@ typedef struct {
   /// neighbour row once and writes only the states, instead of also copying the self rows
   /// into the package for the DMA engine to read again.
   bool self_zcopy;
+  /// Package rows (staged rows, PARTIAL's states) go to a DMA engine: write them with
+  /// non-temporal stores. False on a host-memory backend, whose device thread reads them right
+  /// back from the caches.
+  bool stream_rows;
 } ng_fetch_cfg;
 
 /// One iteration's package, everything the device needs for it: pointers into one contiguous buffer
@@ -59,7 +63,7 @@ typedef struct {
   /// source once, and the cold destinations) and PARTIAL the cold self rows, copied here
   /// (`staged`); ZCOPY the same rows as BATCH, and PARTIAL with cfg.self_zcopy its cold self
   /// rows, which the device gathers from host memory itself: the package holds only their
-  /// global ids (`staged_ids`, `staged` NULL).
+  /// global ids (`staged_ids`, `staged` NULL; PARTIAL's cold self row i is staged row i).
   int64_t n_staged;
   const float *staged;
   const int64_t *staged_ids;
@@ -80,7 +84,7 @@ typedef ng_status (*ng_fetch_reserve_fn)(void *ctx, size_t bytes, void **base);
 typedef struct {
   int32_t *stage_pos; ///< [n_src] position of each cold local node among the staged rows
   size_t cap;         ///< bytes
-  int64_t *stage_ids; ///< [n_staged] global id of each staged row (BATCH)
+  int64_t *stage_ids; ///< [n_staged] global id of each row the host stages (BATCH, PARTIAL)
   size_t ids_cap;     ///< bytes
 } ng_fetch_scratch;
 

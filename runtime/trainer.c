@@ -339,6 +339,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
        * zero-copy anyway and rows are long enough for zero-copy to run at the link's rate (2 KB,
        * ../shared/device/limits.md): each self row then crosses host DRAM once instead of
        * three times (read, written into the package, read by the DMA engine). */
+      .stream_rows = !t->be->iface->host_memory,
       .self_zcopy = t->store.host_dev != NULL &&
                     info->feature_dim * (int64_t)sizeof(float) >= SELF_ZCOPY_MIN_ROW_BYTES,
   };

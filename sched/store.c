@@ -145,13 +145,15 @@ static ng_status zcopy_cold(ng_store *st, const ng_aggr *bare, const ng_fetch_pk
   return NG_OK;
 }
 
-/* Whether a PARTIAL package left its cold self rows to the device (fetch_impl.h: self_zcopy). */
+/* Whether a PARTIAL package left its cold self rows to the device (fetch_impl.h: self_zcopy):
+ * it lists their ids (none when every self row is hot). */
 static bool self_on_device(const ng_fetch_pkg *dp) {
-  return dp->mode == NG_FETCH_PARTIAL && !dp->staged && dp->n_staged > 0;
+  return dp->mode == NG_FETCH_PARTIAL && dp->staged_ids != NULL;
 }
 
 /* Queues the cold self rows such a package left to the device into pre[k]: read from host
- * memory with input dropout (as the host stages them) and placed at their destinations. */
+ * memory with input dropout (as the host stages them) and placed at their destinations. Cold
+ * self row i has global id staged_ids[i] (its self_cold_ids[i] is i). */
 static ng_status partial_self(ng_store *st, const ng_fetch_pkg *dp, float drop_p, uint64_t drop_key,
                               int k, float **self_rows) {
   ng_backend *be = st->be;

@@ -25,9 +25,10 @@ typedef struct {
   /* Per-iteration buffers, grown to the largest mini-batch and reused. */
   void *work; ///< hot state, cold state, aggregation and self rows
   size_t work_cap;
-  /// Per package slot: the device side of a ZCOPY package's cold part (cold state, self rows,
-  /// the gathered rows) queued ahead by ng__store_prefetch and consumed by ng__store_input; the
-  /// last entry serves a package that was not prefetched.
+  /// Per package slot: what the device reads from host memory for a package, queued ahead by
+  /// ng__store_prefetch and consumed by ng__store_input: a ZCOPY package's cold part (cold
+  /// state, self rows, the gathered rows), or the self rows of a PARTIAL package that left its
+  /// cold self rows to the device. The last entry serves a package that was not prefetched.
   struct {
     void *buf;
     size_t cap;
@@ -53,8 +54,9 @@ void ng__store_close(ng_store *st);
 /// cold rows from host memory (one row per warp, every row in flight at once: zero-copy runs at
 /// the link's rate only with that much parallelism), then reduces the cold edges and places the
 /// cold self rows from that copy, all while it still computes the iteration before
-/// (backend_impl.h, copy_ops_begin). Does nothing for other packages. Same arguments as
-/// ng__store_input, which then uses the result.
+/// (backend_impl.h, copy_ops_begin). For a PARTIAL package that left its cold self rows to the
+/// device (ng_fetch_cfg.self_zcopy), the gather of those rows. Does nothing for other packages.
+/// Same arguments as ng__store_input, which then uses the result.
 ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
                              float drop_p, uint64_t drop_key, int slot);
 
@@ -62,8 +64,9 @@ ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg
 /// sees it (ng__fetch_rebase of a copy, or the host package on a host-memory backend) built
 /// with the same drop_p / drop_key: queues the computation of agg [n_dst, dim] and self
 /// [n_dst, dim] (self rows after dropout) in backend memory, for ops queued before the next
-/// call (agg lives in the store's shared work memory; self too, or for a ZCOPY package in the
-/// slot's memory, which the slot's next prefetch overwrites). `slot` is the package's slot: what
+/// call (agg lives in the store's shared work memory; self too, or, when the device read the
+/// cold self rows from host memory, in the slot's memory, which the slot's next prefetch
+/// overwrites). `slot` is the package's slot: what
 /// ng__store_prefetch queued there is used (bit for bit the same as computing it here), or -1.
 ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
                           float drop_p, uint64_t drop_key, int slot, const float **agg,

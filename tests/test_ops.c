@@ -676,7 +676,7 @@ static void test_stage_sum(void) {
   int n_isa = supported_isas(isas);
   ng_rng r;
   ng_rng_seed(&r, 13);
-  const int64_t dims[] = {4, 16, 128, 256, 1024, NG_STAGE_SUM_MAX + 16};
+  const int64_t dims[] = {4, 16, 128, 256, 1024, NG_STAGE_SUM_MAX, NG_STAGE_SUM_MAX + 16};
   const block_shape shapes[] = {SHAPES[3], SHAPES[4], SHAPES[5]};
   for (size_t si = 0; si < NG_TEST_LEN(shapes); si++) {
     ng_test_block tb;
@@ -689,6 +689,7 @@ static void test_stage_sum(void) {
       float *ref = ng_test_xmalloc((size_t)n * sizeof(float));
       const size_t abytes = ((size_t)(n + 16) * sizeof(float) + 127) / 64 * 64;
       float *aligned = aligned_alloc(64, abytes);
+      EXPECT_TRUE(aligned != NULL);
       for (size_t ai = 0; ai < NG_TEST_LEN(AGGRS); ai++) {
         const ng_aggr *ag = &AGGRS[ai].ag;
         if (ag->reduce != NG_REDUCE_SUM)

@@ -275,7 +275,12 @@ def gpu_probe(a, w, data, rdir):
     if rc != 0:
         log(f"probe: {w.name} GPU probe failed ({rc}): {last_line(err)}")
         return None
-    e = report.row_from_json(w.name, device, "partial", workers, base + ".json", base + ".csv", 0)
+    try:
+        e = report.row_from_json(w.name, device, "partial", workers, base + ".json",
+                                 base + ".csv", 0)
+    except (OSError, ValueError, KeyError) as ex:
+        log(f"probe: {w.name} GPU probe gave no figure: {ex}")
+        return None
     g = {"iter_ms": e["iter_ms_mean"], "it_per_s": e["it_per_s"],
          "iter_ms_median": e["iter_ms_median"], "workers": workers, "device": device}
     log(f"probe: {w.name} GPU compute time {g['iter_ms']:.3f} ms/it ({e['it_per_s']:.1f} it/s)")
