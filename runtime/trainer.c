@@ -18,8 +18,7 @@
 #define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
 #define NG_CHECKPOINT_FORMAT "neargnn-checkpoint"
 #define NG_CHECKPOINT_VERSION 1
-/* The shortest row PARTIAL workers leave to the device's zero-copy reads (ng_fetch_cfg.self_zcopy).
- */
+/* The shortest row PARTIAL workers leave to the device's zero-copy reads (self_zcopy). */
 #define SELF_ZCOPY_MIN_ROW_BYTES 2048
 
 /* A backend buffer that grows to the largest request and is reused (no steady-state allocs). */
@@ -335,11 +334,11 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .threads = omp_threads(&o),
       .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
       .labels = ds->labels,
+      .stream_rows = !t->be->iface->host_memory,
       /* PARTIAL workers leave the cold self rows to the device when it reads the table by
        * zero-copy anyway and rows are long enough for zero-copy to run at the link's rate (2 KB,
        * ../shared/device/limits.md): each self row then crosses host DRAM once instead of
        * three times (read, written into the package, read by the DMA engine). */
-      .stream_rows = !t->be->iface->host_memory,
       .self_zcopy = t->store.host_dev != NULL &&
                     info->feature_dim * (int64_t)sizeof(float) >= SELF_ZCOPY_MIN_ROW_BYTES,
   };
