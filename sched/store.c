@@ -96,12 +96,13 @@ static ng_aggr bare_aggr(const ng_aggr *ag) {
   return bare;
 }
 
-/* Where a ZCOPY package's cold part lives in a `pre` buffer: the cold state, the self rows and
- * the gathered rows, for n_dst destinations and n_staged rows. */
+/* What the device reads from host memory for a package, as laid out in a `pre` buffer: the
+ * self rows, then (ZCOPY) the cold state and the gathered rows, for n_dst destinations. */
 typedef struct {
+  float *self_rows;
   ng_pstate cold;
-  float *self_rows, *staged;
-} zcopy_parts;
+  float *staged;
+} host_parts;
 
 /* Bytes of nd rows of values and of nd counts, each rounded to a cache line. */
 static size_t rows_bytes(int32_t nd, int64_t dim) {
@@ -112,61 +113,52 @@ static size_t counts_bytes(int32_t nd) {
   return align64((size_t)nd * sizeof(int32_t));
 }
 
-static zcopy_parts zcopy_layout(char *base, int32_t nd, int64_t dim) {
+static host_parts parts_layout(char *base, int32_t nd, int64_t dim) {
   const size_t rows = rows_bytes(nd, dim), cnt = counts_bytes(nd);
-  zcopy_parts z;
-  z.cold = (ng_pstate){(float *)base, (int32_t *)(base + rows), nd, dim};
-  z.self_rows = (float *)(base + rows + cnt);
+  host_parts z;
+  z.self_rows = (float *)base;
+  z.cold = (ng_pstate){(float *)(base + rows), (int32_t *)(base + 2 * rows), nd, dim};
   z.staged = (float *)(base + 2 * rows + cnt);
   return z;
 }
 
-/* Queues a ZCOPY package's cold part into pre[k]: the unique cold rows gathered from host
- * memory with input dropout (as BATCH stages them on the host), the cold edges reduced over
- * them, the cold self rows placed. */
-static ng_status zcopy_cold(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg *dp, float drop_p,
-                            uint64_t drop_key, int k, zcopy_parts *out) {
+/* Whether the device reads part of a package from host memory: a ZCOPY package's cold rows, or
+ * the cold self rows a PARTIAL package left to it (fetch_impl.h: self_zcopy; the package lists
+ * their ids, none when every self row is hot). */
+static bool reads_host(const ng_fetch_pkg *dp) {
+  return dp->mode == NG_FETCH_ZCOPY || (dp->mode == NG_FETCH_PARTIAL && dp->staged_ids != NULL);
+}
+
+/* Queues what the device reads from host memory for a package into pre[k], with input dropout
+ * (as the host stages rows). ZCOPY: the unique cold rows gathered, the cold edges reduced over
+ * them, the cold self rows placed from them. PARTIAL: the cold self rows straight to their
+ * destinations (self row i has global id staged_ids[i]; its self_cold_ids[i] is i). */
+static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg *dp, float drop_p,
+                           uint64_t drop_key, int k, host_parts *out) {
   ng_backend *be = st->be;
   const int64_t dim = st->dim;
+  const bool zcopy = dp->mode == NG_FETCH_ZCOPY;
   if (!st->host_dev && dp->n_staged > 0) /* with every row hot there is nothing to read */
-    return ng__err(NG_ERR_STATE, "store: a zero-copy package, but the store was opened for %s",
+    return ng__err(NG_ERR_STATE,
+                   "store: a package the device reads by zero-copy, but the store was opened "
+                   "for %s",
                    ng_fetch_name(st->mode));
-  const size_t bytes = 2 * rows_bytes(dp->n_dst, dim) + counts_bytes(dp->n_dst) +
-                       (size_t)dp->n_staged * (size_t)dim * sizeof(float);
+  const size_t bytes =
+      rows_bytes(dp->n_dst, dim) + (zcopy ? rows_bytes(dp->n_dst, dim) + counts_bytes(dp->n_dst) +
+                                                (size_t)dp->n_staged * (size_t)dim * sizeof(float)
+                                          : 0);
   NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap, NG_MAX(bytes, (size_t)64)));
-  zcopy_parts z = zcopy_layout(st->pre[k].buf, dp->n_dst, dim);
+  host_parts z = parts_layout(st->pre[k].buf, dp->n_dst, dim);
+  *out = z;
+  if (!zcopy)
+    return BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, st->host_dev, dp->staged_ids,
+                                dp->n_self_cold, dim, drop_p, drop_key);
   NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids, dp->n_staged, dim,
                                 drop_p, drop_key));
   if (dp->cold.nnz > 0)
     NG_CHECK(BE(st)->aggr_partial(be, bare, &dp->cold, z.staged, &z.cold));
-  NG_CHECK(BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, z.staged, dp->self_cold_ids,
-                                dp->n_self_cold, dim, 0.0f, 0));
-  *out = z;
-  return NG_OK;
-}
-
-/* Whether a PARTIAL package left its cold self rows to the device (fetch_impl.h: self_zcopy):
- * it lists their ids (none when every self row is hot). */
-static bool self_on_device(const ng_fetch_pkg *dp) {
-  return dp->mode == NG_FETCH_PARTIAL && dp->staged_ids != NULL;
-}
-
-/* Queues the cold self rows such a package left to the device into pre[k]: read from host
- * memory with input dropout (as the host stages them) and placed at their destinations. Cold
- * self row i has global id staged_ids[i] (its self_cold_ids[i] is i). */
-static ng_status partial_self(ng_store *st, const ng_fetch_pkg *dp, float drop_p, uint64_t drop_key,
-                              int k, float **self_rows) {
-  ng_backend *be = st->be;
-  if (!st->host_dev)
-    return ng__err(NG_ERR_STATE,
-                   "store: a package whose self rows are read by zero-copy, but the store was "
-                   "opened for %s",
-                   ng_fetch_name(st->mode));
-  NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap,
-                          NG_MAX(rows_bytes(dp->n_dst, st->dim), (size_t)64)));
-  *self_rows = st->pre[k].buf;
-  return BE(st)->scatter_rows(be, *self_rows, dp->self_cold_pos, st->host_dev, dp->staged_ids,
-                              dp->n_self_cold, st->dim, drop_p, drop_key);
+  return BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, z.staged, dp->self_cold_ids,
+                              dp->n_self_cold, dim, 0.0f, 0);
 }
 
 ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
@@ -175,15 +167,12 @@ ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg
     return ng__err(NG_ERR_INVALID_ARG, "store: package slot %d is not in [0, %d)", slot,
                    NG_STORE_SLOTS);
   st->pre[slot].ready = false;
-  const bool self_only = self_on_device(dev_pkg);
-  if (dev_pkg->mode != NG_FETCH_ZCOPY && !self_only)
+  if (!reads_host(dev_pkg))
     return NG_OK;
   const ng_aggr bare = bare_aggr(ag);
-  zcopy_parts z;
-  float *self_rows;
+  host_parts z;
   NG_CHECK(BE(st)->copy_ops_begin(st->be, slot));
-  const ng_status s = self_only ? partial_self(st, dev_pkg, drop_p, drop_key, slot, &self_rows)
-                                : zcopy_cold(st, &bare, dev_pkg, drop_p, drop_key, slot, &z);
+  const ng_status s = host_part(st, &bare, dev_pkg, drop_p, drop_key, slot, &z);
   const ng_status e = BE(st)->copy_ops_end(st->be, slot);
   NG_CHECK(s);
   NG_CHECK(e);
@@ -212,25 +201,18 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   ng_aggr dropped = bare;
   dropped.drop_p = drop_p;
   dropped.drop_key = drop_key;
-  if (dp.mode == NG_FETCH_ZCOPY) { /* the cold part queued ahead, or queued now */
-    zcopy_parts z;
+  const bool from_host = reads_host(&dp);
+  if (from_host) { /* what the device reads from host memory, queued ahead or queued now */
+    host_parts z;
     if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {
-      z = zcopy_layout(st->pre[slot].buf, nd, dim);
+      z = parts_layout(st->pre[slot].buf, nd, dim);
       st->pre[slot].ready = false;
     } else {
-      NG_CHECK(zcopy_cold(st, &bare, &dp, drop_p, drop_key, NG_STORE_SLOTS, &z));
+      NG_CHECK(host_part(st, &bare, &dp, drop_p, drop_key, NG_STORE_SLOTS, &z));
     }
-    cold = z.cold;
     self_rows = z.self_rows;
-  }
-  const bool self_dev = self_on_device(&dp);
-  if (self_dev) { /* the cold self rows read ahead, or now */
-    if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {
-      self_rows = st->pre[slot].buf;
-      st->pre[slot].ready = false;
-    } else {
-      NG_CHECK(partial_self(st, &dp, drop_p, drop_key, NG_STORE_SLOTS, &self_rows));
-    }
+    if (dp.mode == NG_FETCH_ZCOPY)
+      cold = z.cold;
   }
   /* The cached part, then the cold part by the package's strategy, merged in that order. */
   NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
@@ -243,7 +225,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   }
   NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
                                 dp.n_self_hot, dim, drop_p, drop_key));
-  if (dp.mode != NG_FETCH_ZCOPY && !self_dev) /* staged rows were dropped on the host */
+  if (!from_host) /* staged rows were dropped on the host */
     NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
                                   dp.n_self_cold, dim, 0.0f, 0));
   NG_CHECK(BE(st)->pstate_finalize(be, &bare, &hot, out));
