@@ -86,6 +86,17 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
   return ok;
 }
 
+bool ng_test_fetch_self_zcopy(const ng_test_fetch_run *r) {
+  return r->mode == NG_MODE_HYBRID_STATIC && r->transfer == NG_FETCH_ZCOPY &&
+         r->partial_workers == r->workers;
+}
+
+void ng_test_fetch_expect_self_split(const ng_test_fetch_result *r,
+                                     const ng_test_fetch_result *partial_ref) {
+  EXPECT_TRUE(r->fetch.zcopy_bytes > 0 && r->fetch.cpu_cold_bytes > 0);
+  EXPECT_EQ_I(r->fetch.cpu_cold_bytes + r->fetch.zcopy_bytes, partial_ref->fetch.cpu_cold_bytes);
+}
+
 bool ng_test_fetch_same(const ng_test_fetch_result *a, const ng_test_fetch_result *b,
                         const char *what) {
   for (int e = 0; e < NG_TEST_FETCH_EPOCHS; e++)

@@ -38,6 +38,13 @@ ng_dataset_t ng_test_fetch_cora(void);
 /// Trains two epochs of a 2-layer model (fanouts 10,5, batch 32, hidden 32, seed 7) on `ds`.
 /// Returns false (after recording failures) when a call fails.
 bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fetch_result *out);
+/// Whether a run is every worker PARTIAL beside a zero-copy view of the table (hybrid-static,
+/// zcopy transfer, no TRANSFER worker), whose cold self rows the device reads.
+bool ng_test_fetch_self_zcopy(const ng_test_fetch_run *r);
+/// For such a run `r`: the device read the cold self rows, the CPU the rest, and together the
+/// bytes of `partial_ref`, a PARTIAL run whose CPU read every cold row.
+void ng_test_fetch_expect_self_split(const ng_test_fetch_result *r,
+                                     const ng_test_fetch_result *partial_ref);
 /// Whether two results are bit-identical (losses and checkpoints), reporting the first difference.
 bool ng_test_fetch_same(const ng_test_fetch_result *a, const ng_test_fetch_result *b,
                         const char *what);

@@ -95,11 +95,8 @@ static void test_modes_bit_identical(void) {
         EXPECT_TRUE(r.fetch.cpu_cold_bytes > 0 && r.fetch.zcopy_bytes == 0);
       /* PARTIAL workers with the table readable by zero-copy leave the cold self rows to
        * the device: the same rows as the reference (PARTIAL, all read by the CPU), split. */
-      if (MODES[k].mode == NG_MODE_HYBRID_STATIC && MODES[k].transfer == NG_FETCH_ZCOPY &&
-          MODES[k].partial_workers == MODES[k].workers) {
-        EXPECT_TRUE(r.fetch.zcopy_bytes > 0 && r.fetch.cpu_cold_bytes > 0);
-        EXPECT_EQ_I(r.fetch.cpu_cold_bytes + r.fetch.zcopy_bytes, ref.fetch.cpu_cold_bytes);
-      }
+      if (ng_test_fetch_self_zcopy(&run))
+        ng_test_fetch_expect_self_split(&r, &ref);
       if (MODES[k].mode == NG_MODE_HYBRID_STATIC) {
         EXPECT_EQ_I(r.workers[0], MODES[k].partial_workers);
         EXPECT_EQ_I(r.workers[1], MODES[k].workers - MODES[k].partial_workers);

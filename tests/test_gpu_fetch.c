@@ -90,10 +90,8 @@ static void test_strategies(void) {
       EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
       EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
       EXPECT_TRUE(r.fetch.h2d_bytes > 0);
-      if (md->transfer == NG_FETCH_ZCOPY && md->partial_workers == md->workers) {
-        EXPECT_TRUE(r.fetch.zcopy_bytes > 0 && r.fetch.cpu_cold_bytes > 0);
-        EXPECT_EQ_I(r.fetch.cpu_cold_bytes + r.fetch.zcopy_bytes, ref.fetch.cpu_cold_bytes);
-      }
+      if (ng_test_fetch_self_zcopy(&run))
+        ng_test_fetch_expect_self_split(&r, &ref);
       printf("  %-24s %-14s %2d workers: losses %.6f %.6f, h2d %.2f MB, zcopy %.2f MB\n", mc->name,
              ng_mode_name(md->mode), md->workers, r.loss[0], r.loss[1],
              (double)r.fetch.h2d_bytes / 1e6, (double)r.fetch.zcopy_bytes / 1e6);
