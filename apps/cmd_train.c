@@ -42,7 +42,7 @@ typedef struct {
   double cache_ratio; /* < 0: not given */
   int32_t workers, partial_workers, lookahead;
   const char *cpuset;
-  double period_ms, threshold, telemetry_s;
+  double period_ms, threshold, telemetry_s, device_share;
 } train_cfg;
 
 /* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
@@ -56,6 +56,7 @@ static void runtime_defaults(train_cfg *c) {
   c->telemetry_s = d.telemetry_s;
   c->lookahead = d.lookahead;
   c->features_memory = (int)d.features_memory;
+  c->device_share = d.device_share;
 }
 
 /* --telemetry: the per-interval lines in one CSV file, the controller's decisions in another. */
@@ -67,10 +68,10 @@ static void on_telemetry(const ng_telemetry *t, void *ctx) {
   telemetry_files *f = ctx;
   fprintf(f->lines,
           "%" PRId64 ",%.3f,%.3f,%" PRId64 ",%.2f,%d,%d,%.3f,%.3f,%" PRId64 ",%" PRId64
-          ",%d,%.3f\n",
+          ",%d,%.3f,%.4g\n",
           t->epoch, t->t, t->seconds, t->iterations, t->it_per_s, t->workers[0], t->workers[1],
           t->group_it_per_s[0], t->group_it_per_s[1], t->pcie_bytes, t->cpu_cold_bytes,
-          t->ring_depth, t->device_busy);
+          t->ring_depth, t->device_busy, t->device_share);
   fflush(f->lines);
   if (t->decisions[0]) {
     fputs(t->decisions, f->decisions);
@@ -92,7 +93,7 @@ static int open_telemetry(telemetry_files *f, const char *path) {
     return CLI_EXIT_RUNTIME;
   }
   fputs("epoch,t,seconds,iterations,it_per_s,partial_workers,transfer_workers,partial_it_per_s,"
-        "transfer_it_per_s,pcie_bytes,cpu_cold_bytes,ring_depth,device_busy\n",
+        "transfer_it_per_s,pcie_bytes,cpu_cold_bytes,ring_depth,device_busy,device_share\n",
         f->lines);
   fprintf(f->decisions, "%s\n", ng__ctrl_log_header());
   return CLI_CONTINUE;
@@ -227,6 +228,7 @@ static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc) {
   cJSON_AddNumberToObject(e, "iter_ms_p99", s->iter_ms_p99);
   cJSON_AddNumberToObject(e, "partial_workers", s->workers[0]);
   cJSON_AddNumberToObject(e, "transfer_workers", s->workers[1]);
+  cJSON_AddNumberToObject(e, "device_share", s->device_share);
   cJSON_AddItemToArray(r->epochs, e);
 }
 
@@ -317,6 +319,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.threshold = c->threshold;
   o.telemetry_s = c->telemetry_s;
   o.lookahead = c->lookahead;
+  o.device_share = c->device_share;
   telemetry_files tf = {NULL, NULL};
   if (telemetry) {
     int trc = open_telemetry(&tf, telemetry);
@@ -480,6 +483,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                      "rows >= 512 B)"),                                                            \
       CLI_OPT_INT("partial-workers", &(c)->partial_workers, "N", -1, 4096,                         \
                   "hybrid-static: PARTIAL workers; hybrid: at the start; -1 = half"),              \
+      CLI_OPT_FLOAT("device-share", &(c)->device_share, "F", 0, false, 1, false,                   \
+                    "hybrid-static with zcopy and rows >= 2 KB: share of PARTIAL destinations "    \
+                    "whose cold rows the GPU reads and reduces (sixteenths; hybrid picks it)"),    \
       CLI_OPT_FLOAT("period-ms", &(c)->period_ms, "MS", 0, true, INFINITY, false,                  \
                     "hybrid: how often the scheduler compares the groups"),                        \
       CLI_OPT_FLOAT("threshold", &(c)->threshold, "F", 0, false, INFINITY, false,                  \

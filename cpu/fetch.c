@@ -31,6 +31,8 @@ static void *take(layout *l, size_t bytes) {
 typedef struct {
   int64_t hot_nnz, cold_nnz, n_staged;
   int32_t n_self_hot, n_self_cold;
+  int32_t n_host_dst; /* destinations whose cold edges the host reduces (PARTIAL) */
+  int64_t host_nnz;   /* their cold edges */
 } counts;
 
 /* The arrays of blocks 1.. and the labels, after the input layer's. */
@@ -100,6 +102,8 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
   p->cold.indptr = take(l, ((size_t)nd + 1) * i32);
   p->cold.indices = take(l, (size_t)c->cold_nnz * i32);
   p->cold.edge_w = w ? take(l, (size_t)c->cold_nnz * f32) : NULL;
+  const bool device_part = cfg->mode == NG_FETCH_PARTIAL && c->n_host_dst < nd;
+  p->device_cold.indptr = device_part ? take(l, ((size_t)(nd - c->n_host_dst) + 1) * i32) : NULL;
   p->self_w = cfg->ag.self_loop ? take(l, (size_t)nd * f32) : NULL;
   p->self_hot_pos = take(l, (size_t)c->n_self_hot * i32);
   p->self_hot_ids = take(l, (size_t)c->n_self_hot * i64);
@@ -113,22 +117,22 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
     p->staged_ids = NULL;
   }
   if (cfg->mode == NG_FETCH_PARTIAL) {
-    p->cold_state.val = take(l, (size_t)nd * (size_t)cfg->dim * f32);
-    p->cold_state.count = take(l, (size_t)nd * i32);
+    p->cold_state.val = take(l, (size_t)c->n_host_dst * (size_t)cfg->dim * f32);
+    p->cold_state.count = take(l, (size_t)c->n_host_dst * i32);
   } else {
     p->cold_state.val = NULL;
     p->cold_state.count = NULL;
   }
 }
 
-/* PARTIAL: reduces the cold edges of every destination into the package's state. */
+/* PARTIAL: reduces the cold edges of the host's destinations into the package's state. */
 static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, float drop_p, uint64_t drop_key) {
   ng_aggr bare = cfg->ag;
   bare.mean = false; /* MEAN divides and the self loop is added after the merge */
   bare.self_loop = false;
   bare.drop_p = drop_p;
   bare.drop_key = drop_key;
-  const int32_t nd = p->n_dst;
+  const int32_t nd = p->n_host_dst;
   const int64_t chunks = ((int64_t)nd + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
   const int threads = cfg->threads;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && chunks > 1)
@@ -166,6 +170,13 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   memset(out, 0, sizeof *out);
   if ((unsigned)cfg->mode > NG_FETCH_ZCOPY)
     return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy %d", (int)cfg->mode);
+  if (!(cfg->device_share >= 0.0 && cfg->device_share <= 1.0))
+    return ng__err(NG_ERR_INVALID_ARG, "device share %g is not in [0, 1]", cfg->device_share);
+  if (cfg->device_share > 0.0 && !(cfg->mode == NG_FETCH_PARTIAL && cfg->self_zcopy))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "a device share (%g) needs the partial strategy with the device reading the "
+                   "table by zero-copy (self_zcopy)",
+                   cfg->device_share);
   const ng_block *b = &mb->blocks[0];
   const int64_t *gid = mb->node_ids;
   const int64_t H = cfg->hot, dim = cfg->dim;
@@ -173,7 +184,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   const ng_fetch mode = cfg->mode;
 
   /* Pass 1: how many edges, self rows and staged rows each tier gets. */
-  counts c = {0, 0, 0, 0, 0};
+  counts c = {0, 0, 0, 0, 0, 0, 0};
   for (int64_t e = 0; e < b->nnz; e++)
     c.hot_nnz += gid[b->indices[e]] < H;
   c.cold_nnz = b->nnz - c.hot_nnz;
@@ -188,8 +199,13 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
                               (size_t)ns * sizeof(int32_t), "the fetch scratch"));
     for (int32_t s = 0; s < ns; s++)
       scratch->stage_pos[s] = gid[s] >= H ? (int32_t)c.n_staged++ : -1;
-  } else if (mode == NG_FETCH_PARTIAL) {
-    c.n_staged = c.n_self_cold;
+  } else {
+    /* PARTIAL: the host reduces the cold edges of the first destinations, the device those of
+     * the last device_share of them, from rows staged one per edge after the self rows. */
+    c.n_host_dst = nd - (int32_t)(cfg->device_share * (double)nd);
+    for (int64_t e = 0; e < b->indptr[c.n_host_dst]; e++)
+      c.host_nnz += gid[b->indices[e]] >= H;
+    c.n_staged = c.n_self_cold + (c.cold_nnz - c.host_nnz);
   }
 
   layout l = {NULL, 0};
@@ -209,14 +225,17 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   out->n_self_hot = c.n_self_hot;
   out->n_self_cold = c.n_self_cold;
   out->n_staged = c.n_staged;
+  out->n_host_dst = c.n_host_dst;
 
   /* Pass 2: the two sub-blocks, in edge order within each destination. */
   int32_t *hp = (int32_t *)out->hot.indptr, *hi = (int32_t *)out->hot.indices;
   int32_t *cp = (int32_t *)out->cold.indptr, *ci = (int32_t *)out->cold.indices;
   float *hw = (float *)out->hot.edge_w, *cw = (float *)out->cold.edge_w;
-  int32_t nh = 0, nc = 0;
+  int64_t *dev_ids = (int64_t *)out->staged_ids; /* PARTIAL: the device's edges' rows */
+  int32_t nh = 0, nc = 0, nz = c.n_self_cold;
   hp[0] = cp[0] = 0;
   for (int32_t d = 0; d < nd; d++) {
+    const bool host = d < c.n_host_dst;
     for (int32_t e = b->indptr[d]; e < b->indptr[d + 1]; e++) {
       const int32_t s = b->indices[e];
       const int64_t g = gid[s];
@@ -227,7 +246,14 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
       } else {
         if (cw)
           cw[nc] = b->edge_w[e];
-        ci[nc++] = staging ? scratch->stage_pos[s] : (int32_t)g;
+        if (staging) {
+          ci[nc++] = scratch->stage_pos[s];
+        } else if (host) {
+          ci[nc++] = (int32_t)g;
+        } else {
+          dev_ids[nz] = g;
+          ci[nc++] = nz++;
+        }
       }
     }
     hp[d + 1] = nh;
@@ -237,9 +263,28 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   out->hot.nnz = c.hot_nnz;
   out->cold.nnz = c.cold_nnz;
   out->hot.n_src = (int32_t)NG_MAX((int64_t)nd, H);
-  out->cold.n_src = (int32_t)NG_MAX((int64_t)nd, staging ? c.n_staged : cfg->nodes);
+  out->cold.n_src =
+      (int32_t)NG_MAX((int64_t)nd, staging ? c.n_staged : NG_MAX(c.n_staged, cfg->nodes));
   if (out->self_w)
     memcpy((float *)out->self_w, b->self_w, (size_t)nd * sizeof(float));
+  /* The device's sub-block: all of the cold block when it stages, else the last
+   * destinations' edges (their indices are staged rows already) with an indptr from 0. */
+  if (staging) {
+    out->device_cold = out->cold;
+  } else {
+    const int32_t m = c.n_host_dst, dn = nd - m;
+    int32_t *dp = (int32_t *)out->device_cold.indptr;
+    for (int32_t j = 0; dp && j <= dn; j++)
+      dp[j] = cp[m + j] - (int32_t)c.host_nnz;
+    out->device_cold = (ng_block){
+        .n_dst = dn,
+        .n_src = (int32_t)NG_MAX((int64_t)dn, c.n_staged),
+        .nnz = c.cold_nnz - c.host_nnz,
+        .indptr = dp,
+        .indices = ci + c.host_nnz,
+        .edge_w = cw ? cw + c.host_nnz : NULL,
+    };
+  }
 
   /* The self rows by tier. */
   int32_t *shp = (int32_t *)out->self_hot_pos, *scp = (int32_t *)out->self_cold_pos;
@@ -280,15 +325,15 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   if (!device_reads(cfg))
     stage((float *)out->staged, cfg, ids, c.n_staged, drop_p, drop_key);
   if (mode == NG_FETCH_PARTIAL) {
-    out->cold_state.n_dst = nd;
+    out->cold_state.n_dst = c.n_host_dst;
     out->cold_state.dim = dim;
     reduce_cold(out, cfg, drop_p, drop_key);
   }
   out->stats.hot_rows = c.hot_nnz + c.n_self_hot;
   out->stats.cold_rows = c.cold_nnz + c.n_self_cold;
   /* BATCH reads each unique cold row once; PARTIAL every cold edge's row, and the cold self
-   * rows unless it leaves them to the device; ZCOPY leaves the reading (of each unique cold row
-   * once) to the device. */
+   * rows, except those it leaves to the device; ZCOPY leaves the reading (of each unique cold
+   * row once) to the device. */
   const int64_t row_bytes = dim * (int64_t)sizeof(float);
   const int64_t device_rows = device_reads(cfg) ? c.n_staged : 0;
   out->stats.cpu_cold_bytes = mode == NG_FETCH_BATCH ? c.n_staged * row_bytes
@@ -314,6 +359,9 @@ void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_bas
   REBASE(cold.indptr);
   REBASE(cold.indices);
   REBASE(cold.edge_w);
+  REBASE(device_cold.indptr);
+  REBASE(device_cold.indices);
+  REBASE(device_cold.edge_w);
   REBASE(self_w);
   REBASE(self_hot_pos);
   REBASE(self_cold_pos);

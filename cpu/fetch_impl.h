@@ -36,6 +36,11 @@ typedef struct {
   /// non-temporal stores. False on a host-memory backend, whose device thread reads them right
   /// back from the caches.
   bool stream_rows;
+  /// PARTIAL with self_zcopy: the share, in [0, 1], of the destinations (the last ones) whose
+  /// cold edges the device reduces from rows it reads by zero-copy, as ZCOPY does, instead of
+  /// the host. It moves cold-row reading from the workers to the link when the link has room
+  /// (the hybrid controller's finest step, docs/scheduler.md); 0 otherwise.
+  double device_share;
 } ng_fetch_cfg;
 
 /// One iteration's package, everything the device needs for it: pointers into one contiguous buffer
@@ -49,10 +54,17 @@ typedef struct {
   int64_t dim;
   /// The input block's edges split by tier, over the same n_dst destinations in edge order.
   /// hot.indices are global ids (rows of the hot cache); cold.indices are global ids (PARTIAL:
-  /// rows of the host table) or positions among the staged rows (BATCH, ZCOPY). n_src is the
-  /// row count of the table the indices address (at least n_dst). edge_w is set for weighted
-  /// aggregators.
+  /// rows of the host table) or positions among the staged rows (BATCH, ZCOPY, and PARTIAL's
+  /// edges the device reduces). n_src is the row count of the table the indices address (at
+  /// least n_dst). edge_w is set for weighted aggregators.
   ng_block hot, cold;
+  /// The cold edges of destinations [0, n_host_dst) were reduced by the host into cold_state
+  /// (PARTIAL); the device reduces those of the others, [n_host_dst, n_dst), from the staged
+  /// rows: `device_cold` is that sub-block, its own indptr over those destinations and the
+  /// last cold edges (BATCH, ZCOPY: n_host_dst 0 and the whole cold block; PARTIAL: none, or
+  /// with cfg.device_share the last destinations' edges).
+  int32_t n_host_dst;
+  ng_block device_cold;
   const float *self_w; ///< [n_dst] the self-loop weights, NULL without a self loop
   /// Self rows (the destinations' own features, rows [0, n_dst) of the layer's input), by tier:
   /// destination self_*_pos[i] reads row self_*_ids[i] of the hot cache / of the staged rows.
@@ -62,12 +74,15 @@ typedef struct {
   /// The staged rows, with input dropout applied: BATCH the unique cold local nodes (each cold
   /// source once, and the cold destinations) and PARTIAL the cold self rows, copied here
   /// (`staged`); ZCOPY the same rows as BATCH, and PARTIAL with cfg.self_zcopy its cold self
-  /// rows, which the device gathers from host memory itself: the package holds only their
+  /// rows followed by the rows of the cold edges the device reduces (one per edge, in edge
+  /// order), which the device gathers from host memory itself: the package holds only their
   /// global ids (`staged_ids`, `staged` NULL; PARTIAL's cold self row i is staged row i).
   int64_t n_staged;
   const float *staged;
   const int64_t *staged_ids;
-  ng_pstate cold_state; ///< PARTIAL: the bare reduction of the cold edges (val NULL otherwise)
+  /// PARTIAL: the bare reduction of the cold edges of destinations [0, n_host_dst) (n_dst
+  /// n_host_dst; val NULL otherwise)
+  ng_pstate cold_state;
   /// The rest of the mini-batch: blocks 1 .. n_layers-1 with every array (the transposes too),
   /// and blocks[0]'s counts only (its edges are the two sub-blocks above). node_ids is NULL:
   /// nothing after the input layer needs global ids.

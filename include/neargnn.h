@@ -357,6 +357,7 @@ typedef struct {
   int ring_depth;           ///< iterations ready for the device at the end of the interval
   double device_busy;       ///< share of the interval the device thread did not wait for input
   const char *decisions;    ///< the controller's decisions of the interval (CSV lines), or ""
+  double device_share;      ///< PARTIAL destinations the device reduces (ng_train_opts), at the end
 } ng_telemetry;
 typedef void (*ng_telemetry_fn)(const ng_telemetry *t, void *ctx);
 
@@ -399,12 +400,17 @@ typedef struct {
   /// memory and one more in device memory.
   int lookahead;
   ng_features_memory features_memory; ///< see ng_features_memory (default AUTO)
+  /// HYBRID_STATIC with the zcopy TRANSFER strategy and rows of at least 2 KB: the share of each
+  /// PARTIAL package's destinations, in [0, 1] (rounded down to sixteenths), whose cold
+  /// neighbour rows the device reads by zero-copy and reduces, instead of the worker. HYBRID
+  /// picks it by itself while every worker is PARTIAL (docs/scheduler.md); 0 otherwise.
+  double device_share;
 } ng_train_opts;
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
-        NULL, 1.0, 3, NG_FEATURES_AUTO                                                             \
+        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0                                                        \
   }
 
 /// What one epoch did.
@@ -421,9 +427,10 @@ typedef struct {
   int32_t workers[2];    ///< PARTIAL and TRANSFER workers at the end of the epoch
   double iter_ms_median; ///< median time between two iterations finishing on the device
   double iter_ms_p99;    ///< its 99th percentile (nearest rank)
+  double device_share;   ///< the device share at the end of the epoch (ng_train_opts)
 } ng_epoch_stats;
 #define NG_EPOCH_STATS_INIT                                                                        \
-  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0, 0, 0, 0, 0}, {0, 0}, 0.0, 0.0 }
+  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0, 0, 0, 0, 0}, {0, 0}, 0.0, 0.0, 0.0 }
 
 typedef enum { NG_SPLIT_TRAIN = 0, NG_SPLIT_VAL = 1, NG_SPLIT_TEST = 2 } ng_split;
 

@@ -368,6 +368,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .telemetry_s = o.telemetry_s,
       .omp_threads = omp_threads(&o),
       .lookahead = o.lookahead,
+      .device_share = o.device_share,
   };
   NG_CHECK_GOTO(st, resolve_workers(&ro.workers, o.workers, o.cpuset), fail);
   NG_CHECK_GOTO(st, ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro), fail);
@@ -685,8 +686,9 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();
   int workers[2] = {0, 0};
+  double share = 0.0;
   ng_status st =
-      ng__runtime_epoch(t->rt, &plan, &step, &sink, t->model->layers[0].o.dropout, workers);
+      ng__runtime_epoch(t->rt, &plan, &step, &sink, t->model->layers[0].o.dropout, workers, &share);
   if (st != NG_OK) {
     if (st != NG_ERR_INTERRUPTED)
       ng__err_prefix("epoch %lld", (long long)epoch);
@@ -704,6 +706,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   out->fetch = t->fetch_epoch;
   out->workers[0] = workers[0];
   out->workers[1] = workers[1];
+  out->device_share = share;
   qsort(t->iter_ms, (size_t)t->n_iter_ms, sizeof *t->iter_ms, cmp_double);
   out->iter_ms_median = t->n_iter_ms ? t->iter_ms[(t->n_iter_ms - 1) / 2] : 0.0;
   out->iter_ms_p99 = t->n_iter_ms ? t->iter_ms[nearest_rank(t->n_iter_ms, 0.99)] : 0.0;

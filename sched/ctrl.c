@@ -48,6 +48,11 @@ ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
     bad = "gpu_bound_wait must be in (0, 1]";
   else if (!(o->gpu_busy_wait >= 0 && o->gpu_busy_wait < 1))
     bad = "gpu_busy_wait must be in [0, 1)";
+  else if (o->share_steps < 0 || o->share_steps > NG_CTRL_SHARE_DEN)
+    bad = "share_steps must be in [0, NG_CTRL_SHARE_DEN]";
+  else if (o->initial_share < 0 || o->initial_share > NG_CTRL_SHARE_DEN ||
+           (!o->fixed && o->initial_share > o->share_steps))
+    bad = "initial_share must be in [0, share_steps] ([0, NG_CTRL_SHARE_DEN] when fixed)";
   if (bad)
     return ng__err(NG_ERR_INVALID_ARG,
                    "controller options: %s (workers %d, period_ms %g, "
@@ -61,6 +66,7 @@ ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
     partial = NG_MAX(o->min_per_group, NG_MIN(partial, workers - o->min_per_group));
   c->workers[NG_GROUP_PARTIAL] = partial;
   c->workers[NG_GROUP_TRANSFER] = workers - partial;
+  c->share = o->initial_share;
   c->last_move = NG_CTRL_MOVE_NONE;
   c->block_len[0] = c->block_len[1] = BLOCK_PERIODS;
   return NG_OK;
@@ -73,12 +79,31 @@ static void reset_acc(ng_ctrl *c) {
   }
 }
 
-/* Moves one worker in direction `m` (its source group has one): the split, the last move, a
- * settling period and the decision. */
+/* Whether a move in direction `m` changes the device share rather than a worker's group: the
+ * TRANSFER group is empty and the share can go that way. One TRANSFER worker that hands its
+ * cold rows to the device (ZCOPY) takes so little CPU time per iteration that it alone can
+ * fill the link (on W1 one zerocopy worker ran 95% of fifteen's rate), so the step from no
+ * TRANSFER worker to one is too coarse; the share's steps fill it. */
+static bool moves_share(const ng_ctrl *c, ng_ctrl_move m) {
+  if (c->o.share_steps == 0 || c->workers[NG_GROUP_TRANSFER] > 0)
+    return false;
+  return m == NG_CTRL_MOVE_TO_TRANSFER ? c->share < c->o.share_steps : c->share > 0;
+}
+
+/* Moves one worker, or one share step, in direction `m` (can_move() holds): the split, the last
+ * move, a settling period and the decision. Each move is undone exactly by one the other way:
+ * the first TRANSFER worker comes from the largest share (which it replaces) and the last one
+ * returns to it. */
 static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
   const int to = ng__ctrl_move_to(m);
-  c->workers[1 - to]--;
-  c->workers[to]++;
+  if (moves_share(c, m)) {
+    c->share += m == NG_CTRL_MOVE_TO_TRANSFER ? 1 : -1;
+  } else {
+    c->workers[1 - to]--;
+    c->workers[to]++;
+    if (c->o.share_steps > 0)
+      c->share = c->workers[NG_GROUP_TRANSFER] == 0 ? c->o.share_steps : 0;
+  }
   c->last_move = m;
   c->settle = 1;
   d->move = m;
@@ -93,10 +118,11 @@ static void fail_dir(ng_ctrl *c, int k) {
   c->block_left[k] = c->block_len[k];
 }
 
-/* Whether the group a move in direction `m` takes a worker from can give one. */
+/* Whether a move in direction `m` can be made: a share step, or a worker from a group that can
+ * give one. */
 static bool can_move(const ng_ctrl *c, ng_ctrl_move m) {
   const int from = 1 - ng__ctrl_move_to(m);
-  return c->workers[from] > 0 && c->workers[from] - 1 >= c->o.min_per_group;
+  return moves_share(c, m) || (c->workers[from] > 0 && c->workers[from] - 1 >= c->o.min_per_group);
 }
 
 /* A signal proposes direction `want` for reason `why`. Unless the judge reverted that direction
@@ -214,11 +240,10 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
      * the total throughput is what counts, so the move is undone and its direction is not
      * proposed again for a while. */
     const ng_ctrl_move back = (ng_ctrl_move)-c->last_move;
-    const int from = 1 - ng__ctrl_move_to(back);
     c->judging = false;
     reset_acc(c);
     d.reason = NG_CTRL_REVERTED;
-    if (c->workers[from] > 0) {
+    if (moves_share(c, back) || c->workers[1 - ng__ctrl_move_to(back)] > 0) {
       fail_dir(c, ng__ctrl_move_to(c->last_move));
       move(c, &d, back);
     }
@@ -242,11 +267,16 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     reset_acc(c);
     d.reason = propose(c, &d, NG_CTRL_MOVE_TO_PARTIAL, NG_CTRL_GPU_BOUND);
   } else if (c->workers[NG_GROUP_TRANSFER] == 0 && c->workers[NG_GROUP_PARTIAL] > 0 &&
-             s->consumer_wait_frac >= c->o.gpu_bound_wait) {
+             (moves_share(c, NG_CTRL_MOVE_TO_TRANSFER)
+                  ? s->consumer_wait_frac > c->o.gpu_busy_wait
+                  : s->consumer_wait_frac >= c->o.gpu_bound_wait)) {
     /* Every worker reduces on the CPU and the device waits for them: the CPU sets the pace. A
      * TRANSFER worker spends less CPU time on an iteration (the device or the DMA engine does
      * the reading), so one worker moves there; the judge undoes it if the device then binds
-     * harder than the CPU did. Without this an emptied TRANSFER group could never come back. */
+     * harder than the CPU did. Without this an emptied TRANSFER group could never come back.
+     * A share step is a small one: it is proposed as soon as the device waits for packages
+     * for more than gpu_busy_wait of the period, until the GPU-bound rule above takes it
+     * back. */
     reset_acc(c);
     d.reason = propose(c, &d, NG_CTRL_MOVE_TO_TRANSFER, NG_CTRL_CPU_BOUND);
   } else if (c->workers[NG_GROUP_PARTIAL] == 0 || c->workers[NG_GROUP_TRANSFER] == 0) {
@@ -285,6 +315,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
   }
   d.workers[NG_GROUP_PARTIAL] = c->workers[NG_GROUP_PARTIAL];
   d.workers[NG_GROUP_TRANSFER] = c->workers[NG_GROUP_TRANSFER];
+  d.share = c->share;
   return d;
 }
 
@@ -326,17 +357,18 @@ const char *ng__ctrl_reason_name(ng_ctrl_reason r) {
 
 const char *ng__ctrl_log_header(void) {
   return "period,move,reason,partial,transfer,tput_partial,tput_transfer,rel_diff,ring_depth,"
-         "ring_capacity,producer_wait,consumer_wait";
+         "ring_capacity,producer_wait,consumer_wait,device_share";
 }
 
 size_t ng__ctrl_log_line(const ng_ctrl_decision *d, char *buf, size_t cap) {
   const char *move = d->move == NG_CTRL_MOVE_TO_TRANSFER  ? "to_transfer"
                      : d->move == NG_CTRL_MOVE_TO_PARTIAL ? "to_partial"
                                                           : "none";
-  int n = snprintf(buf, cap, "%lld,%s,%s,%d,%d,%.6g,%.6g,%.4f,%d,%d,%.3f,%.3f",
+  int n = snprintf(buf, cap, "%lld,%s,%s,%d,%d,%.6g,%.6g,%.4f,%d,%d,%.3f,%.3f,%.4g",
                    (long long)d->period, move, ng__ctrl_reason_name(d->reason),
                    d->workers[NG_GROUP_PARTIAL], d->workers[NG_GROUP_TRANSFER],
                    d->tput[NG_GROUP_PARTIAL], d->tput[NG_GROUP_TRANSFER], d->rel_diff,
-                   d->ring_depth, d->ring_capacity, d->producer_wait_frac, d->consumer_wait_frac);
+                   d->ring_depth, d->ring_capacity, d->producer_wait_frac, d->consumer_wait_frac,
+                   (double)d->share / NG_CTRL_SHARE_DEN);
   return n > 0 ? (size_t)n : 0;
 }

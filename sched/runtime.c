@@ -57,6 +57,7 @@ struct ng_runtime {
   ng_pool *pool;
   float drop_p;
   _Atomic int64_t next; /* the next iteration a worker takes */
+  _Atomic int share;    /* the device share of PARTIAL packages, in controller steps */
   _Atomic int64_t group_iters[NG_GROUP_COUNT];
   _Atomic int64_t group_busy_ns[NG_GROUP_COUNT];
   pthread_mutex_t err_mu;
@@ -189,6 +190,19 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
                  ng_mode_name(opts->mode));
     goto fail;
   }
+  const int share = (int)(opts->device_share * NG_CTRL_SHARE_DEN + 1e-9);
+  if (!(opts->device_share >= 0.0 && opts->device_share <= 1.0)) {
+    st = ng__err(NG_ERR_INVALID_ARG, "device share %g is not in [0, 1]", opts->device_share);
+    goto fail;
+  }
+  if (share > 0 && !(opts->mode == NG_MODE_HYBRID_STATIC && fetch->self_zcopy)) {
+    st = ng__err(NG_ERR_INVALID_ARG,
+                 "a device share (%g) is for mode hybrid-static with the zcopy transfer and rows "
+                 "of at least 2 KB (hybrid picks its own; here: mode %s, %s)",
+                 opts->device_share, ng_mode_name(opts->mode),
+                 fetch->self_zcopy ? "the device reads the table" : "no zero-copy view of rows");
+    goto fail;
+  }
   if (opts->lookahead < 1 || opts->lookahead > NG_LOOKAHEAD_MAX) {
     st = ng__err(NG_ERR_INVALID_ARG, "runtime: lookahead %d is not in [1, %d]", opts->lookahead,
                  NG_LOOKAHEAD_MAX);
@@ -224,7 +238,12 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
   /* Either group may empty: with few workers all-TRANSFER is often best, with many
    * all-PARTIAL; the GPU-bound and CPU-bound rules bring an emptied group back. */
   co.min_per_group = 0;
+  /* The device share: fixed in hybrid-static; hybrid moves it in steps, up to half of the
+   * destinations, while every worker is PARTIAL (sched_impl.h, moves_share in ctrl.c). */
+  co.initial_share = share;
+  co.share_steps = rt->o.mode == NG_MODE_HYBRID && fetch->self_zcopy ? NG_CTRL_SHARE_DEN / 2 : 0;
   NG_CHECK_GOTO(st, ng__ctrl_init(&rt->ctrl, &co, rt->n_threads), fail);
+  atomic_store(&rt->share, rt->ctrl.share);
   for (int i = 0; i < n; i++)
     atomic_store(&rt->w[i].group, i < rt->ctrl.workers[NG_GROUP_PARTIAL] ||
                                           (rt->n_threads == 0 && rt->o.mode == NG_MODE_PARTIAL)
@@ -270,6 +289,10 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int64_t i, voi
   NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
   ng_fetch_cfg cfg = rt->fetch;
   cfg.mode = group_fetch(rt, group);
+  cfg.device_share =
+      cfg.mode == NG_FETCH_PARTIAL
+          ? (double)atomic_load_explicit(&rt->share, memory_order_relaxed) / NG_CTRL_SHARE_DEN
+          : 0.0;
   cfg.threads = rt->n_threads ? 1 : rt->o.omp_threads;
   reserve_ctx rc = {w->slots, buf, &rt->largest_pkg};
   ng_fetch_pkg pkg;
@@ -421,10 +444,17 @@ static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64
   s->ring_depth = rs.depth;
 }
 
-/* Moves one worker towards the group the controller chose: the highest-numbered worker of
- * the other group changes sides. */
-static void apply_move(ng_runtime *rt, ng_ctrl_move move) {
-  const int from = 1 - ng__ctrl_move_to(move);
+/* Makes the workers' groups and the device share what the controller decided: a move changes
+ * either the share or the split, where the highest-numbered worker of the group that gives
+ * one changes sides. */
+static void apply_decision(ng_runtime *rt, const ng_ctrl_decision *dec) {
+  atomic_store(&rt->share, dec->share);
+  int partial = 0;
+  for (int i = 0; i < rt->n_threads; i++)
+    partial += atomic_load(&rt->w[i].group) == NG_GROUP_PARTIAL;
+  if (partial == dec->workers[NG_GROUP_PARTIAL])
+    return;
+  const int from = partial > dec->workers[NG_GROUP_PARTIAL] ? NG_GROUP_PARTIAL : NG_GROUP_TRANSFER;
   for (int i = rt->n_threads - 1; i >= 0; i--)
     if (atomic_load(&rt->w[i].group) == from) {
       atomic_store(&rt->w[i].group, 1 - from);
@@ -514,7 +544,8 @@ static ng_status finish_prev(ng_runtime *rt, const ng_device_step *step, const n
 }
 
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
-                            const ng_iter_sink *sink, float drop_p, int workers_out[2]) {
+                            const ng_iter_sink *sink, float drop_p, int workers_out[2],
+                            double *share_out) {
   ng_backend *be = rt->be;
   rt->plan = plan;
   rt->drop_p = drop_p;
@@ -631,7 +662,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       s.seconds = secs;
       ng_ctrl_decision dec = ng__ctrl_step(&rt->ctrl, &s);
       if (dec.move != NG_CTRL_MOVE_NONE)
-        apply_move(rt, dec.move);
+        apply_decision(rt, &dec);
       add_decision(&log, &dec);
       ctl0 = now;
     }
@@ -649,6 +680,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
           .device_busy =
               NG_MAX(0.0, 1.0 - (double)(now.take_wait_ns - tel0.take_wait_ns) * 1e-9 / secs),
           .decisions = log.text,
+          .device_share = (double)rt->ctrl.share / NG_CTRL_SHARE_DEN,
       };
       t.workers[0] = rt->ctrl.workers[0];
       t.workers[1] = rt->ctrl.workers[1];
@@ -695,5 +727,6 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     memcpy(workers_out, rt->ctrl.workers, sizeof rt->ctrl.workers);
   else
     workers_out[0] = workers_out[1] = 0;
+  *share_out = (double)rt->ctrl.share / NG_CTRL_SHARE_DEN;
   return st;
 }

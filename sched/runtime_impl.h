@@ -60,8 +60,9 @@ typedef struct {
   ng_telemetry_fn telemetry;
   void *telemetry_ctx;
   double telemetry_s;
-  int omp_threads; ///< OpenMP threads of the inline host work
-  int lookahead;   ///< packages copied ahead of the device, 1 to NG_LOOKAHEAD_MAX
+  int omp_threads;     ///< OpenMP threads of the inline host work
+  int lookahead;       ///< packages copied ahead of the device, 1 to NG_LOOKAHEAD_MAX
+  double device_share; ///< HYBRID_STATIC: ng_train_opts.device_share (needs fetch->self_zcopy)
 } ng_runtime_opts;
 
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.
@@ -79,9 +80,11 @@ void ng__runtime_destroy(ng_runtime *rt);
 /// Runs iterations plan->first .. plan->iters-1 and reports each to `sink` in order. On an
 /// error, a worker's included, it stops every thread and returns it (with ng_last_error()
 /// describing it); the iterations already reported stay done. `drop_p` is the input layer's
-/// dropout; `workers_out` receives the final split (PARTIAL, TRANSFER).
+/// dropout; `workers_out` receives the final split (PARTIAL, TRANSFER) and `share_out` the
+/// final device share.
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
-                            const ng_iter_sink *sink, float drop_p, int workers_out[2]);
+                            const ng_iter_sink *sink, float drop_p, int workers_out[2],
+                            double *share_out);
 
 /// The placement of the last epoch's threads (one line), or "".
 const char *ng__runtime_placement(const ng_runtime *rt);

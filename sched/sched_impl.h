@@ -183,10 +183,18 @@ typedef struct {
   /// Consumer wait fraction at or below which a half-full ring means GPU-bound too: the device
   /// thread never waited for a package while some were ready.
   double gpu_busy_wait;
+  /// The device share (ng_fetch_cfg.device_share) in steps of 1 / NG_CTRL_SHARE_DEN: the most
+  /// the controller gives the device while the TRANSFER group is empty (0: never), and the
+  /// share at the start (at most share_steps, or any step when `fixed`).
+  int share_steps;
+  int initial_share;
 } ng_ctrl_opts;
 
 #define NG_CTRL_OPTS_INIT                                                                          \
-  { sizeof(ng_ctrl_opts), 100.0, 0.10, false, 1, -1, 2, 4, 0.5, 0.05 }
+  { sizeof(ng_ctrl_opts), 100.0, 0.10, false, 1, -1, 2, 4, 0.5, 0.05, 0, 0 }
+
+/// The device share's unit: shares are multiples of 1 / NG_CTRL_SHARE_DEN.
+#define NG_CTRL_SHARE_DEN 16
 
 /// Why the controller decided what it did (ng__ctrl_reason_name() gives the CSV word).
 typedef enum {
@@ -207,7 +215,10 @@ typedef enum {
   NG_CTRL_PROBE,       ///< the proposed direction is blocked: the other one is tried instead
 } ng_ctrl_reason;
 
-/// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none.
+/// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none. While the TRANSFER
+/// group is empty, a move changes the device share by one step instead, as long as the share
+/// can go that way (docs/scheduler.md): TRANSFER raises it, PARTIAL lowers it. Moving the first
+/// worker to TRANSFER resets the share to 0; moving the last one back sets it to share_steps.
 typedef enum {
   NG_CTRL_MOVE_TO_PARTIAL = -1,
   NG_CTRL_MOVE_NONE = 0,
@@ -245,6 +256,7 @@ typedef struct {
   ng_ctrl_move move; ///< the move the caller must apply
   ng_ctrl_reason reason;
   int workers[NG_GROUP_COUNT];   ///< the split after this decision
+  int share;                     ///< the device share after it, in steps
   double tput[NG_GROUP_COUNT];   ///< per-thread iterations/s compared (0 when not compared)
   double rel_diff;               ///< (faster - slower) / slower, 0 when not compared
   int ring_depth, ring_capacity; ///< copied from the sample
@@ -255,6 +267,7 @@ typedef struct {
 typedef struct {
   ng_ctrl_opts o;
   int workers[NG_GROUP_COUNT]; ///< the current split
+  int share;                   ///< the current device share, in steps
   int64_t period;              ///< steps taken
   int settle;                  ///< periods still to skip after a move
   ng_ctrl_move last_move;      ///< the last move made (NONE before the first)

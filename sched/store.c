@@ -97,7 +97,8 @@ static ng_aggr bare_aggr(const ng_aggr *ag) {
 }
 
 /* What the device reads from host memory for a package, as laid out in a `pre` buffer: the
- * self rows, then (ZCOPY) the cold state and the gathered rows, for n_dst destinations. */
+ * self rows of the n_dst destinations, the cold state of the destinations the device reduces
+ * (ng_fetch_pkg.n_host_dst on) and the gathered rows. */
 typedef struct {
   float *self_rows;
   ng_pstate cold;
@@ -113,13 +114,29 @@ static size_t counts_bytes(int32_t nd) {
   return align64((size_t)nd * sizeof(int32_t));
 }
 
-static host_parts parts_layout(char *base, int32_t nd, int64_t dim) {
-  const size_t rows = rows_bytes(nd, dim), cnt = counts_bytes(nd);
+/* The destinations whose cold edges the device reduces: [n_host_dst, n_dst). */
+static int32_t device_dst(const ng_fetch_pkg *dp) {
+  return dp->n_dst - dp->n_host_dst;
+}
+
+static size_t parts_bytes(const ng_fetch_pkg *dp, int64_t dim) {
+  return rows_bytes(dp->n_dst, dim) + rows_bytes(device_dst(dp), dim) +
+         counts_bytes(device_dst(dp)) + (size_t)dp->n_staged * (size_t)dim * sizeof(float);
+}
+
+static host_parts parts_layout(char *base, const ng_fetch_pkg *dp, int64_t dim) {
+  const int32_t nd = device_dst(dp);
+  const size_t self = rows_bytes(dp->n_dst, dim), rows = rows_bytes(nd, dim);
   host_parts z;
   z.self_rows = (float *)base;
-  z.cold = (ng_pstate){(float *)(base + rows), (int32_t *)(base + 2 * rows), nd, dim};
-  z.staged = (float *)(base + 2 * rows + cnt);
+  z.cold = (ng_pstate){(float *)(base + self), (int32_t *)(base + self + rows), nd, dim};
+  z.staged = (float *)(base + self + rows + counts_bytes(nd));
   return z;
+}
+
+/* Rows [d0, d0 + n) of a partial state. */
+static ng_pstate state_rows(const ng_pstate *s, int32_t d0, int32_t n) {
+  return (ng_pstate){s->val + (int64_t)d0 * s->dim, s->count + d0, n, s->dim};
 }
 
 /* Whether the device reads part of a package from host memory: a ZCOPY package's cold rows, or
@@ -130,33 +147,27 @@ static bool reads_host(const ng_fetch_pkg *dp) {
 }
 
 /* Queues what the device reads from host memory for a package into pre[k], with input dropout
- * (as the host stages rows). ZCOPY: the unique cold rows gathered, the cold edges reduced over
- * them, the cold self rows placed from them. PARTIAL: the cold self rows straight to their
- * destinations (self row i has global id staged_ids[i]; its self_cold_ids[i] is i). */
+ * (as the host stages rows): the staged rows gathered (ZCOPY: the unique cold rows; PARTIAL:
+ * the cold self rows, then one row per cold edge the device reduces), the device's cold edges
+ * reduced over them, the cold self rows placed from them (PARTIAL's self row i is staged row
+ * i). */
 static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg *dp, float drop_p,
                            uint64_t drop_key, int k, host_parts *out) {
   ng_backend *be = st->be;
   const int64_t dim = st->dim;
-  const bool zcopy = dp->mode == NG_FETCH_ZCOPY;
   if (!st->host_dev && dp->n_staged > 0) /* with every row hot there is nothing to read */
     return ng__err(NG_ERR_STATE,
                    "store: a package the device reads by zero-copy, but the store was opened "
                    "for %s",
                    ng_fetch_name(st->mode));
-  const size_t bytes =
-      rows_bytes(dp->n_dst, dim) + (zcopy ? rows_bytes(dp->n_dst, dim) + counts_bytes(dp->n_dst) +
-                                                (size_t)dp->n_staged * (size_t)dim * sizeof(float)
-                                          : 0);
-  NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap, NG_MAX(bytes, (size_t)64)));
-  host_parts z = parts_layout(st->pre[k].buf, dp->n_dst, dim);
+  NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap,
+                          NG_MAX(parts_bytes(dp, dim), (size_t)64)));
+  host_parts z = parts_layout(st->pre[k].buf, dp, dim);
   *out = z;
-  if (!zcopy)
-    return BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, st->host_dev, dp->staged_ids,
-                                dp->n_self_cold, dim, drop_p, drop_key);
   NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids, dp->n_staged, dim,
                                 drop_p, drop_key));
-  if (dp->cold.nnz > 0)
-    NG_CHECK(BE(st)->aggr_partial(be, bare, &dp->cold, z.staged, &z.cold));
+  if (dp->device_cold.nnz > 0)
+    NG_CHECK(BE(st)->aggr_partial(be, bare, &dp->device_cold, z.staged, &z.cold));
   return BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, z.staged, dp->self_cold_ids,
                               dp->n_self_cold, dim, 0.0f, 0);
 }
@@ -205,23 +216,29 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   if (from_host) { /* what the device reads from host memory, queued ahead or queued now */
     host_parts z;
     if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {
-      z = parts_layout(st->pre[slot].buf, nd, dim);
+      z = parts_layout(st->pre[slot].buf, &dp, dim);
       st->pre[slot].ready = false;
     } else {
       NG_CHECK(host_part(st, &bare, &dp, drop_p, drop_key, NG_STORE_SLOTS, &z));
     }
     self_rows = z.self_rows;
-    if (dp.mode == NG_FETCH_ZCOPY)
-      cold = z.cold;
+    cold = z.cold;
   }
-  /* The cached part, then the cold part by the package's strategy, merged in that order. */
+  /* The cached part, then the cold part by the package's strategy, merged in that order: the
+   * host's destinations with the state it reduced, the device's with the state reduced here
+   * (BATCH) or with the host rows (above). Merging destination ranges one by one gives the
+   * bits of one merge: it works row by row. */
   NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
-  if (dp.cold.nnz > 0) {
-    if (dp.mode == NG_FETCH_PARTIAL)
-      cold = dp.cold_state;
-    else if (dp.mode == NG_FETCH_BATCH)
-      NG_CHECK(BE(st)->aggr_partial(be, &bare, &dp.cold, dp.staged, &cold));
-    NG_CHECK(BE(st)->pstate_merge(be, &bare, &hot, &cold));
+  const int32_t m = dp.n_host_dst;
+  if (dp.cold.nnz > dp.device_cold.nnz) {
+    ng_pstate h = state_rows(&hot, 0, m);
+    NG_CHECK(BE(st)->pstate_merge(be, &bare, &h, &dp.cold_state));
+  }
+  if (dp.device_cold.nnz > 0) {
+    if (dp.mode == NG_FETCH_BATCH)
+      NG_CHECK(BE(st)->aggr_partial(be, &bare, &dp.device_cold, dp.staged, &cold));
+    ng_pstate h = state_rows(&hot, m, nd - m);
+    NG_CHECK(BE(st)->pstate_merge(be, &bare, &h, &cold));
   }
   NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
                                 dp.n_self_hot, dim, drop_p, drop_key));

@@ -19,8 +19,9 @@ typedef struct {
   ng_aggregator aggregator;
   float dropout; ///< on every layer's input, the input layer's too
   int threads;
-  double period_ms; ///< the hybrid controller's period (small: moves happen in a short run)
-  int lookahead;    ///< packages copied ahead (0: the default)
+  double period_ms;    ///< the hybrid controller's period (small: moves happen in a short run)
+  int lookahead;       ///< packages copied ahead (0: the default)
+  double device_share; ///< ng_train_opts.device_share (hybrid-static)
 } ng_test_fetch_run;
 
 typedef struct {
@@ -41,9 +42,10 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
 /// Whether a run is every worker PARTIAL beside a zero-copy view of the table (hybrid-static,
 /// zcopy transfer, no TRANSFER worker), whose cold self rows the device reads.
 bool ng_test_fetch_self_zcopy(const ng_test_fetch_run *r);
-/// For such a run `r`: the device read the cold self rows, the CPU the rest, and together the
-/// bytes of `partial_ref`, a PARTIAL run whose CPU read every cold row.
-void ng_test_fetch_expect_self_split(const ng_test_fetch_result *r,
+/// For such a run `run` with result `r`: the device read the cold self rows (and with a device
+/// share the rows of its share of the cold edges; with a share of 1 all of them), the CPU the
+/// rest, and together the bytes of `partial_ref`, a PARTIAL run whose CPU read every cold row.
+void ng_test_fetch_expect_self_split(const ng_test_fetch_run *run, const ng_test_fetch_result *r,
                                      const ng_test_fetch_result *partial_ref);
 /// Whether two results are bit-identical (losses and checkpoints), reporting the first difference.
 bool ng_test_fetch_same(const ng_test_fetch_result *a, const ng_test_fetch_result *b,

@@ -34,40 +34,48 @@ typedef struct {
   int workers, partial_workers;
   int threads;
   double period_ms;
-  int lookahead; /* 0: the default */
+  int lookahead;       /* 0: the default */
+  double device_share; /* hybrid-static */
 } mode_case;
 
 static const mode_case MODES[] = {
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0},
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 1, 0, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 2, 0, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, 1, -1, 1, 0, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 3, -1, 1, 0, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 1, 0, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 3, -1, 1, 0, 0, 0},
     /* Every depth of the device's pipeline, inline and with threads. */
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 1, 0, 1},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 2},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 1},
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 1, 0, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 1, 1, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 1, 0, 1, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 2, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 1, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 1, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 1, 1, 0, 0, 0},
     /* Every worker PARTIAL beside a zero-copy view of the table (Cora's rows are 5.7 KB): the
-     * device reads the cold self rows. */
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0},
-    /* A 0.01 ms period: the controller decides after almost every iteration. */
-    {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01, 0},
+     * device reads the cold self rows, and with a device share the cold neighbour rows of the
+     * last half (all) of each package's destinations, which it reduces itself. */
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 0.5},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 1.0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 3, 2, 1, 0, 1, 0.25},
+    /* A 0.01 ms period: the controller decides after almost every iteration (with the zcopy
+     * transfer it moves the device share too). */
+    {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01, 0, 0},
+    {NG_MODE_HYBRID, NG_FETCH_ZCOPY, 3, -1, 1, 0.01, 0, 0},
 };
 
 static ng_test_fetch_run run_of(const model_case *mc, const mode_case *m, double ratio) {
   return (ng_test_fetch_run){
-      "cpu",    m->mode, m->transfer, m->workers, m->partial_workers, ratio,
-      mc->kind, mc->ag,  mc->dropout, m->threads, m->period_ms,       m->lookahead};
+      "cpu",  m->mode,     m->transfer, m->workers,   m->partial_workers, ratio,          mc->kind,
+      mc->ag, mc->dropout, m->threads,  m->period_ms, m->lookahead,       m->device_share};
 }
 
 static void describe(char *buf, size_t cap, const model_case *mc, const mode_case *m) {
-  snprintf(buf, cap, "%s, %s/%s, %d workers (%d partial), %d threads, lookahead %d", mc->name,
-           ng_mode_name(m->mode), ng_fetch_name(m->transfer), m->workers, m->partial_workers,
-           m->threads, m->lookahead);
+  snprintf(buf, cap,
+           "%s, %s/%s, %d workers (%d partial), %d threads, lookahead %d, device share %g",
+           mc->name, ng_mode_name(m->mode), ng_fetch_name(m->transfer), m->workers,
+           m->partial_workers, m->threads, m->lookahead, m->device_share);
 }
 
 static void test_modes_bit_identical(void) {
@@ -96,7 +104,7 @@ static void test_modes_bit_identical(void) {
       /* PARTIAL workers with the table readable by zero-copy leave the cold self rows to
        * the device: the same rows as the reference (PARTIAL, all read by the CPU), split. */
       if (ng_test_fetch_self_zcopy(&run))
-        ng_test_fetch_expect_self_split(&r, &ref);
+        ng_test_fetch_expect_self_split(&run, &r, &ref);
       if (MODES[k].mode == NG_MODE_HYBRID_STATIC) {
         EXPECT_EQ_I(r.workers[0], MODES[k].partial_workers);
         EXPECT_EQ_I(r.workers[1], MODES[k].workers - MODES[k].partial_workers);
@@ -114,9 +122,9 @@ static void test_modes_bit_identical(void) {
  * the additions, so they agree within rounding. */
 static void test_tier_sizes(void) {
   const model_case *mc = &MODELS[0];
-  const mode_case baseline = {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 0};
-  const mode_case partial = {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0};
-  const mode_case zerocopy = {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0};
+  const mode_case baseline = {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 0, 0};
+  const mode_case partial = {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0};
+  const mode_case zerocopy = {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0};
   ng_test_fetch_result all_hot, all_hot_z, all_cold, part;
   ng_test_fetch_run run = run_of(mc, &baseline, 1.0);
   if (!ng_test_fetch_train(cora, &run, &all_hot))

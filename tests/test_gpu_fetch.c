@@ -35,32 +35,38 @@ typedef struct {
   ng_fetch transfer;
   int workers, partial_workers;
   double period_ms;
-  int lookahead; /* 0: the default */
+  int lookahead;       /* 0: the default */
+  double device_share; /* hybrid-static */
 } mode_case;
 
 /* Inline (the synchronous form) and with worker threads, every mode. */
 static const mode_case MODES[] = {
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 0, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 0, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 0, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, 4, -1, 0, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 4, -1, 0, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 0, 1},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 0, 2},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 0, 1},
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 4, -1, 0, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 5, 2, 0, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 0, 0},
-    /* Every worker PARTIAL beside the registered table: the device reads the cold self rows. */
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 3, 3, 0, 0},
-    {NG_MODE_HYBRID, NG_FETCH_AUTO, 6, -1, 0.01, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 0, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 0, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 0, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 4, -1, 0, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 4, -1, 0, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 0, 1, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 0, 2, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 0, 1, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 4, -1, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 5, 2, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 0, 0, 0},
+    /* Every worker PARTIAL beside the registered table: the device reads the cold self rows,
+     * and with a device share the cold neighbour rows of that share of the destinations. */
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 3, 3, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 3, 3, 0, 0, 0.25},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 3, 3, 0, 0, 1.0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 4, 3, 0, 1, 0.5},
+    {NG_MODE_HYBRID, NG_FETCH_AUTO, 6, -1, 0.01, 0, 0},
 };
 
 static void test_strategies(void) {
   for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
     const model_case *mc = &MODELS[m];
     ng_test_fetch_run run = {"cpu",    NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 0.3,
-                             mc->kind, mc->ag,          mc->dropout,   2,  0,  0};
+                             mc->kind, mc->ag,          mc->dropout,   2,  0,  0,
+                             0};
     ng_test_fetch_result cpu, ref, r;
     if (!ng_test_fetch_train(cora, &run, &cpu))
       continue;
@@ -82,19 +88,22 @@ static void test_strategies(void) {
       run.partial_workers = md->partial_workers;
       run.period_ms = md->period_ms;
       run.lookahead = md->lookahead;
+      run.device_share = md->device_share;
       if (!ng_test_fetch_train(cora, &run, &r))
         continue;
       char what[160];
-      snprintf(what, sizeof what, "cuda %s, %s/%s, %d workers, lookahead %d", mc->name,
-               ng_mode_name(md->mode), ng_fetch_name(md->transfer), md->workers, md->lookahead);
+      snprintf(what, sizeof what, "cuda %s, %s/%s, %d workers, lookahead %d, device share %g",
+               mc->name, ng_mode_name(md->mode), ng_fetch_name(md->transfer), md->workers,
+               md->lookahead, md->device_share);
       EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
       EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
       EXPECT_TRUE(r.fetch.h2d_bytes > 0);
       if (ng_test_fetch_self_zcopy(&run))
-        ng_test_fetch_expect_self_split(&r, &ref);
-      printf("  %-24s %-14s %2d workers: losses %.6f %.6f, h2d %.2f MB, zcopy %.2f MB\n", mc->name,
-             ng_mode_name(md->mode), md->workers, r.loss[0], r.loss[1],
-             (double)r.fetch.h2d_bytes / 1e6, (double)r.fetch.zcopy_bytes / 1e6);
+        ng_test_fetch_expect_self_split(&run, &r, &ref);
+      printf(
+          "  %-24s %-14s %2d workers, share %-4g: losses %.6f %.6f, h2d %.2f MB, zcopy %.2f MB\n",
+          mc->name, ng_mode_name(md->mode), md->workers, md->device_share, r.loss[0], r.loss[1],
+          (double)r.fetch.h2d_bytes / 1e6, (double)r.fetch.zcopy_bytes / 1e6);
       free(r.checkpoint);
     }
     free(ref.checkpoint);
@@ -106,7 +115,8 @@ static void test_strategies(void) {
 static void test_tier_extremes(void) {
   const model_case *mc = &MODELS[0];
   ng_test_fetch_run run = {"cuda",   NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 2, -1, 0.0,
-                           mc->kind, mc->ag,           mc->dropout,   2, 0,  0};
+                           mc->kind, mc->ag,           mc->dropout,   2, 0,  0,
+                           0};
   ng_test_fetch_result cold, hot;
   if (!ng_test_fetch_train(cora, &run, &cold))
     return;

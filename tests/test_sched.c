@@ -1458,6 +1458,82 @@ static void test_ctrl_backoff(void) {
   EXPECT_TRUE(c5.block_failed[1]);
 }
 
+/* The device share: while every worker is PARTIAL, the CPU-bound signal (the device waits for
+ * packages) raises it one step at a time and the GPU-bound one lowers it, each step judged by
+ * the device's rate like a worker move; it settles where the device starts to bind, with no
+ * worker moved. */
+static void test_ctrl_share_climbs(void) {
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.warmup_periods = 0;
+  o.initial_partial = 8;
+  o.min_per_group = 0;
+  o.share_steps = 8;
+  ng_ctrl c;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  EXPECT_EQ_I(c.share, 0);
+  ng_ctrl_sample s = sample(100, 200, 10);
+  const int64_t rate[9] = {70, 76, 82, 88, 80, 75, 70, 65, 60}; /* best: 3 steps */
+  int highest = 0, off = 0;
+  for (int i = 0; i < 600; i++) {
+    const bool device_binds = c.share > 3;
+    s.ring_depth = device_binds ? 8 : 1;
+    s.consumer_wait_frac = device_binds ? 0.0 : 0.3;
+    s.done = rate[c.share];
+    s.seconds = 0.1;
+    const ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+    EXPECT_EQ_I(d.share, c.share);
+    EXPECT_EQ_I(d.workers[NG_GROUP_PARTIAL], 8);
+    highest = NG_MAX(highest, c.share);
+    off += i >= 300 && c.share != 3;
+  }
+  EXPECT_EQ_I(c.share, 3);
+  EXPECT_TRUE(highest == 4); /* one step past the best was tried, and undone */
+  EXPECT_TRUE(off < 30);
+}
+
+/* At the largest share the next step towards TRANSFER moves a worker, which replaces the
+ * share (back to 0), and undoing that move restores it; options out of range are refused. */
+static void test_ctrl_share_edges(void) {
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.warmup_periods = 0;
+  o.initial_partial = 8;
+  o.min_per_group = 0;
+  o.share_steps = 2;
+  o.initial_share = 2;
+  ng_ctrl c;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  ng_ctrl_sample s = sample(100, 200, 10);
+  s.consumer_wait_frac = 0.3; /* below gpu_bound_wait: no worker move at the top share */
+  s.done = 100;
+  s.seconds = 0.1;
+  for (int i = 0; i < 50; i++)
+    EXPECT_EQ_I(ng__ctrl_step(&c, &s).move, NG_CTRL_MOVE_NONE);
+  s.consumer_wait_frac = 0.6; /* the device waits most of the time: a worker moves */
+  ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_CPU_BOUND);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
+  EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 1);
+  EXPECT_EQ_I(d.share, 0);
+  s.done = 50; /* slower: the judge undoes it */
+  EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
+  d = verdict(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 0);
+  EXPECT_EQ_I(d.share, 2);
+  /* Out of range: more steps than the unit has, a start above the steps (unless fixed). */
+  ng_ctrl bad;
+  o.share_steps = NG_CTRL_SHARE_DEN + 1;
+  EXPECT_STATUS(ng__ctrl_init(&bad, &o, 8), NG_ERR_INVALID_ARG);
+  o.share_steps = 2;
+  o.initial_share = 3;
+  EXPECT_STATUS(ng__ctrl_init(&bad, &o, 8), NG_ERR_INVALID_ARG);
+  o.fixed = true;
+  o.share_steps = 0;
+  o.initial_share = NG_CTRL_SHARE_DEN;
+  EXPECT_OK(ng__ctrl_init(&bad, &o, 8));
+  EXPECT_EQ_I(bad.share, NG_CTRL_SHARE_DEN);
+}
+
 static void test_ctrl_log_line(void) {
   ng_ctrl c = ctrl_ready(8, -1);
   ng_ctrl_sample s = sample(100, 150, 10);
@@ -1465,7 +1541,7 @@ static void test_ctrl_log_line(void) {
   char line[256];
   size_t n = ng__ctrl_log_line(&d, line, sizeof line);
   EXPECT_EQ_I(n, strlen(line));
-  EXPECT_STR(line, "0,to_transfer,moved,3,5,100,150,0.5000,1,8,0.050,0.300");
+  EXPECT_STR(line, "0,to_transfer,moved,3,5,100,150,0.5000,1,8,0.050,0.300,0");
   EXPECT_EQ_I(count_char(line, ','), count_char(ng__ctrl_log_header(), ','));
   char small[10];
   memset(small, 'x', sizeof small);
@@ -1505,6 +1581,8 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_probe_climbs);
   RUN_TEST(test_ctrl_probe_must_pay);
   RUN_TEST(test_ctrl_backoff);
+  RUN_TEST(test_ctrl_share_climbs);
+  RUN_TEST(test_ctrl_share_edges);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
 }

@@ -34,7 +34,7 @@ RAW_COLUMNS = [
     "it_per_s", "iter_ms_mean", "iter_ms_median", "iter_ms_p99", "hit_rate",
     "pcie_bytes_per_iter", "h2d_bytes_per_iter", "zcopy_bytes_per_iter",
     "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "gpu_busy", "partial_workers",
-    "transfer_workers", "final_loss", "error",
+    "transfer_workers", "device_share", "final_loss", "error",
 ]
 FLOOR_COLUMNS = ["floor_pcie_ms", "floor_host_ms", "floor_gpu_ms", "floor_ms", "binding",
                  "floor_fraction"]
@@ -145,6 +145,7 @@ def row_from_json(workload, device, mode, workers, train_json, telemetry_csv, ro
                              {e.get("epoch", i) for i, e in enumerate(epochs) if i >= first}),
         "partial_workers": last.get("partial_workers"),
         "transfer_workers": last.get("transfer_workers"),
+        "device_share": last.get("device_share") or 0,
         "final_loss": j.get("final_loss"), "error": "",
     }
 
@@ -399,6 +400,14 @@ def write_plots(out, rows, meta, render=True):
 
 # ---- report.md ----
 
+def split_text(r):
+    """The final split of a run: PARTIAL/TRANSFER workers, and the device share when there is
+    one (the share of PARTIAL packages' destinations the device reduced)."""
+    share = num(r.get("device_share")) or 0
+    text = f"{r['partial_workers']}/{r['transfer_workers']}"
+    return text + (f"+{share:.0%}" if share else "")
+
+
 def fmt(x, spec, scale=1.0):
     x = num(x)
     return "-" if x is None else format(x * scale, spec)
@@ -469,7 +478,7 @@ def workload_section(out, wl, rows, probes, meta, plots):
                      fmt(r["iter_ms_mean"], ".3f"), fmt(r["iter_ms_median"], ".3f"),
                      fmt(r["iter_ms_p99"], ".3f"), fmt(r["pcie_bytes_per_iter"], ".2f", 1e-6),
                      fmt(r["cpu_cold_bytes_per_iter"], ".2f", 1e-6), fmt(r["gpu_busy"], ".2f"),
-                     f"{r['partial_workers']}/{r['transfer_workers']}",
+                     split_text(r),
                      fmt(r["floor_ms"], ".3f"), r.get("binding") or "-",
                      fmt(r["floor_fraction"], ".0%")])
     lines.append(md_table(["mode", "workers", "it/s", "ms/it", "median ms", "p99 ms",
@@ -522,7 +531,7 @@ def write_report(out, rows, probes, meta, plots):
     lines += ["Columns and the floor are defined in docs/eval.md. ms/it = 1000 / it/s (the "
               "floor compares with it); median and p99 are the times between two iterations "
               "finishing on the device; PCIe = h2d + zero-copy bytes; split P/T = PARTIAL / "
-              "TRANSFER workers at the end; bound = the floor's longest term (pcie, host, gpu); "
+              "TRANSFER workers at the end (+N%: the device share, docs/scheduler.md); bound = the floor's longest term (pcie, host, gpu); "
               "of floor = floor / ms/it.", ""]
     lines += probe_section(probes)
     for wl in sorted({r["workload"] for r in rows}, key=lambda w: list(

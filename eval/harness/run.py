@@ -416,7 +416,7 @@ def main(argv):
                 rows.append(row)
                 if row["status"] == "ok":
                     log(f"[{done}/{total}] {w.name} {name}: {row['it_per_s']:.1f} it/s, "
-                        f"split {row['partial_workers']}/{row['transfer_workers']}, "
+                        f"split {report.split_text(row)}, "
                         f"loss {row['final_loss']!r} ({time.time() - t0:.1f} s)")
                 else:
                     log(f"[{done}/{total}] {w.name} {name}: {row['status']}: {row['error']}")
