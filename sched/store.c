@@ -147,10 +147,12 @@ static bool reads_host(const ng_fetch_pkg *dp) {
 }
 
 /* Queues what the device reads from host memory for a package into pre[k], with input dropout
- * (as the host stages rows): the staged rows gathered (ZCOPY: the unique cold rows; PARTIAL:
- * the cold self rows, then one row per cold edge the device reduces), the device's cold edges
- * reduced over them, the cold self rows placed from them (PARTIAL's self row i is staged row
- * i). */
+ * (as the host stages rows), and the device's cold edges reduced over the rows read.
+ * - ZCOPY: the unique cold rows are gathered into the staged rows, the cold self rows placed
+ *   from there (a destination's row is read once even when it is also a source).
+ * - PARTIAL: the cold self rows go straight to their destinations (staged rows [0,
+ *   n_self_cold), not kept), the rows of the device's edges into staged rows [n_self_cold,
+ *   n_staged), where its edges' indices point. */
 static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg *dp, float drop_p,
                            uint64_t drop_key, int k, host_parts *out) {
   ng_backend *be = st->be;
@@ -164,12 +166,22 @@ static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg
                           NG_MAX(parts_bytes(dp, dim), (size_t)64)));
   host_parts z = parts_layout(st->pre[k].buf, dp, dim);
   *out = z;
-  NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids, dp->n_staged, dim,
-                                drop_p, drop_key));
+  const int64_t n_self = dp->n_self_cold;
+  if (dp->mode == NG_FETCH_ZCOPY) {
+    NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids, dp->n_staged,
+                                  dim, drop_p, drop_key));
+    NG_CHECK(BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, z.staged, dp->self_cold_ids,
+                                  n_self, dim, 0.0f, 0));
+  } else {
+    NG_CHECK(BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, st->host_dev, dp->staged_ids,
+                                  n_self, dim, drop_p, drop_key));
+    NG_CHECK(BE(st)->scatter_rows(be, z.staged + n_self * dim, NULL, st->host_dev,
+                                  dp->staged_ids + n_self, dp->n_staged - n_self, dim, drop_p,
+                                  drop_key));
+  }
   if (dp->device_cold.nnz > 0)
     NG_CHECK(BE(st)->aggr_partial(be, bare, &dp->device_cold, z.staged, &z.cold));
-  return BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, z.staged, dp->self_cold_ids,
-                              dp->n_self_cold, dim, 0.0f, 0);
+  return NG_OK;
 }
 
 ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
