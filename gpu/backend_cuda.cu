@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -37,6 +38,23 @@ struct xent_result {
   unsigned long long correct; // rows whose arg-max is the label
   unsigned long long bad_row; // the first row with a label outside [0, classes), or ~0
   int bad_label;
+};
+
+/* A cuBLAS call, exactly: the GEMM graph cache's key (no padding, compared with memcmp). */
+struct gemm_key {
+  const void *a, *b;
+  void *c;
+  int op_a, op_b, m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+};
+
+constexpr int kGemmGraphs = 64; // GEMM calls remembered (graphs kept) at once
+
+struct gemm_graph {
+  gemm_key key;
+  cudaGraphExec_t exec; // the captured call, or NULL (seen once, or capture failed)
+  bool plain;           // its capture failed: always a plain call
+  uint64_t used;        // gemm_clock at its last use; 0: the entry is empty
 };
 
 struct cuda_ctx {
@@ -57,6 +75,9 @@ struct cuda_ctx {
   xent_result *d_res; // [NG_XENT_QUEUE]
   xent_result *h_res; // [NG_XENT_QUEUE], pinned
   int *d_unread_bad;  // queued xent results that are bad and unread: opt_step skips while > 0
+  bool gemm_graphs;   // replay repeated GEMM calls as CUDA graphs (NG_CUDA_GEMM_GRAPHS=0: off)
+  gemm_graph gemms[kGemmGraphs];
+  uint64_t gemm_clock;
 };
 
 cuda_ctx *ctx_of(const ng_backend *be) {
@@ -878,6 +899,9 @@ void release(cuda_ctx *c) {
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->copy_stream[k])
       (void)cudaStreamDestroy(c->copy_stream[k]);
+  for (int k = 0; k < kGemmGraphs; k++)
+    if (c->gemms[k].exec)
+      (void)cudaGraphExecDestroy(c->gemms[k].exec);
   if (c->blas)
     (void)cublasDestroy(c->blas);
   (void)cudaFree(c->row_loss);
@@ -1325,6 +1349,75 @@ ng_status cuda_add_self_loop(ng_backend *be, float *dst, const float *self_w, co
 
 /* ---- GEMM ---- */
 
+/* cuBLAS is column-major: a row-major [r, c] matrix with leading dimension ld is its
+ * column-major transpose, so C^T [n, m] = op(B)^T op(A)^T is computed with the operands swapped
+ * and each keeps its own transpose flag. */
+ng_status gemm_plain(cuda_ctx *ctx, const gemm_key *g) {
+  const cublasStatus_t st = cublasSgemm(
+      ctx->blas, (cublasOperation_t)g->op_b, (cublasOperation_t)g->op_a, g->n, g->m, g->k,
+      &g->alpha, static_cast<const float *>(g->b), g->ldb, static_cast<const float *>(g->a), g->lda,
+      &g->beta, static_cast<float *>(g->c), g->ldc);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return blas_err("gemm", "cublasSgemm", st);
+  return NG_OK;
+}
+
+/* Captures the call `g` on the ops stream into an executable graph; NULL when the capture
+ * fails (the call then did not run). */
+cudaGraphExec_t gemm_capture(cuda_ctx *ctx, const gemm_key *g) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(ctx->ops_stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  const ng_status st = gemm_plain(ctx, g);
+  cudaError_t err = cudaStreamEndCapture(ctx->ops_stream, &graph);
+  if (st == NG_OK && err == cudaSuccess && graph)
+    err = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph)
+    (void)cudaGraphDestroy(graph);
+  if (st != NG_OK || err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return exec;
+}
+
+/* The GEMM graph cache. cuBLAS spends ~20 us of host time per call choosing and launching its
+ * kernels (H100, with 15 workers loading the memory bus), as long as the device computes one of
+ * W1's GEMMs, and a training iteration repeats the same few calls on the same buffers. The
+ * second time a call comes with exactly the same arguments (pointers, shape, scalars) it is
+ * captured into a CUDA graph, and every later one launches that graph: the same kernels, hence
+ * the same bits, for a few microseconds. The least recently used entry makes room; a graph
+ * destroyed while it runs is freed when it completes (cudaGraphExecDestroy). */
+ng_status gemm_replay(cuda_ctx *ctx, const gemm_key *g) {
+  gemm_graph *hit = nullptr, *victim = &ctx->gemms[0];
+  for (int i = 0; i < kGemmGraphs && !hit; i++) {
+    gemm_graph *e = &ctx->gemms[i];
+    if (e->used && memcmp(&e->key, g, sizeof *g) == 0)
+      hit = e;
+    else if (e->used < victim->used)
+      victim = e;
+  }
+  const uint64_t now = ++ctx->gemm_clock;
+  if (!hit) {
+    if (victim->exec)
+      (void)cudaGraphExecDestroy(victim->exec);
+    *victim = gemm_graph{*g, nullptr, false, now};
+    return gemm_plain(ctx, g);
+  }
+  hit->used = now;
+  if (!hit->exec && !hit->plain) {
+    hit->exec = gemm_capture(ctx, g);
+    hit->plain = !hit->exec;
+  }
+  if (!hit->exec)
+    return gemm_plain(ctx, g);
+  CU_CHECK("gemm", cudaGraphLaunch(hit->exec, ctx->ops_stream));
+  return NG_OK;
+}
+
 ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                     float beta, float *c, int64_t ldc) {
@@ -1358,16 +1451,22 @@ ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64
     LAUNCH_CHECK("gemm");
     return NG_OK;
   }
-  /* cuBLAS is column-major: a row-major [r, c] matrix with leading dimension ld is its
-   * column-major transpose, so C^T [n, m] = op(B)^T op(A)^T is computed with the operands
-   * swapped and each keeps its own transpose flag. */
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasStatus_t st = cublasSgemm(ctx->blas, op_b, op_a, (int)n, (int)m, (int)k, &alpha, b,
-                                  (int)ldb, a, (int)lda, &beta, c, (int)ldc);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    return blas_err("gemm", "cublasSgemm", st);
-  return NG_OK;
+  const gemm_key key = {a,
+                        b,
+                        c,
+                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        (int)m,
+                        (int)n,
+                        (int)k,
+                        (int)lda,
+                        (int)ldb,
+                        (int)ldc,
+                        alpha,
+                        beta};
+  if (!ctx->gemm_graphs || ctx->stream != ctx->ops_stream)
+    return gemm_plain(ctx, &key);
+  return gemm_replay(ctx, &key);
 }
 
 /* ---- elementwise ops ---- */
@@ -1656,6 +1755,8 @@ ng_status create(ng_backend **out, int device) {
     return NG_ERR_NOMEM;
   }
   c->device = device;
+  const char *graphs_env = getenv("NG_CUDA_GEMM_GRAPHS");
+  c->gemm_graphs = !(graphs_env && strcmp(graphs_env, "0") == 0);
   be->iface = &CUDA_IFACE;
   be->ctx = c;
   ng_status st = NG_OK;

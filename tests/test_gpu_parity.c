@@ -523,6 +523,79 @@ static void test_gemm(void) {
   }
 }
 
+/* The CUDA backend replays a GEMM call it has seen before (same pointers, shape and scalars) as
+ * a CUDA graph: a replay must read the buffers' current contents, give the bits of the plain
+ * call, and stay right when more calls than the cache holds (64) come and go. */
+static void test_gemm_replay(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 45);
+  const int64_t m = 100, n = 33, k = 130, calls = 70;
+  const size_t na = (size_t)(m * k), nb = (size_t)(k * n), nc = (size_t)(m * n);
+  float *d_a = dalloc(na * 4), *d_b = dalloc(nb * 4), *d_c = dalloc(nc * 4 * (size_t)calls);
+  float *first = ng_test_xmalloc(nc * 4), *got = ng_test_xmalloc(nc * 4);
+  float *c_c = ng_test_xmalloc(nc * 4);
+  float *a0 = ng_test_rand_floats(&r, (int64_t)na), *b0 = ng_test_rand_floats(&r, (int64_t)nb);
+  float *aa = fabs_copy(a0, (int64_t)na), *ab = fabs_copy(b0, (int64_t)nb);
+  float *scale = ng_test_xmalloc(nc * 4);
+  EXPECT_OK(cpu->iface->gemm(cpu, false, false, m, n, k, 1.0f, aa, k, ab, n, 0.0f, scale, n));
+  for (int rep = 0; rep < 5; rep++) {
+    /* New data in the same buffers each time; rep 4 repeats rep 0's data. */
+    float *a = rep % 4 ? ng_test_rand_floats(&r, (int64_t)na) : a0;
+    float *b = rep % 4 ? ng_test_rand_floats(&r, (int64_t)nb) : b0;
+    EXPECT_OK(gpu->iface->copy_h2d(gpu, d_a, a, na * 4));
+    EXPECT_OK(gpu->iface->copy_h2d(gpu, d_b, b, nb * 4));
+    dpoison(d_c, nc * 4);
+    EXPECT_OK(gpu->iface->gemm(gpu, false, false, m, n, k, 1.0f, d_a, k, d_b, n, 0.0f, d_c, n));
+    down(got, d_c, nc * 4);
+    EXPECT_OK(cpu->iface->gemm(cpu, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c_c, n));
+    char what[64];
+    snprintf(what, sizeof what, "gemm replay %d", rep);
+    if (rep % 4) { /* the scale of rep 0's data bounds the others' within a factor */
+      float *sa = fabs_copy(a, (int64_t)na), *sb = fabs_copy(b, (int64_t)nb);
+      float *sc = ng_test_xmalloc(nc * 4);
+      EXPECT_OK(cpu->iface->gemm(cpu, false, false, m, n, k, 1.0f, sa, k, sb, n, 0.0f, sc, n));
+      cmp_near(what, c_c, got, (int64_t)nc, sc);
+      free(sa);
+      free(sb);
+      free(sc);
+      free(a);
+      free(b);
+    } else {
+      cmp_near(what, c_c, got, (int64_t)nc, scale);
+    }
+    if (rep == 0)
+      memcpy(first, got, nc * 4);
+    if (rep == 4) /* the plain call (rep 0) and the graph's replay give the same bits */
+      cmp_bits(what, first, got, nc * 4);
+  }
+  /* More distinct calls than the cache holds, each made twice (captured), then all again: every
+   * product lands in its own output, right. */
+  EXPECT_OK(gpu->iface->copy_h2d(gpu, d_a, a0, na * 4));
+  EXPECT_OK(gpu->iface->copy_h2d(gpu, d_b, b0, nb * 4));
+  for (int pass = 0; pass < 3; pass++) {
+    dpoison(d_c, nc * 4 * (size_t)calls);
+    for (int64_t i = 0; i < calls; i++)
+      for (int twice = 0; twice < 2; twice++) /* the second is captured, evicting a graph */
+        EXPECT_OK(gpu->iface->gemm(gpu, false, false, m, n, k, 1.0f, d_a, k, d_b, n, 0.0f,
+                                   d_c + i * (int64_t)nc, n));
+    for (int64_t i = 0; i < calls; i += 23) {
+      down(got, d_c + i * (int64_t)nc, nc * 4);
+      cmp_bits("gemm replay, many calls", first, got, nc * 4);
+    }
+  }
+  dfree(d_a);
+  dfree(d_b);
+  dfree(d_c);
+  free(first);
+  free(got);
+  free(c_c);
+  free(a0);
+  free(b0);
+  free(aa);
+  free(ab);
+  free(scale);
+}
+
 /* ---- elementwise ops ---- */
 
 static void test_fill_add_copy(void) {
@@ -1134,6 +1207,7 @@ int main(void) {
   RUN_TEST(test_aggr);
   RUN_TEST(test_pstate);
   RUN_TEST(test_gemm);
+  RUN_TEST(test_gemm_replay);
   RUN_TEST(test_bias_act);
   RUN_TEST(test_dropout);
   RUN_TEST(test_xent);
