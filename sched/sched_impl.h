@@ -217,8 +217,8 @@ typedef enum {
 
 /// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none. While the TRANSFER
 /// group is empty, a move changes the device share by one step instead, as long as the share
-/// can go that way (docs/scheduler.md): TRANSFER raises it, PARTIAL lowers it. Moving the first
-/// worker to TRANSFER resets the share to 0; moving the last one back sets it to share_steps.
+/// can go that way (docs/scheduler.md): TRANSFER raises it, PARTIAL lowers it. A worker move
+/// leaves the share at 0; a revert restores the split and share before the move it undoes.
 typedef enum {
   NG_CTRL_MOVE_TO_PARTIAL = -1,
   NG_CTRL_MOVE_NONE = 0,
@@ -266,11 +266,12 @@ typedef struct {
 /// Controller state; plain data, owned by the caller, no threads.
 typedef struct {
   ng_ctrl_opts o;
-  int workers[NG_GROUP_COUNT]; ///< the current split
-  int share;                   ///< the current device share, in steps
-  int64_t period;              ///< steps taken
-  int settle;                  ///< periods still to skip after a move
-  ng_ctrl_move last_move;      ///< the last move made (NONE before the first)
+  int workers[NG_GROUP_COUNT];                  ///< the current split
+  int share;                                    ///< the current device share, in steps
+  int prev_workers[NG_GROUP_COUNT], prev_share; ///< the state before the last move
+  int64_t period;                               ///< steps taken
+  int settle;                                   ///< periods still to skip after a move
+  ng_ctrl_move last_move;                       ///< the last move made (NONE before the first)
   int64_t acc_iters[NG_GROUP_COUNT];
   double acc_busy[NG_GROUP_COUNT];
   bool judging;       ///< the last move awaits its verdict

@@ -1492,7 +1492,8 @@ static void test_ctrl_share_climbs(void) {
 }
 
 /* At the largest share the next step towards TRANSFER moves a worker, which replaces the
- * share (back to 0), and undoing that move restores it; options out of range are refused. */
+ * share (back to 0), and undoing that move restores it; the last TRANSFER worker returns to a
+ * share of 0; options out of range are refused. */
 static void test_ctrl_share_edges(void) {
   ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
   o.warmup_periods = 0;
@@ -1520,6 +1521,22 @@ static void test_ctrl_share_edges(void) {
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 0);
   EXPECT_EQ_I(d.share, 2);
+  /* The last TRANSFER worker returns to a share of 0 (the share then climbs step by step). */
+  o.share_steps = 4;
+  o.initial_share = 0;
+  o.initial_partial = 7;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  s = sample(100, 200, 10);
+  s.ring_depth = 8;
+  s.consumer_wait_frac = 0.0; /* GPU-bound: a move to PARTIAL */
+  s.done = 100;
+  s.seconds = 0.1;
+  d = ng__ctrl_step(&c, &s);
+  for (int i = 0; i < 10 && d.move == NG_CTRL_MOVE_NONE; i++)
+    d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
+  EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 0);
+  EXPECT_EQ_I(d.share, 0);
   /* Out of range: more steps than the unit has, a start above the steps (unless fixed). */
   ng_ctrl bad;
   o.share_steps = NG_CTRL_SHARE_DEN + 1;
