@@ -19,6 +19,42 @@ enum { JUDGE_MIN_ITERS = 64 };
  * one period's rate varies by 5-10% on W1 (H100, 2,500 it/s, 50 ms), as much as a move
  * changes it; three give verdicts that hold. */
 enum { JUDGE_MIN_PERIODS = 3 };
+/* Iterations every period of a window needs for the window's rate to be the median of its
+ * periods' rates (window_rate); below, a period's rate is too coarse and the totals count. */
+enum { MEDIAN_MIN_ITERS = 16 };
+
+static void window_reset(ng_ctrl_window *w) {
+  memset(w, 0, sizeof *w);
+}
+
+static void window_add(ng_ctrl_window *w, int64_t done, double secs) {
+  if (!(secs > 0))
+    return;
+  if (w->periods == 0 || done < w->min_done)
+    w->min_done = done;
+  w->rate[w->periods % NG_CTRL_RATES] = (double)done / secs;
+  w->done += done;
+  w->secs += secs;
+  w->periods++;
+}
+
+/* The rate of a window: the median of its last periods' rates, so that one period with a stall
+ * does not decide a verdict (on some H100 instances W1's epochs dipped by 20-25% every few
+ * epochs in every mode, and the judge undid good moves), or its iterations over its seconds
+ * when a period held too few iterations for a rate of its own. */
+static double window_rate(const ng_ctrl_window *w) {
+  if (w->min_done < MEDIAN_MIN_ITERS)
+    return (double)w->done / w->secs;
+  const int n = NG_MIN(w->periods, NG_CTRL_RATES);
+  double r[NG_CTRL_RATES];
+  for (int i = 0; i < n; i++) { /* insertion sort: n <= 16 */
+    int j = i;
+    for (; j > 0 && r[j - 1] > w->rate[i]; j--)
+      r[j] = r[j - 1];
+    r[j] = w->rate[i];
+  }
+  return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+}
 
 ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
   static const ng_ctrl_opts defaults = NG_CTRL_OPTS_INIT;
@@ -193,15 +229,10 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
  * slope, each step losing less than the band (on W1 with 15 workers, 14/1 slid to 10/5 and lost
  * 10% that way). */
 static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
-  if (s->seconds > 0) {
-    c->judge_done += s->done;
-    c->judge_secs += s->seconds;
-  }
-  c->judge_periods++;
-  if (c->judge_done < JUDGE_MIN_ITERS || c->judge_periods < JUDGE_MIN_PERIODS ||
-      !(c->judge_secs > 0))
+  window_add(&c->judged, s->done, s->seconds);
+  if (c->judged.done < JUDGE_MIN_ITERS || c->judged.periods < JUDGE_MIN_PERIODS)
     return -1;
-  const double rate = (double)c->judge_done / c->judge_secs;
+  const double rate = window_rate(&c->judged);
   c->judging = false;
   const bool raised = rate > c->rate_before * (1.0 + c->o.threshold / 2);
   if (rate < c->rate_before * (1.0 - c->o.threshold / 2) || (c->probing && !raised))
@@ -227,11 +258,8 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
   int verdict = 0;
   /* A settled period under the current split counts towards the rate the next move is judged
    * against. */
-  if (!c->o.fixed && c->period >= c->o.warmup_periods && c->settle == 0 && s->seconds > 0) {
-    c->win_done += s->done;
-    c->win_secs += s->seconds;
-    c->win_periods++;
-  }
+  if (!c->o.fixed && c->period >= c->o.warmup_periods && c->settle == 0)
+    window_add(&c->win, s->done, s->seconds);
   d.period = c->period++;
   d.move = NG_CTRL_MOVE_NONE;
   d.ring_depth = s->ring_depth;
@@ -259,7 +287,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     fail_dir(c, ng__ctrl_move_to(c->last_move));
     undo(c, &d);
   } else if (s->seconds > 0 &&
-             (c->win_periods < JUDGE_MIN_PERIODS || c->win_done < JUDGE_MIN_ITERS)) {
+             (c->win.periods < JUDGE_MIN_PERIODS || c->win.done < JUDGE_MIN_ITERS)) {
     /* The current split's rate, which the next move will be judged against, spans too few
      * periods or iterations yet: a move now would be judged against noise. */
     d.reason = NG_CTRL_NO_DATA;
@@ -307,23 +335,18 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
   for (int k = 0; k < 2 && d.reason != NG_CTRL_REVERTED; k++)
     if (c->block_left[k] > 0)
       c->block_left[k]--;
-  if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED && c->win_secs > 0) {
+  if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED && c->win.secs > 0) {
     c->judging = true;
     c->probing = d.reason == NG_CTRL_PROBE;
-    c->rate_before = (double)c->win_done / c->win_secs;
-    c->judge_done = 0;
-    c->judge_secs = 0.0;
-    c->judge_periods = 0;
+    c->rate_before = window_rate(&c->win);
+    window_reset(&c->judged);
   } else if (d.move != NG_CTRL_MOVE_NONE ||
              (d.reason != NG_CTRL_SETTLING && d.reason != NG_CTRL_WARMUP &&
               d.reason != NG_CTRL_JUDGING)) {
     c->judging = false; /* a verdict comes only from the periods right after the settling one */
   }
-  if (d.move != NG_CTRL_MOVE_NONE) { /* a new split: its rate starts afresh */
-    c->win_done = 0;
-    c->win_secs = 0.0;
-    c->win_periods = 0;
-  }
+  if (d.move != NG_CTRL_MOVE_NONE) /* a new split: its rate starts afresh */
+    window_reset(&c->win);
   d.workers[NG_GROUP_PARTIAL] = c->workers[NG_GROUP_PARTIAL];
   d.workers[NG_GROUP_TRANSFER] = c->workers[NG_GROUP_TRANSFER];
   d.share = c->share;

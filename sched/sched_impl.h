@@ -263,6 +263,16 @@ typedef struct {
   double producer_wait_frac, consumer_wait_frac;
 } ng_ctrl_decision;
 
+/// The periods of a stretch of time under one split: their totals and the last rates.
+#define NG_CTRL_RATES 16
+typedef struct {
+  int64_t done;               ///< iterations
+  double secs;                ///< seconds
+  int periods;                ///< periods (with seconds > 0)
+  int64_t min_done;           ///< the fewest iterations of one of its periods
+  double rate[NG_CTRL_RATES]; ///< the last periods' iterations/s, a ring
+} ng_ctrl_window;
+
 /// Controller state; plain data, owned by the caller, no threads.
 typedef struct {
   ng_ctrl_opts o;
@@ -277,12 +287,9 @@ typedef struct {
   bool judging;       ///< the last move awaits its verdict
   bool probing;       ///< the last move was a probe: it stays only if it raises the rate
   double rate_before; ///< the device's iterations/s under the split before the last move
-  int64_t win_done;   ///< iterations, seconds and periods under the current split (settled
-  double win_secs;    ///< periods): the rate a move is later judged against
-  int win_periods;
-  int64_t judge_done; ///< iterations, seconds and periods since the last move settled
-  double judge_secs;
-  int judge_periods;
+  /// The settled periods under the current split (the rate a move is later judged against),
+  /// and those since the last move settled (the rate it is judged by).
+  ng_ctrl_window win, judged;
   /// Per direction (indexed by ng__ctrl_move_to): periods it stays blocked after a
   /// revert, the next block's length (doubling while the direction keeps failing), and whether
   /// it failed since the last move that held.

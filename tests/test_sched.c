@@ -1458,6 +1458,39 @@ static void test_ctrl_backoff(void) {
   EXPECT_TRUE(c5.block_failed[1]);
 }
 
+/* One period with a stall (a fifth of the rate) does not decide a verdict: the judge compares
+ * the median of the periods' rates, before and after the move; a drop in most periods still
+ * undoes the move. */
+static void test_ctrl_judge_median(void) {
+  ng_ctrl c = ctrl_ready(8, -1);
+  ng_ctrl_sample s = sample(100, 200, 10);
+  s.ring_depth = 8;
+  s.producer_wait_frac = 0.8; /* GPU-bound: proposes a move to PARTIAL */
+  s.seconds = 0.1;
+  s.done = 100;
+  no_data(&c, &s, 2);
+  ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
+  const int64_t stalled[3] = {100, 20, 100}; /* the totals would be 27% slower */
+  for (int k = 0; k < 3; k++) {
+    s.done = stalled[k];
+    d = ng__ctrl_step(&c, &s);
+  }
+  /* Kept: the verdict's period goes on to the next GPU-bound move. */
+  EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 6);
+  EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
+  /* Slower in two periods of three: undone (its totals, against the stalled ones, rose). */
+  const int64_t slower[3] = {85, 100, 85};
+  for (int k = 0; k < 3; k++) {
+    s.done = slower[k];
+    d = ng__ctrl_step(&c, &s);
+  }
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
+}
+
 /* The device share: while every worker is PARTIAL, the CPU-bound signal (the device waits for
  * packages) raises it one step at a time and the GPU-bound one lowers it, each step judged by
  * the device's rate like a worker move; it settles where the device starts to bind, with no
@@ -1595,6 +1628,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_gpu_bound_fixed_and_data);
   RUN_TEST(test_ctrl_hysteresis);
   RUN_TEST(test_ctrl_judge);
+  RUN_TEST(test_ctrl_judge_median);
   RUN_TEST(test_ctrl_probe_climbs);
   RUN_TEST(test_ctrl_probe_must_pay);
   RUN_TEST(test_ctrl_backoff);
