@@ -126,6 +126,20 @@ static bool moves_share(const ng_ctrl *c, ng_ctrl_move m) {
   return m == NG_CTRL_MOVE_TO_TRANSFER ? c->share < c->o.share_steps : c->share > 0;
 }
 
+/* The split and share a move in direction `m` leads to (can_move() holds). */
+static void next_state(const ng_ctrl *c, ng_ctrl_move m, int workers[NG_GROUP_COUNT], int *share) {
+  const int to = ng__ctrl_move_to(m);
+  memcpy(workers, c->workers, sizeof c->workers);
+  *share = c->share;
+  if (moves_share(c, m)) {
+    *share += m == NG_CTRL_MOVE_TO_TRANSFER ? 1 : -1;
+  } else {
+    workers[1 - to]--;
+    workers[to]++;
+    *share = 0;
+  }
+}
+
 /* Moves one worker, or one share step, in direction `m` (can_move() holds): the split, the last
  * move (and the state before it, which a revert restores), a settling period and the decision.
  * The first TRANSFER worker replaces the largest share (the share drops to 0); the last one
@@ -133,16 +147,9 @@ static bool moves_share(const ng_ctrl *c, ng_ctrl_move m) {
  * loads the link more than the one worker did (on W1, 15/0 with half the destinations on the
  * device ran 8% below 14/1, and the judge undid it every time). */
 static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
-  const int to = ng__ctrl_move_to(m);
   memcpy(c->prev_workers, c->workers, sizeof c->workers);
   c->prev_share = c->share;
-  if (moves_share(c, m)) {
-    c->share += m == NG_CTRL_MOVE_TO_TRANSFER ? 1 : -1;
-  } else {
-    c->workers[1 - to]--;
-    c->workers[to]++;
-    c->share = 0;
-  }
+  next_state(c, m, c->workers, &c->share);
   c->last_move = m;
   c->settle = 1;
   d->move = m;
@@ -247,7 +254,15 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
     c->block_left[k] = 0;
     c->block_len[k] = BLOCK_PERIODS;
     c->block_failed[k] = false;
-    fail_dir(c, back);
+    /* Only when the way back leads where the move came from: from 14/1 to 15/0, the next step
+     * towards TRANSFER is a device share step, a split not tried yet. */
+    int w[NG_GROUP_COUNT], sh;
+    const ng_ctrl_move way_back = (ng_ctrl_move)-c->last_move;
+    if (can_move(c, way_back)) {
+      next_state(c, way_back, w, &sh);
+      if (sh == c->prev_share && memcmp(w, c->prev_workers, sizeof w) == 0)
+        fail_dir(c, back);
+    }
   }
   return 0;
 }

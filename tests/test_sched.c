@@ -1524,6 +1524,40 @@ static void test_ctrl_share_climbs(void) {
   EXPECT_TRUE(off < 30);
 }
 
+/* Leaving the TRANSFER group for good (the move raised the rate) blocks the way back to that
+ * worker, not the device share's first step, which the CPU-bound signal then takes. */
+static void test_ctrl_share_after_worker(void) {
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.warmup_periods = 0;
+  o.initial_partial = 7;
+  o.min_per_group = 0;
+  o.share_steps = 4;
+  ng_ctrl c;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  ng_ctrl_sample s = sample(100, 200, 10);
+  const int64_t rate_share[5] = {90, 95, 100, 90, 85}; /* best: 2 steps */
+  int at_best = 0, left = -1, first_step = -1;
+  for (int i = 0; i < 300; i++) {
+    const bool worker = c.workers[NG_GROUP_TRANSFER] > 0;
+    if (!worker && left < 0)
+      left = i;
+    if (c.share > 0 && first_step < 0)
+      first_step = i;
+    const bool device_binds = worker || c.share > 2;
+    s.ring_depth = device_binds ? 8 : 1;
+    s.consumer_wait_frac = device_binds ? 0.0 : 0.3;
+    s.done = worker ? 80 : rate_share[c.share];
+    s.seconds = 0.1;
+    (void)ng__ctrl_step(&c, &s);
+    at_best += i >= 150 && !worker && c.share == 2;
+  }
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 0);
+  EXPECT_EQ_I(c.share, 2);
+  EXPECT_TRUE(at_best > 130);
+  /* The first step came once the new split's rate was known, not after a block of 20. */
+  EXPECT_TRUE(left >= 0 && first_step > left && first_step - left < 12);
+}
+
 /* At the largest share the next step towards TRANSFER moves a worker, which replaces the
  * share (back to 0), and undoing that move restores it; the last TRANSFER worker returns to a
  * share of 0; options out of range are refused. */
@@ -1634,6 +1668,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_backoff);
   RUN_TEST(test_ctrl_share_climbs);
   RUN_TEST(test_ctrl_share_edges);
+  RUN_TEST(test_ctrl_share_after_worker);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
 }
