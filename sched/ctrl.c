@@ -150,6 +150,15 @@ static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
   memcpy(c->prev_workers, c->workers, sizeof c->workers);
   c->prev_share = c->share;
   next_state(c, m, c->workers, &c->share);
+  if (c->o.share_steps > 0 && c->prev_workers[NG_GROUP_TRANSFER] > 0 &&
+      c->workers[NG_GROUP_TRANSFER] == 0) {
+    /* The TRANSFER group just emptied: the next step towards TRANSFER is the first share step,
+     * a split not tried yet, whatever blocked that direction at the worker splits before. */
+    const int k = ng__ctrl_move_to(NG_CTRL_MOVE_TO_TRANSFER);
+    c->block_left[k] = 0;
+    c->block_len[k] = BLOCK_PERIODS;
+    c->block_failed[k] = false;
+  }
   c->last_move = m;
   c->settle = 1;
   d->move = m;
