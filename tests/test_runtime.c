@@ -55,6 +55,46 @@ static uint8_t *reference(size_t *len) {
   return b;
 }
 
+/* --device-share is for hybrid-static with the zcopy transfer and rows the device reads (Cora's
+ * 5.7 KB rows are): other modes, the batch transfer and values outside [0, 1] are refused with a
+ * message, and a valid share trains. */
+static void test_device_share_options(void) {
+  static const struct {
+    ng_mode mode;
+    ng_fetch transfer;
+    double share;
+    ng_status want;
+  } cases[] = {
+      {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 0.25, NG_OK},
+      {NG_MODE_HYBRID, NG_FETCH_ZCOPY, 0.25, NG_ERR_INVALID_ARG},
+      {NG_MODE_PARTIAL, NG_FETCH_AUTO, 0.25, NG_ERR_INVALID_ARG},
+      {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 0.25, NG_ERR_INVALID_ARG},
+      {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 1.5, NG_ERR_INVALID_ARG},
+      {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, -0.1, NG_ERR_INVALID_ARG},
+      {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, NAN, NG_ERR_INVALID_ARG},
+  };
+  for (size_t i = 0; i < NG_ARRAY_LEN(cases); i++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 16;
+    o.mode = cases[i].mode;
+    o.transfer = cases[i].transfer;
+    o.workers = 2;
+    o.partial_workers = 2;
+    o.cache_ratio = 0.3;
+    o.device_share = cases[i].share;
+    ng_trainer_t t = NULL;
+    EXPECT_STATUS(ng_trainer_create(&t, cora, model, &o), cases[i].want);
+    if (cases[i].want != NG_OK) {
+      EXPECT_ERR_HAS("device share");
+      continue;
+    }
+    ng_epoch_stats st = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&st, t));
+    EXPECT_TRUE(st.device_share == 0.25 && st.fetch.zcopy_bytes > 0);
+    ng_trainer_destroy(t);
+  }
+}
+
 static void test_worker_failure(void) {
   size_t ref_len = 0, len = 0;
   uint8_t *ref = reference(&ref_len);
@@ -212,6 +252,7 @@ int main(void) {
   l1.activation = NG_ACT_NONE;
   EXPECT_OK(ng_model_add_layer(model, &l0));
   EXPECT_OK(ng_model_add_layer(model, &l1));
+  RUN_TEST(test_device_share_options);
   RUN_TEST(test_worker_failure);
   RUN_TEST(test_device_failure);
   RUN_TEST(test_interrupt_and_resume);
