@@ -231,8 +231,10 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   int32_t *hp = (int32_t *)out->hot.indptr, *hi = (int32_t *)out->hot.indices;
   int32_t *cp = (int32_t *)out->cold.indptr, *ci = (int32_t *)out->cold.indices;
   float *hw = (float *)out->hot.edge_w, *cw = (float *)out->cold.edge_w;
-  int64_t *dev_ids = (int64_t *)out->staged_ids; /* PARTIAL: the device's edges' rows */
-  int32_t nh = 0, nc = 0, nz = c.n_self_cold;
+  /* PARTIAL: the rows of the device's edges, after the self rows' ids; the edges' indices
+   * count from 0 (the device gathers them into rows of their own). */
+  int64_t *dev_ids = out->staged_ids ? (int64_t *)out->staged_ids + c.n_self_cold : NULL;
+  int32_t nh = 0, nc = 0, nz = 0;
   hp[0] = cp[0] = 0;
   for (int32_t d = 0; d < nd; d++) {
     const bool host = d < c.n_host_dst;
@@ -278,10 +280,10 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
       dp[j] = cp[m + j] - (int32_t)c.host_nnz;
     out->device_cold = (ng_block){
         .n_dst = dn,
-        .n_src = (int32_t)NG_MAX((int64_t)dn, c.n_staged),
+        .n_src = (int32_t)NG_MAX((int64_t)dn, c.cold_nnz - c.host_nnz),
         .nnz = c.cold_nnz - c.host_nnz,
         .indptr = dp,
-        .indices = ci + c.host_nnz,
+        .indices = ci ? ci + c.host_nnz : NULL,
         .edge_w = cw ? cw + c.host_nnz : NULL,
     };
   }

@@ -62,7 +62,8 @@ typedef struct {
   /// (PARTIAL); the device reduces those of the others, [n_host_dst, n_dst), from the staged
   /// rows: `device_cold` is that sub-block, its own indptr over those destinations and the
   /// last cold edges (BATCH, ZCOPY: n_host_dst 0 and the whole cold block; PARTIAL: none, or
-  /// with cfg.device_share the last destinations' edges).
+  /// with cfg.device_share the last destinations' edges, indices counting the device's rows
+  /// from 0).
   int32_t n_host_dst;
   ng_block device_cold;
   const float *self_w; ///< [n_dst] the self-loop weights, NULL without a self loop
@@ -76,7 +77,8 @@ typedef struct {
   /// (`staged`); ZCOPY the same rows as BATCH, and PARTIAL with cfg.self_zcopy its cold self
   /// rows followed by the rows of the cold edges the device reduces (one per edge, in edge
   /// order), which the device gathers from host memory itself: the package holds only their
-  /// global ids (`staged_ids`, `staged` NULL; PARTIAL's cold self row i is staged row i).
+  /// global ids (`staged_ids`, `staged` NULL; PARTIAL's cold self row i is staged row i, and
+  /// device_cold's index j is staged row n_self_cold + j).
   int64_t n_staged;
   const float *staged;
   const int64_t *staged_ids;

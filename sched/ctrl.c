@@ -19,8 +19,8 @@ enum { JUDGE_MIN_ITERS = 64 };
  * one period's rate varies by 5-10% on W1 (H100, 2,500 it/s, 50 ms), as much as a move
  * changes it; three give verdicts that hold. */
 enum { JUDGE_MIN_PERIODS = 3 };
-/* Iterations every period of a window needs for the window's rate to be the median of its
- * periods' rates (window_rate); below, a period's rate is too coarse and the totals count. */
+/* Iterations each of a window's last periods needs for its rate to be the median of theirs
+ * (window_median); below, a period's rate is too coarse and the totals count. */
 enum { MEDIAN_MIN_ITERS = 16 };
 
 static void window_reset(ng_ctrl_window *w) {
@@ -30,21 +30,27 @@ static void window_reset(ng_ctrl_window *w) {
 static void window_add(ng_ctrl_window *w, int64_t done, double secs) {
   if (!(secs > 0))
     return;
-  if (w->periods == 0 || done < w->min_done)
-    w->min_done = done;
   w->rate[w->periods % NG_CTRL_RATES] = (double)done / secs;
+  w->period_done[w->periods % NG_CTRL_RATES] = done;
   w->done += done;
   w->secs += secs;
   w->periods++;
 }
 
-/* The rate of a window: the median of its last periods' rates, so that one period with a stall
- * does not decide a verdict (on some H100 instances W1's epochs dipped by 20-25% every few
- * epochs in every mode, and the judge undid good moves), or its iterations over its seconds
- * when a period held too few iterations for a rate of its own. */
-static double window_rate(const ng_ctrl_window *w) {
-  if (w->min_done < MEDIAN_MIN_ITERS)
-    return (double)w->done / w->secs;
+/* Whether each of the window's last periods (those its median takes) held enough iterations
+ * for a rate of its own. */
+static bool window_has_median(const ng_ctrl_window *w) {
+  const int n = NG_MIN(w->periods, NG_CTRL_RATES);
+  for (int i = 0; i < n; i++)
+    if (w->period_done[i] < MEDIAN_MIN_ITERS)
+      return false;
+  return n > 0;
+}
+
+/* The median of the window's last periods' rates: one period with a stall does not move it (on
+ * some H100 instances W1's epochs dipped by 20-25% every few epochs in every mode, and one such
+ * period undid good moves). */
+static double window_median(const ng_ctrl_window *w) {
   const int n = NG_MIN(w->periods, NG_CTRL_RATES);
   double r[NG_CTRL_RATES];
   for (int i = 0; i < n; i++) { /* insertion sort: n <= 16 */
@@ -150,11 +156,16 @@ static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
   memcpy(c->prev_workers, c->workers, sizeof c->workers);
   c->prev_share = c->share;
   next_state(c, m, c->workers, &c->share);
-  if (c->o.share_steps > 0 && c->prev_workers[NG_GROUP_TRANSFER] > 0 &&
-      c->workers[NG_GROUP_TRANSFER] == 0) {
+  const int k = ng__ctrl_move_to(NG_CTRL_MOVE_TO_TRANSFER);
+  c->unblocked = c->o.share_steps > 0 && c->prev_workers[NG_GROUP_TRANSFER] > 0 &&
+                 c->workers[NG_GROUP_TRANSFER] == 0;
+  if (c->unblocked) {
     /* The TRANSFER group just emptied: the next step towards TRANSFER is the first share step,
-     * a split not tried yet, whatever blocked that direction at the worker splits before. */
-    const int k = ng__ctrl_move_to(NG_CTRL_MOVE_TO_TRANSFER);
+     * a split not tried yet, whatever blocked that direction at the worker splits before. A
+     * revert of this move restores the block (undo). */
+    c->unblocked_left = c->block_left[k];
+    c->unblocked_len = c->block_len[k];
+    c->unblocked_failed = c->block_failed[k];
     c->block_left[k] = 0;
     c->block_len[k] = BLOCK_PERIODS;
     c->block_failed[k] = false;
@@ -170,6 +181,13 @@ static void undo(ng_ctrl *c, ng_ctrl_decision *d) {
   const ng_ctrl_move back = (ng_ctrl_move)-c->last_move;
   memcpy(c->workers, c->prev_workers, sizeof c->workers);
   c->share = c->prev_share;
+  if (c->unblocked) { /* back among the worker splits: their block on TRANSFER holds again */
+    const int k = ng__ctrl_move_to(NG_CTRL_MOVE_TO_TRANSFER);
+    c->block_left[k] = c->unblocked_left;
+    c->block_len[k] = c->unblocked_len;
+    c->block_failed[k] = c->unblocked_failed;
+    c->unblocked = false;
+  }
   c->last_move = back;
   c->settle = 1;
   d->move = back;
@@ -248,10 +266,13 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
   window_add(&c->judged, s->done, s->seconds);
   if (c->judged.done < JUDGE_MIN_ITERS || c->judged.periods < JUDGE_MIN_PERIODS)
     return -1;
-  const double rate = window_rate(&c->judged);
+  /* Both rates by one statistic: the medians when both windows allow them, else the totals. */
+  const bool median = window_has_median(&c->judged) && window_has_median(&c->before);
+  const double rate = median ? window_median(&c->judged) : c->judged.done / c->judged.secs;
+  const double rate_before = median ? window_median(&c->before) : c->before.done / c->before.secs;
   c->judging = false;
-  const bool raised = rate > c->rate_before * (1.0 + c->o.threshold / 2);
-  if (rate < c->rate_before * (1.0 - c->o.threshold / 2) || (c->probing && !raised))
+  const bool raised = rate > rate_before * (1.0 + c->o.threshold / 2);
+  if (rate < rate_before * (1.0 - c->o.threshold / 2) || (c->probing && !raised))
     return 1;
   /* A move that raised the rate opens its direction afresh, and counts as a failure of the
    * way back: the split just left is the worse one, and a signal proposing it again (the
@@ -362,7 +383,7 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
   if (d.move != NG_CTRL_MOVE_NONE && d.reason != NG_CTRL_REVERTED && c->win.secs > 0) {
     c->judging = true;
     c->probing = d.reason == NG_CTRL_PROBE;
-    c->rate_before = window_rate(&c->win);
+    c->before = c->win;
     window_reset(&c->judged);
   } else if (d.move != NG_CTRL_MOVE_NONE ||
              (d.reason != NG_CTRL_SETTLING && d.reason != NG_CTRL_WARMUP &&

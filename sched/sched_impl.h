@@ -266,11 +266,11 @@ typedef struct {
 /// The periods of a stretch of time under one split: their totals and the last rates.
 #define NG_CTRL_RATES 16
 typedef struct {
-  int64_t done;               ///< iterations
-  double secs;                ///< seconds
-  int periods;                ///< periods (with seconds > 0)
-  int64_t min_done;           ///< the fewest iterations of one of its periods
-  double rate[NG_CTRL_RATES]; ///< the last periods' iterations/s, a ring
+  int64_t done;                       ///< iterations
+  double secs;                        ///< seconds
+  int periods;                        ///< periods (with seconds > 0)
+  double rate[NG_CTRL_RATES];         ///< the last periods' iterations/s, a ring
+  int64_t period_done[NG_CTRL_RATES]; ///< and their iterations
 } ng_ctrl_window;
 
 /// Controller state; plain data, owned by the caller, no threads.
@@ -284,17 +284,21 @@ typedef struct {
   ng_ctrl_move last_move;                       ///< the last move made (NONE before the first)
   int64_t acc_iters[NG_GROUP_COUNT];
   double acc_busy[NG_GROUP_COUNT];
-  bool judging;       ///< the last move awaits its verdict
-  bool probing;       ///< the last move was a probe: it stays only if it raises the rate
-  double rate_before; ///< the device's iterations/s under the split before the last move
-  /// The settled periods under the current split (the rate a move is later judged against),
-  /// and those since the last move settled (the rate it is judged by).
-  ng_ctrl_window win, judged;
+  bool judging; ///< the last move awaits its verdict
+  bool probing; ///< the last move was a probe: it stays only if it raises the rate
+  /// The settled periods under the current split, those of the split before the last move (the
+  /// rate the move is judged against), and those since the move settled (its rate).
+  ng_ctrl_window win, before, judged;
   /// Per direction (indexed by ng__ctrl_move_to): periods it stays blocked after a
   /// revert, the next block's length (doubling while the direction keeps failing), and whether
   /// it failed since the last move that held.
   int block_left[2], block_len[2];
   bool block_failed[2];
+  /// The TRANSFER direction's block as it was before the last move cleared it (emptying the
+  /// TRANSFER group does), for a revert to restore.
+  bool unblocked;
+  int unblocked_left, unblocked_len;
+  bool unblocked_failed;
 } ng_ctrl;
 
 /// Sets `c` up for `workers` >= 0 workers split by `o` (NULL: defaults). NG_ERR_INVALID_ARG for

@@ -119,9 +119,15 @@ static int32_t device_dst(const ng_fetch_pkg *dp) {
   return dp->n_dst - dp->n_host_dst;
 }
 
+/* The rows gathered into the staged rows: ZCOPY all of them; PARTIAL those of the device's
+ * edges (its self rows go straight to their destinations). */
+static int64_t staged_rows(const ng_fetch_pkg *dp) {
+  return dp->mode == NG_FETCH_ZCOPY ? dp->n_staged : dp->n_staged - dp->n_self_cold;
+}
+
 static size_t parts_bytes(const ng_fetch_pkg *dp, int64_t dim) {
   return rows_bytes(dp->n_dst, dim) + rows_bytes(device_dst(dp), dim) +
-         counts_bytes(device_dst(dp)) + (size_t)dp->n_staged * (size_t)dim * sizeof(float);
+         counts_bytes(device_dst(dp)) + (size_t)staged_rows(dp) * (size_t)dim * sizeof(float);
 }
 
 static host_parts parts_layout(char *base, const ng_fetch_pkg *dp, int64_t dim) {
@@ -150,9 +156,9 @@ static bool reads_host(const ng_fetch_pkg *dp) {
  * (as the host stages rows), and the device's cold edges reduced over the rows read.
  * - ZCOPY: the unique cold rows are gathered into the staged rows, the cold self rows placed
  *   from there (a destination's row is read once even when it is also a source).
- * - PARTIAL: the cold self rows go straight to their destinations (staged rows [0,
- *   n_self_cold), not kept), the rows of the device's edges into staged rows [n_self_cold,
- *   n_staged), where its edges' indices point. */
+ * - PARTIAL: the cold self rows (the package's first n_self_cold ids) go straight to their
+ *   destinations, the rows of the device's edges (the other ids) into the staged rows, where
+ *   its edges' indices point. */
 static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg *dp, float drop_p,
                            uint64_t drop_key, int k, host_parts *out) {
   ng_backend *be = st->be;
@@ -175,9 +181,8 @@ static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg
   } else {
     NG_CHECK(BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, st->host_dev, dp->staged_ids,
                                   n_self, dim, drop_p, drop_key));
-    NG_CHECK(BE(st)->scatter_rows(be, z.staged + n_self * dim, NULL, st->host_dev,
-                                  dp->staged_ids + n_self, dp->n_staged - n_self, dim, drop_p,
-                                  drop_key));
+    NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids + n_self,
+                                  staged_rows(dp), dim, drop_p, drop_key));
   }
   if (dp->device_cold.nnz > 0)
     NG_CHECK(BE(st)->aggr_partial(be, bare, &dp->device_cold, z.staged, &z.cold));

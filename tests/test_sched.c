@@ -1560,6 +1560,40 @@ static void test_ctrl_share_after_worker(void) {
   EXPECT_TRUE(left >= 0 && first_step > left && first_step - left < 8);
 }
 
+/* Emptying the TRANSFER group clears that direction's block only while the group stays empty:
+ * when the judge undoes the move, the block of the worker splits holds again. */
+static void test_ctrl_share_revert_block(void) {
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.warmup_periods = 0;
+  o.initial_partial = 7;
+  o.min_per_group = 0;
+  o.share_steps = 4;
+  ng_ctrl c;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  const int k = ng__ctrl_move_to(NG_CTRL_MOVE_TO_TRANSFER);
+  c.block_left[k] = 200;
+  c.block_len[k] = 160;
+  c.block_failed[k] = true;
+  ng_ctrl_sample s = sample(100, 200, 10);
+  s.ring_depth = 8;
+  s.consumer_wait_frac = 0.0; /* GPU-bound: a move to PARTIAL, 7/1 -> 8/0 */
+  s.seconds = 0.1;
+  s.done = 100;
+  no_data(&c, &s, 2);
+  ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 0);
+  EXPECT_EQ_I(c.block_left[k], 0);
+  EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
+  s.done = 80; /* slower: undone */
+  d = verdict(&c, &s);
+  EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
+  EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 1);
+  EXPECT_TRUE(c.block_left[k] > 150);
+  EXPECT_EQ_I(c.block_len[k], 160);
+  EXPECT_TRUE(c.block_failed[k]);
+}
+
 /* At the largest share the next step towards TRANSFER moves a worker, which replaces the
  * share (back to 0), and undoing that move restores it; the last TRANSFER worker returns to a
  * share of 0; options out of range are refused. */
@@ -1671,6 +1705,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_share_climbs);
   RUN_TEST(test_ctrl_share_edges);
   RUN_TEST(test_ctrl_share_after_worker);
+  RUN_TEST(test_ctrl_share_revert_block);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
 }
