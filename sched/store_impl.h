@@ -27,8 +27,9 @@ typedef struct {
   size_t work_cap;
   /// Per package slot: what the device reads from host memory for a package, queued ahead by
   /// ng__store_prefetch and consumed by ng__store_input: a ZCOPY package's cold part (cold
-  /// state, self rows, the gathered rows), or the self rows of a PARTIAL package that left its
-  /// cold self rows to the device. The last entry serves a package that was not prefetched.
+  /// state, self rows, the gathered rows), or what a PARTIAL package left to the device (its
+  /// cold self rows, and with a device share the state of its last destinations and the rows
+  /// it was reduced from). The last entry serves a package that was not prefetched.
   struct {
     void *buf;
     size_t cap;
@@ -55,7 +56,9 @@ void ng__store_close(ng_store *st);
 /// the link's rate only with that much parallelism), then reduces the cold edges and places the
 /// cold self rows from that copy, all while it still computes the iteration before
 /// (backend_impl.h, copy_ops_begin). For a PARTIAL package that left its cold self rows to the
-/// device (ng_fetch_cfg.self_zcopy), the gather of those rows. Does nothing for other packages.
+/// device (ng_fetch_cfg.self_zcopy), the gather of those rows, and with a device share
+/// (ng_fetch_cfg.device_share) the gather of its device edges' rows and their reduction. Does
+/// nothing for other packages.
 /// Same arguments as ng__store_input, which then uses the result.
 ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
                              float drop_p, uint64_t drop_key, int slot);
