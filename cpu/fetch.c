@@ -170,8 +170,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   memset(out, 0, sizeof *out);
   if ((unsigned)cfg->mode > NG_FETCH_ZCOPY)
     return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy %d", (int)cfg->mode);
-  if (!(cfg->device_share >= 0.0 && cfg->device_share <= 1.0))
-    return ng__err(NG_ERR_INVALID_ARG, "device share %g is not in [0, 1]", cfg->device_share);
+  /* The runtime checks the user's share (ng__runtime_create); this is the layout's own need. */
   if (cfg->device_share > 0.0 && !(cfg->mode == NG_FETCH_PARTIAL && cfg->self_zcopy))
     return ng__err(NG_ERR_INVALID_ARG,
                    "a device share (%g) needs the partial strategy with the device reading the "

@@ -146,6 +146,13 @@ static void next_state(const ng_ctrl *c, ng_ctrl_move m, int workers[NG_GROUP_CO
   }
 }
 
+/* Direction k (a ng__ctrl_move_to index) is open afresh: no block, and the backoff reset. */
+static void open_dir(ng_ctrl *c, int k) {
+  c->block_left[k] = 0;
+  c->block_len[k] = BLOCK_PERIODS;
+  c->block_failed[k] = false;
+}
+
 /* Moves one worker, or one share step, in direction `m` (can_move() holds): the split, the last
  * move (and the state before it, which a revert restores), a settling period and the decision.
  * The first TRANSFER worker replaces the largest share (the share drops to 0); the last one
@@ -166,9 +173,7 @@ static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
     c->unblocked_left = c->block_left[k];
     c->unblocked_len = c->block_len[k];
     c->unblocked_failed = c->block_failed[k];
-    c->block_left[k] = 0;
-    c->block_len[k] = BLOCK_PERIODS;
-    c->block_failed[k] = false;
+    open_dir(c, k);
   }
   c->last_move = m;
   c->settle = 1;
@@ -281,9 +286,7 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
    * neighbours with the backoff reset at every turn. */
   if (raised) {
     const int k = ng__ctrl_move_to(c->last_move), back = 1 - k;
-    c->block_left[k] = 0;
-    c->block_len[k] = BLOCK_PERIODS;
-    c->block_failed[k] = false;
+    open_dir(c, k);
     /* Only when the way back leads where the move came from: from 14/1 to 15/0, the next step
      * towards TRANSFER is a device share step, a split not tried yet. */
     int w[NG_GROUP_COUNT], sh;
@@ -448,6 +451,6 @@ size_t ng__ctrl_log_line(const ng_ctrl_decision *d, char *buf, size_t cap) {
                    d->workers[NG_GROUP_PARTIAL], d->workers[NG_GROUP_TRANSFER],
                    d->tput[NG_GROUP_PARTIAL], d->tput[NG_GROUP_TRANSFER], d->rel_diff,
                    d->ring_depth, d->ring_capacity, d->producer_wait_frac, d->consumer_wait_frac,
-                   (double)d->share / NG_CTRL_SHARE_DEN);
+                   ng__ctrl_share_frac(d->share));
   return n > 0 ? (size_t)n : 0;
 }

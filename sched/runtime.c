@@ -291,7 +291,7 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int64_t i, voi
   cfg.mode = group_fetch(rt, group);
   cfg.device_share =
       cfg.mode == NG_FETCH_PARTIAL
-          ? (double)atomic_load_explicit(&rt->share, memory_order_relaxed) / NG_CTRL_SHARE_DEN
+          ? ng__ctrl_share_frac(atomic_load_explicit(&rt->share, memory_order_relaxed))
           : 0.0;
   cfg.threads = rt->n_threads ? 1 : rt->o.omp_threads;
   reserve_ctx rc = {w->slots, buf, &rt->largest_pkg};
@@ -680,7 +680,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
           .device_busy =
               NG_MAX(0.0, 1.0 - (double)(now.take_wait_ns - tel0.take_wait_ns) * 1e-9 / secs),
           .decisions = log.text,
-          .device_share = (double)rt->ctrl.share / NG_CTRL_SHARE_DEN,
+          .device_share = ng__ctrl_share_frac(rt->ctrl.share),
       };
       t.workers[0] = rt->ctrl.workers[0];
       t.workers[1] = rt->ctrl.workers[1];
@@ -727,6 +727,6 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     memcpy(workers_out, rt->ctrl.workers, sizeof rt->ctrl.workers);
   else
     workers_out[0] = workers_out[1] = 0;
-  *share_out = (double)rt->ctrl.share / NG_CTRL_SHARE_DEN;
+  *share_out = ng__ctrl_share_frac(rt->ctrl.share);
   return st;
 }

@@ -196,6 +196,11 @@ typedef struct {
 /// The device share's unit: shares are multiples of 1 / NG_CTRL_SHARE_DEN.
 #define NG_CTRL_SHARE_DEN 16
 
+/// A share of `steps` steps as a fraction of the destinations (ng_fetch_cfg.device_share).
+static inline double ng__ctrl_share_frac(int steps) {
+  return (double)steps / NG_CTRL_SHARE_DEN;
+}
+
 /// Why the controller decided what it did (ng__ctrl_reason_name() gives the CSV word).
 typedef enum {
   NG_CTRL_FIXED,       ///< moves are off

@@ -142,7 +142,7 @@ def row_from_json(workload, device, mode, workers, train_json, telemetry_csv, ro
         "cpu_cold_bytes_per_iter": per("cpu_cold_bytes"),
         "cold_bytes_per_iter": cold * row_bytes / it,
         "gpu_busy": gpu_busy(read_telemetry(telemetry_csv),
-                             {e.get("epoch", i) for i, e in enumerate(epochs) if i >= first}),
+                             {e.get("epoch", i) for i, e in enumerate(window, first)}),
         "partial_workers": last.get("partial_workers"),
         "transfer_workers": last.get("transfer_workers"),
         "device_share": last.get("device_share") or 0,
@@ -531,7 +531,8 @@ def write_report(out, rows, probes, meta, plots):
     lines += ["Columns and the floor are defined in docs/eval.md. ms/it = 1000 / it/s (the "
               "floor compares with it); median and p99 are the times between two iterations "
               "finishing on the device; PCIe = h2d + zero-copy bytes; split P/T = PARTIAL / "
-              "TRANSFER workers at the end (+N%: the device share, docs/scheduler.md); bound = the floor's longest term (pcie, host, gpu); "
+              "TRANSFER workers at the end (+N%: the device share, docs/scheduler.md); bound = "
+              "the floor's longest term (pcie, host, gpu); "
               "of floor = floor / ms/it.", ""]
     lines += probe_section(probes)
     for wl in sorted({r["workload"] for r in rows}, key=lambda w: list(
