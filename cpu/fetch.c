@@ -182,15 +182,22 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   const int32_t nd = b->n_dst, ns = b->n_src;
   const ng_fetch mode = cfg->mode;
 
-  /* Pass 1: how many edges, self rows and staged rows each tier gets. */
+  /* Pass 1: how many edges, self rows and staged rows each tier gets. PARTIAL: the host
+   * reduces the cold edges of the first destinations, the device those of the last
+   * device_share of them, from rows staged one per edge after the self rows. */
+  const bool staging = mode != NG_FETCH_PARTIAL; /* BATCH here, ZCOPY on the device */
   counts c = {0, 0, 0, 0, 0, 0, 0};
-  for (int64_t e = 0; e < b->nnz; e++)
-    c.hot_nnz += gid[b->indices[e]] < H;
+  c.n_host_dst = staging ? 0 : nd - (int32_t)(cfg->device_share * (double)nd);
+  const int32_t host_end = b->indptr[c.n_host_dst]; /* the host's destinations' edges */
+  for (int64_t e = 0; e < b->nnz; e++) {
+    const bool hot = gid[b->indices[e]] < H;
+    c.hot_nnz += hot;
+    c.host_nnz += !hot && e < host_end;
+  }
   c.cold_nnz = b->nnz - c.hot_nnz;
   for (int32_t d = 0; d < nd; d++)
     c.n_self_hot += gid[d] < H;
   c.n_self_cold = nd - c.n_self_hot;
-  const bool staging = mode != NG_FETCH_PARTIAL; /* BATCH here, ZCOPY on the device */
   if (staging) {
     /* Every cold local node is staged once: each non-destination source is some edge's source
      * and each destination needs its self row. */
@@ -199,11 +206,6 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
     for (int32_t s = 0; s < ns; s++)
       scratch->stage_pos[s] = gid[s] >= H ? (int32_t)c.n_staged++ : -1;
   } else {
-    /* PARTIAL: the host reduces the cold edges of the first destinations, the device those of
-     * the last device_share of them, from rows staged one per edge after the self rows. */
-    c.n_host_dst = nd - (int32_t)(cfg->device_share * (double)nd);
-    for (int64_t e = 0; e < b->indptr[c.n_host_dst]; e++)
-      c.host_nnz += gid[b->indices[e]] >= H;
     c.n_staged = c.n_self_cold + (c.cold_nnz - c.host_nnz);
   }
 
