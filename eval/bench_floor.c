@@ -13,16 +13,24 @@
  *      of at most 256 MiB, each waited for.
  *   4. Both at once for the same interval: the T CPU threads of 2 while the main thread runs the
  *      gathers of 3. They share host DRAM, so each runs slower than alone; the sum of the two
- *      rates is the combined host read rate that cold rows can be consumed at with T workers.
+ *      rates is the combined host read rate that cold rows can be read at with T workers.
+ *   5. The same with delivery: the CPU threads write their sums with the kernels' stage_sum (the
+ *      non-temporal stores PARTIAL stages its states with) into rings of page-locked staging,
+ *      and the main thread, between gathers, copies the states written since its last visit to
+ *      the device on a copy queue, as the device thread copies PARTIAL packages. A state must
+ *      reach the GPU to be of use, and its write and DMA read take host DRAM as the cold rows
+ *      do: the sum of the two read rates here is the delivered rate, the rate at which cold rows
+ *      can be consumed with T workers (the floor's host term, docs/eval.md).
  *
  *   bench_floor [--dim D] [--threads LIST]... [--table-gib G] [--seconds S] [--fanout F]
  *               [--device N] [--json FILE]
  *
- * Every rate counts bytes of rows read, GB = 1e9 B. Each measured interval follows a warm-up of
- * a fifth of it (at least 0.1 s). Without the CUDA backend in the build only the CPU figures
- * (2) are measured: the program says so, reports the GPU figures as missing (null in the JSON)
- * and exits 0. Needs the table plus about 1 GiB of host memory; takes about
- * (2 x thread counts + 1) x 1.2 x S seconds plus the table's set-up. */
+ * Every rate counts bytes of rows read, GB = 1e9 B, except the states' rate of 5 (bytes written
+ * and copied). Each measured interval follows a warm-up of a fifth of it (at least 0.1 s).
+ * Without the CUDA backend in the build only the CPU figures (2) are measured: the program says
+ * so, reports the GPU figures as missing (null in the JSON) and exits 0. Needs the table plus
+ * about 1 GiB of host memory (and RING_CHUNKS x 64 rows of page-locked staging per thread);
+ * takes about (3 x thread counts + 1) x 1.2 x S seconds plus the table's set-up. */
 #include "core/backend_impl.h"
 #include "core/rng.h"
 #include "eval/bench_util.h"
@@ -44,11 +52,12 @@
 enum {
   MAX_THREAD_COUNTS = 64,
   MAX_THREADS = 1024,
-  CHUNK_DST = 64, /* destinations per aggr_sum call */
-  H2D_REPS = 10,  /* timed copies of the H2D probe */
-  ZC_SETS = 4,    /* id sets the gathers cycle through */
-  CHECK_ROWS = 4, /* gathered rows compared with the table */
-  PHASE_WARM = 0, /* the threads' phases, set by the main thread */
+  CHUNK_DST = 64,   /* destinations per aggr_sum call */
+  H2D_REPS = 10,    /* timed copies of the H2D probe */
+  ZC_SETS = 4,      /* id sets the gathers cycle through */
+  CHECK_ROWS = 4,   /* gathered rows compared with the table */
+  RING_CHUNKS = 32, /* chunks of CHUNK_DST states in a thread's staging ring (5) */
+  PHASE_WARM = 0,   /* the threads' phases, set by the main thread */
   PHASE_MEASURE = 1,
   PHASE_STOP = 2
 };
@@ -56,6 +65,9 @@ enum {
 #ifdef NG_HAVE_CUDA
 static const size_t H2D_BYTES = (size_t)512 << 20;
 static const size_t GATHER_CALL_BYTES = (size_t)256 << 20;
+/* Gathers of the delivered figure (5) are shorter, so that the states' copies follow their
+ * writing closely (a thread writes about RING_CHUNKS / 8 chunks meanwhile at 4 KB rows). */
+static const size_t DELIVER_CALL_BYTES = (size_t)32 << 20;
 #endif
 
 typedef struct {
@@ -241,6 +253,7 @@ typedef struct {
   const host_table *tab;
   const ng_cpu_kernels *k;
   _Atomic int phase;
+  bool deliver; /* 5: the threads stage their states into their rings */
 } cpu_shared;
 
 struct cpu_thread {
@@ -250,6 +263,11 @@ struct cpu_thread {
   int32_t *indptr, *indices;
   int64_t nnz, n_chunks;
   float *out; /* CHUNK_DST rows */
+  /* 5: RING_CHUNKS x CHUNK_DST rows of page-locked staging (NULL without a GPU), the chunks
+   * staged into it so far (written by the thread) and those copied to the device (main thread). */
+  float *ring;
+  _Atomic int64_t staged;
+  int64_t copied;
   /* Results: rows read in the measured phase and its length. */
   int64_t rows;
   double seconds;
@@ -282,7 +300,14 @@ static void *cpu_main(void *arg) {
                   .nnz = t->nnz,
                   .indptr = t->indptr + c * CHUNK_DST,
                   .indices = t->indices};
-    sh->k->aggr_sum(&bare, &b, sh->tab->table, sh->tab->dim, 0, CHUNK_DST, t->out);
+    if (sh->deliver) {
+      const int64_t n = atomic_load_explicit(&t->staged, memory_order_relaxed);
+      float *out = t->ring + (n % RING_CHUNKS) * CHUNK_DST * sh->tab->dim;
+      sh->k->stage_sum(&bare, &b, sh->tab->table, sh->tab->dim, 0, CHUNK_DST, out);
+      atomic_store_explicit(&t->staged, n + 1, memory_order_release);
+    } else {
+      sh->k->aggr_sum(&bare, &b, sh->tab->table, sh->tab->dim, 0, CHUNK_DST, t->out);
+    }
     rows += t->indptr[(c + 1) * CHUNK_DST] - t->indptr[c * CHUNK_DST];
   }
   return NULL;
@@ -339,6 +364,8 @@ typedef struct {
   float *d_dst;
   int64_t *d_ids; /* ZC_SETS sets of call_rows ids */
   int64_t call_rows;
+  int64_t deliver_rows; /* rows of a gather of figure 5 */
+  float *d_states;      /* where figure 5's states are copied to (RING_CHUNKS / 2 chunks) */
 } gpu_side;
 
 /* Gathers until `seconds` have passed (at least one call); the rows gathered and the time. */
@@ -358,19 +385,61 @@ static ng_status gpu_gather_for(gpu_side *g, int64_t dim, double seconds, int64_
   *elapsed = t - t0;
   return NG_OK;
 }
+
+/* Figure 5's main thread, until `seconds` have passed (at least one round): a round queues the
+ * copies of every thread's chunks staged since the last round on copy queue 0, then a gather of
+ * deliver_rows rows on the op queue, and waits for both. A thread's copy starts at most half a
+ * ring behind it, so that it does not read a chunk the thread is rewriting (the skipped chunks
+ * are not counted). The rows gathered, the bytes copied and the time. */
+static ng_status gpu_deliver_for(gpu_side *g, cpu_thread *th, int n, int64_t dim, double seconds,
+                                 int64_t *rows, int64_t *copied, double *elapsed) {
+  const struct ng_backend_i *I = g->be->iface;
+  const int64_t chunk_floats = (int64_t)CHUNK_DST * dim;
+  const size_t chunk_bytes = (size_t)chunk_floats * sizeof(float);
+  double t0 = ng__now(), t = t0;
+  int64_t nr = 0, nb = 0;
+  for (int s = 0; nr == 0 || t - t0 < seconds; s = (s + 1) % ZC_SETS) {
+    for (int i = 0; i < n; i++) {
+      cpu_thread *c = &th[i];
+      const int64_t end = atomic_load_explicit(&c->staged, memory_order_acquire);
+      for (int64_t from = NG_MAX(c->copied, end - RING_CHUNKS / 2); from < end;) {
+        const int64_t slot = from % RING_CHUNKS, len = NG_MIN(end - from, RING_CHUNKS - slot);
+        NG_CHECK(I->copy_h2d_async(g->be, g->d_states, c->ring + slot * chunk_floats,
+                                   (size_t)len * chunk_bytes, 0));
+        nb += len * (int64_t)chunk_bytes;
+        from += len;
+      }
+      c->copied = end;
+    }
+    NG_CHECK(I->gather_rows(g->be, g->d_dst, g->view, g->d_ids + (int64_t)s * g->call_rows,
+                            g->deliver_rows, dim));
+    NG_CHECK(I->wait_copy(g->be, 0));
+    NG_CHECK(I->sync(g->be));
+    nr += g->deliver_rows;
+    t = ng__now();
+  }
+  *rows = nr;
+  *copied = nb;
+  *elapsed = t - t0;
+  return NG_OK;
+}
 #endif
 
 /* ---- one measurement: T CPU threads alone, or together with the GPU's gathers ---- */
 
 typedef struct {
   int threads;
-  double cpu_alone, cpu_together, gpu_together; /* GB/s; < 0 when not measured */
+  /* GB/s; < 0 when not measured. 4: cpu_together, gpu_together; 5: cpu_delivering,
+   * gpu_delivering and the states copied (states_gbs). */
+  double cpu_alone, cpu_together, gpu_together;
+  double cpu_delivering, gpu_delivering, states_gbs;
 } floor_row;
 
-/* Runs `n` CPU threads for warm + seconds; with `gpu`, the main thread gathers meanwhile and
- * *gpu_gbs receives its rate over the measured phase. */
+/* Runs `n` CPU threads for warm + seconds; with `gpu`, the main thread gathers meanwhile (and,
+ * with sh->deliver, copies the threads' states) and *gpu_gbs (*states_gbs) receives its rate over
+ * the measured phase. */
 static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double seconds, void *gpu,
-                   double *cpu_gbs, double *gpu_gbs) {
+                   double *cpu_gbs, double *gpu_gbs, double *states_gbs) {
   const double row_bytes = (double)sh->tab->dim * sizeof(float);
   pthread_t *tid = ng__calloc((size_t)n, sizeof *tid, "CPU probe thread ids");
   if (!tid)
@@ -383,6 +452,8 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
     th[started].sh = sh;
     th[started].rows = 0;
     th[started].seconds = 0;
+    atomic_store(&th[started].staged, 0);
+    th[started].copied = 0;
     if (pthread_create(&tid[started], NULL, cpu_main, &th[started]) != 0) {
       fprintf(stderr, "bench_floor: could not start %d threads (%d started)\n", n, started);
       rc = 1;
@@ -393,23 +464,28 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
 #ifdef NG_HAVE_CUDA
     if (gpu) {
       gpu_side *g = gpu;
-      int64_t rows;
+      int64_t rows, bytes = 0;
       double el;
-      ng_status st = gpu_gather_for(g, sh->tab->dim, warm, &rows, &el);
+      ng_status st = sh->deliver ? gpu_deliver_for(g, th, n, sh->tab->dim, warm, &rows, &bytes, &el)
+                                 : gpu_gather_for(g, sh->tab->dim, warm, &rows, &el);
       atomic_store_explicit(&sh->phase, PHASE_MEASURE, memory_order_release);
       if (st == NG_OK)
-        st = gpu_gather_for(g, sh->tab->dim, seconds, &rows, &el);
+        st = sh->deliver ? gpu_deliver_for(g, th, n, sh->tab->dim, seconds, &rows, &bytes, &el)
+                         : gpu_gather_for(g, sh->tab->dim, seconds, &rows, &el);
       if (st != NG_OK) {
-        fprintf(stderr, "bench_floor: zero-copy gather failed: %s\n", ng_last_error());
+        fprintf(stderr, "bench_floor: zero-copy gather%s failed: %s\n",
+                sh->deliver ? " or state copy" : "", ng_last_error());
         rc = 1;
       } else {
         *gpu_gbs = (double)rows * row_bytes / el * 1e-9;
+        *states_gbs = (double)bytes / el * 1e-9;
       }
     } else
 #endif
     {
       (void)gpu;
       (void)gpu_gbs;
+      (void)states_gbs;
       sleep_s(warm);
       atomic_store_explicit(&sh->phase, PHASE_MEASURE, memory_order_release);
       sleep_s(seconds);
@@ -482,6 +558,7 @@ static int write_json(const floor_opts *o, const char *device, const char *isa,
   fputs(",\n  \"threads\": [", f);
   for (int i = 0; i < n; i++) {
     const double comb = r[i].gpu_together >= 0 ? r[i].cpu_together + r[i].gpu_together : -1;
+    const double dlv = r[i].gpu_delivering >= 0 ? r[i].cpu_delivering + r[i].gpu_delivering : -1;
     fprintf(f, "%s\n    {\"threads\": %d, \"cpu_alone_gbs\": ", i ? "," : "", r[i].threads);
     json_num(f, r[i].cpu_alone);
     fputs(", \"cpu_together_gbs\": ", f);
@@ -490,6 +567,14 @@ static int write_json(const floor_opts *o, const char *device, const char *isa,
     json_num(f, r[i].gpu_together);
     fputs(", \"combined_gbs\": ", f);
     json_num(f, comb);
+    fputs(", \"cpu_delivering_gbs\": ", f);
+    json_num(f, r[i].cpu_delivering);
+    fputs(", \"gpu_delivering_gbs\": ", f);
+    json_num(f, r[i].gpu_delivering);
+    fputs(", \"states_gbs\": ", f);
+    json_num(f, r[i].states_gbs);
+    fputs(", \"delivered_gbs\": ", f);
+    json_num(f, dlv);
     fputs("}", f);
   }
   fputs("\n  ]\n}\n", f);
@@ -549,7 +634,7 @@ static int run(floor_opts *o) {
 
   floor_row rows[MAX_THREAD_COUNTS];
   for (int i = 0; i < o->n_threads; i++)
-    rows[i] = (floor_row){o->threads[i], -1, -1, -1};
+    rows[i] = (floor_row){o->threads[i], -1, -1, -1, -1, -1, -1};
   double h2d = -1, zc_alone = -1;
   const double warm = NG_MAX(0.1, o->seconds / 5);
   char device[512] = "cpu only (no CUDA backend in this build)";
@@ -663,6 +748,13 @@ static int run(floor_opts *o) {
     CK(gpu_gather_for(&g, o->dim, o->seconds, &n, &el), "gather_rows (zero-copy alone)");
     zc_alone = (double)n * (double)row_bytes / el * 1e-9;
   }
+  /* 5. the threads' staging rings and the states' device buffer */
+  g.deliver_rows = NG_MIN(g.call_rows, NG_MAX(1, (int64_t)(DELIVER_CALL_BYTES / row_bytes)));
+  const size_t chunk_bytes = (size_t)CHUNK_DST * row_bytes;
+  for (int i = 0; i < max_t; i++)
+    CK(I->host_alloc(g.be, (void **)&th[i].ring, RING_CHUNKS * chunk_bytes),
+       "host_alloc (staging rings)");
+  CK(I->alloc(g.be, (void **)&g.d_states, RING_CHUNKS / 2 * chunk_bytes), "alloc (states)");
   gpu_arg = &g;
 #undef CK
 cpu_only:
@@ -680,33 +772,46 @@ cpu_only:
   print_gbs(h2d);
   printf(" GB/s\n# GPU zero-copy gather alone:            ");
   print_gbs(zc_alone);
-  printf(" GB/s\n%7s %10s %10s %10s %10s\n", "threads", "cpu_alone", "cpu_tog", "gpu_tog",
-         "combined");
+  printf(" GB/s\n%7s %10s %10s %10s %10s %10s %10s %10s %10s\n", "threads", "cpu_alone", "cpu_tog",
+         "gpu_tog", "combined", "cpu_dlv", "gpu_dlv", "states", "delivered");
   fflush(stdout);
   for (int i = 0; i < o->n_threads; i++) {
     floor_row *r = &rows[i];
-    double dummy;
-    if (measure(th, r->threads, &sh, warm, o->seconds, NULL, &r->cpu_alone, &dummy))
+    double dummy, dummy2;
+    sh.deliver = false;
+    if (measure(th, r->threads, &sh, warm, o->seconds, NULL, &r->cpu_alone, &dummy, &dummy2))
       goto cleanup;
-    if (gpu_arg &&
-        measure(th, r->threads, &sh, warm, o->seconds, gpu_arg, &r->cpu_together, &r->gpu_together))
+    if (gpu_arg && measure(th, r->threads, &sh, warm, o->seconds, gpu_arg, &r->cpu_together,
+                           &r->gpu_together, &dummy2))
+      goto cleanup;
+    sh.deliver = true;
+    if (gpu_arg && measure(th, r->threads, &sh, warm, o->seconds, gpu_arg, &r->cpu_delivering,
+                           &r->gpu_delivering, &r->states_gbs))
       goto cleanup;
     printf("%7d", r->threads);
     print_gbs(r->cpu_alone);
     print_gbs(r->cpu_together);
     print_gbs(r->gpu_together);
     print_gbs(r->gpu_together >= 0 ? r->cpu_together + r->gpu_together : -1);
+    print_gbs(r->cpu_delivering);
+    print_gbs(r->gpu_delivering);
+    print_gbs(r->states_gbs);
+    print_gbs(r->gpu_delivering >= 0 ? r->cpu_delivering + r->gpu_delivering : -1);
     printf("\n");
     fflush(stdout);
   }
   printf("# GB/s of rows read (1 GB = 1e9 B); combined = cpu_tog + gpu_tog, both running at "
-         "once\n");
+         "once; delivered = cpu_dlv + gpu_dlv, the same while the CPU threads stage their states "
+         "and the GPU copies them (states: GB/s staged and copied)\n");
   if (o->json && write_json(o, device, k->name, &tab, h2d, zc_alone, rows, o->n_threads))
     goto cleanup;
   rc = 0;
 cleanup:
 #ifdef NG_HAVE_CUDA
   if (g.be) {
+    for (int i = 0; th && i < max_t; i++)
+      g.be->iface->host_free(g.be, th[i].ring);
+    g.be->iface->free(g.be, g.d_states);
     g.be->iface->free(g.be, g.d_ids);
     g.be->iface->free(g.be, g.d_dst);
     g.be->iface->free(g.be, h2d_dev);

@@ -26,7 +26,8 @@ need = ["workload", "device", "mode", "workers", "status", "iterations", "it_per
         "iter_ms_mean", "iter_ms_median", "iter_ms_p99", "hit_rate", "pcie_bytes_per_iter",
         "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "gpu_busy", "partial_workers",
         "transfer_workers", "final_loss", "floor_pcie_ms", "floor_host_ms", "floor_gpu_ms",
-        "floor_ms", "binding", "floor_fraction"]
+        "floor_ms", "binding", "floor_fraction", "floor_read_host_ms", "read_floor_ms",
+        "read_floor_fraction"]
 missing = [c for c in need if c not in rows[0]] if rows else need
 assert not missing, f"columns missing: {missing}"
 modes = ["cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid"]
@@ -63,6 +64,9 @@ for r in rows:
     assert r["binding"] in ("host", "gpu"), f"{name}: binding {r['binding']}"
     frac = float(r["floor_fraction"])
     assert math.isclose(frac, float(r["floor_ms"]) / float(r["iter_ms_mean"])), name
+    # The cpu device has no states to deliver: the read-only floor is the floor.
+    assert r["read_floor_ms"] == r["floor_ms"], f"{name}: read-only floor {r['read_floor_ms']}"
+    assert r["read_floor_fraction"] == r["floor_fraction"], name
 iters = {r["iterations"] for r in rows}
 assert len(iters) == 1, f"iterations differ: {iters}"
 tiered = {r["final_loss"] for r in rows if r["mode"] != "cpu"}
@@ -96,7 +100,7 @@ grep -q 'all 10 runs end on final_loss' "$OUT/report.md" 2>/dev/null ||
 # A run's figures are the totals of its last half of epochs (the larger half of an odd count):
 # five epochs of 100 iterations each report epochs 2-4, 300 iterations in their 1.5 s.
 python3 - "$HARNESS" "$TMP" 2>"$TMP/w.err" <<'PY' || fail "the reported epochs: $(cat "$TMP/w.err")"
-import json, os, sys
+import json, math, os, sys
 sys.path.insert(0, sys.argv[1])
 import report
 ep = [{"epoch": i, "iterations": 100, "seconds": [9.0, 9.0, 0.25, 0.5, 0.75][i],
@@ -112,6 +116,29 @@ assert (r["iter_ms_median"], r["iter_ms_p99"]) == (4.0, 8.0), r
 assert (r["partial_workers"], r["transfer_workers"]) == (4, 1), r  # the split at the end
 json.dump({"epochs": ep[:1]}, open(path, "w"))
 assert report.row_from_json("w", "cuda", "hybrid", 5, path, "", 4)["iterations"] == 100
+
+# The cuda floor's host term takes bench_floor's delivered rate (reads with the states staged
+# and copied); the read-only floor its combined rate; a probe without delivered figures (an
+# older bench_floor) falls back to combined for both. 4 workers: the 4-thread entry.
+fp = {"h2d_gbs": 50.0, "threads": [
+    {"threads": 1, "cpu_alone_gbs": 5.0, "combined_gbs": 60.0, "delivered_gbs": 55.0},
+    {"threads": 4, "cpu_alone_gbs": 20.0, "combined_gbs": 100.0, "delivered_gbs": 80.0}]}
+probes = {"floor": {"8": fp}, "gpu": {"w": {"device": "cuda", "iter_ms": 0.1}}}
+row = {"workload": "w", "device": "cuda", "mode": "hybrid", "status": "ok", "workers": "4",
+       "partial_workers": "3", "transfer_workers": "1", "pcie_bytes_per_iter": "5e6",
+       "cold_bytes_per_iter": "2e7", "iter_ms_mean": "0.5"}
+f = report.floor_of(row, probes, {"w": 8})
+assert math.isclose(f["floor_pcie_ms"], 0.1) and math.isclose(f["floor_host_ms"], 0.25), f
+assert f["binding"] == "host" and math.isclose(f["floor_fraction"], 0.5), f
+assert math.isclose(f["floor_read_host_ms"], 0.2) and math.isclose(f["read_floor_ms"], 0.2), f
+assert math.isclose(f["read_floor_fraction"], 0.4), f
+del fp["threads"][1]["delivered_gbs"]
+f = report.floor_of(row, probes, {"w": 8})
+assert math.isclose(f["floor_host_ms"], 0.2) and f["read_floor_ms"] == f["floor_ms"], f
+# The read-only floor's host term may bind less than another term: it is the floor's max.
+row["cold_bytes_per_iter"], row["pcie_bytes_per_iter"] = "5e6", "1e6"
+f = report.floor_of(row, probes, {"w": 8})
+assert f["binding"] == "gpu" and math.isclose(f["read_floor_ms"], 0.1), f
 PY
 
 # Usage errors exit 2 and name the problem.

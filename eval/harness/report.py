@@ -12,13 +12,17 @@ where gnuplot is installed.
 The floor of one run's iteration is the longest of three times (DESIGN.md, section 9):
 
     pcie  = PCIe bytes per iteration (h2d + zero-copy) / the measured pinned H2D bandwidth
-    host  = cold-row bytes per iteration / the measured host read rate at the run's core count and
-            row size: CPU aggregation and GPU zero-copy running together (their sum) on the cuda
-            device, CPU aggregation alone on the cpu device
+    host  = cold-row bytes per iteration / the measured rate host DRAM yields cold rows at, at the
+            run's core count and row size: on the cuda device, CPU aggregation delivering its
+            states to the GPU (staged, copied) and GPU zero-copy running together (the sum of
+            their read rates, bench_floor's `delivered`); CPU aggregation alone on the cpu device
     gpu   = the device's compute time per iteration (the --gpu-probe run: every row hot)
 
 A term whose rate was not measured is left out. floor_fraction = floor / the run's mean iteration
-time (1 / it_per_s): 1.0 means the run moves its data as fast as the machine can.
+time (1 / it_per_s): 1.0 means the run moves its data as fast as the machine can. The read-only
+floor (read_floor_ms, read_floor_fraction) takes the host term at bench_floor's `combined` rate
+instead, CPU aggregation that writes nothing: a bound no run reaches, kept for comparison with
+earlier reports (docs/eval.md).
 """
 
 import csv
@@ -37,14 +41,15 @@ RAW_COLUMNS = [
     "transfer_workers", "device_share", "final_loss", "error",
 ]
 FLOOR_COLUMNS = ["floor_pcie_ms", "floor_host_ms", "floor_gpu_ms", "floor_ms", "binding",
-                 "floor_fraction"]
+                 "floor_fraction", "floor_read_host_ms", "read_floor_ms", "read_floor_fraction"]
 COLUMNS = RAW_COLUMNS + FLOOR_COLUMNS
 
 # Modes in the order tables and plots list them.
 MODE_ORDER = ["cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid"]
 BINDING_WORDS = {
     "pcie": "PCIe (H2D bandwidth)",
-    "host": "host DRAM (cold-row reads by CPU aggregation + GPU zero-copy)",
+    "host": "host DRAM (cold rows read by CPU aggregation, its states delivered, and GPU "
+            "zero-copy)",
     "gpu": "GPU compute",
 }
 
@@ -159,10 +164,11 @@ def load_json(path, default):
         return json.load(f)
 
 
-def host_rate(floor_probe, threads, device):
-    """GB/s at which `threads` workers and (on cuda) the GPU read cold rows, from bench_floor's
+def host_rate(floor_probe, threads, device, reads_only=False):
+    """GB/s at which `threads` workers and (on cuda) the GPU consume cold rows, from bench_floor's
     figures: the entry for that thread count, else the largest measured below it, else the
-    smallest measured."""
+    smallest measured. On cuda: the delivered rate (the combined one when not measured, or with
+    `reads_only`)."""
     entries = [t for t in (floor_probe or {}).get("threads", []) if t.get("threads")]
     if not entries:
         return None
@@ -171,7 +177,9 @@ def host_rate(floor_probe, threads, device):
     t = below[-1] if below else entries[0]
     if device == "cpu":
         return t.get("cpu_alone_gbs")
-    return t.get("combined_gbs")
+    if reads_only or t.get("delivered_gbs") is None:
+        return t.get("combined_gbs")
+    return t.get("delivered_gbs")
 
 
 def floor_of(row, probes, dims):
@@ -191,9 +199,11 @@ def floor_of(row, probes, dims):
     if device != "cpu" and h2d and pcie is not None:
         terms["pcie"] = pcie / (h2d * 1e9) * 1e3
     rate = host_rate(fp, threads, device)
+    read_rate = host_rate(fp, threads, device, reads_only=True)
     cold = num(row.get("cold_bytes_per_iter"))
     if rate and cold is not None:
         terms["host"] = cold / (rate * 1e9) * 1e3
+    read_host = cold / (read_rate * 1e9) * 1e3 if read_rate and cold is not None else None
     g = probes.get("gpu", {}).get(row["workload"])
     if g and g.get("device") == device and g.get("iter_ms"):
         terms["gpu"] = g["iter_ms"]
@@ -207,12 +217,18 @@ def floor_of(row, probes, dims):
         mean = num(row.get("iter_ms_mean"))
         if mean:
             out["floor_fraction"] = terms[binding] / mean
+        out["floor_read_host_ms"] = read_host
+        read_terms = dict(terms, **({"host": read_host} if read_host is not None else {}))
+        out["read_floor_ms"] = max(read_terms.values())
+        if mean:
+            out["read_floor_fraction"] = out["read_floor_ms"] / mean
     return out
 
 
-def workload_floor(rows, workload, workers):
+def workload_floor(rows, workload, workers, host_key="floor_host_ms"):
     """The floor of a workload at a worker count, whatever the strategy: the least PCIe time any
-    GPU run at that count needed, against the shared host-read and GPU terms. (name, ms) or None."""
+    GPU run at that count needed, against the shared host and GPU terms (the host term from
+    `host_key`: floor_read_host_ms gives the read-only floor). (name, ms) or None."""
     runs = [r for r in rows if r["workload"] == workload and str(r["workers"]) == str(workers)
             and r.get("status") == "ok" and r.get("mode") != "cpu"]
     if not runs:
@@ -221,7 +237,7 @@ def workload_floor(rows, workload, workers):
     pcie = [num(r.get("floor_pcie_ms")) for r in runs if num(r.get("floor_pcie_ms")) is not None]
     if pcie:
         terms["pcie"] = min(pcie)
-    host = [num(r.get("floor_host_ms")) for r in runs if num(r.get("floor_host_ms")) is not None]
+    host = [num(r.get(host_key)) for r in runs if num(r.get(host_key)) is not None]
     if host:
         terms["host"] = max(host)  # the same cold rows in every mode; the slowest rate counts
     gpu = [num(r.get("floor_gpu_ms")) for r in runs if num(r.get("floor_gpu_ms")) is not None]
@@ -435,9 +451,16 @@ def probe_section(probes):
         lines.append("")
         body = [[t.get("threads"), fmt(t.get("cpu_alone_gbs"), ".1f"),
                  fmt(t.get("cpu_together_gbs"), ".1f"), fmt(t.get("gpu_together_gbs"), ".1f"),
-                 fmt(t.get("combined_gbs"), ".1f")] for t in fp.get("threads", [])]
+                 fmt(t.get("combined_gbs"), ".1f"), fmt(t.get("cpu_delivering_gbs"), ".1f"),
+                 fmt(t.get("gpu_delivering_gbs"), ".1f"), fmt(t.get("states_gbs"), ".1f"),
+                 fmt(t.get("delivered_gbs"), ".1f")] for t in fp.get("threads", [])]
         lines.append(md_table(["CPU threads", "CPU aggr. alone GB/s", "CPU together",
-                               "GPU together", "combined"], body))
+                               "GPU together", "combined (reads only)", "CPU delivering",
+                               "GPU delivering", "states copied", "delivered"], body))
+        lines.append("")
+        lines.append("The host term of the floor takes `delivered`: CPU aggregation that also "
+                     "stages its states and has them copied to the GPU, as a PARTIAL worker "
+                     "must, with zero-copy meanwhile; `combined` gives the read-only floor.")
         lines.append("")
     for wl, g in sorted(probes.get("gpu", {}).items()):
         lines.append(f"- GPU compute time of {wl} (every row hot, {g.get('workers')} workers, "
@@ -472,7 +495,7 @@ def workload_section(out, wl, rows, probes, meta, plots):
     for r in rs:
         if r["status"] != "ok":
             body.append([r["mode"], r["workers"], r["status"], "", "", "", "", "", "", "", "",
-                         "", (r.get("error") or "")[:80]])
+                         "", "", (r.get("error") or "")[:80]])
             continue
         body.append([r["mode"], r["workers"], fmt(r["it_per_s"], ".1f"),
                      fmt(r["iter_ms_mean"], ".3f"), fmt(r["iter_ms_median"], ".3f"),
@@ -480,10 +503,10 @@ def workload_section(out, wl, rows, probes, meta, plots):
                      fmt(r["cpu_cold_bytes_per_iter"], ".2f", 1e-6), fmt(r["gpu_busy"], ".2f"),
                      split_text(r),
                      fmt(r["floor_ms"], ".3f"), r.get("binding") or "-",
-                     fmt(r["floor_fraction"], ".0%")])
+                     fmt(r["floor_fraction"], ".0%"), fmt(r.get("read_floor_fraction"), ".0%")])
     lines.append(md_table(["mode", "workers", "it/s", "ms/it", "median ms", "p99 ms",
                            "PCIe MB/it", "CPU cold MB/it", "GPU busy", "split P/T",
-                           "floor ms", "bound", "of floor"], body))
+                           "floor ms", "bound", "of floor", "of read-only floor"], body))
     lines.append("")
     # Per worker count: the best run against the workload's floor, and the hybrid's gains.
     summary = []
@@ -501,6 +524,10 @@ def workload_section(out, wl, rows, probes, meta, plots):
                   f"{BINDING_WORDS[wf[0]]}, and the best run reaches {fmt(frac, '.0%')} of it")
             if frac and frac > 1.05:
                 s += " (above 100%: a floor term is overestimated, see docs/eval.md)"
+            rf = workload_floor(rows, wl, w, "floor_read_host_ms")
+            if rf and rf[1] != wf[1] and num(best["iter_ms_mean"]):
+                s += (f" ({rf[1] / num(best['iter_ms_mean']):.0%} of the read-only floor, "
+                      f"{rf[1]:.3f} ms/it)")
         busy = num(best.get("gpu_busy"))
         if busy is not None:
             s += (f"; the device thread was busy {busy:.0%} of the time, so "
@@ -533,7 +560,8 @@ def write_report(out, rows, probes, meta, plots):
               "finishing on the device; PCIe = h2d + zero-copy bytes; split P/T = PARTIAL / "
               "TRANSFER workers at the end (+N%: the device share, docs/scheduler.md); bound = "
               "the floor's longest term (pcie, host, gpu); "
-              "of floor = floor / ms/it.", ""]
+              "of floor = floor / ms/it; of read-only floor = the same with the host term at "
+              "the rate of reads alone.", ""]
     lines += probe_section(probes)
     for wl in sorted({r["workload"] for r in rows}, key=lambda w: list(
             meta.get("workloads", {})).index(w) if w in meta.get("workloads", {}) else 99):
