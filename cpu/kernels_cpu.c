@@ -20,6 +20,14 @@
 
 /* How many rows ahead to prefetch: about 4 KiB in flight per thread, between 2 and 16 rows.
  * Rows are random in a table larger than the caches, so hardware prefetchers cannot guess them. */
+/* The prefetches' locality (__builtin_prefetch's third argument): 2, prefetcht1, fetches into
+ * L2, not L1. A prefetch into L1 holds one of the core's few L1 miss buffers until its line
+ * arrives, and with rows of 4 KB that number, not DRAM, capped a core's misses in flight; one
+ * into L2 waits in L2's longer queue, and the row's loads then hit L2. On the H100 machine (W1,
+ * 4 KB rows, 15 threads) CPU aggregation alone went from 89-92 to 97-105 GB/s, and partial mode
+ * from 2,457 to 2,764 it/s (eval/results/2026-11-22-h100-delivered-floor.md). */
+#define NGK_PREFETCH_LOCALITY 2
+
 static inline int64_t ngk_prefetch_distance(int64_t dim) {
   int64_t rows = 4096 / (dim * (int64_t)sizeof(float) + 1);
   return NG_MAX(2, NG_MIN(16, rows));
@@ -49,8 +57,8 @@ static inline bool ngk_first_edge(const ng_block *blk, int32_t d, int32_t e, int
 
 static void prefetch_row_generic(const float *row, int64_t dim) {
   for (int64_t j = 0; j < dim; j += 16)
-    __builtin_prefetch(row + j, 0, 3);
-  __builtin_prefetch(row + dim - 1, 0, 3);
+    __builtin_prefetch(row + j, 0, NGK_PREFETCH_LOCALITY);
+  __builtin_prefetch(row + dim - 1, 0, NGK_PREFETCH_LOCALITY);
 }
 
 static void gather_rows_generic(float *restrict dst, const float *restrict table,

@@ -23,10 +23,11 @@
 /* The tail mask of the last (possibly partial) vector of a row of `dim` floats. */
 #define NGK_TAIL(dim) NGK_TMASK((int)((dim) - ((dim)-1) / NGK_VL * NGK_VL))
 
+/* Into L2 (NGK_PREFETCH_LOCALITY, kernels_cpu.c says why). */
 NGK_INLINE void NGK_FN(prefetch_row)(const float *row, int64_t dim) {
   for (int64_t j = 0; j < dim; j += 16)
-    __builtin_prefetch(row + j, 0, 3);
-  __builtin_prefetch(row + dim - 1, 0, 3);
+    __builtin_prefetch(row + j, 0, NGK_PREFETCH_LOCALITY);
+  __builtin_prefetch(row + dim - 1, 0, NGK_PREFETCH_LOCALITY);
 }
 
 static NGK_TARGET void NGK_FN(gather_rows)(float *restrict dst, const float *restrict table,
