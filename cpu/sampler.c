@@ -528,7 +528,7 @@ ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler
                     .indices = lb->indices.ptr};
     if (cfg->gcn_weights[l])
       NG_CHECK(fill_gcn(arena, lb, b, g, arena->node_ids.ptr));
-    if (cfg->transpose)
+    if (cfg->transpose[l])
       NG_CHECK(fill_transpose(arena, lb, b));
   }
   out->n_layers = cfg->n_layers;

@@ -23,7 +23,8 @@ typedef struct {
   int n_layers;                    ///< 1 .. NG_MAX_LAYERS
   int32_t fanout[NG_MAX_LAYERS];   ///< per block index (0 = input layer); -1 = all neighbours
   bool gcn_weights[NG_MAX_LAYERS]; ///< fill edge_w and self_w with GCN normalisation
-  bool transpose;                  ///< fill t_indptr / t_dst / t_eid (needed for backward passes)
+  bool
+      transpose[NG_MAX_LAYERS]; ///< fill t_indptr / t_dst / t_eid (the block's backward needs them)
 } ng_sampler_cfg;
 
 typedef struct {
@@ -45,7 +46,8 @@ size_t ng__sample_arena_bytes(const ng_sample_arena *arena);
 
 /// Samples the blocks of `n_targets` (>= 1) target nodes (distinct global ids) with `seed`.
 /// The neighbours of node v in block l come from the stream ng_hash3(seed, l, v). A block's
-/// edge_w/self_w are NULL unless cfg->gcn_weights[l], its t_* arrays NULL unless cfg->transpose.
+/// edge_w/self_w are NULL unless cfg->gcn_weights[l], its t_* arrays NULL unless
+/// cfg->transpose[l].
 /// On failure *out is zeroed (n_layers == 0) and the arena stays usable.
 ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler_cfg *cfg,
                      const int64_t *targets, int32_t n_targets, uint64_t seed);

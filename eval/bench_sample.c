@@ -43,7 +43,8 @@ static void usage(FILE *f) {
              "  --batch B       targets per mini-batch (default 1024)\n"
              "  --fanout LIST   neighbours per layer from the targets outwards (default 25,10)\n"
              "  --gcn           also compute GCN edge and self weights\n"
-             "  --transpose     also build the transposed blocks\n"
+             "  --transpose     also build the transposed blocks training needs (every block but\n"
+             "                  the input layer's, as the trainer does)\n"
              "  --seed S        seed of the graph and of the sampling (default 1)\n");
 }
 
@@ -291,10 +292,11 @@ int main(int argc, char **argv) {
   }
   ng__epoch_shuffle(order, order, n_order, o.seed, 0);
 
-  ng_sampler_cfg cfg = {.graph = g, .n_layers = o.n_layers, .transpose = o.transpose};
+  ng_sampler_cfg cfg = {.graph = g, .n_layers = o.n_layers};
   for (int l = 0; l < o.n_layers; l++) {
     cfg.fanout[l] = o.fanout[l];
     cfg.gcn_weights[l] = o.gcn;
+    cfg.transpose[l] = o.transpose && l > 0;
   }
   for (int t = 0; t < o.threads; t++)
     if (ng__sample_arena_create(&arenas[t]) != NG_OK) {

@@ -135,7 +135,7 @@ static void check_minibatch(const ng_csr *g, const ng_sampler_cfg *cfg, const in
     EXPECT_EQ_I(bad_count, 0);
     EXPECT_EQ_I(bad_new, 0);
 
-    if (cfg->transpose) {
+    if (cfg->transpose[l]) {
       EXPECT_TRUE(b->t_indptr && b->t_dst && b->t_eid);
       EXPECT_EQ_I(b->t_indptr[0], 0);
       EXPECT_EQ_I(b->t_indptr[b->n_src], b->nnz);
@@ -191,16 +191,17 @@ static void test_structure(void) {
   build_graph(&g, 3000, 11);
   ng_sample_arena *a = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
-  /* Configurations: "25,10" style, three layers with one "all", a single layer, and fanouts
-   * that draw more than 128 positions of the hubs' 1000 (kept ones, then excluded ones). */
+  /* Configurations: "25,10" style (transposed as the trainer asks: every block but the input's),
+   * three layers with one "all", a single layer, and fanouts that draw more than 128 positions
+   * of the hubs' 1000 (kept ones, then excluded ones). */
   ng_sampler_cfg cfgs[] = {
       {.graph = &g,
        .n_layers = 2,
        .fanout = {10, 25},
        .gcn_weights = {true, true},
-       .transpose = true},
+       .transpose = {false, true}},
       {.graph = &g, .n_layers = 3, .fanout = {3, -1, 5}, .gcn_weights = {false, true, false}},
-      {.graph = &g, .n_layers = 1, .fanout = {15}, .transpose = true},
+      {.graph = &g, .n_layers = 1, .fanout = {15}, .transpose = {true}},
       {.graph = &g, .n_layers = 2, .fanout = {300, 800}, .gcn_weights = {true, false}},
   };
   int64_t targets[200];
@@ -228,7 +229,7 @@ static void test_all_neighbours(void) {
   EXPECT_OK(ng__sample_arena_create(&a));
   int64_t targets[64];
   pick_targets(targets, 64, g.nodes, 3);
-  ng_sampler_cfg all = {.graph = &g, .n_layers = 2, .fanout = {-1, -1}, .transpose = true};
+  ng_sampler_cfg all = {.graph = &g, .n_layers = 2, .fanout = {-1, -1}, .transpose = {true, true}};
   ng_sampler_cfg big = {.graph = &g, .n_layers = 2, .fanout = {100000, 100000}};
   ng_minibatch mb;
   EXPECT_OK(ng__sample(&mb, a, &all, targets, 64, 5));
@@ -286,7 +287,7 @@ static void test_cora(void) {
                         .n_layers = 2,
                         .fanout = {-1, -1},
                         .gcn_weights = {true, true},
-                        .transpose = true};
+                        .transpose = {true, true}};
   ng_minibatch mb;
   EXPECT_OK(ng__sample(&mb, a, &gcn, targets, 140, 1));
   check_minibatch(&g, &gcn, targets, 140, &mb);
@@ -308,7 +309,7 @@ static void test_cora(void) {
     worst = fmax(worst, fabs(sum - want));
   }
   EXPECT_NEAR(worst, 0.0, 1e-5);
-  ng_sampler_cfg sage = {.graph = &g, .n_layers = 2, .fanout = {10, 25}, .transpose = true};
+  ng_sampler_cfg sage = {.graph = &g, .n_layers = 2, .fanout = {10, 25}, .transpose = {true, true}};
   EXPECT_OK(ng__sample(&mb, a, &sage, targets, 140, 2));
   check_minibatch(&g, &sage, targets, 140, &mb);
   ng__sample_arena_destroy(a);
@@ -518,7 +519,7 @@ static void test_determinism(void) {
                         .n_layers = 3,
                         .fanout = {4, 10, 25},
                         .gcn_weights = {true, false, true},
-                        .transpose = true};
+                        .transpose = {false, true, true}};
   ng_sampler_cfg cfg64 = cfg;
   cfg64.graph = &g64;
   int64_t targets[256], other[300];
@@ -611,7 +612,7 @@ static void test_index64(void) {
                         .n_layers = 2,
                         .fanout = {-1, 2},
                         .gcn_weights = {true, true},
-                        .transpose = true};
+                        .transpose = {true, true}};
   int64_t targets[] = {0, 2};
   ng_minibatch mb;
   EXPECT_OK(ng__sample(&mb, a, &cfg, targets, 2, 7));
@@ -651,8 +652,11 @@ static void test_ids_beyond_int32(void) {
   ng_csr g = {.nodes = nodes, .nnz = (int64_t)HUBS * ROW, .indptr = indptr, .idx64 = idx};
   ng_sample_arena *a = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
-  ng_sampler_cfg cfg = {
-      .graph = &g, .n_layers = 2, .fanout = {5, 4}, .gcn_weights = {true, true}, .transpose = true};
+  ng_sampler_cfg cfg = {.graph = &g,
+                        .n_layers = 2,
+                        .fanout = {5, 4},
+                        .gcn_weights = {true, true},
+                        .transpose = {true, true}};
   int64_t targets[] = {base + 3, base + 40, 7};
   ng_minibatch mb;
   EXPECT_OK(ng__sample(&mb, a, &cfg, targets, 3, 11));
@@ -694,7 +698,7 @@ static void test_steady_state(void) {
                         .n_layers = 2,
                         .fanout = {10, 25},
                         .gcn_weights = {true, true},
-                        .transpose = true};
+                        .transpose = {true, true}};
   int64_t *order = malloc((size_t)g.nodes * sizeof *order), *ids = malloc((size_t)g.nodes * 8);
   for (int64_t i = 0; i < g.nodes; i++)
     ids[i] = i;
