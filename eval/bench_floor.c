@@ -29,7 +29,7 @@
  * and copied). Each measured interval follows a warm-up of a fifth of it (at least 0.1 s).
  * Without the CUDA backend in the build only the CPU figures (2) are measured: the program says
  * so, reports the GPU figures as missing (null in the JSON) and exits 0. Needs the table plus
- * about 1 GiB of host memory (and RING_CHUNKS x 64 rows of page-locked staging per thread);
+ * about 1 GiB of host memory (and RING_BYTES of page-locked staging per thread);
  * takes about (3 x thread counts + 1) x 1.2 x S seconds plus the table's set-up. */
 #include "core/backend_impl.h"
 #include "core/rng.h"
@@ -52,12 +52,11 @@
 enum {
   MAX_THREAD_COUNTS = 64,
   MAX_THREADS = 1024,
-  CHUNK_DST = 64,   /* destinations per aggr_sum call */
-  H2D_REPS = 10,    /* timed copies of the H2D probe */
-  ZC_SETS = 4,      /* id sets the gathers cycle through */
-  CHECK_ROWS = 4,   /* gathered rows compared with the table */
-  RING_CHUNKS = 32, /* chunks of CHUNK_DST states in a thread's staging ring (5) */
-  PHASE_WARM = 0,   /* the threads' phases, set by the main thread */
+  CHUNK_DST = 64, /* destinations per aggr_sum call */
+  H2D_REPS = 10,  /* timed copies of the H2D probe */
+  ZC_SETS = 4,    /* id sets the gathers cycle through */
+  CHECK_ROWS = 4, /* gathered rows compared with the table */
+  PHASE_WARM = 0, /* the threads' phases, set by the main thread */
   PHASE_MEASURE = 1,
   PHASE_STOP = 2
 };
@@ -65,8 +64,11 @@ enum {
 #ifdef NG_HAVE_CUDA
 static const size_t H2D_BYTES = (size_t)512 << 20;
 static const size_t GATHER_CALL_BYTES = (size_t)256 << 20;
+/* A thread's ring of staged states (5): whole chunks, at least 8. */
+static const size_t RING_BYTES = (size_t)16 << 20;
 /* Gathers of the delivered figure (5) are shorter, so that the states' copies follow their
- * writing closely (a thread writes about RING_CHUNKS / 8 chunks meanwhile at 4 KB rows). */
+ * writing closely: a round lasts 0.6 ms (4 KB rows) to 2 ms (512 B rows), in which a thread
+ * stages at most a few hundred KB of states, far less than half its ring. */
 static const size_t DELIVER_CALL_BYTES = (size_t)32 << 20;
 #endif
 
@@ -253,7 +255,8 @@ typedef struct {
   const host_table *tab;
   const ng_cpu_kernels *k;
   _Atomic int phase;
-  bool deliver; /* 5: the threads stage their states into their rings */
+  bool deliver;        /* 5: the threads stage their states into their rings */
+  int64_t ring_chunks; /* 5: chunks of CHUNK_DST states a ring holds */
 } cpu_shared;
 
 struct cpu_thread {
@@ -263,7 +266,7 @@ struct cpu_thread {
   int32_t *indptr, *indices;
   int64_t nnz, n_chunks;
   float *out; /* CHUNK_DST rows */
-  /* 5: RING_CHUNKS x CHUNK_DST rows of page-locked staging (NULL without a GPU), the chunks
+  /* 5: ring_chunks x CHUNK_DST rows of page-locked staging (NULL without a GPU), the chunks
    * staged into it so far (written by the thread) and those copied to the device (main thread). */
   float *ring;
   _Atomic int64_t staged;
@@ -302,7 +305,7 @@ static void *cpu_main(void *arg) {
                   .indices = t->indices};
     if (sh->deliver) {
       const int64_t n = atomic_load_explicit(&t->staged, memory_order_relaxed);
-      float *out = t->ring + (n % RING_CHUNKS) * CHUNK_DST * sh->tab->dim;
+      float *out = t->ring + (n % sh->ring_chunks) * CHUNK_DST * sh->tab->dim;
       sh->k->stage_sum(&bare, &b, sh->tab->table, sh->tab->dim, 0, CHUNK_DST, out);
       atomic_store_explicit(&t->staged, n + 1, memory_order_release);
     } else {
@@ -365,7 +368,7 @@ typedef struct {
   int64_t *d_ids; /* ZC_SETS sets of call_rows ids */
   int64_t call_rows;
   int64_t deliver_rows; /* rows of a gather of figure 5 */
-  float *d_states;      /* where figure 5's states are copied to (RING_CHUNKS / 2 chunks) */
+  float *d_states;      /* where figure 5's states are copied to (half a ring) */
 } gpu_side;
 
 /* Gathers until `seconds` have passed (at least one call); the rows gathered and the time. */
@@ -389,21 +392,26 @@ static ng_status gpu_gather_for(gpu_side *g, int64_t dim, double seconds, int64_
 /* Figure 5's main thread, until `seconds` have passed (at least one round): a round queues the
  * copies of every thread's chunks staged since the last round on copy queue 0, then a gather of
  * deliver_rows rows on the op queue, and waits for both. A thread's copy starts at most half a
- * ring behind it, so that it does not read a chunk the thread is rewriting (the skipped chunks
- * are not counted). The rows gathered, the bytes copied and the time. */
-static ng_status gpu_deliver_for(gpu_side *g, cpu_thread *th, int n, int64_t dim, double seconds,
-                                 int64_t *rows, int64_t *copied, double *elapsed) {
+ * ring behind it, so that it does not read a chunk the thread may be rewriting; chunks further
+ * behind were never delivered and are counted in *dropped (the figure is then not valid). The
+ * rows gathered, the bytes copied, the chunks dropped and the time. */
+static ng_status gpu_deliver_for(gpu_side *g, cpu_thread *th, int n, const cpu_shared *sh,
+                                 double seconds, int64_t *rows, int64_t *copied, int64_t *dropped,
+                                 double *elapsed) {
+  const int64_t dim = sh->tab->dim, ring = sh->ring_chunks;
   const struct ng_backend_i *I = g->be->iface;
   const int64_t chunk_floats = (int64_t)CHUNK_DST * dim;
   const size_t chunk_bytes = (size_t)chunk_floats * sizeof(float);
   double t0 = ng__now(), t = t0;
-  int64_t nr = 0, nb = 0;
+  int64_t nr = 0, nb = 0, nd = 0;
   for (int s = 0; nr == 0 || t - t0 < seconds; s = (s + 1) % ZC_SETS) {
     for (int i = 0; i < n; i++) {
       cpu_thread *c = &th[i];
       const int64_t end = atomic_load_explicit(&c->staged, memory_order_acquire);
-      for (int64_t from = NG_MAX(c->copied, end - RING_CHUNKS / 2); from < end;) {
-        const int64_t slot = from % RING_CHUNKS, len = NG_MIN(end - from, RING_CHUNKS - slot);
+      const int64_t first = NG_MAX(c->copied, end - ring / 2);
+      nd += first - c->copied;
+      for (int64_t from = first; from < end;) {
+        const int64_t slot = from % ring, len = NG_MIN(end - from, ring - slot);
         NG_CHECK(I->copy_h2d_async(g->be, g->d_states, c->ring + slot * chunk_floats,
                                    (size_t)len * chunk_bytes, 0));
         nb += len * (int64_t)chunk_bytes;
@@ -420,6 +428,7 @@ static ng_status gpu_deliver_for(gpu_side *g, cpu_thread *th, int n, int64_t dim
   }
   *rows = nr;
   *copied = nb;
+  *dropped = nd;
   *elapsed = t - t0;
   return NG_OK;
 }
@@ -448,6 +457,7 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
    * every thread is running when the measured phase begins. */
   atomic_store(&sh->phase, PHASE_WARM);
   int started = 0, rc = 0;
+  bool invalid = false; /* 5: states were dropped, so no figure */
   for (; started < n; started++) {
     th[started].sh = sh;
     th[started].rows = 0;
@@ -464,18 +474,28 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
 #ifdef NG_HAVE_CUDA
     if (gpu) {
       gpu_side *g = gpu;
-      int64_t rows, bytes = 0;
+      int64_t rows, bytes = 0, dropped = 0;
       double el;
-      ng_status st = sh->deliver ? gpu_deliver_for(g, th, n, sh->tab->dim, warm, &rows, &bytes, &el)
+      ng_status st = sh->deliver ? gpu_deliver_for(g, th, n, sh, warm, &rows, &bytes, &dropped, &el)
                                  : gpu_gather_for(g, sh->tab->dim, warm, &rows, &el);
       atomic_store_explicit(&sh->phase, PHASE_MEASURE, memory_order_release);
       if (st == NG_OK)
-        st = sh->deliver ? gpu_deliver_for(g, th, n, sh->tab->dim, seconds, &rows, &bytes, &el)
+        st = sh->deliver ? gpu_deliver_for(g, th, n, sh, seconds, &rows, &bytes, &dropped, &el)
                          : gpu_gather_for(g, sh->tab->dim, seconds, &rows, &el);
       if (st != NG_OK) {
         fprintf(stderr, "bench_floor: zero-copy gather%s failed: %s\n",
                 sh->deliver ? " or state copy" : "", ng_last_error());
         rc = 1;
+      } else if (dropped > 0) {
+        /* The rows behind those states were read but never delivered: no figure rather than
+         * one too fast (the floor then takes the combined rate). */
+        fprintf(stderr,
+                "bench_floor: %d threads: %lld staged chunks were overwritten before they were "
+                "copied; the delivered figure is not measured\n",
+                n, (long long)dropped);
+        *gpu_gbs = -1;
+        *states_gbs = -1;
+        invalid = true;
       } else {
         *gpu_gbs = (double)rows * row_bytes / el * 1e-9;
         *states_gbs = (double)bytes / el * 1e-9;
@@ -503,7 +523,7 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
   free(tid);
   if (rc)
     fprintf(stderr, "bench_floor: the %d-thread measurement failed\n", n);
-  *cpu_gbs = sum;
+  *cpu_gbs = invalid ? -1 : sum;
   return rc;
 }
 
@@ -634,7 +654,13 @@ static int run(floor_opts *o) {
 
   floor_row rows[MAX_THREAD_COUNTS];
   for (int i = 0; i < o->n_threads; i++)
-    rows[i] = (floor_row){o->threads[i], -1, -1, -1, -1, -1, -1};
+    rows[i] = (floor_row){.threads = o->threads[i],
+                          .cpu_alone = -1,
+                          .cpu_together = -1,
+                          .gpu_together = -1,
+                          .cpu_delivering = -1,
+                          .gpu_delivering = -1,
+                          .states_gbs = -1};
   double h2d = -1, zc_alone = -1;
   const double warm = NG_MAX(0.1, o->seconds / 5);
   char device[512] = "cpu only (no CUDA backend in this build)";
@@ -751,10 +777,12 @@ static int run(floor_opts *o) {
   /* 5. the threads' staging rings and the states' device buffer */
   g.deliver_rows = NG_MIN(g.call_rows, NG_MAX(1, (int64_t)(DELIVER_CALL_BYTES / row_bytes)));
   const size_t chunk_bytes = (size_t)CHUNK_DST * row_bytes;
+  sh.ring_chunks = NG_MAX((int64_t)8, (int64_t)(RING_BYTES / chunk_bytes));
   for (int i = 0; i < max_t; i++)
-    CK(I->host_alloc(g.be, (void **)&th[i].ring, RING_CHUNKS * chunk_bytes),
+    CK(I->host_alloc(g.be, (void **)&th[i].ring, (size_t)sh.ring_chunks * chunk_bytes),
        "host_alloc (staging rings)");
-  CK(I->alloc(g.be, (void **)&g.d_states, RING_CHUNKS / 2 * chunk_bytes), "alloc (states)");
+  CK(I->alloc(g.be, (void **)&g.d_states, (size_t)(sh.ring_chunks / 2) * chunk_bytes),
+     "alloc (states)");
   gpu_arg = &g;
 #undef CK
 cpu_only:

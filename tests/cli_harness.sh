@@ -64,7 +64,8 @@ for r in rows:
     assert r["binding"] in ("host", "gpu"), f"{name}: binding {r['binding']}"
     frac = float(r["floor_fraction"])
     assert math.isclose(frac, float(r["floor_ms"]) / float(r["iter_ms_mean"])), name
-    # The cpu device has no states to deliver: the read-only floor is the floor.
+    # The report fills the read-only columns too; on the cpu device (no states to deliver, no
+    # zero-copy) they equal the floor's.
     assert r["read_floor_ms"] == r["floor_ms"], f"{name}: read-only floor {r['read_floor_ms']}"
     assert r["read_floor_fraction"] == r["floor_fraction"], name
 iters = {r["iterations"] for r in rows}
@@ -132,13 +133,24 @@ assert math.isclose(f["floor_pcie_ms"], 0.1) and math.isclose(f["floor_host_ms"]
 assert f["binding"] == "host" and math.isclose(f["floor_fraction"], 0.5), f
 assert math.isclose(f["floor_read_host_ms"], 0.2) and math.isclose(f["read_floor_ms"], 0.2), f
 assert math.isclose(f["read_floor_fraction"], 0.4), f
+# The workload floor of either kind: the least PCIe time, the largest host time, the GPU time.
+other = dict(row, mode="zerocopy", pcie_bytes_per_iter="2e7")
+rows = [dict(row, **f), dict(other, **report.floor_of(other, probes, {"w": 8}))]
+assert report.workload_floor(rows, "w", 4) == ("host", f["floor_host_ms"]), rows
+b, ms = report.workload_floor(rows, "w", 4, "floor_read_host_ms")
+assert b == "host" and math.isclose(ms, 0.2), (b, ms)
+# The read-only floor's host term may bind less than another term: it is the floor's max.
+cold = dict(row, cold_bytes_per_iter="5e6", pcie_bytes_per_iter="1e6")
+f = report.floor_of(cold, probes, {"w": 8})
+assert f["binding"] == "gpu" and math.isclose(f["floor_host_ms"], 0.0625), f
+assert math.isclose(f["read_floor_ms"], 0.1) and math.isclose(f["floor_ms"], 0.1), f
+# A delivered rate above the combined one (noise) never makes the floor the lower of the two.
+fp["threads"][1]["delivered_gbs"] = 110.0
+f = report.floor_of(row, probes, {"w": 8})
+assert math.isclose(f["floor_host_ms"], 0.2) and f["read_floor_ms"] == f["floor_ms"], f
 del fp["threads"][1]["delivered_gbs"]
 f = report.floor_of(row, probes, {"w": 8})
 assert math.isclose(f["floor_host_ms"], 0.2) and f["read_floor_ms"] == f["floor_ms"], f
-# The read-only floor's host term may bind less than another term: it is the floor's max.
-row["cold_bytes_per_iter"], row["pcie_bytes_per_iter"] = "5e6", "1e6"
-f = report.floor_of(row, probes, {"w": 8})
-assert f["binding"] == "gpu" and math.isclose(f["read_floor_ms"], 0.1), f
 PY
 
 # Usage errors exit 2 and name the problem.

@@ -167,8 +167,9 @@ def load_json(path, default):
 def host_rate(floor_probe, threads, device, reads_only=False):
     """GB/s at which `threads` workers and (on cuda) the GPU consume cold rows, from bench_floor's
     figures: the entry for that thread count, else the largest measured below it, else the
-    smallest measured. On cuda: the delivered rate (the combined one when not measured, or with
-    `reads_only`)."""
+    smallest measured. On cuda: the delivered rate, or the combined one when that is lower (the
+    two differ by noise alone when states cost little) or `delivered` was not measured; with
+    `reads_only`, the combined rate."""
     entries = [t for t in (floor_probe or {}).get("threads", []) if t.get("threads")]
     if not entries:
         return None
@@ -177,9 +178,10 @@ def host_rate(floor_probe, threads, device, reads_only=False):
     t = below[-1] if below else entries[0]
     if device == "cpu":
         return t.get("cpu_alone_gbs")
-    if reads_only or t.get("delivered_gbs") is None:
-        return t.get("combined_gbs")
-    return t.get("delivered_gbs")
+    comb, dlv = t.get("combined_gbs"), t.get("delivered_gbs")
+    if reads_only or dlv is None:
+        return comb
+    return dlv if comb is None else min(dlv, comb)
 
 
 def floor_of(row, probes, dims):
@@ -525,7 +527,7 @@ def workload_section(out, wl, rows, probes, meta, plots):
             if frac and frac > 1.05:
                 s += " (above 100%: a floor term is overestimated, see docs/eval.md)"
             rf = workload_floor(rows, wl, w, "floor_read_host_ms")
-            if rf and rf[1] != wf[1] and num(best["iter_ms_mean"]):
+            if rf and not math.isclose(rf[1], wf[1]) and num(best["iter_ms_mean"]):
                 s += (f" ({rf[1] / num(best['iter_ms_mean']):.0%} of the read-only floor, "
                       f"{rf[1]:.3f} ms/it)")
         busy = num(best.get("gpu_busy"))
