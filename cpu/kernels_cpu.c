@@ -18,8 +18,6 @@
 #include <immintrin.h>
 #include <string.h>
 
-/* How many rows ahead to prefetch: about 4 KiB in flight per thread, between 2 and 16 rows.
- * Rows are random in a table larger than the caches, so hardware prefetchers cannot guess them. */
 /* The prefetches' locality (__builtin_prefetch's third argument): 2, prefetcht1, fetches into
  * L2, not L1. A prefetch into L1 holds one of the core's few L1 miss buffers until its line
  * arrives, and with rows of 4 KB that number, not DRAM, capped a core's misses in flight; one
@@ -28,6 +26,8 @@
  * from 2,457 to 2,764 it/s (eval/results/2026-11-22-h100-delivered-floor.md). */
 #define NGK_PREFETCH_LOCALITY 2
 
+/* How many rows ahead to prefetch: about 4 KiB in flight per thread, between 2 and 16 rows.
+ * Rows are random in a table larger than the caches, so hardware prefetchers cannot guess them. */
 static inline int64_t ngk_prefetch_distance(int64_t dim) {
   int64_t rows = 4096 / (dim * (int64_t)sizeof(float) + 1);
   return NG_MAX(2, NG_MIN(16, rows));

@@ -23,8 +23,7 @@ typedef struct {
   int n_layers;                    ///< 1 .. NG_MAX_LAYERS
   int32_t fanout[NG_MAX_LAYERS];   ///< per block index (0 = input layer); -1 = all neighbours
   bool gcn_weights[NG_MAX_LAYERS]; ///< fill edge_w and self_w with GCN normalisation
-  bool
-      transpose[NG_MAX_LAYERS]; ///< fill t_indptr / t_dst / t_eid (the block's backward needs them)
+  bool transpose[NG_MAX_LAYERS];   ///< fill t_indptr / t_dst / t_eid (for the block's backward)
 } ng_sampler_cfg;
 
 typedef struct {

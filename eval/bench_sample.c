@@ -23,6 +23,10 @@
 #define SYN_DMIN 5
 #define SYN_DMAX_FRACTION 0.01
 
+/* Which blocks get their transpose: none, those training needs (every block but the input
+ * layer's, whose backward never runs: the trainer's choice), or all. */
+enum { TRANSPOSE_NONE, TRANSPOSE_TRAINING, TRANSPOSE_ALL };
+
 typedef struct {
   int64_t nodes;
   int threads;
@@ -30,7 +34,8 @@ typedef struct {
   int32_t batch;
   int n_layers;
   int32_t fanout[NG_MAX_LAYERS]; /* block index order (0 = input layer) */
-  bool gcn, transpose;
+  bool gcn;
+  int transpose; /* TRANSPOSE_* */
   uint64_t seed;
   const char *dir;
 } bench_opts;
@@ -45,6 +50,7 @@ static void usage(FILE *f) {
              "  --gcn           also compute GCN edge and self weights\n"
              "  --transpose     also build the transposed blocks training needs (every block but\n"
              "                  the input layer's, as the trainer does)\n"
+             "  --transpose-all also build the input layer's transposed block\n"
              "  --seed S        seed of the graph and of the sampling (default 1)\n");
 }
 
@@ -101,7 +107,9 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
     } else if (!strcmp(a, "--gcn")) {
       o->gcn = true;
     } else if (!strcmp(a, "--transpose")) {
-      o->transpose = true;
+      o->transpose = TRANSPOSE_TRAINING;
+    } else if (!strcmp(a, "--transpose-all")) {
+      o->transpose = TRANSPOSE_ALL;
     } else if (a[0] == '-' && !has_value) {
       fprintf(stderr, "bench_sample: %s needs a value\n", a);
       return 2;
@@ -296,7 +304,7 @@ int main(int argc, char **argv) {
   for (int l = 0; l < o.n_layers; l++) {
     cfg.fanout[l] = o.fanout[l];
     cfg.gcn_weights[l] = o.gcn;
-    cfg.transpose[l] = o.transpose && l > 0;
+    cfg.transpose[l] = o.transpose == TRANSPOSE_ALL || (o.transpose == TRANSPOSE_TRAINING && l > 0);
   }
   for (int t = 0; t < o.threads; t++)
     if (ng__sample_arena_create(&arenas[t]) != NG_OK) {
@@ -318,8 +326,11 @@ int main(int argc, char **argv) {
   for (int l = o.n_layers - 1; l >= 0; l--)
     printf(l ? "%d," : "%d", (int)o.fanout[l]);
   printf(" (targets outwards), batch %d, gcn %s, transpose %s, %d thread%s, %lld batches\n",
-         (int)o.batch, o.gcn ? "on" : "off", o.transpose ? "on" : "off", o.threads,
-         o.threads == 1 ? "" : "s", (long long)c.batches);
+         (int)o.batch, o.gcn ? "on" : "off",
+         o.transpose == TRANSPOSE_ALL        ? "every block"
+         : o.transpose == TRANSPOSE_TRAINING ? "blocks 1.. (training's)"
+                                             : "off",
+         o.threads, o.threads == 1 ? "" : "s", (long long)c.batches);
   printf("per batch: %.0f sampled edges, %.0f nodes, %.2f ms per batch per thread\n",
          (double)c.edges / (double)c.batches, (double)c.nodes / (double)c.batches,
          1e3 * dt * o.threads / (double)c.batches);
