@@ -82,8 +82,8 @@ typedef struct {
   int64_t n_staged;
   const float *staged;
   const int64_t *staged_ids;
-  /// PARTIAL: the bare reduction of the cold edges of destinations [0, n_host_dst) (n_dst
-  /// n_host_dst; val NULL otherwise)
+  /// PARTIAL: the bare reduction of the cold edges of destinations [0, n_host_dst) (its n_dst
+  /// is n_host_dst; val NULL otherwise).
   ng_pstate cold_state;
   /// The rest of the mini-batch: blocks 1 .. n_layers-1 with every array (the transposes too),
   /// and blocks[0]'s counts only (its edges are the two sub-blocks above). node_ids is NULL:

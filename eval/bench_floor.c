@@ -432,6 +432,16 @@ static ng_status gpu_deliver_for(gpu_side *g, cpu_thread *th, int n, const cpu_s
   *elapsed = t - t0;
   return NG_OK;
 }
+
+/* The main thread's part of a measurement for `seconds`: figure 5's gathers and state copies
+ * with sh->deliver, else figure 4's gathers (no bytes copied, none dropped). */
+static ng_status gpu_phase(gpu_side *g, cpu_thread *th, int n, const cpu_shared *sh, double seconds,
+                           int64_t *rows, int64_t *copied, int64_t *dropped, double *elapsed) {
+  if (sh->deliver)
+    return gpu_deliver_for(g, th, n, sh, seconds, rows, copied, dropped, elapsed);
+  *copied = *dropped = 0;
+  return gpu_gather_for(g, sh->tab->dim, seconds, rows, elapsed);
+}
 #endif
 
 /* ---- one measurement: T CPU threads alone, or together with the GPU's gathers ---- */
@@ -474,14 +484,12 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
 #ifdef NG_HAVE_CUDA
     if (gpu) {
       gpu_side *g = gpu;
-      int64_t rows, bytes = 0, dropped = 0;
+      int64_t rows, bytes, dropped;
       double el;
-      ng_status st = sh->deliver ? gpu_deliver_for(g, th, n, sh, warm, &rows, &bytes, &dropped, &el)
-                                 : gpu_gather_for(g, sh->tab->dim, warm, &rows, &el);
+      ng_status st = gpu_phase(g, th, n, sh, warm, &rows, &bytes, &dropped, &el);
       atomic_store_explicit(&sh->phase, PHASE_MEASURE, memory_order_release);
       if (st == NG_OK)
-        st = sh->deliver ? gpu_deliver_for(g, th, n, sh, seconds, &rows, &bytes, &dropped, &el)
-                         : gpu_gather_for(g, sh->tab->dim, seconds, &rows, &el);
+        st = gpu_phase(g, th, n, sh, seconds, &rows, &bytes, &dropped, &el);
       if (st != NG_OK) {
         fprintf(stderr, "bench_floor: zero-copy gather%s failed: %s\n",
                 sh->deliver ? " or state copy" : "", ng_last_error());

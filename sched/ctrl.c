@@ -153,6 +153,13 @@ static void open_dir(ng_ctrl *c, int k) {
   c->block_failed[k] = false;
 }
 
+/* The last move is `m`: a settling period follows, and the decision reports it. */
+static void set_last_move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
+  c->last_move = m;
+  c->settle = 1;
+  d->move = m;
+}
+
 /* Moves one worker, or one share step, in direction `m` (can_move() holds): the split, the last
  * move (and the state before it, which a revert restores), a settling period and the decision.
  * The first TRANSFER worker replaces the largest share (the share drops to 0); the last one
@@ -175,15 +182,12 @@ static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
     c->unblocked_failed = c->block_failed[k];
     open_dir(c, k);
   }
-  c->last_move = m;
-  c->settle = 1;
-  d->move = m;
+  set_last_move(c, d, m);
 }
 
 /* Undoes the last move (the judge's verdict): the state before it, a settling period, and the
  * decision as a move the other way. */
 static void undo(ng_ctrl *c, ng_ctrl_decision *d) {
-  const ng_ctrl_move back = (ng_ctrl_move)-c->last_move;
   memcpy(c->workers, c->prev_workers, sizeof c->workers);
   c->share = c->prev_share;
   if (c->unblocked) { /* back among the worker splits: their block on TRANSFER holds again */
@@ -193,9 +197,7 @@ static void undo(ng_ctrl *c, ng_ctrl_decision *d) {
     c->block_failed[k] = c->unblocked_failed;
     c->unblocked = false;
   }
-  c->last_move = back;
-  c->settle = 1;
-  d->move = back;
+  set_last_move(c, d, (ng_ctrl_move)-c->last_move);
 }
 
 /* Direction k (a ng__ctrl_move_to index) failed: it is blocked, twice as long as last time when it

@@ -1491,16 +1491,24 @@ static void test_ctrl_judge_median(void) {
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
 }
 
+/* Options of a controller that may move the device share (up to `share_steps`): no warm-up,
+ * groups that may empty. */
+static ng_ctrl_opts share_opts(int initial_partial, int share_steps, int initial_share) {
+  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
+  o.warmup_periods = 0;
+  o.initial_partial = initial_partial;
+  o.min_per_group = 0;
+  o.share_steps = share_steps;
+  o.initial_share = initial_share;
+  return o;
+}
+
 /* The device share: while every worker is PARTIAL, the CPU-bound signal (the device waits for
  * packages) raises it one step at a time and the GPU-bound one lowers it, each step judged by
  * the device's rate like a worker move; it settles where the device starts to bind, with no
  * worker moved. */
 static void test_ctrl_share_climbs(void) {
-  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
-  o.warmup_periods = 0;
-  o.initial_partial = 8;
-  o.min_per_group = 0;
-  o.share_steps = 8;
+  ng_ctrl_opts o = share_opts(8, 8, 0);
   ng_ctrl c;
   EXPECT_OK(ng__ctrl_init(&c, &o, 8));
   EXPECT_EQ_I(c.share, 0);
@@ -1528,11 +1536,7 @@ static void test_ctrl_share_climbs(void) {
  * rate (its way back is to 7/1, which stays blocked) nor a block left from the worker splits
  * before holds it back, and the CPU-bound signal takes it as soon as 8/0's rate is known. */
 static void test_ctrl_share_after_worker(void) {
-  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
-  o.warmup_periods = 0;
-  o.initial_partial = 6;
-  o.min_per_group = 0;
-  o.share_steps = 4;
+  ng_ctrl_opts o = share_opts(6, 4, 0);
   ng_ctrl c;
   EXPECT_OK(ng__ctrl_init(&c, &o, 8));
   ng_ctrl_sample s = sample(100, 200, 10);
@@ -1563,11 +1567,7 @@ static void test_ctrl_share_after_worker(void) {
 /* Emptying the TRANSFER group clears that direction's block only while the group stays empty:
  * when the judge undoes the move, the block of the worker splits holds again. */
 static void test_ctrl_share_revert_block(void) {
-  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
-  o.warmup_periods = 0;
-  o.initial_partial = 7;
-  o.min_per_group = 0;
-  o.share_steps = 4;
+  ng_ctrl_opts o = share_opts(7, 4, 0);
   ng_ctrl c;
   EXPECT_OK(ng__ctrl_init(&c, &o, 8));
   const int k = ng__ctrl_move_to(NG_CTRL_MOVE_TO_TRANSFER);
@@ -1598,12 +1598,7 @@ static void test_ctrl_share_revert_block(void) {
  * share (back to 0), and undoing that move restores it; the last TRANSFER worker returns to a
  * share of 0; options out of range are refused. */
 static void test_ctrl_share_edges(void) {
-  ng_ctrl_opts o = NG_CTRL_OPTS_INIT;
-  o.warmup_periods = 0;
-  o.initial_partial = 8;
-  o.min_per_group = 0;
-  o.share_steps = 2;
-  o.initial_share = 2;
+  ng_ctrl_opts o = share_opts(8, 2, 2);
   ng_ctrl c;
   EXPECT_OK(ng__ctrl_init(&c, &o, 8));
   ng_ctrl_sample s = sample(100, 200, 10);

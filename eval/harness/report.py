@@ -220,7 +220,9 @@ def floor_of(row, probes, dims):
         if mean:
             out["floor_fraction"] = terms[binding] / mean
         out["floor_read_host_ms"] = read_host
-        read_terms = dict(terms, **({"host": read_host} if read_host is not None else {}))
+        read_terms = dict(terms)
+        if read_host is not None:
+            read_terms["host"] = read_host
         out["read_floor_ms"] = max(read_terms.values())
         if mean:
             out["read_floor_fraction"] = out["read_floor_ms"] / mean
