@@ -294,10 +294,19 @@ static void add_accuracy(cJSON *root, const char *key, double acc) {
     cJSON_AddNullToObject(root, key);
 }
 
+/* The files a training run reads or writes besides the dataset; NULL: none. */
+typedef struct {
+  const char *checkpoint, *resume, *json, *predictions, *telemetry, *trace;
+} train_files;
+
+/* Spans per thread --trace records: 2^21 (64 MiB per thread at most), some 1,500 epochs of
+ * 600 iterations on the device thread, which records the most. */
+#define TRACE_SPANS ((int64_t)1 << 21)
+
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
-                        int progress, const char *checkpoint, const char *resume, const char *json,
-                        const char *predictions, const char *telemetry) {
+                        int progress, const train_files *f) {
+  const char *checkpoint = f->checkpoint, *json = f->json;
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
   o.batch = c->batch;
   o.lr = c->lr;
@@ -320,9 +329,10 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.telemetry_s = c->telemetry_s;
   o.lookahead = c->lookahead;
   o.device_share = c->device_share;
+  o.trace_spans = f->trace ? TRACE_SPANS : 0;
   telemetry_files tf = {NULL, NULL};
-  if (telemetry) {
-    int trc = open_telemetry(&tf, telemetry);
+  if (f->telemetry) {
+    int trc = open_telemetry(&tf, f->telemetry);
     if (trc != CLI_CONTINUE)
       return trc;
     o.telemetry = on_telemetry;
@@ -334,10 +344,10 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.progress_ctx = &pr;
   ng_trainer_t t = NULL;
   ng_status st = ng_trainer_create(&t, ds, m, &o);
-  if (st == NG_OK && resume) {
-    st = ng_trainer_load(t, resume);
+  if (st == NG_OK && f->resume) {
+    st = ng_trainer_load(t, f->resume);
     if (st == NG_OK)
-      fprintf(stderr, "neargnn %s: resumed from %s after epoch %" PRId64 "\n", command, resume,
+      fprintf(stderr, "neargnn %s: resumed from %s after epoch %" PRId64 "\n", command, f->resume,
               ng_trainer_epochs_done(t) - 1);
   }
   ng_dataset_info info = NG_DATASET_INFO_INIT;
@@ -398,11 +408,24 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
   if (st == NG_OK && ck == NG_OK && info.test > 0)
     st = ng_trainer_evaluate(&test, NULL, t, NG_SPLIT_TEST);
-  if (st == NG_OK && ck == NG_OK && predictions) {
-    st = write_predictions(t, ds, info.nodes, predictions);
+  if (st == NG_OK && ck == NG_OK && f->predictions) {
+    st = write_predictions(t, ds, info.nodes, f->predictions);
     if (st == NG_OK)
       fprintf(stderr, "neargnn %s: predictions written to %s (int32 per node, %s ids)\n", command,
-              predictions, info.orig_ids ? "original" : "dataset");
+              f->predictions, info.orig_ids ? "original" : "dataset");
+  }
+  /* The timeline is written whatever happened, an error or Ctrl-C included: it shows where the
+   * run stood. Its own failure matters only when nothing else failed. */
+  if (t && f->trace) {
+    int64_t recorded = 0, dropped = 0;
+    const ng_status tr = ng_trainer_write_trace(t, f->trace, &recorded, &dropped);
+    if (tr == NG_OK)
+      fprintf(stderr, "neargnn %s: trace of %" PRId64 " spans written to %s%s\n", command, recorded,
+              f->trace, dropped ? " (later spans dropped: the per-thread limit)" : "");
+    else if (st == NG_OK)
+      st = tr;
+    else
+      fprintf(stderr, "neargnn %s: no trace written: %s\n", command, ng_last_error());
   }
   cli_progress_end(&pr, st);
   int rc = CLI_EXIT_OK;
@@ -519,22 +542,26 @@ int cmd_train(int argc, char **argv) {
                  .seed = 1,
                  .device = "cpu"};
   runtime_defaults(&c);
-  const char *dataset = NULL, *checkpoint = NULL, *resume = NULL, *json = NULL, *predictions = NULL,
-             *telemetry = NULL;
+  const char *dataset = NULL;
+  train_files files = {NULL, NULL, NULL, NULL, NULL, NULL};
   int progress = CLI_PROGRESS_AUTO;
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
       TRAIN_OPTS(&c),
-      CLI_OPT_STRING("checkpoint", &checkpoint, "FILE",
+      CLI_OPT_STRING("checkpoint", &files.checkpoint, "FILE",
                      "write model + optimizer state here at the end (safetensors), also after "
                      "Ctrl-C"),
-      CLI_OPT_STRING("resume", &resume, "FILE", "continue from a checkpoint, bit-identically"),
-      CLI_OPT_STRING("json", &json, "FILE", "write a machine-readable summary"),
-      CLI_OPT_STRING("predictions", &predictions, "FILE",
+      CLI_OPT_STRING("resume", &files.resume, "FILE",
+                     "continue from a checkpoint, bit-identically"),
+      CLI_OPT_STRING("json", &files.json, "FILE", "write a machine-readable summary"),
+      CLI_OPT_STRING("predictions", &files.predictions, "FILE",
                      "write the predicted class of every node (int32 .npy, original node ids)"),
-      CLI_OPT_STRING("telemetry", &telemetry, "FILE",
+      CLI_OPT_STRING("telemetry", &files.telemetry, "FILE",
                      "write per-second telemetry as CSV (and the scheduler's decisions to "
                      "FILE.decisions.csv)"),
+      CLI_OPT_STRING("trace", &files.trace, "FILE",
+                     "write a timeline of the runtime's threads as Chrome trace JSON (open it in "
+                     "ui.perfetto.dev; eval/harness/trace_summary.py sums it up)"),
       CLI_OPT_PROGRESS(&progress),
   };
   cli_spec spec = {
@@ -566,8 +593,7 @@ int cmd_train(int argc, char **argv) {
   if (st != NG_OK) {
     rc = cli_runtime_error(st);
   } else if ((rc = build_model(&m, spec.command, &c, &info)) == CLI_CONTINUE) {
-    rc = run_training(ds, m, &c, spec.command, progress, checkpoint, resume, json, predictions,
-                      telemetry);
+    rc = run_training(ds, m, &c, spec.command, progress, &files);
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);
@@ -679,7 +705,8 @@ int cmd_demo(int argc, char **argv) {
            "batch %" PRId64 "\n",
            info.edges, info.train, c.fanouts, c.batch);
     fflush(stdout);
-    rc = run_training(ds, m, &c, spec.command, progress, NULL, NULL, NULL, NULL, NULL);
+    const train_files none = {NULL, NULL, NULL, NULL, NULL, NULL};
+    rc = run_training(ds, m, &c, spec.command, progress, &none);
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);

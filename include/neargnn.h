@@ -405,12 +405,16 @@ typedef struct {
   /// neighbour rows the device reads by zero-copy and reduces, instead of the worker. HYBRID
   /// picks it by itself while every worker is PARTIAL (docs/scheduler.md); 0 otherwise.
   double device_share;
+  /// Record a timeline of the runtime's threads (the device thread's waits and launches, each
+  /// worker's sampling, fetch and waits), at most this many spans per thread (0: off, the
+  /// default); ng_trainer_write_trace() writes it. A span costs two clock reads and 32 bytes.
+  int64_t trace_spans;
 } ng_train_opts;
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
-        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0                                                        \
+        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0                                                     \
   }
 
 /// What one epoch did.
@@ -479,6 +483,13 @@ const char *ng_mode_name(ng_mode mode);
 /// One line describing where the last epoch's threads ran (workers, cores, device thread), or
 /// "" before the first epoch. Owned by the trainer.
 const char *ng_trainer_placement(ng_trainer_t trainer);
+/// Writes the timeline recorded so far (ng_train_opts.trace_spans) as Chrome trace-event JSON, for
+/// Perfetto (ui.perfetto.dev) or chrome://tracing: one track per thread, one event per span, in
+/// microseconds. `spans` and `dropped` (each may be NULL) receive the spans written and those
+/// dropped at the per-thread limit. NG_ERR_STATE when the trainer records none.
+/// docs/scheduler.md lists the spans.
+ng_status ng_trainer_write_trace(ng_trainer_t trainer, const char *path, int64_t *spans,
+                                 int64_t *dropped);
 /// Destroys a trainer; NULL is accepted.
 void ng_trainer_destroy(ng_trainer_t trainer);
 

@@ -39,7 +39,13 @@ struct ng_trainer {
   ng_sample_arena *arena;
   const float *features; /* the dataset's mapping, or features_owned (normalised or copied) */
   float *features_owned;
-  int64_t *perm; /* [train] this epoch's order */
+  /* [2][train]: the orders of two consecutive epochs, epoch e's in perm[e % 2] (perm_epoch[]
+   * says which epoch each holds, -1: none), so that the runtime's workers can go on with the
+   * next epoch's while the caller is between epochs. spec_epoch is the epoch they go on with,
+   * or -1. */
+  int64_t *perm;
+  int64_t perm_epoch[2];
+  int64_t spec_epoch;
   int64_t epochs_done;
   int64_t step;         /* optimizer steps so far (queued) */
   int64_t stepped_iter; /* the iteration whose step was queued last, until its loss is read */
@@ -267,10 +273,12 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   if ((unsigned)o.features_memory > NG_FEATURES_COPY)
     return ng__err(NG_ERR_INVALID_ARG, "unknown features_memory %d", (int)o.features_memory);
   if (o.workers < -1 || !(o.period_ms > 0.0) || !(o.threshold >= 0.0) || !(o.telemetry_s > 0.0) ||
-      o.partial_workers < -1 || o.lookahead < 1 || o.lookahead > NG_LOOKAHEAD_MAX)
+      o.partial_workers < -1 || o.lookahead < 1 || o.lookahead > NG_LOOKAHEAD_MAX ||
+      o.trace_spans < 0)
     return ng__err(NG_ERR_INVALID_ARG,
                    "runtime options out of range (workers >= -1, period_ms > 0, threshold >= 0, "
-                   "telemetry_s > 0, partial_workers >= -1, lookahead in [1, %d])",
+                   "telemetry_s > 0, partial_workers >= -1, lookahead in [1, %d], "
+                   "trace_spans >= 0)",
                    NG_LOOKAHEAD_MAX);
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
@@ -343,7 +351,8 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                     info->feature_dim * (int64_t)sizeof(float) >= SELF_ZCOPY_MIN_ROW_BYTES,
   };
   NG_CHECK_GOTO(st, ng__sample_arena_create(&t->arena), fail);
-  t->perm = ng__malloc((size_t)info->train * sizeof *t->perm, "the epoch order");
+  t->perm = ng__malloc(2 * (size_t)info->train * sizeof *t->perm, "the epoch orders");
+  t->perm_epoch[0] = t->perm_epoch[1] = t->spec_epoch = -1;
   if (!t->perm) {
     st = NG_ERR_NOMEM;
     goto fail;
@@ -371,6 +380,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .omp_threads = omp_threads(&o),
       .lookahead = o.lookahead,
       .device_share = o.device_share,
+      .trace_spans = o.trace_spans,
   };
   NG_CHECK_GOTO(st, resolve_workers(&ro.workers, o.workers, o.cpuset), fail);
   NG_CHECK_GOTO(st, ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro), fail);
@@ -466,6 +476,14 @@ const char *ng_mode_name(ng_mode m) {
 
 const char *ng_trainer_placement(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? ng__runtime_placement(t->rt) : "";
+}
+
+ng_status ng_trainer_write_trace(ng_trainer_t t, const char *path, int64_t *spans,
+                                 int64_t *dropped) {
+  NG_CHECK(trainer_check(t));
+  if (!path || !*path)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_write_trace: a path is required");
+  return ng__runtime_write_trace(t->rt, path, spans, dropped);
 }
 
 int64_t ng_trainer_epochs_done(ng_trainer_t t) {
@@ -652,6 +670,17 @@ static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct
                       iter + 1 == t->iters_total);
 }
 
+/* The order of `epoch`'s training ids, shuffled into its buffer unless it is there already. */
+static const int64_t *epoch_order(ng_trainer_t t, int64_t epoch, int64_t n_train) {
+  const int b = (int)(epoch % 2);
+  int64_t *perm = t->perm + b * n_train;
+  if (t->perm_epoch[b] != epoch) {
+    ng__epoch_shuffle(perm, t->ds->split[NG_SPLIT_TRAIN], n_train, t->opts.seed, epoch);
+    t->perm_epoch[b] = epoch;
+  }
+  return perm;
+}
+
 ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   NG_CHECK(trainer_check(t));
   if (!out || out->size < sizeof(ng_epoch_stats))
@@ -664,8 +693,15 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                    (long long)batch);
   int64_t epoch = t->epochs_done;
   drop_logits(t);
-  ng__epoch_shuffle(t->perm, t->ds->split[NG_SPLIT_TRAIN], n_train, t->opts.seed, epoch);
   int64_t iters = (n_train + batch - 1) / batch, first = t->iter_done;
+  /* Workers going on with another epoch than this one (after a load or a stopped epoch) stop
+   * before an order they may read is rewritten. */
+  if (t->spec_epoch != epoch || first != 0) {
+    ng__runtime_stop(t->rt);
+    t->spec_epoch = -1;
+  }
+  const int64_t *order = epoch_order(t, epoch, n_train);
+  const int64_t *next_order = epoch_order(t, epoch + 1, n_train);
   if (first >= iters)
     return ng__err(NG_ERR_STATE,
                    "epoch %lld: %lld of its %lld iterations are already done (a checkpoint of a "
@@ -683,14 +719,16 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   t->iter_ms = ms;
   t->n_iter_ms = 0;
   t->last_done = ng__now();
-  const ng_epoch_plan plan = {t->perm, n_train, batch, epoch, first, iters, t->opts.seed};
+  const ng_epoch_plan plan = {order, n_train, batch, epoch, first, iters, t->opts.seed};
+  const ng_epoch_plan next = {next_order, n_train, batch, epoch + 1, 0, iters, t->opts.seed};
   const ng_device_step step = {step_prefetch, step_forward, step_backward, step_result, t};
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();
   int workers[2] = {0, 0};
   double share = 0.0;
-  ng_status st =
-      ng__runtime_epoch(t->rt, &plan, &step, &sink, t->model->layers[0].o.dropout, workers, &share);
+  ng_status st = ng__runtime_epoch(t->rt, &plan, &next, &step, &sink, t->model->layers[0].o.dropout,
+                                   workers, &share);
+  t->spec_epoch = st == NG_OK ? epoch + 1 : -1;
   if (st != NG_OK) {
     if (st != NG_ERR_INTERRUPTED)
       ng__err_prefix("epoch %lld", (long long)epoch);

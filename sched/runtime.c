@@ -17,6 +17,13 @@ enum {
   DECISIONS_CAP = 4096,
 };
 
+/* Saves and restores the calling thread's affinity: binding the device thread must not outlive
+ * the epoch (the caller's thread is the user's). */
+typedef struct {
+  cpu_set_t set;
+  bool saved;
+} affinity;
+
 /* The header of a staging slot: one iteration's package and where it came from. The package
  * itself follows the header in the same slot. */
 typedef struct {
@@ -24,6 +31,7 @@ typedef struct {
   int worker;
   int group;
   int64_t edges;
+  ng_status status; /* not NG_OK: the worker failed this iteration (rt_worker.err says how) */
   ng_fetch_pkg pkg;
 } rt_item;
 
@@ -34,7 +42,15 @@ typedef struct {
   ng_sample_arena *arena;
   ng_fetch_scratch scratch;
   _Atomic int group; /* ng_group this worker works for (the controller changes it) */
+  char err[1024];    /* why its failed item failed (read by the device thread after the put) */
 } rt_worker;
+
+/* A plan the workers produce from, with the ring position of its first iteration: ring
+ * position seq0 + k is iteration plan.first + k. */
+typedef struct {
+  ng_epoch_plan plan;
+  int64_t seq0;
+} rt_plan;
 
 struct ng_runtime {
   ng_backend *be;
@@ -50,13 +66,24 @@ struct ng_runtime {
   _Atomic size_t largest_pkg;
   ng_ctrl ctrl; /* the split persists from epoch to epoch */
   char placement[256];
+  ng_trace *trace; /* track 0: the device thread; 1 + w: worker w (NULL: not tracing) */
 
-  /* One epoch's state. */
-  const ng_epoch_plan *plan;
+  /* The workers' state, which lasts from one epoch to the next while they produce an expected
+   * next epoch (ng__runtime_epoch's `next`). The ring counts positions from 0 at the pool's
+   * start; plans[] are the epochs those positions belong to, at most the device's and the one
+   * after it, and positions from seq_end on have none yet. */
   ng_ring *ring;
   ng_pool *pool;
   float drop_p;
-  _Atomic int64_t next; /* the next iteration a worker takes */
+  pthread_mutex_t plan_mu;
+  pthread_cond_t plan_cv;
+  rt_plan plans[2];
+  int n_plans;
+  int64_t seq_end;
+  bool stopping;        /* under plan_mu: workers waiting for a plan return */
+  int64_t take_seq;     /* the ring position the device thread takes next */
+  affinity aff;         /* the caller's affinity, restored after each epoch */
+  _Atomic int64_t next; /* the next ring position a worker takes */
   _Atomic int share;    /* the device share of PARTIAL packages, in controller steps */
   _Atomic int64_t group_iters[NG_GROUP_COUNT];
   _Atomic int64_t group_busy_ns[NG_GROUP_COUNT];
@@ -65,7 +92,9 @@ struct ng_runtime {
   char err_msg[1024];
 };
 
-_Atomic int64_t ng__runtime_fault_iter = -1;
+_Atomic int64_t ng__runtime_fault_epoch = -1, ng__runtime_fault_iter = -1;
+
+static void stop_workers(ng_runtime *rt);
 
 /* ---- resolving options ---- */
 
@@ -147,6 +176,7 @@ static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
 void ng__runtime_destroy(ng_runtime *rt) {
   if (!rt)
     return;
+  stop_workers(rt);
   int n = NG_MAX(rt->n_threads, 1);
   for (int i = 0; rt->w && i < n; i++) {
     ng__slots_destroy(rt->w[i].slots);
@@ -155,9 +185,12 @@ void ng__runtime_destroy(ng_runtime *rt) {
   }
   free(rt->w);
   free(rt->cpuset);
+  ng__trace_destroy(rt->trace);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     rt->be->iface->free(rt->be, rt->dev_pkg[k]);
   pthread_mutex_destroy(&rt->err_mu);
+  pthread_mutex_destroy(&rt->plan_mu);
+  pthread_cond_destroy(&rt->plan_cv);
   free(rt);
 }
 
@@ -169,6 +202,8 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
   if (!rt)
     return NG_ERR_NOMEM;
   pthread_mutex_init(&rt->err_mu, NULL);
+  pthread_mutex_init(&rt->plan_mu, NULL);
+  pthread_cond_init(&rt->plan_cv, NULL);
   rt->be = be;
   rt->store = store;
   rt->sampler = sampler;
@@ -220,6 +255,8 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
     st = NG_ERR_NOMEM;
     goto fail;
   }
+  if (opts->trace_spans > 0)
+    NG_CHECK_GOTO(st, ng__trace_create(&rt->trace, 1 + rt->n_threads, opts->trace_spans), fail);
   for (int i = 0; i < n; i++) {
     NG_CHECK_GOTO(
         st, ng__slots_create(&rt->w[i].slots, slots, SLOT_INITIAL_BYTES, slot_alloc, slot_free, be),
@@ -256,6 +293,19 @@ fail:
   return st;
 }
 
+ng_status ng__runtime_write_trace(const ng_runtime *rt, const char *path, int64_t *spans,
+                                  int64_t *dropped) {
+  if (!rt->trace)
+    return ng__err(NG_ERR_STATE, "no timeline was recorded (set trace_spans)");
+  int64_t n = 0, lost = 0;
+  ng__trace_counts(rt->trace, &n, &lost);
+  if (spans)
+    *spans = n;
+  if (dropped)
+    *dropped = lost;
+  return ng__trace_write(rt->trace, path);
+}
+
 const char *ng__runtime_placement(const ng_runtime *rt) {
   return rt->placement;
 }
@@ -278,15 +328,21 @@ static void fail(ng_runtime *rt, ng_status st, const char *who) {
 
 /* ---- producing one iteration (a worker, or the device thread inline) ---- */
 
-static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int64_t i, void **buf) {
-  const ng_epoch_plan *p = rt->plan;
+/* Samples and fetches iteration i of plan p into the slot `*buf`, recording both on trace track
+ * `track`. */
+static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, const ng_epoch_plan *p,
+                         int64_t i, void **buf) {
   const int64_t begin = i * p->batch, n = NG_MIN(p->batch, p->n_train - begin);
   const uint64_t seed = ng__iter_seed(p->seed, p->epoch, i);
   const int group = atomic_load_explicit(&w->group, memory_order_relaxed);
-  if (atomic_load(&ng__runtime_fault_iter) == i)
+  if (atomic_load(&ng__runtime_fault_iter) == i &&
+      atomic_load(&ng__runtime_fault_epoch) == p->epoch)
     return ng__err(NG_ERR_IO, "injected failure (ng__runtime_fault_iter)");
   ng_minibatch mb;
+  const int64_t t0 = rt->trace ? ng__now_ns() : 0;
   NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
+  const int64_t t1 = rt->trace ? ng__now_ns() : 0;
+  ng__trace_span(rt->trace, track, NG_SPAN_SAMPLE, i, 0, t0, t1);
   ng_fetch_cfg cfg = rt->fetch;
   cfg.mode = group_fetch(rt, group);
   cfg.device_share =
@@ -298,10 +354,12 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int64_t i, voi
   ng_fetch_pkg pkg;
   NG_CHECK(ng__fetch_prepare(&pkg, &cfg, &mb, rt->drop_p, ng__exec_input_drop_key(seed),
                              &w->scratch, slot_reserve, &rc));
+  ng__trace_span(rt->trace, track, NG_SPAN_FETCH, i, group, t1, rt->trace ? ng__now_ns() : 0);
   rt_item *it = *buf;
   it->iter = i;
   it->worker = index;
   it->group = group;
+  it->status = NG_OK;
   it->edges = 0;
   for (int l = 0; l < mb.n_layers; l++)
     it->edges += mb.blocks[l].nnz;
@@ -309,51 +367,93 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int64_t i, voi
   return NG_OK;
 }
 
+/* The plan and iteration of ring position `seq`, waiting until the device thread has published
+ * a plan covering it. False when the pool is stopping. */
+static bool plan_of(ng_runtime *rt, int64_t seq, ng_epoch_plan *plan, int64_t *iter) {
+  pthread_mutex_lock(&rt->plan_mu);
+  while (!rt->stopping && seq >= rt->seq_end)
+    pthread_cond_wait(&rt->plan_cv, &rt->plan_mu);
+  bool ok = false;
+  for (int k = 0; !rt->stopping && k < rt->n_plans; k++) {
+    const rt_plan *p = &rt->plans[k];
+    if (seq >= p->seq0 && seq < p->seq0 + (p->plan.iters - p->plan.first)) {
+      *plan = p->plan;
+      *iter = p->plan.first + (seq - p->seq0);
+      ok = true;
+    }
+  }
+  pthread_mutex_unlock(&rt->plan_mu);
+  return ok;
+}
+
+/* A worker: takes ring positions in turn and produces their iterations, whichever epoch they
+ * belong to, until the pool stops. A failed iteration goes into the ring as an item with an
+ * error, so that the device thread meets it in order (the iterations before it are trained),
+ * and the worker stops. */
 static void worker_main(void *ctx, int index) {
   ng_runtime *rt = ctx;
   rt_worker *w = &rt->w[index];
   for (;;) {
-    const int64_t i = atomic_fetch_add(&rt->next, 1);
-    if (i >= rt->plan->iters)
+    const int64_t seq = atomic_fetch_add(&rt->next, 1);
+    ng_epoch_plan plan;
+    int64_t i = 0;
+    if (!plan_of(rt, seq, &plan, &i))
       return;
     const int64_t t0 = ng__now_ns();
     void *buf = ng__slots_acquire(w->slots);
     if (!buf)
-      return; /* closed: the epoch is stopping */
-    ng_status st = produce(rt, w, index, i, &buf);
+      return; /* closed: the pool is stopping */
+    if (rt->trace)
+      ng__trace_span(rt->trace, 1 + index, NG_SPAN_SLOT_WAIT, i, 0, t0, ng__now_ns());
+    ng_status st = produce(rt, w, index, 1 + index, &plan, i, &buf);
+    rt_item *it = buf;
     if (st != NG_OK) {
-      ng__err_prefix("iteration %lld", (long long)i);
+      ng__err_prefix("worker %d", index);
+      snprintf(w->err, sizeof w->err, "%s", ng_last_error());
+      it->iter = i;
+      it->worker = index;
+      it->status = st;
+    } else {
+      atomic_fetch_add(&rt->group_iters[it->group], 1);
+      atomic_fetch_add(&rt->group_busy_ns[it->group], ng__now_ns() - t0);
+    }
+    const int64_t t_put = rt->trace ? ng__now_ns() : 0;
+    const ng_status put = ng__ring_put(rt->ring, seq, buf);
+    if (rt->trace)
+      ng__trace_span(rt->trace, 1 + index, NG_SPAN_READY_WAIT, i, 0, t_put, ng__now_ns());
+    if (put != NG_OK) { /* closed: the pool is stopping, or a bug that must stop the run */
       (void)ng__slots_release(w->slots, buf);
-      char who[32];
-      snprintf(who, sizeof who, "worker %d", index);
-      fail(rt, st, who);
+      if (put != NG_ERR_INTERRUPTED) {
+        char who[32];
+        snprintf(who, sizeof who, "worker %d", index);
+        fail(rt, put, who);
+      }
       return;
     }
-    const rt_item *it = buf;
-    atomic_fetch_add(&rt->group_iters[it->group], 1);
-    atomic_fetch_add(&rt->group_busy_ns[it->group], ng__now_ns() - t0);
-    /* The ring counts from 0: a resumed epoch starts at plan->first. */
-    st = ng__ring_put(rt->ring, i - rt->plan->first, buf);
-    if (st != NG_OK) { /* closed by a failure elsewhere, or a bug: either way, stop the run */
-      (void)ng__slots_release(w->slots, buf);
-      char who[32];
-      snprintf(who, sizeof who, "worker %d", index);
-      fail(rt, st, who);
+    if (st != NG_OK)
       return;
-    }
   }
 }
 
 /* ---- the device thread ---- */
 
-/* The next iteration's item, from the ring or produced here (inline). */
-static ng_status take(ng_runtime *rt, int64_t i, rt_item **out) {
+/* Records a span of the device thread from t0 to now and returns now (0 when not tracing). */
+static int64_t device_span(ng_runtime *rt, ng_span_kind kind, int64_t iter, int64_t t0) {
+  if (!rt->trace)
+    return 0;
+  const int64_t now = ng__now_ns();
+  ng__trace_span(rt->trace, 0, kind, iter, 0, t0, now);
+  return now;
+}
+
+/* Iteration i's item, from the ring or produced here (inline). */
+static ng_status take(ng_runtime *rt, const ng_epoch_plan *plan, int64_t i, rt_item **out) {
   if (rt->n_threads == 0) {
     rt_worker *w = &rt->w[0];
     void *buf = ng__slots_acquire(w->slots);
     if (!buf)
       return ng__err(NG_ERR_INTERNAL, "runtime: no free staging slot inline");
-    ng_status st = produce(rt, w, 0, i, &buf);
+    ng_status st = produce(rt, w, 0, 0, plan, i, &buf);
     if (st != NG_OK) {
       ng__err_prefix("iteration %lld", (long long)i);
       (void)ng__slots_release(w->slots, buf);
@@ -364,7 +464,10 @@ static ng_status take(ng_runtime *rt, int64_t i, rt_item **out) {
   }
   int64_t got = -1;
   void *item = NULL;
+  const int64_t t0 = rt->trace ? ng__now_ns() : 0;
   ng_status st = ng__ring_take(rt->ring, &got, &item);
+  if (rt->trace)
+    ng__trace_span(rt->trace, 0, NG_SPAN_TAKE_WAIT, i, 0, t0, ng__now_ns());
   if (st != NG_OK) {
     pthread_mutex_lock(&rt->err_mu);
     if (rt->err != NG_OK)
@@ -372,10 +475,17 @@ static ng_status take(ng_runtime *rt, int64_t i, rt_item **out) {
     pthread_mutex_unlock(&rt->err_mu);
     return st;
   }
-  if (!item || got + rt->plan->first != i)
-    return ng__err(NG_ERR_INTERNAL, "runtime: expected iteration %lld, the ring gave %lld",
-                   (long long)i, (long long)(got + rt->plan->first));
-  *out = item;
+  const int64_t want = rt->take_seq++;
+  rt_item *it = item;
+  if (!it || got != want || it->iter != i) {
+    if (it) /* handed back, so that the pool's stop finds every slot */
+      (void)ng__slots_release(rt->w[it->worker].slots, it);
+    return ng__err(NG_ERR_INTERNAL,
+                   "runtime: expected iteration %lld at ring position %lld, the ring gave "
+                   "position %lld",
+                   (long long)i, (long long)want, (long long)got);
+  }
+  *out = it; /* a failed item too: the device loop fails when it reaches it */
   return NG_OK;
 }
 
@@ -404,11 +514,25 @@ static ng_status upload(ng_runtime *rt, const ng_device_step *step, int64_t iter
 
 /* Takes iteration `iter` and copies it into slot iter % depth: its item in ahead[], its package
  * as the device sees it in view[]. */
-static ng_status copy_ahead(ng_runtime *rt, const ng_device_step *step, int64_t iter, int depth,
-                            rt_item **ahead, ng_fetch_pkg *view) {
+static ng_status copy_ahead(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
+                            int64_t iter, int depth, rt_item **ahead, ng_fetch_pkg *view) {
   const int k = (int)(iter % depth);
-  NG_CHECK(take(rt, iter, &ahead[k]));
-  return upload(rt, step, iter, ahead[k], k, &view[k]);
+  NG_CHECK(take(rt, plan, iter, &ahead[k]));
+  if (ahead[k]->status != NG_OK)
+    return NG_OK;
+  const int64_t t0 = rt->trace ? ng__now_ns() : 0;
+  const ng_status st = upload(rt, step, iter, ahead[k], k, &view[k]);
+  if (rt->trace)
+    ng__trace_span(rt->trace, 0, NG_SPAN_UPLOAD, iter, 0, t0, ng__now_ns());
+  return st;
+}
+
+/* Whether no package taken ahead is a failed one (after which the loop takes no more). */
+static bool ahead_ok(rt_item *const *ahead, int depth) {
+  for (int k = 0; k < depth; k++)
+    if (ahead[k] && ahead[k]->status != NG_OK)
+      return false;
+  return true;
 }
 
 /* The ready ring's window: how many iterations the workers may have ready ahead of the
@@ -476,13 +600,6 @@ static void add_decision(decisions *d, const ng_ctrl_decision *dec) {
   d->text[d->len] = '\0';
 }
 
-/* Saves and restores the calling thread's affinity: binding the device thread must not outlive
- * the epoch (the caller's thread is the user's). */
-typedef struct {
-  cpu_set_t set;
-  bool saved;
-} affinity;
-
 static void affinity_save(affinity *a) {
   a->saved = pthread_getaffinity_np(pthread_self(), sizeof a->set, &a->set) == 0;
 }
@@ -492,7 +609,18 @@ static void affinity_restore(const affinity *a) {
     (void)pthread_setaffinity_np(pthread_self(), sizeof a->set, &a->set);
 }
 
-static ng_status start_workers(ng_runtime *rt, affinity *aff) {
+/* Starts the ring and the pool, the workers producing from ring position 0 = iteration
+ * plan->first of `plan`. */
+static ng_status start_workers(ng_runtime *rt, const ng_epoch_plan *plan) {
+  NG_CHECK(ng__ring_create(&rt->ring, ring_capacity(rt)));
+  for (int i = 0; i < rt->n_threads; i++)
+    ng__slots_reopen(rt->w[i].slots);
+  rt->stopping = false;
+  rt->plans[0] = (rt_plan){*plan, 0};
+  rt->n_plans = 1;
+  rt->seq_end = plan->iters - plan->first;
+  rt->take_seq = 0;
+  atomic_store(&rt->next, 0);
   char pci[64] = "";
   NG_CHECK(rt->be->iface->pci_bus_id(rt->be, pci, sizeof pci));
   ng_pool_opts po = NG_POOL_OPTS_INIT;
@@ -502,27 +630,82 @@ static ng_status start_workers(ng_runtime *rt, affinity *aff) {
   po.reserve_device_core = true;
   po.bind = true;
   NG_CHECK(ng__pool_start(&rt->pool, &po, worker_main, rt));
-  affinity_save(aff);
-  /* Binding may be refused (containers): the run goes on unbound, as the placement says. */
-  (void)ng__pool_bind_device_thread(rt->pool);
   snprintf(rt->placement, sizeof rt->placement, "%s", ng__pool_describe(rt->pool));
+  if (rt->trace && ng__pool_device_core(rt->pool) >= 0) {
+    char name[64];
+    snprintf(name, sizeof name, "device thread (core %d)", ng__pool_device_core(rt->pool));
+    ng__trace_name(rt->trace, 0, name);
+  }
+  for (int w = 0; rt->trace && w < rt->n_threads; w++) {
+    char name[64];
+    snprintf(name, sizeof name, "worker %d (core %d)", w, ng__pool_core(rt->pool, w));
+    ng__trace_name(rt->trace, 1 + w, name);
+  }
   return NG_OK;
 }
 
-/* Stops and joins the workers after the epoch ended or failed, then returns every slot. */
-static void stop_workers(ng_runtime *rt, const affinity *aff) {
-  if (!rt->pool)
-    return;
-  ng__ring_close(rt->ring, NG_ERR_INTERRUPTED); /* no effect after a normal end */
-  for (int i = 0; i < rt->n_threads; i++)
-    ng__slots_close(rt->w[i].slots);
-  ng__pool_join(rt->pool);
-  rt->pool = NULL;
-  affinity_restore(aff);
+/* Stops and joins the workers, returns every slot in the ring and frees it. */
+static void stop_workers(ng_runtime *rt) {
+  if (rt->pool) {
+    pthread_mutex_lock(&rt->plan_mu);
+    rt->stopping = true;
+    pthread_cond_broadcast(&rt->plan_cv);
+    pthread_mutex_unlock(&rt->plan_mu);
+    ng__ring_close(rt->ring, NG_ERR_INTERRUPTED); /* no effect after a failure closed it */
+    for (int i = 0; i < rt->n_threads; i++)
+      ng__slots_close(rt->w[i].slots);
+    ng__pool_join(rt->pool);
+    rt->pool = NULL;
+  }
   int64_t iter;
   void *item;
-  while (ng__ring_reclaim(rt->ring, &iter, &item))
+  while (rt->ring && ng__ring_reclaim(rt->ring, &iter, &item))
     release(rt, item);
+  ng__ring_destroy(rt->ring);
+  rt->ring = NULL;
+  rt->n_plans = 0;
+}
+
+void ng__runtime_stop(ng_runtime *rt) {
+  const int64_t t0 = rt->trace && rt->pool ? ng__now_ns() : 0;
+  const bool running = rt->pool != NULL;
+  stop_workers(rt);
+  if (running)
+    device_span(rt, NG_SPAN_STOP, -1, t0);
+}
+
+static bool same_plan(const ng_epoch_plan *a, const ng_epoch_plan *b) {
+  return a->order == b->order && a->n_train == b->n_train && a->batch == b->batch &&
+         a->epoch == b->epoch && a->first == b->first && a->iters == b->iters && a->seed == b->seed;
+}
+
+/* Makes the workers produce `plan` from ring position take_seq on: those left running for it
+ * go on (the plan before it is done and dropped), others are stopped and a pool started. Then
+ * publishes `next`, when given, after it. */
+static ng_status plan_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
+                            float drop_p) {
+  const bool goes_on = rt->pool && rt->n_plans == 2 && same_plan(&rt->plans[1].plan, plan) &&
+                       rt->plans[1].seq0 == rt->take_seq && rt->drop_p == drop_p;
+  if (!goes_on) {
+    const int64_t t0 = rt->trace ? ng__now_ns() : 0;
+    stop_workers(rt);
+    rt->drop_p = drop_p;
+    NG_CHECK(start_workers(rt, plan));
+    device_span(rt, NG_SPAN_START, plan->epoch, t0);
+  }
+  pthread_mutex_lock(&rt->plan_mu);
+  if (goes_on) {
+    rt->plans[0] = rt->plans[1];
+    rt->n_plans = 1;
+  }
+  if (next && next->iters > next->first) {
+    rt->plans[1] = (rt_plan){*next, rt->seq_end};
+    rt->n_plans = 2;
+    rt->seq_end += next->iters - next->first;
+    pthread_cond_broadcast(&rt->plan_cv);
+  }
+  pthread_mutex_unlock(&rt->plan_mu);
+  return NG_OK;
 }
 
 /* Reads the loss of `iter` (whose step is queued), reports the iteration to the sink and hands
@@ -543,36 +726,28 @@ static ng_status finish_prev(ng_runtime *rt, const ng_device_step *step, const n
   return st;
 }
 
-ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
-                            const ng_iter_sink *sink, float drop_p, int workers_out[2],
-                            double *share_out) {
+ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
+                            const ng_device_step *step, const ng_iter_sink *sink, float drop_p,
+                            int workers_out[2], double *share_out) {
   ng_backend *be = rt->be;
-  rt->plan = plan;
-  rt->drop_p = drop_p;
+  const int64_t t_epoch = rt->trace ? ng__now_ns() : 0;
   rt->err = NG_OK;
   rt->err_msg[0] = '\0';
-  atomic_store(&rt->next, plan->first);
-  for (int g = 0; g < NG_GROUP_COUNT; g++) {
-    atomic_store(&rt->group_iters[g], 0);
-    atomic_store(&rt->group_busy_ns[g], 0);
-  }
-  for (int i = 0; i < NG_MAX(rt->n_threads, 1); i++)
-    ng__slots_reopen(rt->w[i].slots);
 
-  /* The start-up of an epoch (pool start, ring fill) must not count, neither in the judge's
-   * window of a move made late in the last epoch nor in the rate a move is judged against:
-   * the first period of an epoch is a settling one. A pending verdict carries over, so that
-   * short epochs still judge their moves. */
+  /* The time between epochs (the caller's, a pool's start, the ring's fill) must not count,
+   * neither in the judge's window of a move made late in the last epoch nor in the rate a move
+   * is judged against: the first period of an epoch is a settling one. A pending verdict
+   * carries over, so that short epochs still judge their moves. */
   rt->ctrl.settle = NG_MAX(rt->ctrl.settle, 1);
   ng_status st = NG_OK;
-  affinity aff = {.saved = false};
-  rt->ring = NULL;
   if (rt->n_threads > 0) {
-    NG_CHECK(ng__ring_create(&rt->ring, ring_capacity(rt)));
-    st = ng__ring_finish(rt->ring, plan->iters - plan->first);
+    st = plan_epoch(rt, plan, next, drop_p);
+    affinity_save(&rt->aff);
+    /* Binding may be refused (containers): the run goes on unbound, as the placement says. */
     if (st == NG_OK)
-      st = start_workers(rt, &aff);
+      (void)ng__pool_bind_device_thread(rt->pool);
   } else {
+    rt->drop_p = drop_p;
     snprintf(rt->placement, sizeof rt->placement,
              "inline: the training thread samples and "
              "fetches between device steps");
@@ -596,25 +771,37 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   ng_fetch_pkg view[NG_BACKEND_MARKS];
   int64_t prev_iter = -1, up = plan->first;
   bool fwd_unread = false; /* i's forward is queued, its loss unread, its step not queued */
-  for (; st == NG_OK && up < plan->iters && up < plan->first + rt->o.lookahead; up++)
-    if ((st = copy_ahead(rt, step, up, depth, ahead, view)) != NG_OK)
+  for (; st == NG_OK && up < plan->iters && up < plan->first + rt->o.lookahead &&
+         ahead_ok(ahead, depth);
+       up++)
+    if ((st = copy_ahead(rt, plan, step, up, depth, ahead, view)) != NG_OK)
       ng__err_prefix("iteration %lld", (long long)up);
   for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
     const int k = (int)(i % depth);
-    int64_t failed = i; /* the iteration an error belongs to */
+    int64_t failed = i;              /* the iteration an error belongs to */
+    if (ahead[k]->status != NG_OK) { /* its worker failed: every iteration before it is done */
+      st = ng__err(ahead[k]->status, "%s", rt->w[ahead[k]->worker].err);
+      ng__err_prefix("iteration %lld", (long long)i);
+      break;
+    }
     /* Iteration i's package must have landed before its first op. */
+    int64_t tk = rt->trace ? ng__now_ns() : 0;
     st = be->iface->wait_copy(be, k);
+    tk = device_span(rt, NG_SPAN_COPY_WAIT, i, tk);
     if (st == NG_OK)
       st = step->forward(step->ctx, i, &view[k], k);
+    tk = device_span(rt, NG_SPAN_FORWARD, i, tk);
     fwd_unread = st == NG_OK;
     if (st == NG_OK && prev) {
       st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
       failed = prev_iter;
       prev = NULL;
+      tk = device_span(rt, NG_SPAN_LOSS_WAIT, prev_iter, tk);
     }
     if (st == NG_OK) {
       failed = i;
       st = step->backward(step->ctx, i, &view[k]);
+      device_span(rt, NG_SPAN_BACKWARD, i, tk);
     }
     if (st == NG_OK) {
       fwd_unread = false;
@@ -623,9 +810,9 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       ahead[k] = NULL;
       st = be->iface->mark(be, k); /* slot k is free after this point */
     }
-    if (st == NG_OK && up < plan->iters) {
+    if (st == NG_OK && up < plan->iters && ahead_ok(ahead, depth)) {
       failed = up;
-      st = copy_ahead(rt, step, up++, depth, ahead, view);
+      st = copy_ahead(rt, plan, step, up++, depth, ahead, view);
     }
     if (st == NG_OK && i + 1 == plan->iters) {
       failed = i;
@@ -645,6 +832,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
                          (last || (double)(t_ns - tel0.t_ns) >= rt->o.telemetry_s * 1e9);
     if (!ctl_due && !tel_due)
       continue;
+    const int64_t t_ctl = t_ns;
     snap(rt, &now, done, pcie, cpu_cold);
     if (ctl_due) {
       const double secs = (double)(now.t_ns - ctl0.t_ns) * 1e-9;
@@ -694,6 +882,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       log.text[0] = '\0';
       tel0 = now;
     }
+    device_span(rt, NG_SPAN_CONTROL, i, t_ctl);
   }
   /* Stop the workers first (they may hold the ring), then hand back what the loop held. */
   if (st != NG_OK && rt->ring) /* a worker's failure closed it first, and its reason stays */
@@ -717,12 +906,19 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     (void)be->iface->sync(be);
     (void)ng__err(st, "%s", msg);
   }
-  stop_workers(rt, &aff);
+  /* After a good epoch with a next one expected, the workers go on with it; otherwise they
+   * stop here. */
+  if (rt->pool && (st != NG_OK || rt->n_plans < 2)) {
+    const int64_t t_stop = rt->trace ? ng__now_ns() : 0;
+    stop_workers(rt);
+    device_span(rt, NG_SPAN_STOP, plan->epoch, t_stop);
+  }
+  if (rt->n_threads > 0)
+    affinity_restore(&rt->aff);
+  device_span(rt, NG_SPAN_EPOCH, plan->epoch, t_epoch);
   release(rt, prev);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     release(rt, ahead[k]);
-  ng__ring_destroy(rt->ring);
-  rt->ring = NULL;
   if (rt->n_threads > 0)
     memcpy(workers_out, rt->ctrl.workers, sizeof rt->ctrl.workers);
   else

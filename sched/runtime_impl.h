@@ -63,6 +63,7 @@ typedef struct {
   int omp_threads;     ///< OpenMP threads of the inline host work
   int lookahead;       ///< packages copied ahead of the device, 1 to NG_LOOKAHEAD_MAX
   double device_share; ///< HYBRID_STATIC: ng_train_opts.device_share (needs fetch->self_zcopy)
+  int64_t trace_spans; ///< record a timeline of at most this many spans per thread (0: none)
 } ng_runtime_opts;
 
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.
@@ -78,20 +79,39 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
 void ng__runtime_destroy(ng_runtime *rt);
 
 /// Runs iterations plan->first .. plan->iters-1 and reports each to `sink` in order. On an
-/// error, a worker's included, it stops every thread and returns it (with ng_last_error()
-/// describing it); the iterations already reported stay done. `drop_p` is the input layer's
-/// dropout; `workers_out` receives the final split (PARTIAL, TRANSFER) and `share_out` the
-/// final device share.
-ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
-                            const ng_iter_sink *sink, float drop_p, int workers_out[2],
-                            double *share_out);
+/// error it stops every thread and returns it (with ng_last_error() describing it); the
+/// iterations already reported stay done. A worker's failure surfaces in iteration order: the
+/// iterations before the failed one are trained first. `drop_p` is the input layer's dropout;
+/// `workers_out` receives the final split (PARTIAL, TRANSFER) and `share_out` the final device
+/// share.
+///
+/// `next` (NULL: none) is the epoch expected to follow, with first = 0 and its own order array:
+/// when the epoch ends well, the workers stay and go on with `next`'s iterations while the
+/// caller does whatever it does between epochs (bounded by the ready window), so that the next
+/// call finds its first packages ready instead of waiting for a pool to start and fill. A call
+/// whose plan is not that `next` (a resumed epoch, another order) discards that work first.
+/// Both orders must stay unchanged until the call after next or ng__runtime_stop().
+ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
+                            const ng_device_step *step, const ng_iter_sink *sink, float drop_p,
+                            int workers_out[2], double *share_out);
+
+/// Stops workers left running for an expected next epoch and discards their work; does nothing
+/// when none run. Afterwards no thread reads the orders of earlier plans.
+void ng__runtime_stop(ng_runtime *rt);
+
+/// Writes the timeline recorded so far (ng_runtime_opts.trace_spans) to `path` as Chrome
+/// trace-event JSON (ng__trace_write), with the spans written and dropped in `*spans` and
+/// `*dropped` (each may be NULL); NG_ERR_STATE when none was recorded. Not during an epoch.
+ng_status ng__runtime_write_trace(const ng_runtime *rt, const char *path, int64_t *spans,
+                                  int64_t *dropped);
 
 /// The placement of the last epoch's threads (one line), or "".
 const char *ng__runtime_placement(const ng_runtime *rt);
 
-/// For tests: when >= 0, the worker that produces this iteration fails with NG_ERR_IO (as a bad
-/// row or an allocation failure would), so that error handling can be exercised.
-extern _Atomic int64_t ng__runtime_fault_iter;
+/// For tests: when >= 0, the worker that produces iteration ng__runtime_fault_iter of epoch
+/// ng__runtime_fault_epoch fails with NG_ERR_IO (as a bad row or an allocation failure would),
+/// so that error handling can be exercised.
+extern _Atomic int64_t ng__runtime_fault_epoch, ng__runtime_fault_iter;
 
 /// Resolves AUTO choices: the mode for the backend, the TRANSFER strategy for the row size.
 ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be);

@@ -24,6 +24,20 @@ assert 0.3 < j["test_acc"] <= 1.0 and 0.0 <= j["val_acc"] <= 1.0, j
 assert all(e["loss"] > 0 and e["iterations"] == 3 for e in j["epochs"]), j["epochs"]
 PY
 
+# A timeline of the runtime's threads, summed up by eval/harness/trace_summary.py; a trace that
+# cannot be written is a runtime error.
+tr=(--mode hybrid --workers 2 --cache-ratio 0.3 --epochs 3)
+run 0 train "${common[@]}" "${tr[@]}" --trace "$TMP/trace.json"
+has err "spans written to $TMP/trace.json"
+python3 "$(dirname "$0")/../eval/harness/trace_summary.py" "$TMP/trace.json" --skip-epochs 1 \
+  >"$TMP/trace.txt" || fail "trace_summary failed on the trace"
+grep -q "^device thread" "$TMP/trace.txt" && grep -q "^workers: 2 thread" "$TMP/trace.txt" ||
+  fail "trace summary lacks the device thread or the workers: $(cat "$TMP/trace.txt")"
+[ "$(grep -cE '^ +[12] +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$TMP/trace.txt")" = 2 ] ||
+  fail "trace summary does not list epochs 1 and 2: $(cat "$TMP/trace.txt")"
+run 1 train "${common[@]}" "${tr[@]}" --trace "$TMP/no/such/dir/trace.json"
+has err "trace"
+
 # Interrupted after 2 epochs, resumed to 3: the last epoch's loss is the uninterrupted one's.
 run 0 train "${common[@]}" --epochs 2 --checkpoint "$TMP/ck.safetensors"
 [ -s "$TMP/ck.safetensors" ] || fail "no checkpoint written"
