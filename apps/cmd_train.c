@@ -508,7 +508,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                   "hybrid-static: PARTIAL workers; hybrid: at the start; -1 = half"),              \
       CLI_OPT_FLOAT("device-share", &(c)->device_share, "F", 0, false, 1, false,                   \
                     "hybrid-static with zcopy and rows >= 2 KB: share of PARTIAL destinations "    \
-                    "whose cold rows the GPU reads and reduces (sixteenths; hybrid picks it)"),    \
+                    "whose cold rows the GPU reads and reduces (32nds; hybrid picks it)"),    \
       CLI_OPT_FLOAT("period-ms", &(c)->period_ms, "MS", 0, true, INFINITY, false,                  \
                     "hybrid: how often the scheduler compares the groups"),                        \
       CLI_OPT_FLOAT("threshold", &(c)->threshold, "F", 0, false, INFINITY, false,                  \

@@ -401,7 +401,7 @@ typedef struct {
   int lookahead;
   ng_features_memory features_memory; ///< see ng_features_memory (default AUTO)
   /// HYBRID_STATIC with the zcopy TRANSFER strategy and rows of at least 2 KB: the share of each
-  /// PARTIAL package's destinations, in [0, 1] (rounded down to sixteenths), whose cold
+  /// PARTIAL package's destinations, in [0, 1] (rounded down to 32nds), whose cold
   /// neighbour rows the device reads by zero-copy and reduces, instead of the worker. HYBRID
   /// picks it by itself while every worker is PARTIAL (docs/scheduler.md); 0 otherwise.
   double device_share;

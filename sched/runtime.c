@@ -229,7 +229,8 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
     st = ng__err(NG_ERR_INVALID_ARG, "device share %g is not in [0, 1]", opts->device_share);
     goto fail;
   }
-  const int share = (int)(opts->device_share * NG_CTRL_SHARE_DEN + 1e-9); /* sixteenths, down */
+  /* In steps of 1 / NG_CTRL_SHARE_DEN, rounded down. */
+  const int share = (int)(opts->device_share * NG_CTRL_SHARE_DEN + 1e-9);
   if (share > 0 && !(opts->mode == NG_MODE_HYBRID_STATIC && fetch->self_zcopy)) {
     st = ng__err(NG_ERR_INVALID_ARG,
                  "a device share (%g) is for mode hybrid-static with the zcopy transfer and rows "

@@ -242,7 +242,7 @@ typedef struct {
   { sizeof(ng_ctrl_opts), 100.0, 0.10, false, 1, -1, 2, 4, 0.5, 0.05, 0, 0 }
 
 /// The device share's unit: shares are multiples of 1 / NG_CTRL_SHARE_DEN.
-#define NG_CTRL_SHARE_DEN 16
+#define NG_CTRL_SHARE_DEN 32
 
 /// A share of `steps` steps as a fraction of the destinations (ng_fetch_cfg.device_share).
 static inline double ng__ctrl_share_frac(int steps) {
