@@ -186,8 +186,9 @@ static pthread_mutex_t initial_mu = PTHREAD_MUTEX_INITIALIZER;
 static hwloc_bitmap_t initial_affinity;
 
 /* The machine's topology, loaded by the first pool and kept for the process's life like the
- * first affinity: loading it scans every PCI device (7 ms on a 2-core VM), and the runtime
- * starts a pool every epoch. Pools only read it, which hwloc allows from several threads. */
+ * first affinity: loading it scans every PCI device (7 ms on a 2-core VM), and a runtime may
+ * start several pools (after a failure or a load). Pools only read it, which hwloc allows from
+ * several threads. */
 static hwloc_topology_t machine_topo;
 
 static ng_status machine_topology(hwloc_topology_t *out) {

@@ -82,7 +82,7 @@ struct ng_runtime {
   int64_t seq_end;
   bool stopping;        /* under plan_mu: workers waiting for a plan return */
   int64_t take_seq;     /* the ring position the device thread takes next */
-  affinity aff;         /* the caller's affinity, restored after each epoch */
+  affinity aff;         /* the caller's affinity, restored at the end of each epoch call */
   _Atomic int64_t next; /* the next ring position a worker takes */
   _Atomic int share;    /* the device share of PARTIAL packages, in controller steps */
   _Atomic int64_t group_iters[NG_GROUP_COUNT];

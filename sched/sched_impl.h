@@ -151,7 +151,7 @@ void *ng__slots_acquire(ng_slots *s);
 ng_status ng__slots_release(ng_slots *s, void *buf);
 /// Wakes every waiter of ng__slots_acquire(); it returns NULL from now on.
 void ng__slots_close(ng_slots *s);
-/// Undoes ng__slots_close() for the next run (the runtime closes them at each epoch's end); no
+/// Undoes ng__slots_close() for the next run (the runtime closes them when it stops a pool); no
 /// thread may be waiting in ng__slots_acquire().
 void ng__slots_reopen(ng_slots *s);
 /// Replaces the acquired buffer `*buf` by one of at least `bytes` bytes (growing by at least half
