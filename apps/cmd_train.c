@@ -415,17 +415,22 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
               f->predictions, info.orig_ids ? "original" : "dataset");
   }
   /* The timeline is written whatever happened, an error or Ctrl-C included: it shows where the
-   * run stood. Its own failure matters only when nothing else failed. */
+   * run stood. Its own failure is the run's error only when nothing else failed; otherwise the
+   * earlier error's message is restored for the report below. */
   if (t && f->trace) {
+    char earlier[1024];
+    snprintf(earlier, sizeof earlier, "%s", ng_last_error());
     int64_t recorded = 0, dropped = 0;
     const ng_status tr = ng_trainer_write_trace(t, f->trace, &recorded, &dropped);
-    if (tr == NG_OK)
+    if (tr == NG_OK) {
       fprintf(stderr, "neargnn %s: trace of %" PRId64 " spans written to %s%s\n", command, recorded,
               f->trace, dropped ? " (later spans dropped: the per-thread limit)" : "");
-    else if (st == NG_OK)
+    } else if (st == NG_OK && ck == NG_OK) {
       st = tr;
-    else
+    } else {
       fprintf(stderr, "neargnn %s: no trace written: %s\n", command, ng_last_error());
+      (void)ng__err(st != NG_OK ? st : ck, "%s", earlier);
+    }
   }
   cli_progress_end(&pr, st);
   int rc = CLI_EXIT_OK;

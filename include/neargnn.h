@@ -486,7 +486,8 @@ const char *ng_trainer_placement(ng_trainer_t trainer);
 /// Writes the timeline recorded so far (ng_train_opts.trace_spans) as Chrome trace-event JSON, for
 /// Perfetto (ui.perfetto.dev) or chrome://tracing: one track per thread, one event per span, in
 /// microseconds. `spans` and `dropped` (each may be NULL) receive the spans written and those
-/// dropped at the per-thread limit. NG_ERR_STATE when the trainer records none.
+/// dropped at the per-thread limit. NG_ERR_STATE when the trainer records none. Workers that went
+/// on with the next epoch stop first (its first iterations then wait for a pool to start).
 /// docs/scheduler.md lists the spans.
 ng_status ng_trainer_write_trace(ng_trainer_t trainer, const char *path, int64_t *spans,
                                  int64_t *dropped);

@@ -483,6 +483,10 @@ ng_status ng_trainer_write_trace(ng_trainer_t t, const char *path, int64_t *span
   NG_CHECK(trainer_check(t));
   if (!path || !*path)
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_write_trace: a path is required");
+  /* Workers going on with the next epoch still record: they stop first (the next epoch then
+   * starts a pool). */
+  ng__runtime_stop(t->rt);
+  t->spec_epoch = -1;
   return ng__runtime_write_trace(t->rt, path, spans, dropped);
 }
 

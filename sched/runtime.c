@@ -454,13 +454,15 @@ static ng_status take(ng_runtime *rt, const ng_epoch_plan *plan, int64_t i, rt_i
     void *buf = ng__slots_acquire(w->slots);
     if (!buf)
       return ng__err(NG_ERR_INTERNAL, "runtime: no free staging slot inline");
-    ng_status st = produce(rt, w, 0, 0, plan, i, &buf);
-    if (st != NG_OK) {
-      ng__err_prefix("iteration %lld", (long long)i);
-      (void)ng__slots_release(w->slots, buf);
-      return st;
+    const ng_status st = produce(rt, w, 0, 0, plan, i, &buf);
+    rt_item *it = buf;
+    if (st != NG_OK) { /* a failed item, as a worker's: the iterations before it train first */
+      snprintf(w->err, sizeof w->err, "%s", ng_last_error());
+      it->iter = i;
+      it->worker = 0;
+      it->status = st;
     }
-    *out = buf;
+    *out = it;
     return NG_OK;
   }
   int64_t got = -1;
@@ -732,8 +734,10 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
                             int workers_out[2], double *share_out) {
   ng_backend *be = rt->be;
   const int64_t t_epoch = rt->trace ? ng__now_ns() : 0;
+  pthread_mutex_lock(&rt->err_mu); /* workers that went on may be running */
   rt->err = NG_OK;
   rt->err_msg[0] = '\0';
+  pthread_mutex_unlock(&rt->err_mu);
 
   /* The time between epochs (the caller's, a pool's start, the ring's fill) must not count,
    * neither in the judge's window of a move made late in the last epoch nor in the rate a move
@@ -817,8 +821,10 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     }
     if (st == NG_OK && i + 1 == plan->iters) {
       failed = i;
+      const int64_t t_last = rt->trace ? ng__now_ns() : 0;
       st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
       prev = NULL;
+      device_span(rt, NG_SPAN_LOSS_WAIT, i, t_last);
     }
     if (st != NG_OK) {
       ng__err_prefix("iteration %lld", (long long)failed);

@@ -90,7 +90,8 @@ void ng__runtime_destroy(ng_runtime *rt);
 /// caller does whatever it does between epochs (bounded by the ready window), so that the next
 /// call finds its first packages ready instead of waiting for a pool to start and fill. A call
 /// whose plan is not that `next` (a resumed epoch, another order) discards that work first.
-/// Both orders must stay unchanged until the call after next or ng__runtime_stop().
+/// `next`'s order must stay unchanged until the next call returns, or until ng__runtime_stop();
+/// `plan`'s until this call returns (every position of it has been taken by then).
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
                             const ng_device_step *step, const ng_iter_sink *sink, float drop_p,
                             int workers_out[2], double *share_out);

@@ -177,7 +177,8 @@ typedef enum {
   NG_SPAN_UPLOAD,     ///< queuing a package's copy and its zero-copy reads
   NG_SPAN_COPY_WAIT,  ///< waiting for a package's copy to land
   NG_SPAN_FORWARD,    ///< queuing the forward pass and the loss
-  NG_SPAN_LOSS_WAIT,  ///< waiting for the previous iteration's loss (the device is busy)
+  NG_SPAN_LOSS_WAIT,  ///< waiting for the previous iteration's loss (the device is busy), and
+                      ///< reporting that iteration (the trainer's sink, its progress callback)
   NG_SPAN_BACKWARD,   ///< queuing the backward pass and the step
   NG_SPAN_CONTROL,    ///< the controller's step and the telemetry
   NG_SPAN_START,      ///< starting the workers' pool for an epoch

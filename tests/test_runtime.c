@@ -126,6 +126,23 @@ static void test_worker_failure(void) {
   uint8_t *b = checkpoint(t, "failed.safetensors", &len);
   EXPECT_TRUE(b && len == ref_len && memcmp(b, ref, len) == 0);
   free(b);
+  ng_trainer_destroy(t);
+
+  /* Inline (no worker threads), the same order: iterations 0-3 train, then the failure. */
+  t = make(NG_MODE_BASELINE, -1, 0.01, NULL, NULL, NULL, NULL);
+  atomic_store(&ng__runtime_fault_epoch, 0);
+  atomic_store(&ng__runtime_fault_iter, 4);
+  EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_IO);
+  EXPECT_ERR_HAS("injected failure");
+  EXPECT_ERR_HAS("iteration 4");
+  atomic_store(&ng__runtime_fault_iter, -1);
+  atomic_store(&ng__runtime_fault_epoch, -1);
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  EXPECT_EQ_I(s.iterations, 5);
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  b = checkpoint(t, "failed-inline.safetensors", &len);
+  EXPECT_TRUE(b && len == ref_len && memcmp(b, ref, len) == 0);
+  free(b);
   free(ref);
   ng_trainer_destroy(t);
 }
@@ -283,6 +300,14 @@ static void test_trace(void) {
     /* The workers may have produced some of a third epoch already. */
     EXPECT_TRUE(samples >= 18 && samples <= 27 && fetches == samples);
     EXPECT_TRUE(strstr(text, "\"thread_name\"") && strstr(text, "worker 1"));
+    /* One pool for both epochs: the workers went on from the first into the second. */
+    int64_t starts = 0, epochs = 0;
+    for (const char *p = text; (p = strstr(p, "\"name\":\"start\"")) != NULL; p++)
+      starts++;
+    for (const char *p = text; (p = strstr(p, "\"name\":\"epoch\"")) != NULL; p++)
+      epochs++;
+    EXPECT_EQ_I(starts, 1);
+    EXPECT_EQ_I(epochs, 2);
     free(text);
   }
   ng_trainer_destroy(t);

@@ -4,8 +4,10 @@
     python3 eval/harness/trace_summary.py trace.json [--skip-epochs 1] [--gaps 10]
 
 For the device thread and for the workers together it prints where their time went: each span
-kind's share of the thread time and its mean per iteration. The device thread's untraced time is
-its own bookkeeping (reporting iterations, marks). Then each epoch's length, how long a pool
+kind's share of the thread time and its mean per iteration. The device thread's time is that of
+its epochs (not the caller's work between them), and its untraced time is its own bookkeeping
+(marks, counters). The workers' time runs from their first span to their last, and their
+iterations include any produced for an epoch that never ran. Then each epoch's length, how long a pool
 took to start in it (workers go on from one epoch into the next, so only the first epoch, or
 one after a failure or a load, starts one) and how long the device waited for the epoch's
 first package; and the longest waits of the device thread for a package, with what the
@@ -48,9 +50,15 @@ def breakdown(spans, tids, title):
     total, per_kind, count = 0.0, defaultdict(float), defaultdict(int)
     for tid in tids:
         mine = [s for s in spans if s[0] == tid]
+        eps = [s for s in mine if s[1] == "epoch"]
+        if eps:  # the device thread: its epochs only
+            mine = [s for s in mine if any(e[2] <= s[2] <= e[2] + e[3] for e in eps)]
         if not mine:
             continue
-        total += max(s[2] + s[3] for s in mine) - mine[0][2]
+        if eps:
+            total += sum(e[3] for e in eps)
+        else:
+            total += max(s[2] + s[3] for s in mine) - mine[0][2]
         for s in mine:
             if s[1] == "epoch":  # encloses the device thread's other spans
                 continue
