@@ -311,6 +311,29 @@ const char *ng__runtime_placement(const ng_runtime *rt) {
   return rt->placement;
 }
 
+/* ---- the timeline (ng_runtime_opts.trace_spans) ---- */
+
+/* A span's start: the clock, read only while tracing. */
+static inline int64_t span_start(const ng_runtime *rt) {
+  return rt->trace ? ng__now_ns() : 0;
+}
+
+/* Records a span of `kind` on `track` (0: the device thread, 1 + w: worker w) from t0 to now
+ * and returns now, the next span's start (0 when not tracing). */
+static int64_t span_end(ng_runtime *rt, int track, ng_span_kind kind, int64_t iter, int arg,
+                        int64_t t0) {
+  if (!rt->trace)
+    return 0;
+  const int64_t now = ng__now_ns();
+  ng__trace_span(rt->trace, track, kind, iter, arg, t0, now);
+  return now;
+}
+
+/* The same on the device thread's track. */
+static int64_t device_span(ng_runtime *rt, ng_span_kind kind, int64_t iter, int64_t t0) {
+  return span_end(rt, 0, kind, iter, 0, t0);
+}
+
 /* ---- errors from any thread ---- */
 
 /* Records the first failure (with its thread's message) and stops the pipeline. */
@@ -340,10 +363,9 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
       atomic_load(&ng__runtime_fault_epoch) == p->epoch)
     return ng__err(NG_ERR_IO, "injected failure (ng__runtime_fault_iter)");
   ng_minibatch mb;
-  const int64_t t0 = rt->trace ? ng__now_ns() : 0;
+  const int64_t t0 = span_start(rt);
   NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
-  const int64_t t1 = rt->trace ? ng__now_ns() : 0;
-  ng__trace_span(rt->trace, track, NG_SPAN_SAMPLE, i, 0, t0, t1);
+  const int64_t t1 = span_end(rt, track, NG_SPAN_SAMPLE, i, 0, t0);
   ng_fetch_cfg cfg = rt->fetch;
   cfg.mode = group_fetch(rt, group);
   cfg.device_share =
@@ -355,7 +377,7 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
   ng_fetch_pkg pkg;
   NG_CHECK(ng__fetch_prepare(&pkg, &cfg, &mb, rt->drop_p, ng__exec_input_drop_key(seed),
                              &w->scratch, slot_reserve, &rc));
-  ng__trace_span(rt->trace, track, NG_SPAN_FETCH, i, group, t1, rt->trace ? ng__now_ns() : 0);
+  span_end(rt, track, NG_SPAN_FETCH, i, group, t1);
   rt_item *it = *buf;
   it->iter = i;
   it->worker = index;
@@ -387,6 +409,15 @@ static bool plan_of(ng_runtime *rt, int64_t seq, ng_epoch_plan *plan, int64_t *i
   return ok;
 }
 
+/* Makes the slot `it` (worker `index`'s, iteration i) a failed item: the device thread fails
+ * with the worker's message when it reaches it. */
+static void mark_failed(rt_worker *w, rt_item *it, int index, int64_t i, ng_status st) {
+  snprintf(w->err, sizeof w->err, "%s", ng_last_error());
+  it->iter = i;
+  it->worker = index;
+  it->status = st;
+}
+
 /* A worker: takes ring positions in turn and produces their iterations, whichever epoch they
  * belong to, until the pool stops. A failed iteration goes into the ring as an item with an
  * error, so that the device thread meets it in order (the iterations before it are trained),
@@ -404,24 +435,19 @@ static void worker_main(void *ctx, int index) {
     void *buf = ng__slots_acquire(w->slots);
     if (!buf)
       return; /* closed: the pool is stopping */
-    if (rt->trace)
-      ng__trace_span(rt->trace, 1 + index, NG_SPAN_SLOT_WAIT, i, 0, t0, ng__now_ns());
+    span_end(rt, 1 + index, NG_SPAN_SLOT_WAIT, i, 0, t0);
     ng_status st = produce(rt, w, index, 1 + index, &plan, i, &buf);
     rt_item *it = buf;
     if (st != NG_OK) {
       ng__err_prefix("worker %d", index);
-      snprintf(w->err, sizeof w->err, "%s", ng_last_error());
-      it->iter = i;
-      it->worker = index;
-      it->status = st;
+      mark_failed(w, it, index, i, st);
     } else {
       atomic_fetch_add(&rt->group_iters[it->group], 1);
       atomic_fetch_add(&rt->group_busy_ns[it->group], ng__now_ns() - t0);
     }
-    const int64_t t_put = rt->trace ? ng__now_ns() : 0;
+    const int64_t t_put = span_start(rt);
     const ng_status put = ng__ring_put(rt->ring, seq, buf);
-    if (rt->trace)
-      ng__trace_span(rt->trace, 1 + index, NG_SPAN_READY_WAIT, i, 0, t_put, ng__now_ns());
+    span_end(rt, 1 + index, NG_SPAN_READY_WAIT, i, 0, t_put);
     if (put != NG_OK) { /* closed: the pool is stopping, or a bug that must stop the run */
       (void)ng__slots_release(w->slots, buf);
       if (put != NG_ERR_INTERRUPTED) {
@@ -438,15 +464,6 @@ static void worker_main(void *ctx, int index) {
 
 /* ---- the device thread ---- */
 
-/* Records a span of the device thread from t0 to now and returns now (0 when not tracing). */
-static int64_t device_span(ng_runtime *rt, ng_span_kind kind, int64_t iter, int64_t t0) {
-  if (!rt->trace)
-    return 0;
-  const int64_t now = ng__now_ns();
-  ng__trace_span(rt->trace, 0, kind, iter, 0, t0, now);
-  return now;
-}
-
 /* Iteration i's item, from the ring or produced here (inline). */
 static ng_status take(ng_runtime *rt, const ng_epoch_plan *plan, int64_t i, rt_item **out) {
   if (rt->n_threads == 0) {
@@ -456,21 +473,16 @@ static ng_status take(ng_runtime *rt, const ng_epoch_plan *plan, int64_t i, rt_i
       return ng__err(NG_ERR_INTERNAL, "runtime: no free staging slot inline");
     const ng_status st = produce(rt, w, 0, 0, plan, i, &buf);
     rt_item *it = buf;
-    if (st != NG_OK) { /* a failed item, as a worker's: the iterations before it train first */
-      snprintf(w->err, sizeof w->err, "%s", ng_last_error());
-      it->iter = i;
-      it->worker = 0;
-      it->status = st;
-    }
+    if (st != NG_OK) /* a failed item, as a worker's: the iterations before it train first */
+      mark_failed(w, it, 0, i, st);
     *out = it;
     return NG_OK;
   }
   int64_t got = -1;
   void *item = NULL;
-  const int64_t t0 = rt->trace ? ng__now_ns() : 0;
+  const int64_t t0 = span_start(rt);
   ng_status st = ng__ring_take(rt->ring, &got, &item);
-  if (rt->trace)
-    ng__trace_span(rt->trace, 0, NG_SPAN_TAKE_WAIT, i, 0, t0, ng__now_ns());
+  device_span(rt, NG_SPAN_TAKE_WAIT, i, t0);
   if (st != NG_OK) {
     pthread_mutex_lock(&rt->err_mu);
     if (rt->err != NG_OK)
@@ -523,10 +535,9 @@ static ng_status copy_ahead(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   NG_CHECK(take(rt, plan, iter, &ahead[k]));
   if (ahead[k]->status != NG_OK)
     return NG_OK;
-  const int64_t t0 = rt->trace ? ng__now_ns() : 0;
+  const int64_t t0 = span_start(rt);
   const ng_status st = upload(rt, step, iter, ahead[k], k, &view[k]);
-  if (rt->trace)
-    ng__trace_span(rt->trace, 0, NG_SPAN_UPLOAD, iter, 0, t0, ng__now_ns());
+  device_span(rt, NG_SPAN_UPLOAD, iter, t0);
   return st;
 }
 
@@ -669,12 +680,17 @@ static void stop_workers(ng_runtime *rt) {
   rt->n_plans = 0;
 }
 
-void ng__runtime_stop(ng_runtime *rt) {
-  const int64_t t0 = rt->trace && rt->pool ? ng__now_ns() : 0;
+/* stop_workers(), with a STOP span (of `epoch`, -1 for none) when a pool was running. */
+static void stop_traced(ng_runtime *rt, int64_t epoch) {
   const bool running = rt->pool != NULL;
+  const int64_t t0 = span_start(rt);
   stop_workers(rt);
   if (running)
-    device_span(rt, NG_SPAN_STOP, -1, t0);
+    device_span(rt, NG_SPAN_STOP, epoch, t0);
+}
+
+void ng__runtime_stop(ng_runtime *rt) {
+  stop_traced(rt, -1);
 }
 
 static bool same_plan(const ng_epoch_plan *a, const ng_epoch_plan *b) {
@@ -690,7 +706,7 @@ static ng_status plan_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   const bool goes_on = rt->pool && rt->n_plans == 2 && same_plan(&rt->plans[1].plan, plan) &&
                        rt->plans[1].seq0 == rt->take_seq && rt->drop_p == drop_p;
   if (!goes_on) {
-    const int64_t t0 = rt->trace ? ng__now_ns() : 0;
+    const int64_t t0 = span_start(rt);
     stop_workers(rt);
     rt->drop_p = drop_p;
     NG_CHECK(start_workers(rt, plan));
@@ -733,7 +749,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
                             const ng_device_step *step, const ng_iter_sink *sink, float drop_p,
                             int workers_out[2], double *share_out) {
   ng_backend *be = rt->be;
-  const int64_t t_epoch = rt->trace ? ng__now_ns() : 0;
+  const int64_t t_epoch = span_start(rt);
   pthread_mutex_lock(&rt->err_mu); /* workers that went on may be running */
   rt->err = NG_OK;
   rt->err_msg[0] = '\0';
@@ -790,7 +806,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       break;
     }
     /* Iteration i's package must have landed before its first op. */
-    int64_t tk = rt->trace ? ng__now_ns() : 0;
+    int64_t tk = span_start(rt);
     st = be->iface->wait_copy(be, k);
     tk = device_span(rt, NG_SPAN_COPY_WAIT, i, tk);
     if (st == NG_OK)
@@ -821,7 +837,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     }
     if (st == NG_OK && i + 1 == plan->iters) {
       failed = i;
-      const int64_t t_last = rt->trace ? ng__now_ns() : 0;
+      const int64_t t_last = span_start(rt);
       st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
       prev = NULL;
       device_span(rt, NG_SPAN_LOSS_WAIT, i, t_last);
@@ -915,11 +931,8 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   }
   /* After a good epoch with a next one expected, the workers go on with it; otherwise they
    * stop here. */
-  if (rt->pool && (st != NG_OK || rt->n_plans < 2)) {
-    const int64_t t_stop = rt->trace ? ng__now_ns() : 0;
-    stop_workers(rt);
-    device_span(rt, NG_SPAN_STOP, plan->epoch, t_stop);
-  }
+  if (st != NG_OK || rt->n_plans < 2)
+    stop_traced(rt, plan->epoch);
   if (rt->n_threads > 0)
     affinity_restore(&rt->aff);
   device_span(rt, NG_SPAN_EPOCH, plan->epoch, t_epoch);

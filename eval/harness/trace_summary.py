@@ -17,6 +17,7 @@ workers were doing meanwhile.
 import argparse
 import json
 import sys
+from bisect import bisect_right
 from collections import defaultdict
 
 
@@ -45,31 +46,39 @@ def window(spans, skip_epochs):
     return [s for s in spans if s[2] >= t0]
 
 
-def breakdown(spans, tids, title):
-    """Each span kind's share of the threads' time (first start to last end per thread)."""
+def spread(mine):
+    """From a thread's first span's start to its last span's end."""
+    return max(s[2] + s[3] for s in mine) - mine[0][2]
+
+
+def device_epochs(device):
+    """The device thread's epoch spans, each with the device spans that start inside it, in one
+    pass over the spans (sorted by start)."""
+    eps = [s for s in device if s[1] == "epoch"]
+    starts = [e[2] for e in eps]
+    inside = [[] for _ in eps]
+    for s in device:
+        k = bisect_right(starts, s[2]) - 1
+        if s[1] != "epoch" and k >= 0 and s[2] <= eps[k][2] + eps[k][3]:
+            inside[k].append(s)
+    return list(zip(eps, inside))
+
+
+def breakdown(threads, title):
+    """Each span kind's share of the threads' time. `threads` lists each thread's time (ms) and
+    its spans."""
     total, per_kind, count = 0.0, defaultdict(float), defaultdict(int)
-    for tid in tids:
-        mine = [s for s in spans if s[0] == tid]
-        eps = [s for s in mine if s[1] == "epoch"]
-        if eps:  # the device thread: its epochs only
-            mine = [s for s in mine if any(e[2] <= s[2] <= e[2] + e[3] for e in eps)]
-        if not mine:
-            continue
-        if eps:
-            total += sum(e[3] for e in eps)
-        else:
-            total += max(s[2] + s[3] for s in mine) - mine[0][2]
+    for time, mine in threads:
+        total += time
         for s in mine:
-            if s[1] == "epoch":  # encloses the device thread's other spans
-                continue
             per_kind[s[1]] += s[3]
             count[s[1]] += 1
     if total <= 0:
         return
     # Every iteration has one forward on the device thread and one fetch on some worker.
-    iters = count["forward"] if 0 in tids else count["fetch"]
+    iters = count["forward"] or count["fetch"]
     n = max(1, iters)
-    print(f"{title}: {len(tids)} thread(s), {total / 1e3:.1f} thread-ms, {iters} iterations")
+    print(f"{title}: {len(threads)} thread(s), {total / 1e3:.1f} thread-ms, {iters} iterations")
     print(f"  {'span':<12} {'share':>7} {'us/iter':>9}")
     for kind, us in sorted(per_kind.items(), key=lambda kv: -kv[1]):
         print(f"  {kind:<12} {100 * us / total:6.1f}% {us / n:9.1f}")
@@ -77,15 +86,11 @@ def breakdown(spans, tids, title):
     print(f"  {'(untraced)':<12} {100 * rest / total:6.1f}% {rest / n:9.1f}")
 
 
-def epochs(spans):
-    device = [s for s in spans if s[0] == 0]
-    eps = [s for s in device if s[1] == "epoch"]
-    if not eps:
+def epochs(by_epoch):
+    if not by_epoch:
         return
     print("epochs: length, pool start in it, wait for its first package (ms)")
-    for ep in eps:
-        lo, hi = ep[2], ep[2] + ep[3]
-        inside = [s for s in device if lo <= s[2] <= hi]
+    for ep, inside in by_epoch:
         start = sum(s[3] for s in inside if s[1] == "start")
         first = next((s for s in inside if s[1] == "take wait"), None)
         print(f"  {ep[4].get('epoch', '?'):>5} {ep[3] / 1e3:8.2f} {start / 1e3:7.2f} "
@@ -120,11 +125,21 @@ def main(argv=None):
     if not spans:
         sys.exit(f"trace_summary: {a.trace} holds no spans")
     spans = window(spans, a.skip_epochs)
-    workers = sorted({s[0] for s in spans if s[0] > 0})
-    breakdown(spans, [0], names.get(0, "device thread"))
+    by_tid = defaultdict(list)
+    for s in spans:
+        by_tid[s[0]].append(s)
+    # The device thread's time is that of its epochs; a worker's runs from its first span to its
+    # last.
+    by_epoch = device_epochs(by_tid.get(0, []))
+    if by_epoch:
+        device = [(sum(e[3] for e, _ in by_epoch), [s for _, inside in by_epoch for s in inside])]
+    else:
+        device = [(spread(by_tid[0]), by_tid[0])] if 0 in by_tid else []
+    breakdown(device, names.get(0, "device thread"))
+    workers = [(spread(by_tid[t]), by_tid[t]) for t in sorted(by_tid) if t > 0]
     if workers:
-        breakdown(spans, workers, "workers")
-    epochs(spans)
+        breakdown(workers, "workers")
+    epochs(by_epoch)
     gaps(spans, a.gaps)
 
 
