@@ -41,11 +41,9 @@ struct ng_trainer {
   float *features_owned;
   /* [2][train]: the orders of two consecutive epochs, epoch e's in perm[e % 2] (perm_epoch[]
    * says which epoch each holds, -1: none), so that the runtime's workers can go on with the
-   * next epoch's while the caller is between epochs. spec_epoch is the epoch they go on with,
-   * or -1. */
+   * next epoch's while the caller is between epochs. */
   int64_t *perm;
   int64_t perm_epoch[2];
-  int64_t spec_epoch;
   int64_t epochs_done;
   int64_t step;         /* optimizer steps so far (queued) */
   int64_t stepped_iter; /* the iteration whose step was queued last, until its loss is read */
@@ -352,7 +350,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   };
   NG_CHECK_GOTO(st, ng__sample_arena_create(&t->arena), fail);
   t->perm = ng__malloc(2 * (size_t)info->train * sizeof *t->perm, "the epoch orders");
-  t->perm_epoch[0] = t->perm_epoch[1] = t->spec_epoch = -1;
+  t->perm_epoch[0] = t->perm_epoch[1] = -1;
   if (!t->perm) {
     st = NG_ERR_NOMEM;
     goto fail;
@@ -486,7 +484,6 @@ ng_status ng_trainer_write_trace(ng_trainer_t t, const char *path, int64_t *span
   /* Workers going on with the next epoch still record: they stop first (the next epoch then
    * starts a pool). */
   ng__runtime_stop(t->rt);
-  t->spec_epoch = -1;
   return ng__runtime_write_trace(t->rt, path, spans, dropped);
 }
 
@@ -700,10 +697,8 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   int64_t iters = (n_train + batch - 1) / batch, first = t->iter_done;
   /* Workers going on with another epoch than this one (after a load or a stopped epoch) stop
    * before an order they may read is rewritten. */
-  if (t->spec_epoch != epoch || first != 0) {
+  if (ng__runtime_ahead(t->rt) != epoch || first != 0)
     ng__runtime_stop(t->rt);
-    t->spec_epoch = -1;
-  }
   const int64_t *order = epoch_order(t, epoch, n_train);
   const int64_t *next_order = epoch_order(t, epoch + 1, n_train);
   if (first >= iters)
@@ -732,7 +727,6 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   double share = 0.0;
   ng_status st = ng__runtime_epoch(t->rt, &plan, &next, &step, &sink, t->model->layers[0].o.dropout,
                                    workers, &share);
-  t->spec_epoch = st == NG_OK ? epoch + 1 : -1;
   if (st != NG_OK) {
     if (st != NG_ERR_INTERRUPTED)
       ng__err_prefix("epoch %lld", (long long)epoch);

@@ -693,6 +693,10 @@ void ng__runtime_stop(ng_runtime *rt) {
   stop_traced(rt, -1);
 }
 
+int64_t ng__runtime_ahead(const ng_runtime *rt) {
+  return rt->pool && rt->n_plans == 2 ? rt->plans[1].plan.epoch : -1;
+}
+
 static bool same_plan(const ng_epoch_plan *a, const ng_epoch_plan *b) {
   return a->order == b->order && a->n_train == b->n_train && a->batch == b->batch &&
          a->epoch == b->epoch && a->first == b->first && a->iters == b->iters && a->seed == b->seed;

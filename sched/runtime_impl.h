@@ -100,6 +100,10 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
 /// when none run. Afterwards no thread reads the orders of earlier plans.
 void ng__runtime_stop(ng_runtime *rt);
 
+/// The epoch whose iterations workers left running produce ahead (the last call's `next`), or
+/// -1 when none do. For the caller's thread, between calls.
+int64_t ng__runtime_ahead(const ng_runtime *rt);
+
 /// Writes the timeline recorded so far (ng_runtime_opts.trace_spans) to `path` as Chrome
 /// trace-event JSON (ng__trace_write), with the spans written and dropped in `*spans` and
 /// `*dropped` (each may be NULL); NG_ERR_STATE when none was recorded. Not during an epoch.
