@@ -52,6 +52,16 @@ typedef struct {
   int64_t seq0;
 } rt_plan;
 
+/* Counters the controller and the telemetry compare between two points in time. */
+typedef struct {
+  int64_t t_ns;
+  int64_t iters;
+  int64_t group_iters[NG_GROUP_COUNT], group_busy_ns[NG_GROUP_COUNT];
+  int64_t pcie, cpu_cold;
+  int64_t put_wait_ns, take_wait_ns;
+  int ring_depth;
+} snapshot;
+
 struct ng_runtime {
   ng_backend *be;
   ng_store *store;
@@ -87,6 +97,11 @@ struct ng_runtime {
   _Atomic int share;    /* the device share of PARTIAL packages, in controller steps */
   _Atomic int64_t group_iters[NG_GROUP_COUNT];
   _Atomic int64_t group_busy_ns[NG_GROUP_COUNT];
+  /* The controller's period that was open when the last epoch ended, as counts since its start
+   * (`period_open`): when the workers go on into the next epoch, its first period continues
+   * that one, the time between the two calls left out. */
+  snapshot period_tail;
+  bool period_open;
   pthread_mutex_t err_mu;
   ng_status err;
   char err_msg[1024];
@@ -555,16 +570,6 @@ static int ring_capacity(const ng_runtime *rt) {
   return NG_MAX(4, 2 * rt->n_threads);
 }
 
-/* Counters the controller and the telemetry compare between two points in time. */
-typedef struct {
-  int64_t t_ns;
-  int64_t iters;
-  int64_t group_iters[NG_GROUP_COUNT], group_busy_ns[NG_GROUP_COUNT];
-  int64_t pcie, cpu_cold;
-  int64_t put_wait_ns, take_wait_ns;
-  int ring_depth;
-} snapshot;
-
 static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64_t cpu_cold) {
   s->t_ns = ng__now_ns();
   s->iters = iters;
@@ -580,6 +585,22 @@ static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64
   s->put_wait_ns = rs.put_wait_ns;
   s->take_wait_ns = rs.take_wait_ns;
   s->ring_depth = rs.depth;
+}
+
+/* out = a - b, counter by counter (the ring's depth is a's). */
+static void snap_sub(snapshot *out, const snapshot *a, const snapshot *b) {
+  snapshot d = *a;
+  d.t_ns -= b->t_ns;
+  d.iters -= b->iters;
+  d.pcie -= b->pcie;
+  d.cpu_cold -= b->cpu_cold;
+  for (int g = 0; g < NG_GROUP_COUNT; g++) {
+    d.group_iters[g] -= b->group_iters[g];
+    d.group_busy_ns[g] -= b->group_busy_ns[g];
+  }
+  d.put_wait_ns -= b->put_wait_ns;
+  d.take_wait_ns -= b->take_wait_ns;
+  *out = d;
 }
 
 /* Makes the workers' groups and the device share what the controller decided: a move changes
@@ -678,6 +699,7 @@ static void stop_workers(ng_runtime *rt) {
   ng__ring_destroy(rt->ring);
   rt->ring = NULL;
   rt->n_plans = 0;
+  rt->period_open = false;
 }
 
 /* stop_workers(), with a STOP span (of `epoch`, -1 for none) when a pool was running. */
@@ -706,9 +728,10 @@ static bool same_plan(const ng_epoch_plan *a, const ng_epoch_plan *b) {
  * go on (the plan before it is done and dropped), others are stopped and a pool started. Then
  * publishes `next`, when given, after it. */
 static ng_status plan_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
-                            float drop_p) {
+                            float drop_p, bool *went_on) {
   const bool goes_on = rt->pool && rt->n_plans == 2 && same_plan(&rt->plans[1].plan, plan) &&
                        rt->plans[1].seq0 == rt->take_seq && rt->drop_p == drop_p;
+  *went_on = goes_on;
   if (!goes_on) {
     const int64_t t0 = span_start(rt);
     stop_workers(rt);
@@ -759,14 +782,17 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   rt->err_msg[0] = '\0';
   pthread_mutex_unlock(&rt->err_mu);
 
-  /* The time between epochs (the caller's, a pool's start, the ring's fill) must not count,
-   * neither in the judge's window of a move made late in the last epoch nor in the rate a move
-   * is judged against: the first period of an epoch is a settling one. A pending verdict
-   * carries over, so that short epochs still judge their moves. */
-  rt->ctrl.settle = NG_MAX(rt->ctrl.settle, 1);
   ng_status st = NG_OK;
+  bool went_on = false; /* the workers went on into this epoch from the last one */
   if (rt->n_threads > 0) {
-    st = plan_epoch(rt, plan, next, drop_p);
+    st = plan_epoch(rt, plan, next, drop_p, &went_on);
+    /* A pool's start and the ring's fill must not count, neither in the judge's window of a
+     * move made late in the last epoch nor in the rate a move is judged against: after a
+     * start the first period is a settling one. Workers that went on need none; their period
+     * continues below. A pending verdict carries over, so that short epochs still judge their
+     * moves. */
+    if (!went_on)
+      rt->ctrl.settle = NG_MAX(rt->ctrl.settle, 1);
     affinity_save(&rt->aff);
     /* Binding may be refused (containers): the run goes on unbound, as the placement says. */
     if (st == NG_OK)
@@ -789,6 +815,12 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   snap(rt, &ctl0, done, pcie, cpu_cold);
   tel0 = ctl0;
   const int64_t epoch_t0 = ctl0.t_ns;
+  /* The period open at the last epoch's end goes on, the caller's time between the two calls
+   * left out: a period begun at each epoch's start would lose the end of the last one and W1's
+   * ~150 ms epochs hold only three 50 ms periods. */
+  if (went_on && rt->period_open)
+    snap_sub(&ctl0, &ctl0, &rt->period_tail);
+  rt->period_open = false;
   decisions log = {.len = 0};
   log.text[0] = '\0';
   const int depth = rt->o.lookahead + 1;
@@ -935,8 +967,13 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   }
   /* After a good epoch with a next one expected, the workers go on with it; otherwise they
    * stop here. */
-  if (st != NG_OK || rt->n_plans < 2)
+  if (st != NG_OK || rt->n_plans < 2) {
     stop_traced(rt, plan->epoch);
+  } else if (rt->n_threads > 0) {
+    snap(rt, &now, done, pcie, cpu_cold);
+    snap_sub(&rt->period_tail, &now, &ctl0);
+    rt->period_open = true;
+  }
   if (rt->n_threads > 0)
     affinity_restore(&rt->aff);
   device_span(rt, NG_SPAN_EPOCH, plan->epoch, t_epoch);

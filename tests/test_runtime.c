@@ -351,6 +351,71 @@ static void test_telemetry(void) {
   ng_trainer_destroy(t);
 }
 
+/* The controller's decisions in order, with the trainer call each came in. */
+typedef struct {
+  int call; /* set by the test before each epoch */
+  int n;
+  int calls[512];
+  char reason[512][16];
+  bool moved[512];
+} decision_log;
+
+static void on_decisions(const ng_telemetry *t, void *ctx) {
+  decision_log *l = ctx;
+  for (const char *line = t->decisions; *line && l->n < 512;) {
+    /* period,move,reason,... */
+    const char *move = strchr(line, ',');
+    const char *reason = move ? strchr(move + 1, ',') : NULL;
+    const char *end = reason ? strchr(reason + 1, ',') : NULL;
+    if (!end)
+      break;
+    snprintf(l->reason[l->n], sizeof l->reason[0], "%.*s", (int)(end - reason - 1), reason + 1);
+    l->moved[l->n] = strncmp(move + 1, "none", 4) != 0;
+    l->calls[l->n++] = l->call;
+    const char *nl = strchr(line, '\n');
+    line = nl ? nl + 1 : line + strlen(line);
+  }
+}
+
+/* Workers that go on into the next epoch keep the controller's period going: no epoch they
+ * go on into starts with a settling period (one follows a move only), while an epoch that
+ * starts a pool (after a load of an earlier epoch stopped the workers) does. */
+static void test_period_spans_epochs(void) {
+  decision_log *log = calloc(1, sizeof *log);
+  ng_trainer_t t = log ? make(NG_MODE_HYBRID, 3, 0.01, NULL, NULL, on_decisions, log) : NULL;
+  if (!t) {
+    free(log);
+    return;
+  }
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  const char *path = ng_test_path("period.safetensors");
+  for (log->call = 0; log->call < 4; log->call++) {
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+    if (log->call == 0)
+      EXPECT_OK(ng_trainer_save(t, path));
+  }
+  EXPECT_OK(ng_trainer_load(t, path)); /* epoch 1 again: the workers, on epoch 4, stop */
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  EXPECT_TRUE(log->n > 0 && log->n < 512);
+  int continued = 0, restarted = 0;
+  for (int i = 1; i < log->n; i++) {
+    if (log->calls[i] == log->calls[i - 1])
+      continue;
+    const bool settling = strcmp(log->reason[i], "settling") == 0;
+    if (log->calls[i] < 4) { /* the workers went on */
+      EXPECT_TRUE(!settling || log->moved[i - 1]);
+      continued += !settling;
+    } else {
+      restarted++;
+      EXPECT_TRUE(settling);
+    }
+  }
+  EXPECT_EQ_I(restarted, 1);
+  EXPECT_TRUE(continued >= 1);
+  ng_trainer_destroy(t);
+  free(log);
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   EXPECT_OK(ng_model_create(&model, NG_MODEL_SAGE, 1433));
@@ -370,6 +435,7 @@ int main(void) {
   RUN_TEST(test_load_while_ahead);
   RUN_TEST(test_trace);
   RUN_TEST(test_telemetry);
+  RUN_TEST(test_period_spans_epochs);
   ng_model_destroy(model);
   ng_dataset_close(cora);
   return ng_test_summary();
