@@ -264,11 +264,15 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
 
 /* The verdict on the last move once enough iterations ran under it: 1 when the device's rate
  * fell below the rate before the move (by more than half the threshold), or when the move was a
- * probe and the rate did not rise by more than that; 0 when it held (the judging ends); -1 while
- * the iterations are too few. A probe goes against what the signals propose, so it must pay
- * for itself: a probe kept because it merely held would let the controller drift down a gentle
- * slope, each step losing less than the band (on W1 with 15 workers, 14/1 slid to 10/5 and lost
- * 10% that way). */
+ * probe or a step up of the device share and the rate did not rise by more than that; 0 when it
+ * held (the judging ends); -1 while the iterations are too few.
+ *
+ * A probe goes against what the signals propose, so it must pay for itself: a probe kept
+ * because it merely held would let the controller drift down a gentle slope, each step losing
+ * less than the band (on W1 with 15 workers, 14/1 slid to 10/5 and lost 10% that way). A share
+ * step up must pay too. The signal that proposes it (the device waited for packages) persists
+ * while the link fills, and one step moves 1/32 of the destinations, less than the judge can
+ * tell from noise: steps kept for holding crept to 3/32 and 4/32 on W1, 5-8% below 1/32. */
 static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
   window_add(&c->judged, s->done, s->seconds);
   if (c->judged.done < JUDGE_MIN_ITERS || c->judged.periods < JUDGE_MIN_PERIODS)
@@ -279,7 +283,8 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
   const double rate_before = median ? window_median(&c->before) : c->before.done / c->before.secs;
   c->judging = false;
   const bool raised = rate > rate_before * (1.0 + c->o.threshold / 2);
-  if (rate < rate_before * (1.0 - c->o.threshold / 2) || (c->probing && !raised))
+  const bool must_pay = c->probing || c->share > c->prev_share;
+  if (rate < rate_before * (1.0 - c->o.threshold / 2) || (must_pay && !raised))
     return 1;
   /* A move that raised the rate opens its direction afresh, and counts as a failure of the
    * way back: the split just left is the worse one, and a signal proposing it again (the

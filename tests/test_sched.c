@@ -1594,6 +1594,33 @@ static void test_ctrl_share_revert_block(void) {
   EXPECT_TRUE(c.block_failed[k]);
 }
 
+/* A share step up must raise the rate to stay. Here the device keeps waiting for packages (the
+ * CPU-bound signal proposes a step up every time it may) while each step changes the rate by
+ * 2%, inside the judge's band: steps kept for merely holding would creep up to the top share,
+ * 12% below the start. */
+static void test_ctrl_share_must_pay(void) {
+  ng_ctrl_opts o = share_opts(8, 8, 0);
+  ng_ctrl c;
+  EXPECT_OK(ng__ctrl_init(&c, &o, 8));
+  ng_ctrl_sample s = sample(100, 200, 10);
+  s.ring_depth = 1;
+  s.consumer_wait_frac = 0.3;
+  const int64_t rate[9] = {100, 102, 100, 98, 96, 94, 92, 90, 88};
+  int highest = 0, off = 0, reverts = 0;
+  for (int i = 0; i < 2000; i++) {
+    s.done = rate[c.share];
+    s.seconds = 0.1;
+    const ng_ctrl_decision d = ng__ctrl_step(&c, &s);
+    reverts += d.reason == NG_CTRL_REVERTED;
+    highest = NG_MAX(highest, c.share);
+    off += c.share != 0;
+  }
+  EXPECT_EQ_I(c.share, 0);
+  EXPECT_EQ_I(highest, 1);
+  EXPECT_TRUE(reverts >= 3); /* tried, and undone each time, ever more rarely */
+  EXPECT_TRUE(off < 2000 / 20);
+}
+
 /* At the largest share the next step towards TRANSFER moves a worker, which replaces the
  * share (back to 0), and undoing that move restores it; the last TRANSFER worker returns to a
  * share of 0; options out of range are refused. */
@@ -1700,6 +1727,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_share_climbs);
   RUN_TEST(test_ctrl_share_edges);
   RUN_TEST(test_ctrl_share_after_worker);
+  RUN_TEST(test_ctrl_share_must_pay);
   RUN_TEST(test_ctrl_share_revert_block);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
