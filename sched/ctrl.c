@@ -281,10 +281,18 @@ static int judge(ng_ctrl *c, const ng_ctrl_sample *s) {
   const bool median = window_has_median(&c->judged) && window_has_median(&c->before);
   const double rate = median ? window_median(&c->judged) : c->judged.done / c->judged.secs;
   const double rate_before = median ? window_median(&c->before) : c->before.done / c->before.secs;
-  c->judging = false;
   const bool raised = rate > rate_before * (1.0 + c->o.threshold / 2);
   const bool must_pay = c->probing || c->share > c->prev_share;
-  if (rate < rate_before * (1.0 - c->o.threshold / 2) || (must_pay && !raised))
+  const bool fell = rate < rate_before * (1.0 - c->o.threshold / 2);
+  /* A move the signals proposed is undone for a fall only after twice the periods: the revert
+   * blocks its direction for 20 to 320 periods, while keeping a bad move three periods longer
+   * costs three periods. Stalls only lower rates, and on some H100 instances one came every
+   * 1.4-1.5 s in every mode, long enough to spoil two periods of three: the median of six
+   * outvotes it. A move that must pay is undone at once: it is a guess. */
+  if (fell && !must_pay && c->judged.periods < 2 * JUDGE_MIN_PERIODS)
+    return -1;
+  c->judging = false;
+  if (fell || (must_pay && !raised))
     return 1;
   /* A move that raised the rate opens its direction afresh, and counts as a failure of the
    * way back: the split just left is the worse one, and a signal proposing it again (the

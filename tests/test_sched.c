@@ -1191,6 +1191,16 @@ static ng_ctrl_decision verdict(ng_ctrl *c, const ng_ctrl_sample *s) {
   return ng__ctrl_step(c, s);
 }
 
+/* The same for a move the signals proposed and the rate fell under: the judge waits for six
+ * periods before it undoes that, so the first five say `judging`. */
+static ng_ctrl_decision revert(ng_ctrl *c, const ng_ctrl_sample *s) {
+  for (int k = 0; k < 5; k++) {
+    const ng_ctrl_decision d = ng__ctrl_step(c, s);
+    EXPECT_EQ_I(d.reason, NG_CTRL_JUDGING);
+  }
+  return ng__ctrl_step(c, s);
+}
+
 /* Steps `n` periods in which no move may be made yet: the current split's own rate spans too
  * few periods (3) or iterations (64) to judge a move against. */
 static void no_data(ng_ctrl *c, const ng_ctrl_sample *s, int n) {
@@ -1202,7 +1212,8 @@ static void no_data(ng_ctrl *c, const ng_ctrl_sample *s, int n) {
 }
 
 /* The judge: with the device's throughput in the samples, a move that lowers it is undone
- * after three periods and its direction is blocked; a move that does not lower it stays. */
+ * after six periods (a probe that does not raise it after three) and its direction is blocked;
+ * a move that does not lower it stays after three. */
 static void test_ctrl_judge(void) {
   ng_ctrl c = ctrl_ready(8, -1);
   ng_ctrl_sample s = sample(100, 200, 10);
@@ -1219,7 +1230,7 @@ static void test_ctrl_judge(void) {
   EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
   /* 10% slower than before the move (the band is half the 10% threshold): undone. */
   s.done = 90;
-  d = verdict(&c, &s);
+  d = revert(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
@@ -1293,11 +1304,11 @@ static void test_ctrl_judge(void) {
   d = ng__ctrl_step(&c, &s);
   d = ng__ctrl_step(&c, &s);
   s.done = 16;
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 5; k++) {
     d = ng__ctrl_step(&c, &s);
     EXPECT_EQ_I(d.reason, NG_CTRL_JUDGING);
   }
-  d = ng__ctrl_step(&c, &s); /* 64 in 0.4 s: 160 it/s against 200 */
+  d = ng__ctrl_step(&c, &s); /* 96 in 0.6 s: 160 it/s against 200 */
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
 }
@@ -1335,7 +1346,9 @@ static void test_ctrl_probe_climbs(void) {
   moves[0] = moves[1] = 0;
   const int off = simulate(&c, &s, rate, 7, 4000, moves);
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 7);
-  EXPECT_TRUE(off < 4000 / 50);
+  /* Each retry of the signal's direction runs six periods before its revert (84 periods off
+   * in all here; 48 when a revert took three). */
+  EXPECT_TRUE(off < 4000 / 40);
   EXPECT_TRUE(moves[0] + moves[1] < 30);
 }
 
@@ -1481,14 +1494,24 @@ static void test_ctrl_judge_median(void) {
   EXPECT_EQ_I(d.reason, NG_CTRL_GPU_BOUND);
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 6);
   EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
-  /* Slower in two periods of three: undone (its totals, against the stalled ones, rose). */
-  const int64_t slower[3] = {85, 100, 85};
-  for (int k = 0; k < 3; k++) {
+  /* Two stalled periods of the first three: the verdict waits for more, and the median of
+   * five keeps the move. */
+  const int64_t stalled2[5] = {20, 100, 20, 100, 100};
+  for (int k = 0; k < 5; k++) {
+    s.done = stalled2[k];
+    d = ng__ctrl_step(&c, &s);
+    EXPECT_EQ_I(d.reason, k < 4 ? NG_CTRL_JUDGING : NG_CTRL_GPU_BOUND);
+  }
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 7);
+  EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
+  /* Slower in four periods of six: undone (its totals, against the stalled ones, rose). */
+  const int64_t slower[6] = {85, 100, 85, 85, 100, 85};
+  for (int k = 0; k < 6; k++) {
     s.done = slower[k];
     d = ng__ctrl_step(&c, &s);
   }
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
-  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 5);
+  EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 6);
 }
 
 /* Options of a controller that may move the device share (up to `share_steps`): no warm-up,
@@ -1586,7 +1609,7 @@ static void test_ctrl_share_revert_block(void) {
   EXPECT_EQ_I(c.block_left[k], 0);
   EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
   s.done = 80; /* slower: undone */
-  d = verdict(&c, &s);
+  d = revert(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 1);
   EXPECT_TRUE(c.block_left[k] > 150);
@@ -1642,7 +1665,7 @@ static void test_ctrl_share_edges(void) {
   EXPECT_EQ_I(d.share, 0);
   s.done = 50; /* slower: the judge undoes it */
   EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
-  d = verdict(&c, &s);
+  d = revert(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 0);
   EXPECT_EQ_I(d.share, 2);
