@@ -469,3 +469,24 @@ size_t ng__ctrl_log_line(const ng_ctrl_decision *d, char *buf, size_t cap) {
                    ng__ctrl_share_frac(d->share));
   return n > 0 ? (size_t)n : 0;
 }
+
+void ng__counters_sub(ng_counters *out, const ng_counters *a, const ng_counters *b) {
+  ng_counters d = *a;
+  d.t_ns -= b->t_ns;
+  d.iters -= b->iters;
+  d.pcie -= b->pcie;
+  d.cpu_cold -= b->cpu_cold;
+  for (int g = 0; g < NG_GROUP_COUNT; g++) {
+    d.group_iters[g] -= b->group_iters[g];
+    d.group_busy_ns[g] -= b->group_busy_ns[g];
+  }
+  d.put_wait_ns -= b->put_wait_ns;
+  d.take_wait_ns -= b->take_wait_ns;
+  *out = d;
+}
+
+void ng__counters_resume(ng_counters *out, const ng_counters *now, const ng_counters *tail) {
+  const int gained = now->ring_depth - tail->ring_depth;
+  ng__counters_sub(out, now, tail);
+  out->iters += NG_MAX(gained, 0);
+}

@@ -52,16 +52,6 @@ typedef struct {
   int64_t seq0;
 } rt_plan;
 
-/* Counters the controller and the telemetry compare between two points in time. */
-typedef struct {
-  int64_t t_ns;
-  int64_t iters;
-  int64_t group_iters[NG_GROUP_COUNT], group_busy_ns[NG_GROUP_COUNT];
-  int64_t pcie, cpu_cold;
-  int64_t put_wait_ns, take_wait_ns;
-  int ring_depth;
-} snapshot;
-
 struct ng_runtime {
   ng_backend *be;
   ng_store *store;
@@ -100,7 +90,7 @@ struct ng_runtime {
   /* The controller's period that was open when the last epoch ended, as counts since its start
    * (`period_open`): when the workers go on into the next epoch, its first period continues
    * that one, the time between the two calls left out. */
-  snapshot period_tail;
+  ng_counters period_tail;
   bool period_open;
   pthread_mutex_t err_mu;
   ng_status err;
@@ -570,7 +560,7 @@ static int ring_capacity(const ng_runtime *rt) {
   return NG_MAX(4, 2 * rt->n_threads);
 }
 
-static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64_t cpu_cold) {
+static void snap(ng_runtime *rt, ng_counters *s, int64_t iters, int64_t pcie, int64_t cpu_cold) {
   s->t_ns = ng__now_ns();
   s->iters = iters;
   s->pcie = pcie;
@@ -585,22 +575,6 @@ static void snap(ng_runtime *rt, snapshot *s, int64_t iters, int64_t pcie, int64
   s->put_wait_ns = rs.put_wait_ns;
   s->take_wait_ns = rs.take_wait_ns;
   s->ring_depth = rs.depth;
-}
-
-/* out = a - b, counter by counter (the ring's depth is a's). */
-static void snap_sub(snapshot *out, const snapshot *a, const snapshot *b) {
-  snapshot d = *a;
-  d.t_ns -= b->t_ns;
-  d.iters -= b->iters;
-  d.pcie -= b->pcie;
-  d.cpu_cold -= b->cpu_cold;
-  for (int g = 0; g < NG_GROUP_COUNT; g++) {
-    d.group_iters[g] -= b->group_iters[g];
-    d.group_busy_ns[g] -= b->group_busy_ns[g];
-  }
-  d.put_wait_ns -= b->put_wait_ns;
-  d.take_wait_ns -= b->take_wait_ns;
-  *out = d;
 }
 
 /* Makes the workers' groups and the device share what the controller decided: a move changes
@@ -810,16 +784,18 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
    * i + lookahead are copied (and their zero-copy reads queued) while the device runs i, each
    * in slot iter % (lookahead + 1). `prev` is the iteration whose step is queued and whose loss
    * is unread; `ahead[k]` the package in slot k, `up` the next iteration to copy. */
-  snapshot ctl0, tel0, now;
+  ng_counters ctl0, tel0, now;
   int64_t done = 0, pcie = 0, cpu_cold = 0;
   snap(rt, &ctl0, done, pcie, cpu_cold);
   tel0 = ctl0;
   const int64_t epoch_t0 = ctl0.t_ns;
   /* The period open at the last epoch's end goes on, the caller's time between the two calls
    * left out: a period begun at each epoch's start would lose the end of the last one and W1's
-   * ~150 ms epochs hold only three 50 ms periods. */
+   * ~150 ms epochs hold only three 50 ms periods. So is the work the workers did in that time:
+   * the packages the ring gained meanwhile do not count as the device's iterations, or a
+   * caller that evaluates between epochs would make every split look fast. */
   if (went_on && rt->period_open)
-    snap_sub(&ctl0, &ctl0, &rt->period_tail);
+    ng__counters_resume(&ctl0, &ctl0, &rt->period_tail);
   rt->period_open = false;
   decisions log = {.len = 0};
   log.text[0] = '\0';
@@ -971,7 +947,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     stop_traced(rt, plan->epoch);
   } else if (rt->n_threads > 0) {
     snap(rt, &now, done, pcie, cpu_cold);
-    snap_sub(&rt->period_tail, &now, &ctl0);
+    ng__counters_sub(&rt->period_tail, &now, &ctl0);
     rt->period_open = true;
   }
   if (rt->n_threads > 0)

@@ -369,6 +369,26 @@ const char *ng__ctrl_log_header(void);
 /// NUL-terminated when cap > 0). Returns the length the whole line needs, as snprintf().
 size_t ng__ctrl_log_line(const ng_ctrl_decision *d, char *buf, size_t cap);
 
+/// The runtime's counters at one point in time, which the controller's periods and the telemetry
+/// compare: the device's iterations, bytes and waits, each group's iterations and busy time.
+typedef struct {
+  int64_t t_ns;
+  int64_t iters;
+  int64_t group_iters[NG_GROUP_COUNT], group_busy_ns[NG_GROUP_COUNT];
+  int64_t pcie, cpu_cold;
+  int64_t put_wait_ns, take_wait_ns;
+  int ring_depth; ///< a level, not a count
+} ng_counters;
+
+/// out = a - b, counter by counter; the ring's depth is a's. `out` may be `a`.
+void ng__counters_sub(ng_counters *out, const ng_counters *a, const ng_counters *b);
+/// The start of a period that continues one left open at an epoch's end: `now`, the next
+/// epoch's first counters, less `tail`, the open period's counts at the end (`end - start`,
+/// its ring depth the depth at the end). Neither the time between the two nor the work the
+/// workers did in it counts: the packages the ring gained meanwhile are taken off the
+/// iterations. `out` may be `now`.
+void ng__counters_resume(ng_counters *out, const ng_counters *now, const ng_counters *tail);
+
 #ifdef __cplusplus
 }
 #endif

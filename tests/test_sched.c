@@ -1644,6 +1644,55 @@ static void test_ctrl_share_must_pay(void) {
   EXPECT_TRUE(off < 2000 / 20);
 }
 
+/* A period that goes on across an epoch boundary: the time between the two epochs and the
+ * packages the workers made in it do not count, everything before and after does. */
+static void test_counters_resume(void) {
+  /* The period opened at t = 1.000 s with 100 iterations done and the ring 2 deep; at the
+   * epoch's end (t = 1.030 s) 140 were done, the ring was 3 deep, and each group had done 20
+   * more iterations in 0.5 busy seconds. */
+  ng_counters open = {.t_ns = 1000000000, .iters = 100, .put_wait_ns = 7, .ring_depth = 2};
+  open.group_iters[NG_GROUP_PARTIAL] = 50;
+  open.group_busy_ns[NG_GROUP_PARTIAL] = 2000000000;
+  ng_counters end = open;
+  end.t_ns = 1030000000;
+  end.iters = 140;
+  end.put_wait_ns = 9;
+  end.ring_depth = 3;
+  end.group_iters[NG_GROUP_PARTIAL] = 70;
+  end.group_busy_ns[NG_GROUP_PARTIAL] = 2500000000;
+  ng_counters tail;
+  ng__counters_sub(&tail, &end, &open);
+  EXPECT_TRUE(tail.t_ns == 30000000 && tail.iters == 40 && tail.put_wait_ns == 2);
+  EXPECT_TRUE(tail.group_iters[NG_GROUP_PARTIAL] == 20 &&
+              tail.group_busy_ns[NG_GROUP_PARTIAL] == 500000000);
+  EXPECT_EQ_I(tail.ring_depth, 3);
+  /* The caller took 200 ms; meanwhile the workers filled the ring to 10. The next epoch counts
+   * its iterations from 0. */
+  ng_counters start = {.t_ns = 1230000000, .iters = 0, .put_wait_ns = 50, .ring_depth = 10};
+  start.group_iters[NG_GROUP_PARTIAL] = 77;
+  start.group_busy_ns[NG_GROUP_PARTIAL] = 2600000000;
+  ng_counters from;
+  ng__counters_resume(&from, &start, &tail);
+  /* 20 ms into the epoch the device has taken 60 iterations: the period holds the 40 before the
+   * boundary and the 60 after it, less the 7 the ring gained between, in 30 + 20 ms. */
+  ng_counters now = start;
+  now.t_ns = 1250000000;
+  now.iters = 60;
+  now.ring_depth = 4;
+  ng_counters d;
+  ng__counters_sub(&d, &now, &from);
+  EXPECT_TRUE(d.t_ns == 50000000);
+  EXPECT_TRUE(d.iters == 40 + 60 - 7);
+  EXPECT_TRUE(d.put_wait_ns == 2);
+  EXPECT_TRUE(d.group_iters[NG_GROUP_PARTIAL] == 20 &&
+              d.group_busy_ns[NG_GROUP_PARTIAL] == 500000000);
+  EXPECT_EQ_I(d.ring_depth, 4);
+  /* A ring that emptied meanwhile (a failure's drain, a restart) takes nothing off. */
+  start.ring_depth = 0;
+  ng__counters_resume(&from, &start, &tail);
+  EXPECT_TRUE(start.iters - from.iters == 40);
+}
+
 /* At the largest share the next step towards TRANSFER moves a worker, which replaces the
  * share (back to 0), and undoing that move restores it; the last TRANSFER worker returns to a
  * share of 0; options out of range are refused. */
@@ -1751,6 +1800,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ctrl_share_edges);
   RUN_TEST(test_ctrl_share_after_worker);
   RUN_TEST(test_ctrl_share_must_pay);
+  RUN_TEST(test_counters_resume);
   RUN_TEST(test_ctrl_share_revert_block);
   RUN_TEST(test_ctrl_log_line);
   return ng_test_summary();
