@@ -265,7 +265,8 @@ static ng_ctrl_reason compare(ng_ctrl *c, ng_ctrl_decision *d) {
 /* The verdict on the last move once enough iterations ran under it: 1 when the device's rate
  * fell below the rate before the move (by more than half the threshold), or when the move was a
  * probe or a step up of the device share and the rate did not rise by more than that; 0 when it
- * held (the judging ends); -1 while the iterations are too few.
+ * held (the judging ends); -1 while the iterations are too few, or while the fall of a move the
+ * signals proposed waits for six periods (below).
  *
  * A probe goes against what the signals propose, so it must pay for itself: a probe kept
  * because it merely held would let the controller drift down a gentle slope, each step losing
