@@ -867,21 +867,20 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
                          (last || (double)(t_ns - tel0.t_ns) >= rt->o.telemetry_s * 1e9);
     if (!ctl_due && !tel_due)
       continue;
-    const int64_t t_ctl = t_ns;
     snap(rt, &now, done, pcie, cpu_cold);
+    ng_counters d; /* since the period's or the telemetry interval's start */
     if (ctl_due) {
-      const double secs = (double)(now.t_ns - ctl0.t_ns) * 1e-9;
+      ng__counters_sub(&d, &now, &ctl0);
+      const double secs = (double)d.t_ns * 1e-9;
       ng_ctrl_sample s = {.ring_capacity = ring_capacity(rt)};
       for (int g = 0; g < NG_GROUP_COUNT; g++) {
-        s.iters[g] = now.group_iters[g] - ctl0.group_iters[g];
-        s.busy_s[g] = (double)(now.group_busy_ns[g] - ctl0.group_busy_ns[g]) * 1e-9;
+        s.iters[g] = d.group_iters[g];
+        s.busy_s[g] = (double)d.group_busy_ns[g] * 1e-9;
       }
-      s.ring_depth = now.ring_depth;
-      s.producer_wait_frac =
-          NG_MIN(1.0, (double)(now.put_wait_ns - ctl0.put_wait_ns) * 1e-9 / (secs * rt->n_threads));
-      s.consumer_wait_frac =
-          NG_MIN(1.0, (double)(now.take_wait_ns - ctl0.take_wait_ns) * 1e-9 / secs);
-      s.done = now.iters - ctl0.iters;
+      s.ring_depth = d.ring_depth;
+      s.producer_wait_frac = NG_MIN(1.0, (double)d.put_wait_ns * 1e-9 / (secs * rt->n_threads));
+      s.consumer_wait_frac = NG_MIN(1.0, (double)d.take_wait_ns * 1e-9 / secs);
+      s.done = d.iters;
       s.seconds = secs;
       ng_ctrl_decision dec = ng__ctrl_step(&rt->ctrl, &s);
       if (dec.move != NG_CTRL_MOVE_NONE)
@@ -890,34 +889,33 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
       ctl0 = now;
     }
     if (tel_due) {
-      const double secs = (double)(now.t_ns - tel0.t_ns) * 1e-9;
+      ng__counters_sub(&d, &now, &tel0);
+      const double secs = (double)d.t_ns * 1e-9;
       ng_telemetry t = {
           .epoch = plan->epoch,
           .t = (double)(now.t_ns - epoch_t0) * 1e-9,
           .seconds = secs,
-          .iterations = now.iters - tel0.iters,
-          .it_per_s = (double)(now.iters - tel0.iters) / secs,
-          .pcie_bytes = now.pcie - tel0.pcie,
-          .cpu_cold_bytes = now.cpu_cold - tel0.cpu_cold,
-          .ring_depth = now.ring_depth,
-          .device_busy =
-              NG_MAX(0.0, 1.0 - (double)(now.take_wait_ns - tel0.take_wait_ns) * 1e-9 / secs),
+          .iterations = d.iters,
+          .it_per_s = (double)d.iters / secs,
+          .pcie_bytes = d.pcie,
+          .cpu_cold_bytes = d.cpu_cold,
+          .ring_depth = d.ring_depth,
+          .device_busy = NG_MAX(0.0, 1.0 - (double)d.take_wait_ns * 1e-9 / secs),
           .decisions = log.text,
           .device_share = ng__ctrl_share_frac(rt->ctrl.share),
       };
       t.workers[0] = rt->ctrl.workers[0];
       t.workers[1] = rt->ctrl.workers[1];
       for (int g = 0; g < NG_GROUP_COUNT; g++) {
-        const double busy = (double)(now.group_busy_ns[g] - tel0.group_busy_ns[g]) * 1e-9;
-        t.group_it_per_s[g] =
-            busy > 0 ? (double)(now.group_iters[g] - tel0.group_iters[g]) / busy : 0.0;
+        const double busy = (double)d.group_busy_ns[g] * 1e-9;
+        t.group_it_per_s[g] = busy > 0 ? (double)d.group_iters[g] / busy : 0.0;
       }
       rt->o.telemetry(&t, rt->o.telemetry_ctx);
       log.len = 0;
       log.text[0] = '\0';
       tel0 = now;
     }
-    device_span(rt, NG_SPAN_CONTROL, i, t_ctl);
+    device_span(rt, NG_SPAN_CONTROL, i, t_ns);
   }
   /* Stop the workers first (they may hold the ring), then hand back what the loop held. */
   if (st != NG_OK && rt->ring) /* a worker's failure closed it first, and its reason stays */
@@ -945,7 +943,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
    * stop here. */
   if (st != NG_OK || rt->n_plans < 2) {
     stop_traced(rt, plan->epoch);
-  } else if (rt->n_threads > 0) {
+  } else { /* workers go on (so there are some): their period stays open */
     snap(rt, &now, done, pcie, cpu_cold);
     ng__counters_sub(&rt->period_tail, &now, &ctl0);
     rt->period_open = true;

@@ -1181,20 +1181,12 @@ static int count_char(const char *s, char ch) {
   return n;
 }
 
-/* Steps through the judge's periods after a settling one: a fast workload (64 iterations in a
- * period) is judged on the third period, the first two say `judging`. */
-static ng_ctrl_decision verdict(ng_ctrl *c, const ng_ctrl_sample *s) {
-  for (int k = 0; k < 2; k++) {
-    const ng_ctrl_decision d = ng__ctrl_step(c, s);
-    EXPECT_EQ_I(d.reason, NG_CTRL_JUDGING);
-  }
-  return ng__ctrl_step(c, s);
-}
-
-/* The same for a move the signals proposed and the rate fell under: the judge waits for six
- * periods before it undoes that, so the first five say `judging`. */
-static ng_ctrl_decision revert(ng_ctrl *c, const ng_ctrl_sample *s) {
-  for (int k = 0; k < 5; k++) {
+/* Steps through the judge's `periods` periods after a settling one and returns the last
+ * decision, the verdict; the ones before say `judging`. A fast workload (64 iterations in a
+ * period) is judged on the third period; a fall of a move the signals proposed undoes it on the
+ * sixth. */
+static ng_ctrl_decision verdict(ng_ctrl *c, const ng_ctrl_sample *s, int periods) {
+  for (int k = 0; k < periods - 1; k++) {
     const ng_ctrl_decision d = ng__ctrl_step(c, s);
     EXPECT_EQ_I(d.reason, NG_CTRL_JUDGING);
   }
@@ -1230,7 +1222,7 @@ static void test_ctrl_judge(void) {
   EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
   /* 10% slower than before the move (the band is half the 10% threshold): undone. */
   s.done = 90;
-  d = revert(&c, &s);
+  d = verdict(&c, &s, 6);
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
   EXPECT_EQ_I(c.workers[NG_GROUP_PARTIAL], 4);
@@ -1248,7 +1240,7 @@ static void test_ctrl_judge(void) {
   d = ng__ctrl_step(&c, &s);
   EXPECT_EQ_I(d.reason, NG_CTRL_SETTLING);
   s.done = 90;
-  d = verdict(&c, &s);
+  d = verdict(&c, &s, 3);
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
   d = ng__ctrl_step(&c, &s);
@@ -1269,7 +1261,7 @@ static void test_ctrl_judge(void) {
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_PARTIAL);
   d = ng__ctrl_step(&c, &s);
   s.done = 96;
-  d = verdict(&c, &s);
+  d = verdict(&c, &s, 3);
   EXPECT_TRUE(d.reason != NG_CTRL_REVERTED && d.reason != NG_CTRL_JUDGING);
   EXPECT_TRUE(c.workers[NG_GROUP_PARTIAL] >= 5);
 
@@ -1464,7 +1456,7 @@ static void test_ctrl_backoff(void) {
   EXPECT_EQ_I(d5.move, NG_CTRL_MOVE_TO_PARTIAL);
   s.done = sharp[4];
   d5 = ng__ctrl_step(&c5, &s); /* settling */
-  d5 = verdict(&c5, &s);
+  d5 = verdict(&c5, &s, 3);
   EXPECT_EQ_I(d5.reason, NG_CTRL_GPU_BOUND); /* kept, and TO_PARTIAL is open: 4 -> 5 */
   EXPECT_EQ_I(c5.block_left[0], 0);
   EXPECT_EQ_I(c5.block_left[1], 19); /* 20, less this period */
@@ -1609,7 +1601,7 @@ static void test_ctrl_share_revert_block(void) {
   EXPECT_EQ_I(c.block_left[k], 0);
   EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
   s.done = 80; /* slower: undone */
-  d = revert(&c, &s);
+  d = verdict(&c, &s, 6);
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(c.workers[NG_GROUP_TRANSFER], 1);
   EXPECT_TRUE(c.block_left[k] > 150);
@@ -1714,7 +1706,7 @@ static void test_ctrl_share_edges(void) {
   EXPECT_EQ_I(d.share, 0);
   s.done = 50; /* slower: the judge undoes it */
   EXPECT_EQ_I(ng__ctrl_step(&c, &s).reason, NG_CTRL_SETTLING);
-  d = revert(&c, &s);
+  d = verdict(&c, &s, 6);
   EXPECT_EQ_I(d.reason, NG_CTRL_REVERTED);
   EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 0);
   EXPECT_EQ_I(d.share, 2);
