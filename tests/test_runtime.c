@@ -55,6 +55,17 @@ static uint8_t *reference(size_t *len) {
   return b;
 }
 
+/* The reference's checkpoint in *ref and a trainer `t` to compare with it; false (both freed)
+ * when either could not be made. */
+static bool with_reference(uint8_t **ref, size_t *ref_len, ng_trainer_t t) {
+  *ref = reference(ref_len);
+  if (t && *ref)
+    return true;
+  free(*ref);
+  ng_trainer_destroy(t);
+  return false;
+}
+
 /* --device-share is for hybrid-static with the zcopy transfer and rows the device reads (Cora's
  * 5.7 KB rows are): other modes, the batch transfer and values outside [0, 1] are refused with a
  * message, and a valid share trains. */
@@ -97,13 +108,10 @@ static void test_device_share_options(void) {
 
 static void test_worker_failure(void) {
   size_t ref_len = 0, len = 0;
-  uint8_t *ref = reference(&ref_len);
+  uint8_t *ref = NULL;
   ng_trainer_t t = make(NG_MODE_BASELINE, 3, 0.01, NULL, NULL, NULL, NULL);
-  if (!t || !ref) {
-    free(ref);
-    ng_trainer_destroy(t);
+  if (!with_reference(&ref, &ref_len, t))
     return;
-  }
   /* Iteration 4 of epoch 1 fails. The workers reach it while the device still runs epoch 0
    * (they go on with the next epoch), which must not be disturbed: the failure surfaces in
    * order, after iterations 0-3 of epoch 1 are trained. */
@@ -204,14 +212,11 @@ static int stop_training(void *ctx, const char *phase, double done, double total
 
 static void test_interrupt_and_resume(void) {
   size_t ref_len = 0, len = 0;
-  uint8_t *ref = reference(&ref_len);
+  uint8_t *ref = NULL;
   stopper stop = {0, 12}; /* the 3rd iteration of epoch 1 */
   ng_trainer_t t = make(NG_MODE_HYBRID, 3, 0.01, stop_training, &stop, NULL, NULL);
-  if (!t || !ref) {
-    free(ref);
-    ng_trainer_destroy(t);
+  if (!with_reference(&ref, &ref_len, t))
     return;
-  }
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;
   EXPECT_OK(ng_trainer_epoch(&s, t));
   EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_INTERRUPTED);
@@ -235,13 +240,10 @@ static void test_interrupt_and_resume(void) {
  * (and its order, rewritten in a buffer the workers read, is not raced). */
 static void test_load_while_ahead(void) {
   size_t ref_len = 0, len = 0;
-  uint8_t *ref = reference(&ref_len);
+  uint8_t *ref = NULL;
   ng_trainer_t t = make(NG_MODE_HYBRID, 3, 0.01, NULL, NULL, NULL, NULL);
-  if (!t || !ref) {
-    free(ref);
-    ng_trainer_destroy(t);
+  if (!with_reference(&ref, &ref_len, t))
     return;
-  }
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;
   EXPECT_OK(ng_trainer_epoch(&s, t));
   uint8_t *after0 = checkpoint(t, "after0.safetensors", &len);
