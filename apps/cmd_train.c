@@ -224,6 +224,8 @@ static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc) {
   cJSON_AddNumberToObject(e, "h2d_bytes", (double)s->fetch.h2d_bytes);
   cJSON_AddNumberToObject(e, "zcopy_bytes", (double)s->fetch.zcopy_bytes);
   cJSON_AddNumberToObject(e, "cpu_cold_bytes", (double)s->fetch.cpu_cold_bytes);
+  cJSON_AddNumberToObject(e, "cold_edges", (double)s->fetch.cold_edges);
+  cJSON_AddNumberToObject(e, "destinations", (double)s->fetch.destinations);
   cJSON_AddNumberToObject(e, "iter_ms_median", s->iter_ms_median);
   cJSON_AddNumberToObject(e, "iter_ms_p99", s->iter_ms_p99);
   cJSON_AddNumberToObject(e, "partial_workers", s->workers[0]);

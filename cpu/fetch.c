@@ -334,6 +334,8 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   }
   out->stats.hot_rows = c.hot_nnz + c.n_self_hot;
   out->stats.cold_rows = c.cold_nnz + c.n_self_cold;
+  out->stats.cold_edges = c.cold_nnz;
+  out->stats.destinations = nd;
   /* BATCH reads each unique cold row once; PARTIAL every cold edge's row, and the cold self
    * rows, except those it leaves to the device; ZCOPY leaves the reading (of each unique cold
    * row once) to the device. */

@@ -341,6 +341,8 @@ typedef struct {
   int64_t h2d_bytes;      ///< bytes copied host-to-device (iteration packages)
   int64_t zcopy_bytes;    ///< cold-row bytes the device read from host memory (zero-copy)
   int64_t cpu_cold_bytes; ///< cold-row bytes the CPU read (partial aggregation, batching)
+  int64_t cold_edges;     ///< input-layer edges whose source row is cold (in every mode)
+  int64_t destinations;   ///< input-layer destinations: PARTIAL delivers one state each
 } ng_fetch_stats;
 
 /// One line of run-time telemetry (ng_train_opts.telemetry), about the interval since the last.
@@ -434,7 +436,7 @@ typedef struct {
   double device_share;   ///< the device share at the end of the epoch (ng_train_opts)
 } ng_epoch_stats;
 #define NG_EPOCH_STATS_INIT                                                                        \
-  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0, 0, 0, 0, 0}, {0, 0}, 0.0, 0.0, 0.0 }
+  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0}, {0, 0}, 0.0, 0.0, 0.0 }
 
 typedef enum { NG_SPLIT_TRAIN = 0, NG_SPLIT_VAL = 1, NG_SPLIT_TEST = 2 } ng_split;
 

@@ -659,6 +659,8 @@ static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct
   t->fetch_epoch.h2d_bytes += f->h2d_bytes;
   t->fetch_epoch.zcopy_bytes += f->zcopy_bytes;
   t->fetch_epoch.cpu_cold_bytes += f->cpu_cold_bytes;
+  t->fetch_epoch.cold_edges += f->cold_edges;
+  t->fetch_epoch.destinations += f->destinations;
   const double now = ng__now();
   t->iter_ms[t->n_iter_ms++] = (now - t->last_done) * 1e3;
   t->last_done = now;
@@ -711,7 +713,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   t->iters_total = iters;
   t->loss_sum = 0.0;
   t->correct = t->edges = 0;
-  t->fetch_epoch = (ng_fetch_stats){0, 0, 0, 0, 0};
+  t->fetch_epoch = (ng_fetch_stats){0};
   double *ms = realloc(t->iter_ms, (size_t)iters * sizeof *ms);
   if (!ms)
     return ng__err(NG_ERR_NOMEM, "out of memory for %lld iteration times", (long long)iters);

@@ -69,6 +69,8 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
     out->fetch.h2d_bytes += s.fetch.h2d_bytes;
     out->fetch.zcopy_bytes += s.fetch.zcopy_bytes;
     out->fetch.cpu_cold_bytes += s.fetch.cpu_cold_bytes;
+    out->fetch.cold_edges += s.fetch.cold_edges;
+    out->fetch.destinations += s.fetch.destinations;
     out->sampled_edges += s.sampled_edges;
     out->workers[0] = s.workers[0];
     out->workers[1] = s.workers[1];

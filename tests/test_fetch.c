@@ -155,6 +155,16 @@ static void test_tier_sizes(void) {
   EXPECT_EQ_I(part.fetch.hot_rows + part.fetch.cold_rows, total);
   EXPECT_TRUE(part.fetch.hot_rows > 0 && part.fetch.cold_rows > 0);
   EXPECT_TRUE(total > 0 && total < all_hot.sampled_edges + 2 * 140);
+  /* Every row is an input-layer edge's or a destination's self row; the input layer's
+   * destinations hold each epoch's 140 targets; its cold edges follow the tiers. */
+  const int64_t dst = all_hot.fetch.destinations;
+  EXPECT_TRUE(dst >= 2 * 140);
+  EXPECT_EQ_I(all_cold.fetch.destinations, dst);
+  EXPECT_EQ_I(part.fetch.destinations, dst);
+  EXPECT_EQ_I(all_hot.fetch.cold_edges, 0);
+  EXPECT_EQ_I(all_cold.fetch.cold_edges, total - dst);
+  EXPECT_TRUE(part.fetch.cold_edges > 0 && part.fetch.cold_edges < total - dst);
+  EXPECT_TRUE(part.fetch.cold_edges <= part.fetch.cold_rows);
   for (int e = 0; e < NG_TEST_FETCH_EPOCHS; e++)
     EXPECT_NEAR(part.loss[e], all_hot.loss[e], 1e-4 * fabs(all_hot.loss[e]));
   /* The CPU backend copies nothing to a device. */
