@@ -6,8 +6,9 @@
  *   2. CPU partial aggregation alone, with T threads (one pthread each, pinned to its own core,
  *      the first allowed core left to the main thread as the runtime leaves it to the device
  *      thread): every thread runs the CPU kernels' aggr_sum (the kernels the PARTIAL workers use)
- *      over its own random block, `fanout` random rows of the host table per destination, 64
- *      destinations per call. Rate = rows read x row bytes / time, summed over the threads.
+ *      over its own random block, `fanout` random rows of the host table per destination (a
+ *      mean: the harness passes its workload's cold rows per state), 64 destinations per call.
+ *      Rate = rows read x row bytes / time, summed over the threads.
  *   3. GPU zero-copy gather alone: the CUDA backend's gather_rows of random rows of the same
  *      table, page-locked and mapped with ng__cuda_host_register, into device memory, in calls
  *      of at most 256 MiB, each waited for.
@@ -37,6 +38,7 @@
 #include "kernels_impl.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -78,7 +80,7 @@ typedef struct {
   int n_threads;
   double table_gib;
   double seconds;
-  int fanout;
+  double fanout; /* mean rows per destination */
   int device;
   const char *json;
 } floor_opts;
@@ -91,7 +93,9 @@ static void usage(FILE *f) {
           "                   every allowed core but one)\n"
           "  --table-gib G    host table the rows are drawn from, in GiB (default 8)\n"
           "  --seconds S      measured interval of each figure (default 1)\n"
-          "  --fanout F       rows summed per destination by the CPU threads (default 10)\n"
+          "  --fanout F       rows summed per destination by the CPU threads, a mean: with a\n"
+          "                   fraction, destinations get floor(F) or floor(F) + 1 rows, spread\n"
+          "                   evenly (default 10; the harness passes its workload's own)\n"
           "  --device N       CUDA device (default 0)\n"
           "  --json FILE      also write the figures as JSON\n");
 }
@@ -182,8 +186,7 @@ static int parse_args(floor_opts *o, int argc, char **argv) {
     } else if (!strcmp(a, "--seconds")) {
       rc = parse_double(a, v, 0.01, 3600, &o->seconds);
     } else if (!strcmp(a, "--fanout")) {
-      rc = parse_long(a, v, 1, 1000, &n);
-      o->fanout = (int)n;
+      rc = parse_double(a, v, 1, 1000, &o->fanout);
     } else if (!strcmp(a, "--device")) {
       rc = parse_long(a, v, 0, 1024, &n);
       o->device = (int)n;
@@ -325,15 +328,22 @@ static void cpu_threads_free(cpu_thread *th, int n) {
   free(th);
 }
 
+/* The rows of destinations [0, d) at a mean of `fanout` rows each: floor(d * fanout), so that
+ * each destination gets floor(fanout) or one more, spread evenly (an integer fanout gives every
+ * destination exactly that many). */
+static int64_t rows_before(int64_t d, double fanout) {
+  return (int64_t)floor((double)d * fanout + 1e-9);
+}
+
 /* Builds `n` threads' blocks: enough edges that one pass over them reads at least 1 GiB of rows
  * (far more than any last-level cache) and at least 2^20 edges, at most 2^24. */
-static cpu_thread *cpu_threads_make(const host_table *tab, int n, int fanout,
+static cpu_thread *cpu_threads_make(const host_table *tab, int n, double fanout,
                                     const core_list *cores) {
   const int64_t row_bytes = tab->dim * (int64_t)sizeof(float);
   int64_t edges = ((int64_t)1 << 30) / row_bytes;
   edges = NG_MAX((int64_t)1 << 20, NG_MIN((int64_t)1 << 24, edges));
-  const int64_t n_chunks = NG_MAX(1, edges / ((int64_t)CHUNK_DST * fanout));
-  const int64_t n_dst = n_chunks * CHUNK_DST, nnz = n_dst * fanout;
+  const int64_t n_chunks = NG_MAX(1, (int64_t)((double)edges / (CHUNK_DST * fanout)));
+  const int64_t n_dst = n_chunks * CHUNK_DST, nnz = rows_before(n_dst, fanout);
   cpu_thread *th = ng__calloc((size_t)n, sizeof *th, "CPU probe threads");
   if (!th)
     return NULL;
@@ -350,7 +360,7 @@ static cpu_thread *cpu_threads_make(const host_table *tab, int n, int fanout,
       return NULL;
     }
     for (int64_t d = 0; d <= n_dst; d++)
-      t->indptr[d] = (int32_t)(d * fanout);
+      t->indptr[d] = (int32_t)rows_before(d, fanout);
 #pragma omp parallel for schedule(static)
     for (int64_t e = 0; e < nnz; e++)
       t->indices[e] = (int32_t)(ng_hash3(100 + (uint64_t)i, (uint64_t)e, 7) % (uint64_t)tab->rows);
@@ -570,7 +580,7 @@ static int write_json(const floor_opts *o, const char *device, const char *isa,
   fprintf(f,
           "{\n  \"tool\": \"bench_floor\",\n  \"cuda\": %s,\n  \"cpu_isa\": \"%s\",\n"
           "  \"dim\": %lld,\n  \"row_bytes\": %lld,\n  \"table_bytes\": %zu,\n"
-          "  \"fanout\": %d,\n  \"seconds\": %g,\n  \"device\": ",
+          "  \"fanout\": %g,\n  \"seconds\": %g,\n  \"device\": ",
 #ifdef NG_HAVE_CUDA
           "true",
 #else
@@ -800,7 +810,7 @@ cpu_only:
 #endif
 
   printf("# bench_floor: %s\n# %zu-byte rows (dim %lld), table %.2f GiB (%lld rows, set up in "
-         "%.1f s), fanout %d, %s kernels, %.2f s per figure after %.2f s warm-up, %d allowed "
+         "%.1f s), fanout %g, %s kernels, %.2f s per figure after %.2f s warm-up, %d allowed "
          "cores\n",
          device, row_bytes, (long long)o->dim, (double)tab.bytes / (double)((size_t)1 << 30),
          (long long)tab.rows, ng__now() - t_setup, o->fanout, k->name, o->seconds, warm, cores.n);

@@ -37,6 +37,7 @@ typedef struct {
   bool gcn;
   int transpose; /* TRANSPOSE_* */
   uint64_t seed;
+  double hot_ratio; /* < 0: no cold-edge count */
   const char *dir;
 } bench_opts;
 
@@ -51,7 +52,10 @@ static void usage(FILE *f) {
              "  --transpose     also build the transposed blocks training needs (every block but\n"
              "                  the input layer's, as the trainer does)\n"
              "  --transpose-all also build the input layer's transposed block\n"
-             "  --seed S        seed of the graph and of the sampling (default 1)\n");
+             "  --seed S        seed of the graph and of the sampling (default 1)\n"
+             "  --hot-ratio R   also count the input layer's cold edges per destination, the\n"
+             "                  hot tier being the first R x nodes ids (as --cache-ratio R of a\n"
+             "                  renumbered dataset); printed as 'cold_edges_per_dst X'\n");
 }
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out, const char *what) {
@@ -95,8 +99,13 @@ static int parse_fanout(const char *s, bench_opts *o) {
 }
 
 static int parse_args(bench_opts *o, int argc, char **argv) {
-  *o = (bench_opts){
-      .nodes = 2000000, .iters = 400, .batch = 1024, .n_layers = 2, .fanout = {10, 25}, .seed = 1};
+  *o = (bench_opts){.nodes = 2000000,
+                    .iters = 400,
+                    .batch = 1024,
+                    .n_layers = 2,
+                    .fanout = {10, 25},
+                    .seed = 1,
+                    .hot_ratio = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int64_t v;
@@ -134,6 +143,13 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
     } else if (!strcmp(a, "--fanout")) {
       if (parse_fanout(argv[++i], o))
         return 2;
+    } else if (!strcmp(a, "--hot-ratio")) {
+      char *end;
+      o->hot_ratio = strtod(argv[++i], &end);
+      if (*end != '\0' || !(o->hot_ratio >= 0 && o->hot_ratio <= 1)) {
+        fprintf(stderr, "bench_sample: --hot-ratio '%s': expected a number in [0, 1]\n", argv[i]);
+        return 2;
+      }
     } else if (a[0] == '-') {
       fprintf(stderr, "bench_sample: unknown option %s\n", a);
       usage(stderr);
@@ -195,7 +211,8 @@ static ng_status build_synthetic(ng_csr *g, int64_t n, uint64_t seed) {
 
 typedef struct {
   int64_t edges, nodes, batches;
-  double cpu_s; /* CPU time of the sampling threads, summed */
+  int64_t cold_edges, dst; /* the input layer's, with a hot tier (--hot-ratio) */
+  double cpu_s;            /* CPU time of the sampling threads, summed */
 } bench_count;
 
 /* CPU time of the calling thread: on a shared machine it excludes the time other processes
@@ -212,11 +229,13 @@ static double run(const bench_opts *o, const ng_sampler_cfg *cfg, const int64_t 
                   int64_t n_order, int64_t iters, bench_count *out, ng_sample_arena **arenas,
                   ng_status *failed) {
   int64_t per_epoch = n_order / o->batch;
-  int64_t edges = 0, nodes = 0;
+  int64_t edges = 0, nodes = 0, cold = 0, dst = 0;
+  /* The same rule as the feature store's (ng__store_hot_rows): ids below it are hot. */
+  const int64_t hot = o->hot_ratio >= 0 ? (int64_t)(o->hot_ratio * (double)cfg->graph->nodes) : -1;
   double cpu = 0.0;
   ng_status st = NG_OK;
   double t0 = ng__now();
-#pragma omp parallel num_threads(o->threads) reduction(+ : edges, nodes, cpu)
+#pragma omp parallel num_threads(o->threads) reduction(+ : edges, nodes, cold, dst, cpu)
   {
     ng_sample_arena *a = arenas[omp_get_thread_num()];
     double c0 = thread_cpu_s();
@@ -237,6 +256,12 @@ static double run(const bench_opts *o, const ng_sampler_cfg *cfg, const int64_t 
       for (int l = 0; l < mb.n_layers; l++)
         edges += mb.blocks[l].nnz;
       nodes += mb.blocks[0].n_src;
+      if (hot >= 0) {
+        const ng_block *b = &mb.blocks[0];
+        for (int64_t e = 0; e < b->nnz; e++)
+          cold += mb.node_ids[b->indices[e]] >= hot;
+        dst += b->n_dst;
+      }
     }
     cpu += thread_cpu_s() - c0;
   }
@@ -244,6 +269,8 @@ static double run(const bench_opts *o, const ng_sampler_cfg *cfg, const int64_t 
   out->edges = edges;
   out->nodes = nodes;
   out->batches = iters;
+  out->cold_edges = cold;
+  out->dst = dst;
   out->cpu_s = cpu;
   *failed = st;
   return dt;
@@ -342,6 +369,9 @@ int main(int argc, char **argv) {
   for (int t = 0; t < o.threads; t++)
     arena_bytes += ng__sample_arena_bytes(arenas[t]);
   printf("arena memory: %.1f MiB per thread\n", (double)arena_bytes / o.threads / (1 << 20));
+  if (o.hot_ratio >= 0)
+    printf("cold_edges_per_dst %.6g (input layer, hot tier %g of the nodes)\n",
+           c.dst > 0 ? (double)c.cold_edges / (double)c.dst : 0.0, o.hot_ratio);
   rc = 0;
 
 done:
