@@ -24,7 +24,8 @@ out, floor_bin = sys.argv[1], sys.argv[2]
 rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
 need = ["workload", "device", "mode", "workers", "status", "iterations", "it_per_s",
         "iter_ms_mean", "iter_ms_median", "iter_ms_p99", "hit_rate", "pcie_bytes_per_iter",
-        "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "gpu_busy", "partial_workers",
+        "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "cold_edges_per_dst", "gpu_busy",
+        "partial_workers",
         "transfer_workers", "final_loss", "floor_pcie_ms", "floor_host_ms", "floor_gpu_ms",
         "floor_ms", "binding", "floor_fraction", "floor_read_host_ms", "read_floor_ms",
         "read_floor_fraction"]
@@ -70,6 +71,16 @@ for r in rows:
     assert r["read_floor_fraction"] == r["floor_fraction"], name
 iters = {r["iterations"] for r in rows}
 assert len(iters) == 1, f"iterations differ: {iters}"
+# The cold rows per state: the same samples and hot tier in every tiered run, so one figure;
+# bench_floor's CPU threads sum bench_sample's count of it over other mini-batches (within 2%).
+per = {r["cold_edges_per_dst"] for r in rows if r["mode"] != "cpu"}
+assert len(per) == 1 and 1 < float(next(iter(per))) < 10, f"cold edges per destination: {per}"
+if os.access(floor_bin, os.X_OK):
+    import json
+    fp = json.load(open(os.path.join(out, "probes.json")))["floor"]
+    assert list(fp) == ["tiny"], f"floor probes: {list(fp)}"
+    want = float(next(iter(per)))
+    assert math.isclose(fp["tiny"]["fanout"], want, rel_tol=0.02), (fp["tiny"]["fanout"], want)
 tiered = {r["final_loss"] for r in rows if r["mode"] != "cpu"}
 hot = {r["final_loss"] for r in rows if r["mode"] == "cpu"}
 assert len(tiered) == 1 and len(hot) == 1, f"final losses differ: {tiered} {hot}"
@@ -130,6 +141,10 @@ row = {"workload": "w", "device": "cuda", "mode": "hybrid", "status": "ok", "wor
        "cold_bytes_per_iter": "2e7", "iter_ms_mean": "0.5"}
 f = report.floor_of(row, probes, {"w": 8})
 assert math.isclose(f["floor_pcie_ms"], 0.1) and math.isclose(f["floor_host_ms"], 0.25), f
+# A workload's own probe (keyed by its name) comes before its row width's (older folders).
+own = {"h2d_gbs": 50.0, "threads": [{"threads": 4, "combined_gbs": 100.0, "delivered_gbs": 40.0}]}
+g = report.floor_of(row, {"floor": {"8": fp, "w": own}, "gpu": probes["gpu"]}, {"w": 8})
+assert math.isclose(g["floor_host_ms"], 0.5), g
 assert f["binding"] == "host" and math.isclose(f["floor_fraction"], 0.5), f
 assert math.isclose(f["floor_read_host_ms"], 0.2) and math.isclose(f["read_floor_ms"], 0.2), f
 assert math.isclose(f["read_floor_fraction"], 0.4), f

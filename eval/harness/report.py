@@ -37,8 +37,8 @@ RAW_COLUMNS = [
     "workload", "device", "mode", "workers", "status", "epochs", "iterations", "seconds",
     "it_per_s", "iter_ms_mean", "iter_ms_median", "iter_ms_p99", "hit_rate",
     "pcie_bytes_per_iter", "h2d_bytes_per_iter", "zcopy_bytes_per_iter",
-    "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "gpu_busy", "partial_workers",
-    "transfer_workers", "device_share", "final_loss", "error",
+    "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "cold_edges_per_dst", "gpu_busy",
+    "partial_workers", "transfer_workers", "device_share", "final_loss", "error",
 ]
 FLOOR_COLUMNS = ["floor_pcie_ms", "floor_host_ms", "floor_gpu_ms", "floor_ms", "binding",
                  "floor_fraction", "floor_read_host_ms", "read_floor_ms", "read_floor_fraction"]
@@ -132,6 +132,7 @@ def row_from_json(workload, device, mode, workers, train_json, telemetry_csv, ro
     per = lambda key: total(key) / it  # noqa: E731
     ips = it / secs
     hot, cold = total("hot_rows"), total("cold_rows")
+    dst = total("destinations")
     medians = sorted(e["iter_ms_median"] for e in window if e.get("iter_ms_median") is not None)
     p99s = [e["iter_ms_p99"] for e in window if e.get("iter_ms_p99") is not None]
     last = epochs[-1]
@@ -146,6 +147,7 @@ def row_from_json(workload, device, mode, workers, train_json, telemetry_csv, ro
         "h2d_bytes_per_iter": per("h2d_bytes"), "zcopy_bytes_per_iter": per("zcopy_bytes"),
         "cpu_cold_bytes_per_iter": per("cpu_cold_bytes"),
         "cold_bytes_per_iter": cold * row_bytes / it,
+        "cold_edges_per_dst": total("cold_edges") / dst if dst > 0 else None,
         "gpu_busy": gpu_busy(read_telemetry(telemetry_csv),
                              {e.get("epoch", i) for i, e in enumerate(window, first)}),
         "partial_workers": last.get("partial_workers"),
@@ -184,14 +186,23 @@ def host_rate(floor_probe, threads, device, reads_only=False):
     return dlv if comb is None else min(dlv, comb)
 
 
+def floor_probe_of(probes, workload, dims):
+    """bench_floor's figures for a workload: its own probe (at its rows per state), else, in
+    folders of older harnesses, the probe of its row width."""
+    floors = probes.get("floor", {})
+    if workload in floors:
+        return floors[workload]
+    dim = dims.get(workload)
+    return floors.get(str(dim)) if dim else None
+
+
 def floor_of(row, probes, dims):
     """The floor columns of one results row (all empty when the run failed or ran in cpu mode,
     which has no cold rows and no GPU)."""
     out = {k: None for k in FLOOR_COLUMNS}
     if row.get("status") != "ok" or row.get("mode") == "cpu":
         return out
-    dim = dims.get(row["workload"])
-    fp = probes.get("floor", {}).get(str(dim)) if dim else None
+    fp = floor_probe_of(probes, row["workload"], dims)
     device = row.get("device")
     pw, tw = num(row.get("partial_workers")) or 0, num(row.get("transfer_workers")) or 0
     threads = int(pw + tw) if pw + tw > 0 else max(1, int(num(row.get("workers")) or 1))
@@ -446,9 +457,13 @@ def probe_section(probes):
     if not floors:
         lines += ["Not measured (no bench_floor, or --no-floor-probe): the floors below lack the "
                   "PCIe and host-read terms.", ""]
-    for dim, fp in sorted(floors.items(), key=lambda kv: int(kv[0])):
-        lines.append(f"Rows of {fp.get('row_bytes')} B ({dim}-d), host table "
-                     f"{fp.get('table_bytes', 0) / 2**30:.2f} GiB, fanout {fp.get('fanout')}, "
+    for key, fp in sorted(floors.items()):
+        # Keyed by workload (its own rows per state), or by row width (older harnesses).
+        whose = f"{key}: " if not key.isdigit() else ""
+        dim = (fp.get("row_bytes") or 0) // 4
+        lines.append(f"{whose}rows of {fp.get('row_bytes')} B ({dim}-d), host table "
+                     f"{fp.get('table_bytes', 0) / 2**30:.2f} GiB, "
+                     f"{fmt(fp.get('fanout'), '.2f')} rows summed per state, "
                      f"{fp.get('cpu_isa')} kernels, {fp.get('seconds')} s per figure; device: "
                      f"{fp.get('device')}. H2D pinned copy: {fmt(fp.get('h2d_gbs'), '.1f')} GB/s; "
                      f"GPU zero-copy gather alone: {fmt(fp.get('gpu_zcopy_gbs'), '.1f')} GB/s.")
@@ -464,7 +479,10 @@ def probe_section(probes):
         lines.append("")
         lines.append("The host term of the floor takes `delivered`: CPU aggregation that also "
                      "stages its states and has them copied to the GPU, as a PARTIAL worker "
-                     "must, with zero-copy meanwhile; `combined` gives the read-only floor.")
+                     "must, with zero-copy meanwhile; `combined` gives the read-only floor. "
+                     "Each state sums the workload's own mean of cold input-layer edges per "
+                     "destination (`cold_edges_per_dst`), so the states cost what they cost "
+                     "its runs.")
         lines.append("")
     for wl, g in sorted(probes.get("gpu", {}).items()):
         lines.append(f"- GPU compute time of {wl} (every row hot, {g.get('workers')} workers, "

@@ -223,16 +223,41 @@ def threads_for(workers):
     return sorted(ts)
 
 
-def floor_probe(a, dim, feature_bytes, out):
-    table = a.probe_table_gib or min(16.0, max(1 / 64, feature_bytes / 2**30))
+def rows_per_state(a, w, data, out):
+    """The cold rows a PARTIAL state sums in workload w, on average: its cold input-layer edges
+    per destination, which bench_sample counts over 200 of its mini-batches with its hot tier
+    (the runs report the same figure as cold_edges_per_dst); the input layer's fanout when
+    bench_sample is missing or fails. (rows, how)."""
+    fallback = float(w.fanouts.split(",")[-1])
+    sample_bin = os.path.join(os.path.dirname(a.floor_bin), "bench_sample")
+    if not os.access(sample_bin, os.X_OK):
+        return fallback, "the input layer's fanout (no bench_sample)"
+    txt = os.path.join(out, "probes", f"sample-{w.name}.txt")
+    cmd = [sample_bin, "--fanout", w.fanouts, "--batch", str(w.batch), "--hot-ratio",
+           f"{w.cache_ratio:g}", "--iters", "200", "--threads", "1", data]
+    log(f"probe: {shlex.join(cmd)}")
+    rc, err = run_cmd(cmd, txt, txt + ".err", timeout=a.run_timeout)
+    with open(txt) as f:
+        got = [ln.split()[1] for ln in f if ln.startswith("cold_edges_per_dst ")]
+    if rc != 0 or not got:
+        log(f"probe: bench_sample failed ({rc}): {last_line(err)}")
+        return fallback, "the input layer's fanout (bench_sample failed)"
+    return max(1.0, float(got[0])), "bench_sample's count"
+
+
+def floor_probe(a, w, data, out):
+    table = a.probe_table_gib or min(16.0, max(1 / 64, w.feature_bytes / 2**30))
     os.makedirs(os.path.join(out, "probes"), exist_ok=True)
-    js = os.path.join(out, "probes", f"floor-d{dim}.json")
-    txt = os.path.join(out, "probes", f"floor-d{dim}.txt")
+    fanout, how = rows_per_state(a, w, data, out)
+    log(f"probe: {w.name}: {fanout:.2f} cold rows per state ({how})")
+    js = os.path.join(out, "probes", f"floor-{w.name}.json")
+    txt = os.path.join(out, "probes", f"floor-{w.name}.txt")
     # The probe's threads get the cores the runs' threads get.
     pre = ["taskset", "-c", a.cpuset] if a.cpuset and shutil.which("taskset") else []
     threads = ",".join(map(str, threads_for(a.workers)))
-    cmd = pre + [a.floor_bin, "--dim", str(dim), "--threads", threads,
-           "--table-gib", f"{table:.6g}", "--seconds", f"{a.probe_seconds:g}", "--json", js]
+    cmd = pre + [a.floor_bin, "--dim", str(w.dim), "--threads", threads,
+           "--table-gib", f"{table:.6g}", "--seconds", f"{a.probe_seconds:g}",
+           "--fanout", f"{fanout:.4g}", "--json", js]
     log(f"probe: {shlex.join(cmd)}")
     rc, err = run_cmd(cmd, txt, txt + ".err", timeout=a.run_timeout)
     with open(txt) as f:
@@ -359,13 +384,10 @@ def main(argv):
     refresh()
 
     if a.floor_probe:
-        dims = {}
-        for w, _ in plan:
-            dims[w.dim] = max(dims.get(w.dim, 0), w.feature_bytes)
-        for dim, fb in sorted(dims.items()):
-            fp = floor_probe(a, dim, fb, out)
+        for w, data in plan:
+            fp = floor_probe(a, w, data, out)
             if fp:
-                probes["floor"][str(dim)] = fp
+                probes["floor"][w.name] = fp
         refresh()
 
     total = len(plan) * len(a.workers) * len(a.modes)
@@ -421,6 +443,16 @@ def main(argv):
                 else:
                     log(f"[{done}/{total}] {w.name} {name}: {row['status']}: {row['error']}")
                 refresh()
+
+    # The probes' rows per state against the runs' own count (the same samples' statistic).
+    for w, _ in plan:
+        fp = probes["floor"].get(w.name)
+        ran = [float(r["cold_edges_per_dst"]) for r in rows if r["workload"] == w.name
+               and r.get("status") == "ok" and r.get("mode") != "cpu"
+               and r.get("cold_edges_per_dst")]
+        if fp and ran and abs(fp["fanout"] / ran[0] - 1) > 0.03:
+            log(f"probe: {w.name}: the floor probe summed {fp['fanout']:.2f} rows per state, the "
+                f"runs' states {ran[0]:.2f}: its host term is off by about that much")
 
     losses_ok = refresh(render=True)
     ok_rows = sum(r["status"] == "ok" for r in rows)
