@@ -70,6 +70,17 @@ static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out, const 
   return 0;
 }
 
+static int parse_f64(const char *s, double lo, double hi, double *out, const char *what) {
+  char *end;
+  double v = strtod(s, &end);
+  if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "bench_sample: %s '%s': expected a number in [%g, %g]\n", what, s, lo, hi);
+    return 2;
+  }
+  *out = v;
+  return 0;
+}
+
 /* "25,10": the first count is the output layer's (each target's neighbours). */
 static int parse_fanout(const char *s, bench_opts *o) {
   int32_t vals[NG_MAX_LAYERS];
@@ -144,12 +155,8 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
       if (parse_fanout(argv[++i], o))
         return 2;
     } else if (!strcmp(a, "--hot-ratio")) {
-      char *end;
-      o->hot_ratio = strtod(argv[++i], &end);
-      if (*end != '\0' || !(o->hot_ratio >= 0 && o->hot_ratio <= 1)) {
-        fprintf(stderr, "bench_sample: --hot-ratio '%s': expected a number in [0, 1]\n", argv[i]);
+      if (parse_f64(argv[++i], 0, 1, &o->hot_ratio, a))
         return 2;
-      }
     } else if (a[0] == '-') {
       fprintf(stderr, "bench_sample: unknown option %s\n", a);
       usage(stderr);

@@ -342,7 +342,7 @@ typedef struct {
   int64_t zcopy_bytes;    ///< cold-row bytes the device read from host memory (zero-copy)
   int64_t cpu_cold_bytes; ///< cold-row bytes the CPU read (partial aggregation, batching)
   int64_t cold_edges;     ///< input-layer edges whose source row is cold (in every mode)
-  int64_t destinations;   ///< input-layer destinations: PARTIAL delivers one state each
+  int64_t destinations;   ///< input-layer destinations (PARTIAL: a state each on the host)
 } ng_fetch_stats;
 
 /// One line of run-time telemetry (ng_train_opts.telemetry), about the interval since the last.

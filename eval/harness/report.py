@@ -457,7 +457,9 @@ def probe_section(probes):
     if not floors:
         lines += ["Not measured (no bench_floor, or --no-floor-probe): the floors below lack the "
                   "PCIe and host-read terms.", ""]
-    for key, fp in sorted(floors.items()):
+    # Workload names, or row widths (older harnesses) in numeric order.
+    order = lambda kv: (kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0])  # noqa: E731
+    for key, fp in sorted(floors.items(), key=order):
         # Keyed by workload (its own rows per state), or by row width (older harnesses).
         whose = f"{key}: " if not key.isdigit() else ""
         dim = (fp.get("row_bytes") or 0) // 4
@@ -477,12 +479,13 @@ def probe_section(probes):
                                "GPU together", "combined (reads only)", "CPU delivering",
                                "GPU delivering", "states copied", "delivered"], body))
         lines.append("")
+        own = ("" if key.isdigit() else
+               " Each state sums the workload's own mean of cold input-layer edges per "
+               "destination (`cold_edges_per_dst`), so the states cost what they cost its runs.")
         lines.append("The host term of the floor takes `delivered`: CPU aggregation that also "
                      "stages its states and has them copied to the GPU, as a PARTIAL worker "
-                     "must, with zero-copy meanwhile; `combined` gives the read-only floor. "
-                     "Each state sums the workload's own mean of cold input-layer edges per "
-                     "destination (`cold_edges_per_dst`), so the states cost what they cost "
-                     "its runs.")
+                     "must, with zero-copy meanwhile; `combined` gives the read-only floor."
+                     + own)
         lines.append("")
     for wl, g in sorted(probes.get("gpu", {}).items()):
         lines.append(f"- GPU compute time of {wl} (every row hot, {g.get('workers')} workers, "

@@ -226,15 +226,18 @@ def threads_for(workers):
 def rows_per_state(a, w, data, out):
     """The cold rows a PARTIAL state sums in workload w, on average: its cold input-layer edges
     per destination, which bench_sample counts over 200 of its mini-batches with its hot tier
-    (the runs report the same figure as cold_edges_per_dst); the input layer's fanout when
-    bench_sample is missing or fails. (rows, how)."""
-    fallback = float(w.fanouts.split(",")[-1])
+    (with the runs' seed, those of their first epoch; the runs report the same figure as
+    cold_edges_per_dst); the input layer's fanout (10 for -1, every neighbour) when bench_sample
+    is missing or fails. At least 1: bench_floor's states sum one row or more. (rows, how)."""
+    fanout = float(w.fanouts.split(",")[-1])
+    fallback = fanout if fanout >= 1 else 10.0
     sample_bin = os.path.join(os.path.dirname(a.floor_bin), "bench_sample")
     if not os.access(sample_bin, os.X_OK):
         return fallback, "the input layer's fanout (no bench_sample)"
     txt = os.path.join(out, "probes", f"sample-{w.name}.txt")
     cmd = [sample_bin, "--fanout", w.fanouts, "--batch", str(w.batch), "--hot-ratio",
-           f"{w.cache_ratio:g}", "--iters", "200", "--threads", "1", data]
+           f"{w.cache_ratio:g}", "--iters", "200", "--threads", "1", "--seed", str(a.seed),
+           data]
     log(f"probe: {shlex.join(cmd)}")
     rc, err = run_cmd(cmd, txt, txt + ".err", timeout=a.run_timeout)
     with open(txt) as f:
@@ -242,7 +245,10 @@ def rows_per_state(a, w, data, out):
     if rc != 0 or not got:
         log(f"probe: bench_sample failed ({rc}): {last_line(err)}")
         return fallback, "the input layer's fanout (bench_sample failed)"
-    return max(1.0, float(got[0])), "bench_sample's count"
+    count = float(got[0])
+    if count < 1.0:
+        return 1.0, f"bench_sample's count, {count:.3g}, raised to 1"
+    return count, "bench_sample's count"
 
 
 def floor_probe(a, w, data, out):
@@ -452,7 +458,8 @@ def main(argv):
                and r.get("cold_edges_per_dst")]
         if fp and ran and abs(fp["fanout"] / ran[0] - 1) > 0.03:
             log(f"probe: {w.name}: the floor probe summed {fp['fanout']:.2f} rows per state, the "
-                f"runs' states {ran[0]:.2f}: its host term is off by about that much")
+                f"runs' states {ran[0]:.2f}: its delivered rate was measured for states of "
+                f"another size")
 
     losses_ok = refresh(render=True)
     ok_rows = sum(r["status"] == "ok" for r in rows)
