@@ -771,6 +771,44 @@ static void test_invalid(void) {
 
 /* ---- epoch shuffle ---- */
 
+/* The shuffle's definition: Fisher-Yates from the end with one stream per (seed, epoch). The
+ * library's version draws its partners ahead to prefetch them; it must give these bits. */
+static void shuffle_reference(int64_t *out, const int64_t *ids, int64_t n, uint64_t seed,
+                              int64_t epoch) {
+  memmove(out, ids, (size_t)n * sizeof *out);
+  ng_rng r;
+  ng_rng_seed(&r, ng_hash2(seed, (uint64_t)epoch));
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)ng_rng_below(&r, (uint64_t)i + 1);
+    int64_t t = out[i];
+    out[i] = out[j];
+    out[j] = t;
+  }
+}
+
+/* Shorter and longer than the draw-ahead window, in place and not. */
+static void test_epoch_shuffle_bits(void) {
+  const int64_t sizes[] = {1, 2, 3, 31, 32, 33, 64, 1000, 100003};
+  int64_t *ids = malloc(100003 * sizeof *ids), *got = malloc(100003 * sizeof *got),
+          *want = malloc(100003 * sizeof *want);
+  for (int64_t i = 0; i < 100003; i++)
+    ids[i] = 5 * i + 2;
+  for (size_t k = 0; k < NG_ARRAY_LEN(sizes); k++) {
+    const int64_t n = sizes[k];
+    for (int64_t epoch = 0; epoch < 3; epoch++) {
+      shuffle_reference(want, ids, n, 7 + (uint64_t)k, epoch);
+      ng__epoch_shuffle(got, ids, n, 7 + (uint64_t)k, epoch);
+      EXPECT_TRUE(memcmp(got, want, (size_t)n * sizeof *got) == 0);
+      memcpy(got, ids, (size_t)n * sizeof *got);
+      ng__epoch_shuffle(got, got, n, 7 + (uint64_t)k, epoch);
+      EXPECT_TRUE(memcmp(got, want, (size_t)n * sizeof *got) == 0);
+    }
+  }
+  free(ids);
+  free(got);
+  free(want);
+}
+
 static void test_epoch_shuffle(void) {
   enum { N = 1000 };
   int64_t ids[N], e0[N], e0b[N], e1[N], sorted[N];
@@ -813,5 +851,6 @@ int main(void) {
   RUN_TEST(test_steady_state);
   RUN_TEST(test_invalid);
   RUN_TEST(test_epoch_shuffle);
+  RUN_TEST(test_epoch_shuffle_bits);
   return ng_test_summary();
 }
