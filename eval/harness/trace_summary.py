@@ -5,13 +5,13 @@
 
 For the device thread and for the workers together it prints where their time went: each span
 kind's share of the thread time and its mean per iteration. The device thread's time is that of
-its epochs (not the caller's work between them), and its untraced time is its own bookkeeping
-(marks, counters). The workers' time runs from their first span to their last, and their
-iterations include any produced for an epoch that never ran. Then each epoch's length, how long a pool
-took to start in it (workers go on from one epoch into the next, so only the first epoch, or
-one after a failure or a load, starts one) and how long the device waited for the epoch's
-first package; and the longest waits of the device thread for a package, with what the
-workers were doing meanwhile.
+its epochs (not the caller's work between them, which the epoch list shows), and its untraced
+time is its own bookkeeping (marks, counters). The workers' time runs from their first span to
+their last, and their iterations include any produced for an epoch that never ran. Then each
+epoch's length, how long a pool took to start in it (workers go on from one epoch into the
+next, so only the first epoch, or one after a failure or a load, starts one), how long the
+device waited for the epoch's first package and the caller's time before the epoch; and the
+longest waits of the device thread for a package, with what the workers were doing meanwhile.
 """
 
 import argparse
@@ -89,12 +89,16 @@ def breakdown(threads, title):
 def epochs(by_epoch):
     if not by_epoch:
         return
-    print("epochs: length, pool start in it, wait for its first package (ms)")
+    print("epochs: length, pool start in it, wait for its first package, the caller's time "
+          "before it since the last epoch's end (ms)")
+    last_end = None
     for ep, inside in by_epoch:
         start = sum(s[3] for s in inside if s[1] == "start")
         first = next((s for s in inside if s[1] == "take wait"), None)
+        before = f"{(ep[2] - last_end) / 1e3:7.2f}" if last_end is not None else f"{'-':>7}"
+        last_end = ep[2] + ep[3]
         print(f"  {ep[4].get('epoch', '?'):>5} {ep[3] / 1e3:8.2f} {start / 1e3:7.2f} "
-              f"{(first[3] / 1e3 if first else 0):7.2f}")
+              f"{(first[3] / 1e3 if first else 0):7.2f} {before}")
 
 
 def gaps(spans, count):
