@@ -791,9 +791,10 @@ static void test_epoch_shuffle_bits(void) {
   const int64_t sizes[] = {1, 2, 3, 31, 32, 33, 64, 1000, 100003};
   int64_t *ids = malloc(100003 * sizeof *ids), *got = malloc(100003 * sizeof *got),
           *want = malloc(100003 * sizeof *want);
-  for (int64_t i = 0; i < 100003; i++)
+  EXPECT_TRUE(ids && got && want);
+  for (int64_t i = 0; ids && got && want && i < 100003; i++)
     ids[i] = 5 * i + 2;
-  for (size_t k = 0; k < NG_ARRAY_LEN(sizes); k++) {
+  for (size_t k = 0; ids && got && want && k < NG_ARRAY_LEN(sizes); k++) {
     const int64_t n = sizes[k];
     for (int64_t epoch = 0; epoch < 3; epoch++) {
       shuffle_reference(want, ids, n, 7 + (uint64_t)k, epoch);
