@@ -107,6 +107,17 @@ typedef struct {
 
 void ng__fetch_scratch_free(ng_fetch_scratch *s);
 
+/// acc += f, counter by counter: an epoch's or a run's totals.
+static inline void ng__fetch_stats_add(ng_fetch_stats *acc, const ng_fetch_stats *f) {
+  acc->hot_rows += f->hot_rows;
+  acc->cold_rows += f->cold_rows;
+  acc->h2d_bytes += f->h2d_bytes;
+  acc->zcopy_bytes += f->zcopy_bytes;
+  acc->cpu_cold_bytes += f->cpu_cold_bytes;
+  acc->cold_edges += f->cold_edges;
+  acc->destinations += f->destinations;
+}
+
 /// Builds the package of mini-batch `mb` (its blocks[0] is the input layer) with input dropout
 /// (drop_p, drop_key) into memory from `reserve`.
 ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,

@@ -654,13 +654,7 @@ static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct
   t->loss_sum += loss;
   t->correct += correct;
   t->edges += edges;
-  t->fetch_epoch.hot_rows += f->hot_rows;
-  t->fetch_epoch.cold_rows += f->cold_rows;
-  t->fetch_epoch.h2d_bytes += f->h2d_bytes;
-  t->fetch_epoch.zcopy_bytes += f->zcopy_bytes;
-  t->fetch_epoch.cpu_cold_bytes += f->cpu_cold_bytes;
-  t->fetch_epoch.cold_edges += f->cold_edges;
-  t->fetch_epoch.destinations += f->destinations;
+  ng__fetch_stats_add(&t->fetch_epoch, f);
   const double now = ng__now();
   t->iter_ms[t->n_iter_ms++] = (now - t->last_done) * 1e3;
   t->last_done = now;

@@ -2,6 +2,7 @@
 #include "ng_test_fetch.h"
 
 #include "core/backend_impl.h"
+#include "fetch_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -64,13 +65,7 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
       fprintf(stderr, "  epoch %d: %s\n", e, ng_last_error());
     EXPECT_TRUE(ok);
     out->loss[e] = s.loss;
-    out->fetch.hot_rows += s.fetch.hot_rows;
-    out->fetch.cold_rows += s.fetch.cold_rows;
-    out->fetch.h2d_bytes += s.fetch.h2d_bytes;
-    out->fetch.zcopy_bytes += s.fetch.zcopy_bytes;
-    out->fetch.cpu_cold_bytes += s.fetch.cpu_cold_bytes;
-    out->fetch.cold_edges += s.fetch.cold_edges;
-    out->fetch.destinations += s.fetch.destinations;
+    ng__fetch_stats_add(&out->fetch, &s.fetch);
     out->sampled_edges += s.sampled_edges;
     out->workers[0] = s.workers[0];
     out->workers[1] = s.workers[1];
