@@ -25,10 +25,9 @@ rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
 need = ["workload", "device", "mode", "workers", "status", "iterations", "it_per_s",
         "iter_ms_mean", "iter_ms_median", "iter_ms_p99", "hit_rate", "pcie_bytes_per_iter",
         "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "cold_edges_per_dst", "gpu_busy",
-        "partial_workers",
-        "transfer_workers", "final_loss", "floor_pcie_ms", "floor_host_ms", "floor_gpu_ms",
-        "floor_ms", "binding", "floor_fraction", "floor_read_host_ms", "read_floor_ms",
-        "read_floor_fraction"]
+        "partial_workers", "transfer_workers", "final_loss", "floor_pcie_ms", "floor_host_ms",
+        "floor_gpu_ms", "floor_ms", "binding", "floor_fraction", "floor_read_host_ms",
+        "read_floor_ms", "read_floor_fraction"]
 missing = [c for c in need if c not in rows[0]] if rows else need
 assert not missing, f"columns missing: {missing}"
 modes = ["cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid"]

@@ -457,13 +457,12 @@ def probe_section(probes):
     if not floors:
         lines += ["Not measured (no bench_floor, or --no-floor-probe): the floors below lack the "
                   "PCIe and host-read terms.", ""]
-    # Workload names, or row widths (older harnesses) in numeric order.
+    # Keyed by workload (its own rows per state), or by row width (older harnesses: those in
+    # numeric order, after the workloads).
     order = lambda kv: (kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0])  # noqa: E731
     for key, fp in sorted(floors.items(), key=order):
-        # Keyed by workload (its own rows per state), or by row width (older harnesses).
         whose = f"{key}: " if not key.isdigit() else ""
-        dim = (fp.get("row_bytes") or 0) // 4
-        lines.append(f"{whose}rows of {fp.get('row_bytes')} B ({dim}-d), host table "
+        lines.append(f"{whose}rows of {fp.get('row_bytes')} B ({fp.get('dim')}-d), host table "
                      f"{fp.get('table_bytes', 0) / 2**30:.2f} GiB, "
                      f"{fmt(fp.get('fanout'), '.2f')} rows summed per state, "
                      f"{fp.get('cpu_isa')} kernels, {fp.get('seconds')} s per figure; device: "
