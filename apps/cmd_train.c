@@ -40,7 +40,7 @@ typedef struct {
   int mode, transfer;
   int64_t cache_bytes;
   double cache_ratio; /* < 0: not given */
-  int32_t workers, partial_workers, lookahead;
+  int32_t workers, partial_workers, lookahead, ready_window;
   const char *cpuset;
   double period_ms, threshold, telemetry_s, device_share;
 } train_cfg;
@@ -55,6 +55,7 @@ static void runtime_defaults(train_cfg *c) {
   c->threshold = d.threshold;
   c->telemetry_s = d.telemetry_s;
   c->lookahead = d.lookahead;
+  c->ready_window = d.ready_window;
   c->features_memory = (int)d.features_memory;
   c->device_share = d.device_share;
 }
@@ -330,6 +331,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.threshold = c->threshold;
   o.telemetry_s = c->telemetry_s;
   o.lookahead = c->lookahead;
+  o.ready_window = c->ready_window;
   o.device_share = c->device_share;
   o.trace_spans = f->trace ? TRACE_SPANS : 0;
   telemetry_files tf = {NULL, NULL};
@@ -529,6 +531,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       CLI_OPT_INT("lookahead", &(c)->lookahead, "N", 1, 3,                                         \
                   "packages copied to the device ahead of the one it computes (1 = double "       \
                   "buffering)"),                                                                   \
+      CLI_OPT_INT("ready-window", &(c)->ready_window, "N", 0, NG_READY_WINDOW_MAX,                 \
+                  "iterations the workers may have ready ahead of the device; 0 = 4 x workers"),   \
       CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
                     "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
                     "auto"),                                                                       \

@@ -411,12 +411,21 @@ typedef struct {
   /// worker's sampling, fetch and waits), at most this many spans per thread (0: off, the
   /// default); ng_trainer_write_trace() writes it. A span costs two clock reads and 32 bytes.
   int64_t trace_spans;
+  /// Iterations the workers may have ready ahead of the device (the ready ring's window,
+  /// docs/scheduler.md): 0 = 4 x workers, at least 4 (the default). A wider window lets the
+  /// workers go on while the device waits for a late package or the trainer works between two
+  /// epochs, and the device catch up afterwards; each iteration in it holds one pinned package
+  /// (W1: 4.3 MB), and each worker gets one staging slot per window's share. At most
+  /// NG_READY_WINDOW_MAX.
+  int ready_window;
 } ng_train_opts;
+/// The widest ready window (ng_train_opts.ready_window).
+#define NG_READY_WINDOW_MAX 4096
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
-        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0                                                     \
+        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0                                                  \
   }
 
 /// What one epoch did.

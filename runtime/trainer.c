@@ -272,12 +272,12 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
     return ng__err(NG_ERR_INVALID_ARG, "unknown features_memory %d", (int)o.features_memory);
   if (o.workers < -1 || !(o.period_ms > 0.0) || !(o.threshold >= 0.0) || !(o.telemetry_s > 0.0) ||
       o.partial_workers < -1 || o.lookahead < 1 || o.lookahead > NG_LOOKAHEAD_MAX ||
-      o.trace_spans < 0)
+      o.trace_spans < 0 || o.ready_window < 0 || o.ready_window > NG_READY_WINDOW_MAX)
     return ng__err(NG_ERR_INVALID_ARG,
                    "runtime options out of range (workers >= -1, period_ms > 0, threshold >= 0, "
                    "telemetry_s > 0, partial_workers >= -1, lookahead in [1, %d], "
-                   "trace_spans >= 0)",
-                   NG_LOOKAHEAD_MAX);
+                   "trace_spans >= 0, ready_window in [0, %d])",
+                   NG_LOOKAHEAD_MAX, NG_READY_WINDOW_MAX);
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
     return NG_ERR_NOMEM;
@@ -379,6 +379,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .lookahead = o.lookahead,
       .device_share = o.device_share,
       .trace_spans = o.trace_spans,
+      .ready_window = o.ready_window,
   };
   NG_CHECK_GOTO(st, resolve_workers(&ro.workers, o.workers, o.cpuset), fail);
   NG_CHECK_GOTO(st, ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro), fail);

@@ -59,6 +59,7 @@ struct ng_runtime {
   ng_fetch_cfg fetch;
   ng_runtime_opts o;
   int n_threads;                   /* worker threads; 0 when inline */
+  int window;                      /* the ready ring's capacity */
   rt_worker *w;                    /* [max(n_threads, 1)] */
   void *dev_pkg[NG_BACKEND_MARKS]; /* the packages' device copies, by slot */
   size_t dev_cap[NG_BACKEND_MARKS];
@@ -249,13 +250,22 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
                  NG_LOOKAHEAD_MAX);
     goto fail;
   }
+  if (opts->ready_window < 0 || opts->ready_window > NG_READY_WINDOW_MAX) {
+    st = ng__err(NG_ERR_INVALID_ARG, "runtime: ready window %d is not in [0, %d] (0: the default)",
+                 opts->ready_window, NG_READY_WINDOW_MAX);
+    goto fail;
+  }
   rt->n_threads = opts->workers > 0 ? opts->workers : 0;
   int n = NG_MAX(rt->n_threads, 1);
+  rt->window = opts->ready_window > 0 ? opts->ready_window : NG_MAX(4, 4 * rt->n_threads);
   /* When the device thread waits for an iteration it holds `lookahead` packages (the one it
    * computes and those copied ahead), possibly all of one worker's: that worker needs one slot
-   * more to produce the iteration waited for, and one more again to run ahead. Inline, the
-   * device thread fills that one itself. */
-  const int slots = rt->n_threads ? opts->lookahead + 2 : opts->lookahead + 1;
+   * more to produce the iteration waited for, and one more again to run ahead. To fill the
+   * window, each worker needs its share of it besides the device's: lookahead + window /
+   * workers slots, and at least the two above. Inline, the device thread fills that one
+   * itself. */
+  const int per_worker = (rt->window + n - 1) / n;
+  const int slots = rt->n_threads ? opts->lookahead + NG_MAX(2, per_worker) : opts->lookahead + 1;
   rt->w = ng__calloc((size_t)n, sizeof *rt->w, "the workers' state");
   if (!rt->w) {
     st = NG_ERR_NOMEM;
@@ -554,12 +564,6 @@ static bool ahead_ok(rt_item *const *ahead, int depth) {
   return true;
 }
 
-/* The ready ring's window: how many iterations the workers may have ready ahead of the
- * device. */
-static int ring_capacity(const ng_runtime *rt) {
-  return NG_MAX(4, 2 * rt->n_threads);
-}
-
 static void snap(ng_runtime *rt, ng_counters *s, int64_t iters, int64_t pcie, int64_t cpu_cold) {
   s->t_ns = ng__now_ns();
   s->iters = iters;
@@ -621,7 +625,7 @@ static void affinity_restore(const affinity *a) {
 /* Starts the ring and the pool, the workers producing from ring position 0 = iteration
  * plan->first of `plan`. */
 static ng_status start_workers(ng_runtime *rt, const ng_epoch_plan *plan) {
-  NG_CHECK(ng__ring_create(&rt->ring, ring_capacity(rt)));
+  NG_CHECK(ng__ring_create(&rt->ring, rt->window));
   for (int i = 0; i < rt->n_threads; i++)
     ng__slots_reopen(rt->w[i].slots);
   rt->stopping = false;
@@ -872,7 +876,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     if (ctl_due) {
       ng__counters_sub(&d, &now, &ctl0);
       const double secs = (double)d.t_ns * 1e-9;
-      ng_ctrl_sample s = {.ring_capacity = ring_capacity(rt)};
+      ng_ctrl_sample s = {.ring_capacity = rt->window};
       for (int g = 0; g < NG_GROUP_COUNT; g++) {
         s.iters[g] = d.group_iters[g];
         s.busy_s[g] = (double)d.group_busy_ns[g] * 1e-9;

@@ -64,6 +64,7 @@ typedef struct {
   int lookahead;       ///< packages copied ahead of the device, 1 to NG_LOOKAHEAD_MAX
   double device_share; ///< HYBRID_STATIC: ng_train_opts.device_share (needs fetch->self_zcopy)
   int64_t trace_spans; ///< record a timeline of at most this many spans per thread (0: none)
+  int ready_window;    ///< ng_train_opts.ready_window (0: the default, 4 x workers)
 } ng_runtime_opts;
 
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.

@@ -38,6 +38,17 @@ grep -q "^device thread" "$TMP/trace.txt" && grep -q "^workers: 2 thread" "$TMP/
 run 1 train "${common[@]}" "${tr[@]}" --trace "$TMP/no/such/dir/trace.json"
 has err "trace"
 
+# The ready window changes when packages wait, never the bits.
+run 0 train "${common[@]}" "${tr[@]}" --json "$TMP/window-default.json"
+run 0 train "${common[@]}" "${tr[@]}" --ready-window 1 --json "$TMP/window-1.json"
+python3 - "$TMP/window-default.json" "$TMP/window-1.json" <<'PY' || fail "--ready-window 1 changed the losses"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]], (a["epochs"], b["epochs"])
+PY
+run 2 train "${common[@]}" "${tr[@]}" --ready-window 4097
+has err ready-window
+
 # Interrupted after 2 epochs, resumed to 3: the last epoch's loss is the uninterrupted one's.
 run 0 train "${common[@]}" --epochs 2 --checkpoint "$TMP/ck.safetensors"
 [ -s "$TMP/ck.safetensors" ] || fail "no checkpoint written"

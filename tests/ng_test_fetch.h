@@ -22,6 +22,7 @@ typedef struct {
   double period_ms;    ///< the hybrid controller's period (small: moves happen in a short run)
   int lookahead;       ///< packages copied ahead (0: the default)
   double device_share; ///< ng_train_opts.device_share (hybrid-static)
+  int ready_window;    ///< ng_train_opts.ready_window (0: the default)
 } ng_test_fetch_run;
 
 typedef struct {

@@ -36,47 +36,55 @@ typedef struct {
   double period_ms;
   int lookahead;       /* 0: the default */
   double device_share; /* hybrid-static */
+  int ready_window;    /* 0: the default */
 } mode_case;
 
 static const mode_case MODES[] = {
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0},
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 1, 0, 0, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 3, -1, 1, 0, 0, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 1, 0, 0, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 3, -1, 1, 0, 0, 0, 0},
     /* Every depth of the device's pipeline, inline and with threads. */
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 1, 0, 1, 0},
-    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 2, 0},
-    {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 1, 0},
-    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0, 0, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 1, 0, 0, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 1, 1, 0, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, -1, -1, 1, 0, 1, 0, 0},
+    {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 2, 0, 0},
+    {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 1, 0, 0},
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_BATCH, 3, 1, 1, 0, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 1, 1, 0, 0, 0, 0},
     /* Every worker PARTIAL beside a zero-copy view of the table (Cora's rows are 5.7 KB): the
      * device reads the cold self rows, and with a device share the cold neighbour rows of the
      * last half (all) of each package's destinations, which it reduces itself. */
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 0.5},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 1.0},
-    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 3, 2, 1, 0, 1, 0.25},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 0.5, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 2, 1, 0, 0, 1.0, 0},
+    {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 3, 2, 1, 0, 1, 0.25, 0},
     /* A 0.01 ms period: the controller decides after almost every iteration. With the zcopy
      * transfer it may also move the device share once every worker is PARTIAL (timing decides
      * whether a run gets there; the bits may not change either way). */
-    {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01, 0, 0},
-    {NG_MODE_HYBRID, NG_FETCH_ZCOPY, 3, -1, 1, 0.01, 0, 0},
+    {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01, 0, 0, 0},
+    {NG_MODE_HYBRID, NG_FETCH_ZCOPY, 3, -1, 1, 0.01, 0, 0, 0},
+    /* The narrowest ready window (every worker waits for the device after each iteration;
+     * each has the fewest staging slots, lookahead + 2) and a wide one (a window's share of
+     * slots per worker). */
+    {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0, 1, 0, 1},
+    {NG_MODE_HYBRID, NG_FETCH_ZCOPY, 3, -1, 1, 0.01, 0, 0, 64},
 };
 
 static ng_test_fetch_run run_of(const model_case *mc, const mode_case *m, double ratio) {
   return (ng_test_fetch_run){
-      "cpu",  m->mode,     m->transfer, m->workers,   m->partial_workers, ratio,          mc->kind,
-      mc->ag, mc->dropout, m->threads,  m->period_ms, m->lookahead,       m->device_share};
+      "cpu",        m->mode,      m->transfer,     m->workers,     m->partial_workers,
+      ratio,        mc->kind,     mc->ag,          mc->dropout,    m->threads,
+      m->period_ms, m->lookahead, m->device_share, m->ready_window};
 }
 
 static void describe(char *buf, size_t cap, const model_case *mc, const mode_case *m) {
   snprintf(buf, cap,
-           "%s, %s/%s, %d workers (%d partial), %d threads, lookahead %d, device share %g",
+           "%s, %s/%s, %d workers (%d partial), %d threads, lookahead %d, device share %g, "
+           "ready window %d",
            mc->name, ng_mode_name(m->mode), ng_fetch_name(m->transfer), m->workers,
-           m->partial_workers, m->threads, m->lookahead, m->device_share);
+           m->partial_workers, m->threads, m->lookahead, m->device_share, m->ready_window);
 }
 
 static void test_modes_bit_identical(void) {
@@ -91,7 +99,7 @@ static void test_modes_bit_identical(void) {
       run = run_of(&MODELS[m], &MODES[k], 0.3);
       if (!ng_test_fetch_train(cora, &run, &r))
         continue;
-      char what[160];
+      char what[192];
       describe(what, sizeof what, &MODELS[m], &MODES[k]);
       EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
       /* Every strategy reads the same rows from each tier. */
@@ -123,9 +131,9 @@ static void test_modes_bit_identical(void) {
  * the additions, so they agree within rounding. */
 static void test_tier_sizes(void) {
   const model_case *mc = &MODELS[0];
-  const mode_case baseline = {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 0, 0};
-  const mode_case partial = {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0};
-  const mode_case zerocopy = {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0};
+  const mode_case baseline = {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 0, 0, 0};
+  const mode_case partial = {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0};
+  const mode_case zerocopy = {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0, 0};
   ng_test_fetch_result all_hot, all_hot_z, all_cold, part;
   ng_test_fetch_run run = run_of(mc, &baseline, 1.0);
   if (!ng_test_fetch_train(cora, &run, &all_hot))
@@ -236,6 +244,16 @@ static void test_options(void) {
     ng_trainer_t t = NULL;
     EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
     EXPECT_ERR_HAS("lookahead in [1, 3]");
+    EXPECT_TRUE(t == NULL);
+  }
+  /* The ready window: 0 (the default) to NG_READY_WINDOW_MAX iterations. */
+  const int windows[] = {-1, NG_READY_WINDOW_MAX + 1};
+  for (size_t k = 0; k < NG_ARRAY_LEN(windows); k++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.ready_window = windows[k];
+    ng_trainer_t t = NULL;
+    EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("ready_window in [0, 4096]");
     EXPECT_TRUE(t == NULL);
   }
   ng_model_destroy(m);
