@@ -375,16 +375,19 @@ static void sample_counts(int64_t *counts, int64_t n, int32_t k, int64_t trials)
 }
 
 static void test_uniform_marginals(void) {
-  /* Each case exercises one drawing path: small / large draws of the kept or of the excluded
-   * positions. Critical values: the 0.999 quantiles of chi-square with n - 1 degrees. */
+  /* Each case exercises one drawing path: a row of at most 64 positions (a bit mask), small or
+   * large draws, of the kept or of the excluded positions. Critical values: the 0.999
+   * quantiles of chi-square with n - 1 degrees. */
   struct {
     int64_t n;
     int32_t k;
     int64_t trials;
     double crit;
   } cases[] = {
-      {40, 10, 4000, 72.055},    /* draw 10 kept (small) */
-      {40, 30, 4000, 72.055},    /* draw 10 excluded (small) */
+      {40, 10, 4000, 72.055},    /* draw 10 kept (mask) */
+      {40, 30, 4000, 72.055},    /* draw 10 excluded (mask) */
+      {100, 10, 12000, 148.230}, /* draw 10 kept (small) */
+      {100, 90, 12000, 148.230}, /* draw 10 excluded (small) */
       {600, 200, 1500, 711.682}, /* draw 200 kept (large) */
       {600, 450, 1500, 711.682}, /* draw 150 excluded (large) */
   };
@@ -409,6 +412,67 @@ static void test_uniform_marginals(void) {
     EXPECT_TRUE(marginal_chi2(biased, n, k, trials) > cases[c].crit);
     free(biased);
     free(counts);
+  }
+}
+
+/* Floyd's algorithm as documented (sampler.c), on the stream of (seed, block 0, node 0): the
+ * positions every drawing path must return, sorted. Returns how many. */
+static int64_t floyd_reference(int64_t *out, int64_t n, int64_t k, uint64_t seed) {
+  ng_rng r;
+  ng_rng_seed(&r, ng_hash3(seed, 0, 0));
+  const bool exclude = k > n / 2;
+  const int64_t m = exclude ? n - k : k;
+  bool *in = calloc((size_t)n, sizeof *in);
+  for (int64_t j = n - m; j < n; j++) {
+    const int64_t t = (int64_t)ng_rng_below(&r, (uint64_t)j + 1);
+    in[in[t] ? j : t] = true;
+  }
+  int64_t len = 0;
+  for (int64_t p = 0; p < n; p++)
+    if (in[p] != exclude)
+      out[len++] = p;
+  free(in);
+  return len;
+}
+
+/* Every drawing path returns exactly Floyd's positions, so a path's choice never changes a
+ * mini-batch: rows up to 64 positions (the mask, at its edges too), small and large draws. */
+static void test_floyd_positions(void) {
+  const int64_t rows[] = {11, 16, 33, 63, 64, 65, 100, 400};
+  for (size_t c = 0; c < NG_ARRAY_LEN(rows); c++) {
+    const int64_t n = rows[c];
+    ng_csr g;
+    int64_t *posof = malloc(((size_t)n + 1) * sizeof *posof);
+    int64_t *want = malloc((size_t)n * sizeof *want), *got = malloc((size_t)n * sizeof *got);
+    build_star(&g, n, posof);
+    ng_sample_arena *a = NULL;
+    EXPECT_OK(ng__sample_arena_create(&a));
+    const int64_t ks[] = {1, 10, n / 2, n / 2 + 1, n - 1};
+    for (size_t kk = 0; kk < NG_ARRAY_LEN(ks); kk++) {
+      const int64_t k = ks[kk];
+      if (k < 1 || k >= n)
+        continue;
+      ng_sampler_cfg cfg = {.graph = &g, .n_layers = 1, .fanout = {(int32_t)k}};
+      for (uint64_t seed = 0; seed < 50; seed++) {
+        ng_minibatch mb;
+        int64_t target = 0;
+        EXPECT_OK(ng__sample(&mb, a, &cfg, &target, 1, seed));
+        EXPECT_EQ_I(floyd_reference(want, n, k, seed), k);
+        EXPECT_EQ_I(mb.blocks[0].nnz, k);
+        for (int64_t e = 0; e < mb.blocks[0].nnz; e++)
+          got[e] = posof[mb.node_ids[mb.blocks[0].indices[e]]];
+        if (memcmp(got, want, (size_t)k * sizeof *got) != 0) {
+          ng_test_fail(__FILE__, __LINE__, "n=%lld k=%lld seed %llu: not Floyd's positions",
+                       (long long)n, (long long)k, (unsigned long long)seed);
+          break;
+        }
+      }
+    }
+    ng__sample_arena_destroy(a);
+    free(got);
+    free(want);
+    free(posof);
+    ng__csr_free(&g);
   }
 }
 
@@ -845,6 +909,7 @@ int main(void) {
   RUN_TEST(test_cora);
   RUN_TEST(test_uniform_marginals);
   RUN_TEST(test_uniform_subsets);
+  RUN_TEST(test_floyd_positions);
   RUN_TEST(test_determinism);
   RUN_TEST(test_stream_per_node);
   RUN_TEST(test_index64);
