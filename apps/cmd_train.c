@@ -532,7 +532,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                   "packages copied to the device ahead of the one it computes (1 = double "       \
                   "buffering)"),                                                                   \
       CLI_OPT_INT("ready-window", &(c)->ready_window, "N", 0, NG_READY_WINDOW_MAX,                 \
-                  "iterations the workers may have ready ahead of the device; 0 = 4 x workers"),   \
+                  "iterations the workers may have ready ahead of the device; 0 = 4 x "            \
+                  "workers (at least 4)"),                                                         \
       CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
                     "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
                     "auto"),                                                                       \

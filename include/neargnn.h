@@ -412,15 +412,15 @@ typedef struct {
   /// default); ng_trainer_write_trace() writes it. A span costs two clock reads and 32 bytes.
   int64_t trace_spans;
   /// Iterations the workers may have ready ahead of the device (the ready ring's window,
-  /// docs/scheduler.md): 0 = 4 x workers, at least 4 (the default). A wider window lets the
-  /// workers go on while the device waits for a late package or the trainer works between two
-  /// epochs, and the device catch up afterwards; each iteration in it holds one pinned package
-  /// (W1: 4.3 MB), and each worker gets one staging slot per window's share. At most
-  /// NG_READY_WINDOW_MAX.
+  /// docs/scheduler.md), 1 to NG_READY_WINDOW_MAX; 0 (the default) = 4 x workers, at least 4.
+  /// A wider window lets the workers go on while the device waits for a late package or the
+  /// trainer works between two epochs, and the device catch up afterwards. Each worker owns
+  /// lookahead + max(2, ceil(window / workers)) pinned staging slots, each as large as 1.25 x
+  /// the largest package: 7 per worker by default. Ignored without worker threads (workers -1).
   int ready_window;
 } ng_train_opts;
 /// The widest ready window (ng_train_opts.ready_window).
-#define NG_READY_WINDOW_MAX 4096
+#define NG_READY_WINDOW_MAX 1024
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \

@@ -229,11 +229,14 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   NG_CHECK(ng__model_check(model));
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
   if (opts) {
-    if (opts->size < sizeof(ng_train_opts))
+    if (opts->size < sizeof opts->size)
       return ng__err(NG_ERR_INVALID_ARG,
-                     "ng_train_opts from an older header (size %zu); use NG_TRAIN_OPTS_INIT",
+                     "ng_train_opts.size is %zu; initialise the options with NG_TRAIN_OPTS_INIT",
                      opts->size);
-    o = *opts;
+    /* A caller built against an older, smaller struct passes fewer fields (the others keep
+     * their defaults); newer fields that this library does not know are ignored. */
+    memcpy(&o, opts, NG_MIN(opts->size, sizeof o));
+    o.size = sizeof o;
   }
   const ng_dataset_info *info = &ds->info;
   if (model->n_layers == 0)

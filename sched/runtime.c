@@ -257,14 +257,16 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
   }
   rt->n_threads = opts->workers > 0 ? opts->workers : 0;
   int n = NG_MAX(rt->n_threads, 1);
-  rt->window = opts->ready_window > 0 ? opts->ready_window : NG_MAX(4, 4 * rt->n_threads);
+  rt->window = opts->ready_window > 0
+                   ? opts->ready_window
+                   : (int)NG_MIN(NG_READY_WINDOW_MAX, NG_MAX(4, 4 * (int64_t)rt->n_threads));
   /* When the device thread waits for an iteration it holds `lookahead` packages (the one it
    * computes and those copied ahead), possibly all of one worker's: that worker needs one slot
    * more to produce the iteration waited for, and one more again to run ahead. To fill the
-   * window, each worker needs its share of it besides the device's: lookahead + window /
-   * workers slots, and at least the two above. Inline, the device thread fills that one
-   * itself. */
-  const int per_worker = (rt->window + n - 1) / n;
+   * window, each worker needs its share of it besides the device's: lookahead +
+   * ceil(window / workers) slots, and at least the two above. Inline, the device thread fills
+   * that one itself (no ring, so no window). */
+  const int per_worker = (int)(((int64_t)rt->window + n - 1) / n);
   const int slots = rt->n_threads ? opts->lookahead + NG_MAX(2, per_worker) : opts->lookahead + 1;
   rt->w = ng__calloc((size_t)n, sizeof *rt->w, "the workers' state");
   if (!rt->w) {

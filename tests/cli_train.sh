@@ -38,15 +38,21 @@ grep -q "^device thread" "$TMP/trace.txt" && grep -q "^workers: 2 thread" "$TMP/
 run 1 train "${common[@]}" "${tr[@]}" --trace "$TMP/no/such/dir/trace.json"
 has err "trace"
 
-# The ready window changes when packages wait, never the bits.
-run 0 train "${common[@]}" "${tr[@]}" --json "$TMP/window-default.json"
-run 0 train "${common[@]}" "${tr[@]}" --ready-window 1 --json "$TMP/window-1.json"
-python3 - "$TMP/window-default.json" "$TMP/window-1.json" <<'PY' || fail "--ready-window 1 changed the losses"
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
+# The ready window: 4 x workers by default, else --ready-window N (the controller logs the ring's
+# capacity every period); it changes when packages wait, never the bits.
+win=(--period-ms 0.01)
+run 0 train "${common[@]}" "${tr[@]}" "${win[@]}" --json "$TMP/window-default.json" \
+  --telemetry "$TMP/window-default.csv"
+run 0 train "${common[@]}" "${tr[@]}" "${win[@]}" --ready-window 3 --json "$TMP/window-3.json" \
+  --telemetry "$TMP/window-3.csv"
+python3 - "$TMP/window-default" "$TMP/window-3" <<'PY' || fail "--ready-window: wrong capacity or other losses"
+import csv, json, sys
+caps = [{r["ring_capacity"] for r in csv.DictReader(open(p + ".csv.decisions.csv"))} for p in sys.argv[1:3]]
+assert caps == [{"8"}, {"3"}], caps
+a, b = (json.load(open(p + ".json")) for p in sys.argv[1:3])
 assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]], (a["epochs"], b["epochs"])
 PY
-run 2 train "${common[@]}" "${tr[@]}" --ready-window 4097
+run 2 train "${common[@]}" "${tr[@]}" --ready-window 1025
 has err ready-window
 
 # Interrupted after 2 epochs, resumed to 3: the last epoch's loss is the uninterrupted one's.

@@ -8,6 +8,7 @@
 #include "core/core_impl.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 static ng_dataset_t cora;
@@ -66,17 +67,27 @@ static const mode_case MODES[] = {
     {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01, 0, 0, 0},
     {NG_MODE_HYBRID, NG_FETCH_ZCOPY, 3, -1, 1, 0.01, 0, 0, 0},
     /* The narrowest ready window (every worker waits for the device after each iteration;
-     * each has the fewest staging slots, lookahead + 2) and a wide one (a window's share of
-     * slots per worker). */
+     * each has the fewest staging slots, lookahead + 2) and one longer than an epoch (a
+     * window's share of slots per worker; the workers run into the next epoch until it). */
     {NG_MODE_PARTIAL, NG_FETCH_AUTO, 3, -1, 1, 0, 1, 0, 1},
     {NG_MODE_HYBRID, NG_FETCH_ZCOPY, 3, -1, 1, 0.01, 0, 0, 64},
 };
 
 static ng_test_fetch_run run_of(const model_case *mc, const mode_case *m, double ratio) {
-  return (ng_test_fetch_run){
-      "cpu",        m->mode,      m->transfer,     m->workers,     m->partial_workers,
-      ratio,        mc->kind,     mc->ag,          mc->dropout,    m->threads,
-      m->period_ms, m->lookahead, m->device_share, m->ready_window};
+  return (ng_test_fetch_run){.device = "cpu",
+                             .mode = m->mode,
+                             .transfer = m->transfer,
+                             .workers = m->workers,
+                             .partial_workers = m->partial_workers,
+                             .cache_ratio = ratio,
+                             .kind = mc->kind,
+                             .aggregator = mc->ag,
+                             .dropout = mc->dropout,
+                             .threads = m->threads,
+                             .period_ms = m->period_ms,
+                             .lookahead = m->lookahead,
+                             .device_share = m->device_share,
+                             .ready_window = m->ready_window};
 }
 
 static void describe(char *buf, size_t cap, const model_case *mc, const mode_case *m) {
@@ -253,7 +264,22 @@ static void test_options(void) {
     o.ready_window = windows[k];
     ng_trainer_t t = NULL;
     EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
-    EXPECT_ERR_HAS("ready_window in [0, 4096]");
+    EXPECT_ERR_HAS("ready_window in [0, 1024]");
+    EXPECT_TRUE(t == NULL);
+  }
+  /* A caller built against an older header passes a smaller struct: the fields it lacks keep
+   * their defaults, whatever lies beyond its size. A size that holds not even itself is
+   * refused. */
+  {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.ready_window = -5; /* beyond the older struct: never read */
+    o.size = offsetof(ng_train_opts, ready_window);
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+    ng_trainer_destroy(t);
+    o.size = 0;
+    EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("NG_TRAIN_OPTS_INIT");
     EXPECT_TRUE(t == NULL);
   }
   ng_model_destroy(m);

@@ -64,20 +64,16 @@ static const mode_case MODES[] = {
 static void test_strategies(void) {
   for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
     const model_case *mc = &MODELS[m];
-    ng_test_fetch_run run = {"cpu",
-                             NG_MODE_PARTIAL,
-                             NG_FETCH_AUTO,
-                             -1,
-                             -1,
-                             0.3,
-                             mc->kind,
-                             mc->ag,
-                             mc->dropout,
-                             2,
-                             0,
-                             0,
-                             0,
-                             0};
+    ng_test_fetch_run run = {.device = "cpu",
+                             .mode = NG_MODE_PARTIAL,
+                             .transfer = NG_FETCH_AUTO,
+                             .workers = -1,
+                             .partial_workers = -1,
+                             .cache_ratio = 0.3,
+                             .kind = mc->kind,
+                             .aggregator = mc->ag,
+                             .dropout = mc->dropout,
+                             .threads = 2};
     ng_test_fetch_result cpu, ref, r;
     if (!ng_test_fetch_train(cora, &run, &cpu))
       continue;
@@ -125,20 +121,16 @@ static void test_strategies(void) {
 /* All rows hot (nothing crosses PCIe but the package) and all rows cold give the same bits. */
 static void test_tier_extremes(void) {
   const model_case *mc = &MODELS[0];
-  ng_test_fetch_run run = {"cuda",
-                           NG_MODE_ZEROCOPY,
-                           NG_FETCH_AUTO,
-                           2,
-                           -1,
-                           0.0,
-                           mc->kind,
-                           mc->ag,
-                           mc->dropout,
-                           2,
-                           0,
-                           0,
-                           0,
-                           0};
+  ng_test_fetch_run run = {.device = "cuda",
+                           .mode = NG_MODE_ZEROCOPY,
+                           .transfer = NG_FETCH_AUTO,
+                           .workers = 2,
+                           .partial_workers = -1,
+                           .cache_ratio = 0.0,
+                           .kind = mc->kind,
+                           .aggregator = mc->ag,
+                           .dropout = mc->dropout,
+                           .threads = 2};
   ng_test_fetch_result cold, hot;
   if (!ng_test_fetch_train(cora, &run, &cold))
     return;
