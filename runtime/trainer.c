@@ -671,15 +671,24 @@ static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct
                       iter + 1 == t->iters_total);
 }
 
+/* Shuffles `epoch`'s training ids into its buffer. The runtime calls it on a worker for the
+ * epoch after the one it trains (ng_epoch_plan.prepare), which it publishes only once the
+ * epoch before that is done with the buffer. */
+static void shuffle_order(void *ctx, int64_t epoch) {
+  ng_trainer_t t = ctx;
+  const int64_t n_train = t->ds->info.train;
+  const int b = (int)(epoch % 2);
+  ng__epoch_shuffle(t->perm + b * n_train, t->ds->split[NG_SPLIT_TRAIN], n_train, t->opts.seed,
+                    epoch);
+  t->perm_epoch[b] = epoch;
+}
+
 /* The order of `epoch`'s training ids, shuffled into its buffer unless it is there already. */
 static const int64_t *epoch_order(ng_trainer_t t, int64_t epoch, int64_t n_train) {
   const int b = (int)(epoch % 2);
-  int64_t *perm = t->perm + b * n_train;
-  if (t->perm_epoch[b] != epoch) {
-    ng__epoch_shuffle(perm, t->ds->split[NG_SPLIT_TRAIN], n_train, t->opts.seed, epoch);
-    t->perm_epoch[b] = epoch;
-  }
-  return perm;
+  if (t->perm_epoch[b] != epoch)
+    shuffle_order(t, epoch);
+  return t->perm + b * n_train;
 }
 
 ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
@@ -699,8 +708,13 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
    * before an order they may read is rewritten. */
   if (ng__runtime_ahead(t->rt) != epoch || first != 0)
     ng__runtime_stop(t->rt);
+  /* This epoch's order was left to the workers during the last one: a worker wrote it, or
+   * none began and it is written here. The next one's is left to them again (the device
+   * thread waited 4-5 ms for W1's 600k ids between two epochs when it shuffled them here). */
+  (void)ng__runtime_settle(t->rt);
   const int64_t *order = epoch_order(t, epoch, n_train);
-  const int64_t *next_order = epoch_order(t, epoch + 1, n_train);
+  const int nb = (int)((epoch + 1) % 2);
+  const bool next_ready = t->perm_epoch[nb] == epoch + 1;
   if (first >= iters)
     return ng__err(NG_ERR_STATE,
                    "epoch %lld: %lld of its %lld iterations are already done (a checkpoint of a "
@@ -718,8 +732,17 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   t->iter_ms = ms;
   t->n_iter_ms = 0;
   t->last_done = ng__now();
-  const ng_epoch_plan plan = {order, n_train, batch, epoch, first, iters, t->opts.seed};
-  const ng_epoch_plan next = {next_order, n_train, batch, epoch + 1, 0, iters, t->opts.seed};
+  const ng_epoch_plan plan = {order, n_train, batch, epoch, first, iters, t->opts.seed, NULL, NULL};
+  /* The next order's buffer held the last epoch's, which no worker reads any more. */
+  const ng_epoch_plan next = {t->perm + nb * n_train,
+                              n_train,
+                              batch,
+                              epoch + 1,
+                              0,
+                              iters,
+                              t->opts.seed,
+                              next_ready ? NULL : shuffle_order,
+                              t};
   const ng_device_step step = {step_prefetch, step_forward, step_backward, step_result, t};
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();

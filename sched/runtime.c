@@ -50,7 +50,11 @@ typedef struct {
 typedef struct {
   ng_epoch_plan plan;
   int64_t seq0;
+  bool ready; /* its order is written (see ng_epoch_plan.prepare) */
 } rt_plan;
+
+/* Where the order of plans[1] stands when the caller left it to the workers. */
+enum { PREP_NONE, PREP_PENDING, PREP_RUNNING };
 
 struct ng_runtime {
   ng_backend *be;
@@ -82,6 +86,8 @@ struct ng_runtime {
   int n_plans;
   int64_t seq_end;
   bool stopping;        /* under plan_mu: workers waiting for a plan return */
+  int prep;             /* under plan_mu: PREP_* of plans[1]'s order */
+  bool prep_done;       /* under plan_mu: a worker wrote the last published order */
   int64_t take_seq;     /* the ring position the device thread takes next */
   affinity aff;         /* the caller's affinity, restored at the end of each epoch call */
   _Atomic int64_t next; /* the next ring position a worker takes */
@@ -407,20 +413,49 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
   return NG_OK;
 }
 
-/* The plan and iteration of ring position `seq`, waiting until the device thread has published
- * a plan covering it. False when the pool is stopping. */
-static bool plan_of(ng_runtime *rt, int64_t seq, ng_epoch_plan *plan, int64_t *iter) {
+/* Writes the order of plans[1], which the caller left to the workers, on the calling thread
+ * (trace track `track`, -1 for none). plan_mu is held on entry and on return, but not while
+ * the order is written; plans[] stay as they are meanwhile (plan_epoch waits). */
+static void prepare_next(ng_runtime *rt, int track) {
+  rt->prep = PREP_RUNNING;
+  const ng_epoch_plan p = rt->plans[1].plan;
+  pthread_mutex_unlock(&rt->plan_mu);
+  const int64_t t0 = span_start(rt);
+  p.prepare(p.prepare_ctx, p.epoch);
+  if (track >= 0)
+    span_end(rt, track, NG_SPAN_PREPARE, p.epoch, 0, t0);
   pthread_mutex_lock(&rt->plan_mu);
-  while (!rt->stopping && seq >= rt->seq_end)
-    pthread_cond_wait(&rt->plan_cv, &rt->plan_mu);
+  rt->prep = PREP_NONE;
+  rt->plans[1].ready = true;
+  pthread_cond_broadcast(&rt->plan_cv);
+}
+
+/* The plan and iteration of ring position `seq`, waiting until the device thread has published
+ * a plan covering it and its order is written. A worker that finds the next order left to the
+ * workers writes it first. False when the pool is stopping. */
+static bool plan_of(ng_runtime *rt, int track, int64_t seq, ng_epoch_plan *plan, int64_t *iter) {
+  pthread_mutex_lock(&rt->plan_mu);
   bool ok = false;
-  for (int k = 0; !rt->stopping && k < rt->n_plans; k++) {
-    const rt_plan *p = &rt->plans[k];
-    if (seq >= p->seq0 && seq < p->seq0 + (p->plan.iters - p->plan.first)) {
+  while (!rt->stopping) {
+    if (rt->prep == PREP_PENDING) {
+      prepare_next(rt, track);
+      rt->prep_done = true;
+      continue;
+    }
+    const rt_plan *p = NULL;
+    for (int k = 0; k < rt->n_plans; k++)
+      if (seq >= rt->plans[k].seq0 &&
+          seq < rt->plans[k].seq0 + (rt->plans[k].plan.iters - rt->plans[k].plan.first))
+        p = &rt->plans[k];
+    if (p && p->ready) {
       *plan = p->plan;
       *iter = p->plan.first + (seq - p->seq0);
       ok = true;
+      break;
     }
+    if (!p && seq < rt->seq_end) /* below every plan: never taken that late */
+      break;
+    pthread_cond_wait(&rt->plan_cv, &rt->plan_mu); /* not published, or its order not written */
   }
   pthread_mutex_unlock(&rt->plan_mu);
   return ok;
@@ -446,7 +481,7 @@ static void worker_main(void *ctx, int index) {
     const int64_t seq = atomic_fetch_add(&rt->next, 1);
     ng_epoch_plan plan;
     int64_t i = 0;
-    if (!plan_of(rt, seq, &plan, &i))
+    if (!plan_of(rt, 1 + index, seq, &plan, &i))
       return;
     const int64_t t0 = ng__now_ns();
     void *buf = ng__slots_acquire(w->slots);
@@ -631,7 +666,8 @@ static ng_status start_workers(ng_runtime *rt, const ng_epoch_plan *plan) {
   for (int i = 0; i < rt->n_threads; i++)
     ng__slots_reopen(rt->w[i].slots);
   rt->stopping = false;
-  rt->plans[0] = (rt_plan){*plan, 0};
+  rt->prep = PREP_NONE;
+  rt->plans[0] = (rt_plan){*plan, 0, true};
   rt->n_plans = 1;
   rt->seq_end = plan->iters - plan->first;
   rt->take_seq = 0;
@@ -679,6 +715,7 @@ static void stop_workers(ng_runtime *rt) {
   ng__ring_destroy(rt->ring);
   rt->ring = NULL;
   rt->n_plans = 0;
+  rt->prep = PREP_NONE; /* an order no worker began is the caller's again */
   rt->period_open = false;
 }
 
@@ -697,6 +734,17 @@ void ng__runtime_stop(ng_runtime *rt) {
 
 int64_t ng__runtime_ahead(const ng_runtime *rt) {
   return rt->pool && rt->n_plans == 2 ? rt->plans[1].plan.epoch : -1;
+}
+
+bool ng__runtime_settle(ng_runtime *rt) {
+  pthread_mutex_lock(&rt->plan_mu);
+  while (rt->prep == PREP_RUNNING)
+    pthread_cond_wait(&rt->plan_cv, &rt->plan_mu);
+  rt->prep = PREP_NONE; /* a pending one is the caller's now */
+  const bool done = rt->prep_done;
+  rt->prep_done = false;
+  pthread_mutex_unlock(&rt->plan_mu);
+  return done;
 }
 
 static bool same_plan(const ng_epoch_plan *a, const ng_epoch_plan *b) {
@@ -720,14 +768,24 @@ static ng_status plan_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     device_span(rt, NG_SPAN_START, plan->epoch, t0);
   }
   pthread_mutex_lock(&rt->plan_mu);
+  /* An order left to the workers and not settled by the caller is written here, before its
+   * plan is trained: on the device thread, or by the worker that began it. */
+  while (rt->prep == PREP_RUNNING)
+    pthread_cond_wait(&rt->plan_cv, &rt->plan_mu);
+  if (rt->prep == PREP_PENDING)
+    prepare_next(rt, -1);
+  rt->prep_done = false;
   if (goes_on) {
     rt->plans[0] = rt->plans[1];
+    rt->plans[0].ready = true; /* the caller's plan: its order is written */
     rt->n_plans = 1;
+    pthread_cond_broadcast(&rt->plan_cv);
   }
   if (next && next->iters > next->first) {
-    rt->plans[1] = (rt_plan){*next, rt->seq_end};
+    rt->plans[1] = (rt_plan){*next, rt->seq_end, !next->prepare};
     rt->n_plans = 2;
     rt->seq_end += next->iters - next->first;
+    rt->prep = next->prepare ? PREP_PENDING : PREP_NONE;
     pthread_cond_broadcast(&rt->plan_cv);
   }
   pthread_mutex_unlock(&rt->plan_mu);

@@ -39,6 +39,13 @@ typedef struct {
   int64_t n_train, batch;
   int64_t epoch, first, iters;
   uint64_t seed; ///< the run's seed (iteration seeds derive from it)
+  /// A `next` plan's order may be left to the workers (the trainer's shuffle, which would
+  /// otherwise keep the device idle between two epochs): when `prepare` is set, a worker calls
+  /// prepare(prepare_ctx, epoch) once, soon after the call that publishes the plan, to write
+  /// `order`, and no worker reads the order before it returns. Before the next call the
+  /// caller settles it with ng__runtime_settle().
+  void (*prepare)(void *ctx, int64_t epoch);
+  void *prepare_ctx;
 } ng_epoch_plan;
 
 /// Per-iteration results the runtime reports back, in iteration order.
@@ -100,6 +107,13 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
 /// Stops workers left running for an expected next epoch and discards their work; does nothing
 /// when none run. Afterwards no thread reads the orders of earlier plans.
 void ng__runtime_stop(ng_runtime *rt);
+
+/// Settles the last call's `next` order that was left to the workers (ng_epoch_plan.prepare):
+/// waits while a worker writes it, or takes it back when none has begun. True when a worker
+/// wrote it (its writes are visible to the caller), false when the caller must write it
+/// itself before passing the plan again (or there was none to write). For the caller's
+/// thread, between calls.
+bool ng__runtime_settle(ng_runtime *rt);
 
 /// The epoch whose iterations workers left running produce ahead (the last call's `next`), or
 /// -1 when none do. For the caller's thread, between calls.

@@ -165,7 +165,8 @@ void ng__slots_stats(ng_slots *s, int *free_now, int64_t *wait_ns);
 
 /* ==== timeline (sched/trace.c) ============================================================== */
 
-/// What a span of a thread's time was spent on. Workers: SLOT_WAIT, SAMPLE, FETCH, READY_WAIT;
+/// What a span of a thread's time was spent on. Workers: SLOT_WAIT, SAMPLE, FETCH, READY_WAIT,
+/// PREPARE;
 /// the device thread: TAKE_WAIT, UPLOAD, COPY_WAIT, FORWARD, LOSS_WAIT, BACKWARD, CONTROL, and
 /// START/STOP around the workers' pool (inline, it also samples and fetches).
 typedef enum {
@@ -184,6 +185,7 @@ typedef enum {
   NG_SPAN_START,      ///< starting the workers' pool for an epoch
   NG_SPAN_STOP,       ///< joining the pool (after the last epoch, a failure or to start afresh)
   NG_SPAN_EPOCH,      ///< a whole call of ng__runtime_epoch, around the device thread's spans
+  NG_SPAN_PREPARE,    ///< a worker writing the next epoch's order (ng_epoch_plan.prepare)
   NG_SPAN_COUNT
 } ng_span_kind;
 

@@ -25,8 +25,8 @@ struct ng_trace {
 };
 
 static const char *const SPAN_NAMES[NG_SPAN_COUNT] = {
-    "slot wait", "sample",    "fetch",    "ready wait", "take wait", "upload", "copy wait",
-    "forward",   "loss wait", "backward", "control",    "start",     "stop",   "epoch",
+    "slot wait", "sample",   "fetch",   "ready wait", "take wait", "upload", "copy wait", "forward",
+    "loss wait", "backward", "control", "start",      "stop",      "epoch",  "prepare",
 };
 
 const char *ng__span_name(ng_span_kind k) {
@@ -141,7 +141,8 @@ ng_status ng__trace_write(const ng_trace *t, const char *path) {
       fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
               SPAN_NAMES[s->kind], i, (double)(s->t0 - origin) * 1e-3,
               (double)(s->t1 - s->t0) * 1e-3);
-      if (s->kind == NG_SPAN_START || s->kind == NG_SPAN_STOP || s->kind == NG_SPAN_EPOCH)
+      if (s->kind == NG_SPAN_START || s->kind == NG_SPAN_STOP || s->kind == NG_SPAN_EPOCH ||
+          s->kind == NG_SPAN_PREPARE)
         fprintf(f, ",\"args\":{\"epoch\":%lld}", (long long)s->iter);
       else if (s->iter >= 0 && s->kind == NG_SPAN_FETCH)
         fprintf(f, ",\"args\":{\"iter\":%lld,\"group\":\"%s\"}", (long long)s->iter,

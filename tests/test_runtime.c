@@ -263,6 +263,14 @@ static void test_load_while_ahead(void) {
 
 /* The timeline: every iteration has its spans on the device thread and on some worker, in
  * Chrome trace JSON; a trainer that records none says so. */
+/* Telemetry that takes 1 ms on the device thread after every iteration (telemetry_s tiny): the
+ * workers get the CPU meanwhile. */
+static void slow_telemetry(const ng_telemetry *t, void *ctx) {
+  (void)t, (void)ctx;
+  struct timespec nap = {0, 1000 * 1000};
+  nanosleep(&nap, NULL);
+}
+
 static void test_trace(void) {
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
   o.batch = 16;
@@ -270,6 +278,8 @@ static void test_trace(void) {
   o.workers = 2;
   o.cache_ratio = 0.3;
   o.trace_spans = 1 << 12;
+  o.telemetry = slow_telemetry;
+  o.telemetry_s = 1e-6;
   ng_trainer_t t = NULL;
   EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
   if (!t)
@@ -310,6 +320,23 @@ static void test_trace(void) {
       epochs++;
     EXPECT_EQ_I(starts, 1);
     EXPECT_EQ_I(epochs, 2);
+    /* The next epoch's order is shuffled by a worker, not by the device thread between two
+     * epochs: epoch 1's during epoch 0 (published at the pool's start; a window of 8 holds
+     * fewer than epoch 0's 9 iterations, so workers look for plans after it, while the device
+     * thread naps 1 ms after each iteration), and perhaps epoch 2's before the trace stopped the
+     * workers. */
+    static const char prep[] = "{\"ph\":\"X\",\"name\":\"prepare\",\"pid\":1,\"tid\":";
+    int64_t prepares = 0, on_device = 0;
+    bool epoch1 = false;
+    for (const char *p = text; (p = strstr(p, prep)) != NULL; p++) {
+      prepares++;
+      on_device += atoi(p + sizeof prep - 1) == 0;
+      const char *args = strstr(p, "\"args\":{\"epoch\":");
+      epoch1 |= args && atoi(args + strlen("\"args\":{\"epoch\":")) == 1;
+    }
+    EXPECT_TRUE(prepares >= 1 && prepares <= 2);
+    EXPECT_EQ_I(on_device, 0);
+    EXPECT_TRUE(epoch1);
     free(text);
   }
   ng_trainer_destroy(t);
