@@ -711,7 +711,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   /* This epoch's order was left to the workers during the last one: a worker wrote it, or
    * none began and it is written here. The next one's is left to them again (the device
    * thread waited 4-5 ms for W1's 600k ids between two epochs when it shuffled them here). */
-  (void)ng__runtime_settle(t->rt);
+  ng__runtime_settle(t->rt);
   const int64_t *order = epoch_order(t, epoch, n_train);
   const int nb = (int)((epoch + 1) % 2);
   const bool next_ready = t->perm_epoch[nb] == epoch + 1;
@@ -732,17 +732,23 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   t->iter_ms = ms;
   t->n_iter_ms = 0;
   t->last_done = ng__now();
-  const ng_epoch_plan plan = {order, n_train, batch, epoch, first, iters, t->opts.seed, NULL, NULL};
+  const ng_epoch_plan plan = {.order = order,
+                              .n_train = n_train,
+                              .batch = batch,
+                              .epoch = epoch,
+                              .first = first,
+                              .iters = iters,
+                              .seed = t->opts.seed};
   /* The next order's buffer held the last epoch's, which no worker reads any more. */
-  const ng_epoch_plan next = {t->perm + nb * n_train,
-                              n_train,
-                              batch,
-                              epoch + 1,
-                              0,
-                              iters,
-                              t->opts.seed,
-                              next_ready ? NULL : shuffle_order,
-                              t};
+  const ng_epoch_plan next = {.order = t->perm + nb * n_train,
+                              .n_train = n_train,
+                              .batch = batch,
+                              .epoch = epoch + 1,
+                              .first = 0,
+                              .iters = iters,
+                              .seed = t->opts.seed,
+                              .prepare = next_ready ? NULL : shuffle_order,
+                              .prepare_ctx = t};
   const ng_device_step step = {step_prefetch, step_forward, step_backward, step_result, t};
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();

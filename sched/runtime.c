@@ -87,7 +87,6 @@ struct ng_runtime {
   int64_t seq_end;
   bool stopping;        /* under plan_mu: workers waiting for a plan return */
   int prep;             /* under plan_mu: PREP_* of plans[1]'s order */
-  bool prep_done;       /* under plan_mu: a worker wrote the last published order */
   int64_t take_seq;     /* the ring position the device thread takes next */
   affinity aff;         /* the caller's affinity, restored at the end of each epoch call */
   _Atomic int64_t next; /* the next ring position a worker takes */
@@ -413,35 +412,39 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
   return NG_OK;
 }
 
-/* Writes the order of plans[1], which the caller left to the workers, on the calling thread
- * (trace track `track`, -1 for none). plan_mu is held on entry and on return, but not while
- * the order is written; plans[] stay as they are meanwhile (plan_epoch waits). */
+/* Writes the order of plans[1], which the caller left to the workers, on worker track `track`
+ * (ng_epoch_plan.prepare). plan_mu is held on entry and on return, but not while the order is
+ * written; plans[] stay as they are meanwhile (plan_epoch and ng__runtime_settle wait). */
 static void prepare_next(ng_runtime *rt, int track) {
   rt->prep = PREP_RUNNING;
   const ng_epoch_plan p = rt->plans[1].plan;
   pthread_mutex_unlock(&rt->plan_mu);
   const int64_t t0 = span_start(rt);
   p.prepare(p.prepare_ctx, p.epoch);
-  if (track >= 0)
-    span_end(rt, track, NG_SPAN_PREPARE, p.epoch, 0, t0);
+  span_end(rt, track, NG_SPAN_PREPARE, p.epoch, 0, t0);
   pthread_mutex_lock(&rt->plan_mu);
   rt->prep = PREP_NONE;
   rt->plans[1].ready = true;
   pthread_cond_broadcast(&rt->plan_cv);
 }
 
+/* A worker between two iterations writes a pending next order before it takes a ring
+ * position: holding one meanwhile could keep the device waiting for that position. */
+static void prepare_pending(ng_runtime *rt, int track) {
+  pthread_mutex_lock(&rt->plan_mu);
+  if (rt->prep == PREP_PENDING && !rt->stopping)
+    prepare_next(rt, track);
+  pthread_mutex_unlock(&rt->plan_mu);
+}
+
 /* The plan and iteration of ring position `seq`, waiting until the device thread has published
- * a plan covering it and its order is written. A worker that finds the next order left to the
- * workers writes it first. False when the pool is stopping. */
+ * a plan covering it and its order is written; a worker that must wait for a pending order
+ * writes it itself. False when the pool is stopping, or on a position no plan covers (a bug,
+ * reported through fail()). */
 static bool plan_of(ng_runtime *rt, int track, int64_t seq, ng_epoch_plan *plan, int64_t *iter) {
   pthread_mutex_lock(&rt->plan_mu);
-  bool ok = false;
+  bool ok = false, lost = false;
   while (!rt->stopping) {
-    if (rt->prep == PREP_PENDING) {
-      prepare_next(rt, track);
-      rt->prep_done = true;
-      continue;
-    }
     const rt_plan *p = NULL;
     for (int k = 0; k < rt->n_plans; k++)
       if (seq >= rt->plans[k].seq0 &&
@@ -453,11 +456,21 @@ static bool plan_of(ng_runtime *rt, int track, int64_t seq, ng_epoch_plan *plan,
       ok = true;
       break;
     }
-    if (!p && seq < rt->seq_end) /* below every plan: never taken that late */
+    if (!p && seq < rt->seq_end) { /* below the oldest plan: taken after its plan was dropped */
+      lost = true;
       break;
-    pthread_cond_wait(&rt->plan_cv, &rt->plan_mu); /* not published, or its order not written */
+    }
+    if (rt->prep == PREP_PENDING) /* it must wait anyway: it writes the pending order */
+      prepare_next(rt, track);
+    else
+      pthread_cond_wait(&rt->plan_cv, &rt->plan_mu); /* not published, or being written */
   }
   pthread_mutex_unlock(&rt->plan_mu);
+  if (lost)
+    fail(rt,
+         ng__err(NG_ERR_INTERNAL, "ring position %lld belongs to no plan (oldest from %lld)",
+                 (long long)seq, (long long)rt->plans[0].seq0),
+         "a worker");
   return ok;
 }
 
@@ -478,6 +491,7 @@ static void worker_main(void *ctx, int index) {
   ng_runtime *rt = ctx;
   rt_worker *w = &rt->w[index];
   for (;;) {
+    prepare_pending(rt, 1 + index);
     const int64_t seq = atomic_fetch_add(&rt->next, 1);
     ng_epoch_plan plan;
     int64_t i = 0;
@@ -736,15 +750,12 @@ int64_t ng__runtime_ahead(const ng_runtime *rt) {
   return rt->pool && rt->n_plans == 2 ? rt->plans[1].plan.epoch : -1;
 }
 
-bool ng__runtime_settle(ng_runtime *rt) {
+void ng__runtime_settle(ng_runtime *rt) {
   pthread_mutex_lock(&rt->plan_mu);
   while (rt->prep == PREP_RUNNING)
     pthread_cond_wait(&rt->plan_cv, &rt->plan_mu);
   rt->prep = PREP_NONE; /* a pending one is the caller's now */
-  const bool done = rt->prep_done;
-  rt->prep_done = false;
   pthread_mutex_unlock(&rt->plan_mu);
-  return done;
 }
 
 static bool same_plan(const ng_epoch_plan *a, const ng_epoch_plan *b) {
@@ -768,13 +779,11 @@ static ng_status plan_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     device_span(rt, NG_SPAN_START, plan->epoch, t0);
   }
   pthread_mutex_lock(&rt->plan_mu);
-  /* An order left to the workers and not settled by the caller is written here, before its
-   * plan is trained: on the device thread, or by the worker that began it. */
-  while (rt->prep == PREP_RUNNING)
-    pthread_cond_wait(&rt->plan_cv, &rt->plan_mu);
-  if (rt->prep == PREP_PENDING)
-    prepare_next(rt, -1);
-  rt->prep_done = false;
+  if (rt->prep != PREP_NONE) { /* the plan trained next may be the one whose order is unwritten */
+    pthread_mutex_unlock(&rt->plan_mu);
+    return ng__err(NG_ERR_INTERNAL,
+                   "runtime: the last call's next order was not settled (ng__runtime_settle)");
+  }
   if (goes_on) {
     rt->plans[0] = rt->plans[1];
     rt->plans[0].ready = true; /* the caller's plan: its order is written */

@@ -40,10 +40,13 @@ typedef struct {
   int64_t epoch, first, iters;
   uint64_t seed; ///< the run's seed (iteration seeds derive from it)
   /// A `next` plan's order may be left to the workers (the trainer's shuffle, which would
-  /// otherwise keep the device idle between two epochs): when `prepare` is set, a worker calls
-  /// prepare(prepare_ctx, epoch) once, soon after the call that publishes the plan, to write
-  /// `order`, and no worker reads the order before it returns. Before the next call the
-  /// caller settles it with ng__runtime_settle().
+  /// otherwise keep the device idle between two epochs): when `prepare` is set, the first
+  /// worker between two iterations (or waiting for a plan) after the call publishes the plan
+  /// calls prepare(prepare_ctx, epoch) to write `order`, at most once, and no worker reads
+  /// the order before it returns. Nothing calls it without workers, or when no worker comes
+  /// by before the caller settles it (ng__runtime_settle), which the caller must do before
+  /// the next call. Ignored on the current plan; plans compare equal whatever their
+  /// `prepare`.
   void (*prepare)(void *ctx, int64_t epoch);
   void *prepare_ctx;
 } ng_epoch_plan;
@@ -109,11 +112,11 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
 void ng__runtime_stop(ng_runtime *rt);
 
 /// Settles the last call's `next` order that was left to the workers (ng_epoch_plan.prepare):
-/// waits while a worker writes it, or takes it back when none has begun. True when a worker
-/// wrote it (its writes are visible to the caller), false when the caller must write it
-/// itself before passing the plan again (or there was none to write). For the caller's
-/// thread, between calls.
-bool ng__runtime_settle(ng_runtime *rt);
+/// waits while a worker writes it, or takes it back when none has begun. Afterwards no worker
+/// writes it, and what a worker wrote is visible to the caller; whether it was written, the
+/// caller tells from its own state (prepare records it). Required before the next call; for
+/// the caller's thread, between calls.
+void ng__runtime_settle(ng_runtime *rt);
 
 /// The epoch whose iterations workers left running produce ahead (the last call's `next`), or
 /// -1 when none do. For the caller's thread, between calls.
