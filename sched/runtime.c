@@ -444,6 +444,7 @@ static void prepare_pending(ng_runtime *rt, int track) {
 static bool plan_of(ng_runtime *rt, int track, int64_t seq, ng_epoch_plan *plan, int64_t *iter) {
   pthread_mutex_lock(&rt->plan_mu);
   bool ok = false, lost = false;
+  int64_t oldest = -1;
   while (!rt->stopping) {
     const rt_plan *p = NULL;
     for (int k = 0; k < rt->n_plans; k++)
@@ -458,6 +459,7 @@ static bool plan_of(ng_runtime *rt, int track, int64_t seq, ng_epoch_plan *plan,
     }
     if (!p && seq < rt->seq_end) { /* below the oldest plan: taken after its plan was dropped */
       lost = true;
+      oldest = rt->n_plans > 0 ? rt->plans[0].seq0 : -1;
       break;
     }
     if (rt->prep == PREP_PENDING) /* it must wait anyway: it writes the pending order */
@@ -469,7 +471,7 @@ static bool plan_of(ng_runtime *rt, int track, int64_t seq, ng_epoch_plan *plan,
   if (lost)
     fail(rt,
          ng__err(NG_ERR_INTERNAL, "ring position %lld belongs to no plan (oldest from %lld)",
-                 (long long)seq, (long long)rt->plans[0].seq0),
+                 (long long)seq, (long long)oldest),
          "a worker");
   return ok;
 }
