@@ -283,35 +283,19 @@ static inline void prefetch_entry(const ng_csr *g, int64_t e) {
     __builtin_prefetch(&g->idx64[e]);
 }
 
-/* Draws k of the n positions of a row (0 < k < n) and writes them, sorted and relative to the
- * row, to out[0, k), prefetching the index entries they select. */
-static ng_status draw_row(int64_t *out, ng_sample_arena *a, const ng_csr *g, int64_t row, int64_t n,
-                          int64_t k, uint64_t stream) {
-  ng_rng r;
-  ng_rng_seed(&r, stream);
-  bool exclude = k > n / 2;
-  int64_t m = exclude ? n - k : k;
-  if (n <= 64) {
-    uint64_t kept = draw_mask(m, n, &r);
-    if (exclude)
-      kept = ~kept & (n == 64 ? ~0ull : (1ull << n) - 1);
-    for (int64_t o = 0; kept; kept &= kept - 1) {
-      out[o] = __builtin_ctzll(kept);
-      if (!exclude)
-        prefetch_entry(g, row + out[o]);
-      o++;
-    }
-    if (exclude) /* the kept positions are most of the row: its start is enough */
-      prefetch_entry(g, row);
-    return NG_OK;
-  }
+/* Draws k of the n positions of a row longer than 64 (0 < k < n) into out[0, k), sorted: m
+ * positions into a sorted array (small draws) or a hash set (large ones), then, when they are
+ * the excluded ones, every other position. */
+static ng_status draw_long(int64_t *out, ng_sample_arena *a, int64_t n, int64_t k, ng_rng *r) {
+  const bool exclude = k > n / 2;
+  const int64_t m = exclude ? n - k : k;
   int64_t *pos = out;
   if (exclude) {
     NG_CHECK(gbuf_reserve(&a->pos, (size_t)m * sizeof(int64_t), "excluded positions"));
     pos = a->pos.ptr;
   }
   if (m <= SMALL_DRAW) {
-    draw_small(pos, m, n, &r);
+    draw_small(pos, m, n, r);
   } else {
     size_t set_cap = 1;
     while (set_cap < (size_t)m * 2)
@@ -320,11 +304,9 @@ static ng_status draw_row(int64_t *out, ng_sample_arena *a, const ng_csr *g, int
     NG_CHECK(gbuf_reserve(&a->set, set_cap * sizeof(int64_t), "drawn-position set"));
     if (a->set.cap > old) /* new slots start empty (-1) */
       memset((char *)a->set.ptr + old, 0xff, a->set.cap - old);
-    draw_large(pos, m, n, &r, a->set.ptr, set_cap);
+    draw_large(pos, m, n, r, a->set.ptr, set_cap);
   }
   if (exclude) {
-    /* Every position except the m excluded ones; the kept ones are most of the row, so
-     * prefetching its start is enough. */
     int64_t next = 0, o = 0;
     for (int64_t p = 0; p < n; p++) {
       if (next < m && pos[next] == p) {
@@ -333,10 +315,31 @@ static ng_status draw_row(int64_t *out, ng_sample_arena *a, const ng_csr *g, int
       }
       out[o++] = p;
     }
+  }
+  return NG_OK;
+}
+
+/* Draws k of the n positions of a row (0 < k < n) and writes them, sorted and relative to the
+ * row, to out[0, k), prefetching the index entries they select. */
+static ng_status draw_row(int64_t *out, ng_sample_arena *a, const ng_csr *g, int64_t row, int64_t n,
+                          int64_t k, uint64_t stream) {
+  ng_rng r;
+  ng_rng_seed(&r, stream);
+  const bool exclude = k > n / 2;
+  if (n <= 64) {
+    uint64_t kept = draw_mask(exclude ? n - k : k, n, &r);
+    if (exclude)
+      kept = ~kept & (n == 64 ? ~0ull : (1ull << n) - 1);
+    for (int64_t o = 0; kept; kept &= kept - 1)
+      out[o++] = __builtin_ctzll(kept);
+  } else {
+    NG_CHECK(draw_long(out, a, n, k, &r));
+  }
+  if (exclude) { /* the kept positions are most of the row: its start is enough */
     prefetch_entry(g, row);
   } else {
-    for (int64_t i = 0; i < m; i++)
-      prefetch_entry(g, row + pos[i]);
+    for (int64_t i = 0; i < k; i++)
+      prefetch_entry(g, row + out[i]);
   }
   return NG_OK;
 }

@@ -7,6 +7,7 @@
  * takes iterations from a shared counter, as the training workers do. */
 #include "dataset_impl.h"
 #include "sampler_impl.h"
+#include "sched/store_impl.h"
 
 #include <math.h>
 #include <omp.h>
@@ -237,8 +238,10 @@ static double run(const bench_opts *o, const ng_sampler_cfg *cfg, const int64_t 
                   ng_status *failed) {
   int64_t per_epoch = n_order / o->batch;
   int64_t edges = 0, nodes = 0, cold = 0, dst = 0;
-  /* The same rule as the feature store's (ng__store_hot_rows): ids below it are hot. */
-  const int64_t hot = o->hot_ratio >= 0 ? (int64_t)(o->hot_ratio * (double)cfg->graph->nodes) : -1;
+  /* The feature store's hot tier for --cache-ratio R: ids below `hot` are hot. */
+  int64_t hot = -1;
+  if (o->hot_ratio >= 0)
+    (void)ng__store_hot_rows(&hot, NULL, cfg->graph->nodes, 1, 0, o->hot_ratio);
   double cpu = 0.0;
   ng_status st = NG_OK;
   double t0 = ng__now();

@@ -677,18 +677,21 @@ static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct
 static void shuffle_order(void *ctx, int64_t epoch) {
   ng_trainer_t t = ctx;
   const int64_t n_train = t->ds->info.train;
-  const int b = (int)(epoch % 2);
-  ng__epoch_shuffle(t->perm + b * n_train, t->ds->split[NG_SPLIT_TRAIN], n_train, t->opts.seed,
-                    epoch);
-  t->perm_epoch[b] = epoch;
+  ng__epoch_shuffle(t->perm + (epoch % 2) * n_train, t->ds->split[NG_SPLIT_TRAIN], n_train,
+                    t->opts.seed, epoch);
+  t->perm_epoch[epoch % 2] = epoch;
+}
+
+/* Whether `epoch`'s order is in its buffer, perm[epoch % 2]. */
+static bool order_written(ng_trainer_t t, int64_t epoch) {
+  return t->perm_epoch[epoch % 2] == epoch;
 }
 
 /* The order of `epoch`'s training ids, shuffled into its buffer unless it is there already. */
 static const int64_t *epoch_order(ng_trainer_t t, int64_t epoch, int64_t n_train) {
-  const int b = (int)(epoch % 2);
-  if (t->perm_epoch[b] != epoch)
+  if (!order_written(t, epoch))
     shuffle_order(t, epoch);
-  return t->perm + b * n_train;
+  return t->perm + (epoch % 2) * n_train;
 }
 
 ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
@@ -713,8 +716,6 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
    * thread waited 4-5 ms for W1's 600k ids between two epochs when it shuffled them here). */
   ng__runtime_settle(t->rt);
   const int64_t *order = epoch_order(t, epoch, n_train);
-  const int nb = (int)((epoch + 1) % 2);
-  const bool next_ready = t->perm_epoch[nb] == epoch + 1;
   if (first >= iters)
     return ng__err(NG_ERR_STATE,
                    "epoch %lld: %lld of its %lld iterations are already done (a checkpoint of a "
@@ -740,14 +741,14 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                               .iters = iters,
                               .seed = t->opts.seed};
   /* The next order's buffer held the last epoch's, which no worker reads any more. */
-  const ng_epoch_plan next = {.order = t->perm + nb * n_train,
+  const ng_epoch_plan next = {.order = t->perm + ((epoch + 1) % 2) * n_train,
                               .n_train = n_train,
                               .batch = batch,
                               .epoch = epoch + 1,
                               .first = 0,
                               .iters = iters,
                               .seed = t->opts.seed,
-                              .prepare = next_ready ? NULL : shuffle_order,
+                              .prepare = order_written(t, epoch + 1) ? NULL : shuffle_order,
                               .prepare_ctx = t};
   const ng_device_step step = {step_prefetch, step_forward, step_backward, step_result, t};
   const ng_iter_sink sink = {iter_done, t};
