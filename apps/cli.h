@@ -188,6 +188,8 @@ void cli_progress_end(cli_progress *p, ng_status status);
 
 /// Monotonic time in seconds.
 double cli_now(void);
+/// cli_now() when main() began: the start of the whole run's figures.
+double cli_start_time(void);
 /// "14.8 MiB" (powers of 1024, 3 significant digits).
 void cli_fmt_bytes(char *buf, size_t cap, double bytes);
 /// "12.3M" (powers of 1000, 3 significant digits).

@@ -22,6 +22,7 @@ static const char *const COMBINE_NAMES[] = {"sum", "concat", NULL};
 static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
 static const char *const NORMALIZE_NAMES[] = {"none", "row", NULL};
 static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
+static const char *const PRECISION_NAMES[] = {"fp32", "tf32", NULL};
 /* In the order of ng_mode and ng_fetch. */
 static const char *const MODE_NAMES[] = {"auto",    "cpu",           "baseline", "zerocopy",
                                          "partial", "hybrid-static", "hybrid",   NULL};
@@ -40,7 +41,8 @@ typedef struct {
   int mode, transfer;
   int64_t cache_bytes;
   double cache_ratio; /* < 0: not given */
-  int32_t workers, partial_workers, lookahead, ready_window;
+  int32_t workers, partial_workers, lookahead, ready_window, op_profile;
+  int precision;
   const char *cpuset;
   double period_ms, threshold, telemetry_s, device_share;
 } train_cfg;
@@ -306,6 +308,69 @@ typedef struct {
  * 600 iterations on the device thread, which records the most. */
 #define TRACE_SPANS ((int64_t)1 << 21)
 
+/* What the run's progress callback notes besides showing progress: when the first and the
+ * last training iteration finished (cli_now()), for the whole-run figures of --json. */
+typedef struct {
+  cli_progress *show;
+  double first_iter, last_iter;
+} progress_notes;
+
+static int note_progress(void *ctx, const char *phase, double done, double total) {
+  progress_notes *n = ctx;
+  if (strcmp(phase, "train") == 0 && done > 0) {
+    const double now = cli_now();
+    if (n->first_iter == 0)
+      n->first_iter = now;
+    n->last_iter = now;
+  }
+  return cli_progress_cb(n->show, phase, done, total);
+}
+
+/* Prints the op profile (--op-profile) as a table, slowest ops first, and adds it to the JSON
+ * report as "device_ops". */
+static void report_op_profile(ng_trainer_t t, cJSON *root) {
+  ng_op_time ops[64];
+  int n = 0;
+  int64_t iters = 0;
+  if (ng_trainer_op_profile(ops, (int)(sizeof ops / sizeof ops[0]), &n, &iters, t) != NG_OK ||
+      n == 0 || iters == 0)
+    return;
+  double total = 0;
+  for (int i = 0; i < n; i++)
+    total += ops[i].ms;
+  printf("device step, %" PRId64 " timed iterations: %.3f ms per iteration\n", iters,
+         total / (double)iters);
+  printf("  %-20s %5s %9s %7s %9s %9s\n", "op", "layer", "ms/iter", "share", "GFLOP/s", "GB/s");
+  cJSON *arr = root ? cJSON_AddArrayToObject(root, "device_ops") : NULL;
+  bool shown[64] = {false};
+  for (int k = 0; k < n; k++) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+      if (!shown[i] && (best < 0 || ops[i].ms > ops[best].ms))
+        best = i;
+    shown[best] = true;
+    const ng_op_time *o = &ops[best];
+    const double s = o->ms * 1e-3;
+    printf("  %-20s %5d %9.4f %6.1f%% %9.1f %9.1f\n", o->name, o->layer, o->ms / (double)iters,
+           total > 0 ? 100.0 * o->ms / total : 0.0, s > 0 ? o->flops / s * 1e-9 : 0.0,
+           s > 0 ? o->bytes / s * 1e-9 : 0.0);
+    cJSON *e = arr ? cJSON_CreateObject() : NULL;
+    if (!e)
+      continue;
+    cJSON_AddStringToObject(e, "op", o->name);
+    cJSON_AddNumberToObject(e, "layer", o->layer);
+    cJSON_AddNumberToObject(e, "calls", (double)o->calls);
+    cJSON_AddNumberToObject(e, "ms_per_iter", o->ms / (double)iters);
+    cJSON_AddNumberToObject(e, "flops_per_iter", o->flops / (double)iters);
+    cJSON_AddNumberToObject(e, "bytes_per_iter", o->bytes / (double)iters);
+    cJSON_AddItemToArray(arr, e);
+  }
+  if (root) {
+    cJSON_AddNumberToObject(root, "device_step_ms", total / (double)iters);
+    cJSON_AddNumberToObject(root, "op_profile_iterations", (double)iters);
+  }
+}
+
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
                         int progress, const train_files *f) {
@@ -333,6 +398,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.lookahead = c->lookahead;
   o.ready_window = c->ready_window;
   o.device_share = c->device_share;
+  o.precision = (ng_precision)c->precision;
+  o.op_profile_every = c->op_profile;
   o.trace_spans = f->trace ? TRACE_SPANS : 0;
   telemetry_files tf = {NULL, NULL};
   if (f->telemetry) {
@@ -344,8 +411,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   }
   cli_progress pr;
   cli_progress_begin(&pr, command, (cli_progress_mode)progress);
-  o.progress = cli_progress_cb;
-  o.progress_ctx = &pr;
+  progress_notes notes = {&pr, 0, 0};
+  o.progress = note_progress;
+  o.progress_ctx = &notes;
   ng_trainer_t t = NULL;
   ng_status st = ng_trainer_create(&t, ds, m, &o);
   if (st == NG_OK && f->resume) {
@@ -444,7 +512,13 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
            total_it, total_s);
     print_accuracy("val-acc", val);
     print_accuracy("test-acc", test);
+    report_op_profile(t, json ? r.root : NULL);
     if (json && r.root) {
+      /* Whole-run figures, from the command's start: what a user waits for. */
+      if (notes.first_iter > 0) {
+        cJSON_AddNumberToObject(r.root, "first_iteration_s", notes.first_iter - cli_start_time());
+        cJSON_AddNumberToObject(r.root, "wall_to_last_step_s", notes.last_iter - cli_start_time());
+      }
       add_accuracy(r.root, "val_acc", val);
       add_accuracy(r.root, "test_acc", test);
       cJSON_AddNumberToObject(r.root, "final_loss", last_loss);
@@ -534,6 +608,12 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       CLI_OPT_INT("ready-window", &(c)->ready_window, "N", 0, NG_READY_WINDOW_MAX,                 \
                   "iterations the workers may have ready ahead of the device; 0 = 4 x "            \
                   "workers (at least 4)"),                                                         \
+      CLI_OPT_CHOICE("precision", &(c)->precision, "P", PRECISION_NAMES,                           \
+                     "the device's matrix products: fp32, or tf32 (tensor cores, cuda only); "     \
+                     "both accumulate in fp32"),                                                   \
+      CLI_OPT_INT("op-profile", &(c)->op_profile, "N", 0, INT32_MAX,                               \
+                  "time every op of the device step on one iteration in N (device events) and "    \
+                  "print the table at the end; 0 = off"),                                          \
       CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
                     "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
                     "auto"),                                                                       \

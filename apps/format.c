@@ -2,12 +2,46 @@
 #include "cli.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double cli_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double start_time;
+
+/* The process's start in cli_now()'s clock: /proc/self/stat's start time (clock ticks since
+ * boot, field 22) shifted by how long ago that was, so that loading the program and its
+ * libraries counts too; the first call's time where /proc cannot tell. */
+double cli_start_time(void) {
+  if (start_time > 0)
+    return start_time;
+  start_time = cli_now();
+  FILE *f = fopen("/proc/self/stat", "r");
+  char buf[1024];
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f)
+    fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+  unsigned long long ticks = 0;
+  struct timespec boot;
+  long hz = sysconf(_SC_CLK_TCK);
+  if (p && hz > 0 && clock_gettime(CLOCK_BOOTTIME, &boot) == 0 &&
+      sscanf(p + 1,
+             " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+             &ticks) == 1) {
+    const double since_boot = (double)boot.tv_sec + 1e-9 * (double)boot.tv_nsec;
+    const double age = since_boot - (double)ticks / (double)hz;
+    if (age >= 0 && age < 3600)
+      start_time -= age;
+  }
+  return start_time;
 }
 
 /* Scales `v` by `base` until it is below `base` and prints it with about 3 significant digits

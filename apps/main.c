@@ -90,6 +90,7 @@ static int finish_stdout(int rc) {
 }
 
 int main(int argc, char **argv) {
+  (void)cli_start_time(); /* fixes the whole run's start for --json's figures */
   if (argc < 2) {
     print_usage(stderr);
     return CLI_EXIT_USAGE;

@@ -24,6 +24,7 @@ typedef struct {
     int64_t correct;
   } queue[NG_XENT_QUEUE]; /* deferred xent results, read in order by xent_result */
   int head, count;
+  double events[NG_BACKEND_EVENTS]; /* event_record: the clock, in seconds */
 } cpu_ctx;
 
 enum {
@@ -217,6 +218,33 @@ static ng_status cpu_host_view(ng_backend *be, const void *host, const void **ou
 static ng_status cpu_sync(ng_backend *be) {
   (void)be; /* every op has finished when it returns */
   return NG_OK;
+}
+
+/* Every op has finished when it returns, so an event is the clock's time. */
+static ng_status cpu_event_record(ng_backend *be, int k) {
+  if (k < 0 || k >= NG_BACKEND_EVENTS)
+    return ng__err(NG_ERR_INVALID_ARG, "event_record: event %d outside [0, %d)", k,
+                   NG_BACKEND_EVENTS);
+  ((cpu_ctx *)be->ctx)->events[k] = ng__now();
+  return NG_OK;
+}
+
+static ng_status cpu_event_elapsed(ng_backend *be, int a, int b, double *ms) {
+  if (a < 0 || a >= NG_BACKEND_EVENTS || b < 0 || b >= NG_BACKEND_EVENTS || !ms)
+    return ng__err(NG_ERR_INVALID_ARG, "event_elapsed: events %d, %d outside [0, %d)", a, b,
+                   NG_BACKEND_EVENTS);
+  const cpu_ctx *c = be->ctx;
+  *ms = (c->events[b] - c->events[a]) * 1e3;
+  return NG_OK;
+}
+
+static ng_status cpu_set_precision(ng_backend *be, ng_precision p) {
+  (void)be;
+  if (p == NG_PRECISION_FP32)
+    return NG_OK;
+  return ng__err(NG_ERR_UNSUPPORTED,
+                 "precision tf32: the CPU backend computes in fp32 only; use it with --device "
+                 "cuda");
 }
 
 /* ---- gathers ---- */
@@ -838,6 +866,9 @@ static const struct ng_backend_i CPU_IFACE = {
     .host_register = cpu_host_register,
     .host_unregister = cpu_host_unregister,
     .host_view = cpu_host_view,
+    .event_record = cpu_event_record,
+    .event_elapsed = cpu_event_elapsed,
+    .set_precision = cpu_set_precision,
     .pci_bus_id = cpu_pci_bus_id,
     .gather_rows = cpu_gather_rows,
     .aggr_fwd = cpu_aggr_fwd,

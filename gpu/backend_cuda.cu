@@ -67,6 +67,7 @@ struct cuda_ctx {
   cudaEvent_t marks[NG_BACKEND_MARKS];        // mark(), on `stream`
   cudaEvent_t copied[NG_BACKEND_MARKS];       // the last copy (or copy op) of each slot
   cudaEvent_t xent_done[NG_XENT_QUEUE];       // each queued xent result's copy to the host
+  cudaEvent_t timing[NG_BACKEND_EVENTS];      // event_record's, created on first use
   int64_t xent_n[NG_XENT_QUEUE], xent_classes[NG_XENT_QUEUE]; // their shapes
   int64_t xent_head, xent_count; // the queue of results not yet read by xent_result
   cublasHandle_t blas;
@@ -84,6 +85,16 @@ struct cuda_ctx {
 
 cuda_ctx *ctx_of(const ng_backend *be) {
   return static_cast<cuda_ctx *>(be->ctx);
+}
+
+/* Empties the GEMM graph cache (a graph destroyed while it runs is freed when it completes). */
+ng_status drop_gemm_graphs(cuda_ctx *c) {
+  for (int k = 0; k < kGemmGraphs; k++) {
+    if (c->gemms[k].exec && cudaGraphExecDestroy(c->gemms[k].exec) != cudaSuccess)
+      return ng__err(NG_ERR_CUDA, "set_precision: cudaGraphExecDestroy failed");
+    memset(&c->gemms[k], 0, sizeof c->gemms[k]);
+  }
+  return NG_OK;
 }
 
 /* ---- errors ---- */
@@ -926,6 +937,9 @@ void release(cuda_ctx *c) {
   for (int k = 0; k < NG_XENT_QUEUE; k++)
     if (c->xent_done[k])
       (void)cudaEventDestroy(c->xent_done[k]);
+  for (int k = 0; k < NG_BACKEND_EVENTS; k++)
+    if (c->timing[k])
+      (void)cudaEventDestroy(c->timing[k]);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->copy_stream[k])
       (void)cudaStreamDestroy(c->copy_stream[k]);
@@ -1051,6 +1065,47 @@ ng_status cuda_mark(ng_backend *be, int k) {
   NG_CHECK(ng__bk_check_slot("mark", k));
   NG_CHECK(use(be, "mark"));
   CU_CHECK("mark", cudaEventRecord(ctx_of(be)->marks[k], ctx_of(be)->stream));
+  return NG_OK;
+}
+
+ng_status cuda_event_record(ng_backend *be, int k) {
+  if (k < 0 || k >= NG_BACKEND_EVENTS)
+    return ng__err(NG_ERR_INVALID_ARG, "event_record: event %d outside [0, %d)", k,
+                   NG_BACKEND_EVENTS);
+  NG_CHECK(use(be, "event_record"));
+  cuda_ctx *c = ctx_of(be);
+  if (!c->timing[k])
+    CU_CHECK("event_record", cudaEventCreate(&c->timing[k]));
+  CU_CHECK("event_record", cudaEventRecord(c->timing[k], c->ops_stream));
+  return NG_OK;
+}
+
+ng_status cuda_event_elapsed(ng_backend *be, int a, int b, double *ms) {
+  cuda_ctx *c = ctx_of(be);
+  if (a < 0 || a >= NG_BACKEND_EVENTS || b < 0 || b >= NG_BACKEND_EVENTS || !ms ||
+      !c->timing[a] || !c->timing[b])
+    return ng__err(NG_ERR_INVALID_ARG, "event_elapsed: events %d, %d not recorded", a, b);
+  NG_CHECK(use(be, "event_elapsed"));
+  CU_CHECK("event_elapsed", cudaEventSynchronize(c->timing[b]));
+  float t = 0.0f;
+  CU_CHECK("event_elapsed", cudaEventElapsedTime(&t, c->timing[a], c->timing[b]));
+  *ms = t;
+  return NG_OK;
+}
+
+/* TF32 rounds the GEMMs' inputs to 10 mantissa bits on the tensor cores and accumulates in fp32;
+ * cuBLAS picks the same kernel for the same shape, so results stay reproducible run to run. The
+ * GEMM graphs captured before a change are dropped: they hold the old mode's kernels. */
+ng_status cuda_set_precision(ng_backend *be, ng_precision p) {
+  if (p != NG_PRECISION_FP32 && p != NG_PRECISION_TF32)
+    return ng__err(NG_ERR_INVALID_ARG, "set_precision: unknown precision %d", (int)p);
+  NG_CHECK(use(be, "set_precision"));
+  cuda_ctx *c = ctx_of(be);
+  const cublasMath_t mode = p == NG_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  const cublasStatus_t st = cublasSetMathMode(c->blas, mode);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return blas_err("set_precision", "cublasSetMathMode", st);
+  NG_CHECK(drop_gemm_graphs(c));
   return NG_OK;
 }
 
@@ -1781,6 +1836,9 @@ ng_backend_i make_iface() {
   t.host_register = cuda_host_register;
   t.host_unregister = cuda_host_unregister;
   t.host_view = cuda_host_view;
+  t.event_record = cuda_event_record;
+  t.event_elapsed = cuda_event_elapsed;
+  t.set_precision = cuda_set_precision;
   t.pci_bus_id = cuda_pci_bus_id;
   t.gather_rows = cuda_gather_rows;
   t.aggr_fwd = cuda_aggr_fwd;

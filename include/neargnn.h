@@ -363,6 +363,25 @@ typedef struct {
 } ng_telemetry;
 typedef void (*ng_telemetry_fn)(const ng_telemetry *t, void *ctx);
 
+/// The arithmetic of the device's matrix products (ng_train_opts.precision). Every precision
+/// accumulates in fp32, and within one precision results are bit-identical across modes and
+/// worker counts.
+typedef enum {
+  NG_PRECISION_FP32 = 0, ///< IEEE fp32 products (the default; CUDA cores on a GPU)
+  NG_PRECISION_TF32 = 1, ///< inputs rounded to TF32 on the tensor cores (CUDA backend only)
+} ng_precision;
+
+/// Device time of one kind of op, summed over the iterations the trainer sampled
+/// (ng_train_opts.op_profile_every; ng_trainer_op_profile).
+typedef struct {
+  char name[32];   ///< e.g. "gemm fwd", "aggr bwd", "input aggr"
+  int32_t layer;   ///< the model layer (0 = input), or -1 for the step's other ops
+  int64_t calls;   ///< timed calls (over every sampled iteration)
+  double ms;       ///< their device time in all
+  double flops;    ///< floating-point operations they did in all
+  double bytes;    ///< bytes they must move through device memory in all (each input once)
+} ng_op_time;
+
 typedef struct {
   size_t size;             ///< sizeof(ng_train_opts)
   int64_t batch;           ///< target nodes per mini-batch; 0 = the whole training split at once
@@ -418,6 +437,11 @@ typedef struct {
   /// lookahead + max(2, ceil(window / workers)) pinned staging slots, each as large as 1.25 x
   /// the largest package: 7 per worker by default. Ignored without worker threads (workers -1).
   int ready_window;
+  ng_precision precision; ///< the device's GEMM arithmetic (default FP32)
+  /// Time every op of the device step with device events on one iteration in this many, from
+  /// the second epoch on (0: off, the default); ng_trainer_op_profile() reads the sums. A timed
+  /// iteration waits for its events, so keep it sparse (the harness uses 25).
+  int op_profile_every;
 } ng_train_opts;
 /// The widest ready window (ng_train_opts.ready_window).
 #define NG_READY_WINDOW_MAX 1024
@@ -425,7 +449,7 @@ typedef struct {
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
-        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0                                                  \
+        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0                            \
   }
 
 /// What one epoch did.
@@ -502,6 +526,13 @@ const char *ng_trainer_placement(ng_trainer_t trainer);
 /// docs/scheduler.md lists the spans.
 ng_status ng_trainer_write_trace(ng_trainer_t trainer, const char *path, int64_t *spans,
                                  int64_t *dropped);
+/// The device time of each kind of op over the iterations timed so far
+/// (ng_train_opts.op_profile_every), in the order the step first ran them: up to `cap` entries
+/// into `out` (borrowed), their number into *n (0 when profiling is off or nothing was timed
+/// yet). *iterations (may be NULL) receives the number of timed iterations, so that
+/// ms / iterations is an op's time per iteration.
+ng_status ng_trainer_op_profile(ng_op_time *out, int cap, int *n, int64_t *iterations,
+                                ng_trainer_t trainer);
 /// Destroys a trainer; NULL is accepted.
 void ng_trainer_destroy(ng_trainer_t trainer);
 

@@ -289,33 +289,58 @@ static ng_status prepare_ws(ng_model_exec *ex, const ng_minibatch *mb, const flo
   return NG_OK;
 }
 
+/* Device-memory bytes of a GEMM C[m, n] = A[m, k] B[k, n] (+ C when accumulating). */
+static double gemm_bytes(int64_t m, int64_t n, int64_t k, bool accumulate) {
+  return (double)sizeof(float) * (double)(m * k + k * n + (accumulate ? 2 : 1) * m * n);
+}
+
+/* A timed GEMM of layer `l` (row-major, as the backend's gemm). */
+static ng_status layer_gemm(ng_model_exec *ex, const char *name, int l, bool ta, bool tb, int64_t m,
+                            int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                            int64_t ldb, float beta, float *c, int64_t ldc) {
+  NG_PROF_OP(ex->prof, name, l, 2.0 * (double)m * (double)n * (double)k,
+             gemm_bytes(m, n, k, beta != 0.0f),
+             BE(ex)->gemm(ex->be, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc));
+  return NG_OK;
+}
+
+/* Bytes an aggregation over `b` moves: a source row per edge, a row per output, the indices. */
+static double aggr_bytes(const ng_block *b, int64_t dim, int64_t out_rows) {
+  return (double)sizeof(float) * (double)(b->nnz + out_rows) * (double)dim +
+         (double)sizeof(int32_t) * (double)(b->nnz + b->n_dst + 1);
+}
+
 /* out = combine(h_dst, agg) + bias, then the activation; `agg` is computed from h_in unless the
- * caller gives it (precomputed). */
-static ng_status layer_forward(ng_model_exec *ex, const ng_layer *L, const ng_block *b,
+ * caller gives it (precomputed). Layer `l` names the timed ops. */
+static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
                                const float *h_in, float *agg, int32_t *argbest, bool precomputed,
                                float *out) {
   ng_backend *be = ex->be;
   const float *P = ex->params;
   int64_t in = L->in_dim, outd = L->out_dim, nd = b->n_dst;
   if (!precomputed)
-    NG_CHECK(BE(ex)->aggr_fwd(be, &L->ag, b, h_in, in, agg, argbest));
+    NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, nd),
+               BE(ex)->aggr_fwd(be, &L->ag, b, h_in, in, agg, argbest));
   if (ex->model->kind == NG_MODEL_GCN) {
-    NG_CHECK(BE(ex)->gemm(be, false, false, nd, outd, in, 1.0f, agg, in, P + L->off_w, outd, 0.0f,
-                          out, outd));
+    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, in, agg, in, P + L->off_w, outd,
+                        0.0f, out, outd));
   } else if (L->o.combine == NG_SAGE_SUM) {
-    NG_CHECK(BE(ex)->gemm(be, false, false, nd, outd, in, 1.0f, h_in, in, P + L->off_w_self, outd,
-                          0.0f, out, outd));
-    NG_CHECK(BE(ex)->gemm(be, false, false, nd, outd, in, 1.0f, agg, in, P + L->off_w, outd, 1.0f,
-                          out, outd));
+    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, in, h_in, in, P + L->off_w_self,
+                        outd, 0.0f, out, outd));
+    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, in, agg, in, P + L->off_w, outd,
+                        1.0f, out, outd));
   } else { /* CONCAT: the self half, then the neighbour half, side by side */
     int64_t c = L->cols;
-    NG_CHECK(BE(ex)->gemm(be, false, false, nd, c, in, 1.0f, h_in, in, P + L->off_w_self, c, 0.0f,
-                          out, outd));
-    NG_CHECK(BE(ex)->gemm(be, false, false, nd, c, in, 1.0f, agg, in, P + L->off_w, c, 0.0f,
-                          out + c, outd));
+    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_in, in, P + L->off_w_self, c,
+                        0.0f, out, outd));
+    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, agg, in, P + L->off_w, c, 0.0f,
+                        out + c, outd));
   }
-  return BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
-                              L->o.activation);
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
+             2.0 * sizeof(float) * (double)(nd * outd),
+             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
+                                  L->o.activation));
+  return NG_OK;
 }
 
 ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
@@ -331,11 +356,13 @@ ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const floa
     ng_layer_ws *w = &ex->ws[l];
     if (w->mask) {
       int64_t n = (int64_t)b->n_src * L->in_dim;
-      NG_CHECK(BE(ex)->copy_d2d(ex->be, w->h_in, w->input, (size_t)n * sizeof(float)));
-      NG_CHECK(BE(ex)->dropout_fwd(ex->be, w->h_in, w->mask, n, L->o.dropout,
-                                   ng_hash2(seed, (uint64_t)l)));
+      NG_PROF_OP(ex->prof, "dropout fwd", l, 0, 3.0 * sizeof(float) * (double)n,
+                 BE(ex)->copy_d2d(ex->be, w->h_in, w->input, (size_t)n * sizeof(float)));
+      NG_PROF_OP(ex->prof, "dropout fwd", l, (double)n, 2.25 * sizeof(float) * (double)n,
+                 BE(ex)->dropout_fwd(ex->be, w->h_in, w->mask, n, L->o.dropout,
+                                     ng_hash2(seed, (uint64_t)l)));
     }
-    NG_CHECK(layer_forward(ex, L, b, w->h_in, w->agg, w->argbest, l == 0, w->out));
+    NG_CHECK(layer_forward(ex, l, L, b, w->h_in, w->agg, w->argbest, l == 0, w->out));
   }
   return NG_OK;
 }
@@ -355,27 +382,32 @@ ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_
     const ng_block *b = &mb->blocks[l];
     ng_layer_ws *w = &ex->ws[l];
     int64_t in = L->in_dim, outd = L->out_dim, nd = b->n_dst, ns = b->n_src, c = L->cols;
-    NG_CHECK(BE(ex)->bias_act_bwd(be, d_out, w->out, L->off_b >= 0 ? G + L->off_b : NULL, nd, outd,
-                                  L->o.activation));
+    const double cells = (double)(nd * outd), relu = L->o.activation == NG_ACT_RELU;
+    NG_PROF_OP(ex->prof, "bias act bwd", l, cells, (1.0 + 2.0 * relu) * sizeof(float) * cells,
+               BE(ex)->bias_act_bwd(be, d_out, w->out, L->off_b >= 0 ? G + L->off_b : NULL, nd,
+                                    outd, L->o.activation));
     /* Weight gradients: W += input^T d_out for each half. */
     bool concat = m->kind == NG_MODEL_SAGE && L->o.combine == NG_SAGE_CONCAT;
     const float *d_neigh = concat ? d_out + c : d_out;
-    NG_CHECK(BE(ex)->gemm(be, true, false, in, c, nd, 1.0f, w->agg, in, d_neigh, outd, 0.0f,
-                          G + L->off_w, c));
+    NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, c, nd, w->agg, in, d_neigh, outd,
+                        0.0f, G + L->off_w, c));
     if (m->kind == NG_MODEL_SAGE)
-      NG_CHECK(BE(ex)->gemm(be, true, false, in, c, nd, 1.0f, w->h_in, in, d_out, outd, 0.0f,
-                            G + L->off_w_self, c));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, c, nd, w->h_in, in, d_out, outd,
+                          0.0f, G + L->off_w_self, c));
     if (l == 0)
       break; /* the features need no gradient */
     /* Input gradient: through the aggregation, plus the self path for GraphSAGE. */
-    NG_CHECK(BE(ex)->gemm(be, false, true, nd, in, c, 1.0f, d_neigh, outd, P + L->off_w, c, 0.0f,
-                          w->d_agg, in));
-    NG_CHECK(BE(ex)->aggr_bwd(be, &L->ag, b, w->d_agg, w->argbest, in, w->d_in));
+    NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, in, c, d_neigh, outd, P + L->off_w, c,
+                        0.0f, w->d_agg, in));
+    NG_PROF_OP(ex->prof, "aggr bwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, ns),
+               BE(ex)->aggr_bwd(be, &L->ag, b, w->d_agg, w->argbest, in, w->d_in));
     if (m->kind == NG_MODEL_SAGE)
-      NG_CHECK(BE(ex)->gemm(be, false, true, nd, in, c, 1.0f, d_out, outd, P + L->off_w_self, c,
-                            1.0f, w->d_in, in));
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, in, c, d_out, outd,
+                          P + L->off_w_self, c, 1.0f, w->d_in, in));
     if (w->mask)
-      NG_CHECK(BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
+      NG_PROF_OP(ex->prof, "dropout bwd", l, (double)(ns * in),
+                 2.25 * sizeof(float) * (double)(ns * in),
+                 BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
     d_out = w->d_in;
   }
   return NG_OK;
@@ -388,8 +420,10 @@ ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp) {
     int64_t begin = l ? m->layers[l - 1].off_end : 0, n = L->off_end - begin;
     ng_opt_hp h = *hp;
     h.weight_decay = L->o.weight_decay;
-    NG_CHECK(BE(ex)->opt_step(ex->be, &h, ex->params + begin, ex->grads + begin, ex->state1 + begin,
-                              ex->state2 + begin, n));
+    /* Adam reads parameters, gradients and both moments and writes three of them back. */
+    NG_PROF_OP(ex->prof, "optimizer", l, 10.0 * (double)n, 7.0 * sizeof(float) * (double)n,
+               BE(ex)->opt_step(ex->be, &h, ex->params + begin, ex->grads + begin,
+                                ex->state1 + begin, ex->state2 + begin, n));
   }
   return NG_OK;
 }
@@ -407,5 +441,5 @@ ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, con
   c.used = 0;
   float *agg = take(&c, cells * sizeof(float));
   int32_t *argbest = needs_argbest(L) ? take(&c, cells * sizeof(int32_t)) : NULL;
-  return layer_forward(ex, L, blk, input, agg, argbest, false, out);
+  return layer_forward(ex, l, L, blk, input, agg, argbest, false, out);
 }

@@ -4,6 +4,7 @@
 #define NG_MODEL_IMPL_H
 
 #include "core/backend_impl.h"
+#include "core/prof.h"
 #include "sampler_impl.h"
 
 #define NG_MODEL_MAGIC 0x6e676d6du /* "ngmm" */
@@ -67,6 +68,7 @@ typedef struct {
   size_t arena_cap;
   ng_layer_ws ws[NG_MAX_LAYERS];
   float *logits; ///< [n_targets, classes] == ws[L-1].out
+  ng_prof *prof; ///< times the ops of the passes and the step (borrowed; NULL: not timed)
 } ng_model_exec;
 
 ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backend *be,

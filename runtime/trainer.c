@@ -59,6 +59,8 @@ struct ng_trainer {
   ng_mode mode;       /* resolved */
   /* The epoch in progress (the runtime's callbacks update it). */
   int64_t cur_epoch;
+  ng_prof prof;      /* the op profile (ng_train_opts.op_profile_every) */
+  int64_t prof_iter; /* the iteration being timed in cur_epoch, or -1 */
   double loss_sum;
   int64_t correct, edges;
   ng_fetch_stats fetch_epoch;
@@ -275,11 +277,12 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
     return ng__err(NG_ERR_INVALID_ARG, "unknown features_memory %d", (int)o.features_memory);
   if (o.workers < -1 || !(o.period_ms > 0.0) || !(o.threshold >= 0.0) || !(o.telemetry_s > 0.0) ||
       o.partial_workers < -1 || o.lookahead < 1 || o.lookahead > NG_LOOKAHEAD_MAX ||
-      o.trace_spans < 0 || o.ready_window < 0 || o.ready_window > NG_READY_WINDOW_MAX)
+      o.trace_spans < 0 || o.ready_window < 0 || o.ready_window > NG_READY_WINDOW_MAX ||
+      o.op_profile_every < 0)
     return ng__err(NG_ERR_INVALID_ARG,
                    "runtime options out of range (workers >= -1, period_ms > 0, threshold >= 0, "
                    "telemetry_s > 0, partial_workers >= -1, lookahead in [1, %d], "
-                   "trace_spans >= 0, ready_window in [0, %d])",
+                   "trace_spans >= 0, ready_window in [0, %d], op_profile_every >= 0)",
                    NG_LOOKAHEAD_MAX, NG_READY_WINDOW_MAX);
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
@@ -300,8 +303,23 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                   fail);
     t->features = t->features_owned;
   }
+  if ((unsigned)o.precision > NG_PRECISION_TF32) {
+    st = ng__err(NG_ERR_INVALID_ARG, "unknown precision %d (fp32 or tf32)", (int)o.precision);
+    goto fail;
+  }
   NG_CHECK_GOTO(st, make_backend(&t->be, &o), fail);
+  if (o.precision != NG_PRECISION_FP32) {
+    if (!t->be->iface->set_precision) {
+      st = ng__err(NG_ERR_UNSUPPORTED, "precision tf32: the %s backend computes in fp32 only",
+                   t->be->iface->name);
+      goto fail;
+    }
+    NG_CHECK_GOTO(st, t->be->iface->set_precision(t->be, o.precision), fail);
+  }
   NG_CHECK_GOTO(st, ng__exec_create(&t->ex, t->model, t->be, o.seed), fail);
+  ng__prof_init(&t->prof, o.op_profile_every > 0 ? t->be : NULL);
+  t->prof_iter = -1;
+  t->ex.prof = &t->prof;
   t->mode = ng__mode_resolve(o.mode, t->be);
   if (t->mode == NG_MODE_CPU && !t->be->iface->host_memory) {
     st = ng__err(NG_ERR_INVALID_ARG, "mode cpu trains without a GPU: use device cpu with it");
@@ -333,6 +351,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                 ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
                                zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL),
                 fail);
+  t->store.prof = &t->prof;
   t->fetch = (ng_fetch_cfg){
       .mode = NG_FETCH_BATCH, /* per worker, by its group */
       .hot = hot,
@@ -491,6 +510,22 @@ ng_status ng_trainer_write_trace(ng_trainer_t t, const char *path, int64_t *span
   return ng__runtime_write_trace(t->rt, path, spans, dropped);
 }
 
+ng_status ng_trainer_op_profile(ng_op_time *out, int cap, int *n, int64_t *iterations,
+                                ng_trainer_t t) {
+  NG_CHECK(trainer_check(t));
+  if (!n || (cap > 0 && !out) || cap < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_op_profile: n is NULL, or out NULL with cap %d",
+                   cap);
+  /* The last timed iteration is read here: it finished, or its events are waited for. */
+  NG_CHECK(ng__prof_collect(&t->prof));
+  *n = NG_MIN(cap, t->prof.n_rows);
+  if (*n > 0)
+    memcpy(out, t->prof.rows, (size_t)*n * sizeof *out);
+  if (iterations)
+    *iterations = t->prof.iterations;
+  return NG_OK;
+}
+
 int64_t ng_trainer_epochs_done(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->epochs_done : -1;
 }
@@ -594,19 +629,34 @@ static ng_status step_prefetch(void *ctx, int64_t iter, const ng_fetch_pkg *pkg,
                             slot);
 }
 
+/* Whether iteration `iter` of the current epoch is one the op profile times: one in
+ * op_profile_every, leaving out the run's first (its buffers grow, its GEMM graphs are
+ * captured). */
+static bool timed_iter(const struct ng_trainer *t, int64_t iter) {
+  const int64_t every = t->opts.op_profile_every;
+  return t->prof.be && every > 0 && iter % every == 0 && (t->cur_epoch > 0 || iter > 0);
+}
+
 static ng_status step_forward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot) {
   ng_trainer_t t = ctx;
   const uint64_t seed = ng__iter_seed(t->opts.seed, t->cur_epoch, iter);
   const ng_layer *L0 = &t->model->layers[0];
   const float *agg0 = NULL, *self0 = NULL;
+  t->prof_iter = timed_iter(t, iter) ? iter : -1;
+  if (t->prof_iter >= 0)
+    NG_CHECK(ng__prof_start(&t->prof));
   NG_CHECK(ng__store_input(&t->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
                            slot, &agg0, &self0));
   NG_CHECK(ng__exec_forward(&t->ex, &pkg->mb, agg0, self0, true, seed));
   const int64_t n = pkg->mb.n_targets, classes = t->ds->info.classes;
   NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)classes * sizeof(float)));
   /* No host outputs: step_result reads the loss later, while the device runs ahead. */
-  return t->be->iface->xent(t->be, t->ex.logits, pkg->labels, n, classes, t->d_logits.ptr, NULL,
-                            NULL);
+  const double cells = (double)n * (double)classes;
+  NG_PROF_OP(&t->prof, "loss", -1, 4.0 * cells, 2.0 * sizeof(float) * cells,
+             t->be->iface->xent(t->be, t->ex.logits, pkg->labels, n, classes, t->d_logits.ptr, NULL,
+                                NULL));
+  ng__prof_pause(&t->prof); /* the next iteration's forward may come before this backward */
+  return NG_OK;
 }
 
 /* Queues iteration `iter`'s backward pass and optimizer step before its loss is known: the
@@ -614,6 +664,8 @@ static ng_status step_forward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, 
  * step count. */
 static ng_status step_backward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg) {
   ng_trainer_t t = ctx;
+  if (iter == t->prof_iter)
+    ng__prof_resume(&t->prof);
   NG_CHECK(ng__exec_backward(&t->ex, &pkg->mb, t->d_logits.ptr));
   ng_opt_hp hp = {
       .kind = t->opts.optimizer == NG_OPTIMIZER_SGD ? NG_OPT_SGD : NG_OPT_ADAM,
@@ -625,6 +677,7 @@ static ng_status step_backward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg)
       .step = t->step + 1,
   };
   NG_CHECK(ng__exec_step(&t->ex, &hp));
+  ng__prof_pause(&t->prof);
   t->step++;
   t->stepped_iter = iter;
   return NG_OK;

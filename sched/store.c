@@ -245,26 +245,38 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
    * host's destinations with the state it reduced, the device's with the state reduced here
    * (BATCH) or with the host rows (above). Merging destination ranges one by one gives the
    * bits of one merge: it works row by row. */
-  NG_CHECK(BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
+  ng_prof *pf = st->prof;
+  const double fb = (double)sizeof(float), row_b = fb * (double)dim, ib = sizeof(int32_t);
+  NG_PROF_OP(pf, "input hot aggr", 0, dp.hot.nnz * dim,
+             (double)(dp.hot.nnz + nd) * row_b + (double)(dp.hot.nnz + 2 * nd) * ib,
+             BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
   const int32_t m = dp.n_host_dst;
   if (dp.cold.nnz > dp.device_cold.nnz) {
     ng_pstate h = state_rows(&hot, 0, m);
-    NG_CHECK(BE(st)->pstate_merge(be, &bare, &h, &dp.cold_state));
+    NG_PROF_OP(pf, "input merge", 0, (double)m * dim, 3.0 * m * row_b,
+               BE(st)->pstate_merge(be, &bare, &h, &dp.cold_state));
   }
   if (dp.device_cold.nnz > 0) {
     if (dp.mode == NG_FETCH_BATCH)
-      NG_CHECK(BE(st)->aggr_partial(be, &bare, &dp.device_cold, dp.staged, &cold));
+      NG_PROF_OP(pf, "input staged aggr", 0, dp.device_cold.nnz * dim,
+                 (double)(dp.device_cold.nnz + nd - m) * row_b,
+                 BE(st)->aggr_partial(be, &bare, &dp.device_cold, dp.staged, &cold));
     ng_pstate h = state_rows(&hot, m, nd - m);
-    NG_CHECK(BE(st)->pstate_merge(be, &bare, &h, &cold));
+    NG_PROF_OP(pf, "input merge", 0, (double)(nd - m) * dim, 3.0 * (nd - m) * row_b,
+               BE(st)->pstate_merge(be, &bare, &h, &cold));
   }
-  NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
-                                dp.n_self_hot, dim, drop_p, drop_key));
+  NG_PROF_OP(pf, "input self rows", 0, 0, 2.0 * dp.n_self_hot * row_b,
+             BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
+                                  dp.n_self_hot, dim, drop_p, drop_key));
   if (!from_host) /* staged rows were dropped on the host */
-    NG_CHECK(BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
-                                  dp.n_self_cold, dim, 0.0f, 0));
-  NG_CHECK(BE(st)->pstate_finalize(be, &bare, &hot, out));
+    NG_PROF_OP(pf, "input self rows", 0, 0, 2.0 * dp.n_self_cold * row_b,
+               BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
+                                    dp.n_self_cold, dim, 0.0f, 0));
+  NG_PROF_OP(pf, "input finalize", 0, (double)nd * dim, 2.0 * nd * row_b,
+             BE(st)->pstate_finalize(be, &bare, &hot, out));
   if (ag->self_loop)
-    NG_CHECK(BE(st)->add_self_loop(be, out, dp.self_w, self_rows, nd, dim));
+    NG_PROF_OP(pf, "input self loop", 0, 2.0 * nd * dim, 3.0 * nd * row_b,
+               BE(st)->add_self_loop(be, out, dp.self_w, self_rows, nd, dim));
   *agg = out;
   *self = self_rows;
   return NG_OK;

@@ -8,6 +8,7 @@
 #ifndef NG_STORE_IMPL_H
 #define NG_STORE_IMPL_H
 
+#include "core/prof.h"
 #include "fetch_impl.h"
 
 /// Package slots the device buffers (the runtime's iter % (lookahead + 1)).
@@ -35,6 +36,7 @@ typedef struct {
     size_t cap;
     bool ready;
   } pre[NG_STORE_SLOTS + 1];
+  ng_prof *prof; ///< times the input layer's ops (borrowed; NULL: not timed)
 } ng_store;
 
 /// How many rows fit the hot tier: `cache_bytes` > 0 gives cache_bytes / row bytes, else a

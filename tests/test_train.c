@@ -318,6 +318,69 @@ static void test_divergence_and_model_copy(void) {
   ng_model_destroy(m);
 }
 
+/* The op profile times every op of the sampled iterations (the CPU backend's clock stands in for
+ * device events): each layer's GEMMs, aggregations, activations and optimizer step appear with
+ * the right number of calls and the FLOPs of their shapes, and timing changes no bit of the
+ * losses. */
+static void test_op_profile(void) {
+  recipe r = {NG_MODEL_SAGE, {5, 10}, 16, 64, 0, 3, 1};
+  ng_model_t m = make_model(&r);
+  double plain[2], timed[2];
+  for (int pass = 0; pass < 2; pass++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = r.batch;
+    o.seed = r.seed;
+    o.normalize = NG_NORMALIZE_ROW;
+    o.op_profile_every = pass ? 3 : 0;
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+    for (int e = 0; t && e < 2; e++) {
+      ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+      EXPECT_OK(ng_trainer_epoch(&s, t));
+      (pass ? timed : plain)[e] = s.loss;
+    }
+    ng_op_time ops[64];
+    int n = -1;
+    int64_t iters = -1;
+    EXPECT_OK(ng_trainer_op_profile(ops, 64, &n, &iters, t));
+    if (!pass) {
+      EXPECT_EQ_I(n, 0);
+      EXPECT_EQ_I(iters, 0);
+      ng_trainer_destroy(t);
+      continue;
+    }
+    /* Cora's 140 training nodes in batches of 64: 3 iterations an epoch; iterations 0 of the
+     * second epoch and 0 of the first (left out: the run's first) are multiples of 3. */
+    EXPECT_EQ_I(iters, 1);
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+      const ng_op_time *op = &ops[i];
+      EXPECT_TRUE(op->ms >= 0.0 && op->bytes > 0.0);
+      if (strcmp(op->name, "gemm fwd") == 0) { /* SAGE-sum: self and neighbour products */
+        EXPECT_EQ_I(op->calls, 2);
+        EXPECT_TRUE(op->flops > 0.0);
+        found++;
+      }
+      if (strcmp(op->name, "optimizer") == 0 || strcmp(op->name, "bias act fwd") == 0) {
+        EXPECT_EQ_I(op->calls, 1);
+        found++;
+      }
+      if (strcmp(op->name, "loss") == 0) {
+        EXPECT_EQ_I(op->layer, -1);
+        found++;
+      }
+      if (strcmp(op->name, "aggr bwd") == 0) { /* the input layer's features get no gradient */
+        EXPECT_EQ_I(op->layer, 1);
+        found++;
+      }
+    }
+    EXPECT_EQ_I(found, 2 + 4 + 1 + 1);
+    ng_trainer_destroy(t);
+  }
+  EXPECT_TRUE(memcmp(plain, timed, sizeof plain) == 0);
+  ng_model_destroy(m);
+}
+
 static void test_bad_options(void) {
   recipe r = {NG_MODEL_SAGE, {5, 10}, 16, 32, 0, 1, 0};
   ng_model_t m = make_model(&r);
@@ -326,6 +389,13 @@ static void test_bad_options(void) {
   o.lr = 0.0;
   EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
   EXPECT_TRUE(t == NULL);
+  o = (ng_train_opts)NG_TRAIN_OPTS_INIT;
+  o.precision = NG_PRECISION_TF32; /* tensor-core products need the CUDA backend */
+  EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_UNSUPPORTED);
+  EXPECT_ERR_HAS("fp32 only");
+  o.precision = (ng_precision)7;
+  EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("precision");
   o = (ng_train_opts)NG_TRAIN_OPTS_INIT;
   o.device = "tpu";
   EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_INVALID_ARG);
@@ -351,6 +421,7 @@ int main(void) {
   omp_set_num_threads(2);
   open_cora();
   RUN_TEST(test_bad_options);
+  RUN_TEST(test_op_profile);
   RUN_TEST(test_bitwise_reproducible_across_threads);
   RUN_TEST(test_resume_is_bit_identical);
   RUN_TEST(test_resume_mid_epoch);

@@ -87,6 +87,9 @@ typedef struct ng_backend ng_backend;
 /// latency per row (7 ms a 3-hop step on the H100 before, 0.1 ms after).
 #define NG_BIAS_CHUNK_ROWS 256
 
+/// Timing events a backend keeps (event_record): the op profile (core/prof.h) uses two an op.
+#define NG_BACKEND_EVENTS 256
+
 /// Marks a backend keeps for copy_h2d_async's ordering (double buffering needs two).
 #define NG_BACKEND_MARKS 4
 /// Deferred xent results a backend holds unread (the runtime keeps two in flight).
@@ -145,6 +148,16 @@ struct ng_backend_i {
   ng_status (*pci_bus_id)(ng_backend *be, char *buf, size_t cap);
   /// The pointer through which the backend's kernels read registered host memory `host`.
   ng_status (*host_view)(ng_backend *be, const void *host, const void **out);
+
+  /* -- timing and arithmetic mode (optional: NULL where the backend has none) -- */
+  /// Records timing event `k` (0 <= k < NG_BACKEND_EVENTS) after every op queued so far on the
+  /// ops' queue. The CPU backend, whose ops finish before they return, reads its clock.
+  ng_status (*event_record)(ng_backend *be, int k);
+  /// Milliseconds from event `a` to event `b`, waiting for `b` to complete.
+  ng_status (*event_elapsed)(ng_backend *be, int a, int b, double *ms);
+  /// Sets the arithmetic of the GEMMs queued from now on. NULL, or NG_ERR_UNSUPPORTED for a
+  /// precision the backend cannot run: fp32 only.
+  ng_status (*set_precision)(ng_backend *be, ng_precision p);
 
   /* -- gathers -- */
   /// dst[i, :] = table[ids[i], :] for i < n (table is [*, dim] with row stride dim; on the CUDA
