@@ -11,10 +11,10 @@
  * Argument checks are the CPU backend's, with one difference: the block arrays live on the
  * device, so their contents (indptr endpoints, index ranges) are not read back; counts, shapes
  * and pointers are checked on the host, and xent checks its labels on the device. */
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 
-#include "core/backend_impl.h"
-#include "core/rng.h"
+#include "backend_impl.h"
+#include "rng.h"
 
 #include <cublas_v2.h>
 #include <type_traits>
@@ -118,7 +118,7 @@ ng_status use(const ng_backend *be, const char *op) {
   return NG_OK;
 }
 
-/* ---- argument checks: the shared ones are ng__bk_check_* (runtime/core/backend.c) ---- */
+/* ---- argument checks: the shared ones are ng__bk_check_* (core/backend.c) ---- */
 
 ng_status check_block(const char *op, const ng_block *blk, bool need_transpose) {
   if (!blk)

@@ -1,10 +1,11 @@
 /* The trainer: epochs of sampled mini-batches, full-neighbour evaluation and checkpoints. */
 #include "dataset_impl.h"
 #include "model_impl.h"
+#include "ng_cpu.h"
 #include "safetensors_impl.h"
-#include "sched/runtime_impl.h"
+#include "pipeline_impl.h"
 #ifdef NG_HAVE_CUDA
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 #endif
 
 #include <errno.h>
@@ -440,40 +441,6 @@ int64_t ng_trainer_hot_rows(ng_trainer_t t) {
 
 int ng_trainer_features_copied(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->features_owned != NULL : -1;
-}
-
-static const char *const FETCH_NAMES[] = {"partial", "batch", "zcopy", "auto"};
-static const char *const MODE_NAMES[] = {"auto",    "cpu",           "baseline", "zerocopy",
-                                         "partial", "hybrid-static", "hybrid"};
-
-ng_status ng_fetch_parse(ng_fetch *out, const char *name) {
-  for (size_t i = 0; name && i < NG_ARRAY_LEN(FETCH_NAMES); i++)
-    if (strcmp(name, FETCH_NAMES[i]) == 0) {
-      *out = (ng_fetch)i;
-      return NG_OK;
-    }
-  return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy '%s' (partial, batch, zcopy or auto)",
-                 name ? name : "(null)");
-}
-
-const char *ng_fetch_name(ng_fetch f) {
-  return (unsigned)f < NG_ARRAY_LEN(FETCH_NAMES) ? FETCH_NAMES[f] : "?";
-}
-
-ng_status ng_mode_parse(ng_mode *out, const char *name) {
-  for (size_t i = 0; name && i < NG_ARRAY_LEN(MODE_NAMES); i++)
-    if (strcmp(name, MODE_NAMES[i]) == 0) {
-      *out = (ng_mode)i;
-      return NG_OK;
-    }
-  return ng__err(NG_ERR_INVALID_ARG,
-                 "unknown mode '%s' (auto, cpu, baseline, zerocopy, partial, hybrid-static or "
-                 "hybrid)",
-                 name ? name : "(null)");
-}
-
-const char *ng_mode_name(ng_mode m) {
-  return (unsigned)m < NG_ARRAY_LEN(MODE_NAMES) ? MODE_NAMES[m] : "?";
 }
 
 const char *ng_trainer_placement(ng_trainer_t t) {

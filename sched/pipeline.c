@@ -1,7 +1,7 @@
 /* The hybrid runtime: worker threads sample and fetch whole iterations, the device thread (the
- * caller of ng__runtime_epoch) consumes them in order. See runtime_impl.h and
+ * caller of ng__runtime_epoch) consumes them in order. See pipeline_impl.h and
  * docs/scheduler.md. */
-#include "runtime_impl.h"
+#include "pipeline_impl.h"
 
 #include "model_impl.h"
 

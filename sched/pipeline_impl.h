@@ -1,14 +1,14 @@
-/* The hybrid runtime (sched/runtime.c): runs an epoch's iterations with pinned worker threads
+/* The hybrid runtime (sched/pipeline.c): runs an epoch's iterations with pinned worker threads
  * that sample and fetch (each by its group's strategy) and a device thread that consumes them in
  * iteration order, copying packages up to three iterations ahead, while the feedback controller
  * moves workers between the PARTIAL and TRANSFER groups. docs/scheduler.md describes it. */
-#ifndef NG_RUNTIME_IMPL_H
-#define NG_RUNTIME_IMPL_H
+#ifndef NG_PIPELINE_IMPL_H
+#define NG_PIPELINE_IMPL_H
 
 #include "sched_impl.h"
 
 #include <stdatomic.h>
-#include "store_impl.h"
+#include "feature_store_impl.h"
 
 /// The device side of one iteration, supplied by the trainer; `pkg` is the package as the
 /// device sees it, in package slot `slot` (ng_store's). None of these waits for the device
@@ -140,4 +140,4 @@ extern _Atomic int64_t ng__runtime_fault_epoch, ng__runtime_fault_iter;
 ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be);
 ng_fetch ng__transfer_resolve(ng_fetch t, int64_t dim);
 
-#endif /* NG_RUNTIME_IMPL_H */
+#endif /* NG_PIPELINE_IMPL_H */
