@@ -605,18 +605,25 @@ static ng_status cpu_bias_act_bwd(ng_backend *be, float *grad, const float *y, f
     }
   }
   if (grad_bias) {
-    /* Each column summed in row order by one thread: column blocks are independent. */
-    int64_t chunks = ceil_div(cols, BIAS_CHUNK_COLS);
+    /* Each column block summed by one thread in the chunked row order of NG_BIAS_CHUNK_ROWS
+     * (backend_impl.h): column blocks are independent. */
+    int64_t blocks = ceil_div(cols, BIAS_CHUNK_COLS);
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (rows * cols >= PAR_MIN_WORK)
-    for (int64_t ch = 0; ch < chunks; ch++) {
-      int64_t c0 = ch * BIAS_CHUNK_COLS, w = NG_MIN((int64_t)BIAS_CHUNK_COLS, cols - c0);
-      float acc[BIAS_CHUNK_COLS] = {0};
-      for (int64_t r = 0; r < rows; r++) {
-        const float *restrict g = grad + r * cols + c0;
+    for (int64_t cb = 0; cb < blocks; cb++) {
+      int64_t c0 = cb * BIAS_CHUNK_COLS, w = NG_MIN((int64_t)BIAS_CHUNK_COLS, cols - c0);
+      float total[BIAS_CHUNK_COLS] = {0};
+      for (int64_t r0 = 0; r0 < rows; r0 += NG_BIAS_CHUNK_ROWS) {
+        int64_t r1 = NG_MIN(rows, r0 + NG_BIAS_CHUNK_ROWS);
+        float acc[BIAS_CHUNK_COLS] = {0};
+        for (int64_t r = r0; r < r1; r++) {
+          const float *restrict g = grad + r * cols + c0;
+          for (int64_t j = 0; j < w; j++)
+            acc[j] = acc[j] + g[j];
+        }
         for (int64_t j = 0; j < w; j++)
-          acc[j] = acc[j] + g[j];
+          total[j] = total[j] + acc[j];
       }
-      memcpy(grad_bias + c0, acc, (size_t)w * sizeof(float));
+      memcpy(grad_bias + c0, total, (size_t)w * sizeof(float));
     }
   }
   return NG_OK;

@@ -23,7 +23,7 @@
  * arrives, and with rows of 4 KB that number, not DRAM, capped a core's misses in flight; one
  * into L2 waits in L2's longer queue, and the row's loads then hit L2. On the H100 machine (W1,
  * 4 KB rows, 15 threads) CPU aggregation alone went from 89-92 to 97-105 GB/s, and partial mode
- * from 2,457 to 2,764 it/s (eval/results/2026-11-22-h100-delivered-floor.md). */
+ * from 2,457 to 2,764 it/s (eval/results/HISTORY.md). */
 #define NGK_PREFETCH_LOCALITY 2
 
 /* How many rows ahead to prefetch: about 4 KiB in flight per thread, between 2 and 16 rows.

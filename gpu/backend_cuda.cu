@@ -70,6 +70,8 @@ struct cuda_ctx {
   int64_t xent_n[NG_XENT_QUEUE], xent_classes[NG_XENT_QUEUE]; // their shapes
   int64_t xent_head, xent_count; // the queue of results not yet read by xent_result
   cublasHandle_t blas;
+  void *scratch; // [scratch_cap] bytes of one op's temporaries, grown on demand (ensure_scratch)
+  size_t scratch_cap;
   double *row_loss; // [row_loss_cap] per-row losses of xent, grown on demand
   int64_t row_loss_cap;
   xent_result *d_res; // [NG_XENT_QUEUE]
@@ -687,31 +689,59 @@ __global__ void k_relu_bwd(float *grad, const float *y, int64_t n) {
     grad[i] = y[i] > 0.0f ? grad[i] : 0.0f;
 }
 
-/* Column sums in row order (the CPU's order, so the sums agree bit for bit). A column's
- * additions are one dependent chain, so what costs is fetching its values: with one thread per
- * column reading global memory, a 1000 x 16 gradient took 100 us (H100), one load latency per
- * row. Here a block of kThreads threads stages tiles of kColTileRows x kColTileCols values in
- * shared memory together (coalesced, many loads in flight), then one thread per column adds its
- * tile column in order. */
-constexpr int kColTileCols = 32, kColTileRows = 256;
-
-__global__ void k_col_sums(const float *grad, int64_t rows, int64_t cols, float *out) {
-  __shared__ float tile[kColTileRows][kColTileCols + 1]; /* +1: no bank conflicts per column */
-  const int64_t c0 = (int64_t)blockIdx.x * kColTileCols;
-  const int w = (int)(cols - c0 < kColTileCols ? cols - c0 : kColTileCols);
+/* The bias gradient in the chunked row order of NG_BIAS_CHUNK_ROWS (backend_impl.h), the CPU's
+ * order, so that the sums agree bit for bit. Pass 1: block (k, y) sums chunk k of the rows for
+ * one column per thread (a row's columns are consecutive threads: coalesced loads), eight rows'
+ * values loaded before they are added in order, and with RELU applies the mask on the way
+ * (grad = y > 0 ? grad : 0, written back), so the gradient is read once. Pass 2 adds the chunk
+ * sums in chunk order. A single chunk writes its sums directly: 0 + s is s bit for bit, since a
+ * sum that starts from +0 is never -0. */
+template <bool RELU>
+__global__ void k_bias_chunks(float *grad, const float *y, int64_t rows, int64_t cols,
+                              float *part) {
+  const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= cols)
+    return;
+  const int64_t r0 = (int64_t)blockIdx.x * NG_BIAS_CHUNK_ROWS;
+  const int64_t r1 = rows - r0 < NG_BIAS_CHUNK_ROWS ? rows : r0 + NG_BIAS_CHUNK_ROWS;
+  constexpr int U = 8;
   float acc = 0.0f;
-  for (int64_t r0 = 0; r0 < rows; r0 += kColTileRows) {
-    const int h = (int)(rows - r0 < kColTileRows ? rows - r0 : kColTileRows);
-    for (int i = threadIdx.x; i < h * w; i += blockDim.x)
-      tile[i / w][i % w] = grad[(r0 + i / w) * cols + c0 + i % w];
-    __syncthreads();
-    if (threadIdx.x < w)
-      for (int r = 0; r < h; r++)
-        acc = __fadd_rn(acc, tile[r][threadIdx.x]);
-    __syncthreads();
+  int64_t r = r0;
+  for (; r + U <= r1; r += U) {
+    float g[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t i = (r + u) * cols + c;
+      g[u] = grad[i];
+      if (RELU) {
+        g[u] = y[i] > 0.0f ? g[u] : 0.0f;
+        grad[i] = g[u];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      acc = __fadd_rn(acc, g[u]);
   }
-  if (threadIdx.x < w)
-    out[c0 + threadIdx.x] = acc;
+  for (; r < r1; r++) {
+    const int64_t i = r * cols + c;
+    float g = grad[i];
+    if (RELU) {
+      g = y[i] > 0.0f ? g : 0.0f;
+      grad[i] = g;
+    }
+    acc = __fadd_rn(acc, g);
+  }
+  part[(int64_t)blockIdx.x * cols + c] = acc;
+}
+
+__global__ void k_bias_total(const float *part, int64_t chunks, int64_t cols, float *out) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols)
+    return;
+  float acc = 0.0f;
+  for (int64_t k = 0; k < chunks; k++)
+    acc = __fadd_rn(acc, part[k * cols + c]);
+  out[c] = acc;
 }
 
 __global__ void k_dropout_fwd(float *x, uint8_t *mask, int64_t n, uint64_t key, uint32_t threshold,
@@ -904,6 +934,7 @@ void release(cuda_ctx *c) {
       (void)cudaGraphExecDestroy(c->gemms[k].exec);
   if (c->blas)
     (void)cublasDestroy(c->blas);
+  (void)cudaFree(c->scratch);
   (void)cudaFree(c->row_loss);
   (void)cudaFree(c->d_res);
   (void)cudaFree(c->d_unread_bad);
@@ -1483,6 +1514,22 @@ ng_status cuda_add(ng_backend *be, float *y, const float *x, int64_t n) {
   return NG_OK;
 }
 
+/* Grows the ops' scratch buffer (temporaries that live within one op, such as the bias
+ * gradient's chunk sums) to at least `bytes`. Like ensure_row_loss, it allocates only when an
+ * op needs more than any before on this backend: the steady state allocates nothing. */
+ng_status ensure_scratch(cuda_ctx *c, const char *op, size_t bytes) {
+  if (bytes <= c->scratch_cap)
+    return NG_OK;
+  const size_t cap = NG_MAX(bytes + bytes / 2, (size_t)1 << 16);
+  CU_CHECK(op, cudaStreamSynchronize(c->stream));
+  CU_CHECK(op, cudaFree(c->scratch));
+  c->scratch = nullptr;
+  c->scratch_cap = 0;
+  CU_CHECK(op, cudaMalloc(&c->scratch, cap));
+  c->scratch_cap = cap;
+  return NG_OK;
+}
+
 ng_status cuda_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows, int64_t cols,
                             ng_activation act) {
   NG_CHECK(ng__bk_check_count("bias_act_fwd", "rows", rows));
@@ -1509,14 +1556,33 @@ ng_status cuda_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *
   if (cols == 0)
     return NG_OK;
   NG_CHECK(use(be, "bias_act_bwd"));
-  cudaStream_t s = ctx_of(be)->stream;
-  if (act == NG_ACT_RELU && rows > 0) {
-    k_relu_bwd<<<grid_1d(rows * cols), kThreads, 0, s>>>(grad, y, rows * cols);
-    LAUNCH_CHECK("bias_act_bwd");
+  cuda_ctx *c = ctx_of(be);
+  const bool relu = act == NG_ACT_RELU && rows > 0;
+  if (!grad_bias) {
+    if (relu) {
+      k_relu_bwd<<<grid_1d(rows * cols), kThreads, 0, c->stream>>>(grad, y, rows * cols);
+      LAUNCH_CHECK("bias_act_bwd");
+    }
+    return NG_OK;
   }
-  if (grad_bias) { /* with 0 rows the sums are 0, as on the CPU */
-    k_col_sums<<<(unsigned)((cols + kColTileCols - 1) / kColTileCols), kThreads, 0, s>>>(
-        grad, rows, cols, grad_bias);
+  if (rows == 0) /* the sums of no rows are 0, as on the CPU */
+    return cuda_fill(be, grad_bias, cols, 0.0f);
+  const int64_t chunks = (rows + NG_BIAS_CHUNK_ROWS - 1) / NG_BIAS_CHUNK_ROWS;
+  float *part = grad_bias;
+  if (chunks > 1) {
+    NG_CHECK(ensure_scratch(c, "bias_act_bwd", (size_t)(chunks * cols) * sizeof(float)));
+    part = static_cast<float *>(c->scratch);
+  }
+  const unsigned threads = (unsigned)NG_MIN((int64_t)kThreads, (cols + 31) / 32 * 32);
+  const dim3 grid((unsigned)chunks, (unsigned)((cols + threads - 1) / threads));
+  if (relu)
+    k_bias_chunks<true><<<grid, threads, 0, c->stream>>>(grad, y, rows, cols, part);
+  else
+    k_bias_chunks<false><<<grid, threads, 0, c->stream>>>(grad, y, rows, cols, part);
+  LAUNCH_CHECK("bias_act_bwd");
+  if (chunks > 1) {
+    k_bias_total<<<(unsigned)((cols + kThreads - 1) / kThreads), kThreads, 0, c->stream>>>(
+        part, chunks, cols, grad_bias);
     LAUNCH_CHECK("bias_act_bwd");
   }
   return NG_OK;

@@ -118,7 +118,7 @@ ng_fetch ng__transfer_resolve(ng_fetch t, int64_t dim) {
     return t;
   /* Zero-copy gathers run on the copy queue, overlapping the device's work, and cost a worker
    * no reading at all, while BATCH costs it a gather of every cold row: in the harness on the
-   * H100 (eval/results/2026-11-22-h100-sweep.md) zero-copy beat BATCH with 1-8 workers on
+   * H100 (eval/results/HISTORY.md) zero-copy beat BATCH with 1-8 workers on
    * 1 KB rows (W3) and with 1-4 on 512 B rows (W2). For 256 B rows zero-copy reaches only
    * ~9 GB/s (../shared/device/limits.md): BATCH there. */
   return dim * (int64_t)sizeof(float) >= 512 ? NG_FETCH_ZCOPY : NG_FETCH_BATCH;

@@ -698,7 +698,7 @@ static void test_fill_add_copy(void) {
 static void test_bias_act(void) {
   ng_rng r;
   ng_rng_seed(&r, 66);
-  const int64_t rows_[] = {0, 1, 37, 1000}, cols_[] = {1, 5, 64, 130};
+  const int64_t rows_[] = {0, 1, 37, 1000}, cols_[] = {1, 5, 64, 130, 300};
   for (size_t ri = 0; ri < NG_TEST_LEN(rows_); ri++)
     for (size_t ci = 0; ci < NG_TEST_LEN(cols_); ci++)
       for (int act = NG_ACT_NONE; act <= NG_ACT_RELU; act++)
@@ -740,7 +740,7 @@ static void test_bias_act(void) {
           cmp_near(what, y_c, y_g[0], n, NULL);
           cmp_near(what, g_c, g_g[0], n, NULL);
           cmp_near(what, gb_c, gb_g[0], cols, gb_scale);
-          cmp_bits(what, gb_c, gb_g[0], cb); /* both sum each column in row order */
+          cmp_bits(what, gb_c, gb_g[0], cb); /* both sum in the chunked row order */
           cmp_bits(what, y_g[0], y_g[1], nb);
           cmp_bits(what, g_g[0], g_g[1], nb);
           cmp_bits(what, gb_g[0], gb_g[1], cb);

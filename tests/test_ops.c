@@ -910,12 +910,16 @@ static void test_bias_act(void) {
             yref[i * cols + j] = act == NG_ACT_RELU && v < 0.0f ? 0.0f : v;
           }
         for (int64_t j = 0; j < cols; j++) {
-          float s = 0.0f;
+          float s = 0.0f, chunk = 0.0f;
           for (int64_t i = 0; i < rows; i++) {
             float *gv = &gref[i * cols + j];
             if (act == NG_ACT_RELU && !(yref[i * cols + j] > 0.0f))
               *gv = 0.0f;
-            s += *gv; /* in row order, as specified */
+            chunk += *gv; /* in row order within a chunk, the chunks in order, as specified */
+            if ((i + 1) % NG_BIAS_CHUNK_ROWS == 0 || i + 1 == rows) {
+              s += chunk;
+              chunk = 0.0f;
+            }
           }
           bref[j] = s;
         }
