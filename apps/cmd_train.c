@@ -2,7 +2,7 @@
  * train on it: the README's main job). */
 #include "cli.h"
 #include "npy_impl.h"
-#include "sched/sched_impl.h"
+#include "sched_impl.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

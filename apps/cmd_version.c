@@ -2,7 +2,7 @@
 #include "cli.h"
 
 #ifdef NG_HAVE_CUDA
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 #endif
 
 #define DEVICE_DESC_CAP 2048

@@ -5,8 +5,9 @@
  * that depends only on the shape, each part one single-threaded oneDNN call (see
  * docs/backends.md). Aggregation and gathers run on the SIMD kernels of cpu/kernels_cpu.c. */
 #include "kernels_impl.h"
+#include "ng_cpu.h"
 
-#include "core/rng.h"
+#include "rng.h"
 
 #include <dnnl.h>
 #include <dnnl_debug.h>

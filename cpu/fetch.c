@@ -2,7 +2,7 @@
  * by one of the three strategies (see fetch_impl.h). */
 #include "fetch_impl.h"
 
-#include "core/rng.h"
+#include "rng.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  * the cold rows for the device to reduce, ZCOPY lets the device read them from host memory. The
  * reductions follow the operation order of cpu/kernels_impl.h on both sides, and input dropout
  * is keyed by the row's global id wherever the row is read, so all three strategies give the
- * same bits (sched/store.c assembles the device side). */
+ * same bits (sched/feature_store.c assembles the device side). */
 #ifndef NG_FETCH_IMPL_H
 #define NG_FETCH_IMPL_H
 

@@ -13,7 +13,7 @@
 
 #include "kernels_impl.h"
 
-#include "core/rng.h"
+#include "rng.h"
 
 #include <immintrin.h>
 #include <string.h>

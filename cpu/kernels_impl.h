@@ -22,7 +22,7 @@
 #ifndef NG_KERNELS_IMPL_H
 #define NG_KERNELS_IMPL_H
 
-#include "core/backend_impl.h"
+#include "backend_impl.h"
 
 /// The instruction-set variants of the kernels, from the most portable up.
 typedef enum {

@@ -12,11 +12,9 @@
 #ifndef NG_SAMPLER_IMPL_H
 #define NG_SAMPLER_IMPL_H
 
-#include "core/backend_impl.h"
-#include "core/rng.h"
-#include "graph_impl.h"
-
-#define NG_MAX_LAYERS 8
+#include "backend_impl.h"
+#include "rng.h"
+#include "csr_impl.h"
 
 typedef struct {
   const ng_csr *graph;             ///< borrowed; row v = the neighbours v aggregates from
@@ -25,13 +23,6 @@ typedef struct {
   bool gcn_weights[NG_MAX_LAYERS]; ///< fill edge_w and self_w with GCN normalisation
   bool transpose[NG_MAX_LAYERS];   ///< fill t_indptr / t_dst / t_eid (for the block's backward)
 } ng_sampler_cfg;
-
-typedef struct {
-  int n_layers;
-  ng_block blocks[NG_MAX_LAYERS];
-  const int64_t *node_ids; ///< [blocks[0].n_src] global ids; prefix n_dst of a block = its dst
-  int32_t n_targets;       ///< == blocks[n_layers - 1].n_dst
-} ng_minibatch;
 
 /// Per-worker reusable memory: buffers grow to the largest mini-batch seen and are reused, so
 /// the steady state allocates nothing. One arena per thread; a mini-batch's arrays stay valid

@@ -32,9 +32,9 @@
  * so, reports the GPU figures as missing (null in the JSON) and exits 0. Needs the table plus
  * about 1 GiB of host memory (and RING_BYTES of page-locked staging per thread);
  * takes about (3 x thread counts + 1) x 1.2 x S seconds plus the table's set-up. */
-#include "core/backend_impl.h"
-#include "core/rng.h"
-#include "eval/bench_util.h"
+#include "backend_impl.h"
+#include "rng.h"
+#include "bench_util.h"
 #include "kernels_impl.h"
 
 #include <errno.h>
@@ -48,7 +48,7 @@
 #include <time.h>
 
 #ifdef NG_HAVE_CUDA
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 #endif
 
 enum {

@@ -23,9 +23,10 @@
  * build the program says so and exits 0. Needs about 17 GB of device memory (the 400k block at
  * D = 1024) and the table plus 1 GB of host memory; takes one to two minutes (--quick: seconds,
  * on small sizes). */
-#include "core/backend_impl.h"
-#include "core/rng.h"
-#include "eval/bench_util.h"
+#include "backend_impl.h"
+#include "rng.h"
+#include "bench_util.h"
+#include "ng_cpu.h"
 
 #include <math.h>
 #include <omp.h>
@@ -34,7 +35,7 @@
 #include <string.h>
 
 #ifdef NG_HAVE_CUDA
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 #endif
 
 typedef struct {
@@ -174,7 +175,7 @@ static ng_status pattern_fill(ng_backend *be, const pattern *p, float *dst, int6
   return I->sync(be);
 }
 
-/* ---- blocks: the layout of runtime/core/backend_impl.h ---- */
+/* ---- blocks: the layout of core/backend_impl.h ---- */
 
 typedef struct {
   int32_t *indptr, *indices, *t_indptr, *t_dst, *t_eid;

@@ -13,9 +13,10 @@
  *            gradient rows and writes n_src;
  *   GB/s/thr the same per thread.
  * Memory needed: about 2 x TABLE_MIB plus 20%. */
-#include "core/backend_impl.h"
-#include "core/rng.h"
-#include "eval/bench_util.h"
+#include "backend_impl.h"
+#include "rng.h"
+#include "bench_util.h"
+#include "ng_cpu.h"
 #include "kernels_impl.h"
 
 #include <omp.h>

@@ -7,7 +7,7 @@
  * takes iterations from a shared counter, as the training workers do. */
 #include "dataset_impl.h"
 #include "sampler_impl.h"
-#include "sched/store_impl.h"
+#include "feature_store_impl.h"
 
 #include <math.h>
 #include <omp.h>

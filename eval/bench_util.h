@@ -2,7 +2,7 @@
 #ifndef NG_BENCH_UTIL_H
 #define NG_BENCH_UTIL_H
 
-#include "core/rng.h"
+#include "rng.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // Device discovery for the CUDA backend.
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 
 #include <cuda_runtime.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 #ifndef NG_CUDA_H
 #define NG_CUDA_H
 
-#include "core/backend_impl.h"
+#include "backend_impl.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,7 @@
 /* GraphSAGE and GCN layers, written once against the backend interface. */
 #include "model_impl.h"
 
-#include "core/rng.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdio.h>

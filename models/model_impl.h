@@ -3,9 +3,8 @@
 #ifndef NG_MODEL_IMPL_H
 #define NG_MODEL_IMPL_H
 
-#include "core/backend_impl.h"
-#include "core/prof.h"
-#include "sampler_impl.h"
+#include "backend_impl.h"
+#include "prof.h"
 
 #define NG_MODEL_MAGIC 0x6e676d6du /* "ngmm" */
 
@@ -76,8 +75,8 @@ ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backen
 void ng__exec_destroy(ng_model_exec *ex);
 
 /// Forward pass over a mini-batch whose blocks live in backend memory. The input layer's work
-/// up to its aggregation is the caller's (the tiered feature store, sched/store_impl.h): `agg0`
-/// [n_dst of block 0, in_dim] is its finalized aggregation and `self0` [n_dst, in_dim] the
+/// up to its aggregation is the caller's (the tiered feature store, sched/feature_store_impl.h):
+/// `agg0` [n_dst of block 0, in_dim] is its finalized aggregation and `self0` [n_dst, in_dim] the
 /// destinations' own input rows, both after the input layer's dropout in training (keyed by
 /// ng__exec_input_drop_key). With `training`, dropout of the other layers applies with masks
 /// derived from `seed`, and the workspace keeps what backward needs. Logits end in ex->logits.

@@ -5,7 +5,7 @@
  * seed when asked for. */
 #include "convert_impl.h"
 
-#include "core/rng.h"
+#include "rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>

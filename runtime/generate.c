@@ -4,7 +4,7 @@
  * O(nodes) and small next to the dataset. Every random draw comes from a counter-based stream
  * keyed by (seed, purpose, node), and every floating-point reduction runs over a fixed
  * partition of the nodes, so the files never depend on the number of threads. */
-#include "core/rng.h"
+#include "rng.h"
 #include "dataset_impl.h"
 
 #include <math.h>

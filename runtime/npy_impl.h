@@ -2,7 +2,7 @@
 #ifndef NG_NPY_IMPL_H
 #define NG_NPY_IMPL_H
 
-#include "core/core_impl.h"
+#include "core_impl.h"
 
 #define NG_NPY_MAX_DIMS 4
 

@@ -4,7 +4,7 @@
 #ifndef NG_TIERING_IMPL_H
 #define NG_TIERING_IMPL_H
 
-#include "core/core_impl.h"
+#include "core_impl.h"
 #include "graph_impl.h"
 
 /// The damping factor of the reverse PageRank scores (the usual PageRank value).

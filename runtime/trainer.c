@@ -1,10 +1,11 @@
 /* The trainer: epochs of sampled mini-batches, full-neighbour evaluation and checkpoints. */
 #include "dataset_impl.h"
 #include "model_impl.h"
+#include "ng_cpu.h"
 #include "safetensors_impl.h"
-#include "sched/runtime_impl.h"
+#include "pipeline_impl.h"
 #ifdef NG_HAVE_CUDA
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 #endif
 
 #include <errno.h>
@@ -45,8 +46,9 @@ struct ng_trainer {
   int64_t *perm;
   int64_t perm_epoch[2];
   int64_t epochs_done;
-  int64_t step;         /* optimizer steps so far (queued) */
-  int64_t stepped_iter; /* the iteration whose step was queued last, until its loss is read */
+  /* The device side of an iteration (the model, the store, the optimizer and its step count),
+   * which the runtime runs. */
+  ng_train_step step;
   /* Iterations of epoch `epochs_done` already trained: an epoch stopped by the progress
    * callback (Ctrl-C) or an error resumes at the next iteration, here or from a checkpoint. */
   int64_t iter_done;
@@ -57,10 +59,8 @@ struct ng_trainer {
   ng_fetch_cfg fetch; /* the host side of the input layer */
   ng_runtime *rt;     /* workers, ready ring, controller */
   ng_mode mode;       /* resolved */
-  /* The epoch in progress (the runtime's callbacks update it). */
-  int64_t cur_epoch;
-  ng_prof prof;      /* the op profile (ng_train_opts.op_profile_every) */
-  int64_t prof_iter; /* the iteration being timed in cur_epoch, or -1 */
+  ng_prof prof;       /* the op profile (ng_train_opts.op_profile_every) */
+  /* The epoch in progress (iter_done, the runtime's report of each iteration, updates it). */
   double loss_sum;
   int64_t correct, edges;
   ng_fetch_stats fetch_epoch;
@@ -69,7 +69,7 @@ struct ng_trainer {
   double *iter_ms; /* [iters_total] time between iterations finishing, this epoch */
   int64_t n_iter_ms;
   double last_done;
-  growbuf x0, labels, d_logits, eval_out, eval_dev, mb_dev; /* backend memory */
+  growbuf x0, labels, eval_out, eval_dev, mb_dev; /* backend memory */
   growbuf stage, stage_mb, stage_labels; /* host staging for backends with their own memory */
 };
 
@@ -288,7 +288,6 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   if (!t)
     return NG_ERR_NOMEM;
   t->magic = NG_TRAINER_MAGIC;
-  t->stepped_iter = -1;
   t->ds = ds;
   t->model_copy = *model;
   t->model = &t->model_copy;
@@ -318,8 +317,22 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   }
   NG_CHECK_GOTO(st, ng__exec_create(&t->ex, t->model, t->be, o.seed), fail);
   ng__prof_init(&t->prof, o.op_profile_every > 0 ? t->be : NULL);
-  t->prof_iter = -1;
   t->ex.prof = &t->prof;
+  t->step = (ng_train_step){
+      .ex = &t->ex,
+      .store = &t->store,
+      .classes = info->classes,
+      .hp = {.kind = o.optimizer == NG_OPTIMIZER_SGD ? NG_OPT_SGD : NG_OPT_ADAM,
+             .lr = (float)o.lr,
+             .momentum = (float)o.momentum,
+             .beta1 = 0.9f,
+             .beta2 = 0.999f,
+             .eps = 1e-8f},
+      .stepped_iter = -1,
+      .prof = &t->prof,
+      .prof_every = o.op_profile_every,
+      .prof_iter = -1,
+  };
   t->mode = ng__mode_resolve(o.mode, t->be);
   if (t->mode == NG_MODE_CPU && !t->be->iface->host_memory) {
     st = ng__err(NG_ERR_INVALID_ARG, "mode cpu trains without a GPU: use device cpu with it");
@@ -420,7 +433,7 @@ void ng_trainer_destroy(ng_trainer_t t) {
   if (t->be) {
     growbuf_free(t->be, &t->x0);
     growbuf_free(t->be, &t->labels);
-    growbuf_free(t->be, &t->d_logits);
+    ng__train_step_free(&t->step);
     growbuf_free(t->be, &t->eval_out);
     growbuf_free(t->be, &t->eval_dev);
     growbuf_free(t->be, &t->mb_dev);
@@ -459,40 +472,6 @@ int64_t ng_trainer_hot_rows(ng_trainer_t t) {
 
 int ng_trainer_features_copied(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->features_owned != NULL : -1;
-}
-
-static const char *const FETCH_NAMES[] = {"partial", "batch", "zcopy", "auto"};
-static const char *const MODE_NAMES[] = {"auto",    "cpu",           "baseline", "zerocopy",
-                                         "partial", "hybrid-static", "hybrid"};
-
-ng_status ng_fetch_parse(ng_fetch *out, const char *name) {
-  for (size_t i = 0; name && i < NG_ARRAY_LEN(FETCH_NAMES); i++)
-    if (strcmp(name, FETCH_NAMES[i]) == 0) {
-      *out = (ng_fetch)i;
-      return NG_OK;
-    }
-  return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy '%s' (partial, batch, zcopy or auto)",
-                 name ? name : "(null)");
-}
-
-const char *ng_fetch_name(ng_fetch f) {
-  return (unsigned)f < NG_ARRAY_LEN(FETCH_NAMES) ? FETCH_NAMES[f] : "?";
-}
-
-ng_status ng_mode_parse(ng_mode *out, const char *name) {
-  for (size_t i = 0; name && i < NG_ARRAY_LEN(MODE_NAMES); i++)
-    if (strcmp(name, MODE_NAMES[i]) == 0) {
-      *out = (ng_mode)i;
-      return NG_OK;
-    }
-  return ng__err(NG_ERR_INVALID_ARG,
-                 "unknown mode '%s' (auto, cpu, baseline, zerocopy, partial, hybrid-static or "
-                 "hybrid)",
-                 name ? name : "(null)");
-}
-
-const char *ng_mode_name(ng_mode m) {
-  return (unsigned)m < NG_ARRAY_LEN(MODE_NAMES) ? MODE_NAMES[m] : "?";
 }
 
 const char *ng_trainer_placement(ng_trainer_t t) {
@@ -619,89 +598,6 @@ static int64_t nearest_rank(int64_t n, double q) {
   return NG_MAX((int64_t)0, NG_MIN(n, r) - 1);
 }
 
-/* ---- one iteration on the device (the runtime's callbacks) ---- */
-
-static ng_status step_prefetch(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot) {
-  ng_trainer_t t = ctx;
-  const uint64_t seed = ng__iter_seed(t->opts.seed, t->cur_epoch, iter);
-  const ng_layer *L0 = &t->model->layers[0];
-  return ng__store_prefetch(&t->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
-                            slot);
-}
-
-/* Whether iteration `iter` of the current epoch is one the op profile times: one in
- * op_profile_every, leaving out the run's first (its buffers grow, its GEMM graphs are
- * captured). */
-static bool timed_iter(const struct ng_trainer *t, int64_t iter) {
-  const int64_t every = t->opts.op_profile_every;
-  return t->prof.be && every > 0 && iter % every == 0 && (t->cur_epoch > 0 || iter > 0);
-}
-
-static ng_status step_forward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot) {
-  ng_trainer_t t = ctx;
-  const uint64_t seed = ng__iter_seed(t->opts.seed, t->cur_epoch, iter);
-  const ng_layer *L0 = &t->model->layers[0];
-  const float *agg0 = NULL, *self0 = NULL;
-  t->prof_iter = timed_iter(t, iter) ? iter : -1;
-  if (t->prof_iter >= 0)
-    NG_CHECK(ng__prof_start(&t->prof));
-  NG_CHECK(ng__store_input(&t->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
-                           slot, &agg0, &self0));
-  NG_CHECK(ng__exec_forward(&t->ex, &pkg->mb, agg0, self0, true, seed));
-  const int64_t n = pkg->mb.n_targets, classes = t->ds->info.classes;
-  NG_CHECK(grow(t->be, &t->d_logits, (size_t)n * (size_t)classes * sizeof(float)));
-  /* No host outputs: step_result reads the loss later, while the device runs ahead. */
-  const double cells = (double)n * (double)classes;
-  NG_PROF_OP(&t->prof, "loss", -1, 4.0 * cells, 2.0 * sizeof(float) * cells,
-             t->be->iface->xent(t->be, t->ex.logits, pkg->labels, n, classes, t->d_logits.ptr, NULL,
-                                NULL));
-  ng__prof_pause(&t->prof); /* the next iteration's forward may come before this backward */
-  return NG_OK;
-}
-
-/* Queues iteration `iter`'s backward pass and optimizer step before its loss is known: the
- * backend's step guard keeps a non-finite loss from the parameters, and step_result undoes the
- * step count. */
-static ng_status step_backward(void *ctx, int64_t iter, const ng_fetch_pkg *pkg) {
-  ng_trainer_t t = ctx;
-  if (iter == t->prof_iter)
-    ng__prof_resume(&t->prof);
-  NG_CHECK(ng__exec_backward(&t->ex, &pkg->mb, t->d_logits.ptr));
-  ng_opt_hp hp = {
-      .kind = t->opts.optimizer == NG_OPTIMIZER_SGD ? NG_OPT_SGD : NG_OPT_ADAM,
-      .lr = (float)t->opts.lr,
-      .momentum = (float)t->opts.momentum,
-      .beta1 = 0.9f,
-      .beta2 = 0.999f,
-      .eps = 1e-8f,
-      .step = t->step + 1,
-  };
-  NG_CHECK(ng__exec_step(&t->ex, &hp));
-  ng__prof_pause(&t->prof);
-  t->step++;
-  t->stepped_iter = iter;
-  return NG_OK;
-}
-
-static ng_status step_result(void *ctx, int64_t iter, double *loss, int64_t *correct) {
-  ng_trainer_t t = ctx;
-  const ng_status st = t->be->iface->xent_result(t->be, loss, correct);
-  if (st == NG_OK && isfinite(*loss))
-    return NG_OK;
-  /* A bad result (a label out of range, a non-finite loss): the step guard held this
-   * iteration's step back, so it does not count. */
-  if (t->stepped_iter == iter && iter >= 0) {
-    t->step--;
-    t->stepped_iter = -1;
-  }
-  if (st != NG_OK)
-    return st;
-  return ng__err(NG_ERR_STATE,
-                 "the training loss is %g; the parameters are left as they were before this "
-                 "iteration: lower the learning rate or normalise the features",
-                 *loss);
-}
-
 /* Iteration `iter` is done (in order): count it, move the counters, report progress. The
  * counters move before the progress callback may stop the epoch, so that a checkpoint written
  * after the stop resumes at the next iteration. */
@@ -775,7 +671,6 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                    "run with a smaller batch?)",
                    (long long)epoch, (long long)first, (long long)iters);
   ng__progress_init(&t->prog, t->opts.progress, t->opts.progress_ctx);
-  t->cur_epoch = epoch;
   t->iters_total = iters;
   t->loss_sum = 0.0;
   t->correct = t->edges = 0;
@@ -803,13 +698,12 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                               .seed = t->opts.seed,
                               .prepare = order_written(t, epoch + 1) ? NULL : shuffle_order,
                               .prepare_ctx = t};
-  const ng_device_step step = {step_prefetch, step_forward, step_backward, step_result, t};
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();
   int workers[2] = {0, 0};
   double share = 0.0;
-  ng_status st = ng__runtime_epoch(t->rt, &plan, &next, &step, &sink, t->model->layers[0].o.dropout,
-                                   workers, &share);
+  ng_status st = ng__runtime_epoch(t->rt, &plan, &next, &t->step, &sink,
+                                   t->model->layers[0].o.dropout, workers, &share);
   if (st != NG_OK) {
     if (st != NG_ERR_INTERRUPTED)
       ng__err_prefix("epoch %lld", (long long)epoch);
@@ -1008,7 +902,7 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
     ng__strlcpy(meta[0].value, NG_CHECKPOINT_FORMAT, sizeof meta[0].value);
     meta_set(&meta[1], "version", NG_CHECKPOINT_VERSION);
     meta_set(&meta[2], "epochs_done", (long long)t->epochs_done);
-    meta_set(&meta[3], "step", (long long)t->step);
+    meta_set(&meta[3], "step", (long long)t->step.steps);
     meta_set(&meta[4], "model", (long long)m->kind);
     meta_set(&meta[5], "optimizer", (long long)t->opts.optimizer);
     meta_set(&meta[6], "iteration", (long long)t->iter_done);
@@ -1134,7 +1028,7 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   free(host);
   if (st == NG_OK) {
     t->epochs_done = epochs;
-    t->step = step;
+    t->step.steps = step;
     t->iter_done = iteration;
   }
 done:

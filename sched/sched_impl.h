@@ -7,7 +7,7 @@
 #ifndef NG_SCHED_IMPL_H
 #define NG_SCHED_IMPL_H
 
-#include "core/core_impl.h"
+#include "core_impl.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 /* The runtime's timeline: per-thread arrays of spans, appended without locks by the one thread
  * that owns a track, written out as Chrome trace-event JSON once the threads have stopped. */
-#include "sched/sched_impl.h"
+#include "sched_impl.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Shared training runs of the fetch-strategy suites. */
 #include "ng_test_fetch.h"
 
-#include "core/backend_impl.h"
+#include "backend_impl.h"
 #include "fetch_impl.h"
 
 #include <math.h>

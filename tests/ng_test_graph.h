@@ -4,8 +4,8 @@
 
 #include "ng_test.h"
 
-#include "core/backend_impl.h"
-#include "core/rng.h"
+#include "backend_impl.h"
+#include "rng.h"
 #include "graph_impl.h"
 
 /// A float uniform in [-1, 1), never exactly 0 (tests must not run on zeros).

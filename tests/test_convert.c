@@ -4,7 +4,7 @@
 #include "ng_test.h"
 
 #include "convert_impl.h"
-#include "core/rng.h"
+#include "rng.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>

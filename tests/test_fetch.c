@@ -5,7 +5,7 @@
  * tests/test_gpu_fetch.c checks the same on CUDA. */
 #include "ng_test_fetch.h"
 
-#include "core/core_impl.h"
+#include "core_impl.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -13,7 +13,7 @@ int main(void) {
   return 77;
 }
 #else
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 
 static ng_dataset_t cora;
 

@@ -10,6 +10,7 @@
  * of rounding differences, far below any wrong coefficient. Elementwise results use S = |cpu|.
  * Dropout masks, MAX/MIN winners (argbest), partial-state counts and correct-prediction counts
  * must be identical. Exits 77 (skipped) without CUDA or without a device. */
+#include "ng_cpu.h"
 #include "ng_test.h"
 #include "ng_test_fetch.h"
 #include "ng_test_graph.h"
@@ -25,7 +26,7 @@ int main(void) {
 
 #else
 
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 
 static ng_backend *cpu, *gpu;
 

@@ -11,7 +11,7 @@ int main(void) {
   return 77;
 }
 #else
-#include "gpu/ng_cuda.h"
+#include "ng_cuda.h"
 
 enum { EPOCHS = 200, SEEDS = 3 };
 

@@ -15,6 +15,7 @@
  * inputs spaced 0.03 apart and h = 0.01, and ReLU inputs are kept 0.05 away from 0, so no step
  * crosses a kink. The cross-entropy is smooth: h = 1e-3 gives a truncation error near
  * h^2 |L'''| / 6 < 1e-7, checked at 1e-6 + 1e-4 relative against float gradients. */
+#include "ng_cpu.h"
 #include "ng_test.h"
 #include "ng_test_graph.h"
 

@@ -8,6 +8,7 @@
  * the exact sum (u = 2^-24, Higham's bound for recursive summation, first order); each further
  * multiply or divide adds one u relative. The checks allow 2u per operation, i.e. twice the
  * bound, so they pass on correct code and fail on any wrong term, order or missing element. */
+#include "ng_cpu.h"
 #include "ng_test.h"
 #include "ng_test_fetch.h"
 #include "ng_test_graph.h"

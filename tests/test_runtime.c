@@ -4,9 +4,9 @@
  * telemetry reports what happened. Nothing may hang (ctest's TIMEOUT is the backstop). */
 #include "ng_test_fetch.h"
 
-#include "core/core_impl.h"
+#include "core_impl.h"
 #include "safetensors_impl.h"
-#include "sched/runtime_impl.h"
+#include "pipeline_impl.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* safetensors reading and writing: round trips, the exact bytes another implementation expects,
  * atomic replacement, and hand-made hostile files for every validation rule. */
-#include "core/rng.h"
+#include "rng.h"
 #include "ng_test.h"
 #include "safetensors_impl.h"
 

@@ -1,7 +1,7 @@
 /* Hot-set scores and reordering: scores against plain serial references, determinism across
  * thread counts, the order, and reordered datasets (graph, features, labels, splits and orig_id
  * moved with their nodes; a reorder of a reorder composes orig_id). */
-#include "core/rng.h"
+#include "rng.h"
 #include "dataset_impl.h"
 #include "ng_test.h"
 #include "tiering_impl.h"

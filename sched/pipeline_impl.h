@@ -1,37 +1,15 @@
-/* The hybrid runtime (sched/runtime.c): runs an epoch's iterations with pinned worker threads
+/* The hybrid runtime (sched/pipeline.c): runs an epoch's iterations with pinned worker threads
  * that sample and fetch (each by its group's strategy) and a device thread that consumes them in
  * iteration order, copying packages up to three iterations ahead, while the feedback controller
  * moves workers between the PARTIAL and TRANSFER groups. docs/scheduler.md describes it. */
-#ifndef NG_RUNTIME_IMPL_H
-#define NG_RUNTIME_IMPL_H
+#ifndef NG_PIPELINE_IMPL_H
+#define NG_PIPELINE_IMPL_H
 
 #include "sched_impl.h"
 
 #include <stdatomic.h>
-#include "store_impl.h"
-
-/// The device side of one iteration, supplied by the trainer; `pkg` is the package as the
-/// device sees it, in package slot `slot` (ng_store's). None of these waits for the device
-/// except `result`:
-/// - `prefetch` (may be NULL) queues, right after the package's copy and while the device
-///   still runs the iteration before, the reads of host memory the package needs
-///   (ng__store_prefetch);
-/// - `forward` queues the input layer, the forward pass and the loss (a deferred xent);
-/// - `backward` queues the backward pass and the optimizer step, before the loss is known:
-///   the backend's step guard (backend_impl.h, xent) keeps a bad loss from the parameters;
-/// - `result` waits for iteration `iter`'s loss (the oldest unread one) and fails on a
-///   non-finite one, whose step, if queued, then did nothing.
-/// The runtime keeps at most two losses unread: iteration i's forward is queued before it
-/// reads i - 1's result, so that the device always has work queued while the host waits.
-/// Packages are copied (and prefetched) `lookahead` iterations ahead, each in slot
-/// iter % (lookahead + 1).
-typedef struct {
-  ng_status (*prefetch)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot);
-  ng_status (*forward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg, int slot);
-  ng_status (*backward)(void *ctx, int64_t iter, const ng_fetch_pkg *pkg);
-  ng_status (*result)(void *ctx, int64_t iter, double *loss, int64_t *correct);
-  void *ctx;
-} ng_device_step;
+#include "feature_store_impl.h"
+#include "train_step_impl.h"
 
 /// What an epoch (or the rest of one) is: iterations [first, iters) over `order`.
 typedef struct {
@@ -89,7 +67,13 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
                              const ng_runtime_opts *opts);
 void ng__runtime_destroy(ng_runtime *rt);
 
-/// Runs iterations plan->first .. plan->iters-1 and reports each to `sink` in order. On an
+/// Runs iterations plan->first .. plan->iters-1, each on the device by `step`
+/// (train_step_impl.h), and reports each to `sink` in order. For each iteration the device
+/// thread calls ng__train_step_forward, then reads the previous iteration's loss
+/// (ng__train_step_result), then ng__train_step_backward: the runtime keeps at most two losses
+/// unread, so that the device always has work queued while the host waits. Packages are copied
+/// (and prefetched, ng__train_step_prefetch) `lookahead` iterations ahead, each in slot
+/// iter % (lookahead + 1). On an
 /// error it stops every thread and returns it (with ng_last_error() describing it); the
 /// iterations already reported stay done. A worker's failure surfaces in iteration order: the
 /// iterations before the failed one are trained first. `drop_p` is the input layer's dropout;
@@ -104,7 +88,7 @@ void ng__runtime_destroy(ng_runtime *rt);
 /// `next`'s order must stay unchanged until the next call returns, or until ng__runtime_stop();
 /// `plan`'s until this call returns (every position of it has been taken by then).
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
-                            const ng_device_step *step, const ng_iter_sink *sink, float drop_p,
+                            ng_train_step *step, const ng_iter_sink *sink, float drop_p,
                             int workers_out[2], double *share_out);
 
 /// Stops workers left running for an expected next epoch and discards their work; does nothing
@@ -140,4 +124,4 @@ extern _Atomic int64_t ng__runtime_fault_epoch, ng__runtime_fault_iter;
 ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be);
 ng_fetch ng__transfer_resolve(ng_fetch t, int64_t dim);
 
-#endif /* NG_RUNTIME_IMPL_H */
+#endif /* NG_PIPELINE_IMPL_H */

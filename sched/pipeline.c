@@ -1,9 +1,7 @@
 /* The hybrid runtime: worker threads sample and fetch whole iterations, the device thread (the
- * caller of ng__runtime_epoch) consumes them in order. See runtime_impl.h and
+ * caller of ng__runtime_epoch) consumes them in order. See pipeline_impl.h and
  * docs/scheduler.md. */
-#include "runtime_impl.h"
-
-#include "model_impl.h"
+#include "pipeline_impl.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -580,8 +578,8 @@ static void release(ng_runtime *rt, rt_item *it) {
 /* Queues the copy of item `it` (iteration `iter`) into device buffer k (after mark k: the
  * iteration that last used that buffer is done with it), sets `view` to the package as the
  * device sees it and queues the reads of host memory the package needs behind the copy. */
-static ng_status upload(ng_runtime *rt, const ng_device_step *step, int64_t iter, rt_item *it,
-                        int k, ng_fetch_pkg *view) {
+static ng_status upload(ng_runtime *rt, ng_train_step *step, uint64_t seed, rt_item *it, int k,
+                        ng_fetch_pkg *view) {
   ng_backend *be = rt->be;
   if (be->iface->host_memory) {
     *view = it->pkg;
@@ -592,19 +590,20 @@ static ng_status upload(ng_runtime *rt, const ng_device_step *step, int64_t iter
     it->pkg.stats.h2d_bytes = (int64_t)it->pkg.bytes;
     ng__fetch_rebase(view, &it->pkg, rt->dev_pkg[k]);
   }
-  return step->prefetch ? step->prefetch(step->ctx, iter, view, k) : NG_OK;
+  return ng__train_step_prefetch(step, seed, view, k);
 }
 
 /* Takes iteration `iter` and copies it into slot iter % depth: its item in ahead[], its package
  * as the device sees it in view[]. */
-static ng_status copy_ahead(ng_runtime *rt, const ng_epoch_plan *plan, const ng_device_step *step,
+static ng_status copy_ahead(ng_runtime *rt, const ng_epoch_plan *plan, ng_train_step *step,
                             int64_t iter, int depth, rt_item **ahead, ng_fetch_pkg *view) {
   const int k = (int)(iter % depth);
   NG_CHECK(take(rt, plan, iter, &ahead[k]));
   if (ahead[k]->status != NG_OK)
     return NG_OK;
   const int64_t t0 = span_start(rt);
-  const ng_status st = upload(rt, step, iter, ahead[k], k, &view[k]);
+  const ng_status st =
+      upload(rt, step, ng__iter_seed(plan->seed, plan->epoch, iter), ahead[k], k, &view[k]);
   device_span(rt, NG_SPAN_UPLOAD, iter, t0);
   return st;
 }
@@ -805,12 +804,12 @@ static ng_status plan_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
 
 /* Reads the loss of `iter` (whose step is queued), reports the iteration to the sink and hands
  * its package back: its copy is done, since the loss came after it. */
-static ng_status finish_prev(ng_runtime *rt, const ng_device_step *step, const ng_iter_sink *sink,
+static ng_status finish_prev(ng_runtime *rt, ng_train_step *step, const ng_iter_sink *sink,
                              int64_t iter, rt_item *it, int64_t *pcie, int64_t *cpu_cold,
                              int64_t *done) {
   double loss = 0.0;
   int64_t correct = 0;
-  ng_status st = step->result(step->ctx, iter, &loss, &correct);
+  ng_status st = ng__train_step_result(step, iter, &loss, &correct);
   if (st == NG_OK) {
     *pcie += it->pkg.stats.h2d_bytes + it->pkg.stats.zcopy_bytes;
     *cpu_cold += it->pkg.stats.cpu_cold_bytes;
@@ -822,7 +821,7 @@ static ng_status finish_prev(ng_runtime *rt, const ng_device_step *step, const n
 }
 
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
-                            const ng_device_step *step, const ng_iter_sink *sink, float drop_p,
+                            ng_train_step *step, const ng_iter_sink *sink, float drop_p,
                             int workers_out[2], double *share_out) {
   ng_backend *be = rt->be;
   const int64_t t_epoch = span_start(rt);
@@ -897,7 +896,8 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     st = be->iface->wait_copy(be, k);
     tk = device_span(rt, NG_SPAN_COPY_WAIT, i, tk);
     if (st == NG_OK)
-      st = step->forward(step->ctx, i, &view[k], k);
+      st = ng__train_step_forward(step, plan->epoch, i, ng__iter_seed(plan->seed, plan->epoch, i),
+                                  &view[k], k);
     tk = device_span(rt, NG_SPAN_FORWARD, i, tk);
     fwd_unread = st == NG_OK;
     if (st == NG_OK && prev) {
@@ -908,7 +908,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     }
     if (st == NG_OK) {
       failed = i;
-      st = step->backward(step->ctx, i, &view[k]);
+      st = ng__train_step_backward(step, i, &view[k]);
       device_span(rt, NG_SPAN_BACKWARD, i, tk);
     }
     if (st == NG_OK) {
@@ -1009,7 +1009,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     if (fwd_unread) {
       double loss;
       int64_t correct;
-      (void)step->result(step->ctx, -1, &loss, &correct);
+      (void)ng__train_step_result(step, -1, &loss, &correct);
     }
     (void)be->iface->sync(be);
     (void)ng__err(st, "%s", msg);

@@ -1,6 +1,6 @@
 /* The tiered feature store: hot rows in backend memory, cold rows in (registered) host memory,
  * and the device side of a tiered iteration. */
-#include "store_impl.h"
+#include "feature_store_impl.h"
 
 #include <stdint.h>
 #include <string.h>

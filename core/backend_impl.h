@@ -37,6 +37,18 @@ typedef struct {
   const int32_t *t_eid;    ///< [nnz] the edge's position in `indices` (to find its weight)
 } ng_block;
 
+/// The most layers (blocks) a model or a mini-batch has.
+#define NG_MAX_LAYERS 8
+
+/// One sampled mini-batch of L layers: L blocks (cpu/sampler_impl.h describes how they nest).
+/// The sampler (cpu/) writes it and the models (models/) read it, so it lives below both.
+typedef struct {
+  int n_layers;
+  ng_block blocks[NG_MAX_LAYERS];
+  const int64_t *node_ids; ///< [blocks[0].n_src] global ids; prefix n_dst of a block = its dst
+  int32_t n_targets;       ///< == blocks[n_layers - 1].n_dst
+} ng_minibatch;
+
 /// How the aggregator combines neighbour rows (the internal form of ng_aggregator).
 typedef struct {
   ng_reduce reduce; ///< SUM, MAX or MIN over the neighbours (in neighbour order)
@@ -253,8 +265,6 @@ struct ng_backend {
   void *ctx;
 };
 
-/// The CPU backend (cpu/backend_cpu.c). `threads` 0 = the OpenMP default.
-ng_status ng__backend_cpu_create(ng_backend **out, int threads);
 /// Destroys any backend; accepts NULL.
 void ng__backend_destroy(ng_backend *be);
 

@@ -1,14 +1,14 @@
-/* The tiered feature store and the device side of a tiered iteration (sched/store.c).
+/* The tiered feature store and the device side of a tiered iteration (sched/feature_store.c).
  *
  * Hot tier: rows [0, H) of the features in backend memory (a copy on the GPU; on the CPU
  * backend the host table itself). Cold tier: the rest, in host memory; with ZCOPY it is
  * registered so that the device reads it directly. ng__store_input turns the package of
  * cpu/fetch.c into the input layer's aggregation and self rows on the device, in the fixed
  * order hot partial, cold partial, merge (hot + cold), finalize, self loop. */
-#ifndef NG_STORE_IMPL_H
-#define NG_STORE_IMPL_H
+#ifndef NG_FEATURE_STORE_IMPL_H
+#define NG_FEATURE_STORE_IMPL_H
 
-#include "core/prof.h"
+#include "prof.h"
 #include "fetch_impl.h"
 
 /// Package slots the device buffers (the runtime's iter % (lookahead + 1)).
@@ -77,4 +77,4 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
                           float drop_p, uint64_t drop_key, int slot, const float **agg,
                           const float **self);
 
-#endif /* NG_STORE_IMPL_H */
+#endif /* NG_FEATURE_STORE_IMPL_H */

@@ -1,0 +1,641 @@
+/* The CUDA backend's gathers and aggregation: row gathers (device memory or zero-copy host
+ * memory), block aggregation forward and backward, partial states, scatter and self loops, with
+ * their kernels. The rules of the whole backend are in backend_cuda_impl.h. */
+#include "backend_cuda_impl.h"
+
+namespace ng_cuda {
+
+/* Rows are read in bursts: a warp covers T chunks of 32 * V columns of one row and issues all
+ * their loads before any store, so that a row in registered host memory crosses PCIe as one
+ * burst (zero-copy is bound by the rate of random requests, and chunks of one row fetched at
+ * different times cost one request each) and device-memory rows keep T loads in flight. */
+template <int V, int T>
+__device__ inline void ld_chunks(float (&x)[T][V], const float *row, int64_t j0, int64_t span,
+                                 int64_t dim) {
+#pragma unroll
+  for (int k = 0; k < T; k++) {
+    const int64_t j = j0 + k * span;
+    if (j < dim) {
+      ld<V>(x[k], row + j);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; v++)
+        x[k][v] = 0.0f;
+    }
+  }
+}
+
+/* The chunks per warp for rows of `dim` values: a whole row up to 8 chunks (4 KiB with V 4). */
+int chunks_per_warp(int64_t dim, int v) {
+  const int64_t tiles = (dim + 32 * v - 1) / (32 * v);
+  return tiles >= 8 ? 8 : tiles >= 4 ? 4 : tiles >= 2 ? 2 : 1;
+}
+
+/* One warp per row and group of T chunks; the table may be registered host memory. */
+template <int V, int T>
+__global__ void k_gather(float *__restrict__ dst, const float *__restrict__ table,
+                         const int64_t *ids, int64_t n, int64_t dim) {
+  const int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (row >= n)
+    return;
+  const float *in = table + ids[row] * dim;
+  float *out = dst + row * dim;
+  const int64_t span = 32 * V;
+  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
+       j0 += (int64_t)gridDim.y * T * span) {
+    float v[T][V];
+    ld_chunks<V, T>(v, in, j0, span, dim);
+#pragma unroll
+    for (int k = 0; k < T; k++)
+      if (j0 + k * span < dim)
+        st<V>(out + j0 + k * span, v[k]);
+  }
+}
+
+/* ---- kernels: aggregation (the operation order of cpu/kernels_impl.h) ---- */
+
+struct sum_flags {
+  bool weighted, self_loop, mean;
+};
+
+/* Input dropout of aggr_partial (ng_aggr.drop_p): element (row, c) of the source table. */
+struct in_drop {
+  bool on;
+  uint64_t key;
+  uint32_t threshold;
+  float scale;
+};
+
+template <int V>
+__device__ inline void apply_drop(const in_drop &dr, float *x, int64_t row, int64_t dim,
+                                  int64_t j) {
+  if (!dr.on)
+    return;
+  const uint64_t base = (uint64_t)(row * dim + j);
+  for (int k = 0; k < V; k++)
+    x[k] = dev_dropout_keep(dr.key, base + k, dr.threshold) ? __fmul_rn(x[k], dr.scale) : 0.0f;
+}
+
+/* acc = acc + (w * x) (or acc + x), elementwise, for one edge's chunks. */
+template <int V, int T>
+__device__ inline void sum_edge(float (&acc)[T][V], float (&x)[T][V], const sum_flags &f,
+                                const in_drop &dr, const ng_block &b, int32_t e, int32_t r,
+                                int64_t dim, int64_t j0, int64_t span) {
+  const float w = f.weighted ? b.edge_w[e] : 1.0f;
+#pragma unroll
+  for (int k = 0; k < T; k++) {
+    apply_drop<V>(dr, x[k], r, dim, j0 + k * span);
+#pragma unroll
+    for (int v = 0; v < V; v++)
+      acc[k][v] =
+          f.weighted ? __fadd_rn(acc[k][v], __fmul_rn(w, x[k][v])) : __fadd_rn(acc[k][v], x[k][v]);
+  }
+}
+
+/* SUM forward: one warp per destination and group of T chunks of 32 * V columns, neighbours in
+ * edge order; two neighbours' rows are loaded before either is added (the additions keep their
+ * order). */
+template <int V, int T>
+__global__ void k_aggr_sum(sum_flags f, in_drop dr, ng_block b, const float *__restrict__ src,
+                           int64_t dim, float *__restrict__ dst) {
+  const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (d >= b.n_dst)
+    return;
+  const int32_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
+  const int64_t span = 32 * V;
+  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
+       j0 += (int64_t)gridDim.y * T * span) {
+    float acc[T][V], x0[T][V], x1[T][V];
+#pragma unroll
+    for (int k = 0; k < T; k++)
+#pragma unroll
+      for (int v = 0; v < V; v++)
+        acc[k][v] = 0.0f;
+    int32_t e = e0;
+    for (; e + 1 < e1; e += 2) {
+      const int32_t r0 = b.indices[e], r1 = b.indices[e + 1];
+      ld_chunks<V, T>(x0, src + (int64_t)r0 * dim, j0, span, dim);
+      ld_chunks<V, T>(x1, src + (int64_t)r1 * dim, j0, span, dim);
+      sum_edge<V, T>(acc, x0, f, dr, b, e, r0, dim, j0, span);
+      sum_edge<V, T>(acc, x1, f, dr, b, e + 1, r1, dim, j0, span);
+    }
+    if (e < e1) {
+      const int32_t r0 = b.indices[e];
+      ld_chunks<V, T>(x0, src + (int64_t)r0 * dim, j0, span, dim);
+      sum_edge<V, T>(acc, x0, f, dr, b, e, r0, dim, j0, span);
+    }
+    if (f.mean && e1 > e0) {
+      const float c = (float)(e1 - e0);
+#pragma unroll
+      for (int k = 0; k < T; k++)
+#pragma unroll
+        for (int v = 0; v < V; v++)
+          acc[k][v] = __fdiv_rn(acc[k][v], c);
+    }
+    if (f.self_loop) {
+      const float w = b.self_w[d];
+      ld_chunks<V, T>(x0, src + d * dim, j0, span, dim);
+#pragma unroll
+      for (int k = 0; k < T; k++)
+#pragma unroll
+        for (int v = 0; v < V; v++)
+          acc[k][v] = __fadd_rn(acc[k][v], __fmul_rn(w, x0[k][v]));
+    }
+#pragma unroll
+    for (int k = 0; k < T; k++)
+      if (j0 + k * span < dim)
+        st<V>(dst + d * dim + j0 + k * span, acc[k]);
+  }
+}
+
+/* MAX/MIN forward: the first neighbour, then strictly better ones (ties and NaN keep the
+ * earlier); empty rows give 0 and argbest -1. One warp per destination and group of T chunks. */
+template <int V, int T, bool IS_MAX>
+__global__ void k_aggr_best(in_drop dr, ng_block b, const float *__restrict__ src, int64_t dim,
+                            float *__restrict__ dst, int32_t *__restrict__ argbest) {
+  const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (d >= b.n_dst)
+    return;
+  const int32_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
+  const int64_t span = 32 * V;
+  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
+       j0 += (int64_t)gridDim.y * T * span) {
+    float best[T][V], x[T][V];
+    int32_t arg[T][V];
+    const int32_t first = e0 == e1 ? -1 : b.indices[e0];
+    if (e0 == e1) {
+#pragma unroll
+      for (int k = 0; k < T; k++)
+#pragma unroll
+        for (int v = 0; v < V; v++)
+          best[k][v] = 0.0f;
+    } else {
+      ld_chunks<V, T>(best, src + (int64_t)first * dim, j0, span, dim);
+#pragma unroll
+      for (int k = 0; k < T; k++)
+        apply_drop<V>(dr, best[k], first, dim, j0 + k * span);
+    }
+#pragma unroll
+    for (int k = 0; k < T; k++)
+#pragma unroll
+      for (int v = 0; v < V; v++)
+        arg[k][v] = first;
+    for (int32_t e = e0 + 1; e < e1; e++) {
+      const int32_t s = b.indices[e];
+      ld_chunks<V, T>(x, src + (int64_t)s * dim, j0, span, dim);
+#pragma unroll
+      for (int k = 0; k < T; k++) {
+        apply_drop<V>(dr, x[k], s, dim, j0 + k * span);
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+          const bool win = IS_MAX ? x[k][v] > best[k][v] : x[k][v] < best[k][v];
+          if (win) {
+            best[k][v] = x[k][v];
+            arg[k][v] = s;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < T; k++) {
+      const int64_t j = j0 + k * span;
+      if (j < dim) {
+        st<V>(dst + d * dim + j, best[k]);
+        if (argbest)
+          sti<V>(argbest + d * dim + j, arg[k]);
+      }
+    }
+  }
+}
+
+/* The coefficient of transposed edge t, exactly as ngk_bwd_coef computes it. */
+__device__ inline float bwd_coef(const sum_flags &f, const ng_block &b, int32_t t, int32_t d) {
+  float c = f.weighted ? b.edge_w[b.t_eid[t]] : 1.0f;
+  if (f.mean)
+    c = __fmul_rn(c, __fdiv_rn(1.0f, (float)(b.indptr[d + 1] - b.indptr[d])));
+  return c;
+}
+
+/* SUM backward: a warp per source and column tile, contributions in transposed order; four
+ * edges' gradient rows are loaded before they are added (in order). A source has few edges
+ * (2.5 on average with fanout 10 and n_src = 4 n_dst), so the warps loop over sources
+ * (grid-stride) rather than one short-lived block per eight sources: block launches, not
+ * bytes, bound the one-warp-per-source form there. */
+template <int V>
+__global__ void k_aggr_sum_bwd(sum_flags f, ng_block b, const float *__restrict__ grad_dst,
+                               int64_t dim, float *__restrict__ grad_src) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+  for (int64_t s = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; s < b.n_src; s += warps) {
+    const int32_t t0 = b.t_indptr[s], t1 = b.t_indptr[s + 1];
+    for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+         j += (int64_t)gridDim.y * 32 * V) {
+      float acc[V], g[4][V], c[4];
+      for (int k = 0; k < V; k++)
+        acc[k] = 0.0f;
+      int32_t t = t0;
+      for (; t + 3 < t1; t += 4) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const int32_t d = b.t_dst[t + u];
+          c[u] = bwd_coef(f, b, t + u, d);
+          ld<V>(g[u], grad_dst + (int64_t)d * dim + j);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+          for (int k = 0; k < V; k++)
+            acc[k] = __fadd_rn(acc[k], __fmul_rn(c[u], g[u][k]));
+      }
+      for (; t < t1; t++) {
+        const int32_t d = b.t_dst[t];
+        const float cc = bwd_coef(f, b, t, d);
+        ld<V>(g[0], grad_dst + (int64_t)d * dim + j);
+        for (int k = 0; k < V; k++)
+          acc[k] = __fadd_rn(acc[k], __fmul_rn(cc, g[0][k]));
+      }
+      if (f.self_loop && s < b.n_dst) {
+        const float w = b.self_w[s];
+        ld<V>(g[0], grad_dst + s * dim + j);
+        for (int k = 0; k < V; k++)
+          acc[k] = __fadd_rn(acc[k], __fmul_rn(w, g[0][k]));
+      }
+      st<V>(grad_src + s * dim + j, acc);
+    }
+  }
+}
+
+/* Whether edge e is the first edge of destination d with source s (ngk_first_edge of
+ * cpu/kernels_cpu.c): a destination listing a source twice routes its gradient once. */
+__device__ inline bool first_edge(const ng_block &b, int32_t d, int32_t e, int32_t s) {
+  for (int32_t e2 = b.indptr[d]; e2 < e; e2++)
+    if (b.indices[e2] == s)
+      return false;
+  return true;
+}
+
+/* MAX/MIN backward: one warp per source and column tile; each element adds grad_dst where the
+ * destination's winner is this source, in transposed order. */
+template <int V>
+__global__ void k_aggr_best_bwd(ng_block b, const float *grad_dst, const int32_t *argbest,
+                                int64_t dim, float *grad_src) {
+  const int64_t s = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (s >= b.n_src)
+    return;
+  const int32_t t0 = b.t_indptr[s], t1 = b.t_indptr[s + 1];
+  for (int64_t j = ((int64_t)blockIdx.y * 32 + lane) * V; j < dim;
+       j += (int64_t)gridDim.y * 32 * V) {
+    float acc[V], g[V];
+    int32_t a[V];
+    for (int k = 0; k < V; k++)
+      acc[k] = 0.0f;
+    for (int32_t t = t0; t < t1; t++) {
+      const int32_t d = b.t_dst[t];
+      if (!first_edge(b, d, b.t_eid[t], (int32_t)s))
+        continue;
+      ld<V>(g, grad_dst + (int64_t)d * dim + j);
+      ldi<V>(a, argbest + (int64_t)d * dim + j);
+      for (int k = 0; k < V; k++)
+        if (a[k] == (int32_t)s)
+          acc[k] = __fadd_rn(acc[k], g[k]);
+    }
+    st<V>(grad_src + s * dim + j, acc);
+  }
+}
+
+/* One warp per row, as k_gather, writing row pos[i] with input dropout. A grid with fewer
+ * warps than rows strides over them. */
+template <int V, int T>
+__global__ void k_scatter(float *__restrict__ dst, const int32_t *pos,
+                          const float *__restrict__ table, const int64_t *ids, int64_t n,
+                          int64_t dim, in_drop dr) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < n; row += warps) {
+    const int64_t r = ids[row];
+    const float *in = table + r * dim;
+    float *out = dst + (pos ? (int64_t)pos[row] : row) * dim;
+    const int64_t span = 32 * V;
+    for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
+         j0 += (int64_t)gridDim.y * T * span) {
+      float v[T][V];
+      ld_chunks<V, T>(v, in, j0, span, dim);
+#pragma unroll
+      for (int k = 0; k < T; k++) {
+        const int64_t j = j0 + k * span;
+        if (j < dim) {
+          apply_drop<V>(dr, v[k], r, dim, j);
+          st<V>(out + j, v[k]);
+        }
+      }
+    }
+  }
+}
+
+/* Bytes of host rows a row gather queued behind a copy keeps in flight. A warp per row for
+ * every row (a 26 MB W1 gather: 6,300 warps) holds the SMs for the whole transfer, waiting on
+ * PCIe, and the compute queue's kernels then run in the gaps between gathers: on the H100 a
+ * zero-copy W1 iteration took 0.69 ms, the gather's 0.53 plus the compute's. Eight blocks
+ * (256 KiB of 4 KiB rows in flight) keep the link busy while the training step runs beside
+ * them: 1,890 it/s instead of 1,430 (49 GB/s, the probe's zero-copy rate); 2 to 64 blocks and
+ * 32 to 256 threads per block all gave 1,810-1,920. */
+constexpr int64_t kCopyOpsInflight = 256 << 10;
+
+/* The blocks along x of a row gather on a copy queue: enough warps for kCopyOpsInflight bytes,
+ * each warp reading up to T chunks of V floats of its row at once, over the grid's `y` column
+ * groups. */
+unsigned copy_ops_blocks(int64_t dim, int v, int t, unsigned y) {
+  const int64_t warp_bytes = NG_MIN(dim, (int64_t)32 * v * t) * (int64_t)sizeof(float);
+  const int64_t warps = (kCopyOpsInflight + warp_bytes - 1) / warp_bytes;
+  const int64_t per_block = (int64_t)kWarpsPerBlock * NG_MAX(y, 1u);
+  return (unsigned)NG_MAX((int64_t)1, (warps + per_block - 1) / per_block);
+}
+
+__global__ void k_self_loop(float *dst, const float *self_w, const float *rows, int64_t n,
+                            int64_t dim) {
+  const int64_t total = n * dim;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = __fadd_rn(dst[i], __fmul_rn(self_w[i / dim], rows[i]));
+}
+
+__global__ void k_degree(ng_block b, int32_t *count) {
+  for (int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; d < b.n_dst;
+       d += (int64_t)gridDim.x * blockDim.x)
+    count[d] = b.indptr[d + 1] - b.indptr[d];
+}
+
+/* Merges the values of row d (one thread per element); counts are added afterwards by
+ * k_merge_counts, so that every thread here reads the counts before any changes. */
+__global__ void k_merge_vals(ng_reduce red, float *acc, const int32_t *acc_count,
+                             const float *other, const int32_t *other_count, int64_t n_dst,
+                             int64_t dim) {
+  const int64_t n = n_dst * dim;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t d = i / dim;
+    const float o = other[i], a = acc[i];
+    if (other_count[d] == 0)
+      continue;
+    if (acc_count[d] == 0)
+      acc[i] = o;
+    else if (red == NG_REDUCE_SUM)
+      acc[i] = __fadd_rn(a, o);
+    else if (red == NG_REDUCE_MAX)
+      acc[i] = o > a ? o : a;
+    else
+      acc[i] = o < a ? o : a;
+  }
+}
+
+__global__ void k_merge_counts(int32_t *acc_count, const int32_t *other_count, int64_t n_dst) {
+  for (int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; d < n_dst;
+       d += (int64_t)gridDim.x * blockDim.x)
+    acc_count[d] += other_count[d];
+}
+
+__global__ void k_finalize(bool mean, const float *val, const int32_t *count, int64_t n_dst,
+                           int64_t dim, float *dst) {
+  const int64_t n = n_dst * dim;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int32_t c = count[i / dim];
+    dst[i] = c == 0 ? 0.0f : mean ? __fdiv_rn(val[i], (float)c) : val[i];
+  }
+}
+
+/* ---- gathers ---- */
+
+ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
+                           int64_t n, int64_t dim) {
+  NG_CHECK(ng__bk_check_count("gather_rows", "n", n));
+  NG_CHECK(ng__bk_check_count("gather_rows", "dim", dim));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "table", table, true));
+  NG_CHECK(ng__bk_check_ptr("gather_rows", "ids", ids, true));
+  NG_CHECK(use(be, "gather_rows"));
+  cudaStream_t s = ctx_of(be)->stream;
+  const int v = dim % 4 == 0 && aligned16(dst) && aligned16(table) ? 4 : 1;
+  const int t = chunks_per_warp(dim, v);
+  const dim3 grid = grid_rows_chunks(n, dim, v, t);
+  with_chunks(t, [&](auto T) {
+    if (v == 4)
+      k_gather<4, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, table, ids, n, dim);
+    else
+      k_gather<1, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, table, ids, n, dim);
+  });
+  LAUNCH_CHECK("gather_rows");
+  return NG_OK;
+}
+
+/* ---- aggregation ---- */
+
+/* Launches the SUM or MAX/MIN forward over the block's destinations (no launch for empty work). */
+ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng_block *blk,
+                     const float *src, int64_t dim, float *dst, int32_t *argbest) {
+  if (blk->n_dst == 0 || dim == 0)
+    return NG_OK;
+  cudaStream_t s = ctx_of(be)->stream;
+  const bool v4 =
+      dim % 4 == 0 && aligned16(src) && aligned16(dst) && (!argbest || aligned16(argbest));
+  const int t = chunks_per_warp(dim, v4 ? 4 : 1);
+  const dim3 grid = grid_rows_chunks(blk->n_dst, dim, v4 ? 4 : 1, t);
+  const in_drop dr = {ag->drop_p > 0.0f, ag->drop_key, ng_dropout_threshold(ag->drop_p),
+                      1.0f / (1.0f - ag->drop_p)};
+  const ng_block b = *blk;
+  with_chunks(t, [&](auto T) {
+    constexpr int C = decltype(T)::value;
+    if (ag->reduce == NG_REDUCE_SUM) {
+      const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
+      if (v4)
+        k_aggr_sum<4, C><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
+      else
+        k_aggr_sum<1, C><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
+    } else if (ag->reduce == NG_REDUCE_MAX) {
+      if (v4)
+        k_aggr_best<4, C, true><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+      else
+        k_aggr_best<1, C, true><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+    } else {
+      if (v4)
+        k_aggr_best<4, C, false><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+      else
+        k_aggr_best<1, C, false><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+    }
+  });
+  LAUNCH_CHECK(op);
+  return NG_OK;
+}
+
+ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+                        int64_t dim, float *dst, int32_t *argbest) {
+  NG_CHECK(check_block("aggr_fwd", blk, false));
+  NG_CHECK(ng__bk_check_aggr("aggr_fwd", ag, blk));
+  NG_CHECK(ng__bk_check_no_drop("aggr_fwd", ag));
+  NG_CHECK(ng__bk_check_count("aggr_fwd", "dim", dim));
+  if (blk->n_dst == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_fwd", "dst", dst, true));
+  NG_CHECK(use(be, "aggr_fwd"));
+  return launch_fwd(be, "aggr_fwd", ag, blk, src, dim, dst,
+                    ag->reduce == NG_REDUCE_SUM ? nullptr : argbest);
+}
+
+ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                        const float *grad_dst, const int32_t *argbest, int64_t dim,
+                        float *grad_src) {
+  NG_CHECK(check_block("aggr_bwd", blk, true));
+  NG_CHECK(ng__bk_check_aggr("aggr_bwd", ag, blk));
+  NG_CHECK(ng__bk_check_no_drop("aggr_bwd", ag));
+  NG_CHECK(ng__bk_check_count("aggr_bwd", "dim", dim));
+  if (blk->n_src == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
+  NG_CHECK(ng__bk_check_ptr("aggr_bwd", "grad_src", grad_src, true));
+  const bool sum = ag->reduce == NG_REDUCE_SUM;
+  if (!sum)
+    NG_CHECK(ng__bk_check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
+                              blk->n_dst > 0));
+  NG_CHECK(use(be, "aggr_bwd"));
+  cudaStream_t s = ctx_of(be)->stream;
+  const bool v4 = dim % 4 == 0 && aligned16(grad_src) && (!grad_dst || aligned16(grad_dst)) &&
+                  (sum || !argbest || aligned16(argbest));
+  dim3 grid = grid_rows(blk->n_src, dim, v4 ? 4 : 1);
+  if (sum) {
+    grid.x = NG_MIN(grid.x, (unsigned)kBwdMaxBlocks); /* the kernel loops over sources */
+    const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
+    if (v4)
+      k_aggr_sum_bwd<4><<<grid, kThreads, 0, s>>>(f, *blk, grad_dst, dim, grad_src);
+    else
+      k_aggr_sum_bwd<1><<<grid, kThreads, 0, s>>>(f, *blk, grad_dst, dim, grad_src);
+  } else {
+    if (v4)
+      k_aggr_best_bwd<4><<<grid, kThreads, 0, s>>>(*blk, grad_dst, argbest, dim, grad_src);
+    else
+      k_aggr_best_bwd<1><<<grid, kThreads, 0, s>>>(*blk, grad_dst, argbest, dim, grad_src);
+  }
+  LAUNCH_CHECK("aggr_bwd");
+  return NG_OK;
+}
+
+ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state) {
+  NG_CHECK(check_block("aggr_partial", blk, false));
+  NG_CHECK(ng__bk_check_aggr("aggr_partial", ag, blk));
+  NG_CHECK(ng__bk_check_state("aggr_partial", state));
+  if (state->n_dst != blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "aggr_partial: state has %d rows but the block %d destinations; size the "
+                   "state for the block",
+                   (int)state->n_dst, (int)blk->n_dst);
+  const int64_t dim = state->dim;
+  NG_CHECK(ng__bk_check_ptr("aggr_partial", "src", src, blk->nnz > 0 && dim > 0));
+  NG_CHECK(ng__bk_check_dropout_p("aggr_partial", ag->drop_p));
+  if (blk->n_dst == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "aggr_partial"));
+  k_degree<<<grid_1d(blk->n_dst), kThreads, 0, ctx_of(be)->stream>>>(*blk, state->count);
+  LAUNCH_CHECK("aggr_partial");
+  /* A partial state is the bare reduction: MEAN divides and the self loop is added only when
+   * the merged state is finalized. */
+  ng_aggr bare = *ag;
+  bare.mean = false;
+  bare.self_loop = false;
+  return launch_fwd(be, "aggr_partial", &bare, blk, src, dim, state->val, nullptr);
+}
+
+ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                            const ng_pstate *other) {
+  NG_CHECK(ng__bk_check_aggr("pstate_merge", ag, NULL));
+  NG_CHECK(ng__bk_check_no_drop("pstate_merge", ag));
+  NG_CHECK(ng__bk_check_state("pstate_merge", acc));
+  NG_CHECK(ng__bk_check_state("pstate_merge", other));
+  if (acc->n_dst != other->n_dst || acc->dim != other->dim)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "pstate_merge: states of shapes [%d, %lld] and [%d, %lld]; only states of the "
+                   "same destinations and dimension merge",
+                   (int)acc->n_dst, (long long)acc->dim, (int)other->n_dst, (long long)other->dim);
+  if (acc->n_dst == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "pstate_merge"));
+  cudaStream_t s = ctx_of(be)->stream;
+  const int64_t n = (int64_t)acc->n_dst * acc->dim;
+  if (n > 0) {
+    k_merge_vals<<<grid_1d(n), kThreads, 0, s>>>(ag->reduce, acc->val, acc->count, other->val,
+                                                 other->count, acc->n_dst, acc->dim);
+    LAUNCH_CHECK("pstate_merge");
+  }
+  k_merge_counts<<<grid_1d(acc->n_dst), kThreads, 0, s>>>(acc->count, other->count, acc->n_dst);
+  LAUNCH_CHECK("pstate_merge");
+  return NG_OK;
+}
+
+ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
+                               float *dst) {
+  NG_CHECK(ng__bk_check_aggr("pstate_finalize", ag, NULL));
+  NG_CHECK(ng__bk_check_no_drop("pstate_finalize", ag));
+  NG_CHECK(ng__bk_check_state("pstate_finalize", state));
+  const int64_t n = (int64_t)state->n_dst * state->dim;
+  NG_CHECK(ng__bk_check_ptr("pstate_finalize", "dst", dst, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "pstate_finalize"));
+  k_finalize<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(ag->mean, state->val, state->count,
+                                                              state->n_dst, state->dim, dst);
+  LAUNCH_CHECK("pstate_finalize");
+  return NG_OK;
+}
+
+ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, const float *table,
+                            const int64_t *ids, int64_t n, int64_t dim, float drop_p,
+                            uint64_t drop_key) {
+  NG_CHECK(ng__bk_check_count("scatter_rows", "n", n));
+  NG_CHECK(ng__bk_check_count("scatter_rows", "dim", dim));
+  NG_CHECK(ng__bk_check_dropout_p("scatter_rows", drop_p));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "table", table, true));
+  NG_CHECK(ng__bk_check_ptr("scatter_rows", "ids", ids, true));
+  NG_CHECK(use(be, "scatter_rows"));
+  cudaStream_t s = ctx_of(be)->stream;
+  const in_drop dr = {drop_p > 0.0f, drop_key, ng_dropout_threshold(drop_p),
+                      1.0f / (1.0f - drop_p)};
+  const int v = dim % 4 == 0 && aligned16(dst) && aligned16(table) ? 4 : 1;
+  const int t = chunks_per_warp(dim, v);
+  dim3 grid = grid_rows_chunks(n, dim, v, t);
+  if (ctx_of(be)->copy_ops_slot >= 0) /* behind a copy: leave the SMs to the training step */
+    grid.x = NG_MIN(grid.x, copy_ops_blocks(dim, v, t, grid.y));
+  with_chunks(t, [&](auto T) {
+    if (v == 4)
+      k_scatter<4, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+    else
+      k_scatter<1, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+  });
+  LAUNCH_CHECK("scatter_rows");
+  return NG_OK;
+}
+
+ng_status cuda_add_self_loop(ng_backend *be, float *dst, const float *self_w, const float *rows,
+                             int64_t n, int64_t dim) {
+  NG_CHECK(ng__bk_check_count("add_self_loop", "n", n));
+  NG_CHECK(ng__bk_check_count("add_self_loop", "dim", dim));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "dst", dst, true));
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "self_w", self_w, true));
+  NG_CHECK(ng__bk_check_ptr("add_self_loop", "rows", rows, true));
+  NG_CHECK(use(be, "add_self_loop"));
+  k_self_loop<<<grid_1d(n * dim), kThreads, 0, ctx_of(be)->stream>>>(dst, self_w, rows, n, dim);
+  LAUNCH_CHECK("add_self_loop");
+  return NG_OK;
+}
+
+} // namespace ng_cuda

@@ -1,0 +1,377 @@
+/* The CUDA backend's dense ops: GEMM (cuBLAS, repeated calls replayed as CUDA graphs), add, bias
+ * and activation forward and backward, dropout, with their kernels. The rules of the whole
+ * backend are in backend_cuda_impl.h. */
+#include "backend_cuda_impl.h"
+
+namespace ng_cuda {
+
+/* ---- kernels: dense ---- */
+
+/* C = beta * C for an empty product (beta == 0 does not read C). */
+__global__ void k_scale_c(float *c, int64_t m, int64_t n, int64_t ldc, float beta) {
+  const int64_t total = m * n;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float *p = c + (i / n) * ldc + i % n;
+    *p = beta == 0.0f ? 0.0f : __fmul_rn(beta, *p);
+  }
+}
+
+__global__ void k_add(float *y, const float *x, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = __fadd_rn(y[i], x[i]);
+}
+
+__global__ void k_bias_act(float *x, const float *bias, int64_t rows, int64_t cols, bool relu) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float v = x[i];
+    if (bias)
+      v = __fadd_rn(v, bias[i % cols]);
+    if (relu) /* v < 0 ? 0 : v keeps NaN visible, as the CPU does */
+      v = v < 0.0f ? 0.0f : v;
+    x[i] = v;
+  }
+}
+
+__global__ void k_relu_bwd(float *grad, const float *y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    grad[i] = y[i] > 0.0f ? grad[i] : 0.0f;
+}
+
+/* The bias gradient in the chunked row order of NG_BIAS_CHUNK_ROWS (backend_impl.h), the CPU's
+ * order, so that the sums agree bit for bit. Pass 1: block (k, y) sums chunk k of the rows for
+ * one column per thread (a row's columns are consecutive threads: coalesced loads), eight rows'
+ * values loaded before they are added in order, and with RELU applies the mask on the way
+ * (grad = y > 0 ? grad : 0, written back), so the gradient is read once. Pass 2 adds the chunk
+ * sums in chunk order. A single chunk writes its sums directly: 0 + s is s bit for bit, since a
+ * sum that starts from +0 is never -0. */
+template <bool RELU>
+__global__ void k_bias_chunks(float *grad, const float *y, int64_t rows, int64_t cols,
+                              float *part) {
+  const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= cols)
+    return;
+  const int64_t r0 = (int64_t)blockIdx.x * NG_BIAS_CHUNK_ROWS;
+  const int64_t r1 = rows - r0 < NG_BIAS_CHUNK_ROWS ? rows : r0 + NG_BIAS_CHUNK_ROWS;
+  constexpr int U = 8;
+  float acc = 0.0f;
+  int64_t r = r0;
+  for (; r + U <= r1; r += U) {
+    float g[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t i = (r + u) * cols + c;
+      g[u] = grad[i];
+      if (RELU) {
+        g[u] = y[i] > 0.0f ? g[u] : 0.0f;
+        grad[i] = g[u];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      acc = __fadd_rn(acc, g[u]);
+  }
+  for (; r < r1; r++) {
+    const int64_t i = r * cols + c;
+    float g = grad[i];
+    if (RELU) {
+      g = y[i] > 0.0f ? g : 0.0f;
+      grad[i] = g;
+    }
+    acc = __fadd_rn(acc, g);
+  }
+  part[(int64_t)blockIdx.x * cols + c] = acc;
+}
+
+__global__ void k_bias_total(const float *part, int64_t chunks, int64_t cols, float *out) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols)
+    return;
+  float acc = 0.0f;
+  for (int64_t k = 0; k < chunks; k++)
+    acc = __fadd_rn(acc, part[k * cols + c]);
+  out[c] = acc;
+}
+
+__global__ void k_dropout_fwd(float *x, uint8_t *mask, int64_t n, uint64_t key, uint32_t threshold,
+                              float scale) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const bool keep = dev_dropout_keep(key, (uint64_t)i, threshold);
+    mask[i] = keep;
+    x[i] = keep ? __fmul_rn(x[i], scale) : 0.0f;
+  }
+}
+
+__global__ void k_dropout_bwd(float *grad, const uint8_t *mask, int64_t n, float scale) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    grad[i] = mask[i] ? __fmul_rn(grad[i], scale) : 0.0f;
+}
+
+/* ---- GEMM ---- */
+
+/* cuBLAS is column-major: a row-major [r, c] matrix with leading dimension ld is its
+ * column-major transpose, so C^T [n, m] = op(B)^T op(A)^T is computed with the operands swapped
+ * and each keeps its own transpose flag. */
+ng_status gemm_plain(cuda_ctx *ctx, const gemm_key *g) {
+  const cublasStatus_t st = cublasSgemm(
+      ctx->blas, (cublasOperation_t)g->op_b, (cublasOperation_t)g->op_a, g->n, g->m, g->k,
+      &g->alpha, static_cast<const float *>(g->b), g->ldb, static_cast<const float *>(g->a), g->lda,
+      &g->beta, static_cast<float *>(g->c), g->ldc);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return blas_err("gemm", "cublasSgemm", st);
+  return NG_OK;
+}
+
+/* Captures the call `g` on the ops stream into an executable graph; NULL when the capture
+ * fails (the call then did not run). */
+cudaGraphExec_t gemm_capture(cuda_ctx *ctx, const gemm_key *g) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(ctx->ops_stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  const ng_status st = gemm_plain(ctx, g);
+  cudaError_t err = cudaStreamEndCapture(ctx->ops_stream, &graph);
+  if (st == NG_OK && err == cudaSuccess && graph)
+    err = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph)
+    (void)cudaGraphDestroy(graph);
+  if (st != NG_OK || err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return exec;
+}
+
+/* The GEMM graph cache. cuBLAS spends ~20 us of host time per call choosing and launching its
+ * kernels (H100, with 15 workers loading the memory bus), as long as the device computes one of
+ * W1's GEMMs, and a training iteration repeats the same few calls on the same buffers. The
+ * second time a call comes with exactly the same arguments (pointers, shape, scalars) it is
+ * captured into a CUDA graph, and every later one launches that graph: the same kernels, hence
+ * the same bits, for a few microseconds. The least recently used entry makes room; a graph
+ * destroyed while it runs is freed when it completes (cudaGraphExecDestroy). */
+ng_status gemm_replay(cuda_ctx *ctx, const gemm_key *g) {
+  gemm_graph *hit = nullptr, *victim = &ctx->gemms[0];
+  for (int i = 0; i < kGemmGraphs && !hit; i++) {
+    gemm_graph *e = &ctx->gemms[i];
+    if (e->used && memcmp(&e->key, g, sizeof *g) == 0)
+      hit = e;
+    else if (e->used < victim->used)
+      victim = e;
+  }
+  const uint64_t now = ++ctx->gemm_clock;
+  if (!hit) {
+    if (victim->exec)
+      (void)cudaGraphExecDestroy(victim->exec);
+    *victim = gemm_graph{*g, nullptr, false, now};
+    return gemm_plain(ctx, g);
+  }
+  hit->used = now;
+  if (!hit->exec && !hit->plain) {
+    hit->exec = gemm_capture(ctx, g);
+    hit->plain = !hit->exec;
+  }
+  if (!hit->exec)
+    return gemm_plain(ctx, g);
+  CU_CHECK("gemm", cudaGraphLaunch(hit->exec, ctx->ops_stream));
+  return NG_OK;
+}
+
+ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                    float beta, float *c, int64_t ldc) {
+  NG_CHECK(ng__bk_check_count("gemm", "m", m));
+  NG_CHECK(ng__bk_check_count("gemm", "n", n));
+  NG_CHECK(ng__bk_check_count("gemm", "k", k));
+  const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+  if (lda < NG_MAX(a_cols, (int64_t)1) || ldb < NG_MAX(b_cols, (int64_t)1) ||
+      ldc < NG_MAX(n, (int64_t)1))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "gemm: leading dimensions lda %lld, ldb %lld, ldc %lld are below the row "
+                   "lengths %lld, %lld, %lld of the row-major A, B, C",
+                   (long long)lda, (long long)ldb, (long long)ldc, (long long)a_cols,
+                   (long long)b_cols, (long long)n);
+  if (m == 0 || n == 0)
+    return NG_OK;
+  NG_CHECK(ng__bk_check_ptr("gemm", "C", c, true));
+  NG_CHECK(ng__bk_check_ptr("gemm", "A", a, k > 0));
+  NG_CHECK(ng__bk_check_ptr("gemm", "B", b, k > 0));
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
+      ldc > INT32_MAX)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "gemm: m=%lld n=%lld k=%lld (lda %lld, ldb %lld, ldc %lld) exceed cuBLAS's "
+                   "32-bit sizes; split the product",
+                   (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb,
+                   (long long)ldc);
+  NG_CHECK(use(be, "gemm"));
+  cuda_ctx *ctx = ctx_of(be);
+  if (k == 0) { /* an empty product: C = beta * C, where beta == 0 does not read C */
+    k_scale_c<<<grid_1d(m * n), kThreads, 0, ctx->stream>>>(c, m, n, ldc, beta);
+    LAUNCH_CHECK("gemm");
+    return NG_OK;
+  }
+  const gemm_key key = {a,
+                        b,
+                        c,
+                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        (int)m,
+                        (int)n,
+                        (int)k,
+                        (int)lda,
+                        (int)ldb,
+                        (int)ldc,
+                        alpha,
+                        beta};
+  if (!ctx->gemm_graphs || ctx->stream != ctx->ops_stream)
+    return gemm_plain(ctx, &key);
+  return gemm_replay(ctx, &key);
+}
+
+/* TF32 rounds the GEMMs' inputs to 10 mantissa bits on the tensor cores and accumulates in fp32;
+ * cuBLAS picks the same kernel for the same shape, so results stay reproducible run to run. The
+ * GEMM graphs captured before a change hold the old mode's kernels: they are dropped (a graph
+ * destroyed while it runs is freed when it completes). */
+ng_status cuda_set_precision(ng_backend *be, ng_precision p) {
+  if (p != NG_PRECISION_FP32 && p != NG_PRECISION_TF32)
+    return ng__err(NG_ERR_INVALID_ARG, "set_precision: unknown precision %d", (int)p);
+  NG_CHECK(use(be, "set_precision"));
+  cuda_ctx *c = ctx_of(be);
+  const cublasMath_t mode =
+      p == NG_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  const cublasStatus_t st = cublasSetMathMode(c->blas, mode);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return blas_err("set_precision", "cublasSetMathMode", st);
+  for (int k = 0; k < kGemmGraphs; k++) {
+    if (c->gemms[k].exec)
+      CU_CHECK("set_precision", cudaGraphExecDestroy(c->gemms[k].exec));
+    memset(&c->gemms[k], 0, sizeof c->gemms[k]);
+  }
+  return NG_OK;
+}
+
+/* ---- elementwise ops ---- */
+
+ng_status cuda_add(ng_backend *be, float *y, const float *x, int64_t n) {
+  NG_CHECK(ng__bk_check_count("add", "n", n));
+  NG_CHECK(ng__bk_check_ptr("add", "y", y, n > 0));
+  NG_CHECK(ng__bk_check_ptr("add", "x", x, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "add"));
+  k_add<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(y, x, n);
+  LAUNCH_CHECK("add");
+  return NG_OK;
+}
+
+/* Grows the ops' scratch buffer (temporaries that live within one op, such as the bias
+ * gradient's chunk sums) to at least `bytes`. Like ensure_row_loss, it allocates only when an
+ * op needs more than any before on this backend: the steady state allocates nothing. */
+ng_status ensure_scratch(cuda_ctx *c, const char *op, size_t bytes) {
+  if (bytes <= c->scratch_cap)
+    return NG_OK;
+  const size_t cap = NG_MAX(bytes + bytes / 2, (size_t)1 << 16);
+  CU_CHECK(op, cudaStreamSynchronize(c->stream));
+  CU_CHECK(op, cudaFree(c->scratch));
+  c->scratch = nullptr;
+  c->scratch_cap = 0;
+  CU_CHECK(op, cudaMalloc(&c->scratch, cap));
+  c->scratch_cap = cap;
+  return NG_OK;
+}
+
+ng_status cuda_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows, int64_t cols,
+                            ng_activation act) {
+  NG_CHECK(ng__bk_check_count("bias_act_fwd", "rows", rows));
+  NG_CHECK(ng__bk_check_count("bias_act_fwd", "cols", cols));
+  NG_CHECK(ng__bk_check_act("bias_act_fwd", act));
+  NG_CHECK(ng__bk_check_ptr("bias_act_fwd", "x", x, rows > 0 && cols > 0));
+  if (rows == 0 || cols == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "bias_act_fwd"));
+  k_bias_act<<<grid_1d(rows * cols), kThreads, 0, ctx_of(be)->stream>>>(x, bias, rows, cols,
+                                                                        act == NG_ACT_RELU);
+  LAUNCH_CHECK("bias_act_fwd");
+  return NG_OK;
+}
+
+ng_status cuda_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *grad_bias,
+                            int64_t rows, int64_t cols, ng_activation act) {
+  NG_CHECK(ng__bk_check_count("bias_act_bwd", "rows", rows));
+  NG_CHECK(ng__bk_check_count("bias_act_bwd", "cols", cols));
+  NG_CHECK(ng__bk_check_act("bias_act_bwd", act));
+  NG_CHECK(ng__bk_check_ptr("bias_act_bwd", "grad", grad, rows > 0 && cols > 0));
+  NG_CHECK(ng__bk_check_ptr("bias_act_bwd", "y (ReLU needs the forward output)", y,
+                            act == NG_ACT_RELU && rows > 0 && cols > 0));
+  if (cols == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "bias_act_bwd"));
+  cuda_ctx *c = ctx_of(be);
+  const bool relu = act == NG_ACT_RELU && rows > 0;
+  if (!grad_bias) {
+    if (relu) {
+      k_relu_bwd<<<grid_1d(rows * cols), kThreads, 0, c->stream>>>(grad, y, rows * cols);
+      LAUNCH_CHECK("bias_act_bwd");
+    }
+    return NG_OK;
+  }
+  if (rows == 0) /* the sums of no rows are 0, as on the CPU */
+    return cuda_fill(be, grad_bias, cols, 0.0f);
+  const int64_t chunks = (rows + NG_BIAS_CHUNK_ROWS - 1) / NG_BIAS_CHUNK_ROWS;
+  float *part = grad_bias;
+  if (chunks > 1) {
+    NG_CHECK(ensure_scratch(c, "bias_act_bwd", (size_t)(chunks * cols) * sizeof(float)));
+    part = static_cast<float *>(c->scratch);
+  }
+  const unsigned threads = (unsigned)NG_MIN((int64_t)kThreads, (cols + 31) / 32 * 32);
+  const dim3 grid((unsigned)chunks, (unsigned)((cols + threads - 1) / threads));
+  if (relu)
+    k_bias_chunks<true><<<grid, threads, 0, c->stream>>>(grad, y, rows, cols, part);
+  else
+    k_bias_chunks<false><<<grid, threads, 0, c->stream>>>(grad, y, rows, cols, part);
+  LAUNCH_CHECK("bias_act_bwd");
+  if (chunks > 1) {
+    k_bias_total<<<(unsigned)((cols + kThreads - 1) / kThreads), kThreads, 0, c->stream>>>(
+        part, chunks, cols, grad_bias);
+    LAUNCH_CHECK("bias_act_bwd");
+  }
+  return NG_OK;
+}
+
+ng_status cuda_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
+                           uint64_t seed) {
+  NG_CHECK(ng__bk_check_count("dropout_fwd", "n", n));
+  NG_CHECK(ng__bk_check_dropout_p("dropout_fwd", p));
+  NG_CHECK(ng__bk_check_ptr("dropout_fwd", "x", x, n > 0));
+  NG_CHECK(ng__bk_check_ptr("dropout_fwd", "mask", mask, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "dropout_fwd"));
+  /* The key and threshold come from core/rng.h itself; the per-element rule is its copy. */
+  k_dropout_fwd<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(
+      x, mask, n, ng_mix64(seed), ng_dropout_threshold(p), 1.0f / (1.0f - p));
+  LAUNCH_CHECK("dropout_fwd");
+  return NG_OK;
+}
+
+ng_status cuda_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mask, int64_t n, float p) {
+  NG_CHECK(ng__bk_check_count("dropout_bwd", "n", n));
+  NG_CHECK(ng__bk_check_dropout_p("dropout_bwd", p));
+  NG_CHECK(ng__bk_check_ptr("dropout_bwd", "grad", grad, n > 0));
+  NG_CHECK(ng__bk_check_ptr("dropout_bwd", "mask", mask, n > 0));
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(use(be, "dropout_bwd"));
+  k_dropout_bwd<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(grad, mask, n, 1.0f / (1.0f - p));
+  LAUNCH_CHECK("dropout_bwd");
+  return NG_OK;
+}
+
+} // namespace ng_cuda

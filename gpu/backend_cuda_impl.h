@@ -1,0 +1,295 @@
+/* The CUDA backend's internal interface: what its files share (backend_cuda.cu: lifetime,
+ * memory, copies, zero-copy and the ops table; backend_cuda_aggr.cu: gathers and aggregation;
+ * backend_cuda_dense.cu: GEMM and the elementwise ops; backend_cuda_loss.cu: the loss and the
+ * optimizer). The backend is split by op family, as ggml splits its CUDA backend, so that each
+ * file holds one family's kernels beside the host functions that launch them. Only nvcc reads
+ * this header; the rest of neargnn sees gpu/ng_cuda.h.
+ *
+ * Determinism: every output element is computed by one thread in a fixed order (no
+ * floating-point atomics), and reductions across threads use fixed trees, so results are
+ * bit-identical run to run. The elementwise and aggregation kernels also perform the CPU
+ * backend's operations in the CPU's order with every multiply and add rounded separately
+ * (__fmul_rn / __fadd_rn stop nvcc from fusing them into FMAs), which makes them agree with the
+ * CPU bit for bit; GEMM (cuBLAS) and the cross-entropy's sums agree within fp32 rounding.
+ *
+ * Argument checks are the CPU backend's, with one difference: the block arrays live on the
+ * device, so their contents (indptr endpoints, index ranges) are not read back; counts, shapes
+ * and pointers are checked on the host, and xent checks its labels on the device. */
+#ifndef NG_BACKEND_CUDA_IMPL_H
+#define NG_BACKEND_CUDA_IMPL_H
+
+#include "ng_cuda.h"
+
+#include "backend_impl.h"
+#include "rng.h"
+
+#include <cublas_v2.h>
+#include <type_traits>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace ng_cuda {
+
+constexpr int kThreads = 256;                 // threads per block of every kernel
+constexpr int kWarpsPerBlock = kThreads / 32; // rows per block of the warp-per-row kernels
+constexpr int64_t kMaxGridX = 1 << 20;        // blocks of a grid-stride elementwise kernel
+constexpr int kMaxGridY = 65535;              // column tiles per launch (CUDA's y limit)
+constexpr int kBwdMaxBlocks = 4096;           // 32768 warps: more than any GPU holds at once
+constexpr int kSumThreads = 256;              // threads of the one-block loss reduction
+
+/* The xent results the host reads back, in pinned host memory and on the device. */
+struct xent_result {
+  double loss;                // sum of the row losses
+  unsigned long long correct; // rows whose arg-max is the label
+  unsigned long long bad_row; // the first row with a label outside [0, classes), or ~0
+  int bad_label;
+};
+
+/* A cuBLAS call, exactly: the GEMM graph cache's key (no padding, compared with memcmp). */
+struct gemm_key {
+  const void *a, *b;
+  void *c;
+  int op_a, op_b, m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+};
+
+constexpr int kGemmGraphs = 64; // GEMM calls remembered (graphs kept) at once
+
+struct gemm_graph {
+  gemm_key key;
+  cudaGraphExec_t exec; // the captured call, or NULL (seen once, or capture failed)
+  bool plain;           // its capture failed: always a plain call
+  uint64_t used;        // gemm_clock at its last use; 0: the entry is empty
+};
+
+struct cuda_ctx {
+  int device;
+  cudaStream_t stream;     // every op (the copy stream between copy_ops_begin/end)
+  cudaStream_t ops_stream; // the ops' own stream (cuBLAS is bound to it)
+  cudaStream_t copy_stream[NG_BACKEND_MARKS]; // copy_h2d_async and copy ops, one per slot, so
+                                              // that the slots' transfers overlap
+  int copy_ops_slot;                          // the slot of copy_ops_begin, or -1
+  cudaEvent_t marks[NG_BACKEND_MARKS];        // mark(), on `stream`
+  cudaEvent_t copied[NG_BACKEND_MARKS];       // the last copy (or copy op) of each slot
+  cudaEvent_t xent_done[NG_XENT_QUEUE];       // each queued xent result's copy to the host
+  cudaEvent_t timing[NG_BACKEND_EVENTS];      // event_record's, created on first use
+  int64_t xent_n[NG_XENT_QUEUE], xent_classes[NG_XENT_QUEUE]; // their shapes
+  int64_t xent_head, xent_count; // the queue of results not yet read by xent_result
+  cublasHandle_t blas;
+  void *scratch; // [scratch_cap] bytes of one op's temporaries, grown on demand (ensure_scratch)
+  size_t scratch_cap;
+  double *row_loss; // [row_loss_cap] per-row losses of xent, grown on demand
+  int64_t row_loss_cap;
+  xent_result *d_res; // [NG_XENT_QUEUE]
+  xent_result *h_res; // [NG_XENT_QUEUE], pinned
+  int *d_unread_bad;  // queued xent results that are bad and unread: opt_step skips while > 0
+  bool gemm_graphs;   // replay repeated GEMM calls as CUDA graphs (NG_CUDA_GEMM_GRAPHS=0: off)
+  gemm_graph gemms[kGemmGraphs];
+  uint64_t gemm_clock;
+};
+
+inline cuda_ctx *ctx_of(const ng_backend *be) {
+  return static_cast<cuda_ctx *>(be->ctx);
+}
+
+/* ---- errors ---- */
+
+inline ng_status cuda_err(const char *op, const char *what, cudaError_t err) {
+  return ng__err(NG_ERR_CUDA, "%s: %s failed: %s (%s)", op, what, cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+}
+
+inline ng_status blas_err(const char *op, const char *what, cublasStatus_t st) {
+  return ng__err(NG_ERR_CUBLAS, "%s: %s failed: %s (%s)", op, what, cublasGetStatusName(st),
+                 cublasGetStatusString(st));
+}
+
+#define CU_CHECK(op, call)                                                                         \
+  do {                                                                                             \
+    cudaError_t cu_err_ = (call);                                                                  \
+    if (cu_err_ != cudaSuccess)                                                                    \
+      return cuda_err((op), #call, cu_err_);                                                       \
+  } while (0)
+
+/* A launch reports configuration errors through cudaGetLastError (faults in the kernel itself
+ * surface at the next synchronising call). */
+#define LAUNCH_CHECK(op)                                                                           \
+  do {                                                                                             \
+    cudaError_t cu_err_ = cudaGetLastError();                                                      \
+    if (cu_err_ != cudaSuccess)                                                                    \
+      return cuda_err((op), "kernel launch", cu_err_);                                             \
+  } while (0)
+
+/* Makes the backend's device current in the calling thread (ops may come from any thread). */
+inline ng_status use(const ng_backend *be, const char *op) {
+  CU_CHECK(op, cudaSetDevice(ctx_of(be)->device));
+  return NG_OK;
+}
+
+/* ---- argument checks: the shared ones are ng__bk_check_* (core/backend.c) ---- */
+
+inline ng_status check_block(const char *op, const ng_block *blk, bool need_transpose) {
+  if (!blk)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: block is NULL", op);
+  if (blk->n_dst < 0 || blk->n_src < blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block has %d destinations and %d sources; destinations must be the "
+                   "first n_dst of the sources",
+                   op, (int)blk->n_dst, (int)blk->n_src);
+  if (blk->nnz < 0 || blk->nnz > INT32_MAX)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: block has %lld edges; blocks hold 0 .. 2^31-1 edges",
+                   op, (long long)blk->nnz);
+  NG_CHECK(ng__bk_check_ptr(op, "block indptr", blk->indptr, true));
+  NG_CHECK(ng__bk_check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
+  if (need_transpose && (!blk->t_indptr || (blk->nnz > 0 && (!blk->t_dst || !blk->t_eid))))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block has no transpose (t_indptr, t_dst, t_eid); sample with transpose "
+                   "enabled for backward passes",
+                   op);
+  return NG_OK;
+}
+
+/* ---- launch geometry ---- */
+
+inline unsigned grid_1d(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  return (unsigned)NG_MAX((int64_t)1, NG_MIN(blocks, kMaxGridX));
+}
+
+/* Warp-per-row kernels: x covers the rows, y the column tiles of 32 * V columns (a kernel
+ * strides over tiles beyond kMaxGridY). */
+inline dim3 grid_rows(int64_t rows, int64_t dim, int v) {
+  int64_t tiles = (dim + 32 * v - 1) / (32 * v);
+  return dim3((unsigned)((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+              (unsigned)NG_MAX((int64_t)1, NG_MIN(tiles, (int64_t)kMaxGridY)));
+}
+
+/* Calls f(std::integral_constant<int, T>) for T = t (8, 4, 2 or 1): the chunk count of a
+ * warp-per-row kernel is a template parameter, so that its registers are arrays. */
+template <typename F> void with_chunks(int t, F &&f) {
+  switch (t) {
+  case 8:
+    f(std::integral_constant<int, 8>{});
+    break;
+  case 4:
+    f(std::integral_constant<int, 4>{});
+    break;
+  case 2:
+    f(std::integral_constant<int, 2>{});
+    break;
+  default:
+    f(std::integral_constant<int, 1>{});
+  }
+}
+
+/* The grid of a warp-per-row kernel covering T chunks of 32 * v columns per warp. */
+inline dim3 grid_rows_chunks(int64_t rows, int64_t dim, int v, int t) {
+  int64_t groups = (dim + 32 * v * t - 1) / (32 * v * t);
+  return dim3((unsigned)((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+              (unsigned)NG_MAX((int64_t)1, NG_MIN(groups, (int64_t)kMaxGridY)));
+}
+
+inline bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+/* ---- device helpers ---- */
+
+/* Loads and stores of V consecutive values (V = 4: one 16-byte access). */
+template <int V> __device__ inline void ld(float *o, const float *p) {
+  if constexpr (V == 4) {
+    const float4 t = *reinterpret_cast<const float4 *>(p);
+    o[0] = t.x;
+    o[1] = t.y;
+    o[2] = t.z;
+    o[3] = t.w;
+  } else {
+    o[0] = *p;
+  }
+}
+
+template <int V> __device__ inline void st(float *p, const float *o) {
+  if constexpr (V == 4)
+    *reinterpret_cast<float4 *>(p) = make_float4(o[0], o[1], o[2], o[3]);
+  else
+    *p = o[0];
+}
+
+template <int V> __device__ inline void ldi(int32_t *o, const int32_t *p) {
+  if constexpr (V == 4) {
+    const int4 t = *reinterpret_cast<const int4 *>(p);
+    o[0] = t.x;
+    o[1] = t.y;
+    o[2] = t.z;
+    o[3] = t.w;
+  } else {
+    o[0] = *p;
+  }
+}
+
+template <int V> __device__ inline void sti(int32_t *p, const int32_t *o) {
+  if constexpr (V == 4)
+    *reinterpret_cast<int4 *>(p) = make_int4(o[0], o[1], o[2], o[3]);
+  else
+    *p = o[0];
+}
+
+/* The dropout rule of core/rng.h (ng_mix64 and ng_dropout_keep), copied literally for device
+ * code: rng.h is host C. tests/test_gpu_parity.c checks that the masks agree bit for bit. */
+__device__ inline uint64_t dev_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+__device__ inline bool dev_dropout_keep(uint64_t key, uint64_t i, uint32_t threshold) {
+  uint64_t h = dev_mix64(key ^ (i >> 1));
+  return (uint32_t)(h >> ((i & 1) * 32)) >= threshold;
+}
+
+/* ---- the ops of each family, for the table (backend_cuda.cu) ---- */
+
+/// backend_cuda.cu's fill, which the dense ops use too.
+ng_status cuda_fill(ng_backend *be, float *x, int64_t n, float value);
+
+ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
+                           int64_t n, int64_t dim);
+ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+                        int64_t dim, float *dst, int32_t *argbest);
+ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                        const float *grad_dst, const int32_t *argbest, int64_t dim,
+                        float *grad_src);
+ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state);
+ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                            const ng_pstate *other);
+ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
+                               float *dst);
+ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, const float *table,
+                            const int64_t *ids, int64_t n, int64_t dim, float drop_p,
+                            uint64_t drop_key);
+ng_status cuda_add_self_loop(ng_backend *be, float *dst, const float *self_w, const float *rows,
+                             int64_t n, int64_t dim);
+ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                    float beta, float *c, int64_t ldc);
+ng_status cuda_set_precision(ng_backend *be, ng_precision p);
+ng_status cuda_add(ng_backend *be, float *y, const float *x, int64_t n);
+ng_status cuda_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows, int64_t cols,
+                            ng_activation act);
+ng_status cuda_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *grad_bias,
+                            int64_t rows, int64_t cols, ng_activation act);
+ng_status cuda_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
+                           uint64_t seed);
+ng_status cuda_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mask, int64_t n, float p);
+ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
+                    int64_t classes, float *grad, double *loss, int64_t *correct);
+ng_status cuda_xent_result(ng_backend *be, double *loss, int64_t *correct);
+ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
+                        float *state1, float *state2, int64_t n);
+
+} // namespace ng_cuda
+
+#endif /* NG_BACKEND_CUDA_IMPL_H */

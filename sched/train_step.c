@@ -1,0 +1,77 @@
+/* The device side of one training iteration; see train_step_impl.h. */
+#include "train_step_impl.h"
+
+#include <math.h>
+
+ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
+                                  int slot) {
+  const ng_layer *L0 = &ts->ex->model->layers[0];
+  return ng__store_prefetch(ts->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
+                            slot);
+}
+
+ng_status ng__train_step_forward(ng_train_step *ts, int64_t epoch, int64_t iter, uint64_t seed,
+                                 const ng_fetch_pkg *pkg, int slot) {
+  ng_backend *be = ts->ex->be;
+  const ng_layer *L0 = &ts->ex->model->layers[0];
+  const float *agg0 = NULL, *self0 = NULL;
+  const bool timed =
+      ts->prof && ts->prof_every > 0 && iter % ts->prof_every == 0 && (epoch > 0 || iter > 0);
+  ts->prof_iter = timed ? iter : -1;
+  if (timed)
+    NG_CHECK(ng__prof_start(ts->prof));
+  NG_CHECK(ng__store_input(ts->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
+                           slot, &agg0, &self0));
+  NG_CHECK(ng__exec_forward(ts->ex, &pkg->mb, agg0, self0, true, seed));
+  const int64_t n = pkg->mb.n_targets, classes = ts->classes;
+  NG_CHECK(ng__bk_reserve(be, &ts->d_logits, &ts->d_logits_cap,
+                          (size_t)n * (size_t)classes * sizeof(float)));
+  /* No host outputs: ng__train_step_result reads the loss later, while the device runs ahead. */
+  const double cells = (double)n * (double)classes;
+  NG_PROF_OP(
+      ts->prof, "loss", -1, 4.0 * cells, 2.0 * sizeof(float) * cells,
+      be->iface->xent(be, ts->ex->logits, pkg->labels, n, classes, ts->d_logits, NULL, NULL));
+  /* The pipeline reads the loss of the iteration before between this forward and its backward:
+   * nothing of that is timed. */
+  ng__prof_pause(ts->prof);
+  return NG_OK;
+}
+
+ng_status ng__train_step_backward(ng_train_step *ts, int64_t iter, const ng_fetch_pkg *pkg) {
+  if (iter == ts->prof_iter)
+    ng__prof_resume(ts->prof);
+  NG_CHECK(ng__exec_backward(ts->ex, &pkg->mb, ts->d_logits));
+  ng_opt_hp hp = ts->hp;
+  hp.step = ts->steps + 1;
+  NG_CHECK(ng__exec_step(ts->ex, &hp));
+  ng__prof_pause(ts->prof);
+  ts->steps++;
+  ts->stepped_iter = iter;
+  return NG_OK;
+}
+
+ng_status ng__train_step_result(ng_train_step *ts, int64_t iter, double *loss, int64_t *correct) {
+  ng_backend *be = ts->ex->be;
+  const ng_status st = be->iface->xent_result(be, loss, correct);
+  if (st == NG_OK && isfinite(*loss))
+    return NG_OK;
+  /* A bad result (a label out of range, a non-finite loss): the step guard held this
+   * iteration's step back, so it does not count. */
+  if (ts->stepped_iter == iter && iter >= 0) {
+    ts->steps--;
+    ts->stepped_iter = -1;
+  }
+  if (st != NG_OK)
+    return st;
+  return ng__err(NG_ERR_STATE,
+                 "the training loss is %g; the parameters are left as they were before this "
+                 "iteration: lower the learning rate or normalise the features",
+                 *loss);
+}
+
+void ng__train_step_free(ng_train_step *ts) {
+  if (ts->d_logits)
+    ts->ex->be->iface->free(ts->ex->be, ts->d_logits);
+  ts->d_logits = NULL;
+  ts->d_logits_cap = 0;
+}

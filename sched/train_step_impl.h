@@ -1,0 +1,51 @@
+/* The device side of one training iteration (sched/train_step.c): the input layer from the
+ * tiered feature store, the model's forward pass, the loss, the backward pass and the optimizer
+ * step, over a model on the backend (models/). The pipeline (sched/pipeline.c) calls these
+ * directly, in this order for each iteration; the trainer (runtime/) only fills the struct. */
+#ifndef NG_TRAIN_STEP_IMPL_H
+#define NG_TRAIN_STEP_IMPL_H
+
+#include "feature_store_impl.h"
+#include "model_impl.h"
+
+/// What the device side of training needs, handed down by the trainer as data. The trainer
+/// fills the borrowed pointers, `classes` and `hp` once, and reads or restores `steps` (its
+/// checkpoints hold it); the functions below own the rest.
+typedef struct {
+  ng_model_exec *ex; ///< borrowed: parameters, gradients, optimizer state and workspace
+  ng_store *store;   ///< borrowed: the input layer's features (hot tier and the device side)
+  int64_t classes;   ///< the loss's number of classes
+  ng_opt_hp hp;      ///< the optimizer's hyper-parameters; `step` is set at each step
+  int64_t steps;     ///< optimizer steps queued so far
+  /// The iteration whose step was queued last, until its loss is read (-1: none): a bad loss
+  /// takes that step back out of `steps`.
+  int64_t stepped_iter;
+  void *d_logits; ///< backend memory: d loss / d logits of the iteration in flight
+  size_t d_logits_cap;
+  ng_prof *prof;      ///< borrowed: the op profile the ops are timed into, or NULL
+  int64_t prof_every; ///< time the ops of one iteration in this many (0: none)
+  int64_t prof_iter;  ///< the iteration being timed, or -1
+} ng_train_step;
+
+/// Queues, right after iteration `iter`'s package copy (in package slot `slot`) and while the
+/// device still runs the iteration before, the reads of host memory the package needs
+/// (ng__store_prefetch). `seed` is the iteration's seed (ng__iter_seed).
+ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
+                                  int slot);
+/// Queues the input layer, the forward pass and the loss (a deferred xent: nothing waits for
+/// the device) of iteration `iter` of epoch `epoch`. With an op profile, one iteration in
+/// prof_every has its ops timed, forward and backward (the run's first left out: its buffers
+/// grow and its GEMM graphs are captured).
+ng_status ng__train_step_forward(ng_train_step *ts, int64_t epoch, int64_t iter, uint64_t seed,
+                                 const ng_fetch_pkg *pkg, int slot);
+/// Queues iteration `iter`'s backward pass and optimizer step before its loss is known: the
+/// backend's step guard (backend_impl.h, xent) keeps a non-finite loss from the parameters, and
+/// ng__train_step_result takes the step back out of the count.
+ng_status ng__train_step_backward(ng_train_step *ts, int64_t iter, const ng_fetch_pkg *pkg);
+/// Waits for iteration `iter`'s loss (the oldest unread one; `iter` -1 for a forward whose step
+/// was never queued) and fails on a non-finite one, whose step, if queued, then did nothing.
+ng_status ng__train_step_result(ng_train_step *ts, int64_t iter, double *loss, int64_t *correct);
+/// Frees what the step functions allocated; the borrowed pointers are left alone.
+void ng__train_step_free(ng_train_step *ts);
+
+#endif /* NG_TRAIN_STEP_IMPL_H */
