@@ -2,7 +2,9 @@
  * iteration's work by to get its physical floor (DESIGN.md, section 9; docs/eval.md):
  *
  *   1. H2D: copy_h2d of a 512 MiB page-locked buffer (the backend's host_alloc) into device
- *      memory; the median of 10 copies after a warm-up.
+ *      memory; the median of 10 copies after a warm-up. Then the device's own ceilings, which
+ *      the op profile's roofline divides by: a device-memory copy and an 8192^3 GEMM in fp32
+ *      and TF32 (device_peaks).
  *   2. CPU partial aggregation alone, with T threads (one pthread each, pinned to its own core,
  *      the first allowed core left to the main thread as the runtime leaves it to the device
  *      thread): every thread runs the CPU kernels' aggr_sum (the kernels the PARTIAL workers use)
@@ -547,6 +549,59 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
 
 /* ---- output ---- */
 
+#ifdef NG_HAVE_CUDA
+enum { PEAK_N = 8192, PEAK_REPS = 5 };
+
+/* The device's own ceilings, for the op profile's roofline (docs/eval.md): a device-to-device
+ * copy of 256 MiB (bytes read + written over its time, GB/s) and a PEAK_N^3 GEMM in fp32 and in
+ * TF32 (2 n^3 over its time, TFLOP/s), each the median of PEAK_REPS after a warm-up, on random
+ * data (zeros can run faster). Leaves the backend in fp32. */
+static ng_status device_peaks(ng_backend *be, double *hbm, double *fp32, double *tf32) {
+  const struct ng_backend_i *I = be->iface;
+  const size_t bytes = (size_t)PEAK_N * PEAK_N * sizeof(float);
+  float *host = ng__big_alloc(bytes, "GEMM probe input");
+  float *m[3] = {NULL, NULL, NULL};
+  ng_status st = host ? NG_OK : NG_ERR_NOMEM;
+  for (int i = 0; i < 3 && st == NG_OK; i++)
+    st = I->alloc(be, (void **)&m[i], bytes);
+  for (int i = 0; i < 2 && st == NG_OK; i++) {
+    bench_fill_random(host, (int64_t)PEAK_N * PEAK_N, 51 + (uint64_t)i);
+    st = I->copy_h2d(be, m[i], host, bytes);
+  }
+  double t[PEAK_REPS];
+  for (int r = -1; r < PEAK_REPS && st == NG_OK; r++) {
+    const double t0 = ng__now();
+    st = I->copy_d2d(be, m[2], m[0], bytes);
+    if (st == NG_OK)
+      st = I->sync(be);
+    if (r >= 0)
+      t[r] = ng__now() - t0;
+  }
+  if (st == NG_OK)
+    *hbm = 2.0 * (double)bytes / bench_median(t, PEAK_REPS) * 1e-9;
+  for (int prec = 0; prec < 2 && st == NG_OK; prec++) {
+    st = I->set_precision(be, prec ? NG_PRECISION_TF32 : NG_PRECISION_FP32);
+    for (int r = -1; r < PEAK_REPS && st == NG_OK; r++) {
+      const double t0 = ng__now();
+      st = I->gemm(be, false, false, PEAK_N, PEAK_N, PEAK_N, 1.0f, m[0], PEAK_N, m[1], PEAK_N, 0.0f,
+                   m[2], PEAK_N);
+      if (st == NG_OK)
+        st = I->sync(be);
+      if (r >= 0)
+        t[r] = ng__now() - t0;
+    }
+    if (st == NG_OK)
+      *(prec ? tf32 : fp32) = 2.0 * pow(PEAK_N, 3) / bench_median(t, PEAK_REPS) * 1e-12;
+  }
+  if (st == NG_OK)
+    st = I->set_precision(be, NG_PRECISION_FP32);
+  for (int i = 0; i < 3; i++)
+    I->free(be, m[i]);
+  free(host);
+  return st;
+}
+#endif
+
 static void json_num(FILE *f, double x) {
   if (x < 0)
     fputs("null", f);
@@ -569,9 +624,14 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* The device's ceilings (device_peaks); -1 where not measured. */
+typedef struct {
+  double hbm_gbs, gemm_fp32_tflops, gemm_tf32_tflops;
+} device_ceilings;
+
 static int write_json(const floor_opts *o, const char *device, const char *isa,
-                      const host_table *tab, double h2d, double zc_alone, const floor_row *r,
-                      int n) {
+                      const host_table *tab, double h2d, double zc_alone, const device_ceilings *dc,
+                      const floor_row *r, int n) {
   FILE *f = fopen(o->json, "w");
   if (!f) {
     fprintf(stderr, "bench_floor: cannot write %s: %s\n", o->json, strerror(errno));
@@ -593,6 +653,12 @@ static int write_json(const floor_opts *o, const char *device, const char *isa,
   json_num(f, h2d);
   fputs(",\n  \"gpu_zcopy_gbs\": ", f);
   json_num(f, zc_alone);
+  fputs(",\n  \"hbm_gbs\": ", f);
+  json_num(f, dc->hbm_gbs);
+  fputs(",\n  \"gemm_fp32_tflops\": ", f);
+  json_num(f, dc->gemm_fp32_tflops);
+  fputs(",\n  \"gemm_tf32_tflops\": ", f);
+  json_num(f, dc->gemm_tf32_tflops);
   fputs(",\n  \"threads\": [", f);
   for (int i = 0; i < n; i++) {
     const double comb = r[i].gpu_together >= 0 ? r[i].cpu_together + r[i].gpu_together : -1;
@@ -680,6 +746,7 @@ static int run(floor_opts *o) {
                           .gpu_delivering = -1,
                           .states_gbs = -1};
   double h2d = -1, zc_alone = -1;
+  device_ceilings dc = {-1, -1, -1};
   const double warm = NG_MAX(0.1, o->seconds / 5);
   char device[512] = "cpu only (no CUDA backend in this build)";
   cpu_thread *th = NULL;
@@ -753,6 +820,8 @@ static int run(floor_opts *o) {
   h2d_dev = NULL;
   I->host_free(g.be, h2d_host);
   h2d_host = NULL;
+  CK(device_peaks(g.be, &dc.hbm_gbs, &dc.gemm_fp32_tflops, &dc.gemm_tf32_tflops),
+     "the device-memory and GEMM probes");
 
   /* 3. the zero-copy gathers' buffers and ids */
   g.call_rows = NG_MIN(tab.rows, (int64_t)(GATHER_CALL_BYTES / row_bytes));
@@ -818,6 +887,11 @@ cpu_only:
   print_gbs(h2d);
   printf(" GB/s\n# GPU zero-copy gather alone:            ");
   print_gbs(zc_alone);
+  printf(" GB/s\n# device memory copy (read + written):     ");
+  print_gbs(dc.hbm_gbs);
+  printf(" GB/s\n# GEMM %d^3, fp32 / TF32 (TFLOP/s):   ", 8192);
+  print_gbs(dc.gemm_fp32_tflops);
+  print_gbs(dc.gemm_tf32_tflops);
   printf(" GB/s\n%7s %10s %10s %10s %10s %10s %10s %10s %10s\n", "threads", "cpu_alone", "cpu_tog",
          "gpu_tog", "combined", "cpu_dlv", "gpu_dlv", "states", "delivered");
   fflush(stdout);
@@ -849,7 +923,7 @@ cpu_only:
   printf("# GB/s of rows read (1 GB = 1e9 B); combined = cpu_tog + gpu_tog, both running at "
          "once; delivered = cpu_dlv + gpu_dlv, the same while the CPU threads stage their states "
          "and the GPU copies them (states: GB/s staged and copied)\n");
-  if (o->json && write_json(o, device, k->name, &tab, h2d, zc_alone, rows, o->n_threads))
+  if (o->json && write_json(o, device, k->name, &tab, h2d, zc_alone, &dc, rows, o->n_threads))
     goto cleanup;
   rc = 0;
 cleanup:
