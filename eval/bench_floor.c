@@ -597,7 +597,8 @@ static ng_status device_peaks(ng_backend *be, double *hbm, double *fp32, double 
     st = I->set_precision(be, NG_PRECISION_FP32);
   for (int i = 0; i < 3; i++)
     I->free(be, m[i]);
-  free(host);
+  if (host)
+    ng__big_free(host, bytes);
   return st;
 }
 #endif
