@@ -27,7 +27,8 @@ need = ["workload", "device", "mode", "workers", "status", "iterations", "it_per
         "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "cold_edges_per_dst", "gpu_busy",
         "partial_workers", "transfer_workers", "final_loss", "floor_pcie_ms", "floor_host_ms",
         "floor_gpu_ms", "floor_ms", "binding", "floor_fraction", "floor_read_host_ms",
-        "read_floor_ms", "read_floor_fraction"]
+        "read_floor_ms", "read_floor_fraction", "precision", "device_step_ms",
+        "first_iteration_s", "wall_to_last_step_s", "epoch0_ratio"]
 missing = [c for c in need if c not in rows[0]] if rows else need
 assert not missing, f"columns missing: {missing}"
 modes = ["cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid"]
@@ -42,6 +43,12 @@ for r in rows:
     assert float(r["iter_ms_p99"]) >= float(r["iter_ms_median"]) > 0, f"{name}: iteration times"
     p, t = int(r["partial_workers"]), int(r["transfer_workers"])
     assert p + t == int(r["workers"]), f"{name}: split {p}/{t}"
+    # The whole run: the first iteration comes before the last, both within the run; epoch 0
+    # against the steady epochs; the op profile's device step.
+    first, last = float(r["first_iteration_s"]), float(r["wall_to_last_step_s"])
+    assert 0 < first <= last < 60, f"{name}: first {first}, last {last}"
+    assert float(r["epoch0_ratio"]) > 0 and float(r["device_step_ms"]) > 0, name
+    assert r["precision"] == "fp32", f"{name}: precision {r['precision']}"
     if r["mode"] == "cpu":
         assert float(r["hit_rate"]) == 1.0 and float(r["cold_bytes_per_iter"]) == 0, name
         assert r["floor_ms"] == "" and r["binding"] == "", f"{name}: cpu mode has no floor"
@@ -81,6 +88,12 @@ if os.access(floor_bin, os.X_OK) and os.access(sample_bin, os.X_OK):
     assert list(fp) == ["tiny"], f"floor probes: {list(fp)}"
     want = float(next(iter(per)))
     assert math.isclose(fp["tiny"]["fanout"], want, rel_tol=0.02), (fp["tiny"]["fanout"], want)
+# device_ops.csv: every run's ops, and the GPU probe's.
+ops = list(csv.DictReader(open(os.path.join(out, "device_ops.csv"))))
+runs = {o["run"] for o in ops}
+assert runs == {f"{r['mode']}-w{r['workers']}" for r in rows} | {"gpu-probe"}, f"op runs: {runs}"
+assert all(float(o["ms_per_iter"]) >= 0 and o["op"] for o in ops), "device_ops.csv"
+assert any(o["op"].startswith("gemm") for o in ops), "no gemm op in device_ops.csv"
 tiered = {r["final_loss"] for r in rows if r["mode"] != "cpu"}
 hot = {r["final_loss"] for r in rows if r["mode"] == "cpu"}
 assert len(tiered) == 1 and len(hot) == 1, f"final losses differ: {tiered} {hot}"
@@ -92,7 +105,20 @@ grep -q '^## tiny: ' "$OUT/report.md" || fail "report.md lacks the workload's se
 grep -q 'all 10 runs end on final_loss' "$OUT/report.md" || fail "report.md lacks the loss check"
 grep -q 'DIFFER' "$OUT/report.md" && fail "report.md reports differing losses"
 grep -q 'GPU compute time of tiny' "$OUT/report.md" || fail "report.md lacks the GPU probe"
-for f in meta.json probes.json runs/tiny/hybrid-w2.json runs/tiny/hybrid-w2.cmd; do
+# The whole-run columns and the per-op table (from the GPU probe; no roofline on the cpu device).
+grep -q '| first it s | to last step s | epoch 0 / steady |' "$OUT/report.md" ||
+  fail "report.md lacks the whole-run columns"
+grep -q '^### tiny: device step by op' "$OUT/report.md" || fail "report.md lacks the per-op table"
+grep -q '| op | layer | ms/iter | share | GFLOP/s | GB/s | roofline ms | roof bound | of roofline |' \
+  "$OUT/report.md" || fail "report.md's per-op table lacks its columns"
+grep -q '^| gemm fwd | 0 |' "$OUT/report.md" || fail "report.md's per-op table lacks gemm fwd"
+grep -q 'From the all-hot GPU probe' "$OUT/report.md" || fail "the per-op table's run is not named"
+grep -q 'No roofline fraction: the run was on the cpu device' "$OUT/report.md" ||
+  fail "report.md does not say why the cpu device has no roofline"
+grep -q 'precision fp32' "$OUT/report.md" || fail "report.md's header lacks the precision"
+grep -q -- '--op-profile 25' "$OUT/runs/tiny/hybrid-w2.cmd" || fail "runs lack --op-profile 25"
+grep -q '"precision": "fp32"' "$OUT/meta.json" || fail "meta.json lacks the precision"
+for f in meta.json probes.json device_ops.csv runs/tiny/hybrid-w2.json runs/tiny/hybrid-w2.cmd; do
   [ -s "$OUT/$f" ] || fail "no $f in the output folder"
 done
 if [ -x "$(dirname "$BIN")/bench_floor" ]; then
@@ -126,8 +152,52 @@ assert r["it_per_s"] == 200.0 and r["iter_ms_mean"] == 5.0, r
 assert r["h2d_bytes_per_iter"] == 40.0, r          # (3000 + 4000 + 5000) / 300
 assert (r["iter_ms_median"], r["iter_ms_p99"]) == (4.0, 8.0), r
 assert (r["partial_workers"], r["transfer_workers"]) == (4, 1), r  # the split at the end
+# epoch0_ratio: epoch 0 against the median of the later epochs (0.625 of 9, 0.25, 0.5, 0.75).
+assert r["epoch0_ratio"] == 9.0 / 0.625, r
+assert r["first_iteration_s"] is None and r["device_step_ms"] is None, r
 json.dump({"epochs": ep[:1]}, open(path, "w"))
 assert report.row_from_json("w", "cuda", "hybrid", 5, path, "", 4)["iterations"] == 100
+json.dump({"epochs": ep[:2], "first_iteration_s": 2.5, "wall_to_last_step_s": 20.0},
+          open(path, "w"))
+r = report.row_from_json("w", "cuda", "hybrid", 5, path, "", 4)
+assert (r["first_iteration_s"], r["wall_to_last_step_s"], r["epoch0_ratio"]) == (2.5, 20.0, 1.0)
+
+# The roofline: max(flops / GEMM peak, bytes / HBM), the peak of the run's precision; an op
+# below half of it is flagged. 50 TFLOP/s fp32, 400 tf32, 2000 GB/s.
+peaks = {"floor": {"w": {"hbm_gbs": 2000.0, "gemm_fp32_tflops": 50.0,
+                         "gemm_tf32_tflops": 400.0}}}
+assert report.roofline_peaks(peaks, "w", "cuda", "fp32")[:2] == (50.0, 2000.0)
+assert report.roofline_peaks(peaks, "w", "cuda", "tf32")[:2] == (400.0, 2000.0)
+assert report.roofline_peaks(peaks, "w", "cpu", "fp32")[0] is None
+assert report.roofline_peaks({"floor": {"w": {"hbm_gbs": -1, "gemm_fp32_tflops": -1}}},
+                             "w", "cuda", "fp32")[0] is None
+gemm = {"op": "gemm fwd", "layer": 0, "ms_per_iter": 0.1, "flops_per_iter": 2e9,
+        "bytes_per_iter": 4e7}                       # 0.04 ms of flops, 0.02 of bytes
+roof, frac, bound = report.roofline(gemm, 50.0, 2000.0)
+assert math.isclose(roof, 0.04) and math.isclose(frac, 0.4) and bound == "flops", roof
+aggr = {"op": "aggr fwd", "layer": 1, "ms_per_iter": 0.05, "flops_per_iter": 1e6,
+        "bytes_per_iter": 8e7}                       # 0.04 ms of bytes
+roof, frac, bound = report.roofline(aggr, 50.0, 2000.0)
+assert math.isclose(frac, 0.8) and bound == "bytes", frac
+# The report's per-op table: the GPU probe's ops when it has them, else the first run's.
+out = os.path.join(sys.argv[2], "ops")
+os.makedirs(os.path.join(out, "runs", "w"), exist_ok=True)
+json.dump({"device_ops": [aggr], "device_step_ms": 0.05, "op_profile_iterations": 4},
+          open(os.path.join(out, "runs", "w", "partial-w4.json"), "w"))
+rows = [{"workload": "w", "mode": "partial", "workers": "4", "status": "ok", "device": "cuda",
+         "precision": "fp32", "iter_ms_mean": "0.2"}]
+meta = {"op_profile": 25, "precision": "fp32"}
+text = "\n".join(report.op_section(out, "w", rows, peaks, meta))
+assert "the workload's first run, partial-w4" in text and "| aggr fwd | 1 |" in text, text
+assert "| 80% |" in text and "<50%" not in text and "No op runs below half" in text, text
+probes = dict(peaks, gpu={"w": {"device": "cuda", "precision": "fp32", "workers": 4,
+                                "iter_ms": 0.2}})
+json.dump({"device_ops": [aggr, gemm], "device_step_ms": 0.15, "op_profile_iterations": 4},
+          open(os.path.join(out, "runs", "w", "gpu-probe.json"), "w"))
+text = "\n".join(report.op_section(out, "w", rows, probes, meta))
+assert "From the all-hot GPU probe" in text, text
+assert "| gemm fwd | 0 | 0.1000 | 66.7% | 20000.0 | 400.0 | 0.0400 | flops | 40% <50% |" in text, text
+assert "1 of 2 ops, each below half its roofline (marked <50%): gemm fwd (layer 0)" in text, text
 
 # The cuda floor's host term takes bench_floor's delivered rate (reads with the states staged
 # and copied); the read-only floor its combined rate; a probe without delivered figures (an
@@ -211,4 +281,5 @@ usage_error "unknown workload 'W9'" --workload W9
 usage_error "epochs must be >= 2" --workload tiny --epochs 1
 usage_error "unknown mode(s) turbo" --workload tiny --modes cpu,turbo
 usage_error "--workers" --workload tiny --workers 1,x
+usage_error "--precision tf32 needs --device cuda" --workload tiny --device cpu --precision tf32
 cli_finish

@@ -23,6 +23,11 @@ time (1 / it_per_s): 1.0 means the run moves its data as fast as the machine can
 floor (read_floor_ms, read_floor_fraction) takes the host term at bench_floor's `combined` rate
 instead, CPU aggregation that writes nothing: a bound no run reaches, kept for comparison with
 earlier reports (docs/eval.md).
+
+Every run also times the ops of its device step (`neargnn train --op-profile`); device_ops.csv
+keeps them all, and the report gives, per workload, one run's ops (the all-hot GPU probe's, else
+the workload's first run's) against the roofline of bench_floor's device peaks: an op's roofline
+time = max(flops / GEMM peak, bytes / HBM bandwidth), its fraction = roofline time / its time.
 """
 
 import csv
@@ -38,11 +43,16 @@ RAW_COLUMNS = [
     "it_per_s", "iter_ms_mean", "iter_ms_median", "iter_ms_p99", "hit_rate",
     "pcie_bytes_per_iter", "h2d_bytes_per_iter", "zcopy_bytes_per_iter",
     "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "cold_edges_per_dst", "gpu_busy",
-    "partial_workers", "transfer_workers", "device_share", "final_loss", "error",
+    "partial_workers", "transfer_workers", "device_share", "precision", "device_step_ms",
+    "first_iteration_s", "wall_to_last_step_s", "epoch0_ratio", "final_loss", "error",
 ]
 FLOOR_COLUMNS = ["floor_pcie_ms", "floor_host_ms", "floor_gpu_ms", "floor_ms", "binding",
                  "floor_fraction", "floor_read_host_ms", "read_floor_ms", "read_floor_fraction"]
 COLUMNS = RAW_COLUMNS + FLOOR_COLUMNS
+OP_COLUMNS = ["workload", "run", "device", "precision", "op", "layer", "calls", "ms_per_iter",
+              "flops_per_iter", "bytes_per_iter", "op_profile_iterations"]
+# An op under this fraction of its roofline time is flagged in the report.
+ROOFLINE_FLAG = 0.5
 
 # Modes in the order tables and plots list them.
 MODE_ORDER = ["cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid"]
@@ -136,6 +146,9 @@ def row_from_json(workload, device, mode, workers, train_json, telemetry_csv, ro
     medians = sorted(e["iter_ms_median"] for e in window if e.get("iter_ms_median") is not None)
     p99s = [e["iter_ms_p99"] for e in window if e.get("iter_ms_p99") is not None]
     last = epochs[-1]
+    later = sorted(e["seconds"] for e in epochs[1:] if (e.get("seconds") or 0) > 0)
+    steady = ((later[(len(later) - 1) // 2] + later[len(later) // 2]) / 2) if later else None
+    e0 = epochs[0].get("seconds")
     return {
         "workload": workload, "device": device, "mode": mode, "workers": workers,
         "status": "ok", "epochs": len(epochs), "iterations": it, "seconds": secs,
@@ -153,6 +166,10 @@ def row_from_json(workload, device, mode, workers, train_json, telemetry_csv, ro
         "partial_workers": last.get("partial_workers"),
         "transfer_workers": last.get("transfer_workers"),
         "device_share": last.get("device_share") or 0,
+        "device_step_ms": j.get("device_step_ms"),
+        "first_iteration_s": j.get("first_iteration_s"),
+        "wall_to_last_step_s": j.get("wall_to_last_step_s"),
+        "epoch0_ratio": e0 / steady if steady and e0 is not None else None,
         "final_loss": j.get("final_loss"), "error": "",
     }
 
@@ -262,6 +279,175 @@ def workload_floor(rows, workload, workers, host_key="floor_host_ms"):
         return None
     b = max(terms, key=terms.get)
     return b, terms[b]
+
+
+# ---- device ops and the roofline ----
+
+def run_json_path(out, workload, run):
+    """The --json file of run `run` (MODE-wN, or gpu-probe) of a workload."""
+    return os.path.join(out, "runs", workload, run + ".json")
+
+
+def device_ops_of(path):
+    """A run's op profile from its --json file: (ops, device_step_ms, timed iterations); ([],
+    None, None) when the file is missing or has none (a binary without --op-profile)."""
+    j = load_json(path, {}) if os.path.exists(path) else {}
+    ops = [o for o in j.get("device_ops") or [] if isinstance(o, dict) and o.get("op")]
+    return ops, j.get("device_step_ms"), j.get("op_profile_iterations")
+
+
+def collect_ops(out, rows, probes, meta):
+    """Every run's ops as device_ops.csv rows: each workload's GPU probe, then its finished runs
+    in run order."""
+    got = []
+
+    def add(wl, run, device, precision):
+        ops, _, timed = device_ops_of(run_json_path(out, wl, run))
+        got.extend({"workload": wl, "run": run, "device": device, "precision": precision,
+                    "op_profile_iterations": timed, **{k: o.get(k) for k in OP_COLUMNS[4:10]}}
+                   for o in ops)
+
+    order = list(meta.get("workloads", {}))
+    for wl in order + sorted({r["workload"] for r in rows} - set(order)):
+        g = probes.get("gpu", {}).get(wl)
+        if g:
+            add(wl, "gpu-probe", g.get("device"), g.get("precision") or "fp32")
+        for r in rows:
+            if r["workload"] == wl and r.get("status") == "ok":
+                add(wl, run_name(r["mode"], r["workers"]), r.get("device"),
+                    r.get("precision") or "fp32")
+    return got
+
+
+def write_ops(path, ops):
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=OP_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for o in ops:
+            w.writerow({k: cell(o.get(k)) for k in OP_COLUMNS})
+    os.replace(tmp, path)
+
+
+def peak(v):
+    """A bench_floor peak, None when not measured (null, or -1 without CUDA)."""
+    x = num(v)
+    return x if x is not None and x > 0 else None
+
+
+def roofline_peaks(probes, workload, device, precision):
+    """(GEMM TFLOP/s, HBM GB/s, why not): bench_floor's device peaks for a run on `device` at
+    `precision` (gemm_tf32_tflops for tf32, else gemm_fp32_tflops); (None, None, reason) when
+    the run was not on the GPU or the probe did not measure them."""
+    if device != "cuda":
+        return None, None, (f"the run was on the {device or '?'} device, which bench_floor has "
+                            "no peaks for")
+    fp = (probes.get("floor") or {}).get(workload) or {}
+    if not fp:
+        return None, None, "bench_floor did not run for this workload"
+    key = "gemm_tf32_tflops" if precision == "tf32" else "gemm_fp32_tflops"
+    tflops, gbs = peak(fp.get(key)), peak(fp.get("hbm_gbs"))
+    if tflops is None or gbs is None:
+        return None, None, f"bench_floor measured no {key} or hbm_gbs (an older bench_floor?)"
+    return tflops, gbs, ""
+
+
+def roofline(op, tflops, gbs):
+    """(roofline ms, fraction, bound) of one op: roofline time = max(flops / GEMM peak, bytes /
+    HBM bandwidth), fraction = roofline time / its measured time, bound = which term is longer
+    ('flops' or 'bytes'). (None, None, None) without peaks or a measured time."""
+    ms = num(op.get("ms_per_iter"))
+    if not tflops or not gbs or ms is None:
+        return None, None, None
+    t_flops = (num(op.get("flops_per_iter")) or 0) / (tflops * 1e12) * 1e3
+    t_bytes = (num(op.get("bytes_per_iter")) or 0) / (gbs * 1e9) * 1e3
+    roof = max(t_flops, t_bytes)
+    return roof, (roof / ms if ms > 0 else None), ("flops" if t_flops > t_bytes else "bytes")
+
+
+def op_source(out, wl, rows, probes, meta):
+    """The run whose ops the report shows for a workload: the GPU probe (every row hot) when its
+    --json has ops, else the workload's first run with ops. A dict (label, run, device,
+    precision, ops, step_ms, timed, iter_ms) or None."""
+    g = probes.get("gpu", {}).get(wl)
+    if g:
+        ops, step, timed = device_ops_of(run_json_path(out, wl, "gpu-probe"))
+        if ops:
+            n = g.get("workers")
+            return {"label": f"the all-hot GPU probe (gpu-probe, {n} worker"
+                             f"{'' if n == 1 else 's'})",
+                    "run": "gpu-probe", "device": g.get("device") or meta.get("device"),
+                    "precision": g.get("precision") or meta.get("precision") or "fp32",
+                    "ops": ops, "step_ms": step, "timed": timed, "iter_ms": num(g.get("iter_ms"))}
+    for r in rows:
+        if r["workload"] != wl or r.get("status") != "ok":
+            continue
+        name = run_name(r["mode"], r["workers"])
+        ops, step, timed = device_ops_of(run_json_path(out, wl, name))
+        if ops:
+            return {"label": f"the workload's first run, {name} (no GPU probe with ops)",
+                    "run": name, "device": r.get("device"),
+                    "precision": r.get("precision") or "fp32", "ops": ops, "step_ms": step,
+                    "timed": timed, "iter_ms": num(r.get("iter_ms_mean"))}
+    return None
+
+
+def op_section(out, wl, rows, probes, meta):
+    """The report's per-op table of a workload's device step, against the roofline."""
+    src = op_source(out, wl, rows, probes, meta)
+    lines = [f"### {wl}: device step by op", ""]
+    if not src:
+        lines += ["No run recorded its ops (a binary without `--op-profile`?).", ""]
+        return lines
+    ops = sorted(src["ops"], key=lambda o: -(num(o.get("ms_per_iter")) or 0))
+    step = num(src["step_ms"]) or sum(num(o.get("ms_per_iter")) or 0 for o in ops)
+    tflops, gbs, why = roofline_peaks(probes, wl, src["device"], src["precision"])
+    text = (f"From {src['label']}, {src['device']} device, {src['precision']}: "
+            f"{fmt(step, '.3f')} ms of device ops per iteration over {src['timed'] or '?'} "
+            f"timed iteration{'' if src['timed'] == 1 else 's'} (one in "
+            f"{meta.get('op_profile', '?')})")
+    if src["iter_ms"]:
+        text += f", {step / src['iter_ms']:.0%} of its {src['iter_ms']:.3f} ms per iteration"
+    lines += [text + ".", ""]
+    body, low, roof_sum = [], [], 0.0
+    for o in ops:
+        ms = num(o.get("ms_per_iter"))
+        roof, frac, bound = roofline(o, tflops, gbs)
+        layer = o.get("layer")
+        name = f"{o.get('op')} (layer {layer})" if layer is not None and layer >= 0 else o.get("op")
+        mark = ""
+        if frac is not None and frac < ROOFLINE_FLAG:
+            mark = " <50%"
+            low.append(name)
+        if roof is not None:
+            roof_sum += roof
+
+        def per_s(key):  # GFLOP/s or GB/s
+            return None if not ms else (num(o.get(key)) or 0) / (ms * 1e-3) * 1e-9
+        body.append([o.get("op"), layer if layer is not None and layer >= 0 else "-",
+                     fmt(ms, ".4f"), fmt(ms / step if ms is not None and step else None, ".1%"),
+                     fmt(per_s("flops_per_iter"), ".1f"), fmt(per_s("bytes_per_iter"), ".1f"),
+                     fmt(roof, ".4f"), bound or "-",
+                     (fmt(frac, ".0%") + mark) if frac is not None else "-"])
+    lines.append(md_table(["op", "layer", "ms/iter", "share", "GFLOP/s", "GB/s", "roofline ms",
+                           "roof bound", "of roofline"], body))
+    lines.append("")
+    if tflops:
+        key = "gemm_tf32_tflops" if src["precision"] == "tf32" else "gemm_fp32_tflops"
+        text = (f"Roofline: GEMM peak {tflops:.1f} TFLOP/s (bench_floor's `{key}`) and HBM "
+                f"{gbs:.0f} GB/s (`hbm_gbs`); an op's roofline time = max(flops / GEMM peak, "
+                "bytes / HBM bandwidth), of roofline = roofline time / its measured time "
+                f"(roof bound: the longer term). The step's roofline sum is {roof_sum:.3f} ms")
+        lines.append(text + (f", {roof_sum / step:.0%} of its device time." if step else "."))
+        if low:
+            lines.append(f"{len(low)} of {len(ops)} ops, each below half its roofline (marked "
+                         f"<50%): {', '.join(low)}.")
+        else:
+            lines.append("No op runs below half its roofline.")
+    else:
+        lines.append(f"No roofline fraction: {why}.")
+    lines.append("")
+    return lines
 
 
 # ---- results.csv ----
@@ -507,7 +693,11 @@ def workload_section(out, wl, rows, probes, meta, plots):
                      f"{params.get('nodes', 0) * params.get('dim', 0) * 4 / 2**30:.2f} GiB, "
                      f"fanouts {params.get('fanouts')}, batch {params.get('batch')}, hidden "
                      f"{params.get('hidden')}, hot tier {params.get('cache_ratio', 0) * 100:g}% of "
-                     f"the nodes; {params.get('dataset')}.")
+                     f"the nodes" + (f", {params['classes']} classes" if params.get("classes")
+                                     else "")
+                     + (f", train {params['train']:,} nodes ({params.get('iters_per_epoch')} "
+                        "iterations per epoch)" if params.get("train") is not None else "")
+                     + f"; {params.get('dataset')}.")
     tiered = [r for r in ok if r["mode"] != "cpu"]
     if tiered:
         r0 = tiered[0]
@@ -519,17 +709,20 @@ def workload_section(out, wl, rows, probes, meta, plots):
     for r in rs:
         if r["status"] != "ok":
             body.append([r["mode"], r["workers"], r["status"], "", "", "", "", "", "", "", "",
-                         "", "", (r.get("error") or "")[:80]])
+                         "", "", "", "", "", (r.get("error") or "")[:80]])
             continue
         body.append([r["mode"], r["workers"], fmt(r["it_per_s"], ".1f"),
                      fmt(r["iter_ms_mean"], ".3f"), fmt(r["iter_ms_median"], ".3f"),
-                     fmt(r["iter_ms_p99"], ".3f"), fmt(r["pcie_bytes_per_iter"], ".2f", 1e-6),
+                     fmt(r["iter_ms_p99"], ".3f"), fmt(r.get("first_iteration_s"), ".2f"),
+                     fmt(r.get("wall_to_last_step_s"), ".2f"), fmt(r.get("epoch0_ratio"), ".2f"),
+                     fmt(r["pcie_bytes_per_iter"], ".2f", 1e-6),
                      fmt(r["cpu_cold_bytes_per_iter"], ".2f", 1e-6), fmt(r["gpu_busy"], ".2f"),
                      split_text(r),
                      fmt(r["floor_ms"], ".3f"), r.get("binding") or "-",
                      fmt(r["floor_fraction"], ".0%"), fmt(r.get("read_floor_fraction"), ".0%")])
     lines.append(md_table(["mode", "workers", "it/s", "ms/it", "median ms", "p99 ms",
-                           "PCIe MB/it", "CPU cold MB/it", "GPU busy", "split P/T",
+                           "first it s", "to last step s", "epoch 0 / steady", "PCIe MB/it",
+                           "CPU cold MB/it", "GPU busy", "split P/T",
                            "floor ms", "bound", "of floor", "of read-only floor"], body))
     lines.append("")
     # Per worker count: the best run against the workload's floor, and the hybrid's gains.
@@ -565,6 +758,7 @@ def workload_section(out, wl, rows, probes, meta, plots):
         summary.append(s + ".")
     if summary:
         lines += summary + [""]
+    lines += op_section(out, wl, rows, probes, meta)
     for png in plots.get(wl, []):
         lines += [f"![{png}](plots/{png})", ""]
     return lines
@@ -576,8 +770,12 @@ def write_report(out, rows, probes, meta, plots):
         lines.append(f"Date {meta.get('date')}; host {meta.get('host')} "
                      f"({meta.get('cores')} cores); binary {meta.get('bin')} "
                      f"({meta.get('version', '').splitlines()[0] if meta.get('version') else '?'}"
-                     f"); device {meta.get('device')}; {meta.get('epochs')} epochs per run, the "
-                     "last half reported.")
+                     f"); device {meta.get('device')}; precision "
+                     f"{meta.get('precision', 'fp32')}"
+                     + (" (cpu-mode runs fp32)" if meta.get("precision") == "tf32" else "")
+                     + f"; {meta.get('epochs')} epochs per run, the last half reported"
+                     + (f"; every run times its device ops on one iteration in "
+                        f"{meta['op_profile']}" if meta.get("op_profile") else "") + ".")
         lines += ["", "```", meta.get("command", ""), "```", ""]
     lines += ["Columns and the floor are defined in docs/eval.md. ms/it = 1000 / it/s (the "
               "floor compares with it); median and p99 are the times between two iterations "
@@ -585,7 +783,12 @@ def write_report(out, rows, probes, meta, plots):
               "TRANSFER workers at the end (+N%: the device share, docs/scheduler.md); bound = "
               "the floor's longest term (pcie, host, gpu); "
               "of floor = floor / ms/it; of read-only floor = the same with the host term at "
-              "the rate of reads alone.", ""]
+              "the rate of reads alone. Whole run: first it s = seconds from process start to "
+              "the first training iteration done, to last step s = to the last one (the run's "
+              "wall time, dataset opening and warm-up included), epoch 0 / steady = epoch 0's "
+              "seconds / the median of the later epochs'. Each workload's device step by op: "
+              "one run's ops against the roofline of bench_floor's GEMM and HBM peaks; an op "
+              "below half its roofline is marked <50%.", ""]
     lines += probe_section(probes)
     for wl in sorted({r["workload"] for r in rows}, key=lambda w: list(
             meta.get("workloads", {})).index(w) if w in meta.get("workloads", {}) else 99):
@@ -608,7 +811,8 @@ def write_report(out, rows, probes, meta, plots):
 
 
 def refresh(out, render_plots):
-    """Recomputes the floors, rewrites results.csv and report.md, and (optionally) the plots.
+    """Recomputes the floors, rewrites results.csv, device_ops.csv and report.md, and
+    (optionally) the plots.
     Returns whether the final losses agree."""
     meta = load_json(os.path.join(out, "meta.json"), {})
     probes = load_json(os.path.join(out, "probes.json"), {})
@@ -616,6 +820,7 @@ def refresh(out, render_plots):
     path = os.path.join(out, "results.csv")
     rows = add_floors(read_results(path), probes, dims)
     write_results(path, rows)
+    write_ops(os.path.join(out, "device_ops.csv"), collect_ops(out, rows, probes, meta))
     plots = write_plots(out, rows, meta, render=render_plots)
     return write_report(out, rows, probes, meta, plots)
 

@@ -32,6 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_MODES = "cpu,baseline,zerocopy,partial,hybrid-static,hybrid"
 DEFAULT_WORKERS = "1,2,4,8,12,15"
+# Every training run times each op of its device step on one iteration in OP_PROFILE (`neargnn
+# train --op-profile`, device events): the report's per-op table. One in 25 keeps its cost small.
+OP_PROFILE = 25
 log = report.log
 
 
@@ -77,6 +80,9 @@ def parse_args(argv):
     ap.add_argument("--dataset", default="",
                     help="use this renumbered dataset instead of generating (one workload only)")
     ap.add_argument("--hidden", type=int, default=0, help="hidden width (default: the preset's)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32"],
+                    help="the device's matrix products (`neargnn train --precision`): tf32 "
+                    "needs --device cuda; cpu-mode runs stay fp32 (default fp32)")
     ap.add_argument("--lr", type=float, default=0.003, help="learning rate (default 0.003)")
     ap.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
     ap.add_argument("--transfer", default="", help="the TRANSFER group's way: batch, zcopy, auto")
@@ -115,6 +121,8 @@ def parse_args(argv):
         ap.error("--epochs must be >= 2: the first epoch warms up and is never reported")
     if not a.scale > 0:
         ap.error("--scale must be > 0")
+    if a.precision == "tf32" and a.device != "cuda":
+        ap.error("--precision tf32 needs --device cuda (the CPU backend computes in fp32 only)")
     try:
         a.workloads = [workloads.resolve(n, a.scale, a.nodes, a.iters) for n in names]
     except KeyError as e:
@@ -189,8 +197,9 @@ def dataset_for(a, w):
             log(f"{w.name}: generating {w.nodes:,} nodes x {w.dim}-d "
                 f"({w.feature_bytes / 2**30:.2f} GiB of features), train {w.train_fraction:.4g}")
             gen = [a.bin, "generate", "--out", raw, "--nodes", str(w.nodes), "--avg-degree",
-                   f"{w.avg_degree:g}", "--dim", str(w.dim), "--train", f"{w.train_fraction:.6g}",
-                   "--val", "0", "--test", "0", "--seed", str(w.seed), "--progress", "none"]
+                   f"{w.avg_degree:g}", "--dim", str(w.dim), "--classes", str(w.classes),
+                   "--train", f"{w.train_fraction:.6g}", "--val", "0", "--test", "0",
+                   "--seed", str(w.seed), "--progress", "none"]
             p = subprocess.run(gen, capture_output=True, text=True)
             if p.returncode != 0:
                 raise RuntimeError(f"{shlex.join(gen)} failed: {last_line(p.stderr)}")
@@ -276,13 +285,19 @@ def floor_probe(a, w, data, out):
         return json.load(f)
 
 
+def precision_of(a, device):
+    """The --precision of a run on `device`: the harness's on cuda, fp32 on the CPU backend."""
+    return a.precision if device == "cuda" else "fp32"
+
+
 def train_cmd(a, w, data, mode, workers, json_path, tel_path, cache_ratio=None):
     device = "cpu" if mode == "cpu" else a.device
     cmd = [a.bin, "train", "--dataset", data, "--device", device, "--mode", mode,
            "--workers", str(workers), "--fanouts", w.fanouts, "--batch", str(w.batch),
            "--hidden", str(w.hidden), "--epochs", str(a.epochs), "--eval-every", "0",
            "--dropout", "0", "--lr", f"{a.lr:g}", "--seed", str(a.seed), "--progress", "none",
-           "--json", json_path, "--telemetry", tel_path]
+           "--json", json_path, "--telemetry", tel_path,
+           "--precision", precision_of(a, device), "--op-profile", str(OP_PROFILE)]
     ratio = cache_ratio if cache_ratio is not None else (None if mode == "cpu" else w.cache_ratio)
     if ratio is not None:
         cmd += ["--cache-ratio", f"{ratio:g}"]
@@ -313,7 +328,9 @@ def gpu_probe(a, w, data, rdir):
         log(f"probe: {w.name} GPU probe gave no figure: {ex}")
         return None
     g = {"iter_ms": e["iter_ms_mean"], "it_per_s": e["it_per_s"],
-         "iter_ms_median": e["iter_ms_median"], "workers": workers, "device": device}
+         "iter_ms_median": e["iter_ms_median"], "workers": workers, "device": device,
+         "precision": precision_of(a, device), "device_step_ms": e.get("device_step_ms"),
+         "run": "gpu-probe"}
     log(f"probe: {w.name} GPU compute time {g['iter_ms']:.3f} ms/it ({e['it_per_s']:.1f} it/s)")
     return g
 
@@ -351,6 +368,7 @@ def main(argv):
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "host": platform.node(), "cores": allowed_cores(),
             "bin": a.bin, "version": version, "device": a.device, "epochs": a.epochs,
+            "precision": a.precision, "op_profile": OP_PROFILE,
             "command": shlex.join([sys.executable, os.path.relpath(__file__, ROOT)] + argv),
             "modes": a.modes, "workers": a.workers, "workloads": {}, "titles": {}}
     probes = {"floor": {}, "gpu": {}}
@@ -376,6 +394,7 @@ def main(argv):
         meta["workloads"][w2.name] = {
             "nodes": w2.nodes, "dim": w2.dim, "fanouts": w2.fanouts, "batch": w2.batch,
             "hidden": w2.hidden, "cache_ratio": w2.cache_ratio, "avg_degree": w2.avg_degree,
+            "classes": dj.get("classes", w2.classes), "train_fraction": w2.train_fraction,
             "train": dj["splits"]["train"], "iters_per_epoch": epoch_iters, "dataset": how,
             "path": data}
         meta["titles"][w2.name] = w2.title if not a.dataset else (
@@ -383,7 +402,7 @@ def main(argv):
             f"nodes, on the given {w2.dim}-d dataset")
         log(f"{w2.name}: {w2.title}; {w2.nodes:,} nodes, {epoch_iters} iterations per epoch, "
             f"{a.epochs} epochs per run")
-        if w.iters * w.batch > w.nodes and not a.dataset:
+        if not w.train and w.iters * w.batch > w.nodes and not a.dataset:
             log(f"{w2.name}: {w.iters} iterations of {w.batch} targets need more than its "
                 f"{w.nodes:,} nodes: every node trains, {epoch_iters} iterations per epoch")
         plan.append((w2, data))
@@ -412,7 +431,8 @@ def main(argv):
                 name = report.run_name(mode, workers)
                 base = os.path.join(rdir, name)
                 cmd, device = train_cmd(a, w, data, mode, workers, base + ".json", base + ".csv")
-                row = {"workload": w.name, "device": device, "mode": mode, "workers": workers}
+                row = {"workload": w.name, "device": device, "mode": mode, "workers": workers,
+                       "precision": precision_of(a, device)}
                 elapsed = time.time() - t_start
                 if a.time_budget and elapsed >= a.time_budget:
                     row.update(status="skipped", error=f"time budget of {a.time_budget:g} s spent")
@@ -432,6 +452,7 @@ def main(argv):
                     try:
                         row = report.row_from_json(w.name, device, mode, workers, base + ".json",
                                                    base + ".csv", w.row_bytes)
+                        row["precision"] = precision_of(a, device)
                     except (OSError, ValueError, KeyError, TypeError) as e:
                         row.update(status="failed", error=f"unreadable results: {e}")
                 elif rc == "timeout" and budget_cut:

@@ -3,7 +3,10 @@
 A workload names the graph the harness generates (nodes, average degree, feature width) and the
 training it runs on it (fanouts, batch, hidden width, hot-tier share). Its `iters` is the number
 of iterations per epoch the harness aims at: the training split is chosen as iters * batch of the
-nodes when the dataset is generated, so one epoch is about that many iterations.
+nodes when the dataset is generated, so one epoch is about that many iterations. A workload with an
+explicit `train` share (W4: 1% of the nodes, as papers100M) keeps that share instead, whatever its
+scale; its `iters` is then only the full-scale figure it comes to. `run.py --iters` replaces an
+explicit share by iters * batch again.
 """
 
 from dataclasses import dataclass, replace
@@ -22,6 +25,8 @@ class Workload:
     avg_degree: float = 16.0
     hidden: int = 256
     seed: int = 3
+    classes: int = 16  # `neargnn generate --classes` (16 is its default)
+    train: float = 0.0  # the training split's share of the nodes; 0: iters * batch / nodes
 
     @property
     def row_bytes(self) -> int:
@@ -33,7 +38,10 @@ class Workload:
 
     @property
     def train_fraction(self) -> float:
-        """The training split's share that makes one epoch about `iters` iterations (at most 1)."""
+        """The explicit `train` share, else the share that makes one epoch about `iters`
+        iterations (at most 1)."""
+        if self.train > 0:
+            return min(1.0, self.train)
         return min(1.0, self.iters * self.batch / self.nodes)
 
     @property
@@ -41,9 +49,11 @@ class Workload:
         return len(self.fanouts.split(","))
 
     def data_key(self) -> str:
-        """Names the dataset folder: everything the generated graph depends on."""
+        """Names the dataset folder: everything the generated graph depends on (the classes only
+        when not the generator's default 16, so that the earlier presets keep their folders)."""
+        classes = f"-c{self.classes}" if self.classes != 16 else ""
         return (f"{self.name}-n{self.nodes}-deg{self.avg_degree:g}-d{self.dim}"
-                f"-t{self.train_fraction:.6g}-s{self.seed}")
+                f"-t{self.train_fraction:.6g}{classes}-s{self.seed}")
 
 
 PRESETS = {
@@ -59,6 +69,13 @@ PRESETS = {
     "W3": Workload("W3", "2-hop, fanouts 25,10, batch 1024, 256-d, hot tier 5%",
                    nodes=4_000_000, dim=256, fanouts="25,10", batch=1024, cache_ratio=0.05,
                    iters=200),
+    # papers100M-shaped (ogbn-papers100M: 111 M nodes, 128-d, 172 classes, train 1%), at 16 M
+    # nodes: 3-hop GraphSAGE-mean over small rows, the training split 1% of the nodes (160 k
+    # targets, 157 iterations per epoch at full scale), 32 classes; 8 GiB of features.
+    "W4": Workload("W4", "papers100M-shaped: 3-hop, fanouts 15,10,5, batch 1024, 128-d, "
+                   "32 classes, train 1%, hot tier 5%",
+                   nodes=16_000_000, dim=128, fanouts="15,10,5", batch=1024, cache_ratio=0.05,
+                   iters=157, avg_degree=15.0, classes=32, train=0.01),
     # A few seconds on two cores: the CI smoke run (tests/cli_harness.sh).
     "tiny": Workload("tiny", "2-hop, fanouts 10,5, batch 100, 64-d, hot tier 10% (smoke test)",
                      nodes=20_000, dim=64, fanouts="10,5", batch=100, cache_ratio=0.10,
@@ -68,9 +85,12 @@ PRESETS = {
 
 def resolve(name: str, scale: float = 1.0, nodes: int = 0, iters: int = 0) -> Workload:
     """The preset `name`, its nodes multiplied by `scale` (or replaced by `nodes`) and its
-    iterations per epoch replaced by `iters` when given."""
+    iterations per epoch replaced by `iters` when given (which also drops an explicit training
+    share: the split is then iters * batch of the nodes)."""
     if name not in PRESETS:
         raise KeyError(f"unknown workload '{name}' (known: {', '.join(PRESETS)})")
     w = PRESETS[name]
     n = nodes if nodes > 0 else max(2, int(round(w.nodes * scale)))
-    return replace(w, nodes=n, iters=iters if iters > 0 else w.iters)
+    if iters > 0:
+        return replace(w, nodes=n, iters=iters, train=0.0)
+    return replace(w, nodes=n)
