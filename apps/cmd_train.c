@@ -435,6 +435,13 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
             (double)hot * (double)info.feature_dim * 4.0 / 1048576.0, c->device,
             ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
                                                : "the dataset's mapping of the features");
+    ng_startup_times su;
+    if (ng_trainer_startup(&su, t) == NG_OK)
+      fprintf(stderr,
+              "neargnn %s: set up in %.2f s (%.2f s since the start): features copied %.2f s, "
+              "hot rows uploaded %.2f s, cold rows registered %.2f s\n",
+              command, su.total_s, cli_now() - cli_start_time(), su.features_copy_s,
+              su.hot_upload_s, su.register_s);
   }
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
@@ -515,6 +522,16 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     report_op_profile(t, json ? r.root : NULL);
     if (json && r.root) {
       /* Whole-run figures, from the command's start: what a user waits for. */
+      ng_startup_times su;
+      if (ng_trainer_startup(&su, t) == NG_OK) {
+        cJSON *js = cJSON_AddObjectToObject(r.root, "startup");
+        if (js) {
+          cJSON_AddNumberToObject(js, "trainer_s", su.total_s);
+          cJSON_AddNumberToObject(js, "features_copy_s", su.features_copy_s);
+          cJSON_AddNumberToObject(js, "hot_upload_s", su.hot_upload_s);
+          cJSON_AddNumberToObject(js, "register_s", su.register_s);
+        }
+      }
       if (notes.first_iter > 0) {
         cJSON_AddNumberToObject(r.root, "first_iteration_s", notes.first_iter - cli_start_time());
         cJSON_AddNumberToObject(r.root, "wall_to_last_step_s", notes.last_iter - cli_start_time());

@@ -374,12 +374,12 @@ typedef enum {
 /// Device time of one kind of op, summed over the iterations the trainer sampled
 /// (ng_train_opts.op_profile_every; ng_trainer_op_profile).
 typedef struct {
-  char name[32];   ///< e.g. "gemm fwd", "aggr bwd", "input aggr"
-  int32_t layer;   ///< the model layer (0 = input), or -1 for the step's other ops
-  int64_t calls;   ///< timed calls (over every sampled iteration)
-  double ms;       ///< their device time in all
-  double flops;    ///< floating-point operations they did in all
-  double bytes;    ///< bytes they must move through device memory in all (each input once)
+  char name[32]; ///< e.g. "gemm fwd", "aggr bwd", "input aggr"
+  int32_t layer; ///< the model layer (0 = input), or -1 for the step's other ops
+  int64_t calls; ///< timed calls (over every sampled iteration)
+  double ms;     ///< their device time in all
+  double flops;  ///< floating-point operations they did in all
+  double bytes;  ///< bytes they must move through device memory in all (each input once)
 } ng_op_time;
 
 typedef struct {
@@ -533,6 +533,15 @@ ng_status ng_trainer_write_trace(ng_trainer_t trainer, const char *path, int64_t
 /// ms / iterations is an op's time per iteration.
 ng_status ng_trainer_op_profile(ng_op_time *out, int cap, int *n, int64_t *iterations,
                                 ng_trainer_t trainer);
+/// Where ng_trainer_create's time went, in seconds (ng_trainer_startup).
+typedef struct {
+  double features_copy_s; ///< copying the feature table into huge pages (features_memory), or 0
+  double hot_upload_s;    ///< copying the hot rows into device memory, or 0
+  double register_s;      ///< registering the cold rows for zero-copy reads, or 0
+  double total_s;         ///< the whole of ng_trainer_create
+} ng_startup_times;
+/// The set-up times of `trainer` into *out.
+ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t trainer);
 /// Destroys a trainer; NULL is accepted.
 void ng_trainer_destroy(ng_trainer_t trainer);
 

@@ -60,6 +60,7 @@ struct ng_trainer {
   ng_runtime *rt;     /* workers, ready ring, controller */
   ng_mode mode;       /* resolved */
   ng_prof prof;       /* the op profile (ng_train_opts.op_profile_every) */
+  ng_startup_times startup;
   /* The epoch in progress (iter_done, the runtime's report of each iteration, updates it). */
   double loss_sum;
   int64_t correct, edges;
@@ -284,6 +285,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                    "telemetry_s > 0, partial_workers >= -1, lookahead in [1, %d], "
                    "trace_spans >= 0, ready_window in [0, %d], op_profile_every >= 0)",
                    NG_LOOKAHEAD_MAX, NG_READY_WINDOW_MAX);
+  const double t_create = ng__now();
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
     return NG_ERR_NOMEM;
@@ -353,8 +355,10 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   if (!t->features_owned && (o.features_memory == NG_FEATURES_COPY ||
                              (o.features_memory == NG_FEATURES_AUTO && host_reads &&
                               table_bytes <= mem_available() / 2))) {
+    const double t0 = ng__now();
     NG_CHECK_GOTO(st, copy_features(&t->features_owned, ds->features, table_bytes, omp_threads(&o)),
                   fail);
+    t->startup.features_copy_s = ng__now() - t0;
     t->features = t->features_owned;
   }
   const bool zcopy = t->mode == NG_MODE_ZEROCOPY ||
@@ -365,6 +369,8 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                                zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL),
                 fail);
   t->store.prof = &t->prof;
+  t->startup.hot_upload_s = t->store.upload_s;
+  t->startup.register_s = t->store.register_s;
   t->fetch = (ng_fetch_cfg){
       .mode = NG_FETCH_BATCH, /* per worker, by its group */
       .hot = hot,
@@ -419,6 +425,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   NG_CHECK_GOTO(st, resolve_workers(&ro.workers, o.workers, o.cpuset), fail);
   NG_CHECK_GOTO(st, ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro), fail);
   t->opts.cpuset = NULL; /* borrowed from the caller: the runtime copied what it needs */
+  t->startup.total_s = ng__now() - t_create;
   *out = t;
   return NG_OK;
 fail:
@@ -468,6 +475,14 @@ static void drop_logits(ng_trainer_t t) {
 
 int64_t ng_trainer_hot_rows(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->store.hot : -1;
+}
+
+ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t t) {
+  NG_CHECK(trainer_check(t));
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_startup: out is NULL");
+  *out = t->startup;
+  return NG_OK;
 }
 
 int ng_trainer_features_copied(ng_trainer_t t) {

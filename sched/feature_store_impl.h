@@ -36,7 +36,9 @@ typedef struct {
     size_t cap;
     bool ready;
   } pre[NG_STORE_SLOTS + 1];
-  ng_prof *prof; ///< times the input layer's ops (borrowed; NULL: not timed)
+  ng_prof *prof;     ///< times the input layer's ops (borrowed; NULL: not timed)
+  double upload_s;   ///< seconds ng__store_open spent copying the hot rows to the device
+  double register_s; ///< seconds it spent registering the cold rows (ZCOPY)
 } ng_store;
 
 /// How many rows fit the hot tier: `cache_bytes` > 0 gives cache_bytes / row bytes, else a
