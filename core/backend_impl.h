@@ -260,30 +260,34 @@ struct ng_backend_i {
                         float *state1, float *state2, int64_t n);
 };
 
+/* Arguments are validated once, in front of every backend (core/backend_check.c): `iface` is the
+ * checked front, whose ops check their arguments as the contract above says (NG_ERR_INVALID_ARG
+ * or NG_ERR_UNSUPPORTED with a message naming the op and the argument) and then call the
+ * backend's own op in `impl`. An op of `impl` may therefore assume checked arguments: counts
+ * >= 0, the pointers it needs not NULL, known enums, blocks and states of consistent shapes; and
+ * it is not called at all for work that is empty (the checks say where), so that every backend
+ * returns the same for it. The block arrays' contents (indptr's endpoints) are checked only when
+ * the backend's memory is host memory, where the front can read them; a device backend checks
+ * what it must on the device (xent's labels) or not at all. Ops the front does not check (they
+ * take no argument it could validate) are impl's own pointers, and an optional op impl lacks
+ * stays NULL in the front, so that callers can still test for it. */
 struct ng_backend {
-  const struct ng_backend_i *iface;
+  const struct ng_backend_i *iface; ///< the checked front: &front
   void *ctx;
+  const struct ng_backend_i *impl; ///< the backend's own ops, which assume checked arguments
+  struct ng_backend_i front;       ///< impl's table with the checking ops in its slots
 };
+
+/// Makes `be` run `impl` on `ctx` behind the checked front (every backend's create calls it).
+/// `impl` is borrowed and must outlive the backend (a static table); `ctx` is the backend's.
+void ng__backend_init(ng_backend *be, const struct ng_backend_i *impl, void *ctx);
 
 /// Destroys any backend; accepts NULL.
 void ng__backend_destroy(ng_backend *be);
 
-/* Argument checks shared by the backends: each returns NG_ERR_INVALID_ARG (or UNSUPPORTED for
- * an aggregator a backend cannot run) with a message naming the op and the argument. */
-ng_status ng__bk_check_count(const char *op, const char *what, int64_t v);
-/// `p` must not be NULL when `needed`.
+/// NG_ERR_INVALID_ARG naming `op` and `what` when `p` is NULL and `needed` (backend creation
+/// uses it too).
 ng_status ng__bk_check_ptr(const char *op, const char *what, const void *p, bool needed);
-/// A known reduce, MAX/MIN without weights, self loop or mean, and the block's weight arrays
-/// present when the aggregator uses them (`blk` may be NULL).
-ng_status ng__bk_check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk);
-ng_status ng__bk_check_state(const char *op, const ng_pstate *st);
-ng_status ng__bk_check_act(const char *op, ng_activation act);
-/// A buffer slot or mark in [0, NG_BACKEND_MARKS).
-ng_status ng__bk_check_slot(const char *op, int slot);
-/// A dropout probability in [0, 1).
-ng_status ng__bk_check_dropout_p(const char *op, float p);
-/// For the ops other than aggr_partial: the aggregator must not ask for input dropout.
-ng_status ng__bk_check_no_drop(const char *op, const ng_aggr *ag);
 
 /// Makes *buf (backend memory of *cap bytes) hold at least `bytes`: a buffer that must grow is
 /// freed and reallocated (contents lost) with half again its size or `bytes`, whichever is

@@ -63,7 +63,6 @@ void cuda_destroy(ng_backend *be) {
 }
 
 ng_status cuda_alloc(ng_backend *be, void **out, size_t bytes) {
-  NG_CHECK(ng__bk_check_ptr("alloc", "out", out, true));
   *out = NULL;
   NG_CHECK(use(be, "alloc"));
   /* A zero-byte request still gets a distinct, freeable pointer, as on the CPU backend. */
@@ -92,10 +91,6 @@ void cuda_free(ng_backend *be, void *ptr) {
 
 ng_status cuda_copy(ng_backend *be, const char *op, void *dst, const void *src, size_t bytes,
                     bool wait) {
-  if (bytes == 0)
-    return NG_OK;
-  NG_CHECK(ng__bk_check_ptr(op, "dst", dst, true));
-  NG_CHECK(ng__bk_check_ptr(op, "src", src, true));
   NG_CHECK(use(be, op));
   cuda_ctx *c = ctx_of(be);
   CU_CHECK(op, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream));
@@ -114,9 +109,6 @@ ng_status cuda_copy_h2d(ng_backend *be, void *dst, const void *host_src, size_t 
  * stream waits for that event only at wait_copy, so the copy overlaps the ops in between. */
 ng_status cuda_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, size_t bytes,
                               int slot) {
-  NG_CHECK(ng__bk_check_slot("copy_h2d_async", slot));
-  NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "dst", dst, bytes > 0));
-  NG_CHECK(ng__bk_check_ptr("copy_h2d_async", "src", host_src, bytes > 0));
   NG_CHECK(use(be, "copy_h2d_async"));
   cuda_ctx *c = ctx_of(be);
   CU_CHECK("copy_h2d_async", cudaStreamWaitEvent(c->copy_stream[slot], c->marks[slot], 0));
@@ -128,7 +120,6 @@ ng_status cuda_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, s
 }
 
 ng_status cuda_wait_copy(ng_backend *be, int slot) {
-  NG_CHECK(ng__bk_check_slot("wait_copy", slot));
   NG_CHECK(use(be, "wait_copy"));
   cuda_ctx *c = ctx_of(be);
   CU_CHECK("wait_copy", cudaStreamWaitEvent(c->stream, c->copied[slot], 0));
@@ -136,7 +127,6 @@ ng_status cuda_wait_copy(ng_backend *be, int slot) {
 }
 
 ng_status cuda_copy_ops_begin(ng_backend *be, int slot) {
-  NG_CHECK(ng__bk_check_slot("copy_ops_begin", slot));
   cuda_ctx *c = ctx_of(be);
   if (c->copy_ops_slot >= 0)
     return ng__err(NG_ERR_STATE, "copy_ops_begin: slot %d's copy ops have not ended",
@@ -149,7 +139,7 @@ ng_status cuda_copy_ops_begin(ng_backend *be, int slot) {
 
 ng_status cuda_copy_ops_end(ng_backend *be, int slot) {
   cuda_ctx *c = ctx_of(be);
-  if (slot < 0 || slot != c->copy_ops_slot)
+  if (slot != c->copy_ops_slot)
     return ng__err(NG_ERR_STATE, "copy_ops_end: slot %d has no copy ops begun", slot);
   c->copy_ops_slot = -1;
   c->stream = c->ops_stream;
@@ -159,16 +149,12 @@ ng_status cuda_copy_ops_end(ng_backend *be, int slot) {
 }
 
 ng_status cuda_mark(ng_backend *be, int k) {
-  NG_CHECK(ng__bk_check_slot("mark", k));
   NG_CHECK(use(be, "mark"));
   CU_CHECK("mark", cudaEventRecord(ctx_of(be)->marks[k], ctx_of(be)->stream));
   return NG_OK;
 }
 
 ng_status cuda_event_record(ng_backend *be, int k) {
-  if (k < 0 || k >= NG_BACKEND_EVENTS)
-    return ng__err(NG_ERR_INVALID_ARG, "event_record: event %d outside [0, %d)", k,
-                   NG_BACKEND_EVENTS);
   NG_CHECK(use(be, "event_record"));
   cuda_ctx *c = ctx_of(be);
   if (!c->timing[k])
@@ -179,8 +165,7 @@ ng_status cuda_event_record(ng_backend *be, int k) {
 
 ng_status cuda_event_elapsed(ng_backend *be, int a, int b, double *ms) {
   cuda_ctx *c = ctx_of(be);
-  if (a < 0 || a >= NG_BACKEND_EVENTS || b < 0 || b >= NG_BACKEND_EVENTS || !ms || !c->timing[a] ||
-      !c->timing[b])
+  if (!c->timing[a] || !c->timing[b]) /* the front checked the range */
     return ng__err(NG_ERR_INVALID_ARG, "event_elapsed: events %d, %d not recorded", a, b);
   NG_CHECK(use(be, "event_elapsed"));
   CU_CHECK("event_elapsed", cudaEventSynchronize(c->timing[b]));
@@ -199,10 +184,6 @@ ng_status cuda_copy_d2d(ng_backend *be, void *dst, const void *src, size_t bytes
 }
 
 ng_status cuda_fill(ng_backend *be, float *x, int64_t n, float value) {
-  NG_CHECK(ng__bk_check_count("fill", "n", n));
-  NG_CHECK(ng__bk_check_ptr("fill", "x", x, n > 0));
-  if (n == 0)
-    return NG_OK;
   NG_CHECK(use(be, "fill"));
   k_fill<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(x, n, value);
   LAUNCH_CHECK("fill");
@@ -221,7 +202,6 @@ ng_status cuda_mem_info(ng_backend *be, size_t *free_bytes, size_t *total) {
 }
 
 ng_status cuda_host_alloc(ng_backend *be, void **out, size_t bytes) {
-  NG_CHECK(ng__bk_check_ptr("host_alloc", "out", out, true));
   *out = nullptr;
   NG_CHECK(use(be, "host_alloc"));
   cudaError_t err = cudaHostAlloc(out, NG_MAX(bytes, (size_t)1), cudaHostAllocMapped);
@@ -352,8 +332,7 @@ ng_status create(ng_backend **out, int device) {
   c->device = device;
   const char *graphs_env = getenv("NG_CUDA_GEMM_GRAPHS");
   c->gemm_graphs = !(graphs_env && strcmp(graphs_env, "0") == 0);
-  be->iface = &CUDA_IFACE;
-  be->ctx = c;
+  ng__backend_init(be, &CUDA_IFACE, c);
   ng_status st = NG_OK;
   cudaError_t err = cudaSuccess;
   cublasStatus_t bst = CUBLAS_STATUS_SUCCESS;

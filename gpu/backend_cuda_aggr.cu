@@ -412,13 +412,6 @@ __global__ void k_finalize(bool mean, const float *val, const int32_t *count, in
 
 ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
                            int64_t n, int64_t dim) {
-  NG_CHECK(ng__bk_check_count("gather_rows", "n", n));
-  NG_CHECK(ng__bk_check_count("gather_rows", "dim", dim));
-  if (n == 0 || dim == 0)
-    return NG_OK;
-  NG_CHECK(ng__bk_check_ptr("gather_rows", "dst", dst, true));
-  NG_CHECK(ng__bk_check_ptr("gather_rows", "table", table, true));
-  NG_CHECK(ng__bk_check_ptr("gather_rows", "ids", ids, true));
   NG_CHECK(use(be, "gather_rows"));
   cudaStream_t s = ctx_of(be)->stream;
   const int v = dim % 4 == 0 && aligned16(dst) && aligned16(table) ? 4 : 1;
@@ -475,14 +468,6 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
 
 ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest) {
-  NG_CHECK(check_block("aggr_fwd", blk, false));
-  NG_CHECK(ng__bk_check_aggr("aggr_fwd", ag, blk));
-  NG_CHECK(ng__bk_check_no_drop("aggr_fwd", ag));
-  NG_CHECK(ng__bk_check_count("aggr_fwd", "dim", dim));
-  if (blk->n_dst == 0 || dim == 0)
-    return NG_OK;
-  NG_CHECK(ng__bk_check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
-  NG_CHECK(ng__bk_check_ptr("aggr_fwd", "dst", dst, true));
   NG_CHECK(use(be, "aggr_fwd"));
   return launch_fwd(be, "aggr_fwd", ag, blk, src, dim, dst,
                     ag->reduce == NG_REDUCE_SUM ? nullptr : argbest);
@@ -491,18 +476,7 @@ ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, 
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src) {
-  NG_CHECK(check_block("aggr_bwd", blk, true));
-  NG_CHECK(ng__bk_check_aggr("aggr_bwd", ag, blk));
-  NG_CHECK(ng__bk_check_no_drop("aggr_bwd", ag));
-  NG_CHECK(ng__bk_check_count("aggr_bwd", "dim", dim));
-  if (blk->n_src == 0 || dim == 0)
-    return NG_OK;
-  NG_CHECK(ng__bk_check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
-  NG_CHECK(ng__bk_check_ptr("aggr_bwd", "grad_src", grad_src, true));
   const bool sum = ag->reduce == NG_REDUCE_SUM;
-  if (!sum)
-    NG_CHECK(ng__bk_check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
-                              blk->n_dst > 0));
   NG_CHECK(use(be, "aggr_bwd"));
   cudaStream_t s = ctx_of(be)->stream;
   const bool v4 = dim % 4 == 0 && aligned16(grad_src) && (!grad_dst || aligned16(grad_dst)) &&
@@ -527,19 +501,7 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
 
 ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state) {
-  NG_CHECK(check_block("aggr_partial", blk, false));
-  NG_CHECK(ng__bk_check_aggr("aggr_partial", ag, blk));
-  NG_CHECK(ng__bk_check_state("aggr_partial", state));
-  if (state->n_dst != blk->n_dst)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "aggr_partial: state has %d rows but the block %d destinations; size the "
-                   "state for the block",
-                   (int)state->n_dst, (int)blk->n_dst);
   const int64_t dim = state->dim;
-  NG_CHECK(ng__bk_check_ptr("aggr_partial", "src", src, blk->nnz > 0 && dim > 0));
-  NG_CHECK(ng__bk_check_dropout_p("aggr_partial", ag->drop_p));
-  if (blk->n_dst == 0)
-    return NG_OK;
   NG_CHECK(use(be, "aggr_partial"));
   k_degree<<<grid_1d(blk->n_dst), kThreads, 0, ctx_of(be)->stream>>>(*blk, state->count);
   LAUNCH_CHECK("aggr_partial");
@@ -553,17 +515,6 @@ ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *b
 
 ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                             const ng_pstate *other) {
-  NG_CHECK(ng__bk_check_aggr("pstate_merge", ag, NULL));
-  NG_CHECK(ng__bk_check_no_drop("pstate_merge", ag));
-  NG_CHECK(ng__bk_check_state("pstate_merge", acc));
-  NG_CHECK(ng__bk_check_state("pstate_merge", other));
-  if (acc->n_dst != other->n_dst || acc->dim != other->dim)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "pstate_merge: states of shapes [%d, %lld] and [%d, %lld]; only states of the "
-                   "same destinations and dimension merge",
-                   (int)acc->n_dst, (long long)acc->dim, (int)other->n_dst, (long long)other->dim);
-  if (acc->n_dst == 0)
-    return NG_OK;
   NG_CHECK(use(be, "pstate_merge"));
   cudaStream_t s = ctx_of(be)->stream;
   const int64_t n = (int64_t)acc->n_dst * acc->dim;
@@ -579,13 +530,7 @@ ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
 
 ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                float *dst) {
-  NG_CHECK(ng__bk_check_aggr("pstate_finalize", ag, NULL));
-  NG_CHECK(ng__bk_check_no_drop("pstate_finalize", ag));
-  NG_CHECK(ng__bk_check_state("pstate_finalize", state));
   const int64_t n = (int64_t)state->n_dst * state->dim;
-  NG_CHECK(ng__bk_check_ptr("pstate_finalize", "dst", dst, n > 0));
-  if (n == 0)
-    return NG_OK;
   NG_CHECK(use(be, "pstate_finalize"));
   k_finalize<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(ag->mean, state->val, state->count,
                                                               state->n_dst, state->dim, dst);
@@ -596,14 +541,6 @@ ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstat
 ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, const float *table,
                             const int64_t *ids, int64_t n, int64_t dim, float drop_p,
                             uint64_t drop_key) {
-  NG_CHECK(ng__bk_check_count("scatter_rows", "n", n));
-  NG_CHECK(ng__bk_check_count("scatter_rows", "dim", dim));
-  NG_CHECK(ng__bk_check_dropout_p("scatter_rows", drop_p));
-  if (n == 0 || dim == 0)
-    return NG_OK;
-  NG_CHECK(ng__bk_check_ptr("scatter_rows", "dst", dst, true));
-  NG_CHECK(ng__bk_check_ptr("scatter_rows", "table", table, true));
-  NG_CHECK(ng__bk_check_ptr("scatter_rows", "ids", ids, true));
   NG_CHECK(use(be, "scatter_rows"));
   cudaStream_t s = ctx_of(be)->stream;
   const in_drop dr = {drop_p > 0.0f, drop_key, ng_dropout_threshold(drop_p),
@@ -625,13 +562,6 @@ ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, cons
 
 ng_status cuda_add_self_loop(ng_backend *be, float *dst, const float *self_w, const float *rows,
                              int64_t n, int64_t dim) {
-  NG_CHECK(ng__bk_check_count("add_self_loop", "n", n));
-  NG_CHECK(ng__bk_check_count("add_self_loop", "dim", dim));
-  if (n == 0 || dim == 0)
-    return NG_OK;
-  NG_CHECK(ng__bk_check_ptr("add_self_loop", "dst", dst, true));
-  NG_CHECK(ng__bk_check_ptr("add_self_loop", "self_w", self_w, true));
-  NG_CHECK(ng__bk_check_ptr("add_self_loop", "rows", rows, true));
   NG_CHECK(use(be, "add_self_loop"));
   k_self_loop<<<grid_1d(n * dim), kThreads, 0, ctx_of(be)->stream>>>(dst, self_w, rows, n, dim);
   LAUNCH_CHECK("add_self_loop");

@@ -12,9 +12,12 @@
  * (__fmul_rn / __fadd_rn stop nvcc from fusing them into FMAs), which makes them agree with the
  * CPU bit for bit; GEMM (cuBLAS) and the cross-entropy's sums agree within fp32 rounding.
  *
- * Argument checks are the CPU backend's, with one difference: the block arrays live on the
- * device, so their contents (indptr endpoints, index ranges) are not read back; counts, shapes
- * and pointers are checked on the host, and xent checks its labels on the device. */
+ * Arguments are checked before any op here runs, by the checked front every backend shares
+ * (core/backend_check.c), with the CPU backend's messages: counts, shapes, pointers and enums,
+ * and empty work never reaches an op. The block arrays live on the device, so the front does
+ * not read their contents (indptr endpoints, index ranges), and xent checks its labels on the
+ * device. What the ops here still check is the CUDA backend's own: cuBLAS's 32-bit sizes, the
+ * state of the copy queues and the timing events. */
 #ifndef NG_BACKEND_CUDA_IMPL_H
 #define NG_BACKEND_CUDA_IMPL_H
 
@@ -125,29 +128,6 @@ inline ng_status blas_err(const char *op, const char *what, cublasStatus_t st) {
 /* Makes the backend's device current in the calling thread (ops may come from any thread). */
 inline ng_status use(const ng_backend *be, const char *op) {
   CU_CHECK(op, cudaSetDevice(ctx_of(be)->device));
-  return NG_OK;
-}
-
-/* ---- argument checks: the shared ones are ng__bk_check_* (core/backend.c) ---- */
-
-inline ng_status check_block(const char *op, const ng_block *blk, bool need_transpose) {
-  if (!blk)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: block is NULL", op);
-  if (blk->n_dst < 0 || blk->n_src < blk->n_dst)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "%s: block has %d destinations and %d sources; destinations must be the "
-                   "first n_dst of the sources",
-                   op, (int)blk->n_dst, (int)blk->n_src);
-  if (blk->nnz < 0 || blk->nnz > INT32_MAX)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: block has %lld edges; blocks hold 0 .. 2^31-1 edges",
-                   op, (long long)blk->nnz);
-  NG_CHECK(ng__bk_check_ptr(op, "block indptr", blk->indptr, true));
-  NG_CHECK(ng__bk_check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
-  if (need_transpose && (!blk->t_indptr || (blk->nnz > 0 && (!blk->t_dst || !blk->t_eid))))
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "%s: block has no transpose (t_indptr, t_dst, t_eid); sample with transpose "
-                   "enabled for backward passes",
-                   op);
   return NG_OK;
 }
 

@@ -963,16 +963,21 @@ static void test_opt(void) {
     }
 }
 
-/* The argument checks give the CPU backend's error classes. */
+/* The argument checks are the checked front's (core/backend_check.c), the CPU backend's: the
+ * same error classes and messages. The front must not read the block's device arrays (a host
+ * read of device memory would crash). */
 static void test_errors(void) {
+  EXPECT_TRUE(gpu->iface != gpu->impl && cpu->iface != cpu->impl);
   ng_block blk = {0};
   ng_aggr ag = {NG_REDUCE_MAX, false, false, true, 0.0f, 0};
   float *d = dalloc(64);
   EXPECT_STATUS(gpu->iface->aggr_fwd(gpu, &ag, &blk, d, 4, d, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("aggr_fwd: block indptr is NULL");
   int32_t *ip = dalloc(8);
   blk.indptr = ip;
   EXPECT_STATUS(gpu->iface->aggr_fwd(gpu, &ag, &blk, d, 4, d, NULL), NG_ERR_UNSUPPORTED);
   EXPECT_STATUS(gpu->iface->fill(gpu, d, -1, 0.0f), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("fill: n is -1");
   EXPECT_STATUS(gpu->iface->dropout_fwd(gpu, d, (uint8_t *)d, 4, 1.0f, 1), NG_ERR_INVALID_ARG);
   EXPECT_STATUS(gpu->iface->gemm(gpu, false, false, 2, 2, 2, 1.0f, d, 1, d, 2, 0.0f, d, 2),
                 NG_ERR_INVALID_ARG);

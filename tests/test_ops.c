@@ -1212,6 +1212,67 @@ static void test_opt(void) {
   ng__backend_destroy(be);
 }
 
+/* ---- the checked front (core/backend_check.c) ---- */
+
+/* Every op reaches the backend through the front, which names the op and the argument it
+ * refuses, returns NG_OK for empty work whatever the pointers, and reads block offsets only
+ * because this backend's memory is host memory. */
+static void test_front_checks(void) {
+  ng_backend *be = make_backend(NULL);
+  const struct ng_backend_i *I = be->iface;
+  EXPECT_TRUE(I != be->impl && I->destroy == be->impl->destroy);
+  EXPECT_STATUS(I->gather_rows(be, NULL, NULL, NULL, 4, 8), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("gather_rows: dst is NULL");
+  EXPECT_STATUS(I->copy_h2d_async(be, NULL, NULL, 0, NG_BACKEND_MARKS), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("copy_h2d_async: slot 4 is not in [0, 4)");
+  EXPECT_STATUS(I->event_record(be, -1), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("event_record: event -1");
+  float v[4] = {1, 2, 3, 4};
+  EXPECT_STATUS(I->gemm(be, false, false, 2, 2, 2, 1.0f, v, 1, v, 2, 0.0f, v, 2),
+                NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("gemm: leading dimensions lda 1");
+  int32_t indptr[3] = {0, 1, 3}, idx[2] = {0, 1};
+  ng_block b = {2, 2, 2, indptr, idx, NULL, NULL, NULL, NULL, NULL};
+  ng_aggr sum = {NG_REDUCE_SUM, false, false, false, 0.0f, 0};
+  EXPECT_STATUS(I->aggr_fwd(be, &sum, &b, v, 1, v, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("aggr_fwd: block indptr runs from 0 to 3 but the block has 2 edges");
+  /* Empty work succeeds with NULL pointers and touches nothing. */
+  EXPECT_OK(I->copy_h2d(be, NULL, NULL, 0));
+  EXPECT_OK(I->copy_h2d_async(be, NULL, NULL, 0, 1));
+  EXPECT_OK(I->fill(be, NULL, 0, 1.0f));
+  EXPECT_OK(I->add(be, NULL, NULL, 0));
+  EXPECT_OK(I->gather_rows(be, NULL, NULL, NULL, 0, 8));
+  EXPECT_OK(I->gemm(be, false, false, 0, 3, 2, 1.0f, NULL, 2, NULL, 3, 0.0f, NULL, 3));
+  EXPECT_OK(I->bias_act_bwd(be, NULL, NULL, NULL, 5, 0, NG_ACT_RELU));
+  EXPECT_OK(I->dropout_fwd(be, NULL, NULL, 0, 0.5f, 1));
+  ng_opt_hp sgd = {NG_OPT_SGD, 0.1f, 0.0f, 0.9f, 0.0f, 0.0f, 0.0f, 1};
+  EXPECT_OK(I->opt_step(be, &sgd, NULL, NULL, NULL, NULL, 0));
+  ng__backend_destroy(be);
+}
+
+/* An optional op the backend lacks stays NULL in its front, so that callers can test for it;
+ * name and host_memory are the backend's. */
+static void test_front_optional_ops(void) {
+  ng_backend *cpu = make_backend(NULL);
+  struct ng_backend_i lacking = *cpu->impl;
+  lacking.event_record = NULL;
+  lacking.event_elapsed = NULL;
+  lacking.set_precision = NULL;
+  ng_backend be;
+  ng__backend_init(&be, &lacking, cpu->ctx);
+  EXPECT_TRUE(be.iface == &be.front && be.impl == &lacking);
+  EXPECT_TRUE(!be.iface->event_record && !be.iface->event_elapsed && !be.iface->set_precision);
+  EXPECT_STR(be.iface->name, "cpu");
+  EXPECT_TRUE(be.iface->host_memory);
+  EXPECT_TRUE(be.iface->fill && be.iface->fill != lacking.fill);
+  EXPECT_STATUS(be.iface->fill(&be, NULL, 4, 0.0f), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("fill: x is NULL");
+  float x[3];
+  EXPECT_OK(be.iface->fill(&be, x, 3, 2.0f));
+  EXPECT_TRUE(x[0] == 2.0f && x[2] == 2.0f);
+  ng__backend_destroy(cpu);
+}
+
 int main(void) {
   RUN_TEST(test_isa_selection);
   RUN_TEST(test_memory);
@@ -1227,5 +1288,7 @@ int main(void) {
   RUN_TEST(test_xent);
   RUN_TEST(test_xent_guard);
   RUN_TEST(test_opt);
+  RUN_TEST(test_front_checks);
+  RUN_TEST(test_front_optional_ops);
   return ng_test_summary();
 }

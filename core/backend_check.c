@@ -1,0 +1,490 @@
+/* The checked front of the backend interface: every op a caller reaches through be->iface checks
+ * its arguments here, once for all backends, and then calls the backend's own op (be->impl), so
+ * that every backend refuses the same calls with the same status and message (see "Arguments
+ * are validated once" in backend_impl.h). What a backend still checks is its own: the CUDA
+ * backend's 32-bit cuBLAS sizes and its stream state, the xent label ranges each backend reads
+ * where its memory is. A front op costs one indirect call more than calling impl directly. */
+#include "backend_impl.h"
+
+/* ---- the checks ---- */
+
+static ng_status check_count(const char *op, const char *what, int64_t v) {
+  if (v < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is %lld; it must be >= 0", op, what, (long long)v);
+  return NG_OK;
+}
+
+/* `p` must not be NULL when `needed`. */
+static ng_status check_ptr(const char *op, const char *what, const void *p, bool needed) {
+  if (needed && !p)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s is NULL; pass a buffer of the documented size", op,
+                   what);
+  return NG_OK;
+}
+
+ng_status ng__bk_check_ptr(const char *op, const char *what, const void *p, bool needed) {
+  return check_ptr(op, what, p, needed);
+}
+
+/* A known reduce, MAX/MIN without weights, self loop or mean, and the block's weight arrays
+ * present when the aggregator uses them (`blk` may be NULL). */
+static ng_status check_aggr(const char *op, const ng_aggr *ag, const ng_block *blk) {
+  if (!ag)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: aggregator is NULL", op);
+  if ((unsigned)ag->reduce > NG_REDUCE_MIN)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown reduce %d", op, (int)ag->reduce);
+  if (ag->reduce != NG_REDUCE_SUM && (ag->weighted || ag->self_loop || ag->mean))
+    return ng__err(NG_ERR_UNSUPPORTED, "%s: MAX/MIN take no edge weight, self loop or MEAN", op);
+  if (!blk)
+    return NG_OK;
+  NG_CHECK(check_ptr(op, "block edge_w (the aggregator is weighted)", blk->edge_w,
+                     ag->weighted && blk->nnz > 0));
+  return check_ptr(op, "block self_w (the aggregator has a self loop)", blk->self_w,
+                   ag->self_loop && blk->n_dst > 0);
+}
+
+/* Only aggr_partial applies the aggregator's input dropout; the other ops refuse it. */
+static ng_status check_no_drop(const char *op, const ng_aggr *ag) {
+  if (ag && ag->drop_p != 0.0f)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: the aggregator asks for input dropout, which only aggr_partial applies; "
+                   "apply dropout_fwd to the input instead",
+                   op);
+  return NG_OK;
+}
+
+static ng_status check_state(const char *op, const ng_pstate *st) {
+  if (!st)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: state is NULL", op);
+  NG_CHECK(check_count(op, "state n_dst", st->n_dst));
+  NG_CHECK(check_count(op, "state dim", st->dim));
+  NG_CHECK(check_ptr(op, "state val", st->val, st->n_dst > 0 && st->dim > 0));
+  return check_ptr(op, "state count", st->count, st->n_dst > 0);
+}
+
+static ng_status check_act(const char *op, ng_activation act) {
+  if (act != NG_ACT_NONE && act != NG_ACT_RELU)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown activation %d; use NG_ACT_NONE or NG_ACT_RELU",
+                   op, (int)act);
+  return NG_OK;
+}
+
+/* A buffer slot or mark in [0, NG_BACKEND_MARKS). */
+static ng_status check_slot(const char *op, int slot) {
+  if (slot < 0 || slot >= NG_BACKEND_MARKS)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: slot %d is not in [0, %d)", op, slot, NG_BACKEND_MARKS);
+  return NG_OK;
+}
+
+static ng_status check_dropout_p(const char *op, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    return ng__err(NG_ERR_INVALID_ARG, "%s: drop probability %g is outside [0, 1)", op, (double)p);
+  return NG_OK;
+}
+
+static ng_status check_rows_dim(const char *op, int64_t n, int64_t dim) {
+  NG_CHECK(check_count(op, "n", n));
+  return check_count(op, "dim", dim);
+}
+
+/* ---- blocks ---- */
+
+static ng_status check_block_shape(const char *op, const ng_block *blk) {
+  if (!blk)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: block is NULL", op);
+  if (blk->n_dst < 0 || blk->n_src < blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block has %d destinations and %d sources; destinations must be the "
+                   "first n_dst of the sources",
+                   op, (int)blk->n_dst, (int)blk->n_src);
+  if (blk->nnz < 0 || blk->nnz > INT32_MAX)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: block has %lld edges; blocks hold 0 .. 2^31-1 edges",
+                   op, (long long)blk->nnz);
+  return check_ptr(op, "block indptr", blk->indptr, true);
+}
+
+/* An offsets array (indptr, t_indptr) of `rows` rows must run from 0 to the block's nnz. It is
+ * read, so only for backends whose memory is host memory. */
+static ng_status check_ends(const char *op, const char *what, const int32_t *ptr, int32_t rows,
+                            int64_t nnz, const char *fix) {
+  if (ptr[0] != 0 || ptr[rows] != nnz)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block %s runs from %d to %d but the block has %lld edges%s", op, what,
+                   (int)ptr[0], (int)ptr[rows], (long long)nnz, fix);
+  return NG_OK;
+}
+
+/* The block's shape and arrays, the transpose's with `transpose` (backward passes), and with
+ * `host` (the backend's memory is host memory) the endpoints of its offsets arrays. */
+static ng_status check_block(const char *op, const ng_block *blk, bool transpose, bool host) {
+  NG_CHECK(check_block_shape(op, blk));
+  if (host)
+    NG_CHECK(check_ends(op, "indptr", blk->indptr, blk->n_dst, blk->nnz,
+                        "; indptr must go from 0 to nnz"));
+  NG_CHECK(check_ptr(op, "block indices", blk->indices, blk->nnz > 0));
+  if (!transpose)
+    return NG_OK;
+  if (!blk->t_indptr || (blk->nnz > 0 && (!blk->t_dst || !blk->t_eid)))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: block has no transpose (t_indptr, t_dst, t_eid); sample with transpose "
+                   "enabled for backward passes",
+                   op);
+  return host ? check_ends(op, "t_indptr", blk->t_indptr, blk->n_src, blk->nnz, "") : NG_OK;
+}
+
+/* The checks every aggregation over a block starts with. */
+static ng_status check_aggr_block(ng_backend *be, const char *op, const ng_aggr *ag,
+                                  const ng_block *blk, bool transpose) {
+  NG_CHECK(check_block(op, blk, transpose, be->impl->host_memory));
+  return check_aggr(op, ag, blk);
+}
+
+/* What aggr_fwd and aggr_bwd start with: the block, an aggregator without input dropout, dim. */
+static ng_status check_aggr_dim(ng_backend *be, const char *op, const ng_aggr *ag,
+                                const ng_block *blk, bool transpose, int64_t dim) {
+  NG_CHECK(check_aggr_block(be, op, ag, blk, transpose));
+  NG_CHECK(check_no_drop(op, ag));
+  return check_count(op, "dim", dim);
+}
+
+/* ---- memory ---- */
+
+static ng_status front_alloc(ng_backend *be, void **out, size_t bytes) {
+  NG_CHECK(check_ptr("alloc", "out", out, true));
+  return be->impl->alloc(be, out, bytes);
+}
+
+static ng_status front_host_alloc(ng_backend *be, void **out, size_t bytes) {
+  NG_CHECK(check_ptr("host_alloc", "out", out, true));
+  return be->impl->host_alloc(be, out, bytes);
+}
+
+/* A copy of 0 bytes is done before it starts, whatever its pointers. */
+static ng_status check_copy(const char *op, void *dst, const void *src, size_t bytes) {
+  NG_CHECK(check_ptr(op, "dst", dst, bytes > 0));
+  return check_ptr(op, "src", src, bytes > 0);
+}
+
+/* copy_h2d, copy_d2h and copy_d2d take the same arguments and are checked alike. */
+#define NG_FRONT_COPY(op)                                                                          \
+  static ng_status front_##op(ng_backend *be, void *dst, const void *src, size_t bytes) {          \
+    NG_CHECK(check_copy(#op, dst, src, bytes));                                                    \
+    return bytes == 0 ? NG_OK : be->impl->op(be, dst, src, bytes);                                 \
+  }
+NG_FRONT_COPY(copy_h2d)
+NG_FRONT_COPY(copy_d2h)
+NG_FRONT_COPY(copy_d2d)
+
+/* An empty asynchronous copy still orders the slot (it waits for the mark and is waited for). */
+static ng_status front_copy_h2d_async(ng_backend *be, void *dst, const void *host_src, size_t bytes,
+                                      int slot) {
+  NG_CHECK(check_slot("copy_h2d_async", slot));
+  NG_CHECK(check_copy("copy_h2d_async", dst, host_src, bytes));
+  return be->impl->copy_h2d_async(be, dst, host_src, bytes, slot);
+}
+
+/* The ops whose one argument is a buffer slot or mark. */
+#define NG_FRONT_SLOT(op)                                                                          \
+  static ng_status front_##op(ng_backend *be, int slot) {                                          \
+    NG_CHECK(check_slot(#op, slot));                                                               \
+    return be->impl->op(be, slot);                                                                 \
+  }
+NG_FRONT_SLOT(wait_copy)
+NG_FRONT_SLOT(mark)
+NG_FRONT_SLOT(copy_ops_begin)
+NG_FRONT_SLOT(copy_ops_end)
+
+static ng_status front_fill(ng_backend *be, float *x, int64_t n, float value) {
+  NG_CHECK(check_count("fill", "n", n));
+  NG_CHECK(check_ptr("fill", "x", x, n > 0));
+  return n == 0 ? NG_OK : be->impl->fill(be, x, n, value);
+}
+
+/* ---- timing ---- */
+
+static ng_status front_event_record(ng_backend *be, int k) {
+  if (k < 0 || k >= NG_BACKEND_EVENTS)
+    return ng__err(NG_ERR_INVALID_ARG, "event_record: event %d outside [0, %d)", k,
+                   NG_BACKEND_EVENTS);
+  return be->impl->event_record(be, k);
+}
+
+static ng_status front_event_elapsed(ng_backend *be, int a, int b, double *ms) {
+  if (a < 0 || a >= NG_BACKEND_EVENTS || b < 0 || b >= NG_BACKEND_EVENTS || !ms)
+    return ng__err(NG_ERR_INVALID_ARG, "event_elapsed: events %d, %d outside [0, %d)", a, b,
+                   NG_BACKEND_EVENTS);
+  return be->impl->event_elapsed(be, a, b, ms);
+}
+
+/* ---- gathers and aggregation ---- */
+
+static ng_status check_gather(const char *op, float *dst, const float *table, const int64_t *ids) {
+  NG_CHECK(check_ptr(op, "dst", dst, true));
+  NG_CHECK(check_ptr(op, "table", table, true));
+  return check_ptr(op, "ids", ids, true);
+}
+
+static ng_status front_gather_rows(ng_backend *be, float *dst, const float *table,
+                                   const int64_t *ids, int64_t n, int64_t dim) {
+  NG_CHECK(check_rows_dim("gather_rows", n, dim));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_gather("gather_rows", dst, table, ids));
+  return be->impl->gather_rows(be, dst, table, ids, n, dim);
+}
+
+static ng_status front_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                const float *src, int64_t dim, float *dst, int32_t *argbest) {
+  NG_CHECK(check_aggr_dim(be, "aggr_fwd", ag, blk, false, dim));
+  if (blk->n_dst == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("aggr_fwd", "src", src, blk->n_src > 0));
+  NG_CHECK(check_ptr("aggr_fwd", "dst", dst, true));
+  return be->impl->aggr_fwd(be, ag, blk, src, dim, dst, argbest);
+}
+
+static ng_status front_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                const float *grad_dst, const int32_t *argbest, int64_t dim,
+                                float *grad_src) {
+  NG_CHECK(check_aggr_dim(be, "aggr_bwd", ag, blk, true, dim));
+  if (blk->n_src == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("aggr_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
+  NG_CHECK(check_ptr("aggr_bwd", "grad_src", grad_src, true));
+  NG_CHECK(check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
+                     ag->reduce != NG_REDUCE_SUM && blk->n_dst > 0));
+  return be->impl->aggr_bwd(be, ag, blk, grad_dst, argbest, dim, grad_src);
+}
+
+static ng_status front_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                    const float *src, ng_pstate *state) {
+  NG_CHECK(check_aggr_block(be, "aggr_partial", ag, blk, false));
+  NG_CHECK(check_state("aggr_partial", state));
+  if (state->n_dst != blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "aggr_partial: state has %d rows but the block %d destinations; size the "
+                   "state for the block",
+                   (int)state->n_dst, (int)blk->n_dst);
+  NG_CHECK(check_ptr("aggr_partial", "src", src, blk->nnz > 0 && state->dim > 0));
+  NG_CHECK(check_dropout_p("aggr_partial", ag->drop_p));
+  return blk->n_dst == 0 ? NG_OK : be->impl->aggr_partial(be, ag, blk, src, state);
+}
+
+static ng_status front_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                                    const ng_pstate *other) {
+  NG_CHECK(check_aggr("pstate_merge", ag, NULL));
+  NG_CHECK(check_no_drop("pstate_merge", ag));
+  NG_CHECK(check_state("pstate_merge", acc));
+  NG_CHECK(check_state("pstate_merge", other));
+  if (acc->n_dst != other->n_dst || acc->dim != other->dim)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "pstate_merge: states of shapes [%d, %lld] and [%d, %lld]; only states of the "
+                   "same destinations and dimension merge",
+                   (int)acc->n_dst, (long long)acc->dim, (int)other->n_dst, (long long)other->dim);
+  return acc->n_dst == 0 ? NG_OK : be->impl->pstate_merge(be, ag, acc, other);
+}
+
+static ng_status front_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
+                                       float *dst) {
+  NG_CHECK(check_aggr("pstate_finalize", ag, NULL));
+  NG_CHECK(check_no_drop("pstate_finalize", ag));
+  NG_CHECK(check_state("pstate_finalize", state));
+  const bool work = state->n_dst > 0 && state->dim > 0;
+  NG_CHECK(check_ptr("pstate_finalize", "dst", dst, work));
+  return work ? be->impl->pstate_finalize(be, ag, state, dst) : NG_OK;
+}
+
+static ng_status front_scatter_rows(ng_backend *be, float *dst, const int32_t *pos,
+                                    const float *table, const int64_t *ids, int64_t n, int64_t dim,
+                                    float drop_p, uint64_t drop_key) {
+  NG_CHECK(check_rows_dim("scatter_rows", n, dim));
+  NG_CHECK(check_dropout_p("scatter_rows", drop_p));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_gather("scatter_rows", dst, table, ids));
+  return be->impl->scatter_rows(be, dst, pos, table, ids, n, dim, drop_p, drop_key);
+}
+
+static ng_status front_add_self_loop(ng_backend *be, float *dst, const float *self_w,
+                                     const float *rows, int64_t n, int64_t dim) {
+  NG_CHECK(check_rows_dim("add_self_loop", n, dim));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("add_self_loop", "dst", dst, true));
+  NG_CHECK(check_ptr("add_self_loop", "self_w", self_w, true));
+  NG_CHECK(check_ptr("add_self_loop", "rows", rows, true));
+  return be->impl->add_self_loop(be, dst, self_w, rows, n, dim);
+}
+
+/* ---- dense ops ---- */
+
+/* The sizes of C = op(A) op(B): counts, and leading dimensions no shorter than the rows of the
+ * row-major A, B and C. */
+static ng_status check_gemm_shape(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                  int64_t lda, int64_t ldb, int64_t ldc) {
+  NG_CHECK(check_count("gemm", "m", m));
+  NG_CHECK(check_count("gemm", "n", n));
+  NG_CHECK(check_count("gemm", "k", k));
+  const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+  if (lda < NG_MAX(a_cols, (int64_t)1) || ldb < NG_MAX(b_cols, (int64_t)1) ||
+      ldc < NG_MAX(n, (int64_t)1))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "gemm: leading dimensions lda %lld, ldb %lld, ldc %lld are below the row "
+                   "lengths %lld, %lld, %lld of the row-major A, B, C",
+                   (long long)lda, (long long)ldb, (long long)ldc, (long long)a_cols,
+                   (long long)b_cols, (long long)n);
+  return NG_OK;
+}
+
+/* C empty (m or n 0) is done; k == 0 still writes beta * C, which the backend does. */
+static ng_status front_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                            int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                            int64_t ldb, float beta, float *c, int64_t ldc) {
+  NG_CHECK(check_gemm_shape(trans_a, trans_b, m, n, k, lda, ldb, ldc));
+  if (m == 0 || n == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("gemm", "C", c, true));
+  NG_CHECK(check_ptr("gemm", "A", a, k > 0));
+  NG_CHECK(check_ptr("gemm", "B", b, k > 0));
+  return be->impl->gemm(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static ng_status front_add(ng_backend *be, float *y, const float *x, int64_t n) {
+  NG_CHECK(check_count("add", "n", n));
+  NG_CHECK(check_ptr("add", "y", y, n > 0));
+  NG_CHECK(check_ptr("add", "x", x, n > 0));
+  return n == 0 ? NG_OK : be->impl->add(be, y, x, n);
+}
+
+static ng_status check_bias_act(const char *op, int64_t rows, int64_t cols, ng_activation act) {
+  NG_CHECK(check_count(op, "rows", rows));
+  NG_CHECK(check_count(op, "cols", cols));
+  return check_act(op, act);
+}
+
+static ng_status front_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows,
+                                    int64_t cols, ng_activation act) {
+  NG_CHECK(check_bias_act("bias_act_fwd", rows, cols, act));
+  NG_CHECK(check_ptr("bias_act_fwd", "x", x, rows > 0 && cols > 0));
+  return rows == 0 || cols == 0 ? NG_OK : be->impl->bias_act_fwd(be, x, bias, rows, cols, act);
+}
+
+/* rows == 0 is work: the bias gradient of no rows is 0. */
+static ng_status front_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *grad_bias,
+                                    int64_t rows, int64_t cols, ng_activation act) {
+  NG_CHECK(check_bias_act("bias_act_bwd", rows, cols, act));
+  NG_CHECK(check_ptr("bias_act_bwd", "grad", grad, rows > 0 && cols > 0));
+  NG_CHECK(check_ptr("bias_act_bwd", "y (ReLU needs the forward output)", y,
+                     act == NG_ACT_RELU && rows > 0 && cols > 0));
+  return cols == 0 ? NG_OK : be->impl->bias_act_bwd(be, grad, y, grad_bias, rows, cols, act);
+}
+
+static ng_status check_dropout(const char *op, const char *what, const void *x, const void *mask,
+                               int64_t n, float p) {
+  NG_CHECK(check_count(op, "n", n));
+  NG_CHECK(check_dropout_p(op, p));
+  NG_CHECK(check_ptr(op, what, x, n > 0));
+  return check_ptr(op, "mask", mask, n > 0);
+}
+
+static ng_status front_dropout_fwd(ng_backend *be, float *x, uint8_t *mask, int64_t n, float p,
+                                   uint64_t seed) {
+  NG_CHECK(check_dropout("dropout_fwd", "x", x, mask, n, p));
+  return n == 0 ? NG_OK : be->impl->dropout_fwd(be, x, mask, n, p, seed);
+}
+
+static ng_status front_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mask, int64_t n,
+                                   float p) {
+  NG_CHECK(check_dropout("dropout_bwd", "grad", grad, mask, n, p));
+  return n == 0 ? NG_OK : be->impl->dropout_bwd(be, grad, mask, n, p);
+}
+
+/* ---- loss and optimizer ---- */
+
+/* n == 0 is still a result (loss 0, or a queued one), so the backend runs it. */
+static ng_status front_xent(ng_backend *be, const float *logits, const int32_t *labels, int64_t n,
+                            int64_t classes, float *grad, double *loss, int64_t *correct) {
+  NG_CHECK(check_count("xent", "n", n));
+  if (classes < 1)
+    return ng__err(NG_ERR_INVALID_ARG, "xent: %lld classes; there must be at least one",
+                   (long long)classes);
+  NG_CHECK(check_ptr("xent", "logits", logits, n > 0));
+  NG_CHECK(check_ptr("xent", "labels", labels, n > 0));
+  return be->impl->xent(be, logits, labels, n, classes, grad, loss, correct);
+}
+
+/* The optimizer and the state buffers it needs. */
+static ng_status check_opt(const ng_opt_hp *hp, const float *state1, const float *state2,
+                           int64_t n) {
+  if (hp->kind == NG_OPT_SGD)
+    return check_ptr("opt_step", "state1 (SGD momentum buffer)", state1,
+                     hp->momentum != 0.0f && n > 0);
+  if (hp->kind != NG_OPT_ADAM)
+    return ng__err(NG_ERR_INVALID_ARG, "opt_step: unknown optimizer %d", (int)hp->kind);
+  if (hp->step < 1)
+    return ng__err(NG_ERR_INVALID_ARG, "opt_step: Adam step %lld; steps count from 1",
+                   (long long)hp->step);
+  NG_CHECK(check_ptr("opt_step", "state1 (Adam first moment)", state1, n > 0));
+  return check_ptr("opt_step", "state2 (Adam second moment)", state2, n > 0);
+}
+
+static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param,
+                                const float *grad, float *state1, float *state2, int64_t n) {
+  NG_CHECK(check_ptr("opt_step", "hyper-parameters", hp, true));
+  NG_CHECK(check_count("opt_step", "n", n));
+  NG_CHECK(check_ptr("opt_step", "param", param, n > 0));
+  NG_CHECK(check_ptr("opt_step", "grad", grad, n > 0));
+  NG_CHECK(check_opt(hp, state1, state2, n));
+  return n == 0 ? NG_OK : be->impl->opt_step(be, hp, param, grad, state1, state2, n);
+}
+
+/* ---- the front table ---- */
+
+/* The ops the front checks. The others (destroy, free, sync, mem_info, host_free,
+ * host_register, host_unregister, pci_bus_id, host_view, set_precision, xent_result) take
+ * nothing the front could validate that the backend does not know better, so the front holds
+ * the backend's own pointers there. */
+#define NG_FRONT_OPS(X)                                                                            \
+  X(alloc)                                                                                         \
+  X(host_alloc)                                                                                    \
+  X(copy_h2d)                                                                                      \
+  X(copy_d2h)                                                                                      \
+  X(copy_d2d)                                                                                      \
+  X(copy_h2d_async)                                                                                \
+  X(wait_copy)                                                                                     \
+  X(mark)                                                                                          \
+  X(copy_ops_begin)                                                                                \
+  X(copy_ops_end)                                                                                  \
+  X(fill)                                                                                          \
+  X(event_record)                                                                                  \
+  X(event_elapsed)                                                                                 \
+  X(gather_rows)                                                                                   \
+  X(aggr_fwd)                                                                                      \
+  X(aggr_bwd)                                                                                      \
+  X(aggr_partial)                                                                                  \
+  X(pstate_merge)                                                                                  \
+  X(pstate_finalize)                                                                               \
+  X(scatter_rows)                                                                                  \
+  X(add_self_loop)                                                                                 \
+  X(gemm)                                                                                          \
+  X(add)                                                                                           \
+  X(bias_act_fwd)                                                                                  \
+  X(bias_act_bwd)                                                                                  \
+  X(dropout_fwd)                                                                                   \
+  X(dropout_bwd)                                                                                   \
+  X(xent)                                                                                          \
+  X(opt_step)
+
+/* A slot impl leaves NULL (an optional op it lacks) stays NULL, so that callers still see that
+ * the backend has no such op. */
+void ng__backend_init(ng_backend *be, const struct ng_backend_i *impl, void *ctx) {
+  be->impl = impl;
+  be->ctx = ctx;
+  be->front = *impl;
+#define NG_FRONT_WRAP(op)                                                                          \
+  if (impl->op)                                                                                    \
+    be->front.op = front_##op;
+  NG_FRONT_OPS(NG_FRONT_WRAP)
+#undef NG_FRONT_WRAP
+  be->iface = &be->front;
+}
