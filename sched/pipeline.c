@@ -385,7 +385,11 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
   ng_minibatch mb;
   const int64_t t0 = span_start(rt);
   NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
-  const int64_t t1 = span_end(rt, track, NG_SPAN_SAMPLE, i, 0, t0);
+  int64_t edges = 0; /* the span carries them: the trace's summary gives the sampler's rate */
+  for (int l = 0; l < mb.n_layers; l++)
+    edges += mb.blocks[l].nnz;
+  const int64_t t1 =
+      span_end(rt, track, NG_SPAN_SAMPLE, i, (int)NG_MIN(edges, (int64_t)INT32_MAX), t0);
   ng_fetch_cfg cfg = rt->fetch;
   cfg.mode = group_fetch(rt, group);
   cfg.device_share =

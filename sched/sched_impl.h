@@ -201,7 +201,8 @@ void ng__trace_destroy(ng_trace *t); ///< accepts NULL
 /// thread may name a track while another records on it.
 void ng__trace_name(ng_trace *t, int track, const char *name);
 /// Records a span [t0, t1] of iteration `iter` (-1: none; the epoch for START, STOP and EPOCH) on
-/// `track`; `arg` is the worker group for FETCH spans (ng_group), else 0. Accepts t == NULL
+/// `track`; `arg` is the worker group for FETCH spans (ng_group), the sampled edges for SAMPLE
+/// spans, else 0. Accepts t == NULL
 /// (tracing off): costs a branch then.
 void ng__trace_span(ng_trace *t, int track, ng_span_kind kind, int64_t iter, int arg, int64_t t0,
                     int64_t t1);

@@ -147,6 +147,8 @@ ng_status ng__trace_write(const ng_trace *t, const char *path) {
       else if (s->iter >= 0 && s->kind == NG_SPAN_FETCH)
         fprintf(f, ",\"args\":{\"iter\":%lld,\"group\":\"%s\"}", (long long)s->iter,
                 s->arg == NG_GROUP_PARTIAL ? "partial" : "transfer");
+      else if (s->iter >= 0 && s->kind == NG_SPAN_SAMPLE)
+        fprintf(f, ",\"args\":{\"iter\":%lld,\"edges\":%d}", (long long)s->iter, s->arg);
       else if (s->iter >= 0)
         fprintf(f, ",\"args\":{\"iter\":%lld}", (long long)s->iter);
       fputc('}', f);

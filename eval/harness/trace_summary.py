@@ -84,6 +84,12 @@ def breakdown(threads, title):
         print(f"  {kind:<12} {100 * us / total:6.1f}% {us / n:9.1f}")
     rest = total - sum(per_kind.values())
     print(f"  {'(untraced)':<12} {100 * rest / total:6.1f}% {rest / n:9.1f}")
+    # The sampler's rate: sampled edges over the time spent sampling, per core (sample spans
+    # carry their edges since the trace recorded them).
+    edges = sum(s[4].get("edges", 0) for _, mine in threads for s in mine if s[1] == "sample")
+    if edges and per_kind["sample"] > 0:
+        print(f"  sampler: {edges / count['sample']:.0f} edges per iteration, "
+              f"{edges / per_kind['sample']:.2f} M sampled edges/s per core")
 
 
 def epochs(by_epoch):
