@@ -508,6 +508,7 @@ def train(args, ds, convs, dev, fanouts, weight_decay):
     staging = Staging(pin=dev.type == "cuda")
     feats, labels, dim = ds["features"], ds["labels"], ds["dim"]
     losses, times, t_sample, t_gather, t_step, edges_timed = [], [], [], [], [], 0
+    t_device = []
     convs.train()
     epoch_loss, epoch_t0 = 0.0, time.perf_counter()
     timed_t0 = None
@@ -529,11 +530,19 @@ def train(args, ds, convs, dev, fanouts, weight_decay):
         x = x_host.to(dev, non_blocking=True)
         y = y_host.to(dev, non_blocking=True)
         dev_blocks = [(ei.to(dev, non_blocking=True), n_dst) for ei, n_dst in blocks]
+        # The device step alone (forward, loss, backward, Adam), timed with CUDA events: what
+        # neargnn's op profile sums as its device step.
+        ev = ([torch.cuda.Event(enable_timing=True) for _ in range(2)]
+              if dev.type == "cuda" else None)
+        if ev:
+            ev[0].record()
         out = model_forward(convs, x, dev_blocks, args.dropout, True)
         loss = F.cross_entropy(out, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if ev:
+            ev[1].record()
         loss_value = loss.item()
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
@@ -548,6 +557,8 @@ def train(args, ds, convs, dev, fanouts, weight_decay):
             t_sample.append(t1 - t0)
             t_gather.append(t2 - t1)
             t_step.append(t3 - t2)
+            if ev:
+                t_device.append(ev[0].elapsed_time(ev[1]) * 1e-3)
             edges_timed += edges
         if i + 1 == per_epoch:
             secs = time.perf_counter() - epoch_t0
@@ -562,7 +573,8 @@ def train(args, ds, convs, dev, fanouts, weight_decay):
             "mean_ms": 1e3 * sum(times) / len(times),
             "phase_median_ms": {"sample": 1e3 * median(t_sample),
                                 "gather": 1e3 * median(t_gather),
-                                "transfer_and_step": 1e3 * median(t_step)},
+                                "transfer_and_step": 1e3 * median(t_step),
+                                "device_step": 1e3 * median(t_device) if t_device else None},
             "edges_per_s": edges_timed / wall, "final_loss": curve[-1]["loss"],
             "loss_curve": curve}
 
@@ -634,6 +646,8 @@ def make_parser():
     p.add_argument("--log-every", type=int, default=10,
                    help="loss curve: mean loss of every N iterations (default 10)")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    p.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
+                   help="matrix products in fp32 (default) or TF32, as neargnn's --precision")
     p.add_argument("--threads", type=int, default=0,
                    help="torch.set_num_threads; 0 = PyTorch's default")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -675,6 +689,8 @@ def run(args):
         raise Failure("--device cuda: PyTorch sees no CUDA device; run on the GPU machine or "
                       "pass --device cpu")
     torch.manual_seed(args.seed)
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     ds = load_dataset(args.dataset, args.normalize_features)
     if args.load_weights:
         metadata, tensors = read_safetensors_header(args.load_weights)
@@ -718,7 +734,9 @@ def run(args):
               f"{r['warmup_iterations']} warm-up: {r['it_per_s']:.2f} it/s, median "
               f"{r['median_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms (sample "
               f"{r['phase_median_ms']['sample']:.2f}, gather {r['phase_median_ms']['gather']:.2f}"
-              f", transfer+step {r['phase_median_ms']['transfer_and_step']:.2f} ms medians), "
+              f", transfer+step {r['phase_median_ms']['transfer_and_step']:.2f} ms medians"
+              + (f"; device step {r['phase_median_ms']['device_step']:.3f} ms"
+                 if r['phase_median_ms']['device_step'] is not None else "") + "), "
               f"{r['edges_per_s']:.3g} sampled edges/s, final loss {r['final_loss']:.4f}")
     if (args.load_weights or args.eval or args.compare_predictions or args.compare_logits
             or args.save_predictions or args.save_logits):
