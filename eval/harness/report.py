@@ -320,13 +320,7 @@ def collect_ops(out, rows, probes, meta):
 
 
 def write_ops(path, ops):
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=OP_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for o in ops:
-            w.writerow({k: cell(o.get(k)) for k in OP_COLUMNS})
-    os.replace(tmp, path)
+    write_csv(path, ops, OP_COLUMNS)
 
 
 def peak(v):
@@ -459,14 +453,19 @@ def read_results(path):
         return list(csv.DictReader(f))
 
 
-def write_results(path, rows):
+def write_csv(path, rows, columns):
+    """Writes `rows` (dicts) as CSV with `columns`, through a temporary file renamed into place."""
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow({k: cell(r.get(k)) for k in COLUMNS})
+            w.writerow({k: cell(r.get(k)) for k in columns})
     os.replace(tmp, path)
+
+
+def write_results(path, rows):
+    write_csv(path, rows, COLUMNS)
 
 
 def add_floors(rows, probes, dims):
