@@ -223,24 +223,9 @@ static ng_status make_backend(ng_backend **out, const ng_train_opts *o) {
   return ng__err(NG_ERR_INVALID_ARG, "unknown device '%s' (cpu or cuda)", dev);
 }
 
-ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
-                            const ng_train_opts *opts) {
-  if (!out)
-    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_create: out is NULL");
-  *out = NULL;
-  NG_CHECK(ng__dataset_check(ds));
-  NG_CHECK(ng__model_check(model));
-  ng_train_opts o = NG_TRAIN_OPTS_INIT;
-  if (opts) {
-    if (opts->size < sizeof opts->size)
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "ng_train_opts.size is %zu; initialise the options with NG_TRAIN_OPTS_INIT",
-                     opts->size);
-    /* A caller built against an older, smaller struct passes fewer fields (the others keep
-     * their defaults); newer fields that this library does not know are ignored. */
-    memcpy(&o, opts, NG_MIN(opts->size, sizeof o));
-    o.size = sizeof o;
-  }
+/* Checks the model against the dataset and the options' ranges, before anything is allocated. */
+static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model_t model) {
+  const ng_train_opts o = *opts;
   const ng_dataset_info *info = &ds->info;
   if (model->n_layers == 0)
     return ng__err(NG_ERR_INVALID_ARG, "the model has no layers");
@@ -285,39 +270,24 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                    "telemetry_s > 0, partial_workers >= -1, lookahead in [1, %d], "
                    "trace_spans >= 0, ready_window in [0, %d], op_profile_every >= 0)",
                    NG_LOOKAHEAD_MAX, NG_READY_WINDOW_MAX);
-  const double t_create = ng__now();
-  struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
-  if (!t)
-    return NG_ERR_NOMEM;
-  t->magic = NG_TRAINER_MAGIC;
-  t->ds = ds;
-  t->model_copy = *model;
-  t->model = &t->model_copy;
-  t->opts = o;
-  t->opts.device = NULL; /* not kept: borrowed from the caller */
-  t->features = ds->features;
-  ng_status st = NG_OK;
-  if (o.normalize == NG_NORMALIZE_ROW) {
-    NG_CHECK_GOTO(st,
-                  normalize_rows(&t->features_owned, ds->features, info->nodes, info->feature_dim,
-                                 omp_threads(&o)),
-                  fail);
-    t->features = t->features_owned;
-  }
-  if ((unsigned)o.precision > NG_PRECISION_TF32) {
-    st = ng__err(NG_ERR_INVALID_ARG, "unknown precision %d (fp32 or tf32)", (int)o.precision);
-    goto fail;
-  }
-  NG_CHECK_GOTO(st, make_backend(&t->be, &o), fail);
+  if ((unsigned)o.precision > NG_PRECISION_TF32)
+    return ng__err(NG_ERR_INVALID_ARG, "unknown precision %d (fp32 or tf32)", (int)o.precision);
+  return NG_OK;
+}
+
+/* The device side: the backend in its precision, the model on it, the op profile and the
+ * training step handed down to the pipeline. */
+static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
+  const ng_train_opts o = *opts;
+  const ng_dataset_info *info = &t->ds->info;
+  NG_CHECK(make_backend(&t->be, &o));
   if (o.precision != NG_PRECISION_FP32) {
-    if (!t->be->iface->set_precision) {
-      st = ng__err(NG_ERR_UNSUPPORTED, "precision tf32: the %s backend computes in fp32 only",
-                   t->be->iface->name);
-      goto fail;
-    }
-    NG_CHECK_GOTO(st, t->be->iface->set_precision(t->be, o.precision), fail);
+    if (!t->be->iface->set_precision)
+      return ng__err(NG_ERR_UNSUPPORTED, "precision tf32: the %s backend computes in fp32 only",
+                     t->be->iface->name);
+    NG_CHECK(t->be->iface->set_precision(t->be, o.precision));
   }
-  NG_CHECK_GOTO(st, ng__exec_create(&t->ex, t->model, t->be, o.seed), fail);
+  NG_CHECK(ng__exec_create(&t->ex, t->model, t->be, o.seed));
   ng__prof_init(&t->prof, o.op_profile_every > 0 ? t->be : NULL);
   t->ex.prof = &t->prof;
   t->step = (ng_train_step){
@@ -335,18 +305,25 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .prof_every = o.op_profile_every,
       .prof_iter = -1,
   };
+  return NG_OK;
+}
+
+/* The feature store: the hot tier's size, the table the host reads (the mapping, or a copy in
+ * huge pages), the store itself and the workers' fetch configuration. */
+static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
+  const ng_train_opts o = *opts;
+  const ng_dataset_t ds = t->ds;
+  const ng_dataset_info *info = &ds->info;
+  const struct ng_model *model = t->model;
   t->mode = ng__mode_resolve(o.mode, t->be);
   if (t->mode == NG_MODE_CPU && !t->be->iface->host_memory) {
-    st = ng__err(NG_ERR_INVALID_ARG, "mode cpu trains without a GPU: use device cpu with it");
-    goto fail;
+    return ng__err(NG_ERR_INVALID_ARG, "mode cpu trains without a GPU: use device cpu with it");
   }
   const ng_fetch transfer = ng__transfer_resolve(o.transfer, info->feature_dim);
   int64_t hot = info->nodes; /* mode cpu: the CPU backend reads every row where it is */
   if (t->mode != NG_MODE_CPU)
-    NG_CHECK_GOTO(st,
-                  ng__store_hot_rows(&hot, t->be, info->nodes, info->feature_dim, o.cache_bytes,
-                                     o.cache_ratio),
-                  fail);
+    NG_CHECK(ng__store_hot_rows(&hot, t->be, info->nodes, info->feature_dim, o.cache_bytes,
+                                o.cache_ratio));
   /* The table the host reads: the dataset's mapping, or a copy in huge pages. */
   const size_t table_bytes =
       (size_t)info->nodes * (size_t)info->feature_dim * sizeof(float); /* checked by the dataset */
@@ -356,18 +333,15 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                              (o.features_memory == NG_FEATURES_AUTO && host_reads &&
                               table_bytes <= mem_available() / 2))) {
     const double t0 = ng__now();
-    NG_CHECK_GOTO(st, copy_features(&t->features_owned, ds->features, table_bytes, omp_threads(&o)),
-                  fail);
+    NG_CHECK(copy_features(&t->features_owned, ds->features, table_bytes, omp_threads(&o)));
     t->startup.features_copy_s = ng__now() - t0;
     t->features = t->features_owned;
   }
   const bool zcopy = t->mode == NG_MODE_ZEROCOPY ||
                      ((t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC) &&
                       transfer == NG_FETCH_ZCOPY);
-  NG_CHECK_GOTO(st,
-                ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
-                               zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL),
-                fail);
+  NG_CHECK(ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
+                          zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL));
   t->store.prof = &t->prof;
   t->startup.hot_upload_s = t->store.upload_s;
   t->startup.register_s = t->store.register_s;
@@ -389,13 +363,22 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .self_zcopy = t->store.host_dev != NULL &&
                     info->feature_dim * (int64_t)sizeof(float) >= SELF_ZCOPY_MIN_ROW_BYTES,
   };
-  NG_CHECK_GOTO(st, ng__sample_arena_create(&t->arena), fail);
+  return NG_OK;
+}
+
+/* The sampler's configuration, the epoch orders and the pipeline (workers, ready ring,
+ * controller). */
+static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) {
+  const ng_train_opts o = *opts;
+  const ng_dataset_t ds = t->ds;
+  const ng_dataset_info *info = &ds->info;
+  const struct ng_model *model = t->model;
+  const ng_fetch transfer = ng__transfer_resolve(o.transfer, info->feature_dim);
+  NG_CHECK(ng__sample_arena_create(&t->arena));
   t->perm = ng__malloc(2 * (size_t)info->train * sizeof *t->perm, "the epoch orders");
   t->perm_epoch[0] = t->perm_epoch[1] = -1;
-  if (!t->perm) {
-    st = NG_ERR_NOMEM;
-    goto fail;
-  }
+  if (!t->perm)
+    return NG_ERR_NOMEM;
   t->cfg.graph = &ds->csr;
   t->cfg.n_layers = model->n_layers;
   for (int l = 0; l < model->n_layers; l++) {
@@ -422,8 +405,52 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
       .trace_spans = o.trace_spans,
       .ready_window = o.ready_window,
   };
-  NG_CHECK_GOTO(st, resolve_workers(&ro.workers, o.workers, o.cpuset), fail);
-  NG_CHECK_GOTO(st, ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro), fail);
+  NG_CHECK(resolve_workers(&ro.workers, o.workers, o.cpuset));
+  NG_CHECK(ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro));
+  return NG_OK;
+}
+
+ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
+                            const ng_train_opts *opts) {
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_create: out is NULL");
+  *out = NULL;
+  NG_CHECK(ng__dataset_check(ds));
+  NG_CHECK(ng__model_check(model));
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  if (opts) {
+    if (opts->size < sizeof opts->size)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "ng_train_opts.size is %zu; initialise the options with NG_TRAIN_OPTS_INIT",
+                     opts->size);
+    /* A caller built against an older, smaller struct passes fewer fields (the others keep
+     * their defaults); newer fields that this library does not know are ignored. */
+    memcpy(&o, opts, NG_MIN(opts->size, sizeof o));
+    o.size = sizeof o;
+  }
+  NG_CHECK(check_opts(&o, ds, model));
+  const double t_create = ng__now();
+  struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
+  if (!t)
+    return NG_ERR_NOMEM;
+  t->magic = NG_TRAINER_MAGIC;
+  t->ds = ds;
+  t->model_copy = *model;
+  t->model = &t->model_copy;
+  t->opts = o;
+  t->opts.device = NULL; /* not kept: borrowed from the caller */
+  t->features = ds->features;
+  ng_status st = NG_OK;
+  if (o.normalize == NG_NORMALIZE_ROW) {
+    NG_CHECK_GOTO(st,
+                  normalize_rows(&t->features_owned, ds->features, ds->info.nodes,
+                                 ds->info.feature_dim, omp_threads(&o)),
+                  fail);
+    t->features = t->features_owned;
+  }
+  NG_CHECK_GOTO(st, setup_device(t, &o), fail);
+  NG_CHECK_GOTO(st, setup_store(t, &o), fail);
+  NG_CHECK_GOTO(st, setup_runtime(t, &o), fail);
   t->opts.cpuset = NULL; /* borrowed from the caller: the runtime copied what it needs */
   t->startup.total_s = ng__now() - t_create;
   *out = t;
