@@ -371,6 +371,46 @@ static void report_op_profile(ng_trainer_t t, cJSON *root) {
   }
 }
 
+/* The lines on stderr before the first epoch: the hot tier and the table the host reads, then
+ * where the set-up went. */
+static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_info *info,
+                        const char *command) {
+  int64_t hot = ng_trainer_hot_rows(t);
+  fprintf(stderr,
+          "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
+          "%s memory; the host reads %s\n",
+          command, ng_mode_name((ng_mode)c->mode), hot, info->nodes,
+          info->nodes ? 100.0 * (double)hot / (double)info->nodes : 0.0,
+          (double)hot * (double)info->feature_dim * 4.0 / 1048576.0, c->device,
+          ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
+                                             : "the dataset's mapping of the features");
+  ng_startup_times su;
+  if (ng_trainer_startup(&su, t) == NG_OK)
+    fprintf(stderr,
+            "neargnn %s: set up in %.2f s (%.2f s since the start): features copied %.2f s, "
+            "hot rows uploaded %.2f s, cold rows registered %.2f s\n",
+            command, su.total_s, cli_now() - cli_start_time(), su.features_copy_s, su.hot_upload_s,
+            su.register_s);
+}
+
+/* The whole run's figures in the JSON report, from the command's start: what a user waits for. */
+static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *notes) {
+  ng_startup_times su;
+  if (ng_trainer_startup(&su, t) == NG_OK) {
+    cJSON *js = cJSON_AddObjectToObject(root, "startup");
+    if (js) {
+      cJSON_AddNumberToObject(js, "trainer_s", su.total_s);
+      cJSON_AddNumberToObject(js, "features_copy_s", su.features_copy_s);
+      cJSON_AddNumberToObject(js, "hot_upload_s", su.hot_upload_s);
+      cJSON_AddNumberToObject(js, "register_s", su.register_s);
+    }
+  }
+  if (notes->first_iter > 0) {
+    cJSON_AddNumberToObject(root, "first_iteration_s", notes->first_iter - cli_start_time());
+    cJSON_AddNumberToObject(root, "wall_to_last_step_s", notes->last_iter - cli_start_time());
+  }
+}
+
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
                         int progress, const train_files *f) {
@@ -425,24 +465,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   ng_dataset_info info = NG_DATASET_INFO_INIT;
   if (st == NG_OK)
     st = ng_dataset_info_get(&info, ds);
-  if (st == NG_OK) {
-    int64_t hot = ng_trainer_hot_rows(t);
-    fprintf(stderr,
-            "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
-            "%s memory; the host reads %s\n",
-            command, ng_mode_name((ng_mode)c->mode), hot, info.nodes,
-            info.nodes ? 100.0 * (double)hot / (double)info.nodes : 0.0,
-            (double)hot * (double)info.feature_dim * 4.0 / 1048576.0, c->device,
-            ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
-                                               : "the dataset's mapping of the features");
-    ng_startup_times su;
-    if (ng_trainer_startup(&su, t) == NG_OK)
-      fprintf(stderr,
-              "neargnn %s: set up in %.2f s (%.2f s since the start): features copied %.2f s, "
-              "hot rows uploaded %.2f s, cold rows registered %.2f s\n",
-              command, su.total_s, cli_now() - cli_start_time(), su.features_copy_s,
-              su.hot_upload_s, su.register_s);
-  }
+  if (st == NG_OK)
+    print_setup(t, c, &info, command);
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
     r.epochs = cJSON_AddArrayToObject(r.root, "epochs");
@@ -521,21 +545,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     print_accuracy("test-acc", test);
     report_op_profile(t, json ? r.root : NULL);
     if (json && r.root) {
-      /* Whole-run figures, from the command's start: what a user waits for. */
-      ng_startup_times su;
-      if (ng_trainer_startup(&su, t) == NG_OK) {
-        cJSON *js = cJSON_AddObjectToObject(r.root, "startup");
-        if (js) {
-          cJSON_AddNumberToObject(js, "trainer_s", su.total_s);
-          cJSON_AddNumberToObject(js, "features_copy_s", su.features_copy_s);
-          cJSON_AddNumberToObject(js, "hot_upload_s", su.hot_upload_s);
-          cJSON_AddNumberToObject(js, "register_s", su.register_s);
-        }
-      }
-      if (notes.first_iter > 0) {
-        cJSON_AddNumberToObject(r.root, "first_iteration_s", notes.first_iter - cli_start_time());
-        cJSON_AddNumberToObject(r.root, "wall_to_last_step_s", notes.last_iter - cli_start_time());
-      }
+      report_whole_run(r.root, t, &notes);
       add_accuracy(r.root, "val_acc", val);
       add_accuracy(r.root, "test_acc", test);
       cJSON_AddNumberToObject(r.root, "final_loss", last_loss);
