@@ -164,10 +164,8 @@ static void stage(float *staged, const ng_fetch_cfg *cfg, const int64_t *ids, in
   }
 }
 
-ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                            float drop_p, uint64_t drop_key, ng_fetch_scratch *scratch,
-                            ng_fetch_reserve_fn reserve, void *reserve_ctx) {
-  memset(out, 0, sizeof *out);
+/* Refuses a configuration the package cannot be laid out for. */
+static ng_status check_cfg(const ng_fetch_cfg *cfg) {
   if ((unsigned)cfg->mode > NG_FETCH_ZCOPY)
     return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy %d", (int)cfg->mode);
   /* The runtime checks the user's share (ng__runtime_create); this is the layout's own need. */
@@ -176,69 +174,99 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
                    "a device share (%g) needs the partial strategy with the device reading the "
                    "table by zero-copy (self_zcopy)",
                    cfg->device_share);
+  return NG_OK;
+}
+
+/* Whether the cold rows are staged one per unique cold local node (BATCH here, ZCOPY on the
+ * device) rather than reduced by the host (PARTIAL). */
+static bool stages_nodes(const ng_fetch_cfg *cfg) {
+  return cfg->mode != NG_FETCH_PARTIAL;
+}
+
+/* Pass 1: how many edges, self rows and staged rows each tier gets, which the layout needs
+ * before anything is written. PARTIAL: the host reduces the cold edges of the first
+ * destinations, the device those of the last device_share of them, from rows staged one per
+ * edge after the self rows. */
+static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                             ng_fetch_scratch *scratch) {
   const ng_block *b = &mb->blocks[0];
   const int64_t *gid = mb->node_ids;
-  const int64_t H = cfg->hot, dim = cfg->dim;
+  const int64_t H = cfg->hot;
   const int32_t nd = b->n_dst, ns = b->n_src;
-  const ng_fetch mode = cfg->mode;
-
-  /* Pass 1: how many edges, self rows and staged rows each tier gets. PARTIAL: the host
-   * reduces the cold edges of the first destinations, the device those of the last
-   * device_share of them, from rows staged one per edge after the self rows. */
-  const bool staging = mode != NG_FETCH_PARTIAL; /* BATCH here, ZCOPY on the device */
-  counts c = {0, 0, 0, 0, 0, 0, 0};
-  c.n_host_dst = staging ? 0 : nd - (int32_t)(cfg->device_share * (double)nd);
-  const int32_t host_end = b->indptr[c.n_host_dst]; /* the host's destinations' edges */
+  const bool staging = stages_nodes(cfg);
+  /* A local copy, which the compiler can keep in registers over the loops. */
+  counts n = {0, 0, 0, 0, 0, 0, 0};
+  n.n_host_dst = staging ? 0 : nd - (int32_t)(cfg->device_share * (double)nd);
+  const int32_t host_end = b->indptr[n.n_host_dst]; /* the host's destinations' edges */
   for (int64_t e = 0; e < b->nnz; e++) {
     const bool hot = gid[b->indices[e]] < H;
-    c.hot_nnz += hot;
-    c.host_nnz += !hot && e < host_end;
+    n.hot_nnz += hot;
+    n.host_nnz += !hot && e < host_end;
   }
-  c.cold_nnz = b->nnz - c.hot_nnz;
+  n.cold_nnz = b->nnz - n.hot_nnz;
   for (int32_t d = 0; d < nd; d++)
-    c.n_self_hot += gid[d] < H;
-  c.n_self_cold = nd - c.n_self_hot;
+    n.n_self_hot += gid[d] < H;
+  n.n_self_cold = nd - n.n_self_hot;
   if (staging) {
     /* Every cold local node is staged once: each non-destination source is some edge's source
      * and each destination needs its self row. */
     NG_CHECK(ng__host_reserve((void **)&scratch->stage_pos, &scratch->cap,
                               (size_t)ns * sizeof(int32_t), "the fetch scratch"));
     for (int32_t s = 0; s < ns; s++)
-      scratch->stage_pos[s] = gid[s] >= H ? (int32_t)c.n_staged++ : -1;
+      scratch->stage_pos[s] = gid[s] >= H ? (int32_t)n.n_staged++ : -1;
   } else {
-    c.n_staged = c.n_self_cold + (c.cold_nnz - c.host_nnz);
+    n.n_staged = n.n_self_cold + (n.cold_nnz - n.host_nnz);
   }
+  *c = n;
+  return NG_OK;
+}
 
+/* Sizes the package, takes its memory from `reserve`, carves it into the package's arrays and
+ * copies in what passes through unchanged (blocks 1.. and the labels). */
+static ng_status lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                         const counts *c, ng_fetch_reserve_fn reserve, void *reserve_ctx) {
+  const int32_t nd = mb->blocks[0].n_dst;
   layout l = {NULL, 0};
-  carve(out, &l, cfg, nd, &c);
+  carve(out, &l, cfg, nd, c);
   carve_rest(out, &l, mb);
   void *base = NULL;
   NG_CHECK(reserve(reserve_ctx, NG_MAX(l.used, (size_t)1), &base));
   l = (layout){base, 0};
-  carve(out, &l, cfg, nd, &c);
+  carve(out, &l, cfg, nd, c);
   carve_rest(out, &l, mb);
   fill_rest(out, mb, cfg->labels);
   out->base = base;
   out->bytes = l.used;
-  out->mode = mode;
+  out->mode = cfg->mode;
   out->n_dst = nd;
-  out->dim = dim;
-  out->n_self_hot = c.n_self_hot;
-  out->n_self_cold = c.n_self_cold;
-  out->n_staged = c.n_staged;
-  out->n_host_dst = c.n_host_dst;
+  out->dim = cfg->dim;
+  out->n_self_hot = c->n_self_hot;
+  out->n_self_cold = c->n_self_cold;
+  out->n_staged = c->n_staged;
+  out->n_host_dst = c->n_host_dst;
+  return NG_OK;
+}
 
-  /* Pass 2: the two sub-blocks, in edge order within each destination. */
+/* Pass 2: writes the input block's edges into the hot and the cold sub-block, in edge order
+ * within each destination. */
+static void split_edges(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                        const counts *c, const ng_fetch_scratch *scratch) {
+  const ng_block *b = &mb->blocks[0];
+  const int64_t *gid = mb->node_ids;
+  const int64_t H = cfg->hot;
+  const int32_t nd = b->n_dst;
+  const bool staging = stages_nodes(cfg);
   int32_t *hp = (int32_t *)out->hot.indptr, *hi = (int32_t *)out->hot.indices;
   int32_t *cp = (int32_t *)out->cold.indptr, *ci = (int32_t *)out->cold.indices;
   float *hw = (float *)out->hot.edge_w, *cw = (float *)out->cold.edge_w;
   /* PARTIAL: the rows of the device's edges, after the self rows' ids; the edges' indices
    * count from 0 (the device gathers them into rows of their own). */
-  int64_t *dev_ids = out->staged_ids ? (int64_t *)out->staged_ids + c.n_self_cold : NULL;
+  int64_t *dev_ids = out->staged_ids ? (int64_t *)out->staged_ids + c->n_self_cold : NULL;
+  const int32_t n_host_dst = c->n_host_dst;
   int32_t nh = 0, nc = 0, nz = 0;
   hp[0] = cp[0] = 0;
   for (int32_t d = 0; d < nd; d++) {
-    const bool host = d < c.n_host_dst;
+    const bool host = d < n_host_dst;
     for (int32_t e = b->indptr[d]; e < b->indptr[d + 1]; e++) {
       const int32_t s = b->indices[e];
       const int64_t g = gid[s];
@@ -262,34 +290,54 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
     hp[d + 1] = nh;
     cp[d + 1] = nc;
   }
+}
+
+/* Completes the two sub-blocks split_edges wrote (their counts, the self-loop weights) and
+ * derives the device's sub-block from the cold one: all of it when the cold rows are staged,
+ * else the last destinations' edges (their indices are staged rows already) with an indptr
+ * from 0. */
+static void finish_blocks(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                          const counts *c) {
+  const ng_block *b = &mb->blocks[0];
+  const int64_t H = cfg->hot;
+  const int32_t nd = b->n_dst;
+  const bool staging = stages_nodes(cfg);
+  int32_t *cp = (int32_t *)out->cold.indptr, *ci = (int32_t *)out->cold.indices;
+  float *cw = (float *)out->cold.edge_w;
   out->hot.n_dst = out->cold.n_dst = nd;
-  out->hot.nnz = c.hot_nnz;
-  out->cold.nnz = c.cold_nnz;
+  out->hot.nnz = c->hot_nnz;
+  out->cold.nnz = c->cold_nnz;
   out->hot.n_src = (int32_t)NG_MAX((int64_t)nd, H);
   out->cold.n_src =
-      (int32_t)NG_MAX((int64_t)nd, staging ? c.n_staged : NG_MAX(c.n_staged, cfg->nodes));
+      (int32_t)NG_MAX((int64_t)nd, staging ? c->n_staged : NG_MAX(c->n_staged, cfg->nodes));
   if (out->self_w)
     memcpy((float *)out->self_w, b->self_w, (size_t)nd * sizeof(float));
-  /* The device's sub-block: all of the cold block when it stages, else the last
-   * destinations' edges (their indices are staged rows already) with an indptr from 0. */
   if (staging) {
     out->device_cold = out->cold;
   } else {
-    const int32_t m = c.n_host_dst, dn = nd - m;
+    const int32_t m = c->n_host_dst, dn = nd - m;
     int32_t *dp = (int32_t *)out->device_cold.indptr;
     for (int32_t j = 0; dp && j <= dn; j++)
-      dp[j] = cp[m + j] - (int32_t)c.host_nnz;
+      dp[j] = cp[m + j] - (int32_t)c->host_nnz;
     out->device_cold = (ng_block){
         .n_dst = dn,
-        .n_src = (int32_t)NG_MAX((int64_t)dn, c.cold_nnz - c.host_nnz),
-        .nnz = c.cold_nnz - c.host_nnz,
+        .n_src = (int32_t)NG_MAX((int64_t)dn, c->cold_nnz - c->host_nnz),
+        .nnz = c->cold_nnz - c->host_nnz,
         .indptr = dp,
-        .indices = ci ? ci + c.host_nnz : NULL,
-        .edge_w = cw ? cw + c.host_nnz : NULL,
+        .indices = ci ? ci + c->host_nnz : NULL,
+        .edge_w = cw ? cw + c->host_nnz : NULL,
     };
   }
+}
 
-  /* The self rows by tier. */
+/* Splits the self rows (the destinations' own features) by tier: a hot one reads the hot
+ * cache at its global id, a cold one the staged rows. */
+static void split_self(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                       const ng_fetch_scratch *scratch) {
+  const int64_t *gid = mb->node_ids;
+  const int64_t H = cfg->hot;
+  const int32_t nd = mb->blocks[0].n_dst;
+  const bool staging = stages_nodes(cfg);
   int32_t *shp = (int32_t *)out->self_hot_pos, *scp = (int32_t *)out->self_cold_pos;
   int64_t *shi = (int64_t *)out->self_hot_ids, *sci = (int64_t *)out->self_cold_ids;
   int32_t a = 0, z = 0;
@@ -304,48 +352,80 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
       z++;
     }
   }
+}
 
-  /* The global ids of the rows the host stages, in staging order. BATCH: staged row
-   * stage_pos[s] is the row of cold local node s (ZCOPY hands these ids to the device, which
-   * gathers the rows). PARTIAL: the cold self rows, gid[self_cold_pos[i]]. */
-  int64_t *ids = (int64_t *)out->staged_ids;
+/* Writes the global ids of the rows the host stages, in staging order, into the package when
+ * the device reads the rows itself, else into the scratch (the host reads them next); `*ids`
+ * is where they went. BATCH: staged row stage_pos[s] is the row of cold local node s (ZCOPY
+ * hands these ids to the device, which gathers the rows). PARTIAL: the cold self rows,
+ * gid[self_cold_pos[i]]. */
+static ng_status list_staged(int64_t **ids, const ng_fetch_pkg *out, const ng_fetch_cfg *cfg,
+                             const ng_minibatch *mb, const counts *c, ng_fetch_scratch *scratch) {
+  const int64_t *gid = mb->node_ids;
+  const int32_t ns = mb->blocks[0].n_src;
+  int64_t *dst = (int64_t *)out->staged_ids;
   if (!device_reads(cfg)) {
     NG_CHECK(ng__host_reserve((void **)&scratch->stage_ids, &scratch->ids_cap,
-                              (size_t)c.n_staged * sizeof(int64_t), "the fetch scratch"));
-    ids = scratch->stage_ids;
+                              (size_t)c->n_staged * sizeof(int64_t), "the fetch scratch"));
+    dst = scratch->stage_ids;
   }
-  if (staging) {
+  if (stages_nodes(cfg)) {
     for (int32_t s = 0; s < ns; s++)
       if (scratch->stage_pos[s] >= 0)
-        ids[scratch->stage_pos[s]] = gid[s];
+        dst[scratch->stage_pos[s]] = gid[s];
   } else {
-    for (int32_t i = 0; i < z; i++)
-      ids[i] = gid[scp[i]];
+    /* split_self wrote one cold self row per destination not in the hot tier: n_self_cold. */
+    const int32_t *scp = out->self_cold_pos;
+    for (int32_t i = 0; i < c->n_self_cold; i++)
+      dst[i] = gid[scp[i]];
   }
+  *ids = dst;
+  return NG_OK;
+}
+
+/* The package's counters: the rows each tier serves and the cold bytes the host and the device
+ * read. */
+static void count_stats(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, int32_t nd, const counts *c) {
+  out->stats.hot_rows = c->hot_nnz + c->n_self_hot;
+  out->stats.cold_rows = c->cold_nnz + c->n_self_cold;
+  out->stats.cold_edges = c->cold_nnz;
+  out->stats.destinations = nd;
+  /* BATCH reads each unique cold row once; PARTIAL every cold edge's row, and the cold self
+   * rows, except those it leaves to the device; ZCOPY leaves the reading (of each unique cold
+   * row once) to the device. */
+  const int64_t row_bytes = cfg->dim * (int64_t)sizeof(float);
+  const int64_t device_rows = device_reads(cfg) ? c->n_staged : 0;
+  out->stats.cpu_cold_bytes = cfg->mode == NG_FETCH_BATCH ? c->n_staged * row_bytes
+                              : cfg->mode == NG_FETCH_PARTIAL
+                                  ? (c->cold_nnz + c->n_self_cold - device_rows) * row_bytes
+                                  : 0;
+  out->stats.zcopy_bytes = device_rows * row_bytes;
+}
+
+ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                            float drop_p, uint64_t drop_key, ng_fetch_scratch *scratch,
+                            ng_fetch_reserve_fn reserve, void *reserve_ctx) {
+  memset(out, 0, sizeof *out);
+  NG_CHECK(check_cfg(cfg));
+  counts c;
+  NG_CHECK(count_tiers(&c, cfg, mb, scratch));
+  NG_CHECK(lay_out(out, cfg, mb, &c, reserve, reserve_ctx));
+  split_edges(out, cfg, mb, &c, scratch);
+  finish_blocks(out, cfg, mb, &c);
+  split_self(out, cfg, mb, scratch);
+  int64_t *ids = NULL;
+  NG_CHECK(list_staged(&ids, out, cfg, mb, &c, scratch));
 
   /* The host reads of the cold tier: the staged rows (BATCH's cold sources, PARTIAL's cold self
    * rows) and PARTIAL's reduction. */
   if (!device_reads(cfg))
     stage((float *)out->staged, cfg, ids, c.n_staged, drop_p, drop_key);
-  if (mode == NG_FETCH_PARTIAL) {
+  if (cfg->mode == NG_FETCH_PARTIAL) {
     out->cold_state.n_dst = c.n_host_dst;
-    out->cold_state.dim = dim;
+    out->cold_state.dim = cfg->dim;
     reduce_cold(out, cfg, drop_p, drop_key);
   }
-  out->stats.hot_rows = c.hot_nnz + c.n_self_hot;
-  out->stats.cold_rows = c.cold_nnz + c.n_self_cold;
-  out->stats.cold_edges = c.cold_nnz;
-  out->stats.destinations = nd;
-  /* BATCH reads each unique cold row once; PARTIAL every cold edge's row, and the cold self
-   * rows, except those it leaves to the device; ZCOPY leaves the reading (of each unique cold
-   * row once) to the device. */
-  const int64_t row_bytes = dim * (int64_t)sizeof(float);
-  const int64_t device_rows = device_reads(cfg) ? c.n_staged : 0;
-  out->stats.cpu_cold_bytes = mode == NG_FETCH_BATCH ? c.n_staged * row_bytes
-                              : mode == NG_FETCH_PARTIAL
-                                  ? (c.cold_nnz + c.n_self_cold - device_rows) * row_bytes
-                                  : 0;
-  out->stats.zcopy_bytes = device_rows * row_bytes;
+  count_stats(out, cfg, mb->blocks[0].n_dst, &c);
   return NG_OK;
 }
 

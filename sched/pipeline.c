@@ -824,26 +824,48 @@ static ng_status finish_prev(ng_runtime *rt, ng_train_step *step, const ng_iter_
   return st;
 }
 
-ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
-                            ng_train_step *step, const ng_iter_sink *sink, float drop_p,
-                            int workers_out[2], double *share_out) {
-  ng_backend *be = rt->be;
-  const int64_t t_epoch = span_start(rt);
+/* The device loop's state, which lasts from one iteration to the next. Iteration i's ops are
+ * queued while the device still runs i - 1's; the host reads i - 1's loss only after queuing
+ * i's forward, and queues i's backward and step after that, so the device never waits for the
+ * host's launches. The packages of i + 1 .. i + lookahead are copied (and their zero-copy reads
+ * queued) while the device runs i, each in slot iter % (lookahead + 1). */
+typedef struct {
+  ng_runtime *rt;
+  const ng_epoch_plan *plan;
+  ng_train_step *step;
+  const ng_iter_sink *sink;
+  int depth;                           /* the slots in use, lookahead + 1 */
+  rt_item *ahead[NG_BACKEND_MARKS];    /* the package in slot k */
+  ng_fetch_pkg view[NG_BACKEND_MARKS]; /* the same as the device sees it */
+  rt_item *prev;     /* the package of the iteration whose step is queued, its loss unread */
+  int64_t prev_iter; /* that iteration */
+  int64_t up;        /* the next iteration to copy */
+  bool fwd_unread;   /* i's forward is queued, its loss unread, its step not queued */
+  int64_t done, pcie, cpu_cold;
+  ng_counters ctl0, tel0; /* the counters at the controller period's and telemetry's start */
+  int64_t epoch_t0;
+  decisions log; /* the controller's decisions since the last telemetry line */
+} epoch_loop;
+
+/* Clears the last call's error and makes ready whoever produces this epoch's iterations: the
+ * workers (going on, or started) or, without threads, the device thread itself. */
+static ng_status begin_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
+                             float drop_p, bool *went_on) {
   pthread_mutex_lock(&rt->err_mu); /* workers that went on may be running */
   rt->err = NG_OK;
   rt->err_msg[0] = '\0';
   pthread_mutex_unlock(&rt->err_mu);
 
   ng_status st = NG_OK;
-  bool went_on = false; /* the workers went on into this epoch from the last one */
+  *went_on = false; /* the workers went on into this epoch from the last one */
   if (rt->n_threads > 0) {
-    st = plan_epoch(rt, plan, next, drop_p, &went_on);
+    st = plan_epoch(rt, plan, next, drop_p, went_on);
     /* A pool's start and the ring's fill must not count, neither in the judge's window of a
      * move made late in the last epoch nor in the rate a move is judged against: after a
      * start the first period is a settling one. Workers that went on need none; their period
      * continues below. A pending verdict carries over, so that short epochs still judge their
      * moves. */
-    if (!went_on)
+    if (!*went_on)
       rt->ctrl.settle = NG_MAX(rt->ctrl.settle, 1);
     affinity_save(&rt->aff);
     /* Binding may be refused (containers): the run goes on unbound, as the placement says. */
@@ -855,184 +877,253 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
              "inline: the training thread samples and "
              "fetches between device steps");
   }
+  return st;
+}
 
-  /* The device loop. Iteration i's ops are queued while the device still runs i - 1's; the host
-   * reads i - 1's loss only after queuing i's forward, and queues i's backward and step after
-   * that, so the device never waits for the host's launches. The packages of i + 1 ..
-   * i + lookahead are copied (and their zero-copy reads queued) while the device runs i, each
-   * in slot iter % (lookahead + 1). `prev` is the iteration whose step is queued and whose loss
-   * is unread; `ahead[k]` the package in slot k, `up` the next iteration to copy. */
-  ng_counters ctl0, tel0, now;
-  int64_t done = 0, pcie = 0, cpu_cold = 0;
-  snap(rt, &ctl0, done, pcie, cpu_cold);
-  tel0 = ctl0;
-  const int64_t epoch_t0 = ctl0.t_ns;
+/* Starts the device loop's state: nothing taken yet, and the counters the controller and the
+ * telemetry measure from. */
+static void loop_init(epoch_loop *L, ng_runtime *rt, const ng_epoch_plan *plan, ng_train_step *step,
+                      const ng_iter_sink *sink, bool went_on) {
+  L->rt = rt;
+  L->plan = plan;
+  L->step = step;
+  L->sink = sink;
+  L->done = L->pcie = L->cpu_cold = 0;
+  snap(rt, &L->ctl0, L->done, L->pcie, L->cpu_cold);
+  L->tel0 = L->ctl0;
+  L->epoch_t0 = L->ctl0.t_ns;
   /* The period open at the last epoch's end goes on, the caller's time between the two calls
    * left out: a period begun at each epoch's start would lose the end of the last one and W1's
    * ~150 ms epochs hold only three 50 ms periods. So is the work the workers did in that time:
    * the packages the ring gained meanwhile do not count as the device's iterations, or a
    * caller that evaluates between epochs would make every split look fast. */
   if (went_on && rt->period_open)
-    ng__counters_resume(&ctl0, &ctl0, &rt->period_tail);
+    ng__counters_resume(&L->ctl0, &L->ctl0, &rt->period_tail);
   rt->period_open = false;
-  decisions log = {.len = 0};
-  log.text[0] = '\0';
-  const int depth = rt->o.lookahead + 1;
-  rt_item *ahead[NG_BACKEND_MARKS] = {NULL}, *prev = NULL;
-  ng_fetch_pkg view[NG_BACKEND_MARKS];
-  int64_t prev_iter = -1, up = plan->first;
-  bool fwd_unread = false; /* i's forward is queued, its loss unread, its step not queued */
-  for (; st == NG_OK && up < plan->iters && up < plan->first + rt->o.lookahead &&
-         ahead_ok(ahead, depth);
-       up++)
-    if ((st = copy_ahead(rt, plan, step, up, depth, ahead, view)) != NG_OK)
-      ng__err_prefix("iteration %lld", (long long)up);
-  for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
-    const int k = (int)(i % depth);
-    int64_t failed = i;              /* the iteration an error belongs to */
-    if (ahead[k]->status != NG_OK) { /* its worker failed: every iteration before it is done */
-      st = ng__err(ahead[k]->status, "%s", rt->w[ahead[k]->worker].err);
-      ng__err_prefix("iteration %lld", (long long)i);
-      break;
-    }
-    /* Iteration i's package must have landed before its first op. */
-    int64_t tk = span_start(rt);
-    st = be->iface->wait_copy(be, k);
-    tk = device_span(rt, NG_SPAN_COPY_WAIT, i, tk);
-    if (st == NG_OK)
-      st = ng__train_step_forward(step, plan->epoch, i, ng__iter_seed(plan->seed, plan->epoch, i),
-                                  &view[k], k);
-    tk = device_span(rt, NG_SPAN_FORWARD, i, tk);
-    fwd_unread = st == NG_OK;
-    if (st == NG_OK && prev) {
-      st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
-      failed = prev_iter;
-      prev = NULL;
-      tk = device_span(rt, NG_SPAN_LOSS_WAIT, prev_iter, tk);
-    }
-    if (st == NG_OK) {
-      failed = i;
-      st = ng__train_step_backward(step, i, &view[k]);
-      device_span(rt, NG_SPAN_BACKWARD, i, tk);
-    }
-    if (st == NG_OK) {
-      fwd_unread = false;
-      prev = ahead[k];
-      prev_iter = i;
-      ahead[k] = NULL;
-      st = be->iface->mark(be, k); /* slot k is free after this point */
-    }
-    if (st == NG_OK && up < plan->iters && ahead_ok(ahead, depth)) {
-      failed = up;
-      st = copy_ahead(rt, plan, step, up++, depth, ahead, view);
-    }
-    if (st == NG_OK && i + 1 == plan->iters) {
-      failed = i;
-      const int64_t t_last = span_start(rt);
-      st = finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
-      prev = NULL;
-      device_span(rt, NG_SPAN_LOSS_WAIT, i, t_last);
-    }
-    if (st != NG_OK) {
-      ng__err_prefix("iteration %lld", (long long)failed);
-      break;
-    }
-    /* The controller every period, the telemetry every telemetry_s: the counters are read
-     * (the ring's under its lock) only when one of them is due. */
-    const int64_t t_ns = ng__now_ns();
-    const bool last = i + 1 == plan->iters;
-    const bool ctl_due = rt->n_threads > 0 && (double)(t_ns - ctl0.t_ns) >= rt->o.period_ms * 1e6;
-    const bool tel_due = st == NG_OK && rt->o.telemetry && t_ns > tel0.t_ns &&
-                         (last || (double)(t_ns - tel0.t_ns) >= rt->o.telemetry_s * 1e9);
-    if (!ctl_due && !tel_due)
-      continue;
-    snap(rt, &now, done, pcie, cpu_cold);
-    ng_counters d; /* since the period's or the telemetry interval's start */
-    if (ctl_due) {
-      ng__counters_sub(&d, &now, &ctl0);
-      const double secs = (double)d.t_ns * 1e-9;
-      ng_ctrl_sample s = {.ring_capacity = rt->window};
-      for (int g = 0; g < NG_GROUP_COUNT; g++) {
-        s.iters[g] = d.group_iters[g];
-        s.busy_s[g] = (double)d.group_busy_ns[g] * 1e-9;
-      }
-      s.ring_depth = d.ring_depth;
-      s.producer_wait_frac = NG_MIN(1.0, (double)d.put_wait_ns * 1e-9 / (secs * rt->n_threads));
-      s.consumer_wait_frac = NG_MIN(1.0, (double)d.take_wait_ns * 1e-9 / secs);
-      s.done = d.iters;
-      s.seconds = secs;
-      ng_ctrl_decision dec = ng__ctrl_step(&rt->ctrl, &s);
-      if (dec.move != NG_CTRL_MOVE_NONE)
-        apply_decision(rt, &dec);
-      add_decision(&log, &dec);
-      ctl0 = now;
-    }
-    if (tel_due) {
-      ng__counters_sub(&d, &now, &tel0);
-      const double secs = (double)d.t_ns * 1e-9;
-      ng_telemetry t = {
-          .epoch = plan->epoch,
-          .t = (double)(now.t_ns - epoch_t0) * 1e-9,
-          .seconds = secs,
-          .iterations = d.iters,
-          .it_per_s = (double)d.iters / secs,
-          .pcie_bytes = d.pcie,
-          .cpu_cold_bytes = d.cpu_cold,
-          .ring_depth = d.ring_depth,
-          .device_busy = NG_MAX(0.0, 1.0 - (double)d.take_wait_ns * 1e-9 / secs),
-          .decisions = log.text,
-          .device_share = ng__ctrl_share_frac(rt->ctrl.share),
-      };
-      t.workers[0] = rt->ctrl.workers[0];
-      t.workers[1] = rt->ctrl.workers[1];
-      for (int g = 0; g < NG_GROUP_COUNT; g++) {
-        const double busy = (double)d.group_busy_ns[g] * 1e-9;
-        t.group_it_per_s[g] = busy > 0 ? (double)d.group_iters[g] / busy : 0.0;
-      }
-      rt->o.telemetry(&t, rt->o.telemetry_ctx);
-      log.len = 0;
-      log.text[0] = '\0';
-      tel0 = now;
-    }
-    device_span(rt, NG_SPAN_CONTROL, i, t_ns);
+  L->log.len = 0;
+  L->log.text[0] = '\0';
+  L->depth = rt->o.lookahead + 1;
+  for (int k = 0; k < NG_BACKEND_MARKS; k++)
+    L->ahead[k] = NULL;
+  L->prev = NULL;
+  L->prev_iter = -1;
+  L->up = plan->first;
+  L->fwd_unread = false;
+}
+
+/* Copies the first `lookahead` packages before the first iteration, so that the device loop
+ * finds them in flight. */
+static ng_status fill_ahead(epoch_loop *L) {
+  ng_runtime *rt = L->rt;
+  const ng_epoch_plan *plan = L->plan;
+  ng_status st = NG_OK;
+  for (; st == NG_OK && L->up < plan->iters && L->up < plan->first + rt->o.lookahead &&
+         ahead_ok(L->ahead, L->depth);
+       L->up++)
+    if ((st = copy_ahead(rt, plan, L->step, L->up, L->depth, L->ahead, L->view)) != NG_OK)
+      ng__err_prefix("iteration %lld", (long long)L->up);
+  return st;
+}
+
+/* Queues iteration i on the device, reads the loss of the one before it and copies the next
+ * package ahead. An error is prefixed with the iteration it belongs to. */
+static ng_status device_iteration(epoch_loop *L, int64_t i) {
+  ng_runtime *rt = L->rt;
+  ng_backend *be = rt->be;
+  const ng_epoch_plan *plan = L->plan;
+  const int k = (int)(i % L->depth);
+  rt_item **ahead = L->ahead;
+  ng_status st = NG_OK;
+  int64_t failed = i;              /* the iteration an error belongs to */
+  if (ahead[k]->status != NG_OK) { /* its worker failed: every iteration before it is done */
+    st = ng__err(ahead[k]->status, "%s", rt->w[ahead[k]->worker].err);
+    ng__err_prefix("iteration %lld", (long long)i);
+    return st;
   }
+  /* Iteration i's package must have landed before its first op. */
+  int64_t tk = span_start(rt);
+  st = be->iface->wait_copy(be, k);
+  tk = device_span(rt, NG_SPAN_COPY_WAIT, i, tk);
+  if (st == NG_OK)
+    st = ng__train_step_forward(L->step, plan->epoch, i, ng__iter_seed(plan->seed, plan->epoch, i),
+                                &L->view[k], k);
+  tk = device_span(rt, NG_SPAN_FORWARD, i, tk);
+  L->fwd_unread = st == NG_OK;
+  if (st == NG_OK && L->prev) {
+    st = finish_prev(rt, L->step, L->sink, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold, &L->done);
+    failed = L->prev_iter;
+    L->prev = NULL;
+    tk = device_span(rt, NG_SPAN_LOSS_WAIT, L->prev_iter, tk);
+  }
+  if (st == NG_OK) {
+    failed = i;
+    st = ng__train_step_backward(L->step, i, &L->view[k]);
+    device_span(rt, NG_SPAN_BACKWARD, i, tk);
+  }
+  if (st == NG_OK) {
+    L->fwd_unread = false;
+    L->prev = ahead[k];
+    L->prev_iter = i;
+    ahead[k] = NULL;
+    st = be->iface->mark(be, k); /* slot k is free after this point */
+  }
+  if (st == NG_OK && L->up < plan->iters && ahead_ok(ahead, L->depth)) {
+    failed = L->up;
+    st = copy_ahead(rt, plan, L->step, L->up++, L->depth, ahead, L->view);
+  }
+  if (st == NG_OK && i + 1 == plan->iters) {
+    failed = i;
+    const int64_t t_last = span_start(rt);
+    st = finish_prev(rt, L->step, L->sink, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold, &L->done);
+    L->prev = NULL;
+    device_span(rt, NG_SPAN_LOSS_WAIT, i, t_last);
+  }
+  if (st != NG_OK)
+    ng__err_prefix("iteration %lld", (long long)failed);
+  return st;
+}
+
+/* Gives the controller the period that ends at `now` and applies its decision, which the next
+ * telemetry line lists. */
+static void control_period(epoch_loop *L, const ng_counters *now) {
+  ng_runtime *rt = L->rt;
+  ng_counters d; /* since the period's start */
+  ng__counters_sub(&d, now, &L->ctl0);
+  const double secs = (double)d.t_ns * 1e-9;
+  ng_ctrl_sample s = {.ring_capacity = rt->window};
+  for (int g = 0; g < NG_GROUP_COUNT; g++) {
+    s.iters[g] = d.group_iters[g];
+    s.busy_s[g] = (double)d.group_busy_ns[g] * 1e-9;
+  }
+  s.ring_depth = d.ring_depth;
+  s.producer_wait_frac = NG_MIN(1.0, (double)d.put_wait_ns * 1e-9 / (secs * rt->n_threads));
+  s.consumer_wait_frac = NG_MIN(1.0, (double)d.take_wait_ns * 1e-9 / secs);
+  s.done = d.iters;
+  s.seconds = secs;
+  ng_ctrl_decision dec = ng__ctrl_step(&rt->ctrl, &s);
+  if (dec.move != NG_CTRL_MOVE_NONE)
+    apply_decision(rt, &dec);
+  add_decision(&L->log, &dec);
+  L->ctl0 = *now;
+}
+
+/* Hands the telemetry callback the interval that ends at `now`, with the decisions made in it,
+ * and starts the next interval. */
+static void report_telemetry(epoch_loop *L, const ng_counters *now) {
+  ng_runtime *rt = L->rt;
+  ng_counters d; /* since the telemetry interval's start */
+  ng__counters_sub(&d, now, &L->tel0);
+  const double secs = (double)d.t_ns * 1e-9;
+  ng_telemetry t = {
+      .epoch = L->plan->epoch,
+      .t = (double)(now->t_ns - L->epoch_t0) * 1e-9,
+      .seconds = secs,
+      .iterations = d.iters,
+      .it_per_s = (double)d.iters / secs,
+      .pcie_bytes = d.pcie,
+      .cpu_cold_bytes = d.cpu_cold,
+      .ring_depth = d.ring_depth,
+      .device_busy = NG_MAX(0.0, 1.0 - (double)d.take_wait_ns * 1e-9 / secs),
+      .decisions = L->log.text,
+      .device_share = ng__ctrl_share_frac(rt->ctrl.share),
+  };
+  t.workers[0] = rt->ctrl.workers[0];
+  t.workers[1] = rt->ctrl.workers[1];
+  for (int g = 0; g < NG_GROUP_COUNT; g++) {
+    const double busy = (double)d.group_busy_ns[g] * 1e-9;
+    t.group_it_per_s[g] = busy > 0 ? (double)d.group_iters[g] / busy : 0.0;
+  }
+  rt->o.telemetry(&t, rt->o.telemetry_ctx);
+  L->log.len = 0;
+  L->log.text[0] = '\0';
+  L->tel0 = *now;
+}
+
+/* After iteration i: the controller every period, the telemetry every telemetry_s. The
+ * counters are read (the ring's under its lock) only when one of them is due. */
+static void control_due(epoch_loop *L, int64_t i) {
+  ng_runtime *rt = L->rt;
+  const int64_t t_ns = ng__now_ns();
+  const bool last = i + 1 == L->plan->iters;
+  const bool ctl_due = rt->n_threads > 0 && (double)(t_ns - L->ctl0.t_ns) >= rt->o.period_ms * 1e6;
+  const bool tel_due = rt->o.telemetry && t_ns > L->tel0.t_ns &&
+                       (last || (double)(t_ns - L->tel0.t_ns) >= rt->o.telemetry_s * 1e9);
+  if (!ctl_due && !tel_due)
+    return;
+  ng_counters now;
+  snap(rt, &now, L->done, L->pcie, L->cpu_cold);
+  if (ctl_due)
+    control_period(L, &now);
+  if (tel_due)
+    report_telemetry(L, &now);
+  device_span(rt, NG_SPAN_CONTROL, i, t_ns);
+}
+
+/* After a failure, empties the backend's queue for the next epoch without replacing the error
+ * the caller sees. */
+static void unwind_failure(epoch_loop *L, ng_status st) {
+  ng_runtime *rt = L->rt;
+  ng_backend *be = rt->be;
   /* Stop the workers first (they may hold the ring), then hand back what the loop held. */
-  if (st != NG_OK && rt->ring) /* a worker's failure closed it first, and its reason stays */
+  if (rt->ring) /* a worker's failure closed it first, and its reason stays */
     ng__ring_close(rt->ring, st);
-  /* On a failure, the losses still unread are read (in order) so that the backend's queue is
-   * empty for the next epoch: a queued step whose loss is good is reported as done (its
-   * parameters moved), the loss of a forward without a step is dropped. Queued device work may
-   * still read the packages held here. None of this may replace the error the caller sees. */
-  if (st != NG_OK) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", ng_last_error());
-    if (prev) {
-      (void)finish_prev(rt, step, sink, prev_iter, prev, &pcie, &cpu_cold, &done);
-      prev = NULL;
-    }
-    if (fwd_unread) {
-      double loss;
-      int64_t correct;
-      (void)ng__train_step_result(step, -1, &loss, &correct);
-    }
-    (void)be->iface->sync(be);
-    (void)ng__err(st, "%s", msg);
+  /* The losses still unread are read (in order) so that the backend's queue is empty for the
+   * next epoch: a queued step whose loss is good is reported as done (its parameters moved),
+   * the loss of a forward without a step is dropped. Queued device work may still read the
+   * packages held here. None of this may replace the error the caller sees. */
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", ng_last_error());
+  if (L->prev) {
+    (void)finish_prev(rt, L->step, L->sink, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold,
+                      &L->done);
+    L->prev = NULL;
   }
+  if (L->fwd_unread) {
+    double loss;
+    int64_t correct;
+    (void)ng__train_step_result(L->step, -1, &loss, &correct);
+  }
+  (void)be->iface->sync(be);
+  (void)ng__err(st, "%s", msg);
+}
+
+ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
+                            ng_train_step *step, const ng_iter_sink *sink, float drop_p,
+                            int workers_out[2], double *share_out) {
+  const int64_t t_epoch = span_start(rt);
+  bool went_on = false; /* the workers went on into this epoch from the last one */
+  ng_status st = begin_epoch(rt, plan, next, drop_p, &went_on);
+
+  /* The device loop (see epoch_loop): the first packages are copied ahead, then each
+   * iteration is queued, and the controller and the telemetry run between iterations. */
+  epoch_loop L;
+  loop_init(&L, rt, plan, step, sink, went_on);
+  if (st == NG_OK)
+    st = fill_ahead(&L);
+  for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {
+    st = device_iteration(&L, i);
+    if (st != NG_OK)
+      break;
+    control_due(&L, i);
+  }
+  if (st != NG_OK)
+    unwind_failure(&L, st);
   /* After a good epoch with a next one expected, the workers go on with it; otherwise they
    * stop here. */
   if (st != NG_OK || rt->n_plans < 2) {
     stop_traced(rt, plan->epoch);
   } else { /* workers go on (so there are some): their period stays open */
-    snap(rt, &now, done, pcie, cpu_cold);
-    ng__counters_sub(&rt->period_tail, &now, &ctl0);
+    ng_counters now;
+    snap(rt, &now, L.done, L.pcie, L.cpu_cold);
+    ng__counters_sub(&rt->period_tail, &now, &L.ctl0);
     rt->period_open = true;
   }
   if (rt->n_threads > 0)
     affinity_restore(&rt->aff);
   device_span(rt, NG_SPAN_EPOCH, plan->epoch, t_epoch);
-  release(rt, prev);
+  release(rt, L.prev);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
-    release(rt, ahead[k]);
+    release(rt, L.ahead[k]);
   if (rt->n_threads > 0)
     memcpy(workers_out, rt->ctrl.workers, sizeof rt->ctrl.workers);
   else
