@@ -329,7 +329,7 @@ static int note_progress(void *ctx, const char *phase, double done, double total
 /* Prints the op profile (--op-profile) as a table, slowest ops first, and adds it to the JSON
  * report as "device_ops". */
 static void report_op_profile(ng_trainer_t t, cJSON *root) {
-  ng_op_time ops[64];
+  ng_op_time ops[NG_OP_PROFILE_MAX];
   int n = 0;
   int64_t iters = 0;
   if (ng_trainer_op_profile(ops, (int)(sizeof ops / sizeof ops[0]), &n, &iters, t) != NG_OK ||
@@ -342,7 +342,7 @@ static void report_op_profile(ng_trainer_t t, cJSON *root) {
          total / (double)iters);
   printf("  %-20s %5s %9s %7s %9s %9s\n", "op", "layer", "ms/iter", "share", "GFLOP/s", "GB/s");
   cJSON *arr = root ? cJSON_AddArrayToObject(root, "device_ops") : NULL;
-  bool shown[64] = {false};
+  bool shown[NG_OP_PROFILE_MAX] = {false};
   for (int k = 0; k < n; k++) {
     int best = -1;
     for (int i = 0; i < n; i++)

@@ -100,7 +100,7 @@ typedef struct ng_backend ng_backend;
 #define NG_BIAS_CHUNK_ROWS 256
 
 /// Timing events a backend keeps (event_record): the op profile (core/prof.h) uses two an op.
-#define NG_BACKEND_EVENTS 256
+#define NG_BACKEND_EVENTS 512
 
 /// Marks a backend keeps for copy_h2d_async's ordering (double buffering needs two).
 #define NG_BACKEND_MARKS 4

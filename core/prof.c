@@ -18,18 +18,31 @@ static bool timing(const ng_prof *p) {
 ng_status ng__prof_collect(ng_prof *p) {
   if (!p || !p->be || p->n_pending == 0)
     return NG_OK;
-  for (int i = 0; i < p->n_pending; i++) {
-    double ms = 0.0;
-    NG_CHECK(p->be->iface->event_elapsed(p->be, p->pending[i].ev0, p->pending[i].ev1, &ms));
+  /* An iteration whose backward pass never ran (an error, an interruption) would count as a
+   * whole one with half its ops: it is dropped. */
+  const int n = p->n_pending;
+  p->n_pending = 0;
+  if (!p->whole)
+    return NG_OK;
+  double ms[NG_BACKEND_EVENTS / 2];
+  for (int i = 0; i < n; i++) /* all read before any is added: a failure adds nothing */
+    NG_CHECK(p->be->iface->event_elapsed(p->be, p->pending[i].ev0, p->pending[i].ev1, &ms[i]));
+  for (int i = 0; i < n; i++) {
     ng_op_time *r = &p->rows[p->pending[i].row];
     r->calls++;
-    r->ms += ms;
+    r->ms += ms[i];
     r->flops += p->pending[i].flops;
     r->bytes += p->pending[i].bytes;
   }
-  p->n_pending = 0;
   p->iterations++;
   return NG_OK;
+}
+
+void ng__prof_finish(ng_prof *p) {
+  if (!p || !p->be)
+    return;
+  p->active = false;
+  p->whole = true;
 }
 
 ng_status ng__prof_start(ng_prof *p) {
@@ -37,6 +50,7 @@ ng_status ng__prof_start(ng_prof *p) {
     return NG_OK;
   NG_CHECK(ng__prof_collect(p));
   p->active = true;
+  p->whole = false;
   p->next_event = 0;
   p->open_row = -1;
   return NG_OK;

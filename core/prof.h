@@ -7,8 +7,14 @@
 
 #include "backend_impl.h"
 
-/// Kinds of op a profile tells apart (name x layer).
-#define NG_PROF_ROWS 64
+/// Kinds of op a profile tells apart (name x layer): the input layer's and the loss (8) and at
+/// most 11 a model layer (dropout, aggregation, GEMMs, activation, each forward and backward,
+/// and the optimizer), so a model of NG_MAX_LAYERS layers never runs out.
+#define NG_PROF_ROWS NG_OP_PROFILE_MAX
+_Static_assert(NG_PROF_ROWS >= 8 + 11 * NG_MAX_LAYERS, "op profile rows for the deepest model");
+/// Two timing events an op: the events of one iteration's ops (at most 8 + 16 a layer).
+_Static_assert(NG_BACKEND_EVENTS / 2 >= 8 + 16 * NG_MAX_LAYERS,
+               "timing events for the deepest model's iteration");
 
 typedef struct {
   ng_backend *be; ///< borrowed; NULL when the backend has no timing events (profile off)
@@ -23,6 +29,7 @@ typedef struct {
   int n_pending;
   ng_op_time rows[NG_PROF_ROWS];
   int n_rows;
+  bool whole;         ///< the iteration being timed reached ng__prof_finish
   int64_t iterations; ///< iterations timed and read
   bool overflow;      ///< an iteration had more ops than events: the rest were not timed
 } ng_prof;
@@ -36,7 +43,11 @@ ng_status ng__prof_start(ng_prof *p);
 void ng__prof_pause(ng_prof *p);
 /// Times ops again within the iteration started last (between its forward and backward pass).
 void ng__prof_resume(ng_prof *p);
-/// Reads the timed ops still pending into the sums (waits for their events).
+/// Ends the iteration being timed after its last op (the optimizer step): only such a whole
+/// iteration is added to the sums.
+void ng__prof_finish(ng_prof *p);
+/// Reads the timed ops still pending into the sums (waits for their events); those of an
+/// iteration that did not finish are dropped.
 ng_status ng__prof_collect(ng_prof *p);
 
 /// Brackets one op: begin records an event before it, end one after it and files the op as

@@ -211,7 +211,7 @@ ng_status cuda_mem_info(ng_backend *be, size_t *free_bytes, size_t *total) {
  * against 0.9 s for a steady W4 epoch). Large buffers therefore come from huge pages and
  * cudaHostRegister, small ones from cudaHostAlloc. A header page before the caller's bytes
  * records which, for host_free. */
-constexpr size_t kPinHeader = 4096;             // keeps the caller's bytes page-aligned
+constexpr size_t kPinHeader = 4096;             // keeps the caller's bytes aligned to 4 KiB
 constexpr size_t kPinHugeMin = (size_t)4 << 20; // below this, cudaHostAlloc
 constexpr size_t kHugePage = (size_t)2 << 20;
 constexpr uint64_t kPinMagic = 0x6e6770696e6e6564ULL; // "ngpinned"
@@ -279,6 +279,9 @@ void cuda_host_free(ng_backend *be, void *ptr) {
     return; /* not ours: freeing it would corrupt whatever it is */
   h->magic = 0;
   if (h->huge) {
+    /* cudaFreeHost waits for the device; unregistering does not say that it does, and a copy
+     * still reading the buffer must finish before its pages go back to the kernel. */
+    (void)cudaDeviceSynchronize();
     const size_t total = h->total;
     (void)cudaHostUnregister(h);
     munmap(h, total);

@@ -297,6 +297,9 @@ ng_status cuda_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *
     part = static_cast<float *>(c->scratch);
   }
   const unsigned threads = (unsigned)NG_MIN((int64_t)kThreads, (cols + 31) / 32 * 32);
+  if ((cols + threads - 1) / threads > 65535) /* the grid's y dimension */
+    return ng__err(NG_ERR_UNSUPPORTED, "bias_act_bwd: %lld columns; at most %lld", (long long)cols,
+                   (long long)kThreads * 65535);
   const dim3 grid((unsigned)chunks, (unsigned)((cols + threads - 1) / threads));
   if (relu)
     k_bias_chunks<true><<<grid, threads, 0, c->stream>>>(grad, y, rows, cols, part);

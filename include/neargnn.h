@@ -371,6 +371,9 @@ typedef enum {
   NG_PRECISION_TF32 = 1, ///< inputs rounded to TF32 on the tensor cores (CUDA backend only)
 } ng_precision;
 
+/// The most kinds of op an op profile tells apart (ng_trainer_op_profile never lists more).
+#define NG_OP_PROFILE_MAX 128
+
 /// Device time of one kind of op, summed over the iterations the trainer sampled
 /// (ng_train_opts.op_profile_every; ng_trainer_op_profile).
 typedef struct {

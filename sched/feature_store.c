@@ -68,16 +68,14 @@ static ng_status upload(ng_backend *be, void *dst, const void *src, size_t bytes
   for (size_t at = 0, k = 0; at < bytes && s == NG_OK; at += UPLOAD_CHUNK, k++) {
     const size_t n = NG_MIN(UPLOAD_CHUNK, bytes - at), piece = (size_t)1 << 20;
     char *stage = buf[k % 2];
-    /* The copy of chunk k - 2 read this buffer: sync waits for it (and for chunk k - 1, which
-     * the DMA engine moves faster than the threads fill a chunk). */
-    if (k >= 2)
-      s = be->iface->sync(be);
-    if (s != NG_OK)
-      break;
+    /* This buffer's last copy, chunk k - 2's, was waited for before chunk k - 1 was queued, so
+     * the threads fill it while the DMA engine moves chunk k - 1. */
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
     for (size_t p = 0; p < n; p += piece)
       memcpy(stage + p, (const char *)src + at + p, NG_MIN(piece, n - p));
-    s = be->iface->copy_h2d_async(be, (char *)dst + at, stage, n, (int)(k % 2));
+    s = be->iface->sync(be); /* chunk k - 1 has landed: its buffer is free for chunk k + 1 */
+    if (s == NG_OK)
+      s = be->iface->copy_h2d_async(be, (char *)dst + at, stage, n, (int)(k % 2));
   }
   if (s == NG_OK)
     s = be->iface->sync(be);

@@ -945,8 +945,8 @@ static ng_status device_iteration(epoch_loop *L, int64_t i) {
   st = be->iface->wait_copy(be, k);
   tk = device_span(rt, NG_SPAN_COPY_WAIT, i, tk);
   if (st == NG_OK)
-    st = ng__train_step_forward(L->step, plan->epoch, i, ng__iter_seed(plan->seed, plan->epoch, i),
-                                &L->view[k], k);
+    st = ng__train_step_forward(L->step, i, ng__iter_seed(plan->seed, plan->epoch, i), &L->view[k],
+                                k);
   tk = device_span(rt, NG_SPAN_FORWARD, i, tk);
   L->fwd_unread = st == NG_OK;
   if (st == NG_OK && L->prev) {

@@ -10,16 +10,11 @@ ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fet
                             slot);
 }
 
-ng_status ng__train_step_forward(ng_train_step *ts, int64_t epoch, int64_t iter, uint64_t seed,
-                                 const ng_fetch_pkg *pkg, int slot) {
+/* The ops of a forward (the input layer, the layers, the loss), queued. */
+static ng_status forward_ops(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg, int slot) {
   ng_backend *be = ts->ex->be;
   const ng_layer *L0 = &ts->ex->model->layers[0];
   const float *agg0 = NULL, *self0 = NULL;
-  const bool timed =
-      ts->prof && ts->prof_every > 0 && iter % ts->prof_every == 0 && (epoch > 0 || iter > 0);
-  ts->prof_iter = timed ? iter : -1;
-  if (timed)
-    NG_CHECK(ng__prof_start(ts->prof));
   NG_CHECK(ng__store_input(ts->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
                            slot, &agg0, &self0));
   NG_CHECK(ng__exec_forward(ts->ex, &pkg->mb, agg0, self0, true, seed));
@@ -31,20 +26,43 @@ ng_status ng__train_step_forward(ng_train_step *ts, int64_t epoch, int64_t iter,
   NG_PROF_OP(
       ts->prof, "loss", -1, 4.0 * cells, 2.0 * sizeof(float) * cells,
       be->iface->xent(be, ts->ex->logits, pkg->labels, n, classes, ts->d_logits, NULL, NULL));
-  /* The pipeline reads the loss of the iteration before between this forward and its backward:
-   * nothing of that is timed. */
-  ng__prof_pause(ts->prof);
   return NG_OK;
 }
 
-ng_status ng__train_step_backward(ng_train_step *ts, int64_t iter, const ng_fetch_pkg *pkg) {
-  if (iter == ts->prof_iter)
-    ng__prof_resume(ts->prof);
+ng_status ng__train_step_forward(ng_train_step *ts, int64_t iter, uint64_t seed,
+                                 const ng_fetch_pkg *pkg, int slot) {
+  /* This trainer's first forward is never timed, wherever a resumed run starts: its buffers
+   * grow and its GEMM graphs are captured. */
+  const bool timed =
+      ts->prof && ts->prof_every > 0 && iter % ts->prof_every == 0 && ts->forwards > 0;
+  ts->forwards++;
+  ts->prof_iter = timed ? iter : -1;
+  if (timed)
+    NG_CHECK(ng__prof_start(ts->prof));
+  const ng_status st = forward_ops(ts, seed, pkg, slot);
+  /* The pipeline reads the loss of the iteration before between this forward and its backward
+   * (nothing of that is timed), and after a failure nothing else may be. */
+  ng__prof_pause(ts->prof);
+  return st;
+}
+
+/* The ops of a backward pass and the optimizer step, queued. */
+static ng_status backward_ops(ng_train_step *ts, const ng_fetch_pkg *pkg) {
   NG_CHECK(ng__exec_backward(ts->ex, &pkg->mb, ts->d_logits));
   ng_opt_hp hp = ts->hp;
   hp.step = ts->steps + 1;
-  NG_CHECK(ng__exec_step(ts->ex, &hp));
+  return ng__exec_step(ts->ex, &hp);
+}
+
+ng_status ng__train_step_backward(ng_train_step *ts, int64_t iter, const ng_fetch_pkg *pkg) {
+  const bool timed = iter == ts->prof_iter;
+  if (timed)
+    ng__prof_resume(ts->prof);
+  const ng_status st = backward_ops(ts, pkg);
+  if (timed && st == NG_OK)
+    ng__prof_finish(ts->prof);
   ng__prof_pause(ts->prof);
+  NG_CHECK(st);
   ts->steps++;
   ts->stepped_iter = iter;
   return NG_OK;

@@ -25,6 +25,7 @@ typedef struct {
   ng_prof *prof;      ///< borrowed: the op profile the ops are timed into, or NULL
   int64_t prof_every; ///< time the ops of one iteration in this many (0: none)
   int64_t prof_iter;  ///< the iteration being timed, or -1
+  int64_t forwards;   ///< forward passes this trainer queued (its first is never timed)
 } ng_train_step;
 
 /// Queues, right after iteration `iter`'s package copy (in package slot `slot`) and while the
@@ -33,10 +34,10 @@ typedef struct {
 ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
                                   int slot);
 /// Queues the input layer, the forward pass and the loss (a deferred xent: nothing waits for
-/// the device) of iteration `iter` of epoch `epoch`. With an op profile, one iteration in
-/// prof_every has its ops timed, forward and backward (the run's first left out: its buffers
-/// grow and its GEMM graphs are captured).
-ng_status ng__train_step_forward(ng_train_step *ts, int64_t epoch, int64_t iter, uint64_t seed,
+/// the device) of iteration `iter`. With an op profile, one iteration in
+/// prof_every has its ops timed, forward and backward (this trainer's first forward left out:
+/// its buffers grow and its GEMM graphs are captured).
+ng_status ng__train_step_forward(ng_train_step *ts, int64_t iter, uint64_t seed,
                                  const ng_fetch_pkg *pkg, int slot);
 /// Queues iteration `iter`'s backward pass and optimizer step before its loss is known: the
 /// backend's step guard (backend_impl.h, xent) keeps a non-finite loss from the parameters, and
