@@ -28,9 +28,19 @@ need = ["workload", "device", "mode", "workers", "status", "iterations", "it_per
         "partial_workers", "transfer_workers", "final_loss", "floor_pcie_ms", "floor_host_ms",
         "floor_gpu_ms", "floor_ms", "binding", "floor_fraction", "floor_read_host_ms",
         "read_floor_ms", "read_floor_fraction", "precision", "device_step_ms",
-        "first_iteration_s", "wall_to_last_step_s", "epoch0_ratio"]
+        "first_iteration_s", "wall_to_last_step_s", "epoch0_ratio", "floor_sampler_ms",
+        "cpu_sum_ms"]
 missing = [c for c in need if c not in rows[0]] if rows else need
 assert not missing, f"columns missing: {missing}"
+# bench_sample's time per mini-batch (probes.json's "sample"), when built: the sampler term.
+import json
+sample_bin = os.path.join(os.path.dirname(floor_bin), "bench_sample")
+sampled = os.access(floor_bin, os.X_OK) and os.access(sample_bin, os.X_OK)
+sample_ms = None
+if sampled:
+    sp = json.load(open(os.path.join(out, "probes.json")))["sample"]
+    assert list(sp) == ["tiny"] and sp["tiny"]["ms_per_batch"] > 0, f"sample probes: {sp}"
+    sample_ms = sp["tiny"]["ms_per_batch"]
 modes = ["cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid"]
 got = sorted((r["mode"], int(r["workers"])) for r in rows)
 assert got == sorted((m, w) for m in modes for w in (1, 2)), f"rows: {got}"
@@ -49,9 +59,13 @@ for r in rows:
     assert 0 < first <= last < 60, f"{name}: first {first}, last {last}"
     assert float(r["epoch0_ratio"]) > 0 and float(r["device_step_ms"]) > 0, name
     assert r["precision"] == "fp32", f"{name}: precision {r['precision']}"
+    # The sampler term: bench_sample's ms per mini-batch over the run's workers, in every mode.
+    if sample_ms is not None:
+        assert math.isclose(float(r["floor_sampler_ms"]), sample_ms / int(r["workers"])), name
     if r["mode"] == "cpu":
         assert float(r["hit_rate"]) == 1.0 and float(r["cold_bytes_per_iter"]) == 0, name
         assert r["floor_ms"] == "" and r["binding"] == "", f"{name}: cpu mode has no floor"
+        assert r["cpu_sum_ms"] == r["floor_sampler_ms"], f"{name}: cpu_sum_ms {r['cpu_sum_ms']}"
         continue
     # The 10% hot tier: some rows hot, most cold; the cold rows' bytes reach the device or the
     # CPU's partial aggregation by the mode's way.
@@ -68,7 +82,11 @@ for r in rows:
     assert float(r["floor_gpu_ms"]) > 0 and float(r["floor_ms"]) >= float(r["floor_gpu_ms"]), name
     if os.access(floor_bin, os.X_OK):
         assert float(r["floor_host_ms"]) > 0, f"{name}: no host-read term"
-    assert r["binding"] in ("host", "gpu"), f"{name}: binding {r['binding']}"
+    assert r["binding"] in ("host", "gpu", "sampler"), f"{name}: binding {r['binding']}"
+    if sample_ms is not None:
+        assert float(r["floor_ms"]) >= float(r["floor_sampler_ms"]), name
+        assert math.isclose(float(r["cpu_sum_ms"]),
+                            float(r["floor_sampler_ms"]) + float(r["floor_host_ms"])), name
     frac = float(r["floor_fraction"])
     assert math.isclose(frac, float(r["floor_ms"]) / float(r["iter_ms_mean"])), name
     # The report fills the read-only columns too; on the cpu device (no states to deliver, no
@@ -81,9 +99,7 @@ assert len(iters) == 1, f"iterations differ: {iters}"
 # bench_floor's CPU threads sum bench_sample's count of it over other mini-batches (within 2%).
 per = {r["cold_edges_per_dst"] for r in rows if r["mode"] != "cpu"}
 assert len(per) == 1 and 0 < float(next(iter(per))) < 5, f"cold edges per destination: {per}"
-sample_bin = os.path.join(os.path.dirname(floor_bin), "bench_sample")
-if os.access(floor_bin, os.X_OK) and os.access(sample_bin, os.X_OK):
-    import json
+if sampled:
     fp = json.load(open(os.path.join(out, "probes.json")))["floor"]
     assert list(fp) == ["tiny"], f"floor probes: {list(fp)}"
     want = float(next(iter(per)))
@@ -105,6 +121,12 @@ grep -q '^## tiny: ' "$OUT/report.md" || fail "report.md lacks the workload's se
 grep -q 'all 10 runs end on final_loss' "$OUT/report.md" || fail "report.md lacks the loss check"
 grep -q 'DIFFER' "$OUT/report.md" && fail "report.md reports differing losses"
 grep -q 'GPU compute time of tiny' "$OUT/report.md" || fail "report.md lacks the GPU probe"
+grep -q '| of read-only floor | sampler ms | CPU sum ms |$' "$OUT/report.md" ||
+  fail "report.md lacks the sampler and CPU sum columns"
+if [ -x "$(dirname "$BIN")/bench_sample" ] && [ -x "$(dirname "$BIN")/bench_floor" ]; then
+  grep -q '^- Sampling of tiny (bench_sample, 1 thread' "$OUT/report.md" ||
+    fail "report.md lacks bench_sample's time per mini-batch"
+fi
 # The whole-run columns and the per-op table (from the GPU probe; no roofline on the cpu device).
 grep -q '| first it s | to last step s | epoch 0 / steady |' "$OUT/report.md" ||
   fail "report.md lacks the whole-run columns"
@@ -236,6 +258,43 @@ assert math.isclose(f["floor_host_ms"], 0.2) and f["read_floor_ms"] == f["floor_
 del fp["threads"][1]["delivered_gbs"]
 f = report.floor_of(row, probes, {"w": 8})
 assert math.isclose(f["floor_host_ms"], 0.2) and f["read_floor_ms"] == f["floor_ms"], f
+# Without bench_sample's figure (older folders) there is no sampler term and no CPU sum.
+assert f["floor_sampler_ms"] is None and f["cpu_sum_ms"] is None, f
+# The sampler term: bench_sample's ms per mini-batch / the run's workers (the final split's sum,
+# else --workers; inline, -1, is 1). 4 ms over 4 workers = 1 ms binds against host 0.2 and
+# gpu 0.1; the CPU sum adds the host term, never part of the floor.
+probes["sample"] = {"w": {"ms_per_batch": 4.0}}
+f = report.floor_of(row, probes, {"w": 8})
+assert f["binding"] == "sampler" and math.isclose(f["floor_ms"], 1.0), f
+assert math.isclose(f["floor_sampler_ms"], 1.0) and math.isclose(f["cpu_sum_ms"], 1.2), f
+assert math.isclose(f["floor_fraction"], 2.0) and math.isclose(f["read_floor_ms"], 1.0), f
+inline = dict(row, workers="-1", partial_workers="0", transfer_workers="0")
+assert math.isclose(report.floor_of(inline, probes, {"w": 8})["floor_sampler_ms"], 4.0)
+cpu = dict(row, mode="cpu", device="cpu", workers="2", partial_workers="", transfer_workers="")
+f = report.floor_of(cpu, probes, {"w": 8})
+assert f["floor_ms"] is None and f["binding"] is None, f          # cpu mode: still no floor
+assert math.isclose(f["floor_sampler_ms"], 2.0) and math.isclose(f["cpu_sum_ms"], 2.0), f
+rows = [dict({c: "" for c in report.RAW_COLUMNS}, **r, **report.floor_of(r, probes, {"w": 8}))
+        for r in (row, other)]
+assert report.workload_floor(rows, "w", 4) == ("sampler", 1.0), rows
+text = "\n".join(report.workload_section(sys.argv[2], "w", rows, probes, {}, {}))
+assert "bound by the CPU sampler" in text, text
+assert "| 1.000 | sampler | 200% |" in text and "| 1.000 | 1.200 |" in text, text
+# bench_sample's output (probes/sample-NAME.txt): its `per batch:` line; none when it failed.
+sdir = os.path.join(sys.argv[2], "samp")
+os.makedirs(os.path.join(sdir, "probes"), exist_ok=True)
+with open(os.path.join(sdir, "probes", "sample-w.txt"), "w") as fh:
+    fh.write("fanout 15,10,5 (targets outwards), batch 1024, gcn off, transpose off, 1 thread, "
+             "200 batches\nper batch: 547305 sampled edges, 459453 nodes, 18.28 ms per batch "
+             "per thread\ncold_edges_per_dst 3.12399 (input layer, hot tier 0.05 of the nodes)\n")
+open(os.path.join(sdir, "probes", "sample-bad.txt"), "w").close()
+got = report.add_sample_probes(sdir, {})["sample"]
+assert list(got) == ["w"], got
+assert got["w"] == {"ms_per_batch": 18.28, "sampled_edges": 547305, "nodes": 459453,
+                    "threads": 1, "batches": 200, "cold_edges_per_dst": 3.12399}, got
+# probes.json's own figure comes first.
+kept = report.add_sample_probes(sdir, {"sample": {"w": {"ms_per_batch": 1.0}}})
+assert kept["sample"]["w"] == {"ms_per_batch": 1.0}, kept
 PY
 
 # The rows per state without a working bench_sample: the input layer's fanout (10 for -1, every

@@ -9,7 +9,7 @@ the same functions after every run, so a harness stopped half-way still leaves a
 folder; running this on a copy of the folder (e.g. fetched from the GPU machine) renders the plots
 where gnuplot is installed.
 
-The floor of one run's iteration is the longest of three times (DESIGN.md, section 9):
+The floor of one run's iteration is the longest of four times (DESIGN.md, section 9):
 
     pcie  = PCIe bytes per iteration (h2d + zero-copy) / the measured pinned H2D bandwidth
     host  = cold-row bytes per iteration / the measured rate host DRAM yields cold rows at, at the
@@ -17,9 +17,14 @@ The floor of one run's iteration is the longest of three times (DESIGN.md, secti
             states to the GPU (staged, copied) and GPU zero-copy running together (the sum of
             their read rates, bench_floor's `delivered`); CPU aggregation alone on the cpu device
     gpu   = the device's compute time per iteration (the --gpu-probe run: every row hot)
+    sampler = the CPU time one mini-batch's sampling takes (bench_sample, one thread) / the
+            run's workers: every iteration is sampled by a worker
 
 A term whose rate was not measured is left out. floor_fraction = floor / the run's mean iteration
-time (1 / it_per_s): 1.0 means the run moves its data as fast as the machine can. The read-only
+time (1 / it_per_s): 1.0 means the run moves its data as fast as the machine can.
+cpu_sum_ms = sampler + host: the workers' sampling and the cold rows' reads one after the other,
+as if they never overlapped on a core; an estimate shown beside the floor, never part of it (the
+floor stays a lower bound). The read-only
 floor (read_floor_ms, read_floor_fraction) takes the host term at bench_floor's `combined` rate
 instead, CPU aggregation that writes nothing: a bound no run reaches, kept for comparison with
 earlier reports (docs/eval.md).
@@ -31,9 +36,11 @@ time = max(flops / GEMM peak, bytes / HBM bandwidth), its fraction = roofline ti
 """
 
 import csv
+import glob
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,8 +53,9 @@ RAW_COLUMNS = [
     "partial_workers", "transfer_workers", "device_share", "precision", "device_step_ms",
     "first_iteration_s", "wall_to_last_step_s", "epoch0_ratio", "final_loss", "error",
 ]
-FLOOR_COLUMNS = ["floor_pcie_ms", "floor_host_ms", "floor_gpu_ms", "floor_ms", "binding",
-                 "floor_fraction", "floor_read_host_ms", "read_floor_ms", "read_floor_fraction"]
+FLOOR_COLUMNS = ["floor_pcie_ms", "floor_host_ms", "floor_gpu_ms", "floor_sampler_ms", "floor_ms",
+                 "binding", "floor_fraction", "floor_read_host_ms", "read_floor_ms",
+                 "read_floor_fraction", "cpu_sum_ms"]
 COLUMNS = RAW_COLUMNS + FLOOR_COLUMNS
 OP_COLUMNS = ["workload", "run", "device", "precision", "op", "layer", "calls", "ms_per_iter",
               "flops_per_iter", "bytes_per_iter", "op_profile_iterations"]
@@ -61,6 +69,8 @@ BINDING_WORDS = {
     "host": "host DRAM (cold rows read by CPU aggregation, its states delivered, and GPU "
             "zero-copy)",
     "gpu": "GPU compute",
+    "sampler": "the CPU sampler (the workers' sampling of every mini-batch, bench_sample's time "
+               "per batch over the workers)",
 }
 
 
@@ -213,16 +223,71 @@ def floor_probe_of(probes, workload, dims):
     return floors.get(str(dim)) if dim else None
 
 
+SAMPLE_LINE = re.compile(r"per batch:\s*(\d+) sampled edges,\s*(\d+) nodes,\s*([0-9.eE+-]+) ms "
+                         r"per batch per thread")
+
+
+def parse_sample_probe(path):
+    """bench_sample's figures from its output (probes/sample-NAME.txt): {"ms_per_batch" (CPU ms
+    to sample one mini-batch on one thread), "sampled_edges", "nodes", "threads", "batches",
+    "cold_edges_per_dst"}, or None when the file is missing or holds no `per batch:` line (the
+    probe failed)."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        text = f.read()
+    m = SAMPLE_LINE.search(text)
+    if not m:
+        return None
+    got = {"ms_per_batch": float(m.group(3)), "sampled_edges": int(m.group(1)),
+           "nodes": int(m.group(2))}
+    t = re.search(r"(\d+) threads?, (\d+) batches", text)
+    if t:
+        got["threads"], got["batches"] = int(t.group(1)), int(t.group(2))
+    c = re.search(r"^cold_edges_per_dst (\S+)", text, re.M)
+    if c:
+        got["cold_edges_per_dst"] = num(c.group(1))
+    return got if got["ms_per_batch"] > 0 else None
+
+
+def add_sample_probes(out, probes):
+    """Fills probes["sample"] from OUT/probes/sample-NAME.txt for the workloads it lacks (folders
+    of harnesses that did not store it in probes.json). Returns probes."""
+    samples = probes.setdefault("sample", {})
+    for path in sorted(glob.glob(os.path.join(out, "probes", "sample-*.txt"))):
+        wl = os.path.basename(path)[len("sample-"):-len(".txt")]
+        if wl not in samples:
+            got = parse_sample_probe(path)
+            if got:
+                samples[wl] = got
+    return probes
+
+
+def sampler_ms(probes, workload, threads):
+    """The sampler term: bench_sample's CPU ms per mini-batch on one thread / the run's workers
+    (each iteration's mini-batch is sampled by one worker), None when not measured."""
+    sp = (probes.get("sample") or {}).get(workload)
+    ms = num((sp or {}).get("ms_per_batch"))
+    return ms / max(1, threads) if ms else None
+
+
 def floor_of(row, probes, dims):
-    """The floor columns of one results row (all empty when the run failed or ran in cpu mode,
-    which has no cold rows and no GPU)."""
+    """The floor columns of one results row (all empty when the run failed; in cpu mode, which
+    has no cold rows and no GPU, only the sampler term and cpu_sum_ms)."""
     out = {k: None for k in FLOOR_COLUMNS}
-    if row.get("status") != "ok" or row.get("mode") == "cpu":
+    if row.get("status") != "ok":
+        return out
+    # The workers that ran: the final split (every worker samples, whatever its role), else
+    # --workers as passed (inline, -1: the device thread samples alone; 0 with no split: 1).
+    pw, tw = num(row.get("partial_workers")) or 0, num(row.get("transfer_workers")) or 0
+    threads = int(pw + tw) if pw + tw > 0 else max(1, int(num(row.get("workers")) or 1))
+    sampler = sampler_ms(probes, row["workload"], threads)
+    out["floor_sampler_ms"] = sampler
+    if row.get("mode") == "cpu":
+        out["cpu_sum_ms"] = sampler  # no cold rows: no host term to add
         return out
     fp = floor_probe_of(probes, row["workload"], dims)
     device = row.get("device")
-    pw, tw = num(row.get("partial_workers")) or 0, num(row.get("transfer_workers")) or 0
-    threads = int(pw + tw) if pw + tw > 0 else max(1, int(num(row.get("workers")) or 1))
     terms = {}
     h2d = (fp or {}).get("h2d_gbs")
     pcie = num(row.get("pcie_bytes_per_iter"))
@@ -240,6 +305,10 @@ def floor_of(row, probes, dims):
     out["floor_pcie_ms"] = terms.get("pcie")
     out["floor_host_ms"] = terms.get("host")
     out["floor_gpu_ms"] = terms.get("gpu")
+    if sampler is not None:
+        terms["sampler"] = sampler
+        if "host" in terms:
+            out["cpu_sum_ms"] = sampler + terms["host"]
     if terms:
         binding = max(terms, key=terms.get)
         out["floor_ms"] = terms[binding]
@@ -259,8 +328,8 @@ def floor_of(row, probes, dims):
 
 def workload_floor(rows, workload, workers, host_key="floor_host_ms"):
     """The floor of a workload at a worker count, whatever the strategy: the least PCIe time any
-    GPU run at that count needed, against the shared host and GPU terms (the host term from
-    `host_key`: floor_read_host_ms gives the read-only floor). (name, ms) or None."""
+    GPU run at that count needed, against the shared host, GPU and sampler terms (the host term
+    from `host_key`: floor_read_host_ms gives the read-only floor). (name, ms) or None."""
     runs = [r for r in rows if r["workload"] == workload and str(r["workers"]) == str(workers)
             and r.get("status") == "ok" and r.get("mode") != "cpu"]
     if not runs:
@@ -275,6 +344,10 @@ def workload_floor(rows, workload, workers, host_key="floor_host_ms"):
     gpu = [num(r.get("floor_gpu_ms")) for r in runs if num(r.get("floor_gpu_ms")) is not None]
     if gpu:
         terms["gpu"] = gpu[0]
+    sampler = [num(r.get("floor_sampler_ms")) for r in runs
+               if num(r.get("floor_sampler_ms")) is not None]
+    if sampler:
+        terms["sampler"] = min(sampler)  # the same in every mode at a worker count
     if not terms:
         return None
     b = max(terms, key=terms.get)
@@ -677,6 +750,15 @@ def probe_section(probes):
                      f"({fmt(g.get('it_per_s'), '.1f')} it/s).")
     if probes.get("gpu"):
         lines.append("")
+    for wl, sp in sorted((probes.get("sample") or {}).items()):
+        lines.append(f"- Sampling of {wl} (bench_sample, {sp.get('threads', 1)} thread"
+                     f"{'s' if sp.get('threads', 1) != 1 else ''}, "
+                     f"{sp.get('batches', '?')} mini-batches): "
+                     f"{fmt(sp.get('ms_per_batch'), '.2f')} ms of CPU per mini-batch "
+                     f"({sp.get('sampled_edges', 0):,} sampled edges, {sp.get('nodes', 0):,} "
+                     "nodes); the floor's sampler term divides it by the run's workers.")
+    if probes.get("sample"):
+        lines.append("")
     return lines
 
 
@@ -708,7 +790,7 @@ def workload_section(out, wl, rows, probes, meta, plots):
     for r in rs:
         if r["status"] != "ok":
             body.append([r["mode"], r["workers"], r["status"], "", "", "", "", "", "", "", "",
-                         "", "", "", "", "", (r.get("error") or "")[:80]])
+                         "", "", "", "", "", "", "", (r.get("error") or "")[:80]])
             continue
         body.append([r["mode"], r["workers"], fmt(r["it_per_s"], ".1f"),
                      fmt(r["iter_ms_mean"], ".3f"), fmt(r["iter_ms_median"], ".3f"),
@@ -718,11 +800,13 @@ def workload_section(out, wl, rows, probes, meta, plots):
                      fmt(r["cpu_cold_bytes_per_iter"], ".2f", 1e-6), fmt(r["gpu_busy"], ".2f"),
                      split_text(r),
                      fmt(r["floor_ms"], ".3f"), r.get("binding") or "-",
-                     fmt(r["floor_fraction"], ".0%"), fmt(r.get("read_floor_fraction"), ".0%")])
+                     fmt(r["floor_fraction"], ".0%"), fmt(r.get("read_floor_fraction"), ".0%"),
+                     fmt(r.get("floor_sampler_ms"), ".3f"), fmt(r.get("cpu_sum_ms"), ".3f")])
     lines.append(md_table(["mode", "workers", "it/s", "ms/it", "median ms", "p99 ms",
                            "first it s", "to last step s", "epoch 0 / steady", "PCIe MB/it",
                            "CPU cold MB/it", "GPU busy", "split P/T",
-                           "floor ms", "bound", "of floor", "of read-only floor"], body))
+                           "floor ms", "bound", "of floor", "of read-only floor",
+                           "sampler ms", "CPU sum ms"], body))
     lines.append("")
     # Per worker count: the best run against the workload's floor, and the hybrid's gains.
     summary = []
@@ -780,9 +864,13 @@ def write_report(out, rows, probes, meta, plots):
               "floor compares with it); median and p99 are the times between two iterations "
               "finishing on the device; PCIe = h2d + zero-copy bytes; split P/T = PARTIAL / "
               "TRANSFER workers at the end (+N%: the device share, docs/scheduler.md); bound = "
-              "the floor's longest term (pcie, host, gpu); "
+              "the floor's longest term (pcie, host, gpu, sampler); "
               "of floor = floor / ms/it; of read-only floor = the same with the host term at "
-              "the rate of reads alone. Whole run: first it s = seconds from process start to "
+              "the rate of reads alone; sampler ms = the floor's sampler term, bench_sample's "
+              "CPU time per mini-batch / the run's workers (also given for cpu mode, which has "
+              "no floor); CPU sum ms = sampler + host term, the workers' sampling and cold-row "
+              "reads as if they never overlapped on a core: an estimate, not a bound, never part "
+              "of the floor. Whole run: first it s = seconds from process start to "
               "the first training iteration done, to last step s = to the last one (the run's "
               "wall time, dataset opening and warm-up included), epoch 0 / steady = epoch 0's "
               "seconds / the median of the later epochs'. Each workload's device step by op: "
@@ -814,7 +902,7 @@ def refresh(out, render_plots):
     (optionally) the plots.
     Returns whether the final losses agree."""
     meta = load_json(os.path.join(out, "meta.json"), {})
-    probes = load_json(os.path.join(out, "probes.json"), {})
+    probes = add_sample_probes(out, load_json(os.path.join(out, "probes.json"), {}))
     dims = {wl: p.get("dim") for wl, p in meta.get("workloads", {}).items()}
     path = os.path.join(out, "results.csv")
     rows = add_floors(read_results(path), probes, dims)

@@ -371,7 +371,7 @@ def main(argv):
             "precision": a.precision, "op_profile": OP_PROFILE,
             "command": shlex.join([sys.executable, os.path.relpath(__file__, ROOT)] + argv),
             "modes": a.modes, "workers": a.workers, "workloads": {}, "titles": {}}
-    probes = {"floor": {}, "gpu": {}}
+    probes = {"floor": {}, "gpu": {}, "sample": {}}
     results_path = os.path.join(out, "results.csv")
     rows = []
 
@@ -413,6 +413,10 @@ def main(argv):
             fp = floor_probe(a, w, data, out)
             if fp:
                 probes["floor"][w.name] = fp
+            # bench_sample's time per mini-batch (run by floor_probe): the sampler term.
+            sp = report.parse_sample_probe(os.path.join(out, "probes", f"sample-{w.name}.txt"))
+            if sp:
+                probes["sample"][w.name] = sp
         refresh()
 
     total = len(plan) * len(a.workers) * len(a.modes)
