@@ -495,6 +495,46 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Class counts                                                                             */
+/* ---------------------------------------------------------------------------------------- */
+
+ng_status ng__conv_classes(ng_conv *c, const int32_t *labels, int64_t n, const char *path,
+                           bool line_numbers) {
+  uint8_t *used = ng__calloc(NG_MAX_CLASSES, 1, "the label histogram");
+  if (!used)
+    return NG_ERR_NOMEM;
+  int64_t max = -1, max_row = -1, distinct = 0;
+  for (int64_t v = 0; v < n; v++) {
+    int32_t y = labels[v];
+    if (y < 0)
+      continue;
+    distinct += !used[y];
+    used[y] = 1;
+    if (y > max) {
+      max = y;
+      max_row = v;
+    }
+  }
+  free(used);
+  if (max < 0)
+    return ng__err(NG_ERR_FORMAT, "%s: no node has a label", path);
+  int64_t classes = max + 1;
+  if (classes > NG_SPARSE_CLASS_FACTOR * distinct + NG_SPARSE_CLASS_SLACK) {
+    char where[64];
+    snprintf(where, sizeof where, line_numbers ? ":%lld:" : ": node %lld:",
+             (long long)(max_row + (line_numbers ? 1 : 0)));
+    return ng__err(NG_ERR_FORMAT,
+                   "%s%s label %lld makes %lld classes, but only %lld distinct labels are used, "
+                   "so %lld classes would be empty; renumber the labels densely from 0 (numpy: "
+                   "numpy.unique(y, return_inverse=True))",
+                   path, where, (long long)max, (long long)classes, (long long)distinct,
+                   (long long)(classes - distinct));
+  }
+  c->meta.info.classes = (int32_t)classes;
+  return NG_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* The public entry point                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
@@ -542,6 +582,9 @@ static ng_status check_opts(ng_convert_opts *o, const ng_convert_opts *in) {
                    (long long)o->feature_dim);
   if (o->classes < 0)
     return ng__err(NG_ERR_INVALID_ARG, "classes must be >= 0, got %d", (int)o->classes);
+  if (o->classes > NG_MAX_CLASSES)
+    return ng__err(NG_ERR_INVALID_ARG, "classes is %d; at most %d classes are supported",
+                   (int)o->classes, NG_MAX_CLASSES);
   if (o->classes > 0 && !snap)
     return ng__err(NG_ERR_INVALID_ARG,
                    "classes are for SNAP edge lists; the %s format takes them from its labels",

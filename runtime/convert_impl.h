@@ -117,6 +117,13 @@ ng_status ng__conv_edges(ng_conv *c, const char *path, ng_sep sep, int64_t nodes
 ng_status ng__conv_split(ng_conv *c, ng_array_id id, const char *path, int64_t nodes,
                          uint8_t *member, const int32_t *labels);
 
+/// Sets c->meta.info.classes from `labels` (n entries; -1 = unlabelled, others already checked
+/// to lie in [0, NG_MAX_CLASSES)): the largest label + 1. Refuses labels where nobody has a
+/// label, and sparse labels that would leave most classes empty (see NG_SPARSE_CLASS_FACTOR),
+/// naming `path` and the row (`line_numbers`: "path:LINE" with LINE = row + 1, else "node ROW").
+ng_status ng__conv_classes(ng_conv *c, const int32_t *labels, int64_t n, const char *path,
+                           bool line_numbers);
+
 /// The converters, each filling c->w and c->meta.info (all but the name) and c->detail.
 ng_status ng__convert_planetoid(ng_conv *c);
 ng_status ng__convert_snap(ng_conv *c);

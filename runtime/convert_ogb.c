@@ -19,6 +19,37 @@
 
 static const char NODE_COUNT_FILE[] = "raw/num-node-list.csv.gz";
 
+/* Deflate cannot compress better than about 1032:1 (a 258-byte match in a few bits), so a gzip
+ * file of S bytes holds at most about 1032 S bytes of text. */
+enum { DEFLATE_MAX_RATIO = 1032, GZIP_SLACK_BYTES = 1024 };
+
+/* The node count read from the input bounds every allocation that follows (the indptr array,
+ * the labels, the split membership), so it is checked against the label file first: there is
+ * one label line per node, at least one byte each ("\n"; the last may lack it), so a file of T
+ * bytes of text has at most T + 1 nodes. A gzip file is bounded by its size times deflate's
+ * best ratio. This refuses a mistyped or hostile count (3e8, 1e12) before anything is
+ * reserved, at the cost of one stat() and a two-byte read. */
+static ng_status check_node_count(int64_t nodes, const char *label_path) {
+  struct stat sb;
+  if (stat(label_path, &sb) != 0)
+    return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", label_path);
+  unsigned char magic[2] = {0, 0};
+  FILE *f = fopen(label_path, "rbe");
+  if (!f)
+    return ng__err_errno(NG_ERR_IO, errno, "%s: cannot open", label_path);
+  bool gz = fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  fclose(f);
+  double size = (double)sb.st_size;
+  double text = gz ? size * DEFLATE_MAX_RATIO + GZIP_SLACK_BYTES : size;
+  if ((double)nodes > text + 1)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s says %lld nodes, but %s (%lld bytes%s) holds at most %.0f label lines, "
+                   "one per node; fix the node count or fetch the dataset again",
+                   NODE_COUNT_FILE, (long long)nodes, label_path, (long long)sb.st_size,
+                   gz ? ", gzip" : "", text + 1);
+  return NG_OK;
+}
+
 static ng_status read_node_count(ng_conv *c, const char *path, int64_t *nodes) {
   ng_lines r;
   NG_CHECK(ng__lines_open(&r, path, &c->progress, "nodes"));
@@ -133,7 +164,7 @@ static ng_status read_labels(ng_conv *c, const char *path, int64_t nodes, int32_
   NG_CHECK(ng__lines_open(&r, path, &c->progress, "labels"));
   ng_status st = NG_OK;
   ng_npy *npy;
-  int64_t row = 0, max = -1;
+  int64_t row = 0;
   NG_CHECK_GOTO(st, ng__writer_array(&npy, &c->w, NG_ARR_LABELS, NG_DTYPE_I32, 1, &nodes), done);
   int32_t *out = npy->data;
   for (;;) {
@@ -164,7 +195,13 @@ static ng_status read_labels(ng_conv *c, const char *path, int64_t nodes, int32_
                    path, (long long)r.line);
       goto done;
     }
-    if (!ok || *ng__skip_blanks(p) != '\0' || y > INT32_MAX - 1) {
+    if (ok && *ng__skip_blanks(p) == '\0' && y >= NG_MAX_CLASSES) {
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s:%lld: label %lld; at most %d classes are supported (labels 0 to %d)", path,
+                   (long long)r.line, (long long)y, NG_MAX_CLASSES, NG_MAX_CLASSES - 1);
+      goto done;
+    }
+    if (!ok || *ng__skip_blanks(p) != '\0') {
       char ex[64];
       st = ng__err(NG_ERR_FORMAT,
                    "%s:%lld: expected a class id (an integer from 0), or nan for no label, "
@@ -173,18 +210,13 @@ static ng_status read_labels(ng_conv *c, const char *path, int64_t nodes, int32_
       goto done;
     }
     out[row++] = (int32_t)y;
-    max = NG_MAX(max, y);
   }
   if (row != nodes) {
     st = ng__err(NG_ERR_FORMAT, "%s: %lld label lines but %s says %lld nodes", path, (long long)row,
                  NODE_COUNT_FILE, (long long)nodes);
     goto done;
   }
-  if (max < 0) {
-    st = ng__err(NG_ERR_FORMAT, "%s: no node has a label", path);
-    goto done;
-  }
-  c->meta.info.classes = (int32_t)(max + 1);
+  NG_CHECK_GOTO(st, ng__conv_classes(c, out, nodes, path, true), done);
   *labels = out;
 done:
   ng__lines_close(&r);
@@ -297,18 +329,19 @@ ng_status ng__convert_ogb(ng_conv *c) {
                  edge_path);
     goto done;
   }
+  if (!ng__file_exists(label_path)) {
+    st = ng__err(NG_ERR_NOT_FOUND, "%s: not found; node-property datasets have labels", label_path);
+    goto done;
+  }
   int64_t nodes;
   NG_CHECK_GOTO(st, read_node_count(c, count_path, &nodes), done);
+  NG_CHECK_GOTO(st, check_node_count(nodes, label_path), done);
   NG_CHECK_GOTO(
       st,
       ng__conv_edges(c, edge_path, NG_SEP_COMMA, nodes, NODE_COUNT_FILE, c->opts.undirected != 0),
       done);
   if (ng__file_exists(feat_path))
     NG_CHECK_GOTO(st, read_features(c, feat_path, nodes), done);
-  if (!ng__file_exists(label_path)) {
-    st = ng__err(NG_ERR_NOT_FOUND, "%s: not found; node-property datasets have labels", label_path);
-    goto done;
-  }
   int32_t *labels = NULL;
   NG_CHECK_GOTO(st, read_labels(c, label_path, nodes, &labels), done);
   NG_CHECK_GOTO(st, choose_split(c, split_dir, &scheme), done);

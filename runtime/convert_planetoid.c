@@ -51,20 +51,21 @@ static ng_status copy_labels(ng_conv *c, const ng_npy *src, const char *path, in
   bool i32 = src->hdr.dtype == NG_DTYPE_I32;
   const int32_t *in32 = src->data;
   const int64_t *in64 = src->data;
-  int64_t max = -1;
   for (int64_t v = 0; v < n; v++) {
     int64_t y = i32 ? in32[v] : in64[v];
-    if (y < -1 || y > INT32_MAX - 1)
+    if (y < -1)
       return ng__err(NG_ERR_FORMAT,
                      "%s: node %lld has label %lld; labels are class ids from 0 (or -1 for "
                      "unlabelled nodes)",
                      path, (long long)v, (long long)y);
+    if (y >= NG_MAX_CLASSES)
+      return ng__err(NG_ERR_FORMAT,
+                     "%s: node %lld has label %lld; at most %d classes are supported (labels 0 "
+                     "to %d)",
+                     path, (long long)v, (long long)y, NG_MAX_CLASSES, NG_MAX_CLASSES - 1);
     out[v] = (int32_t)y;
-    max = NG_MAX(max, y);
   }
-  if (max < 0)
-    return ng__err(NG_ERR_FORMAT, "%s: no node has a label (all are -1)", path);
-  c->meta.info.classes = (int32_t)(max + 1);
+  NG_CHECK(ng__conv_classes(c, out, n, path, false));
   *labels = out;
   return NG_OK;
 }

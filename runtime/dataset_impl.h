@@ -27,6 +27,15 @@ extern const char *const NG_ARRAY_FILE[NG_ARR_COUNT_];
 
 /// Node ids fit int32 below this many nodes; at or above it indices are int64.
 #define NG_INDEX32_MAX_NODES ((int64_t)1 << 31)
+/* The most classes a converter accepts (labels 0 to NG_MAX_CLASSES - 1). The output layer and
+ * its gradients scale with the class count, so a stray large label would otherwise turn into
+ * gigabytes of logits (docs/convert.md). */
+#define NG_MAX_CLASSES 65536
+/* Sparse labels are refused when the class count (largest label + 1) exceeds
+ * NG_SPARSE_CLASS_FACTOR x the distinct labels used + NG_SPARSE_CLASS_SLACK: most classes
+ * would be empty, which is almost always a label column that was not renumbered. */
+#define NG_SPARSE_CLASS_FACTOR 2
+#define NG_SPARSE_CLASS_SLACK 8
 
 struct ng_dataset {
   uint32_t magic; ///< NG_DATASET_MAGIC while open, 0 after close

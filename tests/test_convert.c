@@ -784,6 +784,31 @@ static void test_bad_planetoid(void) {
   const int64_t lab_bad[4] = {0, 1, -5, 1};
   EXPECT_OK(ng__npy_write(lp, NG_DTYPE_I64, 1, &ls4, lab_bad));
   expect_failure(NG_FORMAT_PLANETOID, dir, NULL, NG_ERR_FORMAT, "node 2 has label -5");
+  /* Issue 26: a stray huge label is refused with the node and value, not turned into 1000001
+   * classes; sparse labels that leave most classes empty are refused too. */
+  unlink(lp);
+  const int64_t lab_huge[4] = {0, 1, 1000000, 1};
+  EXPECT_OK(ng__npy_write(lp, NG_DTYPE_I64, 1, &ls4, lab_huge));
+  expect_failure(NG_FORMAT_PLANETOID, dir, NULL, NG_ERR_FORMAT,
+                 "labels.npy: node 2 has label 1000000; at most 65536 classes are supported");
+  unlink(lp);
+  const int64_t lab_sparse[4] = {0, 0, 0, 12};
+  EXPECT_OK(ng__npy_write(lp, NG_DTYPE_I64, 1, &ls4, lab_sparse));
+  expect_failure(NG_FORMAT_PLANETOID, dir, NULL, NG_ERR_FORMAT,
+                 "labels.npy: node 3: label 12 makes 13 classes, but only 2 distinct labels are "
+                 "used, so 11 classes would be empty");
+  /* At the limit (2 x 2 distinct + 8 slack = 12 classes) the labels convert. */
+  unlink(lp);
+  const int64_t lab_gap[4] = {0, 11, 0, 11};
+  EXPECT_OK(ng__npy_write(lp, NG_DTYPE_I64, 1, &ls4, lab_gap));
+  {
+    const char *out = fresh_out();
+    ng_convert_opts po = NG_CONVERT_OPTS_INIT;
+    EXPECT_OK(ng_dataset_convert(out, dir, &po));
+    cJSON *js = read_json(out);
+    EXPECT_TRUE(js && cJSON_GetNumberValue(cJSON_GetObjectItem(js, "classes")) == 12);
+    cJSON_Delete(js);
+  }
   unlink(lp);
   const int64_t lab_unl[4] = {0, -1, 0, 1};
   EXPECT_OK(ng__npy_write(lp, NG_DTYPE_I64, 1, &ls4, lab_unl));
@@ -862,6 +887,14 @@ static void test_bad_ogb(void) {
       {"raw/node-label.csv.gz", "1\n2\n3.5\n1\n1\n1\n", true, NG_ERR_FORMAT,
        "node-label.csv.gz:3:"},
       {"raw/node-label.csv.gz", "1,0\n", true, NG_ERR_UNSUPPORTED, "multi-label"},
+      {"raw/node-label.csv.gz", "1\n2\n1000000\n1\n1\n1\n", true, NG_ERR_FORMAT,
+       "node-label.csv.gz:3: label 1000000; at most 65536 classes are supported"},
+      {"raw/node-label.csv.gz", "1\n2\n1\n1\n\n300\n", true, NG_ERR_FORMAT,
+       "node-label.csv.gz:6: label 300 makes 301 classes, but only 3 distinct labels are used"},
+      {"raw/num-node-list.csv.gz", "300000000\n", true, NG_ERR_FORMAT,
+       "raw/num-node-list.csv.gz says 300000000 nodes, but"},
+      {"raw/num-node-list.csv.gz", "1000000000000\n", true, NG_ERR_FORMAT,
+       "label lines, one per node"},
       {"raw/node-label.csv.gz", "1\n2\n", true, NG_ERR_FORMAT,
        "node-label.csv.gz: 2 label lines but raw/num-node-list.csv.gz says 6 nodes"},
       {"raw/edge.csv.gz", "0,1\n1,6\n", true, NG_ERR_FORMAT,
@@ -923,6 +956,10 @@ static void test_bad_options(void) {
   EXPECT_ERR_HAS("split fractions");
   o.classes = -1;
   EXPECT_STATUS(ng_dataset_convert(dst, src, &o), NG_ERR_INVALID_ARG);
+  o.classes = 65537;
+  o.val_frac = 0.1;
+  EXPECT_STATUS(ng_dataset_convert(dst, src, &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("classes is 65537; at most 65536 classes are supported");
   o.classes = 0;
   o.split = "time";
   EXPECT_STATUS(ng_dataset_convert(dst, src, &o), NG_ERR_INVALID_ARG);
