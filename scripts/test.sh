@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds neargnn and runs every test that needs no GPU: the README's test command and CI's.
 #   bash scripts/test.sh            set-up, format check, release + CUDA-compile build and tests,
-#                                   sanitizer build and tests, a short fuzzing run
+#                                   sanitizer builds and tests (asan: all, tsan: the threaded
+#                                   suites), a short fuzzing run
 #   NG_TEST_QUICK=1 bash scripts/test.sh   only the release build and its tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,15 @@ cmake --preset asan -DNG_WERROR=ON >/dev/null
 cmake --build --preset asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -j "$jobs"
 
-step "fuzzing the file loaders (preset fuzz, clang + libFuzzer)"
+# The suites with threads of their own (scheduler, sampler, the runtime's workers and pipeline);
+# OpenMP runs one thread under TSan (tests/CMakeLists.txt). test_train is left out: it exercises
+# the same runtime on Cora and takes about ten minutes under TSan.
+step "thread sanitizer build and tests of the threaded suites (preset tsan)"
+cmake --preset tsan -DNG_WERROR=ON >/dev/null
+cmake --build --preset tsan -j "$jobs" --target test_sched test_sampler test_runtime test_fetch
+ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch)$'
+
+step "fuzzing the file loaders, converters and option parser (preset fuzz, clang + libFuzzer)"
 cmake --preset fuzz -DNG_WERROR=ON >/dev/null
 cmake --build --preset fuzz -j "$jobs" --target fuzz_targets
 bash tests/fuzz/run.sh build/fuzz "${NG_FUZZ_SECONDS:-20}"
