@@ -302,6 +302,9 @@ static void add_accuracy(cJSON *root, const char *key, double acc) {
 /* The files a training run reads or writes besides the dataset; NULL: none. */
 typedef struct {
   const char *checkpoint, *resume, *json, *predictions, *telemetry, *trace;
+  /* --checkpoint-every: after this many iterations, or seconds of training (0: never). */
+  int64_t every_iters;
+  double every_s;
 } train_files;
 
 /* Spans per thread --trace records: 2^21 (64 MiB per thread at most), some 1,500 epochs of
@@ -313,17 +316,46 @@ typedef struct {
 typedef struct {
   cli_progress *show;
   double first_iter, last_iter;
+  /* --checkpoint-every: iterations trained since the last checkpoint (the library reports
+   * progress at most 4 times a second, so they are counted from `done`), the epoch's last
+   * `done`, when the last checkpoint was written, and whether the epoch was stopped for one. */
+  int64_t every_iters, since;
+  double every_s, prev_done, saved_at;
+  bool stopped_for_checkpoint;
 } progress_notes;
+
+static bool checkpoint_due(const progress_notes *n) {
+  return (n->every_iters > 0 && n->since >= n->every_iters) ||
+         (n->every_s > 0 && cli_now() - n->saved_at >= n->every_s);
+}
 
 static int note_progress(void *ctx, const char *phase, double done, double total) {
   progress_notes *n = ctx;
+  bool stop = false;
   if (strcmp(phase, "train") == 0 && done > 0) {
     const double now = cli_now();
     if (n->first_iter == 0)
       n->first_iter = now;
     n->last_iter = now;
+    n->since += (int64_t)(done >= n->prev_done ? done - n->prev_done : done);
+    n->prev_done = done;
+    /* Mid-epoch checkpoints stop the epoch as Ctrl-C does (the trainer resumes it at the next
+     * iteration, bit-identically); at the epoch's end the loop writes it without a stop. */
+    if (done < total && checkpoint_due(n)) {
+      n->stopped_for_checkpoint = true;
+      stop = true;
+    }
   }
-  return cli_progress_cb(n->show, phase, done, total);
+  int rc = cli_progress_cb(n->show, phase, done, total);
+  return rc || stop;
+}
+
+/* Writes the periodic checkpoint (atomically: ng_trainer_save writes a temporary file beside
+ * it, syncs it and renames it into place) and restarts the count. */
+static ng_status periodic_checkpoint(ng_trainer_t t, progress_notes *n, const char *path) {
+  n->since = 0;
+  n->saved_at = cli_now();
+  return ng_trainer_save(t, path);
 }
 
 /* Prints the op profile (--op-profile) as a table, slowest ops first, and adds it to the JSON
@@ -411,6 +443,32 @@ static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *
   }
 }
 
+/* --checkpoint-every N (iterations) or Nm (minutes, a decimal number); needs --checkpoint. */
+static int parse_every(train_files *f, const char *command, const char *text) {
+  if (!f->checkpoint)
+    return cli_usage_error(command, "--checkpoint-every needs --checkpoint FILE to write to");
+  char *end = NULL;
+  errno = 0;
+  size_t n = strlen(text);
+  if (n > 1 && text[n - 1] == 'm') {
+    double minutes = strtod(text, &end);
+    if (end == text + n - 1 && errno == 0 && minutes > 0 && minutes <= 1e6) {
+      f->every_s = minutes * 60.0;
+      return CLI_CONTINUE;
+    }
+  } else if (n > 0 && text[0] >= '0' && text[0] <= '9') {
+    long long iters = strtoll(text, &end, 10);
+    if (end == text + n && errno == 0 && iters > 0) {
+      f->every_iters = iters;
+      return CLI_CONTINUE;
+    }
+  }
+  return cli_usage_error(command,
+                         "--checkpoint-every '%s': give a positive number of iterations (500) or "
+                         "of minutes (10m)",
+                         text);
+}
+
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
                         int progress, const train_files *f) {
@@ -451,7 +509,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   }
   cli_progress pr;
   cli_progress_begin(&pr, command, (cli_progress_mode)progress);
-  progress_notes notes = {&pr, 0, 0};
+  progress_notes notes = {
+      .show = &pr, .every_iters = f->every_iters, .every_s = f->every_s, .saved_at = cli_now()};
   o.progress = note_progress;
   o.progress_ctx = &notes;
   ng_trainer_t t = NULL;
@@ -474,6 +533,12 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   while (st == NG_OK && ng_trainer_epochs_done(t) < c->epochs) {
     ng_epoch_stats s = NG_EPOCH_STATS_INIT;
     st = ng_trainer_epoch(&s, t);
+    if (st == NG_ERR_INTERRUPTED && notes.stopped_for_checkpoint && !cli_progress_interrupted()) {
+      notes.stopped_for_checkpoint = false;
+      st = periodic_checkpoint(t, &notes, checkpoint);
+      continue; /* the same epoch goes on at its next iteration */
+    }
+    notes.stopped_for_checkpoint = false;
     if (st != NG_OK)
       break;
     double val = -1.0;
@@ -493,6 +558,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     /* Ctrl-C while the line above was printed, or while the library did not report. */
     if (cli_progress_interrupted())
       st = NG_ERR_INTERRUPTED;
+    if (st == NG_OK && checkpoint && ng_trainer_epochs_done(t) < c->epochs &&
+        checkpoint_due(&notes))
+      st = periodic_checkpoint(t, &notes, checkpoint);
   }
   /* The checkpoint comes before the final evaluation, so that nothing trained is lost if the
    * evaluation fails; after an interruption it holds every completed iteration, and --resume
@@ -662,7 +730,8 @@ int cmd_train(int argc, char **argv) {
                  .device = "cpu"};
   runtime_defaults(&c);
   const char *dataset = NULL;
-  train_files files = {NULL, NULL, NULL, NULL, NULL, NULL};
+  train_files files = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
+  const char *every = NULL;
   int progress = CLI_PROGRESS_AUTO;
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
@@ -670,6 +739,9 @@ int cmd_train(int argc, char **argv) {
       CLI_OPT_STRING("checkpoint", &files.checkpoint, "FILE",
                      "write model + optimizer state here at the end (safetensors), also after "
                      "Ctrl-C"),
+      CLI_OPT_STRING("checkpoint-every", &every, "N|Nm",
+                     "also write the checkpoint every N iterations (or N minutes: 10m) during "
+                     "training, atomically, so that kill -9 loses at most that much"),
       CLI_OPT_STRING("resume", &files.resume, "FILE",
                      "continue from a checkpoint, bit-identically"),
       CLI_OPT_STRING("json", &files.json, "FILE", "write a machine-readable summary"),
@@ -701,6 +773,8 @@ int cmd_train(int argc, char **argv) {
   };
   int rc = cli_parse(&spec, argc, argv);
   if (rc != CLI_CONTINUE)
+    return rc;
+  if (every && (rc = parse_every(&files, spec.command, every)) != CLI_CONTINUE)
     return rc;
   ng_dataset_t ds = NULL;
   ng_status st = ng_dataset_open(&ds, dataset, NULL);
@@ -824,7 +898,7 @@ int cmd_demo(int argc, char **argv) {
            "batch %" PRId64 "\n",
            info.edges, info.train, c.fanouts, c.batch);
     fflush(stdout);
-    const train_files none = {NULL, NULL, NULL, NULL, NULL, NULL};
+    const train_files none = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
     rc = run_training(ds, m, &c, spec.command, progress, &none);
   }
   ng_model_destroy(m);

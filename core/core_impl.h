@@ -84,6 +84,14 @@ void ng__strlcpy(char *dst, const char *src, size_t cap);
 
 /// Joins a folder and a relative path into a new string (NULL after recording NG_ERR_NOMEM).
 char *ng__path_join(const char *dir, const char *rel);
+/// Temporary files and folders are written beside their destination as
+/// `<dst>.tmp-<pid>-XXXXXX` and renamed into place; a killed writer leaves one behind.
+#define NG_TMP_INFIX ".tmp-"
+/// A mkstemp/mkdtemp template for `dst` carrying this process's id; free() it. NULL: no memory.
+char *ng__tmp_template(const char *dst);
+/// Removes the temporary files and folders of `dst` whose writing process has died (best
+/// effort; those of live processes stay). Returns how many it removed.
+int ng__tmp_sweep(const char *dst);
 /// Whether `path` names an existing regular file.
 bool ng__file_exists(const char *path);
 /// Opens `path` read-only (never blocking on a FIFO) and checks that it is a regular file; on

@@ -1,9 +1,13 @@
 /* File helpers shared by the dataset store, the converters and the checkpoint reader. */
 #include "core_impl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -72,4 +76,60 @@ ng_status ng__file_map(void **out_map, size_t *out_len, const char *path, size_t
   *out_map = map;
   *out_len = len;
   return NG_OK;
+}
+
+/* ---- temporary files beside a destination ---- */
+
+char *ng__tmp_template(const char *dst) {
+  size_t n = strlen(dst) + sizeof NG_TMP_INFIX + 32;
+  char *p = ng__malloc(n, "a temporary file name");
+  if (p)
+    snprintf(p, n, "%s" NG_TMP_INFIX "%ld-XXXXXX", dst, (long)getpid());
+  return p;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0; /* best effort: go on with the rest */
+}
+
+int ng__tmp_sweep(const char *dst) {
+  char *dir = strdup(dst);
+  if (!dir)
+    return 0;
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/')
+    dir[--n] = '\0';
+  char *slash = strrchr(dir, '/');
+  const char *base = slash ? slash + 1 : dir, *folder = ".";
+  if (slash) {
+    *slash = '\0';
+    folder = slash == dir ? "/" : dir;
+  }
+  char prefix[512];
+  int plen = snprintf(prefix, sizeof prefix, "%s" NG_TMP_INFIX, base);
+  int removed = 0;
+  DIR *d = plen > 0 && (size_t)plen < sizeof prefix ? opendir(folder) : NULL;
+  for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+    if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+      continue;
+    char *end = NULL;
+    long pid = strtol(e->d_name + plen, &end, 10);
+    /* Only a writer that is gone: kill(pid, 0) fails with ESRCH for a dead process (EPERM
+     * means it lives under another user; a reused pid keeps its file until it dies). */
+    if (!end || *end != '-' || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 ||
+        errno != ESRCH)
+      continue;
+    char *path = ng__path_join(folder, e->d_name);
+    if (path && nftw(path, remove_entry, 8, FTW_DEPTH | FTW_PHYS) == 0)
+      removed++;
+    free(path);
+  }
+  if (d)
+    closedir(d);
+  free(dir);
+  return removed;
 }

@@ -500,8 +500,10 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t trainer);
 ng_status ng_trainer_save(ng_trainer_t trainer, const char *path);
 /// Restores a checkpoint saved by ng_trainer_save for the same model shape (tensor names and
 /// shapes are checked); with the same seed and batch, training then continues bit-identically to
-/// an uninterrupted run. A checkpoint taken in the middle of an epoch is refused unless seed and
-/// batch match, since the rest of the epoch depends on both.
+/// an uninterrupted run. A checkpoint taken in the middle of an epoch is refused unless the batch
+/// matches, since the rest of the epoch depends on it; another seed is always refused. Each
+/// tensor's CRC-32 and the counters' consistency are verified (NG_ERR_FORMAT naming the tensor
+/// or the values); checkpoints from before checksums load unverified.
 ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
 /// The number of epochs trained so far (including those restored by ng_trainer_load).
 int64_t ng_trainer_epochs_done(ng_trainer_t trainer);

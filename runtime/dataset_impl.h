@@ -57,7 +57,7 @@ typedef struct {
   char source[512];     ///< free text: how the dataset was made (converter input, options)
 } ng_dataset_meta;
 
-/// Writes a dataset into `<dst>.tmp-XXXXXX` beside the destination and renames it into place
+/// Writes a dataset into `<dst>.tmp-<pid>-XXXXXX` beside the destination and renames it into place
 /// on commit, so that readers never see a half-written dataset.
 typedef struct {
   char *dst_dir;

@@ -31,12 +31,13 @@ ng_status ng__writer_begin(ng_dataset_writer *w, const char *dst_dir) {
   while (n > 1 && dst_dir[n - 1] == '/')
     n--;
   w->dst_dir = strndup(dst_dir, n);
-  w->tmp_dir = ng__malloc(n + 16, "a path");
+  if (w->dst_dir) /* folders of writers killed before their rename go first */
+    ng__tmp_sweep(w->dst_dir);
+  w->tmp_dir = w->dst_dir ? ng__tmp_template(w->dst_dir) : NULL;
   if (!w->dst_dir || !w->tmp_dir) {
     ng__writer_abort(w);
     return ng__err(NG_ERR_NOMEM, "out of memory");
   }
-  snprintf(w->tmp_dir, n + 16, "%s.tmp-XXXXXX", w->dst_dir);
   if (!mkdtemp(w->tmp_dir)) {
     int e = errno;
     free(w->tmp_dir);

@@ -640,12 +640,11 @@ static ng_status write_atomic(const char *path, const void *head, size_t head_le
   size_t plen = strlen(path);
   if (path[plen - 1] == '/')
     return ng__err(NG_ERR_INVALID_ARG, "%s: names a folder; give the path of a file", path);
-  static const char suffix[] = ".tmp-XXXXXX";
-  char *tmp = ng__malloc(plen + sizeof suffix, "a temporary file name");
+  /* Temporary files of writers killed before their rename go first. */
+  ng__tmp_sweep(path);
+  char *tmp = ng__tmp_template(path);
   if (!tmp)
     return NG_ERR_NOMEM;
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, suffix, sizeof suffix);
   int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) {
     ng_status st = ng__err_errno(NG_ERR_IO, errno,

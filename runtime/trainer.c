@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
 #define NG_CHECKPOINT_FORMAT "neargnn-checkpoint"
@@ -52,6 +53,10 @@ struct ng_trainer {
   /* Iterations of epoch `epochs_done` already trained: an epoch stopped by the progress
    * callback (Ctrl-C) or an error resumes at the next iteration, here or from a checkpoint. */
   int64_t iter_done;
+  /* From epoch base_epochs on, which began after base_step optimizer steps, every epoch has
+   * had ceil(train / batch) iterations: the checkpoint's step count is checked against it. A
+   * load with another batch (allowed between epochs) starts a new base. */
+  int64_t base_epochs, base_step;
   /* [nodes, classes] of full-neighbour inference with the current parameters, or NULL:
    * evaluating several splits infers once. */
   float *logits;
@@ -892,6 +897,31 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t t) {
 
 /* ---- checkpoints ---- */
 
+/* CRC-32 (zlib's) of a tensor's bytes, in chunks that zlib's uInt length can hold. */
+static uint32_t tensor_crc(const void *data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const Bytef *p = data;
+  while (n > 0) {
+    uInt chunk = (uInt)NG_MIN(n, (size_t)1 << 30);
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return (uint32_t)crc;
+}
+
+/* Iterations of an epoch trained with `batch` (0: full batch). */
+static int64_t epoch_iters(int64_t n_train, int64_t batch) {
+  int64_t b = batch ? NG_MIN(batch, n_train) : n_train;
+  return b > 0 ? (n_train + b - 1) / b : 0;
+}
+
+/* The "checksums" metadata value: 8 hex digits per tensor, comma-separated, in the order the
+ * checkpoint lists its tensors (parameters, then optimizer.state1 and state2). */
+#define CKPT_MAX_TENSORS (3 * NG_MAX_LAYERS + 2)
+_Static_assert(CKPT_MAX_TENSORS * 9 <= sizeof(((ng_st_meta *)0)->value),
+               "the checksums of a checkpoint's tensors must fit one metadata value");
+
 static void meta_set(ng_st_meta *m, const char *key, long long value) {
   ng__strlcpy(m->key, key, sizeof m->key);
   snprintf(m->value, sizeof m->value, "%lld", value);
@@ -938,7 +968,7 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
       ts[n].data = states[i];
       ts[n].nbytes = bytes;
     }
-    ng_st_meta meta[9];
+    ng_st_meta meta[12];
     memset(meta, 0, sizeof meta);
     ng__strlcpy(meta[0].key, "format", sizeof meta[0].key);
     ng__strlcpy(meta[0].value, NG_CHECKPOINT_FORMAT, sizeof meta[0].value);
@@ -951,6 +981,13 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
     meta_set(&meta[7], "batch", (long long)t->opts.batch);
     ng__strlcpy(meta[8].key, "seed", sizeof meta[8].key);
     snprintf(meta[8].value, sizeof meta[8].value, "%llu", (unsigned long long)t->opts.seed);
+    meta_set(&meta[9], "base_epochs", (long long)t->base_epochs);
+    meta_set(&meta[10], "base_step", (long long)t->base_step);
+    ng__strlcpy(meta[11].key, "checksums", sizeof meta[11].key);
+    size_t at = 0;
+    for (int i = 0; i < n; i++)
+      at += (size_t)snprintf(meta[11].value + at, sizeof meta[11].value - at, "%s%08x",
+                             i ? "," : "", (unsigned)tensor_crc(ts[i].data, ts[i].nbytes));
     st = ng__st_write(path, ts, n, meta, (int)NG_ARRAY_LEN(meta));
   }
   free(host);
@@ -1006,15 +1043,88 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   NG_CHECK_GOTO(st, meta_int(&batch, &f, "batch", path), done);
   uint64_t seed = 0;
   NG_CHECK_GOTO(st, meta_u64(&seed, &f, "seed", path), done);
-  /* The rest of an epoch replays the epoch's order and samples: they depend on both. */
-  if (iteration > 0 && (batch != t->opts.batch || seed != t->opts.seed)) {
+  /* Every later epoch's order, samples and dropout derive from the seed: another one would
+   * continue a different run than the one the checkpoint holds. */
+  if (seed != t->opts.seed) {
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: the checkpoint was trained with seed %llu but this trainer has seed %llu; "
+                 "resume with --seed %llu",
+                 path, (unsigned long long)seed, (unsigned long long)t->opts.seed,
+                 (unsigned long long)seed);
+    goto done;
+  }
+  /* The rest of an epoch replays the epoch's order and samples: they depend on the batch. */
+  if (iteration > 0 && batch != t->opts.batch) {
     st = ng__err(NG_ERR_FORMAT,
                  "%s: the checkpoint stops after iteration %lld of an epoch trained with batch "
-                 "%lld and seed %llu; resume it with the same batch and seed (this trainer has "
-                 "%lld and %llu)",
-                 path, iteration, batch, (unsigned long long)seed, (long long)t->opts.batch,
-                 (unsigned long long)t->opts.seed);
+                 "%lld; resume it with the same batch (this trainer has %lld)",
+                 path, iteration, batch, (long long)t->opts.batch);
     goto done;
+  }
+  /* The counters must agree with each other: an edited or damaged epochs_done would otherwise
+   * skip epochs or report epochs that were never trained. */
+  const int64_t n_train = t->ds->info.train, iters = epoch_iters(n_train, batch);
+  if (iteration >= iters) {
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: checkpoint metadata iteration %lld is out of range: an epoch of %lld "
+                 "training nodes in batches of %lld has %lld iterations",
+                 path, iteration, (long long)n_train, batch, (long long)iters);
+    goto done;
+  }
+  long long base_epochs = 0, base_step = 0;
+  const bool has_base = ng__st_meta(&f, "base_epochs") || ng__st_meta(&f, "base_step");
+  if (has_base) {
+    NG_CHECK_GOTO(st, meta_int(&base_epochs, &f, "base_epochs", path), done);
+    NG_CHECK_GOTO(st, meta_int(&base_step, &f, "base_step", path), done);
+  }
+  long long want = 0;
+  bool agree;
+  if (has_base)
+    agree = base_epochs <= epochs && !__builtin_mul_overflow(epochs - base_epochs, iters, &want) &&
+            !__builtin_add_overflow(want, base_step + iteration, &want) && want == step;
+  else /* older checkpoints: each epoch had at least one iteration */
+    agree = epochs + iteration <= step;
+  if (!agree) {
+    if (has_base)
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: checkpoint metadata disagrees: epochs_done %lld and iteration %lld with "
+                   "%lld iterations per epoch from epoch %lld (step %lld) make step %lld, but "
+                   "the file says step %lld; the file was edited or is damaged",
+                   path, epochs, iteration, (long long)iters, base_epochs, base_step, want, step);
+    else
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: checkpoint metadata disagrees: epochs_done %lld and iteration %lld need "
+                   "at least %lld optimizer steps, but the file says step %lld; the file was "
+                   "edited or is damaged",
+                   path, epochs, iteration, epochs + iteration, step);
+    goto done;
+  }
+  /* Per-tensor CRC-32s; checkpoints written before they existed load unverified. */
+  uint32_t sums[CKPT_MAX_TENSORS];
+  int n_sums = -1;
+  const char *sum_text = ng__st_meta(&f, "checksums");
+  if (sum_text) {
+    n_sums = 0;
+    const char *p = sum_text;
+    while (*p && n_sums < CKPT_MAX_TENSORS) {
+      char *end = NULL;
+      unsigned long v = strtoul(p, &end, 16);
+      if (end != p + 8)
+        break;
+      sums[n_sums++] = (uint32_t)v;
+      p = end;
+      if (*p == ',')
+        p++;
+      else
+        break;
+    }
+    if (*p != '\0') {
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: checkpoint metadata 'checksums' is malformed (want 8 hex digits per "
+                   "tensor, comma-separated)",
+                   path);
+      goto done;
+    }
   }
   if (version != NG_CHECKPOINT_VERSION || kind != m->kind || opt != t->opts.optimizer ||
       epochs < 0 || step < 0) {
@@ -1033,6 +1143,11 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   }
   ng_param_tensor pt[3 * NG_MAX_LAYERS];
   int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
+  if (n_sums >= 0 && n_sums != np + 2)
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: checkpoint metadata 'checksums' lists %d tensors but this model's "
+                 "checkpoint has %d",
+                 path, n_sums, np + 2);
   for (int i = 0; i < np + 2 && st == NG_OK; i++) {
     char name[64];
     int64_t n =
@@ -1058,6 +1173,11 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
                    "%s: tensor '%s' is missing or is not float32 of shape %s as this model needs "
                    "(weights are stored [in, out])",
                    path, name, shape);
+    } else if (n_sums >= 0 && tensor_crc(tt->data, tt->nbytes) != sums[i]) {
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: tensor '%s' fails its checksum (CRC-32 %08x, the file says %08x): the "
+                   "file is damaged; use another checkpoint",
+                   path, name, (unsigned)tensor_crc(tt->data, tt->nbytes), (unsigned)sums[i]);
     } else
       memcpy(dst, tt->data, tt->nbytes);
   }
@@ -1072,6 +1192,17 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
     t->epochs_done = epochs;
     t->step.steps = step;
     t->iter_done = iteration;
+    /* The same iterations per epoch continue the file's base; another batch starts one. */
+    bool same = epoch_iters(n_train, t->opts.batch) == iters;
+    if (same && has_base) {
+      t->base_epochs = base_epochs;
+      t->base_step = base_step;
+    } else if (same && step == epochs * iters + iteration) {
+      t->base_epochs = t->base_step = 0;
+    } else {
+      t->base_epochs = epochs;
+      t->base_step = step - iteration;
+    }
   }
 done:
   ng__st_close(&f);

@@ -67,6 +67,37 @@ assert resumed["epochs"][0]["loss"] == full["epochs"][2]["loss"], (resumed, full
 assert resumed["test_acc"] == full["test_acc"], (resumed["test_acc"], full["test_acc"])
 PY
 
+# A checkpoint trained with another seed is refused, naming both seeds (issue 26; it loaded).
+seed4=("${common[@]}")
+for i in "${!seed4[@]}"; do [ "${seed4[i]}" = --seed ] && seed4[i + 1]=4; done
+run 1 train "${seed4[@]}" --epochs 3 --resume "$TMP/ck.safetensors"
+has err "seed 3 but this trainer has seed 4"
+
+# --checkpoint-every (issue 26; the option did not exist): periodic checkpoints, mid-epoch ones
+# included (3 iterations an epoch), change no bit of the run's final checkpoint; a run killed
+# with SIGKILL once one exists resumes from it to the uninterrupted run's bytes.
+run 0 train "${common[@]}" --epochs 3 --checkpoint "$TMP/ref.st"
+run 0 train "${common[@]}" --epochs 3 --checkpoint "$TMP/every.st" --checkpoint-every 1
+cmp -s "$TMP/ref.st" "$TMP/every.st" || fail "--checkpoint-every 1 changed the final checkpoint"
+"$BIN" train "${common[@]}" --epochs 3 --checkpoint "$TMP/killed.st" --checkpoint-every 1 \
+  >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do
+  [ -e "$TMP/killed.st" ] && break
+  sleep 0.05
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+[ -s "$TMP/killed.st" ] || fail "no periodic checkpoint before the kill"
+run 0 train "${common[@]}" --epochs 3 --checkpoint "$TMP/killed.st" --resume "$TMP/killed.st"
+cmp -s "$TMP/ref.st" "$TMP/killed.st" || fail "resuming the killed run did not give the same bytes"
+run 0 train "${common[@]}" --epochs 1 --checkpoint "$TMP/m.st" --checkpoint-every 0.001m
+[ -s "$TMP/m.st" ] || fail "--checkpoint-every 0.001m wrote no checkpoint"
+run 2 train "${common[@]}" --epochs 1 --checkpoint-every 5
+has err "needs --checkpoint"
+run 2 train "${common[@]}" --epochs 1 --checkpoint "$TMP/x.st" --checkpoint-every 0
+has err "checkpoint-every"
+
 # Usage errors (exit 2) and runtime errors (exit 1).
 run 2 train --dataset "$TMP/cora" --fanouts 10,x
 has err fanouts

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- helpers ---- */
@@ -772,6 +773,53 @@ static void test_read_reference_layout(void) {
   EXPECT_ERR_HAS("mem: tensor 'bias'");
 }
 
+/* The pid of a process that has exited and been reaped. */
+static pid_t dead_pid(void) {
+  pid_t p = fork();
+  if (p == 0)
+    _exit(0);
+  int status = 0;
+  waitpid(p, &status, 0);
+  return p;
+}
+
+/* Temporary files that killed writers left beside a destination (`<dst>.tmp-<pid>-XXXXXX`)
+ * are removed by the next write to it; those of live processes, other destinations and names
+ * without a pid stay (issue 26: they were never removed). */
+static void test_stale_temporaries_removed(void) {
+  char dir[4096], path[4200], stale[4300], live[4300], other[4300], old[4300];
+  make_dir(dir, sizeof dir, "stale");
+  snprintf(path, sizeof path, "%s/ck.safetensors", dir);
+  snprintf(stale, sizeof stale, "%s.tmp-%ld-abcdef", path, (long)dead_pid());
+  snprintf(live, sizeof live, "%s.tmp-%ld-abcdef", path, (long)getppid());
+  snprintf(other, sizeof other, "%s/other.safetensors.tmp-%ld-abcdef", dir, (long)dead_pid());
+  snprintf(old, sizeof old, "%s.tmp-Xy12ab", path);
+  const char junk[] = "half-written";
+  EXPECT_TRUE(ng_test_write_file(stale, junk, sizeof junk));
+  EXPECT_TRUE(ng_test_write_file(live, junk, sizeof junk));
+  EXPECT_TRUE(ng_test_write_file(other, junk, sizeof junk));
+  EXPECT_TRUE(ng_test_write_file(old, junk, sizeof junk));
+  float v[4] = {1, 2, 3, 4};
+  ng_st_tensor t = {.name = "t", .dtype = NG_DTYPE_F32, .ndim = 1, .shape = {4}};
+  t.data = v;
+  t.nbytes = sizeof v;
+  EXPECT_OK(ng__st_write(path, &t, 1, NULL, 0));
+  EXPECT_TRUE(!ng_test_exists(stale));
+  EXPECT_TRUE(ng_test_exists(live));
+  EXPECT_TRUE(ng_test_exists(other));
+  EXPECT_TRUE(ng_test_exists(old));
+  /* A stale folder (the dataset writer's) goes with its contents. */
+  char sub[4400], inner[4500];
+  snprintf(sub, sizeof sub, "%s.tmp-%ld-ghijkl", path, (long)dead_pid());
+  EXPECT_EQ_I(mkdir(sub, 0700), 0);
+  snprintf(inner, sizeof inner, "%s/features.npy", sub);
+  EXPECT_TRUE(ng_test_write_file(inner, junk, sizeof junk));
+  EXPECT_EQ_I(ng__tmp_sweep(path), 1);
+  EXPECT_TRUE(!ng_test_exists(inner));
+  struct stat sb;
+  EXPECT_TRUE(stat(sub, &sb) != 0);
+}
+
 int main(void) {
   RUN_TEST(test_round_trip);
   RUN_TEST(test_round_trip_large);
@@ -779,6 +827,7 @@ int main(void) {
   RUN_TEST(test_exact_bytes);
   RUN_TEST(test_replace_is_atomic);
   RUN_TEST(test_failed_write_keeps_old);
+  RUN_TEST(test_stale_temporaries_removed);
   RUN_TEST(test_reject_prefix);
   RUN_TEST(test_reject_json);
   RUN_TEST(test_reject_tensor_fields);

@@ -205,6 +205,89 @@ static void test_resume_is_bit_identical(void) {
   ng_model_destroy(m);
 }
 
+/* Rewrites checkpoint `src` to `dst` with metadata `key` set to `value` (NULL: dropped). */
+static void rewrite_meta(const char *src, const char *dst, const char *key, const char *value) {
+  ng_st_file f;
+  EXPECT_OK(ng__st_open(&f, src));
+  ng_st_meta meta[NG_ST_MAX_META];
+  int n = 0;
+  for (int i = 0; i < f.n_meta; i++) {
+    if (strcmp(f.meta[i].key, key) == 0 && !value)
+      continue;
+    meta[n] = f.meta[i];
+    if (strcmp(f.meta[i].key, key) == 0)
+      snprintf(meta[n].value, sizeof meta[n].value, "%s", value);
+    n++;
+  }
+  EXPECT_OK(ng__st_write(dst, f.tensors, f.n, meta, n));
+  ng__st_close(&f);
+}
+
+/* Checkpoint checks (issue 26): a flipped data byte fails the tensor's checksum, edited
+ * counters and another seed are refused with both values named, and a checkpoint from before
+ * checksums (no "checksums", "base_epochs", "base_step") still loads. Each check failed
+ * before: the loads succeeded. */
+static void test_checkpoint_checks(void) {
+  /* 140 training nodes in batches of 32: 5 iterations per epoch. */
+  recipe r = {NG_MODEL_SAGE, {5, 10}, 16, 32, 0, 21, 0};
+  ng_model_t m = make_model(&r);
+  ng_trainer_t t = make_trainer(m, &r);
+  for (int e = 0; e < 2; e++) {
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+  }
+  char good[4096], bad[4096];
+  snprintf(good, sizeof good, "%s", ng_test_path("checks.safetensors"));
+  snprintf(bad, sizeof bad, "%s", ng_test_path("checks-bad.safetensors"));
+  EXPECT_OK(ng_trainer_save(t, good));
+  EXPECT_OK(ng_trainer_load(t, good));
+  /* One flipped bit in the middle of the first layer's weights. */
+  size_t len = 0;
+  uint8_t *b = ng_test_read_file(good, &len);
+  ng_st_file f;
+  EXPECT_OK(ng__st_open(&f, good));
+  const ng_st_tensor *w = ng__st_find(&f, "layers.0.w_self");
+  EXPECT_TRUE(w != NULL);
+  if (b && w) {
+    size_t off = (size_t)((const uint8_t *)w->data - (const uint8_t *)f.map) + w->nbytes / 2;
+    b[off] ^= 0x10;
+    ng_test_write_file(bad, b, len);
+    EXPECT_STATUS(ng_trainer_load(t, bad), NG_ERR_FORMAT);
+    EXPECT_ERR_HAS("tensor 'layers.0.w_self' fails its checksum");
+  }
+  ng__st_close(&f);
+  free(b);
+  /* Counters that disagree with the step count. */
+  rewrite_meta(good, bad, "epochs_done", "9");
+  EXPECT_STATUS(ng_trainer_load(t, bad), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("epochs_done 9");
+  rewrite_meta(good, bad, "iteration", "5");
+  EXPECT_STATUS(ng_trainer_load(t, bad), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("iteration 5 is out of range");
+  rewrite_meta(good, bad, "step", "11");
+  EXPECT_STATUS(ng_trainer_load(t, bad), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("step 11");
+  /* Another seed, named with the checkpoint's. */
+  recipe other = r;
+  other.seed = 22;
+  ng_trainer_t t2 = make_trainer(m, &other);
+  EXPECT_STATUS(ng_trainer_load(t2, good), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("seed 21 but this trainer has seed 22");
+  ng_trainer_destroy(t2);
+  /* A checkpoint from before checksums loads (unverified), and an edited one is still caught
+   * by the weaker check. */
+  rewrite_meta(good, bad, "checksums", NULL);
+  rewrite_meta(bad, bad, "base_epochs", NULL);
+  rewrite_meta(bad, bad, "base_step", NULL);
+  EXPECT_OK(ng_trainer_load(t, bad));
+  EXPECT_EQ_I(ng_trainer_epochs_done(t), 2);
+  rewrite_meta(bad, bad, "epochs_done", "11");
+  EXPECT_STATUS(ng_trainer_load(t, bad), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("epochs_done 11");
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+}
+
 /* A progress callback that stops training at its `stop_at`-th call, as Ctrl-C does. Each call
  * sleeps past the library's 0.25 s rate limit, so that every iteration reports and the stop
  * falls after a known number of iterations. */
@@ -425,6 +508,7 @@ int main(void) {
   RUN_TEST(test_bitwise_reproducible_across_threads);
   RUN_TEST(test_resume_is_bit_identical);
   RUN_TEST(test_resume_mid_epoch);
+  RUN_TEST(test_checkpoint_checks);
   RUN_TEST(test_divergence_and_model_copy);
   RUN_TEST(test_gcn_cora_accuracy);
   RUN_TEST(test_sage_cora_accuracy);
