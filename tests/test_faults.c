@@ -15,6 +15,13 @@
 #include <string.h>
 
 static ng_dataset_t cora;
+
+static bool file_exists(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f)
+    fclose(f);
+  return f != NULL;
+}
 static ng_model_t model;
 
 typedef enum { AT_CREATE, AT_EPOCH, AT_SAVE } stage;
@@ -78,8 +85,14 @@ static bool run_once(const hook *h, stage at, int64_t nth, bool sticky, int work
       st = ng_trainer_create(&t, cora, model, &o);
     else if (s == AT_EPOCH)
       st = ng_trainer_epoch(&es, t);
-    else
+    else {
+      (void)remove(ng_test_path("fault.safetensors"));
       st = ng_trainer_save(t, ng_test_path("fault.safetensors"));
+      /* A failed save leaves nothing at the path. */
+      if (st != NG_OK && file_exists(ng_test_path("fault.safetensors")))
+        ng_test_fail(__FILE__, __LINE__, "%s fault %lld: a failed save left a file", h->name,
+                     (long long)nth);
+    }
     if (s == (int)at) {
       hit = fired(h) > 0;
       ng__fault_reset();
@@ -89,6 +102,8 @@ static bool run_once(const hook *h, stage at, int64_t nth, bool sticky, int work
       if (hit && st != NG_ERR_NOMEM && !deferred)
         ng_test_fail(__FILE__, __LINE__, "%s fault %lld at %s: got %s (%s), expected NOMEM",
                      h->name, (long long)nth, stage_names[s], ng_status_name(st), ng_last_error());
+      if (hit && !deferred && nth == 1)
+        printf("  %s at %s: %s\n", h->name, stage_names[s], ng_last_error());
       if (hit && !deferred &&
           (!strstr(ng_last_error(), "[injected]") || !strstr(ng_last_error(), h->needle)))
         ng_test_fail(__FILE__, __LINE__, "%s fault %lld at %s: message \"%s\" lacks \"%s\"",
