@@ -1,6 +1,6 @@
 /* Fault injection hooks (fault_impl.h, docs/faults.md). Each hook is armed by a flag that the
- * hot path reads first, relaxed, so that an unarmed hook costs one load; the counters behind it
- * are atomic because worker threads allocate concurrently. */
+ * hot path reads first (acquire, a plain load on x86), so that an unarmed hook costs one load; the
+ * counters behind it are atomic because worker threads allocate concurrently. */
 #include "fault_impl.h"
 
 #include <stdatomic.h>
@@ -37,7 +37,7 @@ static void arm(fault *f, int64_t nth, bool sticky, size_t max_bytes) {
 /* Counts one matching call and says whether it fails. Calls past the nth drive `left` below 0
  * (one per call, so it never wraps in practice); they fail when the fault is sticky. */
 static bool hit(fault *f, size_t bytes) {
-  if (NG_LIKELY(!atomic_load_explicit(&f->armed, memory_order_relaxed)))
+  if (NG_LIKELY(!atomic_load_explicit(&f->armed, memory_order_acquire)))
     return false;
   atomic_fetch_add(&f->calls, 1);
   bool fail = false;
@@ -72,7 +72,7 @@ int64_t ng__fault_alloc_calls(void) {
 }
 
 bool ng__fault_alloc_hit(const char *what) {
-  if (NG_LIKELY(!atomic_load_explicit(&alloc_fault.armed, memory_order_relaxed)))
+  if (NG_LIKELY(!atomic_load_explicit(&alloc_fault.armed, memory_order_acquire)))
     return false;
   if (alloc_match[0] && (!what || !strstr(what, alloc_match)))
     return false;
@@ -97,7 +97,7 @@ void ng__fault_pin(bool refuse) {
 }
 
 bool ng__fault_pin_hit(void) {
-  return atomic_load_explicit(&pin_fault, memory_order_relaxed);
+  return atomic_load_explicit(&pin_fault, memory_order_acquire);
 }
 
 void ng__fault_reset(void) {

@@ -1,6 +1,6 @@
 /* Fault injection for tests (docs/faults.md): hooks that make core's allocator, the backend
  * interface's memory ops and the worker pool's pinning fail on demand, so that every error path
- * can be exercised on the CPU. Off by default; an unarmed hook costs one relaxed atomic load.
+ * can be exercised on the CPU. Off by default; an unarmed hook costs one atomic load (acquire).
  * Arm and disarm them while no training runs (the hooks' settings are not meant to change under
  * running threads; their counters are atomic, so threads that hit them may race freely). */
 #ifndef NG_FAULT_IMPL_H
