@@ -1,5 +1,6 @@
 /* Allocation helpers that report failures through ng_last_error(). */
 #include "core_impl.h"
+#include "fault_impl.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -7,18 +8,24 @@
 
 enum { NG_ALIGN = 64 };
 
+/* What an injected failure (fault_impl.h) appends to the usual message. */
+#define INJECTED(injected) ((injected) ? " [injected]" : "")
+
 void *ng__malloc(size_t bytes, const char *what) {
-  void *p = malloc(bytes ? bytes : 1);
+  const bool injected = ng__fault_alloc_hit(what);
+  void *p = injected ? NULL : malloc(bytes ? bytes : 1);
   if (!p)
-    ng__err(NG_ERR_NOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
+    ng__err(NG_ERR_NOMEM, "out of memory allocating %zu bytes for %s%s", bytes, what,
+            INJECTED(injected));
   return p;
 }
 
 void *ng__calloc(size_t count, size_t elem_bytes, const char *what) {
-  void *p = calloc(count ? count : 1, elem_bytes ? elem_bytes : 1);
+  const bool injected = ng__fault_alloc_hit(what);
+  void *p = injected ? NULL : calloc(count ? count : 1, elem_bytes ? elem_bytes : 1);
   if (!p)
-    ng__err(NG_ERR_NOMEM, "out of memory allocating %zu x %zu bytes for %s", count, elem_bytes,
-            what);
+    ng__err(NG_ERR_NOMEM, "out of memory allocating %zu x %zu bytes for %s%s", count, elem_bytes,
+            what, INJECTED(injected));
   return p;
 }
 
@@ -26,9 +33,11 @@ ng_status ng__host_reserve(void **p, size_t *cap, size_t bytes, const char *what
   if (bytes <= *cap)
     return NG_OK;
   const size_t want = NG_MAX(bytes, *cap + *cap / 2);
-  void *q = realloc(*p, want);
+  const bool injected = ng__fault_alloc_hit(what);
+  void *q = injected ? NULL : realloc(*p, want);
   if (!q)
-    return ng__err(NG_ERR_NOMEM, "out of memory growing %s to %zu bytes", what, want);
+    return ng__err(NG_ERR_NOMEM, "out of memory growing %s to %zu bytes%s", what, want,
+                   INJECTED(injected));
   *p = q;
   *cap = want;
   return NG_OK;
@@ -38,9 +47,11 @@ void *ng__aligned_alloc(size_t bytes, const char *what) {
   size_t rounded = (bytes + NG_ALIGN - 1) / NG_ALIGN * NG_ALIGN;
   if (rounded < bytes || rounded == 0)
     rounded = NG_ALIGN;
-  void *p = aligned_alloc(NG_ALIGN, rounded);
+  const bool injected = ng__fault_alloc_hit(what);
+  void *p = injected ? NULL : aligned_alloc(NG_ALIGN, rounded);
   if (!p)
-    ng__err(NG_ERR_NOMEM, "out of memory allocating %zu aligned bytes for %s", bytes, what);
+    ng__err(NG_ERR_NOMEM, "out of memory allocating %zu aligned bytes for %s%s", bytes, what,
+            INJECTED(injected));
   return p;
 }
 
@@ -51,9 +62,13 @@ void ng__aligned_free(void *ptr) {
 void *ng__big_alloc(size_t bytes, const char *what) {
   if (bytes == 0)
     bytes = 1;
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const bool injected = ng__fault_alloc_hit(what);
+  void *p = injected
+                ? MAP_FAILED
+                : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    ng__err(NG_ERR_NOMEM, "out of memory mapping %zu bytes for %s", bytes, what);
+    ng__err(NG_ERR_NOMEM, "out of memory mapping %zu bytes for %s%s", bytes, what,
+            INJECTED(injected));
     return NULL;
   }
 #ifdef MADV_HUGEPAGE

@@ -5,6 +5,7 @@
  * backend's 32-bit cuBLAS sizes and its stream state, the xent label ranges each backend reads
  * where its memory is. A front op costs one indirect call more than calling impl directly. */
 #include "backend_impl.h"
+#include "fault_impl.h"
 
 /* ---- the checks ---- */
 
@@ -149,14 +150,38 @@ static ng_status check_aggr_dim(ng_backend *be, const char *op, const ng_aggr *a
 
 /* ---- memory ---- */
 
+/* Injected failures (fault_impl.h) are refused here, before the backend, so that they behave
+ * alike on every backend; the messages read as the backends' own. */
 static ng_status front_alloc(ng_backend *be, void **out, size_t bytes) {
   NG_CHECK(check_ptr("alloc", "out", out, true));
+  if (NG_UNLIKELY(ng__fault_backend_hit(NG_FAULT_ALLOC, bytes))) {
+    *out = NULL;
+    return ng__err(NG_ERR_NOMEM, "%s: out of device memory allocating %zu bytes [injected]",
+                   be->impl->name, bytes);
+  }
   return be->impl->alloc(be, out, bytes);
 }
 
 static ng_status front_host_alloc(ng_backend *be, void **out, size_t bytes) {
   NG_CHECK(check_ptr("host_alloc", "out", out, true));
+  if (NG_UNLIKELY(ng__fault_backend_hit(NG_FAULT_HOST_ALLOC, bytes))) {
+    *out = NULL;
+    return ng__err(NG_ERR_NOMEM,
+                   "%s: cannot allocate %zu bytes of pinned host memory (the limit on "
+                   "page-locked memory is reached) [injected]",
+                   be->impl->name, bytes);
+  }
   return be->impl->host_alloc(be, out, bytes);
+}
+
+static ng_status front_host_register(ng_backend *be, void *ptr, size_t bytes, bool read_only) {
+  NG_CHECK(check_ptr("host_register", "ptr", ptr, bytes > 0));
+  if (NG_UNLIKELY(ng__fault_backend_hit(NG_FAULT_HOST_REGISTER, bytes)))
+    return ng__err(NG_ERR_NOMEM,
+                   "%s: cannot page-lock %zu bytes of host memory for zero-copy reads (the "
+                   "limit on page-locked memory is reached) [injected]",
+                   be->impl->name, bytes);
+  return be->impl->host_register(be, ptr, bytes, read_only);
 }
 
 /* A copy of 0 bytes is done before it starts, whatever its pointers. */
@@ -441,12 +466,13 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
 /* ---- the front table ---- */
 
 /* The ops the front checks. The others (destroy, free, sync, mem_info, host_free,
- * host_register, host_unregister, pci_bus_id, host_view, set_precision, xent_result) take
+ * host_unregister, pci_bus_id, host_view, set_precision, xent_result) take
  * nothing the front could validate that the backend does not know better, so the front holds
  * the backend's own pointers there. */
 #define NG_FRONT_OPS(X)                                                                            \
   X(alloc)                                                                                         \
   X(host_alloc)                                                                                    \
+  X(host_register)                                                                                 \
   X(copy_h2d)                                                                                      \
   X(copy_d2h)                                                                                      \
   X(copy_d2d)                                                                                      \

@@ -184,9 +184,12 @@ ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backen
   ex->be = be;
   size_t bytes = (size_t)m->n_params * sizeof(float);
   float **bufs[4] = {&ex->params, &ex->grads, &ex->state1, &ex->state2};
+  static const char *const names[4] = {"parameters", "gradients", "optimizer state 1",
+                                       "optimizer state 2"};
   for (int i = 0; i < 4; i++) {
     ng_status st = BE(ex)->alloc(be, (void **)bufs[i], bytes);
     if (st != NG_OK) {
+      ng__err_prefix("the model's %s (%lld floats)", names[i], (long long)m->n_params);
       ng__exec_destroy(ex);
       return st;
     }
@@ -234,7 +237,10 @@ static void *take(carve *c, size_t bytes) {
 }
 
 static ng_status arena_reserve(ng_model_exec *ex, size_t bytes) {
-  return ng__bk_reserve(ex->be, &ex->arena, &ex->arena_cap, bytes);
+  ng_status st = ng__bk_reserve(ex->be, &ex->arena, &ex->arena_cap, bytes);
+  if (st != NG_OK)
+    ng__err_prefix("the model's activations and gradients of a mini-batch");
+  return st;
 }
 
 static bool layer_drops(const ng_layer *L, bool training) {

@@ -869,8 +869,12 @@ static ng_status begin_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng
       rt->ctrl.settle = NG_MAX(rt->ctrl.settle, 1);
     affinity_save(&rt->aff);
     /* Binding may be refused (containers): the run goes on unbound, as the placement says. */
-    if (st == NG_OK)
-      (void)ng__pool_bind_device_thread(rt->pool);
+    if (st == NG_OK && ng__pool_bind_device_thread(rt->pool) != NG_OK &&
+        !strstr(rt->placement, "device thread unbound")) {
+      size_t len = strlen(rt->placement);
+      snprintf(rt->placement + len, sizeof rt->placement - len,
+               ", device thread unbound (binding refused)");
+    }
   } else {
     rt->drop_p = drop_p;
     snprintf(rt->placement, sizeof rt->placement,

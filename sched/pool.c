@@ -3,6 +3,8 @@
  * itself to its core. */
 #include "sched_impl.h"
 
+#include "fault_impl.h"
+
 #include <hwloc.h>
 
 #include <errno.h>
@@ -37,6 +39,7 @@ struct ng_pool {
   pthread_t *threads;
   worker_arg *args;
   int started; /* threads created */
+  int tried;   /* workers that have tried to bind (under gate_mu) */
   pthread_mutex_t gate_mu;
   pthread_cond_t gate_cv;
   int gate;
@@ -286,20 +289,52 @@ static ng_status order_pus(hwloc_topology_t topo, hwloc_const_bitmap_t chosen, i
 
 /* ---- threads ---- */
 
+/* Binds the calling thread to `set`; false when the system (or an injected fault) refuses. */
+static bool bind_thread(const ng_pool *p, hwloc_const_bitmap_t set) {
+  if (ng__fault_pin_hit()) {
+    errno = EPERM;
+    return false;
+  }
+  return hwloc_set_cpubind(p->topo, set, HWLOC_CPUBIND_THREAD) == 0;
+}
+
+/* A worker binds itself before it waits at the gate, so that the pool knows, before it starts
+ * any work, which workers run unbound (its description says so). */
 static void *worker_main(void *arg) {
   worker_arg *a = arg;
   ng_pool *p = a->pool;
+  if (p->bind && bind_thread(p, p->sets[a->index]))
+    __atomic_store_n(&p->bound[a->index], true, __ATOMIC_RELEASE);
   pthread_mutex_lock(&p->gate_mu);
+  p->tried++;
+  pthread_cond_broadcast(&p->gate_cv);
   while (p->gate == GATE_WAIT)
     pthread_cond_wait(&p->gate_cv, &p->gate_mu);
   int gate = p->gate;
   pthread_mutex_unlock(&p->gate_mu);
   if (gate == GATE_ABORT)
     return NULL;
-  if (p->bind && hwloc_set_cpubind(p->topo, p->sets[a->index], HWLOC_CPUBIND_THREAD) == 0)
-    __atomic_store_n(&p->bound[a->index], true, __ATOMIC_RELEASE);
   p->fn(p->ctx, a->index);
   return NULL;
+}
+
+/* Waits until every started worker has tried to bind, and adds to the description how many
+ * could not (they run unbound: the documented fallback, docs/scheduler.md). */
+static void note_unbound(ng_pool *p) {
+  if (!p->bind)
+    return;
+  pthread_mutex_lock(&p->gate_mu);
+  while (p->tried < p->started)
+    pthread_cond_wait(&p->gate_cv, &p->gate_mu);
+  pthread_mutex_unlock(&p->gate_mu);
+  int unbound = 0;
+  for (int w = 0; w < p->n_workers; w++)
+    unbound += !__atomic_load_n(&p->bound[w], __ATOMIC_ACQUIRE);
+  if (unbound > 0) {
+    size_t len = strlen(p->desc);
+    snprintf(p->desc + len, sizeof p->desc - len, ", %d of %d worker%s unbound (binding refused)",
+             unbound, p->n_workers, p->n_workers == 1 ? "" : "s");
+  }
 }
 
 static void open_gate(ng_pool *p, int state) {
@@ -507,6 +542,7 @@ ng_status ng__pool_start(ng_pool **out, const ng_pool_opts *o, void (*fn)(void *
     open_gate(p, GATE_ABORT);
     goto fail;
   }
+  note_unbound(p);
   /* Set before the gate opens, so that a worker may read the pool through its context. */
   *out = p;
   open_gate(p, GATE_GO);
@@ -553,7 +589,7 @@ bool ng__pool_near_pci(const ng_pool *p) {
 ng_status ng__pool_bind_device_thread(const ng_pool *p) {
   if (!p->bind || p->device_core < 0)
     return NG_OK;
-  if (hwloc_set_cpubind(p->topo, p->device_set, HWLOC_CPUBIND_THREAD) != 0)
+  if (!bind_thread(p, p->device_set))
     return ng__err_errno(NG_ERR_UNSUPPORTED, errno,
                          "cannot bind the device thread to core %d (the container or the "
                          "scheduler forbids it); it runs unbound",
