@@ -255,16 +255,7 @@ static void test_pinning_refused(void) {
 
 int main(void) {
   cora = ng_test_fetch_cora();
-  EXPECT_OK(ng_model_create(&model, NG_MODEL_SAGE, 1433));
-  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
-  l0.out_dim = 16;
-  l0.fanout = 5;
-  l0.dropout = 0.5f;
-  l1.out_dim = 7;
-  l1.fanout = 10;
-  l1.activation = NG_ACT_NONE;
-  EXPECT_OK(ng_model_add_layer(model, &l0));
-  EXPECT_OK(ng_model_add_layer(model, &l1));
+  model = ng_test_cora_sage();
   RUN_TEST(test_pinning_refused);
   RUN_TEST(test_backend_ops);
   RUN_TEST(test_pinned_limit);
