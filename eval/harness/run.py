@@ -136,6 +136,13 @@ def parse_args(argv):
     return a
 
 
+def shown_path(path):
+    """`path` as the results record it: relative to the repository when inside it, so that a
+    results folder names no machine's folders."""
+    rel = os.path.relpath(path, ROOT)
+    return path if rel.startswith("..") else rel
+
+
 def find_bin(arg):
     if arg:
         return os.path.abspath(arg)
@@ -367,7 +374,7 @@ def main(argv):
     t_start = time.time()
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "host": platform.node(), "cores": allowed_cores(),
-            "bin": a.bin, "version": version, "device": a.device, "epochs": a.epochs,
+            "bin": shown_path(a.bin), "version": version, "device": a.device, "epochs": a.epochs,
             "precision": a.precision, "op_profile": OP_PROFILE,
             "command": shlex.join([sys.executable, os.path.relpath(__file__, ROOT)] + argv),
             "modes": a.modes, "workers": a.workers, "workloads": {}, "titles": {}}
