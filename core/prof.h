@@ -31,7 +31,6 @@ typedef struct {
   int n_rows;
   bool whole;         ///< the iteration being timed reached ng__prof_finish
   int64_t iterations; ///< iterations timed and read
-  bool overflow;      ///< an iteration had more ops than events: the rest were not timed
 } ng_prof;
 
 /// Sets up a profile over `be` (borrowed); off when the backend has no timing events.

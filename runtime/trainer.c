@@ -348,8 +348,6 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
   NG_CHECK(ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
                           zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL));
   t->store.prof = &t->prof;
-  t->startup.hot_upload_s = t->store.upload_s;
-  t->startup.register_s = t->store.register_s;
   t->fetch = (ng_fetch_cfg){
       .mode = NG_FETCH_BATCH, /* per worker, by its group */
       .hot = hot,
@@ -514,6 +512,8 @@ ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t t) {
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_startup: out is NULL");
   *out = t->startup;
+  out->hot_upload_s = t->store.upload_s; /* the store timed its own set-up */
+  out->register_s = t->store.register_s;
   return NG_OK;
 }
 
