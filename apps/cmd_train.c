@@ -23,6 +23,8 @@ static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
 static const char *const NORMALIZE_NAMES[] = {"none", "row", NULL};
 static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
 static const char *const PRECISION_NAMES[] = {"fp32", "tf32", NULL};
+/* In ng_sampler_kind's order; "gpu" is the device sampler's name on the cuda device. */
+static const char *const SAMPLER_NAMES[] = {"auto", "cpu", "gpu", NULL};
 /* In the order of ng_mode and ng_fetch. */
 static const char *const MODE_NAMES[] = {"auto",    "cpu",           "baseline", "zerocopy",
                                          "partial", "hybrid-static", "hybrid",   NULL};
@@ -43,6 +45,7 @@ typedef struct {
   double cache_ratio; /* < 0: not given */
   int32_t workers, partial_workers, lookahead, ready_window, op_profile;
   int precision;
+  int sampler;
   const char *cpuset;
   double period_ms, threshold, telemetry_s, device_share;
 } train_cfg;
@@ -410,19 +413,21 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
   int64_t hot = ng_trainer_hot_rows(t);
   fprintf(stderr,
           "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
-          "%s memory; the host reads %s\n",
+          "%s memory; the host reads %s; %s sampler\n",
           command, ng_mode_name((ng_mode)c->mode), hot, info->nodes,
           info->nodes ? 100.0 * (double)hot / (double)info->nodes : 0.0,
           (double)hot * (double)info->feature_dim * 4.0 / 1048576.0, c->device,
           ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
-                                             : "the dataset's mapping of the features");
+                                             : "the dataset's mapping of the features",
+          ng_trainer_sampler(t));
   ng_startup_times su;
   if (ng_trainer_startup(&su, t) == NG_OK)
-    fprintf(stderr,
-            "neargnn %s: set up in %.2f s (%.2f s since the start): features copied %.2f s, "
-            "hot rows uploaded %.2f s, cold rows registered %.2f s\n",
-            command, su.total_s, cli_now() - cli_start_time(), su.features_copy_s, su.hot_upload_s,
-            su.register_s);
+    fprintf(
+        stderr,
+        "neargnn %s: set up in %.2f s (%.2f s since the start): features copied %.2f s, "
+        "hot rows uploaded %.2f s, cold rows registered %.2f s, topology to the sampler %.2f s\n",
+        command, su.total_s, cli_now() - cli_start_time(), su.features_copy_s, su.hot_upload_s,
+        su.register_s, su.sampler_s);
 }
 
 /* The whole run's figures in the JSON report, from the command's start: what a user waits for. */
@@ -435,6 +440,8 @@ static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *
       cJSON_AddNumberToObject(js, "features_copy_s", su.features_copy_s);
       cJSON_AddNumberToObject(js, "hot_upload_s", su.hot_upload_s);
       cJSON_AddNumberToObject(js, "register_s", su.register_s);
+      cJSON_AddNumberToObject(js, "sampler_s", su.sampler_s);
+      cJSON_AddStringToObject(js, "sampler", ng_trainer_sampler(t));
     }
   }
   if (notes->first_iter > 0) {
@@ -497,6 +504,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.ready_window = c->ready_window;
   o.device_share = c->device_share;
   o.precision = (ng_precision)c->precision;
+  o.sampler = (ng_sampler_kind)c->sampler;
   o.op_profile_every = c->op_profile;
   o.trace_spans = f->trace ? TRACE_SPANS : 0;
   telemetry_files tf = {NULL, NULL};
@@ -706,6 +714,10 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       CLI_OPT_CHOICE("precision", &(c)->precision, "P", PRECISION_NAMES,                           \
                      "the device's matrix products: fp32, or tf32 (tensor cores, cuda only); "     \
                      "both accumulate in fp32"),                                                   \
+      CLI_OPT_CHOICE("sampler", &(c)->sampler, "S", SAMPLER_NAMES,                                 \
+                     "who samples the blocks: the workers (cpu), the device (gpu; the workers "    \
+                     "then only fetch), or auto: gpu when the topology fits in a quarter of its "  \
+                     "free memory; the blocks are the same either way"),                          \
       CLI_OPT_INT("op-profile", &(c)->op_profile, "N", 0, INT32_MAX,                               \
                   "time every op of the device step on one iteration in N (device events) and "    \
                   "print the table at the end; 0 = off"),                                          \

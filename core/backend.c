@@ -40,3 +40,53 @@ ng_status ng__bk_reserve(ng_backend *be, void **buf, size_t *cap, size_t bytes) 
   *cap = want;
   return NG_OK;
 }
+
+int ng__minibatch_arrays(const ng_minibatch *mb, const void **src, size_t *bytes) {
+  int n = 0;
+  src[n] = mb->node_ids;
+  bytes[n++] = (size_t)mb->blocks[0].n_src * sizeof(int64_t);
+  for (int l = 0; l < mb->n_layers; l++) {
+    const ng_block *b = &mb->blocks[l];
+    const size_t dst1 = ((size_t)b->n_dst + 1) * sizeof(int32_t);
+    const size_t e4 = (size_t)b->nnz * 4;
+    src[n] = b->indptr, bytes[n++] = dst1;
+    src[n] = b->indices, bytes[n++] = e4;
+    if (b->edge_w) {
+      src[n] = b->edge_w, bytes[n++] = e4;
+      src[n] = b->self_w, bytes[n++] = (size_t)b->n_dst * sizeof(float);
+    }
+    if (b->t_indptr) {
+      src[n] = b->t_indptr, bytes[n++] = ((size_t)b->n_src + 1) * sizeof(int32_t);
+      src[n] = b->t_dst, bytes[n++] = e4;
+      src[n] = b->t_eid, bytes[n++] = e4;
+    }
+  }
+  return n;
+}
+
+void ng__minibatch_rebase(ng_minibatch *out, const ng_minibatch *mb, void *const *dst) {
+  *out = *mb;
+  int k = 0;
+  out->node_ids = dst[k++];
+  for (int l = 0; l < mb->n_layers; l++) {
+    ng_block *b = &out->blocks[l];
+    b->indptr = dst[k++];
+    b->indices = dst[k++];
+    if (b->edge_w) {
+      b->edge_w = dst[k++];
+      b->self_w = dst[k++];
+    }
+    if (b->t_indptr) {
+      b->t_indptr = dst[k++];
+      b->t_dst = dst[k++];
+      b->t_eid = dst[k++];
+    }
+  }
+}
+
+size_t ng__minibatch_packed_bytes(const size_t *bytes, int n) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++)
+    total += (bytes[i] + 63) & ~(size_t)63;
+  return total;
+}

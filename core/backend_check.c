@@ -7,6 +7,8 @@
 #include "backend_impl.h"
 #include "fault_impl.h"
 
+#include <string.h>
+
 /* ---- the checks ---- */
 
 static ng_status check_count(const char *op, const char *what, int64_t v) {
@@ -223,6 +225,55 @@ static ng_status front_fill(ng_backend *be, float *x, int64_t n, float value) {
   NG_CHECK(check_count("fill", "n", n));
   NG_CHECK(check_ptr("fill", "x", x, n > 0));
   return n == 0 ? NG_OK : be->impl->fill(be, x, n, value);
+}
+
+/* ---- sampling ---- */
+
+static ng_status front_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sampler **out) {
+  NG_CHECK(check_ptr("sampler_create", "out", out, true));
+  *out = NULL;
+  NG_CHECK(check_ptr("sampler_create", "graph", g, true));
+  if (!g->indptr || (!g->idx32) == (!g->idx64) || g->nodes < 0)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "sampler_create: the graph must have nodes >= 0, indptr and exactly one of "
+                   "idx32/idx64");
+  return be->impl->sampler_create(be, g, out);
+}
+
+/* What the CPU sampler checks too: the layers and fanouts, and every target an id of the graph
+ * (the device cannot report a bad id by name). */
+static ng_status front_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
+                                   const int64_t *targets, int32_t n, uint64_t seed,
+                                   ng_minibatch *out, void **host, size_t *host_cap) {
+  NG_CHECK(check_ptr("sampler_run", "out", out, true));
+  memset(out, 0, sizeof *out);
+  NG_CHECK(check_ptr("sampler_run", "sampler", s, true));
+  NG_CHECK(check_ptr("sampler_run", "configuration", cfg, true));
+  NG_CHECK(check_ptr("sampler_run", "configuration's graph", cfg->graph, true));
+  NG_CHECK(check_ptr("sampler_run", "host buffer", host, true));
+  NG_CHECK(check_ptr("sampler_run", "host buffer's capacity", host_cap, true));
+  if (cfg->n_layers < 1 || cfg->n_layers > NG_MAX_LAYERS)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler: %d layers; use 1 to %d", cfg->n_layers,
+                   NG_MAX_LAYERS);
+  for (int l = 0; l < cfg->n_layers; l++)
+    if (cfg->fanout[l] == 0 || cfg->fanout[l] < -1)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "sampler: fanout %d of layer %d; use a positive count or -1 (all neighbours)",
+                     (int)cfg->fanout[l], l);
+  if (n < 1 || !targets)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler: %d targets; a mini-batch needs at least one",
+                   (int)n);
+  for (int32_t i = 0; i < n; i++)
+    if (targets[i] < 0 || targets[i] >= cfg->graph->nodes)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "sampler: targets[%d] = %lld is not a node id of the graph (0 .. %lld)",
+                     (int)i, (long long)targets[i], (long long)cfg->graph->nodes - 1);
+  if (NG_UNLIKELY(ng__fault_backend_hit(NG_FAULT_SAMPLER_RUN, 0)))
+    return ng__err(NG_ERR_NOMEM,
+                   "%s: sampler_run: out of device memory sampling %d targets "
+                   "[injected]",
+                   be->impl->name, (int)n);
+  return be->impl->sampler_run(be, s, cfg, targets, n, seed, out, host, host_cap);
 }
 
 /* ---- timing ---- */
@@ -466,7 +517,7 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
 /* ---- the front table ---- */
 
 /* The ops the front checks. The others (destroy, free, sync, mem_info, host_free,
- * host_unregister, pci_bus_id, host_view, set_precision, xent_result) take
+ * host_unregister, pci_bus_id, host_view, set_precision, xent_result, sampler_destroy) take
  * nothing the front could validate that the backend does not know better, so the front holds
  * the backend's own pointers there. */
 #define NG_FRONT_OPS(X)                                                                            \
@@ -483,6 +534,8 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
   X(copy_ops_end)                                                                                  \
   X(fill)                                                                                          \
   X(event_record)                                                                                  \
+  X(sampler_create)                                                                                \
+  X(sampler_run)                                                                                   \
   X(event_elapsed)                                                                                 \
   X(gather_rows)                                                                                   \
   X(aggr_fwd)                                                                                      \

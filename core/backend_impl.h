@@ -14,6 +14,7 @@
 #define NG_BACKEND_IMPL_H
 
 #include "core_impl.h"
+#include "csr_impl.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +49,17 @@ typedef struct {
   const int64_t *node_ids; ///< [blocks[0].n_src] global ids; prefix n_dst of a block = its dst
   int32_t n_targets;       ///< == blocks[n_layers - 1].n_dst
 } ng_minibatch;
+
+/// What a mini-batch's sampler draws (cpu/sampler.c, and a backend's device sampler, which must
+/// give the same blocks): the graph, per-layer fanouts, and which extra arrays each block gets.
+/// Block index 0 is the input layer.
+typedef struct {
+  const ng_csr *graph;             ///< borrowed; row v = the neighbours v aggregates from
+  int n_layers;                    ///< 1 .. NG_MAX_LAYERS
+  int32_t fanout[NG_MAX_LAYERS];   ///< per block index (0 = input layer); -1 = all neighbours
+  bool gcn_weights[NG_MAX_LAYERS]; ///< fill edge_w and self_w with GCN normalisation
+  bool transpose[NG_MAX_LAYERS];   ///< fill t_indptr / t_dst / t_eid (for the block's backward)
+} ng_sampler_cfg;
 
 /// How the aggregator combines neighbour rows (the internal form of ng_aggregator).
 typedef struct {
@@ -90,6 +102,8 @@ typedef struct {
 } ng_opt_hp;
 
 typedef struct ng_backend ng_backend;
+/// A backend's device sampler (sampler_create), opaque to its callers.
+typedef struct ng_dev_sampler ng_dev_sampler;
 
 /// The order of the bias gradient's column sums (bias_act_bwd), the same on every backend: rows
 /// are cut into chunks of NG_BIAS_CHUNK_ROWS; each chunk's column sums are added in row order
@@ -170,6 +184,21 @@ struct ng_backend_i {
   /// Sets the arithmetic of the GEMMs queued from now on. NULL, or NG_ERR_UNSUPPORTED for a
   /// precision the backend cannot run: fp32 only.
   ng_status (*set_precision)(ng_backend *be, ng_precision p);
+
+  /* -- sampling on the device (optional: NULL where the backend has none) -- */
+  /// A device sampler of graph `g` (borrowed; the CUDA backend copies its topology to device
+  /// memory): what sampler_run draws from. Destroyed with sampler_destroy (accepts NULL).
+  ng_status (*sampler_create)(ng_backend *be, const ng_csr *g, ng_dev_sampler **out);
+  void (*sampler_destroy)(ng_backend *be, ng_dev_sampler *s);
+  /// Samples the blocks of `n` distinct targets (host array) with `seed` exactly as ng__sample
+  /// (cpu/sampler.c) does for `cfg` (whose graph must be the sampler's): the same blocks bit for
+  /// bit. They are copied into host memory *host of *host_cap bytes, which the op grows (with
+  /// host_free and host_alloc) as needed; `out`'s arrays point into it until the next call with
+  /// that buffer. A sampler works on its own queue and memory, beside the ops: one thread at a
+  /// time may run it, and that thread need not be the ops' thread.
+  ng_status (*sampler_run)(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
+                           const int64_t *targets, int32_t n, uint64_t seed, ng_minibatch *out,
+                           void **host, size_t *host_cap);
 
   /* -- gathers -- */
   /// dst[i, :] = table[ids[i], :] for i < n (table is [*, dim] with row stride dim; on the CUDA
@@ -293,6 +322,18 @@ ng_status ng__bk_check_ptr(const char *op, const char *what, const void *p, bool
 /// freed and reallocated (contents lost) with half again its size or `bytes`, whichever is
 /// more, so that buffers sized for the largest mini-batch stop growing.
 ng_status ng__bk_reserve(ng_backend *be, void **buf, size_t *cap, size_t bytes);
+
+/// The most arrays a mini-batch has: its node ids and seven per block (ng__minibatch_arrays).
+#define NG_MB_ARRAYS (1 + 7 * NG_MAX_LAYERS)
+
+/// The arrays of `mb` in a fixed order (node ids, then each block's indptr, indices, edge_w and
+/// self_w when set, t_indptr, t_dst and t_eid when set) with their sizes in bytes: how a sampler
+/// copies a mini-batch into one buffer. Returns how many (at most NG_MB_ARRAYS).
+int ng__minibatch_arrays(const ng_minibatch *mb, const void **src, size_t *bytes);
+/// `mb` with its arrays at dst[0 ..] instead, in ng__minibatch_arrays's order.
+void ng__minibatch_rebase(ng_minibatch *out, const ng_minibatch *mb, void *const *dst);
+/// Bytes of one buffer holding `n` arrays of these sizes, each at a 64-byte boundary.
+size_t ng__minibatch_packed_bytes(const size_t *bytes, int n);
 
 /// Translates a public aggregator descriptor into the backend's form (validating it).
 ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc);

@@ -31,7 +31,8 @@ typedef enum {
   NG_FAULT_ALLOC = 0,         ///< alloc: device memory (the hot tier, model buffers)
   NG_FAULT_HOST_ALLOC = 1,    ///< host_alloc: pinned staging memory
   NG_FAULT_HOST_REGISTER = 2, ///< host_register: page-locking the zero-copy feature rows
-  NG_FAULT_BACKEND_OPS = 3
+  NG_FAULT_SAMPLER_RUN = 3,   ///< sampler_run: the device sampler (bytes: 0 per call)
+  NG_FAULT_BACKEND_OPS = 4
 } ng_fault_op;
 
 /// Makes the checked front (core/backend_check.c) refuse `op` on every backend with

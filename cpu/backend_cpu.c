@@ -8,6 +8,7 @@
  * reads the blocks' offsets here because this backend's memory is host memory; what stays here
  * is the check that needs the data the op reads anyway (xent's labels). */
 #include "kernels_impl.h"
+#include "sampler_impl.h"
 #include "ng_cpu.h"
 
 #include "rng.h"
@@ -668,6 +669,68 @@ static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param,
   return NG_OK;
 }
 
+/* ---- the device sampler: on this backend the device is the CPU, so it is ng__sample itself,
+ * copied into the caller's buffer as the CUDA backend's copies its blocks back. It lets the
+ * runtime's hand-off of sampled blocks to the workers run, and be tested, without a GPU. */
+
+struct ng_dev_sampler {
+  const ng_csr *graph;
+  ng_sample_arena *arena;
+};
+
+static ng_status cpu_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sampler **out) {
+  (void)be;
+  *out = NULL;
+  ng_dev_sampler *s = ng__calloc(1, sizeof *s, "CPU device sampler");
+  if (!s)
+    return NG_ERR_NOMEM;
+  s->graph = g;
+  ng_status st = ng__sample_arena_create(&s->arena);
+  if (st != NG_OK) {
+    free(s);
+    return st;
+  }
+  *out = s;
+  return NG_OK;
+}
+
+static void cpu_sampler_destroy(ng_backend *be, ng_dev_sampler *s) {
+  (void)be;
+  if (!s)
+    return;
+  ng__sample_arena_destroy(s->arena);
+  free(s);
+}
+
+static ng_status cpu_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
+                                 const int64_t *targets, int32_t n, uint64_t seed,
+                                 ng_minibatch *out, void **host, size_t *host_cap) {
+  memset(out, 0, sizeof *out);
+  ng_minibatch mb;
+  NG_CHECK(ng__sample(&mb, s->arena, cfg, targets, n, seed));
+  const void *src[NG_MB_ARRAYS];
+  size_t bytes[NG_MB_ARRAYS];
+  const int k = ng__minibatch_arrays(&mb, src, bytes);
+  const size_t total = ng__minibatch_packed_bytes(bytes, k);
+  if (total > *host_cap || !*host) {
+    cpu_free(be, *host);
+    *host = NULL;
+    *host_cap = 0;
+    NG_CHECK(cpu_alloc(be, host, total + total / 4));
+    *host_cap = total + total / 4;
+  }
+  void *dst[NG_MB_ARRAYS];
+  char *at = *host;
+  for (int i = 0; i < k; i++) {
+    dst[i] = at;
+    if (bytes[i])
+      memcpy(at, src[i], bytes[i]);
+    at += (bytes[i] + 63) & ~(size_t)63;
+  }
+  ng__minibatch_rebase(out, &mb, dst);
+  return NG_OK;
+}
+
 static const struct ng_backend_i CPU_IFACE = {
     .name = "cpu",
     .host_memory = true,
@@ -694,6 +757,9 @@ static const struct ng_backend_i CPU_IFACE = {
     .event_elapsed = cpu_event_elapsed,
     .set_precision = cpu_set_precision,
     .pci_bus_id = cpu_pci_bus_id,
+    .sampler_create = cpu_sampler_create,
+    .sampler_destroy = cpu_sampler_destroy,
+    .sampler_run = cpu_sampler_run,
     .gather_rows = cpu_gather_rows,
     .aggr_fwd = cpu_aggr_fwd,
     .aggr_bwd = cpu_aggr_bwd,

@@ -16,13 +16,7 @@
 #include "rng.h"
 #include "csr_impl.h"
 
-typedef struct {
-  const ng_csr *graph;             ///< borrowed; row v = the neighbours v aggregates from
-  int n_layers;                    ///< 1 .. NG_MAX_LAYERS
-  int32_t fanout[NG_MAX_LAYERS];   ///< per block index (0 = input layer); -1 = all neighbours
-  bool gcn_weights[NG_MAX_LAYERS]; ///< fill edge_w and self_w with GCN normalisation
-  bool transpose[NG_MAX_LAYERS];   ///< fill t_indptr / t_dst / t_eid (for the block's backward)
-} ng_sampler_cfg;
+/* ng_sampler_cfg lives in core/backend_impl.h: a backend's device sampler reads it too. */
 
 /// Per-worker reusable memory: buffers grow to the largest mini-batch seen and are reused, so
 /// the steady state allocates nothing. One arena per thread; a mini-batch's arrays stay valid

@@ -8,6 +8,9 @@
 #include "dataset_impl.h"
 #include "sampler_impl.h"
 #include "feature_store_impl.h"
+#ifdef NG_HAVE_CUDA
+#include "ng_cuda.h"
+#endif
 
 #include <math.h>
 #include <omp.h>
@@ -40,6 +43,7 @@ typedef struct {
   uint64_t seed;
   double hot_ratio; /* < 0: no cold-edge count */
   const char *dir;
+  bool cuda; /* --device cuda: the CUDA backend's device sampler, from one thread */
 } bench_opts;
 
 static void usage(FILE *f) {
@@ -54,6 +58,8 @@ static void usage(FILE *f) {
              "                  the input layer's, as the trainer does)\n"
              "  --transpose-all also build the input layer's transposed block\n"
              "  --seed S        seed of the graph and of the sampling (default 1)\n"
+             "  --device cuda   sample on the GPU (the device sampler, one host thread; the\n"
+             "                  blocks copied back to host memory as training's feed does)\n"
              "  --hot-ratio R   also count the input layer's cold edges per destination, the\n"
              "                  hot tier being the first R x nodes ids (as --cache-ratio R of a\n"
              "                  renumbered dataset); printed as 'cold_edges_per_dst X'\n");
@@ -125,6 +131,9 @@ static int parse_args(bench_opts *o, int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       exit(0);
+    } else if (!strcmp(a, "--device") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) {
+      o->cuda = true;
+      i++;
     } else if (!strcmp(a, "--gcn")) {
       o->gcn = true;
     } else if (!strcmp(a, "--transpose")) {
@@ -286,6 +295,56 @@ static double run(const bench_opts *o, const ng_sampler_cfg *cfg, const int64_t 
   return dt;
 }
 
+/* Samples iterations [0, iters) with the CUDA backend's device sampler from this thread, as the
+ * training's sample feed does (blocks copied back into one pinned buffer). Returns the wall
+ * time, or a negative value on failure. */
+static double run_device(const bench_opts *o, const ng_sampler_cfg *cfg, const int64_t *order,
+                         int64_t n_order, int64_t iters, bench_count *out) {
+#ifdef NG_HAVE_CUDA
+  ng_backend *be = NULL;
+  ng_dev_sampler *ds = NULL;
+  void *host = NULL;
+  size_t cap = 0;
+  double dt = -1.0;
+  ng_status st = ng__backend_cuda_create(&be, 0);
+  if (st == NG_OK)
+    st = be->iface->sampler_create(be, cfg->graph, &ds);
+  const int64_t per_epoch = n_order / o->batch;
+  *out = (bench_count){0};
+  for (int pass = 0; st == NG_OK && pass < 2; pass++) { /* pass 0 warms up */
+    const int64_t n = pass ? iters : 8;
+    const double t0 = ng__now();
+    int64_t edges = 0, nodes = 0;
+    for (int64_t it = 0; st == NG_OK && it < n; it++) {
+      ng_minibatch mb;
+      st = be->iface->sampler_run(be, ds, cfg, order + (it % per_epoch) * o->batch, o->batch,
+                                  ng__iter_seed(o->seed, 0, it), &mb, &host, &cap);
+      for (int l = 0; st == NG_OK && l < mb.n_layers; l++)
+        edges += mb.blocks[l].nnz;
+      if (st == NG_OK)
+        nodes += mb.blocks[0].n_src;
+    }
+    dt = ng__now() - t0;
+    *out = (bench_count){.edges = edges, .nodes = nodes, .batches = n, .cpu_s = dt};
+  }
+  if (st != NG_OK) {
+    fprintf(stderr, "bench_sample: %s: %s\n", ng_status_str(st), ng_last_error());
+    dt = -1.0;
+  }
+  if (be) {
+    be->iface->host_free(be, host);
+    if (ds)
+      be->iface->sampler_destroy(be, ds);
+  }
+  ng__backend_destroy(be);
+  return dt;
+#else
+  (void)o, (void)cfg, (void)order, (void)n_order, (void)iters, (void)out;
+  fprintf(stderr, "bench_sample: --device cuda: this build has no CUDA backend\n");
+  return -1.0;
+#endif
+}
+
 int main(int argc, char **argv) {
   bench_opts o;
   if (parse_args(&o, argc, argv))
@@ -342,6 +401,23 @@ int main(int argc, char **argv) {
     cfg.fanout[l] = o.fanout[l];
     cfg.gcn_weights[l] = o.gcn;
     cfg.transpose[l] = o.transpose == TRANSPOSE_ALL || (o.transpose == TRANSPOSE_TRAINING && l > 0);
+  }
+  if (o.cuda) {
+    bench_count c;
+    const double dt = run_device(&o, &cfg, order, n_order, o.iters, &c);
+    if (dt < 0)
+      goto done;
+    printf("device sampler (CUDA), fanout ");
+    for (int l = o.n_layers - 1; l >= 0; l--)
+      printf(l ? "%d," : "%d", (int)o.fanout[l]);
+    printf(", batch %d, gcn %s, transpose %s, %lld batches\n", (int)o.batch, o.gcn ? "on" : "off",
+           o.transpose == TRANSPOSE_NONE ? "off" : "on", (long long)c.batches);
+    printf("per batch: %.0f sampled edges, %.0f nodes, %.3f ms per batch (copy back included)\n",
+           (double)c.edges / (double)c.batches, (double)c.nodes / (double)c.batches,
+           1e3 * dt / (double)c.batches);
+    printf("sampled edges/s: %.2f M (one host thread)\n", (double)c.edges / dt * 1e-6);
+    rc = 0;
+    goto done;
   }
   for (int t = 0; t < o.threads; t++)
     if (ng__sample_arena_create(&arenas[t]) != NG_OK) {

@@ -361,6 +361,9 @@ ng_backend_i make_iface() {
   t.event_elapsed = cuda_event_elapsed;
   t.set_precision = cuda_set_precision;
   t.pci_bus_id = cuda_pci_bus_id;
+  t.sampler_create = cuda_sampler_create;
+  t.sampler_destroy = cuda_sampler_destroy;
+  t.sampler_run = cuda_sampler_run;
   t.gather_rows = cuda_gather_rows;
   t.aggr_fwd = cuda_aggr_fwd;
   t.aggr_bwd = cuda_aggr_bwd;

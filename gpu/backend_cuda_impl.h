@@ -231,8 +231,19 @@ __device__ inline bool dev_dropout_keep(uint64_t key, uint64_t i, uint32_t thres
 
 /* ---- the ops of each family, for the table (backend_cuda.cu) ---- */
 
+/// backend_cuda_sample.cu: the device sampler.
+ng_status cuda_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sampler **out);
+void cuda_sampler_destroy(ng_backend *be, ng_dev_sampler *s);
+ng_status cuda_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
+                           const int64_t *targets, int32_t n, uint64_t seed, ng_minibatch *out,
+                           void **host, size_t *host_cap);
+
 /// backend_cuda.cu's fill, which the dense ops use too.
 ng_status cuda_fill(ng_backend *be, float *x, int64_t n, float value);
+
+/// backend_cuda.cu's page-locked host memory, which the device sampler's output uses too.
+ng_status cuda_host_alloc(ng_backend *be, void **out, size_t bytes);
+void cuda_host_free(ng_backend *be, void *ptr);
 
 ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
                            int64_t n, int64_t dim);

@@ -385,6 +385,18 @@ typedef struct {
   double bytes;  ///< bytes they must move through device memory in all (each input once)
 } ng_op_time;
 
+/// Who samples the mini-batches' blocks (ng_train_opts.sampler; docs/sampling.md).
+typedef enum {
+  /// The device when it has a sampler of its own (the GPU) and the graph's topology takes at most
+  /// sampler_memory_share of its free memory; else the CPU workers.
+  NG_SAMPLER_AUTO = 0,
+  NG_SAMPLER_CPU = 1, ///< each worker samples the iterations it fetches
+  /// The device samples (on the CPU backend, a thread does the same work) and hands the blocks
+  /// to the workers, which only fetch. The blocks, hence the results, are those of CPU sampling
+  /// bit for bit.
+  NG_SAMPLER_DEVICE = 2,
+} ng_sampler_kind;
+
 typedef struct {
   size_t size;             ///< sizeof(ng_train_opts)
   int64_t batch;           ///< target nodes per mini-batch; 0 = the whole training split at once
@@ -445,6 +457,8 @@ typedef struct {
   /// the second epoch on (0: off, the default); ng_trainer_op_profile() reads the sums. A timed
   /// iteration waits for its events, so keep it sparse (the harness uses 25).
   int op_profile_every;
+  ng_sampler_kind sampler;     ///< who samples (default AUTO)
+  double sampler_memory_share; ///< AUTO: the share of free device memory the topology may take
 } ng_train_opts;
 /// The widest ready window (ng_train_opts.ready_window).
 #define NG_READY_WINDOW_MAX 1024
@@ -452,7 +466,7 @@ typedef struct {
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
-        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0                            \
+        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25     \
   }
 
 /// What one epoch did.
@@ -523,6 +537,8 @@ const char *ng_mode_name(ng_mode mode);
 /// One line describing where the last epoch's threads ran (workers, cores, device thread), or
 /// "" before the first epoch. Owned by the trainer.
 const char *ng_trainer_placement(ng_trainer_t trainer);
+/// Who samples the trainer's blocks: "cpu" (the workers) or "device" (ng_train_opts.sampler).
+const char *ng_trainer_sampler(ng_trainer_t trainer);
 /// Writes the timeline recorded so far (ng_train_opts.trace_spans) as Chrome trace-event JSON, for
 /// Perfetto (ui.perfetto.dev) or chrome://tracing: one track per thread, one event per span, in
 /// microseconds. `spans` and `dropped` (each may be NULL) receive the spans written and those
@@ -544,6 +560,7 @@ typedef struct {
   double hot_upload_s;    ///< copying the hot rows into device memory, or 0
   double register_s;      ///< registering the cold rows for zero-copy reads, or 0
   double total_s;         ///< the whole of ng_trainer_create
+  double sampler_s;       ///< putting the topology in device memory for its sampler, or 0
 } ng_startup_times;
 /// The set-up times of `trainer` into *out.
 ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t trainer);

@@ -60,11 +60,12 @@ struct ng_trainer {
   /* [nodes, classes] of full-neighbour inference with the current parameters, or NULL:
    * evaluating several splits infers once. */
   float *logits;
-  ng_store store;     /* the hot tier and the device side of the input layer */
-  ng_fetch_cfg fetch; /* the host side of the input layer */
-  ng_runtime *rt;     /* workers, ready ring, controller */
-  ng_mode mode;       /* resolved */
-  ng_prof prof;       /* the op profile (ng_train_opts.op_profile_every) */
+  ng_store store;              /* the hot tier and the device side of the input layer */
+  ng_fetch_cfg fetch;          /* the host side of the input layer */
+  ng_runtime *rt;              /* workers, ready ring, controller */
+  ng_dev_sampler *dev_sampler; /* the device sampler (ng_train_opts.sampler), or NULL */
+  ng_mode mode;                /* resolved */
+  ng_prof prof;                /* the op profile (ng_train_opts.op_profile_every) */
   ng_startup_times startup;
   /* The epoch in progress (iter_done, the runtime's report of each iteration, updates it). */
   double loss_sum;
@@ -275,6 +276,11 @@ static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model
                    "telemetry_s > 0, partial_workers >= -1, lookahead in [1, %d], "
                    "trace_spans >= 0, ready_window in [0, %d], op_profile_every >= 0)",
                    NG_LOOKAHEAD_MAX, NG_READY_WINDOW_MAX);
+  if ((unsigned)o.sampler > NG_SAMPLER_DEVICE)
+    return ng__err(NG_ERR_INVALID_ARG, "unknown sampler %d (auto, cpu or device)", (int)o.sampler);
+  if (!(o.sampler_memory_share > 0.0 && o.sampler_memory_share <= 1.0))
+    return ng__err(NG_ERR_INVALID_ARG, "sampler_memory_share %g is not in (0, 1]",
+                   o.sampler_memory_share);
   if ((unsigned)o.precision > NG_PRECISION_TF32)
     return ng__err(NG_ERR_INVALID_ARG, "unknown precision %d (fp32 or tf32)", (int)o.precision);
   return NG_OK;
@@ -310,6 +316,34 @@ static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
       .prof_every = o.op_profile_every,
       .prof_iter = -1,
   };
+  return NG_OK;
+}
+
+/* The device sampler, when the options ask for one or AUTO finds that the topology fits: before
+ * the store, whose hot tier takes what device memory is left. */
+static ng_status setup_sampler(struct ng_trainer *t, const ng_train_opts *opts) {
+  const ng_csr *g = &t->ds->csr;
+  ng_backend *be = t->be;
+  if (opts->sampler == NG_SAMPLER_CPU)
+    return NG_OK;
+  if (!be->iface->sampler_create) {
+    if (opts->sampler == NG_SAMPLER_DEVICE)
+      return ng__err(NG_ERR_UNSUPPORTED, "sampler device: the %s backend cannot sample",
+                     be->iface->name);
+    return NG_OK;
+  }
+  if (opts->sampler == NG_SAMPLER_AUTO) {
+    if (be->iface->host_memory)
+      return NG_OK; /* the workers are the CPU already */
+    size_t free_b = 0, total_b = 0;
+    NG_CHECK(be->iface->mem_info(be, &free_b, &total_b));
+    const double topo = (double)(g->nodes + 1) * 8.0 + (double)g->nnz * (g->idx32 ? 4.0 : 8.0);
+    if (topo > opts->sampler_memory_share * (double)free_b)
+      return NG_OK;
+  }
+  const double t0 = ng__now();
+  NG_CHECK(be->iface->sampler_create(be, g, &t->dev_sampler));
+  t->startup.sampler_s = ng__now() - t0;
   return NG_OK;
 }
 
@@ -407,8 +441,13 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
       .device_share = o.device_share,
       .trace_spans = o.trace_spans,
       .ready_window = o.ready_window,
+      .dev_sampler = t->dev_sampler,
   };
   NG_CHECK(resolve_workers(&ro.workers, o.workers, o.cpuset));
+  /* The sample feed's thread waits on the device most of the time but wants a core of its own
+   * when it is awake: by default it takes one from the workers. */
+  if (t->dev_sampler && o.workers == 0 && ro.workers > 1)
+    ro.workers--;
   NG_CHECK(ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro));
   return NG_OK;
 }
@@ -452,6 +491,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
     t->features = t->features_owned;
   }
   NG_CHECK_GOTO(st, setup_device(t, &o), fail);
+  NG_CHECK_GOTO(st, setup_sampler(t, &o), fail);
   NG_CHECK_GOTO(st, setup_store(t, &o), fail);
   NG_CHECK_GOTO(st, setup_runtime(t, &o), fail);
   t->opts.cpuset = NULL; /* borrowed from the caller: the runtime copied what it needs */
@@ -475,6 +515,8 @@ void ng_trainer_destroy(ng_trainer_t t) {
     growbuf_free(t->be, &t->eval_dev);
     growbuf_free(t->be, &t->mb_dev);
     ng__runtime_destroy(t->rt);
+    if (t->dev_sampler)
+      t->be->iface->sampler_destroy(t->be, t->dev_sampler);
     ng__store_close(&t->store);
     ng__exec_destroy(&t->ex);
     ng__backend_destroy(t->be);
@@ -519,6 +561,10 @@ ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t t) {
 
 int ng_trainer_features_copied(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->features_owned != NULL : -1;
+}
+
+const char *ng_trainer_sampler(ng_trainer_t t) {
+  return trainer_check(t) != NG_OK ? "" : t->dev_sampler ? "device" : "cpu";
 }
 
 const char *ng_trainer_placement(ng_trainer_t t) {

@@ -3,6 +3,8 @@
  * docs/scheduler.md. */
 #include "pipeline_impl.h"
 
+#include "feed_impl.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -69,7 +71,11 @@ struct ng_runtime {
   _Atomic size_t largest_pkg;
   ng_ctrl ctrl; /* the split persists from epoch to epoch */
   char placement[256];
-  ng_trace *trace; /* track 0: the device thread; 1 + w: worker w (NULL: not tracing) */
+  ng_trace *trace;   /* track 0: the device thread; 1 + w: worker w; then the sample feed (NULL:
+                       not tracing) */
+  ng_feed *feed;     /* the sample feed while the pool runs with a device sampler, else NULL */
+  void *inline_host; /* inline with a device sampler: the blocks' host buffer */
+  size_t inline_cap;
 
   /* The workers' state, which lasts from one epoch to the next while they produce an expected
    * next epoch (ng__runtime_epoch's `next`). The ring counts positions from 0 at the pool's
@@ -104,6 +110,11 @@ struct ng_runtime {
 _Atomic int64_t ng__runtime_fault_epoch = -1, ng__runtime_fault_iter = -1;
 
 static void stop_workers(ng_runtime *rt);
+
+/* The sample feed's trace track: after the device thread's and the workers'. */
+static int feed_track(const ng_runtime *rt) {
+  return 1 + rt->n_threads;
+}
 
 /* ---- resolving options ---- */
 
@@ -194,6 +205,7 @@ void ng__runtime_destroy(ng_runtime *rt) {
   }
   free(rt->w);
   free(rt->cpuset);
+  rt->be->iface->host_free(rt->be, rt->inline_host);
   ng__trace_destroy(rt->trace);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     rt->be->iface->free(rt->be, rt->dev_pkg[k]);
@@ -276,8 +288,15 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
     st = NG_ERR_NOMEM;
     goto fail;
   }
+  if (opts->dev_sampler && !be->iface->sampler_run) {
+    st = ng__err(NG_ERR_INTERNAL, "runtime: a device sampler on a backend without one");
+    goto fail;
+  }
   if (opts->trace_spans > 0)
-    NG_CHECK_GOTO(st, ng__trace_create(&rt->trace, 1 + rt->n_threads, opts->trace_spans), fail);
+    NG_CHECK_GOTO(st,
+                  ng__trace_create(&rt->trace, feed_track(rt) + (opts->dev_sampler ? 1 : 0),
+                                   opts->trace_spans),
+                  fail);
   for (int i = 0; i < n; i++) {
     NG_CHECK_GOTO(
         st, ng__slots_create(&rt->w[i].slots, slots, SLOT_INITIAL_BYTES, slot_alloc, slot_free, be),
@@ -375,7 +394,7 @@ static void fail(ng_runtime *rt, ng_status st, const char *who) {
 /* Samples and fetches iteration i of plan p into the slot `*buf`, recording both on trace track
  * `track`. */
 static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, const ng_epoch_plan *p,
-                         int64_t i, void **buf) {
+                         int64_t seq, int64_t i, void **buf) {
   const int64_t begin = i * p->batch, n = NG_MIN(p->batch, p->n_train - begin);
   const uint64_t seed = ng__iter_seed(p->seed, p->epoch, i);
   const int group = atomic_load_explicit(&w->group, memory_order_relaxed);
@@ -384,12 +403,19 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
     return ng__err(NG_ERR_IO, "injected failure (ng__runtime_fault_iter)");
   ng_minibatch mb;
   const int64_t t0 = span_start(rt);
-  NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
+  if (rt->feed)
+    NG_CHECK(ng__feed_get(rt->feed, seq, &mb));
+  else if (rt->o.dev_sampler)
+    NG_CHECK(rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, rt->sampler, p->order + begin,
+                                        (int32_t)n, seed, &mb, &rt->inline_host, &rt->inline_cap));
+  else
+    NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
   int64_t edges = 0; /* the span carries them: the trace's summary gives the sampler's rate */
   for (int l = 0; l < mb.n_layers; l++)
     edges += mb.blocks[l].nnz;
   const int64_t t1 =
-      span_end(rt, track, NG_SPAN_SAMPLE, i, (int)NG_MIN(edges, (int64_t)INT32_MAX), t0);
+      rt->feed ? span_end(rt, track, NG_SPAN_FEED_WAIT, i, 0, t0)
+               : span_end(rt, track, NG_SPAN_SAMPLE, i, (int)NG_MIN(edges, (int64_t)INT32_MAX), t0);
   ng_fetch_cfg cfg = rt->fetch;
   cfg.mode = group_fetch(rt, group);
   cfg.device_share =
@@ -399,8 +425,11 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
   cfg.threads = rt->n_threads ? 1 : rt->o.omp_threads;
   reserve_ctx rc = {w->slots, buf, &rt->largest_pkg};
   ng_fetch_pkg pkg;
-  NG_CHECK(ng__fetch_prepare(&pkg, &cfg, &mb, rt->drop_p, ng__exec_input_drop_key(seed),
-                             &w->scratch, slot_reserve, &rc));
+  const ng_status fetched = ng__fetch_prepare(
+      &pkg, &cfg, &mb, rt->drop_p, ng__exec_input_drop_key(seed), &w->scratch, slot_reserve, &rc);
+  if (rt->feed) /* the package holds its own copy of the blocks */
+    ng__feed_release(rt->feed, seq);
+  NG_CHECK(fetched);
   span_end(rt, track, NG_SPAN_FETCH, i, group, t1);
   rt_item *it = *buf;
   it->iter = i;
@@ -506,7 +535,7 @@ static void worker_main(void *ctx, int index) {
     if (!buf)
       return; /* closed: the pool is stopping */
     span_end(rt, 1 + index, NG_SPAN_SLOT_WAIT, i, 0, t0);
-    ng_status st = produce(rt, w, index, 1 + index, &plan, i, &buf);
+    ng_status st = produce(rt, w, index, 1 + index, &plan, seq, i, &buf);
     rt_item *it = buf;
     if (st != NG_OK) {
       ng__err_prefix("worker %d", index);
@@ -541,7 +570,7 @@ static ng_status take(ng_runtime *rt, const ng_epoch_plan *plan, int64_t i, rt_i
     void *buf = ng__slots_acquire(w->slots);
     if (!buf)
       return ng__err(NG_ERR_INTERNAL, "runtime: no free staging slot inline");
-    const ng_status st = produce(rt, w, 0, 0, plan, i, &buf);
+    const ng_status st = produce(rt, w, 0, 0, plan, -1, i, &buf);
     rt_item *it = buf;
     if (st != NG_OK) /* a failed item, as a worker's: the iterations before it train first */
       mark_failed(w, it, 0, i, st);
@@ -680,6 +709,20 @@ static void affinity_restore(const affinity *a) {
 
 /* Starts the ring and the pool, the workers producing from ring position 0 = iteration
  * plan->first of `plan`. */
+/* The sample feed's question: the targets and seed of ring position `seq` (ng_feed_plan_fn). */
+static bool feed_plan(void *ctx, int64_t seq, const int64_t **targets, int32_t *n, uint64_t *seed) {
+  ng_runtime *rt = ctx;
+  ng_epoch_plan p;
+  int64_t i = 0;
+  if (!plan_of(rt, feed_track(rt), seq, &p, &i))
+    return false;
+  const int64_t begin = i * p.batch;
+  *targets = p.order + begin;
+  *n = (int32_t)NG_MIN(p.batch, p.n_train - begin);
+  *seed = ng__iter_seed(p.seed, p.epoch, i);
+  return true;
+}
+
 static ng_status start_workers(ng_runtime *rt, const ng_epoch_plan *plan) {
   NG_CHECK(ng__ring_create(&rt->ring, rt->window));
   for (int i = 0; i < rt->n_threads; i++)
@@ -699,6 +742,19 @@ static ng_status start_workers(ng_runtime *rt, const ng_epoch_plan *plan) {
   po.pci_bus_id = pci[0] ? pci : NULL;
   po.reserve_device_core = true;
   po.bind = true;
+  if (rt->o.dev_sampler) {
+    ng_feed_opts fo = {.be = rt->be,
+                       .sampler = rt->o.dev_sampler,
+                       .cfg = rt->sampler,
+                       .slots = rt->n_threads + 2,
+                       .plan = feed_plan,
+                       .plan_ctx = rt,
+                       .trace = rt->trace,
+                       .track = feed_track(rt)};
+    NG_CHECK(ng__feed_start(&rt->feed, &fo));
+    if (rt->trace)
+      ng__trace_name(rt->trace, feed_track(rt), "sample feed (device sampler)");
+  }
   NG_CHECK(ng__pool_start(&rt->pool, &po, worker_main, rt));
   snprintf(rt->placement, sizeof rt->placement, "%s", ng__pool_describe(rt->pool));
   if (rt->trace && ng__pool_device_core(rt->pool) >= 0) {
@@ -724,9 +780,12 @@ static void stop_workers(ng_runtime *rt) {
     ng__ring_close(rt->ring, NG_ERR_INTERRUPTED); /* no effect after a failure closed it */
     for (int i = 0; i < rt->n_threads; i++)
       ng__slots_close(rt->w[i].slots);
+    ng__feed_close(rt->feed);
     ng__pool_join(rt->pool);
     rt->pool = NULL;
   }
+  ng__feed_stop(rt->feed); /* after the join: no worker waits in it any more */
+  rt->feed = NULL;
   int64_t iter;
   void *item;
   while (rt->ring && ng__ring_reclaim(rt->ring, &iter, &item))

@@ -53,6 +53,10 @@ typedef struct {
   double device_share; ///< HYBRID_STATIC: ng_train_opts.device_share (needs fetch->self_zcopy)
   int64_t trace_spans; ///< record a timeline of at most this many spans per thread (0: none)
   int ready_window;    ///< ng_train_opts.ready_window (0: the default, 4 x workers)
+  /// Sample on the device with this sampler (the backend's, made for the sampler's graph) and
+  /// hand the blocks to the workers through the sample feed (sched/feed_impl.h); NULL: each
+  /// worker samples its iterations itself.
+  ng_dev_sampler *dev_sampler;
 } ng_runtime_opts;
 
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.

@@ -1,5 +1,7 @@
 #include "ng_test_graph.h"
 
+#include "sampler_impl.h"
+
 #include <stdlib.h>
 
 float ng_test_frand(ng_rng *r) {
@@ -180,4 +182,144 @@ void ng_test_gradcheck(const char *what, float *x, int64_t n, const float *analy
   if (bad > 3)
     ng_test_fail(__FILE__, __LINE__, "%s: %lld of %lld elements off", what, (long long)bad,
                  (long long)n);
+}
+
+/* ---- sampled graphs and the device sampler ---- */
+
+/* A random graph of `n` nodes: row lengths uniform in [0, 20) (so some nodes are isolated), and
+ * every node v with v % 97 == 5 a hub with n / 3 neighbours. Rows hold distinct neighbours in a
+ * random (unsorted) order, so "kept in row order" is a real property to check. */
+void ng_test_random_graph(ng_csr *g, int64_t n, uint64_t seed) {
+  ng_rng r;
+  ng_rng_seed(&r, seed);
+  int64_t *deg = malloc((size_t)n * sizeof *deg);
+  int64_t nnz = 0;
+  for (int64_t v = 0; v < n; v++) {
+    deg[v] = v % 97 == 5 ? n / 3 : (int64_t)ng_rng_below(&r, 20);
+    nnz += deg[v];
+  }
+  EXPECT_OK(ng__csr_alloc(g, n, nnz));
+  EXPECT_TRUE(g->idx32 != NULL);
+  int64_t *mark = calloc((size_t)n, sizeof *mark);
+  int64_t e = 0;
+  for (int64_t v = 0; v < n; v++) {
+    g->indptr[v] = e;
+    for (int64_t i = 0; i < deg[v]; i++) {
+      int64_t u;
+      do
+        u = (int64_t)ng_rng_below(&r, (uint64_t)n);
+      while (mark[u] == v + 1);
+      mark[u] = v + 1;
+      g->idx32[e++] = (int32_t)u;
+    }
+  }
+  g->indptr[n] = e;
+  free(mark);
+  free(deg);
+}
+
+/* `count` distinct targets drawn from [0, n) with a seed. */
+void ng_test_pick_targets(int64_t *out, int32_t count, int64_t n, uint64_t seed) {
+  int64_t *all = malloc((size_t)n * sizeof *all);
+  for (int64_t i = 0; i < n; i++)
+    all[i] = i;
+  ng__epoch_shuffle(all, all, n, seed, 0);
+  memcpy(out, all, (size_t)count * sizeof *out);
+  free(all);
+}
+
+/* Whether two mini-batches hold the same counts and the same bytes in every array (an array
+ * NULL in one must be NULL in the other). */
+static bool same_minibatch(const ng_minibatch *a, const ng_minibatch *b) {
+  const void *sa[NG_MB_ARRAYS], *sb[NG_MB_ARRAYS];
+  size_t na[NG_MB_ARRAYS], nb[NG_MB_ARRAYS];
+  if (a->n_layers != b->n_layers || a->n_targets != b->n_targets)
+    return false;
+  for (int l = 0; l < a->n_layers; l++) {
+    const ng_block *x = &a->blocks[l], *y = &b->blocks[l];
+    if (x->n_dst != y->n_dst || x->n_src != y->n_src || x->nnz != y->nnz ||
+        !x->edge_w != !y->edge_w || !x->t_indptr != !y->t_indptr)
+      return false;
+  }
+  const int k = ng__minibatch_arrays(a, sa, na);
+  if (ng__minibatch_arrays(b, sb, nb) != k)
+    return false;
+  for (int i = 0; i < k; i++)
+    if (na[i] != nb[i] || (na[i] && memcmp(sa[i], sb[i], na[i]) != 0))
+      return false;
+  return true;
+}
+
+void ng_test_check_device_sampler(ng_backend *be, double *edges_per_s) {
+  ng_csr g, g64;
+  ng_test_random_graph(&g, 20000, 5);
+  ng_test_csr_copy(&g64, &g, true);
+  ng_dev_sampler *ds = NULL, *ds64 = NULL;
+  EXPECT_OK(be->iface->sampler_create(be, &g, &ds));
+  EXPECT_OK(be->iface->sampler_create(be, &g64, &ds64));
+  ng_sample_arena *arena = NULL;
+  EXPECT_OK(ng__sample_arena_create(&arena));
+  /* fanouts around every branch of the draw: rows of at most 64 (mask), longer ones (sorted
+   * draw), k > n / 2 (excluded positions), whole rows, the full neighbourhood */
+  const ng_sampler_cfg cfgs[] = {
+      {.graph = &g,
+       .n_layers = 3,
+       .fanout = {4, 10, 25},
+       .gcn_weights = {true, false, true},
+       .transpose = {false, true, true}},
+      {.graph = &g, .n_layers = 2, .fanout = {3000, 15}, .transpose = {true, true}},
+      {.graph = &g, .n_layers = 2, .fanout = {5000, 6000}, .gcn_weights = {true, true}},
+      {.graph = &g, .n_layers = 1, .fanout = {-1}, .gcn_weights = {true}, .transpose = {true}},
+      {.graph = &g, .n_layers = 4, .fanout = {2, 3, 5, 1}, .transpose = {true, true, true, true}},
+  };
+  void *host = NULL;
+  size_t cap = 0;
+  int64_t targets[1500];
+  int64_t edges = 0;
+  double seconds = 0.0;
+  for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+    for (int rep = 0; rep < 3; rep++) {
+      const int32_t n = rep == 1 ? 1500 : 37 + 300 * (int32_t)c;
+      ng_test_pick_targets(targets, n, g.nodes, 100 * c + (uint64_t)rep);
+      const uint64_t seed = 7 + 13 * (uint64_t)rep;
+      ng_minibatch want, got, got64;
+      EXPECT_OK(ng__sample(&want, arena, &cfgs[c], targets, n, seed));
+      const double t0 = ng__now();
+      EXPECT_OK(be->iface->sampler_run(be, ds, &cfgs[c], targets, n, seed, &got, &host, &cap));
+      seconds += ng__now() - t0;
+      for (int l = 0; l < want.n_layers; l++)
+        edges += want.blocks[l].nnz;
+      if (!same_minibatch(&want, &got))
+        ng_test_fail(__FILE__, __LINE__,
+                     "device sampler: configuration %zu, batch %d differs "
+                     "from the CPU sampler's blocks",
+                     c, rep);
+      ng_sampler_cfg c64 = cfgs[c];
+      c64.graph = &g64;
+      EXPECT_OK(be->iface->sampler_run(be, ds64, &c64, targets, n, seed, &got64, &host, &cap));
+      if (!same_minibatch(&want, &got64))
+        ng_test_fail(__FILE__, __LINE__,
+                     "device sampler, int64 indices: configuration %zu, "
+                     "batch %d differs from the CPU sampler's blocks",
+                     c, rep);
+    }
+  }
+  /* bad targets are refused with the CPU sampler's messages */
+  targets[1] = targets[0];
+  ng_minibatch mb;
+  EXPECT_STATUS(be->iface->sampler_run(be, ds, &cfgs[0], targets, 2, 1, &mb, &host, &cap),
+                NG_ERR_INVALID_ARG);
+  EXPECT_TRUE(strstr(ng_last_error(), "distinct") != NULL);
+  targets[1] = g.nodes;
+  EXPECT_STATUS(be->iface->sampler_run(be, ds, &cfgs[0], targets, 2, 1, &mb, &host, &cap),
+                NG_ERR_INVALID_ARG);
+  EXPECT_TRUE(strstr(ng_last_error(), "not a node id") != NULL);
+  if (edges_per_s)
+    *edges_per_s = seconds > 0 ? (double)edges / seconds : 0.0;
+  be->iface->host_free(be, host);
+  ng__sample_arena_destroy(arena);
+  be->iface->sampler_destroy(be, ds);
+  be->iface->sampler_destroy(be, ds64);
+  ng__csr_free(&g64);
+  ng__csr_free(&g);
 }

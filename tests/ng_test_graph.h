@@ -51,4 +51,15 @@ typedef double (*ng_test_loss_fn)(void *ctx);
 void ng_test_gradcheck(const char *what, float *x, int64_t n, const float *analytic,
                        ng_test_loss_fn f, void *ctx, float h, double atol, double rtol);
 
+/// A random graph of `n` nodes: row lengths uniform in [0, 20) (so some nodes are isolated), and
+/// every node v with v % 97 == 5 a hub with n / 3 neighbours; rows hold distinct neighbours in a
+/// random order (free with ng__csr_free).
+void ng_test_random_graph(ng_csr *g, int64_t n, uint64_t seed);
+/// `count` distinct targets drawn from [0, n) with a seed.
+void ng_test_pick_targets(int64_t *out, int32_t count, int64_t n, uint64_t seed);
+/// Checks that `be`'s device sampler gives the CPU sampler's blocks bit for bit (both index
+/// widths, every branch of the draw, GCN weights, transposes, the full neighbourhood, a reused
+/// host buffer) and refuses bad targets alike; *edges_per_s (may be NULL) gets its rate.
+void ng_test_check_device_sampler(ng_backend *be, double *edges_per_s);
+
 #endif /* NG_TEST_GRAPH_H */

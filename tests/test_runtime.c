@@ -5,6 +5,7 @@
 #include "ng_test_fetch.h"
 
 #include "core_impl.h"
+#include "fault_impl.h"
 #include "safetensors_impl.h"
 #include "pipeline_impl.h"
 
@@ -443,6 +444,82 @@ static void test_period_spans_epochs(void) {
   free(log);
 }
 
+/* The sample feed: with the device sampler (on the CPU backend, a thread running the CPU
+ * sampler) the workers fetch blocks they did not sample, and every mode, inline or with workers,
+ * reproduces the reference bit for bit; the trace shows the feed's track. A sampler failure
+ * reaches the caller with its message, and the next epoch trains. */
+static void test_device_sampler(void) {
+  const ng_mode modes[] = {NG_MODE_HYBRID, NG_MODE_PARTIAL, NG_MODE_BASELINE, NG_MODE_ZEROCOPY};
+  const int workers[] = {3, 2, -1, 1};
+  for (int m = 0; m < 4; m++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 16;
+    o.lr = 0.01;
+    o.seed = 11;
+    o.mode = modes[m];
+    o.workers = workers[m];
+    o.cache_ratio = 0.3;
+    o.period_ms = 0.01;
+    o.normalize = NG_NORMALIZE_ROW;
+    o.sampler = NG_SAMPLER_DEVICE;
+    o.trace_spans = m == 0 ? 4096 : 0;
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
+    uint8_t *ref = NULL;
+    size_t ref_len = 0;
+    if (!with_reference(&ref, &ref_len, t))
+      continue;
+    EXPECT_STR(ng_trainer_sampler(t), "device");
+    for (int e = 0; e < 2; e++) {
+      ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+      EXPECT_OK(ng_trainer_epoch(&s, t));
+    }
+    size_t len = 0;
+    uint8_t *got = checkpoint(t, "fed.safetensors", &len);
+    EXPECT_TRUE(got && len == ref_len && memcmp(got, ref, len) == 0);
+    free(got);
+    if (m == 0) {
+      const char *path = ng_test_path("fed_trace.json");
+      int64_t spans = 0, dropped = 0;
+      EXPECT_OK(ng_trainer_write_trace(t, path, &spans, &dropped));
+      size_t tl = 0;
+      char *text = (char *)ng_test_read_file(path, &tl);
+      EXPECT_TRUE(text && strstr(text, "sample feed") && strstr(text, "feed wait"));
+      free(text);
+    }
+    free(ref);
+    ng_trainer_destroy(t);
+  }
+
+  /* the fifth sampled position fails: the epoch fails with the sampler's message */
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 16;
+  o.seed = 11;
+  o.mode = NG_MODE_HYBRID;
+  o.workers = 3;
+  o.cache_ratio = 0.3;
+  o.sampler = NG_SAMPLER_DEVICE;
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
+  if (!t)
+    return;
+  ng__fault_backend(NG_FAULT_SAMPLER_RUN, 5, false, 0);
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_NOMEM);
+  EXPECT_ERR_HAS("sampler_run");
+  EXPECT_ERR_HAS("[injected]");
+  ng__fault_reset();
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  ng_trainer_destroy(t);
+
+  /* the option is checked */
+  o.sampler = (ng_sampler_kind)7;
+  EXPECT_STATUS(ng_trainer_create(&t, cora, model, &o), NG_ERR_INVALID_ARG);
+  o.sampler = NG_SAMPLER_AUTO;
+  o.sampler_memory_share = 0.0;
+  EXPECT_STATUS(ng_trainer_create(&t, cora, model, &o), NG_ERR_INVALID_ARG);
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   model = ng_test_cora_sage();
@@ -454,6 +531,7 @@ int main(void) {
   RUN_TEST(test_trace);
   RUN_TEST(test_telemetry);
   RUN_TEST(test_period_spans_epochs);
+  RUN_TEST(test_device_sampler);
   ng_model_destroy(model);
   ng_dataset_close(cora);
   return ng_test_summary();

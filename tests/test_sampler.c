@@ -3,53 +3,12 @@
 #include "ng_test.h"
 #include "ng_test_graph.h"
 #include "sampler_impl.h"
+#include "ng_cpu.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
 
 /* ---- graphs ---- */
-
-/* A random graph of `n` nodes: row lengths uniform in [0, 20) (so some nodes are isolated), and
- * every node v with v % 97 == 5 a hub with n / 3 neighbours. Rows hold distinct neighbours in a
- * random (unsorted) order, so "kept in row order" is a real property to check. */
-static void build_graph(ng_csr *g, int64_t n, uint64_t seed) {
-  ng_rng r;
-  ng_rng_seed(&r, seed);
-  int64_t *deg = malloc((size_t)n * sizeof *deg);
-  int64_t nnz = 0;
-  for (int64_t v = 0; v < n; v++) {
-    deg[v] = v % 97 == 5 ? n / 3 : (int64_t)ng_rng_below(&r, 20);
-    nnz += deg[v];
-  }
-  EXPECT_OK(ng__csr_alloc(g, n, nnz));
-  EXPECT_TRUE(g->idx32 != NULL);
-  int64_t *mark = calloc((size_t)n, sizeof *mark);
-  int64_t e = 0;
-  for (int64_t v = 0; v < n; v++) {
-    g->indptr[v] = e;
-    for (int64_t i = 0; i < deg[v]; i++) {
-      int64_t u;
-      do
-        u = (int64_t)ng_rng_below(&r, (uint64_t)n);
-      while (mark[u] == v + 1);
-      mark[u] = v + 1;
-      g->idx32[e++] = (int32_t)u;
-    }
-  }
-  g->indptr[n] = e;
-  free(mark);
-  free(deg);
-}
-
-/* `count` distinct targets drawn from [0, n) with a seed. */
-static void pick_targets(int64_t *out, int32_t count, int64_t n, uint64_t seed) {
-  int64_t *all = malloc((size_t)n * sizeof *all);
-  for (int64_t i = 0; i < n; i++)
-    all[i] = i;
-  ng__epoch_shuffle(all, all, n, seed, 0);
-  memcpy(out, all, (size_t)count * sizeof *out);
-  free(all);
-}
 
 /* ---- the structural checks every mini-batch must pass ---- */
 
@@ -188,7 +147,7 @@ static void check_minibatch(const ng_csr *g, const ng_sampler_cfg *cfg, const in
 
 static void test_structure(void) {
   ng_csr g;
-  build_graph(&g, 3000, 11);
+  ng_test_random_graph(&g, 3000, 11);
   ng_sample_arena *a = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
   /* Configurations: "25,10" style (transposed as the trainer asks: every block but the input's),
@@ -208,7 +167,7 @@ static void test_structure(void) {
   for (size_t c = 0; c < NG_ARRAY_LEN(cfgs); c++) {
     for (int rep = 0; rep < 3; rep++) {
       int32_t n_t = rep == 0 ? 1 : 100 * rep;
-      pick_targets(targets, n_t, g.nodes, c * 10 + (uint64_t)rep);
+      ng_test_pick_targets(targets, n_t, g.nodes, c * 10 + (uint64_t)rep);
       ng_minibatch mb;
       EXPECT_OK(ng__sample(&mb, a, &cfgs[c], targets, n_t, 1000 + (uint64_t)rep));
       check_minibatch(&g, &cfgs[c], targets, n_t, &mb);
@@ -224,11 +183,11 @@ static void test_structure(void) {
 /* Fanout -1 takes every neighbour, and fanouts at or above a row's length take the whole row. */
 static void test_all_neighbours(void) {
   ng_csr g;
-  build_graph(&g, 2000, 12);
+  ng_test_random_graph(&g, 2000, 12);
   ng_sample_arena *a = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
   int64_t targets[64];
-  pick_targets(targets, 64, g.nodes, 3);
+  ng_test_pick_targets(targets, 64, g.nodes, 3);
   ng_sampler_cfg all = {.graph = &g, .n_layers = 2, .fanout = {-1, -1}, .transpose = {true, true}};
   ng_sampler_cfg big = {.graph = &g, .n_layers = 2, .fanout = {100000, 100000}};
   ng_minibatch mb;
@@ -282,7 +241,7 @@ static void test_cora(void) {
   ng_sample_arena *a = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
   int64_t targets[140];
-  pick_targets(targets, 140, nodes, 9);
+  ng_test_pick_targets(targets, 140, nodes, 9);
   ng_sampler_cfg gcn = {.graph = &g,
                         .n_layers = 2,
                         .fanout = {-1, -1},
@@ -573,7 +532,7 @@ static bool same_bytes(bytes_t x, bytes_t y) {
 
 static void test_determinism(void) {
   ng_csr g, g64;
-  build_graph(&g, 5000, 21);
+  ng_test_random_graph(&g, 5000, 21);
   /* The same graph with int64 indices (ng__csr_alloc picks them only from 2^31 nodes). */
   ng_test_csr_copy(&g64, &g, true);
   ng_sample_arena *a = NULL, *b = NULL;
@@ -587,8 +546,8 @@ static void test_determinism(void) {
   ng_sampler_cfg cfg64 = cfg;
   cfg64.graph = &g64;
   int64_t targets[256], other[300];
-  pick_targets(targets, 256, g.nodes, 1);
-  pick_targets(other, 300, g.nodes, 2);
+  ng_test_pick_targets(targets, 256, g.nodes, 1);
+  ng_test_pick_targets(other, 300, g.nodes, 2);
   ng_minibatch mb;
   EXPECT_OK(ng__sample(&mb, a, &cfg, targets, 256, 42));
   check_minibatch(&g, &cfg, targets, 256, &mb);
@@ -630,7 +589,7 @@ static void test_determinism(void) {
  * nor on the node's position in the batch. Layers use different streams. */
 static void test_stream_per_node(void) {
   ng_csr g;
-  build_graph(&g, 3000, 51);
+  ng_test_random_graph(&g, 3000, 51);
   ng_sample_arena *a = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
   /* Hubs (v % 97 == 5) have 1000 neighbours: samples of 10 of them collide only by accident. */
@@ -754,7 +713,7 @@ static void test_ids_beyond_int32(void) {
 
 static void test_steady_state(void) {
   ng_csr g;
-  build_graph(&g, 20000, 31);
+  ng_test_random_graph(&g, 20000, 31);
   ng_sample_arena *a = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
   size_t empty = ng__sample_arena_bytes(a);
@@ -788,7 +747,7 @@ static void test_steady_state(void) {
 
 static void test_invalid(void) {
   ng_csr g;
-  build_graph(&g, 500, 41);
+  ng_test_random_graph(&g, 500, 41);
   ng_sample_arena *a = NULL;
   EXPECT_OK(ng__sample_arena_create(&a));
   ng_minibatch mb;
@@ -903,6 +862,17 @@ static void test_epoch_shuffle(void) {
   EXPECT_TRUE(memcmp(other_seed, e0, sizeof e0) != 0);
 }
 
+/* The CPU backend's device sampler (what the sample feed uses without a GPU) copies the CPU
+ * sampler's blocks into the caller's buffer: the same checks as the CUDA backend's
+ * (tests/test_gpu_sample.c). */
+static void test_device_sampler(void) {
+  ng_backend *be = NULL;
+  EXPECT_OK(ng__backend_cpu_create(&be, 0));
+  if (be)
+    ng_test_check_device_sampler(be, NULL);
+  ng__backend_destroy(be);
+}
+
 int main(void) {
   RUN_TEST(test_structure);
   RUN_TEST(test_all_neighbours);
@@ -918,5 +888,6 @@ int main(void) {
   RUN_TEST(test_invalid);
   RUN_TEST(test_epoch_shuffle);
   RUN_TEST(test_epoch_shuffle_bits);
+  RUN_TEST(test_device_sampler);
   return ng_test_summary();
 }
