@@ -51,7 +51,7 @@ struct layer_mem {
 };
 
 struct sampler_mem {
-  dbuf targets, node_ids, gid, pos, counts, slot_e, flag, rank, cub_tmp, err;
+  dbuf targets, node_ids, gid, pos, counts, slot_e, flag, rank, cub_tmp, err, n_dev;
   dbuf keys, vals, first; // the hash table: global id -> local id, first edge position
   size_t table_cap;       // slots (a power of two)
   layer_mem layer[NG_MAX_LAYERS];
@@ -213,17 +213,24 @@ __device__ __forceinline__ int64_t d_take(int32_t fanout, int64_t n) {
   return (fanout < 0 || fanout >= n) ? n : fanout;
 }
 
-__global__ void k_counts(const int64_t *ids, int32_t n_dst, const int64_t *gp, int32_t fanout,
-                         int64_t *counts) {
+/* counts[d] = the sampled neighbours of destination d for d < *n_dst (on the device: the host
+ * learns it with the layer's edge count, in one round trip), 0 for d in [*n_dst, ub]. */
+__global__ void k_counts(const int64_t *ids, const int32_t *n_dst, int32_t ub, const int64_t *gp,
+                         int32_t fanout, int64_t *counts) {
   const int32_t d = blockIdx.x * blockDim.x + threadIdx.x;
-  if (d > n_dst)
+  if (d > ub)
     return;
-  if (d == n_dst) {
+  if (d >= *n_dst) {
     counts[d] = 0;
     return;
   }
   const int64_t v = ids[d];
   counts[d] = d_take(fanout, gp[v + 1] - gp[v]);
+}
+
+/* *n = base + rank[nnz] (the nodes after a layer: those before it and the new ones). */
+__global__ void k_set_count(int32_t *n, int32_t base, const int32_t *rank, int64_t nnz) {
+  *n = base + (rank ? rank[nnz] : 0);
 }
 
 /* One thread per destination: its row's sampled neighbours, as cpu/sampler.c's draw_row, into
@@ -434,12 +441,6 @@ template <typename T> ng_status scan(sampler_full *f, const T *in, T *out, int64
   return NG_OK;
 }
 
-ng_status read_small(sampler_full *f, const void *dev, int64_t *host) {
-  SCHECK(cudaMemcpyAsync(host, dev, sizeof(int64_t), cudaMemcpyDeviceToHost, f->s.stream));
-  SCHECK(cudaStreamSynchronize(f->s.stream));
-  return NG_OK;
-}
-
 /* Bits a radix sort of values below n needs. */
 int bits_for(int64_t n) {
   int b = 1;
@@ -448,56 +449,71 @@ int bits_for(int64_t n) {
   return b;
 }
 
-ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64_t seed,
-                       int32_t *n_cur, ng_block *b) {
+/* Layer l's rows and local ids: *n_cur (host) nodes before it, whose count the device also holds
+ * in m->n_dev; `ub` bounds them from above without a round trip (the host learns the exact count
+ * with the layer's edge count). The GCN weights and the transpose come later (finish_block),
+ * once every count is known. */
+ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64_t seed, int32_t ub,
+                       int64_t *err, int32_t *n_cur, ng_block *b) {
   sampler_mem *m = &f->m;
   layer_mem *lm = &m->layer[l];
   cudaStream_t st = f->s.stream;
-  const int32_t n_dst = *n_cur;
   const int32_t fanout = cfg->fanout[l];
-  const int64_t *ids = as<int64_t>(m->node_ids);
+  int32_t *n_dev = as<int32_t>(m->n_dev);
 
-  /* rows: counts, offsets, the draw */
-  NG_CHECK(grow(&m->counts, ((size_t)n_dst + 1) * sizeof(int64_t), "row counts"));
-  NG_CHECK(grow(&lm->indptr64, ((size_t)n_dst + 1) * sizeof(int64_t), "row offsets"));
-  k_counts<<<blocks_for(n_dst + 1), kThreads, 0, st>>>(ids, n_dst, f->s.indptr, fanout,
-                                                       as<int64_t>(m->counts));
+  /* rows: counts and offsets over the bound, then one round trip for the exact sizes */
+  NG_CHECK(grow(&m->counts, ((size_t)ub + 1) * sizeof(int64_t), "row counts"));
+  NG_CHECK(grow(&lm->indptr64, ((size_t)ub + 1) * sizeof(int64_t), "row offsets"));
+  k_counts<<<blocks_for((int64_t)ub + 1), kThreads, 0, st>>>(
+      as<int64_t>(m->node_ids), n_dev, ub, f->s.indptr, fanout, as<int64_t>(m->counts));
   LAUNCH_CHECK("sampler_run");
-  NG_CHECK(scan(f, as<int64_t>(m->counts), as<int64_t>(lm->indptr64), n_dst));
-  int64_t nnz = 0;
-  NG_CHECK(read_small(f, as<int64_t>(lm->indptr64) + n_dst, &nnz));
+  NG_CHECK(scan(f, as<int64_t>(m->counts), as<int64_t>(lm->indptr64), ub));
+  int64_t *h = m->h_small;
+  SCHECK(cudaMemcpyAsync(&h[0], n_dev, sizeof(int32_t), cudaMemcpyDeviceToHost, st));
+  SCHECK(cudaMemcpyAsync(&h[1], as<int64_t>(lm->indptr64) + ub, sizeof(int64_t),
+                         cudaMemcpyDeviceToHost, st));
+  if (err)
+    SCHECK(cudaMemcpyAsync(&h[2], err, sizeof(int64_t), cudaMemcpyDeviceToHost, st));
+  SCHECK(cudaStreamSynchronize(st));
+  if (err && h[2] != -1)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "sampler: targets[%lld] repeats an earlier target; targets must be distinct",
+                   (long long)h[2]);
+  const int32_t n_dst = (int32_t)(h[0] & 0xffffffff);
+  const int64_t nnz = h[1];
+  *n_cur = n_dst;
   if (nnz > INT32_MAX)
     return ng__err(NG_ERR_INVALID_ARG,
                    "sampler: block %d would hold more than 2^31-1 edges; use smaller batches or "
                    "fanouts",
                    l);
-  const size_t e_bytes = (size_t)NG_MAX(nnz, (int64_t)1);
-  NG_CHECK(grow(&m->gid, e_bytes * sizeof(int64_t), "sampled node ids"));
-  NG_CHECK(grow(&m->pos, e_bytes * sizeof(int64_t), "drawn positions"));
-  k_draw<<<blocks_for(n_dst), kThreads, 0, st>>>(ids, n_dst, f->s.indptr, f->s.idx32, f->s.idx64,
-                                                 fanout, seed, l, as<int64_t>(lm->indptr64),
-                                                 as<int64_t>(m->gid), as<int64_t>(m->pos));
-  LAUNCH_CHECK("sampler_run");
-  NG_CHECK(grow(&lm->indptr, ((size_t)n_dst + 1) * sizeof(int32_t), "block indptr"));
-  k_indptr32<<<blocks_for(n_dst + 1), kThreads, 0, st>>>(as<int64_t>(lm->indptr64), n_dst,
-                                                         as<int32_t>(lm->indptr));
-  LAUNCH_CHECK("sampler_run");
-
-  /* local ids in order of first appearance */
-  const int64_t most = NG_MIN((int64_t)*n_cur + nnz, f->s.nodes);
+  const int64_t most = NG_MIN((int64_t)n_dst + nnz, f->s.nodes);
   if (most > INT32_MAX)
     return ng__err(NG_ERR_INVALID_ARG,
                    "sampler: block %d could hold more than 2^31-1 nodes; use smaller batches or "
                    "fanouts",
                    l);
-  NG_CHECK(grow_keep(&m->node_ids, (size_t)NG_MAX(most, (int64_t)1) * sizeof(int64_t),
-                     (size_t)*n_cur * sizeof(int64_t), st, "node ids"));
-  NG_CHECK(table_fit(f, most, *n_cur, false));
-  ids = as<int64_t>(m->node_ids);
+  const size_t e_bytes = (size_t)NG_MAX(nnz, (int64_t)1);
+  NG_CHECK(grow(&m->gid, e_bytes * sizeof(int64_t), "sampled node ids"));
+  NG_CHECK(grow(&m->pos, e_bytes * sizeof(int64_t), "drawn positions"));
+  NG_CHECK(grow(&lm->indptr, ((size_t)n_dst + 1) * sizeof(int32_t), "block indptr"));
   NG_CHECK(grow(&m->slot_e, e_bytes * sizeof(int32_t), "edge slots"));
   NG_CHECK(grow(&m->flag, (e_bytes + 1) * sizeof(int32_t), "first-appearance flags"));
   NG_CHECK(grow(&m->rank, (e_bytes + 1) * sizeof(int32_t), "first-appearance ranks"));
   NG_CHECK(grow(&lm->indices, e_bytes * sizeof(int32_t), "block indices"));
+  NG_CHECK(grow_keep(&m->node_ids, (size_t)NG_MAX(most, (int64_t)1) * sizeof(int64_t),
+                     (size_t)n_dst * sizeof(int64_t), st, "node ids"));
+  NG_CHECK(table_fit(f, most, n_dst, false));
+  const int64_t *ids = as<int64_t>(m->node_ids);
+  k_draw<<<blocks_for(n_dst), kThreads, 0, st>>>(ids, n_dst, f->s.indptr, f->s.idx32, f->s.idx64,
+                                                 fanout, seed, l, as<int64_t>(lm->indptr64),
+                                                 as<int64_t>(m->gid), as<int64_t>(m->pos));
+  LAUNCH_CHECK("sampler_run");
+  k_indptr32<<<blocks_for((int64_t)n_dst + 1), kThreads, 0, st>>>(as<int64_t>(lm->indptr64), n_dst,
+                                                                  as<int32_t>(lm->indptr));
+  LAUNCH_CHECK("sampler_run");
+
+  /* local ids in order of first appearance */
   const size_t mask = m->table_cap - 1;
   if (nnz > 0) {
     k_insert<<<blocks_for(nnz), kThreads, 0, st>>>(
@@ -510,35 +526,38 @@ ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64
                                                    as<int32_t>(m->flag));
   LAUNCH_CHECK("sampler_run");
   NG_CHECK(scan(f, as<int32_t>(m->flag), as<int32_t>(m->rank), nnz));
-  int32_t added = 0;
-  {
-    int64_t v = 0;
-    SCHECK(cudaMemcpyAsync(&v, as<int32_t>(m->rank) + nnz, sizeof(int32_t), cudaMemcpyDeviceToHost,
-                           st));
-    SCHECK(cudaStreamSynchronize(st));
-    added = (int32_t)v;
-  }
   if (nnz > 0) {
     k_assign<<<blocks_for(nnz), kThreads, 0, st>>>(
         nnz, as<int32_t>(m->flag), as<int32_t>(m->rank), as<int32_t>(m->slot_e),
-        as<int64_t>(m->gid), as<int32_t>(m->vals), as<int64_t>(m->node_ids), *n_cur);
+        as<int64_t>(m->gid), as<int32_t>(m->vals), as<int64_t>(m->node_ids), n_dst);
     LAUNCH_CHECK("sampler_run");
     k_indices<<<blocks_for(nnz), kThreads, 0, st>>>(nnz, as<int32_t>(m->slot_e),
                                                     as<int32_t>(m->vals), as<int32_t>(lm->indices));
     LAUNCH_CHECK("sampler_run");
   }
-  const int32_t n_src = *n_cur + added;
+  k_set_count<<<1, 1, 0, st>>>(n_dev, n_dst, as<int32_t>(m->rank), nnz);
+  LAUNCH_CHECK("sampler_run");
   *b = {};
   b->n_dst = n_dst;
-  b->n_src = n_src;
   b->nnz = nnz;
   b->indptr = as<int32_t>(lm->indptr);
   b->indices = as<int32_t>(lm->indices);
+  return NG_OK;
+}
 
+/* Block l's GCN weights and transpose, as the configuration asks, once its n_src is known. */
+ng_status finish_block(sampler_full *f, const ng_sampler_cfg *cfg, int l, ng_block *b) {
+  sampler_mem *m = &f->m;
+  layer_mem *lm = &m->layer[l];
+  cudaStream_t st = f->s.stream;
+  const int32_t n_dst = b->n_dst, n_src = b->n_src;
+  const int64_t nnz = b->nnz;
+  const size_t e_bytes = (size_t)NG_MAX(nnz, (int64_t)1);
   if (cfg->gcn_weights[l]) {
     NG_CHECK(grow(&lm->edge_w, e_bytes * sizeof(float), "GCN edge weights"));
     NG_CHECK(grow(&lm->self_w, (size_t)NG_MAX(n_dst, 1) * sizeof(float), "GCN self weights"));
-    k_gcn<<<blocks_for(n_dst), kThreads, 0, st>>>(b->indptr, b->indices, n_dst, ids, f->s.indptr,
+    k_gcn<<<blocks_for(n_dst), kThreads, 0, st>>>(b->indptr, b->indices, n_dst,
+                                                  as<int64_t>(m->node_ids), f->s.indptr,
                                                   as<float>(lm->edge_w), as<float>(lm->self_w));
     LAUNCH_CHECK("sampler_run");
     b->edge_w = as<float>(lm->edge_w);
@@ -573,7 +592,6 @@ ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64
     b->t_dst = as<int32_t>(lm->t_dst);
     b->t_eid = as<int32_t>(lm->t_eid);
   }
-  *n_cur = n_src;
   return NG_OK;
 }
 
@@ -619,7 +637,12 @@ ng_status cuda_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sampler **
   f->s.nodes = g->nodes;
   f->s.graph = g;
   ng_status st = NG_OK;
-  cudaError_t err = cudaStreamCreateWithFlags(&f->s.stream, cudaStreamNonBlocking);
+  /* The highest priority: the sampler's small kernels go ahead of the training step's blocks,
+   * which fill the GPU while the feed samples the iterations after the current one. */
+  int least = 0, greatest = 0;
+  cudaError_t err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (err == cudaSuccess)
+    err = cudaStreamCreateWithPriority(&f->s.stream, cudaStreamNonBlocking, greatest);
   const size_t ip = ((size_t)g->nodes + 1) * sizeof(int64_t);
   const size_t ix = (size_t)NG_MAX(g->nnz, (int64_t)1) * (g->idx32 ? 4 : 8);
   if (err == cudaSuccess)
@@ -687,6 +710,7 @@ ng_status cuda_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_c
   NG_CHECK(grow(&m->targets, (size_t)n * sizeof(int64_t), "targets"));
   NG_CHECK(grow(&m->node_ids, (size_t)n * sizeof(int64_t), "node ids"));
   NG_CHECK(grow(&m->err, sizeof(int64_t), "the error flag"));
+  NG_CHECK(grow(&m->n_dev, sizeof(int32_t), "the node count"));
   SCHECK(cudaMemcpyAsync(m->targets.p, targets, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice,
                          st));
   SCHECK(cudaMemsetAsync(m->err.p, 0xff, sizeof(int64_t), st));
@@ -695,20 +719,26 @@ ng_status cuda_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_c
       as<int64_t>(m->targets), n, as<int64_t>(m->node_ids), as<unsigned long long>(m->keys),
       as<int32_t>(m->vals), m->table_cap - 1, as<int64_t>(m->err));
   LAUNCH_CHECK("sampler_run");
-  /* the targets' check and the first layer's edge count: one round trip */
-  NG_CHECK(read_small(f, m->err.p, &m->h_small[0]));
-  if (m->h_small[0] != -1) {
-    const int64_t i = m->h_small[0];
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "sampler: targets[%lld] = %lld repeats an earlier target; targets must be "
-                   "distinct",
-                   (long long)i, (long long)targets[i]);
-  }
+  k_set_count<<<1, 1, 0, st>>>(as<int32_t>(m->n_dev), n, nullptr, 0);
+  LAUNCH_CHECK("sampler_run");
+  /* Each layer costs one round trip: its edge count and the nodes the layer above it added,
+   * while the counts run over a bound (the nodes before the layer above, plus its edges). */
   int32_t n_cur = n;
+  int64_t ub = n;
   ng_minibatch d = {};
   for (int l = cfg->n_layers - 1; l >= 0; l--) {
-    NG_CHECK(sample_layer(f, cfg, l, seed, &n_cur, &d.blocks[l]));
+    NG_CHECK(sample_layer(f, cfg, l, seed, (int32_t)ub,
+                          l == cfg->n_layers - 1 ? as<int64_t>(m->err) : nullptr, &n_cur,
+                          &d.blocks[l]));
+    if (l + 1 < cfg->n_layers)
+      d.blocks[l + 1].n_src = n_cur;
+    ub = NG_MIN((int64_t)n_cur + d.blocks[l].nnz, s->nodes);
   }
+  SCHECK(cudaMemcpyAsync(&m->h_small[0], m->n_dev.p, sizeof(int32_t), cudaMemcpyDeviceToHost, st));
+  SCHECK(cudaStreamSynchronize(st));
+  d.blocks[0].n_src = (int32_t)(m->h_small[0] & 0xffffffff);
+  for (int l = 0; l < cfg->n_layers; l++)
+    NG_CHECK(finish_block(f, cfg, l, &d.blocks[l]));
   d.n_layers = cfg->n_layers;
   d.node_ids = as<int64_t>(m->node_ids);
   d.n_targets = n;
