@@ -229,7 +229,8 @@ static ng_status front_fill(ng_backend *be, float *x, int64_t n, float value) {
 
 /* ---- sampling ---- */
 
-static ng_status front_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sampler **out) {
+static ng_status front_sampler_create(ng_backend *be, const ng_csr *g, int lanes,
+                                      ng_dev_sampler **out) {
   NG_CHECK(check_ptr("sampler_create", "out", out, true));
   *out = NULL;
   NG_CHECK(check_ptr("sampler_create", "graph", g, true));
@@ -237,14 +238,17 @@ static ng_status front_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sa
     return ng__err(NG_ERR_INVALID_ARG,
                    "sampler_create: the graph must have nodes >= 0, indptr and exactly one of "
                    "idx32/idx64");
-  return be->impl->sampler_create(be, g, out);
+  if (lanes < 1 || lanes > 64)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler_create: %d lanes; use 1 to 64", lanes);
+  return be->impl->sampler_create(be, g, lanes, out);
 }
 
 /* What the CPU sampler checks too: the layers and fanouts, and every target an id of the graph
  * (the device cannot report a bad id by name). */
-static ng_status front_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
-                                   const int64_t *targets, int32_t n, uint64_t seed,
-                                   ng_minibatch *out, void **host, size_t *host_cap) {
+static ng_status front_sampler_run(ng_backend *be, ng_dev_sampler *s, int lane,
+                                   const ng_sampler_cfg *cfg, const int64_t *targets, int32_t n,
+                                   uint64_t seed, ng_minibatch *out, void **host,
+                                   size_t *host_cap) {
   NG_CHECK(check_ptr("sampler_run", "out", out, true));
   memset(out, 0, sizeof *out);
   NG_CHECK(check_ptr("sampler_run", "sampler", s, true));
@@ -273,7 +277,9 @@ static ng_status front_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_s
                    "%s: sampler_run: out of device memory sampling %d targets "
                    "[injected]",
                    be->impl->name, (int)n);
-  return be->impl->sampler_run(be, s, cfg, targets, n, seed, out, host, host_cap);
+  if (lane < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler_run: lane %d", lane);
+  return be->impl->sampler_run(be, s, lane, cfg, targets, n, seed, out, host, host_cap);
 }
 
 /* ---- timing ---- */

@@ -187,16 +187,18 @@ struct ng_backend_i {
 
   /* -- sampling on the device (optional: NULL where the backend has none) -- */
   /// A device sampler of graph `g` (borrowed; the CUDA backend copies its topology to device
-  /// memory): what sampler_run draws from. Destroyed with sampler_destroy (accepts NULL).
-  ng_status (*sampler_create)(ng_backend *be, const ng_csr *g, ng_dev_sampler **out);
+  /// memory) with `lanes` >= 1 lanes: what sampler_run draws from. Each lane has its own queue
+  /// and working memory, so that several threads can sample at once, one a lane. Destroyed with
+  /// sampler_destroy (accepts NULL).
+  ng_status (*sampler_create)(ng_backend *be, const ng_csr *g, int lanes, ng_dev_sampler **out);
   void (*sampler_destroy)(ng_backend *be, ng_dev_sampler *s);
   /// Samples the blocks of `n` distinct targets (host array) with `seed` exactly as ng__sample
   /// (cpu/sampler.c) does for `cfg` (whose graph must be the sampler's): the same blocks bit for
   /// bit. They are copied into host memory *host of *host_cap bytes, which the op grows (with
   /// host_free and host_alloc) as needed; `out`'s arrays point into it until the next call with
-  /// that buffer. A sampler works on its own queue and memory, beside the ops: one thread at a
-  /// time may run it, and that thread need not be the ops' thread.
-  ng_status (*sampler_run)(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
+  /// that buffer. It runs on lane `lane`'s queue and memory, beside the ops: one thread at a time
+  /// may use a lane, and that thread need not be the ops' thread.
+  ng_status (*sampler_run)(ng_backend *be, ng_dev_sampler *s, int lane, const ng_sampler_cfg *cfg,
                            const int64_t *targets, int32_t n, uint64_t seed, ng_minibatch *out,
                            void **host, size_t *host_cap);
 

@@ -675,19 +675,26 @@ static ng_status cpu_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param,
 
 struct ng_dev_sampler {
   const ng_csr *graph;
-  ng_sample_arena *arena;
+  int lanes;
+  ng_sample_arena **arena; /* one a lane */
 };
 
-static ng_status cpu_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sampler **out) {
-  (void)be;
+static void cpu_sampler_destroy(ng_backend *be, ng_dev_sampler *s);
+
+static ng_status cpu_sampler_create(ng_backend *be, const ng_csr *g, int lanes,
+                                    ng_dev_sampler **out) {
   *out = NULL;
   ng_dev_sampler *s = ng__calloc(1, sizeof *s, "CPU device sampler");
   if (!s)
     return NG_ERR_NOMEM;
   s->graph = g;
-  ng_status st = ng__sample_arena_create(&s->arena);
+  s->lanes = lanes;
+  s->arena = ng__calloc((size_t)lanes, sizeof *s->arena, "CPU device sampler lanes");
+  ng_status st = s->arena ? NG_OK : NG_ERR_NOMEM;
+  for (int k = 0; k < lanes && st == NG_OK; k++)
+    st = ng__sample_arena_create(&s->arena[k]);
   if (st != NG_OK) {
-    free(s);
+    cpu_sampler_destroy(be, s);
     return st;
   }
   *out = s;
@@ -698,16 +705,20 @@ static void cpu_sampler_destroy(ng_backend *be, ng_dev_sampler *s) {
   (void)be;
   if (!s)
     return;
-  ng__sample_arena_destroy(s->arena);
+  for (int k = 0; s->arena && k < s->lanes; k++)
+    ng__sample_arena_destroy(s->arena[k]);
+  free(s->arena);
   free(s);
 }
 
-static ng_status cpu_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
-                                 const int64_t *targets, int32_t n, uint64_t seed,
-                                 ng_minibatch *out, void **host, size_t *host_cap) {
+static ng_status cpu_sampler_run(ng_backend *be, ng_dev_sampler *s, int lane,
+                                 const ng_sampler_cfg *cfg, const int64_t *targets, int32_t n,
+                                 uint64_t seed, ng_minibatch *out, void **host, size_t *host_cap) {
   memset(out, 0, sizeof *out);
   ng_minibatch mb;
-  NG_CHECK(ng__sample(&mb, s->arena, cfg, targets, n, seed));
+  if (lane >= s->lanes)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler_run: lane %d of a sampler with %d", lane, s->lanes);
+  NG_CHECK(ng__sample(&mb, s->arena[lane], cfg, targets, n, seed));
   const void *src[NG_MB_ARRAYS];
   size_t bytes[NG_MB_ARRAYS];
   const int k = ng__minibatch_arrays(&mb, src, bytes);

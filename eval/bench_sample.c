@@ -308,7 +308,7 @@ static double run_device(const bench_opts *o, const ng_sampler_cfg *cfg, const i
   double dt = -1.0;
   ng_status st = ng__backend_cuda_create(&be, 0);
   if (st == NG_OK)
-    st = be->iface->sampler_create(be, cfg->graph, &ds);
+    st = be->iface->sampler_create(be, cfg->graph, 1, &ds);
   const int64_t per_epoch = n_order / o->batch;
   *out = (bench_count){0};
   for (int pass = 0; st == NG_OK && pass < 2; pass++) { /* pass 0 warms up */
@@ -317,7 +317,7 @@ static double run_device(const bench_opts *o, const ng_sampler_cfg *cfg, const i
     int64_t edges = 0, nodes = 0;
     for (int64_t it = 0; st == NG_OK && it < n; it++) {
       ng_minibatch mb;
-      st = be->iface->sampler_run(be, ds, cfg, order + (it % per_epoch) * o->batch, o->batch,
+      st = be->iface->sampler_run(be, ds, 0, cfg, order + (it % per_epoch) * o->batch, o->batch,
                                   ng__iter_seed(o->seed, 0, it), &mb, &host, &cap);
       for (int l = 0; st == NG_OK && l < mb.n_layers; l++)
         edges += mb.blocks[l].nnz;

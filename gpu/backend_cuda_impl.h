@@ -232,9 +232,9 @@ __device__ inline bool dev_dropout_keep(uint64_t key, uint64_t i, uint32_t thres
 /* ---- the ops of each family, for the table (backend_cuda.cu) ---- */
 
 /// backend_cuda_sample.cu: the device sampler.
-ng_status cuda_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sampler **out);
+ng_status cuda_sampler_create(ng_backend *be, const ng_csr *g, int lanes, ng_dev_sampler **out);
 void cuda_sampler_destroy(ng_backend *be, ng_dev_sampler *s);
-ng_status cuda_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
+ng_status cuda_sampler_run(ng_backend *be, ng_dev_sampler *s, int lane, const ng_sampler_cfg *cfg,
                            const int64_t *targets, int32_t n, uint64_t seed, ng_minibatch *out,
                            void **host, size_t *host_cap);
 

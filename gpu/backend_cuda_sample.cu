@@ -24,9 +24,15 @@
 
 #include <climits>
 
+namespace ng_cuda {
+struct sampler_lane;
+}
+
+/* The topology, shared by the lanes; each lane (sampler_lane) has its own stream and memory. */
 struct ng_dev_sampler {
   int device;
-  cudaStream_t stream;
+  int n_lanes;
+  ng_cuda::sampler_lane *lanes; // [n_lanes]
   int64_t nodes;
   int64_t *indptr; // [nodes + 1], device
   int32_t *idx32;  // [nnz] (int32 graphs) or NULL
@@ -58,10 +64,16 @@ struct sampler_mem {
   int64_t *h_small; // pinned: counts read back (nnz, new nodes, error flag)
 };
 
-struct sampler_full {
-  ng_dev_sampler s;
+} // namespace
+
+/* One lane: what one thread samples with (its stream and working memory). */
+struct sampler_lane {
+  const ng_dev_sampler *s;
+  cudaStream_t stream;
   sampler_mem m;
 };
+
+namespace {
 
 ng_status grow(dbuf *b, size_t bytes, const char *what) {
   if (bytes <= b->cap)
@@ -405,7 +417,7 @@ unsigned blocks_for(int64_t n) {
   } while (0)
 
 /* Makes the table hold at least `nodes` nodes at half load, keeping local nodes [0, n_cur). */
-ng_status table_fit(sampler_full *f, int64_t nodes, int32_t n_cur, bool clear) {
+ng_status table_fit(sampler_lane *f, int64_t nodes, int32_t n_cur, bool clear) {
   sampler_mem *m = &f->m;
   size_t cap = m->table_cap ? m->table_cap : 1024;
   while (cap < (size_t)nodes * 2)
@@ -419,7 +431,7 @@ ng_status table_fit(sampler_full *f, int64_t nodes, int32_t n_cur, bool clear) {
     NG_CHECK(grow(&m->first, cap * sizeof(int32_t), "the sampler's hash table"));
     m->table_cap = cap;
   }
-  cudaStream_t st = f->s.stream;
+  cudaStream_t st = f->stream;
   SCHECK(cudaMemsetAsync(m->keys.p, 0xff, m->table_cap * sizeof(unsigned long long), st));
   SCHECK(cudaMemsetAsync(m->vals.p, 0xff, m->table_cap * sizeof(int32_t), st));
   SCHECK(cudaMemsetAsync(m->first.p, 0x7f, m->table_cap * sizeof(int32_t), st));
@@ -433,11 +445,11 @@ ng_status table_fit(sampler_full *f, int64_t nodes, int32_t n_cur, bool clear) {
 }
 
 /* An exclusive scan of n + 1 values (the last one 0) in place, with cub's temporaries. */
-template <typename T> ng_status scan(sampler_full *f, const T *in, T *out, int64_t n) {
+template <typename T> ng_status scan(sampler_lane *f, const T *in, T *out, int64_t n) {
   size_t tmp = 0;
-  SCHECK(cub::DeviceScan::ExclusiveSum(nullptr, tmp, in, out, (int)(n + 1), f->s.stream));
+  SCHECK(cub::DeviceScan::ExclusiveSum(nullptr, tmp, in, out, (int)(n + 1), f->stream));
   NG_CHECK(grow(&f->m.cub_tmp, tmp, "the sampler's scan"));
-  SCHECK(cub::DeviceScan::ExclusiveSum(f->m.cub_tmp.p, tmp, in, out, (int)(n + 1), f->s.stream));
+  SCHECK(cub::DeviceScan::ExclusiveSum(f->m.cub_tmp.p, tmp, in, out, (int)(n + 1), f->stream));
   return NG_OK;
 }
 
@@ -453,11 +465,11 @@ int bits_for(int64_t n) {
  * in m->n_dev; `ub` bounds them from above without a round trip (the host learns the exact count
  * with the layer's edge count). The GCN weights and the transpose come later (finish_block),
  * once every count is known. */
-ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64_t seed, int32_t ub,
+ng_status sample_layer(sampler_lane *f, const ng_sampler_cfg *cfg, int l, uint64_t seed, int32_t ub,
                        int64_t *err, int32_t *n_cur, ng_block *b) {
   sampler_mem *m = &f->m;
   layer_mem *lm = &m->layer[l];
-  cudaStream_t st = f->s.stream;
+  cudaStream_t st = f->stream;
   const int32_t fanout = cfg->fanout[l];
   int32_t *n_dev = as<int32_t>(m->n_dev);
 
@@ -465,7 +477,7 @@ ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64
   NG_CHECK(grow(&m->counts, ((size_t)ub + 1) * sizeof(int64_t), "row counts"));
   NG_CHECK(grow(&lm->indptr64, ((size_t)ub + 1) * sizeof(int64_t), "row offsets"));
   k_counts<<<blocks_for((int64_t)ub + 1), kThreads, 0, st>>>(
-      as<int64_t>(m->node_ids), n_dev, ub, f->s.indptr, fanout, as<int64_t>(m->counts));
+      as<int64_t>(m->node_ids), n_dev, ub, f->s->indptr, fanout, as<int64_t>(m->counts));
   LAUNCH_CHECK("sampler_run");
   NG_CHECK(scan(f, as<int64_t>(m->counts), as<int64_t>(lm->indptr64), ub));
   int64_t *h = m->h_small;
@@ -487,7 +499,7 @@ ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64
                    "sampler: block %d would hold more than 2^31-1 edges; use smaller batches or "
                    "fanouts",
                    l);
-  const int64_t most = NG_MIN((int64_t)n_dst + nnz, f->s.nodes);
+  const int64_t most = NG_MIN((int64_t)n_dst + nnz, f->s->nodes);
   if (most > INT32_MAX)
     return ng__err(NG_ERR_INVALID_ARG,
                    "sampler: block %d could hold more than 2^31-1 nodes; use smaller batches or "
@@ -505,7 +517,7 @@ ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64
                      (size_t)n_dst * sizeof(int64_t), st, "node ids"));
   NG_CHECK(table_fit(f, most, n_dst, false));
   const int64_t *ids = as<int64_t>(m->node_ids);
-  k_draw<<<blocks_for(n_dst), kThreads, 0, st>>>(ids, n_dst, f->s.indptr, f->s.idx32, f->s.idx64,
+  k_draw<<<blocks_for(n_dst), kThreads, 0, st>>>(ids, n_dst, f->s->indptr, f->s->idx32, f->s->idx64,
                                                  fanout, seed, l, as<int64_t>(lm->indptr64),
                                                  as<int64_t>(m->gid), as<int64_t>(m->pos));
   LAUNCH_CHECK("sampler_run");
@@ -546,10 +558,10 @@ ng_status sample_layer(sampler_full *f, const ng_sampler_cfg *cfg, int l, uint64
 }
 
 /* Block l's GCN weights and transpose, as the configuration asks, once its n_src is known. */
-ng_status finish_block(sampler_full *f, const ng_sampler_cfg *cfg, int l, ng_block *b) {
+ng_status finish_block(sampler_lane *f, const ng_sampler_cfg *cfg, int l, ng_block *b) {
   sampler_mem *m = &f->m;
   layer_mem *lm = &m->layer[l];
-  cudaStream_t st = f->s.stream;
+  cudaStream_t st = f->stream;
   const int32_t n_dst = b->n_dst, n_src = b->n_src;
   const int64_t nnz = b->nnz;
   const size_t e_bytes = (size_t)NG_MAX(nnz, (int64_t)1);
@@ -557,7 +569,7 @@ ng_status finish_block(sampler_full *f, const ng_sampler_cfg *cfg, int l, ng_blo
     NG_CHECK(grow(&lm->edge_w, e_bytes * sizeof(float), "GCN edge weights"));
     NG_CHECK(grow(&lm->self_w, (size_t)NG_MAX(n_dst, 1) * sizeof(float), "GCN self weights"));
     k_gcn<<<blocks_for(n_dst), kThreads, 0, st>>>(b->indptr, b->indices, n_dst,
-                                                  as<int64_t>(m->node_ids), f->s.indptr,
+                                                  as<int64_t>(m->node_ids), f->s->indptr,
                                                   as<float>(lm->edge_w), as<float>(lm->self_w));
     LAUNCH_CHECK("sampler_run");
     b->edge_w = as<float>(lm->edge_w);
@@ -596,7 +608,7 @@ ng_status finish_block(sampler_full *f, const ng_sampler_cfg *cfg, int l, ng_blo
 }
 
 /* Copies the device mini-batch `d` into the host buffer, array after array. */
-ng_status copy_out(ng_backend *be, sampler_full *f, const ng_minibatch *d, ng_minibatch *out,
+ng_status copy_out(ng_backend *be, sampler_lane *f, const ng_minibatch *d, ng_minibatch *out,
                    void **host, size_t *host_cap) {
   const void *src[NG_MB_ARRAYS];
   size_t bytes[NG_MB_ARRAYS];
@@ -616,70 +628,24 @@ ng_status copy_out(ng_backend *be, sampler_full *f, const ng_minibatch *d, ng_mi
   for (int i = 0; i < n; i++) {
     dst[i] = at;
     if (bytes[i])
-      SCHECK(cudaMemcpyAsync(dst[i], src[i], bytes[i], cudaMemcpyDeviceToHost, f->s.stream));
+      SCHECK(cudaMemcpyAsync(dst[i], src[i], bytes[i], cudaMemcpyDeviceToHost, f->stream));
     at += (bytes[i] + 63) & ~(size_t)63;
   }
-  SCHECK(cudaStreamSynchronize(f->s.stream));
+  SCHECK(cudaStreamSynchronize(f->stream));
   ng__minibatch_rebase(out, d, dst);
   return NG_OK;
 }
 
 } // namespace
 
-ng_status cuda_sampler_create(ng_backend *be, const ng_csr *g, ng_dev_sampler **out) {
-  *out = NULL;
-  NG_CHECK(use(be, "sampler_create"));
-  sampler_full *f =
-      static_cast<sampler_full *>(ng__calloc(1, sizeof(sampler_full), "device sampler"));
-  if (!f)
-    return NG_ERR_NOMEM;
-  f->s.device = ctx_of(be)->device;
-  f->s.nodes = g->nodes;
-  f->s.graph = g;
-  ng_status st = NG_OK;
-  /* The highest priority: the sampler's small kernels go ahead of the training step's blocks,
-   * which fill the GPU while the feed samples the iterations after the current one. */
-  int least = 0, greatest = 0;
-  cudaError_t err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
-  if (err == cudaSuccess)
-    err = cudaStreamCreateWithPriority(&f->s.stream, cudaStreamNonBlocking, greatest);
-  const size_t ip = ((size_t)g->nodes + 1) * sizeof(int64_t);
-  const size_t ix = (size_t)NG_MAX(g->nnz, (int64_t)1) * (g->idx32 ? 4 : 8);
-  if (err == cudaSuccess)
-    err = cudaMalloc(&f->s.indptr, ip);
-  if (err == cudaSuccess)
-    err = g->idx32 ? cudaMalloc(&f->s.idx32, ix) : cudaMalloc(&f->s.idx64, ix);
-  if (err == cudaSuccess)
-    err = cudaMemcpy(f->s.indptr, g->indptr, ip, cudaMemcpyHostToDevice);
-  if (err == cudaSuccess && g->nnz > 0)
-    err = g->idx32 ? cudaMemcpy(f->s.idx32, g->idx32, ix, cudaMemcpyHostToDevice)
-                   : cudaMemcpy(f->s.idx64, g->idx64, ix, cudaMemcpyHostToDevice);
-  if (err == cudaSuccess)
-    err = cudaHostAlloc(&f->m.h_small, 4 * sizeof(int64_t), cudaHostAllocDefault);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    st = ng__err(err == cudaErrorMemoryAllocation ? NG_ERR_NOMEM : NG_ERR_CUDA,
-                 "sampler_create: cannot put the graph's topology (%zu bytes) on CUDA device %d: "
-                 "%s; sample on the CPU (--sampler cpu)",
-                 ip + ix, f->s.device, cudaGetErrorString(err));
-    cuda_sampler_destroy(be, &f->s);
-    return st;
-  }
-  *out = &f->s;
-  return NG_OK;
-}
+namespace {
 
-void cuda_sampler_destroy(ng_backend *be, ng_dev_sampler *s) {
-  if (!s)
-    return;
-  (void)be;
-  sampler_full *f = reinterpret_cast<sampler_full *>(s);
-  (void)cudaSetDevice(s->device);
-  if (s->stream)
-    (void)cudaStreamSynchronize(s->stream);
+void lane_free(sampler_lane *f) {
+  if (f->stream)
+    (void)cudaStreamSynchronize(f->stream);
   sampler_mem *m = &f->m;
-  dbuf *bufs[] = {&m->targets, &m->node_ids, &m->gid, &m->pos,  &m->counts, &m->slot_e, &m->flag,
-                  &m->rank,    &m->cub_tmp,  &m->err, &m->keys, &m->vals,   &m->first};
+  dbuf *bufs[] = {&m->targets, &m->node_ids, &m->gid, &m->pos,   &m->counts, &m->slot_e, &m->flag,
+                  &m->rank,    &m->cub_tmp,  &m->err, &m->n_dev, &m->keys,   &m->vals,   &m->first};
   for (dbuf *b : bufs)
     dfree(b);
   for (int l = 0; l < NG_MAX_LAYERS; l++) {
@@ -691,22 +657,89 @@ void cuda_sampler_destroy(ng_backend *be, ng_dev_sampler *s) {
   }
   if (m->h_small)
     (void)cudaFreeHost(m->h_small);
+  if (f->stream)
+    (void)cudaStreamDestroy(f->stream);
+}
+
+} // namespace
+
+ng_status cuda_sampler_create(ng_backend *be, const ng_csr *g, int lanes, ng_dev_sampler **out) {
+  *out = NULL;
+  NG_CHECK(use(be, "sampler_create"));
+  ng_dev_sampler *s =
+      static_cast<ng_dev_sampler *>(ng__calloc(1, sizeof(ng_dev_sampler), "device sampler"));
+  sampler_lane *ln = static_cast<sampler_lane *>(
+      ng__calloc((size_t)lanes, sizeof(sampler_lane), "device sampler lanes"));
+  if (!s || !ln) {
+    free(s);
+    free(ln);
+    return NG_ERR_NOMEM;
+  }
+  s->device = ctx_of(be)->device;
+  s->nodes = g->nodes;
+  s->graph = g;
+  s->lanes = ln;
+  s->n_lanes = lanes;
+  /* The highest priority: the sampler's small kernels go ahead of the training step's blocks,
+   * which fill the GPU while the feed samples the iterations after the current one. */
+  int least = 0, greatest = 0;
+  cudaError_t err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  for (int k = 0; k < lanes && err == cudaSuccess; k++) {
+    ln[k].s = s;
+    err = cudaStreamCreateWithPriority(&ln[k].stream, cudaStreamNonBlocking, greatest);
+    if (err == cudaSuccess)
+      err = cudaHostAlloc(&ln[k].m.h_small, 4 * sizeof(int64_t), cudaHostAllocDefault);
+  }
+  const size_t ip = ((size_t)g->nodes + 1) * sizeof(int64_t);
+  const size_t ix = (size_t)NG_MAX(g->nnz, (int64_t)1) * (g->idx32 ? 4 : 8);
+  if (err == cudaSuccess)
+    err = cudaMalloc(&s->indptr, ip);
+  if (err == cudaSuccess)
+    err = g->idx32 ? cudaMalloc(&s->idx32, ix) : cudaMalloc(&s->idx64, ix);
+  if (err == cudaSuccess)
+    err = cudaMemcpy(s->indptr, g->indptr, ip, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess && g->nnz > 0)
+    err = g->idx32 ? cudaMemcpy(s->idx32, g->idx32, ix, cudaMemcpyHostToDevice)
+                   : cudaMemcpy(s->idx64, g->idx64, ix, cudaMemcpyHostToDevice);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    const ng_status st = ng__err(
+        err == cudaErrorMemoryAllocation ? NG_ERR_NOMEM : NG_ERR_CUDA,
+        "sampler_create: cannot put the graph's topology (%zu bytes) on CUDA device %d: %s; "
+        "sample on the CPU (--sampler cpu)",
+        ip + ix, s->device, cudaGetErrorString(err));
+    cuda_sampler_destroy(be, s);
+    return st;
+  }
+  *out = s;
+  return NG_OK;
+}
+
+void cuda_sampler_destroy(ng_backend *be, ng_dev_sampler *s) {
+  if (!s)
+    return;
+  (void)be;
+  (void)cudaSetDevice(s->device);
+  for (int k = 0; k < s->n_lanes; k++)
+    lane_free(&s->lanes[k]);
+  free(s->lanes);
   (void)cudaFree(s->indptr);
   (void)cudaFree(s->idx32);
   (void)cudaFree(s->idx64);
-  if (s->stream)
-    (void)cudaStreamDestroy(s->stream);
-  free(f);
+  free(s);
 }
 
-ng_status cuda_sampler_run(ng_backend *be, ng_dev_sampler *s, const ng_sampler_cfg *cfg,
+ng_status cuda_sampler_run(ng_backend *be, ng_dev_sampler *s, int lane, const ng_sampler_cfg *cfg,
                            const int64_t *targets, int32_t n, uint64_t seed, ng_minibatch *out,
                            void **host, size_t *host_cap) {
   memset(out, 0, sizeof *out);
   NG_CHECK(use(be, "sampler_run"));
-  sampler_full *f = reinterpret_cast<sampler_full *>(s);
+  if (lane >= s->n_lanes)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler_run: lane %d of a sampler with %d", lane,
+                   s->n_lanes);
+  sampler_lane *f = &s->lanes[lane];
   sampler_mem *m = &f->m;
-  cudaStream_t st = s->stream;
+  cudaStream_t st = f->stream;
   NG_CHECK(grow(&m->targets, (size_t)n * sizeof(int64_t), "targets"));
   NG_CHECK(grow(&m->node_ids, (size_t)n * sizeof(int64_t), "node ids"));
   NG_CHECK(grow(&m->err, sizeof(int64_t), "the error flag"));

@@ -20,6 +20,9 @@
 #define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
 #define NG_CHECKPOINT_FORMAT "neargnn-checkpoint"
 #define NG_CHECKPOINT_VERSION 1
+/* Threads of the sample feed with a device sampler: two lanes hide most of the device's round
+ * trips behind each other (docs/sampling.md). */
+#define FEED_LANES 2
 /* The shortest row PARTIAL workers leave to the device's zero-copy reads (self_zcopy). */
 #define SELF_ZCOPY_MIN_ROW_BYTES 2048
 
@@ -342,7 +345,7 @@ static ng_status setup_sampler(struct ng_trainer *t, const ng_train_opts *opts) 
       return NG_OK;
   }
   const double t0 = ng__now();
-  NG_CHECK(be->iface->sampler_create(be, g, &t->dev_sampler));
+  NG_CHECK(be->iface->sampler_create(be, g, FEED_LANES, &t->dev_sampler));
   t->startup.sampler_s = ng__now() - t0;
   return NG_OK;
 }
@@ -442,6 +445,7 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
       .trace_spans = o.trace_spans,
       .ready_window = o.ready_window,
       .dev_sampler = t->dev_sampler,
+      .feed_lanes = FEED_LANES,
   };
   NG_CHECK(resolve_workers(&ro.workers, o.workers, o.cpuset));
   /* The sample feed's thread waits on the device most of the time but wants a core of its own

@@ -288,13 +288,14 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
     st = NG_ERR_NOMEM;
     goto fail;
   }
-  if (opts->dev_sampler && !be->iface->sampler_run) {
+  if (opts->dev_sampler && (!be->iface->sampler_run || opts->feed_lanes < 1)) {
     st = ng__err(NG_ERR_INTERNAL, "runtime: a device sampler on a backend without one");
     goto fail;
   }
   if (opts->trace_spans > 0)
     NG_CHECK_GOTO(st,
-                  ng__trace_create(&rt->trace, feed_track(rt) + (opts->dev_sampler ? 1 : 0),
+                  ng__trace_create(&rt->trace,
+                                   feed_track(rt) + (opts->dev_sampler ? opts->feed_lanes : 0),
                                    opts->trace_spans),
                   fail);
   for (int i = 0; i < n; i++) {
@@ -406,7 +407,7 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
   if (rt->feed)
     NG_CHECK(ng__feed_get(rt->feed, seq, &mb));
   else if (rt->o.dev_sampler)
-    NG_CHECK(rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, rt->sampler, p->order + begin,
+    NG_CHECK(rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, p->order + begin,
                                         (int32_t)n, seed, &mb, &rt->inline_host, &rt->inline_cap));
   else
     NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
@@ -746,14 +747,18 @@ static ng_status start_workers(ng_runtime *rt, const ng_epoch_plan *plan) {
     ng_feed_opts fo = {.be = rt->be,
                        .sampler = rt->o.dev_sampler,
                        .cfg = rt->sampler,
-                       .slots = rt->n_threads + 2,
+                       .lanes = rt->o.feed_lanes,
+                       .slots = rt->n_threads + 2 + rt->o.feed_lanes,
                        .plan = feed_plan,
                        .plan_ctx = rt,
                        .trace = rt->trace,
                        .track = feed_track(rt)};
     NG_CHECK(ng__feed_start(&rt->feed, &fo));
-    if (rt->trace)
-      ng__trace_name(rt->trace, feed_track(rt), "sample feed (device sampler)");
+    for (int k = 0; rt->trace && k < rt->o.feed_lanes; k++) {
+      char name[64];
+      snprintf(name, sizeof name, "sample feed, lane %d (device sampler)", k);
+      ng__trace_name(rt->trace, feed_track(rt) + k, name);
+    }
   }
   NG_CHECK(ng__pool_start(&rt->pool, &po, worker_main, rt));
   snprintf(rt->placement, sizeof rt->placement, "%s", ng__pool_describe(rt->pool));
@@ -783,6 +788,12 @@ static void stop_workers(ng_runtime *rt) {
     ng__feed_close(rt->feed);
     ng__pool_join(rt->pool);
     rt->pool = NULL;
+  }
+  if (rt->feed) { /* its threads may wait for a plan: wake them even if the pool never started */
+    pthread_mutex_lock(&rt->plan_mu);
+    rt->stopping = true;
+    pthread_cond_broadcast(&rt->plan_cv);
+    pthread_mutex_unlock(&rt->plan_mu);
   }
   ng__feed_stop(rt->feed); /* after the join: no worker waits in it any more */
   rt->feed = NULL;

@@ -57,6 +57,7 @@ typedef struct {
   /// hand the blocks to the workers through the sample feed (sched/feed_impl.h); NULL: each
   /// worker samples its iterations itself.
   ng_dev_sampler *dev_sampler;
+  int feed_lanes; ///< threads (and sampler lanes) of the sample feed; the sampler has as many
 } ng_runtime_opts;
 
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.

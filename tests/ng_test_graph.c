@@ -255,8 +255,8 @@ void ng_test_check_device_sampler(ng_backend *be, double *edges_per_s) {
   ng_test_random_graph(&g, 20000, 5);
   ng_test_csr_copy(&g64, &g, true);
   ng_dev_sampler *ds = NULL, *ds64 = NULL;
-  EXPECT_OK(be->iface->sampler_create(be, &g, &ds));
-  EXPECT_OK(be->iface->sampler_create(be, &g64, &ds64));
+  EXPECT_OK(be->iface->sampler_create(be, &g, 2, &ds));
+  EXPECT_OK(be->iface->sampler_create(be, &g64, 1, &ds64));
   ng_sample_arena *arena = NULL;
   EXPECT_OK(ng__sample_arena_create(&arena));
   /* fanouts around every branch of the draw: rows of at most 64 (mask), longer ones (sorted
@@ -285,7 +285,8 @@ void ng_test_check_device_sampler(ng_backend *be, double *edges_per_s) {
       ng_minibatch want, got, got64;
       EXPECT_OK(ng__sample(&want, arena, &cfgs[c], targets, n, seed));
       const double t0 = ng__now();
-      EXPECT_OK(be->iface->sampler_run(be, ds, &cfgs[c], targets, n, seed, &got, &host, &cap));
+      EXPECT_OK(
+          be->iface->sampler_run(be, ds, rep % 2, &cfgs[c], targets, n, seed, &got, &host, &cap));
       seconds += ng__now() - t0;
       for (int l = 0; l < want.n_layers; l++)
         edges += want.blocks[l].nnz;
@@ -296,7 +297,7 @@ void ng_test_check_device_sampler(ng_backend *be, double *edges_per_s) {
                      c, rep);
       ng_sampler_cfg c64 = cfgs[c];
       c64.graph = &g64;
-      EXPECT_OK(be->iface->sampler_run(be, ds64, &c64, targets, n, seed, &got64, &host, &cap));
+      EXPECT_OK(be->iface->sampler_run(be, ds64, 0, &c64, targets, n, seed, &got64, &host, &cap));
       if (!same_minibatch(&want, &got64))
         ng_test_fail(__FILE__, __LINE__,
                      "device sampler, int64 indices: configuration %zu, "
@@ -307,13 +308,15 @@ void ng_test_check_device_sampler(ng_backend *be, double *edges_per_s) {
   /* bad targets are refused with the CPU sampler's messages */
   targets[1] = targets[0];
   ng_minibatch mb;
-  EXPECT_STATUS(be->iface->sampler_run(be, ds, &cfgs[0], targets, 2, 1, &mb, &host, &cap),
+  EXPECT_STATUS(be->iface->sampler_run(be, ds, 0, &cfgs[0], targets, 2, 1, &mb, &host, &cap),
                 NG_ERR_INVALID_ARG);
   EXPECT_TRUE(strstr(ng_last_error(), "distinct") != NULL);
   targets[1] = g.nodes;
-  EXPECT_STATUS(be->iface->sampler_run(be, ds, &cfgs[0], targets, 2, 1, &mb, &host, &cap),
+  EXPECT_STATUS(be->iface->sampler_run(be, ds, 1, &cfgs[0], targets, 2, 1, &mb, &host, &cap),
                 NG_ERR_INVALID_ARG);
   EXPECT_TRUE(strstr(ng_last_error(), "not a node id") != NULL);
+  EXPECT_STATUS(be->iface->sampler_run(be, ds64, 1, &cfgs[0], targets, 1, 1, &mb, &host, &cap),
+                NG_ERR_INVALID_ARG);
   if (edges_per_s)
     *edges_per_s = seconds > 0 ? (double)edges / seconds : 0.0;
   be->iface->host_free(be, host);
