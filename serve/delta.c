@@ -544,9 +544,8 @@ static ng_status replay_record(ng_srv_snap **snap, const char *pl, size_t len, u
   return NG_OK;
 }
 
-ng_status ng__srv_log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
-                           int64_t base_nodes, int64_t *replayed) {
-  memset(log, 0, sizeof *log);
+static ng_status log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap, int64_t base_nodes,
+                          int64_t *replayed) {
   log->fd = -1;
   *replayed = 0;
   const int64_t dim = (*snap)->dim;
@@ -670,6 +669,15 @@ ng_status ng__srv_log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap
     st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot seek the update log", path);
 done:
   free(pl);
+  return st;
+}
+
+ng_status ng__srv_log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
+                           int64_t base_nodes, int64_t *replayed) {
+  memset(log, 0, sizeof *log);
+  ng_status st = log_open(log, path, snap, base_nodes, replayed);
+  if (st != NG_OK)
+    ng__srv_log_close(log); /* the file and the path go; *snap holds what replayed */
   return st;
 }
 

@@ -796,7 +796,8 @@ static fetch_kind strategy(const ng_engine *e, bool hub) {
 }
 
 /* Computes a batch of compatible requests (same sampling) and fills their results. */
-static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0) {
+static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
+                           batch_rows *rows_out) {
   const struct ng_model *m = &e->model;
   const ng_infer_request *r0 = reqs[0]->req;
   int32_t n_targets = 0;
@@ -811,6 +812,7 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0) {
   ng__srv_snap_unref(s);
   if (st != NG_OK)
     return st;
+  *rows_out = rows;
   /* The outputs the batch's requests want, copied back once per layer. */
   bool want[NG_MAX_LAYERS] = {false};
   want[m->n_layers - 1] = true;
@@ -948,7 +950,8 @@ static void *batcher_main(void *arg) {
     pthread_mutex_unlock(&e->mu);
 
     const double t0 = now_us();
-    ng_status st = run_batch(e, batch, n, t0);
+    batch_rows rows = {0, 0};
+    ng_status st = run_batch(e, batch, n, t0, &rows);
     char msg[512] = "";
     if (st != NG_OK)
       snprintf(msg, sizeof msg, "%s", ng_last_error());
@@ -956,15 +959,14 @@ static void *batcher_main(void *arg) {
     pthread_mutex_lock(&e->mu);
     e->stats.batches++;
     e->stats.batch_nodes += nodes;
+    e->stats.hot_rows += rows.hot_rows;
+    e->stats.cold_rows += rows.cold_rows;
     for (int i = 0; i < n; i++) {
       pending *p = batch[i];
       if (st != NG_OK) {
         ng_infer_result_free(p->res);
         p->st = st;
         snprintf(p->err, sizeof p->err, "%s", msg);
-      } else if (p->st == NG_OK) {
-        e->stats.hot_rows += p->res->hot_rows;
-        e->stats.cold_rows += p->res->cold_rows;
       }
       p->done = true;
     }
