@@ -5,6 +5,7 @@
 #include "ng_test.h"
 #include "ng_test_fetch.h"
 
+#include "dataset_impl.h"
 #include "engine.h"
 #include "trainer_impl.h"
 
@@ -830,6 +831,105 @@ static void test_bad_requests(void) {
   EXPECT_STATUS(ng_engine_create(&x, cora, sage.model, tpath("missing.st"), &o), NG_ERR_NOT_FOUND);
 }
 
+/* Unrolled 2-hop edges of node v (what the engine's hub test counts for a full neighbourhood). */
+static int64_t two_hop(const ng_csr *g, int64_t v) {
+  int64_t n = g->indptr[v + 1] - g->indptr[v];
+  for (int64_t e = g->indptr[v]; e < g->indptr[v + 1]; e++) {
+    int64_t u = ng__csr_index(g, e);
+    n += g->indptr[u + 1] - g->indptr[u];
+  }
+  return n;
+}
+
+/* A generated power-law graph with real hubs, MAX (SAGE) and weighted (GCN) aggregation: hub
+ * requests are told apart from ordinary ones, and every mode answers both with the same bits
+ * under a simulated cold tier (the host's partial reduction of MAX and of weighted sums agrees
+ * with the device's). */
+static void test_generated_hubs(void) {
+  const char *dir = tpath("powerlaw");
+  ng_generate_opts g = NG_GENERATE_OPTS_INIT;
+  g.nodes = 3000;
+  g.avg_degree = 10.0;
+  g.exponent = 2.1;
+  g.classes = 4;
+  g.feature_dim = 24;
+  g.seed = 5;
+  EXPECT_OK(ng_dataset_generate(dir, &g));
+  ng_dataset_t ds = ng_test_open_ok(dir);
+  if (!ds)
+    return;
+  const ng_csr *csr = &ds->csr;
+  int64_t hub = 0, small = 0;
+  for (int64_t v = 0; v < g.nodes; v++) {
+    if (two_hop(csr, v) > two_hop(csr, hub))
+      hub = v;
+    if (csr->indptr[v + 1] > csr->indptr[v] && two_hop(csr, v) < two_hop(csr, small))
+      small = v;
+  }
+  const int64_t threshold = (two_hop(csr, hub) + two_hop(csr, small)) / 2;
+  EXPECT_TRUE(two_hop(csr, hub) > 10 * two_hop(csr, small));
+  const ng_model_kind kinds[2] = {NG_MODEL_SAGE, NG_MODEL_GCN};
+  for (int k = 0; k < 2; k++) {
+    trained t;
+    memset(&t, 0, sizeof t);
+    EXPECT_OK(ng_model_create(&t.model, kinds[k], g.feature_dim));
+    ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+    l0.aggregator = l1.aggregator = k == 0 ? NG_AGGREGATOR_MAX : NG_AGGREGATOR_GCN;
+    l0.out_dim = 16;
+    l1.out_dim = g.classes;
+    l1.activation = NG_ACT_NONE;
+    EXPECT_OK(ng_model_add_layer(t.model, &l0));
+    EXPECT_OK(ng_model_add_layer(t.model, &l1));
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 256;
+    o.workers = -1;
+    ng_trainer_t tr = NULL;
+    EXPECT_OK(ng_trainer_create(&tr, ds, t.model, &o));
+    ng_epoch_stats es = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&es, tr));
+    snprintf(t.ckpt, sizeof t.ckpt, "%s", tpath(k ? "pl-gcn.st" : "pl-sage.st"));
+    EXPECT_OK(ng_trainer_save(tr, t.ckpt));
+    ng_trainer_destroy(tr);
+    ng_mode modes[] = {NG_MODE_BASELINE, NG_MODE_ZEROCOPY, NG_MODE_PARTIAL, NG_MODE_HYBRID};
+    float first[2][8];
+    for (size_t m = 0; m < NG_TEST_LEN(modes); m++) {
+      ng_engine_opts eo = NG_ENGINE_OPTS_INIT;
+      eo.mode = modes[m];
+      eo.cache_ratio = 0.25;
+      eo.hub_edges = threshold;
+      eo.workers = 2;
+      ng_engine *e = NULL;
+      EXPECT_OK(ng_engine_create(&e, ds, t.model, t.ckpt, &eo));
+      if (!e)
+        break;
+      const int64_t ids[2] = {hub, small};
+      for (int i = 0; i < 2; i++) {
+        ng_infer_request q;
+        memset(&q, 0, sizeof q);
+        q.node_ids = &ids[i];
+        q.n = 1;
+        ng_infer_result r;
+        EXPECT_OK(ng_engine_infer(e, &q, &r));
+        if (!r.logits)
+          continue;
+        EXPECT_EQ_I(r.hub, i == 0);
+        EXPECT_TRUE(r.cold_rows > 0);
+        if (m == 0)
+          memcpy(first[i], r.logits, (size_t)g.classes * sizeof(float));
+        else
+          EXPECT_SAME_BITS(r.logits, first[i], g.classes, ng_mode_name(modes[m]));
+        ng_infer_result_free(&r);
+      }
+      ng_engine_stats st;
+      ng_engine_stats_get(&st, e);
+      EXPECT_EQ_I(st.hub_requests, 1);
+      ng_engine_destroy(e);
+    }
+    ng_model_destroy(t.model);
+  }
+  ng_dataset_close(ds);
+}
+
 static ng_model_t cora_gcn(void) {
   ng_model_t m = NULL;
   EXPECT_OK(ng_model_create(&m, NG_MODEL_GCN, info.feature_dim));
@@ -881,6 +981,7 @@ int main(void) {
   RUN_TEST(test_log_replay);
   RUN_TEST(test_queue_full);
   RUN_TEST(test_bad_requests);
+  RUN_TEST(test_generated_hubs);
   ng_model_destroy(sage.model);
   ng_model_destroy(gcn.model);
   free(sage.ref);
