@@ -374,6 +374,30 @@ static gemm_plan plan_gemm(int64_t m, int64_t n, int64_t k) {
   return nr >= nc ? (gemm_plan){SPLIT_ROWS, rows, nr} : (gemm_plan){SPLIT_COLS, cols, nc};
 }
 
+/* dnnl_sgemm, except that a one-row product of an untransposed A runs as two rows (the second
+ * zero): oneDNN computes m = 1 by its gemv kernel, whose sums differ in the last bits from the
+ * same row of any larger product. Every row of C is then the same bits whatever the number of
+ * rows computed with it (m, and the row split below), which the serving engine relies on: a
+ * node's answer does not depend on the batch it rides in (docs/serving-engine.md). */
+static dnnl_status_t sgemm_rows(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                const float *a, int64_t lda, const float *b, int64_t ldb,
+                                float beta, float *c, int64_t ldc) {
+  if (m != 1 || ta != 'N' || n <= 1)
+    return dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  float *a2 = calloc((size_t)(2 * k + 2 * n), sizeof(float));
+  if (!a2)
+    return dnnl_out_of_memory;
+  float *c2 = a2 + 2 * k;
+  memcpy(a2, a, (size_t)k * sizeof(float));
+  if (beta != 0.0f)
+    memcpy(c2, c, (size_t)n * sizeof(float));
+  dnnl_status_t st = dnnl_sgemm('N', tb, 2, n, k, alpha, a2, k, b, ldb, beta, c2, n);
+  if (st == dnnl_success)
+    memcpy(c, c2, (size_t)n * sizeof(float));
+  free(a2);
+  return st;
+}
+
 static ng_status cpu_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
                           int64_t k, float alpha, const float *a, int64_t lda, const float *b,
                           int64_t ldb, float beta, float *c, int64_t ldc) {
@@ -404,11 +428,11 @@ static ng_status cpu_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m,
       dnnl_status_t st;
       if (plan.split == SPLIT_ROWS) {
         int64_t len = NG_MIN(plan.part, m - off);
-        st = dnnl_sgemm(ta, tb, len, n, k, alpha, trans_a ? a + off : a + off * lda, lda, b, ldb,
+        st = sgemm_rows(ta, tb, len, n, k, alpha, trans_a ? a + off : a + off * lda, lda, b, ldb,
                         beta, c + off * ldc, ldc);
       } else if (plan.split == SPLIT_COLS) {
         int64_t len = NG_MIN(plan.part, n - off);
-        st = dnnl_sgemm(ta, tb, m, len, k, alpha, a, lda, trans_b ? b + off * ldb : b + off, ldb,
+        st = sgemm_rows(ta, tb, m, len, k, alpha, a, lda, trans_b ? b + off * ldb : b + off, ldb,
                         beta, c + off, ldc);
       } else {
         int64_t len = NG_MIN(plan.part, k - off);

@@ -4,6 +4,7 @@
 #include "ng_cpu.h"
 #include "safetensors_impl.h"
 #include "pipeline_impl.h"
+#include "trainer_impl.h"
 #ifdef NG_HAVE_CUDA
 #include "ng_cuda.h"
 #endif
@@ -923,6 +924,15 @@ ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng
     *accuracy = (double)correct / (double)n;
   if (loss)
     *loss = l;
+  return NG_OK;
+}
+
+ng_status ng__trainer_logits(const float **out, ng_trainer_t t) {
+  NG_CHECK(trainer_check(t));
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng__trainer_logits: out is NULL");
+  NG_CHECK(infer_all(t));
+  *out = t->logits;
   return NG_OK;
 }
 

@@ -1,5 +1,6 @@
 /// The serving engine: answers inference requests for nodes of a dataset with a trained model,
-/// batches concurrent requests, and applies durable online graph updates (docs/serving.md).
+/// batches concurrent requests, and applies durable online graph updates (docs/serving.md for the
+/// HTTP API, docs/serving-engine.md for the engine).
 ///
 /// Layer `serve` sits above `runtime` and below `apps`: the HTTP front (serve/http.c) and the
 /// `neargnn serve` command use this header; the engine uses the layers below it (sampler,
@@ -20,17 +21,17 @@
 typedef struct ng_engine ng_engine;
 
 typedef struct {
-  size_t size;        ///< sizeof(ng_engine_opts)
-  const char *name;   ///< the model's name in URLs (/v2/models/{name}); NULL: the dataset's name
-  const char *device; ///< "cpu" or "cuda"
-  ng_mode mode;       ///< how cold rows reach the device (AUTO: HYBRID on a GPU, CPU on cpu)
-  int workers;        ///< CPU worker threads (0: every allowed core but one)
-  int threads;        ///< OpenMP threads of the CPU backend (0: default)
-  int64_t cache_bytes;    ///< hot tier size as in ng_train_opts (0 with cache_ratio -1: auto)
-  double cache_ratio;     ///< hot tier share as in ng_train_opts
-  int max_batch;          ///< most target nodes merged into one device batch (default 256)
-  int max_delay_us;       ///< longest a request waits for others to join its batch (default 500)
-  int queue_cap;          ///< most requests admitted and not yet answered (default 1024)
+  size_t size;         ///< sizeof(ng_engine_opts)
+  const char *name;    ///< the model's name in URLs (/v2/models/{name}); NULL: the dataset's name
+  const char *device;  ///< "cpu" or "cuda"
+  ng_mode mode;        ///< how cold rows reach the device (AUTO: HYBRID on a GPU, CPU on cpu)
+  int workers;         ///< CPU worker threads (0: every allowed core but one)
+  int threads;         ///< OpenMP threads of the CPU backend (0: default)
+  int64_t cache_bytes; ///< hot tier size as in ng_train_opts (0 with cache_ratio -1: auto)
+  double cache_ratio;  ///< hot tier share as in ng_train_opts
+  int max_batch;       ///< most target nodes merged into one device batch (default 256)
+  int max_delay_us;    ///< longest a request waits for others to join its batch (default 500)
+  int queue_cap;       ///< most requests admitted and not yet answered (default 1024)
   int64_t max_request_nodes; ///< most node ids in one request (default 4096)
   /// A request whose receptive field (sampled or full) has more edges than this is a hub
   /// request: its cold neighbours are aggregated by CPU workers near the data, in parallel, while
@@ -57,7 +58,7 @@ void ng_engine_destroy(ng_engine *e);
 /// What the metadata endpoint reports.
 typedef struct {
   char name[64];
-  int64_t nodes;                           ///< current node count (grows with updates)
+  int64_t nodes; ///< current node count (grows with updates)
   int64_t feature_dim;
   int32_t classes;
   int32_t layers;
@@ -70,10 +71,10 @@ void ng_engine_info_get(ng_engine_info *out, const ng_engine *e);
 enum { NG_OUT_LOGITS = 1, NG_OUT_EMBEDDING = 2, NG_OUT_CLASS = 4 };
 
 typedef struct {
-  const int64_t *node_ids;  ///< n ids, each in [0, nodes)
-  int64_t n;                ///< 1 to max_request_nodes
-  unsigned outputs;         ///< NG_OUT_* mask (0 means logits)
-  int32_t embedding_layer;  ///< which layer's output is "embedding" (0-based; default layers - 2)
+  const int64_t *node_ids; ///< n ids, each in [0, nodes)
+  int64_t n;               ///< 1 to max_request_nodes
+  unsigned outputs;        ///< NG_OUT_* mask (0 means logits)
+  int32_t embedding_layer; ///< which layer's output is "embedding" (0-based; < 0: layers - 2)
   /// Sampling instead of the full neighbourhood: n_fanouts == layers, fanout[l] for layer l from
   /// the input layer (as ng_layer_opts), with `seed`. n_fanouts 0: full neighbourhood.
   int32_t n_fanouts;
@@ -83,13 +84,14 @@ typedef struct {
 
 /// A request's answer. The engine allocates the arrays (malloc); ng_infer_result_free frees them.
 typedef struct {
-  float *logits;      ///< [n, classes] or NULL
-  float *embedding;   ///< [n, embedding_dim] or NULL
-  int64_t *cls;       ///< [n] argmax of the logits, or NULL
+  float *logits;    ///< [n, classes] or NULL
+  float *embedding; ///< [n, embedding_dim] or NULL
+  int64_t *cls;     ///< [n] argmax of the logits, or NULL
   int64_t n, classes, embedding_dim;
-  int32_t hub;        ///< 1 when the request was served on the hub path
-  int64_t batch_nodes;   ///< target nodes of the device batch it rode in
-  int64_t hot_rows, cold_rows; ///< input rows read from the hot tier and from host memory
+  int32_t hub;         ///< 1 when the request was served on the hub path
+  int64_t batch_nodes; ///< target nodes of the device batch it rode in
+  /// The input rows of the batch it rode in, read from the hot tier and from host memory.
+  int64_t hot_rows, cold_rows;
   double queue_us, compute_us; ///< time waiting for a batch, and the batch's compute
 } ng_infer_result;
 void ng_infer_result_free(ng_infer_result *r);
@@ -101,15 +103,15 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
 
 /// One online update. Node ids of added nodes are assigned in order from the current count.
 typedef struct {
-  int64_t add_nodes;            ///< nodes to append
-  const float *add_features;    ///< [add_nodes, feature_dim]
-  int64_t n_add_edges;          ///< edges (src, dst): dst aggregates src from now on
+  int64_t add_nodes;         ///< nodes to append
+  const float *add_features; ///< [add_nodes, feature_dim]
+  int64_t n_add_edges;       ///< edges (src, dst): dst aggregates src from now on
   const int64_t *add_src, *add_dst;
   int64_t n_remove_edges;
   const int64_t *remove_src, *remove_dst;
-  int64_t n_feature_rows;       ///< rows whose features are replaced
+  int64_t n_feature_rows; ///< rows whose features are replaced
   const int64_t *feature_ids;
-  const float *feature_values;  ///< [n_feature_rows, feature_dim]
+  const float *feature_values; ///< [n_feature_rows, feature_dim]
 } ng_graph_update;
 
 /// Validates, appends to the log, fsyncs, then publishes the update (blocking). On NG_OK the
@@ -120,10 +122,10 @@ ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *firs
 /// Counters for /metrics (monotonic unless said otherwise).
 typedef struct {
   int64_t requests, request_nodes, hub_requests, rejected_busy;
-  int64_t batches, batch_nodes;          ///< device batches and the targets they held
+  int64_t batches, batch_nodes; ///< device batches and the targets they held
   int64_t hot_rows, cold_rows;
   int64_t updates;
-  int64_t queue_depth;                   ///< now (a gauge)
+  int64_t queue_depth; ///< now (a gauge)
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 

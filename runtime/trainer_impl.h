@@ -1,0 +1,13 @@
+/* Internal accessors of the trainer (runtime/trainer.c) for the layers above and the tests. */
+#ifndef NG_TRAINER_IMPL_H
+#define NG_TRAINER_IMPL_H
+
+#include "core_impl.h"
+
+/// The logits [nodes, classes] of full-neighbour layer-wise inference with the trainer's current
+/// parameters (computed once per parameter state, as ng_trainer_evaluate does), borrowed: valid
+/// until the parameters change (an epoch, a load) or the trainer is destroyed. The serving
+/// engine's answers are checked against them bit for bit.
+ng_status ng__trainer_logits(const float **out, ng_trainer_t trainer);
+
+#endif /* NG_TRAINER_IMPL_H */

@@ -1,0 +1,690 @@
+/* Versioned graph deltas over the immutable base dataset, and their durable log. */
+#include "engine_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ---- the node -> row map ---- */
+
+static size_t map_slot(int64_t key, size_t mask) {
+  uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
+  return (size_t)(h ^ (h >> 32)) & mask;
+}
+
+static void *map_get(const ng_srv_map *m, int64_t key) {
+  if (m->cap == 0)
+    return NULL;
+  size_t mask = m->cap - 1;
+  for (size_t h = map_slot(key, mask);; h = (h + 1) & mask) {
+    if (m->keys[h] == key)
+      return m->vals[h];
+    if (m->keys[h] == -1)
+      return NULL;
+  }
+}
+
+static ng_status map_alloc(ng_srv_map *m, size_t cap) {
+  m->keys = ng__malloc(cap * sizeof *m->keys, "the update delta's index");
+  m->vals = ng__calloc(cap, sizeof *m->vals, "the update delta's index");
+  if (!m->keys || !m->vals) {
+    free(m->keys);
+    free(m->vals);
+    m->keys = NULL;
+    m->vals = NULL;
+    return NG_ERR_NOMEM;
+  }
+  memset(m->keys, 0xff, cap * sizeof *m->keys);
+  m->cap = cap;
+  m->n = 0;
+  return NG_OK;
+}
+
+static void map_free(ng_srv_map *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+static void map_insert_new(ng_srv_map *m, int64_t key, void *val) {
+  size_t mask = m->cap - 1, h = map_slot(key, mask);
+  while (m->keys[h] != -1)
+    h = (h + 1) & mask;
+  m->keys[h] = key;
+  m->vals[h] = val;
+  m->n++;
+}
+
+static void row_unref(void *p) {
+  ng_srv_row *r = p;
+  if (r && atomic_fetch_sub(&r->ref, 1) == 1)
+    free(r);
+}
+
+static void feat_unref(void *p) {
+  ng_srv_feat *f = p;
+  if (f && atomic_fetch_sub(&f->ref, 1) == 1)
+    free(f);
+}
+
+/* Sets key -> val (val's reference is taken); the value it replaces is released with `unref`.
+ * Grows the table to keep its load at most 1/2. */
+static ng_status map_put(ng_srv_map *m, int64_t key, void *val, void (*unref)(void *)) {
+  if ((m->n + 1) * 2 > m->cap) {
+    ng_srv_map bigger;
+    NG_CHECK(map_alloc(&bigger, m->cap ? m->cap * 2 : 64));
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->keys[i] != -1)
+        map_insert_new(&bigger, m->keys[i], m->vals[i]);
+    map_free(m);
+    *m = bigger;
+  }
+  size_t mask = m->cap - 1;
+  for (size_t h = map_slot(key, mask);; h = (h + 1) & mask) {
+    if (m->keys[h] == key) {
+      unref(m->vals[h]);
+      m->vals[h] = val;
+      return NG_OK;
+    }
+    if (m->keys[h] == -1) {
+      m->keys[h] = key;
+      m->vals[h] = val;
+      m->n++;
+      return NG_OK;
+    }
+  }
+}
+
+/* A copy of `src` sharing its values (each value's reference count goes up). */
+static ng_status map_clone(ng_srv_map *dst, const ng_srv_map *src, bool rows) {
+  memset(dst, 0, sizeof *dst);
+  if (src->cap == 0)
+    return NG_OK;
+  NG_CHECK(map_alloc(dst, src->cap));
+  memcpy(dst->keys, src->keys, src->cap * sizeof *src->keys);
+  memcpy(dst->vals, src->vals, src->cap * sizeof *src->vals);
+  dst->n = src->n;
+  for (size_t i = 0; i < src->cap; i++) {
+    if (src->keys[i] == -1)
+      continue;
+    if (rows)
+      atomic_fetch_add(&((ng_srv_row *)src->vals[i])->ref, 1);
+    else
+      atomic_fetch_add(&((ng_srv_feat *)src->vals[i])->ref, 1);
+  }
+  return NG_OK;
+}
+
+static void map_release(ng_srv_map *m, void (*unref)(void *)) {
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->keys[i] != -1)
+      unref(m->vals[i]);
+  map_free(m);
+}
+
+/* ---- snapshots ---- */
+
+ng_status ng__srv_snap_base(ng_srv_snap **out, const ng_csr *base, const float *base_x, int64_t dim,
+                            ng_normalize normalize) {
+  ng_srv_snap *s = ng__calloc(1, sizeof *s, "a graph snapshot");
+  if (!s)
+    return NG_ERR_NOMEM;
+  atomic_init(&s->ref, 1);
+  s->nodes = base->nodes;
+  s->base = base;
+  s->base_x = base_x;
+  s->dim = dim;
+  s->normalize = normalize;
+  *out = s;
+  return NG_OK;
+}
+
+void ng__srv_snap_ref(ng_srv_snap *s) {
+  atomic_fetch_add(&s->ref, 1);
+}
+
+void ng__srv_snap_unref(ng_srv_snap *s) {
+  if (!s || atomic_fetch_sub(&s->ref, 1) != 1)
+    return;
+  map_release(&s->rows, row_unref);
+  map_release(&s->feats, feat_unref);
+  free(s);
+}
+
+void ng__srv_row(ng_srv_rowview *out, const ng_srv_snap *s, int64_t v) {
+  memset(out, 0, sizeof *out);
+  const ng_srv_row *r = map_get(&s->rows, v);
+  if (r) {
+    out->i64 = r->ids;
+    out->n = r->n;
+  } else if (v < s->base->nodes) {
+    const int64_t b = s->base->indptr[v];
+    out->n = s->base->indptr[v + 1] - b;
+    if (s->base->idx32)
+      out->i32 = s->base->idx32 + b;
+    else
+      out->i64 = s->base->idx64 + b;
+  }
+}
+
+const float *ng__srv_feature(const ng_srv_snap *s, int64_t v, bool *overlay) {
+  const ng_srv_feat *f = map_get(&s->feats, v);
+  if (overlay)
+    *overlay = f != NULL;
+  return f ? f->x : s->base_x + v * s->dim;
+}
+
+bool ng__srv_has_overlay(const ng_srv_snap *s, int64_t v) {
+  return s->feats.n > 0 && map_get(&s->feats, v) != NULL;
+}
+
+/* A feature row as the model reads it: row-normalised exactly as the trainer normalises the
+ * table (runtime/trainer.c, normalize_rows) when the model was trained so. */
+static ng_status make_feat(ng_srv_feat **out, const float *x, int64_t dim, ng_normalize norm) {
+  ng_srv_feat *f = ng__malloc(sizeof *f + (size_t)dim * sizeof(float), "a feature row");
+  if (!f)
+    return NG_ERR_NOMEM;
+  atomic_init(&f->ref, 1);
+  if (norm == NG_NORMALIZE_ROW) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < dim; c++)
+      sum += x[c];
+    float inv = sum != 0.0 ? (float)(1.0 / sum) : 0.0f;
+    for (int64_t c = 0; c < dim; c++)
+      f->x[c] = x[c] * inv;
+  } else {
+    memcpy(f->x, x, (size_t)dim * sizeof(float));
+  }
+  *out = f;
+  return NG_OK;
+}
+
+static ng_status check_finite(const float *x, int64_t n, const char *what, int64_t row,
+                              int64_t dim) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(x[i]))
+      return ng__err(NG_ERR_INVALID_ARG, "update: %s row %lld column %lld is %g (not finite)", what,
+                     (long long)(row + i / dim), (long long)(i % dim), (double)x[i]);
+  return NG_OK;
+}
+
+/* Edge operations grouped by destination: index `op` < n_remove is a removal. */
+typedef struct {
+  int64_t dst, src;
+  int64_t op;
+} edge_op;
+
+static int cmp_edge_op(const void *a, const void *b) {
+  const edge_op *x = a, *y = b;
+  if (x->dst != y->dst)
+    return (x->dst > y->dst) - (x->dst < y->dst);
+  return (x->op > y->op) - (x->op < y->op); /* removals first, then additions, each in order */
+}
+
+/* Applies the edge operations of one destination (ops[0, n)) to its row in `s`, into a new row. */
+static ng_status edit_row(ng_srv_snap *s, const edge_op *ops, int64_t n, int64_t n_remove) {
+  const int64_t v = ops[0].dst;
+  ng_srv_rowview rv;
+  ng__srv_row(&rv, s, v);
+  int64_t adds = 0;
+  for (int64_t i = 0; i < n; i++)
+    adds += ops[i].op >= n_remove;
+  ng_srv_row *r =
+      ng__malloc(sizeof *r + (size_t)(rv.n + adds) * sizeof(int64_t), "an updated neighbour row");
+  if (!r)
+    return NG_ERR_NOMEM;
+  atomic_init(&r->ref, 1);
+  r->n = rv.n;
+  for (int64_t i = 0; i < rv.n; i++)
+    r->ids[i] = ng__srv_rowview_at(&rv, i);
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t u = ops[i].src;
+    int64_t at = 0, kept = 0;
+    bool found = false;
+    for (; at < r->n; at++) {
+      if (r->ids[at] == u)
+        found = true;
+      else if (ops[i].op < n_remove)
+        r->ids[kept++] = r->ids[at];
+    }
+    if (ops[i].op < n_remove) {
+      if (!found) {
+        free(r);
+        return ng__err(NG_ERR_INVALID_ARG,
+                       "update: remove_edges[%lld] = (%lld, %lld): node %lld has no neighbour %lld",
+                       (long long)ops[i].op, (long long)u, (long long)v, (long long)v,
+                       (long long)u);
+      }
+      r->n = kept; /* every occurrence goes */
+    } else if (!found) {
+      r->ids[r->n++] = u; /* adding an edge that exists changes nothing */
+    }
+  }
+  return map_put(&s->rows, v, r, row_unref);
+}
+
+ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u) {
+  *out = NULL;
+  if (!u)
+    return ng__err(NG_ERR_INVALID_ARG, "update: NULL");
+  const int64_t dim = s->dim;
+  if (u->add_nodes < 0 || u->n_add_edges < 0 || u->n_remove_edges < 0 || u->n_feature_rows < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "update: negative count");
+  if ((u->add_nodes > 0 && !u->add_features) ||
+      (u->n_add_edges > 0 && (!u->add_src || !u->add_dst)) ||
+      (u->n_remove_edges > 0 && (!u->remove_src || !u->remove_dst)) ||
+      (u->n_feature_rows > 0 && (!u->feature_ids || !u->feature_values)))
+    return ng__err(NG_ERR_INVALID_ARG, "update: a count is set but its array is NULL");
+  const int64_t nodes = s->nodes + u->add_nodes;
+  if (u->add_nodes > INT32_MAX || nodes > INT32_MAX)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "update: %lld nodes would pass the engine's limit of 2^31 - 1 nodes",
+                   (long long)nodes);
+  for (int64_t i = 0; i < u->n_add_edges; i++)
+    if (u->add_src[i] < 0 || u->add_src[i] >= nodes || u->add_dst[i] < 0 || u->add_dst[i] >= nodes)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "update: add_edges[%lld] = (%lld, %lld) names a node outside [0, %lld)",
+                     (long long)i, (long long)u->add_src[i], (long long)u->add_dst[i],
+                     (long long)nodes);
+  for (int64_t i = 0; i < u->n_remove_edges; i++)
+    if (u->remove_src[i] < 0 || u->remove_src[i] >= nodes || u->remove_dst[i] < 0 ||
+        u->remove_dst[i] >= nodes)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "update: remove_edges[%lld] = (%lld, %lld) names a node outside [0, %lld)",
+                     (long long)i, (long long)u->remove_src[i], (long long)u->remove_dst[i],
+                     (long long)nodes);
+  for (int64_t i = 0; i < u->n_feature_rows; i++)
+    if (u->feature_ids[i] < 0 || u->feature_ids[i] >= nodes)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "update: feature_ids[%lld] = %lld is not a node id (0 .. %lld)", (long long)i,
+                     (long long)u->feature_ids[i], (long long)nodes - 1);
+  NG_CHECK(check_finite(u->add_features, u->add_nodes * dim, "add_features", 0, dim));
+  NG_CHECK(check_finite(u->feature_values, u->n_feature_rows * dim, "feature_values", 0, dim));
+
+  ng_srv_snap *n = ng__calloc(1, sizeof *n, "a graph snapshot");
+  if (!n)
+    return NG_ERR_NOMEM;
+  atomic_init(&n->ref, 1);
+  n->version = s->version + 1;
+  n->nodes = nodes;
+  n->base = s->base;
+  n->base_x = s->base_x;
+  n->dim = dim;
+  n->normalize = s->normalize;
+  ng_status st = NG_OK;
+  edge_op *ops = NULL;
+  NG_CHECK_GOTO(st, map_clone(&n->rows, &s->rows, true), fail);
+  NG_CHECK_GOTO(st, map_clone(&n->feats, &s->feats, false), fail);
+  /* Added nodes, then edges (removals before additions), then replaced feature rows. */
+  for (int64_t i = 0; i < u->add_nodes; i++) {
+    ng_srv_feat *f = NULL;
+    NG_CHECK_GOTO(st, make_feat(&f, u->add_features + i * dim, dim, s->normalize), fail);
+    st = map_put(&n->feats, s->nodes + i, f, feat_unref);
+    if (st != NG_OK) {
+      feat_unref(f);
+      goto fail;
+    }
+  }
+  const int64_t n_ops = u->n_remove_edges + u->n_add_edges;
+  if (n_ops > 0) {
+    ops = ng__malloc((size_t)n_ops * sizeof *ops, "the update's edges");
+    if (!ops) {
+      st = NG_ERR_NOMEM;
+      goto fail;
+    }
+    for (int64_t i = 0; i < u->n_remove_edges; i++)
+      ops[i] = (edge_op){u->remove_dst[i], u->remove_src[i], i};
+    for (int64_t i = 0; i < u->n_add_edges; i++)
+      ops[u->n_remove_edges + i] = (edge_op){u->add_dst[i], u->add_src[i], u->n_remove_edges + i};
+    qsort(ops, (size_t)n_ops, sizeof *ops, cmp_edge_op);
+    for (int64_t a = 0; a < n_ops;) {
+      int64_t b = a + 1;
+      while (b < n_ops && ops[b].dst == ops[a].dst)
+        b++;
+      NG_CHECK_GOTO(st, edit_row(n, ops + a, b - a, u->n_remove_edges), fail);
+      a = b;
+    }
+  }
+  for (int64_t i = 0; i < u->n_feature_rows; i++) {
+    ng_srv_feat *f = NULL;
+    NG_CHECK_GOTO(st, make_feat(&f, u->feature_values + i * dim, dim, s->normalize), fail);
+    st = map_put(&n->feats, u->feature_ids[i], f, feat_unref);
+    if (st != NG_OK) {
+      feat_unref(f);
+      goto fail;
+    }
+  }
+  free(ops);
+  *out = n;
+  return NG_OK;
+fail:
+  free(ops);
+  ng__srv_snap_unref(n);
+  return st;
+}
+
+/* ---- the log ----
+ *
+ * Header (32 bytes): "NGSRVLOG", u32 version 1, u32 0, i64 base nodes, i64 feature columns.
+ * Record: u32 magic "NGUR", u32 CRC-32 of the rest (length and payload), u64 payload bytes,
+ * then the payload: u64 sequence number (1, 2, ...), i64 add_nodes, n_add_edges,
+ * n_remove_edges, n_feature_rows, then add_features (float32), add_src, add_dst, remove_src,
+ * remove_dst, feature_ids (int64) and feature_values (float32). Little-endian, as the host
+ * writes them. */
+
+#define LOG_MAGIC "NGSRVLOG"
+#define LOG_VERSION 1u
+#define LOG_HEADER 32
+#define REC_MAGIC 0x5255474eu /* "NGUR" */
+#define REC_HEAD 16
+#define REC_FIXED 40 /* sequence number and the four counts */
+
+static ng_status write_all(int fd, const void *buf, size_t n, const char *path) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
+      return ng__err_errno(NG_ERR_IO, errno, "%s: cannot write the update log", path);
+    p += w;
+    n -= (size_t)w;
+  }
+  return NG_OK;
+}
+
+static ng_status read_at(int fd, void *buf, size_t n, int64_t off, const char *path) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = pread(fd, p, n, (off_t)off);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return ng__err_errno(NG_ERR_IO, r < 0 ? errno : EIO, "%s: cannot read the update log", path);
+    p += r;
+    off += r;
+    n -= (size_t)r;
+  }
+  return NG_OK;
+}
+
+/* Payload bytes of an update, or 0 when it overflows. */
+static size_t payload_bytes(const ng_graph_update *u, int64_t dim) {
+  size_t floats = 0, ints = 0, fa = 0, fb = 0;
+  if (!ng__mul_ok((size_t)u->add_nodes, (size_t)dim, &fa) ||
+      !ng__mul_ok((size_t)u->n_feature_rows, (size_t)dim, &fb) || !ng__add_ok(fa, fb, &floats))
+    return 0;
+  ints = 2 * (size_t)u->n_add_edges + 2 * (size_t)u->n_remove_edges + (size_t)u->n_feature_rows;
+  return REC_FIXED + floats * sizeof(float) + ints * sizeof(int64_t);
+}
+
+static char *put(char *p, const void *src, size_t n) {
+  if (n)
+    memcpy(p, src, n);
+  return p + n;
+}
+
+ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t dim) {
+  const size_t len = payload_bytes(u, dim);
+  if (len == 0)
+    return ng__err(NG_ERR_INVALID_ARG, "update too large to log");
+  char *rec = ng__malloc(REC_HEAD + len, "an update log record");
+  if (!rec)
+    return NG_ERR_NOMEM;
+  const uint64_t seq = log->seq + 1, plen = len;
+  const uint32_t magic = REC_MAGIC;
+  char *p = rec + 8;
+  p = put(p, &plen, 8);
+  p = put(p, &seq, 8);
+  p = put(p, &u->add_nodes, 8);
+  p = put(p, &u->n_add_edges, 8);
+  p = put(p, &u->n_remove_edges, 8);
+  p = put(p, &u->n_feature_rows, 8);
+  p = put(p, u->add_features, (size_t)(u->add_nodes * dim) * sizeof(float));
+  p = put(p, u->add_src, (size_t)u->n_add_edges * 8);
+  p = put(p, u->add_dst, (size_t)u->n_add_edges * 8);
+  p = put(p, u->remove_src, (size_t)u->n_remove_edges * 8);
+  p = put(p, u->remove_dst, (size_t)u->n_remove_edges * 8);
+  p = put(p, u->feature_ids, (size_t)u->n_feature_rows * 8);
+  put(p, u->feature_values, (size_t)(u->n_feature_rows * dim) * sizeof(float));
+  const uint32_t crc =
+      (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)rec + 8, (uInt)(len + 8));
+  memcpy(rec, &magic, 4);
+  memcpy(rec + 4, &crc, 4);
+  ng_status st = write_all(log->fd, rec, REC_HEAD + len, log->path);
+  if (st == NG_OK && fdatasync(log->fd) != 0)
+    st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot fsync the update log", log->path);
+  free(rec);
+  if (st != NG_OK) {
+    /* No half record may stay: the next append and every replay start from a whole log. */
+    if (ftruncate(log->fd, (off_t)log->length) != 0 || lseek(log->fd, 0, SEEK_END) < 0)
+      ng__err_prefix("%s: the log could not be cut back after a failed append", log->path);
+    return st;
+  }
+  log->seq = seq;
+  log->length += (int64_t)(REC_HEAD + len);
+  return NG_OK;
+}
+
+/* Whether bytes [off, end) of the file are all zero (a file system may extend a file before
+ * its data reach the disk: a crash then leaves zeros). */
+static bool zeros_to_end(int fd, int64_t off, int64_t end) {
+  char buf[4096];
+  while (off < end) {
+    size_t n = (size_t)NG_MIN((int64_t)sizeof buf, end - off);
+    if (pread(fd, buf, n, (off_t)off) != (ssize_t)n)
+      return false;
+    for (size_t i = 0; i < n; i++)
+      if (buf[i])
+        return false;
+    off += (int64_t)n;
+  }
+  return true;
+}
+
+/* Applies one record's payload to *snap. */
+static ng_status replay_record(ng_srv_snap **snap, const char *pl, size_t len, uint64_t want_seq,
+                               const char *path, int64_t off) {
+  uint64_t seq;
+  ng_graph_update u;
+  memset(&u, 0, sizeof u);
+  memcpy(&seq, pl, 8);
+  memcpy(&u.add_nodes, pl + 8, 8);
+  memcpy(&u.n_add_edges, pl + 16, 8);
+  memcpy(&u.n_remove_edges, pl + 24, 8);
+  memcpy(&u.n_feature_rows, pl + 32, 8);
+  const int64_t dim = (*snap)->dim;
+  if (seq != want_seq || u.add_nodes < 0 || u.n_add_edges < 0 || u.n_remove_edges < 0 ||
+      u.n_feature_rows < 0 || u.add_nodes > INT32_MAX || u.n_feature_rows > INT32_MAX ||
+      u.n_add_edges > INT32_MAX || u.n_remove_edges > INT32_MAX || payload_bytes(&u, dim) != len)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the record at byte %lld has sequence %llu (expected %llu) or counts that "
+                   "do not match its length; the log is damaged",
+                   path, (long long)off, (unsigned long long)seq, (unsigned long long)want_seq);
+  /* The arrays are copied out: the payload's offsets need not be aligned. */
+  const size_t fa = (size_t)(u.add_nodes * dim), fr = (size_t)(u.n_feature_rows * dim);
+  const size_t ie =
+      2 * (size_t)u.n_add_edges + 2 * (size_t)u.n_remove_edges + (size_t)u.n_feature_rows;
+  float *f = ng__malloc((fa + fr + 1) * sizeof(float), "a replayed update");
+  int64_t *ids = ng__malloc((ie + 1) * sizeof(int64_t), "a replayed update");
+  if (!f || !ids) {
+    free(f);
+    free(ids);
+    return NG_ERR_NOMEM;
+  }
+  const char *p = pl + REC_FIXED;
+  memcpy(f, p, fa * sizeof(float));
+  p += fa * sizeof(float);
+  memcpy(ids, p, ie * sizeof(int64_t));
+  p += ie * sizeof(int64_t);
+  memcpy(f + fa, p, fr * sizeof(float));
+  u.add_features = f;
+  u.add_src = ids;
+  u.add_dst = ids + u.n_add_edges;
+  u.remove_src = ids + 2 * u.n_add_edges;
+  u.remove_dst = u.remove_src + u.n_remove_edges;
+  u.feature_ids = u.remove_dst + u.n_remove_edges;
+  u.feature_values = f + fa;
+  ng_srv_snap *next = NULL;
+  ng_status st = ng__srv_snap_apply(&next, *snap, &u);
+  free(f);
+  free(ids);
+  if (st != NG_OK) {
+    ng__err_prefix("%s: record %llu at byte %lld does not apply to this dataset", path,
+                   (unsigned long long)seq, (long long)off);
+    return st == NG_ERR_NOMEM ? st : NG_ERR_FORMAT;
+  }
+  ng__srv_snap_unref(*snap);
+  *snap = next;
+  return NG_OK;
+}
+
+static ng_status log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap, int64_t base_nodes,
+                          int64_t *replayed) {
+  log->fd = -1;
+  *replayed = 0;
+  const int64_t dim = (*snap)->dim;
+  log->path = strdup(path);
+  if (!log->path)
+    return ng__err(NG_ERR_NOMEM, "out of memory");
+  int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return ng__err_errno(NG_ERR_IO, errno, "%s: cannot open the update log", path);
+  log->fd = fd;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0)
+    return ng__err_errno(NG_ERR_IO, errno, "%s: cannot stat the update log", path);
+  int64_t size = (int64_t)sb.st_size;
+  char head[LOG_HEADER];
+  if (size < LOG_HEADER) {
+    /* A new log, or one whose header a crash cut short: nothing was acknowledged from it. */
+    if (size > 0 && !zeros_to_end(fd, 0, size)) {
+      char first[LOG_HEADER] = {0};
+      if (read_at(fd, first, (size_t)size, 0, path) != NG_OK ||
+          memcmp(first, LOG_MAGIC, (size_t)NG_MIN(size, 8)) != 0)
+        return ng__err(NG_ERR_FORMAT, "%s: not a neargnn update log (%lld bytes, bad header)", path,
+                       (long long)size);
+    }
+    memset(head, 0, sizeof head);
+    memcpy(head, LOG_MAGIC, 8);
+    const uint32_t version = LOG_VERSION;
+    memcpy(head + 8, &version, 4);
+    memcpy(head + 16, &base_nodes, 8);
+    memcpy(head + 24, &dim, 8);
+    if (ftruncate(fd, 0) != 0)
+      return ng__err_errno(NG_ERR_IO, errno, "%s: cannot reset the update log", path);
+    NG_CHECK(write_all(fd, head, sizeof head, path));
+    if (fsync(fd) != 0)
+      return ng__err_errno(NG_ERR_IO, errno, "%s: cannot fsync the update log", path);
+    log->length = LOG_HEADER;
+    return NG_OK;
+  }
+  NG_CHECK(read_at(fd, head, sizeof head, 0, path));
+  uint32_t version = 0;
+  int64_t h_nodes = 0, h_dim = 0;
+  memcpy(&version, head + 8, 4);
+  memcpy(&h_nodes, head + 16, 8);
+  memcpy(&h_dim, head + 24, 8);
+  if (memcmp(head, LOG_MAGIC, 8) != 0 || version != LOG_VERSION)
+    return ng__err(NG_ERR_FORMAT, "%s: not a neargnn update log (version %u of the format)", path,
+                   (unsigned)version);
+  if (h_nodes != base_nodes || h_dim != dim)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the log was written for a dataset of %lld nodes and %lld feature columns, "
+                   "this one has %lld and %lld; use the log of this dataset or a new path",
+                   path, (long long)h_nodes, (long long)h_dim, (long long)base_nodes,
+                   (long long)dim);
+  int64_t off = LOG_HEADER;
+  ng_status st = NG_OK;
+  char *pl = NULL;
+  size_t pl_cap = 0;
+  while (off < size) {
+    const char *torn = NULL;
+    char rh[REC_HEAD];
+    uint32_t magic = 0, crc = 0;
+    uint64_t len = 0;
+    if (size - off < REC_HEAD) {
+      torn = "a record header cut short";
+    } else {
+      NG_CHECK_GOTO(st, read_at(fd, rh, REC_HEAD, off, path), done);
+      memcpy(&magic, rh, 4);
+      memcpy(&crc, rh + 4, 4);
+      memcpy(&len, rh + 8, 8);
+      if (magic != REC_MAGIC) {
+        if (zeros_to_end(fd, off, size)) {
+          torn = "zeros after the last record";
+        } else {
+          st = ng__err(NG_ERR_FORMAT,
+                       "%s: no record starts at byte %lld (bad magic) and data follows: the log "
+                       "is corrupt; restore it or move it away (every update in it is lost)",
+                       path, (long long)off);
+          goto done;
+        }
+      } else if (len < REC_FIXED || (int64_t)len > size - off - REC_HEAD) {
+        torn = "a record cut short";
+      }
+    }
+    if (!torn) {
+      NG_CHECK_GOTO(st, ng__host_reserve((void **)&pl, &pl_cap, len + 8, "a log record"), done);
+      memcpy(pl, rh + 8, 8);
+      NG_CHECK_GOTO(st, read_at(fd, pl + 8, (size_t)len, off + REC_HEAD, path), done);
+      const uint32_t have =
+          (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)pl, (uInt)(len + 8));
+      const bool last = off + REC_HEAD + (int64_t)len == size;
+      if (have != crc) {
+        if (last) {
+          torn = "a final record that fails its checksum";
+        } else {
+          st = ng__err(NG_ERR_FORMAT,
+                       "%s: the record at byte %lld fails its CRC-32 (%08x, the record says %08x) "
+                       "and records follow it: the log is corrupt; restore it or move it away",
+                       path, (long long)off, (unsigned)have, (unsigned)crc);
+          goto done;
+        }
+      }
+    }
+    if (torn) {
+      /* A crash during an append: that update was never acknowledged. Cut it off so that the
+       * next append follows the last whole record. */
+      if (ftruncate(fd, (off_t)off) != 0 || fsync(fd) != 0) {
+        st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot cut off %s at byte %lld", path, torn,
+                           (long long)off);
+        goto done;
+      }
+      size = off;
+      break;
+    }
+    NG_CHECK_GOTO(st, replay_record(snap, pl + 8, (size_t)len, log->seq + 1, path, off), done);
+    log->seq++;
+    (*replayed)++;
+    off += REC_HEAD + (int64_t)len;
+  }
+  log->length = off;
+  if (lseek(fd, 0, SEEK_END) < 0)
+    st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot seek the update log", path);
+done:
+  free(pl);
+  return st;
+}
+
+ng_status ng__srv_log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
+                           int64_t base_nodes, int64_t *replayed) {
+  memset(log, 0, sizeof *log);
+  ng_status st = log_open(log, path, snap, base_nodes, replayed);
+  if (st != NG_OK)
+    ng__srv_log_close(log); /* the file and the path go; *snap holds what replayed */
+  return st;
+}
+
+void ng__srv_log_close(ng_srv_log *log) {
+  if (log->fd >= 0)
+    close(log->fd);
+  free(log->path);
+  memset(log, 0, sizeof *log);
+  log->fd = -1;
+}

@@ -1,0 +1,1109 @@
+/* The serving engine (serve/engine.h): checkpoint loading, admission, dynamic batching, the
+ * tiered input layer (hot rows in device memory, cold rows by the mode's strategy, hub requests
+ * aggregated near the data by CPU threads) and online updates over snapshots.
+ * docs/serving-engine.md describes the design. */
+#include "engine_impl.h"
+
+#include "dataset_impl.h"
+#include "feature_store_impl.h"
+#include "model_impl.h"
+#include "ng_cpu.h"
+#include "pipeline_impl.h"
+#include "safetensors_impl.h"
+#ifdef NG_HAVE_CUDA
+#include "ng_cuda.h"
+#endif
+
+#include <errno.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#define ENGINE_MAGIC 0x6e677365u /* "ngse" */
+/* A request whose unrolled receptive field passes this many edges is a hub request, unless the
+ * options say otherwise. */
+#define DEFAULT_HUB_EDGES 100000
+#define ALIGN 64
+
+/* One admitted request, on its caller's stack until answered. */
+typedef struct pending {
+  const ng_infer_request *req;
+  ng_infer_result *res;
+  int32_t fanout[NG_ENGINE_MAX_LAYERS]; /* resolved: -1 = every neighbour */
+  int32_t emb_layer;
+  bool hub;
+  bool done;
+  ng_status st;
+  char err[512];
+  double t_enq;
+  struct pending *next;
+} pending;
+
+typedef struct {
+  void *ptr;
+  size_t cap;
+} growbuf;
+
+struct ng_engine {
+  uint32_t magic;
+  struct ng_dataset *ds;
+  struct ng_model model; /* a copy: the caller's may change */
+  ng_engine_opts o;
+  char name[64];
+  ng_backend *be;
+  ng_model_exec ex;
+  ng_store store;
+  bool store_open;
+  ng_mode mode; /* resolved */
+  int64_t hot;
+  int workers;
+  const float *base_x; /* the table the model reads: the mapping or features_owned */
+  float *features_owned;
+  int64_t hub_edges;
+  ng_aggr bare; /* the input layer's aggregator for partial states */
+  bool gcn[NG_MAX_LAYERS];
+
+  pthread_mutex_t snap_mu; /* guards `snap` (the pointer, not the snapshot: it is immutable) */
+  ng_srv_snap *snap;
+  pthread_mutex_t upd_mu; /* serialises updates */
+  ng_srv_log log;
+  bool has_log;
+
+  pthread_mutex_t mu; /* the queue, the counters, every pending's done/status */
+  pthread_cond_t work_cv, done_cv;
+  pending *head, *tail;
+  int64_t queued_nodes;
+  int64_t admitted; /* admitted, not yet answered */
+  int64_t callers;  /* threads inside ng_engine_infer */
+  bool stopping;
+  ng_engine_stats stats;
+  pthread_t batcher;
+  bool started;
+
+  /* The batcher thread's memory. */
+  ng_srv_field *field;
+  growbuf targets, map_keys, map_vals, host_i32, host_i64, host_f, stage, work, out_host;
+  growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
+  size_t map_cap;
+};
+
+static double now_us(void) {
+  return ng__now() * 1e6;
+}
+
+/* ---- creation ---- */
+
+static ng_status make_backend(ng_backend **out, const char *device, int threads) {
+  const char *dev = device ? device : "cpu";
+  if (strcmp(dev, "cpu") == 0)
+    return ng__backend_cpu_create(out, threads);
+  if (strcmp(dev, "cuda") == 0) {
+#ifdef NG_HAVE_CUDA
+    return ng__backend_cuda_create(out, 0);
+#else
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "device 'cuda': this build of neargnn has no CUDA backend; build it where the "
+                   "CUDA toolkit is installed (cmake --preset default)");
+#endif
+  }
+  return ng__err(NG_ERR_INVALID_ARG, "unknown device '%s' (cpu or cuda)", dev);
+}
+
+static uint32_t crc_of(const void *data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const Bytef *p = data;
+  while (n > 0) {
+    uInt chunk = (uInt)NG_MIN(n, (size_t)1 << 30);
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return (uint32_t)crc;
+}
+
+/* Loads the parameters of a checkpoint of ng_trainer_save into the executor: the model kind,
+ * each tensor's name, dtype and shape, and (where the file has them) the CRC-32s are checked.
+ * The optimizer state and counters are not needed to serve. */
+static ng_status load_params(ng_engine *e, const char *path) {
+  if (!path || !*path)
+    return ng__err(NG_ERR_INVALID_ARG, "engine: no checkpoint given");
+  ng_st_file f;
+  NG_CHECK(ng__st_open(&f, path));
+  const struct ng_model *m = &e->model;
+  ng_status st = NG_OK;
+  float *host = NULL;
+  const char *fmt = ng__st_meta(&f, "format");
+  const char *kind = ng__st_meta(&f, "model");
+  if (!fmt || strcmp(fmt, "neargnn-checkpoint") != 0) {
+    st = ng__err(NG_ERR_FORMAT, "%s: not a neargnn checkpoint (metadata format is '%s')", path,
+                 fmt ? fmt : "missing");
+    goto done;
+  }
+  if (!kind || atoi(kind) != (int)m->kind) {
+    st = ng__err(NG_ERR_FORMAT, "%s: the checkpoint holds model kind %s, the engine's model is %s",
+                 path, kind ? kind : "?", m->kind == NG_MODEL_SAGE ? "sage (0)" : "gcn (1)");
+    goto done;
+  }
+  ng_param_tensor pt[3 * NG_MAX_LAYERS];
+  const int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
+  uint32_t sums[3 * NG_MAX_LAYERS + 2];
+  int n_sums = 0;
+  const char *sum_text = ng__st_meta(&f, "checksums");
+  for (const char *p = sum_text; p && *p && n_sums < (int)NG_ARRAY_LEN(sums);) {
+    char *end = NULL;
+    unsigned long v = strtoul(p, &end, 16);
+    if (end != p + 8)
+      break;
+    sums[n_sums++] = (uint32_t)v;
+    p = *end == ',' ? end + 1 : end;
+  }
+  host = ng__malloc((size_t)m->n_params * sizeof(float), "the checkpoint's parameters");
+  if (!host) {
+    st = NG_ERR_NOMEM;
+    goto done;
+  }
+  for (int i = 0; i < np; i++) {
+    const ng_st_tensor *t = ng__st_find(&f, pt[i].name);
+    const int64_t n = pt[i].ndim == 2 ? pt[i].shape[0] * pt[i].shape[1] : pt[i].shape[0];
+    const bool shape_ok = t && t->ndim == pt[i].ndim && t->shape[0] == pt[i].shape[0] &&
+                          (pt[i].ndim == 1 || t->shape[1] == pt[i].shape[1]);
+    if (!shape_ok || t->dtype != NG_DTYPE_F32 || t->nbytes != (size_t)n * sizeof(float)) {
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: tensor '%s' is missing or is not float32 of shape [%lld%s%lld] as the "
+                   "engine's model needs; build the model as it was trained",
+                   path, pt[i].name, (long long)pt[i].shape[0], pt[i].ndim == 2 ? ", " : "",
+                   pt[i].ndim == 2 ? (long long)pt[i].shape[1] : 0LL);
+      goto done;
+    }
+    if (sum_text && i < n_sums && crc_of(t->data, t->nbytes) != sums[i]) {
+      st = ng__err(NG_ERR_FORMAT, "%s: tensor '%s' fails its checksum: the file is damaged", path,
+                   pt[i].name);
+      goto done;
+    }
+    memcpy(host + pt[i].offset, t->data, t->nbytes);
+  }
+  st = e->be->iface->copy_h2d(e->be, e->ex.params, host, (size_t)m->n_params * sizeof(float));
+done:
+  free(host);
+  ng__st_close(&f);
+  return st;
+}
+
+static void *batcher_main(void *arg);
+
+static ng_status check_opts(ng_engine_opts *o, const struct ng_dataset *ds,
+                            const struct ng_model *m) {
+  const ng_dataset_info *info = &ds->info;
+  if (m->n_layers == 0)
+    return ng__err(NG_ERR_INVALID_ARG, "engine: the model has no layers");
+  if (m->n_layers > NG_ENGINE_MAX_LAYERS)
+    return ng__err(NG_ERR_INVALID_ARG, "engine: at most %d layers", NG_ENGINE_MAX_LAYERS);
+  if (info->feature_dim == 0 || m->in_dim != info->feature_dim)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "engine: the model expects %lld input columns, dataset '%s' has %lld",
+                   (long long)m->in_dim, info->name, (long long)info->feature_dim);
+  if (info->nodes > INT32_MAX)
+    return ng__err(NG_ERR_UNSUPPORTED, "engine: dataset '%s' has more than 2^31 - 1 nodes",
+                   info->name);
+  if (o->max_batch <= 0)
+    o->max_batch = 256;
+  if (o->max_delay_us < 0)
+    o->max_delay_us = 0;
+  if (o->queue_cap <= 0)
+    o->queue_cap = 1024;
+  if (o->max_request_nodes <= 0)
+    o->max_request_nodes = 4096;
+  if (o->workers < 0 || o->threads < 0 || (unsigned)o->mode > NG_MODE_HYBRID ||
+      (unsigned)o->normalize > NG_NORMALIZE_ROW || o->cache_bytes < 0 || o->hub_edges < 0)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "engine options out of range (workers, threads, cache_bytes, hub_edges >= 0; "
+                   "a known mode and normalisation)");
+  return NG_OK;
+}
+
+ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
+                           const char *checkpoint, const ng_engine_opts *opts) {
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_engine_create: out is NULL");
+  *out = NULL;
+  NG_CHECK(ng__dataset_check(ds));
+  NG_CHECK(ng__model_check(model));
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  if (opts) {
+    if (opts->size < sizeof opts->size)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "ng_engine_opts.size is %zu; initialise the options with NG_ENGINE_OPTS_INIT",
+                     opts->size);
+    memcpy(&o, opts, NG_MIN(opts->size, sizeof o));
+    o.size = sizeof o;
+  }
+  NG_CHECK(check_opts(&o, ds, model));
+  ng_engine *e = ng__calloc(1, sizeof *e, "the serving engine");
+  if (!e)
+    return NG_ERR_NOMEM;
+  e->magic = ENGINE_MAGIC;
+  e->ds = ds;
+  e->model = *model;
+  e->o = o;
+  ng__strlcpy(e->name, o.name ? o.name : ds->info.name, sizeof e->name);
+  e->o.name = NULL; /* borrowed: not kept */
+  e->o.device = NULL;
+  e->o.log_path = NULL;
+  pthread_mutex_init(&e->snap_mu, NULL);
+  pthread_mutex_init(&e->upd_mu, NULL);
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->work_cv, NULL);
+  pthread_cond_init(&e->done_cv, NULL);
+  e->log.fd = -1;
+  const ng_dataset_info *info = &ds->info;
+  const struct ng_model *m = &e->model;
+  const int64_t dim = info->feature_dim;
+  ng_status st = NG_OK;
+  e->hub_edges = o.hub_edges > 0 ? o.hub_edges : DEFAULT_HUB_EDGES;
+  if (o.workers > 0) {
+    e->workers = o.workers;
+  } else {
+    cpu_set_t set;
+    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    e->workers = NG_MAX(1, cores - 1);
+  }
+  for (int l = 0; l < m->n_layers; l++)
+    e->gcn[l] = m->layers[l].ag.weighted || m->layers[l].ag.self_loop;
+  e->bare = m->layers[0].ag;
+  e->bare.self_loop = false;
+  e->bare.drop_p = 0.0f;
+  e->bare.drop_key = 0;
+
+  /* The table the model reads: the mapping, or its row-normalised copy (the trainer's). */
+  e->base_x = ds->features;
+  if (o.normalize == NG_NORMALIZE_ROW) {
+    size_t bytes = (size_t)info->nodes * (size_t)dim * sizeof(float);
+    e->features_owned = ng__big_alloc(bytes, "row-normalised features");
+    if (!e->features_owned) {
+      st = NG_ERR_NOMEM;
+      goto fail;
+    }
+    const int nt = o.threads > 0 ? o.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t r = 0; r < info->nodes; r++) {
+      const float *src = ds->features + r * dim;
+      double sum = 0.0;
+      for (int64_t c = 0; c < dim; c++)
+        sum += src[c];
+      float inv = sum != 0.0 ? (float)(1.0 / sum) : 0.0f;
+      for (int64_t c = 0; c < dim; c++)
+        e->features_owned[r * dim + c] = src[c] * inv;
+    }
+    e->base_x = e->features_owned;
+  }
+
+  NG_CHECK_GOTO(st, make_backend(&e->be, opts ? opts->device : NULL, o.threads), fail);
+  NG_CHECK_GOTO(st, ng__exec_create(&e->ex, &e->model, e->be, 0), fail);
+  NG_CHECK_GOTO(st, load_params(e, checkpoint), fail);
+  e->mode = ng__mode_resolve(o.mode, e->be);
+  NG_CHECK_GOTO(
+      st, ng__store_hot_rows(&e->hot, e->be, info->nodes, dim, o.cache_bytes, o.cache_ratio), fail);
+  NG_CHECK_GOTO(st,
+                ng__store_open(&e->store, e->be, e->base_x, info->nodes, dim, e->hot,
+                               e->mode == NG_MODE_ZEROCOPY ? NG_FETCH_ZCOPY : NG_FETCH_BATCH,
+                               e->features_owned == NULL),
+                fail);
+  e->store_open = true;
+
+  NG_CHECK_GOTO(st, ng__srv_snap_base(&e->snap, &ds->csr, e->base_x, dim, o.normalize), fail);
+  if (opts && opts->log_path) {
+    int64_t replayed = 0;
+    NG_CHECK_GOTO(st, ng__srv_log_open(&e->log, opts->log_path, &e->snap, info->nodes, &replayed),
+                  fail);
+    e->has_log = true;
+    e->stats.updates = 0; /* counts updates of this run */
+  }
+  NG_CHECK_GOTO(st, ng__srv_field_create(&e->field), fail);
+  if (pthread_create(&e->batcher, NULL, batcher_main, e) != 0) {
+    st = ng__err(NG_ERR_INTERNAL, "engine: cannot start the batcher thread");
+    goto fail;
+  }
+  e->started = true;
+  *out = e;
+  return NG_OK;
+fail:
+  ng_engine_destroy(e);
+  return st;
+}
+
+void ng_engine_destroy(ng_engine *e) {
+  if (!e || e->magic != ENGINE_MAGIC)
+    return;
+  pthread_mutex_lock(&e->mu);
+  e->stopping = true;
+  pthread_cond_broadcast(&e->work_cv);
+  pthread_mutex_unlock(&e->mu);
+  if (e->started)
+    pthread_join(e->batcher, NULL);
+  /* Callers woken by the last batch leave ng_engine_infer before the lock goes. */
+  pthread_mutex_lock(&e->mu);
+  while (e->callers > 0)
+    pthread_cond_wait(&e->done_cv, &e->mu);
+  pthread_mutex_unlock(&e->mu);
+  e->magic = 0;
+  if (e->be) {
+    if (e->store_open)
+      ng__store_close(&e->store);
+    e->be->iface->free(e->be, e->dev_pack[0].ptr);
+    e->be->iface->free(e->be, e->dev_pack[1].ptr);
+    e->be->iface->free(e->be, e->work.ptr);
+    ng__exec_destroy(&e->ex);
+    ng__backend_destroy(e->be);
+  }
+  if (e->has_log)
+    ng__srv_log_close(&e->log);
+  ng__srv_snap_unref(e->snap);
+  ng__srv_field_destroy(e->field);
+  growbuf *host[] = {&e->targets, &e->map_keys, &e->map_vals, &e->host_i32, &e->host_i64,
+                     &e->host_f,  &e->stage,    &e->pack[0],  &e->pack[1],  &e->out_host};
+  for (size_t i = 0; i < NG_ARRAY_LEN(host); i++)
+    free(host[i]->ptr);
+  if (e->features_owned)
+    ng__big_free(e->features_owned,
+                 (size_t)e->ds->info.nodes * (size_t)e->ds->info.feature_dim * sizeof(float));
+  pthread_cond_destroy(&e->work_cv);
+  pthread_cond_destroy(&e->done_cv);
+  pthread_mutex_destroy(&e->mu);
+  pthread_mutex_destroy(&e->upd_mu);
+  pthread_mutex_destroy(&e->snap_mu);
+  free(e);
+}
+
+static ng_srv_snap *snap_acquire(ng_engine *e) {
+  pthread_mutex_lock(&e->snap_mu);
+  ng_srv_snap *s = e->snap;
+  ng__srv_snap_ref(s);
+  pthread_mutex_unlock(&e->snap_mu);
+  return s;
+}
+
+void ng_engine_info_get(ng_engine_info *out, const ng_engine *e) {
+  if (!out)
+    return;
+  memset(out, 0, sizeof *out);
+  if (!e || e->magic != ENGINE_MAGIC)
+    return;
+  ng_engine *me = (ng_engine *)e;
+  ng__strlcpy(out->name, e->name, sizeof out->name);
+  pthread_mutex_lock(&me->snap_mu);
+  out->nodes = e->snap->nodes;
+  pthread_mutex_unlock(&me->snap_mu);
+  out->feature_dim = e->ds->info.feature_dim;
+  out->classes = (int32_t)e->model.layers[e->model.n_layers - 1].out_dim;
+  out->layers = e->model.n_layers;
+  for (int l = 0; l < e->model.n_layers; l++)
+    out->layer_dim[l] = e->model.layers[l].out_dim;
+  out->ready = 1;
+}
+
+void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e) {
+  if (!out)
+    return;
+  memset(out, 0, sizeof *out);
+  if (!e || e->magic != ENGINE_MAGIC)
+    return;
+  ng_engine *me = (ng_engine *)e;
+  pthread_mutex_lock(&me->mu);
+  *out = e->stats;
+  out->queue_depth = e->admitted;
+  pthread_mutex_unlock(&me->mu);
+}
+
+void ng_infer_result_free(ng_infer_result *r) {
+  if (!r)
+    return;
+  free(r->logits);
+  free(r->embedding);
+  free(r->cls);
+  r->logits = r->embedding = NULL;
+  r->cls = NULL;
+}
+
+/* ---- one device batch ---- */
+
+/* Packs host arrays into one buffer copied to the device in one transfer (a host-memory backend
+ * reads them where they are). */
+typedef struct {
+  const void *src;
+  size_t bytes;
+  const void **dst;
+} pack_item;
+
+static ng_status upload(ng_engine *e, pack_item *items, int n, int slot) {
+  if (e->be->iface->host_memory) {
+    for (int i = 0; i < n; i++)
+      *items[i].dst = items[i].src;
+    return NG_OK;
+  }
+  size_t total = 0;
+  for (int i = 0; i < n; i++)
+    total += (items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
+  total = NG_MAX(total, (size_t)ALIGN);
+  growbuf *host = &e->pack[slot], *dev = &e->dev_pack[slot];
+  NG_CHECK(ng__host_reserve(&host->ptr, &host->cap, total, "the batch's staging buffer"));
+  NG_CHECK(ng__bk_reserve(e->be, &dev->ptr, &dev->cap, total));
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    if (items[i].bytes)
+      memcpy((char *)host->ptr + at, items[i].src, items[i].bytes);
+    *items[i].dst = items[i].src ? (char *)dev->ptr + at : NULL;
+    at += (items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
+  }
+  return e->be->iface->copy_h2d(e->be, dev->ptr, host->ptr, NG_MAX(at, (size_t)ALIGN));
+}
+
+/* Carves `bytes` from a bump pointer (NULL base: sizing). */
+static void *carve(char *base, size_t *at, size_t bytes) {
+  void *p = base ? base + *at : NULL;
+  *at += (bytes + ALIGN - 1) / ALIGN * ALIGN;
+  return p;
+}
+
+typedef enum { FETCH_TRANSFER, FETCH_ZCOPY, FETCH_PARTIAL } fetch_kind;
+
+/* The cold edges' partial state of destinations [0, nd) on the host: each destination reduced
+ * over its cold edges in edge order, in the operation order of cpu/kernels_impl.h (so the device
+ * reducing staged rows gives the same bits), by `threads` threads over destinations. */
+static void host_partial(const ng_aggr *ag, const int32_t *indptr, const int32_t *src_local,
+                         const float *ew, const float *const *rows_of_local, int32_t nd,
+                         int64_t dim, float *val, int32_t *count, int threads) {
+#pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
+  for (int32_t d = 0; d < nd; d++) {
+    float *acc = val + (int64_t)d * dim;
+    const int32_t b = indptr[d], n = indptr[d + 1] - b;
+    count[d] = n;
+    for (int64_t c = 0; c < dim; c++)
+      acc[c] = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+      const float *x = rows_of_local[src_local[b + i]];
+      const float w = ew ? ew[b + i] : 1.0f;
+      if (ag->reduce == NG_REDUCE_SUM) {
+        if (ew)
+          for (int64_t c = 0; c < dim; c++)
+            acc[c] = acc[c] + w * x[c];
+        else
+          for (int64_t c = 0; c < dim; c++)
+            acc[c] = acc[c] + x[c];
+      } else {
+        const bool is_max = ag->reduce == NG_REDUCE_MAX;
+        for (int64_t c = 0; c < dim; c++) {
+          const float v = ew ? w * x[c] : x[c];
+          if (i == 0 || (is_max ? v > acc[c] : v < acc[c]))
+            acc[c] = v;
+        }
+      }
+    }
+  }
+}
+
+typedef struct {
+  int64_t hot_rows, cold_rows;
+} batch_rows;
+
+/* The forward pass of one receptive field `mb` on snapshot `s` with cold rows fetched by `how`:
+ * afterwards ex->ws[l].out holds layer l's output, its first n_targets rows the targets'. */
+static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb, fetch_kind how,
+                         batch_rows *rows) {
+  ng_backend *be = e->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t nd = b0->n_dst, ns = b0->n_src;
+  const int64_t dim = s->dim, nnz = b0->nnz;
+  const int64_t *gid = mb->node_ids;
+  const bool weighted = b0->edge_w != NULL;
+
+  /* Host arrays: per source its cold position (-1: hot) and row; the two sub-blocks; the self
+   * rows by tier; the rows the device gathers by zero-copy and those staged by the host. */
+  const size_t need_i32 =
+      2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd + (size_t)ns;
+  const size_t need_i64 = 2 * (size_t)nd + 3 * (size_t)ns;
+  const size_t need_f = 2 * (size_t)nnz;
+  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+                            "the batch's id arrays"));
+  NG_CHECK(ng__host_reserve(&e->host_f.ptr, &e->host_f.cap, (need_f + 1) * sizeof(float),
+                            "the batch's edge weights"));
+  int32_t *cold_pos = e->host_i32.ptr;
+  int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
+  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
+  int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
+  int32_t *zc_pos = self_cold_pos + nd, *st_pos = zc_pos + ns;
+  int64_t *self_hot_ids = e->host_i64.ptr, *self_cold_ids = self_hot_ids + nd;
+  int64_t *zc_ids = self_cold_ids + nd, *iota = zc_ids + ns;
+  const float **row_ptr = (const float **)(iota + ns); /* [ns] host row of each cold source */
+  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
+  float *h_ew = e->host_f.ptr, *c_ew = h_ew + nnz;
+
+  int32_t n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    bool overlay = false;
+    const float *row = ng__srv_feature(s, gid[i], &overlay);
+    if (gid[i] < e->hot && !overlay) {
+      cold_pos[i] = -1;
+    } else {
+      row_ptr[n_cold] = row;
+      cold_pos[i] = n_cold++;
+    }
+  }
+  rows->hot_rows = ns - n_cold;
+  rows->cold_rows = n_cold;
+  int64_t nh = 0, nc = 0;
+  h_indptr[0] = c_indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
+      const int32_t src = b0->indices[ed];
+      if (cold_pos[src] < 0) {
+        h_idx[nh] = (int32_t)gid[src];
+        if (weighted)
+          h_ew[nh] = b0->edge_w[ed];
+        nh++;
+      } else {
+        c_idx[nc] = cold_pos[src];
+        if (weighted)
+          c_ew[nc] = b0->edge_w[ed];
+        nc++;
+      }
+    }
+    h_indptr[d + 1] = (int32_t)nh;
+    c_indptr[d + 1] = (int32_t)nc;
+  }
+  int32_t n_self_hot = 0, n_self_cold = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    if (cold_pos[d] < 0) {
+      self_hot_pos[n_self_hot] = d;
+      self_hot_ids[n_self_hot++] = gid[d];
+    } else {
+      self_cold_pos[n_self_cold] = d;
+      /* TRANSFER, ZCOPY: the row among the cold rows; PARTIAL stages the cold self rows alone,
+       * in this order. */
+      self_cold_ids[n_self_cold] = how == FETCH_PARTIAL ? n_self_cold : cold_pos[d];
+      n_self_cold++;
+    }
+  }
+
+  const size_t row_b = (size_t)dim * sizeof(float);
+  const float *zc_table = e->store.host_dev ? e->store.host_dev : B->host_memory ? e->base_x : NULL;
+  if (how == FETCH_ZCOPY && !zc_table)
+    how = FETCH_TRANSFER;
+
+  /* Device memory: hot state, cold state, aggregation, self rows, the cold rows. */
+  const size_t st_rows = (size_t)nd * row_b, st_cnt = (size_t)nd * sizeof(int32_t);
+  const size_t cold_rows_b = (size_t)(how == FETCH_PARTIAL ? 0 : n_cold) * row_b;
+  size_t wbytes = 0;
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_cnt);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_cnt);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, cold_rows_b);
+  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  size_t at = 0;
+  char *w = e->work.ptr;
+  ng_pstate hot = {carve(w, &at, st_rows), carve(w, &at, st_cnt), nd, dim};
+  ng_pstate cold = {carve(w, &at, st_rows), carve(w, &at, st_cnt), nd, dim};
+  float *agg = carve(w, &at, st_rows), *self = carve(w, &at, st_rows);
+  float *cold_dev = carve(w, &at, cold_rows_b);
+
+  /* First copy: the blocks. The device then starts on the hot part while the host works on
+   * the cold one (on the CUDA backend the ops are queued and return at once). */
+  ng_block hb = {.n_dst = nd, .n_src = (int32_t)NG_MAX(e->hot, (int64_t)nd), .nnz = nh};
+  ng_block cb = {.n_dst = nd, .n_src = NG_MAX(n_cold, nd), .nnz = nc};
+  ng_minibatch dmb = *mb;
+  const float *b0_self_w = NULL, *staged_dev = NULL, *pval_dev = NULL;
+  const int32_t *pcnt_dev = NULL, *shp = NULL, *scp = NULL, *zcp = NULL, *stp = NULL;
+  const int64_t *shi = NULL, *sci = NULL, *zci = NULL, *iota_dev = NULL;
+  pack_item items[16 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(weighted ? h_ew : NULL, weighted ? (size_t)nh * 4 : 0, &hb.edge_w);
+  ITEM(c_indptr, ((size_t)nd + 1) * 4, &cb.indptr);
+  ITEM(nc ? c_idx : NULL, (size_t)nc * 4, &cb.indices);
+  ITEM(weighted ? c_ew : NULL, weighted ? (size_t)nc * 4 : 0, &cb.edge_w);
+  ITEM(b0->self_w, b0->self_w ? (size_t)nd * 4 : 0, &b0_self_w);
+  ITEM(self_hot_pos, (size_t)n_self_hot * 4, &shp);
+  ITEM(self_hot_ids, (size_t)n_self_hot * 8, &shi);
+  ITEM(self_cold_pos, (size_t)n_self_cold * 4, &scp);
+  ITEM(self_cold_ids, (size_t)n_self_cold * 8, &sci);
+  for (int l = 1; l < mb->n_layers; l++) {
+    const ng_block *src_b = &mb->blocks[l];
+    ng_block *db = &dmb.blocks[l];
+    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
+    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
+    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
+    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
+  }
+  NG_CHECK(upload(e, items, ni, 0));
+  NG_CHECK(B->aggr_partial(be, &e->bare, &hb, e->store.cache, &hot));
+  NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
+
+  /* The host's part, by strategy. */
+  int32_t n_staged = 0, n_zc = 0;
+  float *staged = NULL, *p_val = NULL;
+  int32_t *p_cnt = NULL;
+  if (how == FETCH_PARTIAL) {
+    /* The CPU threads reduce the cold edges near the data; only the states and the cold self
+     * rows cross to the device. */
+    n_staged = n_self_cold;
+    const size_t bytes =
+        (size_t)nd * row_b + (size_t)nd * sizeof(int32_t) + (size_t)n_staged * row_b + 3 * ALIGN;
+    NG_CHECK(ng__host_reserve(&e->stage.ptr, &e->stage.cap, bytes, "the cold rows' staging"));
+    size_t sat = 0;
+    p_val = carve(e->stage.ptr, &sat, (size_t)nd * row_b);
+    p_cnt = carve(e->stage.ptr, &sat, (size_t)nd * sizeof(int32_t));
+    staged = carve(e->stage.ptr, &sat, (size_t)n_staged * row_b);
+    if (nc > 0)
+      host_partial(&e->bare, c_indptr, c_idx, weighted ? c_ew : NULL, row_ptr, nd, dim, p_val,
+                   p_cnt, e->workers);
+    for (int32_t i = 0; i < n_self_cold; i++)
+      memcpy(staged + (int64_t)i * dim, row_ptr[cold_pos[self_cold_pos[i]]], row_b);
+  } else {
+    /* TRANSFER stages every cold row; ZCOPY only those of the delta (replaced or added rows):
+     * the device reads the base table's rows from host memory itself. */
+    NG_CHECK(ng__host_reserve(&e->stage.ptr, &e->stage.cap, (size_t)n_cold * row_b + ALIGN,
+                              "the cold rows' staging"));
+    staged = e->stage.ptr;
+    for (int32_t i = 0; i < ns; i++) {
+      const int32_t p = cold_pos[i];
+      if (p < 0)
+        continue;
+      if (how == FETCH_ZCOPY && !ng__srv_has_overlay(s, gid[i])) {
+        zc_pos[n_zc] = p;
+        zc_ids[n_zc++] = gid[i];
+      } else {
+        memcpy(staged + (int64_t)n_staged * dim, row_ptr[p], row_b);
+        st_pos[n_staged] = p;
+        iota[n_staged] = n_staged;
+        n_staged++;
+      }
+    }
+  }
+  /* Second copy: what the host made of the cold rows. */
+  ni = 0;
+  ITEM(staged, (size_t)n_staged * row_b, &staged_dev);
+  ITEM(p_val, p_val ? st_rows : 0, &pval_dev);
+  ITEM(p_cnt, p_cnt ? st_cnt : 0, &pcnt_dev);
+  ITEM(zc_pos, (size_t)n_zc * 4, &zcp);
+  ITEM(zc_ids, (size_t)n_zc * 8, &zci);
+  ITEM(st_pos, how == FETCH_PARTIAL ? 0 : (size_t)n_staged * 4, &stp);
+  ITEM(iota, how == FETCH_PARTIAL ? 0 : (size_t)n_staged * 8, &iota_dev);
+#undef ITEM
+  NG_CHECK(upload(e, items, ni, 1));
+
+  /* The cold part and the rest, in the order of sched/feature_store.c whatever the strategy:
+   * hot partial, cold partial, merge, finalize, self loop. */
+  const float *cold_src = NULL;
+  if (how != FETCH_PARTIAL && n_cold > 0) {
+    if (n_zc > 0)
+      NG_CHECK(B->scatter_rows(be, cold_dev, zcp, zc_table, zci, n_zc, dim, 0.0f, 0));
+    if (n_staged > 0)
+      NG_CHECK(B->scatter_rows(be, cold_dev, stp, staged_dev, iota_dev, n_staged, dim, 0.0f, 0));
+    cold_src = cold_dev;
+  }
+  if (nc > 0) {
+    if (how == FETCH_PARTIAL) {
+      cold.val = (float *)pval_dev;
+      cold.count = (int32_t *)pcnt_dev;
+    } else {
+      NG_CHECK(B->aggr_partial(be, &e->bare, &cb, cold_src, &cold));
+    }
+    NG_CHECK(B->pstate_merge(be, &e->bare, &hot, &cold));
+  }
+  NG_CHECK(B->scatter_rows(be, self, scp, how == FETCH_PARTIAL ? staged_dev : cold_src, sci,
+                           n_self_cold, dim, 0.0f, 0));
+  NG_CHECK(B->pstate_finalize(be, &e->bare, &hot, agg));
+  if (e->model.layers[0].ag.self_loop)
+    NG_CHECK(B->add_self_loop(be, agg, b0_self_w, self, nd, dim));
+  return ng__exec_forward(&e->ex, &dmb, agg, self, false, 0);
+}
+
+/* The local target index of every requested id: a small open-addressing map from node id to
+ * its place among the batch's distinct targets. */
+static ng_status batch_targets(ng_engine *e, pending **reqs, int n_req, int32_t *n_targets) {
+  int64_t total = 0;
+  for (int i = 0; i < n_req; i++)
+    total += reqs[i]->req->n;
+  size_t cap = 64;
+  while (cap < (size_t)total * 2)
+    cap *= 2;
+  NG_CHECK(ng__host_reserve(&e->targets.ptr, &e->targets.cap, (size_t)total * sizeof(int64_t),
+                            "the batch's targets"));
+  NG_CHECK(ng__host_reserve(&e->map_keys.ptr, &e->map_keys.cap, cap * sizeof(int64_t),
+                            "the batch's target map"));
+  NG_CHECK(ng__host_reserve(&e->map_vals.ptr, &e->map_vals.cap, cap * sizeof(int32_t),
+                            "the batch's target map"));
+  int64_t *keys = e->map_keys.ptr, *targets = e->targets.ptr;
+  int32_t *vals = e->map_vals.ptr;
+  memset(keys, 0xff, cap * sizeof *keys);
+  int32_t n = 0;
+  for (int i = 0; i < n_req; i++) {
+    const ng_infer_request *r = reqs[i]->req;
+    for (int64_t j = 0; j < r->n; j++) {
+      const int64_t v = r->node_ids[j];
+      uint64_t hv = (uint64_t)v * 0x9e3779b97f4a7c15ULL;
+      size_t h = (size_t)(hv ^ (hv >> 32)) & (cap - 1);
+      while (keys[h] != -1 && keys[h] != v)
+        h = (h + 1) & (cap - 1);
+      if (keys[h] == -1) {
+        keys[h] = v;
+        vals[h] = n;
+        targets[n++] = v;
+      }
+    }
+  }
+  e->map_cap = cap;
+  *n_targets = n;
+  return NG_OK;
+}
+
+static int32_t target_of(const ng_engine *e, int64_t v) {
+  const int64_t *keys = e->map_keys.ptr;
+  const int32_t *vals = e->map_vals.ptr;
+  const size_t cap = e->map_cap;
+  uint64_t hv = (uint64_t)v * 0x9e3779b97f4a7c15ULL;
+  size_t h = (size_t)(hv ^ (hv >> 32)) & (cap - 1);
+  while (keys[h] != v)
+    h = (h + 1) & (cap - 1);
+  return vals[h];
+}
+
+/* Which strategy fetches the cold rows of a batch: the mode's, and near-data partial
+ * aggregation for hub requests in the modes that have it. */
+static fetch_kind strategy(const ng_engine *e, bool hub) {
+  switch (e->mode) {
+  case NG_MODE_BASELINE:
+    return FETCH_TRANSFER;
+  case NG_MODE_ZEROCOPY:
+    return FETCH_ZCOPY;
+  case NG_MODE_PARTIAL:
+    return FETCH_PARTIAL;
+  default: /* CPU, HYBRID, HYBRID_STATIC */
+    return hub ? FETCH_PARTIAL : FETCH_TRANSFER;
+  }
+}
+
+/* Computes a batch of compatible requests (same sampling) and fills their results. */
+static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
+                           batch_rows *rows_out) {
+  const struct ng_model *m = &e->model;
+  const ng_infer_request *r0 = reqs[0]->req;
+  int32_t n_targets = 0;
+  NG_CHECK(batch_targets(e, reqs, n_req, &n_targets));
+  ng_srv_snap *s = snap_acquire(e);
+  ng_minibatch mb;
+  ng_status st = ng__srv_field_build(&mb, e->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
+                                     r0->n_fanouts ? r0->seed : 0, e->targets.ptr, n_targets);
+  batch_rows rows = {0, 0};
+  if (st == NG_OK)
+    st = forward(e, s, &mb, strategy(e, reqs[0]->hub), &rows);
+  ng__srv_snap_unref(s);
+  if (st != NG_OK)
+    return st;
+  *rows_out = rows;
+  /* The outputs the batch's requests want, copied back once per layer. */
+  bool want[NG_MAX_LAYERS] = {false};
+  want[m->n_layers - 1] = true;
+  for (int i = 0; i < n_req; i++)
+    if (reqs[i]->req->outputs & NG_OUT_EMBEDDING)
+      want[reqs[i]->emb_layer] = true;
+  size_t off[NG_MAX_LAYERS], total = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    off[l] = total;
+    if (want[l])
+      total += (size_t)n_targets * (size_t)m->layers[l].out_dim;
+  }
+  NG_CHECK(ng__host_reserve(&e->out_host.ptr, &e->out_host.cap, total * sizeof(float),
+                            "the batch's outputs"));
+  float *host = e->out_host.ptr;
+  for (int l = 0; l < m->n_layers; l++)
+    if (want[l])
+      NG_CHECK(
+          e->be->iface->copy_d2h(e->be, host + off[l], e->ex.ws[l].out,
+                                 (size_t)n_targets * (size_t)m->layers[l].out_dim * sizeof(float)));
+  const double t1 = now_us();
+  const int64_t classes = m->layers[m->n_layers - 1].out_dim;
+  const float *logits = host + off[m->n_layers - 1];
+  for (int i = 0; i < n_req; i++) {
+    pending *p = reqs[i];
+    const ng_infer_request *r = p->req;
+    ng_infer_result *res = p->res;
+    const unsigned outs = r->outputs ? r->outputs : NG_OUT_LOGITS;
+    res->n = r->n;
+    res->classes = classes;
+    res->embedding_dim = (outs & NG_OUT_EMBEDDING) ? m->layers[p->emb_layer].out_dim : 0;
+    res->hub = p->hub;
+    res->batch_nodes = n_targets;
+    res->hot_rows = rows.hot_rows;
+    res->cold_rows = rows.cold_rows;
+    res->queue_us = t0 - p->t_enq;
+    res->compute_us = t1 - t0;
+    if (outs & NG_OUT_LOGITS)
+      res->logits = malloc((size_t)r->n * (size_t)classes * sizeof(float) + 1);
+    if (outs & NG_OUT_EMBEDDING)
+      res->embedding = malloc((size_t)r->n * (size_t)res->embedding_dim * sizeof(float) + 1);
+    if (outs & NG_OUT_CLASS)
+      res->cls = malloc((size_t)r->n * sizeof(int64_t) + 1);
+    if (((outs & NG_OUT_LOGITS) && !res->logits) ||
+        ((outs & NG_OUT_EMBEDDING) && !res->embedding) || ((outs & NG_OUT_CLASS) && !res->cls)) {
+      ng_infer_result_free(res);
+      p->st = NG_ERR_NOMEM;
+      snprintf(p->err, sizeof p->err, "engine: out of memory for the answer of %lld nodes",
+               (long long)r->n);
+      continue;
+    }
+    for (int64_t j = 0; j < r->n; j++) {
+      const int32_t t = target_of(e, r->node_ids[j]);
+      const float *row = logits + (size_t)t * (size_t)classes;
+      if (res->logits)
+        memcpy(res->logits + j * classes, row, (size_t)classes * sizeof(float));
+      if (res->embedding) {
+        const int64_t ed = res->embedding_dim;
+        memcpy(res->embedding + j * ed, host + off[p->emb_layer] + (size_t)t * (size_t)ed,
+               (size_t)ed * sizeof(float));
+      }
+      if (res->cls) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < classes; c++)
+          if (row[c] > row[best])
+            best = c;
+        res->cls[j] = best;
+      }
+    }
+    p->st = NG_OK;
+  }
+  return NG_OK;
+}
+
+/* Whether two requests may share a device batch: the same sampling (full neighbourhoods, or
+ * the same fanouts and seed). */
+static bool compatible(const pending *a, const pending *b) {
+  if (a->req->n_fanouts != b->req->n_fanouts)
+    return false;
+  if (a->req->n_fanouts == 0)
+    return true;
+  return a->req->seed == b->req->seed && memcmp(a->fanout, b->fanout, sizeof a->fanout) == 0;
+}
+
+static void *batcher_main(void *arg) {
+  ng_engine *e = arg;
+  pending *batch[1024];
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    while (!e->head && !e->stopping)
+      pthread_cond_wait(&e->work_cv, &e->mu);
+    if (!e->head)
+      break; /* stopping, and every admitted request is answered */
+    /* Wait for others to join the oldest request, up to max_delay_us or a full batch. A hub
+     * request runs alone and starts at once. */
+    const double deadline_us = e->head->t_enq + (double)e->o.max_delay_us;
+    while (!e->stopping && !e->head->hub && e->queued_nodes < e->o.max_batch) {
+      const double now = now_us();
+      if (now >= deadline_us)
+        break;
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      const double wait_ns = (deadline_us - now) * 1e3;
+      ts.tv_sec += (time_t)(wait_ns / 1e9);
+      ts.tv_nsec += (long)((int64_t)wait_ns % 1000000000);
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      pthread_cond_timedwait(&e->work_cv, &e->mu, &ts);
+    }
+    /* Take the oldest request, then every later compatible one that fits. */
+    int n = 0;
+    int64_t nodes = 0;
+    pending **link = &e->head, *prev = NULL;
+    const pending *first = e->head;
+    while (*link && n < (int)NG_ARRAY_LEN(batch)) {
+      pending *p = *link;
+      const bool take = n == 0 || (!first->hub && !p->hub && compatible(first, p) &&
+                                   nodes + p->req->n <= e->o.max_batch);
+      if (take) {
+        batch[n++] = p;
+        nodes += p->req->n;
+        *link = p->next;
+        if (e->tail == p)
+          e->tail = prev;
+      } else {
+        prev = p;
+        link = &p->next;
+      }
+      if (first->hub || nodes >= e->o.max_batch)
+        break;
+    }
+    e->queued_nodes -= nodes;
+    pthread_mutex_unlock(&e->mu);
+
+    const double t0 = now_us();
+    batch_rows rows = {0, 0};
+    ng_status st = run_batch(e, batch, n, t0, &rows);
+    char msg[512] = "";
+    if (st != NG_OK)
+      snprintf(msg, sizeof msg, "%s", ng_last_error());
+
+    pthread_mutex_lock(&e->mu);
+    e->stats.batches++;
+    e->stats.batch_nodes += nodes;
+    e->stats.hot_rows += rows.hot_rows;
+    e->stats.cold_rows += rows.cold_rows;
+    for (int i = 0; i < n; i++) {
+      pending *p = batch[i];
+      if (st != NG_OK) {
+        ng_infer_result_free(p->res);
+        p->st = st;
+        snprintf(p->err, sizeof p->err, "%s", msg);
+      }
+      p->done = true;
+    }
+    e->admitted -= n;
+    pthread_cond_broadcast(&e->done_cv);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+/* ---- the API ---- */
+
+static ng_status engine_check(const ng_engine *e) {
+  if (!e)
+    return ng__err(NG_ERR_INVALID_ARG, "engine handle is NULL");
+  if (e->magic != ENGINE_MAGIC)
+    return ng__err(NG_ERR_INVALID_ARG, "engine handle is not a live engine (destroyed?)");
+  return NG_OK;
+}
+
+/* Checks a request against the engine and the current node count. */
+static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending *p) {
+  const struct ng_model *m = &e->model;
+  if (!r)
+    return ng__err(NG_ERR_INVALID_ARG, "request is NULL");
+  if (r->n < 1 || r->n > e->o.max_request_nodes || !r->node_ids)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "request has %lld node ids; send 1 to %lld (max_request_nodes)", (long long)r->n,
+                   (long long)e->o.max_request_nodes);
+  if (r->outputs & ~(unsigned)(NG_OUT_LOGITS | NG_OUT_EMBEDDING | NG_OUT_CLASS))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "request outputs 0x%x: unknown bits (logits 1, embedding "
+                   "2, class 4)",
+                   r->outputs);
+  p->emb_layer = r->embedding_layer >= 0 ? r->embedding_layer : NG_MAX(0, m->n_layers - 2);
+  if ((r->outputs & NG_OUT_EMBEDDING) && p->emb_layer >= m->n_layers)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "embedding_layer %d does not exist: the model has layers 0 .. %d",
+                   (int)r->embedding_layer, m->n_layers - 1);
+  if (r->n_fanouts != 0 && r->n_fanouts != m->n_layers)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "request gives %d fanouts; give one per layer (%d) or none (full "
+                   "neighbourhood)",
+                   (int)r->n_fanouts, m->n_layers);
+  for (int l = 0; l < m->n_layers; l++) {
+    p->fanout[l] = r->n_fanouts ? r->fanout[l] : -1;
+    if (p->fanout[l] == 0 || p->fanout[l] < -1)
+      return ng__err(NG_ERR_INVALID_ARG, "fanout %d of layer %d: use a positive count or -1 (all)",
+                     (int)p->fanout[l], l);
+  }
+  ng_srv_snap *s = snap_acquire(e);
+  ng_status st = NG_OK;
+  for (int64_t j = 0; j < r->n; j++) {
+    if (r->node_ids[j] < 0 || r->node_ids[j] >= s->nodes) {
+      st = ng__err(NG_ERR_INVALID_ARG, "node_ids[%lld] = %lld is not a node (0 .. %lld)",
+                   (long long)j, (long long)r->node_ids[j], (long long)s->nodes - 1);
+      break;
+    }
+  }
+  if (st == NG_OK)
+    p->hub = ng__srv_field_estimate(s, m->n_layers, p->fanout, r->node_ids, r->n, e->hub_edges) >
+             e->hub_edges;
+  ng__srv_snap_unref(s);
+  return st;
+}
+
+ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_result *res) {
+  NG_CHECK(engine_check(e));
+  if (!res)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_engine_infer: result is NULL");
+  memset(res, 0, sizeof *res);
+  pending p;
+  memset(&p, 0, sizeof p);
+  NG_CHECK(check_request(e, req, &p));
+  p.req = req;
+  p.res = res;
+  p.t_enq = now_us();
+  pthread_mutex_lock(&e->mu);
+  if (e->stopping) {
+    pthread_mutex_unlock(&e->mu);
+    return ng__err(NG_ERR_STATE, "engine is draining: no new requests");
+  }
+  if (e->admitted >= e->o.queue_cap) {
+    e->stats.rejected_busy++;
+    pthread_mutex_unlock(&e->mu);
+    return ng__err(NG_ERR_STATE, "engine busy: %d requests admitted and not answered (queue_cap)",
+                   e->o.queue_cap);
+  }
+  e->admitted++;
+  e->callers++;
+  e->stats.requests++;
+  e->stats.request_nodes += req->n;
+  e->stats.hub_requests += p.hub;
+  e->queued_nodes += req->n;
+  if (e->tail)
+    e->tail->next = &p;
+  else
+    e->head = &p;
+  e->tail = &p;
+  pthread_cond_signal(&e->work_cv);
+  while (!p.done)
+    pthread_cond_wait(&e->done_cv, &e->mu);
+  e->callers--;
+  if (e->stopping)
+    pthread_cond_broadcast(&e->done_cv);
+  pthread_mutex_unlock(&e->mu);
+  if (p.st != NG_OK)
+    return ng__err(p.st, "%s", p.err);
+  return NG_OK;
+}
+
+ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *first_new_id) {
+  NG_CHECK(engine_check(e));
+  if (!e->has_log)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "engine: updates need a log (ng_engine_opts.log_path) to be durable");
+  pthread_mutex_lock(&e->upd_mu);
+  ng_srv_snap *cur = snap_acquire(e), *next = NULL;
+  ng_status st = ng__srv_snap_apply(&next, cur, u);
+  if (st == NG_OK)
+    st = ng__srv_log_append(&e->log, u, cur->dim);
+  if (st == NG_OK) {
+    if (first_new_id)
+      *first_new_id = cur->nodes;
+    /* Publish: batches that start from now on see it; running ones keep their snapshot. */
+    pthread_mutex_lock(&e->snap_mu);
+    ng_srv_snap *old = e->snap;
+    e->snap = next;
+    next = NULL;
+    pthread_mutex_unlock(&e->snap_mu);
+    ng__srv_snap_unref(old);
+    pthread_mutex_lock(&e->mu);
+    e->stats.updates++;
+    pthread_mutex_unlock(&e->mu);
+  }
+  ng__srv_snap_unref(next);
+  ng__srv_snap_unref(cur);
+  pthread_mutex_unlock(&e->upd_mu);
+  return st;
+}

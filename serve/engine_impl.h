@@ -1,0 +1,125 @@
+/* The serving engine's internals (serve/): the versioned graph delta that online updates build
+ * (serve/delta.c), its durable log, and the receptive-field builder that reads the graph through
+ * it (serve/field.c). docs/serving-engine.md describes the design.
+ *
+ * The base dataset is never written: it stays memory-mapped. Every update makes a new immutable
+ * snapshot, base + delta, in which the rows (neighbour lists) and feature rows it changed are
+ * replaced by copies of their own. A batch holds one snapshot for its whole computation
+ * (reference counted), so it never sees half of an update, and an update never waits for a
+ * batch. */
+#ifndef NG_SERVE_ENGINE_IMPL_H
+#define NG_SERVE_ENGINE_IMPL_H
+
+#include "backend_impl.h"
+#include "csr_impl.h"
+#include "engine.h"
+
+#include <stdatomic.h>
+
+/* ---- snapshots of the graph: base + delta ---- */
+
+/// A node's neighbour row that an update replaced: its whole new row (reference counted, shared
+/// by the snapshots that have it).
+typedef struct {
+  atomic_int ref;
+  int64_t n;
+  int64_t ids[];
+} ng_srv_row;
+
+/// A feature row that an update replaced or added (already normalised as the model was
+/// trained; reference counted).
+typedef struct {
+  atomic_int ref;
+  float x[];
+} ng_srv_feat;
+
+/// Open addressing from node id to a row (key -1: an empty slot).
+typedef struct {
+  int64_t *keys;
+  void **vals;
+  size_t cap; /* a power of two, or 0 */
+  size_t n;
+} ng_srv_map;
+
+/// One immutable version of the graph and its features.
+typedef struct {
+  atomic_int ref;
+  uint64_t version; ///< updates applied
+  int64_t nodes;    ///< base nodes + added ones
+  ng_srv_map rows;  ///< node -> ng_srv_row *
+  ng_srv_map feats; ///< node -> ng_srv_feat *
+  const ng_csr *base;
+  const float *base_x; ///< [base nodes, dim] (the mapping, or its normalised copy)
+  int64_t dim;
+  ng_normalize normalize;
+} ng_srv_snap;
+
+/// A view of node v's neighbour row in a snapshot (exactly one of i32/i64 set unless n == 0).
+typedef struct {
+  const int32_t *i32;
+  const int64_t *i64;
+  int64_t n;
+} ng_srv_rowview;
+
+/// The first snapshot: the base alone (refcount 1).
+ng_status ng__srv_snap_base(ng_srv_snap **out, const ng_csr *base, const float *base_x, int64_t dim,
+                            ng_normalize normalize);
+void ng__srv_snap_ref(ng_srv_snap *s);
+/// Drops a reference; the last one frees the snapshot and its rows no other snapshot shares.
+void ng__srv_snap_unref(ng_srv_snap *s);
+/// Node v's neighbour row (v < s->nodes).
+void ng__srv_row(ng_srv_rowview *out, const ng_srv_snap *s, int64_t v);
+static inline int64_t ng__srv_rowview_at(const ng_srv_rowview *r, int64_t i) {
+  return r->i32 ? (int64_t)r->i32[i] : r->i64[i];
+}
+/// Node v's feature row, and whether it comes from the delta (a replaced or added row).
+const float *ng__srv_feature(const ng_srv_snap *s, int64_t v, bool *overlay);
+/// Whether node v's features were replaced or added by an update.
+bool ng__srv_has_overlay(const ng_srv_snap *s, int64_t v);
+
+/// Validates update `u` against `s` and builds the snapshot with it applied into *out (s is
+/// not changed). Errors: NG_ERR_INVALID_ARG naming the bad entry.
+ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u);
+
+/* ---- the update log ---- */
+
+/// The append-only log: a 32-byte header, then one CRC-checked record per update.
+typedef struct {
+  int fd;
+  char *path;
+  uint64_t seq;   ///< records in the log
+  int64_t length; ///< bytes of valid log (the header and whole records)
+} ng_srv_log;
+
+/// Opens (or creates) the log at `path` for a base of `base_nodes` nodes with `dim` feature
+/// columns, replaying every record onto *snap (replaced by the result). A torn final record (a
+/// crash during an append) is cut off; a corrupt record before the end is refused with
+/// NG_ERR_FORMAT naming its offset. *replayed receives the number of records applied.
+ng_status ng__srv_log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
+                           int64_t base_nodes, int64_t *replayed);
+/// Appends update `u` as one record and fsyncs it. On failure the log is cut back to where it
+/// was, so that no half record stays.
+ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t dim);
+void ng__srv_log_close(ng_srv_log *log);
+
+/* ---- receptive fields ---- */
+
+/// Reusable memory of the field builder (one per thread).
+typedef struct ng_srv_field ng_srv_field;
+ng_status ng__srv_field_create(ng_srv_field **out);
+void ng__srv_field_destroy(ng_srv_field *f);
+
+/// The blocks of the receptive field of `n_targets` distinct `targets` in snapshot `s`, as the
+/// sampler lays them out (cpu/sampler_impl.h): block l keeps fanout[l] neighbours of each
+/// destination (-1: all, in row order), drawn from the stream ng_hash3(seed, l, v), so a node's
+/// neighbours never depend on the other targets of the batch. GCN weights where gcn[l]. The
+/// arrays live in `f` until its next build.
+ng_status ng__srv_field_build(ng_minibatch *out, ng_srv_field *f, const ng_srv_snap *s,
+                              int n_layers, const int32_t *fanout, const bool *gcn, uint64_t seed,
+                              const int64_t *targets, int32_t n_targets);
+/// The edges of the unrolled receptive field of `targets` (counting a node reached twice twice),
+/// counted up to `limit` (returns a value > limit as soon as it passes it).
+int64_t ng__srv_field_estimate(const ng_srv_snap *s, int n_layers, const int32_t *fanout,
+                               const int64_t *targets, int64_t n_targets, int64_t limit);
+
+#endif /* NG_SERVE_ENGINE_IMPL_H */

@@ -1,0 +1,263 @@
+/* Receptive fields of serving requests over a snapshot (base + delta), laid out as the sampler
+ * lays out a mini-batch (cpu/sampler_impl.h), so that the model executor runs them unchanged.
+ *
+ * With every neighbour kept (fanout -1), a block lists each destination's row in row order and
+ * fills GCN weights from the snapshot's row lengths with the sampler's formula: the blocks are
+ * those the trainer's full-neighbour evaluation builds with ng__sample, edge for edge, on an
+ * unchanged graph. A sampled block draws k of n row positions with Floyd's algorithm from the
+ * stream ng_hash3(seed, layer, node), so a node's neighbours depend on neither the batch nor the
+ * order of its targets. */
+#include "engine_impl.h"
+
+#include "rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  void *ptr;
+  size_t cap;
+} buf;
+
+struct ng_srv_field {
+  buf ids;  /* int64 global id of each local node */
+  buf draw; /* int64 drawn row positions */
+  buf deg;  /* double deg + 1 of each source */
+  buf indptr[NG_MAX_LAYERS], indices[NG_MAX_LAYERS], edge_w[NG_MAX_LAYERS], self_w[NG_MAX_LAYERS];
+  int64_t *keys; /* the global -> local table: key -1 empty */
+  int32_t *vals;
+  size_t cap; /* slots, a power of two */
+};
+
+static ng_status reserve(buf *b, size_t bytes, const char *what) {
+  return ng__host_reserve(&b->ptr, &b->cap, NG_MAX(bytes, (size_t)64), what);
+}
+
+ng_status ng__srv_field_create(ng_srv_field **out) {
+  *out = ng__calloc(1, sizeof **out, "a receptive-field builder");
+  return *out ? NG_OK : NG_ERR_NOMEM;
+}
+
+void ng__srv_field_destroy(ng_srv_field *f) {
+  if (!f)
+    return;
+  free(f->ids.ptr);
+  free(f->draw.ptr);
+  free(f->deg.ptr);
+  for (int l = 0; l < NG_MAX_LAYERS; l++) {
+    free(f->indptr[l].ptr);
+    free(f->indices[l].ptr);
+    free(f->edge_w[l].ptr);
+    free(f->self_w[l].ptr);
+  }
+  free(f->keys);
+  free(f->vals);
+  free(f);
+}
+
+static size_t slot_of(int64_t key, size_t mask) {
+  uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
+  return (size_t)(h ^ (h >> 32)) & mask;
+}
+
+/* Makes room for `nodes` local nodes at load <= 1/2, re-inserting the first n_cur. */
+static ng_status table_reserve(ng_srv_field *f, size_t nodes, int32_t n_cur) {
+  if (nodes * 2 <= f->cap)
+    return NG_OK;
+  size_t cap = f->cap ? f->cap : 1024;
+  while (cap < nodes * 2)
+    cap *= 2;
+  int64_t *keys = ng__malloc(cap * sizeof *keys, "the receptive field's node table");
+  int32_t *vals = ng__malloc(cap * sizeof *vals, "the receptive field's node table");
+  if (!keys || !vals) {
+    free(keys);
+    free(vals);
+    return NG_ERR_NOMEM;
+  }
+  free(f->keys);
+  free(f->vals);
+  f->keys = keys;
+  f->vals = vals;
+  f->cap = cap;
+  memset(keys, 0xff, cap * sizeof *keys);
+  const int64_t *ids = f->ids.ptr;
+  for (int32_t i = 0; i < n_cur; i++) {
+    size_t h = slot_of(ids[i], cap - 1);
+    while (keys[h] != -1)
+      h = (h + 1) & (cap - 1);
+    keys[h] = ids[i];
+    vals[h] = i;
+  }
+  return NG_OK;
+}
+
+/* The local id of global node `key`, appended to ids[] when new. The table and ids[] must have
+ * room for one more node. */
+static int32_t table_add(ng_srv_field *f, int64_t key, int32_t *n_cur) {
+  const size_t mask = f->cap - 1;
+  for (size_t h = slot_of(key, mask);; h = (h + 1) & mask) {
+    if (f->keys[h] == key)
+      return f->vals[h];
+    if (f->keys[h] == -1) {
+      f->keys[h] = key;
+      f->vals[h] = *n_cur;
+      ((int64_t *)f->ids.ptr)[*n_cur] = key;
+      return (*n_cur)++;
+    }
+  }
+}
+
+/* k of n positions (0 < k < n), sorted, into pos: Floyd's algorithm keeping a sorted array. */
+static void draw(int64_t *pos, int64_t k, int64_t n, uint64_t stream) {
+  ng_rng r;
+  ng_rng_seed(&r, stream);
+  int64_t len = 0;
+  for (int64_t j = n - k; j < n; j++) {
+    int64_t t = (int64_t)ng_rng_below(&r, (uint64_t)j + 1);
+    int64_t lo = 0, hi = len;
+    while (lo < hi) {
+      int64_t mid = (lo + hi) >> 1;
+      if (pos[mid] < t)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo < len && pos[lo] == t) {
+      pos[len++] = j; /* j exceeds every drawn position */
+    } else {
+      memmove(pos + lo + 1, pos + lo, (size_t)(len - lo) * sizeof *pos);
+      pos[lo] = t;
+      len++;
+    }
+  }
+}
+
+static int64_t kept(int32_t fanout, int64_t n) {
+  return fanout < 0 || fanout >= n ? n : fanout;
+}
+
+ng_status ng__srv_field_build(ng_minibatch *out, ng_srv_field *f, const ng_srv_snap *s,
+                              int n_layers, const int32_t *fanout, const bool *gcn, uint64_t seed,
+                              const int64_t *targets, int32_t n_targets) {
+  memset(out, 0, sizeof *out);
+  NG_CHECK(reserve(&f->ids, (size_t)n_targets * sizeof(int64_t), "receptive-field node ids"));
+  NG_CHECK(table_reserve(f, (size_t)n_targets, 0));
+  memset(f->keys, 0xff, f->cap * sizeof *f->keys);
+  int32_t n_cur = 0;
+  for (int32_t i = 0; i < n_targets; i++) {
+    const int32_t before = n_cur;
+    table_add(f, targets[i], &n_cur);
+    if (n_cur == before)
+      return ng__err(NG_ERR_INTERNAL, "receptive field: target %lld repeats",
+                     (long long)targets[i]);
+  }
+  for (int l = n_layers - 1; l >= 0; l--) {
+    const int32_t n_dst = n_cur;
+    /* Row lengths first: the block's edge count bounds its new nodes. */
+    NG_CHECK(reserve(&f->indptr[l], ((size_t)n_dst + 1) * sizeof(int32_t), "block indptr"));
+    int32_t *indptr = f->indptr[l].ptr;
+    int64_t nnz = 0;
+    indptr[0] = 0;
+    for (int32_t d = 0; d < n_dst; d++) {
+      ng_srv_rowview rv;
+      ng__srv_row(&rv, s, ((const int64_t *)f->ids.ptr)[d]);
+      nnz += kept(fanout[l], rv.n);
+      if (nnz > INT32_MAX)
+        return ng__err(NG_ERR_INVALID_ARG,
+                       "the receptive field's block %d would hold more than 2^31 - 1 edges; ask "
+                       "for fewer nodes or sample with fanouts",
+                       l);
+      indptr[d + 1] = (int32_t)nnz;
+    }
+    if ((int64_t)n_cur + nnz > INT32_MAX)
+      return ng__err(NG_ERR_INVALID_ARG, "the receptive field is too large (block %d)", l);
+    NG_CHECK(reserve(&f->indices[l], (size_t)nnz * sizeof(int32_t), "block indices"));
+    NG_CHECK(reserve(&f->ids, ((size_t)n_cur + (size_t)nnz) * sizeof(int64_t),
+                     "receptive-field node ids"));
+    NG_CHECK(table_reserve(f, (size_t)n_cur + (size_t)NG_MIN(nnz, s->nodes), n_cur));
+    int32_t *indices = f->indices[l].ptr;
+    for (int32_t d = 0; d < n_dst; d++) {
+      const int64_t v = ((const int64_t *)f->ids.ptr)[d];
+      ng_srv_rowview rv;
+      ng__srv_row(&rv, s, v);
+      const int64_t k = kept(fanout[l], rv.n);
+      int32_t *o = indices + indptr[d];
+      if (k == rv.n) {
+        for (int64_t i = 0; i < k; i++)
+          o[i] = table_add(f, ng__srv_rowview_at(&rv, i), &n_cur);
+      } else {
+        NG_CHECK(reserve(&f->draw, (size_t)k * sizeof(int64_t), "drawn row positions"));
+        int64_t *pos = f->draw.ptr;
+        draw(pos, k, rv.n, ng_hash3(seed, (uint64_t)l, (uint64_t)v));
+        for (int64_t i = 0; i < k; i++)
+          o[i] = table_add(f, ng__srv_rowview_at(&rv, pos[i]), &n_cur);
+      }
+    }
+    ng_block *b = &out->blocks[l];
+    *b = (ng_block){
+        .n_dst = n_dst, .n_src = n_cur, .nnz = nnz, .indptr = indptr, .indices = indices};
+    if (gcn[l]) {
+      /* The sampler's formula (cpu/sampler.c, fill_gcn), with the snapshot's row lengths. */
+      NG_CHECK(reserve(&f->edge_w[l], (size_t)nnz * sizeof(float), "GCN edge weights"));
+      NG_CHECK(reserve(&f->self_w[l], (size_t)n_dst * sizeof(float), "GCN self weights"));
+      NG_CHECK(reserve(&f->deg, (size_t)n_cur * sizeof(double), "source degrees"));
+      double *deg1 = f->deg.ptr;
+      const int64_t *ids = f->ids.ptr;
+      for (int32_t i = 0; i < n_cur; i++) {
+        ng_srv_rowview rv;
+        ng__srv_row(&rv, s, ids[i]);
+        deg1[i] = (double)rv.n + 1.0;
+      }
+      float *ew = f->edge_w[l].ptr, *sw = f->self_w[l].ptr;
+      for (int32_t d = 0; d < n_dst; d++) {
+        sw[d] = (float)(1.0 / deg1[d]);
+        for (int32_t e = indptr[d]; e < indptr[d + 1]; e++)
+          ew[e] = (float)(1.0 / sqrt(deg1[d] * deg1[indices[e]]));
+      }
+      b->edge_w = ew;
+      b->self_w = sw;
+    }
+  }
+  out->n_layers = n_layers;
+  out->node_ids = f->ids.ptr;
+  out->n_targets = n_targets;
+  return NG_OK;
+}
+
+int64_t ng__srv_field_estimate(const ng_srv_snap *s, int n_layers, const int32_t *fanout,
+                               const int64_t *targets, int64_t n_targets, int64_t limit) {
+  /* Depth-first over the unrolled tree, with an explicit stack of (node, layer). */
+  enum { STACK = 4096 };
+  struct {
+    int64_t v;
+    int l;
+  } stack[STACK];
+  int64_t edges = 0;
+  for (int64_t t = 0; t < n_targets; t++) {
+    int top = 0;
+    stack[top].v = targets[t];
+    stack[top].l = n_layers - 1;
+    top++;
+    while (top > 0) {
+      top--;
+      const int64_t v = stack[top].v;
+      const int l = stack[top].l;
+      ng_srv_rowview rv;
+      ng__srv_row(&rv, s, v);
+      const int64_t k = kept(fanout[l], rv.n);
+      edges += k;
+      if (edges > limit)
+        return edges;
+      if (l == 0)
+        continue;
+      /* Sampled rows are estimated by their first k neighbours: the count, not which. */
+      for (int64_t i = 0; i < k && top < STACK; i++) {
+        stack[top].v = ng__srv_rowview_at(&rv, i);
+        stack[top].l = l - 1;
+        top++;
+      }
+    }
+  }
+  return edges;
+}

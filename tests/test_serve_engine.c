@@ -1,0 +1,991 @@
+/* The serving engine (serve/engine.h) on Cora and the CPU backend: answers bit for bit equal to
+ * the trainer's full-neighbour evaluation, independent of batching and of the mode, online
+ * updates with snapshot isolation, the update log's replay (torn tail, corrupt record),
+ * admission control and bad requests. */
+#include "ng_test.h"
+#include "ng_test_fetch.h"
+
+#include "dataset_impl.h"
+#include "engine.h"
+#include "trainer_impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static ng_dataset_t cora;
+static ng_dataset_info info = NG_DATASET_INFO_INIT;
+
+typedef struct {
+  ng_model_t model;
+  char ckpt[4096];
+  float *ref; /* [nodes, classes] the trainer's full-neighbour logits */
+  ng_normalize normalize;
+} trained;
+
+static trained sage, gcn;
+static const float *cora_features(int64_t v);
+
+/* A path in the test's folder that stays valid (ng_test_path's buffer is reused). */
+static const char *tpath(const char *name) {
+  static char paths[32][4096];
+  static int n;
+  char *p = paths[n++ % 32];
+  snprintf(p, 4096, "%s", ng_test_path(name));
+  return p;
+}
+
+/* Trains one epoch of `m` and keeps the checkpoint and the trainer's evaluation logits. */
+static void train(trained *t, ng_model_t m, const char *name, ng_normalize norm) {
+  t->model = m;
+  t->normalize = norm;
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 256;
+  o.seed = 3;
+  o.workers = -1;
+  o.normalize = norm;
+  ng_trainer_t tr = NULL;
+  EXPECT_OK(ng_trainer_create(&tr, cora, m, &o));
+  ng_epoch_stats es = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&es, tr));
+  snprintf(t->ckpt, sizeof t->ckpt, "%s", tpath(name));
+  EXPECT_OK(ng_trainer_save(tr, t->ckpt));
+  const float *logits = NULL;
+  EXPECT_OK(ng__trainer_logits(&logits, tr));
+  size_t bytes = (size_t)info.nodes * (size_t)info.classes * sizeof(float);
+  t->ref = ng_test_xmalloc(bytes);
+  memcpy(t->ref, logits, bytes);
+  ng_trainer_destroy(tr);
+}
+
+static ng_engine *engine(const trained *t, ng_mode mode, double cache_ratio, int64_t hub_edges,
+                         const char *log_path, int max_delay_us) {
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.mode = mode;
+  o.cache_ratio = cache_ratio;
+  o.hub_edges = hub_edges;
+  o.log_path = log_path;
+  o.max_delay_us = max_delay_us;
+  o.workers = 2;
+  o.normalize = t->normalize;
+  ng_engine *e = NULL;
+  ng_status st = ng_engine_create(&e, cora, t->model, t->ckpt, &o);
+  if (st != NG_OK)
+    fprintf(stderr, "  engine: %s\n", ng_last_error());
+  EXPECT_OK(st);
+  return e;
+}
+
+/* Logits of `n` nodes in one request (NULL on failure; free()). */
+static float *logits_of(ng_engine *e, const int64_t *ids, int64_t n, ng_infer_result *keep) {
+  ng_infer_request r;
+  memset(&r, 0, sizeof r);
+  r.node_ids = ids;
+  r.n = n;
+  r.outputs = NG_OUT_LOGITS | NG_OUT_CLASS | NG_OUT_EMBEDDING;
+  r.embedding_layer = -1;
+  ng_infer_result res;
+  ng_status st = ng_engine_infer(e, &r, &res);
+  EXPECT_OK(st);
+  if (st != NG_OK)
+    return NULL;
+  float *out = res.logits;
+  res.logits = NULL;
+  if (keep)
+    *keep = res;
+  else
+    ng_infer_result_free(&res);
+  return out;
+}
+
+static int64_t first_diff(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp(&a[i], &b[i], sizeof(float)) != 0)
+      return i;
+  return -1;
+}
+
+#define EXPECT_SAME_BITS(a, b, n, what)                                                            \
+  do {                                                                                             \
+    int64_t at_ = first_diff((a), (b), (n));                                                       \
+    if (at_ >= 0)                                                                                  \
+      ng_test_fail(__FILE__, __LINE__, "%s: element %lld differs: %.9g vs %.9g", (what),           \
+                   (long long)at_, (double)(a)[at_], (double)(b)[at_]);                            \
+  } while (0)
+
+/* A spread of nodes: low ids (hot), high ids (cold under a tier), and the highest-degree one. */
+static int64_t probe[64];
+static int n_probe;
+
+static void pick_probe(void) {
+  n_probe = 0;
+  for (int64_t v = 0; v < info.nodes && n_probe < 60; v += 47)
+    probe[n_probe++] = v;
+  probe[n_probe++] = info.nodes - 1;
+  probe[n_probe++] = 1358; /* Cora's id 1358 has the most neighbours (168) */
+}
+
+/* The engine on the CPU backend, every row hot: the trainer's bits, per node alone, for all
+ * probes in one request, and for the whole graph in chunks. */
+static void check_matches_trainer(const trained *t) {
+  ng_engine *e = engine(t, NG_MODE_AUTO, -1.0, 0, NULL, 0);
+  if (!e)
+    return;
+  const int64_t C = info.classes;
+  float *all = logits_of(e, probe, n_probe, NULL);
+  for (int i = 0; all && i < n_probe; i++) {
+    EXPECT_SAME_BITS(all + i * C, t->ref + probe[i] * C, C, "probe in one request");
+    float *one = logits_of(e, &probe[i], 1, NULL);
+    if (one)
+      EXPECT_SAME_BITS(one, t->ref + probe[i] * C, C, "probe alone");
+    free(one);
+  }
+  free(all);
+  /* Every node, in requests of 500 (the GEMMs see other row counts than the trainer's). */
+  int64_t ids[500];
+  for (int64_t c0 = 0; c0 < info.nodes; c0 += 500) {
+    int64_t n = NG_MIN(500, info.nodes - c0);
+    for (int64_t i = 0; i < n; i++)
+      ids[i] = c0 + i;
+    ng_infer_result res;
+    float *l = logits_of(e, ids, n, &res);
+    if (!l)
+      break;
+    EXPECT_SAME_BITS(l, t->ref + c0 * C, n * C, "chunk of 500");
+    for (int64_t i = 0; i < n; i++) {
+      int64_t best = 0;
+      for (int64_t c = 1; c < C; c++)
+        if (t->ref[(c0 + i) * C + c] > t->ref[(c0 + i) * C + best])
+          best = c;
+      if (res.cls[i] != best) {
+        EXPECT_EQ_I(res.cls[i], best);
+        break;
+      }
+    }
+    EXPECT_EQ_I(res.embedding_dim, 16);
+    EXPECT_EQ_I(res.hot_rows > 0, 1);
+    EXPECT_EQ_I(res.cold_rows, 0);
+    ng_infer_result_free(&res);
+    free(l);
+  }
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.requests, 1 + n_probe + (info.nodes + 499) / 500);
+  EXPECT_EQ_I(s.cold_rows, 0);
+  ng_engine_destroy(e);
+}
+
+static void test_sage_matches_trainer(void) {
+  check_matches_trainer(&sage);
+}
+
+static void test_gcn_matches_trainer(void) {
+  check_matches_trainer(&gcn);
+}
+
+/* Concurrent callers: each sends its requests, the answers are compared with `want`. */
+typedef struct {
+  ng_engine *e;
+  const int64_t *ids;
+  int n_ids;
+  int per_request;
+  int rounds;
+  const float *want; /* [n_ids, classes] */
+  int32_t n_fanouts;
+  int32_t fanout[2];
+  uint64_t seed;
+  int bad;
+  int64_t max_batch_nodes;
+} caller;
+
+static void *call_main(void *arg) {
+  caller *c = arg;
+  const int64_t C = info.classes;
+  for (int r = 0; r < c->rounds; r++) {
+    for (int i = 0; i < c->n_ids; i += c->per_request) {
+      ng_infer_request q;
+      memset(&q, 0, sizeof q);
+      q.node_ids = c->ids + i;
+      q.n = NG_MIN(c->per_request, c->n_ids - i);
+      q.outputs = NG_OUT_LOGITS;
+      q.n_fanouts = c->n_fanouts;
+      q.fanout[0] = c->fanout[0];
+      q.fanout[1] = c->fanout[1];
+      q.seed = c->seed;
+      ng_infer_result res;
+      if (ng_engine_infer(c->e, &q, &res) != NG_OK) {
+        c->bad++;
+        continue;
+      }
+      if (memcmp(res.logits, c->want + (int64_t)i * C, (size_t)(q.n * C) * sizeof(float)) != 0)
+        c->bad++;
+      if (res.batch_nodes > c->max_batch_nodes)
+        c->max_batch_nodes = res.batch_nodes;
+      ng_infer_result_free(&res);
+    }
+  }
+  return NULL;
+}
+
+/* Answers of `probe` one request each, from `threads` threads at once, against `want`. Returns
+ * the largest batch any answer rode in. */
+static int64_t concurrent(ng_engine *e, const float *want, int threads, int rounds,
+                          int32_t n_fanouts, uint64_t seed) {
+  pthread_t th[8];
+  caller c[8];
+  for (int k = 0; k < threads; k++) {
+    memset(&c[k], 0, sizeof c[k]);
+    c[k] = (caller){.e = e,
+                    .ids = probe,
+                    .n_ids = n_probe,
+                    .per_request = 1 + k % 3,
+                    .rounds = rounds,
+                    .want = want,
+                    .n_fanouts = n_fanouts,
+                    .fanout = {4, 3},
+                    .seed = seed};
+    pthread_create(&th[k], NULL, call_main, &c[k]);
+  }
+  int64_t most = 0;
+  for (int k = 0; k < threads; k++) {
+    pthread_join(th[k], NULL);
+    EXPECT_EQ_I(c[k].bad, 0);
+    most = NG_MAX(most, c[k].max_batch_nodes);
+  }
+  return most;
+}
+
+/* With a simulated cold tier: every mode, and hub or not, gives the same bits; merged batches
+ * the same bits as requests alone; close to the all-hot answers (the tiered input layer adds the
+ * hot and the cold partial sums in another order). */
+static void test_modes_and_batching(void) {
+  const int64_t C = info.classes;
+  ng_mode modes[] = {NG_MODE_BASELINE, NG_MODE_ZEROCOPY, NG_MODE_PARTIAL, NG_MODE_HYBRID};
+  float *first = NULL;
+  for (size_t k = 0; k < NG_TEST_LEN(modes); k++) {
+    for (int hubs = 0; hubs < 2; hubs++) {
+      /* hub_edges 1: every request is a hub request (its own batch, partial aggregation). */
+      ng_engine *e = engine(&sage, modes[k], 0.3, hubs ? 1 : 0, NULL, 2000);
+      if (!e)
+        return;
+      float *solo = ng_test_xmalloc((size_t)n_probe * (size_t)C * sizeof(float));
+      int64_t cold = 0;
+      for (int i = 0; i < n_probe; i++) {
+        ng_infer_result res;
+        float *l = logits_of(e, &probe[i], 1, &res);
+        if (!l)
+          break;
+        EXPECT_EQ_I(res.hub, hubs);
+        cold += res.cold_rows;
+        memcpy(solo + i * C, l, (size_t)C * sizeof(float));
+        free(l);
+        ng_infer_result_free(&res);
+      }
+      EXPECT_TRUE(cold > 0);
+      if (!first) {
+        first = solo;
+        for (int64_t i = 0; i < n_probe * C; i++)
+          EXPECT_NEAR(solo[i], sage.ref[probe[i / C] * C + i % C], 1e-4);
+      } else {
+        char what[64];
+        snprintf(what, sizeof what, "mode %s hubs %d", ng_mode_name(modes[k]), hubs);
+        EXPECT_SAME_BITS(solo, first, n_probe * C, what);
+      }
+      int64_t most = concurrent(e, first, 4, 2, 0, 0);
+      if (!hubs)
+        EXPECT_TRUE(most > 3); /* requests did share batches */
+      ng_engine_stats s;
+      ng_engine_stats_get(&s, e);
+      EXPECT_TRUE(s.cold_rows > 0);
+      EXPECT_EQ_I(s.hub_requests > 0, hubs);
+      if (solo != first)
+        free(solo);
+      ng_engine_destroy(e);
+    }
+  }
+  free(first);
+}
+
+/* Sampled requests: deterministic per (fanouts, seed), whatever shares their batch. */
+static void test_sampled(void) {
+  const int64_t C = info.classes;
+  ng_engine *e = engine(&sage, NG_MODE_AUTO, -1.0, 0, NULL, 2000);
+  if (!e)
+    return;
+  float *solo = ng_test_xmalloc((size_t)n_probe * (size_t)C * sizeof(float));
+  bool differs = false;
+  for (int i = 0; i < n_probe; i++) {
+    ng_infer_request q;
+    memset(&q, 0, sizeof q);
+    q.node_ids = &probe[i];
+    q.n = 1;
+    q.n_fanouts = 2;
+    q.fanout[0] = 4;
+    q.fanout[1] = 3;
+    q.seed = 11;
+    ng_infer_result res;
+    EXPECT_OK(ng_engine_infer(e, &q, &res));
+    if (res.logits) {
+      memcpy(solo + i * C, res.logits, (size_t)C * sizeof(float));
+      differs |= memcmp(res.logits, sage.ref + probe[i] * C, (size_t)C * sizeof(float)) != 0;
+    }
+    ng_infer_result_free(&res);
+  }
+  EXPECT_TRUE(differs); /* sampling dropped neighbours of some node */
+  concurrent(e, solo, 3, 2, 2, 11);
+  free(solo);
+  ng_engine_destroy(e);
+}
+
+/* ---- updates ---- */
+
+/* Node v's raw features (the engine normalises them as the model was trained). */
+static const float *raw_row(int64_t v) {
+  return cora_features(v);
+}
+
+static float *one_logits(ng_engine *e, int64_t v) {
+  return logits_of(e, &v, 1, NULL);
+}
+
+static void test_updates_visible(void) {
+  const int64_t C = info.classes;
+  const char *log = tpath("updates.log");
+  ng_engine *e = engine(&sage, NG_MODE_AUTO, -1.0, 0, log, 0);
+  if (!e)
+    return;
+  const int64_t v = 7, u = 1358;
+  float *before_v = one_logits(e, v), *before_u = one_logits(e, u);
+  /* A new node with u's features, linked both ways to v. */
+  const float *fu = raw_row(u);
+  float *feat = ng_test_xmalloc((size_t)info.feature_dim * sizeof(float));
+  memcpy(feat, fu, (size_t)info.feature_dim * sizeof(float));
+  int64_t n_new = info.nodes;
+  int64_t src[2] = {n_new, v}, dst[2] = {v, n_new};
+  ng_graph_update up;
+  memset(&up, 0, sizeof up);
+  up.add_nodes = 1;
+  up.add_features = feat;
+  up.n_add_edges = 2;
+  up.add_src = src;
+  up.add_dst = dst;
+  int64_t first = -1;
+  EXPECT_OK(ng_engine_update(e, &up, &first));
+  EXPECT_EQ_I(first, n_new);
+  ng_engine_info ei;
+  ng_engine_info_get(&ei, e);
+  EXPECT_EQ_I(ei.nodes, info.nodes + 1);
+  float *after_v = one_logits(e, v), *new_l = one_logits(e, n_new);
+  EXPECT_TRUE(after_v && new_l);
+  if (after_v && before_v)
+    EXPECT_TRUE(memcmp(after_v, before_v, (size_t)C * sizeof(float)) != 0); /* read your write */
+  /* Removing the edge into v restores v's row, hence its bits. */
+  ng_graph_update rm;
+  memset(&rm, 0, sizeof rm);
+  rm.n_remove_edges = 1;
+  rm.remove_src = &src[0];
+  rm.remove_dst = &dst[0];
+  EXPECT_OK(ng_engine_update(e, &rm, NULL));
+  float *back_v = one_logits(e, v);
+  if (back_v && before_v)
+    EXPECT_SAME_BITS(back_v, before_v, C, "v after the edge is removed");
+  /* Replacing u's features changes u; writing the old ones back restores its bits. */
+  float *zero = ng_test_xmalloc((size_t)info.feature_dim * sizeof(float));
+  for (int64_t c = 0; c < info.feature_dim; c++)
+    zero[c] = (float)(c % 5 == 0);
+  ng_graph_update fr;
+  memset(&fr, 0, sizeof fr);
+  fr.n_feature_rows = 1;
+  fr.feature_ids = &u;
+  fr.feature_values = zero;
+  EXPECT_OK(ng_engine_update(e, &fr, NULL));
+  float *u2 = one_logits(e, u);
+  if (u2 && before_u)
+    EXPECT_TRUE(memcmp(u2, before_u, (size_t)C * sizeof(float)) != 0);
+  fr.feature_values = feat;
+  EXPECT_OK(ng_engine_update(e, &fr, NULL));
+  float *u3 = one_logits(e, u);
+  if (u3 && before_u)
+    EXPECT_SAME_BITS(u3, before_u, C, "u with its own features written back");
+  /* Bad updates are refused whole and leave the log as it was. */
+  struct stat sb0, sb1;
+  EXPECT_TRUE(stat(log, &sb0) == 0);
+  int64_t bad_src[2] = {v, info.nodes + 5}, bad_dst[2] = {u, v};
+  ng_graph_update bad;
+  memset(&bad, 0, sizeof bad);
+  bad.n_add_edges = 2;
+  bad.add_src = bad_src;
+  bad.add_dst = bad_dst;
+  EXPECT_STATUS(ng_engine_update(e, &bad, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("add_edges[1]");
+  int64_t missing_src = 5, missing_dst = 6;
+  ng_graph_update bad2;
+  memset(&bad2, 0, sizeof bad2);
+  bad2.n_remove_edges = 1;
+  bad2.remove_src = &missing_src;
+  bad2.remove_dst = &missing_dst;
+  EXPECT_STATUS(ng_engine_update(e, &bad2, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("has no neighbour");
+  float nan_row[2048];
+  memcpy(nan_row, feat, (size_t)info.feature_dim * sizeof(float));
+  nan_row[3] = NAN;
+  fr.feature_values = nan_row;
+  EXPECT_STATUS(ng_engine_update(e, &fr, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_TRUE(stat(log, &sb1) == 0);
+  EXPECT_EQ_I(sb1.st_size, sb0.st_size);
+  float *still_v = one_logits(e, v);
+  if (still_v && before_v)
+    EXPECT_SAME_BITS(still_v, before_v, C, "v after refused updates");
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.updates, 4);
+  float *final_new = one_logits(e, n_new);
+  /* Replay: a new engine on the same log answers as the old one did. */
+  ng_engine_destroy(e);
+  e = engine(&sage, NG_MODE_AUTO, -1.0, 0, log, 0);
+  if (e) {
+    ng_engine_info_get(&ei, e);
+    EXPECT_EQ_I(ei.nodes, info.nodes + 1);
+    float *replay_new = one_logits(e, n_new), *replay_v = one_logits(e, v);
+    if (replay_new && final_new)
+      EXPECT_SAME_BITS(replay_new, final_new, C, "new node after replay");
+    if (replay_v && before_v)
+      EXPECT_SAME_BITS(replay_v, before_v, C, "v after replay");
+    free(replay_new);
+    free(replay_v);
+    ng_engine_destroy(e);
+  }
+  /* Updates need a log. */
+  e = engine(&sage, NG_MODE_AUTO, -1.0, 0, NULL, 0);
+  if (e) {
+    EXPECT_STATUS(ng_engine_update(e, &fr, NULL), NG_ERR_UNSUPPORTED);
+    ng_engine_destroy(e);
+  }
+  free(before_v);
+  free(before_u);
+  free(after_v);
+  free(new_l);
+  free(final_new);
+  free(back_v);
+  free(u2);
+  free(u3);
+  free(still_v);
+  free(feat);
+  free(zero);
+}
+
+/* Snapshot isolation: an updater flips two things at once (a feature row of a neighbour of the
+ * probe, and an edge into the probe) while readers ask for the probe: every answer is one of
+ * the two states' answers, never a mix. */
+typedef struct {
+  ng_engine *e;
+  const float *a, *b, *mix1, *mix2;
+  int64_t v;
+  int rounds;
+  int bad, saw_a, saw_b;
+} reader;
+
+static void *reader_main(void *arg) {
+  reader *r = arg;
+  const int64_t C = info.classes;
+  for (int i = 0; i < r->rounds; i++) {
+    float *l = one_logits(r->e, r->v);
+    if (!l) {
+      r->bad++;
+      continue;
+    }
+    if (memcmp(l, r->a, (size_t)C * sizeof(float)) == 0)
+      r->saw_a++;
+    else if (memcmp(l, r->b, (size_t)C * sizeof(float)) == 0)
+      r->saw_b++;
+    else
+      r->bad++;
+    free(l);
+  }
+  return NULL;
+}
+
+static void test_snapshot_isolation(void) {
+  const char *log = tpath("isolation.log");
+  ng_engine *e = engine(&sage, NG_MODE_AUTO, 0.5, 0, log, 100);
+  if (!e)
+    return;
+  const int64_t v = 1358, w = 2000, x = 21;
+  float *alt = ng_test_xmalloc((size_t)info.feature_dim * sizeof(float));
+  for (int64_t c = 0; c < info.feature_dim; c++)
+    alt[c] = (float)(c % 7 == 0);
+  float *orig = ng_test_xmalloc((size_t)info.feature_dim * sizeof(float));
+  memcpy(orig, raw_row(x), (size_t)info.feature_dim * sizeof(float));
+  /* State A: the dataset. State B: w -> v added and x's features replaced, in one update. */
+  ng_graph_update to_b, to_a;
+  memset(&to_b, 0, sizeof to_b);
+  to_b.n_add_edges = 1;
+  to_b.add_src = &w;
+  to_b.add_dst = &v;
+  to_b.n_feature_rows = 1;
+  to_b.feature_ids = &x;
+  to_b.feature_values = alt;
+  memset(&to_a, 0, sizeof to_a);
+  to_a.n_remove_edges = 1;
+  to_a.remove_src = &w;
+  to_a.remove_dst = &v;
+  to_a.n_feature_rows = 1;
+  to_a.feature_ids = &x;
+  to_a.feature_values = orig;
+  /* x must reach v's answer: it is in v's receptive field. */
+  float *a = one_logits(e, v);
+  EXPECT_OK(ng_engine_update(e, &to_b, NULL));
+  float *b = one_logits(e, v);
+  EXPECT_OK(ng_engine_update(e, &to_a, NULL));
+  float *a2 = one_logits(e, v);
+  if (!a || !b || !a2) {
+    ng_engine_destroy(e);
+    return;
+  }
+  EXPECT_SAME_BITS(a2, a, info.classes, "state A again");
+  EXPECT_TRUE(memcmp(a, b, (size_t)info.classes * sizeof(float)) != 0);
+  reader r[3];
+  pthread_t th[3];
+  for (int k = 0; k < 3; k++) {
+    r[k] = (reader){.e = e, .a = a, .b = b, .v = v, .rounds = 60};
+    pthread_create(&th[k], NULL, reader_main, &r[k]);
+  }
+  for (int i = 0; i < 40; i++) {
+    EXPECT_OK(ng_engine_update(e, &to_b, NULL));
+    EXPECT_OK(ng_engine_update(e, &to_a, NULL));
+  }
+  int saw = 0;
+  for (int k = 0; k < 3; k++) {
+    pthread_join(th[k], NULL);
+    EXPECT_EQ_I(r[k].bad, 0);
+    saw += r[k].saw_a + r[k].saw_b;
+  }
+  EXPECT_EQ_I(saw, 180);
+  ng_engine_destroy(e);
+  free(a);
+  free(b);
+  free(a2);
+  free(alt);
+  free(orig);
+}
+
+/* ---- the log after a crash ---- */
+
+static void copy_file(const char *dst, const char *src, size_t keep) {
+  size_t len = 0;
+  void *data = ng_test_read_file(src, &len);
+  EXPECT_TRUE(data != NULL);
+  if (data)
+    EXPECT_TRUE(ng_test_write_file(dst, data, NG_MIN(len, keep)));
+  free(data);
+}
+
+static void test_log_replay(void) {
+  const int64_t C = info.classes;
+  const char *log = tpath("crash.log");
+  ng_engine *e = engine(&gcn, NG_MODE_AUTO, -1.0, 0, log, 0);
+  if (!e)
+    return;
+  const int64_t v = 100;
+  size_t sizes[4];
+  float *state[4];
+  struct stat sb;
+  state[0] = one_logits(e, v);
+  stat(log, &sb);
+  sizes[0] = (size_t)sb.st_size;
+  for (int i = 1; i < 4; i++) {
+    int64_t src = 200 + i;
+    ng_graph_update up;
+    memset(&up, 0, sizeof up);
+    up.n_add_edges = 1;
+    up.add_src = &src;
+    up.add_dst = &v;
+    EXPECT_OK(ng_engine_update(e, &up, NULL));
+    state[i] = one_logits(e, v);
+    stat(log, &sb);
+    sizes[i] = (size_t)sb.st_size;
+  }
+  /* kill -9 now: what is on disk is every acknowledged update (copied while the engine runs). */
+  const char *crash = tpath("crash-copy.log");
+  copy_file(crash, log, sizes[3]);
+  ng_engine *r = engine(&gcn, NG_MODE_AUTO, -1.0, 0, crash, 0);
+  if (r) {
+    float *l = one_logits(r, v);
+    if (l && state[3])
+      EXPECT_SAME_BITS(l, state[3], C, "after a crash");
+    free(l);
+    ng_engine_destroy(r);
+  }
+  /* A torn final record (the crash hit an append): cut off, the earlier ones replayed. */
+  const char *torn = tpath("torn.log");
+  copy_file(torn, log, sizes[2] + (sizes[3] - sizes[2]) / 2);
+  r = engine(&gcn, NG_MODE_AUTO, -1.0, 0, torn, 0);
+  if (r) {
+    float *l = one_logits(r, v);
+    if (l && state[2])
+      EXPECT_SAME_BITS(l, state[2], C, "after a torn record");
+    free(l);
+    stat(torn, &sb);
+    EXPECT_EQ_I(sb.st_size, sizes[2]); /* the torn bytes are gone */
+    /* The log goes on after the cut: a new update replays too. */
+    int64_t src = 300;
+    ng_graph_update up;
+    memset(&up, 0, sizeof up);
+    up.n_add_edges = 1;
+    up.add_src = &src;
+    up.add_dst = &v;
+    EXPECT_OK(ng_engine_update(r, &up, NULL));
+    ng_engine_destroy(r);
+    r = engine(&gcn, NG_MODE_AUTO, -1.0, 0, torn, 0);
+    if (r) {
+      ng_engine_stats s;
+      ng_engine_stats_get(&s, r);
+      EXPECT_EQ_I(s.updates, 0);
+      ng_engine_destroy(r);
+    }
+  }
+  /* Zeros after the last record (a file system extended the file before the crash). */
+  const char *zeros = tpath("zeros.log");
+  {
+    size_t len = 0;
+    char *data = ng_test_read_file(log, &len);
+    char *grown = calloc(len + 100, 1);
+    if (data && grown) {
+      memcpy(grown, data, len);
+      EXPECT_TRUE(ng_test_write_file(zeros, grown, len + 100));
+    }
+    free(data);
+    free(grown);
+    r = engine(&gcn, NG_MODE_AUTO, -1.0, 0, zeros, 0);
+    if (r) {
+      float *l = one_logits(r, v);
+      if (l && state[3])
+        EXPECT_SAME_BITS(l, state[3], C, "after trailing zeros");
+      free(l);
+      ng_engine_destroy(r);
+    }
+  }
+  /* A corrupt record with records after it is refused, naming the offset. */
+  const char *bad = tpath("corrupt.log");
+  {
+    size_t len = 0;
+    char *data = ng_test_read_file(log, &len);
+    if (data) {
+      data[sizes[0] + 30] ^= 0x10; /* inside the first record's payload */
+      EXPECT_TRUE(ng_test_write_file(bad, data, len));
+    }
+    free(data);
+    ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+    o.log_path = bad;
+    ng_engine *x = NULL;
+    EXPECT_STATUS(ng_engine_create(&x, cora, gcn.model, gcn.ckpt, &o), NG_ERR_FORMAT);
+    EXPECT_ERR_HAS("corrupt");
+    EXPECT_TRUE(x == NULL);
+  }
+  /* A log of another dataset is refused. */
+  {
+    const char *other = tpath("other.log");
+    size_t len = 0;
+    char *data = ng_test_read_file(log, &len);
+    if (data) {
+      int64_t nodes = 12345;
+      memcpy(data + 16, &nodes, 8);
+      EXPECT_TRUE(ng_test_write_file(other, data, len));
+    }
+    free(data);
+    ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+    o.log_path = other;
+    ng_engine *x = NULL;
+    EXPECT_STATUS(ng_engine_create(&x, cora, gcn.model, gcn.ckpt, &o), NG_ERR_FORMAT);
+    EXPECT_ERR_HAS("12345 nodes");
+  }
+  ng_engine_destroy(e);
+  for (int i = 0; i < 4; i++)
+    free(state[i]);
+}
+
+/* ---- admission and bad input ---- */
+
+typedef struct {
+  ng_engine *e;
+  int64_t id;
+  ng_status st;
+} blocked;
+
+static void *blocked_main(void *arg) {
+  blocked *b = arg;
+  ng_infer_request q;
+  memset(&q, 0, sizeof q);
+  q.node_ids = &b->id;
+  q.n = 1;
+  ng_infer_result res;
+  b->st = ng_engine_infer(b->e, &q, &res);
+  if (b->st == NG_OK)
+    ng_infer_result_free(&res);
+  return NULL;
+}
+
+static void test_queue_full(void) {
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.queue_cap = 2;
+  o.max_batch = 1000;
+  o.max_delay_us = 30 * 1000 * 1000; /* the batcher waits for more: both stay admitted */
+  o.normalize = sage.normalize;
+  ng_engine *e = NULL;
+  EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+  if (!e)
+    return;
+  blocked b[2] = {{e, 3, NG_ERR_INTERNAL}, {e, 4, NG_ERR_INTERNAL}};
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++)
+    pthread_create(&th[k], NULL, blocked_main, &b[k]);
+  ng_engine_stats s;
+  for (int spin = 0; spin < 5000; spin++) {
+    ng_engine_stats_get(&s, e);
+    if (s.queue_depth == 2)
+      break;
+    usleep(1000);
+  }
+  EXPECT_EQ_I(s.queue_depth, 2);
+  int64_t id = 5;
+  ng_infer_request q;
+  memset(&q, 0, sizeof q);
+  q.node_ids = &id;
+  q.n = 1;
+  ng_infer_result res;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_STATE);
+  EXPECT_ERR_HAS("queue_cap");
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.rejected_busy, 1);
+  /* Destroy drains: the admitted requests are answered. */
+  ng_engine_destroy(e);
+  for (int k = 0; k < 2; k++) {
+    pthread_join(th[k], NULL);
+    EXPECT_OK(b[k].st);
+  }
+}
+
+static void test_bad_requests(void) {
+  ng_engine *e = engine(&sage, NG_MODE_AUTO, -1.0, 0, NULL, 0);
+  if (!e)
+    return;
+  int64_t ids[2] = {1, info.nodes};
+  ng_infer_request q;
+  memset(&q, 0, sizeof q);
+  q.node_ids = ids;
+  q.n = 2;
+  ng_infer_result res;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("node_ids[1]");
+  ids[1] = -1;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_INVALID_ARG);
+  ids[1] = 2;
+  q.n = 0;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_INVALID_ARG);
+  q.n = 5000;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("max_request_nodes");
+  q.n = 2;
+  q.n_fanouts = 1;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("one per layer");
+  q.n_fanouts = 2;
+  q.fanout[0] = 3;
+  q.fanout[1] = 0;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("layer 1");
+  q.n_fanouts = 0;
+  q.outputs = NG_OUT_EMBEDDING;
+  q.embedding_layer = 2;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("embedding_layer 2");
+  q.outputs = 8;
+  EXPECT_STATUS(ng_engine_infer(e, &q, &res), NG_ERR_INVALID_ARG);
+  /* A repeated id is answered twice; embedding of layer 1 is the logits. */
+  ids[1] = 1;
+  q.outputs = NG_OUT_EMBEDDING | NG_OUT_LOGITS;
+  q.embedding_layer = 1;
+  EXPECT_OK(ng_engine_infer(e, &q, &res));
+  if (res.logits) {
+    EXPECT_EQ_I(res.embedding_dim, info.classes);
+    EXPECT_SAME_BITS(res.logits, res.logits + info.classes, info.classes, "repeated id");
+    EXPECT_SAME_BITS(res.embedding, res.logits, 2 * info.classes, "last layer's embedding");
+    EXPECT_SAME_BITS(res.logits, sage.ref + info.classes, info.classes, "node 1");
+  }
+  ng_infer_result_free(&res);
+  ng_engine_info ei;
+  ng_engine_info_get(&ei, e);
+  EXPECT_EQ_I(ei.layers, 2);
+  EXPECT_EQ_I(ei.layer_dim[0], 16);
+  EXPECT_EQ_I(ei.classes, info.classes);
+  EXPECT_EQ_I(ei.ready, 1);
+  ng_engine_destroy(e);
+  ng_engine_destroy(NULL);
+  /* A checkpoint of another model shape is refused. */
+  ng_engine *x = NULL;
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  EXPECT_STATUS(ng_engine_create(&x, cora, sage.model, gcn.ckpt, &o), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("model kind");
+  EXPECT_STATUS(ng_engine_create(&x, cora, sage.model, tpath("missing.st"), &o), NG_ERR_NOT_FOUND);
+}
+
+/* Unrolled 2-hop edges of node v (what the engine's hub test counts for a full neighbourhood). */
+static int64_t two_hop(const ng_csr *g, int64_t v) {
+  int64_t n = g->indptr[v + 1] - g->indptr[v];
+  for (int64_t e = g->indptr[v]; e < g->indptr[v + 1]; e++) {
+    int64_t u = ng__csr_index(g, e);
+    n += g->indptr[u + 1] - g->indptr[u];
+  }
+  return n;
+}
+
+/* A generated power-law graph with real hubs, MAX (SAGE) and weighted (GCN) aggregation: hub
+ * requests are told apart from ordinary ones, and every mode answers both with the same bits
+ * under a simulated cold tier (the host's partial reduction of MAX and of weighted sums agrees
+ * with the device's). */
+static void test_generated_hubs(void) {
+  const char *dir = tpath("powerlaw");
+  ng_generate_opts g = NG_GENERATE_OPTS_INIT;
+  g.nodes = 3000;
+  g.avg_degree = 10.0;
+  g.exponent = 2.1;
+  g.classes = 4;
+  g.feature_dim = 24;
+  g.seed = 5;
+  EXPECT_OK(ng_dataset_generate(dir, &g));
+  ng_dataset_t ds = ng_test_open_ok(dir);
+  if (!ds)
+    return;
+  const ng_csr *csr = &ds->csr;
+  int64_t hub = 0, small = 0;
+  for (int64_t v = 0; v < g.nodes; v++) {
+    if (two_hop(csr, v) > two_hop(csr, hub))
+      hub = v;
+    if (csr->indptr[v + 1] > csr->indptr[v] && two_hop(csr, v) < two_hop(csr, small))
+      small = v;
+  }
+  const int64_t threshold = (two_hop(csr, hub) + two_hop(csr, small)) / 2;
+  EXPECT_TRUE(two_hop(csr, hub) > 10 * two_hop(csr, small));
+  const ng_model_kind kinds[2] = {NG_MODEL_SAGE, NG_MODEL_GCN};
+  for (int k = 0; k < 2; k++) {
+    trained t;
+    memset(&t, 0, sizeof t);
+    EXPECT_OK(ng_model_create(&t.model, kinds[k], g.feature_dim));
+    ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+    l0.aggregator = l1.aggregator = k == 0 ? NG_AGGREGATOR_MAX : NG_AGGREGATOR_GCN;
+    l0.out_dim = 16;
+    l1.out_dim = g.classes;
+    l1.activation = NG_ACT_NONE;
+    EXPECT_OK(ng_model_add_layer(t.model, &l0));
+    EXPECT_OK(ng_model_add_layer(t.model, &l1));
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 256;
+    o.workers = -1;
+    ng_trainer_t tr = NULL;
+    EXPECT_OK(ng_trainer_create(&tr, ds, t.model, &o));
+    ng_epoch_stats es = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&es, tr));
+    snprintf(t.ckpt, sizeof t.ckpt, "%s", tpath(k ? "pl-gcn.st" : "pl-sage.st"));
+    EXPECT_OK(ng_trainer_save(tr, t.ckpt));
+    ng_trainer_destroy(tr);
+    ng_mode modes[] = {NG_MODE_BASELINE, NG_MODE_ZEROCOPY, NG_MODE_PARTIAL, NG_MODE_HYBRID};
+    float first[2][8];
+    for (size_t m = 0; m < NG_TEST_LEN(modes); m++) {
+      ng_engine_opts eo = NG_ENGINE_OPTS_INIT;
+      eo.mode = modes[m];
+      eo.cache_ratio = 0.25;
+      eo.hub_edges = threshold;
+      eo.workers = 2;
+      ng_engine *e = NULL;
+      EXPECT_OK(ng_engine_create(&e, ds, t.model, t.ckpt, &eo));
+      if (!e)
+        break;
+      const int64_t ids[2] = {hub, small};
+      for (int i = 0; i < 2; i++) {
+        ng_infer_request q;
+        memset(&q, 0, sizeof q);
+        q.node_ids = &ids[i];
+        q.n = 1;
+        ng_infer_result r;
+        EXPECT_OK(ng_engine_infer(e, &q, &r));
+        if (!r.logits)
+          continue;
+        EXPECT_EQ_I(r.hub, i == 0);
+        EXPECT_TRUE(r.cold_rows > 0);
+        if (m == 0)
+          memcpy(first[i], r.logits, (size_t)g.classes * sizeof(float));
+        else
+          EXPECT_SAME_BITS(r.logits, first[i], g.classes, ng_mode_name(modes[m]));
+        ng_infer_result_free(&r);
+      }
+      ng_engine_stats st;
+      ng_engine_stats_get(&st, e);
+      EXPECT_EQ_I(st.hub_requests, 1);
+      ng_engine_destroy(e);
+    }
+    ng_model_destroy(t.model);
+  }
+  ng_dataset_close(ds);
+}
+
+static ng_model_t cora_gcn(void) {
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_GCN, info.feature_dim));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.aggregator = l1.aggregator = NG_AGGREGATOR_GCN;
+  l0.out_dim = 16;
+  l0.fanout = 5;
+  l1.out_dim = info.classes;
+  l1.fanout = 5;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  return m;
+}
+
+static const float *cora_features(int64_t v) {
+  static float *table;
+  if (!table) {
+    /* The raw features, read back through a trainer-free path: the engine's own normalisation
+     * is what is tested, so the raw rows come from the dataset file. */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cora/features.npy", ng_test_path(""));
+    size_t len = 0;
+    char *data = ng_test_read_file(path, &len);
+    if (!data) {
+      fprintf(stderr, "cannot read %s\n", path);
+      exit(1);
+    }
+    size_t bytes = (size_t)info.nodes * (size_t)info.feature_dim * sizeof(float);
+    table = ng_test_xmalloc(bytes);
+    memcpy(table, data + len - bytes, bytes); /* .npy: the data follow the header */
+    free(data);
+  }
+  return table + v * info.feature_dim;
+}
+
+int main(void) {
+  cora = ng_test_fetch_cora();
+  EXPECT_OK(ng_dataset_info_get(&info, cora));
+  pick_probe();
+  train(&sage, ng_test_cora_sage(), "sage.safetensors", NG_NORMALIZE_ROW);
+  train(&gcn, cora_gcn(), "gcn.safetensors", NG_NORMALIZE_NONE);
+  RUN_TEST(test_sage_matches_trainer);
+  RUN_TEST(test_gcn_matches_trainer);
+  RUN_TEST(test_modes_and_batching);
+  RUN_TEST(test_sampled);
+  RUN_TEST(test_updates_visible);
+  RUN_TEST(test_snapshot_isolation);
+  RUN_TEST(test_log_replay);
+  RUN_TEST(test_queue_full);
+  RUN_TEST(test_bad_requests);
+  RUN_TEST(test_generated_hubs);
+  ng_model_destroy(sage.model);
+  ng_model_destroy(gcn.model);
+  free(sage.ref);
+  free(gcn.ref);
+  ng_dataset_close(cora);
+  return ng_test_summary();
+}
