@@ -18,8 +18,8 @@ import re
 import sys
 
 # What each folder may include besides itself: the dependency rule
-# core <- cpu, gpu <- models <- sched <- runtime <- apps, eval. include/ is the public header
-# (neargnn.h), which every layer may see.
+# core <- cpu, gpu <- models <- sched <- runtime <- serve <- apps, eval. include/ is the public
+# header (neargnn.h), which every layer may see.
 BELOW = {
     "include": [],
     "core": ["include"],
@@ -28,8 +28,9 @@ BELOW = {
     "models": ["include", "core"],
     "sched": ["include", "core", "cpu", "gpu", "models"],
     "runtime": ["include", "core", "cpu", "gpu", "models", "sched"],
-    "apps": ["include", "core", "cpu", "gpu", "models", "sched", "runtime"],
-    "eval": ["include", "core", "cpu", "gpu", "models", "sched", "runtime"],
+    "serve": ["include", "core", "cpu", "gpu", "models", "sched", "runtime"],
+    "apps": ["include", "core", "cpu", "gpu", "models", "sched", "runtime", "serve"],
+    "eval": ["include", "core", "cpu", "gpu", "models", "sched", "runtime", "serve"],
 }
 SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
