@@ -32,9 +32,9 @@ typedef enum {
   EP_OTHER,
   EP_COUNT
 } endpoint;
-static const char *const EP_NAMES[EP_COUNT] = {
-    "health_live", "health_ready", "server_metadata", "model_metadata", "model_ready",
-    "infer",       "graph",        "metrics",         "other"};
+static const char *const EP_NAMES[EP_COUNT] = {"health_live",    "health_ready", "server_metadata",
+                                               "model_metadata", "model_ready",  "infer",
+                                               "graph",          "metrics",      "other"};
 
 /* The status codes the server answers with; anything else is counted as "other". */
 static const unsigned CODES[] = {200, 400, 404, 405, 413, 500, 501, 503};
@@ -76,9 +76,12 @@ typedef struct {
   char *body;
   size_t len, cap;
   int64_t reserved; /* bytes counted in the server's `buffered` */
+  int64_t dropped;  /* body bytes read and dropped (over the limit, or not wanted) */
   bool too_large, overloaded, answered;
-  unsigned code;
-  int hub; /* infer: -1 not known, 0 ordinary, 1 hub */
+  unsigned route_code;       /* 404 or 405 from routing, else 0 */
+  const char *route_message; /* static text */
+  unsigned code;             /* the status answered */
+  int hub;                   /* infer: -1 not known, 0 ordinary, 1 hub */
 } request;
 
 static double now_s(void) {
@@ -117,8 +120,8 @@ static void release(ng_http_server *s, request *r) {
 }
 
 /* Queues an answer; `body` (malloc'd) is taken. A NULL body (out of memory) becomes a 500. */
-static enum MHD_Result reply(ng_http_server *s, struct MHD_Connection *c, request *r,
-                             unsigned code, char *body, size_t len, const char *type) {
+static enum MHD_Result reply(ng_http_server *s, struct MHD_Connection *c, request *r, unsigned code,
+                             char *body, size_t len, const char *type) {
   if (!body) {
     static const char OOM[] = "{\"error\":\"out of memory\"}";
     code = MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -275,8 +278,8 @@ static enum MHD_Result do_get(ng_http_server *s, struct MHD_Connection *c, reque
 }
 
 /* Maps method and path to an endpoint; *code is 0, or 404 / 405 with *message set. */
-static endpoint route(const ng_http_server *s, const char *method, const char *url,
-                      unsigned *code, const char **message) {
+static endpoint route(const ng_http_server *s, const char *method, const char *url, unsigned *code,
+                      const char **message) {
   const bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
   const bool post = strcmp(method, "POST") == 0;
   endpoint ep = EP_OTHER;
@@ -322,10 +325,22 @@ static endpoint route(const ng_http_server *s, const char *method, const char *u
   return ep;
 }
 
+/* The answer to a body over the limit. */
+static enum MHD_Result too_large(ng_http_server *s, struct MHD_Connection *c, request *r) {
+  char msg[128];
+  snprintf(msg, sizeof msg, "request body over the limit of %" PRId64 " bytes (serve --max-body)",
+           s->o.max_body_bytes);
+  return reply_error(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+}
+
+/* Only the POST endpoints keep their body; any other request's body is dropped as it comes. */
+static bool takes_body(const request *r) {
+  return !r->route_code && (r->ep == EP_INFER || r->ep == EP_GRAPH);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
   (void)version;
   ng_http_server *s = cls;
   request *r = *con_cls;
@@ -337,26 +352,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->hub = -1;
     *con_cls = r;
     atomic_fetch_add(&s->in_flight, 1);
-    unsigned code = 0;
-    const char *message = NULL;
-    r->ep = route(s, method, url, &code, &message);
-    if (code)
-      return reply_error(s, c, r, code, message);
-    if (atomic_load(&s->draining))
-      return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is shutting down");
-    if (r->ep != EP_INFER && r->ep != EP_GRAPH)
-      return do_get(s, c, r);
-    /* A declared length over the limit is refused before a byte of the body is read. */
+    r->ep = route(s, method, url, &r->route_code, &r->route_message);
+    /* A declared length over the limit is refused before a byte of the body is read (the
+     * connection then closes). Everything else is answered once the request is complete:
+     * libmicrohttpd keeps a connection alive only after an answer to a whole request. */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     long long declared = cl ? strtoll(cl, NULL, 10) : 0;
     if (declared > s->o.max_body_bytes) {
       char msg[160];
-      snprintf(msg, sizeof msg, "request body of %lld bytes is over the limit of %" PRId64
-                                " bytes (serve --max-body)",
-                declared, s->o.max_body_bytes);
+      snprintf(msg, sizeof msg,
+               "request body of %lld bytes is over the limit of %" PRId64
+               " bytes (serve --max-body)",
+               declared, s->o.max_body_bytes);
       return reply_error(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, msg);
     }
-    if (declared > 0 && !reserve(s, r, declared))
+    if (declared > 0 && takes_body(r) && !reserve(s, r, declared))
       return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE,
                          "too many request bodies held at once; retry later");
     return MHD_YES;
@@ -368,15 +378,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   if (*upload_data_size) {
     const size_t n = *upload_data_size;
     *upload_data_size = 0;
-    if (r->too_large || r->overloaded)
-      return MHD_YES;
+    /* Dropped as it comes, never kept. libmicrohttpd cannot answer in the middle of a body,
+     * so a chunked body over the limit gets its 413 at its end; one that goes on past twice
+     * the limit has its connection closed without an answer. */
+    if (r->too_large || r->overloaded || !takes_body(r)) {
+      r->dropped += (int64_t)n;
+      return r->dropped > 2 * s->o.max_body_bytes ? MHD_NO : MHD_YES;
+    }
     if ((int64_t)(r->len + n) > s->o.max_body_bytes) {
       r->too_large = true;
       release(s, r);
       return MHD_YES;
     }
     if (r->len + n + 1 > r->cap) {
-      size_t cap = r->cap ? r->cap : 4096;
+      /* A declared length sizes the buffer once; a chunked body grows it by doubling. */
+      size_t cap = r->cap ? r->cap : (size_t)NG_MAX(r->reserved + 1, 4096);
       while (cap < r->len + n + 1)
         cap *= 2;
       if ((int64_t)cap > r->reserved && !reserve(s, r, (int64_t)cap - r->reserved)) {
@@ -397,16 +413,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->len += n;
     return MHD_YES;
   }
-  if (r->too_large) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "request body over the limit of %" PRId64 " bytes (serve --max-body)",
-             s->o.max_body_bytes);
-    return reply_error(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, msg);
-  }
+  if (r->too_large)
+    return too_large(s, c, r);
+  if (r->route_code)
+    return reply_error(s, c, r, r->route_code, r->route_message);
+  if (atomic_load(&s->draining))
+    return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is shutting down");
   if (r->overloaded)
     return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE,
                        "too many request bodies held at once; retry later");
-  return r->ep == EP_INFER ? do_infer(s, c, r) : do_graph(s, c, r);
+  if (r->ep == EP_INFER)
+    return do_infer(s, c, r);
+  if (r->ep == EP_GRAPH)
+    return do_graph(s, c, r);
+  return do_get(s, c, r);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -445,8 +465,8 @@ ng_status ng__http_start(ng_http_server **out, ng_engine *engine, const ng_http_
   if (o.port < 0 || o.port > 65535)
     return ng__err(NG_ERR_INVALID_ARG, "http server: port %d is not in [0, 65535]", o.port);
   if (o.max_body_bytes < 1024)
-    return ng__err(NG_ERR_INVALID_ARG, "http server: max body of %" PRId64
-                                       " bytes is too small (1 KiB at least)",
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "http server: max body of %" PRId64 " bytes is too small (1 KiB at least)",
                    o.max_body_bytes);
   if (o.max_buffered_bytes <= 0)
     o.max_buffered_bytes = 4 * o.max_body_bytes;
@@ -490,11 +510,11 @@ ng_status ng__http_start(ng_http_server **out, ng_engine *engine, const ng_http_
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
   if (v6)
     flags |= MHD_USE_IPv6;
-  s->daemon = MHD_start_daemon(
-      flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-      (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)120, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+  s->daemon =
+      MHD_start_daemon(flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                       (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                       MHD_OPTION_CONNECTION_LIMIT, (unsigned)o.max_connections,
+                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
   if (!s->daemon) {
     free(s);
     return ng__err(NG_ERR_IO,
@@ -508,7 +528,9 @@ ng_status ng__http_start(ng_http_server **out, ng_engine *engine, const ng_http_
   return NG_OK;
 }
 
-int ng__http_port(const ng_http_server *s) { return s ? s->port : -1; }
+int ng__http_port(const ng_http_server *s) {
+  return s ? s->port : -1;
+}
 
 int ng__http_stop(ng_http_server *s) {
   if (!s)
@@ -597,14 +619,13 @@ char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
   for (size_t i = 0; i < N_BATCH; i++) {
     cum += atomic_load_explicit(&s->batch_bucket[i], memory_order_relaxed);
     if (i < NG_ARRAY_LEN(BATCH_BOUNDS))
-      fprintf(f, "neargnn_infer_batch_nodes_bucket{le=\"%g\"} %" PRId64 "\n", BATCH_BOUNDS[i],
-              cum);
+      fprintf(f, "neargnn_infer_batch_nodes_bucket{le=\"%g\"} %" PRId64 "\n", BATCH_BOUNDS[i], cum);
     else
       fprintf(f, "neargnn_infer_batch_nodes_bucket{le=\"+Inf\"} %" PRId64 "\n", cum);
   }
-  fprintf(f, "neargnn_infer_batch_nodes_sum %" PRId64 "\nneargnn_infer_batch_nodes_count %" PRId64
-             "\n",
-          atomic_load(&s->batch_sum), atomic_load(&s->batch_count));
+  fprintf(
+      f, "neargnn_infer_batch_nodes_sum %" PRId64 "\nneargnn_infer_batch_nodes_count %" PRId64 "\n",
+      atomic_load(&s->batch_sum), atomic_load(&s->batch_count));
   counter(f, "neargnn_http_in_flight", "Requests being answered now.", "gauge",
           atomic_load(&s->in_flight));
   counter(f, "neargnn_http_buffered_bytes", "Request body bytes held now.", "gauge",

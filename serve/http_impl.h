@@ -33,8 +33,7 @@ typedef struct {
 /// fanout count); 0 skips those checks. Returns NG_OK with *out filled (free it with
 /// ng__http_infer_clear), or NG_ERR_INVALID_ARG with ng_last_error() saying what is wrong and
 /// *out empty. Never reads past `len`.
-ng_status ng__parse_infer_request(ng_http_infer *out, const char *body, size_t len,
-                                  int32_t layers);
+ng_status ng__parse_infer_request(ng_http_infer *out, const char *body, size_t len, int32_t layers);
 /// Frees what a parsed request owns and empties it; NULL and an empty one accepted.
 void ng__http_infer_clear(ng_http_infer *r);
 

@@ -92,10 +92,10 @@ static ng_status parse_node_ids(ng_http_infer *out, const cJSON *inputs) {
     return ng__err(NG_ERR_INVALID_ARG, "%s: inputs[0] must be an object", what);
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
   if (!cJSON_IsString(name) || strcmp(name->valuestring, "node_ids") != 0)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: unknown input %s%s%s; the model's input is \"node_ids\"",
-                   what, cJSON_IsString(name) ? "\"" : "",
-                   cJSON_IsString(name) ? name->valuestring : "(no name)",
-                   cJSON_IsString(name) ? "\"" : "");
+    return ng__err(
+        NG_ERR_INVALID_ARG, "%s: unknown input %s%s%s; the model's input is \"node_ids\"", what,
+        cJSON_IsString(name) ? "\"" : "", cJSON_IsString(name) ? name->valuestring : "(no name)",
+        cJSON_IsString(name) ? "\"" : "");
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(in, "datatype");
   if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "INT64") != 0)
     return ng__err(NG_ERR_INVALID_ARG, "%s: node_ids has datatype %s; it must be \"INT64\"", what,
@@ -242,7 +242,7 @@ void ng__http_infer_clear(ng_http_infer *r) {
 
 /* ---- the graph update ---- */
 
-static const char *const UPDATE_KEYS[] = {"id",          "add_nodes",       "add_edges",
+static const char *const UPDATE_KEYS[] = {"id",           "add_nodes",       "add_edges",
                                           "remove_edges", "update_features", "parameters"};
 
 /* How many rows of `dim` values `rows` holds: an array of rows, or one flat array. -1: neither
@@ -267,8 +267,8 @@ static int64_t count_rows(const cJSON *rows, int64_t dim, const char *what) {
   for (const cJSON *row = rows->child; row; row = row->next, r++)
     if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != dim) {
       (void)ng__err(NG_ERR_INVALID_ARG,
-                    "graph update: %s row %" PRId64 " is not an array of %" PRId64 " numbers",
-                    what, r, dim);
+                    "graph update: %s row %" PRId64 " is not an array of %" PRId64 " numbers", what,
+                    r, dim);
       return -1;
     }
   return n;
@@ -343,16 +343,16 @@ ng_status ng__parse_graph_update(ng_http_update *out, const char *body, size_t l
     an_rows = cJSON_GetObjectItemCaseSensitive(an, "features");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(an, "count");
     if (!cJSON_IsObject(an) || !an_rows)
-      st = ng__err(NG_ERR_INVALID_ARG, "graph update: \"add_nodes\" must be an object with "
-                                       "\"features\" (one row per new node) and optional \"count\"");
+      st =
+          ng__err(NG_ERR_INVALID_ARG, "graph update: \"add_nodes\" must be an object with "
+                                      "\"features\" (one row per new node) and optional \"count\"");
     else if (c && (!json_int(c, &count) || count < 0))
       st = ng__err(NG_ERR_INVALID_ARG, "graph update: add_nodes.count must be an integer >= 0");
     else if ((n_add = count_rows(an_rows, feature_dim, "add_nodes.features")) < 0)
       st = NG_ERR_INVALID_ARG;
     else if (c && count != n_add)
       st = ng__err(NG_ERR_INVALID_ARG,
-                   "graph update: add_nodes.count is %" PRId64 " but features has %" PRId64
-                   " rows",
+                   "graph update: add_nodes.count is %" PRId64 " but features has %" PRId64 " rows",
                    count, n_add);
   }
   if (st == NG_OK && ae && (n_ae = count_edges(ae, "add_edges")) < 0)
@@ -461,7 +461,9 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
   b->p[b->len] = 0;
 }
 
-static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_puts(sbuf *b, const char *s) {
+  sb_put(b, s, strlen(s));
+}
 
 static void sb_printf(sbuf *b, const char *fmt, ...) NG_PRINTF(2, 3);
 static void sb_printf(sbuf *b, const char *fmt, ...) {
