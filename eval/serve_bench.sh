@@ -99,6 +99,7 @@ PY
   stop_server
 done
 
+# shellcheck disable=SC2086 # one argument per mode
 python3 - "$out" $modes <<'PY'
 import csv, glob, json, os, sys
 out, modes = sys.argv[1], sys.argv[2:]
