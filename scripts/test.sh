@@ -41,7 +41,7 @@ cmake --preset tsan -DNG_WERROR=ON >/dev/null
 cmake --build --preset tsan -j "$jobs" --target test_sched test_sampler test_runtime test_fetch
 ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch)$'
 
-step "fuzzing the file loaders, converters and option parser (preset fuzz, clang + libFuzzer)"
+step "fuzzing the loaders, converters, option parser and request parsers (preset fuzz, libFuzzer)"
 cmake --preset fuzz -DNG_WERROR=ON >/dev/null
 cmake --build --preset fuzz -j "$jobs" --target fuzz_targets
 bash tests/fuzz/run.sh build/fuzz "${NG_FUZZ_SECONDS:-20}"
