@@ -41,6 +41,7 @@ int cmd_info(int argc, char **argv);
 int cmd_reorder(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
 /* ---- options (args.c) ---- */
@@ -144,6 +145,53 @@ int cli_runtime_error(ng_status status);
 /// The one of the `n` candidates closest to `word` within a small edit distance, or NULL: for
 /// "did you mean ...?" hints.
 const char *cli_suggest(const char *word, const char *const *candidates, size_t n);
+
+/* ---- the options of a model, shared by train, demo and serve (model_opts.c) ---- */
+
+#define CLI_MAX_LAYERS 8
+
+/// What the command line says about a model: its shape, and how its input features are
+/// normalised (training and serving must agree on both).
+typedef struct {
+  const char *fanouts;      ///< "25,10": hop 1 first (neighbours of the targets), then hop 2
+  const char *weight_decay; ///< one value for every layer, or one per layer (input layer first)
+  int model, aggregator, combine, normalize;
+  int64_t hidden;
+  double dropout;
+} cli_model_cfg;
+
+extern const char *const CLI_MODEL_NAMES[];
+extern const char *const CLI_AGGR_NAMES[];
+extern const char *const CLI_COMBINE_NAMES[];
+extern const char *const CLI_NORMALIZE_NAMES[];
+
+/// The options of a cli_model_cfg `c` (a pointer), for a command's option table.
+// clang-format off
+#define CLI_MODEL_OPTS(c)                                                                          \
+  CLI_OPT_CHOICE("model", &(c)->model, "M", CLI_MODEL_NAMES, "sage (GraphSAGE) or gcn"),               \
+      CLI_OPT_STRING("fanouts", &(c)->fanouts, "LIST",                                             \
+                     "neighbours sampled per hop, from the targets outwards (25,10: 25 of each "   \
+                     "target, then 10 of each of those); -1 = all; one value per layer"),          \
+      CLI_OPT_INT("hidden", &(c)->hidden, "H", 1, INT32_MAX, "hidden layer width"),                \
+      CLI_OPT_CHOICE("aggregator", &(c)->aggregator, "A", CLI_AGGR_NAMES,                              \
+                     "neighbour aggregator; auto = mean for sage, gcn for gcn"),                   \
+      CLI_OPT_CHOICE("combine", &(c)->combine, "C", CLI_COMBINE_NAMES,                                 \
+                     "GraphSAGE: sum (h Ws + agg Wn) or concat ([h Ws || agg Wn])"),               \
+      CLI_OPT_FLOAT("dropout", &(c)->dropout, "P", 0, false, 1, true,                              \
+                    "dropout on every layer's input in training"),                                 \
+      CLI_OPT_STRING("weight-decay", &(c)->weight_decay, "LIST",                                   \
+                     "L2 coefficient: one value, or one per layer from the input (5e-4,0)"),       \
+      CLI_OPT_CHOICE("normalize-features", &(c)->normalize, "N", CLI_NORMALIZE_NAMES,                  \
+                     "none, or row: divide each feature row by its sum (Kipf & Welling)")
+// clang-format on
+
+/// Parses a comma-separated list of at most CLI_MAX_LAYERS numbers into out[*n] for --`option`;
+/// returns CLI_CONTINUE, or CLI_EXIT_USAGE after printing the error.
+int cli_parse_list(const char *command, const char *option, const char *text, double *out, int *n);
+/// Builds the model the options describe for a dataset of `info`'s shape; returns CLI_CONTINUE
+/// with *out set, or an exit status after printing the error.
+int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c,
+                    const ng_dataset_info *info);
 
 /* ---- progress (progress.c) ---- */
 

@@ -14,13 +14,8 @@
 #include <unistd.h>
 
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
-#define MAX_LAYERS 8
 
-static const char *const MODEL_NAMES[] = {"sage", "gcn", NULL};
-static const char *const AGGR_NAMES[] = {"auto", "mean", "sum", "max", "min", "gcn", NULL};
-static const char *const COMBINE_NAMES[] = {"sum", "concat", NULL};
 static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
-static const char *const NORMALIZE_NAMES[] = {"none", "row", NULL};
 static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
 static const char *const PRECISION_NAMES[] = {"fp32", "tf32", NULL};
 /* In ng_sampler_kind's order; "gpu" is the device sampler's name on the cuda device. */
@@ -32,11 +27,10 @@ static const char *const TRANSFER_NAMES[] = {"-", "batch", "zcopy", "auto", NULL
 
 /* What `train` and `demo` share: the model and how it is trained. */
 typedef struct {
-  const char *fanouts;      /* "25,10": hop 1 first (neighbours of the targets), then hop 2 */
-  const char *weight_decay; /* one value for every layer, or one per layer (input layer first) */
-  int model, aggregator, combine, optimizer, normalize, features_memory;
-  int64_t hidden, batch, epochs, eval_every;
-  double lr, momentum, dropout;
+  cli_model_cfg net; /* the model's shape (and its features' normalisation) */
+  int optimizer, features_memory;
+  int64_t batch, epochs, eval_every;
+  double lr, momentum;
   uint64_t seed;
   int32_t threads;
   const char *device;
@@ -110,89 +104,6 @@ static void close_telemetry(telemetry_files *f) {
     fclose(f->lines);
   if (f->decisions)
     fclose(f->decisions);
-}
-
-/* Parses a comma-separated list of at most MAX_LAYERS numbers. */
-static int parse_list(const char *command, const char *option, const char *text, double *out,
-                      int *n) {
-  *n = 0;
-  const char *p = text;
-  while (*p) {
-    if (*n == MAX_LAYERS)
-      return cli_usage_error(command, "--%s: at most %d values", option, MAX_LAYERS);
-    char *end;
-    errno = 0;
-    double v = strtod(p, &end);
-    if (end == p || errno || !isfinite(v) || (*end && *end != ','))
-      return cli_usage_error(command, "--%s: '%s' is not a comma-separated list of numbers", option,
-                             text);
-    out[(*n)++] = v;
-    p = *end ? end + 1 : end;
-    if (*end == ',' && !*p)
-      return cli_usage_error(command, "--%s: '%s' ends with a comma", option, text);
-  }
-  if (*n == 0)
-    return cli_usage_error(command, "--%s: empty list", option);
-  return CLI_CONTINUE;
-}
-
-static ng_aggregator aggregator_of(int choice, int model) {
-  switch (choice) {
-  case 1:
-    return NG_AGGREGATOR_MEAN;
-  case 2:
-    return NG_AGGREGATOR_SUM;
-  case 3:
-    return NG_AGGREGATOR_MAX;
-  case 4:
-    return NG_AGGREGATOR_MIN;
-  case 5:
-    return NG_AGGREGATOR_GCN;
-  default:
-    return model == NG_MODEL_GCN ? NG_AGGREGATOR_GCN : NG_AGGREGATOR_MEAN;
-  }
-}
-
-/* Builds the model the options describe; returns CLI_CONTINUE or an exit status. */
-static int build_model(ng_model_t *out, const char *command, const train_cfg *c,
-                       const ng_dataset_info *info) {
-  double fan[MAX_LAYERS], wd[MAX_LAYERS];
-  int n_layers, n_wd, rc;
-  if ((rc = parse_list(command, "fanouts", c->fanouts, fan, &n_layers)) != CLI_CONTINUE)
-    return rc;
-  if ((rc = parse_list(command, "weight-decay", c->weight_decay, wd, &n_wd)) != CLI_CONTINUE)
-    return rc;
-  if (n_wd != 1 && n_wd != n_layers)
-    return cli_usage_error(command,
-                           "--weight-decay has %d values for %d layers: give one value, or one "
-                           "per layer (input layer first)",
-                           n_wd, n_layers);
-  for (int i = 0; i < n_layers; i++)
-    if (fan[i] != floor(fan[i]) || (fan[i] < 1 && fan[i] != -1) || fan[i] > INT32_MAX)
-      return cli_usage_error(command, "--fanouts: %g is not a positive integer or -1 (all)",
-                             fan[i]);
-  for (int i = 0; i < n_wd; i++)
-    if (wd[i] < 0)
-      return cli_usage_error(command, "--weight-decay: %g is negative", wd[i]);
-  ng_model_t m = NULL;
-  ng_status st = ng_model_create(&m, (ng_model_kind)c->model, info->feature_dim);
-  for (int l = 0; l < n_layers && st == NG_OK; l++) {
-    ng_layer_opts lo = NG_LAYER_OPTS_INIT;
-    lo.fanout = (int32_t)fan[n_layers - 1 - l]; /* --fanouts lists hops from the targets out */
-    lo.aggregator = aggregator_of(c->aggregator, c->model);
-    lo.out_dim = l + 1 < n_layers ? c->hidden : info->classes;
-    lo.activation = l + 1 < n_layers ? NG_ACT_RELU : NG_ACT_NONE;
-    lo.dropout = (float)c->dropout;
-    lo.weight_decay = (float)(n_wd == 1 ? wd[0] : wd[l]);
-    lo.combine = (ng_sage_combine)c->combine;
-    st = ng_model_add_layer(m, &lo);
-  }
-  if (st != NG_OK) {
-    ng_model_destroy(m);
-    return cli_runtime_error(st);
-  }
-  *out = m;
-  return CLI_CONTINUE;
 }
 
 /* The per-epoch line and the summary, on stdout; the JSON summary in `json` when given. */
@@ -488,7 +399,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.seed = c->seed;
   o.threads = c->threads;
   o.device = c->device;
-  o.normalize = (ng_normalize)c->normalize;
+  o.normalize = (ng_normalize)c->net.normalize;
   o.features_memory = (ng_features_memory)c->features_memory;
   o.mode = (ng_mode)c->mode;
   o.transfer = (ng_fetch)c->transfer;
@@ -648,27 +559,13 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
 /* The options of the model and the training, shared by train and demo. */
 // clang-format off
 #define TRAIN_OPTS(c)                                                                              \
-  CLI_OPT_CHOICE("model", &(c)->model, "M", MODEL_NAMES, "sage (GraphSAGE) or gcn"),               \
-      CLI_OPT_STRING("fanouts", &(c)->fanouts, "LIST",                                             \
-                     "neighbours sampled per hop, from the targets outwards (25,10: 25 of each "   \
-                     "target, then 10 of each of those); -1 = all; one value per layer"),          \
-      CLI_OPT_INT("hidden", &(c)->hidden, "H", 1, INT32_MAX, "hidden layer width"),                \
-      CLI_OPT_CHOICE("aggregator", &(c)->aggregator, "A", AGGR_NAMES,                              \
-                     "neighbour aggregator; auto = mean for sage, gcn for gcn"),                   \
-      CLI_OPT_CHOICE("combine", &(c)->combine, "C", COMBINE_NAMES,                                 \
-                     "GraphSAGE: sum (h Ws + agg Wn) or concat ([h Ws || agg Wn])"),               \
-      CLI_OPT_FLOAT("dropout", &(c)->dropout, "P", 0, false, 1, true,                              \
-                    "dropout on every layer's input in training"),                                 \
-      CLI_OPT_STRING("weight-decay", &(c)->weight_decay, "LIST",                                   \
-                     "L2 coefficient: one value, or one per layer from the input (5e-4,0)"),       \
+  CLI_MODEL_OPTS(&(c)->net),                                                                       \
       CLI_OPT_INT("epochs", &(c)->epochs, "N", 1, INT32_MAX, "epochs to train"),                   \
       CLI_OPT_INT("batch", &(c)->batch, "B", 0, INT32_MAX,                                         \
                   "target nodes per mini-batch; 0 = the whole training split"),                    \
       CLI_OPT_FLOAT("lr", &(c)->lr, "F", 0, true, INFINITY, false, "learning rate"),               \
       CLI_OPT_CHOICE("optimizer", &(c)->optimizer, "O", OPTIMIZER_NAMES, "adam or sgd"),           \
       CLI_OPT_FLOAT("momentum", &(c)->momentum, "F", 0, false, 1, true, "SGD momentum"),           \
-      CLI_OPT_CHOICE("normalize-features", &(c)->normalize, "N", NORMALIZE_NAMES,                  \
-                     "none, or row: divide each feature row by its sum (Kipf & Welling)"),         \
       CLI_OPT_INT("eval-every", &(c)->eval_every, "N", 0, INT32_MAX,                               \
                   "validation accuracy every N epochs (full-neighbour inference); 0 = only at "    \
                   "the end"),                                                                      \
@@ -730,9 +627,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
 // clang-format on
 
 int cmd_train(int argc, char **argv) {
-  train_cfg c = {.fanouts = "25,10",
-                 .weight_decay = "0",
-                 .hidden = 256,
+  train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
                  .batch = 1024,
                  .epochs = 10,
                  .eval_every = 1,
@@ -797,7 +692,7 @@ int cmd_train(int argc, char **argv) {
   st = ng_dataset_info_get(&info, ds);
   if (st != NG_OK) {
     rc = cli_runtime_error(st);
-  } else if ((rc = build_model(&m, spec.command, &c, &info)) == CLI_CONTINUE) {
+  } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE) {
     rc = run_training(ds, m, &c, spec.command, progress, &files);
   }
   ng_model_destroy(m);
@@ -821,16 +716,13 @@ static void remove_tree(const char *dir) {
 }
 
 int cmd_demo(int argc, char **argv) {
-  train_cfg c = {.fanouts = "10,5",
-                 .weight_decay = "0",
-                 .hidden = 128,
+  train_cfg c = {.net = {.fanouts = "10,5", .weight_decay = "0", .hidden = 128, .dropout = 0.2},
                  .batch = 1024,
                  .epochs = 2,
                  .eval_every = 0,
                  .lr = 0.01,
                  .momentum = 0.9,
                  .seed = 1,
-                 .dropout = 0.2,
                  .device = "cpu"};
   runtime_defaults(&c);
   ng_generate_opts g = NG_GENERATE_OPTS_INIT;
@@ -905,10 +797,10 @@ int cmd_demo(int argc, char **argv) {
     st = ng_dataset_info_get(&info, ds);
   if (st != NG_OK) {
     rc = cli_runtime_error(st);
-  } else if ((rc = build_model(&m, spec.command, &c, &info)) == CLI_CONTINUE) {
+  } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE) {
     printf("training GraphSAGE: %" PRId64 " edges, %" PRId64 " training nodes, fanouts %s, "
            "batch %" PRId64 "\n",
-           info.edges, info.train, c.fanouts, c.batch);
+           info.edges, info.train, c.net.fanouts, c.batch);
     fflush(stdout);
     const train_files none = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
     rc = run_training(ds, m, &c, spec.command, progress, &none);

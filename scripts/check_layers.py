@@ -18,8 +18,8 @@ import re
 import sys
 
 # What each folder may include besides itself: the dependency rule
-# core <- cpu, gpu <- models <- sched <- runtime <- serve <- apps, eval. include/ is the public header
-# (neargnn.h), which every layer may see.
+# core <- cpu, gpu <- models <- sched <- runtime <- serve <- apps, eval. include/ is the public
+# header (neargnn.h), which every layer may see.
 BELOW = {
     "include": [],
     "core": ["include"],

@@ -4,7 +4,8 @@
 # the default preset builds the GPU backend as well.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config clang libomp-dev libclang-rt-dev
-      libhwloc-dev libdnnl-dev zlib1g-dev libcjson-dev gnuplot-nox python3)
+      libhwloc-dev libdnnl-dev zlib1g-dev libcjson-dev libmicrohttpd-dev curl
+      gnuplot-nox python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -43,7 +43,7 @@ cmake --build --preset tsan -j "$jobs" --target test_sched test_sampler test_run
   test_serve_engine
 ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch|serve_engine)$'
 
-step "fuzzing the file loaders, converters and option parser (preset fuzz, clang + libFuzzer)"
+step "fuzzing the loaders, converters, option parser and request parsers (preset fuzz, libFuzzer)"
 cmake --preset fuzz -DNG_WERROR=ON >/dev/null
 cmake --build --preset fuzz -j "$jobs" --target fuzz_targets
 bash tests/fuzz/run.sh build/fuzz "${NG_FUZZ_SECONDS:-20}"

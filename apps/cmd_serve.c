@@ -1,0 +1,189 @@
+/* `neargnn serve`: answers KServe v2 inference requests for the nodes of a dataset with a
+ * trained model, over HTTP, and takes online graph updates (docs/serving.md). The engine
+ * (serve/engine.h) does the work; the HTTP front (serve/http_impl.h) speaks the protocol; this
+ * file reads the options, waits for SIGTERM or SIGINT, and shuts down in order. */
+#include "cli.h"
+#include "engine.h"
+#include "http_impl.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* --mode: the library's names, and `transfer` for its batched-DMA mode (`baseline`). */
+static int parse_mode(ng_mode *out, const char *command, const char *name) {
+  if (strcmp(name, "transfer") == 0) {
+    *out = NG_MODE_BASELINE;
+    return CLI_CONTINUE;
+  }
+  if (ng_mode_parse(out, name) != NG_OK)
+    return cli_usage_error(command,
+                           "--mode '%s': give auto, cpu, transfer (= baseline), zerocopy, partial, "
+                           "hybrid-static or hybrid",
+                           name);
+  return CLI_CONTINUE;
+}
+
+int cmd_serve(int argc, char **argv) {
+  cli_model_cfg net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256};
+  ng_engine_opts eo = NG_ENGINE_OPTS_INIT;
+  ng_http_opts ho = NG_HTTP_OPTS_INIT;
+  const char *dataset = NULL, *checkpoint = NULL, *mode = "auto";
+  int32_t max_batch = eo.max_batch, max_delay_us = eo.max_delay_us, queue = eo.queue_cap;
+  int32_t workers = eo.workers, threads = eo.threads, port = ho.port;
+  int32_t max_connections = ho.max_connections;
+  int64_t max_request_nodes = eo.max_request_nodes, hub_edges = eo.hub_edges;
+  int64_t cache_bytes = eo.cache_bytes, max_body = ho.max_body_bytes;
+  double cache_ratio = eo.cache_ratio, drain_s = ho.drain_timeout_s;
+  ho.host = "127.0.0.1";
+  eo.device = "cpu";
+  cli_opt opts[] = {
+      CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
+      CLI_OPT_STRING("checkpoint", &checkpoint, "FILE",
+                     "the trained model (train --checkpoint); the model options below must be "
+                     "the ones it was trained with",
+                     .required = true),
+      CLI_MODEL_OPTS(&net),
+      CLI_OPT_STRING("name", &eo.name, "NAME", "the model's name in URLs (/v2/models/NAME)",
+                     .default_text = "the dataset's name"),
+      CLI_OPT_STRING("host", &ho.host, "ADDR",
+                     "numeric address to listen on: 127.0.0.1, 0.0.0.0 (every interface), ::1"),
+      CLI_OPT_INT("port", &port, "N", 0, 65535, "TCP port; 0 = a free one (printed)"),
+      CLI_OPT_STRING("device", &eo.device, "DEV", "cpu, or cuda in a build with the CUDA backend"),
+      CLI_OPT_STRING("mode", &mode, "M",
+                     "how cold feature rows reach the device: transfer (batched DMA), zerocopy, "
+                     "partial (CPU aggregation), hybrid; auto = hybrid on cuda, cpu on cpu"),
+      CLI_OPT_INT("max-batch", &max_batch, "N", 1, 1 << 20,
+                  "most target nodes merged into one device batch"),
+      CLI_OPT_INT("max-delay-us", &max_delay_us, "US", 0, 10000000,
+                  "longest a request waits for others to join its batch"),
+      CLI_OPT_INT("queue", &queue, "N", 1, 1 << 24,
+                  "most requests admitted and not yet answered; more get 503"),
+      CLI_OPT_INT("max-request-nodes", &max_request_nodes, "N", 1, INT32_MAX,
+                  "most node ids in one request"),
+      CLI_OPT_INT("hub-edges", &hub_edges, "N", 0, INT64_MAX,
+                  "a request whose receptive field has more edges is a hub request (CPU workers "
+                  "aggregate its cold neighbours); 0 = the engine's default"),
+      CLI_OPT_STRING("log", &eo.log_path, "FILE",
+                     "the append-only update log: replayed at start, every acknowledged update "
+                     "fsynced to it; without it updates are refused"),
+      CLI_OPT_INT("workers", &workers, "N", 0, 4096, "CPU worker threads; 0 = all cores but one"),
+      CLI_OPT_INT("threads", &threads, "T", 0, 4096,
+                  "OpenMP threads of the CPU backend; 0 = OMP_NUM_THREADS or all"),
+      CLI_OPT_BYTES("gpu-cache-bytes", &cache_bytes, "SIZE", 0,
+                    "device memory for hot feature rows; 0 = --cache-ratio or auto"),
+      CLI_OPT_FLOAT("cache-ratio", &cache_ratio, "R", 0, false, 1, false,
+                    "hot rows as a share of the nodes",
+                    .default_text = "what fits in half the free device memory; all on cpu"),
+      CLI_OPT_BYTES("max-body", &max_body, "SIZE", 1024,
+                    "largest request body; larger ones get 413 unread"),
+      CLI_OPT_INT("max-connections", &max_connections, "N", 1, 65536,
+                  "open connections at once (one thread each)"),
+      CLI_OPT_FLOAT("drain-timeout", &drain_s, "S", 0, false, INFINITY, false,
+                    "on SIGTERM, longest wait for the requests in flight"),
+  };
+  cli_spec spec = {
+      .command = "serve",
+      .synopsis = "--dataset DIR --checkpoint FILE [options]",
+      .about = "Serves a trained model over HTTP (KServe v2 / Open Inference Protocol): "
+               "predictions and embeddings of nodes, full-neighbour or sampled, with dynamic "
+               "batching, and durable online graph updates (POST /v2/models/NAME/graph). Prints "
+               "the URL once it answers; SIGTERM or Ctrl-C drains the requests in flight and "
+               "exits 0.",
+      .opts = opts,
+      .n_opts = N_OPTS(opts),
+      .notes = "Endpoints, request and update formats, errors and metrics: docs/serving.md. Node "
+               "ids are the dataset's (after `reorder`, not the original ones).",
+      .example = "neargnn serve --dataset data/cora --checkpoint cora.st --fanouts 10,5 --hidden "
+                 "16 --normalize-features row --port 8000 --log cora.log",
+  };
+  int rc = cli_parse(&spec, argc, argv);
+  if (rc != CLI_CONTINUE)
+    return rc;
+  if ((rc = parse_mode(&eo.mode, spec.command, mode)) != CLI_CONTINUE)
+    return rc;
+  eo.max_batch = max_batch;
+  eo.max_delay_us = max_delay_us;
+  eo.queue_cap = queue;
+  eo.max_request_nodes = max_request_nodes;
+  eo.hub_edges = hub_edges;
+  eo.workers = workers;
+  eo.threads = threads;
+  eo.cache_bytes = cache_bytes;
+  eo.cache_ratio = cache_ratio;
+  eo.normalize = (ng_normalize)net.normalize;
+  ho.port = port;
+  ho.max_body_bytes = max_body;
+  ho.max_connections = max_connections;
+  ho.drain_timeout_s = drain_s;
+
+  /* SIGTERM and SIGINT are taken by sigwait() below: blocked here, before any thread starts, so
+   * that every thread of the engine and of the server inherits the mask. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  ng_dataset_t ds = NULL;
+  ng_model_t m = NULL;
+  ng_engine *engine = NULL;
+  ng_http_server *server = NULL;
+  ng_dataset_info info = NG_DATASET_INFO_INIT;
+  ng_status st = ng_dataset_open(&ds, dataset, NULL);
+  if (st == NG_OK)
+    st = ng_dataset_info_get(&info, ds);
+  if (st != NG_OK) {
+    rc = cli_runtime_error(st);
+    goto done;
+  }
+  if ((rc = cli_build_model(&m, spec.command, &net, &info)) != CLI_CONTINUE)
+    goto done;
+  const double t0 = cli_now();
+  st = ng_engine_create(&engine, ds, m, checkpoint, &eo);
+  if (st == NG_OK)
+    st = ng__http_start(&server, engine, &ho);
+  if (st != NG_OK) {
+    rc = cli_runtime_error(st);
+    goto done;
+  }
+  ng_engine_info ei;
+  ng_engine_info_get(&ei, engine);
+  const bool v6 = strchr(ho.host, ':') != NULL;
+  fprintf(stderr,
+          "neargnn serve: model %s (%" PRId64
+          " nodes, %d layers), mode %s on %s, ready in %.2f s\n",
+          ei.name, ei.nodes, (int)ei.layers, ng_mode_name(eo.mode), eo.device, cli_now() - t0);
+  /* The one line on stdout: scripts read the port from it (with --port 0). */
+  printf("listening on http://%s%s%s:%d/v2/models/%s\n", v6 ? "[" : "", ho.host, v6 ? "]" : "",
+         ng__http_port(server), ei.name);
+  fflush(stdout);
+
+  int sig = 0;
+  while (sigwait(&stop, &sig) != 0)
+    ;
+  fprintf(stderr, "neargnn serve: %s: draining the requests in flight\n",
+          sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  const int left = ng__http_stop(server);
+  server = NULL;
+  if (left > 0)
+    fprintf(stderr,
+            "neargnn serve: %d request(s) still in flight after %.0f s (--drain-timeout); their "
+            "connections were closed\n",
+            left, drain_s);
+  rc = left > 0 ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
+  if (rc == CLI_EXIT_OK)
+    fprintf(stderr, "neargnn serve: stopped\n");
+
+done:
+  ng__http_stop(server);
+  ng_engine_destroy(engine);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+  return rc;
+}

@@ -1,0 +1,668 @@
+/* The HTTP front of the serving mode (http_impl.h, docs/serving.md): KServe v2 endpoints on
+ * libmicrohttpd, one thread per connection (keep-alive). A request's thread parses the body,
+ * calls the engine, which blocks it until its batch is done, and answers; the engine merges the
+ * requests of concurrent connections into device batches. Bodies are bounded twice: one body
+ * may not pass max_body_bytes (413, unread), and the bodies held at once may not pass
+ * max_buffered_bytes (503), so that memory stays bounded whatever the load. */
+#include "core_impl.h"
+#include "http_impl.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What each request is, for routing and for the metrics. */
+typedef enum {
+  EP_LIVE,
+  EP_READY,
+  EP_SERVER_META,
+  EP_MODEL_META,
+  EP_MODEL_READY,
+  EP_INFER,
+  EP_GRAPH,
+  EP_METRICS,
+  EP_OTHER,
+  EP_COUNT
+} endpoint;
+static const char *const EP_NAMES[EP_COUNT] = {"health_live",    "health_ready", "server_metadata",
+                                               "model_metadata", "model_ready",  "infer",
+                                               "graph",          "metrics",      "other"};
+
+/* The status codes the server answers with; anything else is counted as "other". */
+static const unsigned CODES[] = {200, 400, 404, 405, 413, 500, 501, 503};
+#define N_CODES (NG_ARRAY_LEN(CODES) + 1)
+
+/* Latency histogram bounds in seconds (Prometheus `le`), and batch size bounds in nodes. */
+static const double LAT_BOUNDS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                    0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
+#define N_LAT (NG_ARRAY_LEN(LAT_BOUNDS) + 1)
+static const double BATCH_BOUNDS[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+#define N_BATCH (NG_ARRAY_LEN(BATCH_BOUNDS) + 1)
+
+typedef struct {
+  _Atomic int64_t bucket[N_LAT]; /* not cumulative: the writer adds to one */
+  _Atomic int64_t sum_ns, count;
+} histogram;
+
+struct ng_http_server {
+  struct MHD_Daemon *daemon;
+  ng_engine *engine;
+  ng_http_opts o;
+  int port;
+  char name[64];
+  int32_t layers;
+  int64_t feature_dim;
+  atomic_int draining;
+  _Atomic int64_t in_flight, buffered;
+  _Atomic int64_t requests[EP_COUNT][N_CODES];
+  histogram latency[EP_COUNT];
+  histogram infer_path[2]; /* successful infers: ordinary, hub */
+  _Atomic int64_t batch_bucket[N_BATCH];
+  _Atomic int64_t batch_sum, batch_count;
+};
+
+/* One request between its first and its last call of the access handler. */
+typedef struct {
+  endpoint ep;
+  double t0;
+  char *body;
+  size_t len, cap;
+  int64_t reserved; /* bytes counted in the server's `buffered` */
+  int64_t dropped;  /* body bytes read and dropped (over the limit, or not wanted) */
+  bool too_large, overloaded, answered;
+  unsigned route_code;       /* 404 or 405 from routing, else 0 */
+  const char *route_message; /* static text */
+  unsigned code;             /* the status answered */
+  int hub;                   /* infer: -1 not known, 0 ordinary, 1 hub */
+} request;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void observe(histogram *h, const double *bounds, size_t n_bounds, double v,
+                    double scale_to_ns) {
+  size_t i = 0;
+  while (i < n_bounds && v > bounds[i])
+    i++;
+  atomic_fetch_add_explicit(&h->bucket[i], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->sum_ns, (int64_t)(v * scale_to_ns), memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+}
+
+/* Reserves `bytes` of the body budget; false when the bodies held at once would pass it. */
+static bool reserve(ng_http_server *s, request *r, int64_t bytes) {
+  int64_t cur = atomic_load(&s->buffered);
+  do {
+    if (cur + bytes > s->o.max_buffered_bytes)
+      return false;
+  } while (!atomic_compare_exchange_weak(&s->buffered, &cur, cur + bytes));
+  r->reserved += bytes;
+  return true;
+}
+
+static void release(ng_http_server *s, request *r) {
+  atomic_fetch_sub(&s->buffered, r->reserved);
+  r->reserved = 0;
+  free(r->body);
+  r->body = NULL;
+  r->len = r->cap = 0;
+}
+
+/* Queues an answer; `body` (malloc'd) is taken. A NULL body (out of memory) becomes a 500. */
+static enum MHD_Result reply(ng_http_server *s, struct MHD_Connection *c, request *r, unsigned code,
+                             char *body, size_t len, const char *type) {
+  if (!body) {
+    static const char OOM[] = "{\"error\":\"out of memory\"}";
+    code = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    body = strdup(OOM);
+    len = body ? sizeof OOM - 1 : 0;
+    type = "application/json";
+  }
+  struct MHD_Response *resp =
+      body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+           : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  if (!resp) {
+    free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  if (code == MHD_HTTP_SERVICE_UNAVAILABLE) {
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", s->o.retry_after_s);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+  }
+  /* While draining, the connection closes after this answer so that the client reconnects to a
+   * server that is up. */
+  if (atomic_load(&s->draining))
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  enum MHD_Result ret = MHD_queue_response(c, code, resp);
+  MHD_destroy_response(resp);
+  r->code = code;
+  r->answered = true;
+  return ret;
+}
+
+static enum MHD_Result reply_error(ng_http_server *s, struct MHD_Connection *c, request *r,
+                                   unsigned code, const char *message) {
+  size_t len = 0;
+  char *body = ng__error_json(&len, message);
+  return reply(s, c, r, code, body, len, "application/json");
+}
+
+static enum MHD_Result reply_json(ng_http_server *s, struct MHD_Connection *c, request *r,
+                                  char *body, size_t len) {
+  return reply(s, c, r, MHD_HTTP_OK, body, len, "application/json");
+}
+
+/* The answer to an engine error: bad input 400, overload or draining 503, updates without a
+ * log 501, anything else 500; the message is the engine's. */
+static unsigned code_of(ng_status st) {
+  switch (st) {
+  case NG_ERR_INVALID_ARG:
+  case NG_ERR_NOT_FOUND:
+    return MHD_HTTP_BAD_REQUEST;
+  case NG_ERR_STATE:
+    return MHD_HTTP_SERVICE_UNAVAILABLE;
+  case NG_ERR_UNSUPPORTED:
+    return MHD_HTTP_NOT_IMPLEMENTED;
+  default:
+    return MHD_HTTP_INTERNAL_SERVER_ERROR;
+  }
+}
+
+static enum MHD_Result engine_error(ng_http_server *s, struct MHD_Connection *c, request *r,
+                                    ng_status st) {
+  char msg[1200];
+  const char *detail = ng_last_error();
+  snprintf(msg, sizeof msg, "%s%s%s", ng_status_str(st), *detail ? ": " : "", detail);
+  return reply_error(s, c, r, code_of(st), msg);
+}
+
+static enum MHD_Result do_infer(ng_http_server *s, struct MHD_Connection *c, request *r) {
+  ng_http_infer in;
+  ng_status st = ng__parse_infer_request(&in, r->body, r->len, s->layers);
+  release(s, r); /* the body is parsed: its memory goes back to the budget before the wait */
+  if (st != NG_OK)
+    return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, ng_last_error());
+  ng_infer_result res;
+  memset(&res, 0, sizeof res);
+  st = ng_engine_infer(s->engine, &in.req, &res);
+  enum MHD_Result ret;
+  if (st != NG_OK) {
+    ret = engine_error(s, c, r, st);
+  } else {
+    r->hub = res.hub ? 1 : 0;
+    size_t i = 0;
+    while (i < NG_ARRAY_LEN(BATCH_BOUNDS) && (double)res.batch_nodes > BATCH_BOUNDS[i])
+      i++;
+    atomic_fetch_add_explicit(&s->batch_bucket[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->batch_sum, res.batch_nodes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->batch_count, 1, memory_order_relaxed);
+    size_t len = 0;
+    char *body = ng__infer_response_json(&len, s->name, in.id, in.req.outputs, &res);
+    ret = reply_json(s, c, r, body, len);
+  }
+  ng_infer_result_free(&res);
+  ng__http_infer_clear(&in);
+  return ret;
+}
+
+static enum MHD_Result do_graph(ng_http_server *s, struct MHD_Connection *c, request *r) {
+  ng_http_update up;
+  ng_status st = ng__parse_graph_update(&up, r->body, r->len, s->feature_dim);
+  release(s, r);
+  if (st != NG_OK)
+    return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, ng_last_error());
+  int64_t first = -1;
+  st = ng_engine_update(s->engine, &up.u, &first);
+  enum MHD_Result ret;
+  if (st != NG_OK) {
+    ret = engine_error(s, c, r, st);
+  } else {
+    ng_engine_info info;
+    ng_engine_info_get(&info, s->engine);
+    size_t len = 0;
+    char *body = ng__update_response_json(&len, s->name, up.id, &up.u, first, info.nodes);
+    ret = reply_json(s, c, r, body, len);
+  }
+  ng__http_update_clear(&up);
+  return ret;
+}
+
+static enum MHD_Result do_get(ng_http_server *s, struct MHD_Connection *c, request *r) {
+  ng_engine_info info;
+  switch (r->ep) {
+  case EP_LIVE:
+    return reply_json(s, c, r, strdup("{\"live\":true}"), 13);
+  case EP_READY:
+  case EP_MODEL_READY: {
+    ng_engine_info_get(&info, s->engine);
+    const bool ready = info.ready && !atomic_load(&s->draining);
+    char *body = strdup(ready ? "{\"ready\":true}" : "{\"ready\":false}");
+    return reply(s, c, r, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, body,
+                 body ? strlen(body) : 0, "application/json");
+  }
+  case EP_SERVER_META: {
+    char buf[256];
+    int n = snprintf(buf, sizeof buf,
+                     "{\"name\":\"neargnn\",\"version\":\"%s\",\"extensions\":[\"graph_update\","
+                     "\"metrics\"]}",
+                     ng_version());
+    return reply_json(s, c, r, strdup(buf), (size_t)n);
+  }
+  case EP_MODEL_META: {
+    ng_engine_info_get(&info, s->engine);
+    size_t len = 0;
+    char *body = ng__model_metadata_json(&len, &info);
+    return reply_json(s, c, r, body, len);
+  }
+  case EP_METRICS: {
+    size_t len = 0;
+    char *body = ng__http_metrics_text(&len, s);
+    return reply(s, c, r, MHD_HTTP_OK, body, len, "text/plain; version=0.0.4; charset=utf-8");
+  }
+  default:
+    return reply_error(s, c, r, MHD_HTTP_NOT_FOUND, "no such endpoint");
+  }
+}
+
+/* Maps method and path to an endpoint; *code is 0, or 404 / 405 with *message set. */
+static endpoint route(const ng_http_server *s, const char *method, const char *url, unsigned *code,
+                      const char **message) {
+  const bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  const bool post = strcmp(method, "POST") == 0;
+  endpoint ep = EP_OTHER;
+  bool wants_post = false;
+  static const char MODELS[] = "/v2/models/";
+  *code = 0;
+  if (strcmp(url, "/v2/health/live") == 0) {
+    ep = EP_LIVE;
+  } else if (strcmp(url, "/v2/health/ready") == 0) {
+    ep = EP_READY;
+  } else if (strcmp(url, "/v2") == 0 || strcmp(url, "/v2/") == 0) {
+    ep = EP_SERVER_META;
+  } else if (strcmp(url, "/metrics") == 0) {
+    ep = EP_METRICS;
+  } else if (strncmp(url, MODELS, sizeof MODELS - 1) == 0) {
+    const char *name = url + sizeof MODELS - 1;
+    const size_t nl = strlen(s->name);
+    const char *rest = name + nl;
+    if (strncmp(name, s->name, nl) != 0 || (*rest && *rest != '/')) {
+      *code = MHD_HTTP_NOT_FOUND;
+      *message = "unknown model; GET /v2/models/NAME with the name the server was started with";
+      return EP_OTHER;
+    }
+    if (!*rest) {
+      ep = EP_MODEL_META;
+    } else if (strcmp(rest, "/ready") == 0) {
+      ep = EP_MODEL_READY;
+    } else if (strcmp(rest, "/infer") == 0) {
+      ep = EP_INFER;
+      wants_post = true;
+    } else if (strcmp(rest, "/graph") == 0) {
+      ep = EP_GRAPH;
+      wants_post = true;
+    }
+  }
+  if (ep == EP_OTHER) {
+    *code = MHD_HTTP_NOT_FOUND;
+    *message = "no such endpoint (see docs/serving.md)";
+  } else if (wants_post ? !post : !get) {
+    *code = MHD_HTTP_METHOD_NOT_ALLOWED;
+    *message = wants_post ? "this endpoint takes POST" : "this endpoint takes GET";
+  }
+  return ep;
+}
+
+/* The answer to a body over the limit. */
+static enum MHD_Result too_large(ng_http_server *s, struct MHD_Connection *c, request *r) {
+  char msg[128];
+  snprintf(msg, sizeof msg, "request body over the limit of %" PRId64 " bytes (serve --max-body)",
+           s->o.max_body_bytes);
+  return reply_error(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+}
+
+/* Only the POST endpoints keep their body; any other request's body is dropped as it comes. */
+static bool takes_body(const request *r) {
+  return !r->route_code && (r->ep == EP_INFER || r->ep == EP_GRAPH);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+  (void)version;
+  ng_http_server *s = cls;
+  request *r = *con_cls;
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    if (!r)
+      return MHD_NO;
+    r->t0 = now_s();
+    r->hub = -1;
+    *con_cls = r;
+    atomic_fetch_add(&s->in_flight, 1);
+    r->ep = route(s, method, url, &r->route_code, &r->route_message);
+    /* A declared length over the limit is refused before a byte of the body is read (the
+     * connection then closes). Everything else is answered once the request is complete:
+     * libmicrohttpd keeps a connection alive only after an answer to a whole request. */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    long long declared = cl ? strtoll(cl, NULL, 10) : 0;
+    if (declared > s->o.max_body_bytes) {
+      char msg[160];
+      snprintf(msg, sizeof msg,
+               "request body of %lld bytes is over the limit of %" PRId64
+               " bytes (serve --max-body)",
+               declared, s->o.max_body_bytes);
+      return reply_error(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+    }
+    if (declared > 0 && takes_body(r) && !reserve(s, r, declared))
+      return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                         "too many request bodies held at once; retry later");
+    return MHD_YES;
+  }
+  if (r->answered) { /* an early answer is queued: the rest of the body is dropped */
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  if (*upload_data_size) {
+    const size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    /* Dropped as it comes, never kept. libmicrohttpd cannot answer in the middle of a body,
+     * so a chunked body over the limit gets its 413 at its end; one that goes on past twice
+     * the limit has its connection closed without an answer. */
+    if (r->too_large || r->overloaded || !takes_body(r)) {
+      r->dropped += (int64_t)n;
+      return r->dropped > 2 * s->o.max_body_bytes ? MHD_NO : MHD_YES;
+    }
+    if ((int64_t)(r->len + n) > s->o.max_body_bytes) {
+      r->too_large = true;
+      release(s, r);
+      return MHD_YES;
+    }
+    if (r->len + n + 1 > r->cap) {
+      /* A declared length sizes the buffer once; a chunked body grows it by doubling. */
+      size_t cap = r->cap ? r->cap : (size_t)NG_MAX(r->reserved + 1, 4096);
+      while (cap < r->len + n + 1)
+        cap *= 2;
+      if ((int64_t)cap > r->reserved && !reserve(s, r, (int64_t)cap - r->reserved)) {
+        r->overloaded = true;
+        release(s, r);
+        return MHD_YES;
+      }
+      char *p = realloc(r->body, cap);
+      if (!p) {
+        r->overloaded = true;
+        release(s, r);
+        return MHD_YES;
+      }
+      r->body = p;
+      r->cap = cap;
+    }
+    memcpy(r->body + r->len, upload_data, n);
+    r->len += n;
+    return MHD_YES;
+  }
+  if (r->too_large)
+    return too_large(s, c, r);
+  if (r->route_code)
+    return reply_error(s, c, r, r->route_code, r->route_message);
+  if (atomic_load(&s->draining))
+    return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is shutting down");
+  if (r->overloaded)
+    return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                       "too many request bodies held at once; retry later");
+  if (r->ep == EP_INFER)
+    return do_infer(s, c, r);
+  if (r->ep == EP_GRAPH)
+    return do_graph(s, c, r);
+  return do_get(s, c, r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)c;
+  (void)toe;
+  ng_http_server *s = cls;
+  request *r = *con_cls;
+  if (!r)
+    return;
+  *con_cls = NULL;
+  const double dt = now_s() - r->t0;
+  size_t k = 0;
+  while (k < NG_ARRAY_LEN(CODES) && CODES[k] != r->code)
+    k++;
+  atomic_fetch_add_explicit(&s->requests[r->ep][k], 1, memory_order_relaxed);
+  observe(&s->latency[r->ep], LAT_BOUNDS, NG_ARRAY_LEN(LAT_BOUNDS), dt, 1e9);
+  if (r->ep == EP_INFER && r->code == MHD_HTTP_OK && r->hub >= 0)
+    observe(&s->infer_path[r->hub], LAT_BOUNDS, NG_ARRAY_LEN(LAT_BOUNDS), dt, 1e9);
+  release(s, r);
+  free(r);
+  atomic_fetch_sub(&s->in_flight, 1);
+}
+
+ng_status ng__http_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts) {
+  *out = NULL;
+  ng_http_opts o = NG_HTTP_OPTS_INIT;
+  if (opts) {
+    if (opts->size != sizeof o)
+      return ng__err(NG_ERR_INVALID_ARG, "ng_http_opts: size %zu, expected %zu", opts->size,
+                     sizeof o);
+    o = *opts;
+  }
+  if (!engine)
+    return ng__err(NG_ERR_INVALID_ARG, "http server: no engine");
+  if (o.port < 0 || o.port > 65535)
+    return ng__err(NG_ERR_INVALID_ARG, "http server: port %d is not in [0, 65535]", o.port);
+  if (o.max_body_bytes < 1024)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "http server: max body of %" PRId64 " bytes is too small (1 KiB at least)",
+                   o.max_body_bytes);
+  if (o.max_buffered_bytes <= 0)
+    o.max_buffered_bytes = 4 * o.max_body_bytes;
+  if (o.max_buffered_bytes < o.max_body_bytes)
+    o.max_buffered_bytes = o.max_body_bytes;
+  if (o.max_connections < 1)
+    o.max_connections = 512;
+  if (o.retry_after_s < 1)
+    o.retry_after_s = 1;
+  if (!o.host)
+    o.host = "127.0.0.1";
+
+  struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *ai = NULL;
+  if (getaddrinfo(o.host, NULL, &hints, &ai) != 0 || !ai)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "http server: host '%s' is not a numeric IPv4 or IPv6 address (127.0.0.1, "
+                   "0.0.0.0, ::1)",
+                   o.host);
+  struct sockaddr_storage addr;
+  memset(&addr, 0, sizeof addr);
+  memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+  const bool v6 = ai->ai_family == AF_INET6;
+  freeaddrinfo(ai);
+  if (v6)
+    ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)o.port);
+  else
+    ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)o.port);
+
+  ng_http_server *s = calloc(1, sizeof *s);
+  if (!s)
+    return ng__err(NG_ERR_NOMEM, "http server: no memory");
+  s->engine = engine;
+  s->o = o;
+  ng_engine_info info;
+  ng_engine_info_get(&info, engine);
+  snprintf(s->name, sizeof s->name, "%s", info.name);
+  s->layers = info.layers;
+  s->feature_dim = info.feature_dim;
+
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+  if (v6)
+    flags |= MHD_USE_IPv6;
+  s->daemon =
+      MHD_start_daemon(flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                       (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                       MHD_OPTION_CONNECTION_LIMIT, (unsigned)o.max_connections,
+                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+  if (!s->daemon) {
+    free(s);
+    return ng__err(NG_ERR_IO,
+                   "http server: cannot listen on %s port %d (in use, or not an address of this "
+                   "machine); pick another with --host/--port, or --port 0 for a free one",
+                   o.host, o.port);
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = di ? di->port : o.port;
+  *out = s;
+  return NG_OK;
+}
+
+int ng__http_port(const ng_http_server *s) {
+  return s ? s->port : -1;
+}
+
+int ng__http_stop(ng_http_server *s) {
+  if (!s)
+    return 0;
+  atomic_store(&s->draining, 1);
+  /* Stop accepting: the listening socket closes now; open connections go on. */
+  const MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+  if (fd != MHD_INVALID_SOCKET)
+    close(fd);
+  const double deadline = now_s() + s->o.drain_timeout_s;
+  const struct timespec tick = {0, 1000000};
+  while (atomic_load(&s->in_flight) > 0 && now_s() < deadline)
+    nanosleep(&tick, NULL);
+  const int left = (int)atomic_load(&s->in_flight);
+  MHD_stop_daemon(s->daemon);
+  free(s);
+  return left;
+}
+
+/* ---- /metrics ---- */
+
+static void write_histogram(FILE *f, const char *metric, const char *labels, histogram *h,
+                            const double *bounds, size_t n_bounds, double sum_scale) {
+  int64_t cum = 0;
+  for (size_t i = 0; i <= n_bounds; i++) {
+    cum += atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
+    if (i < n_bounds)
+      fprintf(f, "%s_bucket{%s%sle=\"%g\"} %" PRId64 "\n", metric, labels, *labels ? "," : "",
+              bounds[i], cum);
+    else
+      fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %" PRId64 "\n", metric, labels, *labels ? "," : "",
+              cum);
+  }
+  fprintf(f, "%s_sum{%s} %.9g\n", metric, labels,
+          (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) * sum_scale);
+  fprintf(f, "%s_count{%s} %" PRId64 "\n", metric, labels,
+          atomic_load_explicit(&h->count, memory_order_relaxed));
+}
+
+static void counter(FILE *f, const char *name, const char *help, const char *type, int64_t v) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %" PRId64 "\n", name, help, name, type, name, v);
+}
+
+char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
+  char *text = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&text, &n);
+  if (!f)
+    return NULL;
+  fputs("# HELP neargnn_http_requests_total HTTP requests answered, by endpoint and status.\n"
+        "# TYPE neargnn_http_requests_total counter\n",
+        f);
+  for (int e = 0; e < EP_COUNT; e++)
+    for (size_t k = 0; k < N_CODES; k++) {
+      const int64_t v = atomic_load_explicit(&s->requests[e][k], memory_order_relaxed);
+      if (!v && k != 0)
+        continue;
+      if (k < NG_ARRAY_LEN(CODES))
+        fprintf(f, "neargnn_http_requests_total{endpoint=\"%s\",code=\"%u\"} %" PRId64 "\n",
+                EP_NAMES[e], CODES[k], v);
+      else
+        fprintf(f, "neargnn_http_requests_total{endpoint=\"%s\",code=\"other\"} %" PRId64 "\n",
+                EP_NAMES[e], v);
+    }
+  fputs("# HELP neargnn_http_request_duration_seconds Time from a request's headers to its "
+        "answer sent, by endpoint.\n# TYPE neargnn_http_request_duration_seconds histogram\n",
+        f);
+  for (int e = 0; e < EP_COUNT; e++) {
+    char labels[64];
+    snprintf(labels, sizeof labels, "endpoint=\"%s\"", EP_NAMES[e]);
+    write_histogram(f, "neargnn_http_request_duration_seconds", labels, &s->latency[e], LAT_BOUNDS,
+                    NG_ARRAY_LEN(LAT_BOUNDS), 1e-9);
+  }
+  fputs("# HELP neargnn_infer_duration_seconds Successful infer requests by the engine's path: "
+        "hub (split, cold neighbours aggregated by CPU workers) or ordinary.\n"
+        "# TYPE neargnn_infer_duration_seconds histogram\n",
+        f);
+  write_histogram(f, "neargnn_infer_duration_seconds", "path=\"ordinary\"", &s->infer_path[0],
+                  LAT_BOUNDS, NG_ARRAY_LEN(LAT_BOUNDS), 1e-9);
+  write_histogram(f, "neargnn_infer_duration_seconds", "path=\"hub\"", &s->infer_path[1],
+                  LAT_BOUNDS, NG_ARRAY_LEN(LAT_BOUNDS), 1e-9);
+  fputs("# HELP neargnn_infer_batch_nodes Target nodes of the device batch each infer request "
+        "rode in.\n# TYPE neargnn_infer_batch_nodes histogram\n",
+        f);
+  int64_t cum = 0;
+  for (size_t i = 0; i < N_BATCH; i++) {
+    cum += atomic_load_explicit(&s->batch_bucket[i], memory_order_relaxed);
+    if (i < NG_ARRAY_LEN(BATCH_BOUNDS))
+      fprintf(f, "neargnn_infer_batch_nodes_bucket{le=\"%g\"} %" PRId64 "\n", BATCH_BOUNDS[i], cum);
+    else
+      fprintf(f, "neargnn_infer_batch_nodes_bucket{le=\"+Inf\"} %" PRId64 "\n", cum);
+  }
+  fprintf(
+      f, "neargnn_infer_batch_nodes_sum %" PRId64 "\nneargnn_infer_batch_nodes_count %" PRId64 "\n",
+      atomic_load(&s->batch_sum), atomic_load(&s->batch_count));
+  counter(f, "neargnn_http_in_flight", "Requests being answered now.", "gauge",
+          atomic_load(&s->in_flight));
+  counter(f, "neargnn_http_buffered_bytes", "Request body bytes held now.", "gauge",
+          atomic_load(&s->buffered));
+
+  ng_engine_stats st;
+  memset(&st, 0, sizeof st);
+  ng_engine_stats_get(&st, s->engine);
+  ng_engine_info info;
+  ng_engine_info_get(&info, s->engine);
+  counter(f, "neargnn_engine_requests_total", "Infer requests the engine answered.", "counter",
+          st.requests);
+  counter(f, "neargnn_engine_request_nodes_total", "Target nodes of those requests.", "counter",
+          st.request_nodes);
+  counter(f, "neargnn_engine_hub_requests_total", "Requests served on the hub path.", "counter",
+          st.hub_requests);
+  counter(f, "neargnn_engine_rejected_busy_total",
+          "Requests refused because the admission queue was full (503).", "counter",
+          st.rejected_busy);
+  counter(f, "neargnn_engine_batches_total", "Device batches run.", "counter", st.batches);
+  counter(f, "neargnn_engine_batch_nodes_total", "Target nodes of those batches.", "counter",
+          st.batch_nodes);
+  counter(f, "neargnn_engine_hot_rows_total", "Input rows read from the hot tier.", "counter",
+          st.hot_rows);
+  counter(f, "neargnn_engine_cold_rows_total", "Input rows read from host memory.", "counter",
+          st.cold_rows);
+  counter(f, "neargnn_engine_updates_applied_total", "Graph updates acknowledged (durable).",
+          "counter", st.updates);
+  counter(f, "neargnn_engine_queue_depth", "Requests admitted and not yet answered.", "gauge",
+          st.queue_depth);
+  counter(f, "neargnn_graph_nodes", "Nodes of the served graph (grows with updates).", "gauge",
+          info.nodes);
+  if (fclose(f) != 0) {
+    free(text);
+    return NULL;
+  }
+  if (len)
+    *len = n;
+  return text;
+}

@@ -1,0 +1,114 @@
+/// The HTTP front of the serving mode (docs/serving.md): a KServe v2 / Open Inference Protocol
+/// server on libmicrohttpd in front of the engine (engine.h), and the pure functions it is made
+/// of, which the tests and the fuzzers call directly: the request parsers and the response
+/// writers (http_json.c).
+#ifndef NG_SERVE_HTTP_IMPL_H
+#define NG_SERVE_HTTP_IMPL_H
+
+#include "engine.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- the request parsers and response writers (http_json.c): no I/O, no engine ---- */
+
+/// Largest integer a JSON number carries exactly (2^53): larger ids and seeds are refused rather
+/// than rounded.
+#define NG_HTTP_MAX_EXACT_INT 9007199254740992.0
+/// Longest request "id" echoed back (longer ones are refused: a KServe id is a short tag).
+#define NG_HTTP_MAX_ID_LEN 256
+
+/// A parsed infer request: `req` is ready for ng_engine_infer (its node_ids point into `ids`).
+typedef struct {
+  ng_infer_request req;
+  int64_t *ids; ///< the node ids (malloc, owned)
+  char *id;     ///< the request's "id" to echo (malloc, owned), NULL when absent
+} ng_http_infer;
+
+/// Parses a KServe v2 infer request body (`len` bytes, not NUL-terminated; borrowed):
+///   {"id": "...", "inputs": [{"name": "node_ids", "datatype": "INT64", "shape": [n],
+///    "data": [...]}], "parameters": {"fanouts": [25, 10], "seed": 7, "embedding_layer": 0},
+///    "outputs": [{"name": "logits"}, {"name": "embedding"}, {"name": "class"}]}
+/// `layers` is the model's layer count (for the default embedding layer, layers - 2, and the
+/// fanout count); 0 skips those checks. Returns NG_OK with *out filled (free it with
+/// ng__http_infer_clear), or NG_ERR_INVALID_ARG with ng_last_error() saying what is wrong and
+/// *out empty. Never reads past `len`.
+ng_status ng__parse_infer_request(ng_http_infer *out, const char *body, size_t len, int32_t layers);
+/// Frees what a parsed request owns and empties it; NULL and an empty one accepted.
+void ng__http_infer_clear(ng_http_infer *r);
+
+/// A parsed graph update: `u` is ready for ng_engine_update (its arrays point into `buf`).
+typedef struct {
+  ng_graph_update u;
+  void *buf; ///< one allocation holding every array (owned)
+  char *id;  ///< the request's "id" to echo (owned), NULL when absent
+} ng_http_update;
+
+/// Parses the graph-update extension's body (`len` bytes, borrowed):
+///   {"id": "...", "add_nodes": {"count": k, "features": [[...], ...]},
+///    "add_edges": [[src, dst], ...], "remove_edges": [[src, dst], ...],
+///    "update_features": {"ids": [...], "values": [[...], ...]}}
+/// Every part is optional but one must be there. Feature rows have `feature_dim` values each,
+/// given as one array per row or as one flat array of rows one after another. Returns NG_OK or
+/// NG_ERR_INVALID_ARG (ng_last_error() says what is wrong; *out empty).
+ng_status ng__parse_graph_update(ng_http_update *out, const char *body, size_t len,
+                                 int64_t feature_dim);
+/// Frees what a parsed update owns and empties it; NULL and an empty one accepted.
+void ng__http_update_clear(ng_http_update *u);
+
+/// The infer response: {"model_name", "id" (when given), "outputs": [{name, datatype, shape,
+/// data}], "parameters": {hub, batch_nodes, hot_rows, cold_rows, queue_us, compute_us}}, with
+/// the outputs `outputs` asks for (NG_OUT_*; 0 means logits) that `r` holds. Floats are written
+/// with 9 significant digits, which read back to the same bits; a non-finite one as null.
+/// Returns a malloc'd NUL-terminated string (its length in *len), or NULL when out of memory.
+char *ng__infer_response_json(size_t *len, const char *model, const char *id, unsigned outputs,
+                              const ng_infer_result *r);
+/// The graph update's answer: {"model_name", "id", "first_new_id", "nodes", "added_nodes",
+/// "added_edges", "removed_edges", "updated_features"} (malloc'd, NULL when out of memory).
+char *ng__update_response_json(size_t *len, const char *model, const char *id,
+                               const ng_graph_update *u, int64_t first_new_id, int64_t nodes);
+/// A KServe error body, {"error": "<message>"} (malloc'd, NULL when out of memory).
+char *ng__error_json(size_t *len, const char *message);
+/// The model metadata answer (GET /v2/models/{name}) for `info`: the input and the three outputs
+/// with their datatypes and shapes ("embedding" is the default layer's, layers - 2), and the
+/// graph's counts as parameters. Malloc'd, NULL when out of memory.
+char *ng__model_metadata_json(size_t *len, const ng_engine_info *info);
+
+/// Appends `s` to `dst` (capacity `cap`, NUL-terminated) as a JSON string with its quotes,
+/// escaping what JSON requires; returns the length the full text needs (as snprintf).
+size_t ng__json_escape(char *dst, size_t cap, const char *s);
+
+/* ---- the server (http.c) ---- */
+
+typedef struct ng_http_server ng_http_server;
+
+typedef struct {
+  size_t size;                ///< sizeof(ng_http_opts)
+  const char *host;           ///< address to listen on (numeric IPv4 or IPv6); NULL: 127.0.0.1
+  int port;                   ///< TCP port; 0 picks a free one (ng__http_port tells which)
+  int64_t max_body_bytes;     ///< larger request bodies get 413 unread (default 16 MiB)
+  int64_t max_buffered_bytes; ///< bodies held at once across connections (default 4 x the max)
+  int max_connections;        ///< open connections, each with its own thread (default 512)
+  int retry_after_s;          ///< the Retry-After of a 503 (default 1)
+  double drain_timeout_s;     ///< ng__http_stop's longest wait for requests in flight (30 s)
+} ng_http_opts;
+#define NG_HTTP_OPTS_INIT                                                                          \
+  { sizeof(ng_http_opts), NULL, 8000, (int64_t)16 << 20, 0, 512, 1, 30.0 }
+
+/// Starts listening and answering in libmicrohttpd's threads (one per connection, keep-alive).
+/// `engine` is borrowed and must outlive the server. Returns NG_ERR_IO when the address cannot
+/// be bound (ng_last_error() says which), NG_ERR_INVALID_ARG for bad options.
+ng_status ng__http_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts);
+/// The port the server listens on (the one picked when opts->port was 0).
+int ng__http_port(const ng_http_server *s);
+/// Stops accepting connections, answers the requests in flight (new requests on open
+/// connections get 503 and the connection is closed), waits for them up to the drain timeout,
+/// then closes every connection and frees. NULL accepted. The engine is not touched: the caller
+/// destroys it afterwards. Returns the number of requests still in flight at the timeout (0 after
+/// a clean drain).
+int ng__http_stop(ng_http_server *s);
+/// Writes the Prometheus text of /metrics (the server's counters and the engine's) into a
+/// malloc'd string; NULL when out of memory.
+char *ng__http_metrics_text(size_t *len, ng_http_server *s);
+
+#endif
