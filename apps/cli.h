@@ -40,6 +40,8 @@ int cmd_convert(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_reorder(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_evaluate(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
@@ -141,6 +143,9 @@ int cli_usage_error(const char *command, const char *fmt, ...) CLI_PRINTF(2, 3);
 /// Reports a failed library call: "neargnn: error: <status>: <detail>" to stderr. Returns
 /// CLI_EXIT_RUNTIME, or CLI_EXIT_INTERRUPTED for NG_ERR_INTERRUPTED.
 int cli_runtime_error(ng_status status);
+/// As cli_runtime_error, with the detail given instead of ng_last_error() (an earlier failure's
+/// message, kept while a later call overwrote the thread's last error).
+int cli_runtime_error_detail(ng_status status, const char *detail);
 /// The one of the `n` candidates closest to `word` within a small edit distance, or NULL: for
 /// "did you mean ...?" hints.
 const char *cli_suggest(const char *word, const char *const *candidates, size_t n);
