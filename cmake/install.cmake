@@ -18,13 +18,17 @@ set(NG_PC_LIBS_PRIVATE "-L${NG_DNNL_LIBDIR} -ldnnl ${OpenMP_C_FLAGS} -lpthread -
 if(NG_HAVE_CUDA)
   string(APPEND NG_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lstdc++")
 endif()
+# The prefix relative to the .pc file's folder, so that the installed tree can move (and
+# `cmake --install --prefix` works): pkg-config expands ${pcfiledir}.
+file(RELATIVE_PATH NG_PC_TO_PREFIX "/r/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/r")
 configure_file(cmake/neargnn.pc.in ${PROJECT_BINARY_DIR}/neargnn.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/neargnn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 set(NG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/neargnn)
 configure_package_config_file(cmake/neargnn-config.cmake.in
                               ${PROJECT_BINARY_DIR}/neargnn-config.cmake
-                              INSTALL_DESTINATION ${NG_CMAKE_DIR})
+                              INSTALL_DESTINATION ${NG_CMAKE_DIR}
+                              PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/neargnn-config-version.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/neargnn-config.cmake
