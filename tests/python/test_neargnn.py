@@ -125,6 +125,15 @@ class TestFolder(unittest.TestCase):
         self.assertEqual(e.exception.status, "ERR_INTERRUPTED")
         self.assertIn("train", seen)
 
+        def boom(phase, done, total):
+            raise KeyError("from the callback")
+
+        tr2 = ng.Trainer(ds, model, batch=16, progress=boom, workers=-1)
+        with self.assertRaises(KeyError):  # re-raised after the library stopped
+            tr2.epoch()
+        tr2.close()
+        tr.close()
+
     def test_errors(self):
         with self.assertRaises(ng.NeargnnError) as e:
             ng.Dataset.open(os.path.join(TMP, "missing"))
