@@ -616,9 +616,14 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   cli_progress_end(&pr, st);
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && ck == NG_OK) {
-    printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
-           total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
-           total_it, total_s);
+    if (total_it > 0)
+      printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
+             total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
+             total_it, total_s);
+    else /* a resumed run that had every epoch already: only the evaluation below */
+      printf("no epoch trained: the checkpoint has %" PRId64 " of --epochs %" PRId64
+             " (neargnn evaluate reports every split)\n",
+             ng_trainer_epochs_done(t), c->epochs);
     print_accuracy("val-acc", val);
     print_accuracy("test-acc", test);
     report_op_profile(t, json ? r.root : NULL);

@@ -76,5 +76,9 @@ run 1 train "${c3[@]}" --epochs 21 --resume "$ck"
 has err "--fanouts 10,5, this run uses 5,10"
 run 0 train "${common[@]}" --epochs 21 --resume "$ck"
 has err "resumed from"
+# Resuming a finished run evaluates without a throughput of 0.0 it/s.
+run 0 train "${common[@]}" --epochs 20 --resume "$ck"
+has out "no epoch trained"
+grep -q "it/s" "$TMP/out" && fail "a run without epochs prints a throughput: $(cat "$TMP/out")"
 
 cli_finish
