@@ -323,8 +323,12 @@ typedef enum {
 /// One layer (hop) of a model. Layers are added from the input towards the output; the last
 /// layer's out_dim is the number of classes.
 typedef struct {
-  size_t size;              ///< sizeof(ng_layer_opts)
-  int32_t fanout;           ///< neighbours sampled per node for this hop in training (-1 = all)
+  size_t size; ///< sizeof(ng_layer_opts)
+  /// Neighbours sampled per node for this layer's hop in training (-1 = all). Layers go from
+  /// the input, so the last layer samples the targets' own neighbours: `neargnn train
+  /// --fanouts 25,10` (hops from the targets outwards, as PyG's num_neighbors) is the last
+  /// layer with 25 and the input layer with 10.
+  int32_t fanout;
   ng_aggregator aggregator; ///< e.g. NG_AGGREGATOR_MEAN; GCN layers use NG_AGGREGATOR_GCN
   int64_t out_dim;          ///< output columns
   ng_activation activation; ///< applied after the layer (usually RELU except on the last layer)
