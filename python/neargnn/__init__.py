@@ -217,6 +217,16 @@ class Dataset:
             else:
                 raise ValueError("nodes: give it, features or labels")
         a.nodes = int(nodes)
+        # The library cannot see an array's length: check what it would read past.
+        if x is not None and x.shape[0] != a.nodes:
+            raise ValueError(f"features: {x.shape[0]} rows for {a.nodes} nodes")
+        if y is not None and y.shape[0] != a.nodes:
+            raise ValueError(f"labels: {y.shape[0]} values for {a.nodes} nodes")
+        if edge_index is None:
+            if p.shape[0] != a.nodes + 1:
+                raise ValueError(f"indptr: {p.shape[0]} values for {a.nodes} nodes (nodes + 1)")
+            if int(p[-1]) != i.shape[0]:
+                raise ValueError(f"indptr[-1] = {int(p[-1])} but indices has {i.shape[0]} values")
         splits = [arr(s, ints, n, 1) for s, n in ((train, "train"), (val, "val"), (test, "test"))]
         types = {itype(s) for s in splits if s is not None}
         if len(types) > 1:  # one element type for the three: convert to int64

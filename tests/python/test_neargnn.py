@@ -203,6 +203,9 @@ class TestArrays(unittest.TestCase):
         with self.assertRaises(ng.NeargnnError) as e:
             ng.Dataset.from_arrays(features=a["features"], indptr=a["indptr"], indices=bad)
         self.assertIn("indices[5] = 5000", str(e.exception))
+        with self.assertRaises(ValueError):  # lengths the library cannot see are checked here
+            ng.Dataset.from_arrays(features=a["features"], indptr=a["indptr"],
+                                   indices=a["indices"][:-1])
 
 
 if __name__ == "__main__":
