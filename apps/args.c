@@ -30,7 +30,10 @@ int cli_usage_error(const char *command, const char *fmt, ...) {
 }
 
 int cli_runtime_error(ng_status status) {
-  const char *detail = ng_last_error();
+  return cli_runtime_error_detail(status, ng_last_error());
+}
+
+int cli_runtime_error_detail(ng_status status, const char *detail) {
   if (status == NG_ERR_INTERRUPTED) {
     fprintf(stderr, "neargnn: interrupted%s%s\n", *detail ? ": " : "", detail);
     return CLI_EXIT_INTERRUPTED;

@@ -40,6 +40,8 @@ int cmd_convert(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_reorder(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_evaluate(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_version(int argc, char **argv);
@@ -142,6 +144,9 @@ int cli_usage_error(const char *command, const char *fmt, ...) CLI_PRINTF(2, 3);
 /// Reports a failed library call: "neargnn: error: <status>: <detail>" to stderr. Returns
 /// CLI_EXIT_RUNTIME, or CLI_EXIT_INTERRUPTED for NG_ERR_INTERRUPTED.
 int cli_runtime_error(ng_status status);
+/// As cli_runtime_error, with the detail given instead of ng_last_error() (an earlier failure's
+/// message, kept while a later call overwrote the thread's last error).
+int cli_runtime_error_detail(ng_status status, const char *detail);
 /// The one of the `n` candidates closest to `word` within a small edit distance, or NULL: for
 /// "did you mean ...?" hints.
 const char *cli_suggest(const char *word, const char *const *candidates, size_t n);
@@ -171,7 +176,8 @@ extern const char *const CLI_NORMALIZE_NAMES[];
   CLI_OPT_CHOICE("model", &(c)->model, "M", CLI_MODEL_NAMES, "sage (GraphSAGE) or gcn"),               \
       CLI_OPT_STRING("fanouts", &(c)->fanouts, "LIST",                                             \
                      "neighbours sampled per hop, from the targets outwards (25,10: 25 of each "   \
-                     "target, then 10 of each of those); -1 = all; one value per layer"),          \
+                     "target, then 10 of each of those, as PyG's num_neighbors); the output "      \
+                     "layer takes the first value; -1 = all; one value per layer"),                \
       CLI_OPT_INT("hidden", &(c)->hidden, "H", 1, INT32_MAX, "hidden layer width"),                \
       CLI_OPT_CHOICE("aggregator", &(c)->aggregator, "A", CLI_AGGR_NAMES,                              \
                      "neighbour aggregator; auto = mean for sage, gcn for gcn"),                   \

@@ -1,8 +1,6 @@
 /* Training subcommands: `train` (a model on a dataset folder) and `demo` (generate a graph, then
  * train on it: the README's main job). */
 #include "cli.h"
-#include "npy_impl.h"
-#include "sched_impl.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -95,7 +93,7 @@ static int open_telemetry(telemetry_files *f, const char *path) {
   fputs("epoch,t,seconds,iterations,it_per_s,partial_workers,transfer_workers,partial_it_per_s,"
         "transfer_it_per_s,pcie_bytes,cpu_cold_bytes,ring_depth,device_busy,device_share\n",
         f->lines);
-  fprintf(f->decisions, "%s\n", ng__ctrl_log_header());
+  fprintf(f->decisions, "%s\n", ng_telemetry_decisions_header());
   return CLI_CONTINUE;
 }
 
@@ -111,15 +109,19 @@ typedef struct {
   cJSON *root, *epochs;
 } report;
 
-static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc) {
+/* `tiered`: some feature rows live outside the hot tier, so the hit rate and the split of the
+ * workers between PARTIAL and TRANSFER mean something (on the CPU every row is hot). */
+static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc, bool tiered) {
   printf("epoch %4" PRId64 "  loss %.4f  train-acc %.4f", s->epoch, s->loss, s->train_acc);
   if (val_acc >= 0)
     printf("  val-acc %.4f", val_acc);
   const double rows = (double)(s->fetch.hot_rows + s->fetch.cold_rows);
   const double hit = rows > 0 ? (double)s->fetch.hot_rows / rows : 0.0;
-  printf("  %.1f it/s  %.3g edges/s  hit %.1f%%", s->it_per_s,
-         s->seconds > 0 ? (double)s->sampled_edges / s->seconds : 0.0, 100.0 * hit);
-  if (s->workers[0] + s->workers[1] > 0)
+  printf("  %.1f it/s  %.3g edges/s", s->it_per_s,
+         s->seconds > 0 ? (double)s->sampled_edges / s->seconds : 0.0);
+  if (tiered)
+    printf("  hit %.1f%%", 100.0 * hit);
+  if (tiered && s->workers[0] + s->workers[1] > 0)
     printf("  split %d/%d", s->workers[0], s->workers[1]);
   printf("  %.2f s\n", s->seconds);
   fflush(stdout);
@@ -192,7 +194,7 @@ static ng_status write_predictions(ng_trainer_t t, ng_dataset_t ds, int64_t node
   }
   const int64_t shape[1] = {nodes};
   if (st == NG_OK)
-    st = ng__npy_write(path, NG_DTYPE_I32, 1, shape, out);
+    st = ng_npy_save(path, 0, NG_INT32, 1, shape, out);
   free(pred);
   free(out);
   return st;
@@ -435,6 +437,13 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   ng_trainer_t t = NULL;
   ng_status st = ng_trainer_create(&t, ds, m, &o);
   if (st == NG_OK && f->resume) {
+    ng_checkpoint_info ci = NG_CHECKPOINT_INFO_INIT;
+    if (ng_checkpoint_info_get(&ci, f->resume) == NG_OK && !ci.described)
+      fprintf(stderr,
+              "neargnn %s: warning: %s does not record the model's settings (an older "
+              "checkpoint): they cannot be checked against this run's options; this run's "
+              "checkpoint will record them\n",
+              command, f->resume);
     st = ng_trainer_load(t, f->resume);
     if (st == NG_OK)
       fprintf(stderr, "neargnn %s: resumed from %s after epoch %" PRId64 "\n", command, f->resume,
@@ -469,7 +478,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     cli_progress_clear(&pr);
     if (s.epoch == 0 || s.iterations == 0)
       fprintf(stderr, "neargnn %s: %s\n", command, ng_trainer_placement(t));
-    report_epoch(&r, &s, val);
+    report_epoch(&r, &s, val, ng_trainer_hot_rows(t) < info.nodes);
     total_s += s.seconds;
     total_it += (double)s.iterations;
     total_edges += (double)s.sampled_edges;
@@ -507,8 +516,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   /* The timeline is written whatever happened, an error or Ctrl-C included: it shows where the
    * run stood. Its own failure is the run's error only when nothing else failed; otherwise the
    * earlier error's message is restored for the report below. */
+  char earlier[1024] = "";
+  bool keep_earlier = false;
   if (t && f->trace) {
-    char earlier[1024];
     snprintf(earlier, sizeof earlier, "%s", ng_last_error());
     int64_t recorded = 0, dropped = 0;
     const ng_status tr = ng_trainer_write_trace(t, f->trace, &recorded, &dropped);
@@ -519,15 +529,20 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       st = tr;
     } else {
       fprintf(stderr, "neargnn %s: no trace written: %s\n", command, ng_last_error());
-      (void)ng__err(st != NG_OK ? st : ck, "%s", earlier);
+      keep_earlier = true;
     }
   }
   cli_progress_end(&pr, st);
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && ck == NG_OK) {
-    printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
-           total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
-           total_it, total_s);
+    if (total_it > 0)
+      printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
+             total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
+             total_it, total_s);
+    else /* a resumed run that had every epoch already: only the evaluation below */
+      printf("no epoch trained: the checkpoint has %" PRId64 " of --epochs %" PRId64
+             " (neargnn evaluate reports every split)\n",
+             ng_trainer_epochs_done(t), c->epochs);
     print_accuracy("val-acc", val);
     print_accuracy("test-acc", test);
     report_op_profile(t, json ? r.root : NULL);
@@ -547,6 +562,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   } else if (st == NG_ERR_INTERRUPTED && ck == NG_OK) {
     fprintf(stderr, "neargnn %s: interrupted\n", command);
     rc = CLI_EXIT_INTERRUPTED;
+  } else if (keep_earlier) {
+    rc = cli_runtime_error_detail(st != NG_OK ? st : ck, earlier);
   } else {
     rc = cli_runtime_error(st != NG_OK ? st : ck);
   }

@@ -1,10 +1,6 @@
 /* `neargnn version`: the library version and what this build can do. */
 #include "cli.h"
 
-#ifdef NG_HAVE_CUDA
-#include "ng_cuda.h"
-#endif
-
 #define DEVICE_DESC_CAP 2048
 
 int cmd_version(int argc, char **argv) {
@@ -19,20 +15,20 @@ int cmd_version(int argc, char **argv) {
   if (rc != CLI_CONTINUE)
     return rc;
   printf("neargnn %s\n", ng_version());
-#ifdef NG_HAVE_CUDA
-  int count = 0;
-  char desc[DEVICE_DESC_CAP] = "";
-  ng_status st = ng__cuda_devices(&count, desc, sizeof desc);
-  if (st != NG_OK) {
-    printf("cuda: on (built with the CUDA backend)\n");
-    fflush(stdout);
-    return cli_runtime_error(st);
+  if (ng_has_cuda()) {
+    int count = 0;
+    char desc[DEVICE_DESC_CAP] = "";
+    ng_status st = ng_cuda_devices(&count, desc, sizeof desc);
+    if (st != NG_OK) {
+      printf("cuda: on (built with the CUDA backend)\n");
+      fflush(stdout);
+      return cli_runtime_error(st);
+    }
+    printf("cuda: on, %d visible device%s%s%s\n", count, count == 1 ? "" : "s", count ? ": " : "",
+           desc);
+  } else {
+    printf("cuda: off (built without the CUDA backend; configure with -DNG_CUDA=ON to add it)\n");
   }
-  printf("cuda: on, %d visible device%s%s%s\n", count, count == 1 ? "" : "s", count ? ": " : "",
-         desc);
-#else
-  printf("cuda: off (built without the CUDA backend; configure with -DNG_CUDA=ON to add it)\n");
-#endif
 #if defined(__clang__)
   printf("compiler: %s\n", __VERSION__);
 #elif defined(__GNUC__)

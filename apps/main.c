@@ -13,6 +13,8 @@ static const cli_command COMMANDS[] = {
     {"info", "show counts, degree statistics and memory footprint of a dataset", cmd_info},
     {"reorder", "renumber a dataset so that its hot nodes come first", cmd_reorder},
     {"train", "train a GraphSAGE or GCN model on a dataset", cmd_train},
+    {"evaluate", "accuracy and loss of a checkpoint on a dataset's splits", cmd_evaluate},
+    {"predict", "classes or logits of a checkpoint for a split or a node list", cmd_predict},
     {"demo", "generate a graph and train on it (the quick tour)", cmd_demo},
     {"serve", "serve a trained model over HTTP (KServe v2), with online graph updates", cmd_serve},
     {"version", "show the version and build features", cmd_version},
@@ -30,8 +32,8 @@ static const cli_command *find_command(const char *name) {
 static void print_usage(FILE *out) {
   fputs("usage: neargnn COMMAND [options]\n"
         "       neargnn help COMMAND | neargnn COMMAND --help\n\n"
-        "Trains and serves sampled graph neural networks on graphs whose node features do not "
-        "fit\nin GPU memory.\n\ncommands:\n",
+        "Trains, evaluates, predicts with and serves sampled graph neural networks on graphs\n"
+        "whose node features do not fit in GPU memory.\n\ncommands:\n",
         out);
   for (size_t i = 0; i < N_COMMANDS; i++)
     fprintf(out, "  %-12s%s\n", COMMANDS[i].name, COMMANDS[i].summary);

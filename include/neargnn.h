@@ -63,6 +63,12 @@ const char *ng_status_str(ng_status status);
 /// this thread.
 const char *ng_last_error(void);
 
+/// Whether this build has the CUDA backend (1) or not (0).
+int ng_has_cuda(void);
+/// The CUDA devices the CUDA backend sees: their number into *count and a one-line description
+/// into desc[cap] (names, memory). NG_ERR_UNSUPPORTED in a build without the CUDA backend.
+ng_status ng_cuda_devices(int *count, char *desc, size_t cap);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Progress reporting                                                                          */
 /* ------------------------------------------------------------------------------------------ */
@@ -137,6 +143,61 @@ typedef struct {
 
 /// Computes the degree distribution summary (reads the whole CSR once; OpenMP parallel).
 ng_status ng_dataset_degree_stats(ng_degree_stats *out, ng_dataset_t ds);
+
+/// Element types of the integer arrays given to ng_dataset_from_arrays().
+typedef enum { NG_INT32 = 0, NG_INT64 = 1 } ng_int_type;
+
+/// Caller-owned arrays that make a dataset without a folder (ng_dataset_from_arrays). The graph
+/// is either a CSR (`indptr` set) or an edge list (`edge_src`/`edge_dst` set). Arrays marked
+/// borrowed are read in place, never copied: the caller keeps them alive and unchanged until
+/// ng_dataset_close. Arrays in another type than the one the library reads are converted into
+/// a copy the dataset owns (noted per field).
+typedef struct {
+  size_t size;      ///< sizeof(ng_dataset_arrays)
+  const char *name; ///< the dataset's name (copied, truncated to 63 bytes); NULL gives "arrays"
+  int64_t nodes;    ///< number of nodes (> 0)
+  /* The graph as CSR: row v = indices[indptr[v] : indptr[v + 1]], the nodes v aggregates from. */
+  const void *indptr;      ///< [nodes + 1]; borrowed when NG_INT64, converted (copied) if NG_INT32
+  ng_int_type indptr_type; ///< element type of indptr
+  const void *indices;     ///< [indptr[nodes]] node ids; borrowed (either type)
+  ng_int_type index_type;  ///< element type of indices (and of the edge list)
+  /* ... or as an edge list: edge e carries messages from edge_src[e] to edge_dst[e] (PyG's
+   * edge_index[0] and [1]). The library builds the CSR (row = destination, neighbours in the
+   * order of the list, duplicates and self loops kept) into memory the dataset owns; the lists
+   * themselves are only read during the call. */
+  const void *edge_src;   ///< [edges] source ids, of index_type
+  const void *edge_dst;   ///< [edges] destination ids, of index_type
+  int64_t edges;          ///< number of edges in the list (ignored for a CSR)
+  int32_t undirected;     ///< edge list: add every edge in both directions; CSR: records the flag
+  const float *features;  ///< [nodes, feature_dim] row-major float32; borrowed; NULL: none
+  int64_t feature_dim;    ///< columns of features (0 when features is NULL)
+  const void *labels;     ///< [nodes], -1 = unlabelled; borrowed if NG_INT32, copied if NG_INT64
+  ng_int_type label_type; ///< element type of labels
+  int32_t classes;        ///< number of classes; 0: the largest label + 1
+  const void *split[3];   ///< train, val and test node ids (NULL: empty split)
+  int64_t split_size[3];  ///< their lengths
+  ng_int_type split_type; ///< element type of the split ids: borrowed if NG_INT64, else copied
+  int32_t check_features; ///< scan every feature value for NaN/Inf (else a sample of rows)
+} ng_dataset_arrays;
+#define NG_DATASET_ARRAYS_INIT                                                                     \
+  {                                                                                                \
+    sizeof(ng_dataset_arrays), NULL, 0, NULL, NG_INT64, NULL, NG_INT64, NULL, NULL, 0, 0, NULL, 0, \
+        NULL, NG_INT32, 0, {NULL, NULL, NULL}, {0, 0, 0}, NG_INT64, 0                              \
+  }
+
+/// Makes a dataset from caller-owned arrays without copying them (see ng_dataset_arrays for the
+/// exceptions), validated as ng_dataset_open validates a folder: CSR structure and id ranges,
+/// label range, disjoint and labelled splits, finite features (messages name the array). `a` is
+/// borrowed for the call; the arrays it points to, as its comments say. Close with
+/// ng_dataset_close. On failure *out is NULL.
+ng_status ng_dataset_from_arrays(ng_dataset_t *out, const ng_dataset_arrays *a);
+/// The feature table a dataset reads: its mapping of features.npy, or the caller's array of
+/// ng_dataset_from_arrays (the same pointer). Borrowed, valid while `ds` is open; NULL in *out
+/// when the dataset has no features.
+ng_status ng_dataset_features(const float **out, ng_dataset_t ds);
+/// The node ids of split `split` (0 train, 1 val, 2 test, as ng_split) into *ids (borrowed, valid
+/// while `ds` is open; NULL when the split is empty) and their number into *n.
+ng_status ng_dataset_split(const int64_t **ids, int64_t *n, ng_dataset_t ds, int split);
 
 /// Options of ng_dataset_generate(): a degree-corrected power-law graph whose node classes
 /// correlate with both its edges (homophily) and its features, so a GNN can learn it and a
@@ -262,8 +323,12 @@ typedef enum {
 /// One layer (hop) of a model. Layers are added from the input towards the output; the last
 /// layer's out_dim is the number of classes.
 typedef struct {
-  size_t size;              ///< sizeof(ng_layer_opts)
-  int32_t fanout;           ///< neighbours sampled per node for this hop in training (-1 = all)
+  size_t size; ///< sizeof(ng_layer_opts)
+  /// Neighbours sampled per node for this layer's hop in training (-1 = all). Layers go from
+  /// the input, so the last layer samples the targets' own neighbours: `neargnn train
+  /// --fanouts 25,10` (hops from the targets outwards, as PyG's num_neighbors) is the last
+  /// layer with 25 and the input layer with 10.
+  int32_t fanout;
   ng_aggregator aggregator; ///< e.g. NG_AGGREGATOR_MEAN; GCN layers use NG_AGGREGATOR_GCN
   int64_t out_dim;          ///< output columns
   ng_activation activation; ///< applied after the layer (usually RELU except on the last layer)
@@ -286,6 +351,17 @@ ng_status ng_model_add_layer(ng_model_t model, const ng_layer_opts *layer);
 ng_status ng_model_shape(int32_t *layers, int64_t *params, ng_model_t model);
 /// Destroys a model; NULL is accepted. A model used by a trainer must outlive it.
 void ng_model_destroy(ng_model_t model);
+/// The kind and input columns of a model; either pointer may be NULL.
+ng_status ng_model_kind_get(ng_model_kind *kind, int64_t *in_dim, ng_model_t model);
+/// The options of layer `layer` (0 = the input layer) of `model` into *out; out->size must be
+/// set (NG_LAYER_OPTS_INIT).
+ng_status ng_model_layer_get(ng_layer_opts *out, ng_model_t model, int32_t layer);
+/// Builds the model a checkpoint was trained with (kind, input columns, every layer's options),
+/// from the settings ng_trainer_save records in it. NG_ERR_FORMAT for checkpoints written
+/// before neargnn recorded them (the message says how to re-save one).
+ng_status ng_model_from_checkpoint(ng_model_t *out, const char *path);
+/// A built-in aggregator's name ("mean", "sum", "max", "min", "gcn"), or "custom".
+const char *ng_aggregator_name(ng_aggregator aggregator);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Training                                                                                    */
@@ -508,6 +584,12 @@ ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t train
 /// Class predictions of all nodes (full-neighbour inference) into `out[nodes]`, indexed by the
 /// dataset's node ids.
 ng_status ng_trainer_predict(int32_t *out, ng_trainer_t trainer);
+/// Logits and/or predicted classes of `n` nodes (full-neighbour inference, computed once per
+/// parameter state and shared with ng_trainer_evaluate): `logits` [n, classes] row-major and
+/// `classes` [n], either may be NULL. `nodes` [n] are dataset node ids (borrowed); NULL means
+/// every node in id order (then n must be the number of nodes).
+ng_status ng_trainer_predict_nodes(float *logits, int32_t *classes, ng_trainer_t trainer,
+                                   const int64_t *nodes, int64_t n);
 /// Saves parameters, optimizer state, the epoch and iteration counters atomically as safetensors
 /// (PyTorch reads the weights with safetensors.torch.load_file; names are documented in
 /// docs/training.md).
@@ -519,6 +601,44 @@ ng_status ng_trainer_save(ng_trainer_t trainer, const char *path);
 /// tensor's CRC-32 and the counters' consistency are verified (NG_ERR_FORMAT naming the tensor
 /// or the values); checkpoints from before checksums load unverified.
 ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
+/// Loads only a checkpoint's parameters, for inference (ng_trainer_evaluate, _predict): no
+/// optimizer state, counters, seed or batch are read or checked, and the dataset may be another
+/// one with the same feature columns and classes (inductive use). The model's settings are
+/// checked as ng_trainer_load checks them.
+ng_status ng_trainer_load_weights(ng_trainer_t trainer, const char *path);
+
+/// What a checkpoint records about its run (ng_checkpoint_info_get).
+typedef struct {
+  size_t size;            ///< sizeof(ng_checkpoint_info), set by the caller
+  int32_t described;      ///< 1 when it records the model's settings (else the fields below
+                          ///< up to `classes` are 0 / empty)
+  ng_model_kind kind;     ///< the model's kind
+  int32_t layers;         ///< its number of layers
+  ng_normalize normalize; ///< the feature normalisation it was trained with
+  char dataset[64];       ///< the dataset's name
+  int64_t nodes;          ///< the dataset's nodes
+  int64_t feature_dim;    ///< its feature columns
+  int32_t classes;        ///< its classes
+  int64_t epochs_done;    ///< epochs trained
+  uint64_t seed;          ///< the run's seed
+  int64_t batch;          ///< its batch
+  ng_optimizer optimizer; ///< its optimizer
+} ng_checkpoint_info;
+#define NG_CHECKPOINT_INFO_INIT                                                                    \
+  {                                                                                                \
+    sizeof(ng_checkpoint_info), 0, NG_MODEL_SAGE, 0, NG_NORMALIZE_NONE, {0}, 0, 0, 0, 0, 0, 0,     \
+        NG_OPTIMIZER_ADAM                                                                          \
+  }
+/// Reads what checkpoint `path` records (metadata only; tensors are not verified).
+ng_status ng_checkpoint_info_get(ng_checkpoint_info *out, const char *path);
+/// The header line of the hybrid scheduler's decision log (ng_telemetry.decisions lines are in
+/// this CSV format).
+const char *ng_telemetry_decisions_header(void);
+/// Writes `data` as a NumPy .npy file (C order) atomically: NG_INT32 / NG_INT64 elements, or
+/// float32 when `is_float` is non-zero (then `type` is ignored). `shape` has `ndim` (1 or 2)
+/// entries; `data` is borrowed.
+ng_status ng_npy_save(const char *path, int is_float, ng_int_type type, int ndim,
+                      const int64_t *shape, const void *data);
 /// The number of epochs trained so far (including those restored by ng_trainer_load).
 int64_t ng_trainer_epochs_done(ng_trainer_t trainer);
 /// The number of hot-tier rows H of a trainer (rows [0, H) of the features are in device memory).

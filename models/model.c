@@ -449,3 +449,42 @@ ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, con
   int32_t *argbest = needs_argbest(L) ? take(&c, cells * sizeof(int32_t)) : NULL;
   return layer_forward(ex, l, L, blk, input, agg, argbest, false, out);
 }
+
+ng_status ng_model_kind_get(ng_model_kind *kind, int64_t *in_dim, ng_model_t m) {
+  NG_CHECK(ng__model_check(m));
+  if (kind)
+    *kind = m->kind;
+  if (in_dim)
+    *in_dim = m->in_dim;
+  return NG_OK;
+}
+
+ng_status ng_model_layer_get(ng_layer_opts *out, ng_model_t m, int32_t layer) {
+  NG_CHECK(ng__model_check(m));
+  if (!out || out->size < sizeof *out)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_model_layer_get: out missing or from an older header (NG_LAYER_OPTS_INIT)");
+  if (layer < 0 || layer >= m->n_layers)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_model_layer_get: layer %d of a model of %d layers",
+                   (int)layer, m->n_layers);
+  *out = m->layers[layer].o;
+  return NG_OK;
+}
+
+const char *ng_aggregator_name(ng_aggregator a) {
+  static const struct {
+    const char *name;
+    ng_aggregator a;
+  } builtin[] = {{"mean", NG_AGGREGATOR_MEAN},
+                 {"sum", NG_AGGREGATOR_SUM},
+                 {"max", NG_AGGREGATOR_MAX},
+                 {"min", NG_AGGREGATOR_MIN},
+                 {"gcn", NG_AGGREGATOR_GCN}};
+  for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
+    const ng_aggregator *b = &builtin[i].a;
+    if (b->reduce == a.reduce && b->edge_weight == a.edge_weight && b->finalize == a.finalize &&
+        (b->self_loop != 0) == (a.self_loop != 0))
+      return builtin[i].name;
+  }
+  return "custom";
+}

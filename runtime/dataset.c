@@ -494,7 +494,7 @@ static int64_t row_of(const int64_t *indptr, int64_t nodes, int64_t e) {
 }
 
 static ng_status check_csr(const struct ng_dataset *ds) {
-  const int64_t *indptr = ds->arrays[NG_ARR_INDPTR].data;
+  const int64_t *indptr = ds->csr.indptr;
   const char *f = NG_ARRAY_FILE[NG_ARR_INDPTR];
   int64_t nodes = ds->info.nodes, edges = ds->info.edges;
   if (indptr[0] != 0)
@@ -517,7 +517,8 @@ static ng_status check_csr(const struct ng_dataset *ds) {
                    ds->dir, f, (long long)nodes, (long long)indptr[nodes], (long long)edges);
 
   f = NG_ARRAY_FILE[NG_ARR_INDICES];
-  range_ctx ic = {ds->arrays[NG_ARR_INDICES].data, nodes, 0};
+  range_ctx ic = {ds->csr.idx64 ? (const void *)ds->csr.idx64 : (const void *)ds->csr.idx32, nodes,
+                  0};
   bad = first_bad(edges, ds->info.index_bytes == 8 ? scan_range_i64 : scan_range_i32, &ic);
   if (bad >= 0)
     return ng__err(NG_ERR_FORMAT,
@@ -702,6 +703,14 @@ static ng_status sample_features(const struct ng_dataset *ds) {
 
 /* ---- the public API ---- */
 
+ng_status ng__dataset_validate(const struct ng_dataset *ds, bool all_features) {
+  NG_CHECK(check_csr(ds));
+  NG_CHECK(check_labels(ds));
+  NG_CHECK(check_splits(ds));
+  NG_CHECK(check_orig_ids(ds));
+  return all_features ? check_features(ds) : sample_features(ds);
+}
+
 ng_status ng__dataset_check(ng_dataset_t ds) {
   if (!ds)
     return ng__err(NG_ERR_INVALID_ARG, "dataset handle is NULL; open one with ng_dataset_open");
@@ -717,6 +726,8 @@ void ng_dataset_close(ng_dataset_t ds) {
     return;
   for (int i = 0; i < NG_ARR_COUNT_; i++)
     ng__npy_close(&ds->arrays[i]);
+  for (size_t i = 0; i < NG_ARRAY_LEN(ds->owned); i++)
+    ng__big_free(ds->owned[i].ptr, ds->owned[i].bytes);
   free(ds->dir);
   ds->magic = 0;
   free(ds);
@@ -785,14 +796,7 @@ ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts
   for (int s = 0; s < 3; s++)
     ds->split[s] = ds->arrays[NG_ARR_TRAIN + s].data;
 
-  NG_CHECK_GOTO(st, check_csr(ds), fail);
-  NG_CHECK_GOTO(st, check_labels(ds), fail);
-  NG_CHECK_GOTO(st, check_splits(ds), fail);
-  NG_CHECK_GOTO(st, check_orig_ids(ds), fail);
-  if (o.check_features)
-    NG_CHECK_GOTO(st, check_features(ds), fail);
-  else
-    NG_CHECK_GOTO(st, sample_features(ds), fail);
+  NG_CHECK_GOTO(st, ng__dataset_validate(ds, o.check_features != 0), fail);
 
   ds->magic = NG_DATASET_MAGIC;
   *out = ds;

@@ -46,7 +46,19 @@ struct ng_dataset {
   const float *features;        ///< NULL when feature_dim == 0
   const int32_t *labels;        ///< NULL when classes == 0
   const int64_t *split[3];      ///< train, val, test ids (NULL when empty)
+  /// Buffers a dataset built from memory owns (ng_dataset_from_arrays: a CSR built from an
+  /// edge list, converted labels or ids), freed with ng__big_free on close; {NULL, 0} when unused.
+  struct {
+    void *ptr;
+    size_t bytes;
+  } owned[6];
 };
+
+/// Checks what the library relies on in an assembled dataset (info, csr, labels, split and
+/// orig_id pointers): the CSR's structure and id ranges, labels within [-1, classes), splits
+/// in range, disjoint and labelled, orig ids non-negative, and the features finite (every value
+/// with `all_features`, else a fixed sample of rows). Messages name `ds->dir` as the folder.
+ng_status ng__dataset_validate(const struct ng_dataset *ds, bool all_features);
 
 /// Checks a handle at the API edge: NULL or closed handles are reported, not followed.
 ng_status ng__dataset_check(ng_dataset_t ds);

@@ -1,4 +1,5 @@
 /* The trainer: epochs of sampled mini-batches, full-neighbour evaluation and checkpoints. */
+#include "checkpoint_impl.h"
 #include "dataset_impl.h"
 #include "model_impl.h"
 #include "ng_cpu.h"
@@ -19,7 +20,6 @@
 #include <zlib.h>
 
 #define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
-#define NG_CHECKPOINT_FORMAT "neargnn-checkpoint"
 #define NG_CHECKPOINT_VERSION 1
 /* Threads of the sample feed with a device sampler: two lanes hide most of the device's round
  * trips behind each other (docs/sampling.md). */
@@ -955,6 +955,38 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t t) {
   return NG_OK;
 }
 
+ng_status ng_trainer_predict_nodes(float *logits, int32_t *classes, ng_trainer_t t,
+                                   const int64_t *nodes, int64_t n) {
+  NG_CHECK(trainer_check(t));
+  const int64_t all = t->ds->info.nodes, k = t->ds->info.classes;
+  if (n < 0 || (!nodes && n != all) || (n > 0 && !logits && !classes))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_trainer_predict_nodes: %lld nodes %s; give node ids, or NULL and every "
+                   "node (%lld), and logits or classes to fill",
+                   (long long)n, nodes ? "given" : "without ids", (long long)all);
+  for (int64_t i = 0; nodes && i < n; i++)
+    if (nodes[i] < 0 || nodes[i] >= all)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "ng_trainer_predict_nodes: nodes[%lld] = %lld is not a node id in [0, %lld)",
+                     (long long)i, (long long)nodes[i], (long long)all);
+  NG_CHECK(infer_all(t));
+#pragma omp parallel for schedule(static) num_threads(omp_threads(&t->opts)) if (n > 65536)
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t v = nodes ? nodes[i] : i;
+    const float *row = t->logits + v * k;
+    if (logits)
+      memcpy(logits + i * k, row, (size_t)k * sizeof(float));
+    if (classes) {
+      int32_t best = 0;
+      for (int64_t c = 1; c < k; c++)
+        if (row[c] > row[best])
+          best = (int32_t)c;
+      classes[i] = best;
+    }
+  }
+  return NG_OK;
+}
+
 /* ---- checkpoints ---- */
 
 /* CRC-32 (zlib's) of a tensor's bytes, in chunks that zlib's uInt length can hold. */
@@ -1028,7 +1060,7 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
       ts[n].data = states[i];
       ts[n].nbytes = bytes;
     }
-    ng_st_meta meta[12];
+    ng_st_meta meta[12 + NG_CKPT_DESC_MAX];
     memset(meta, 0, sizeof meta);
     ng__strlcpy(meta[0].key, "format", sizeof meta[0].key);
     ng__strlcpy(meta[0].value, NG_CHECKPOINT_FORMAT, sizeof meta[0].value);
@@ -1048,7 +1080,11 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
     for (int i = 0; i < n; i++)
       at += (size_t)snprintf(meta[11].value + at, sizeof meta[11].value - at, "%s%08x",
                              i ? "," : "", (unsigned)tensor_crc(ts[i].data, ts[i].nbytes));
-    st = ng__st_write(path, ts, n, meta, (int)NG_ARRAY_LEN(meta));
+    /* The model's settings, the normalisation and the dataset: load checks them, and
+     * ng_model_from_checkpoint rebuilds the model from them. */
+    int n_meta =
+        12 + ng__ckpt_describe(meta + 12, NG_CKPT_DESC_MAX, m, t->opts.normalize, &t->ds->info);
+    st = ng__st_write(path, ts, n, meta, n_meta);
   }
   free(host);
   return st;
@@ -1080,8 +1116,12 @@ static ng_status meta_u64(uint64_t *out, const ng_st_file *f, const char *key, c
   return NG_OK;
 }
 
-ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
+/* ng_trainer_load, or with `weights_only` ng_trainer_load_weights: the parameters alone, without
+ * the checks and state that only resuming training needs. */
+static ng_status load_impl(ng_trainer_t t, const char *path, bool weights_only) {
   NG_CHECK(trainer_check(t));
+  if (!path || !*path)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_load: no path");
   drop_logits(t); /* even a failed load may have replaced some parameters */
   ng_st_file f;
   NG_CHECK(ng__st_open(&f, path));
@@ -1103,6 +1143,13 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   NG_CHECK_GOTO(st, meta_int(&batch, &f, "batch", path), done);
   uint64_t seed = 0;
   NG_CHECK_GOTO(st, meta_u64(&seed, &f, "seed", path), done);
+  NG_CHECK_GOTO(st, ng__ckpt_check(&f, path, m, t->opts.normalize, &t->ds->info, weights_only),
+                done);
+  const int64_t n_train = t->ds->info.train, iters = epoch_iters(n_train, batch);
+  long long base_epochs = 0, base_step = 0;
+  const bool has_base = ng__st_meta(&f, "base_epochs") || ng__st_meta(&f, "base_step");
+  if (weights_only)
+    goto counters_checked;
   /* Every later epoch's order, samples and dropout derive from the seed: another one would
    * continue a different run than the one the checkpoint holds. */
   if (seed != t->opts.seed) {
@@ -1123,7 +1170,6 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   }
   /* The counters must agree with each other: an edited or damaged epochs_done would otherwise
    * skip epochs or report epochs that were never trained. */
-  const int64_t n_train = t->ds->info.train, iters = epoch_iters(n_train, batch);
   if (iteration >= iters) {
     st = ng__err(NG_ERR_FORMAT,
                  "%s: checkpoint metadata iteration %lld is out of range: an epoch of %lld "
@@ -1131,8 +1177,6 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
                  path, iteration, (long long)n_train, batch, (long long)iters);
     goto done;
   }
-  long long base_epochs = 0, base_step = 0;
-  const bool has_base = ng__st_meta(&f, "base_epochs") || ng__st_meta(&f, "base_step");
   if (has_base) {
     NG_CHECK_GOTO(st, meta_int(&base_epochs, &f, "base_epochs", path), done);
     NG_CHECK_GOTO(st, meta_int(&base_step, &f, "base_step", path), done);
@@ -1159,6 +1203,7 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
                    path, epochs, iteration, epochs + iteration, step);
     goto done;
   }
+counters_checked:;
   /* Per-tensor CRC-32s; checkpoints written before they existed load unverified. */
   uint32_t sums[CKPT_MAX_TENSORS];
   int n_sums = -1;
@@ -1186,8 +1231,8 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
       goto done;
     }
   }
-  if (version != NG_CHECKPOINT_VERSION || kind != m->kind || opt != t->opts.optimizer ||
-      epochs < 0 || step < 0) {
+  if (version != NG_CHECKPOINT_VERSION || kind != m->kind ||
+      (!weights_only && opt != t->opts.optimizer) || epochs < 0 || step < 0) {
     st = ng__err(NG_ERR_FORMAT,
                  "%s: checkpoint (version %lld, model %lld, optimizer %lld) does not match this "
                  "trainer (version %d, model %d, optimizer %d)",
@@ -1208,7 +1253,7 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
                  "%s: checkpoint metadata 'checksums' lists %d tensors but this model's "
                  "checkpoint has %d",
                  path, n_sums, np + 2);
-  for (int i = 0; i < np + 2 && st == NG_OK; i++) {
+  for (int i = 0; i < (weights_only ? np : np + 2) && st == NG_OK; i++) {
     char name[64];
     int64_t n =
         i < np ? (pt[i].ndim == 2 ? pt[i].shape[0] * pt[i].shape[1] : pt[i].shape[0]) : m->n_params;
@@ -1243,12 +1288,12 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
   }
   if (st == NG_OK)
     st = t->be->iface->copy_h2d(t->be, t->ex.params, host, bytes);
-  if (st == NG_OK)
+  if (st == NG_OK && !weights_only)
     st = t->be->iface->copy_h2d(t->be, t->ex.state1, host + m->n_params, bytes);
-  if (st == NG_OK)
+  if (st == NG_OK && !weights_only)
     st = t->be->iface->copy_h2d(t->be, t->ex.state2, host + 2 * m->n_params, bytes);
   free(host);
-  if (st == NG_OK) {
+  if (st == NG_OK && !weights_only) {
     t->epochs_done = epochs;
     t->step.steps = step;
     t->iter_done = iteration;
@@ -1267,4 +1312,12 @@ ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
 done:
   ng__st_close(&f);
   return st;
+}
+
+ng_status ng_trainer_load(ng_trainer_t t, const char *path) {
+  return load_impl(t, path, false);
+}
+
+ng_status ng_trainer_load_weights(ng_trainer_t t, const char *path) {
+  return load_impl(t, path, true);
 }

@@ -3,7 +3,8 @@
 #   bash scripts/test.sh            set-up, format check, release + CUDA-compile build and tests,
 #                                   sanitizer builds and tests (asan: all, tsan: the threaded
 #                                   suites), a short fuzzing run
-#   NG_TEST_QUICK=1 bash scripts/test.sh   only the release build and its tests
+#   NG_TEST_QUICK=1 bash scripts/test.sh   only the release build, its tests and the install
+#                                          check
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -23,6 +24,8 @@ cmake --preset default -DNG_WERROR=ON >/dev/null
 cmake --build --preset default -j "$jobs"
 step "tests (preset default)"
 ctest --preset default -j "$jobs"
+step "install into a temporary prefix, build examples/ with pkg-config and find_package"
+bash scripts/check_install.sh build/default
 
 if [ "${NG_TEST_QUICK:-0}" = 1 ]; then
   exit 0
