@@ -8,6 +8,7 @@
 # shellcheck source=tests/lib_cli.sh
 . "$(dirname "$0")/lib_cli.sh"
 DATA=${NG_DATA_DIR:-../shared/data}
+# NG_SERVE_DEVICE=cuda runs the server on the GPU (the GPU machine's check; CI uses the CPU).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 command -v curl >/dev/null || { echo "FAIL: curl is not installed (scripts/setup.sh)" >&2; exit 1; }
 
@@ -26,7 +27,8 @@ BASE=
 # start_server ARGS...: starts serve in the background on a free port; sets PID, URL, BASE.
 start_server() {
   "$BIN" serve --dataset "$TMP/cora" --checkpoint "$TMP/ck.st" "${model[@]}" --host 127.0.0.1 \
-    --port 0 --threads 2 --workers 1 "$@" >"$TMP/serve.out" 2>"$TMP/serve.err" &
+    --port 0 --threads 2 --workers 1 --device "${NG_SERVE_DEVICE:-cpu}" "$@" >"$TMP/serve.out" \
+    2>"$TMP/serve.err" &
   PID=$!
   URL=
   for _ in $(seq 1 1200); do
