@@ -310,7 +310,9 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
       st, ng__store_hot_rows(&e->hot, e->be, info->nodes, dim, o.cache_bytes, o.cache_ratio), fail);
   NG_CHECK_GOTO(st,
                 ng__store_open(&e->store, e->be, e->base_x, info->nodes, dim, e->hot,
-                               e->mode == NG_MODE_ZEROCOPY ? NG_FETCH_ZCOPY : NG_FETCH_BATCH,
+                               e->mode == NG_MODE_ZEROCOPY || e->mode == NG_MODE_HYBRID
+                                   ? NG_FETCH_ZCOPY
+                                   : NG_FETCH_BATCH,
                                e->features_owned == NULL),
                 fail);
   e->store_open = true;
@@ -469,7 +471,15 @@ static void *carve(char *base, size_t *at, size_t bytes) {
   return p;
 }
 
-typedef enum { FETCH_TRANSFER, FETCH_ZCOPY, FETCH_PARTIAL } fetch_kind;
+/* FETCH_AUTO (HYBRID's ordinary batches): PARTIAL when the batch has enough cold edges and
+ * aggregating them near the data at least halves what crosses PCIe, else ZCOPY (see forward). */
+typedef enum { FETCH_TRANSFER, FETCH_ZCOPY, FETCH_PARTIAL, FETCH_AUTO } fetch_kind;
+
+/* FETCH_AUTO's rule: partial aggregation when the cold edges are at least this many and at
+ * least twice the destinations (a state per destination then replaces two rows or more). Below
+ * it, handing the batch to the CPU threads costs more than the device's zero-copy reads. The
+ * serving benchmark on W4 (eval/results/2026-11-25-h100-serve.md) chose it. */
+#define AUTO_PARTIAL_MIN_EDGES 256
 
 /* The cold edges' partial state of destinations [0, nd) on the host: each destination reduced
  * over its cold edges in edge order, in the operation order of cpu/kernels_impl.h (so the device
@@ -594,6 +604,8 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
 
   const size_t row_b = (size_t)dim * sizeof(float);
   const float *zc_table = e->store.host_dev ? e->store.host_dev : B->host_memory ? e->base_x : NULL;
+  if (how == FETCH_AUTO)
+    how = nc >= AUTO_PARTIAL_MIN_EDGES && nc >= 2 * (int64_t)nd ? FETCH_PARTIAL : FETCH_ZCOPY;
   if (how == FETCH_ZCOPY && !zc_table)
     how = FETCH_TRANSFER;
 
@@ -790,7 +802,9 @@ static fetch_kind strategy(const ng_engine *e, bool hub) {
     return FETCH_ZCOPY;
   case NG_MODE_PARTIAL:
     return FETCH_PARTIAL;
-  default: /* CPU, HYBRID, HYBRID_STATIC */
+  case NG_MODE_HYBRID:
+    return hub ? FETCH_PARTIAL : FETCH_AUTO;
+  default: /* CPU, HYBRID_STATIC */
     return hub ? FETCH_PARTIAL : FETCH_TRANSFER;
   }
 }
