@@ -27,7 +27,7 @@ def quantiles(values):
     if not values:
         return {}
     v = sorted(values)
-    return {f"p{q}": ref.percentile(v, q / 100.0) * 1e3 for q in (50, 90, 99, 99.9)}
+    return {f"p{q}": ref.percentile(v, q) * 1e3 for q in (50, 90, 99, 99.9)}
 
 
 def main(argv=None):
