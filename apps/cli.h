@@ -41,6 +41,7 @@ int cmd_info(int argc, char **argv);
 int cmd_reorder(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
 /* ---- options (args.c) ---- */

@@ -14,6 +14,7 @@ static const cli_command COMMANDS[] = {
     {"reorder", "renumber a dataset so that its hot nodes come first", cmd_reorder},
     {"train", "train a GraphSAGE or GCN model on a dataset", cmd_train},
     {"demo", "generate a graph and train on it (the quick tour)", cmd_demo},
+    {"embed", "write embeddings or logits of a trained model (layer-wise inference)", cmd_embed},
     {"version", "show the version and build features", cmd_version},
     {"help", "show the help of a command", cmd_help},
 };
