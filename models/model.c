@@ -459,6 +459,11 @@ static void eval_carve(carve *c, const ng_layer *L, int64_t nd, float **agg, int
 
 ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, const float *input,
                               float *out) {
+  return ng__exec_layer_eval_self(ex, l, blk, input, input, out);
+}
+
+ng_status ng__exec_layer_eval_self(ng_model_exec *ex, int l, const ng_block *blk,
+                                   const float *input, const float *self, float *out) {
   const ng_layer *L = &ex->model->layers[l];
   const int64_t in = L->in_dim, outd = L->out_dim, nd = blk->n_dst, T = NG_EVAL_TILE_ROWS;
   carve c = {NULL, 0};
@@ -474,13 +479,13 @@ ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, con
   for (int64_t r0 = 0; r0 < nd; r0 += T) {
     const int64_t len = NG_MIN(T, nd - r0);
     if (len == T) {
-      NG_CHECK(layer_dense(ex, l, L, T, input + r0 * in, agg + r0 * in, out + r0 * outd));
+      NG_CHECK(layer_dense(ex, l, L, T, self + r0 * in, agg + r0 * in, out + r0 * outd));
       continue;
     }
     const size_t rows_in = (size_t)len * (size_t)in * sizeof(float);
     NG_CHECK(BE(ex)->fill(ex->be, pad_self, T * in, 0.0f));
     NG_CHECK(BE(ex)->fill(ex->be, pad_agg, T * in, 0.0f));
-    NG_CHECK(BE(ex)->copy_d2d(ex->be, pad_self, input + r0 * in, rows_in));
+    NG_CHECK(BE(ex)->copy_d2d(ex->be, pad_self, self + r0 * in, rows_in));
     NG_CHECK(BE(ex)->copy_d2d(ex->be, pad_agg, agg + r0 * in, rows_in));
     NG_CHECK(layer_dense(ex, l, L, T, pad_self, pad_agg, pad_out));
     NG_CHECK(BE(ex)->copy_d2d(ex->be, out + r0 * outd, pad_out,

@@ -100,5 +100,11 @@ ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp);
 /// Uses ex's arena for temporaries.
 ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, const float *input,
                               float *out);
+/// ng__exec_layer_eval with the destinations' own rows apart: the aggregation reads the rows of
+/// `input` that the block's indices name (any rows of a table: n_src need only bound them; not
+/// for aggregators with a self loop, which read input[d]), and the node's own rows (GraphSAGE's
+/// self term) are self [n_dst, in_dim].
+ng_status ng__exec_layer_eval_self(ng_model_exec *ex, int l, const ng_block *blk,
+                                   const float *input, const float *self, float *out);
 
 #endif /* NG_MODEL_IMPL_H */
