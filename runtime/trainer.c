@@ -81,6 +81,9 @@ struct ng_trainer {
   growbuf labels, eval_out;    /* backend memory */
   growbuf stage, stage_labels; /* host staging for backends with their own memory */
   char *temp_dir;              /* inference's temporary files (ng_train_opts.temp_dir, copied) */
+  /* [val + test, classes]: the logits of the validation then the test split, or NULL. One
+   * inference over both receptive fields serves both evaluations (they overlap mostly). */
+  float *eval_logits;
   ng_memory_estimate mem;      /* the estimate the trainer was created under */
 };
 
@@ -479,8 +482,8 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
                mem_mul(nodes, info->classes ? 4 : 0) +
                mem_mul((double)(info->train + info->val + info->test), 8);
   /* One mini-batch: the targets, then each hop's sources (fanout, or the mean degree for all
-   * neighbours), at most every node; the input layer's rows are its package at worst (BATCH,
-   * every row cold), plus the blocks' arrays. */
+   * neighbours), at most every node; the input layer's cold rows are in its package at worst
+   * (BATCH: the cold share of the rows), plus the blocks' arrays and ids. */
   const double batch = (double)(o.batch > 0 ? NG_MIN(o.batch, info->train) : info->train);
   double rows = batch, edges = 0.0, ids = batch;
   for (int l = m->n_layers - 1; l >= 0; l--) {
@@ -489,7 +492,9 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
     rows = NG_MIN(nodes, rows * (1.0 + f));
     ids += rows;
   }
-  e.package_bytes = mem_mul(rows, dim * 4.0 + 8.0) + mem_mul(edges, 16.0) + mem_mul(ids, 8.0);
+  const double cold = nodes > 0 ? (nodes - (double)hot) / nodes : 0.0;
+  e.package_bytes =
+      mem_mul(rows, dim * 4.0 * cold + 8.0) + mem_mul(edges, 16.0) + mem_mul(ids, 8.0);
   int workers = 0;
   if (o.workers >= 0)
     NG_CHECK(resolve_workers(&workers, o.workers, o.cpuset));
@@ -668,6 +673,8 @@ static void drop_logits(ng_trainer_t t) {
   if (t->logits)
     ng__big_free(t->logits, logits_bytes(t));
   t->logits = NULL;
+  free(t->eval_logits);
+  t->eval_logits = NULL;
 }
 
 int64_t ng_trainer_hot_rows(ng_trainer_t t) {
@@ -969,6 +976,32 @@ ng_status ng_trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int
   return ng__infer(out, &c, layer, nodes, nodes ? n : t->ds->info.nodes, NULL);
 }
 
+/* The logits of the validation and the test split (t->eval_logits), by one inference over both
+ * receptive fields. */
+static ng_status infer_eval_splits(ng_trainer_t t) {
+  const ng_dataset_info *info = &t->ds->info;
+  const int64_t n = info->val + info->test;
+  int64_t *ids = ng__malloc((size_t)NG_MAX(n, 1) * sizeof *ids, "the evaluation ids");
+  float *logits = ng__malloc((size_t)NG_MAX(n, 1) * (size_t)info->classes * sizeof(float),
+                             "the logits of the evaluation splits");
+  ng_status st = ids && logits ? NG_OK : NG_ERR_NOMEM;
+  if (st == NG_OK) {
+    if (info->val)
+      memcpy(ids, t->ds->split[NG_SPLIT_VAL], (size_t)info->val * sizeof *ids);
+    if (info->test)
+      memcpy(ids + info->val, t->ds->split[NG_SPLIT_TEST], (size_t)info->test * sizeof *ids);
+    const ng_infer_ctx c = infer_ctx(t, NULL);
+    st = ng__infer(logits, &c, t->model->n_layers - 1, ids, n, NULL);
+  }
+  free(ids);
+  if (st != NG_OK) {
+    free(logits);
+    return st;
+  }
+  t->eval_logits = logits;
+  return NG_OK;
+}
+
 ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng_split split) {
   NG_CHECK(trainer_check(t));
   if ((unsigned)split > NG_SPLIT_TEST)
@@ -987,20 +1020,32 @@ ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng
   if (t->logits) { /* every node's logits are there already (ng_trainer_predict) */
     st = gather_inputs(t, t->logits, info->classes, ids, n, &t->eval_out);
   } else {
-    /* Only the split's receptive field (layer-wise, runtime/infer.c), into backend memory. */
+    /* Only the split's receptive field (layer-wise, runtime/infer.c), into backend memory; the
+     * validation and test splits together, kept until the parameters change. */
     const size_t bytes = (size_t)n * (size_t)info->classes * sizeof(float);
-    float *host = ng__big_alloc(bytes, "the logits of a split");
-    if (!host)
-      return NG_ERR_NOMEM;
-    const ng_infer_ctx c = infer_ctx(t, NULL);
-    st = ng__infer(host, &c, t->model->n_layers - 1, ids, n, NULL);
+    const float *host = NULL;
+    float *own = NULL;
+    if (split == NG_SPLIT_TRAIN) {
+      own = ng__malloc(NG_MAX(bytes, (size_t)1), "the logits of the training split");
+      if (!own)
+        return NG_ERR_NOMEM;
+      const ng_infer_ctx c = infer_ctx(t, NULL);
+      st = ng__infer(own, &c, t->model->n_layers - 1, ids, n, NULL);
+      host = own;
+    } else {
+      if (!t->eval_logits)
+        st = infer_eval_splits(t);
+      host = t->eval_logits ? t->eval_logits + (split == NG_SPLIT_TEST ? info->val : 0) *
+                                                   (int64_t)info->classes
+                            : NULL;
+    }
     if (st == NG_OK)
       st = grow(t->be, &t->eval_out, bytes);
     if (st == NG_OK && t->be->iface->host_memory)
       memcpy(t->eval_out.ptr, host, bytes);
     else if (st == NG_OK)
       st = t->be->iface->copy_h2d(t->be, t->eval_out.ptr, host, bytes);
-    ng__big_free(host, bytes);
+    free(own);
   }
   if (st == NG_OK)
     st = gather_labels(t, ids, n);
