@@ -84,7 +84,7 @@ struct ng_trainer {
   /* [val + test, classes]: the logits of the validation then the test split, or NULL. One
    * inference over both receptive fields serves both evaluations (they overlap mostly). */
   float *eval_logits;
-  ng_memory_estimate mem;      /* the estimate the trainer was created under */
+  ng_memory_estimate mem; /* the estimate the trainer was created under */
 };
 
 static void drop_logits(ng_trainer_t t);
@@ -508,16 +508,22 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   e.staging = mem_mul(NG_MAX(workers, 1), per_worker) + e.package_bytes;
   /* Inference: two layer outputs in memory (or their trimmed file pages), two chunks of input
    * rows and blocks, and the logits of every node (predictions). */
-  int64_t widest = info->feature_dim;
-  for (int l = 0; l < m->n_layers; l++)
-    widest = NG_MAX(widest, m->layers[l].out_dim);
+  /* Intermediate layers (all but the last) are buffered, two at a time; chunks gather inputs
+   * at most as wide as the widest layer input. */
+  int64_t widest = info->feature_dim, hidden = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    widest = NG_MAX(widest, m->layers[l].in_dim);
+    if (l + 1 < m->n_layers)
+      hidden = NG_MAX(hidden, m->layers[l].out_dim);
+  }
   const int64_t limit = o.infer_host_bytes > 0   ? o.infer_host_bytes
                         : o.infer_host_bytes < 0 ? (int64_t)64 << 20
                                                  : NG_INFER_HOST_BYTES_DEFAULT;
   const double chunk_rows = NG_MIN(nodes, (double)o.eval_chunk * (1.0 + avg_deg));
-  e.inference = 2 * NG_MIN(mem_mul(nodes, (double)widest * 4.0), limit) +
-                mem_mul(2.0 * chunk_rows, (double)widest * 4.0 + 16.0) +
-                mem_mul(2.0 * nodes, (double)info->classes * 4.0);
+  e.inference =
+      NG_MIN(mem_mul(nodes, (double)hidden * 4.0), limit) * (int64_t)NG_MIN(2, m->n_layers - 1) +
+      mem_mul(2.0 * chunk_rows, (double)widest * 4.0 + 16.0) +
+      mem_mul(2.0 * nodes, (double)info->classes * 4.0);
   e.allowance = MEM_ALLOWANCE;
   e.host_total = e.features + e.topology + e.staging + e.inference + e.allowance;
   if (cuda)
@@ -1035,8 +1041,8 @@ ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng
     } else {
       if (!t->eval_logits)
         st = infer_eval_splits(t);
-      host = t->eval_logits ? t->eval_logits + (split == NG_SPLIT_TEST ? info->val : 0) *
-                                                   (int64_t)info->classes
+      host = t->eval_logits ? t->eval_logits +
+                                  (split == NG_SPLIT_TEST ? info->val : 0) * (int64_t)info->classes
                             : NULL;
     }
     if (st == NG_OK)
