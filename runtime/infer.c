@@ -187,6 +187,7 @@ typedef struct {
   ng_block dblk;
   const float *self;
   ng_status st;
+  char err[512]; /* the producer thread's error message */
 } slot;
 
 typedef struct {
@@ -364,6 +365,9 @@ static ng_status produce(layer_job *j, slot *s) {
 static void *produce_main(void *arg) {
   produce_arg *a = arg;
   a->s->st = produce(a->job, a->s);
+  /* The detail is thread-local: it goes back with the status. */
+  if (a->s->st != NG_OK)
+    ng__strlcpy(a->s->err, ng_last_error(), sizeof a->s->err);
   return NULL;
 }
 
@@ -514,12 +518,13 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot sl
         stats->cold_rows += cur->split ? cur->n_cold : cur->mb.blocks[0].n_src;
       }
     }
-    if (started)
+    if (started) {
       pthread_join(th, NULL);
-    else if (k + 1 < chunks)
-      next->st = produce(j, next);
-    if (st == NG_OK)
-      st = next->st;
+      if (st == NG_OK && next->st != NG_OK)
+        st = ng__err(next->st, "%s", next->err);
+    } else if (k + 1 < chunks && st == NG_OK) {
+      st = produce(j, next);
+    }
     if (dst_buf && st == NG_OK)
       buf_trim(dst_buf, &dst_buf->dropped_at, (size_t)cur->n * out_row, c->host_bytes);
     /* The direct path's aggregation read the input's rows in place, on this thread. */
