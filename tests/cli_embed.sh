@@ -34,8 +34,9 @@ run 0 embed --checkpoint "$TMP/ck.safetensors" --dataset "$TMP/cora" "${model[@]
 $PY -c "import numpy; numpy.save('$TMP/nodes.npy', numpy.array([3, 2000, 17], dtype=numpy.int64))"
 run 0 embed --checkpoint "$TMP/ck.safetensors" --dataset "$TMP/cora" "${model[@]}" \
   --nodes "$TMP/nodes.npy" --out "$TMP/logits-sub.npy" --progress none
-ls "$TMP" | grep -q "neargnn-infer" && fail "a temporary file of inference was left behind"
-ls "$TMP" | grep -q "\.tmp-" && fail "a temporary output was left behind: $(ls "$TMP")"
+for f in "$TMP"/neargnn-infer* "$TMP"/*.tmp-*; do
+  [ -e "$f" ] && fail "a temporary file was left behind: $f"
+done
 
 $PY - "$TMP" <<'PY' || fail "embed's outputs disagree (see above)"
 import json, sys
