@@ -576,8 +576,8 @@ ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
 int64_t ng_trainer_epochs_done(ng_trainer_t trainer);
 /// The number of hot-tier rows H of a trainer (rows [0, H) of the features are in device memory).
 int64_t ng_trainer_hot_rows(ng_trainer_t trainer);
-/// Whether the trainer reads its own copy of the feature table (NG_FEATURES_COPY, or AUTO's
-/// choice, or a normalised copy) rather than the dataset's mapping; -1 for an invalid trainer.
+/// Whether the trainer reads its own copy of the feature table (NG_FEATURES_COPY, or a normalised
+/// copy) rather than the dataset's mapping (AUTO and MAPPED); -1 for an invalid trainer.
 int ng_trainer_features_copied(ng_trainer_t trainer);
 /// Parses "partial", "batch", "zcopy" or "auto".
 ng_status ng_fetch_parse(ng_fetch *out, const char *name);
