@@ -456,14 +456,18 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   const bool cuda = o.device && strcmp(o.device, "cuda") == 0;
   /* The hot tier: every row on the CPU backend (its memory is the host's). */
   int64_t hot = info->nodes;
-  if (cuda) {
+  /* On the cpu device a mode other than cpu (auto) simulates a tier of the given size, whose
+   * cold rows then travel in packages as on a GPU. */
+  const bool sized_tier = o.mode != NG_MODE_AUTO && o.mode != NG_MODE_CPU &&
+                          (o.cache_bytes > 0 || o.cache_ratio >= 0.0);
+  if (cuda || sized_tier) {
     ng_backend *own = NULL;
-    if (!be && o.cache_bytes <= 0 && o.cache_ratio < 0.0) {
+    if (cuda && !be && o.cache_bytes <= 0 && o.cache_ratio < 0.0) {
       NG_CHECK(make_backend(&own, &o));
       be = own;
     }
     ng_status st = NG_OK;
-    if (be)
+    if (be && cuda)
       st = ng__store_hot_rows(&hot, be, info->nodes, info->feature_dim, o.cache_bytes,
                               o.cache_ratio);
     else if (o.cache_bytes > 0)
@@ -485,16 +489,30 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
    * neighbours), at most every node; the input layer's cold rows are in its package at worst
    * (BATCH: the cold share of the rows), plus the blocks' arrays and ids. */
   const double batch = (double)(o.batch > 0 ? NG_MIN(o.batch, info->train) : info->train);
-  double rows = batch, edges = 0.0, ids = batch;
+  double rows = batch, edges = 0.0, ids = batch, dst0 = batch;
   for (int l = m->n_layers - 1; l >= 0; l--) {
     const double f = m->layers[l].o.fanout < 0 ? avg_deg : (double)m->layers[l].o.fanout;
     edges += rows * f;
+    dst0 = rows;
     rows = NG_MIN(nodes, rows * (1.0 + f));
     ids += rows;
   }
+  /* The feature rows a package holds, by who fetches: BATCH the cold share of the input rows,
+   * PARTIAL a state per destination (and its cold self row), ZCOPY none (ids only); the hybrid
+   * modes the larger of PARTIAL and their TRANSFER strategy. */
   const double cold = nodes > 0 ? (nodes - (double)hot) / nodes : 0.0;
+  const ng_mode mode = o.mode == NG_MODE_AUTO ? (cuda ? NG_MODE_HYBRID : NG_MODE_CPU) : o.mode;
+  const bool transfer_zcopy = ng__transfer_resolve(o.transfer, info->feature_dim) == NG_FETCH_ZCOPY;
+  const double batch_rows = rows * cold, partial_rows = 2.0 * dst0 * cold;
+  double pkg_rows = 0.0;
+  if (mode == NG_MODE_BASELINE)
+    pkg_rows = batch_rows;
+  else if (mode == NG_MODE_PARTIAL)
+    pkg_rows = partial_rows;
+  else if (mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC)
+    pkg_rows = NG_MAX(partial_rows, transfer_zcopy ? 0.0 : batch_rows);
   e.package_bytes =
-      mem_mul(rows, dim * 4.0 * cold + 8.0) + mem_mul(edges, 16.0) + mem_mul(ids, 8.0);
+      mem_mul(pkg_rows, dim * 4.0) + mem_mul(rows, 8.0) + mem_mul(edges, 16.0) + mem_mul(ids, 8.0);
   int workers = 0;
   if (o.workers >= 0)
     NG_CHECK(resolve_workers(&workers, o.workers, o.cpuset));
