@@ -44,6 +44,7 @@ int cmd_evaluate(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
 /* ---- options (args.c) ---- */

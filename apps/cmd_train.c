@@ -1,6 +1,8 @@
 /* Training subcommands: `train` (a model on a dataset folder) and `demo` (generate a graph, then
  * train on it: the README's main job). */
 #include "cli.h"
+/* embed maps its node list and writes its output through the npy layer (not public API yet). */
+#include "npy_impl.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -9,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
@@ -40,6 +43,8 @@ typedef struct {
   int sampler;
   const char *cpuset;
   double period_ms, threshold, telemetry_s, device_share;
+  int64_t max_host_memory, infer_host_bytes, eval_chunk;
+  const char *temp_dir;
 } train_cfg;
 
 /* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
@@ -55,6 +60,91 @@ static void runtime_defaults(train_cfg *c) {
   c->ready_window = d.ready_window;
   c->features_memory = (int)d.features_memory;
   c->device_share = d.device_share;
+  c->eval_chunk = d.eval_chunk;
+}
+
+/* The library's options for the configuration `c`. */
+static void train_opts_of(ng_train_opts *o, const train_cfg *c) {
+  *o = (ng_train_opts)NG_TRAIN_OPTS_INIT;
+  o->batch = c->batch;
+  o->lr = c->lr;
+  o->optimizer = (ng_optimizer)c->optimizer;
+  o->momentum = c->momentum;
+  o->seed = c->seed;
+  o->threads = c->threads;
+  o->device = c->device;
+  o->normalize = (ng_normalize)c->net.normalize;
+  o->features_memory = (ng_features_memory)c->features_memory;
+  o->mode = (ng_mode)c->mode;
+  o->transfer = (ng_fetch)c->transfer;
+  o->cache_bytes = c->cache_bytes;
+  o->cache_ratio = c->cache_ratio;
+  o->workers = c->workers;
+  o->partial_workers = c->partial_workers;
+  o->cpuset = c->cpuset;
+  o->period_ms = c->period_ms;
+  o->threshold = c->threshold;
+  o->telemetry_s = c->telemetry_s;
+  o->lookahead = c->lookahead;
+  o->ready_window = c->ready_window;
+  o->device_share = c->device_share;
+  o->precision = (ng_precision)c->precision;
+  o->sampler = (ng_sampler_kind)c->sampler;
+  o->op_profile_every = c->op_profile;
+  o->max_host_memory = c->max_host_memory;
+  o->infer_host_bytes = c->infer_host_bytes;
+  o->temp_dir = c->temp_dir;
+  o->eval_chunk = c->eval_chunk;
+}
+
+/* Peak resident memory of this process so far, in bytes (getrusage: KiB on Linux). */
+static int64_t peak_rss_bytes(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_maxrss * 1024 : 0;
+}
+
+static double gib(int64_t b) {
+  return (double)b / (double)((int64_t)1 << 30);
+}
+
+/* Prints the memory estimate (docs/memory.md) on stderr before the trainer allocates anything. */
+static ng_status print_estimate(ng_memory_estimate *e, ng_dataset_t ds, ng_model_t m,
+                                const ng_train_opts *o, const char *command) {
+  const ng_status st = ng_trainer_estimate_memory(e, ds, m, o);
+  if (st != NG_OK)
+    return st;
+  fprintf(stderr,
+          "neargnn %s: memory estimate %.2f GiB host = features %.2f + topology %.2f + staging "
+          "%.2f (%d workers x %d slots of %.1f MiB packages) + inference %.2f + allowance %.2f"
+          "; device %.2f GiB",
+          command, gib(e->host_total), gib(e->features), gib(e->topology), gib(e->staging),
+          (int)e->workers, (int)e->slots, (double)e->package_bytes / 1048576.0, gib(e->inference),
+          gib(e->allowance), gib(e->device));
+  if (o->max_host_memory > 0)
+    fprintf(stderr, "; limit %.2f GiB", gib(o->max_host_memory));
+  if (e->available > 0)
+    fprintf(stderr, "; %.2f GiB available", gib(e->available));
+  fputc('\n', stderr);
+  return NG_OK;
+}
+
+static void report_memory(cJSON *root, const ng_memory_estimate *e) {
+  cJSON *j = cJSON_AddObjectToObject(root, "memory");
+  if (!j)
+    return;
+  cJSON_AddNumberToObject(j, "features", (double)e->features);
+  cJSON_AddNumberToObject(j, "topology", (double)e->topology);
+  cJSON_AddNumberToObject(j, "staging", (double)e->staging);
+  cJSON_AddNumberToObject(j, "inference", (double)e->inference);
+  cJSON_AddNumberToObject(j, "allowance", (double)e->allowance);
+  cJSON_AddNumberToObject(j, "host_total", (double)e->host_total);
+  cJSON_AddNumberToObject(j, "device", (double)e->device);
+  cJSON_AddNumberToObject(j, "hot_rows", (double)e->hot_rows);
+  cJSON_AddNumberToObject(j, "workers", e->workers);
+  cJSON_AddNumberToObject(j, "slots", e->slots);
+  cJSON_AddNumberToObject(j, "package_bytes", (double)e->package_bytes);
+  cJSON_AddNumberToObject(j, "available", (double)e->available);
+  cJSON_AddNumberToObject(j, "peak_rss", (double)peak_rss_bytes());
 }
 
 /* --telemetry: the per-interval lines in one CSV file, the controller's decisions in another. */
@@ -393,32 +483,8 @@ static int parse_every(train_files *f, const char *command, const char *text) {
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
                         int progress, const train_files *f) {
   const char *checkpoint = f->checkpoint, *json = f->json;
-  ng_train_opts o = NG_TRAIN_OPTS_INIT;
-  o.batch = c->batch;
-  o.lr = c->lr;
-  o.optimizer = (ng_optimizer)c->optimizer;
-  o.momentum = c->momentum;
-  o.seed = c->seed;
-  o.threads = c->threads;
-  o.device = c->device;
-  o.normalize = (ng_normalize)c->net.normalize;
-  o.features_memory = (ng_features_memory)c->features_memory;
-  o.mode = (ng_mode)c->mode;
-  o.transfer = (ng_fetch)c->transfer;
-  o.cache_bytes = c->cache_bytes;
-  o.cache_ratio = c->cache_ratio;
-  o.workers = c->workers;
-  o.partial_workers = c->partial_workers;
-  o.cpuset = c->cpuset;
-  o.period_ms = c->period_ms;
-  o.threshold = c->threshold;
-  o.telemetry_s = c->telemetry_s;
-  o.lookahead = c->lookahead;
-  o.ready_window = c->ready_window;
-  o.device_share = c->device_share;
-  o.precision = (ng_precision)c->precision;
-  o.sampler = (ng_sampler_kind)c->sampler;
-  o.op_profile_every = c->op_profile;
+  ng_train_opts o;
+  train_opts_of(&o, c);
   o.trace_spans = f->trace ? TRACE_SPANS : 0;
   telemetry_files tf = {NULL, NULL};
   if (f->telemetry) {
@@ -435,7 +501,10 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   o.progress = note_progress;
   o.progress_ctx = &notes;
   ng_trainer_t t = NULL;
-  ng_status st = ng_trainer_create(&t, ds, m, &o);
+  ng_memory_estimate mem = NG_MEMORY_ESTIMATE_INIT;
+  ng_status st = print_estimate(&mem, ds, m, &o, command);
+  if (st == NG_OK)
+    st = ng_trainer_create(&t, ds, m, &o);
   if (st == NG_OK && f->resume) {
     ng_checkpoint_info ci = NG_CHECKPOINT_INFO_INIT;
     if (ng_checkpoint_info_get(&ci, f->resume) == NG_OK && !ci.described)
@@ -548,6 +617,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     report_op_profile(t, json ? r.root : NULL);
     if (json && r.root) {
       report_whole_run(r.root, t, &notes);
+      report_memory(r.root, &mem);
       add_accuracy(r.root, "val_acc", val);
       add_accuracy(r.root, "test_acc", test);
       cJSON_AddNumberToObject(r.root, "final_loss", last_loss);
@@ -617,8 +687,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                     "--telemetry: seconds per line"),                                              \
       CLI_OPT_CHOICE("features-memory", &(c)->features_memory, "M", FEATURES_MEMORY_NAMES,         \
                      "the host's feature table: mapped (the dataset's file, read in place), "      \
-                     "copy (into huge pages: faster random reads), auto = copy when it takes at "  \
-                     "most half the available memory"),                                            \
+                     "copy (into huge pages: faster random reads, counted twice in the memory "    \
+                     "estimate); auto = mapped"),                                                  \
       CLI_OPT_INT("lookahead", &(c)->lookahead, "N", 1, 3,                                         \
                   "packages copied to the device ahead of the one it computes (1 = double "       \
                   "buffering)"),                                                                   \
@@ -635,6 +705,16 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       CLI_OPT_INT("op-profile", &(c)->op_profile, "N", 0, INT32_MAX,                               \
                   "time every op of the device step on one iteration in N (device events) and "    \
                   "print the table at the end; 0 = off"),                                          \
+      CLI_OPT_BYTES("max-host-memory", &(c)->max_host_memory, "SIZE", 0,                           \
+                    "refuse a configuration whose host memory estimate (printed at the start, "    \
+                    "docs/memory.md) exceeds SIZE, e.g. 60G; 0 = no limit"),                       \
+      CLI_OPT_BYTES("infer-host-memory", &(c)->infer_host_bytes, "SIZE", 0,                        \
+                    "inference keeps a layer's outputs up to SIZE in memory, larger ones in a "    \
+                    "memory-mapped temporary file; 0 = 1G"),                                       \
+      CLI_OPT_STRING("temp-dir", &(c)->temp_dir, "DIR",                                            \
+                     "folder of inference's temporary files (default $TMPDIR or /tmp)"),           \
+      CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 1, INT32_MAX / 2,                           \
+                  "nodes per chunk in layer-wise full-neighbour inference"),                       \
       CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
                     "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
                     "auto"),                                                                       \
@@ -826,5 +906,234 @@ int cmd_demo(int argc, char **argv) {
   ng_dataset_close(ds);
   if (!keep)
     remove_tree(dir);
+  return rc;
+}
+
+/* ---- embed: layer-wise inference of a trained model ---- */
+
+/* The node ids of --nodes FILE: an int64 .npy ([n] or [n, 1]), or text with one id per line
+ * (blank lines and '#' comments skipped). */
+static ng_status read_node_ids(int64_t **out, int64_t *n, const char *path) {
+  *out = NULL;
+  *n = 0;
+  const size_t len = strlen(path);
+  if (len > 4 && strcmp(path + len - 4, ".npy") == 0) {
+    ng_npy a;
+    NG_CHECK(ng__npy_map(&a, path, false));
+    ng_status st = NG_OK;
+    const int64_t count = ng__npy_count(&a.hdr);
+    if (a.hdr.dtype != NG_DTYPE_I64 || a.hdr.ndim < 1 || a.hdr.ndim > 2 ||
+        (a.hdr.ndim == 2 && a.hdr.shape[1] != 1)) {
+      st = ng__err(NG_ERR_FORMAT, "%s: node ids must be int64 of shape [n] or [n, 1]", path);
+    } else if (!(*out = malloc((size_t)NG_MAX(count, 1) * sizeof **out))) {
+      st = ng__err(NG_ERR_NOMEM, "%s: out of memory for %" PRId64 " ids", path, count);
+    } else {
+      memcpy(*out, a.data, (size_t)count * sizeof **out);
+      *n = count;
+    }
+    ng__npy_close(&a);
+    return st;
+  }
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return ng__err(NG_ERR_IO, "%s: cannot open the node list: %s", path, strerror(errno));
+  int64_t cap = 1024, line_no = 0;
+  int64_t *ids = malloc((size_t)cap * sizeof *ids);
+  char line[256];
+  ng_status st = ids ? NG_OK : NG_ERR_NOMEM;
+  while (st == NG_OK && fgets(line, sizeof line, f)) {
+    line_no++;
+    char *p = line;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (*p == '\n' || *p == '\0' || *p == '#' || *p == '\r')
+      continue;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    while (end && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
+      end++;
+    if (end == p || errno || !end || *end != '\0' || v < 0) {
+      st = ng__err(NG_ERR_FORMAT, "%s:%" PRId64 ": '%.40s' is not a node id (one per line)", path,
+                   line_no, p);
+      break;
+    }
+    if (*n == cap) {
+      int64_t *grown = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+      if (!grown) {
+        st = ng__err(NG_ERR_NOMEM, "%s: out of memory for the node ids", path);
+        break;
+      }
+      ids = grown;
+    }
+    ids[(*n)++] = v;
+  }
+  fclose(f);
+  if (st != NG_OK) {
+    free(ids);
+    *n = 0;
+    return st;
+  }
+  *out = ids;
+  return NG_OK;
+}
+
+/* User-visible ids (the original ones of a renumbered dataset) into the dataset's ids; with
+ * `ids` NULL, every original id in order. *out is NULL when the ids need no change. */
+static ng_status internal_ids(int64_t **out, const int64_t *ids, int64_t n, ng_dataset_t ds,
+                              int64_t nodes) {
+  *out = NULL;
+  const int64_t *orig = NULL;
+  NG_CHECK(ng_dataset_orig_ids(&orig, ds));
+  for (int64_t i = 0; ids && i < n; i++)
+    if (ids[i] < 0 || ids[i] >= nodes)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "node id %" PRId64 " (entry %" PRId64 ") is not in [0, %" PRId64 ")", ids[i],
+                     i, nodes);
+  if (!orig)
+    return NG_OK;
+  /* orig is a permutation of [0, nodes) (checked on open): its inverse maps back. */
+  int64_t *inv = malloc((size_t)NG_MAX(nodes, 1) * sizeof *inv);
+  int64_t *res = ids ? malloc((size_t)NG_MAX(n, 1) * sizeof *res) : NULL;
+  if (!inv || (ids && !res)) {
+    free(inv);
+    free(res);
+    return ng__err(NG_ERR_NOMEM, "out of memory mapping %" PRId64 " node ids", nodes);
+  }
+  for (int64_t v = 0; v < nodes; v++)
+    inv[orig[v]] = v;
+  if (!ids) {
+    *out = inv;
+    return NG_OK;
+  }
+  for (int64_t i = 0; i < n; i++)
+    res[i] = inv[ids[i]];
+  free(inv);
+  *out = res;
+  return NG_OK;
+}
+
+/* Runs the inference into a new .npy `path` (written under a temporary name, mapped, synced and
+ * renamed into place). */
+static ng_status embed_to_npy(ng_trainer_t t, const int64_t *ids, int64_t n, int64_t dim,
+                              const ng_infer_opts *io, const char *path) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp-%ld-embed", path, (long)getpid());
+  unlink(tmp);
+  const int64_t shape[2] = {n, dim};
+  ng_npy a;
+  NG_CHECK(ng__npy_create(&a, tmp, NG_DTYPE_F32, 2, shape));
+  ng_status st = ng_trainer_embed(a.data, t, ids, n, io);
+  if (st == NG_OK)
+    st = ng__npy_sync(&a, tmp);
+  ng__npy_close(&a);
+  if (st == NG_OK && rename(tmp, path) != 0)
+    st = ng__err(NG_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+  if (st != NG_OK)
+    unlink(tmp);
+  return st;
+}
+
+int cmd_embed(int argc, char **argv) {
+  train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
+                 .batch = 1024,
+                 .epochs = 10,
+                 .eval_every = 1,
+                 .lr = 0.01,
+                 .momentum = 0.9,
+                 .seed = 1,
+                 .device = "cpu"};
+  runtime_defaults(&c);
+  const char *dataset = NULL, *checkpoint = NULL, *nodes_file = NULL, *out = NULL;
+  int64_t layer = -1;
+  int progress = CLI_PROGRESS_AUTO;
+  cli_opt opts[] = {
+      CLI_OPT_STRING("checkpoint", &checkpoint, "FILE", "the trained model (from train)",
+                     .required = true),
+      CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
+      CLI_OPT_STRING("out", &out, "FILE", "the .npy to write (float32 [nodes, dim])",
+                     .required = true),
+      CLI_OPT_INT("layer", &layer, "K", -1, 7,
+                  "whose output: 0 = the first layer's (embeddings), ...; -1 = the last (logits)"),
+      CLI_OPT_STRING("nodes", &nodes_file, "FILE",
+                     "only these nodes, in this order: text (one id per line) or int64 .npy; "
+                     "original ids of a renumbered dataset (default: every node)"),
+      TRAIN_OPTS(&c),
+      CLI_OPT_PROGRESS(&progress),
+  };
+  cli_spec spec = {
+      .command = "embed",
+      .synopsis = "--checkpoint FILE --dataset DIR --out FILE.npy [options]",
+      .about = "Writes the embeddings (a layer's output) or logits of every node, or of the "
+               "nodes listed in a file, by layer-wise full-neighbour inference with a trained "
+               "checkpoint (docs/inference.md). Give the model options (--model, --fanouts, "
+               "--hidden, --aggregator, --combine, --seed ...) the model was trained with.",
+      .opts = opts,
+      .n_opts = N_OPTS(opts),
+      .notes = "Row i of the output is the i-th node of --nodes, or node i (its original id in a "
+               "renumbered dataset). Logits' argmax is train --predictions' class.",
+      .example = "neargnn embed --checkpoint cora.ckpt --dataset data/cora --hidden 64 --layer 0 "
+                 "--out cora-emb.npy",
+  };
+  int rc = cli_parse(&spec, argc, argv);
+  if (rc != CLI_CONTINUE)
+    return rc;
+  ng_dataset_t ds = NULL;
+  ng_status st = ng_dataset_open(&ds, dataset, NULL);
+  if (st != NG_OK)
+    return cli_runtime_error(st);
+  ng_dataset_info info = NG_DATASET_INFO_INIT;
+  ng_model_t m = NULL;
+  ng_trainer_t t = NULL;
+  int64_t *user_ids = NULL, *ids = NULL, n = 0, dim = 0;
+  st = ng_dataset_info_get(&info, ds);
+  if (st != NG_OK) {
+    rc = cli_runtime_error(st);
+    goto done;
+  }
+  if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) != CLI_CONTINUE)
+    goto done;
+  rc = CLI_EXIT_OK;
+  if (nodes_file)
+    st = read_node_ids(&user_ids, &n, nodes_file);
+  else
+    n = info.nodes;
+  if (st == NG_OK)
+    st = internal_ids(&ids, user_ids, n, ds, info.nodes);
+  ng_train_opts o;
+  train_opts_of(&o, &c);
+  o.workers = -1; /* no training: no worker pool */
+  if (st == NG_OK)
+    st = ng_trainer_create(&t, ds, m, &o);
+  if (st == NG_OK)
+    st = ng_trainer_load(t, checkpoint);
+  if (st == NG_OK)
+    st = ng_trainer_embed_dim(&dim, t, (int32_t)layer);
+  if (st == NG_OK) {
+    cli_progress pr;
+    cli_progress_begin(&pr, spec.command, (cli_progress_mode)progress);
+    ng_infer_opts io = NG_INFER_OPTS_INIT;
+    io.layer = (int32_t)layer;
+    io.progress = cli_progress_cb;
+    io.progress_ctx = &pr;
+    const double t0 = cli_now();
+    const int64_t *target = ids ? ids : user_ids; /* NULL: every node in id order */
+    st = embed_to_npy(t, target, n, dim, &io, out);
+    cli_progress_end(&pr, st);
+    if (st == NG_OK)
+      fprintf(stderr,
+              "neargnn embed: %" PRId64 " nodes x %" PRId64 " (%s) written to %s in %.2f s\n", n,
+              dim, layer < 0 ? "logits" : "embeddings", out, cli_now() - t0);
+  }
+  if (st == NG_ERR_INTERRUPTED)
+    rc = CLI_EXIT_INTERRUPTED;
+  else if (st != NG_OK)
+    rc = cli_runtime_error(st);
+done:
+  free(user_ids);
+  free(ids);
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
   return rc;
 }

@@ -16,6 +16,7 @@ static const cli_command COMMANDS[] = {
     {"evaluate", "accuracy and loss of a checkpoint on a dataset's splits", cmd_evaluate},
     {"predict", "classes or logits of a checkpoint for a split or a node list", cmd_predict},
     {"demo", "generate a graph and train on it (the quick tour)", cmd_demo},
+    {"embed", "write embeddings or logits of a trained model (layer-wise inference)", cmd_embed},
     {"serve", "serve a trained model over HTTP (KServe v2), with online graph updates", cmd_serve},
     {"version", "show the version and build features", cmd_version},
     {"help", "show the help of a command", cmd_help},

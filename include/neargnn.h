@@ -371,12 +371,15 @@ typedef enum { NG_OPTIMIZER_ADAM = 0, NG_OPTIMIZER_SGD = 1 } ng_optimizer;
 
 /// Where the host keeps the feature table that CPU workers and zero-copy reads use.
 typedef enum {
-  /// COPY when the table takes at most half of the memory available (MemAvailable), else MAPPED.
+  /// MAPPED: the table is read (and registered for zero-copy) in place, never copied, so that
+  /// peak host memory stays within the bound of docs/memory.md (issue 20). Before, AUTO copied
+  /// the table when it took at most half of the available memory.
   NG_FEATURES_AUTO = 0,
   /// The dataset's mapping of its file, read in place (page cache, 4 KiB pages): no copy.
   NG_FEATURES_MAPPED = 1,
   /// A copy in anonymous memory backed by 2 MiB pages (transparent huge pages): reads of random
-  /// rows miss the TLB far less (on the H100 machine PARTIAL workers ran ~27% faster, W1).
+  /// rows miss the TLB far less (on the H100 machine PARTIAL workers ran ~27% faster, W1). The
+  /// copy drops the mapping's pages as it goes, but the estimate counts the table twice.
   NG_FEATURES_COPY = 2,
 } ng_features_memory;
 
@@ -535,6 +538,15 @@ typedef struct {
   int op_profile_every;
   ng_sampler_kind sampler;     ///< who samples (default AUTO)
   double sampler_memory_share; ///< AUTO: the share of free device memory the topology may take
+  /// Refuse (ng_trainer_create fails with NG_ERR_NOMEM before allocating anything large) a
+  /// configuration whose host memory estimate (ng_memory_estimate.host_total) exceeds this many
+  /// bytes; 0 (the default) = no limit.
+  int64_t max_host_memory;
+  /// Layer-wise inference keeps a layer's output for all its nodes up to this many bytes in
+  /// anonymous memory, a larger one in a memory-mapped temporary file under temp_dir (0: the
+  /// default, 1 GiB; -1: always a file). See docs/inference.md.
+  int64_t infer_host_bytes;
+  const char *temp_dir; ///< folder of inference's temporary files (copied; NULL: $TMPDIR or /tmp)
 } ng_train_opts;
 /// The widest ready window (ng_train_opts.ready_window).
 #define NG_READY_WINDOW_MAX 1024
@@ -542,7 +554,8 @@ typedef struct {
   {                                                                                                \
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
-        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25     \
+        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25, 0, \
+        0, NULL                                                                                    \
   }
 
 /// What one epoch did.
@@ -590,6 +603,61 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t trainer);
 /// every node in id order (then n must be the number of nodes).
 ng_status ng_trainer_predict_nodes(float *logits, int32_t *classes, ng_trainer_t trainer,
                                    const int64_t *nodes, int64_t n);
+
+/// Options of ng_trainer_embed().
+typedef struct {
+  size_t size;   ///< sizeof(ng_infer_opts)
+  int32_t layer; ///< whose output: 0 = the input layer's, ...; -1 (the default) = the last (logits)
+  int64_t chunk; ///< destinations per chunk (0: the trainer's eval_chunk)
+  int64_t host_bytes;      ///< as ng_train_opts.infer_host_bytes (0: the trainer's)
+  const char *temp_dir;    ///< as ng_train_opts.temp_dir (borrowed; NULL: the trainer's)
+  ng_progress_fn progress; ///< optional; phase "infer", in rows over every layer computed
+  void *progress_ctx;
+} ng_infer_opts;
+#define NG_INFER_OPTS_INIT                                                                         \
+  { sizeof(ng_infer_opts), -1, 0, 0, NULL, NULL, NULL }
+
+/// Columns of layer `layer`'s output (-1: the last layer, i.e. the classes) into *dim.
+ng_status ng_trainer_embed_dim(int64_t *dim, ng_trainer_t trainer, int32_t layer);
+/// Full-neighbour inference (no sampling, no dropout) with the trainer's current parameters:
+/// the output of layer opts->layer (embeddings, or logits for the last layer) of nodes
+/// `nodes[n]` (internal ids, any order, repeats allowed; NULL: every node in id order, n is then
+/// ignored) into `out` [n, dim] (borrowed host memory, e.g. a mapped .npy; dim from
+/// ng_trainer_embed_dim). Layer by layer, in chunks, over only the receptive field of `nodes`
+/// (the nodes within layer - l hops for layer l), or every node when that is all of them; the
+/// host samples and gathers the next chunk while the device computes the current one, the input
+/// layer reads hot rows from the device's hot tier, and intermediate layers larger than
+/// host_bytes live in a memory-mapped temporary file. Deterministic, and bit for bit what a
+/// full-neighbour mini-batch forward of each node alone gives on the CPU backend
+/// (docs/inference.md). `opts` may be NULL. Safe to call between epochs; not concurrently with
+/// another call on the same trainer.
+ng_status ng_trainer_embed(float *out, ng_trainer_t trainer, const int64_t *nodes, int64_t n,
+                           const ng_infer_opts *opts);
+
+/// A trainer's memory, estimated before anything is allocated (docs/memory.md gives the
+/// formulas). Bytes, except where said.
+typedef struct {
+  size_t size;        ///< sizeof(ng_memory_estimate)
+  int64_t features;   ///< the host's feature table: the mapping, or the trainer's own table
+  int64_t topology;   ///< graph (indptr, indices), labels and splits (mapped)
+  int64_t staging;    ///< pinned staging slots and per-worker scratch (sampler, fetch)
+  int64_t inference;  ///< layer-wise inference's host memory (outputs in memory, chunks, logits)
+  int64_t allowance;  ///< the runtime's fixed allowance (libraries, threads, small tables): 2 GiB
+  int64_t host_total; ///< the sum of the five above: peak RSS should stay below it
+  int64_t device;     ///< device memory: hot rows, parameters and optimizer state, packages
+  int64_t hot_rows;   ///< rows of the hot tier the estimate assumes
+  int32_t workers;    ///< worker threads
+  int32_t slots;      ///< staging slots per worker
+  int64_t package_bytes; ///< the largest package the estimate assumes (one mini-batch's input)
+  int64_t available; ///< memory the process may still fill (MemAvailable, cgroup limit); 0: unknown
+} ng_memory_estimate;
+#define NG_MEMORY_ESTIMATE_INIT                                                                    \
+  { sizeof(ng_memory_estimate), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/// Estimates the memory ng_trainer_create(ds, model, opts) and training will need, without
+/// allocating it (a CUDA device with an automatic hot tier is asked for its free memory).
+ng_status ng_trainer_estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, ng_model_t model,
+                                     const ng_train_opts *opts);
 /// Saves parameters, optimizer state, the epoch and iteration counters atomically as safetensors
 /// (PyTorch reads the weights with safetensors.torch.load_file; names are documented in
 /// docs/training.md).
@@ -643,8 +711,8 @@ ng_status ng_npy_save(const char *path, int is_float, ng_int_type type, int ndim
 int64_t ng_trainer_epochs_done(ng_trainer_t trainer);
 /// The number of hot-tier rows H of a trainer (rows [0, H) of the features are in device memory).
 int64_t ng_trainer_hot_rows(ng_trainer_t trainer);
-/// Whether the trainer reads its own copy of the feature table (NG_FEATURES_COPY, or AUTO's
-/// choice, or a normalised copy) rather than the dataset's mapping; -1 for an invalid trainer.
+/// Whether the trainer reads its own copy of the feature table (NG_FEATURES_COPY, or a normalised
+/// copy) rather than the dataset's mapping (AUTO and MAPPED); -1 for an invalid trainer.
 int ng_trainer_features_copied(ng_trainer_t trainer);
 /// Parses "partial", "batch", "zcopy" or "auto".
 ng_status ng_fetch_parse(ng_fetch *out, const char *name);

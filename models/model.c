@@ -316,17 +316,12 @@ static double aggr_bytes(const ng_block *b, int64_t dim, int64_t out_rows) {
          (double)sizeof(int32_t) * (double)(b->nnz + b->n_dst + 1);
 }
 
-/* out = combine(h_dst, agg) + bias, then the activation; `agg` is computed from h_in unless the
- * caller gives it (precomputed). Layer `l` names the timed ops. */
-static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
-                               const float *h_in, float *agg, int32_t *argbest, bool precomputed,
-                               float *out) {
+/* out [nd, out] = combine(h_in's first nd rows, agg) + bias, then the activation. */
+static ng_status layer_dense(ng_model_exec *ex, int l, const ng_layer *L, int64_t nd,
+                             const float *h_in, const float *agg, float *out) {
   ng_backend *be = ex->be;
   const float *P = ex->params;
-  int64_t in = L->in_dim, outd = L->out_dim, nd = b->n_dst;
-  if (!precomputed)
-    NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, nd),
-               BE(ex)->aggr_fwd(be, &L->ag, b, h_in, in, agg, argbest));
+  int64_t in = L->in_dim, outd = L->out_dim;
   if (ex->model->kind == NG_MODEL_GCN) {
     NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, in, agg, in, P + L->off_w, outd,
                         0.0f, out, outd));
@@ -347,6 +342,18 @@ static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, cons
              BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
                                   L->o.activation));
   return NG_OK;
+}
+
+/* out = combine(h_dst, agg) + bias, then the activation; `agg` is computed from h_in unless the
+ * caller gives it (precomputed). Layer `l` names the timed ops. */
+static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
+                               const float *h_in, float *agg, int32_t *argbest, bool precomputed,
+                               float *out) {
+  int64_t in = L->in_dim, nd = b->n_dst;
+  if (!precomputed)
+    NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, nd),
+               BE(ex)->aggr_fwd(ex->be, &L->ag, b, h_in, in, agg, argbest));
+  return layer_dense(ex, l, L, nd, h_in, agg, out);
 }
 
 ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
@@ -434,20 +441,57 @@ ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp) {
   return NG_OK;
 }
 
+/* Evaluation's dense part in tiles of NG_EVAL_TILE_ROWS destinations, the last one padded with
+ * zero rows: every product has the same shape, so a row's bits do not depend on how many rows
+ * a call has (oneDNN and cuBLAS pick their blocking, and thus the order of the inner sums, by
+ * shape). Layer-wise inference of a chunk and the forward pass of one node alone then agree bit
+ * for bit. */
+static void eval_carve(carve *c, const ng_layer *L, int64_t nd, float **agg, int32_t **argbest,
+                       float **pad_self, float **pad_agg, float **pad_out) {
+  const size_t cells = (size_t)nd * (size_t)L->in_dim;
+  const size_t tile_in = (size_t)NG_EVAL_TILE_ROWS * (size_t)L->in_dim;
+  *agg = take(c, cells * sizeof(float));
+  *argbest = needs_argbest(L) ? take(c, cells * sizeof(int32_t)) : NULL;
+  *pad_self = take(c, tile_in * sizeof(float));
+  *pad_agg = take(c, tile_in * sizeof(float));
+  *pad_out = take(c, (size_t)NG_EVAL_TILE_ROWS * (size_t)L->out_dim * sizeof(float));
+}
+
 ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, const float *input,
                               float *out) {
+  return ng__exec_layer_eval_self(ex, l, blk, input, input, out);
+}
+
+ng_status ng__exec_layer_eval_self(ng_model_exec *ex, int l, const ng_block *blk,
+                                   const float *input, const float *self, float *out) {
   const ng_layer *L = &ex->model->layers[l];
+  const int64_t in = L->in_dim, outd = L->out_dim, nd = blk->n_dst, T = NG_EVAL_TILE_ROWS;
   carve c = {NULL, 0};
-  size_t cells = (size_t)blk->n_dst * (size_t)L->in_dim;
-  take(&c, cells * sizeof(float));
-  if (needs_argbest(L))
-    take(&c, cells * sizeof(int32_t));
+  float *agg, *pad_self, *pad_agg, *pad_out;
+  int32_t *argbest;
+  eval_carve(&c, L, nd, &agg, &argbest, &pad_self, &pad_agg, &pad_out);
   NG_CHECK(arena_reserve(ex, c.used));
   c.base = ex->arena;
   c.used = 0;
-  float *agg = take(&c, cells * sizeof(float));
-  int32_t *argbest = needs_argbest(L) ? take(&c, cells * sizeof(int32_t)) : NULL;
-  return layer_forward(ex, l, L, blk, input, agg, argbest, false, out);
+  eval_carve(&c, L, nd, &agg, &argbest, &pad_self, &pad_agg, &pad_out);
+  NG_PROF_OP(ex->prof, "aggr fwd", l, (double)blk->nnz * (double)in, aggr_bytes(blk, in, nd),
+             BE(ex)->aggr_fwd(ex->be, &L->ag, blk, input, in, agg, argbest));
+  for (int64_t r0 = 0; r0 < nd; r0 += T) {
+    const int64_t len = NG_MIN(T, nd - r0);
+    if (len == T) {
+      NG_CHECK(layer_dense(ex, l, L, T, self + r0 * in, agg + r0 * in, out + r0 * outd));
+      continue;
+    }
+    const size_t rows_in = (size_t)len * (size_t)in * sizeof(float);
+    NG_CHECK(BE(ex)->fill(ex->be, pad_self, T * in, 0.0f));
+    NG_CHECK(BE(ex)->fill(ex->be, pad_agg, T * in, 0.0f));
+    NG_CHECK(BE(ex)->copy_d2d(ex->be, pad_self, self + r0 * in, rows_in));
+    NG_CHECK(BE(ex)->copy_d2d(ex->be, pad_agg, agg + r0 * in, rows_in));
+    NG_CHECK(layer_dense(ex, l, L, T, pad_self, pad_agg, pad_out));
+    NG_CHECK(BE(ex)->copy_d2d(ex->be, out + r0 * outd, pad_out,
+                              (size_t)len * (size_t)outd * sizeof(float)));
+  }
+  return NG_OK;
 }
 
 ng_status ng_model_kind_get(ng_model_kind *kind, int64_t *in_dim, ng_model_t m) {

@@ -91,9 +91,20 @@ ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_
 /// One optimizer step on every layer with its own weight decay.
 ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp);
 
-/// Forward of a single layer `l` without dropout over `blk` (evaluation): out [n_dst, out_dim].
+/// Destinations per product in evaluation (ng__exec_layer_eval): its GEMMs all have this many
+/// rows (the last tile padded with zeros), so that a row's result does not depend on the chunk.
+#define NG_EVAL_TILE_ROWS 1024
+
+/// Forward of a single layer `l` without dropout over `blk` (evaluation): out [n_dst, out_dim],
+/// each row bit for bit the same whatever the block's other destinations (NG_EVAL_TILE_ROWS).
 /// Uses ex's arena for temporaries.
 ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, const float *input,
                               float *out);
+/// ng__exec_layer_eval with the destinations' own rows apart: the aggregation reads the rows of
+/// `input` that the block's indices name (any rows of a table: n_src need only bound them; not
+/// for aggregators with a self loop, which read input[d]), and the node's own rows (GraphSAGE's
+/// self term) are self [n_dst, in_dim].
+ng_status ng__exec_layer_eval_self(ng_model_exec *ex, int l, const ng_block *blk,
+                                   const float *input, const float *self, float *out);
 
 #endif /* NG_MODEL_IMPL_H */

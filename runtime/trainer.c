@@ -6,11 +6,14 @@
 #include "safetensors_impl.h"
 #include "pipeline_impl.h"
 #include "trainer_impl.h"
+#include "infer_impl.h"
 #ifdef NG_HAVE_CUDA
 #include "ng_cuda.h"
 #endif
 
 #include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <sched.h>
 #include <math.h>
 #include <omp.h>
@@ -80,8 +83,13 @@ struct ng_trainer {
   double *iter_ms; /* [iters_total] time between iterations finishing, this epoch */
   int64_t n_iter_ms;
   double last_done;
-  growbuf x0, labels, eval_out, eval_dev, mb_dev; /* backend memory */
-  growbuf stage, stage_mb, stage_labels; /* host staging for backends with their own memory */
+  growbuf labels, eval_out;    /* backend memory */
+  growbuf stage, stage_labels; /* host staging for backends with their own memory */
+  char *temp_dir;              /* inference's temporary files (ng_train_opts.temp_dir, copied) */
+  /* [val + test, classes]: the logits of the validation then the test split, or NULL. One
+   * inference over both receptive fields serves both evaluations (they overlap mostly). */
+  float *eval_logits;
+  ng_memory_estimate mem; /* the estimate the trainer was created under */
 };
 
 static void drop_logits(ng_trainer_t t);
@@ -115,8 +123,28 @@ static void growbuf_free(ng_backend *be, growbuf *b) {
   b->cap = 0;
 }
 
+/* Whether the dataset's features are its read-only mapping of features.npy (a folder), not the
+ * caller's memory (ng_dataset_from_arrays): only a file mapping may drop its pages. */
+static bool features_mapped(const struct ng_dataset *ds) {
+  return ds->arrays[NG_ARR_FEATURES].map != NULL;
+}
+
+/* Drops this process's resident pages of a read-only file mapping (whole pages inside
+ * [p, p + bytes)) once they have been copied: the page cache keeps them, the RSS does not count
+ * them twice (the mapping and the trainer's own table). Never on other memory: there
+ * MADV_DONTNEED would discard the contents (a caller's array would read as zeros). */
+static void drop_pages(const void *p, size_t bytes, bool file_mapping) {
+  if (!file_mapping)
+    return;
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + bytes) / page * page;
+  if (hi > lo)
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 /* Row-normalised copy of the features: each row divided by its sum (as Kipf & Welling). */
-static ng_status normalize_rows(float **out, const float *x, int64_t n, int64_t d, int threads) {
+static ng_status normalize_rows(float **out, const float *x, int64_t n, int64_t d, int threads,
+                                bool file_mapping) {
   size_t bytes;
   if (!ng__mul_ok((size_t)n * (size_t)d, sizeof(float), &bytes))
     return ng__err(NG_ERR_NOMEM, "features too large to normalise in memory");
@@ -133,13 +161,15 @@ static ng_status normalize_rows(float **out, const float *x, int64_t n, int64_t 
     for (int64_t c = 0; c < d; c++)
       y[r * d + c] = src[c] * inv;
   }
+  drop_pages(x, bytes, file_mapping);
   *out = y;
   return NG_OK;
 }
 
 /* A copy of the feature table in memory backed by huge pages (ng__big_alloc), written by
  * `threads` threads so that the pages fault in where they will be read. */
-static ng_status copy_features(float **out, const float *x, size_t bytes, int threads) {
+static ng_status copy_features(float **out, const float *x, size_t bytes, int threads,
+                               bool file_mapping) {
   float *y = ng__big_alloc(bytes, "the copy of the feature table (features_memory copy)");
   if (!y)
     return NG_ERR_NOMEM;
@@ -149,6 +179,7 @@ static ng_status copy_features(float **out, const float *x, size_t bytes, int th
   for (int64_t k = 0; k < chunks; k++) {
     const size_t at = (size_t)k * chunk;
     memcpy((char *)y + at, (const char *)x + at, NG_MIN(chunk, bytes - at));
+    drop_pages((const char *)x + at, NG_MIN(chunk, bytes - at), file_mapping);
   }
   *out = y;
   return NG_OK;
@@ -372,11 +403,13 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
       (size_t)info->nodes * (size_t)info->feature_dim * sizeof(float); /* checked by the dataset */
   /* AUTO: only when the host reads rows during training (cold rows, or the CPU backend's). */
   const bool host_reads = hot < info->nodes || t->be->iface->host_memory;
-  if (!t->features_owned && (o.features_memory == NG_FEATURES_COPY ||
-                             (o.features_memory == NG_FEATURES_AUTO && host_reads &&
-                              table_bytes <= mem_available() / 2))) {
+  /* AUTO reads the mapping in place: a copy would hold the table twice for a while and once
+   * more in anonymous memory, against the bound of docs/memory.md (issue 20). COPY is the
+   * user's choice (faster random reads in huge pages). */
+  if (!t->features_owned && o.features_memory == NG_FEATURES_COPY && host_reads) {
     const double t0 = ng__now();
-    NG_CHECK(copy_features(&t->features_owned, ds->features, table_bytes, omp_threads(&o)));
+    NG_CHECK(copy_features(&t->features_owned, ds->features, table_bytes, omp_threads(&o),
+                           features_mapped(ds)));
     t->startup.features_copy_s = ng__now() - t0;
     t->features = t->features_owned;
   }
@@ -457,6 +490,160 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
   return NG_OK;
 }
 
+/* ---- the memory estimate (docs/memory.md) ---- */
+
+#define MEM_ALLOWANCE ((int64_t)2 << 30)
+
+/* Bytes of `n` items of `each` bytes, saturating instead of overflowing. */
+static int64_t mem_mul(double n, double each) {
+  const double b = n * each;
+  return b >= 9e18 ? (int64_t)9e18 : (int64_t)b;
+}
+
+/* The estimate for `o` (checked), with backend `be` for the hot tier's size (NULL: one is made
+ * for the question and destroyed when the answer needs a device's free memory). */
+static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const struct ng_model *m,
+                                 const ng_train_opts *opts, ng_backend *be) {
+  const ng_train_opts o = *opts;
+  const ng_dataset_info *info = &ds->info;
+  const double nodes = (double)info->nodes, dim = (double)info->feature_dim;
+  const double avg_deg = info->nodes ? (double)info->edges / nodes : 0.0;
+  ng_memory_estimate e = NG_MEMORY_ESTIMATE_INIT;
+  const bool cuda = o.device && strcmp(o.device, "cuda") == 0;
+  /* The hot tier: every row on the CPU backend (its memory is the host's). */
+  int64_t hot = info->nodes;
+  /* On the cpu device a mode other than cpu (auto) simulates a tier of the given size, whose
+   * cold rows then travel in packages as on a GPU. */
+  const bool sized_tier = o.mode != NG_MODE_AUTO && o.mode != NG_MODE_CPU &&
+                          (o.cache_bytes > 0 || o.cache_ratio >= 0.0);
+  if (cuda || sized_tier) {
+    ng_backend *own = NULL;
+    if (cuda && !be && o.cache_bytes <= 0 && o.cache_ratio < 0.0) {
+      NG_CHECK(make_backend(&own, &o));
+      be = own;
+    }
+    ng_status st = NG_OK;
+    if (be && cuda)
+      st = ng__store_hot_rows(&hot, be, info->nodes, info->feature_dim, o.cache_bytes,
+                              o.cache_ratio);
+    else if (o.cache_bytes > 0)
+      hot = NG_MIN(info->nodes, o.cache_bytes / (int64_t)NG_MAX(dim * 4.0, 4.0));
+    else
+      hot = NG_MIN(info->nodes, (int64_t)(o.cache_ratio * nodes));
+    if (own)
+      ng__backend_destroy(own);
+    NG_CHECK(st);
+  }
+  e.hot_rows = hot;
+  const double table = nodes * dim * 4.0;
+  const bool owned = o.normalize == NG_NORMALIZE_ROW || o.features_memory == NG_FEATURES_COPY;
+  e.features = mem_mul(owned ? 2.0 : 1.0, table);
+  e.topology = mem_mul(nodes + 1, 8) + mem_mul((double)info->edges, info->index_bytes) +
+               mem_mul(nodes, info->classes ? 4 : 0) +
+               mem_mul((double)(info->train + info->val + info->test), 8);
+  /* One mini-batch: the targets, then each hop's sources (fanout, or the mean degree for all
+   * neighbours), at most every node; the input layer's cold rows are in its package at worst
+   * (BATCH: the cold share of the rows), plus the blocks' arrays and ids. */
+  const double batch = (double)(o.batch > 0 ? NG_MIN(o.batch, info->train) : info->train);
+  double rows = batch, edges = 0.0, ids = batch, dst0 = batch;
+  for (int l = m->n_layers - 1; l >= 0; l--) {
+    const double f = m->layers[l].o.fanout < 0 ? avg_deg : (double)m->layers[l].o.fanout;
+    edges += rows * f;
+    dst0 = rows;
+    rows = NG_MIN(nodes, rows * (1.0 + f));
+    ids += rows;
+  }
+  /* The feature rows a package holds, by who fetches: BATCH the cold share of the input rows,
+   * PARTIAL a state per destination (and its cold self row), ZCOPY none (ids only); the hybrid
+   * modes the larger of PARTIAL and their TRANSFER strategy. */
+  const double cold = nodes > 0 ? (nodes - (double)hot) / nodes : 0.0;
+  const ng_mode mode = o.mode == NG_MODE_AUTO ? (cuda ? NG_MODE_HYBRID : NG_MODE_CPU) : o.mode;
+  const bool transfer_zcopy = ng__transfer_resolve(o.transfer, info->feature_dim) == NG_FETCH_ZCOPY;
+  const double batch_rows = rows * cold, partial_rows = 2.0 * dst0 * cold;
+  double pkg_rows = 0.0;
+  if (mode == NG_MODE_BASELINE)
+    pkg_rows = batch_rows;
+  else if (mode == NG_MODE_PARTIAL)
+    pkg_rows = partial_rows;
+  else if (mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC)
+    pkg_rows = NG_MAX(partial_rows, transfer_zcopy ? 0.0 : batch_rows);
+  e.package_bytes =
+      mem_mul(pkg_rows, dim * 4.0) + mem_mul(rows, 8.0) + mem_mul(edges, 16.0) + mem_mul(ids, 8.0);
+  int workers = 0;
+  if (o.workers >= 0)
+    NG_CHECK(resolve_workers(&workers, o.workers, o.cpuset));
+  e.workers = workers;
+  const int window = o.ready_window > 0 ? o.ready_window : NG_MAX(4, 4 * workers);
+  e.slots = workers ? o.lookahead + NG_MAX(2, (window + workers - 1) / workers) : o.lookahead + 1;
+  /* Each slot grows to 1.25 x the largest package; each worker's scratch (sampler arena, fetch
+   * buffers) holds about two packages; the device thread one more. */
+  const double per_worker =
+      (double)e.slots * 1.25 * (double)e.package_bytes + 2.0 * (double)e.package_bytes;
+  e.staging = mem_mul(NG_MAX(workers, 1), per_worker) + e.package_bytes;
+  /* Inference: two layer outputs in memory (or their trimmed file pages), two chunks of input
+   * rows and blocks, and the logits of every node (predictions). */
+  /* Intermediate layers (all but the last) are buffered, two at a time; chunks gather inputs
+   * at most as wide as the widest layer input. */
+  int64_t widest = info->feature_dim, hidden = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    widest = NG_MAX(widest, m->layers[l].in_dim);
+    if (l + 1 < m->n_layers)
+      hidden = NG_MAX(hidden, m->layers[l].out_dim);
+  }
+  const int64_t limit = o.infer_host_bytes > 0   ? o.infer_host_bytes
+                        : o.infer_host_bytes < 0 ? (int64_t)64 << 20
+                                                 : NG_INFER_HOST_BYTES_DEFAULT;
+  const double chunk_rows = NG_MIN(nodes, (double)o.eval_chunk * (1.0 + avg_deg));
+  e.inference =
+      NG_MIN(mem_mul(nodes, (double)hidden * 4.0), limit) * (int64_t)NG_MIN(2, m->n_layers - 1) +
+      mem_mul(2.0 * chunk_rows, (double)widest * 4.0 + 16.0) +
+      mem_mul(2.0 * nodes, (double)info->classes * 4.0);
+  e.allowance = MEM_ALLOWANCE;
+  e.host_total = e.features + e.topology + e.staging + e.inference + e.allowance;
+  if (cuda)
+    e.device = mem_mul((double)hot, dim * 4.0) + mem_mul((double)m->n_params, 16.0) +
+               mem_mul(o.lookahead + 1 + 4, (double)e.package_bytes);
+  e.available = (int64_t)mem_available();
+  const size_t size = out->size;
+  memcpy(out, &e, NG_MIN(size, sizeof e));
+  out->size = size;
+  return NG_OK;
+}
+
+/* The options a caller passed, over the defaults (fields of a newer library keep theirs). */
+static ng_status merge_opts(ng_train_opts *o, const ng_train_opts *opts) {
+  *o = (ng_train_opts)NG_TRAIN_OPTS_INIT;
+  if (!opts)
+    return NG_OK;
+  if (opts->size < sizeof opts->size)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_train_opts.size is %zu; initialise the options with NG_TRAIN_OPTS_INIT",
+                   opts->size);
+  /* A caller built against an older, smaller struct passes fewer fields (the others keep
+   * their defaults); newer fields that this library does not know are ignored. */
+  memcpy(o, opts, NG_MIN(opts->size, sizeof *o));
+  o->size = sizeof *o;
+  return NG_OK;
+}
+
+ng_status ng_trainer_estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, ng_model_t model,
+                                     const ng_train_opts *opts) {
+  if (!out || out->size < sizeof out->size)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_trainer_estimate_memory: out is NULL or its size is not set "
+                   "(NG_MEMORY_ESTIMATE_INIT)");
+  NG_CHECK(ng__dataset_check(ds));
+  NG_CHECK(ng__model_check(model));
+  ng_train_opts o;
+  NG_CHECK(merge_opts(&o, opts));
+  NG_CHECK(check_opts(&o, ds, model));
+  return estimate_memory(out, ds, model, &o, NULL);
+}
+
+static void human_bytes(char *buf, size_t cap, int64_t b) {
+  snprintf(buf, cap, "%.2f GiB", (double)b / (double)((int64_t)1 << 30));
+}
+
 ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
                             const ng_train_opts *opts) {
   if (!out)
@@ -464,18 +651,13 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   *out = NULL;
   NG_CHECK(ng__dataset_check(ds));
   NG_CHECK(ng__model_check(model));
-  ng_train_opts o = NG_TRAIN_OPTS_INIT;
-  if (opts) {
-    if (opts->size < sizeof opts->size)
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "ng_train_opts.size is %zu; initialise the options with NG_TRAIN_OPTS_INIT",
-                     opts->size);
-    /* A caller built against an older, smaller struct passes fewer fields (the others keep
-     * their defaults); newer fields that this library does not know are ignored. */
-    memcpy(&o, opts, NG_MIN(opts->size, sizeof o));
-    o.size = sizeof o;
-  }
+  ng_train_opts o;
+  NG_CHECK(merge_opts(&o, opts));
   NG_CHECK(check_opts(&o, ds, model));
+  if (o.max_host_memory < 0 || o.infer_host_bytes < -1)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "max_host_memory %lld or infer_host_bytes %lld out of range (>= 0, >= -1)",
+                   (long long)o.max_host_memory, (long long)o.infer_host_bytes);
   const double t_create = ng__now();
   struct ng_trainer *t = ng__calloc(1, sizeof *t, "a trainer");
   if (!t)
@@ -486,23 +668,52 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   t->model = &t->model_copy;
   t->opts = o;
   t->opts.device = NULL; /* not kept: borrowed from the caller */
+  t->opts.temp_dir = NULL;
   t->features = ds->features;
   ng_status st = NG_OK;
+  if (o.temp_dir && !(t->temp_dir = strdup(o.temp_dir))) {
+    st = ng__err(NG_ERR_NOMEM, "out of memory copying the temporary folder's name");
+    goto fail;
+  }
+  /* The estimate, and the refusal, before anything large is allocated (the backend only
+   * answers how large the hot tier is). */
+  t->mem.size = sizeof t->mem;
+  if (o.max_host_memory > 0 && !(o.device && strcmp(o.device, "cuda") == 0)) {
+    NG_CHECK_GOTO(st, estimate_memory(&t->mem, ds, model, &o, NULL), fail);
+    if (t->mem.host_total > o.max_host_memory)
+      goto too_large;
+  }
   if (o.normalize == NG_NORMALIZE_ROW) {
     NG_CHECK_GOTO(st,
                   normalize_rows(&t->features_owned, ds->features, ds->info.nodes,
-                                 ds->info.feature_dim, omp_threads(&o)),
+                                 ds->info.feature_dim, omp_threads(&o), features_mapped(ds)),
                   fail);
     t->features = t->features_owned;
   }
   NG_CHECK_GOTO(st, setup_device(t, &o), fail);
   NG_CHECK_GOTO(st, setup_sampler(t, &o), fail);
+  NG_CHECK_GOTO(st, estimate_memory(&t->mem, ds, model, &o, t->be), fail);
+  if (o.max_host_memory > 0 && t->mem.host_total > o.max_host_memory)
+    goto too_large;
   NG_CHECK_GOTO(st, setup_store(t, &o), fail);
   NG_CHECK_GOTO(st, setup_runtime(t, &o), fail);
   t->opts.cpuset = NULL; /* borrowed from the caller: the runtime copied what it needs */
   t->startup.total_s = ng__now() - t_create;
   *out = t;
   return NG_OK;
+too_large : {
+  char need[32], limit[32], feat[32], stage[32];
+  human_bytes(need, sizeof need, t->mem.host_total);
+  human_bytes(limit, sizeof limit, o.max_host_memory);
+  human_bytes(feat, sizeof feat, t->mem.features);
+  human_bytes(stage, sizeof stage, t->mem.staging);
+  st = ng__err(NG_ERR_NOMEM,
+               "this configuration needs an estimated %s of host memory (features %s, staging "
+               "%s for %d workers, docs/memory.md) but the limit is %s: use fewer workers "
+               "(--workers), a smaller --batch or --ready-window, --features-memory mapped, or "
+               "raise --max-host-memory",
+               need, feat, stage, (int)t->mem.workers, limit);
+}
 fail:
   ng_trainer_destroy(t);
   return st;
@@ -513,12 +724,9 @@ void ng_trainer_destroy(ng_trainer_t t) {
     return;
   t->magic = 0;
   if (t->be) {
-    growbuf_free(t->be, &t->x0);
     growbuf_free(t->be, &t->labels);
     ng__train_step_free(&t->step);
     growbuf_free(t->be, &t->eval_out);
-    growbuf_free(t->be, &t->eval_dev);
-    growbuf_free(t->be, &t->mb_dev);
     ng__runtime_destroy(t->rt);
     if (t->dev_sampler)
       t->be->iface->sampler_destroy(t->be, t->dev_sampler);
@@ -534,7 +742,7 @@ void ng_trainer_destroy(ng_trainer_t t) {
   free(t->perm);
   free(t->iter_ms);
   free(t->stage.ptr);
-  free(t->stage_mb.ptr);
+  free(t->temp_dir);
   free(t->stage_labels.ptr);
   free(t);
 }
@@ -548,6 +756,8 @@ static void drop_logits(ng_trainer_t t) {
   if (t->logits)
     ng__big_free(t->logits, logits_bytes(t));
   t->logits = NULL;
+  free(t->eval_logits);
+  t->eval_logits = NULL;
 }
 
 int64_t ng_trainer_hot_rows(ng_trainer_t t) {
@@ -636,53 +846,6 @@ static ng_status gather_labels(ng_trainer_t t, const int64_t *ids, int64_t n) {
   if (direct)
     return NG_OK;
   return t->be->iface->copy_h2d(t->be, t->labels.ptr, lab, (size_t)n * sizeof(int32_t));
-}
-
-/* The blocks of a mini-batch in backend memory (evaluation; training sends its packages through
- * the runtime): the same arrays for a host-memory backend; otherwise packed into one staging
- * buffer and copied in one transfer. node_ids stays on the host (the gathers above read it). */
-static ng_status upload_minibatch(ng_trainer_t t, const ng_minibatch *h, ng_minibatch *d) {
-  *d = *h;
-  if (t->be->iface->host_memory)
-    return NG_OK;
-  enum { ALIGN = 16 };
-  size_t total = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    char *stage = t->stage_mb.ptr, *dev = t->mb_dev.ptr;
-    size_t at = 0;
-    for (int l = 0; l < h->n_layers; l++) {
-      const ng_block *hb = &h->blocks[l];
-      ng_block *db = &d->blocks[l];
-      struct {
-        const void *src;
-        size_t bytes;
-        const void **dst;
-      } arrays[] = {
-          {hb->indptr, ((size_t)hb->n_dst + 1) * 4, (const void **)&db->indptr},
-          {hb->indices, (size_t)hb->nnz * 4, (const void **)&db->indices},
-          {hb->edge_w, (size_t)hb->nnz * 4, (const void **)&db->edge_w},
-          {hb->self_w, (size_t)hb->n_dst * 4, (const void **)&db->self_w},
-          {hb->t_indptr, ((size_t)hb->n_src + 1) * 4, (const void **)&db->t_indptr},
-          {hb->t_dst, (size_t)hb->nnz * 4, (const void **)&db->t_dst},
-          {hb->t_eid, (size_t)hb->nnz * 4, (const void **)&db->t_eid},
-      };
-      for (size_t k = 0; k < NG_ARRAY_LEN(arrays); k++) {
-        if (!arrays[k].src)
-          continue;
-        if (pass == 1) {
-          memcpy(stage + at, arrays[k].src, arrays[k].bytes);
-          *arrays[k].dst = dev + at;
-        }
-        at = (at + arrays[k].bytes + ALIGN - 1) / ALIGN * ALIGN;
-      }
-    }
-    if (pass == 0) {
-      total = NG_MAX(at, 1);
-      NG_CHECK(host_grow(&t->stage_mb, total, "the block staging buffer"));
-      NG_CHECK(grow(t->be, &t->mb_dev, total));
-    }
-  }
-  return t->be->iface->copy_h2d(t->be, t->mb_dev.ptr, t->stage_mb.ptr, total);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -826,71 +989,103 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   return NG_OK;
 }
 
+/* The inference context of the trainer's model, features and hot tier (runtime/infer.c). */
+static ng_infer_ctx infer_ctx(ng_trainer_t t, const ng_infer_opts *io) {
+  return (ng_infer_ctx){
+      .ex = &t->ex,
+      .graph = &t->ds->csr,
+      .features = t->features,
+      .store = &t->store,
+      .threads = omp_threads(&t->opts),
+      .chunk = io && io->chunk > 0 ? io->chunk : t->opts.eval_chunk,
+      .host_bytes = io && io->host_bytes != 0       ? io->host_bytes
+                    : t->opts.infer_host_bytes != 0 ? t->opts.infer_host_bytes
+                                                    : NG_INFER_HOST_BYTES_DEFAULT,
+      .temp_dir = io && io->temp_dir ? io->temp_dir : t->temp_dir,
+      .progress = io ? io->progress : t->opts.progress,
+      .progress_ctx = io ? io->progress_ctx : t->opts.progress_ctx,
+  };
+}
+
 /* Full-neighbour layer-wise inference of every node: the logits [nodes, classes] in t->logits,
  * computed once per parameter state. */
 static ng_status infer_all(ng_trainer_t t) {
   if (t->logits)
     return NG_OK;
-  const struct ng_model *m = t->model;
-  const ng_dataset_info *info = &t->ds->info;
-  int64_t nodes = info->nodes, chunk = t->opts.eval_chunk;
-  ng_sampler_cfg cfg = {.graph = &t->ds->csr, .n_layers = 1};
-  cfg.fanout[0] = -1;
-  int64_t *ids = ng__malloc((size_t)NG_MIN(chunk, nodes) * sizeof *ids, "evaluation ids");
-  if (!ids)
+  float *logits = ng__big_alloc(logits_bytes(t), "the logits of every node");
+  if (!logits)
     return NG_ERR_NOMEM;
-  const float *h = t->features;
-  float *h_owned = NULL;
-  size_t h_bytes = 0;
-  ng_status st = NG_OK;
-  ng_progress prog;
-  ng__progress_init(&prog, t->opts.progress, t->opts.progress_ctx);
-  for (int l = 0; l < m->n_layers && st == NG_OK; l++) {
-    const ng_layer *L = &m->layers[l];
-    cfg.gcn_weights[0] = L->ag.weighted || L->ag.self_loop;
-    size_t out_bytes = (size_t)nodes * (size_t)L->out_dim * sizeof(float);
-    float *next = ng__big_alloc(out_bytes, "layer outputs in evaluation");
-    if (!next) {
-      st = NG_ERR_NOMEM;
-      break;
-    }
-    for (int64_t c0 = 0; c0 < nodes && st == NG_OK; c0 += chunk) {
-      int64_t n = NG_MIN(chunk, nodes - c0);
-      for (int64_t i = 0; i < n; i++)
-        ids[i] = c0 + i;
-      ng_minibatch mb;
-      st = ng__sample(&mb, t->arena, &cfg, ids, (int32_t)n, 0);
-      if (st == NG_OK)
-        st = gather_inputs(t, h, L->in_dim, mb.node_ids, mb.blocks[0].n_src, &t->x0);
-      ng_minibatch dmb;
-      if (st == NG_OK)
-        st = upload_minibatch(t, &mb, &dmb);
-      float *out = next + c0 * L->out_dim;
-      size_t out_chunk = (size_t)n * (size_t)L->out_dim * sizeof(float);
-      bool direct = t->be->iface->host_memory;
-      if (st == NG_OK && !direct)
-        st = grow(t->be, &t->eval_dev, NG_MAX(out_chunk, 1));
-      if (st == NG_OK)
-        st = ng__exec_layer_eval(&t->ex, l, &dmb.blocks[0], t->x0.ptr,
-                                 direct ? out : t->eval_dev.ptr);
-      if (st == NG_OK && !direct)
-        st = t->be->iface->copy_d2h(t->be, out, t->eval_dev.ptr, out_chunk);
-      if (st == NG_OK)
-        st = ng__progress(&prog, "eval", (double)(l * nodes + c0 + n),
-                          (double)(m->n_layers * nodes), false);
-    }
-    if (h_owned)
-      ng__big_free(h_owned, h_bytes);
-    h = h_owned = next;
-    h_bytes = out_bytes;
+  const ng_infer_ctx c = infer_ctx(t, NULL);
+  ng_status st = ng__infer(logits, &c, t->model->n_layers - 1, NULL, t->ds->info.nodes, NULL);
+  if (st != NG_OK) {
+    ng__big_free(logits, logits_bytes(t));
+    return st;
+  }
+  t->logits = logits;
+  return NG_OK;
+}
+
+ng_status ng_trainer_embed_dim(int64_t *dim, ng_trainer_t t, int32_t layer) {
+  NG_CHECK(trainer_check(t));
+  if (!dim)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_embed_dim: dim is NULL");
+  const struct ng_model *m = t->model;
+  if (layer < -1 || layer >= m->n_layers)
+    return ng__err(NG_ERR_INVALID_ARG, "layer %d: the model has layers 0 to %d (-1: the last)",
+                   (int)layer, m->n_layers - 1);
+  *dim = m->layers[layer < 0 ? m->n_layers - 1 : layer].out_dim;
+  return NG_OK;
+}
+
+ng_status ng_trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int64_t n,
+                           const ng_infer_opts *opts) {
+  NG_CHECK(trainer_check(t));
+  ng_infer_opts io = NG_INFER_OPTS_INIT;
+  if (opts) {
+    if (opts->size < sizeof opts->size)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "ng_infer_opts.size is %zu; initialise the options with NG_INFER_OPTS_INIT",
+                     opts->size);
+    memcpy(&io, opts, NG_MIN(opts->size, sizeof io));
+    io.size = sizeof io;
+  }
+  int64_t dim = 0;
+  NG_CHECK(ng_trainer_embed_dim(&dim, t, io.layer));
+  if (!out && (nodes ? n : t->ds->info.nodes) > 0)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_embed: out is NULL");
+  if (io.chunk < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_infer_opts.chunk %lld is negative", (long long)io.chunk);
+  const int layer = io.layer < 0 ? t->model->n_layers - 1 : io.layer;
+  /* Workers going on with the next epoch sample and fetch on every core: inference waits for
+   * no one, so they stop (the next epoch starts a pool again). */
+  ng__runtime_stop(t->rt);
+  const ng_infer_ctx c = infer_ctx(t, &io);
+  return ng__infer(out, &c, layer, nodes, nodes ? n : t->ds->info.nodes, NULL);
+}
+
+/* The logits of the validation and the test split (t->eval_logits), by one inference over both
+ * receptive fields. */
+static ng_status infer_eval_splits(ng_trainer_t t) {
+  const ng_dataset_info *info = &t->ds->info;
+  const int64_t n = info->val + info->test;
+  int64_t *ids = ng__malloc((size_t)NG_MAX(n, 1) * sizeof *ids, "the evaluation ids");
+  float *logits = ng__malloc((size_t)NG_MAX(n, 1) * (size_t)info->classes * sizeof(float),
+                             "the logits of the evaluation splits");
+  ng_status st = ids && logits ? NG_OK : NG_ERR_NOMEM;
+  if (st == NG_OK) {
+    if (info->val)
+      memcpy(ids, t->ds->split[NG_SPLIT_VAL], (size_t)info->val * sizeof *ids);
+    if (info->test)
+      memcpy(ids + info->val, t->ds->split[NG_SPLIT_TEST], (size_t)info->test * sizeof *ids);
+    const ng_infer_ctx c = infer_ctx(t, NULL);
+    st = ng__infer(logits, &c, t->model->n_layers - 1, ids, n, NULL);
   }
   free(ids);
   if (st != NG_OK) {
-    if (h_owned)
-      ng__big_free(h_owned, h_bytes);
+    free(logits);
     return st;
   }
-  t->logits = h_owned;
+  t->eval_logits = logits;
   return NG_OK;
 }
 
@@ -907,10 +1102,38 @@ ng_status ng_trainer_evaluate(double *accuracy, double *loss, ng_trainer_t t, ng
                    split == NG_SPLIT_TRAIN ? "train"
                    : split == NG_SPLIT_VAL ? "val"
                                            : "test");
-  NG_CHECK(infer_all(t));
-  const float *logits = t->logits;
   const int64_t *ids = t->ds->split[split];
-  ng_status st = gather_inputs(t, logits, info->classes, ids, n, &t->eval_out);
+  ng_status st = NG_OK;
+  if (t->logits) { /* every node's logits are there already (ng_trainer_predict) */
+    st = gather_inputs(t, t->logits, info->classes, ids, n, &t->eval_out);
+  } else {
+    /* Only the split's receptive field (layer-wise, runtime/infer.c), into backend memory; the
+     * validation and test splits together, kept until the parameters change. */
+    const size_t bytes = (size_t)n * (size_t)info->classes * sizeof(float);
+    const float *host = NULL;
+    float *own = NULL;
+    if (split == NG_SPLIT_TRAIN) {
+      own = ng__malloc(NG_MAX(bytes, (size_t)1), "the logits of the training split");
+      if (!own)
+        return NG_ERR_NOMEM;
+      const ng_infer_ctx c = infer_ctx(t, NULL);
+      st = ng__infer(own, &c, t->model->n_layers - 1, ids, n, NULL);
+      host = own;
+    } else {
+      if (!t->eval_logits)
+        st = infer_eval_splits(t);
+      host = t->eval_logits ? t->eval_logits +
+                                  (split == NG_SPLIT_TEST ? info->val : 0) * (int64_t)info->classes
+                            : NULL;
+    }
+    if (st == NG_OK)
+      st = grow(t->be, &t->eval_out, bytes);
+    if (st == NG_OK && t->be->iface->host_memory)
+      memcpy(t->eval_out.ptr, host, bytes);
+    else if (st == NG_OK)
+      st = t->be->iface->copy_h2d(t->be, t->eval_out.ptr, host, bytes);
+    free(own);
+  }
   if (st == NG_OK)
     st = gather_labels(t, ids, n);
   double l = 0.0;

@@ -37,14 +37,15 @@ cmake --build --preset asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -j "$jobs"
 
 # The suites with threads of their own (scheduler, sampler, the runtime's workers and pipeline,
-# the serving engine's batcher, callers and updaters: about 45 s under TSan);
+# the serving engine's batcher, callers and updaters: about 45 s under TSan; inference's producer
+# thread);
 # OpenMP runs one thread under TSan (tests/CMakeLists.txt). test_train is left out: it exercises
 # the same runtime on Cora and takes about ten minutes under TSan.
 step "thread sanitizer build and tests of the threaded suites (preset tsan)"
 cmake --preset tsan -DNG_WERROR=ON >/dev/null
 cmake --build --preset tsan -j "$jobs" --target test_sched test_sampler test_runtime test_fetch \
-  test_serve_engine
-ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch|serve_engine)$'
+  test_serve_engine test_infer
+ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch|serve_engine|infer)$'
 
 step "fuzzing the loaders, converters, option parser and request parsers (preset fuzz, libFuzzer)"
 cmake --preset fuzz -DNG_WERROR=ON >/dev/null

@@ -127,6 +127,35 @@ static void test_arrays_zero_copy_same_training(void) {
   ng_dataset_close(ds);
 }
 
+/* The caller's features are only read: a trainer that copies or row-normalises them must not
+ * release their pages (MADV_DONTNEED on anonymous memory reads back as zeros), which it may do to
+ * a dataset folder's read-only mapping. */
+static void test_arrays_left_intact(void) {
+  const size_t bytes = (size_t)cora->info.nodes * (size_t)cora->info.feature_dim * sizeof(float);
+  float *x = malloc(bytes);
+  if (!x)
+    return;
+  memcpy(x, cora->features, bytes);
+  ng_dataset_arrays a = cora_arrays();
+  a.features = x;
+  ng_dataset_t ds = NULL;
+  EXPECT_OK(ng_dataset_from_arrays(&ds, &a));
+  ng_model_t m = sage(NG_AGGREGATOR_MEAN, 16);
+  for (int k = 0; ds && k < 2; k++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 0;
+    o.normalize = k ? NG_NORMALIZE_NONE : NG_NORMALIZE_ROW;
+    o.features_memory = k ? NG_FEATURES_COPY : NG_FEATURES_AUTO;
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, ds, m, &o));
+    ng_trainer_destroy(t);
+    EXPECT_TRUE(memcmp(x, cora->features, bytes) == 0);
+  }
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+  free(x);
+}
+
 /* An edge list becomes the same CSR, in the list's order; int64 labels and int32 splits are
  * converted. */
 static void test_arrays_edge_list(void) {
@@ -428,6 +457,7 @@ int main(void) {
   open_cora();
   RUN_TEST(test_arrays_zero_copy_same_training);
   RUN_TEST(test_arrays_edge_list);
+  RUN_TEST(test_arrays_left_intact);
   RUN_TEST(test_arrays_validation);
   RUN_TEST(test_checkpoint_describes_model);
   RUN_TEST(test_checkpoint_without_description);

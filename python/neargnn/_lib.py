@@ -113,7 +113,8 @@ class TrainOpts(ctypes.Structure):
                 ("features_memory", c_enum), ("device_share", c_double),
                 ("trace_spans", c_int64), ("ready_window", c_int), ("precision", c_enum),
                 ("op_profile_every", c_int), ("sampler", c_enum),
-                ("sampler_memory_share", c_double)]
+                ("sampler_memory_share", c_double), ("max_host_memory", c_int64),
+                ("infer_host_bytes", c_int64), ("temp_dir", c_char_p)]
 
 
 def train_opts_default():
@@ -127,6 +128,7 @@ def train_opts_default():
     o.telemetry_s, o.lookahead, o.features_memory, o.device_share = 1.0, 3, 0, 0.0
     o.trace_spans, o.ready_window, o.precision, o.op_profile_every = 0, 0, 0, 0
     o.sampler, o.sampler_memory_share = 0, 0.25
+    o.max_host_memory, o.infer_host_bytes, o.temp_dir = 0, 0, None
     return o
 
 

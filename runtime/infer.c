@@ -1,0 +1,666 @@
+/* Layer-wise full-neighbour inference: layer by layer, in chunks of destinations, with the host
+ * work of chunk k + 1 (full 1-hop sampling, gathering input rows) on a second thread while the
+ * device computes chunk k. Intermediate layers live in anonymous memory up to a limit, above it
+ * in a memory-mapped temporary file whose resident pages are dropped as the layer goes on, so
+ * that host memory stays bounded whatever the graph's size. */
+#include "infer_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* The prefix of the temporary files, beside which ng__tmp_sweep finds dead runs' leftovers. */
+#define INFER_TMP_NAME "neargnn-infer"
+#define ALIGN_BYTES 64
+
+/* A set of node ids: sorted and distinct, or (ids NULL) every node 0 .. n - 1. */
+typedef struct {
+  int64_t *ids;
+  int64_t n;
+} node_set;
+
+static int64_t set_id(const node_set *s, int64_t i) {
+  return s->ids ? s->ids[i] : i;
+}
+
+/* The position of node `v` in set `s` (it is there). */
+static int64_t set_pos(const node_set *s, int64_t v) {
+  if (!s->ids)
+    return v;
+  int64_t lo = 0, hi = s->n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (s->ids[mid] < v)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Host memory of one layer's output [rows, dim]: anonymous memory, or a mapped temporary file. */
+typedef struct {
+  float *ptr;
+  size_t bytes;
+  bool file;
+  size_t dropped_at; /* bytes written when the resident pages were last dropped */
+  size_t read_since; /* bytes read since the input pages were last dropped */
+} layer_buf;
+
+static void buf_free(layer_buf *b) {
+  if (b->ptr) {
+    if (b->file)
+      munmap(b->ptr, b->bytes);
+    else
+      ng__big_free(b->ptr, b->bytes);
+  }
+  memset(b, 0, sizeof *b);
+}
+
+/* A layer output of `bytes`: in memory up to `limit`, else in a file under `dir` named
+ * `<dir>/neargnn-infer.tmp-<pid>-XXXXXX` (so that a later run's sweep removes it if this process
+ * dies), unlinked as soon as it is mapped. */
+static ng_status buf_alloc(layer_buf *b, size_t bytes, int64_t limit, const char *dir) {
+  memset(b, 0, sizeof *b);
+  bytes = NG_MAX(bytes, (size_t)1);
+  if (limit >= 0 && bytes <= (size_t)limit) {
+    b->ptr = ng__big_alloc(bytes, "a layer's output in inference");
+    if (!b->ptr)
+      return NG_ERR_NOMEM;
+    b->bytes = bytes;
+    return NG_OK;
+  }
+  if (!dir || !*dir) {
+    dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+      dir = "/tmp";
+  }
+  char *dst = ng__path_join(dir, INFER_TMP_NAME);
+  if (!dst)
+    return NG_ERR_NOMEM;
+  ng__tmp_sweep(dst);
+  char *tmpl = ng__tmp_template(dst);
+  free(dst);
+  if (!tmpl)
+    return ng__err(NG_ERR_NOMEM, "out of memory for a temporary file name");
+  int fd = mkstemp(tmpl);
+  if (fd < 0) {
+    ng_status st = ng__err(NG_ERR_IO,
+                           "%s: cannot create a temporary file for a layer's output (%s); give "
+                           "another folder (--temp-dir) or a larger host memory limit",
+                           tmpl, strerror(errno));
+    free(tmpl);
+    return st;
+  }
+  unlink(tmpl);
+  ng_status st = NG_OK;
+  if (ftruncate(fd, (off_t)bytes) != 0) {
+    st = ng__err(NG_ERR_IO, "%s: cannot size a temporary file to %zu bytes: %s", tmpl, bytes,
+                 strerror(errno));
+  } else {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      st = ng__err(NG_ERR_IO, "%s: cannot map a temporary file of %zu bytes: %s", tmpl, bytes,
+                   strerror(errno));
+    else {
+      b->ptr = p;
+      b->bytes = bytes;
+      b->file = true;
+    }
+  }
+  close(fd);
+  free(tmpl);
+  return st;
+}
+
+/* Drops the resident pages of a file-backed buffer once `since` bytes went through it since the
+ * last drop: the page cache keeps (and writes back) the data, the process's RSS forgets it. */
+static void buf_trim(layer_buf *b, size_t *since, size_t add, int64_t limit) {
+  if (!b->file)
+    return;
+  *since += add;
+  const size_t every = limit > 0 ? (size_t)limit / 4 : ((size_t)64 << 20);
+  if (*since < NG_MAX(every, (size_t)16 << 20))
+    return;
+  madvise(b->ptr, b->bytes, MADV_DONTNEED);
+  *since = 0;
+}
+
+/* Pinned (backends with their own memory) or plain host memory that grows and is reused. */
+typedef struct {
+  void *ptr;
+  size_t cap;
+  bool pinned;
+} host_buf;
+
+static ng_status host_buf_reserve(ng_backend *be, host_buf *b, size_t bytes, const char *what) {
+  if (bytes <= b->cap && b->ptr)
+    return NG_OK;
+  size_t cap = NG_MAX(bytes + bytes / 4, (size_t)4096);
+  if (!be->iface->host_memory && be->iface->host_alloc) {
+    if (b->ptr)
+      be->iface->host_free(be, b->ptr);
+    b->ptr = NULL;
+    b->cap = 0;
+    NG_CHECK(be->iface->host_alloc(be, &b->ptr, cap));
+    b->cap = cap;
+    b->pinned = true;
+    return NG_OK;
+  }
+  return ng__host_reserve(&b->ptr, &b->cap, cap, what);
+}
+
+static void host_buf_free(ng_backend *be, host_buf *b) {
+  if (b->pinned && b->ptr)
+    be->iface->host_free(be, b->ptr);
+  else
+    free(b->ptr);
+  memset(b, 0, sizeof *b);
+}
+
+/* One chunk's host side, filled by the producer thread. */
+typedef struct {
+  ng_sample_arena *arena;
+  int64_t *ids;
+  size_t ids_cap;
+  ng_minibatch mb;
+  int64_t first, n; /* positions [first, first + n) of the layer's set */
+  host_buf rows;    /* input rows [n_src, in] (all, or only the cold ones: n_cold) */
+  host_buf pack;    /* what the device needs besides the rows, packed (see pack_slot) */
+  size_t pack_bytes;
+  /* Offsets into pack (backends with their own memory). */
+  size_t off_arrays[7];
+  size_t off_hot_pos, off_hot_ids, off_cold_pos, off_cold_ids;
+  int64_t n_hot, n_cold;
+  bool split; /* layer 0 with a hot tier on the device: rows holds only the cold rows */
+  /* A host-memory backend reads the input table in place: the block's indices name rows of the
+   * table (gidx), and the destinations' own rows are `self` (in the table, or gathered into
+   * rows). No gather of every source row. */
+  bool direct;
+  int32_t *gidx, *lpos;
+  size_t gidx_cap, lpos_cap;
+  ng_block dblk;
+  const float *self;
+  ng_status st;
+  char err[512]; /* the producer thread's error message */
+} slot;
+
+typedef struct {
+  const ng_infer_ctx *c;
+  ng_backend *be;
+  int layer;
+  ng_sampler_cfg cfg;
+  const node_set *dst_set; /* the layer's destinations */
+  const node_set *src_set; /* the rows of `input` (NULL: the features, by node id) */
+  const float *input;
+  int64_t in_dim;
+  layer_buf *in_buf; /* the input's buffer when it is a previous layer's output */
+  /* Threads of the producer's loops: one beside a host-memory backend, whose computation
+   * (OpenMP on every core) runs at the same time; a second team would only spin against it
+   * (libgomp's active waiting took 73% of the cycles of a 1 M-node run on 2 cores). */
+  int host_threads;
+} layer_job;
+
+typedef struct {
+  layer_job *job;
+  slot *s;
+} produce_arg;
+
+/* Bytes of the block arrays in `pack`, each aligned. */
+static size_t align_up(size_t x) {
+  return (x + ALIGN_BYTES - 1) / ALIGN_BYTES * ALIGN_BYTES;
+}
+
+/* A host-memory backend's chunk: the block re-addressed to the rows of the input table, and the
+ * destinations' own rows (in place when they are consecutive rows of the table). */
+static ng_status produce_direct(layer_job *j, slot *s) {
+  const ng_infer_ctx *c = j->c;
+  const ng_block *b = &s->mb.blocks[0];
+  const int64_t ns = b->n_src, dim = j->in_dim;
+  const int64_t *nid = s->mb.node_ids;
+  const node_set *src_set = j->src_set;
+  NG_CHECK(ng__host_reserve((void **)&s->lpos, &s->lpos_cap, (size_t)NG_MAX(ns, 1) * 4,
+                            "inference row positions"));
+  NG_CHECK(ng__host_reserve((void **)&s->gidx, &s->gidx_cap, (size_t)NG_MAX(b->nnz, 1) * 4,
+                            "inference row positions"));
+  int32_t *lpos = s->lpos, *gidx = s->gidx;
+  const int32_t *idx = b->indices;
+  const int64_t nnz = b->nnz;
+#pragma omp parallel num_threads(j->host_threads) if (nnz > 65536)
+  {
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < ns; i++)
+      lpos[i] = (int32_t)(src_set ? set_pos(src_set, nid[i]) : nid[i]);
+#pragma omp for schedule(static)
+    for (int64_t e = 0; e < nnz; e++)
+      gidx[e] = lpos[idx[e]];
+  }
+  const int64_t table_rows = src_set ? src_set->n : c->graph->nodes;
+  s->dblk = *b;
+  s->dblk.indices = gidx;
+  s->dblk.n_src = (int32_t)NG_MAX(table_rows, (int64_t)b->n_dst);
+  /* The destinations are rows [first, first + n) of the table when both sets are whole. */
+  const bool consecutive = !j->dst_set->ids && !(src_set && src_set->ids);
+  if (consecutive) {
+    s->self = j->input + s->first * dim;
+  } else {
+    const size_t row_bytes = (size_t)dim * sizeof(float);
+    NG_CHECK(host_buf_reserve(j->be, &s->rows, (size_t)NG_MAX(s->n, 1) * row_bytes,
+                              "inference input rows"));
+    float *rows = s->rows.ptr;
+    const float *table = j->input;
+    for (int64_t i = 0; i < s->n; i++)
+      memcpy(rows + i * dim, table + (int64_t)lpos[i] * dim, row_bytes);
+    s->self = rows;
+  }
+  s->split = false;
+  s->n_hot = 0;
+  s->n_cold = ns;
+  s->pack_bytes = 0;
+  return NG_OK;
+}
+
+/* Samples the chunk's full 1-hop neighbourhood and gathers what the device reads. */
+static ng_status produce(layer_job *j, slot *s) {
+  const ng_infer_ctx *c = j->c;
+  ng_backend *be = j->be;
+  NG_CHECK(ng__host_reserve((void **)&s->ids, &s->ids_cap, (size_t)s->n * sizeof *s->ids,
+                            "inference ids"));
+  for (int64_t i = 0; i < s->n; i++)
+    s->ids[i] = set_id(j->dst_set, s->first + i);
+  NG_CHECK(ng__sample(&s->mb, s->arena, &j->cfg, s->ids, (int32_t)s->n, 0));
+  const ng_block *b = &s->mb.blocks[0];
+  const int64_t ns = b->n_src, dim = j->in_dim;
+  const int64_t *nid = s->mb.node_ids;
+  s->direct = be->iface->host_memory && !c->ex->model->layers[j->layer].ag.self_loop;
+  if (s->direct)
+    return produce_direct(j, s);
+  const int64_t hot = c->store && j->layer == 0 ? c->store->hot : 0;
+  s->split = !be->iface->host_memory && j->layer == 0 && hot > 0;
+  s->n_hot = 0;
+  s->n_cold = ns;
+  if (s->split) {
+    s->n_hot = 0;
+    for (int64_t i = 0; i < ns; i++)
+      s->n_hot += nid[i] < hot;
+    s->n_cold = ns - s->n_hot;
+  }
+  const bool zcopy = s->split && c->store->host_dev != NULL;
+  /* The rows the host gathers: every source row, or only the cold ones (none with zero-copy). */
+  const int64_t host_rows = zcopy ? 0 : s->n_cold;
+  const size_t row_bytes = (size_t)dim * sizeof(float);
+  NG_CHECK(host_buf_reserve(be, &s->rows, (size_t)NG_MAX(host_rows, 1) * row_bytes,
+                            "inference input rows"));
+  float *rows = s->rows.ptr;
+  /* The pack: block arrays, then hot/cold positions and ids. */
+  size_t at = 0;
+  const size_t sizes[7] = {((size_t)b->n_dst + 1) * 4,
+                           (size_t)b->nnz * 4,
+                           b->edge_w ? (size_t)b->nnz * 4 : 0,
+                           b->self_w ? (size_t)b->n_dst * 4 : 0,
+                           0,
+                           0,
+                           0};
+  for (int k = 0; k < 7; k++) {
+    s->off_arrays[k] = at;
+    at = align_up(at + sizes[k]);
+  }
+  s->off_hot_pos = at;
+  at = align_up(at + (size_t)s->n_hot * 4);
+  s->off_hot_ids = at;
+  at = align_up(at + (size_t)s->n_hot * 8);
+  s->off_cold_pos = at;
+  at = align_up(at + (size_t)(s->split ? s->n_cold : 0) * 4);
+  s->off_cold_ids = at;
+  at = align_up(at + (size_t)(s->split ? s->n_cold : 0) * 8);
+  s->pack_bytes = be->iface->host_memory ? 0 : NG_MAX(at, (size_t)ALIGN_BYTES);
+  if (s->pack_bytes) {
+    NG_CHECK(host_buf_reserve(be, &s->pack, s->pack_bytes, "inference block staging"));
+    char *p = s->pack.ptr;
+    const void *src[4] = {b->indptr, b->indices, b->edge_w, b->self_w};
+    for (int k = 0; k < 4; k++)
+      if (sizes[k])
+        memcpy(p + s->off_arrays[k], src[k], sizes[k]);
+    if (s->split) {
+      int32_t *hp = (int32_t *)(p + s->off_hot_pos), *cp = (int32_t *)(p + s->off_cold_pos);
+      int64_t *hi = (int64_t *)(p + s->off_hot_ids), *ci = (int64_t *)(p + s->off_cold_ids);
+      int64_t h = 0, k = 0;
+      for (int64_t i = 0; i < ns; i++) {
+        if (nid[i] < hot) {
+          hp[h] = (int32_t)i;
+          hi[h++] = nid[i];
+        } else {
+          cp[k] = (int32_t)i;
+          /* Zero-copy reads the host table by node id; batched rows sit at k in `rows`. */
+          ci[k] = zcopy ? nid[i] : k;
+          k++;
+        }
+      }
+    }
+  }
+  if (host_rows > 0) {
+    const float *table = j->input;
+    const node_set *src_set = j->src_set;
+    const bool split = s->split;
+    /* The gathered rows' sources: every source row, or the cold ones in order. */
+    const int32_t *cold_pos =
+        split ? (const int32_t *)((char *)s->pack.ptr + s->off_cold_pos) : NULL;
+#pragma omp parallel for schedule(static) num_threads(j->host_threads) if (host_rows > 1024)
+    for (int64_t i = 0; i < host_rows; i++) {
+      const int64_t v = nid[split ? cold_pos[i] : i];
+      const int64_t r = src_set ? set_pos(src_set, v) : v;
+      memcpy(rows + i * dim, table + r * dim, row_bytes);
+    }
+    if (j->in_buf)
+      buf_trim(j->in_buf, &j->in_buf->read_since, (size_t)host_rows * row_bytes, c->host_bytes);
+  }
+  return NG_OK;
+}
+
+static void *produce_main(void *arg) {
+  produce_arg *a = arg;
+  a->s->st = produce(a->job, a->s);
+  /* The detail is thread-local: it goes back with the status. */
+  if (a->s->st != NG_OK)
+    ng__strlcpy(a->s->err, ng_last_error(), sizeof a->s->err);
+  return NULL;
+}
+
+/* Device memory of the chunk computation, grown and reused. */
+typedef struct {
+  void *pack, *rows, *x, *out;
+  size_t pack_cap, rows_cap, x_cap, out_cap;
+} dev_bufs;
+
+static void dev_free(ng_backend *be, dev_bufs *d) {
+  be->iface->free(be, d->pack);
+  be->iface->free(be, d->rows);
+  be->iface->free(be, d->x);
+  be->iface->free(be, d->out);
+  memset(d, 0, sizeof *d);
+}
+
+/* Computes a produced chunk on the device into `out` (host rows [n, out_dim]). */
+static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
+  ng_backend *be = j->be;
+  ng_model_exec *ex = j->c->ex;
+  const ng_block *hb = &s->mb.blocks[0];
+  const int64_t dim = j->in_dim, out_dim = ex->model->layers[j->layer].out_dim;
+  if (s->direct)
+    return ng__exec_layer_eval_self(ex, j->layer, &s->dblk, j->input, s->self, out);
+  if (be->iface->host_memory)
+    return ng__exec_layer_eval(ex, j->layer, hb, s->rows.ptr, out);
+  const size_t row_bytes = (size_t)dim * sizeof(float);
+  NG_CHECK(ng__bk_reserve(be, &d->pack, &d->pack_cap, s->pack_bytes));
+  NG_CHECK(be->iface->copy_h2d(be, d->pack, s->pack.ptr, s->pack_bytes));
+  char *p = d->pack;
+  ng_block db = *hb;
+  db.indptr = (const int32_t *)(p + s->off_arrays[0]);
+  db.indices = (const int32_t *)(p + s->off_arrays[1]);
+  db.edge_w = hb->edge_w ? (const float *)(p + s->off_arrays[2]) : NULL;
+  db.self_w = hb->self_w ? (const float *)(p + s->off_arrays[3]) : NULL;
+  db.t_indptr = db.t_dst = db.t_eid = NULL;
+  const size_t x_bytes = (size_t)NG_MAX(hb->n_src, 1) * row_bytes;
+  const float *x;
+  if (!s->split) {
+    NG_CHECK(ng__bk_reserve(be, &d->x, &d->x_cap, x_bytes));
+    NG_CHECK(be->iface->copy_h2d(be, d->x, s->rows.ptr, (size_t)hb->n_src * row_bytes));
+    x = d->x;
+  } else {
+    const ng_store *store = j->c->store;
+    NG_CHECK(ng__bk_reserve(be, &d->x, &d->x_cap, x_bytes));
+    if (s->n_hot > 0) /* hot rows straight from the device's hot tier: never uploaded again */
+      NG_CHECK(be->iface->scatter_rows(be, d->x, (const int32_t *)(p + s->off_hot_pos),
+                                       store->cache, (const int64_t *)(p + s->off_hot_ids),
+                                       s->n_hot, dim, 0.0f, 0));
+    if (s->n_cold > 0) {
+      const float *table = store->host_dev; /* zero-copy: the device reads the host table */
+      if (!table) {                         /* batched: the host gathered them, one copy */
+        NG_CHECK(ng__bk_reserve(be, &d->rows, &d->rows_cap, (size_t)s->n_cold * row_bytes));
+        NG_CHECK(be->iface->copy_h2d(be, d->rows, s->rows.ptr, (size_t)s->n_cold * row_bytes));
+        table = d->rows;
+      }
+      NG_CHECK(be->iface->scatter_rows(be, d->x, (const int32_t *)(p + s->off_cold_pos), table,
+                                       (const int64_t *)(p + s->off_cold_ids), s->n_cold, dim, 0.0f,
+                                       0));
+    }
+    x = d->x;
+  }
+  const size_t out_bytes = (size_t)s->n * (size_t)out_dim * sizeof(float);
+  NG_CHECK(ng__bk_reserve(be, &d->out, &d->out_cap, NG_MAX(out_bytes, (size_t)1)));
+  NG_CHECK(ng__exec_layer_eval(ex, j->layer, &db, x, d->out));
+  return be->iface->copy_d2h(be, out, d->out, out_bytes);
+}
+
+/* The destinations of layer l - 1 from those of layer l: the set and every in-neighbour row. */
+static ng_status expand(node_set *out, const node_set *in, const ng_csr *g, int threads) {
+  const int64_t nodes = g->nodes;
+  if (!in->ids) {
+    *out = (node_set){NULL, nodes};
+    return NG_OK;
+  }
+  const size_t words = (size_t)(nodes + 63) / 64;
+  uint64_t *bits = ng__calloc(words, sizeof *bits, "the receptive field's bitmap");
+  if (!bits)
+    return NG_ERR_NOMEM;
+  const int64_t n = in->n;
+  const int64_t *ids = in->ids;
+#pragma omp parallel for schedule(dynamic, 256) num_threads(threads)
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t v = ids[i];
+    __atomic_fetch_or(&bits[v / 64], (uint64_t)1 << (v % 64), __ATOMIC_RELAXED);
+    for (int64_t e = g->indptr[v]; e < g->indptr[v + 1]; e++) {
+      const int64_t u = ng__csr_index(g, e);
+      __atomic_fetch_or(&bits[u / 64], (uint64_t)1 << (u % 64), __ATOMIC_RELAXED);
+    }
+  }
+  int64_t count = 0;
+  for (size_t w = 0; w < words; w++)
+    count += __builtin_popcountll(bits[w]);
+  if (count == nodes) { /* the whole graph: no id list */
+    free(bits);
+    *out = (node_set){NULL, nodes};
+    return NG_OK;
+  }
+  int64_t *list = ng__malloc((size_t)NG_MAX(count, 1) * sizeof *list, "a receptive field");
+  if (!list) {
+    free(bits);
+    return NG_ERR_NOMEM;
+  }
+  int64_t k = 0;
+  for (size_t w = 0; w < words; w++)
+    for (uint64_t x = bits[w]; x; x &= x - 1)
+      list[k++] = (int64_t)w * 64 + __builtin_ctzll(x);
+  free(bits);
+  *out = (node_set){list, count};
+  return NG_OK;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Runs layer `j->layer` over its destination set into `dst` (rows in the set's order). */
+static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot slots[2], dev_bufs *d,
+                           ng_progress *prog, double *done, double total, ng_infer_stats *stats) {
+  const ng_infer_ctx *c = j->c;
+  const int64_t n = j->dst_set->n, chunk = c->chunk;
+  const int64_t out_dim = c->ex->model->layers[j->layer].out_dim;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const size_t out_row = (size_t)out_dim * sizeof(float);
+  if (chunks == 0)
+    return NG_OK;
+  slots[0].first = 0;
+  slots[0].n = NG_MIN(chunk, n);
+  ng_status st = produce(j, &slots[0]);
+  for (int64_t k = 0; k < chunks && st == NG_OK; k++) {
+    slot *cur = &slots[k % 2], *next = &slots[(k + 1) % 2];
+    pthread_t th;
+    produce_arg arg = {j, next};
+    bool started = false;
+    if (k + 1 < chunks) {
+      next->first = (k + 1) * chunk;
+      next->n = NG_MIN(chunk, n - next->first);
+      /* Without a thread the next chunk's host work runs after this one's computation. */
+      started = pthread_create(&th, NULL, produce_main, &arg) == 0;
+    }
+    st = compute(j, cur, d, dst + cur->first * out_dim);
+    if (stats) {
+      stats->chunks++;
+      if (j->layer == 0) {
+        stats->hot_rows += cur->split ? cur->n_hot : 0;
+        stats->cold_rows += cur->split ? cur->n_cold : cur->mb.blocks[0].n_src;
+      }
+    }
+    if (started) {
+      pthread_join(th, NULL);
+      if (st == NG_OK && next->st != NG_OK)
+        st = ng__err(next->st, "%s", next->err);
+    } else if (k + 1 < chunks && st == NG_OK) {
+      st = produce(j, next);
+    }
+    if (dst_buf && st == NG_OK)
+      buf_trim(dst_buf, &dst_buf->dropped_at, (size_t)cur->n * out_row, c->host_bytes);
+    /* The direct path's aggregation read the input's rows in place, on this thread. */
+    if (cur->direct && j->in_buf && st == NG_OK)
+      buf_trim(j->in_buf, &j->in_buf->read_since,
+               (size_t)cur->mb.blocks[0].nnz * (size_t)j->in_dim * sizeof(float), c->host_bytes);
+    *done += (double)cur->n;
+    if (st == NG_OK)
+      st = ng__progress(prog, "infer", *done, total, false);
+  }
+  return st;
+}
+
+ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t *targets, int64_t n,
+                    ng_infer_stats *stats) {
+  ng_model_exec *ex = c->ex;
+  const struct ng_model *m = ex->model;
+  ng_backend *be = ex->be;
+  const int64_t nodes = c->graph->nodes;
+  if (layer < 0 || layer >= m->n_layers)
+    return ng__err(NG_ERR_INVALID_ARG, "layer %d: the model has layers 0 to %d", layer,
+                   m->n_layers - 1);
+  if (c->chunk <= 0 || c->chunk > INT32_MAX / 2)
+    return ng__err(NG_ERR_INVALID_ARG, "inference chunk %lld out of range", (long long)c->chunk);
+  if (!targets)
+    n = nodes;
+  if (n < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "%lld target nodes", (long long)n);
+  if (stats)
+    memset(stats, 0, sizeof *stats);
+  if (n == 0)
+    return NG_OK;
+  node_set sets[NG_MAX_LAYERS];
+  memset(sets, 0, sizeof sets);
+  ng_status st = NG_OK;
+  /* The last layer's destinations: the targets, sorted and distinct. */
+  if (targets) {
+    for (int64_t i = 0; i < n; i++)
+      if (targets[i] < 0 || targets[i] >= nodes)
+        return ng__err(NG_ERR_INVALID_ARG, "node id %lld (position %lld) is not in [0, %lld)",
+                       (long long)targets[i], (long long)i, (long long)nodes);
+    int64_t *u = ng__malloc((size_t)n * sizeof *u, "the target ids");
+    if (!u)
+      return NG_ERR_NOMEM;
+    memcpy(u, targets, (size_t)n * sizeof *u);
+    qsort(u, (size_t)n, sizeof *u, cmp_i64);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+      if (i == 0 || u[i] != u[k - 1])
+        u[k++] = u[i];
+    sets[layer] = (node_set){u, k};
+    if (k == nodes) {
+      free(u);
+      sets[layer] = (node_set){NULL, nodes};
+    }
+  } else {
+    sets[layer] = (node_set){NULL, nodes};
+  }
+  /* Receptive fields: layer l's output is needed for layer l + 1's destinations and their
+   * neighbours; the whole graph once it covers every node (then no id list at all). */
+  for (int l = layer - 1; l >= 0 && st == NG_OK; l--)
+    st = expand(&sets[l], &sets[l + 1], c->graph, c->threads);
+  double total = 0, done = 0;
+  for (int l = 0; l <= layer; l++) {
+    total += (double)sets[l].n;
+    if (stats)
+      stats->rows[l] = sets[l].n;
+  }
+  slot slots[2];
+  memset(slots, 0, sizeof slots);
+  dev_bufs d;
+  memset(&d, 0, sizeof d);
+  for (int k = 0; k < 2 && st == NG_OK; k++)
+    st = ng__sample_arena_create(&slots[k].arena);
+  ng_progress prog;
+  ng__progress_init(&prog, c->progress, c->progress_ctx);
+  layer_buf bufs[2];
+  memset(bufs, 0, sizeof bufs);
+  const bool direct = !targets; /* every node in id order: the last layer writes `out` */
+  for (int l = 0; l <= layer && st == NG_OK; l++) {
+    const ng_layer *L = &m->layers[l];
+    layer_buf *dst_buf = &bufs[l % 2], *src_buf = l > 0 ? &bufs[(l + 1) % 2] : NULL;
+    float *dst = NULL;
+    if (l == layer && direct) {
+      dst = out;
+    } else {
+      st = buf_alloc(dst_buf, (size_t)sets[l].n * (size_t)L->out_dim * sizeof(float), c->host_bytes,
+                     c->temp_dir);
+      if (st != NG_OK)
+        break;
+      dst = dst_buf->ptr;
+      if (stats && dst_buf->file)
+        stats->file_bytes += (int64_t)dst_buf->bytes;
+    }
+    layer_job j = {
+        .c = c,
+        .be = be,
+        .layer = l,
+        .cfg = {.graph = c->graph, .n_layers = 1},
+        .dst_set = &sets[l],
+        .src_set = l > 0 ? &sets[l - 1] : NULL,
+        .input = l > 0 ? src_buf->ptr : c->features,
+        .in_dim = L->in_dim,
+        .in_buf = src_buf,
+        .host_threads = be->iface->host_memory ? 1 : c->threads,
+    };
+    j.cfg.fanout[0] = -1;
+    j.cfg.gcn_weights[0] = L->ag.weighted || L->ag.self_loop;
+    st = run_layer(&j, dst, dst_buf->ptr == dst ? dst_buf : NULL, slots, &d, &prog, &done, total,
+                   stats);
+    if (src_buf)
+      buf_free(src_buf);
+  }
+  if (st == NG_OK && !direct) {
+    /* Rows of the sorted distinct targets back into the caller's order. */
+    const node_set *s = &sets[layer];
+    const float *src = bufs[layer % 2].ptr;
+    const int64_t dim = m->layers[layer].out_dim;
+#pragma omp parallel for schedule(static) num_threads(c->threads) if (n > 4096)
+    for (int64_t i = 0; i < n; i++)
+      memcpy(out + i * dim, src + set_pos(s, targets[i]) * dim, (size_t)dim * sizeof(float));
+  }
+  if (st == NG_OK)
+    st = ng__progress(&prog, "infer", total, total, true);
+  buf_free(&bufs[0]);
+  buf_free(&bufs[1]);
+  for (int k = 0; k < 2; k++) {
+    ng__sample_arena_destroy(slots[k].arena);
+    free(slots[k].ids);
+    free(slots[k].gidx);
+    free(slots[k].lpos);
+    host_buf_free(be, &slots[k].rows);
+    host_buf_free(be, &slots[k].pack);
+  }
+  dev_free(be, &d);
+  for (int l = 0; l < NG_MAX_LAYERS; l++)
+    free(sets[l].ids);
+  return st;
+}

@@ -1,0 +1,47 @@
+/* Layer-wise full-neighbour inference (runtime/infer.c): every node, or the receptive field of
+ * a node set, one layer at a time, in chunks, with the host work of the next chunk (sampling
+ * its full 1-hop neighbourhood, gathering its input rows) overlapping the device's computation
+ * of the current one. docs/inference.md describes it. */
+#ifndef NG_INFER_IMPL_H
+#define NG_INFER_IMPL_H
+
+#include "feature_store_impl.h"
+#include "model_impl.h"
+#include "sampler_impl.h"
+
+/// Intermediate layers up to this many bytes live in anonymous memory, larger ones in a
+/// memory-mapped temporary file (ng_infer_opts.host_bytes = 0).
+#define NG_INFER_HOST_BYTES_DEFAULT ((int64_t)1 << 30)
+
+/// What inference reads: the model on its backend, the graph, the host's feature table and the
+/// feature store whose hot rows are in device memory. Everything is borrowed.
+typedef struct {
+  ng_model_exec *ex;       ///< the model and its parameters on the backend
+  const ng_csr *graph;     ///< row v = the neighbours v aggregates from
+  const float *features;   ///< the host's table [nodes, in_dim] (the trainer's, maybe normalised)
+  const ng_store *store;   ///< hot rows [0, store->hot) in backend memory; cold rows via host_dev
+                           ///< (zero-copy) when registered, else gathered on the host; may be NULL
+  int threads;             ///< OpenMP threads of the host work
+  int64_t chunk;           ///< destinations per chunk
+  int64_t host_bytes;      ///< see NG_INFER_HOST_BYTES_DEFAULT; < 0: every intermediate in a file
+  const char *temp_dir;    ///< folder of the temporary files (NULL: $TMPDIR, else /tmp)
+  ng_progress_fn progress; ///< optional; phase "infer", in destination rows over all layers
+  void *progress_ctx;
+} ng_infer_ctx;
+
+/// Statistics of one run (for tests and the benchmark).
+typedef struct {
+  int64_t rows[NG_MAX_LAYERS]; ///< destinations computed per layer (the receptive field)
+  int64_t chunks;              ///< chunks over all layers
+  int64_t file_bytes;          ///< bytes of layer outputs that lived in temporary files
+  int64_t hot_rows, cold_rows; ///< input-layer rows read from the device's hot tier / the host
+} ng_infer_stats;
+
+/// Computes the output of layer `layer` (0-based; the last layer gives logits) of nodes
+/// `targets[n]` (any order, repeats allowed; NULL: every node in id order, n = nodes) into host
+/// memory `out` [n, out_dim of the layer]. Deterministic: the bits depend on the parameters, the
+/// graph and the features only, never on the chunk size, threads or timing. `stats` may be NULL.
+ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t *targets, int64_t n,
+                    ng_infer_stats *stats);
+
+#endif /* NG_INFER_IMPL_H */

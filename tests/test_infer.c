@@ -1,0 +1,307 @@
+/* Layer-wise full-neighbour inference (runtime/infer.c): bit for bit what a full-neighbour
+ * mini-batch forward of each node alone gives, for every node and for node subsets (their
+ * receptive field only), with intermediate layers in memory or in memory-mapped temporary
+ * files; and the public ng_trainer_embed against ng_trainer_predict and evaluate. */
+#include "ng_test.h"
+#include "ng_test_fetch.h"
+#include "ng_test_graph.h"
+
+#include "dataset_impl.h"
+#include "infer_impl.h"
+#include "ng_cpu.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Cora, converted on the first call and opened again on the next ones. */
+static ng_dataset_t cora(void) {
+  static bool converted = false;
+  if (!converted) {
+    converted = true;
+    return ng_test_fetch_cora();
+  }
+  return ng_test_open_ok(ng_test_path("cora"));
+}
+
+/* A model on the CPU backend with random parameters (biases too), from `seed`. */
+typedef struct {
+  ng_backend *be;
+  ng_model_exec ex;
+} cpu_model;
+
+static void model_open(cpu_model *cm, ng_model_t m, uint64_t seed) {
+  EXPECT_OK(ng__backend_cpu_create(&cm->be, 0));
+  EXPECT_OK(ng__exec_create(&cm->ex, m, cm->be, seed));
+  ng_rng r;
+  ng_rng_seed(&r, seed);
+  for (int64_t i = 0; i < m->n_params; i++)
+    cm->ex.params[i] = (ng_test_frand(&r) - 0.5f) * 0.5f;
+}
+
+static void model_close(cpu_model *cm) {
+  ng__exec_destroy(&cm->ex);
+  ng__backend_destroy(cm->be);
+}
+
+/* The reference: node v alone, its full `layer + 1`-hop neighbourhood sampled as one
+ * mini-batch, each block's layer computed on the one below (the forward pass of a mini-batch,
+ * without dropout), into out[dim]. */
+static void reference_node(float *out, cpu_model *cm, const ng_csr *g, const float *features,
+                           int layer, int64_t v) {
+  const struct ng_model *m = cm->ex.model;
+  ng_sampler_cfg cfg = {.graph = g, .n_layers = layer + 1};
+  for (int l = 0; l <= layer; l++) {
+    cfg.fanout[l] = -1;
+    cfg.gcn_weights[l] = m->layers[l].ag.weighted || m->layers[l].ag.self_loop;
+  }
+  ng_sample_arena *arena = NULL;
+  EXPECT_OK(ng__sample_arena_create(&arena));
+  ng_minibatch mb;
+  EXPECT_OK(ng__sample(&mb, arena, &cfg, &v, 1, 0));
+  const ng_block *b0 = &mb.blocks[0];
+  float *h = ng_test_xmalloc((size_t)b0->n_src * (size_t)m->in_dim * sizeof(float));
+  for (int32_t i = 0; i < b0->n_src; i++)
+    memcpy(h + (int64_t)i * m->in_dim, features + mb.node_ids[i] * m->in_dim,
+           (size_t)m->in_dim * sizeof(float));
+  for (int l = 0; l <= layer; l++) {
+    const ng_block *b = &mb.blocks[l];
+    float *o = ng_test_xmalloc((size_t)b->n_dst * (size_t)m->layers[l].out_dim * sizeof(float));
+    EXPECT_OK(ng__exec_layer_eval(&cm->ex, l, b, h, o));
+    free(h);
+    h = o;
+  }
+  memcpy(out, h, (size_t)m->layers[layer].out_dim * sizeof(float));
+  free(h);
+  ng__sample_arena_destroy(arena);
+}
+
+static ng_infer_ctx ctx_of(cpu_model *cm, ng_dataset_t ds, int64_t chunk, int64_t host_bytes) {
+  return (ng_infer_ctx){.ex = &cm->ex,
+                        .graph = &ds->csr,
+                        .features = ds->features,
+                        .threads = 2,
+                        .chunk = chunk,
+                        .host_bytes = host_bytes,
+                        .temp_dir = ng_test_tmpdir()};
+}
+
+/* Bit-compares `got` [n, dim] with the reference of each node (every `stride`-th checked). */
+static void expect_reference(const float *got, cpu_model *cm, ng_dataset_t ds, int layer,
+                             const int64_t *ids, int64_t n, int64_t stride) {
+  const int64_t dim = cm->ex.model->layers[layer].out_dim;
+  float *want = ng_test_xmalloc((size_t)dim * sizeof(float));
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i += stride) {
+    const int64_t v = ids ? ids[i] : i;
+    reference_node(want, cm, &ds->csr, ds->features, layer, v);
+    if (memcmp(want, got + i * dim, (size_t)dim * sizeof(float)) != 0 && bad++ < 3) {
+      int64_t c = 0;
+      while (c < dim && memcmp(&want[c], &got[i * dim + c], sizeof(float)) == 0)
+        c++;
+      ng_test_fail(__FILE__, __LINE__, "layer %d node %lld column %lld: %.9g, alone %.9g", layer,
+                   (long long)v, (long long)c, got[i * dim + c], want[c]);
+    }
+  }
+  EXPECT_EQ_I(bad, 0);
+  free(want);
+}
+
+/* Every node of Cora through a 2-layer GraphSAGE-mean model, chunk 500 (six chunks, the last
+ * short): each node's logits bit for bit those of the node alone. */
+static void test_cora_all_nodes_bitwise(void) {
+  ng_dataset_t ds = cora();
+  ng_model_t m = ng_test_cora_sage();
+  cpu_model cm;
+  model_open(&cm, m, 5);
+  const int64_t nodes = ds->info.nodes, classes = 7;
+  float *out = ng_test_xmalloc((size_t)nodes * classes * sizeof(float));
+  for (int64_t i = 0; i < nodes * classes; i++)
+    out[i] = NAN; /* poisoned */
+  ng_infer_ctx c = ctx_of(&cm, ds, 500, NG_INFER_HOST_BYTES_DEFAULT);
+  ng_infer_stats s;
+  EXPECT_OK(ng__infer(out, &c, 1, NULL, nodes, &s));
+  EXPECT_EQ_I(s.rows[0], nodes);
+  EXPECT_EQ_I(s.rows[1], nodes);
+  EXPECT_EQ_I(s.chunks, 2 * ((nodes + 499) / 500));
+  EXPECT_EQ_I(s.file_bytes, 0);
+  expect_reference(out, &cm, ds, 1, NULL, nodes, 7);
+  /* The hidden layer (embeddings) too. */
+  float *hid = ng_test_xmalloc((size_t)nodes * 16 * sizeof(float));
+  EXPECT_OK(ng__infer(hid, &c, 0, NULL, nodes, NULL));
+  expect_reference(hid, &cm, ds, 0, NULL, nodes, 13);
+  /* Another chunk size and intermediate layers in a temporary file: the same bits. */
+  float *again = ng_test_xmalloc((size_t)nodes * classes * sizeof(float));
+  c = ctx_of(&cm, ds, 97, -1);
+  EXPECT_OK(ng__infer(again, &c, 1, NULL, nodes, &s));
+  EXPECT_TRUE(s.file_bytes > 0);
+  EXPECT_TRUE(memcmp(out, again, (size_t)nodes * classes * sizeof(float)) == 0);
+  /* The temporary file is gone. */
+  DIR *d = opendir(ng_test_tmpdir());
+  bool left = false;
+  for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+    left |= strstr(e->d_name, "neargnn-infer") != NULL;
+  if (d)
+    closedir(d);
+  EXPECT_TRUE(!left);
+  free(out);
+  free(hid);
+  free(again);
+  model_close(&cm);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+}
+
+/* A generated power-law graph and a 3-layer model (GCN, and GraphSAGE with max): a few nodes,
+ * unsorted with a repeat, need only their receptive field, and get the bits of the nodes alone
+ * and of the same rows of an all-node run. */
+static void test_subset_receptive_field(void) {
+  const char *dir = ng_test_path("gen");
+  ng_generate_opts g = NG_GENERATE_OPTS_INIT;
+  g.nodes = 6000;
+  g.avg_degree = 4;
+  g.feature_dim = 24;
+  g.classes = 5;
+  g.seed = 3;
+  EXPECT_OK(ng_dataset_generate(dir, &g));
+  ng_dataset_t ds = ng_test_open_ok(dir);
+  const int64_t nodes = ds->info.nodes;
+  for (int kind = 0; kind < 2; kind++) {
+    ng_model_t m = NULL;
+    EXPECT_OK(ng_model_create(&m, kind ? NG_MODEL_SAGE : NG_MODEL_GCN, 24));
+    for (int l = 0; l < 3; l++) {
+      ng_layer_opts lo = NG_LAYER_OPTS_INIT;
+      lo.out_dim = l == 2 ? 5 : 12;
+      lo.activation = l == 2 ? NG_ACT_NONE : NG_ACT_RELU;
+      lo.aggregator = kind ? NG_AGGREGATOR_MAX : NG_AGGREGATOR_GCN;
+      EXPECT_OK(ng_model_add_layer(m, &lo));
+    }
+    cpu_model cm;
+    model_open(&cm, m, 11 + (uint64_t)kind);
+    const int64_t ids[] = {4321, 17, 5999, 17, 0, 2500};
+    const int64_t n = (int64_t)NG_ARRAY_LEN(ids);
+    float sub[6 * 5];
+    ng_infer_ctx c = ctx_of(&cm, ds, 64, -1);
+    ng_infer_stats s;
+    EXPECT_OK(ng__infer(sub, &c, 2, ids, n, &s));
+    EXPECT_EQ_I(s.rows[2], 5); /* distinct targets */
+    EXPECT_TRUE(s.rows[1] > s.rows[2] && s.rows[1] < nodes);
+    EXPECT_TRUE(s.rows[0] >= s.rows[1]);
+    expect_reference(sub, &cm, ds, 2, ids, n, 1);
+    float *all = ng_test_xmalloc((size_t)nodes * 5 * sizeof(float));
+    c = ctx_of(&cm, ds, 1000, NG_INFER_HOST_BYTES_DEFAULT);
+    EXPECT_OK(ng__infer(all, &c, 2, NULL, nodes, &s));
+    EXPECT_EQ_I(s.rows[0], nodes);
+    for (int64_t i = 0; i < n; i++)
+      EXPECT_TRUE(memcmp(&sub[i * 5], &all[ids[i] * 5], 5 * sizeof(float)) == 0);
+    expect_reference(all, &cm, ds, 2, NULL, nodes, 211);
+    /* Out-of-range ids are refused. */
+    const int64_t badid = nodes;
+    EXPECT_STATUS(ng__infer(sub, &c, 2, &badid, 1, NULL), NG_ERR_INVALID_ARG);
+    free(all);
+    model_close(&cm);
+    ng_model_destroy(m);
+  }
+  ng_dataset_close(ds);
+}
+
+/* The public API: embed's logits are predict's argmax, a subset equals the rows of every node,
+ * evaluation's accuracy agrees with the argmax of embed on the split. */
+static void test_trainer_embed(void) {
+  ng_dataset_t ds = cora();
+  ng_model_t m = ng_test_cora_sage();
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 256;
+  o.seed = 3;
+  o.threads = 2;
+  o.eval_chunk = 300;
+  o.temp_dir = ng_test_tmpdir();
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, ds, m, &o));
+  ng_epoch_stats es = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&es, t));
+  const int64_t nodes = ds->info.nodes;
+  int64_t dim = 0;
+  EXPECT_OK(ng_trainer_embed_dim(&dim, t, -1));
+  EXPECT_EQ_I(dim, 7);
+  EXPECT_OK(ng_trainer_embed_dim(&dim, t, 0));
+  EXPECT_EQ_I(dim, 16);
+  EXPECT_STATUS(ng_trainer_embed_dim(&dim, t, 2), NG_ERR_INVALID_ARG);
+  float *logits = ng_test_xmalloc((size_t)nodes * 7 * sizeof(float));
+  EXPECT_OK(ng_trainer_embed(logits, t, NULL, 0, NULL));
+  /* Evaluation infers the split's receptive field only: the same accuracy as the argmax. */
+  double acc = -1;
+  EXPECT_OK(ng_trainer_evaluate(&acc, NULL, t, NG_SPLIT_TEST));
+  int32_t *pred = ng_test_xmalloc((size_t)nodes * sizeof(int32_t));
+  EXPECT_OK(ng_trainer_predict(pred, t));
+  int64_t agree = 0, correct = 0;
+  for (int64_t v = 0; v < nodes; v++) {
+    int32_t best = 0;
+    for (int c = 1; c < 7; c++)
+      if (logits[v * 7 + c] > logits[v * 7 + best])
+        best = c;
+    agree += best == pred[v];
+  }
+  EXPECT_EQ_I(agree, nodes);
+  for (int64_t i = 0; i < ds->info.test; i++)
+    correct += pred[ds->split[NG_SPLIT_TEST][i]] == ds->labels[ds->split[NG_SPLIT_TEST][i]];
+  EXPECT_TRUE(fabs(acc - (double)correct / (double)ds->info.test) < 1e-12);
+  /* A subset, through a temporary file, with the progress callback's phase. */
+  const int64_t ids[] = {2707, 5, 1000};
+  float sub[3 * 16];
+  ng_infer_opts io = NG_INFER_OPTS_INIT;
+  io.layer = 0;
+  io.host_bytes = -1;
+  EXPECT_OK(ng_trainer_embed(sub, t, ids, 3, &io));
+  float *hid = ng_test_xmalloc((size_t)nodes * 16 * sizeof(float));
+  io.host_bytes = 0;
+  io.chunk = 1000;
+  EXPECT_OK(ng_trainer_embed(hid, t, NULL, 0, &io));
+  for (int i = 0; i < 3; i++)
+    EXPECT_TRUE(memcmp(&sub[i * 16], &hid[ids[i] * 16], 16 * sizeof(float)) == 0);
+  io.layer = 5;
+  EXPECT_STATUS(ng_trainer_embed(sub, t, ids, 3, &io), NG_ERR_INVALID_ARG);
+  free(logits);
+  free(pred);
+  free(hid);
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+}
+
+/* The estimate adds up, grows with the workers and refuses a limit below it before allocating. */
+static void test_memory_estimate(void) {
+  ng_dataset_t ds = cora();
+  ng_model_t m = ng_test_cora_sage();
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.workers = 1;
+  ng_memory_estimate e1 = NG_MEMORY_ESTIMATE_INIT, e4 = NG_MEMORY_ESTIMATE_INIT;
+  EXPECT_OK(ng_trainer_estimate_memory(&e1, ds, m, &o));
+  EXPECT_EQ_I(e1.features, ds->info.nodes * 1433 * 4);
+  EXPECT_EQ_I(e1.host_total, e1.features + e1.topology + e1.staging + e1.inference + e1.allowance);
+  EXPECT_EQ_I(e1.workers, 1);
+  EXPECT_TRUE(e1.package_bytes > 0 && e1.staging > e1.package_bytes);
+  o.workers = 4;
+  EXPECT_OK(ng_trainer_estimate_memory(&e4, ds, m, &o));
+  EXPECT_TRUE(e4.staging > e1.staging);
+  o.max_host_memory = e4.host_total - 1;
+  ng_trainer_t t = NULL;
+  EXPECT_STATUS(ng_trainer_create(&t, ds, m, &o), NG_ERR_NOMEM);
+  EXPECT_ERR_HAS("--max-host-memory");
+  EXPECT_TRUE(t == NULL);
+  o.max_host_memory = e4.host_total;
+  EXPECT_OK(ng_trainer_create(&t, ds, m, &o));
+  EXPECT_EQ_I(ng_trainer_features_copied(t), 0); /* the default reads the mapping in place */
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+}
+
+int main(void) {
+  RUN_TEST(test_cora_all_nodes_bitwise);
+  RUN_TEST(test_subset_receptive_field);
+  RUN_TEST(test_trainer_embed);
+  RUN_TEST(test_memory_estimate);
+  return ng_test_summary();
+}
