@@ -82,8 +82,10 @@ static ng_status session_open(session *s, const infer_cfg *c, const char *comman
   o.normalize = s->ck.normalize;          /* the features as the model saw them in training */
   o.features_memory = NG_FEATURES_MAPPED; /* inference reads the table once: no copy */
   o.workers = -1;                         /* no training: no worker threads */
-  if (strcmp(c->device, "cpu") != 0)
-    o.cache_ratio = 0.0; /* no hot tier: inference gathers its rows from host memory */
+  if (strcmp(c->device, "cpu") != 0) {
+    o.cache_ratio = 0.0;       /* no hot tier: inference gathers its rows from host memory */
+    o.mode = NG_MODE_BASELINE; /* AUTO's hybrid splits workers, and there are none */
+  }
   cli_progress_begin(&s->pr, command, (cli_progress_mode)c->progress);
   s->progress_on = true;
   o.progress = cli_progress_cb;

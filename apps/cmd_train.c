@@ -1103,6 +1103,12 @@ int cmd_embed(int argc, char **argv) {
   ng_train_opts o;
   train_opts_of(&o, &c);
   o.workers = -1; /* no training: no worker pool */
+  /* The hybrid modes split workers, which inference has none of: its input layer reads the cold
+   * rows by zero-copy (docs/inference.md), so on a GPU they become zerocopy, the default too. */
+  const bool gpu = o.device && strcmp(o.device, "cuda") == 0;
+  if (o.mode == NG_MODE_HYBRID || o.mode == NG_MODE_HYBRID_STATIC ||
+      (o.mode == NG_MODE_AUTO && gpu))
+    o.mode = NG_MODE_ZEROCOPY;
   if (st == NG_OK)
     st = ng_trainer_create(&t, ds, m, &o);
   if (st == NG_OK)
