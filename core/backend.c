@@ -90,3 +90,23 @@ size_t ng__minibatch_packed_bytes(const size_t *bytes, int n) {
     total += (bytes[i] + 63) & ~(size_t)63;
   return total;
 }
+
+ng_status ng__sampler_cfg_check(const ng_sampler_cfg *cfg) {
+  if (!cfg || !cfg->graph)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler: no configuration or graph given; set cfg->graph");
+  const ng_csr *g = cfg->graph;
+  if (!g->indptr || (!g->idx32) == (!g->idx64))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "sampler: the graph must have indptr and exactly one of idx32/idx64 set");
+  if (g->nodes < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler: graph of %lld nodes", (long long)g->nodes);
+  if (cfg->n_layers < 1 || cfg->n_layers > NG_MAX_LAYERS)
+    return ng__err(NG_ERR_INVALID_ARG, "sampler: %d layers; use 1 to %d", cfg->n_layers,
+                   NG_MAX_LAYERS);
+  for (int l = 0; l < cfg->n_layers; l++)
+    if (cfg->fanout[l] == 0 || cfg->fanout[l] < -1)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "sampler: fanout %d of layer %d; use a positive count or -1 (all neighbours)",
+                     (int)cfg->fanout[l], l);
+  return NG_OK;
+}

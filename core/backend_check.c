@@ -252,18 +252,9 @@ static ng_status front_sampler_run(ng_backend *be, ng_dev_sampler *s, int lane,
   NG_CHECK(check_ptr("sampler_run", "out", out, true));
   memset(out, 0, sizeof *out);
   NG_CHECK(check_ptr("sampler_run", "sampler", s, true));
-  NG_CHECK(check_ptr("sampler_run", "configuration", cfg, true));
-  NG_CHECK(check_ptr("sampler_run", "configuration's graph", cfg->graph, true));
   NG_CHECK(check_ptr("sampler_run", "host buffer", host, true));
   NG_CHECK(check_ptr("sampler_run", "host buffer's capacity", host_cap, true));
-  if (cfg->n_layers < 1 || cfg->n_layers > NG_MAX_LAYERS)
-    return ng__err(NG_ERR_INVALID_ARG, "sampler: %d layers; use 1 to %d", cfg->n_layers,
-                   NG_MAX_LAYERS);
-  for (int l = 0; l < cfg->n_layers; l++)
-    if (cfg->fanout[l] == 0 || cfg->fanout[l] < -1)
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "sampler: fanout %d of layer %d; use a positive count or -1 (all neighbours)",
-                     (int)cfg->fanout[l], l);
+  NG_CHECK(ng__sampler_cfg_check(cfg));
   if (n < 1 || !targets)
     return ng__err(NG_ERR_INVALID_ARG, "sampler: %d targets; a mini-batch needs at least one",
                    (int)n);

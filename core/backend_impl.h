@@ -325,6 +325,10 @@ ng_status ng__bk_check_ptr(const char *op, const char *what, const void *p, bool
 /// more, so that buffers sized for the largest mini-batch stop growing.
 ng_status ng__bk_reserve(ng_backend *be, void **buf, size_t *cap, size_t bytes);
 
+/// Checks a sampler configuration (graph arrays, layer count, fanouts) with the messages every
+/// sampler gives: the CPU sampler's and the checked front of a device sampler's.
+ng_status ng__sampler_cfg_check(const ng_sampler_cfg *cfg);
+
 /// The most arrays a mini-batch has: its node ids and seven per block (ng__minibatch_arrays).
 #define NG_MB_ARRAYS (1 + 7 * NG_MAX_LAYERS)
 

@@ -488,33 +488,13 @@ static ng_status fill_transpose(ng_sample_arena *a, ng_layer_bufs *lb, ng_block 
   return NG_OK;
 }
 
-static ng_status check_cfg(const ng_sampler_cfg *cfg) {
-  if (!cfg || !cfg->graph)
-    return ng__err(NG_ERR_INVALID_ARG, "sampler: no configuration or graph given; set cfg->graph");
-  const ng_csr *g = cfg->graph;
-  if (!g->indptr || (!g->idx32) == (!g->idx64))
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "sampler: the graph must have indptr and exactly one of idx32/idx64 set");
-  if (g->nodes < 0)
-    return ng__err(NG_ERR_INVALID_ARG, "sampler: graph of %lld nodes", (long long)g->nodes);
-  if (cfg->n_layers < 1 || cfg->n_layers > NG_MAX_LAYERS)
-    return ng__err(NG_ERR_INVALID_ARG, "sampler: %d layers; use 1 to %d", cfg->n_layers,
-                   NG_MAX_LAYERS);
-  for (int l = 0; l < cfg->n_layers; l++)
-    if (cfg->fanout[l] == 0 || cfg->fanout[l] < -1)
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "sampler: fanout %d of layer %d; use a positive count or -1 (all neighbours)",
-                     (int)cfg->fanout[l], l);
-  return NG_OK;
-}
-
 ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler_cfg *cfg,
                      const int64_t *targets, int32_t n_targets, uint64_t seed) {
   memset(out, 0, sizeof *out);
   if (!arena)
     return ng__err(NG_ERR_INVALID_ARG,
                    "sampler: no arena; create one with ng__sample_arena_create");
-  NG_CHECK(check_cfg(cfg));
+  NG_CHECK(ng__sampler_cfg_check(cfg));
   if (n_targets < 1 || !targets)
     return ng__err(NG_ERR_INVALID_ARG, "sampler: %d targets; a mini-batch needs at least one",
                    (int)n_targets);

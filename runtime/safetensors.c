@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 enum {
   ST_PREFIX = 8, /* the little-endian header length before the JSON */
@@ -735,4 +736,16 @@ ng_status ng__st_write(const char *path, const ng_st_tensor *tensors, int n, con
   ng_status st = write_atomic(path, head, ST_PREFIX + hlen, tensors, order, n_order);
   free(head);
   return st;
+}
+
+uint32_t ng__crc32(const void *data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const Bytef *p = data;
+  while (n > 0) {
+    const uInt chunk = (uInt)NG_MIN(n, (size_t)1 << 30);
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return (uint32_t)crc;
 }

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
 #define NG_CHECKPOINT_VERSION 1
@@ -1212,19 +1211,6 @@ ng_status ng_trainer_predict_nodes(float *logits, int32_t *classes, ng_trainer_t
 
 /* ---- checkpoints ---- */
 
-/* CRC-32 (zlib's) of a tensor's bytes, in chunks that zlib's uInt length can hold. */
-static uint32_t tensor_crc(const void *data, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const Bytef *p = data;
-  while (n > 0) {
-    uInt chunk = (uInt)NG_MIN(n, (size_t)1 << 30);
-    crc = crc32(crc, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return (uint32_t)crc;
-}
-
 /* Iterations of an epoch trained with `batch` (0: full batch). */
 static int64_t epoch_iters(int64_t n_train, int64_t batch) {
   int64_t b = batch ? NG_MIN(batch, n_train) : n_train;
@@ -1302,7 +1288,7 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
     size_t at = 0;
     for (int i = 0; i < n; i++)
       at += (size_t)snprintf(meta[11].value + at, sizeof meta[11].value - at, "%s%08x",
-                             i ? "," : "", (unsigned)tensor_crc(ts[i].data, ts[i].nbytes));
+                             i ? "," : "", (unsigned)ng__crc32(ts[i].data, ts[i].nbytes));
     /* The model's settings, the normalisation and the dataset: load checks them, and
      * ng_model_from_checkpoint rebuilds the model from them. */
     int n_meta =
@@ -1501,11 +1487,11 @@ counters_checked:;
                    "%s: tensor '%s' is missing or is not float32 of shape %s as this model needs "
                    "(weights are stored [in, out])",
                    path, name, shape);
-    } else if (n_sums >= 0 && tensor_crc(tt->data, tt->nbytes) != sums[i]) {
+    } else if (n_sums >= 0 && ng__crc32(tt->data, tt->nbytes) != sums[i]) {
       st = ng__err(NG_ERR_FORMAT,
                    "%s: tensor '%s' fails its checksum (CRC-32 %08x, the file says %08x): the "
                    "file is damaged; use another checkpoint",
-                   path, name, (unsigned)tensor_crc(tt->data, tt->nbytes), (unsigned)sums[i]);
+                   path, name, (unsigned)ng__crc32(tt->data, tt->nbytes), (unsigned)sums[i]);
     } else
       memcpy(dst, tt->data, tt->nbytes);
   }

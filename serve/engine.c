@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <zlib.h>
 
 #define ENGINE_MAGIC 0x6e677365u /* "ngse" */
 /* A request whose unrolled receptive field passes this many edges is a hub request, unless the
@@ -114,18 +113,6 @@ static ng_status make_backend(ng_backend **out, const char *device, int threads)
   return ng__err(NG_ERR_INVALID_ARG, "unknown device '%s' (cpu or cuda)", dev);
 }
 
-static uint32_t crc_of(const void *data, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const Bytef *p = data;
-  while (n > 0) {
-    uInt chunk = (uInt)NG_MIN(n, (size_t)1 << 30);
-    crc = crc32(crc, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return (uint32_t)crc;
-}
-
 /* Loads the parameters of a checkpoint of ng_trainer_save into the executor: the model kind,
  * each tensor's name, dtype and shape, and (where the file has them) the CRC-32s are checked.
  * The optimizer state and counters are not needed to serve. */
@@ -180,7 +167,7 @@ static ng_status load_params(ng_engine *e, const char *path) {
                    pt[i].ndim == 2 ? (long long)pt[i].shape[1] : 0LL);
       goto done;
     }
-    if (sum_text && i < n_sums && crc_of(t->data, t->nbytes) != sums[i]) {
+    if (sum_text && i < n_sums && ng__crc32(t->data, t->nbytes) != sums[i]) {
       st = ng__err(NG_ERR_FORMAT, "%s: tensor '%s' fails its checksum: the file is damaged", path,
                    pt[i].name);
       goto done;
