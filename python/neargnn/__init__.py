@@ -519,6 +519,25 @@ class Trainer:
             None if ids is None else ids.ctypes.data, n))
         return out
 
+    def embed(self, layer=-1, nodes=None):
+        """Layer `layer`'s output (0 = the first layer's embeddings, ...; -1 = the last, the
+        logits) of `nodes` (dataset node ids, any order; None = every node), float32 [n, dim],
+        by layer-wise full-neighbour inference over their receptive field (docs/inference.md)."""
+        dim = ctypes.c_int64()
+        self._call(_LIB.ng_trainer_embed_dim(ctypes.byref(dim), self._h, int(layer)))
+        n = self.dataset.nodes
+        ids = None
+        if nodes is not None:
+            ids = np.ascontiguousarray(nodes, dtype=np.int64)
+            n = ids.shape[0]
+        out = np.empty((n, dim.value), np.float32)
+        opts = _lib.infer_opts_default()
+        opts.layer = int(layer)
+        self._call(_LIB.ng_trainer_embed(out.ctypes.data, self._h,
+                                         None if ids is None else ids.ctypes.data, n,
+                                         ctypes.byref(opts)))
+        return out
+
     def save(self, path):
         """Writes a checkpoint (safetensors: weights, optimizer state, counters and the model's
         settings)."""

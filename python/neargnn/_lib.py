@@ -145,6 +145,20 @@ class EpochStats(ctypes.Structure):
                 ("iter_ms_p99", c_double), ("device_share", c_double)]
 
 
+class InferOpts(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("layer", c_int32), ("chunk", c_int64),
+                ("host_bytes", c_int64), ("temp_dir", c_char_p), ("progress", PROGRESS_FN),
+                ("progress_ctx", c_void_p)]
+
+
+def infer_opts_default():
+    """NG_INFER_OPTS_INIT."""
+    o = InferOpts()
+    o.size = ctypes.sizeof(InferOpts)
+    o.layer, o.chunk, o.host_bytes, o.temp_dir, o.progress_ctx = -1, 0, 0, None, None
+    return o
+
+
 class CheckpointInfo(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("described", c_int32), ("kind", c_enum),
                 ("layers", c_int32), ("normalize", c_enum), ("dataset", ctypes.c_char * 64),
@@ -179,6 +193,8 @@ _PROTOTYPES = {
     "ng_trainer_epoch": (c_int, [P(EpochStats), c_void_p]),
     "ng_trainer_evaluate": (c_int, [P(c_double), P(c_double), c_void_p, c_int]),
     "ng_trainer_predict_nodes": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_int64]),
+    "ng_trainer_embed_dim": (c_int, [P(c_int64), c_void_p, c_int32]),
+    "ng_trainer_embed": (c_int, [c_void_p, c_void_p, c_void_p, c_int64, P(InferOpts)]),
     "ng_trainer_save": (c_int, [c_void_p, c_char_p]),
     "ng_trainer_load": (c_int, [c_void_p, c_char_p]),
     "ng_trainer_load_weights": (c_int, [c_void_p, c_char_p]),

@@ -86,6 +86,11 @@ class TestFolder(unittest.TestCase):
         self.assertEqual(cls.dtype, np.int32)
         self.assertEqual(logits.shape, (10, 7))
         np.testing.assert_array_equal(logits.argmax(axis=1), cls[:10])
+        # embed: the logits of the same nodes, bit for bit; the hidden layer's embeddings
+        np.testing.assert_array_equal(tr.embed(nodes=test[:10]), logits)
+        emb = tr.embed(layer=0, nodes=test[:4])
+        self.assertEqual((emb.dtype, emb.shape), (np.float32, (4, 64)))
+        np.testing.assert_array_equal(tr.embed(layer=0)[test[:4]], emb)
         labels = np.load(CORA + "/labels.npy")
         acc, _ = tr.evaluate("test")
         self.assertAlmostEqual(float((cls == labels[test]).mean()), acc, places=12)
