@@ -1,8 +1,6 @@
 /* Training subcommands: `train` (a model on a dataset folder) and `demo` (generate a graph, then
  * train on it: the README's main job). */
 #include "cli.h"
-/* embed maps its node list and writes its output through the npy layer (not public API yet). */
-#include "npy_impl.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -911,129 +909,6 @@ int cmd_demo(int argc, char **argv) {
 
 /* ---- embed: layer-wise inference of a trained model ---- */
 
-/* The node ids of --nodes FILE: an int64 .npy ([n] or [n, 1]), or text with one id per line
- * (blank lines and '#' comments skipped). */
-static ng_status read_node_ids(int64_t **out, int64_t *n, const char *path) {
-  *out = NULL;
-  *n = 0;
-  const size_t len = strlen(path);
-  if (len > 4 && strcmp(path + len - 4, ".npy") == 0) {
-    ng_npy a;
-    NG_CHECK(ng__npy_map(&a, path, false));
-    ng_status st = NG_OK;
-    const int64_t count = ng__npy_count(&a.hdr);
-    if (a.hdr.dtype != NG_DTYPE_I64 || a.hdr.ndim < 1 || a.hdr.ndim > 2 ||
-        (a.hdr.ndim == 2 && a.hdr.shape[1] != 1)) {
-      st = ng__err(NG_ERR_FORMAT, "%s: node ids must be int64 of shape [n] or [n, 1]", path);
-    } else if (!(*out = malloc((size_t)NG_MAX(count, 1) * sizeof **out))) {
-      st = ng__err(NG_ERR_NOMEM, "%s: out of memory for %" PRId64 " ids", path, count);
-    } else {
-      memcpy(*out, a.data, (size_t)count * sizeof **out);
-      *n = count;
-    }
-    ng__npy_close(&a);
-    return st;
-  }
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return ng__err(NG_ERR_IO, "%s: cannot open the node list: %s", path, strerror(errno));
-  int64_t cap = 1024, line_no = 0;
-  int64_t *ids = malloc((size_t)cap * sizeof *ids);
-  char line[256];
-  ng_status st = ids ? NG_OK : NG_ERR_NOMEM;
-  while (st == NG_OK && fgets(line, sizeof line, f)) {
-    line_no++;
-    char *p = line;
-    while (*p == ' ' || *p == '\t')
-      p++;
-    if (*p == '\n' || *p == '\0' || *p == '#' || *p == '\r')
-      continue;
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(p, &end, 10);
-    while (end && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
-      end++;
-    if (end == p || errno || !end || *end != '\0' || v < 0) {
-      st = ng__err(NG_ERR_FORMAT, "%s:%" PRId64 ": '%.40s' is not a node id (one per line)", path,
-                   line_no, p);
-      break;
-    }
-    if (*n == cap) {
-      int64_t *grown = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
-      if (!grown) {
-        st = ng__err(NG_ERR_NOMEM, "%s: out of memory for the node ids", path);
-        break;
-      }
-      ids = grown;
-    }
-    ids[(*n)++] = v;
-  }
-  fclose(f);
-  if (st != NG_OK) {
-    free(ids);
-    *n = 0;
-    return st;
-  }
-  *out = ids;
-  return NG_OK;
-}
-
-/* User-visible ids (the original ones of a renumbered dataset) into the dataset's ids; with
- * `ids` NULL, every original id in order. *out is NULL when the ids need no change. */
-static ng_status internal_ids(int64_t **out, const int64_t *ids, int64_t n, ng_dataset_t ds,
-                              int64_t nodes) {
-  *out = NULL;
-  const int64_t *orig = NULL;
-  NG_CHECK(ng_dataset_orig_ids(&orig, ds));
-  for (int64_t i = 0; ids && i < n; i++)
-    if (ids[i] < 0 || ids[i] >= nodes)
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "node id %" PRId64 " (entry %" PRId64 ") is not in [0, %" PRId64 ")", ids[i],
-                     i, nodes);
-  if (!orig)
-    return NG_OK;
-  /* orig is a permutation of [0, nodes) (checked on open): its inverse maps back. */
-  int64_t *inv = malloc((size_t)NG_MAX(nodes, 1) * sizeof *inv);
-  int64_t *res = ids ? malloc((size_t)NG_MAX(n, 1) * sizeof *res) : NULL;
-  if (!inv || (ids && !res)) {
-    free(inv);
-    free(res);
-    return ng__err(NG_ERR_NOMEM, "out of memory mapping %" PRId64 " node ids", nodes);
-  }
-  for (int64_t v = 0; v < nodes; v++)
-    inv[orig[v]] = v;
-  if (!ids) {
-    *out = inv;
-    return NG_OK;
-  }
-  for (int64_t i = 0; i < n; i++)
-    res[i] = inv[ids[i]];
-  free(inv);
-  *out = res;
-  return NG_OK;
-}
-
-/* Runs the inference into a new .npy `path` (written under a temporary name, mapped, synced and
- * renamed into place). */
-static ng_status embed_to_npy(ng_trainer_t t, const int64_t *ids, int64_t n, int64_t dim,
-                              const ng_infer_opts *io, const char *path) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld-embed", path, (long)getpid());
-  unlink(tmp);
-  const int64_t shape[2] = {n, dim};
-  ng_npy a;
-  NG_CHECK(ng__npy_create(&a, tmp, NG_DTYPE_F32, 2, shape));
-  ng_status st = ng_trainer_embed(a.data, t, ids, n, io);
-  if (st == NG_OK)
-    st = ng__npy_sync(&a, tmp);
-  ng__npy_close(&a);
-  if (st == NG_OK && rename(tmp, path) != 0)
-    st = ng__err(NG_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-  if (st != NG_OK)
-    unlink(tmp);
-  return st;
-}
-
 int cmd_embed(int argc, char **argv) {
   train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
                  .batch = 1024,
@@ -1095,11 +970,17 @@ int cmd_embed(int argc, char **argv) {
     goto done;
   rc = CLI_EXIT_OK;
   if (nodes_file)
-    st = read_node_ids(&user_ids, &n, nodes_file);
+    st = ng_node_list_load(&user_ids, &n, nodes_file);
   else
     n = info.nodes;
+  /* the user's ids (original ones of a renumbered dataset) to the dataset's; without a list,
+   * row v is the node whose user id is v */
+  if (st == NG_OK && !(ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids)))
+    st = NG_ERR_NOMEM;
+  for (int64_t i = 0; st == NG_OK && !user_ids && i < n; i++)
+    ids[i] = i;
   if (st == NG_OK)
-    st = internal_ids(&ids, user_ids, n, ds, info.nodes);
+    st = ng_dataset_ids_of(ids, user_ids ? user_ids : ids, n, ds);
   ng_train_opts o;
   train_opts_of(&o, &c);
   o.workers = -1; /* no training: no worker pool */
@@ -1123,8 +1004,7 @@ int cmd_embed(int argc, char **argv) {
     io.progress = cli_progress_cb;
     io.progress_ctx = &pr;
     const double t0 = cli_now();
-    const int64_t *target = ids ? ids : user_ids; /* NULL: every node in id order */
-    st = embed_to_npy(t, target, n, dim, &io, out);
+    st = ng_trainer_embed_npy(out, t, ids, n, &io);
     cli_progress_end(&pr, st);
     if (st == NG_OK)
       fprintf(stderr,

@@ -633,6 +633,19 @@ ng_status ng_trainer_embed_dim(int64_t *dim, ng_trainer_t trainer, int32_t layer
 /// another call on the same trainer.
 ng_status ng_trainer_embed(float *out, ng_trainer_t trainer, const int64_t *nodes, int64_t n,
                            const ng_infer_opts *opts);
+/// ng_trainer_embed of `nodes[n]` (NULL: every node) into a new float32 NumPy file `path`
+/// [n, dim], written through a memory mapping under a temporary name beside it, synced and
+/// renamed into place: a failure leaves nothing behind (`neargnn embed`).
+ng_status ng_trainer_embed_npy(const char *path, ng_trainer_t trainer, const int64_t *nodes,
+                               int64_t n, const ng_infer_opts *opts);
+/// Reads a node list into a new array (*out, free() it) of *n ids: an int64 NumPy file of shape
+/// [n] or [n, 1] (a name ending in .npy), else text with one id per line (blank lines and '#'
+/// comments skipped). The ids are not checked against a dataset here.
+ng_status ng_node_list_load(int64_t **out, int64_t *n, const char *path);
+/// The dataset's ids of user-visible ones: out[i] for ids[i], i < n (out may be ids). On a
+/// renumbered dataset the user's ids are the original ones (ng_dataset_orig_ids); else they are
+/// the same. An id outside [0, nodes) is an error naming its entry.
+ng_status ng_dataset_ids_of(int64_t *out, const int64_t *ids, int64_t n, ng_dataset_t ds);
 
 /// A trainer's memory, estimated before anything is allocated (docs/memory.md gives the
 /// formulas). Bytes, except where said.
