@@ -333,6 +333,14 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
           ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
                                              : "the dataset's mapping of the features",
           ng_trainer_sampler(t));
+  const ng_mode mode = (ng_mode)c->mode;
+  if (c->net.model == NG_MODEL_GAT && hot < info->nodes &&
+      (mode == NG_MODE_AUTO || mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC))
+    fprintf(stderr,
+            "neargnn %s: note: GAT's cold neighbours cannot be partially aggregated on the CPU "
+            "(the attention needs the layer's weights); every worker transfers raw rows "
+            "(--transfer decides batched or zero-copy)\n",
+            command);
   ng_startup_times su;
   if (ng_trainer_startup(&su, t) == NG_OK)
     fprintf(

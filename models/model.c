@@ -1,4 +1,4 @@
-/* GraphSAGE and GCN layers, written once against the backend interface. */
+/* GraphSAGE, GCN and GAT layers, written once against the backend interface. */
 #include "model_impl.h"
 
 #include "rng.h"
@@ -22,7 +22,7 @@ ng_status ng_model_create(ng_model_t *out, ng_model_kind kind, int64_t in_dim) {
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_model_create: out is NULL");
   *out = NULL;
-  if (kind != NG_MODEL_SAGE && kind != NG_MODEL_GCN)
+  if (kind != NG_MODEL_SAGE && kind != NG_MODEL_GCN && kind != NG_MODEL_GAT)
     return ng__err(NG_ERR_INVALID_ARG, "ng_model_create: unknown model kind %d", (int)kind);
   if (in_dim <= 0)
     return ng__err(NG_ERR_INVALID_ARG,
@@ -53,8 +53,11 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
                    "ng_model_add_layer: options missing or from an older header (use "
                    "NG_LAYER_OPTS_INIT)");
   int l = m->n_layers;
-  if (l >= NG_MAX_LAYERS)
-    return ng__err(NG_ERR_INVALID_ARG, "a model has at most %d layers", NG_MAX_LAYERS);
+  /* A GAT mini-batch has one block more than the model has layers (ng__model_raw_input). */
+  const int max_layers = ng__model_raw_input(m) ? NG_GAT_MAX_LAYERS : NG_MAX_LAYERS;
+  if (l >= max_layers)
+    return ng__err(NG_ERR_INVALID_ARG, "a %s model has at most %d layers",
+                   ng__model_raw_input(m) ? "GAT" : "GraphSAGE or GCN", max_layers);
   if (opts->out_dim <= 0)
     return ng__err(NG_ERR_INVALID_ARG, "layer %d: out_dim %lld must be positive", l,
                    (long long)opts->out_dim);
@@ -69,11 +72,30 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
                    (double)opts->weight_decay);
   if ((unsigned)opts->activation > NG_ACT_RELU)
     return ng__err(NG_ERR_INVALID_ARG, "layer %d: unknown activation %d", l, (int)opts->activation);
+  if (m->kind == NG_MODEL_GAT) {
+    if (opts->heads < 1)
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: %d attention heads; GAT needs at least 1", l,
+                     (int)opts->heads);
+    if (opts->combine != NG_HEADS_MEAN && opts->combine != NG_HEADS_CONCAT)
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: unknown GAT head combine %d", l,
+                     (int)opts->combine);
+    if (opts->combine == NG_HEADS_CONCAT && opts->out_dim % opts->heads)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "layer %d: concatenated heads need out_dim (%lld) divisible by heads (%d)", l,
+                     (long long)opts->out_dim, (int)opts->heads);
+    if (!(opts->attn_dropout >= 0.0f && opts->attn_dropout < 1.0f))
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: attention dropout %g must be in [0, 1)", l,
+                     (double)opts->attn_dropout);
+  }
   ng_layer *L = &m->layers[l];
   memset(L, 0, sizeof *L);
   L->o = *opts;
   L->o.size = sizeof(ng_layer_opts);
-  ng_status st = ng__aggr_from_public(&L->ag, &opts->aggregator);
+  /* GAT's aggregation is its attention; the feature store's input layer (an identity block,
+   * ng__model_raw_input) only needs a plain SUM that sees no edges. */
+  const ng_aggregator gat_ag = NG_AGGREGATOR_SUM;
+  ng_status st =
+      ng__aggr_from_public(&L->ag, m->kind == NG_MODEL_GAT ? &gat_ag : &opts->aggregator);
   if (st != NG_OK) {
     ng__err_prefix("layer %d", l);
     return st;
@@ -91,6 +113,15 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   L->out_dim = opts->out_dim;
   bool concat = m->kind == NG_MODEL_SAGE && opts->combine == NG_SAGE_CONCAT;
   L->cols = concat ? L->out_dim / 2 : L->out_dim;
+  L->heads = 1;
+  L->head_dim = L->cols;
+  if (m->kind == NG_MODEL_GAT) {
+    L->heads = opts->heads;
+    L->head_dim = opts->combine == NG_HEADS_CONCAT ? L->out_dim / opts->heads : L->out_dim;
+    if (__builtin_mul_overflow(L->head_dim, (int64_t)L->heads, &L->cols))
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: %d heads of %lld columns are too many", l,
+                     (int)opts->heads, (long long)L->head_dim);
+  }
   /* The parameter layout, in float offsets; sizes that overflow are refused. Offsets are
    * written into L only once they are known to fit. */
   int64_t off = l ? m->layers[l - 1].off_end : 0, w, self = -1, neigh, bias = -1;
@@ -101,6 +132,13 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   }
   neigh = off;
   overflow |= __builtin_add_overflow(off, w, &off);
+  int64_t att_src = -1, att_dst = -1;
+  if (m->kind == NG_MODEL_GAT) {
+    att_src = off;
+    overflow |= __builtin_add_overflow(off, L->cols, &off);
+    att_dst = off;
+    overflow |= __builtin_add_overflow(off, L->cols, &off);
+  }
   if (opts->bias) {
     bias = off;
     overflow |= __builtin_add_overflow(off, L->out_dim, &off);
@@ -112,6 +150,8 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   L->off_w_self = self;
   L->off_w = neigh;
   L->off_b = bias;
+  L->off_att_src = att_src;
+  L->off_att_dst = att_dst;
   L->off_end = off;
   m->n_params = off;
   m->n_layers = l + 1;
@@ -136,12 +176,14 @@ int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int 
       int64_t off;
       int ndim;
       int64_t r, c;
-    } t[3] = {
+    } t[NG_LAYER_TENSORS] = {
         {"w_self", L->off_w_self, 2, L->in_dim, L->cols},
         {m->kind == NG_MODEL_SAGE ? "w_neigh" : "weight", L->off_w, 2, L->in_dim, L->cols},
+        {"att_src", L->off_att_src, 2, L->heads, L->head_dim},
+        {"att_dst", L->off_att_dst, 2, L->heads, L->head_dim},
         {"bias", L->off_b, 1, L->out_dim, 0},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NG_LAYER_TENSORS; i++) {
       if (t[i].off < 0 || n >= cap)
         continue;
       snprintf(out[n].name, sizeof out[n].name, "layers.%d.%s", l, t[i].name);
@@ -157,7 +199,7 @@ int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int 
 
 void ng__model_init_params(const struct ng_model *m, float *params, uint64_t seed) {
   memset(params, 0, (size_t)m->n_params * sizeof *params);
-  ng_param_tensor t[3 * NG_MAX_LAYERS];
+  ng_param_tensor t[NG_LAYER_TENSORS * NG_MAX_LAYERS];
   int n = ng__model_param_tensors(m, t, (int)NG_ARRAY_LEN(t));
   for (int i = 0; i < n; i++) {
     if (t[i].ndim != 2)
@@ -258,10 +300,39 @@ static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const 
   const struct ng_model *m = ex->model;
   for (int l = 0; l < m->n_layers; l++) {
     const ng_layer *L = &m->layers[l];
-    const ng_block *b = &mb->blocks[l];
+    const ng_block *b = &mb->blocks[ng__model_block(m, l)];
     ng_layer_ws *w = &ex->ws[l];
     size_t n_src = (size_t)b->n_src, n_dst = (size_t)b->n_dst;
     size_t in = (size_t)L->in_dim, out = (size_t)L->out_dim;
+    w->z = w->alpha = w->d_z = w->attn_work = NULL;
+    if (m->kind == NG_MODEL_GAT) {
+      /* The input rows of every source (layer 0: the feature store's self rows of the identity
+       * block, after input dropout), their projection and the attention. */
+      size_t kf = (size_t)L->cols, slots = (size_t)(b->nnz + b->n_dst) * (size_t)L->heads;
+      if (l == 0) {
+        w->input = w->h_in = (float *)self0;
+        w->mask = NULL;
+      } else {
+        w->input = ex->ws[l - 1].out;
+        bool drop = layer_drops(L, training);
+        w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
+        w->mask = drop ? take(c, n_src * in) : NULL;
+      }
+      w->agg = NULL;
+      w->argbest = NULL;
+      w->z = take(c, n_src * kf * sizeof(float));
+      w->alpha = take(c, slots * sizeof(float));
+      w->out = take(c, n_dst * out * sizeof(float));
+      w->d_agg = NULL;
+      if (training) {
+        ng_attn at = {.heads = L->heads, .head_dim = L->head_dim};
+        w->d_z = take(c, n_src * kf * sizeof(float));
+        w->attn_work =
+            take(c, (size_t)ng_attn_bwd_work(&at, b->n_dst, b->n_src, b->nnz) * sizeof(float));
+      }
+      w->d_in = training && l > 0 ? take(c, n_src * in * sizeof(float)) : NULL;
+      continue;
+    }
     if (l == 0) {
       w->input = w->h_in = (float *)self0;
       w->mask = NULL;
@@ -316,6 +387,37 @@ static double aggr_bytes(const ng_block *b, int64_t dim, int64_t out_rows) {
          (double)sizeof(int32_t) * (double)(b->nnz + b->n_dst + 1);
 }
 
+/* The attention of GAT layer `l` (its dropout only in training). */
+static ng_attn layer_attn(const ng_layer *L, int l, bool training, uint64_t seed) {
+  return (ng_attn){
+      .heads = L->heads,
+      .head_dim = L->head_dim,
+      .slope = 0.2f, /* Velickovic et al.'s LeakyReLU slope */
+      .mean_heads = L->o.combine == NG_HEADS_MEAN,
+      .drop_p = training ? L->o.attn_dropout : 0.0f,
+      .drop_key = ng_mix64(ng_hash3(seed, (uint64_t)l, 0x6174746e /* "attn" */)),
+  };
+}
+
+/* A GAT layer: z = h_in W, out = attention(z) + bias, then the activation. */
+static ng_status gat_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
+                             const float *h_in, float *z, float *alpha, const ng_attn *at,
+                             float *out) {
+  ng_backend *be = ex->be;
+  const float *P = ex->params;
+  int64_t in = L->in_dim, kf = L->cols, outd = L->out_dim, nd = b->n_dst, ns = b->n_src;
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, ns, kf, in, h_in, in, P + L->off_w, kf, 0.0f,
+                      z, kf));
+  NG_PROF_OP(ex->prof, "attn fwd", l, 4.0 * (double)(b->nnz + nd) * (double)kf,
+             aggr_bytes(b, kf, nd),
+             BE(ex)->attn_fwd(be, at, b, z, P + L->off_att_src, P + L->off_att_dst, alpha, out));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
+             2.0 * sizeof(float) * (double)(nd * outd),
+             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
+                                  L->o.activation));
+  return NG_OK;
+}
+
 /* out = combine(h_dst, agg) + bias, then the activation; `agg` is computed from h_in unless the
  * caller gives it (precomputed). Layer `l` names the timed ops. */
 static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
@@ -352,13 +454,13 @@ static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, cons
 ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
                            const float *self0, bool training, uint64_t seed) {
   const struct ng_model *m = ex->model;
-  if (mb->n_layers != m->n_layers)
+  if (mb->n_layers != ng__model_block(m, m->n_layers))
     return ng__err(NG_ERR_INTERNAL, "mini-batch has %d blocks for a %d-layer model", mb->n_layers,
                    m->n_layers);
   NG_CHECK(prepare_ws(ex, mb, agg0, self0, training));
   for (int l = 0; l < m->n_layers; l++) {
     const ng_layer *L = &m->layers[l];
-    const ng_block *b = &mb->blocks[l];
+    const ng_block *b = &mb->blocks[ng__model_block(m, l)];
     ng_layer_ws *w = &ex->ws[l];
     if (w->mask) {
       int64_t n = (int64_t)b->n_src * L->in_dim;
@@ -368,8 +470,15 @@ ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const floa
                  BE(ex)->dropout_fwd(ex->be, w->h_in, w->mask, n, L->o.dropout,
                                      ng_hash2(seed, (uint64_t)l)));
     }
+    if (m->kind == NG_MODEL_GAT) {
+      const ng_attn at = layer_attn(L, l, training, seed);
+      NG_CHECK(gat_forward(ex, l, L, b, w->h_in, w->z, w->alpha, &at, w->out));
+      ex->attn_key[l] = at.drop_key;
+      continue;
+    }
     NG_CHECK(layer_forward(ex, l, L, b, w->h_in, w->agg, w->argbest, l == 0, w->out));
   }
+  ex->training = training;
   return NG_OK;
 }
 
@@ -385,13 +494,36 @@ ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_
   float *d_out = d_logits;
   for (int l = m->n_layers - 1; l >= 0; l--) {
     const ng_layer *L = &m->layers[l];
-    const ng_block *b = &mb->blocks[l];
+    const ng_block *b = &mb->blocks[ng__model_block(m, l)];
     ng_layer_ws *w = &ex->ws[l];
     int64_t in = L->in_dim, outd = L->out_dim, nd = b->n_dst, ns = b->n_src, c = L->cols;
     const double cells = (double)(nd * outd), relu = L->o.activation == NG_ACT_RELU;
     NG_PROF_OP(ex->prof, "bias act bwd", l, cells, (1.0 + 2.0 * relu) * sizeof(float) * cells,
                BE(ex)->bias_act_bwd(be, d_out, w->out, L->off_b >= 0 ? G + L->off_b : NULL, nd,
                                     outd, L->o.activation));
+    if (m->kind == NG_MODEL_GAT) {
+      if (!w->d_z)
+        return ng__err(NG_ERR_STATE, "GAT backward without a training forward pass");
+      ng_attn at = layer_attn(L, l, ex->training, 0);
+      at.drop_key = ex->attn_key[l];
+      NG_PROF_OP(ex->prof, "attn bwd", l, 8.0 * (double)(b->nnz + nd) * (double)c,
+                 2.0 * aggr_bytes(b, c, ns),
+                 BE(ex)->attn_bwd(be, &at, b, w->z, P + L->off_att_src, P + L->off_att_dst,
+                                  w->alpha, d_out, w->attn_work, w->d_z, G + L->off_att_src,
+                                  G + L->off_att_dst));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, c, ns, w->h_in, in, w->d_z, c, 0.0f,
+                          G + L->off_w, c));
+      if (l == 0)
+        break;
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, ns, in, c, w->d_z, c, P + L->off_w, c,
+                          0.0f, w->d_in, in));
+      if (w->mask)
+        NG_PROF_OP(ex->prof, "dropout bwd", l, (double)(ns * in),
+                   2.25 * sizeof(float) * (double)(ns * in),
+                   BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
+      d_out = w->d_in;
+      continue;
+    }
     /* Weight gradients: W += input^T d_out for each half. */
     bool concat = m->kind == NG_MODEL_SAGE && L->o.combine == NG_SAGE_CONCAT;
     const float *d_neigh = concat ? d_out + c : d_out;
@@ -438,6 +570,18 @@ ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, con
                               float *out) {
   const ng_layer *L = &ex->model->layers[l];
   carve c = {NULL, 0};
+  if (ex->model->kind == NG_MODEL_GAT) {
+    size_t zb = (size_t)blk->n_src * (size_t)L->cols * sizeof(float);
+    size_t ab = (size_t)(blk->nnz + blk->n_dst) * (size_t)L->heads * sizeof(float);
+    take(&c, zb);
+    take(&c, ab);
+    NG_CHECK(arena_reserve(ex, c.used));
+    c.base = ex->arena;
+    c.used = 0;
+    float *z = take(&c, zb), *alpha = take(&c, ab);
+    const ng_attn at = layer_attn(L, l, false, 0);
+    return gat_forward(ex, l, L, blk, input, z, alpha, &at, out);
+  }
   size_t cells = (size_t)blk->n_dst * (size_t)L->in_dim;
   take(&c, cells * sizeof(float));
   if (needs_argbest(L))

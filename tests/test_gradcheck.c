@@ -20,6 +20,7 @@
 #include "ng_test_graph.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static ng_backend *be;
 
@@ -112,6 +113,105 @@ static void test_aggr(void) {
         free(c.arg);
         free(grad);
       }
+    }
+    ng_test_block_free(&tb);
+  }
+}
+
+/* ---- attention (GAT) ---- */
+
+typedef struct {
+  const ng_attn *at;
+  const ng_block *b;
+  float *z, *att_src, *att_dst, *alpha, *out, *r;
+  int64_t out_n;
+} attn_ctx;
+
+static double attn_loss(void *p) {
+  attn_ctx *c = p;
+  EXPECT_OK(be->iface->attn_fwd(be, c->at, c->b, c->z, c->att_src, c->att_dst, c->alpha, c->out));
+  return ng_test_dot(c->r, c->out, c->out_n);
+}
+
+/* The softmax is smooth; LeakyReLU has a kink at 0, which a step of 1e-2 crossed for a few of
+ * the ~100 scores (the difference then averages the two slopes), so the step is 1e-3: about 1e-3
+ * absolute of float rounding in the loss difference, yet far below a wrong coefficient. The
+ * attention mask depends on positions only, so dropout keeps the loss differentiable. */
+static void test_attn(void) {
+  static const struct {
+    int32_t heads;
+    int64_t head_dim;
+    bool mean;
+    float drop_p;
+  } cases[] = {{1, 5, false, 0.0f},
+               {3, 4, false, 0.0f},
+               {2, 3, true, 0.0f},
+               {3, 2, false, 0.4f},
+               {4, 3, true, 0.3f}};
+  ng_rng r;
+  ng_rng_seed(&r, 404);
+  for (int dup = 0; dup < 2; dup++) {
+    ng_test_block tb;
+    tblock_make(&tb, &r, 9, 21, 5, dup);
+    for (size_t ci = 0; ci < NG_TEST_LEN(cases); ci++) {
+      const ng_attn at = {.heads = cases[ci].heads,
+                          .head_dim = cases[ci].head_dim,
+                          .slope = 0.2f,
+                          .mean_heads = cases[ci].mean,
+                          .drop_p = cases[ci].drop_p,
+                          .drop_key = 0x9e3779b97f4a7c15ull + ci};
+      const int64_t kf = at.heads * at.head_dim, nz = tb.b.n_src * kf;
+      const int64_t out_n = tb.b.n_dst * (at.mean_heads ? at.head_dim : kf);
+      attn_ctx c = {&at,
+                    &tb.b,
+                    ng_test_rand_floats(&r, nz),
+                    ng_test_rand_floats(&r, kf),
+                    ng_test_rand_floats(&r, kf),
+                    ng_test_xmalloc((size_t)(tb.b.nnz + tb.b.n_dst) * (size_t)at.heads * 4),
+                    ng_test_xmalloc((size_t)out_n * 4),
+                    ng_test_rand_floats(&r, out_n),
+                    out_n};
+      /* Scores of a few units: the softmax is far from uniform, so its gradient matters. */
+      for (int64_t i = 0; i < kf; i++) {
+        c.att_src[i] *= 3.0f;
+        c.att_dst[i] *= 3.0f;
+      }
+      float *gz = ng_test_xmalloc((size_t)nz * 4), *gs = ng_test_xmalloc((size_t)kf * 4);
+      float *gd = ng_test_xmalloc((size_t)kf * 4);
+      float *work =
+          ng_test_xmalloc((size_t)ng_attn_bwd_work(&at, tb.b.n_dst, tb.b.n_src, tb.b.nnz) * 4);
+      attn_loss(&c);
+      EXPECT_OK(be->iface->attn_bwd(be, &at, &tb.b, c.z, c.att_src, c.att_dst, c.alpha, c.r, work,
+                                    gz, gs, gd));
+      /* Each destination's coefficients sum to 1 per head. */
+      for (int32_t d = 0; d < tb.b.n_dst; d++)
+        for (int k = 0; k < at.heads; k++) {
+          double sum = c.alpha[(tb.b.nnz + d) * at.heads + k];
+          for (int32_t e = tb.b.indptr[d]; e < tb.b.indptr[d + 1]; e++)
+            sum += c.alpha[(int64_t)e * at.heads + k];
+          EXPECT_NEAR(sum, 1.0, 1e-5);
+        }
+      char what[96];
+      snprintf(what, sizeof what, "attn %d heads x %lld%s drop %.1f%s z", (int)at.heads,
+               (long long)at.head_dim, at.mean_heads ? " mean" : "", (double)at.drop_p,
+               dup ? " (duplicate edge)" : "");
+      ng_test_gradcheck(what, c.z, nz, gz, attn_loss, &c, 1e-3f, 1e-3, 2e-3);
+      what[strlen(what) - 1] = '\0';
+      strcat(what, "att_src");
+      ng_test_gradcheck(what, c.att_src, kf, gs, attn_loss, &c, 1e-3f, 1e-3, 2e-3);
+      what[strlen(what) - 7] = '\0';
+      strcat(what, "att_dst");
+      ng_test_gradcheck(what, c.att_dst, kf, gd, attn_loss, &c, 1e-3f, 1e-3, 2e-3);
+      free(c.z);
+      free(c.att_src);
+      free(c.att_dst);
+      free(c.alpha);
+      free(c.out);
+      free(c.r);
+      free(gz);
+      free(gs);
+      free(gd);
+      free(work);
     }
     ng_test_block_free(&tb);
   }
@@ -317,6 +417,7 @@ int main(void) {
     return 1;
   }
   RUN_TEST(test_aggr);
+  RUN_TEST(test_attn);
   RUN_TEST(test_gemm);
   RUN_TEST(test_bias_act);
   RUN_TEST(test_dropout);

@@ -120,6 +120,77 @@ static void test_sage_cora_accuracy(void) {
   EXPECT_TRUE(mean >= 0.780);
 }
 
+/* Velickovic et al.'s GAT on Cora: 8 heads x 8 hidden (concatenated, ReLU), one averaged output
+ * head, dropout 0.6 on both layers' inputs and on the attention, weight decay 5e-4, Adam with
+ * lr 0.005, row-normalised features, full neighbourhoods and full batch. */
+static double train_gat(uint64_t seed, int epochs, int threads, double *losses) {
+  ng_dataset_info info = NG_DATASET_INFO_INIT;
+  EXPECT_OK(ng_dataset_info_get(&info, cora));
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_GAT, info.feature_dim));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.fanout = l1.fanout = -1;
+  l0.heads = 8;
+  l0.combine = NG_HEADS_CONCAT;
+  l0.out_dim = 8 * 8;
+  l0.activation = NG_ACT_RELU;
+  l1.heads = 1;
+  l1.combine = NG_HEADS_MEAN;
+  l1.out_dim = info.classes;
+  l1.activation = NG_ACT_NONE;
+  l0.dropout = l1.dropout = 0.6f;
+  l0.attn_dropout = l1.attn_dropout = 0.6f;
+  l0.weight_decay = l1.weight_decay = 5e-4f;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 0;
+  o.lr = 0.005;
+  o.seed = seed;
+  o.threads = threads;
+  o.normalize = NG_NORMALIZE_ROW;
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+  double acc = 0.0;
+  for (int e = 0; t && e < epochs; e++) {
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+    if (losses)
+      losses[e] = s.loss;
+  }
+  if (t)
+    EXPECT_OK(ng_trainer_evaluate(&acc, NULL, t, NG_SPLIT_TEST));
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  return acc;
+}
+
+static void test_gat_cora_accuracy(void) {
+  const uint64_t seeds[] = {1, 2, 3};
+  double sum = 0.0;
+  const double t0 = (double)clock() / CLOCKS_PER_SEC;
+  for (size_t i = 0; i < NG_TEST_LEN(seeds); i++) {
+    double acc = train_gat(seeds[i], 200, 0, NULL);
+    printf("  GAT seed %llu: test accuracy %.2f%%\n", (unsigned long long)seeds[i], 100 * acc);
+    sum += acc;
+  }
+  double mean = sum / (double)NG_TEST_LEN(seeds);
+  printf("  GAT mean test accuracy %.2f%% (published 83.0 +- 0.7; %.1f s of CPU)\n", 100 * mean,
+         (double)clock() / CLOCKS_PER_SEC - t0);
+  EXPECT_TRUE(mean >= 0.810);
+}
+
+/* GAT's softmax and attention dropout give the same bits with one thread and with two. */
+static void test_gat_reproducible_across_threads(void) {
+  enum { EPOCHS = 3 };
+  double a[EPOCHS], b[EPOCHS];
+  double acc_a = train_gat(5, EPOCHS, 1, a), acc_b = train_gat(5, EPOCHS, 2, b);
+  for (int e = 0; e < EPOCHS; e++)
+    EXPECT_TRUE(a[e] == b[e]);
+  EXPECT_TRUE(acc_a == acc_b);
+  EXPECT_TRUE(a[EPOCHS - 1] < a[0]);
+}
+
 static void test_bitwise_reproducible_across_threads(void) {
   enum { EPOCHS = 3 };
   double a[EPOCHS], b[EPOCHS];
@@ -512,6 +583,8 @@ int main(void) {
   RUN_TEST(test_divergence_and_model_copy);
   RUN_TEST(test_gcn_cora_accuracy);
   RUN_TEST(test_sage_cora_accuracy);
+  RUN_TEST(test_gat_reproducible_across_threads);
+  RUN_TEST(test_gat_cora_accuracy);
   ng_dataset_close(cora);
   return ng_test_summary();
 }
