@@ -175,7 +175,7 @@ extern const char *const CLI_NORMALIZE_NAMES[];
 /// The options of a cli_model_cfg `c` (a pointer), for a command's option table.
 // clang-format off
 #define CLI_MODEL_OPTS(c)                                                                          \
-  CLI_OPT_CHOICE("model", &(c)->model, "M", CLI_MODEL_NAMES, "sage (GraphSAGE), gcn or gat"),         \
+  CLI_OPT_CHOICE("model", &(c)->model, "M", CLI_MODEL_NAMES, "sage, gcn, gat, gin or sage-pool"),     \
       CLI_OPT_STRING("fanouts", &(c)->fanouts, "LIST",                                             \
                      "neighbours sampled per hop, from the targets outwards (25,10: 25 of each "   \
                      "target, then 10 of each of those, as PyG's num_neighbors); the output "      \

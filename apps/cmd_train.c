@@ -334,11 +334,12 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
                                              : "the dataset's mapping of the features",
           ng_trainer_sampler(t));
   const ng_mode mode = (ng_mode)c->mode;
-  if (c->net.model == NG_MODEL_GAT && hot < info->nodes &&
+  if ((c->net.model == NG_MODEL_GAT || c->net.model == NG_MODEL_SAGE_POOL) && hot < info->nodes &&
       (mode == NG_MODE_AUTO || mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC))
     fprintf(stderr,
-            "neargnn %s: note: GAT's cold neighbours cannot be partially aggregated on the CPU "
-            "(the attention needs the layer's weights); every worker transfers raw rows "
+            "neargnn %s: note: a GAT or SAGE-pool model's cold neighbours cannot be partially "
+            "aggregated on the CPU (attention and pooling need the layer's weights); every "
+            "worker transfers raw rows "
             "(--transfer decides batched or zero-copy)\n",
             command);
   ng_startup_times su;

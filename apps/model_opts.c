@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-const char *const CLI_MODEL_NAMES[] = {"sage", "gcn", "gat", NULL};
+const char *const CLI_MODEL_NAMES[] = {"sage", "gcn", "gat", "gin", "sage-pool", NULL};
 const char *const CLI_AGGR_NAMES[] = {"auto", "mean", "sum", "max", "min", "gcn", NULL};
 const char *const CLI_COMBINE_NAMES[] = {"sum", "concat", NULL};
 const char *const CLI_NORMALIZE_NAMES[] = {"none", "row", NULL};

@@ -319,6 +319,16 @@ typedef enum {
   /// neighbour (the attention needs the layer's weights), so cold rows are transferred or read
   /// by zero-copy, never partially aggregated: mode PARTIAL is refused, HYBRID runs TRANSFER.
   NG_MODEL_GAT = 2,
+  /// GIN (Xu et al. 2019, GIN-0): MLP(h + sum of the neighbours), the MLP two linear layers with
+  /// a ReLU between (hidden width out_dim), then the layer's activation. The aggregation is a
+  /// plain sum (the aggregator field is ignored), so cold neighbours are partially aggregated
+  /// near the data as for GraphSAGE.
+  NG_MODEL_GIN = 3,
+  /// GraphSAGE with max-pooling (Hamilton et al. 2017): agg = max over neighbours of
+  /// ReLU(h_j W_pool + b_pool) (W_pool [in, in]), then h W_self + agg W_neigh + b. Like GAT it
+  /// needs its neighbours' raw rows (the pool's weights come before the max): cold rows are
+  /// transferred or read by zero-copy, never partially aggregated.
+  NG_MODEL_SAGE_POOL = 4,
 } ng_model_kind;
 
 /// How a GraphSAGE layer combines the node and its neighbours.

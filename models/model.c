@@ -22,7 +22,7 @@ ng_status ng_model_create(ng_model_t *out, ng_model_kind kind, int64_t in_dim) {
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_model_create: out is NULL");
   *out = NULL;
-  if (kind != NG_MODEL_SAGE && kind != NG_MODEL_GCN && kind != NG_MODEL_GAT)
+  if ((unsigned)kind > NG_MODEL_SAGE_POOL)
     return ng__err(NG_ERR_INVALID_ARG, "ng_model_create: unknown model kind %d", (int)kind);
   if (in_dim <= 0)
     return ng__err(NG_ERR_INVALID_ARG,
@@ -54,10 +54,12 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
                    "NG_LAYER_OPTS_INIT)");
   int l = m->n_layers;
   /* A GAT mini-batch has one block more than the model has layers (ng__model_raw_input). */
-  const int max_layers = ng__model_raw_input(m) ? NG_GAT_MAX_LAYERS : NG_MAX_LAYERS;
+  const int max_layers = m->kind == NG_MODEL_SAGE_POOL                        ? NG_POOL_MAX_LAYERS
+                         : m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_GIN ? NG_GAT_MAX_LAYERS
+                                                                              : NG_MAX_LAYERS;
   if (l >= max_layers)
-    return ng__err(NG_ERR_INVALID_ARG, "a %s model has at most %d layers",
-                   ng__model_raw_input(m) ? "GAT" : "GraphSAGE or GCN", max_layers);
+    return ng__err(NG_ERR_INVALID_ARG, "a model of this kind (%d) has at most %d layers",
+                   (int)m->kind, max_layers);
   if (opts->out_dim <= 0)
     return ng__err(NG_ERR_INVALID_ARG, "layer %d: out_dim %lld must be positive", l,
                    (long long)opts->out_dim);
@@ -93,14 +95,16 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   L->o.size = sizeof(ng_layer_opts);
   /* GAT's aggregation is its attention; the feature store's input layer (an identity block,
    * ng__model_raw_input) only needs a plain SUM that sees no edges. */
-  const ng_aggregator gat_ag = NG_AGGREGATOR_SUM;
-  ng_status st =
-      ng__aggr_from_public(&L->ag, m->kind == NG_MODEL_GAT ? &gat_ag : &opts->aggregator);
+  /* GIN sums; SAGE-pool takes the max of its pooled rows. */
+  const ng_aggregator own = m->kind == NG_MODEL_SAGE_POOL ? NG_AGGREGATOR_MAX : NG_AGGREGATOR_SUM;
+  const bool fixed =
+      m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_GIN || m->kind == NG_MODEL_SAGE_POOL;
+  ng_status st = ng__aggr_from_public(&L->ag, fixed ? &own : &opts->aggregator);
   if (st != NG_OK) {
     ng__err_prefix("layer %d", l);
     return st;
   }
-  if (m->kind == NG_MODEL_SAGE) {
+  if (m->kind == NG_MODEL_SAGE || m->kind == NG_MODEL_SAGE_POOL) {
     if (opts->combine != NG_SAGE_SUM && opts->combine != NG_SAGE_CONCAT)
       return ng__err(NG_ERR_INVALID_ARG, "layer %d: unknown GraphSAGE combine %d", l,
                      (int)opts->combine);
@@ -111,8 +115,11 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   }
   L->in_dim = l ? m->layers[l - 1].out_dim : m->in_dim;
   L->out_dim = opts->out_dim;
-  bool concat = m->kind == NG_MODEL_SAGE && opts->combine == NG_SAGE_CONCAT;
+  bool concat = (m->kind == NG_MODEL_SAGE || m->kind == NG_MODEL_SAGE_POOL) &&
+                opts->combine == NG_SAGE_CONCAT;
   L->cols = concat ? L->out_dim / 2 : L->out_dim;
+  /* SAGE-pool pools into in_dim columns (as PyG's pool aggregator); GIN's MLP is out_dim wide. */
+  L->pre_dim = m->kind == NG_MODEL_SAGE_POOL ? L->in_dim : m->kind == NG_MODEL_GIN ? L->out_dim : 0;
   L->heads = 1;
   L->head_dim = L->cols;
   if (m->kind == NG_MODEL_GAT) {
@@ -125,8 +132,18 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   /* The parameter layout, in float offsets; sizes that overflow are refused. Offsets are
    * written into L only once they are known to fit. */
   int64_t off = l ? m->layers[l - 1].off_end : 0, w, self = -1, neigh, bias = -1;
+  int64_t w_pre = -1, b_pre = -1, pre_size = 0;
   bool overflow = __builtin_mul_overflow(L->in_dim, L->cols, &w);
-  if (m->kind == NG_MODEL_SAGE) {
+  if (L->pre_dim > 0) {
+    overflow |= __builtin_mul_overflow(L->in_dim, L->pre_dim, &pre_size);
+    w_pre = off;
+    overflow |= __builtin_add_overflow(off, pre_size, &off);
+    b_pre = off;
+    overflow |= __builtin_add_overflow(off, L->pre_dim, &off);
+  }
+  if (m->kind == NG_MODEL_GIN) /* W2 [pre_dim, out] after W1 */
+    overflow |= __builtin_mul_overflow(L->pre_dim, L->cols, &w);
+  if (m->kind == NG_MODEL_SAGE || m->kind == NG_MODEL_SAGE_POOL) {
     self = off;
     overflow |= __builtin_add_overflow(off, w, &off);
   }
@@ -152,10 +169,17 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   L->off_b = bias;
   L->off_att_src = att_src;
   L->off_att_dst = att_dst;
+  L->off_w_pre = w_pre;
+  L->off_b_pre = b_pre;
   L->off_end = off;
   m->n_params = off;
   m->n_layers = l + 1;
   return NG_OK;
+}
+
+const ng_aggr *ng__model_input_aggr(const struct ng_model *m) {
+  static const ng_aggr plain_sum = {.reduce = NG_REDUCE_SUM};
+  return ng__model_raw_input(m) ? &plain_sum : &m->layers[0].ag;
 }
 
 ng_status ng_model_shape(int32_t *layers, int64_t *params, ng_model_t m) {
@@ -176,14 +200,18 @@ int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int 
       int64_t off;
       int ndim;
       int64_t r, c;
-    } t[NG_LAYER_TENSORS] = {
+    } t[] = {
+        {m->kind == NG_MODEL_GIN ? "mlp1.weight" : "w_pool", L->off_w_pre, 2, L->in_dim,
+         L->pre_dim},
+        {m->kind == NG_MODEL_GIN ? "mlp1.bias" : "b_pool", L->off_b_pre, 1, L->pre_dim, 0},
         {"w_self", L->off_w_self, 2, L->in_dim, L->cols},
-        {m->kind == NG_MODEL_SAGE ? "w_neigh" : "weight", L->off_w, 2, L->in_dim, L->cols},
+        {m->kind == NG_MODEL_SAGE || m->kind == NG_MODEL_SAGE_POOL ? "w_neigh" : "weight", L->off_w,
+         2, m->kind == NG_MODEL_GIN ? L->pre_dim : L->in_dim, L->cols},
         {"att_src", L->off_att_src, 2, L->heads, L->head_dim},
         {"att_dst", L->off_att_dst, 2, L->heads, L->head_dim},
         {"bias", L->off_b, 1, L->out_dim, 0},
     };
-    for (int i = 0; i < NG_LAYER_TENSORS; i++) {
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
       if (t[i].off < 0 || n >= cap)
         continue;
       snprintf(out[n].name, sizeof out[n].name, "layers.%d.%s", l, t[i].name);
@@ -305,6 +333,51 @@ static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const 
     size_t n_src = (size_t)b->n_src, n_dst = (size_t)b->n_dst;
     size_t in = (size_t)L->in_dim, out = (size_t)L->out_dim;
     w->z = w->alpha = w->d_z = w->attn_work = NULL;
+    w->pre = w->hid = w->d_pre = w->d_hid = w->self_w = NULL;
+    const size_t pre = (size_t)L->pre_dim;
+    if (m->kind == NG_MODEL_SAGE_POOL) {
+      /* Raw input rows of every source (layer 0: the identity block's self rows), pooled. */
+      if (l == 0) {
+        w->input = w->h_in = (float *)self0;
+        w->mask = NULL;
+      } else {
+        w->input = ex->ws[l - 1].out;
+        bool drop = layer_drops(L, training);
+        w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
+        w->mask = drop ? take(c, n_src * in) : NULL;
+      }
+      w->pre = take(c, n_src * pre * sizeof(float));
+      w->agg = take(c, n_dst * pre * sizeof(float));
+      w->argbest = take(c, n_dst * pre * sizeof(int32_t));
+      w->out = take(c, n_dst * out * sizeof(float));
+      w->d_agg = training ? take(c, n_dst * pre * sizeof(float)) : NULL;
+      w->d_pre = training ? take(c, n_src * pre * sizeof(float)) : NULL;
+      w->d_in = training && l > 0 ? take(c, n_src * in * sizeof(float)) : NULL;
+      continue;
+    }
+    if (m->kind == NG_MODEL_GIN) {
+      if (l == 0) {
+        w->input = w->h_in = (float *)self0;
+        w->mask = NULL;
+        w->agg = (float *)agg0;
+      } else {
+        w->input = ex->ws[l - 1].out;
+        bool drop = layer_drops(L, training);
+        w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
+        w->mask = drop ? take(c, n_src * in) : NULL;
+        w->agg = take(c, n_dst * in * sizeof(float));
+      }
+      w->argbest = NULL;
+      w->self_w = take(c, n_dst * sizeof(float));
+      w->pre = take(c, n_dst * in * sizeof(float));
+      w->hid = take(c, n_dst * pre * sizeof(float));
+      w->out = take(c, n_dst * out * sizeof(float));
+      w->d_hid = training ? take(c, n_dst * pre * sizeof(float)) : NULL;
+      w->d_pre = training && l > 0 ? take(c, n_dst * in * sizeof(float)) : NULL;
+      w->d_agg = NULL;
+      w->d_in = training && l > 0 ? take(c, n_src * in * sizeof(float)) : NULL;
+      continue;
+    }
     if (m->kind == NG_MODEL_GAT) {
       /* The input rows of every source (layer 0: the feature store's self rows of the identity
        * block, after input dropout), their projection and the attention. */
@@ -418,6 +491,67 @@ static ng_status gat_forward(ng_model_exec *ex, int l, const ng_layer *L, const 
   return NG_OK;
 }
 
+/* GIN-0's weight of a node's own row: h + sum of the neighbours. */
+#define GIN_SELF_WEIGHT 1.0f
+
+/* A SAGE-pool layer: pre = ReLU(h_in W_pool + b_pool) over every source, agg = max over each
+ * destination's neighbours of pre, out = h_dst W_self + agg W_neigh (or side by side) + b. */
+static ng_status pool_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
+                              const float *h_in, float *pre, float *agg, int32_t *argbest,
+                              float *out) {
+  ng_backend *be = ex->be;
+  const float *P = ex->params;
+  int64_t in = L->in_dim, pd = L->pre_dim, outd = L->out_dim, nd = b->n_dst, ns = b->n_src;
+  int64_t c = L->cols;
+  bool concat = L->o.combine == NG_SAGE_CONCAT;
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, ns, pd, in, h_in, in, P + L->off_w_pre, pd,
+                      0.0f, pre, pd));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(ns * pd),
+             2.0 * sizeof(float) * (double)(ns * pd),
+             BE(ex)->bias_act_fwd(be, pre, P + L->off_b_pre, ns, pd, NG_ACT_RELU));
+  NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)pd, aggr_bytes(b, pd, nd),
+             BE(ex)->aggr_fwd(be, &L->ag, b, pre, pd, agg, argbest));
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_in, in, P + L->off_w_self, c,
+                      0.0f, out, outd));
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, pd, agg, pd, P + L->off_w, c,
+                      concat ? 0.0f : 1.0f, concat ? out + c : out, outd));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
+             2.0 * sizeof(float) * (double)(nd * outd),
+             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
+                                  L->o.activation));
+  return NG_OK;
+}
+
+/* A GIN layer from its aggregation `agg` (computed here unless `precomputed`): pre = agg +
+ * (1 + eps) h_dst, hid = ReLU(pre W1 + b1), out = hid W2 + b, then the activation. */
+static ng_status gin_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
+                             const float *h_in, float *agg, bool precomputed, float *self_w,
+                             float *pre, float *hid, float *out) {
+  ng_backend *be = ex->be;
+  const float *P = ex->params;
+  int64_t in = L->in_dim, pd = L->pre_dim, outd = L->out_dim, nd = b->n_dst;
+  if (!precomputed)
+    NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, nd),
+               BE(ex)->aggr_fwd(be, &L->ag, b, h_in, in, agg, NULL));
+  if (nd > 0) {
+    NG_CHECK(BE(ex)->fill(be, self_w, nd, GIN_SELF_WEIGHT));
+    NG_CHECK(BE(ex)->copy_d2d(be, pre, agg, (size_t)(nd * in) * sizeof(float)));
+    NG_CHECK(BE(ex)->add_self_loop(be, pre, self_w, h_in, nd, in));
+  }
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, pd, in, pre, in, P + L->off_w_pre, pd,
+                      0.0f, hid, pd));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * pd),
+             2.0 * sizeof(float) * (double)(nd * pd),
+             BE(ex)->bias_act_fwd(be, hid, P + L->off_b_pre, nd, pd, NG_ACT_RELU));
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, pd, hid, pd, P + L->off_w, outd,
+                      0.0f, out, outd));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
+             2.0 * sizeof(float) * (double)(nd * outd),
+             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
+                                  L->o.activation));
+  return NG_OK;
+}
+
 /* out = combine(h_dst, agg) + bias, then the activation; `agg` is computed from h_in unless the
  * caller gives it (precomputed). Layer `l` names the timed ops. */
 static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
@@ -470,6 +604,15 @@ ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const floa
                  BE(ex)->dropout_fwd(ex->be, w->h_in, w->mask, n, L->o.dropout,
                                      ng_hash2(seed, (uint64_t)l)));
     }
+    if (m->kind == NG_MODEL_SAGE_POOL) {
+      NG_CHECK(pool_forward(ex, l, L, b, w->h_in, w->pre, w->agg, w->argbest, w->out));
+      continue;
+    }
+    if (m->kind == NG_MODEL_GIN) {
+      NG_CHECK(
+          gin_forward(ex, l, L, b, w->h_in, w->agg, l == 0, w->self_w, w->pre, w->hid, w->out));
+      continue;
+    }
     if (m->kind == NG_MODEL_GAT) {
       const ng_attn at = layer_attn(L, l, training, seed);
       NG_CHECK(gat_forward(ex, l, L, b, w->h_in, w->z, w->alpha, &at, w->out));
@@ -501,6 +644,62 @@ ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_
     NG_PROF_OP(ex->prof, "bias act bwd", l, cells, (1.0 + 2.0 * relu) * sizeof(float) * cells,
                BE(ex)->bias_act_bwd(be, d_out, w->out, L->off_b >= 0 ? G + L->off_b : NULL, nd,
                                     outd, L->o.activation));
+    if (m->kind == NG_MODEL_SAGE_POOL) {
+      int64_t pd = L->pre_dim;
+      bool concat = L->o.combine == NG_SAGE_CONCAT;
+      const float *d_neigh = concat ? d_out + c : d_out;
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, pd, c, nd, w->agg, pd, d_neigh, outd,
+                          0.0f, G + L->off_w, c));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, c, nd, w->h_in, in, d_out, outd,
+                          0.0f, G + L->off_w_self, c));
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, pd, c, d_neigh, outd, P + L->off_w,
+                          c, 0.0f, w->d_agg, pd));
+      NG_PROF_OP(ex->prof, "aggr bwd", l, (double)b->nnz * (double)pd, aggr_bytes(b, pd, ns),
+                 BE(ex)->aggr_bwd(be, &L->ag, b, w->d_agg, w->argbest, pd, w->d_pre));
+      NG_PROF_OP(ex->prof, "bias act bwd", l, (double)(ns * pd),
+                 3.0 * sizeof(float) * (double)(ns * pd),
+                 BE(ex)->bias_act_bwd(be, w->d_pre, w->pre, G + L->off_b_pre, ns, pd, NG_ACT_RELU));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, pd, ns, w->h_in, in, w->d_pre, pd,
+                          0.0f, G + L->off_w_pre, pd));
+      if (l == 0)
+        break;
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, ns, in, pd, w->d_pre, pd,
+                          P + L->off_w_pre, pd, 0.0f, w->d_in, in));
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, in, c, d_out, outd,
+                          P + L->off_w_self, c, 1.0f, w->d_in, in));
+      if (w->mask)
+        NG_PROF_OP(ex->prof, "dropout bwd", l, (double)(ns * in),
+                   2.25 * sizeof(float) * (double)(ns * in),
+                   BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
+      d_out = w->d_in;
+      continue;
+    }
+    if (m->kind == NG_MODEL_GIN) {
+      int64_t pd = L->pre_dim;
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, pd, outd, nd, w->hid, pd, d_out, outd,
+                          0.0f, G + L->off_w, outd));
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, pd, outd, d_out, outd, P + L->off_w,
+                          outd, 0.0f, w->d_hid, pd));
+      NG_PROF_OP(ex->prof, "bias act bwd", l, (double)(nd * pd),
+                 3.0 * sizeof(float) * (double)(nd * pd),
+                 BE(ex)->bias_act_bwd(be, w->d_hid, w->hid, G + L->off_b_pre, nd, pd, NG_ACT_RELU));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, pd, nd, w->pre, in, w->d_hid, pd,
+                          0.0f, G + L->off_w_pre, pd));
+      if (l == 0)
+        break;
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, in, pd, w->d_hid, pd,
+                          P + L->off_w_pre, pd, 0.0f, w->d_pre, in));
+      NG_PROF_OP(ex->prof, "aggr bwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, ns),
+                 BE(ex)->aggr_bwd(be, &L->ag, b, w->d_pre, NULL, in, w->d_in));
+      if (nd > 0) /* the self row's share: d_in[d] += (1 + eps) d_pre[d] */
+        NG_CHECK(BE(ex)->add_self_loop(be, w->d_in, w->self_w, w->d_pre, nd, in));
+      if (w->mask)
+        NG_PROF_OP(ex->prof, "dropout bwd", l, (double)(ns * in),
+                   2.25 * sizeof(float) * (double)(ns * in),
+                   BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
+      d_out = w->d_in;
+      continue;
+    }
     if (m->kind == NG_MODEL_GAT) {
       if (!w->d_z)
         return ng__err(NG_ERR_STATE, "GAT backward without a training forward pass");
@@ -570,6 +769,28 @@ ng_status ng__exec_layer_eval(ng_model_exec *ex, int l, const ng_block *blk, con
                               float *out) {
   const ng_layer *L = &ex->model->layers[l];
   carve c = {NULL, 0};
+  if (ex->model->kind == NG_MODEL_SAGE_POOL || ex->model->kind == NG_MODEL_GIN) {
+    const bool pool = ex->model->kind == NG_MODEL_SAGE_POOL;
+    const size_t nd = (size_t)blk->n_dst, ns = (size_t)blk->n_src, in = (size_t)L->in_dim;
+    const size_t pd = (size_t)L->pre_dim;
+    const size_t sizes[] = {
+        (pool ? ns : nd) * (pool ? pd : in) * sizeof(float),   /* pre */
+        nd * (pool ? pd : in) * sizeof(float),                 /* agg */
+        pool ? nd * pd * sizeof(int32_t) : nd * sizeof(float), /* argbest / self_w */
+        pool ? 0 : nd * pd * sizeof(float),                    /* hid */
+    };
+    for (size_t i = 0; i < 4; i++)
+      take(&c, sizes[i]);
+    NG_CHECK(arena_reserve(ex, c.used));
+    c.base = ex->arena;
+    c.used = 0;
+    void *p[4];
+    for (size_t i = 0; i < 4; i++)
+      p[i] = take(&c, sizes[i]);
+    if (pool)
+      return pool_forward(ex, l, L, blk, input, p[0], p[1], p[2], out);
+    return gin_forward(ex, l, L, blk, input, p[1], false, p[2], p[0], p[3], out);
+  }
   if (ex->model->kind == NG_MODEL_GAT) {
     size_t zb = (size_t)blk->n_src * (size_t)L->cols * sizeof(float);
     size_t ab = (size_t)(blk->nnz + blk->n_dst) * (size_t)L->heads * sizeof(float);

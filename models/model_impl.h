@@ -19,7 +19,10 @@ typedef struct {
   int32_t heads;      ///< GAT: attention heads (1 for the other kinds)
   int64_t head_dim;   ///< GAT: columns of a head (cols == heads * head_dim)
   int64_t off_att_src, off_att_dst; ///< GAT: attention vectors [heads, head_dim] (else -1)
-  int64_t off_end;                  ///< one past the layer's last parameter
+  /// The dense layer before the aggregation (SAGE-pool: W_pool [in, pre_dim], b_pool) or the
+  /// MLP's first layer (GIN: W1 [in, pre_dim], b1); -1 for the other kinds.
+  int64_t off_w_pre, off_b_pre, pre_dim;
+  int64_t off_end; ///< one past the layer's last parameter
 } ng_layer;
 
 struct ng_model {
@@ -41,19 +44,25 @@ ng_status ng__model_check(ng_model_t m);
 /// rows are exactly the first layer's input rows, fetched by any strategy; layer l reads block
 /// l + 1.
 static inline bool ng__model_raw_input(const struct ng_model *m) {
-  return m->kind == NG_MODEL_GAT;
+  return m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_SAGE_POOL;
 }
 /// The block of layer `l` in a mini-batch of model `m` (see ng__model_raw_input).
 static inline int ng__model_block(const struct ng_model *m, int l) {
   return l + (ng__model_raw_input(m) ? 1 : 0);
 }
 
-/// The most layers of a GAT model: one block of its mini-batches is the identity block, and its
-/// 4 tensors a layer must fit a checkpoint's checksum list (runtime/trainer.c).
+/// The most layers of a GAT or GIN model (4 tensors a layer) and of a SAGE-pool model (5): a
+/// checkpoint's checksum list holds 3 * NG_MAX_LAYERS parameter tensors (runtime/trainer.c), and
+/// a raw-input model's mini-batches spend a block on the identity block.
 #define NG_GAT_MAX_LAYERS (NG_MAX_LAYERS - 2)
+#define NG_POOL_MAX_LAYERS (NG_MAX_LAYERS / 2)
 
 /// The most parameter tensors a layer has (ng__model_param_tensors).
 #define NG_LAYER_TENSORS 5
+
+/// The aggregation the feature store computes for the input layer: the first layer's own, or
+/// for a raw-input model a plain sum over its identity block (which has no edges).
+const ng_aggr *ng__model_input_aggr(const struct ng_model *m);
 
 /// The tensors of a model for checkpoints: name, offset and shape of each parameter tensor.
 typedef struct {
@@ -85,6 +94,12 @@ typedef struct {
   float *alpha;     ///< [(nnz + n_dst), heads] the attention coefficients (attn_fwd)
   float *d_z;       ///< [n_src, heads * head_dim]
   float *attn_work; ///< ng_attn_bwd_work floats
+  /* SAGE-pool and GIN layers only (else NULL). */
+  float *pre;    ///< SAGE-pool: [n_src, pre] ReLU(h_in W_pool + b); GIN: [n_dst, in] agg + self
+  float *hid;    ///< GIN: [n_dst, pre] the MLP's hidden layer
+  float *d_pre;  ///< SAGE-pool: [n_src, pre]; GIN: [n_dst, in]
+  float *d_hid;  ///< GIN: [n_dst, pre]
+  float *self_w; ///< GIN: [n_dst] the self row's weight 1 + eps
 } ng_layer_ws;
 
 /// Everything needed to run a model on one backend: parameters, gradients, optimizer state and

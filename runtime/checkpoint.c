@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const KIND_NAME[] = {"sage", "gcn", "gat"};
+static const char *const KIND_NAME[] = {"sage", "gcn", "gat", "gin", "sage-pool"};
 static const char *const NORMALIZE_NAME[] = {"none", "row"};
 static const char *const REDUCE_NAME[] = {"sum", "max", "min"};
 static const char *const WEIGHT_NAME[] = {"none", "gcn_norm"};

@@ -369,10 +369,11 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
      * rows (docs/aggregators.md). */
     if (t->mode == NG_MODE_PARTIAL)
       return ng__err(NG_ERR_UNSUPPORTED,
-                     "mode partial: a GAT model's cold neighbours cannot be partially aggregated "
-                     "on the CPU (the attention needs the layer's weights, which only the device "
-                     "holds); use --mode baseline or zerocopy, or hybrid/auto, which send raw rows "
-                     "for it");
+                     "mode partial: a %s model's cold neighbours cannot be partially aggregated "
+                     "on the CPU (%s needs the layer's weights, which only the device holds); use "
+                     "--mode baseline or zerocopy, or hybrid/auto, which send raw rows for it",
+                     model->kind == NG_MODEL_GAT ? "GAT" : "SAGE-pool",
+                     model->kind == NG_MODEL_GAT ? "the attention" : "the pooling layer");
     if (t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC)
       t->mode = transfer == NG_FETCH_ZCOPY ? NG_MODE_ZEROCOPY : NG_MODE_BASELINE;
   }
@@ -405,7 +406,7 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
       .features = t->features,
       .nodes = info->nodes,
       .dim = info->feature_dim,
-      .ag = model->layers[0].ag,
+      .ag = *ng__model_input_aggr(model),
       .threads = omp_threads(&o),
       .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
       .labels = ds->labels,

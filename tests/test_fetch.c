@@ -26,6 +26,8 @@ static const model_case MODELS[] = {
     {"sage-max", NG_MODEL_SAGE, NG_AGGREGATOR_MAX, 0.0f},
     {"sage-min, dropout 0.3", NG_MODEL_SAGE, NG_AGGREGATOR_MIN, 0.3f},
     {"sage-sum", NG_MODEL_SAGE, NG_AGGREGATOR_SUM, 0.0f},
+    /* GIN's sum is partially aggregated like any sum: its MLP comes after the aggregation. */
+    {"gin, dropout 0.5", NG_MODEL_GIN, NG_AGGREGATOR_SUM, 0.5f},
 };
 
 /* A mode with its threads: workers -1 is the inline form (no worker threads). */
@@ -195,8 +197,17 @@ static void test_tier_sizes(void) {
 /* GAT's input layer needs raw rows (ng__model_raw_input): every raw-row strategy (batched,
  * zero-copy; hybrid modes run them on every worker) gives the same bits, whatever the tiers,
  * with no cold edge reduced anywhere; mode partial is refused with the reason. */
+static void raw_rows_case(const model_case *mc);
+
 static void test_gat_raw_rows(void) {
   const model_case gat = {"gat, dropout 0.5", NG_MODEL_GAT, NG_AGGREGATOR_SUM, 0.5f};
+  const model_case pool = {"sage-pool, dropout 0.5", NG_MODEL_SAGE_POOL, NG_AGGREGATOR_MAX, 0.5f};
+  raw_rows_case(&gat);
+  raw_rows_case(&pool);
+}
+
+static void raw_rows_case(const model_case *mc) {
+  const model_case gat = *mc;
   static const mode_case modes[] = {
       {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
       {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 0, 0, 0},
@@ -227,14 +238,14 @@ static void test_gat_raw_rows(void) {
   /* The tiers only decide where rows come from: all hot gives the same bits. */
   run = run_of(&gat, &modes[0], 1.0);
   if (ng_test_fetch_train(cora, &run, &r)) {
-    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, "gat: 30% hot vs all hot"));
+    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, "raw rows: 30% hot vs all hot"));
     EXPECT_EQ_I(r.fetch.cold_rows, 0);
     free(r.checkpoint);
   }
   free(ref.checkpoint);
   /* Mode partial cannot serve it. */
   ng_model_t m = NULL;
-  EXPECT_OK(ng_model_create(&m, NG_MODEL_GAT, 1433));
+  EXPECT_OK(ng_model_create(&m, mc->kind, 1433));
   ng_layer_opts l = NG_LAYER_OPTS_INIT;
   l.out_dim = 7;
   l.heads = 2;
