@@ -691,7 +691,8 @@ int cmd_train(int argc, char **argv) {
   cli_spec spec = {
       .command = "train",
       .synopsis = "--dataset DIR [options]",
-      .about = "Trains a GraphSAGE or GCN model with sampled mini-batches and reports, per "
+      .about = "Trains a GraphSAGE, GCN, GAT, GIN or SAGE-pool model with sampled mini-batches and "
+               "reports, per "
                "epoch, the loss, training and validation accuracy and throughput; at the end the "
                "test accuracy (full-neighbour inference).",
       .opts = opts,
