@@ -307,7 +307,8 @@ typedef struct {
 /// Activation after a layer.
 typedef enum { NG_ACT_NONE = 0, NG_ACT_RELU = 1 } ng_activation;
 
-/// Model families. A model is described per hop (layer); both families run on every backend.
+/// Model families. A model is described per hop (layer); every family runs on every backend
+/// (docs/aggregators.md).
 typedef enum {
   NG_MODEL_SAGE = 0, ///< GraphSAGE: separate weights for the node itself and its aggregated
                      ///< neighbours (Hamilton et al. 2017)
