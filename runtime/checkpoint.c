@@ -236,6 +236,14 @@ ng_status ng__ckpt_check(const ng_st_file *f, const char *path, const struct ng_
     return MISMATCH("layers", "%d", "%d", d.layers, m->n_layers);
   for (int l = 0; l < d.layers; l++) {
     const ng_layer_opts *c = &d.layer[l], *o = &m->layers[l].o;
+    /* GAT's hidden width is --heads x --hidden: name both with the heads. */
+    if (m->kind == NG_MODEL_GAT && l + 1 == d.layers && c->heads != o->heads)
+      return MISMATCH("--output-heads", "%d", "%d", (int)c->heads, (int)o->heads);
+    if (m->kind == NG_MODEL_GAT && l + 1 < d.layers &&
+        (c->heads != o->heads || c->out_dim != o->out_dim))
+      return MISMATCH("--heads x --hidden", "%d x %lld (layer %d)", "%d x %lld", (int)c->heads,
+                      (long long)(c->out_dim / NG_MAX(c->heads, 1)), l, (int)o->heads,
+                      (long long)(o->out_dim / NG_MAX(o->heads, 1)));
     if (l + 1 < d.layers && c->out_dim != o->out_dim)
       return MISMATCH("--hidden", "%lld (layer %d)", "%lld", (long long)c->out_dim, l,
                       (long long)o->out_dim);
@@ -245,8 +253,10 @@ ng_status ng__ckpt_check(const ng_st_file *f, const char *path, const struct ng_
         c->aggregator.finalize != o->aggregator.finalize ||
         (c->aggregator.self_loop != 0) != (o->aggregator.self_loop != 0))
       return MISMATCH("--aggregator", "%s (layer %d)", "%s", ca, l, oa);
-    if (m->kind == NG_MODEL_GAT && (c->heads != o->heads || c->combine != o->combine))
-      return MISMATCH("--heads", "%d (layer %d)", "%d", (int)c->heads, l, (int)o->heads);
+    if (m->kind == NG_MODEL_GAT && c->combine != o->combine)
+      return MISMATCH("head combine", "%s (layer %d)", "%s",
+                      c->combine == NG_HEADS_CONCAT ? "concat" : "mean", l,
+                      o->combine == NG_HEADS_CONCAT ? "concat" : "mean");
     if (m->kind == NG_MODEL_SAGE && c->combine != o->combine)
       return MISMATCH("--combine", "%s (layer %d)", "%s", NAME_OF(COMBINE_NAME, c->combine), l,
                       NAME_OF(COMBINE_NAME, o->combine));
