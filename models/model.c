@@ -1,4 +1,5 @@
-/* GraphSAGE, GCN and GAT layers, written once against the backend interface. */
+/* GraphSAGE, GCN, GAT, GIN and SAGE-pool layers, written once against the backend interface
+ * (docs/aggregators.md). */
 #include "model_impl.h"
 
 #include "rng.h"
@@ -53,7 +54,7 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
                    "ng_model_add_layer: options missing or from an older header (use "
                    "NG_LAYER_OPTS_INIT)");
   int l = m->n_layers;
-  /* A GAT mini-batch has one block more than the model has layers (ng__model_raw_input). */
+  /* The layer limits of model_impl.h (checkpoint tensors, the identity block). */
   const int max_layers = m->kind == NG_MODEL_SAGE_POOL                        ? NG_POOL_MAX_LAYERS
                          : m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_GIN ? NG_GAT_MAX_LAYERS
                                                                               : NG_MAX_LAYERS;
@@ -93,9 +94,9 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   memset(L, 0, sizeof *L);
   L->o = *opts;
   L->o.size = sizeof(ng_layer_opts);
-  /* GAT's aggregation is its attention; the feature store's input layer (an identity block,
-   * ng__model_raw_input) only needs a plain SUM that sees no edges. */
-  /* GIN sums; SAGE-pool takes the max of its pooled rows. */
+  /* The new kinds fix their aggregation: GIN sums, SAGE-pool takes the max of its pooled rows,
+   * and GAT's is its attention (its SUM is never run on a layer's edges: the feature store
+   * aggregates the identity block with ng__model_input_aggr). */
   const ng_aggregator own = m->kind == NG_MODEL_SAGE_POOL ? NG_AGGREGATOR_MAX : NG_AGGREGATOR_SUM;
   const bool fixed =
       m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_GIN || m->kind == NG_MODEL_SAGE_POOL;

@@ -1,5 +1,6 @@
 /* Models written once against the backend interface: parameter layout, initialisation, and the
- * forward and backward passes of GraphSAGE and GCN layers over sampled blocks. */
+ * forward and backward passes of GraphSAGE, GCN, GAT, GIN and SAGE-pool layers over sampled
+ * blocks. */
 #ifndef NG_MODEL_IMPL_H
 #define NG_MODEL_IMPL_H
 
