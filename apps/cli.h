@@ -164,6 +164,8 @@ typedef struct {
   int model, aggregator, combine, normalize;
   int64_t hidden;
   double dropout;
+  int64_t heads, output_heads; ///< GAT: heads of the hidden layers (concatenated), of the output
+  double attn_dropout;         ///< GAT: dropout on the attention coefficients
 } cli_model_cfg;
 
 extern const char *const CLI_MODEL_NAMES[];
@@ -174,7 +176,7 @@ extern const char *const CLI_NORMALIZE_NAMES[];
 /// The options of a cli_model_cfg `c` (a pointer), for a command's option table.
 // clang-format off
 #define CLI_MODEL_OPTS(c)                                                                          \
-  CLI_OPT_CHOICE("model", &(c)->model, "M", CLI_MODEL_NAMES, "sage (GraphSAGE) or gcn"),               \
+  CLI_OPT_CHOICE("model", &(c)->model, "M", CLI_MODEL_NAMES, "sage, gcn, gat, gin or sage-pool"),     \
       CLI_OPT_STRING("fanouts", &(c)->fanouts, "LIST",                                             \
                      "neighbours sampled per hop, from the targets outwards (25,10: 25 of each "   \
                      "target, then 10 of each of those, as PyG's num_neighbors); the output "      \
@@ -189,7 +191,14 @@ extern const char *const CLI_NORMALIZE_NAMES[];
       CLI_OPT_STRING("weight-decay", &(c)->weight_decay, "LIST",                                   \
                      "L2 coefficient: one value, or one per layer from the input (5e-4,0)"),       \
       CLI_OPT_CHOICE("normalize-features", &(c)->normalize, "N", CLI_NORMALIZE_NAMES,                  \
-                     "none, or row: divide each feature row by its sum (Kipf & Welling)")
+                     "none, or row: divide each feature row by its sum (Kipf & Welling)"),         \
+      CLI_OPT_INT("heads", &(c)->heads, "K", 1, 1024,                                              \
+                  "GAT: attention heads of each hidden layer, concatenated (hidden layers have "   \
+                  "heads x hidden columns; default 8)"),                                           \
+      CLI_OPT_INT("output-heads", &(c)->output_heads, "K", 1, 1024,                                \
+                  "GAT: attention heads of the output layer, averaged (default 1)"),               \
+      CLI_OPT_FLOAT("attn-dropout", &(c)->attn_dropout, "P", 0, false, 1, true,                    \
+                    "GAT: dropout on the attention coefficients in training")
 // clang-format on
 
 /// Parses a comma-separated list of at most CLI_MAX_LAYERS numbers into out[*n] for --`option`;

@@ -421,6 +421,15 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
           ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
                                              : "the dataset's mapping of the features",
           ng_trainer_sampler(t));
+  const ng_mode mode = (ng_mode)c->mode;
+  if ((c->net.model == NG_MODEL_GAT || c->net.model == NG_MODEL_SAGE_POOL) && hot < info->nodes &&
+      (mode == NG_MODE_AUTO || mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC))
+    fprintf(stderr,
+            "neargnn %s: note: a GAT or SAGE-pool model's cold neighbours cannot be partially "
+            "aggregated on the CPU (attention and pooling need the layer's weights); every "
+            "worker transfers raw rows "
+            "(--transfer decides batched or zero-copy)\n",
+            command);
   ng_startup_times su;
   if (ng_trainer_startup(&su, t) == NG_OK)
     fprintf(
@@ -760,7 +769,8 @@ int cmd_train(int argc, char **argv) {
   cli_spec spec = {
       .command = "train",
       .synopsis = "--dataset DIR [options]",
-      .about = "Trains a GraphSAGE or GCN model with sampled mini-batches and reports, per "
+      .about = "Trains a GraphSAGE, GCN, GAT, GIN or SAGE-pool model with sampled mini-batches and "
+               "reports, per "
                "epoch, the loss, training and validation accuracy and throughput; at the end the "
                "test accuracy (full-neighbour inference).",
       .opts = opts,

@@ -12,7 +12,7 @@ static const cli_command COMMANDS[] = {
     {"convert", "convert planetoid, SNAP or OGB data into a dataset folder", cmd_convert},
     {"info", "show counts, degree statistics and memory footprint of a dataset", cmd_info},
     {"reorder", "renumber a dataset so that its hot nodes come first", cmd_reorder},
-    {"train", "train a GraphSAGE or GCN model on a dataset", cmd_train},
+    {"train", "train a GraphSAGE, GCN, GAT, GIN or SAGE-pool model on a dataset", cmd_train},
     {"evaluate", "accuracy and loss of a checkpoint on a dataset's splits", cmd_evaluate},
     {"predict", "classes or logits of a checkpoint for a split or a node list", cmd_predict},
     {"demo", "generate a graph and train on it (the quick tour)", cmd_demo},

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-const char *const CLI_MODEL_NAMES[] = {"sage", "gcn", NULL};
+const char *const CLI_MODEL_NAMES[] = {"sage", "gcn", "gat", "gin", "sage-pool", NULL};
 const char *const CLI_AGGR_NAMES[] = {"auto", "mean", "sum", "max", "min", "gcn", NULL};
 const char *const CLI_COMBINE_NAMES[] = {"sum", "concat", NULL};
 const char *const CLI_NORMALIZE_NAMES[] = {"none", "row", NULL};
@@ -81,6 +81,15 @@ int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c
     lo.dropout = (float)c->dropout;
     lo.weight_decay = (float)(n_wd == 1 ? wd[0] : wd[l]);
     lo.combine = (ng_sage_combine)c->combine;
+    if (c->model == NG_MODEL_GAT) {
+      /* Velickovic et al.: hidden layers concatenate their heads, the output layer averages. */
+      bool hidden = l + 1 < n_layers;
+      lo.heads = (int32_t)(hidden ? (c->heads > 0 ? c->heads : 8)
+                                  : (c->output_heads > 0 ? c->output_heads : 1));
+      lo.combine = hidden ? NG_HEADS_CONCAT : NG_HEADS_MEAN;
+      lo.out_dim = hidden ? c->hidden * lo.heads : info->classes;
+      lo.attn_dropout = (float)c->attn_dropout;
+    }
     st = ng_model_add_layer(m, &lo);
   }
   if (st != NG_OK) {

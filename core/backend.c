@@ -104,9 +104,11 @@ ng_status ng__sampler_cfg_check(const ng_sampler_cfg *cfg) {
     return ng__err(NG_ERR_INVALID_ARG, "sampler: %d layers; use 1 to %d", cfg->n_layers,
                    NG_MAX_LAYERS);
   for (int l = 0; l < cfg->n_layers; l++)
-    if (cfg->fanout[l] == 0 || cfg->fanout[l] < -1)
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "sampler: fanout %d of layer %d; use a positive count or -1 (all neighbours)",
-                     (int)cfg->fanout[l], l);
+    if (cfg->fanout[l] < -1 || (cfg->fanout[l] == 0 && l > 0))
+      return ng__err(
+          NG_ERR_INVALID_ARG,
+          "sampler: fanout %d of layer %d; use a positive count or -1 (all neighbours), or 0 "
+          "(no neighbours) for layer 0",
+          (int)cfg->fanout[l], l);
   return NG_OK;
 }

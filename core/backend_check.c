@@ -329,6 +329,54 @@ static ng_status front_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_bloc
   return be->impl->aggr_bwd(be, ag, blk, grad_dst, argbest, dim, grad_src);
 }
 
+/* The attention's shape: heads and head_dim positive, a slope and dropout in range. */
+static ng_status check_attn(const char *op, const ng_attn *at) {
+  if (!at)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: attention descriptor is NULL", op);
+  if (at->heads < 1 || at->head_dim < 1)
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %d heads of %lld columns; both must be >= 1", op,
+                   (int)at->heads, (long long)at->head_dim);
+  if (!(at->slope >= 0.0f && at->slope < 1.0f))
+    return ng__err(NG_ERR_INVALID_ARG, "%s: LeakyReLU slope %g is outside [0, 1)", op,
+                   (double)at->slope);
+  return check_dropout_p(op, at->drop_p);
+}
+
+static ng_status front_attn_fwd(ng_backend *be, const ng_attn *at, const ng_block *blk,
+                                const float *z, const float *att_src, const float *att_dst,
+                                float *alpha, float *out) {
+  NG_CHECK(check_attn("attn_fwd", at));
+  NG_CHECK(check_block("attn_fwd", blk, false, be->impl->host_memory));
+  if (blk->n_dst == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("attn_fwd", "z", z, true));
+  NG_CHECK(check_ptr("attn_fwd", "att_src", att_src, true));
+  NG_CHECK(check_ptr("attn_fwd", "att_dst", att_dst, true));
+  NG_CHECK(check_ptr("attn_fwd", "alpha", alpha, true));
+  NG_CHECK(check_ptr("attn_fwd", "out", out, true));
+  return be->impl->attn_fwd(be, at, blk, z, att_src, att_dst, alpha, out);
+}
+
+static ng_status front_attn_bwd(ng_backend *be, const ng_attn *at, const ng_block *blk,
+                                const float *z, const float *att_src, const float *att_dst,
+                                const float *alpha, const float *grad_out, float *work,
+                                float *grad_z, float *grad_att_src, float *grad_att_dst) {
+  NG_CHECK(check_attn("attn_bwd", at));
+  NG_CHECK(check_block("attn_bwd", blk, true, be->impl->host_memory));
+  /* The parameter gradients are written even for an empty block (as zeros). */
+  NG_CHECK(check_ptr("attn_bwd", "grad_att_src", grad_att_src, true));
+  NG_CHECK(check_ptr("attn_bwd", "grad_att_dst", grad_att_dst, true));
+  NG_CHECK(check_ptr("attn_bwd", "z", z, blk->n_src > 0));
+  NG_CHECK(check_ptr("attn_bwd", "grad_z", grad_z, blk->n_src > 0));
+  NG_CHECK(check_ptr("attn_bwd", "att_src", att_src, blk->n_dst > 0));
+  NG_CHECK(check_ptr("attn_bwd", "att_dst", att_dst, blk->n_dst > 0));
+  NG_CHECK(check_ptr("attn_bwd", "alpha", alpha, blk->n_dst > 0));
+  NG_CHECK(check_ptr("attn_bwd", "grad_out", grad_out, blk->n_dst > 0));
+  NG_CHECK(check_ptr("attn_bwd", "work (ng_attn_bwd_work floats)", work, blk->n_src > 0));
+  return be->impl->attn_bwd(be, at, blk, z, att_src, att_dst, alpha, grad_out, work, grad_z,
+                            grad_att_src, grad_att_dst);
+}
+
 static ng_status front_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                                     const float *src, ng_pstate *state) {
   NG_CHECK(check_aggr_block(be, "aggr_partial", ag, blk, false));
@@ -542,6 +590,8 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
   X(pstate_finalize)                                                                               \
   X(scatter_rows)                                                                                  \
   X(add_self_loop)                                                                                 \
+  X(attn_fwd)                                                                                      \
+  X(attn_bwd)                                                                                      \
   X(gemm)                                                                                          \
   X(add)                                                                                           \
   X(bias_act_fwd)                                                                                  \

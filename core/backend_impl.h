@@ -54,9 +54,11 @@ typedef struct {
 /// give the same blocks): the graph, per-layer fanouts, and which extra arrays each block gets.
 /// Block index 0 is the input layer.
 typedef struct {
-  const ng_csr *graph;             ///< borrowed; row v = the neighbours v aggregates from
-  int n_layers;                    ///< 1 .. NG_MAX_LAYERS
-  int32_t fanout[NG_MAX_LAYERS];   ///< per block index (0 = input layer); -1 = all neighbours
+  const ng_csr *graph; ///< borrowed; row v = the neighbours v aggregates from
+  int n_layers;        ///< 1 .. NG_MAX_LAYERS
+  /// Per block index (0 = input layer); -1 = all neighbours; 0 (block 0 only) = none: an
+  /// identity block whose sources are its destinations (ng__model_raw_input).
+  int32_t fanout[NG_MAX_LAYERS];
   bool gcn_weights[NG_MAX_LAYERS]; ///< fill edge_w and self_w with GCN normalisation
   bool transpose[NG_MAX_LAYERS];   ///< fill t_indptr / t_dst / t_eid (for the block's backward)
 } ng_sampler_cfg;
@@ -87,6 +89,31 @@ typedef struct {
   int32_t n_dst;
   int64_t dim;
 } ng_pstate;
+
+/// One attention layer's shape and randomness (GAT; ops attn_fwd / attn_bwd). The node features
+/// z [n_src, heads * head_dim] are the layer's input times its weight; head k of row i is
+/// z[i, k * head_dim .. (k + 1) * head_dim). Each destination d attends to itself (source d: the
+/// "self slot") and then to its edges in edge order. Slot s of the attention coefficients
+/// alpha [(nnz + n_dst), heads] is edge s for s < nnz and the self loop of destination
+/// s - nnz after them.
+typedef struct {
+  int32_t heads;
+  int64_t head_dim;
+  float slope;     ///< LeakyReLU's negative slope of the scores (0.2 in GAT)
+  bool mean_heads; ///< out is [n_dst, head_dim], the heads' mean; else [n_dst, heads * head_dim]
+  /// Attention dropout: coefficient (slot s, head k) is kept iff ng_dropout_keep(drop_key,
+  /// s * heads + k, ng_dropout_threshold(drop_p)) and kept ones are scaled by
+  /// 1.0f / (1.0f - drop_p) in float; drop_p 0 keeps all.
+  float drop_p;
+  uint64_t drop_key;
+} ng_attn;
+
+/// The float workspace attn_bwd needs for a block of n_dst destinations, n_src sources and nnz
+/// edges: d(score) per slot and head, then d(s_dst) per destination, d(s_src) per source.
+static inline int64_t ng_attn_bwd_work(const ng_attn *a, int32_t n_dst, int32_t n_src,
+                                       int64_t nnz) {
+  return (nnz + 2 * (int64_t)n_dst + (int64_t)n_src) * a->heads;
+}
 
 typedef enum { NG_OPT_SGD = 0, NG_OPT_ADAM = 1 } ng_optimizer_kind;
 
@@ -246,6 +273,25 @@ struct ng_backend_i {
   /// merged state is finalized: the order of aggr_fwd).
   ng_status (*add_self_loop)(ng_backend *be, float *dst, const float *self_w, const float *rows,
                              int64_t n, int64_t dim);
+
+  /* -- attention (GAT) over a block: each destination's softmax in slot order, no atomics -- */
+  /// For each destination d and head k: the scores e_s = LeakyReLU(z[src(s), k] . att_src[k] +
+  /// z[d, k] . att_dst[k]) of d's slots (self first, then its edges in order); alpha_s =
+  /// exp(e_s - max) / sum exp(e - max), summed in slot order; alpha [(nnz + n_dst), heads]
+  /// receives them (before dropout); out[d, k] = sum over slots, in order, of
+  /// dropout(alpha_s) z[src(s), k] (or the mean over heads, see ng_attn). att_src and att_dst
+  /// are [heads, head_dim]. blk->edge_w and self_w are ignored.
+  ng_status (*attn_fwd)(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,
+                        const float *att_src, const float *att_dst, float *alpha, float *out);
+  /// Backward of attn_fwd from grad_out (the shape of its out): grad_z [n_src, heads *
+  /// head_dim] (overwritten; each source row sums its terms in a fixed order: its self slot,
+  /// then its transposed edges in order, so the block needs its transpose), and grad_att_src,
+  /// grad_att_dst [heads, head_dim] (overwritten; summed over rows in row order). `work` holds
+  /// ng_attn_bwd_work floats.
+  ng_status (*attn_bwd)(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,
+                        const float *att_src, const float *att_dst, const float *alpha,
+                        const float *grad_out, float *work, float *grad_z, float *grad_att_src,
+                        float *grad_att_dst);
 
   /* -- dense ops -- */
   /// C[M,N] = alpha * op(A) op(B) + beta * C, row-major, op = transpose when trans_* is true.

@@ -7,6 +7,7 @@
  * Its ops see only arguments the checked front has validated (core/backend_check.c), which also
  * reads the blocks' offsets here because this backend's memory is host memory; what stays here
  * is the check that needs the data the op reads anyway (xent's labels). */
+#include "attn_impl.h"
 #include "kernels_impl.h"
 #include "sampler_impl.h"
 #include "ng_cpu.h"
@@ -253,6 +254,36 @@ static ng_status cpu_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block 
     FOR_ROW_CHUNKS(be, blk->n_src, work, s0, s1,
                    k->aggr_best_bwd(blk, grad_dst, argbest, dim, s0, s1, grad_src));
   }
+  return NG_OK;
+}
+
+/* ---- attention (GAT): the row kernels of cpu/attn.c, rows split over threads ---- */
+
+static ng_status cpu_attn_fwd(ng_backend *be, const ng_attn *at, const ng_block *blk,
+                              const float *z, const float *att_src, const float *att_dst,
+                              float *alpha, float *out) {
+  int64_t work = (blk->nnz + blk->n_dst) * at->heads * at->head_dim * 3;
+  FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1,
+                 ng__attn_fwd_rows(at, blk, z, att_src, att_dst, alpha, out, d0, d1));
+  return NG_OK;
+}
+
+static ng_status cpu_attn_bwd(ng_backend *be, const ng_attn *at, const ng_block *blk,
+                              const float *z, const float *att_src, const float *att_dst,
+                              const float *alpha, const float *grad_out, float *work, float *grad_z,
+                              float *grad_att_src, float *grad_att_dst) {
+  int64_t cells = (blk->nnz + blk->n_src) * at->heads * at->head_dim * 3;
+  FOR_ROW_CHUNKS(
+      be, blk->n_dst, cells, d0, d1,
+      ng__attn_bwd_dst_rows(at, blk, z, att_src, att_dst, alpha, grad_out, work, d0, d1));
+  FOR_ROW_CHUNKS(
+      be, blk->n_src, cells, s0, s1,
+      ng__attn_bwd_src_rows(at, blk, att_src, att_dst, alpha, grad_out, work, grad_z, s0, s1));
+  const int64_t cols = at->heads * at->head_dim;
+#pragma omp parallel for schedule(static)                                                          \
+    num_threads(nthreads(be)) if (cols * blk->n_src >= PAR_MIN_WORK)
+  for (int64_t c = 0; c < cols; c++)
+    ng__attn_bwd_param_cols(at, blk, z, work, grad_att_src, grad_att_dst, c, c + 1);
   return NG_OK;
 }
 
@@ -798,6 +829,8 @@ static const struct ng_backend_i CPU_IFACE = {
     .gather_rows = cpu_gather_rows,
     .aggr_fwd = cpu_aggr_fwd,
     .aggr_bwd = cpu_aggr_bwd,
+    .attn_fwd = cpu_attn_fwd,
+    .attn_bwd = cpu_attn_bwd,
     .aggr_partial = cpu_aggr_partial,
     .pstate_merge = cpu_pstate_merge,
     .pstate_finalize = cpu_pstate_finalize,

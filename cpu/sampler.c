@@ -389,9 +389,9 @@ static ng_status sample_rows(int64_t *out_nnz, ng_sample_arena *a, const ng_csr 
                        l);
       NG_CHECK(gbuf_reserve(&a->gid, (size_t)(nnz + k) * sizeof(int64_t), "sampled node ids"));
       ng_drawn_row *dr = &ring[d & (DRAW_AHEAD - 1)];
-      *dr = (ng_drawn_row){.row = row, .k = (int32_t)k, .whole = k == n};
-      if (k == n) {
-        for (int64_t e = 0; e < n && e < WHOLE_ROW_LINES * per_line; e += per_line)
+      *dr = (ng_drawn_row){.row = row, .k = (int32_t)k, .whole = k == n || k == 0};
+      if (k == n || k == 0) {
+        for (int64_t e = 0; k > 0 && e < n && e < WHOLE_ROW_LINES * per_line; e += per_line)
           prefetch_entry(g, row + e);
       } else {
         NG_CHECK(draw_row((int64_t *)a->gid.ptr + nnz, a, g, row, n, k,

@@ -252,6 +252,13 @@ ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, 
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
+/// backend_cuda_attn.cu: GAT's attention.
+ng_status cuda_attn_fwd(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,
+                        const float *att_src, const float *att_dst, float *alpha, float *out);
+ng_status cuda_attn_bwd(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,
+                        const float *att_src, const float *att_dst, const float *alpha,
+                        const float *grad_out, float *work, float *grad_z, float *grad_att_src,
+                        float *grad_att_dst);
 ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state);
 ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,

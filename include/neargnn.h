@@ -307,17 +307,37 @@ typedef struct {
 /// Activation after a layer.
 typedef enum { NG_ACT_NONE = 0, NG_ACT_RELU = 1 } ng_activation;
 
-/// Model families. A model is described per hop (layer); both families run on every backend.
+/// Model families. A model is described per hop (layer); every family runs on every backend
+/// (docs/aggregators.md).
 typedef enum {
   NG_MODEL_SAGE = 0, ///< GraphSAGE: separate weights for the node itself and its aggregated
                      ///< neighbours (Hamilton et al. 2017)
   NG_MODEL_GCN = 1,  ///< GCN: one weight over the normalised aggregation (Kipf & Welling 2017)
+  /// GAT: multi-head attention over each node's neighbours and itself (Velickovic et al. 2018),
+  /// LeakyReLU(0.2) scores and a softmax per destination; `heads` per layer, heads
+  /// concatenated (combine NG_HEADS_CONCAT, hidden layers) or averaged (NG_HEADS_MEAN, the
+  /// output layer). The aggregator field is ignored. Its layers need the raw rows of every
+  /// neighbour (the attention needs the layer's weights), so cold rows are transferred or read
+  /// by zero-copy, never partially aggregated: mode PARTIAL is refused, HYBRID runs TRANSFER.
+  NG_MODEL_GAT = 2,
+  /// GIN (Xu et al. 2019, GIN-0): MLP(h + sum of the neighbours), the MLP two linear layers with
+  /// a ReLU between (hidden width out_dim), then the layer's activation. The aggregation is a
+  /// plain sum (the aggregator field is ignored), so cold neighbours are partially aggregated
+  /// near the data as for GraphSAGE.
+  NG_MODEL_GIN = 3,
+  /// GraphSAGE with max-pooling (Hamilton et al. 2017): agg = max over neighbours of
+  /// ReLU(h_j W_pool + b_pool) (W_pool [in, in]), then h W_self + agg W_neigh + b. Like GAT it
+  /// needs its neighbours' raw rows (the pool's weights come before the max): cold rows are
+  /// transferred or read by zero-copy, never partially aggregated.
+  NG_MODEL_SAGE_POOL = 4,
 } ng_model_kind;
 
 /// How a GraphSAGE layer combines the node and its neighbours.
 typedef enum {
-  NG_SAGE_SUM = 0,    ///< h W_self + agg W_neigh + b  (as PyG's SAGEConv and DGL's SAGEConv)
-  NG_SAGE_CONCAT = 1, ///< [h W_self || agg W_neigh] + b, each half out_dim / 2 columns
+  NG_SAGE_SUM = 0,     ///< h W_self + agg W_neigh + b  (as PyG's SAGEConv and DGL's SAGEConv)
+  NG_SAGE_CONCAT = 1,  ///< [h W_self || agg W_neigh] + b, each half out_dim / 2 columns
+  NG_HEADS_MEAN = 0,   ///< GAT: the heads' outputs averaged (out_dim columns a head)
+  NG_HEADS_CONCAT = 1, ///< GAT: the heads' outputs side by side (out_dim / heads columns a head)
 } ng_sage_combine;
 
 /// One layer (hop) of a model. Layers are added from the input towards the output; the last
@@ -334,11 +354,16 @@ typedef struct {
   ng_activation activation; ///< applied after the layer (usually RELU except on the last layer)
   float dropout;            ///< dropout probability on this layer's input in training
   float weight_decay;       ///< L2 coefficient for this layer's parameters
-  ng_sage_combine combine;  ///< GraphSAGE only
+  ng_sage_combine combine;  ///< GraphSAGE: how self and neighbours combine; GAT: the heads
   int32_t bias;             ///< add a bias vector (1) or not (0)
+  int32_t heads;            ///< GAT: attention heads (>= 1); ignored by the other kinds
+  float attn_dropout;       ///< GAT: dropout probability on the attention coefficients
 } ng_layer_opts;
 #define NG_LAYER_OPTS_INIT                                                                         \
-  { sizeof(ng_layer_opts), 10, NG_AGGREGATOR_MEAN, 16, NG_ACT_RELU, 0.0f, 0.0f, NG_SAGE_SUM, 1 }
+  {                                                                                                \
+    sizeof(ng_layer_opts), 10, NG_AGGREGATOR_MEAN, 16, NG_ACT_RELU, 0.0f, 0.0f, NG_SAGE_SUM, 1, 1, \
+        0.0f                                                                                       \
+  }
 
 typedef struct ng_model *ng_model_t;
 

@@ -1,4 +1,5 @@
-/* GraphSAGE and GCN layers, written once against the backend interface. */
+/* GraphSAGE, GCN, GAT, GIN and SAGE-pool layers, written once against the backend interface
+ * (docs/aggregators.md). */
 #include "model_impl.h"
 
 #include "rng.h"
@@ -22,7 +23,7 @@ ng_status ng_model_create(ng_model_t *out, ng_model_kind kind, int64_t in_dim) {
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_model_create: out is NULL");
   *out = NULL;
-  if (kind != NG_MODEL_SAGE && kind != NG_MODEL_GCN)
+  if ((unsigned)kind > NG_MODEL_SAGE_POOL)
     return ng__err(NG_ERR_INVALID_ARG, "ng_model_create: unknown model kind %d", (int)kind);
   if (in_dim <= 0)
     return ng__err(NG_ERR_INVALID_ARG,
@@ -53,8 +54,13 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
                    "ng_model_add_layer: options missing or from an older header (use "
                    "NG_LAYER_OPTS_INIT)");
   int l = m->n_layers;
-  if (l >= NG_MAX_LAYERS)
-    return ng__err(NG_ERR_INVALID_ARG, "a model has at most %d layers", NG_MAX_LAYERS);
+  /* The layer limits of model_impl.h (checkpoint tensors, the identity block). */
+  const int max_layers = m->kind == NG_MODEL_SAGE_POOL                        ? NG_POOL_MAX_LAYERS
+                         : m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_GIN ? NG_GAT_MAX_LAYERS
+                                                                              : NG_MAX_LAYERS;
+  if (l >= max_layers)
+    return ng__err(NG_ERR_INVALID_ARG, "a model of this kind (%d) has at most %d layers",
+                   (int)m->kind, max_layers);
   if (opts->out_dim <= 0)
     return ng__err(NG_ERR_INVALID_ARG, "layer %d: out_dim %lld must be positive", l,
                    (long long)opts->out_dim);
@@ -69,16 +75,37 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
                    (double)opts->weight_decay);
   if ((unsigned)opts->activation > NG_ACT_RELU)
     return ng__err(NG_ERR_INVALID_ARG, "layer %d: unknown activation %d", l, (int)opts->activation);
+  if (m->kind == NG_MODEL_GAT) {
+    if (opts->heads < 1)
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: %d attention heads; GAT needs at least 1", l,
+                     (int)opts->heads);
+    if (opts->combine != NG_HEADS_MEAN && opts->combine != NG_HEADS_CONCAT)
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: unknown GAT head combine %d", l,
+                     (int)opts->combine);
+    if (opts->combine == NG_HEADS_CONCAT && opts->out_dim % opts->heads)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "layer %d: concatenated heads need out_dim (%lld) divisible by heads (%d)", l,
+                     (long long)opts->out_dim, (int)opts->heads);
+    if (!(opts->attn_dropout >= 0.0f && opts->attn_dropout < 1.0f))
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: attention dropout %g must be in [0, 1)", l,
+                     (double)opts->attn_dropout);
+  }
   ng_layer *L = &m->layers[l];
   memset(L, 0, sizeof *L);
   L->o = *opts;
   L->o.size = sizeof(ng_layer_opts);
-  ng_status st = ng__aggr_from_public(&L->ag, &opts->aggregator);
+  /* The new kinds fix their aggregation: GIN sums, SAGE-pool takes the max of its pooled rows,
+   * and GAT's is its attention (its SUM is never run on a layer's edges: the feature store
+   * aggregates the identity block with ng__model_input_aggr). */
+  const ng_aggregator own = m->kind == NG_MODEL_SAGE_POOL ? NG_AGGREGATOR_MAX : NG_AGGREGATOR_SUM;
+  const bool fixed =
+      m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_GIN || m->kind == NG_MODEL_SAGE_POOL;
+  ng_status st = ng__aggr_from_public(&L->ag, fixed ? &own : &opts->aggregator);
   if (st != NG_OK) {
     ng__err_prefix("layer %d", l);
     return st;
   }
-  if (m->kind == NG_MODEL_SAGE) {
+  if (m->kind == NG_MODEL_SAGE || m->kind == NG_MODEL_SAGE_POOL) {
     if (opts->combine != NG_SAGE_SUM && opts->combine != NG_SAGE_CONCAT)
       return ng__err(NG_ERR_INVALID_ARG, "layer %d: unknown GraphSAGE combine %d", l,
                      (int)opts->combine);
@@ -89,18 +116,47 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   }
   L->in_dim = l ? m->layers[l - 1].out_dim : m->in_dim;
   L->out_dim = opts->out_dim;
-  bool concat = m->kind == NG_MODEL_SAGE && opts->combine == NG_SAGE_CONCAT;
+  bool concat = (m->kind == NG_MODEL_SAGE || m->kind == NG_MODEL_SAGE_POOL) &&
+                opts->combine == NG_SAGE_CONCAT;
   L->cols = concat ? L->out_dim / 2 : L->out_dim;
+  /* SAGE-pool pools into in_dim columns (as PyG's pool aggregator); GIN's MLP is out_dim wide. */
+  L->pre_dim = m->kind == NG_MODEL_SAGE_POOL ? L->in_dim : m->kind == NG_MODEL_GIN ? L->out_dim : 0;
+  L->heads = 1;
+  L->head_dim = L->cols;
+  if (m->kind == NG_MODEL_GAT) {
+    L->heads = opts->heads;
+    L->head_dim = opts->combine == NG_HEADS_CONCAT ? L->out_dim / opts->heads : L->out_dim;
+    if (__builtin_mul_overflow(L->head_dim, (int64_t)L->heads, &L->cols))
+      return ng__err(NG_ERR_INVALID_ARG, "layer %d: %d heads of %lld columns are too many", l,
+                     (int)opts->heads, (long long)L->head_dim);
+  }
   /* The parameter layout, in float offsets; sizes that overflow are refused. Offsets are
    * written into L only once they are known to fit. */
   int64_t off = l ? m->layers[l - 1].off_end : 0, w, self = -1, neigh, bias = -1;
+  int64_t w_pre = -1, b_pre = -1, pre_size = 0;
   bool overflow = __builtin_mul_overflow(L->in_dim, L->cols, &w);
-  if (m->kind == NG_MODEL_SAGE) {
+  if (L->pre_dim > 0) {
+    overflow |= __builtin_mul_overflow(L->in_dim, L->pre_dim, &pre_size);
+    w_pre = off;
+    overflow |= __builtin_add_overflow(off, pre_size, &off);
+    b_pre = off;
+    overflow |= __builtin_add_overflow(off, L->pre_dim, &off);
+  }
+  if (m->kind == NG_MODEL_GIN) /* W2 [pre_dim, out] after W1 */
+    overflow |= __builtin_mul_overflow(L->pre_dim, L->cols, &w);
+  if (m->kind == NG_MODEL_SAGE || m->kind == NG_MODEL_SAGE_POOL) {
     self = off;
     overflow |= __builtin_add_overflow(off, w, &off);
   }
   neigh = off;
   overflow |= __builtin_add_overflow(off, w, &off);
+  int64_t att_src = -1, att_dst = -1;
+  if (m->kind == NG_MODEL_GAT) {
+    att_src = off;
+    overflow |= __builtin_add_overflow(off, L->cols, &off);
+    att_dst = off;
+    overflow |= __builtin_add_overflow(off, L->cols, &off);
+  }
   if (opts->bias) {
     bias = off;
     overflow |= __builtin_add_overflow(off, L->out_dim, &off);
@@ -112,10 +168,19 @@ ng_status ng_model_add_layer(ng_model_t m, const ng_layer_opts *opts) {
   L->off_w_self = self;
   L->off_w = neigh;
   L->off_b = bias;
+  L->off_att_src = att_src;
+  L->off_att_dst = att_dst;
+  L->off_w_pre = w_pre;
+  L->off_b_pre = b_pre;
   L->off_end = off;
   m->n_params = off;
   m->n_layers = l + 1;
   return NG_OK;
+}
+
+const ng_aggr *ng__model_input_aggr(const struct ng_model *m) {
+  static const ng_aggr plain_sum = {.reduce = NG_REDUCE_SUM};
+  return ng__model_raw_input(m) ? &plain_sum : &m->layers[0].ag;
 }
 
 ng_status ng_model_shape(int32_t *layers, int64_t *params, ng_model_t m) {
@@ -136,12 +201,18 @@ int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int 
       int64_t off;
       int ndim;
       int64_t r, c;
-    } t[3] = {
+    } t[] = {
+        {m->kind == NG_MODEL_GIN ? "mlp1.weight" : "w_pool", L->off_w_pre, 2, L->in_dim,
+         L->pre_dim},
+        {m->kind == NG_MODEL_GIN ? "mlp1.bias" : "b_pool", L->off_b_pre, 1, L->pre_dim, 0},
         {"w_self", L->off_w_self, 2, L->in_dim, L->cols},
-        {m->kind == NG_MODEL_SAGE ? "w_neigh" : "weight", L->off_w, 2, L->in_dim, L->cols},
+        {m->kind == NG_MODEL_SAGE || m->kind == NG_MODEL_SAGE_POOL ? "w_neigh" : "weight", L->off_w,
+         2, m->kind == NG_MODEL_GIN ? L->pre_dim : L->in_dim, L->cols},
+        {"att_src", L->off_att_src, 2, L->heads, L->head_dim},
+        {"att_dst", L->off_att_dst, 2, L->heads, L->head_dim},
         {"bias", L->off_b, 1, L->out_dim, 0},
     };
-    for (int i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
       if (t[i].off < 0 || n >= cap)
         continue;
       snprintf(out[n].name, sizeof out[n].name, "layers.%d.%s", l, t[i].name);
@@ -157,7 +228,7 @@ int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int 
 
 void ng__model_init_params(const struct ng_model *m, float *params, uint64_t seed) {
   memset(params, 0, (size_t)m->n_params * sizeof *params);
-  ng_param_tensor t[3 * NG_MAX_LAYERS];
+  ng_param_tensor t[NG_LAYER_TENSORS * NG_MAX_LAYERS];
   int n = ng__model_param_tensors(m, t, (int)NG_ARRAY_LEN(t));
   for (int i = 0; i < n; i++) {
     if (t[i].ndim != 2)
@@ -258,10 +329,84 @@ static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const 
   const struct ng_model *m = ex->model;
   for (int l = 0; l < m->n_layers; l++) {
     const ng_layer *L = &m->layers[l];
-    const ng_block *b = &mb->blocks[l];
+    const ng_block *b = &mb->blocks[ng__model_block(m, l)];
     ng_layer_ws *w = &ex->ws[l];
     size_t n_src = (size_t)b->n_src, n_dst = (size_t)b->n_dst;
     size_t in = (size_t)L->in_dim, out = (size_t)L->out_dim;
+    w->z = w->alpha = w->d_z = w->attn_work = NULL;
+    w->pre = w->hid = w->d_pre = w->d_hid = w->self_w = NULL;
+    const size_t pre = (size_t)L->pre_dim;
+    if (m->kind == NG_MODEL_SAGE_POOL) {
+      /* Raw input rows of every source (layer 0: the identity block's self rows), pooled. */
+      if (l == 0) {
+        w->input = w->h_in = (float *)self0;
+        w->mask = NULL;
+      } else {
+        w->input = ex->ws[l - 1].out;
+        bool drop = layer_drops(L, training);
+        w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
+        w->mask = drop ? take(c, n_src * in) : NULL;
+      }
+      w->pre = take(c, n_src * pre * sizeof(float));
+      w->agg = take(c, n_dst * pre * sizeof(float));
+      w->argbest = take(c, n_dst * pre * sizeof(int32_t));
+      w->out = take(c, n_dst * out * sizeof(float));
+      w->d_agg = training ? take(c, n_dst * pre * sizeof(float)) : NULL;
+      w->d_pre = training ? take(c, n_src * pre * sizeof(float)) : NULL;
+      w->d_in = training && l > 0 ? take(c, n_src * in * sizeof(float)) : NULL;
+      continue;
+    }
+    if (m->kind == NG_MODEL_GIN) {
+      if (l == 0) {
+        w->input = w->h_in = (float *)self0;
+        w->mask = NULL;
+        w->agg = (float *)agg0;
+      } else {
+        w->input = ex->ws[l - 1].out;
+        bool drop = layer_drops(L, training);
+        w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
+        w->mask = drop ? take(c, n_src * in) : NULL;
+        w->agg = take(c, n_dst * in * sizeof(float));
+      }
+      w->argbest = NULL;
+      w->self_w = take(c, n_dst * sizeof(float));
+      w->pre = take(c, n_dst * in * sizeof(float));
+      w->hid = take(c, n_dst * pre * sizeof(float));
+      w->out = take(c, n_dst * out * sizeof(float));
+      w->d_hid = training ? take(c, n_dst * pre * sizeof(float)) : NULL;
+      w->d_pre = training && l > 0 ? take(c, n_dst * in * sizeof(float)) : NULL;
+      w->d_agg = NULL;
+      w->d_in = training && l > 0 ? take(c, n_src * in * sizeof(float)) : NULL;
+      continue;
+    }
+    if (m->kind == NG_MODEL_GAT) {
+      /* The input rows of every source (layer 0: the feature store's self rows of the identity
+       * block, after input dropout), their projection and the attention. */
+      size_t kf = (size_t)L->cols, slots = (size_t)(b->nnz + b->n_dst) * (size_t)L->heads;
+      if (l == 0) {
+        w->input = w->h_in = (float *)self0;
+        w->mask = NULL;
+      } else {
+        w->input = ex->ws[l - 1].out;
+        bool drop = layer_drops(L, training);
+        w->h_in = drop ? take(c, n_src * in * sizeof(float)) : (float *)w->input;
+        w->mask = drop ? take(c, n_src * in) : NULL;
+      }
+      w->agg = NULL;
+      w->argbest = NULL;
+      w->z = take(c, n_src * kf * sizeof(float));
+      w->alpha = take(c, slots * sizeof(float));
+      w->out = take(c, n_dst * out * sizeof(float));
+      w->d_agg = NULL;
+      if (training) {
+        ng_attn at = {.heads = L->heads, .head_dim = L->head_dim};
+        w->d_z = take(c, n_src * kf * sizeof(float));
+        w->attn_work =
+            take(c, (size_t)ng_attn_bwd_work(&at, b->n_dst, b->n_src, b->nnz) * sizeof(float));
+      }
+      w->d_in = training && l > 0 ? take(c, n_src * in * sizeof(float)) : NULL;
+      continue;
+    }
     if (l == 0) {
       w->input = w->h_in = (float *)self0;
       w->mask = NULL;
@@ -316,6 +461,98 @@ static double aggr_bytes(const ng_block *b, int64_t dim, int64_t out_rows) {
          (double)sizeof(int32_t) * (double)(b->nnz + b->n_dst + 1);
 }
 
+/* The attention of GAT layer `l` (its dropout only in training). */
+static ng_attn layer_attn(const ng_layer *L, int l, bool training, uint64_t seed) {
+  return (ng_attn){
+      .heads = L->heads,
+      .head_dim = L->head_dim,
+      .slope = 0.2f, /* Velickovic et al.'s LeakyReLU slope */
+      .mean_heads = L->o.combine == NG_HEADS_MEAN,
+      .drop_p = training ? L->o.attn_dropout : 0.0f,
+      .drop_key = ng_mix64(ng_hash3(seed, (uint64_t)l, 0x6174746e /* "attn" */)),
+  };
+}
+
+/* A GAT layer: z = h_in W, out = attention(z) + bias, then the activation. */
+static ng_status gat_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
+                             const float *h_in, float *z, float *alpha, const ng_attn *at,
+                             float *out) {
+  ng_backend *be = ex->be;
+  const float *P = ex->params;
+  int64_t in = L->in_dim, kf = L->cols, outd = L->out_dim, nd = b->n_dst, ns = b->n_src;
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, ns, kf, in, h_in, in, P + L->off_w, kf, 0.0f,
+                      z, kf));
+  NG_PROF_OP(ex->prof, "attn fwd", l, 4.0 * (double)(b->nnz + nd) * (double)kf,
+             aggr_bytes(b, kf, nd),
+             BE(ex)->attn_fwd(be, at, b, z, P + L->off_att_src, P + L->off_att_dst, alpha, out));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
+             2.0 * sizeof(float) * (double)(nd * outd),
+             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
+                                  L->o.activation));
+  return NG_OK;
+}
+
+/* GIN-0's weight of a node's own row: h + sum of the neighbours. */
+#define GIN_SELF_WEIGHT 1.0f
+
+/* A SAGE-pool layer: pre = ReLU(h_in W_pool + b_pool) over every source, agg = max over each
+ * destination's neighbours of pre, out = h_dst W_self + agg W_neigh (or side by side) + b. */
+static ng_status pool_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
+                              const float *h_in, float *pre, float *agg, int32_t *argbest,
+                              float *out) {
+  ng_backend *be = ex->be;
+  const float *P = ex->params;
+  int64_t in = L->in_dim, pd = L->pre_dim, outd = L->out_dim, nd = b->n_dst, ns = b->n_src;
+  int64_t c = L->cols;
+  bool concat = L->o.combine == NG_SAGE_CONCAT;
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, ns, pd, in, h_in, in, P + L->off_w_pre, pd,
+                      0.0f, pre, pd));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(ns * pd),
+             2.0 * sizeof(float) * (double)(ns * pd),
+             BE(ex)->bias_act_fwd(be, pre, P + L->off_b_pre, ns, pd, NG_ACT_RELU));
+  NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)pd, aggr_bytes(b, pd, nd),
+             BE(ex)->aggr_fwd(be, &L->ag, b, pre, pd, agg, argbest));
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_in, in, P + L->off_w_self, c,
+                      0.0f, out, outd));
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, pd, agg, pd, P + L->off_w, c,
+                      concat ? 0.0f : 1.0f, concat ? out + c : out, outd));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
+             2.0 * sizeof(float) * (double)(nd * outd),
+             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
+                                  L->o.activation));
+  return NG_OK;
+}
+
+/* A GIN layer from its aggregation `agg` (computed here unless `precomputed`): pre = agg +
+ * (1 + eps) h_dst, hid = ReLU(pre W1 + b1), out = hid W2 + b, then the activation. */
+static ng_status gin_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
+                             const float *h_in, float *agg, bool precomputed, float *self_w,
+                             float *pre, float *hid, float *out) {
+  ng_backend *be = ex->be;
+  const float *P = ex->params;
+  int64_t in = L->in_dim, pd = L->pre_dim, outd = L->out_dim, nd = b->n_dst;
+  if (!precomputed)
+    NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, nd),
+               BE(ex)->aggr_fwd(be, &L->ag, b, h_in, in, agg, NULL));
+  if (nd > 0) {
+    NG_CHECK(BE(ex)->fill(be, self_w, nd, GIN_SELF_WEIGHT));
+    NG_CHECK(BE(ex)->copy_d2d(be, pre, agg, (size_t)(nd * in) * sizeof(float)));
+    NG_CHECK(BE(ex)->add_self_loop(be, pre, self_w, h_in, nd, in));
+  }
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, pd, in, pre, in, P + L->off_w_pre, pd,
+                      0.0f, hid, pd));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * pd),
+             2.0 * sizeof(float) * (double)(nd * pd),
+             BE(ex)->bias_act_fwd(be, hid, P + L->off_b_pre, nd, pd, NG_ACT_RELU));
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, pd, hid, pd, P + L->off_w, outd,
+                      0.0f, out, outd));
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
+             2.0 * sizeof(float) * (double)(nd * outd),
+             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
+                                  L->o.activation));
+  return NG_OK;
+}
+
 /* out [nd, out] = combine(h_in's first nd rows, agg) + bias, then the activation. */
 static ng_status layer_dense(ng_model_exec *ex, int l, const ng_layer *L, int64_t nd,
                              const float *h_in, const float *agg, float *out) {
@@ -359,13 +596,13 @@ static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, cons
 ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
                            const float *self0, bool training, uint64_t seed) {
   const struct ng_model *m = ex->model;
-  if (mb->n_layers != m->n_layers)
+  if (mb->n_layers != ng__model_block(m, m->n_layers))
     return ng__err(NG_ERR_INTERNAL, "mini-batch has %d blocks for a %d-layer model", mb->n_layers,
                    m->n_layers);
   NG_CHECK(prepare_ws(ex, mb, agg0, self0, training));
   for (int l = 0; l < m->n_layers; l++) {
     const ng_layer *L = &m->layers[l];
-    const ng_block *b = &mb->blocks[l];
+    const ng_block *b = &mb->blocks[ng__model_block(m, l)];
     ng_layer_ws *w = &ex->ws[l];
     if (w->mask) {
       int64_t n = (int64_t)b->n_src * L->in_dim;
@@ -375,8 +612,24 @@ ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const floa
                  BE(ex)->dropout_fwd(ex->be, w->h_in, w->mask, n, L->o.dropout,
                                      ng_hash2(seed, (uint64_t)l)));
     }
+    if (m->kind == NG_MODEL_SAGE_POOL) {
+      NG_CHECK(pool_forward(ex, l, L, b, w->h_in, w->pre, w->agg, w->argbest, w->out));
+      continue;
+    }
+    if (m->kind == NG_MODEL_GIN) {
+      NG_CHECK(
+          gin_forward(ex, l, L, b, w->h_in, w->agg, l == 0, w->self_w, w->pre, w->hid, w->out));
+      continue;
+    }
+    if (m->kind == NG_MODEL_GAT) {
+      const ng_attn at = layer_attn(L, l, training, seed);
+      NG_CHECK(gat_forward(ex, l, L, b, w->h_in, w->z, w->alpha, &at, w->out));
+      ex->attn_key[l] = at.drop_key;
+      continue;
+    }
     NG_CHECK(layer_forward(ex, l, L, b, w->h_in, w->agg, w->argbest, l == 0, w->out));
   }
+  ex->training = training;
   return NG_OK;
 }
 
@@ -392,13 +645,92 @@ ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_
   float *d_out = d_logits;
   for (int l = m->n_layers - 1; l >= 0; l--) {
     const ng_layer *L = &m->layers[l];
-    const ng_block *b = &mb->blocks[l];
+    const ng_block *b = &mb->blocks[ng__model_block(m, l)];
     ng_layer_ws *w = &ex->ws[l];
     int64_t in = L->in_dim, outd = L->out_dim, nd = b->n_dst, ns = b->n_src, c = L->cols;
     const double cells = (double)(nd * outd), relu = L->o.activation == NG_ACT_RELU;
     NG_PROF_OP(ex->prof, "bias act bwd", l, cells, (1.0 + 2.0 * relu) * sizeof(float) * cells,
                BE(ex)->bias_act_bwd(be, d_out, w->out, L->off_b >= 0 ? G + L->off_b : NULL, nd,
                                     outd, L->o.activation));
+    if (m->kind == NG_MODEL_SAGE_POOL) {
+      int64_t pd = L->pre_dim;
+      bool concat = L->o.combine == NG_SAGE_CONCAT;
+      const float *d_neigh = concat ? d_out + c : d_out;
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, pd, c, nd, w->agg, pd, d_neigh, outd,
+                          0.0f, G + L->off_w, c));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, c, nd, w->h_in, in, d_out, outd,
+                          0.0f, G + L->off_w_self, c));
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, pd, c, d_neigh, outd, P + L->off_w,
+                          c, 0.0f, w->d_agg, pd));
+      NG_PROF_OP(ex->prof, "aggr bwd", l, (double)b->nnz * (double)pd, aggr_bytes(b, pd, ns),
+                 BE(ex)->aggr_bwd(be, &L->ag, b, w->d_agg, w->argbest, pd, w->d_pre));
+      NG_PROF_OP(ex->prof, "bias act bwd", l, (double)(ns * pd),
+                 3.0 * sizeof(float) * (double)(ns * pd),
+                 BE(ex)->bias_act_bwd(be, w->d_pre, w->pre, G + L->off_b_pre, ns, pd, NG_ACT_RELU));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, pd, ns, w->h_in, in, w->d_pre, pd,
+                          0.0f, G + L->off_w_pre, pd));
+      if (l == 0)
+        break;
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, ns, in, pd, w->d_pre, pd,
+                          P + L->off_w_pre, pd, 0.0f, w->d_in, in));
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, in, c, d_out, outd,
+                          P + L->off_w_self, c, 1.0f, w->d_in, in));
+      if (w->mask)
+        NG_PROF_OP(ex->prof, "dropout bwd", l, (double)(ns * in),
+                   2.25 * sizeof(float) * (double)(ns * in),
+                   BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
+      d_out = w->d_in;
+      continue;
+    }
+    if (m->kind == NG_MODEL_GIN) {
+      int64_t pd = L->pre_dim;
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, pd, outd, nd, w->hid, pd, d_out, outd,
+                          0.0f, G + L->off_w, outd));
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, pd, outd, d_out, outd, P + L->off_w,
+                          outd, 0.0f, w->d_hid, pd));
+      NG_PROF_OP(ex->prof, "bias act bwd", l, (double)(nd * pd),
+                 3.0 * sizeof(float) * (double)(nd * pd),
+                 BE(ex)->bias_act_bwd(be, w->d_hid, w->hid, G + L->off_b_pre, nd, pd, NG_ACT_RELU));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, pd, nd, w->pre, in, w->d_hid, pd,
+                          0.0f, G + L->off_w_pre, pd));
+      if (l == 0)
+        break;
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, in, pd, w->d_hid, pd,
+                          P + L->off_w_pre, pd, 0.0f, w->d_pre, in));
+      NG_PROF_OP(ex->prof, "aggr bwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, ns),
+                 BE(ex)->aggr_bwd(be, &L->ag, b, w->d_pre, NULL, in, w->d_in));
+      if (nd > 0) /* the self row's share: d_in[d] += (1 + eps) d_pre[d] */
+        NG_CHECK(BE(ex)->add_self_loop(be, w->d_in, w->self_w, w->d_pre, nd, in));
+      if (w->mask)
+        NG_PROF_OP(ex->prof, "dropout bwd", l, (double)(ns * in),
+                   2.25 * sizeof(float) * (double)(ns * in),
+                   BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
+      d_out = w->d_in;
+      continue;
+    }
+    if (m->kind == NG_MODEL_GAT) {
+      if (!w->d_z)
+        return ng__err(NG_ERR_STATE, "GAT backward without a training forward pass");
+      ng_attn at = layer_attn(L, l, ex->training, 0);
+      at.drop_key = ex->attn_key[l];
+      NG_PROF_OP(ex->prof, "attn bwd", l, 8.0 * (double)(b->nnz + nd) * (double)c,
+                 2.0 * aggr_bytes(b, c, ns),
+                 BE(ex)->attn_bwd(be, &at, b, w->z, P + L->off_att_src, P + L->off_att_dst,
+                                  w->alpha, d_out, w->attn_work, w->d_z, G + L->off_att_src,
+                                  G + L->off_att_dst));
+      NG_CHECK(layer_gemm(ex, "gemm bwd w", l, true, false, in, c, ns, w->h_in, in, w->d_z, c, 0.0f,
+                          G + L->off_w, c));
+      if (l == 0)
+        break;
+      NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, ns, in, c, w->d_z, c, P + L->off_w, c,
+                          0.0f, w->d_in, in));
+      if (w->mask)
+        NG_PROF_OP(ex->prof, "dropout bwd", l, (double)(ns * in),
+                   2.25 * sizeof(float) * (double)(ns * in),
+                   BE(ex)->dropout_bwd(be, w->d_in, w->mask, ns * in, L->o.dropout));
+      d_out = w->d_in;
+      continue;
+    }
     /* Weight gradients: W += input^T d_out for each half. */
     bool concat = m->kind == NG_MODEL_SAGE && L->o.combine == NG_SAGE_CONCAT;
     const float *d_neigh = concat ? d_out + c : d_out;
@@ -467,6 +799,40 @@ ng_status ng__exec_layer_eval_self(ng_model_exec *ex, int l, const ng_block *blk
   const ng_layer *L = &ex->model->layers[l];
   const int64_t in = L->in_dim, outd = L->out_dim, nd = blk->n_dst, T = NG_EVAL_TILE_ROWS;
   carve c = {NULL, 0};
+  if (ex->model->kind == NG_MODEL_SAGE_POOL || ex->model->kind == NG_MODEL_GIN) {
+    const bool pool = ex->model->kind == NG_MODEL_SAGE_POOL;
+    const size_t d = (size_t)blk->n_dst, s = (size_t)blk->n_src, k = (size_t)L->in_dim;
+    const size_t pd = (size_t)L->pre_dim;
+    const size_t sizes[] = {
+        (pool ? s : d) * (pool ? pd : k) * sizeof(float),    /* pre */
+        d * (pool ? pd : k) * sizeof(float),                 /* agg */
+        pool ? d * pd * sizeof(int32_t) : d * sizeof(float), /* argbest / self_w */
+        pool ? 0 : d * pd * sizeof(float),                   /* hid */
+    };
+    for (size_t i = 0; i < 4; i++)
+      take(&c, sizes[i]);
+    NG_CHECK(arena_reserve(ex, c.used));
+    c.base = ex->arena;
+    c.used = 0;
+    void *p[4];
+    for (size_t i = 0; i < 4; i++)
+      p[i] = take(&c, sizes[i]);
+    if (pool)
+      return pool_forward(ex, l, L, blk, input, p[0], p[1], p[2], out);
+    return gin_forward(ex, l, L, blk, input, p[1], false, p[2], p[0], p[3], out);
+  }
+  if (ex->model->kind == NG_MODEL_GAT) {
+    size_t zb = (size_t)blk->n_src * (size_t)L->cols * sizeof(float);
+    size_t ab = (size_t)(blk->nnz + blk->n_dst) * (size_t)L->heads * sizeof(float);
+    take(&c, zb);
+    take(&c, ab);
+    NG_CHECK(arena_reserve(ex, c.used));
+    c.base = ex->arena;
+    c.used = 0;
+    float *z = take(&c, zb), *alpha = take(&c, ab);
+    const ng_attn at = layer_attn(L, l, false, 0);
+    return gat_forward(ex, l, L, blk, input, z, alpha, &at, out);
+  }
   float *agg, *pad_self, *pad_agg, *pad_out;
   int32_t *argbest;
   eval_carve(&c, L, nd, &agg, &argbest, &pad_self, &pad_agg, &pad_out);

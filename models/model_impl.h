@@ -1,5 +1,6 @@
 /* Models written once against the backend interface: parameter layout, initialisation, and the
- * forward and backward passes of GraphSAGE and GCN layers over sampled blocks. */
+ * forward and backward passes of GraphSAGE, GCN, GAT, GIN and SAGE-pool layers over sampled
+ * blocks. */
 #ifndef NG_MODEL_IMPL_H
 #define NG_MODEL_IMPL_H
 
@@ -16,7 +17,13 @@ typedef struct {
   int64_t off_w_self; ///< SAGE: offset (floats) of W_self [in, cols] in the parameter buffer
   int64_t off_w;      ///< SAGE: W_neigh [in, cols]; GCN: W [in, out]
   int64_t off_b;      ///< bias [out] (-1 when the layer has none)
-  int64_t off_end;    ///< one past the layer's last parameter
+  int32_t heads;      ///< GAT: attention heads (1 for the other kinds)
+  int64_t head_dim;   ///< GAT: columns of a head (cols == heads * head_dim)
+  int64_t off_att_src, off_att_dst; ///< GAT: attention vectors [heads, head_dim] (else -1)
+  /// The dense layer before the aggregation (SAGE-pool: W_pool [in, pre_dim], b_pool) or the
+  /// MLP's first layer (GIN: W1 [in, pre_dim], b1); -1 for the other kinds.
+  int64_t off_w_pre, off_b_pre, pre_dim;
+  int64_t off_end; ///< one past the layer's last parameter
 } ng_layer;
 
 struct ng_model {
@@ -30,6 +37,34 @@ struct ng_model {
 
 ng_status ng__model_check(ng_model_t m);
 
+/// True when the model's input layer needs the raw rows of all its sources, not an aggregation
+/// of them (GAT: the attention weighs each neighbour with the layer's weights, so neighbours
+/// cannot be reduced before the layer runs). Its mini-batches then carry one block more than it
+/// has layers: block 0 is an identity block (no edges, sampled with fanout 0) whose
+/// destinations are the sources of the first layer's block, so that the feature store's self
+/// rows are exactly the first layer's input rows, fetched by any strategy; layer l reads block
+/// l + 1.
+static inline bool ng__model_raw_input(const struct ng_model *m) {
+  return m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_SAGE_POOL;
+}
+/// The block of layer `l` in a mini-batch of model `m` (see ng__model_raw_input).
+static inline int ng__model_block(const struct ng_model *m, int l) {
+  return l + (ng__model_raw_input(m) ? 1 : 0);
+}
+
+/// The most layers of a GAT or GIN model (4 tensors a layer) and of a SAGE-pool model (5): a
+/// checkpoint's checksum list holds 3 * NG_MAX_LAYERS parameter tensors (runtime/trainer.c), and
+/// a raw-input model's mini-batches spend a block on the identity block.
+#define NG_GAT_MAX_LAYERS (NG_MAX_LAYERS - 2)
+#define NG_POOL_MAX_LAYERS (NG_MAX_LAYERS / 2)
+
+/// The most parameter tensors a layer has (ng__model_param_tensors).
+#define NG_LAYER_TENSORS 5
+
+/// The aggregation the feature store computes for the input layer: the first layer's own, or
+/// for a raw-input model a plain sum over its identity block (which has no edges).
+const ng_aggr *ng__model_input_aggr(const struct ng_model *m);
+
 /// The tensors of a model for checkpoints: name, offset and shape of each parameter tensor.
 typedef struct {
   char name[64];
@@ -37,7 +72,8 @@ typedef struct {
   int ndim;
   int64_t shape[2];
 } ng_param_tensor;
-/// Lists the parameter tensors (at most 3 per layer) into `out` and returns their count.
+/// Lists the parameter tensors (at most NG_LAYER_TENSORS per layer) into `out` and returns their
+/// count.
 int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int cap);
 
 /// Glorot-uniform weights and zero biases from `seed`, into host memory params[n_params].
@@ -54,6 +90,17 @@ typedef struct {
   float *d_out;       ///< [n_dst, out] gradient flowing in (the next layer's d_in)
   float *d_agg;       ///< [n_dst, in]
   float *d_in;        ///< [n_src, in] (NULL for layer 0: features need no gradient)
+  /* GAT layers only (else NULL). */
+  float *z;         ///< [n_src, heads * head_dim] = h_in W
+  float *alpha;     ///< [(nnz + n_dst), heads] the attention coefficients (attn_fwd)
+  float *d_z;       ///< [n_src, heads * head_dim]
+  float *attn_work; ///< ng_attn_bwd_work floats
+  /* SAGE-pool and GIN layers only (else NULL). */
+  float *pre;    ///< SAGE-pool: [n_src, pre] ReLU(h_in W_pool + b); GIN: [n_dst, in] agg + self
+  float *hid;    ///< GIN: [n_dst, pre] the MLP's hidden layer
+  float *d_pre;  ///< SAGE-pool: [n_src, pre]; GIN: [n_dst, in]
+  float *d_hid;  ///< GIN: [n_dst, pre]
+  float *self_w; ///< GIN: [n_dst] the self row's weight 1 + eps
 } ng_layer_ws;
 
 /// Everything needed to run a model on one backend: parameters, gradients, optimizer state and
@@ -68,6 +115,9 @@ typedef struct {
   ng_layer_ws ws[NG_MAX_LAYERS];
   float *logits; ///< [n_targets, classes] == ws[L-1].out
   ng_prof *prof; ///< times the ops of the passes and the step (borrowed; NULL: not timed)
+  /* What the backward pass needs of the last forward pass. */
+  bool training;
+  uint64_t attn_key[NG_MAX_LAYERS]; ///< GAT: each layer's attention-dropout key
 } ng_model_exec;
 
 ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backend *be,

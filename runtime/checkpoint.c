@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const KIND_NAME[] = {"sage", "gcn"};
+static const char *const KIND_NAME[] = {"sage", "gcn", "gat", "gin", "sage-pool"};
 static const char *const NORMALIZE_NAME[] = {"none", "row"};
 static const char *const REDUCE_NAME[] = {"sum", "max", "min"};
 static const char *const WEIGHT_NAME[] = {"none", "gcn_norm"};
@@ -50,12 +50,13 @@ int ng__ckpt_describe(ng_st_meta *meta, int cap, const struct ng_model *m, ng_no
     snprintf(key, sizeof key, "model.layer%d", l);
     put(&meta[n++], key,
         "out_dim=%lld fanout=%d aggregator=%s reduce=%s edge_weight=%s finalize=%s self_loop=%d "
-        "combine=%s activation=%s bias=%d dropout=%.9g weight_decay=%.9g",
+        "combine=%s activation=%s bias=%d dropout=%.9g weight_decay=%.9g heads=%d "
+        "attn_dropout=%.9g",
         (long long)o->out_dim, (int)o->fanout, ng_aggregator_name(o->aggregator),
         NAME_OF(REDUCE_NAME, o->aggregator.reduce), NAME_OF(WEIGHT_NAME, o->aggregator.edge_weight),
         NAME_OF(FINALIZE_NAME, o->aggregator.finalize), o->aggregator.self_loop != 0,
         NAME_OF(COMBINE_NAME, o->combine), NAME_OF(ACT_NAME, o->activation), o->bias != 0,
-        (double)o->dropout, (double)o->weight_decay);
+        (double)o->dropout, (double)o->weight_decay, (int)o->heads, (double)o->attn_dropout);
   }
   put(&meta[n++], "train.normalize", "%s", NAME_OF(NORMALIZE_NAME, normalize));
   put(&meta[n++], "dataset.name", "%s", info->name);
@@ -139,6 +140,11 @@ static ng_status parse_layer(ng_layer_opts *o, const char *desc, const char *key
   NUM("bias", o->bias, (int32_t)strtol(v, &end, 10));
   NUM("dropout", o->dropout, strtof(v, &end));
   NUM("weight_decay", o->weight_decay, strtof(v, &end));
+  /* Written since GAT; older checkpoints lack them and keep the defaults. */
+  if (field(v, sizeof v, desc, "heads"))
+    NUM("heads", o->heads, (int32_t)strtol(v, &end, 10));
+  if (field(v, sizeof v, desc, "attn_dropout"))
+    NUM("attn_dropout", o->attn_dropout, strtof(v, &end));
 #undef NUM
 #undef ENUM
   return NG_OK;
@@ -230,6 +236,14 @@ ng_status ng__ckpt_check(const ng_st_file *f, const char *path, const struct ng_
     return MISMATCH("layers", "%d", "%d", d.layers, m->n_layers);
   for (int l = 0; l < d.layers; l++) {
     const ng_layer_opts *c = &d.layer[l], *o = &m->layers[l].o;
+    /* GAT's hidden width is --heads x --hidden: name both with the heads. */
+    if (m->kind == NG_MODEL_GAT && l + 1 == d.layers && c->heads != o->heads)
+      return MISMATCH("--output-heads", "%d", "%d", (int)c->heads, (int)o->heads);
+    if (m->kind == NG_MODEL_GAT && l + 1 < d.layers &&
+        (c->heads != o->heads || c->out_dim != o->out_dim))
+      return MISMATCH("--heads x --hidden", "%d x %lld (layer %d)", "%d x %lld", (int)c->heads,
+                      (long long)(c->out_dim / NG_MAX(c->heads, 1)), l, (int)o->heads,
+                      (long long)(o->out_dim / NG_MAX(o->heads, 1)));
     if (l + 1 < d.layers && c->out_dim != o->out_dim)
       return MISMATCH("--hidden", "%lld (layer %d)", "%lld", (long long)c->out_dim, l,
                       (long long)o->out_dim);
@@ -239,6 +253,10 @@ ng_status ng__ckpt_check(const ng_st_file *f, const char *path, const struct ng_
         c->aggregator.finalize != o->aggregator.finalize ||
         (c->aggregator.self_loop != 0) != (o->aggregator.self_loop != 0))
       return MISMATCH("--aggregator", "%s (layer %d)", "%s", ca, l, oa);
+    if (m->kind == NG_MODEL_GAT && c->combine != o->combine)
+      return MISMATCH("head combine", "%s (layer %d)", "%s",
+                      c->combine == NG_HEADS_CONCAT ? "concat" : "mean", l,
+                      o->combine == NG_HEADS_CONCAT ? "concat" : "mean");
     if (m->kind == NG_MODEL_SAGE && c->combine != o->combine)
       return MISMATCH("--combine", "%s (layer %d)", "%s", NAME_OF(COMBINE_NAME, c->combine), l,
                       NAME_OF(COMBINE_NAME, o->combine));

@@ -393,6 +393,20 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
     return ng__err(NG_ERR_INVALID_ARG, "mode cpu trains without a GPU: use device cpu with it");
   }
   const ng_fetch transfer = ng__transfer_resolve(o.transfer, info->feature_dim);
+  if (ng__model_raw_input(model)) {
+    /* Attention weighs each neighbour row with the layer's weights, which only the device
+     * holds: the CPU cannot reduce cold neighbours ahead of the layer, so they travel as raw
+     * rows (docs/aggregators.md). */
+    if (t->mode == NG_MODE_PARTIAL)
+      return ng__err(NG_ERR_UNSUPPORTED,
+                     "mode partial: a %s model's cold neighbours cannot be partially aggregated "
+                     "on the CPU (%s needs the layer's weights, which only the device holds); use "
+                     "--mode baseline or zerocopy, or hybrid/auto, which send raw rows for it",
+                     model->kind == NG_MODEL_GAT ? "GAT" : "SAGE-pool",
+                     model->kind == NG_MODEL_GAT ? "the attention" : "the pooling layer");
+    if (t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC)
+      t->mode = transfer == NG_FETCH_ZCOPY ? NG_MODE_ZEROCOPY : NG_MODE_BASELINE;
+  }
   int64_t hot = info->nodes; /* mode cpu: the CPU backend reads every row where it is */
   if (t->mode != NG_MODE_CPU)
     NG_CHECK(ng__store_hot_rows(&hot, t->be, info->nodes, info->feature_dim, o.cache_bytes,
@@ -424,7 +438,7 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
       .features = t->features,
       .nodes = info->nodes,
       .dim = info->feature_dim,
-      .ag = model->layers[0].ag,
+      .ag = *ng__model_input_aggr(model),
       .threads = omp_threads(&o),
       .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
       .labels = ds->labels,
@@ -453,14 +467,23 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
   if (!t->perm)
     return NG_ERR_NOMEM;
   t->cfg.graph = &ds->csr;
-  t->cfg.n_layers = model->n_layers;
+  t->cfg.n_layers = ng__model_block(model, model->n_layers);
+  if (ng__model_raw_input(model)) {
+    /* Block 0 is the identity block of the first layer's sources (ng__model_raw_input): fanout
+     * 0, so that the feature store delivers their raw rows. Every attention layer's block needs
+     * its transpose (attn_bwd sums per source), the first one's too (its weights' gradient). */
+    t->cfg.fanout[0] = 0;
+    t->cfg.gcn_weights[0] = false;
+    t->cfg.transpose[0] = false;
+  }
   for (int l = 0; l < model->n_layers; l++) {
     const ng_layer *L = &model->layers[l];
-    t->cfg.fanout[l] = L->o.fanout;
-    t->cfg.gcn_weights[l] = L->ag.weighted || L->ag.self_loop;
+    const int k = ng__model_block(model, l);
+    t->cfg.fanout[k] = L->o.fanout;
+    t->cfg.gcn_weights[k] = L->ag.weighted || L->ag.self_loop;
     /* The backward stops at the input layer's weights (the features need no gradient), so
      * block 0's transpose would never be read: on W1 it was a quarter of the sampling time. */
-    t->cfg.transpose[l] = l > 0;
+    t->cfg.transpose[k] = k > 0;
   }
   ng_runtime_opts ro = {
       .mode = t->mode,
@@ -1219,7 +1242,9 @@ static int64_t epoch_iters(int64_t n_train, int64_t batch) {
 
 /* The "checksums" metadata value: 8 hex digits per tensor, comma-separated, in the order the
  * checkpoint lists its tensors (parameters, then optimizer.state1 and state2). */
+/* 3 tensors a layer for SAGE/GCN, 4 for GAT (at most NG_GAT_MAX_LAYERS layers). */
 #define CKPT_MAX_TENSORS (3 * NG_MAX_LAYERS + 2)
+_Static_assert(4 * NG_GAT_MAX_LAYERS <= 3 * NG_MAX_LAYERS, "GAT's tensors must fit checksums");
 _Static_assert(CKPT_MAX_TENSORS * 9 <= sizeof(((ng_st_meta *)0)->value),
                "the checksums of a checkpoint's tensors must fit one metadata value");
 
@@ -1244,9 +1269,9 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
   if (st == NG_OK)
     st = t->be->iface->copy_d2h(t->be, s2, t->ex.state2, bytes);
   if (st == NG_OK) {
-    ng_param_tensor pt[3 * NG_MAX_LAYERS];
+    ng_param_tensor pt[NG_LAYER_TENSORS * NG_MAX_LAYERS];
     int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
-    ng_st_tensor ts[3 * NG_MAX_LAYERS + 2];
+    ng_st_tensor ts[NG_LAYER_TENSORS * NG_MAX_LAYERS + 2];
     int n = 0;
     for (int i = 0; i < np; i++, n++) {
       memset(&ts[n], 0, sizeof ts[n]);
@@ -1455,7 +1480,7 @@ counters_checked:;
     st = NG_ERR_NOMEM;
     goto done;
   }
-  ng_param_tensor pt[3 * NG_MAX_LAYERS];
+  ng_param_tensor pt[NG_LAYER_TENSORS * NG_MAX_LAYERS];
   int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
   if (n_sums >= 0 && n_sums != np + 2)
     st = ng__err(NG_ERR_FORMAT,

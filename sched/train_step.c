@@ -6,8 +6,8 @@
 ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
                                   int slot) {
   const ng_layer *L0 = &ts->ex->model->layers[0];
-  return ng__store_prefetch(ts->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
-                            slot);
+  return ng__store_prefetch(ts->store, ng__model_input_aggr(ts->ex->model), pkg, L0->o.dropout,
+                            ng__exec_input_drop_key(seed), slot);
 }
 
 /* The ops of a forward (the input layer, the layers, the loss), queued. */
@@ -15,8 +15,8 @@ static ng_status forward_ops(ng_train_step *ts, uint64_t seed, const ng_fetch_pk
   ng_backend *be = ts->ex->be;
   const ng_layer *L0 = &ts->ex->model->layers[0];
   const float *agg0 = NULL, *self0 = NULL;
-  NG_CHECK(ng__store_input(ts->store, &L0->ag, pkg, L0->o.dropout, ng__exec_input_drop_key(seed),
-                           slot, &agg0, &self0));
+  NG_CHECK(ng__store_input(ts->store, ng__model_input_aggr(ts->ex->model), pkg, L0->o.dropout,
+                           ng__exec_input_drop_key(seed), slot, &agg0, &self0));
   NG_CHECK(ng__exec_forward(ts->ex, &pkg->mb, agg0, self0, true, seed));
   const int64_t n = pkg->mb.n_targets, classes = ts->classes;
   NG_CHECK(ng__bk_reserve(be, &ts->d_logits, &ts->d_logits_cap,

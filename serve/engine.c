@@ -259,6 +259,18 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     e->workers = NG_MAX(1, cores - 1);
   }
+  if (m->kind != NG_MODEL_SAGE && m->kind != NG_MODEL_GCN) {
+    /* The engine aggregates the input layer's neighbours near the data; attention and pooling
+     * need the layer's weights first (docs/aggregators.md: online-softmax serving is not
+     * built). */
+    st = ng__err(NG_ERR_UNSUPPORTED,
+                 "serving: %s models are not served yet (only GraphSAGE and GCN); evaluate or "
+                 "predict them with `neargnn evaluate` / `neargnn predict`",
+                 m->kind == NG_MODEL_GAT   ? "GAT"
+                 : m->kind == NG_MODEL_GIN ? "GIN"
+                                           : "SAGE-pool");
+    goto fail;
+  }
   for (int l = 0; l < m->n_layers; l++)
     e->gcn[l] = m->layers[l].ag.weighted || m->layers[l].ag.self_loop;
   e->bare = m->layers[0].ag;

@@ -122,6 +122,21 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["val_acc"]
   "$TMP/noval.json" || fail "JSON of the run without a validation split"
 
 # A small demo: generates, trains, evaluates, cleans up after itself.
+# GAT: trains and checkpoints (heads recorded: another --heads is refused by name); mode
+# partial is refused with the reason; hybrid runs raw-row workers and says so.
+gat=(--dataset "$TMP/cora" --model gat --hidden 4 --fanouts 10,5 --batch 64 --dropout 0.5
+  --attn-dropout 0.5 --lr 0.01 --seed 3 --progress none --eval-every 0)
+run 0 train "${gat[@]}" --heads 4 --epochs 2 --checkpoint "$TMP/gat.safetensors"
+has out test-acc
+run 0 evaluate --dataset "$TMP/cora" --checkpoint "$TMP/gat.safetensors" --progress none
+has out test
+run 1 train "${gat[@]}" --heads 2 --epochs 3 --resume "$TMP/gat.safetensors"
+has err "trained with --heads x --hidden 4 x 4 (layer 0), this run uses 2 x 4"
+run 1 train "${gat[@]}" --heads 4 --epochs 1 --mode partial --cache-ratio 0.3
+has err "cannot be partially aggregated"
+run 0 train "${gat[@]}" --heads 4 --epochs 1 --mode hybrid --workers 2 --cache-ratio 0.3
+has err "every worker transfers raw rows"
+
 TMPDIR="$TMP" run 0 demo --nodes 5000 --epochs 1 --progress none
 has out test-acc
 [ -z "$(ls "$TMP" | grep neargnn-demo)" ] || fail "demo left its temporary dataset behind"

@@ -51,6 +51,13 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
   l1.activation = NG_ACT_NONE;
   l0.dropout = l1.dropout = r->dropout;
   l0.weight_decay = 5e-4f;
+  if (r->kind == NG_MODEL_GAT) { /* 4 concatenated heads of 8, then 2 averaged ones */
+    l0.heads = 4;
+    l0.combine = NG_HEADS_CONCAT;
+    l1.heads = 2;
+    l1.combine = NG_HEADS_MEAN;
+    l0.attn_dropout = l1.attn_dropout = r->dropout;
+  }
   EXPECT_OK(ng_model_add_layer(m, &l0));
   EXPECT_OK(ng_model_add_layer(m, &l1));
   ng_train_opts o = NG_TRAIN_OPTS_INIT;

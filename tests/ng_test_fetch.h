@@ -39,7 +39,8 @@ typedef struct {
 ng_dataset_t ng_test_fetch_cora(void);
 /// A small GraphSAGE model for Cora: 1433 -> 16 (fanout 5, dropout 0.5) -> 7 (fanout 10).
 ng_model_t ng_test_cora_sage(void);
-/// Trains two epochs of a 2-layer model (fanouts 10,5, batch 32, hidden 32, seed 7) on `ds`.
+/// Trains two epochs of a 2-layer model (fanouts 10,5, batch 32, hidden 32, seed 7) on `ds`
+/// (GAT: 4 concatenated heads of 8, then 2 averaged heads, attention dropout = dropout).
 /// Returns false (after recording failures) when a call fails.
 bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fetch_result *out);
 /// Whether a run is every worker PARTIAL beside a zero-copy view of the table (hybrid-static,

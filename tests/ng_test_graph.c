@@ -260,7 +260,7 @@ void ng_test_check_device_sampler(ng_backend *be, double *edges_per_s) {
   ng_sample_arena *arena = NULL;
   EXPECT_OK(ng__sample_arena_create(&arena));
   /* fanouts around every branch of the draw: rows of at most 64 (mask), longer ones (sorted
-   * draw), k > n / 2 (excluded positions), whole rows, the full neighbourhood */
+   * draw), k > n / 2 (excluded positions), whole rows, the full neighbourhood, none */
   const ng_sampler_cfg cfgs[] = {
       {.graph = &g,
        .n_layers = 3,
@@ -271,10 +271,12 @@ void ng_test_check_device_sampler(ng_backend *be, double *edges_per_s) {
       {.graph = &g, .n_layers = 2, .fanout = {5000, 6000}, .gcn_weights = {true, true}},
       {.graph = &g, .n_layers = 1, .fanout = {-1}, .gcn_weights = {true}, .transpose = {true}},
       {.graph = &g, .n_layers = 4, .fanout = {2, 3, 5, 1}, .transpose = {true, true, true, true}},
+      /* the identity block of raw-input models (GAT, SAGE-pool): fanout 0, no edges */
+      {.graph = &g, .n_layers = 3, .fanout = {0, 10, 25}, .transpose = {false, true, true}},
   };
   void *host = NULL;
   size_t cap = 0;
-  int64_t targets[1500];
+  int64_t targets[2048]; /* at most 37 + 300 * (configurations - 1) */
   int64_t edges = 0;
   double seconds = 0.0;
   for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {

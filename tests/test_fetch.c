@@ -26,6 +26,8 @@ static const model_case MODELS[] = {
     {"sage-max", NG_MODEL_SAGE, NG_AGGREGATOR_MAX, 0.0f},
     {"sage-min, dropout 0.3", NG_MODEL_SAGE, NG_AGGREGATOR_MIN, 0.3f},
     {"sage-sum", NG_MODEL_SAGE, NG_AGGREGATOR_SUM, 0.0f},
+    /* GIN's sum is partially aggregated like any sum: its MLP comes after the aggregation. */
+    {"gin, dropout 0.5", NG_MODEL_GIN, NG_AGGREGATOR_SUM, 0.5f},
 };
 
 /* A mode with its threads: workers -1 is the inline form (no worker threads). */
@@ -192,6 +194,72 @@ static void test_tier_sizes(void) {
   free(part.checkpoint);
 }
 
+/* GAT's input layer needs raw rows (ng__model_raw_input): every raw-row strategy (batched,
+ * zero-copy; hybrid modes run them on every worker) gives the same bits, whatever the tiers,
+ * with no cold edge reduced anywhere; mode partial is refused with the reason. */
+static void raw_rows_case(const model_case *mc);
+
+static void test_gat_raw_rows(void) {
+  const model_case gat = {"gat, dropout 0.5", NG_MODEL_GAT, NG_AGGREGATOR_SUM, 0.5f};
+  const model_case pool = {"sage-pool, dropout 0.5", NG_MODEL_SAGE_POOL, NG_AGGREGATOR_MAX, 0.5f};
+  raw_rows_case(&gat);
+  raw_rows_case(&pool);
+}
+
+static void raw_rows_case(const model_case *mc) {
+  const model_case gat = *mc;
+  static const mode_case modes[] = {
+      {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
+      {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 0, 0, 0},
+      {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0, 0},
+      {NG_MODE_HYBRID_STATIC, NG_FETCH_ZCOPY, 2, 1, 1, 0, 0, 0, 0},
+      {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01, 0, 0, 0},
+  };
+  ng_test_fetch_result ref, r;
+  ng_test_fetch_run run = run_of(&gat, &modes[0], 0.3);
+  if (!ng_test_fetch_train(cora, &run, &ref))
+    return;
+  EXPECT_TRUE(isfinite(ref.loss[1]) && ref.loss[1] > 0.0 && ref.loss[1] < ref.loss[0]);
+  EXPECT_TRUE(ref.fetch.hot_rows > 0 && ref.fetch.cold_rows > 0);
+  EXPECT_EQ_I(ref.fetch.cold_edges, 0); /* raw rows only: nothing to reduce */
+  for (size_t k = 1; k < NG_ARRAY_LEN(modes); k++) {
+    run = run_of(&gat, &modes[k], 0.3);
+    if (!ng_test_fetch_train(cora, &run, &r))
+      continue;
+    char what[192];
+    describe(what, sizeof what, &gat, &modes[k]);
+    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+    EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
+    EXPECT_EQ_I(r.fetch.cold_edges, 0);
+    if (modes[k].workers > 0) /* no worker aggregates partially */
+      EXPECT_EQ_I(r.workers[0], 0);
+    free(r.checkpoint);
+  }
+  /* The tiers only decide where rows come from: all hot gives the same bits. */
+  run = run_of(&gat, &modes[0], 1.0);
+  if (ng_test_fetch_train(cora, &run, &r)) {
+    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, "raw rows: 30% hot vs all hot"));
+    EXPECT_EQ_I(r.fetch.cold_rows, 0);
+    free(r.checkpoint);
+  }
+  free(ref.checkpoint);
+  /* Mode partial cannot serve it. */
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, mc->kind, 1433));
+  ng_layer_opts l = NG_LAYER_OPTS_INIT;
+  l.out_dim = 7;
+  l.heads = 2;
+  EXPECT_OK(ng_model_add_layer(m, &l));
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.mode = NG_MODE_PARTIAL;
+  o.cache_ratio = 0.3;
+  ng_trainer_t t = NULL;
+  EXPECT_STATUS(ng_trainer_create(&t, cora, m, &o), NG_ERR_UNSUPPORTED);
+  EXPECT_ERR_HAS("cannot be partially aggregated");
+  EXPECT_TRUE(t == NULL);
+  ng_model_destroy(m);
+}
+
 static void test_options(void) {
   ng_fetch f = NG_FETCH_BATCH;
   for (int i = 0; i <= NG_FETCH_AUTO; i++) {
@@ -355,6 +423,7 @@ int main(void) {
   RUN_TEST(test_features_memory);
   RUN_TEST(test_tier_sizes);
   RUN_TEST(test_modes_bit_identical);
+  RUN_TEST(test_gat_raw_rows);
   ng_dataset_close(cora);
   return ng_test_summary();
 }

@@ -754,9 +754,20 @@ static void test_invalid(void) {
   int64_t t[] = {1, 2, 3};
   ng_sampler_cfg cfg = {.graph = &g, .n_layers = 2, .fanout = {5, 5}};
 
-  cfg.fanout[0] = 0;
+  /* Fanout 0 is the identity block of raw-input models (GAT), for layer 0 only: no edges, and
+   * its sources are its destinations, the next block's sources. */
+  cfg.fanout[1] = 0;
   EXPECT_STATUS(ng__sample(&mb, a, &cfg, t, 3, 1), NG_ERR_INVALID_ARG);
-  EXPECT_ERR_HAS("fanout 0 of layer 0");
+  EXPECT_ERR_HAS("fanout 0 of layer 1");
+  cfg.fanout[1] = 5;
+  cfg.fanout[0] = 0;
+  EXPECT_OK(ng__sample(&mb, a, &cfg, t, 3, 1));
+  EXPECT_EQ_I(mb.blocks[0].nnz, 0);
+  EXPECT_EQ_I(mb.blocks[0].n_dst, mb.blocks[1].n_src);
+  EXPECT_EQ_I(mb.blocks[0].n_src, mb.blocks[0].n_dst);
+  EXPECT_TRUE(mb.blocks[1].nnz > 0);
+  for (int32_t d = 0; d <= mb.blocks[0].n_dst; d++)
+    EXPECT_EQ_I(mb.blocks[0].indptr[d], 0);
   cfg.fanout[0] = -2;
   EXPECT_STATUS(ng__sample(&mb, a, &cfg, t, 3, 1), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("-1 (all neighbours)");

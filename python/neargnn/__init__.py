@@ -28,7 +28,7 @@ _LIB, _LIB_PATH = _lib.load()
 _lib.bind(_LIB)
 
 _SPLITS = {"train": 0, "val": 1, "test": 2}
-_KINDS = {"sage": 0, "gcn": 1}
+_KINDS = {"sage": 0, "gcn": 1, "gat": 2, "gin": 3, "sage-pool": 4}
 _AGGREGATORS = {  # reduce, edge_weight, finalize, self_loop (include/neargnn.h's built-ins)
     "sum": (0, 0, 0, 0), "mean": (0, 0, 1, 0), "max": (1, 0, 0, 0), "min": (2, 0, 0, 0),
     "gcn": (0, 1, 0, 1),
@@ -309,8 +309,9 @@ def _per_layer(value, n, what):
 
 
 class Model:
-    """A GraphSAGE or GCN model, described layer by layer. Build one with Model.sage, Model.gcn,
-    Model.from_checkpoint, or Model(kind, in_dim) and add_layer."""
+    """A GraphSAGE, GCN, GAT, GIN or SAGE-pool model, described layer by layer. Build one with
+    Model.sage, Model.gcn, Model.gat, Model.from_checkpoint, or Model(kind, in_dim) and
+    add_layer."""
 
     def __init__(self, kind, in_dim):
         h = ctypes.c_void_p()
@@ -352,6 +353,25 @@ class Model:
                           weight_decay, bias)
 
     @classmethod
+    def gat(cls, in_dim, classes, hidden=(8,), heads=8, output_heads=1, fanouts=(-1, -1),
+            dropout=0.6, attn_dropout=0.6, weight_decay=5e-4, bias=True):
+        """GAT (Velickovic et al.'s recipe by default): hidden layers of `heads` concatenated
+        heads of `hidden` columns each, an output layer of `output_heads` averaged heads."""
+        n = len(hidden) + 1
+        if len(fanouts) != n:
+            raise ValueError(f"fanouts: {len(fanouts)} values for {n} layers (len(hidden) + 1)")
+        m = cls("gat", in_dim)
+        drop = _per_layer(dropout, n, "dropout")
+        wd = _per_layer(weight_decay, n, "weight_decay")
+        for l in range(n):
+            last = l + 1 == n
+            m.add_layer(classes if last else hidden[l] * heads, fanout=fanouts[n - 1 - l],
+                        activation="none" if last else "relu", dropout=drop[l],
+                        weight_decay=wd[l], combine="sum" if last else "concat", bias=bias,
+                        heads=output_heads if last else heads, attn_dropout=attn_dropout)
+        return m
+
+    @classmethod
     def from_checkpoint(cls, path):
         """The model a checkpoint was trained with (its settings are recorded in it)."""
         m = cls.__new__(cls)
@@ -361,8 +381,10 @@ class Model:
         return m
 
     def add_layer(self, out_dim, fanout=10, aggregator="mean", activation="relu", dropout=0.0,
-                  weight_decay=0.0, combine="sum", bias=True):
-        """Appends a layer (layers go from the input towards the output)."""
+                  weight_decay=0.0, combine="sum", bias=True, heads=1, attn_dropout=0.0):
+        """Appends a layer (layers go from the input towards the output). GAT layers use
+        `heads` and `attn_dropout`, and `combine` "concat" (heads side by side) or "sum" (heads
+        averaged)."""
         o = _lib.LayerOpts()
         o.size = ctypes.sizeof(o)
         o.fanout, o.out_dim = int(fanout), int(out_dim)
@@ -371,6 +393,7 @@ class Model:
         o.dropout, o.weight_decay = float(dropout), float(weight_decay)
         o.combine = _choice(_COMBINES, combine, "combine")
         o.bias = int(bool(bias))
+        o.heads, o.attn_dropout = int(heads), float(attn_dropout)
         _check(_LIB.ng_model_add_layer(self._h, ctypes.byref(o)))
         return self
 
@@ -408,7 +431,7 @@ class Model:
                 "aggregator": _LIB.ng_aggregator_name(o.aggregator).decode(),
                 "activation": "relu" if o.activation else "none", "dropout": o.dropout,
                 "weight_decay": o.weight_decay, "combine": "concat" if o.combine else "sum",
-                "bias": bool(o.bias)})
+                "bias": bool(o.bias), "heads": o.heads, "attn_dropout": o.attn_dropout})
         return out
 
     @property

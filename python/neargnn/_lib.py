@@ -98,7 +98,8 @@ class Aggregator(ctypes.Structure):
 class LayerOpts(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("fanout", c_int32), ("aggregator", Aggregator),
                 ("out_dim", c_int64), ("activation", c_enum), ("dropout", c_float),
-                ("weight_decay", c_float), ("combine", c_enum), ("bias", c_int32)]
+                ("weight_decay", c_float), ("combine", c_enum), ("bias", c_int32),
+                ("heads", c_int32), ("attn_dropout", c_float)]
 
 
 class TrainOpts(ctypes.Structure):

@@ -115,6 +115,28 @@ class TestFolder(unittest.TestCase):
         self.assertEqual(e.exception.status, "ERR_FORMAT")
         self.assertIn("--aggregator mean (layer 0), this run uses max", str(e.exception))
 
+    def test_gat_checkpoint(self):
+        """GAT through the binding: heads and attention dropout reach the library (struct
+        layout), training learns, and a checkpoint rebuilds the same model and predictions."""
+        ds = ng.Dataset.open(CORA)
+        model = ng.Model.gat(ds.feature_dim, ds.classes)
+        self.assertEqual(model.kind, "gat")
+        self.assertEqual([(l["out_dim"], l["heads"]) for l in model.layers], [(64, 8), (7, 1)])
+        self.assertAlmostEqual(model.layers[0]["attn_dropout"], 0.6, places=6)
+        tr = ng.Trainer(ds, model, batch=0, normalize="row", lr=0.005, workers=-1)
+        stats = tr.train(20)
+        self.assertLess(stats[-1]["loss"], stats[0]["loss"])
+        path = os.path.join(TMP, "gat.safetensors")
+        tr.save(path)
+        self.assertEqual(ng.checkpoint_info(path)["kind"], "gat")
+        again = ng.Model.from_checkpoint(path)
+        self.assertEqual([(l["out_dim"], l["heads"], l["combine"]) for l in again.layers],
+                         [(64, 8, "concat"), (7, 1, "sum")])
+        other = ng.Trainer(ds, again, batch=0, normalize="row")
+        other.load_weights(path)
+        test = ds.split("test")
+        np.testing.assert_array_equal(other.predict(test), tr.predict(test))
+
     def test_progress_stops(self):
         ds = ng.Dataset.open(CORA)
         model = ng.Model.sage(ds.feature_dim, ds.classes, **RECIPE)
