@@ -277,7 +277,12 @@ static ng_status produce(layer_job *j, slot *s) {
   const ng_block *b = &s->mb.blocks[0];
   const int64_t ns = b->n_src, dim = j->in_dim;
   const int64_t *nid = s->mb.node_ids;
-  s->direct = be->iface->host_memory && !c->ex->model->layers[j->layer].ag.self_loop;
+  /* In place: the block addresses the input table by node id and the destinations' own rows come
+   * apart, which a layer that reads every source row as a matrix (GAT's projection, SAGE-pool's
+   * MLP, GIN's self term) cannot take: those gather their sources like a device does. */
+  const ng_model_kind kind = c->ex->model->kind;
+  s->direct = be->iface->host_memory && !c->ex->model->layers[j->layer].ag.self_loop &&
+              (kind == NG_MODEL_SAGE || kind == NG_MODEL_GCN);
   if (s->direct)
     return produce_direct(j, s);
   const int64_t hot = c->store && j->layer == 0 ? c->store->hot : 0;
