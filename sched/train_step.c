@@ -83,7 +83,9 @@ ng_status ng__train_step_result(ng_train_step *ts, int64_t iter, double *loss, i
     return st;
   return ng__err(NG_ERR_STATE,
                  "the training loss is %g; the parameters are left as they were before this "
-                 "iteration: lower the learning rate or normalise the features",
+                 "iteration: lower the learning rate or normalise the features, and check that "
+                 "no feature is NaN or infinite (neargnn info DIR --check-features reads every "
+                 "value and names the first bad row; opening samples only some rows)",
                  *loss);
 }
 
