@@ -61,7 +61,7 @@ static void *feed_main(void *arg) {
     const int64_t *targets = NULL;
     int32_t n = 0;
     uint64_t seed = 0;
-    if (!f->o.plan(f->o.plan_ctx, seq, &targets, &n, &seed))
+    if (!f->o.plan(f->o.plan_ctx, me->lane, seq, &targets, &n, &seed))
       return NULL;
     feed_slot *s = &f->slot[k];
     const int64_t t0 = ng__now_ns();

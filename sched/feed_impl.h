@@ -20,9 +20,10 @@
 
 /// What the feed samples at ring position `seq`: its targets (valid until the feed calls again),
 /// their count and the iteration's seed. Returns false when there is none to sample (the pool
-/// is stopping): the feed thread then ends.
-typedef bool (*ng_feed_plan_fn)(void *ctx, int64_t seq, const int64_t **targets, int32_t *n,
-                                uint64_t *seed);
+/// is stopping): the feed thread then ends. `lane` is the calling thread's (its trace track is
+/// the feed's track + lane).
+typedef bool (*ng_feed_plan_fn)(void *ctx, int lane, int64_t seq, const int64_t **targets,
+                                int32_t *n, uint64_t *seed);
 
 typedef struct ng_feed ng_feed;
 

@@ -708,14 +708,13 @@ static void affinity_restore(const affinity *a) {
     (void)pthread_setaffinity_np(pthread_self(), sizeof a->set, &a->set);
 }
 
-/* Starts the ring and the pool, the workers producing from ring position 0 = iteration
- * plan->first of `plan`. */
 /* The sample feed's question: the targets and seed of ring position `seq` (ng_feed_plan_fn). */
-static bool feed_plan(void *ctx, int64_t seq, const int64_t **targets, int32_t *n, uint64_t *seed) {
+static bool feed_plan(void *ctx, int lane, int64_t seq, const int64_t **targets, int32_t *n,
+                      uint64_t *seed) {
   ng_runtime *rt = ctx;
   ng_epoch_plan p;
   int64_t i = 0;
-  if (!plan_of(rt, feed_track(rt), seq, &p, &i))
+  if (!plan_of(rt, feed_track(rt) + lane, seq, &p, &i))
     return false;
   const int64_t begin = i * p.batch;
   *targets = p.order + begin;
@@ -724,6 +723,8 @@ static bool feed_plan(void *ctx, int64_t seq, const int64_t **targets, int32_t *
   return true;
 }
 
+/* Starts the ring and the pool, the workers producing from ring position 0 = iteration
+ * plan->first of `plan`. */
 static ng_status start_workers(ng_runtime *rt, const ng_epoch_plan *plan) {
   NG_CHECK(ng__ring_create(&rt->ring, rt->window));
   for (int i = 0; i < rt->n_threads; i++)
