@@ -194,7 +194,7 @@ static int cmp_i64(const void *x, const void *y) {
 /* Small draws keep `pos` sorted: binary search for membership, memmove to insert. When the draw
  * t is already taken, Floyd's algorithm takes j instead, which exceeds every position drawn so
  * far and so goes at the end. */
-static void draw_small(int64_t *pos, int64_t m, int64_t n, ng_rng *r) {
+void ng__floyd_sorted(int64_t *pos, int64_t m, int64_t n, ng_rng *r) {
   int64_t len = 0;
   for (int64_t j = n - m; j < n; j++) {
     int64_t t = (int64_t)ng_rng_below(r, (uint64_t)j + 1);
@@ -218,7 +218,7 @@ static void draw_small(int64_t *pos, int64_t m, int64_t n, ng_rng *r) {
 
 /* Rows of at most 64 positions keep the draw in a bit mask: membership is one bit test, and
  * the kept positions (set bits, or clear ones below n when the draw excludes) come out sorted.
- * The draws are those of draw_small, so the positions are the same. */
+ * The draws are those of ng__floyd_sorted, so the positions are the same. */
 static uint64_t draw_mask(int64_t m, int64_t n, ng_rng *r) {
   uint64_t mask = 0;
   for (int64_t j = n - m; j < n; j++) {
@@ -295,7 +295,7 @@ static ng_status draw_long(int64_t *out, ng_sample_arena *a, int64_t n, int64_t 
     pos = a->pos.ptr;
   }
   if (m <= SMALL_DRAW) {
-    draw_small(pos, m, n, r);
+    ng__floyd_sorted(pos, m, n, r);
   } else {
     size_t set_cap = 1;
     while (set_cap < (size_t)m * 2)

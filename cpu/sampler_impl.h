@@ -36,6 +36,11 @@ size_t ng__sample_arena_bytes(const ng_sample_arena *arena);
 ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler_cfg *cfg,
                      const int64_t *targets, int32_t n_targets, uint64_t seed);
 
+/// Floyd's algorithm: m distinct positions of [0, n) (0 < m <= n) drawn from `r`, sorted, into
+/// pos[0, m). The row draw of the sampler (for m up to its small-draw limit) and of serving's
+/// sampled receptive fields.
+void ng__floyd_sorted(int64_t *pos, int64_t m, int64_t n, ng_rng *r);
+
 /// A deterministic shuffle of `ids` (n values) into `out` for epoch `epoch`: depends only on
 /// (ids, seed, epoch). Mini-batch i of the epoch is out[i * batch .. (i + 1) * batch). `out` may
 /// be `ids` (in place).

@@ -10,6 +10,7 @@
 #include "engine_impl.h"
 
 #include "rng.h"
+#include "sampler_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -108,29 +109,11 @@ static int32_t table_add(ng_srv_field *f, int64_t key, int32_t *n_cur) {
   }
 }
 
-/* k of n positions (0 < k < n), sorted, into pos: Floyd's algorithm keeping a sorted array. */
+/* k of n positions (0 < k < n), sorted, into pos: the sampler's Floyd draw from `stream`. */
 static void draw(int64_t *pos, int64_t k, int64_t n, uint64_t stream) {
   ng_rng r;
   ng_rng_seed(&r, stream);
-  int64_t len = 0;
-  for (int64_t j = n - k; j < n; j++) {
-    int64_t t = (int64_t)ng_rng_below(&r, (uint64_t)j + 1);
-    int64_t lo = 0, hi = len;
-    while (lo < hi) {
-      int64_t mid = (lo + hi) >> 1;
-      if (pos[mid] < t)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    if (lo < len && pos[lo] == t) {
-      pos[len++] = j; /* j exceeds every drawn position */
-    } else {
-      memmove(pos + lo + 1, pos + lo, (size_t)(len - lo) * sizeof *pos);
-      pos[lo] = t;
-      len++;
-    }
-  }
+  ng__floyd_sorted(pos, k, n, &r);
 }
 
 static int64_t kept(int32_t fanout, int64_t n) {
