@@ -1185,19 +1185,7 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t t) {
   NG_CHECK(trainer_check(t));
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_predict: out is NULL");
-  NG_CHECK(infer_all(t));
-  const float *logits = t->logits;
-  int64_t nodes = t->ds->info.nodes, classes = t->ds->info.classes;
-#pragma omp parallel for schedule(static) num_threads(omp_threads(&t->opts))
-  for (int64_t v = 0; v < nodes; v++) {
-    const float *row = logits + v * classes;
-    int32_t best = 0;
-    for (int64_t c = 1; c < classes; c++)
-      if (row[c] > row[best])
-        best = (int32_t)c;
-    out[v] = best;
-  }
-  return NG_OK;
+  return ng_trainer_predict_nodes(NULL, out, t, NULL, t->ds->info.nodes);
 }
 
 ng_status ng_trainer_predict_nodes(float *logits, int32_t *classes, ng_trainer_t t,
@@ -1214,11 +1202,26 @@ ng_status ng_trainer_predict_nodes(float *logits, int32_t *classes, ng_trainer_t
       return ng__err(NG_ERR_INVALID_ARG,
                      "ng_trainer_predict_nodes: nodes[%lld] = %lld is not a node id in [0, %lld)",
                      (long long)i, (long long)nodes[i], (long long)all);
-  NG_CHECK(infer_all(t));
+  /* Every node, or logits already inferred: the shared table; else only the nodes' receptive
+   * field (the same bits, docs/inference.md). */
+  float *own = NULL;
+  const float *table = NULL;
+  if (!nodes || t->logits) {
+    NG_CHECK(infer_all(t));
+    table = t->logits;
+  } else {
+    if (!(own = ng__malloc((size_t)NG_MAX(n, 1) * (size_t)k * sizeof(float), "node logits")))
+      return NG_ERR_NOMEM;
+    ng_infer_opts io = NG_INFER_OPTS_INIT;
+    const ng_status st = ng_trainer_embed(own, t, nodes, n, &io);
+    if (st != NG_OK) {
+      free(own);
+      return st;
+    }
+  }
 #pragma omp parallel for schedule(static) num_threads(omp_threads(&t->opts)) if (n > 65536)
   for (int64_t i = 0; i < n; i++) {
-    const int64_t v = nodes ? nodes[i] : i;
-    const float *row = t->logits + v * k;
+    const float *row = own ? own + i * k : table + (nodes ? nodes[i] : i) * k;
     if (logits)
       memcpy(logits + i * k, row, (size_t)k * sizeof(float));
     if (classes) {
@@ -1229,6 +1232,7 @@ ng_status ng_trainer_predict_nodes(float *logits, int32_t *classes, ng_trainer_t
       classes[i] = best;
     }
   }
+  free(own);
   return NG_OK;
 }
 
