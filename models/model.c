@@ -446,6 +446,15 @@ static double gemm_bytes(int64_t m, int64_t n, int64_t k, bool accumulate) {
 }
 
 /* A timed GEMM of layer `l` (row-major, as the backend's gemm). */
+/* x [rows, cols] += bias (NULL: none), then act, timed as "bias act fwd" of layer l. */
+static ng_status bias_act(ng_model_exec *ex, int l, float *x, const float *bias, int64_t rows,
+                          int64_t cols, ng_activation act) {
+  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(rows * cols),
+             2.0 * sizeof(float) * (double)(rows * cols),
+             BE(ex)->bias_act_fwd(ex->be, x, bias, rows, cols, act));
+  return NG_OK;
+}
+
 static ng_status layer_gemm(ng_model_exec *ex, const char *name, int l, bool ta, bool tb, int64_t m,
                             int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                             int64_t ldb, float beta, float *c, int64_t ldc) {
@@ -485,10 +494,7 @@ static ng_status gat_forward(ng_model_exec *ex, int l, const ng_layer *L, const 
   NG_PROF_OP(ex->prof, "attn fwd", l, 4.0 * (double)(b->nnz + nd) * (double)kf,
              aggr_bytes(b, kf, nd),
              BE(ex)->attn_fwd(be, at, b, z, P + L->off_att_src, P + L->off_att_dst, alpha, out));
-  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
-             2.0 * sizeof(float) * (double)(nd * outd),
-             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
-                                  L->o.activation));
+  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
   return NG_OK;
 }
 
@@ -507,19 +513,14 @@ static ng_status pool_forward(ng_model_exec *ex, int l, const ng_layer *L, const
   bool concat = L->o.combine == NG_SAGE_CONCAT;
   NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, ns, pd, in, h_in, in, P + L->off_w_pre, pd,
                       0.0f, pre, pd));
-  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(ns * pd),
-             2.0 * sizeof(float) * (double)(ns * pd),
-             BE(ex)->bias_act_fwd(be, pre, P + L->off_b_pre, ns, pd, NG_ACT_RELU));
+  NG_CHECK(bias_act(ex, l, pre, P + L->off_b_pre, ns, pd, NG_ACT_RELU));
   NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)pd, aggr_bytes(b, pd, nd),
              BE(ex)->aggr_fwd(be, &L->ag, b, pre, pd, agg, argbest));
   NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_in, in, P + L->off_w_self, c,
                       0.0f, out, outd));
   NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, pd, agg, pd, P + L->off_w, c,
                       concat ? 0.0f : 1.0f, concat ? out + c : out, outd));
-  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
-             2.0 * sizeof(float) * (double)(nd * outd),
-             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
-                                  L->o.activation));
+  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
   return NG_OK;
 }
 
@@ -541,22 +542,16 @@ static ng_status gin_forward(ng_model_exec *ex, int l, const ng_layer *L, const 
   }
   NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, pd, in, pre, in, P + L->off_w_pre, pd,
                       0.0f, hid, pd));
-  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * pd),
-             2.0 * sizeof(float) * (double)(nd * pd),
-             BE(ex)->bias_act_fwd(be, hid, P + L->off_b_pre, nd, pd, NG_ACT_RELU));
+  NG_CHECK(bias_act(ex, l, hid, P + L->off_b_pre, nd, pd, NG_ACT_RELU));
   NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, pd, hid, pd, P + L->off_w, outd,
                       0.0f, out, outd));
-  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
-             2.0 * sizeof(float) * (double)(nd * outd),
-             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
-                                  L->o.activation));
+  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
   return NG_OK;
 }
 
 /* out [nd, out] = combine(h_in's first nd rows, agg) + bias, then the activation. */
 static ng_status layer_dense(ng_model_exec *ex, int l, const ng_layer *L, int64_t nd,
                              const float *h_in, const float *agg, float *out) {
-  ng_backend *be = ex->be;
   const float *P = ex->params;
   int64_t in = L->in_dim, outd = L->out_dim;
   if (ex->model->kind == NG_MODEL_GCN) {
@@ -574,10 +569,7 @@ static ng_status layer_dense(ng_model_exec *ex, int l, const ng_layer *L, int64_
     NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, agg, in, P + L->off_w, c, 0.0f,
                         out + c, outd));
   }
-  NG_PROF_OP(ex->prof, "bias act fwd", l, (double)(nd * outd),
-             2.0 * sizeof(float) * (double)(nd * outd),
-             BE(ex)->bias_act_fwd(be, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd,
-                                  L->o.activation));
+  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
   return NG_OK;
 }
 
