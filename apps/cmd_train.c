@@ -16,7 +16,7 @@
 
 static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
 static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
-static const char *const PRECISION_NAMES[] = {"fp32", "tf32", NULL};
+static const char *const PRECISION_NAMES[] = {"fp32", "tf32", "bf16", NULL};
 /* In ng_sampler_kind's order; "gpu" is the device sampler's name on the cuda device. */
 static const char *const SAMPLER_NAMES[] = {"auto", "cpu", "gpu", NULL};
 /* In the order of ng_mode and ng_fetch. */
@@ -703,8 +703,10 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                   "iterations the workers may have ready ahead of the device; 0 = 4 x "            \
                   "workers (at least 4)"),                                                         \
       CLI_OPT_CHOICE("precision", &(c)->precision, "P", PRECISION_NAMES,                           \
-                     "the device's matrix products: fp32, or tf32 (tensor cores, cuda only); "     \
-                     "both accumulate in fp32"),                                                   \
+                     "fp32; tf32 (tensor-core products, cuda only); or bf16: features stored "    \
+                     "in bf16 (half the host, PCIe and hot-tier bytes; features.bf16.npy is "     \
+                     "written beside the dataset on first use), fp32 products; all accumulate "   \
+                     "in fp32"),                                                                   \
       CLI_OPT_CHOICE("sampler", &(c)->sampler, "S", SAMPLER_NAMES,                                 \
                      "who samples the blocks: the workers (cpu), the device (gpu; the workers "    \
                      "then only fetch), or auto: gpu when the topology fits in a quarter of its "  \

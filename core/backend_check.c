@@ -426,6 +426,33 @@ static ng_status front_scatter_rows(ng_backend *be, float *dst, const int32_t *p
   return be->impl->scatter_rows(be, dst, pos, table, ids, n, dim, drop_p, drop_key);
 }
 
+static ng_status front_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                         const uint16_t *src, ng_pstate *state) {
+  NG_CHECK(check_aggr_block(be, "aggr_partial_bf16", ag, blk, false));
+  NG_CHECK(check_state("aggr_partial_bf16", state));
+  if (state->n_dst != blk->n_dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "aggr_partial_bf16: state has %d rows but the block %d destinations; size the "
+                   "state for the block",
+                   (int)state->n_dst, (int)blk->n_dst);
+  NG_CHECK(check_ptr("aggr_partial_bf16", "src", src, blk->nnz > 0 && state->dim > 0));
+  NG_CHECK(check_dropout_p("aggr_partial_bf16", ag->drop_p));
+  return blk->n_dst == 0 ? NG_OK : be->impl->aggr_partial_bf16(be, ag, blk, src, state);
+}
+
+static ng_status front_scatter_rows_bf16(ng_backend *be, float *dst, const int32_t *pos,
+                                         const uint16_t *table, const int64_t *ids, int64_t n,
+                                         int64_t dim, float drop_p, uint64_t drop_key) {
+  NG_CHECK(check_rows_dim("scatter_rows_bf16", n, dim));
+  NG_CHECK(check_dropout_p("scatter_rows_bf16", drop_p));
+  if (n == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("scatter_rows_bf16", "dst", dst, true));
+  NG_CHECK(check_ptr("scatter_rows_bf16", "table", table, true));
+  NG_CHECK(check_ptr("scatter_rows_bf16", "ids", ids, true));
+  return be->impl->scatter_rows_bf16(be, dst, pos, table, ids, n, dim, drop_p, drop_key);
+}
+
 static ng_status front_add_self_loop(ng_backend *be, float *dst, const float *self_w,
                                      const float *rows, int64_t n, int64_t dim) {
   NG_CHECK(check_rows_dim("add_self_loop", n, dim));
@@ -589,6 +616,8 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
   X(pstate_merge)                                                                                  \
   X(pstate_finalize)                                                                               \
   X(scatter_rows)                                                                                  \
+  X(aggr_partial_bf16)                                                                             \
+  X(scatter_rows_bf16)                                                                             \
   X(add_self_loop)                                                                                 \
   X(attn_fwd)                                                                                      \
   X(attn_bwd)                                                                                      \

@@ -269,6 +269,16 @@ struct ng_backend_i {
   ng_status (*scatter_rows)(ng_backend *be, float *dst, const int32_t *pos, const float *table,
                             const int64_t *ids, int64_t n, int64_t dim, float drop_p,
                             uint64_t drop_key);
+  /* -- bf16 tables (optional: NULL where the backend has none; NG_PRECISION_BF16 needs both) --
+   * The same ops as aggr_partial and scatter_rows over a table of bf16 values (core/bf16.h,
+   * uint16 bits): each element is converted to fp32 (exactly) where it is read, and everything
+   * after that is the fp32 op's arithmetic in its order, so the result is bit for bit the fp32
+   * op's on the converted table. */
+  ng_status (*aggr_partial_bf16)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                 const uint16_t *src, ng_pstate *state);
+  ng_status (*scatter_rows_bf16)(ng_backend *be, float *dst, const int32_t *pos,
+                                 const uint16_t *table, const int64_t *ids, int64_t n, int64_t dim,
+                                 float drop_p, uint64_t drop_key);
   /// dst[d, :] = dst[d, :] + self_w[d] * rows[d, :] for d < n (GCN's self loop, added after a
   /// merged state is finalized: the order of aggr_fwd).
   ng_status (*add_self_loop)(ng_backend *be, float *dst, const float *self_w, const float *rows,

@@ -364,6 +364,28 @@ static ng_status cpu_scatter_rows(ng_backend *be, float *dst, const int32_t *pos
   return NG_OK;
 }
 
+static ng_status cpu_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                       const uint16_t *src, ng_pstate *state) {
+  const int64_t dim = state->dim;
+  ng_aggr bare = *ag;
+  bare.mean = false;
+  bare.self_loop = false;
+  int64_t work = (blk->nnz + blk->n_dst) * NG_MAX(dim, (int64_t)1);
+  FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1,
+                 { ng__cpu_aggr_partial_rows_bf16(&bare, blk, src, dim, d0, d1, state); });
+  return NG_OK;
+}
+
+static ng_status cpu_scatter_rows_bf16(ng_backend *be, float *dst, const int32_t *pos,
+                                       const uint16_t *table, const int64_t *ids, int64_t n,
+                                       int64_t dim, float drop_p, uint64_t drop_key) {
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < n; i++)
+    ng__cpu_drop_row_bf16(dst + (pos ? (int64_t)pos[i] : i) * dim, table + ids[i] * dim, ids[i],
+                          dim, drop_p, drop_key);
+  return NG_OK;
+}
+
 static ng_status cpu_add_self_loop(ng_backend *be, float *dst, const float *self_w,
                                    const float *rows, int64_t n, int64_t dim) {
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
@@ -835,6 +857,8 @@ static const struct ng_backend_i CPU_IFACE = {
     .pstate_merge = cpu_pstate_merge,
     .pstate_finalize = cpu_pstate_finalize,
     .scatter_rows = cpu_scatter_rows,
+    .aggr_partial_bf16 = cpu_aggr_partial_bf16,
+    .scatter_rows_bf16 = cpu_scatter_rows_bf16,
     .add_self_loop = cpu_add_self_loop,
     .gemm = cpu_gemm,
     .add = cpu_add,

@@ -33,6 +33,7 @@ typedef struct {
   int32_t n_self_hot, n_self_cold;
   int32_t n_host_dst; /* destinations whose cold edges the host reduces (PARTIAL) */
   int64_t host_nnz;   /* their cold edges */
+  bool staged_bf16;   /* staged rows stay bf16 (a bf16 table and no input dropout) */
 } counts;
 
 /* The arrays of blocks 1.. and the labels, after the input layer's. */
@@ -109,9 +110,14 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
   p->self_hot_ids = take(l, (size_t)c->n_self_hot * i64);
   p->self_cold_pos = take(l, (size_t)c->n_self_cold * i32);
   p->self_cold_ids = take(l, (size_t)c->n_self_cold * i64);
+  p->staged16 = NULL;
   if (device_reads(cfg)) {
     p->staged = NULL;
     p->staged_ids = take(l, (size_t)c->n_staged * i64);
+  } else if (c->staged_bf16) {
+    p->staged = NULL;
+    p->staged16 = take(l, (size_t)c->n_staged * (size_t)cfg->dim * sizeof(uint16_t));
+    p->staged_ids = NULL;
   } else {
     p->staged = take(l, (size_t)c->n_staged * (size_t)cfg->dim * f32);
     p->staged_ids = NULL;
@@ -139,22 +145,33 @@ static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, float drop_p, 
   for (int64_t c = 0; c < chunks; c++) {
     const int32_t d0 = (int32_t)(c * FETCH_CHUNK_ROWS);
     const int32_t d1 = (int32_t)NG_MIN((int64_t)nd, (c + 1) * FETCH_CHUNK_ROWS);
-    ng__cpu_aggr_partial_rows(cfg->kernels, &bare, &p->cold, cfg->features, cfg->dim, d0, d1,
-                              &p->cold_state, cfg->stream_rows);
+    if (cfg->features_bf16)
+      ng__cpu_aggr_partial_rows_bf16(&bare, &p->cold, cfg->features_bf16, cfg->dim, d0, d1,
+                                     &p->cold_state);
+    else
+      ng__cpu_aggr_partial_rows(cfg->kernels, &bare, &p->cold, cfg->features, cfg->dim, d0, d1,
+                                &p->cold_state, cfg->stream_rows);
   }
 }
 
 /* Copies rows ids[0..n) of the table into staged rows 0..n: with streaming stores when they go
- * to a DMA engine, or through the input dropout. */
-static void stage(float *staged, const ng_fetch_cfg *cfg, const int64_t *ids, int64_t n,
-                  float drop_p, uint64_t drop_key) {
+ * to a DMA engine, or through the input dropout. A bf16 table stages bf16 rows as they are
+ * (staged16) without dropout, else converted fp32 rows. */
+static void stage(float *staged, uint16_t *staged16, const ng_fetch_cfg *cfg, const int64_t *ids,
+                  int64_t n, float drop_p, uint64_t drop_key) {
   const int64_t dim = cfg->dim;
   const int64_t chunks = (n + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
   const int threads = cfg->threads;
+  const uint16_t *t16 = cfg->features_bf16;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
   for (int64_t k = 0; k < chunks; k++) {
     const int64_t i0 = k * FETCH_CHUNK_ROWS, i1 = NG_MIN(n, i0 + FETCH_CHUNK_ROWS);
-    if (drop_p == 0.0f) {
+    if (t16 && staged16) {
+      ng__cpu_gather_rows_bf16(staged16 + i0 * dim, t16, ids + i0, i1 - i0, dim);
+    } else if (t16) {
+      for (int64_t i = i0; i < i1; i++)
+        ng__cpu_drop_row_bf16(staged + i * dim, t16 + ids[i] * dim, ids[i], dim, drop_p, drop_key);
+    } else if (drop_p == 0.0f) {
       (cfg->stream_rows ? cfg->kernels->stage_rows : cfg->kernels->gather_rows)(
           staged + i0 * dim, cfg->features, ids + i0, i1 - i0, dim);
     } else {
@@ -195,7 +212,7 @@ static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_miniba
   const int32_t nd = b->n_dst, ns = b->n_src;
   const bool staging = stages_nodes(cfg);
   /* A local copy, which the compiler can keep in registers over the loops. */
-  counts n = {0, 0, 0, 0, 0, 0, 0};
+  counts n = {0, 0, 0, 0, 0, 0, 0, false};
   n.n_host_dst = staging ? 0 : nd - (int32_t)(cfg->device_share * (double)nd);
   const int32_t host_end = b->indptr[n.n_host_dst]; /* the host's destinations' edges */
   for (int64_t e = 0; e < b->nnz; e++) {
@@ -393,7 +410,8 @@ static void count_stats(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, int32_t nd, 
   /* BATCH reads each unique cold row once; PARTIAL every cold edge's row, and the cold self
    * rows, except those it leaves to the device; ZCOPY leaves the reading (of each unique cold
    * row once) to the device. */
-  const int64_t row_bytes = cfg->dim * (int64_t)sizeof(float);
+  const int64_t row_bytes =
+      cfg->dim * (int64_t)(cfg->features_bf16 ? sizeof(uint16_t) : sizeof(float));
   const int64_t device_rows = device_reads(cfg) ? c->n_staged : 0;
   out->stats.cpu_cold_bytes = cfg->mode == NG_FETCH_BATCH ? c->n_staged * row_bytes
                               : cfg->mode == NG_FETCH_PARTIAL
@@ -409,6 +427,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   NG_CHECK(check_cfg(cfg));
   counts c;
   NG_CHECK(count_tiers(&c, cfg, mb, scratch));
+  c.staged_bf16 = cfg->features_bf16 != NULL && drop_p == 0.0f;
   NG_CHECK(lay_out(out, cfg, mb, &c, reserve, reserve_ctx));
   split_edges(out, cfg, mb, &c, scratch);
   finish_blocks(out, cfg, mb, &c);
@@ -419,7 +438,8 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   /* The host reads of the cold tier: the staged rows (BATCH's cold sources, PARTIAL's cold self
    * rows) and PARTIAL's reduction. */
   if (!device_reads(cfg))
-    stage((float *)out->staged, cfg, ids, c.n_staged, drop_p, drop_key);
+    stage((float *)out->staged, (uint16_t *)out->staged16, cfg, ids, c.n_staged, drop_p,
+          drop_key);
   if (cfg->mode == NG_FETCH_PARTIAL) {
     out->cold_state.n_dst = c.n_host_dst;
     out->cold_state.dim = cfg->dim;
@@ -453,6 +473,7 @@ void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_bas
   REBASE(self_hot_ids);
   REBASE(self_cold_ids);
   REBASE(staged);
+  REBASE(staged16);
   REBASE(staged_ids);
   dev->cold_state.val = (float *)rebase(host->cold_state.val, hb, dev_base);
   dev->cold_state.count = (int32_t *)rebase(host->cold_state.count, hb, dev_base);

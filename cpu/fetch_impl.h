@@ -20,7 +20,11 @@
 typedef struct {
   ng_fetch mode;
   int64_t hot;           ///< H: rows [0, H) are in the hot tier
-  const float *features; ///< the host feature table [nodes, dim]
+  const float *features; ///< the host feature table [nodes, dim] (not read with features_bf16)
+  /// NG_PRECISION_BF16: the host table in bf16 [nodes, dim] (core/bf16.h), read instead of
+  /// `features`: staged rows travel as bf16 (half the bytes; fp32 when input dropout applies,
+  /// converted and dropped here) and PARTIAL reduces converted rows into fp32 states. NULL: fp32.
+  const uint16_t *features_bf16;
   int64_t nodes, dim;
   ng_aggr ag;  ///< the input layer's aggregator (drop_p/drop_key are set per iteration)
   int threads; ///< OpenMP threads for the host work (1 in pinned workers)
@@ -81,6 +85,9 @@ typedef struct {
   /// device_cold's index j is staged row n_self_cold + j).
   int64_t n_staged;
   const float *staged;
+  /// NG_PRECISION_BF16 without input dropout: the staged rows as bf16, copied from the table as
+  /// they are (`staged` NULL); the device converts them where it reads them. NULL otherwise.
+  const uint16_t *staged16;
   const int64_t *staged_ids;
   /// PARTIAL: the bare reduction of the cold edges of destinations [0, n_host_dst) (its n_dst
   /// is n_host_dst; val NULL otherwise).

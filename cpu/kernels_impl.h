@@ -75,6 +75,22 @@ void ng__cpu_aggr_partial_rows(const ng_cpu_kernels *k, const ng_aggr *bare, con
                                const float *src, int64_t dim, int32_t d0, int32_t d1,
                                ng_pstate *state, bool staged);
 
+/* ---- bf16 tables (cpu/kernels_bf16.c; NG_PRECISION_BF16) ----
+ * Plain C loops (vectorised by the compiler) that convert each bf16 element to fp32 where it is
+ * read and then follow the operation order above, so that they give the fp32 kernels' bits on
+ * the converted table, like every variant. */
+
+/// ng__cpu_aggr_partial_rows over a bf16 table `src` (uint16 bits), with the input dropout of
+/// `bare` applied to the converted values.
+void ng__cpu_aggr_partial_rows_bf16(const ng_aggr *bare, const ng_block *blk, const uint16_t *src,
+                                    int64_t dim, int32_t d0, int32_t d1, ng_pstate *state);
+/// dst[i, :] = table[ids[i], :] for i in [0, n), bf16 rows copied as they are (staging).
+void ng__cpu_gather_rows_bf16(uint16_t *dst, const uint16_t *table, const int64_t *ids, int64_t n,
+                              int64_t dim);
+/// ng_drop_row (core/rng.h) from a bf16 row: converted, then dropped like an fp32 row.
+void ng__cpu_drop_row_bf16(float *dst, const uint16_t *src, int64_t row, int64_t dim, float p,
+                           uint64_t key);
+
 /// Whether this CPU (and its operating system) runs `isa`.
 bool ng__cpu_isa_supported(ng_cpu_isa isa);
 /// The fastest variant this CPU runs.

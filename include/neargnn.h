@@ -467,12 +467,19 @@ typedef struct {
 } ng_telemetry;
 typedef void (*ng_telemetry_fn)(const ng_telemetry *t, void *ctx);
 
-/// The arithmetic of the device's matrix products (ng_train_opts.precision). Every precision
-/// accumulates in fp32, and within one precision results are bit-identical across modes and
-/// worker counts.
+/// The arithmetic of the device's matrix products and the storage of the features
+/// (ng_train_opts.precision; docs/training.md, "Precision"). Every precision accumulates in
+/// fp32, and within one precision results are bit-identical across modes and worker counts.
 typedef enum {
   NG_PRECISION_FP32 = 0, ///< IEEE fp32 products (the default; CUDA cores on a GPU)
   NG_PRECISION_TF32 = 1, ///< inputs rounded to TF32 on the tensor cores (CUDA backend only)
+  /// Features stored in bf16 (rounded to nearest, ties to even), fp32 products: host rows,
+  /// PCIe transfers and the GPU hot tier take half the bytes (twice the hot rows fit). The
+  /// table is features.bf16.npy, written once beside the dataset's features.npy on first use
+  /// and then mapped in place (anonymous memory, half the fp32 table's size, when the folder
+  /// is read-only or the features are normalised or in memory). Every read converts a row to
+  /// fp32 exactly, so every mode computes on the same values. Both backends.
+  NG_PRECISION_BF16 = 2,
 } ng_precision;
 
 /// The most kinds of op an op profile tells apart (ng_trainer_op_profile never lists more).
@@ -556,7 +563,7 @@ typedef struct {
   /// lookahead + max(2, ceil(window / workers)) pinned staging slots, each as large as 1.25 x
   /// the largest package: 7 per worker by default. Ignored without worker threads (workers -1).
   int ready_window;
-  ng_precision precision; ///< the device's GEMM arithmetic (default FP32)
+  ng_precision precision; ///< GEMM arithmetic and feature storage (default FP32)
   /// Time every op of the device step with device events on one iteration in this many, from
   /// the second epoch on (0: off, the default); ng_trainer_op_profile() reads the sums. A timed
   /// iteration waits for its events, so keep it sparse (the harness uses 25).

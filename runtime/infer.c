@@ -5,6 +5,8 @@
  * that host memory stays bounded whatever the graph's size. */
 #include "infer_impl.h"
 
+#include "bf16.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -198,6 +200,7 @@ typedef struct {
   const node_set *dst_set; /* the layer's destinations */
   const node_set *src_set; /* the rows of `input` (NULL: the features, by node id) */
   const float *input;
+  const uint16_t *input16; /* layer 0 of a bf16 run: the bf16 table, read instead of `input` */
   int64_t in_dim;
   layer_buf *in_buf; /* the input's buffer when it is a previous layer's output */
   /* Threads of the producer's loops: one beside a host-memory backend, whose computation
@@ -282,7 +285,7 @@ static ng_status produce(layer_job *j, slot *s) {
    * MLP, GIN's self term) cannot take: those gather their sources like a device does. */
   const ng_model_kind kind = c->ex->model->kind;
   s->direct = be->iface->host_memory && !c->ex->model->layers[j->layer].ag.self_loop &&
-              (kind == NG_MODEL_SAGE || kind == NG_MODEL_GCN);
+              (kind == NG_MODEL_SAGE || kind == NG_MODEL_GCN) && !j->input16;
   if (s->direct)
     return produce_direct(j, s);
   const int64_t hot = c->store && j->layer == 0 ? c->store->hot : 0;
@@ -295,7 +298,7 @@ static ng_status produce(layer_job *j, slot *s) {
       s->n_hot += nid[i] < hot;
     s->n_cold = ns - s->n_hot;
   }
-  const bool zcopy = s->split && c->store->host_dev != NULL;
+  const bool zcopy = s->split && ng__store_zcopy(c->store);
   /* The rows the host gathers: every source row, or only the cold ones (none with zero-copy). */
   const int64_t host_rows = zcopy ? 0 : s->n_cold;
   const size_t row_bytes = (size_t)dim * sizeof(float);
@@ -350,6 +353,7 @@ static ng_status produce(layer_job *j, slot *s) {
   }
   if (host_rows > 0) {
     const float *table = j->input;
+    const uint16_t *table16 = j->input16;
     const node_set *src_set = j->src_set;
     const bool split = s->split;
     /* The gathered rows' sources: every source row, or the cold ones in order. */
@@ -359,7 +363,11 @@ static ng_status produce(layer_job *j, slot *s) {
     for (int64_t i = 0; i < host_rows; i++) {
       const int64_t v = nid[split ? cold_pos[i] : i];
       const int64_t r = src_set ? set_pos(src_set, v) : v;
-      memcpy(rows + i * dim, table + r * dim, row_bytes);
+      if (table16) /* bf16 rows are converted where they are read, as in training */
+        for (int64_t k = 0; k < dim; k++)
+          rows[i * dim + k] = ng_bf16_to_f32(table16[r * dim + k]);
+      else
+        memcpy(rows + i * dim, table + r * dim, row_bytes);
     }
     if (j->in_buf)
       buf_trim(j->in_buf, &j->in_buf->read_since, (size_t)host_rows * row_bytes, c->host_bytes);
@@ -419,11 +427,20 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   } else {
     const ng_store *store = j->c->store;
     NG_CHECK(ng__bk_reserve(be, &d->x, &d->x_cap, x_bytes));
-    if (s->n_hot > 0) /* hot rows straight from the device's hot tier: never uploaded again */
+    if (s->n_hot > 0 && store->cache16) /* a bf16 hot tier, converted as it is read */
+      NG_CHECK(be->iface->scatter_rows_bf16(be, d->x, (const int32_t *)(p + s->off_hot_pos),
+                                            store->cache16, (const int64_t *)(p + s->off_hot_ids),
+                                            s->n_hot, dim, 0.0f, 0));
+    else if (s->n_hot > 0) /* hot rows straight from the device's hot tier: never uploaded again */
       NG_CHECK(be->iface->scatter_rows(be, d->x, (const int32_t *)(p + s->off_hot_pos),
                                        store->cache, (const int64_t *)(p + s->off_hot_ids),
                                        s->n_hot, dim, 0.0f, 0));
-    if (s->n_cold > 0) {
+    if (s->n_cold > 0 && store->host_dev16) {
+      NG_CHECK(be->iface->scatter_rows_bf16(be, d->x, (const int32_t *)(p + s->off_cold_pos),
+                                            store->host_dev16,
+                                            (const int64_t *)(p + s->off_cold_ids), s->n_cold, dim,
+                                            0.0f, 0));
+    } else if (s->n_cold > 0) {
       const float *table = store->host_dev; /* zero-copy: the device reads the host table */
       if (!table) {                         /* batched: the host gathered them, one copy */
         NG_CHECK(ng__bk_reserve(be, &d->rows, &d->rows_cap, (size_t)s->n_cold * row_bytes));
@@ -632,6 +649,7 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
         .dst_set = &sets[l],
         .src_set = l > 0 ? &sets[l - 1] : NULL,
         .input = l > 0 ? src_buf->ptr : c->features,
+        .input16 = l > 0 ? NULL : c->features_bf16,
         .in_dim = L->in_dim,
         .in_buf = src_buf,
         .host_threads = be->iface->host_memory ? 1 : c->threads,

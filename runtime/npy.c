@@ -19,7 +19,7 @@ static const struct {
     [NG_DTYPE_F32] = {"f4", "float32", 4}, [NG_DTYPE_F64] = {"f8", "float64", 8},
     [NG_DTYPE_I32] = {"i4", "int32", 4},   [NG_DTYPE_I64] = {"i8", "int64", 8},
     [NG_DTYPE_U8] = {"u1", "uint8", 1},    [NG_DTYPE_I8] = {"i1", "int8", 1},
-    [NG_DTYPE_BOOL] = {"b1", "bool", 1},
+    [NG_DTYPE_BOOL] = {"b1", "bool", 1},   [NG_DTYPE_U16] = {"u2", "uint16", 2},
 };
 
 size_t ng__dtype_size(ng_dtype dtype) {
@@ -34,7 +34,7 @@ const char *ng__dtype_descr(ng_dtype dtype) {
   static const char *const full[NG_DTYPE_COUNT_] = {
       [NG_DTYPE_F32] = "<f4",  [NG_DTYPE_F64] = "<f8", [NG_DTYPE_I32] = "<i4",
       [NG_DTYPE_I64] = "<i8",  [NG_DTYPE_U8] = "|u1",  [NG_DTYPE_I8] = "|i1",
-      [NG_DTYPE_BOOL] = "|b1",
+      [NG_DTYPE_BOOL] = "|b1", [NG_DTYPE_U16] = "<u2",
   };
   return (unsigned)dtype < NG_DTYPE_COUNT_ ? full[dtype] : "?";
 }

@@ -14,6 +14,7 @@ typedef enum {
   NG_DTYPE_U8,
   NG_DTYPE_I8,
   NG_DTYPE_BOOL,
+  NG_DTYPE_U16, ///< bf16 feature tables (features.bf16.npy) are stored as uint16
   NG_DTYPE_COUNT_
 } ng_dtype;
 

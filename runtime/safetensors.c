@@ -30,13 +30,13 @@ static const char META_KEY[] = "__metadata__";
 static const char *const ST_DTYPE[NG_DTYPE_COUNT_] = {
     [NG_DTYPE_F32] = "F32",   [NG_DTYPE_F64] = "F64", [NG_DTYPE_I32] = "I32",
     [NG_DTYPE_I64] = "I64",   [NG_DTYPE_U8] = "U8",   [NG_DTYPE_I8] = "I8",
-    [NG_DTYPE_BOOL] = "BOOL",
+    [NG_DTYPE_BOOL] = "BOOL", [NG_DTYPE_U16] = "U16",
 };
 
 /* safetensors dtypes this library does not compute with, named so that the error says
  * "unsupported" rather than "unknown". */
 static const char *const ST_OTHER_DTYPES[] = {"F16", "BF16", "F8_E4M3", "F8_E5M2", "I16",
-                                              "U16", "U32",  "U64",     "C64"};
+                                              "U32",  "U64",     "C64"};
 
 #define ST_DTYPE_LIST "F32, F64, I32, I64, U8, I8 and BOOL"
 

@@ -1,6 +1,7 @@
 /* The trainer: epochs of sampled mini-batches, full-neighbour evaluation and checkpoints. */
 #include "checkpoint_impl.h"
 #include "dataset_impl.h"
+#include "features_bf16_impl.h"
 #include "model_impl.h"
 #include "ng_cpu.h"
 #include "safetensors_impl.h"
@@ -47,6 +48,7 @@ struct ng_trainer {
   ng_sample_arena *arena;
   const float *features; /* the dataset's mapping, or features_owned (normalised or copied) */
   float *features_owned;
+  ng_bf16_table bf16; /* NG_PRECISION_BF16: the table every path reads (bf16.rows) */
   /* [2][train]: the orders of two consecutive epochs, epoch e's in perm[e % 2] (perm_epoch[]
    * says which epoch each holds, -1: none), so that the runtime's workers can go on with the
    * next epoch's while the caller is between epochs. */
@@ -315,8 +317,9 @@ static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model
   if (!(o.sampler_memory_share > 0.0 && o.sampler_memory_share <= 1.0))
     return ng__err(NG_ERR_INVALID_ARG, "sampler_memory_share %g is not in (0, 1]",
                    o.sampler_memory_share);
-  if ((unsigned)o.precision > NG_PRECISION_TF32)
-    return ng__err(NG_ERR_INVALID_ARG, "unknown precision %d (fp32 or tf32)", (int)o.precision);
+  if ((unsigned)o.precision > NG_PRECISION_BF16)
+    return ng__err(NG_ERR_INVALID_ARG, "unknown precision %d (fp32, tf32 or bf16)",
+                   (int)o.precision);
   return NG_OK;
 }
 
@@ -326,7 +329,7 @@ static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
   const ng_train_opts o = *opts;
   const ng_dataset_info *info = &t->ds->info;
   NG_CHECK(make_backend(&t->be, &o));
-  if (o.precision != NG_PRECISION_FP32) {
+  if (o.precision == NG_PRECISION_TF32) { /* bf16 is feature storage: fp32 products */
     if (!t->be->iface->set_precision)
       return ng__err(NG_ERR_UNSUPPORTED, "precision tf32: the %s backend computes in fp32 only",
                      t->be->iface->name);
@@ -407,10 +410,12 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
     if (t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC)
       t->mode = transfer == NG_FETCH_ZCOPY ? NG_MODE_ZEROCOPY : NG_MODE_BASELINE;
   }
+  const bool bf16 = o.precision == NG_PRECISION_BF16;
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
   int64_t hot = info->nodes; /* mode cpu: the CPU backend reads every row where it is */
   if (t->mode != NG_MODE_CPU)
-    NG_CHECK(ng__store_hot_rows(&hot, t->be, info->nodes, info->feature_dim, o.cache_bytes,
-                                o.cache_ratio));
+    NG_CHECK(ng__store_hot_rows_elem(&hot, t->be, info->nodes, info->feature_dim, elem,
+                                     o.cache_bytes, o.cache_ratio));
   /* The table the host reads: the dataset's mapping, or a copy in huge pages. */
   const size_t table_bytes =
       (size_t)info->nodes * (size_t)info->feature_dim * sizeof(float); /* checked by the dataset */
@@ -419,7 +424,17 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
   /* AUTO reads the mapping in place: a copy would hold the table twice for a while and once
    * more in anonymous memory, against the bound of docs/memory.md (issue 20). COPY is the
    * user's choice (faster random reads in huge pages). */
-  if (!t->features_owned && o.features_memory == NG_FEATURES_COPY && host_reads) {
+  if (bf16) {
+    /* The bf16 table replaces the fp32 one on every path; COPY's huge-page copy is then the bf16
+     * table's own (in anonymous memory). */
+    const double t0 = ng__now();
+    ng_progress prog;
+    ng__progress_init(&prog, o.progress, o.progress_ctx);
+    NG_CHECK(ng__bf16_table_open(&t->bf16, ds, t->features,
+                                 o.features_memory == NG_FEATURES_COPY && host_reads,
+                                 omp_threads(&o), &prog));
+    t->startup.features_copy_s = ng__now() - t0;
+  } else if (!t->features_owned && o.features_memory == NG_FEATURES_COPY && host_reads) {
     const double t0 = ng__now();
     NG_CHECK(copy_features(&t->features_owned, ds->features, table_bytes, omp_threads(&o),
                            features_mapped(ds)));
@@ -429,13 +444,19 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
   const bool zcopy = t->mode == NG_MODE_ZEROCOPY ||
                      ((t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC) &&
                       transfer == NG_FETCH_ZCOPY);
-  NG_CHECK(ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
-                          zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL));
+  if (bf16)
+    NG_CHECK(ng__store_open_bf16(&t->store, t->be, t->bf16.rows, info->nodes, info->feature_dim,
+                                 hot, zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH,
+                                 t->bf16.owned == NULL));
+  else
+    NG_CHECK(ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
+                            zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL));
   t->store.prof = &t->prof;
   t->fetch = (ng_fetch_cfg){
       .mode = NG_FETCH_BATCH, /* per worker, by its group */
       .hot = hot,
       .features = t->features,
+      .features_bf16 = bf16 ? t->bf16.rows : NULL,
       .nodes = info->nodes,
       .dim = info->feature_dim,
       .ag = *ng__model_input_aggr(model),
@@ -447,8 +468,8 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
        * zero-copy anyway and rows are long enough for zero-copy to run at the link's rate (2 KB,
        * ../shared/device/limits.md): each self row then crosses host DRAM once instead of
        * three times (read, written into the package, read by the DMA engine). */
-      .self_zcopy = t->store.host_dev != NULL &&
-                    info->feature_dim * (int64_t)sizeof(float) >= SELF_ZCOPY_MIN_ROW_BYTES,
+      .self_zcopy = ng__store_zcopy(&t->store) &&
+                    info->feature_dim * (int64_t)elem >= SELF_ZCOPY_MIN_ROW_BYTES,
   };
   return NG_OK;
 }
@@ -530,6 +551,8 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   const ng_dataset_info *info = &ds->info;
   const double nodes = (double)info->nodes, dim = (double)info->feature_dim;
   const double avg_deg = info->nodes ? (double)info->edges / nodes : 0.0;
+  /* Bytes a feature value takes in the hot tier and the host's table. */
+  const double elem = o.precision == NG_PRECISION_BF16 ? 2.0 : 4.0;
   ng_memory_estimate e = NG_MEMORY_ESTIMATE_INIT;
   const bool cuda = o.device && strcmp(o.device, "cuda") == 0;
   /* The hot tier: every row on the CPU backend (its memory is the host's). */
@@ -546,10 +569,10 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
     }
     ng_status st = NG_OK;
     if (be && cuda)
-      st = ng__store_hot_rows(&hot, be, info->nodes, info->feature_dim, o.cache_bytes,
-                              o.cache_ratio);
+      st = ng__store_hot_rows_elem(&hot, be, info->nodes, info->feature_dim, (size_t)elem,
+                                   o.cache_bytes, o.cache_ratio);
     else if (o.cache_bytes > 0)
-      hot = NG_MIN(info->nodes, o.cache_bytes / (int64_t)NG_MAX(dim * 4.0, 4.0));
+      hot = NG_MIN(info->nodes, o.cache_bytes / (int64_t)NG_MAX(dim * elem, elem));
     else
       hot = NG_MIN(info->nodes, (int64_t)(o.cache_ratio * nodes));
     if (own)
@@ -559,7 +582,12 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   e.hot_rows = hot;
   const double table = nodes * dim * 4.0;
   const bool owned = o.normalize == NG_NORMALIZE_ROW || o.features_memory == NG_FEATURES_COPY;
-  e.features = mem_mul(owned ? 2.0 : 1.0, table);
+  if (o.precision == NG_PRECISION_BF16)
+    /* The bf16 table (half the fp32 one: the mapped features.bf16.npy, or anonymous memory),
+     * after the fp32 mapping it is converted from (read once) and a normalised fp32 copy. */
+    e.features = mem_mul(o.normalize == NG_NORMALIZE_ROW ? 2.5 : owned ? 1.5 : 0.5, table);
+  else
+    e.features = mem_mul(owned ? 2.0 : 1.0, table);
   e.topology = mem_mul(nodes + 1, 8) + mem_mul((double)info->edges, info->index_bytes) +
                mem_mul(nodes, info->classes ? 4 : 0) +
                mem_mul((double)(info->train + info->val + info->test), 8);
@@ -623,7 +651,7 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   e.allowance = MEM_ALLOWANCE;
   e.host_total = e.features + e.topology + e.staging + e.inference + e.allowance;
   if (cuda)
-    e.device = mem_mul((double)hot, dim * 4.0) + mem_mul((double)m->n_params, 16.0) +
+    e.device = mem_mul((double)hot, dim * elem) + mem_mul((double)m->n_params, 16.0) +
                mem_mul(o.lookahead + 1 + 4, (double)e.package_bytes);
   e.available = (int64_t)mem_available();
   const size_t size = out->size;
@@ -753,6 +781,7 @@ void ng_trainer_destroy(ng_trainer_t t) {
     if (t->dev_sampler)
       t->be->iface->sampler_destroy(t->be, t->dev_sampler);
     ng__store_close(&t->store);
+    ng__bf16_table_close(&t->bf16);
     ng__exec_destroy(&t->ex);
     ng__backend_destroy(t->be);
   }
@@ -1017,6 +1046,7 @@ static ng_infer_ctx infer_ctx(ng_trainer_t t, const ng_infer_opts *io) {
       .ex = &t->ex,
       .graph = &t->ds->csr,
       .features = t->features,
+      .features_bf16 = t->bf16.rows,
       .store = &t->store,
       .threads = omp_threads(&t->opts),
       .chunk = io && io->chunk > 0 ? io->chunk : t->opts.eval_chunk,

@@ -22,7 +22,12 @@
 
 ng_status ng__store_hot_rows(int64_t *hot, ng_backend *be, int64_t nodes, int64_t dim,
                              int64_t cache_bytes, double cache_ratio) {
-  const int64_t row = NG_MAX(dim, (int64_t)1) * (int64_t)sizeof(float);
+  return ng__store_hot_rows_elem(hot, be, nodes, dim, sizeof(float), cache_bytes, cache_ratio);
+}
+
+ng_status ng__store_hot_rows_elem(int64_t *hot, ng_backend *be, int64_t nodes, int64_t dim,
+                                  size_t elem_bytes, int64_t cache_bytes, double cache_ratio) {
+  const int64_t row = NG_MAX(dim, (int64_t)1) * (int64_t)elem_bytes;
   int64_t h;
   if (cache_bytes < 0)
     return ng__err(NG_ERR_INVALID_ARG, "cache size %lld bytes is negative", (long long)cache_bytes);
@@ -105,33 +110,37 @@ static void populate(uintptr_t begin, uintptr_t end, int threads) {
   }
 }
 
-ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, int64_t nodes,
-                         int64_t dim, int64_t hot, ng_fetch mode, bool read_only) {
+/* Opens the store over a table of `elem`-byte values (fp32 or bf16): the hot rows' copy and the
+ * zero-copy view are returned through *cache and *host_dev. */
+static ng_status open_table(ng_store *st, ng_backend *be, const void *features, size_t elem,
+                            int64_t nodes, int64_t dim, int64_t hot, ng_fetch mode,
+                            bool read_only, const void **cache, const void **host_dev) {
   memset(st, 0, sizeof *st);
   st->be = be;
   st->nodes = nodes;
   st->dim = dim;
   st->hot = hot;
   st->mode = mode;
-  st->host = features;
   ng_status s = NG_OK;
-  const size_t row = (size_t)dim * sizeof(float);
+  const size_t row = (size_t)dim * elem;
+  const char *table = features;
+  *cache = *host_dev = NULL;
   if (be->iface->host_memory) {
-    st->cache = features;
+    *cache = features;
   } else if (hot > 0) {
     const double t0 = ng__now();
     NG_CHECK_GOTO(s, BE(st)->alloc(be, (void **)&st->cache_owned, (size_t)hot * row), fail);
     NG_CHECK_GOTO(
         s, upload(be, st->cache_owned, features, (size_t)hot * row, omp_get_max_threads()), fail);
-    st->cache = st->cache_owned;
+    *cache = st->cache_owned;
     st->upload_s = ng__now() - t0;
   }
   if (mode == NG_FETCH_ZCOPY && hot < nodes) {
     /* Only the cold rows are read across PCIe: register them, from their first page on. */
     const double t0 = ng__now();
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t begin = (uintptr_t)(features + hot * dim) & ~(page - 1);
-    const uintptr_t end = (uintptr_t)(features + nodes * dim);
+    const uintptr_t begin = (uintptr_t)(table + (size_t)hot * row) & ~(page - 1);
+    const uintptr_t end = (uintptr_t)(table + (size_t)nodes * row);
     populate(begin, end, omp_get_max_threads());
     NG_CHECK_GOTO(s, BE(st)->host_register(be, (void *)begin, end - begin, read_only), fail);
     st->register_s = ng__now() - t0;
@@ -140,7 +149,7 @@ ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, in
     NG_CHECK_GOTO(s, BE(st)->host_view(be, (const void *)begin, &view), fail);
     /* The kernels index the table by global id: the view of row 0, which may lie before the
      * registered range, is only ever offset to rows inside it. */
-    st->host_dev = (const float *)((const char *)view - (begin - (uintptr_t)features));
+    *host_dev = (const char *)view - (begin - (uintptr_t)features);
   }
   return NG_OK;
 fail:
@@ -148,6 +157,53 @@ fail:
                  (long long)nodes, (long long)row);
   ng__store_close(st);
   return s;
+}
+
+ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, int64_t nodes,
+                         int64_t dim, int64_t hot, ng_fetch mode, bool read_only) {
+  const void *cache = NULL, *host_dev = NULL;
+  NG_CHECK(open_table(st, be, features, sizeof(float), nodes, dim, hot, mode, read_only, &cache,
+                      &host_dev));
+  st->host = features;
+  st->cache = cache;
+  st->host_dev = host_dev;
+  return NG_OK;
+}
+
+ng_status ng__store_open_bf16(ng_store *st, ng_backend *be, const uint16_t *features, int64_t nodes,
+                              int64_t dim, int64_t hot, ng_fetch mode, bool read_only) {
+  if (!be->iface->aggr_partial_bf16 || !be->iface->scatter_rows_bf16) {
+    memset(st, 0, sizeof *st);
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "precision bf16: the %s backend cannot read bf16 feature tables; use "
+                   "--precision fp32",
+                   be->iface->name);
+  }
+  const void *cache = NULL, *host_dev = NULL;
+  NG_CHECK(open_table(st, be, features, sizeof(uint16_t), nodes, dim, hot, mode, read_only, &cache,
+                      &host_dev));
+  st->bf16 = true;
+  st->host16 = features;
+  st->cache16 = cache;
+  st->host_dev16 = host_dev;
+  return NG_OK;
+}
+
+/* A scatter_rows from one of the store's tables: `f32` or, in a bf16 store, `b16`. */
+static ng_status scatter_tbl(ng_store *st, float *dst, const int32_t *pos, const float *f32,
+                             const uint16_t *b16, const int64_t *ids, int64_t n, float drop_p,
+                             uint64_t drop_key) {
+  if (b16)
+    return BE(st)->scatter_rows_bf16(st->be, dst, pos, b16, ids, n, st->dim, drop_p, drop_key);
+  return BE(st)->scatter_rows(st->be, dst, pos, f32, ids, n, st->dim, drop_p, drop_key);
+}
+
+/* An aggr_partial over one of the store's tables: `f32` or, in a bf16 store, `b16`. */
+static ng_status partial_tbl(ng_store *st, const ng_aggr *ag, const ng_block *blk, const float *f32,
+                             const uint16_t *b16, ng_pstate *state) {
+  if (b16)
+    return BE(st)->aggr_partial_bf16(st->be, ag, blk, b16, state);
+  return BE(st)->aggr_partial(st->be, ag, blk, f32, state);
 }
 
 static size_t align64(size_t x) {
@@ -231,7 +287,7 @@ static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg
                            uint64_t drop_key, int k, host_parts *out) {
   ng_backend *be = st->be;
   const int64_t dim = st->dim;
-  if (!st->host_dev && dp->n_staged > 0) /* with every row hot there is nothing to read */
+  if (!ng__store_zcopy(st) && dp->n_staged > 0) /* with every row hot there is nothing to read */
     return ng__err(NG_ERR_STATE,
                    "store: a package the device reads by zero-copy, but the store was opened "
                    "for %s",
@@ -241,16 +297,19 @@ static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg
   host_parts z = parts_layout(st->pre[k].buf, dp, dim);
   *out = z;
   const int64_t n_self = dp->n_self_cold;
+  /* A bf16 store's rows are converted as they are read: the device's copies are fp32. */
+  const float *hd = st->host_dev;
+  const uint16_t *hd16 = st->host_dev16;
   if (dp->mode == NG_FETCH_ZCOPY) {
-    NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids, dp->n_staged,
-                                  dim, drop_p, drop_key));
+    NG_CHECK(scatter_tbl(st, z.staged, NULL, hd, hd16, dp->staged_ids, dp->n_staged, drop_p,
+                         drop_key));
     NG_CHECK(BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, z.staged, dp->self_cold_ids,
                                   n_self, dim, 0.0f, 0));
   } else {
-    NG_CHECK(BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, st->host_dev, dp->staged_ids,
-                                  n_self, dim, drop_p, drop_key));
-    NG_CHECK(BE(st)->scatter_rows(be, z.staged, NULL, st->host_dev, dp->staged_ids + n_self,
-                                  staged_rows(dp), dim, drop_p, drop_key));
+    NG_CHECK(scatter_tbl(st, z.self_rows, dp->self_cold_pos, hd, hd16, dp->staged_ids, n_self,
+                         drop_p, drop_key));
+    NG_CHECK(scatter_tbl(st, z.staged, NULL, hd, hd16, dp->staged_ids + n_self, staged_rows(dp),
+                         drop_p, drop_key));
   }
   if (dp->device_cold.nnz > 0)
     NG_CHECK(BE(st)->aggr_partial(be, bare, &dp->device_cold, z.staged, &z.cold));
@@ -317,7 +376,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   const double fb = (double)sizeof(float), row_b = fb * (double)dim, ib = sizeof(int32_t);
   NG_PROF_OP(pf, "input hot aggr", 0, dp.hot.nnz * dim,
              (double)(dp.hot.nnz + nd) * row_b + (double)(dp.hot.nnz + 2 * nd) * ib,
-             BE(st)->aggr_partial(be, &dropped, &dp.hot, st->cache, &hot));
+             partial_tbl(st, &dropped, &dp.hot, st->cache, st->cache16, &hot));
   const int32_t m = dp.n_host_dst;
   if (dp.cold.nnz > dp.device_cold.nnz) {
     ng_pstate h = state_rows(&hot, 0, m);
@@ -328,18 +387,18 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
     if (dp.mode == NG_FETCH_BATCH)
       NG_PROF_OP(pf, "input staged aggr", 0, dp.device_cold.nnz * dim,
                  (double)(dp.device_cold.nnz + nd - m) * row_b,
-                 BE(st)->aggr_partial(be, &bare, &dp.device_cold, dp.staged, &cold));
+                 partial_tbl(st, &bare, &dp.device_cold, dp.staged, dp.staged16, &cold));
     ng_pstate h = state_rows(&hot, m, nd - m);
     NG_PROF_OP(pf, "input merge", 0, (double)(nd - m) * dim, 3.0 * (nd - m) * row_b,
                BE(st)->pstate_merge(be, &bare, &h, &cold));
   }
   NG_PROF_OP(pf, "input self rows", 0, 0, 2.0 * dp.n_self_hot * row_b,
-             BE(st)->scatter_rows(be, self_rows, dp.self_hot_pos, st->cache, dp.self_hot_ids,
-                                  dp.n_self_hot, dim, drop_p, drop_key));
+             scatter_tbl(st, self_rows, dp.self_hot_pos, st->cache, st->cache16, dp.self_hot_ids,
+                         dp.n_self_hot, drop_p, drop_key));
   if (!from_host) /* staged rows were dropped on the host */
     NG_PROF_OP(pf, "input self rows", 0, 0, 2.0 * dp.n_self_cold * row_b,
-               BE(st)->scatter_rows(be, self_rows, dp.self_cold_pos, dp.staged, dp.self_cold_ids,
-                                    dp.n_self_cold, dim, 0.0f, 0));
+               scatter_tbl(st, self_rows, dp.self_cold_pos, dp.staged, dp.staged16,
+                           dp.self_cold_ids, dp.n_self_cold, 0.0f, 0));
   NG_PROF_OP(pf, "input finalize", 0, (double)nd * dim, 2.0 * nd * row_b,
              BE(st)->pstate_finalize(be, &bare, &hot, out));
   if (ag->self_loop)

@@ -22,6 +22,12 @@ typedef struct {
   const float *host_dev; ///< the kernels' view of the host table (ZCOPY), else NULL
   const float *cache;    ///< the kernels' view of the hot rows [hot, dim]
   float *cache_owned;    ///< backend memory of the hot rows, when the backend has its own
+  /// NG_PRECISION_BF16 (ng__store_open_bf16): the tables hold bf16 values (core/bf16.h), in
+  /// host16, host_dev16 and cache16, and host, host_dev and cache are NULL. Every read of them
+  /// converts to fp32 (the backends' *_bf16 ops), so the results are the fp32 store's on the
+  /// converted table.
+  bool bf16;
+  const uint16_t *host16, *host_dev16, *cache16;
   void *registered;      ///< page-aligned start of the registered cold rows, or NULL
   /* Per-iteration buffers, grown to the largest mini-batch and reused. */
   void *work; ///< hot state, cold state, aggregation and self rows
@@ -46,12 +52,24 @@ typedef struct {
 /// backend's free memory, or all rows on a host-memory backend. Clamped to [0, nodes].
 ng_status ng__store_hot_rows(int64_t *hot, ng_backend *be, int64_t nodes, int64_t dim,
                              int64_t cache_bytes, double cache_ratio);
+/// The same for rows of `elem_bytes`-byte values (2 for bf16 tables: twice the rows fit).
+ng_status ng__store_hot_rows_elem(int64_t *hot, ng_backend *be, int64_t nodes, int64_t dim,
+                                  size_t elem_bytes, int64_t cache_bytes, double cache_ratio);
 
 /// Opens the store: copies rows [0, hot) into backend memory (unless the backend's memory is
 /// the host's) and, for ZCOPY, registers the cold rows (`read_only` when `features` is a
 /// read-only mapping).
 ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, int64_t nodes,
                          int64_t dim, int64_t hot, ng_fetch mode, bool read_only);
+/// ng__store_open over a bf16 table (NG_PRECISION_BF16): the hot rows go to the device as bf16
+/// (half the bytes a row) and ZCOPY registers the bf16 cold rows. The backend needs the *_bf16
+/// ops (NG_ERR_UNSUPPORTED otherwise).
+ng_status ng__store_open_bf16(ng_store *st, ng_backend *be, const uint16_t *features, int64_t nodes,
+                              int64_t dim, int64_t hot, ng_fetch mode, bool read_only);
+/// Whether the device reads the store's host table by zero-copy (a host_dev view, fp32 or bf16).
+static inline bool ng__store_zcopy(const ng_store *st) {
+  return st->host_dev != NULL || st->host_dev16 != NULL;
+}
 void ng__store_close(ng_store *st);
 
 /// Queues, behind the copy of package slot `slot` (0 <= slot < NG_STORE_SLOTS) on the copy

@@ -75,7 +75,8 @@ bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fe
   o.cache_ratio = r->cache_ratio;
   o.device_share = r->device_share;
   o.ready_window = r->ready_window;
-  o.normalize = NG_NORMALIZE_ROW;
+  o.normalize = r->raw_features ? NG_NORMALIZE_NONE : NG_NORMALIZE_ROW;
+  o.precision = r->precision;
   ng_trainer_t t = NULL;
   bool ok = ng_trainer_create(&t, ds, m, &o) == NG_OK;
   if (!ok)

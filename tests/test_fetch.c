@@ -9,7 +9,9 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static ng_dataset_t cora;
 
@@ -192,6 +194,117 @@ static void test_tier_sizes(void) {
   free(all_hot.checkpoint);
   free(all_cold.checkpoint);
   free(part.checkpoint);
+}
+
+/* bf16 feature storage (NG_PRECISION_BF16), which every row read converts to fp32 exactly:
+ * within bf16 every mode, worker count and thread count gives the same bits (each aggregator,
+ * with and without input dropout: rows staged as bf16, or converted and dropped on the host);
+ * the row-normalised features are not bf16 values, so bf16 and fp32 differ; and the host reads
+ * half the bytes of fp32's for the same rows. */
+static void test_bf16_modes_bit_identical(void) {
+  for (size_t m = 0; m < NG_ARRAY_LEN(MODELS); m++) {
+    ng_test_fetch_result ref, r, f32;
+    ng_test_fetch_run run = run_of(&MODELS[m], &MODES[0], 0.3);
+    if (!ng_test_fetch_train(cora, &run, &f32))
+      continue;
+    run.precision = NG_PRECISION_BF16;
+    if (!ng_test_fetch_train(cora, &run, &ref)) {
+      free(f32.checkpoint);
+      continue;
+    }
+    EXPECT_TRUE(isfinite(ref.loss[1]) && ref.loss[1] > 0.0);
+    EXPECT_TRUE(ref.checkpoint_len != f32.checkpoint_len ||
+                memcmp(ref.checkpoint, f32.checkpoint, ref.checkpoint_len) != 0);
+    EXPECT_EQ_I(ref.fetch.cold_rows, f32.fetch.cold_rows);
+    EXPECT_EQ_I(2 * ref.fetch.cpu_cold_bytes, f32.fetch.cpu_cold_bytes);
+    for (size_t k = 1; k < NG_ARRAY_LEN(MODES); k++) {
+      run = run_of(&MODELS[m], &MODES[k], 0.3);
+      run.precision = NG_PRECISION_BF16;
+      if (!ng_test_fetch_train(cora, &run, &r))
+        continue;
+      char what[224];
+      describe(what, sizeof what, &MODELS[m], &MODES[k]);
+      strncat(what, ", bf16", sizeof what - strlen(what) - 1);
+      EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+      EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
+      if (MODES[k].mode == NG_MODE_ZEROCOPY) /* each unique cold row once, 2 bytes a value */
+        EXPECT_TRUE(r.fetch.zcopy_bytes > 0 && r.fetch.zcopy_bytes % (2 * 1433) == 0);
+      if (MODES[k].mode == NG_MODE_PARTIAL)
+        EXPECT_EQ_I(r.fetch.cpu_cold_bytes, ref.fetch.cpu_cold_bytes);
+      free(r.checkpoint);
+    }
+    free(ref.checkpoint);
+    free(f32.checkpoint);
+  }
+}
+
+/* bf16 over the extreme tiers and the cpu mode (every row read in place by the CPU backend):
+ * one reduction in edge order each, so the same bits, as in fp32 (test_tier_sizes). */
+static void test_bf16_tiers(void) {
+  const model_case *mc = &MODELS[0];
+  const mode_case cases[] = {
+      {NG_MODE_BASELINE, NG_FETCH_AUTO, 2, -1, 1, 0, 0, 0, 0},
+      {NG_MODE_PARTIAL, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
+      {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0, 0},
+      {NG_MODE_CPU, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
+  };
+  const double ratio[] = {1.0, 0.0, 0.0, -1.0};
+  ng_test_fetch_result ref, r;
+  ng_test_fetch_run run = run_of(mc, &cases[0], ratio[0]);
+  run.precision = NG_PRECISION_BF16;
+  if (!ng_test_fetch_train(cora, &run, &ref))
+    return;
+  for (size_t k = 1; k < NG_ARRAY_LEN(cases); k++) {
+    run = run_of(mc, &cases[k], ratio[k]);
+    run.precision = NG_PRECISION_BF16;
+    if (!ng_test_fetch_train(cora, &run, &r))
+      continue;
+    char what[224];
+    describe(what, sizeof what, mc, &cases[k]);
+    strncat(what, ", bf16, extreme tiers", sizeof what - strlen(what) - 1);
+    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+    free(r.checkpoint);
+  }
+  free(ref.checkpoint);
+}
+
+/* Without normalisation the bf16 table is features.bf16.npy, written beside features.npy on
+ * first use and mapped afterwards. Cora's features are 0 and 1, which bf16 holds exactly, so
+ * bf16 then gives fp32's bits, in every mode. */
+static void test_bf16_file(void) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/features.bf16.npy", ng_test_path("cora"));
+  remove(path);
+  const mode_case cases[] = {
+      {NG_MODE_PARTIAL, NG_FETCH_AUTO, 2, -1, 1, 0, 0, 0, 0},
+      {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0, 0},
+      {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
+  };
+  ng_test_fetch_result ref, r;
+  ng_test_fetch_run run = run_of(&MODELS[0], &cases[0], 0.3);
+  run.raw_features = true;
+  if (!ng_test_fetch_train(cora, &run, &ref))
+    return;
+  for (size_t k = 0; k < NG_ARRAY_LEN(cases); k++) {
+    run = run_of(&MODELS[0], &cases[k], 0.3);
+    run.raw_features = true;
+    run.precision = NG_PRECISION_BF16;
+    if (!ng_test_fetch_train(cora, &run, &r))
+      continue;
+    FILE *f = fopen(path, "rb");
+    EXPECT_TRUE(f != NULL);
+    if (f) {
+      fseek(f, 0, SEEK_END);
+      EXPECT_TRUE(ftell(f) >= 2708L * 1433L * 2L && ftell(f) < 2708L * 1433L * 2L + 4096L);
+      fclose(f);
+    }
+    char what[224];
+    describe(what, sizeof what, &MODELS[0], &cases[k]);
+    strncat(what, ", bf16 from features.bf16.npy vs fp32", sizeof what - strlen(what) - 1);
+    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+    free(r.checkpoint);
+  }
+  free(ref.checkpoint);
 }
 
 /* GAT's input layer needs raw rows (ng__model_raw_input): every raw-row strategy (batched,
@@ -424,6 +537,9 @@ int main(void) {
   RUN_TEST(test_tier_sizes);
   RUN_TEST(test_modes_bit_identical);
   RUN_TEST(test_gat_raw_rows);
+  RUN_TEST(test_bf16_modes_bit_identical);
+  RUN_TEST(test_bf16_tiers);
+  RUN_TEST(test_bf16_file);
   ng_dataset_close(cora);
   return ng_test_summary();
 }

@@ -80,9 +80,10 @@ def parse_args(argv):
     ap.add_argument("--dataset", default="",
                     help="use this renumbered dataset instead of generating (one workload only)")
     ap.add_argument("--hidden", type=int, default=0, help="hidden width (default: the preset's)")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32"],
-                    help="the device's matrix products (`neargnn train --precision`): tf32 "
-                    "needs --device cuda; cpu-mode runs stay fp32 (default fp32)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"],
+                    help="`neargnn train --precision`: tf32 (tensor-core products) needs "
+                    "--device cuda and cpu-mode runs stay fp32; bf16 (feature storage) applies "
+                    "to every run (default fp32)")
     ap.add_argument("--lr", type=float, default=0.003, help="learning rate (default 0.003)")
     ap.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
     ap.add_argument("--transfer", default="", help="the TRANSFER group's way: batch, zcopy, auto")
@@ -293,8 +294,9 @@ def floor_probe(a, w, data, out):
 
 
 def precision_of(a, device):
-    """The --precision of a run on `device`: the harness's on cuda, fp32 on the CPU backend."""
-    return a.precision if device == "cuda" else "fp32"
+    """The --precision of a run on `device`: the harness's on cuda; on the CPU backend fp32,
+    except bf16 (feature storage, which the CPU backend has too)."""
+    return a.precision if device == "cuda" or a.precision == "bf16" else "fp32"
 
 
 def train_cmd(a, w, data, mode, workers, json_path, tel_path, cache_ratio=None):

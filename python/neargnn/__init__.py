@@ -40,7 +40,7 @@ _MODES = {"auto": 0, "cpu": 1, "baseline": 2, "zerocopy": 3, "partial": 4, "hybr
           "hybrid": 6}
 _FETCH = {"partial": 0, "batch": 1, "zcopy": 2, "auto": 3}
 _FEATURES_MEMORY = {"auto": 0, "mapped": 1, "copy": 2}
-_PRECISION = {"fp32": 0, "tf32": 1}
+_PRECISION = {"fp32": 0, "tf32": 1, "bf16": 2}
 _FORMATS = {"planetoid": 0, "snap": 1, "ogb": 2}
 _INT32, _INT64 = 0, 1
 
