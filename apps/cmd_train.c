@@ -412,14 +412,16 @@ static void report_op_profile(ng_trainer_t t, cJSON *root) {
 static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_info *info,
                         const char *command) {
   int64_t hot = ng_trainer_hot_rows(t);
+  const bool bf16 = c->precision == NG_PRECISION_BF16;
   fprintf(stderr,
           "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
           "%s memory; the host reads %s; %s sampler\n",
           command, ng_mode_name((ng_mode)c->mode), hot, info->nodes,
           info->nodes ? 100.0 * (double)hot / (double)info->nodes : 0.0,
-          (double)hot * (double)info->feature_dim * 4.0 / 1048576.0, c->device,
-          ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
-                                             : "the dataset's mapping of the features",
+          (double)hot * (double)info->feature_dim * (bf16 ? 2.0 : 4.0) / 1048576.0, c->device,
+          bf16                                 ? "the bf16 table (features.bf16.npy or in memory)"
+          : ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
+                                               : "the dataset's mapping of the features",
           ng_trainer_sampler(t));
   const ng_mode mode = (ng_mode)c->mode;
   if ((c->net.model == NG_MODEL_GAT || c->net.model == NG_MODEL_SAGE_POOL) && hot < info->nodes &&

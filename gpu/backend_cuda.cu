@@ -373,6 +373,8 @@ ng_backend_i make_iface() {
   t.pstate_merge = cuda_pstate_merge;
   t.pstate_finalize = cuda_pstate_finalize;
   t.scatter_rows = cuda_scatter_rows;
+  t.aggr_partial_bf16 = cuda_aggr_partial_bf16;
+  t.scatter_rows_bf16 = cuda_scatter_rows_bf16;
   t.add_self_loop = cuda_add_self_loop;
   t.gemm = cuda_gemm;
   t.add = cuda_add;

@@ -9,8 +9,31 @@ namespace ng_cuda {
  * their loads before any store, so that a row in registered host memory crosses PCIe as one
  * burst (zero-copy is bound by the rate of random requests, and chunks of one row fetched at
  * different times cost one request each) and device-memory rows keep T loads in flight. */
-template <int V, int T>
-__device__ inline void ld_chunks(float (&x)[T][V], const float *row, int64_t j0, int64_t span,
+/* bf16 rows (NG_PRECISION_BF16): V values loaded at once (8 bytes for V 4) and converted to
+ * fp32 exactly (the top half of each fp32's bits), so that the arithmetic after the load is the
+ * fp32 kernels' on the converted table. Little-endian: value 0 is the low half of a word. */
+template <int V> __device__ inline void ld(float *o, const uint16_t *p) {
+  if constexpr (V == 4) {
+    const uint2 t = *reinterpret_cast<const uint2 *>(p);
+    o[0] = __uint_as_float(t.x << 16);
+    o[1] = __uint_as_float(t.x & 0xffff0000u);
+    o[2] = __uint_as_float(t.y << 16);
+    o[3] = __uint_as_float(t.y & 0xffff0000u);
+  } else {
+    o[0] = __uint_as_float((uint32_t)*p << 16);
+  }
+}
+
+/* Whether a table's rows can be loaded V = 4 values at a time (16 bytes of fp32, 8 of bf16). */
+inline bool aligned_v4(const float *p) {
+  return aligned16(p);
+}
+inline bool aligned_v4(const uint16_t *p) {
+  return ((uintptr_t)p & 7) == 0;
+}
+
+template <int V, int T, typename S>
+__device__ inline void ld_chunks(float (&x)[T][V], const S *row, int64_t j0, int64_t span,
                                  int64_t dim) {
 #pragma unroll
   for (int k = 0; k < T; k++) {
@@ -96,8 +119,8 @@ __device__ inline void sum_edge(float (&acc)[T][V], float (&x)[T][V], const sum_
 /* SUM forward: one warp per destination and group of T chunks of 32 * V columns, neighbours in
  * edge order; two neighbours' rows are loaded before either is added (the additions keep their
  * order). */
-template <int V, int T>
-__global__ void k_aggr_sum(sum_flags f, in_drop dr, ng_block b, const float *__restrict__ src,
+template <int V, int T, typename S>
+__global__ void k_aggr_sum(sum_flags f, in_drop dr, ng_block b, const S *__restrict__ src,
                            int64_t dim, float *__restrict__ dst) {
   const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -152,8 +175,8 @@ __global__ void k_aggr_sum(sum_flags f, in_drop dr, ng_block b, const float *__r
 
 /* MAX/MIN forward: the first neighbour, then strictly better ones (ties and NaN keep the
  * earlier); empty rows give 0 and argbest -1. One warp per destination and group of T chunks. */
-template <int V, int T, bool IS_MAX>
-__global__ void k_aggr_best(in_drop dr, ng_block b, const float *__restrict__ src, int64_t dim,
+template <int V, int T, bool IS_MAX, typename S>
+__global__ void k_aggr_best(in_drop dr, ng_block b, const S *__restrict__ src, int64_t dim,
                             float *__restrict__ dst, int32_t *__restrict__ argbest) {
   const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -309,15 +332,15 @@ __global__ void k_aggr_best_bwd(ng_block b, const float *grad_dst, const int32_t
 
 /* One warp per row, as k_gather, writing row pos[i] with input dropout. A grid with fewer
  * warps than rows strides over them. */
-template <int V, int T>
+template <int V, int T, typename S>
 __global__ void k_scatter(float *__restrict__ dst, const int32_t *pos,
-                          const float *__restrict__ table, const int64_t *ids, int64_t n,
+                          const S *__restrict__ table, const int64_t *ids, int64_t n,
                           int64_t dim, in_drop dr) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < n; row += warps) {
     const int64_t r = ids[row];
-    const float *in = table + r * dim;
+    const S *in = table + r * dim;
     float *out = dst + (pos ? (int64_t)pos[row] : row) * dim;
     const int64_t span = 32 * V;
     for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
@@ -430,13 +453,14 @@ ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const
 /* ---- aggregation ---- */
 
 /* Launches the SUM or MAX/MIN forward over the block's destinations (no launch for empty work). */
+template <typename S>
 ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng_block *blk,
-                     const float *src, int64_t dim, float *dst, int32_t *argbest) {
+                     const S *src, int64_t dim, float *dst, int32_t *argbest) {
   if (blk->n_dst == 0 || dim == 0)
     return NG_OK;
   cudaStream_t s = ctx_of(be)->stream;
   const bool v4 =
-      dim % 4 == 0 && aligned16(src) && aligned16(dst) && (!argbest || aligned16(argbest));
+      dim % 4 == 0 && aligned_v4(src) && aligned16(dst) && (!argbest || aligned16(argbest));
   const int t = chunks_per_warp(dim, v4 ? 4 : 1);
   const dim3 grid = grid_rows_chunks(blk->n_dst, dim, v4 ? 4 : 1, t);
   const in_drop dr = {ag->drop_p > 0.0f, ag->drop_key, ng_dropout_threshold(ag->drop_p),
@@ -447,19 +471,19 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
     if (ag->reduce == NG_REDUCE_SUM) {
       const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
       if (v4)
-        k_aggr_sum<4, C><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
+        k_aggr_sum<4, C, S><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
       else
-        k_aggr_sum<1, C><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
+        k_aggr_sum<1, C, S><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
     } else if (ag->reduce == NG_REDUCE_MAX) {
       if (v4)
-        k_aggr_best<4, C, true><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+        k_aggr_best<4, C, true, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
       else
-        k_aggr_best<1, C, true><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+        k_aggr_best<1, C, true, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
     } else {
       if (v4)
-        k_aggr_best<4, C, false><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+        k_aggr_best<4, C, false, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
       else
-        k_aggr_best<1, C, false><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
+        k_aggr_best<1, C, false, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
     }
   });
   LAUNCH_CHECK(op);
@@ -499,18 +523,29 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
   return NG_OK;
 }
 
-ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
-                            const float *src, ng_pstate *state) {
+template <typename S>
+static ng_status aggr_partial_of(ng_backend *be, const char *op, const ng_aggr *ag,
+                                 const ng_block *blk, const S *src, ng_pstate *state) {
   const int64_t dim = state->dim;
-  NG_CHECK(use(be, "aggr_partial"));
+  NG_CHECK(use(be, op));
   k_degree<<<grid_1d(blk->n_dst), kThreads, 0, ctx_of(be)->stream>>>(*blk, state->count);
-  LAUNCH_CHECK("aggr_partial");
+  LAUNCH_CHECK(op);
   /* A partial state is the bare reduction: MEAN divides and the self loop is added only when
    * the merged state is finalized. */
   ng_aggr bare = *ag;
   bare.mean = false;
   bare.self_loop = false;
-  return launch_fwd(be, "aggr_partial", &bare, blk, src, dim, state->val, nullptr);
+  return launch_fwd(be, op, &bare, blk, src, dim, state->val, nullptr);
+}
+
+ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state) {
+  return aggr_partial_of(be, "aggr_partial", ag, blk, src, state);
+}
+
+ng_status cuda_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                 const uint16_t *src, ng_pstate *state) {
+  return aggr_partial_of(be, "aggr_partial_bf16", ag, blk, src, state);
 }
 
 ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
@@ -538,26 +573,41 @@ ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstat
   return NG_OK;
 }
 
-ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, const float *table,
-                            const int64_t *ids, int64_t n, int64_t dim, float drop_p,
-                            uint64_t drop_key) {
-  NG_CHECK(use(be, "scatter_rows"));
+template <typename S>
+static ng_status scatter_rows_of(ng_backend *be, const char *op, float *dst, const int32_t *pos,
+                                 const S *table, const int64_t *ids, int64_t n, int64_t dim,
+                                 float drop_p, uint64_t drop_key) {
+  NG_CHECK(use(be, op));
   cudaStream_t s = ctx_of(be)->stream;
   const in_drop dr = {drop_p > 0.0f, drop_key, ng_dropout_threshold(drop_p),
                       1.0f / (1.0f - drop_p)};
-  const int v = dim % 4 == 0 && aligned16(dst) && aligned16(table) ? 4 : 1;
+  const int v = dim % 4 == 0 && aligned16(dst) && aligned_v4(table) ? 4 : 1;
   const int t = chunks_per_warp(dim, v);
   dim3 grid = grid_rows_chunks(n, dim, v, t);
   if (ctx_of(be)->copy_ops_slot >= 0) /* behind a copy: leave the SMs to the training step */
     grid.x = NG_MIN(grid.x, copy_ops_blocks(dim, v, t, grid.y));
   with_chunks(t, [&](auto T) {
     if (v == 4)
-      k_scatter<4, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+      k_scatter<4, decltype(T)::value, S>
+          <<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
     else
-      k_scatter<1, decltype(T)::value><<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
+      k_scatter<1, decltype(T)::value, S>
+          <<<grid, kThreads, 0, s>>>(dst, pos, table, ids, n, dim, dr);
   });
-  LAUNCH_CHECK("scatter_rows");
+  LAUNCH_CHECK(op);
   return NG_OK;
+}
+
+ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, const float *table,
+                            const int64_t *ids, int64_t n, int64_t dim, float drop_p,
+                            uint64_t drop_key) {
+  return scatter_rows_of(be, "scatter_rows", dst, pos, table, ids, n, dim, drop_p, drop_key);
+}
+
+ng_status cuda_scatter_rows_bf16(ng_backend *be, float *dst, const int32_t *pos,
+                                 const uint16_t *table, const int64_t *ids, int64_t n, int64_t dim,
+                                 float drop_p, uint64_t drop_key) {
+  return scatter_rows_of(be, "scatter_rows_bf16", dst, pos, table, ids, n, dim, drop_p, drop_key);
 }
 
 ng_status cuda_add_self_loop(ng_backend *be, float *dst, const float *self_w, const float *rows,

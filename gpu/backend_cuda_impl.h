@@ -270,6 +270,13 @@ ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, cons
                             uint64_t drop_key);
 ng_status cuda_add_self_loop(ng_backend *be, float *dst, const float *self_w, const float *rows,
                              int64_t n, int64_t dim);
+/// The bf16-table twins of aggr_partial and scatter_rows (NG_PRECISION_BF16): the same kernels
+/// with rows loaded as bf16 and converted to fp32 as they are read.
+ng_status cuda_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                 const uint16_t *src, ng_pstate *state);
+ng_status cuda_scatter_rows_bf16(ng_backend *be, float *dst, const int32_t *pos,
+                                 const uint16_t *table, const int64_t *ids, int64_t n, int64_t dim,
+                                 float drop_p, uint64_t drop_key);
 ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                     float beta, float *c, int64_t ldc);

@@ -307,6 +307,33 @@ static void test_bf16_file(void) {
   free(ref.checkpoint);
 }
 
+/* A bf16 row takes half the bytes: a hot tier of a given size holds twice the rows, and the
+ * memory estimate counts half the feature table (and half the hot tier's bytes). */
+static void test_bf16_sizes(void) {
+  ng_model_t m = ng_test_cora_sage();
+  int64_t hot[2] = {0, 0};
+  ng_memory_estimate est[2];
+  for (int k = 0; k < 2; k++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.mode = NG_MODE_BASELINE;
+    o.workers = -1;
+    o.cache_bytes = 1433 * 4 * 100; /* 100 fp32 rows */
+    o.precision = k ? NG_PRECISION_BF16 : NG_PRECISION_FP32;
+    est[k] = (ng_memory_estimate)NG_MEMORY_ESTIMATE_INIT;
+    EXPECT_OK(ng_trainer_estimate_memory(&est[k], cora, m, &o));
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+    hot[k] = t ? ng_trainer_hot_rows(t) : -1;
+    ng_trainer_destroy(t);
+  }
+  EXPECT_EQ_I(hot[0], 100);
+  EXPECT_EQ_I(hot[1], 200);
+  EXPECT_EQ_I(est[0].hot_rows, 100);
+  EXPECT_EQ_I(est[1].hot_rows, 200);
+  EXPECT_EQ_I(est[1].features * 2, est[0].features);
+  ng_model_destroy(m);
+}
+
 /* GAT's input layer needs raw rows (ng__model_raw_input): every raw-row strategy (batched,
  * zero-copy; hybrid modes run them on every worker) gives the same bits, whatever the tiers,
  * with no cold edge reduced anywhere; mode partial is refused with the reason. */
@@ -540,6 +567,7 @@ int main(void) {
   RUN_TEST(test_bf16_modes_bit_identical);
   RUN_TEST(test_bf16_tiers);
   RUN_TEST(test_bf16_file);
+  RUN_TEST(test_bf16_sizes);
   ng_dataset_close(cora);
   return ng_test_summary();
 }

@@ -118,6 +118,97 @@ static void test_strategies(void) {
   }
 }
 
+/* bf16 feature storage on CUDA (the hot tier, staged rows and zero-copy reads in bf16, converted
+ * as read): every mode and worker count gives the bits of the inline PARTIAL run, which follows
+ * the CPU backend's bf16 run within fp32 tolerance; baseline packages and zero-copy reads carry
+ * half the row bytes of fp32's; all hot and all cold agree bit for bit. */
+static void test_bf16(void) {
+  for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
+    const model_case *mc = &MODELS[m];
+    ng_test_fetch_run run = {.device = "cpu",
+                             .mode = NG_MODE_PARTIAL,
+                             .transfer = NG_FETCH_AUTO,
+                             .workers = -1,
+                             .partial_workers = -1,
+                             .cache_ratio = 0.3,
+                             .kind = mc->kind,
+                             .aggregator = mc->ag,
+                             .dropout = mc->dropout,
+                             .threads = 2,
+                             .precision = NG_PRECISION_BF16};
+    ng_test_fetch_result cpu, ref, r;
+    if (!ng_test_fetch_train(cora, &run, &cpu))
+      continue;
+    run.device = "cuda";
+    if (!ng_test_fetch_train(cora, &run, &ref)) {
+      free(cpu.checkpoint);
+      continue;
+    }
+    for (int e = 0; e < NG_TEST_FETCH_EPOCHS; e++)
+      EXPECT_NEAR(ref.loss[e], cpu.loss[e], 1e-4 * fabs(cpu.loss[e]));
+    EXPECT_EQ_I(ref.fetch.cpu_cold_bytes, cpu.fetch.cpu_cold_bytes);
+    for (size_t k = 1; k < sizeof MODES / sizeof MODES[0]; k++) {
+      const mode_case *md = &MODES[k];
+      run.mode = md->mode;
+      run.transfer = md->transfer;
+      run.workers = md->workers;
+      run.partial_workers = md->partial_workers;
+      run.period_ms = md->period_ms;
+      run.lookahead = md->lookahead;
+      run.device_share = md->device_share;
+      if (!ng_test_fetch_train(cora, &run, &r))
+        continue;
+      char what[160];
+      snprintf(what, sizeof what, "cuda bf16 %s, %s/%s, %d workers, lookahead %d, share %g",
+               mc->name, ng_mode_name(md->mode), ng_fetch_name(md->transfer), md->workers,
+               md->lookahead, md->device_share);
+      EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+      EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
+      printf("  bf16 %-24s %-14s %2d workers, share %-4g: h2d %.2f MB, zcopy %.2f MB, cpu %.2f MB\n",
+             mc->name, ng_mode_name(md->mode), md->workers, md->device_share,
+             (double)r.fetch.h2d_bytes / 1e6, (double)r.fetch.zcopy_bytes / 1e6,
+             (double)r.fetch.cpu_cold_bytes / 1e6);
+      free(r.checkpoint);
+    }
+    free(ref.checkpoint);
+    free(cpu.checkpoint);
+  }
+  /* Bytes against fp32, without input dropout (rows staged as bf16), and the extreme tiers. */
+  ng_test_fetch_run run = {.device = "cuda",
+                           .mode = NG_MODE_BASELINE,
+                           .transfer = NG_FETCH_AUTO,
+                           .workers = 2,
+                           .partial_workers = -1,
+                           .cache_ratio = 0.0,
+                           .kind = NG_MODEL_SAGE,
+                           .aggregator = NG_AGGREGATOR_MEAN,
+                           .dropout = 0.0f,
+                           .threads = 2};
+  ng_test_fetch_result b32, b16, z16, hot16;
+  if (!ng_test_fetch_train(cora, &run, &b32))
+    return;
+  run.precision = NG_PRECISION_BF16;
+  if (ng_test_fetch_train(cora, &run, &b16)) {
+    /* The packages hold the staged rows plus blocks and ids: well under fp32's. */
+    EXPECT_TRUE(b16.fetch.h2d_bytes < b32.fetch.h2d_bytes * 3 / 4);
+    EXPECT_EQ_I(2 * b16.fetch.cpu_cold_bytes, b32.fetch.cpu_cold_bytes);
+    run.mode = NG_MODE_ZEROCOPY;
+    if (ng_test_fetch_train(cora, &run, &z16)) {
+      EXPECT_TRUE(ng_test_fetch_same(&b16, &z16, "cuda bf16 all cold: baseline vs zerocopy"));
+      EXPECT_EQ_I(z16.fetch.zcopy_bytes, b16.fetch.cpu_cold_bytes);
+      free(z16.checkpoint);
+    }
+    run.mode = NG_MODE_BASELINE;
+    run.cache_ratio = 1.0;
+    if (ng_test_fetch_train(cora, &run, &hot16)) {
+      EXPECT_TRUE(ng_test_fetch_same(&b16, &hot16, "cuda bf16 all cold vs all hot"));
+      free(hot16.checkpoint);
+    }
+    free(b16.checkpoint);
+  }
+  free(b32.checkpoint);
+}
+
 /* All rows hot (nothing crosses PCIe but the package) and all rows cold give the same bits. */
 static void test_tier_extremes(void) {
   const model_case *mc = &MODELS[0];
@@ -157,6 +248,7 @@ int main(void) {
   cora = ng_test_fetch_cora();
   RUN_TEST(test_strategies);
   RUN_TEST(test_tier_extremes);
+  RUN_TEST(test_bf16);
   ng_dataset_close(cora);
   return ng_test_summary();
 }

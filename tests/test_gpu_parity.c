@@ -10,6 +10,7 @@
  * of rounding differences, far below any wrong coefficient. Elementwise results use S = |cpu|.
  * Dropout masks, MAX/MIN winners (argbest), partial-state counts and correct-prediction counts
  * must be identical. Exits 77 (skipped) without CUDA or without a device. */
+#include "bf16.h"
 #include "ng_cpu.h"
 #include "ng_test.h"
 #include "ng_test_fetch.h"
@@ -389,6 +390,119 @@ static void test_pstate(void) {
       ng_test_block_free(&ta);
       ng_test_block_free(&tbb);
     }
+  }
+}
+
+/* ---- bf16 tables (NG_PRECISION_BF16) ----
+ * aggr_partial_bf16 and scatter_rows_bf16 give, bit for bit, the CUDA fp32 ops' results on the
+ * converted table (every mode's bit-identity within bf16 rests on it), with and without input
+ * dropout, from device memory and (scatter) from registered host memory read by zero-copy; and
+ * they agree with the CPU backend's bf16 ops like the fp32 ops do. */
+static void test_bf16(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 44);
+  const int32_t nd = 40, ns = 120;
+  const int64_t dims[] = {5, 8, 130};
+  const float drops[] = {0.0f, 0.3f};
+  for (size_t di = 0; di < NG_TEST_LEN(dims); di++) {
+    const int64_t dim = dims[di], n = (int64_t)nd * dim, tn = (int64_t)ns * dim;
+    const size_t vb = (size_t)n * 4, cb = (size_t)nd * 4;
+    float *x = ng_test_rand_floats(&r, tn);
+    uint16_t *x16 = ng_test_xmalloc((size_t)tn * 2);
+    for (int64_t i = 0; i < tn; i++) {
+      x16[i] = ng_f32_to_bf16(x[i]);
+      x[i] = ng_bf16_to_f32(x16[i]);
+    }
+    float *ax = fabs_copy(x, tn);
+    float *d_x = up(x, (size_t)tn * 4);
+    uint16_t *d_x16 = up(x16, (size_t)tn * 2);
+    for (size_t ai = 0; ai < NG_TEST_LEN(AGGRS); ai++)
+      for (size_t k = 0; k < NG_TEST_LEN(drops); k++) {
+        ng_aggr ag = AGGRS[ai].ag;
+        ag.self_loop = false;
+        ag.drop_p = drops[k];
+        ag.drop_key = 3;
+        ng_test_block tb;
+        tblock_make(&tb, &r, nd, ns, 7, 0, false, false);
+        dblock db;
+        dblock_up(&db, &tb.b);
+        ng_pstate c = {poison(vb), poison(cb), nd, dim}, sc = {poison(vb), poison(cb), nd, dim};
+        EXPECT_OK(cpu->iface->aggr_partial_bf16(cpu, &ag, &tb.b, x16, &c));
+        EXPECT_OK(cpu->iface->aggr_partial(cpu, &ag, &tb.b, ax, &sc));
+        ng_pstate g32 = {dalloc(vb), dalloc(cb), nd, dim}, g16 = {dalloc(vb), dalloc(cb), nd, dim};
+        float *h32 = poison(vb), *h16 = poison(vb);
+        int32_t *n16 = poison(cb);
+        dpoison(g32.val, vb);
+        dpoison(g16.val, vb);
+        EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db.b, d_x, &g32));
+        EXPECT_OK(gpu->iface->aggr_partial_bf16(gpu, &ag, &db.b, d_x16, &g16));
+        down(h32, g32.val, vb);
+        down(h16, g16.val, vb);
+        down(n16, g16.count, cb);
+        char what[128];
+        snprintf(what, sizeof what, "aggr_partial_bf16 %s drop %g dim %lld", AGGRS[ai].name,
+                 (double)drops[k], (long long)dim);
+        cmp_bits(what, h32, h16, vb);
+        cmp_bits(what, c.count, n16, cb);
+        cmp_near(what, c.val, h16, n, ag.reduce == NG_REDUCE_SUM ? sc.val : c.val);
+        free(h32);
+        free(h16);
+        free(n16);
+        free(c.val);
+        free(c.count);
+        free(sc.val);
+        free(sc.count);
+        dfree(g32.val);
+        dfree(g32.count);
+        dfree(g16.val);
+        dfree(g16.count);
+        dblock_free(&db);
+        ng_test_block_free(&tb);
+      }
+    /* scatter_rows_bf16: rows to shuffled positions, from device memory and by zero-copy. */
+    uint16_t *pinned = ng_test_xmalloc((size_t)tn * 2);
+    memcpy(pinned, x16, (size_t)tn * 2);
+    EXPECT_OK(ng__cuda_host_register(pinned, (size_t)tn * 2, false));
+    const void *view = NULL;
+    EXPECT_OK(gpu->iface->host_view(gpu, pinned, &view));
+    int64_t *ids = ng_test_xmalloc((size_t)ns * 8);
+    int32_t *pos = ng_test_xmalloc((size_t)ns * 4);
+    for (int32_t i = 0; i < ns; i++) {
+      ids[i] = (int64_t)ng_rng_below(&r, (uint64_t)ns);
+      pos[i] = (i * 7) % ns; /* 7 and 120 are coprime: a permutation */
+    }
+    int64_t *d_ids = up(ids, (size_t)ns * 8);
+    int32_t *d_pos = up(pos, (size_t)ns * 4);
+    const size_t ob = (size_t)tn * 4;
+    float *d_out = dalloc(ob);
+    for (size_t k = 0; k < NG_TEST_LEN(drops); k++) {
+      float *want = poison(ob), *got = poison(ob);
+      EXPECT_OK(cpu->iface->scatter_rows_bf16(cpu, want, pos, x16, ids, ns, dim, drops[k], 9));
+      for (int src = 0; src < 2; src++) {
+        dpoison(d_out, ob);
+        EXPECT_OK(gpu->iface->scatter_rows_bf16(gpu, d_out, d_pos, src ? view : d_x16, d_ids, ns,
+                                                dim, drops[k], 9));
+        down(got, d_out, ob);
+        char what[128];
+        snprintf(what, sizeof what, "scatter_rows_bf16 drop %g dim %lld (%s)", (double)drops[k],
+                 (long long)dim, src ? "zero-copy" : "device table");
+        cmp_bits(what, want, got, ob);
+      }
+      free(want);
+      free(got);
+    }
+    EXPECT_OK(ng__cuda_host_unregister(pinned));
+    free(pinned);
+    dfree(d_out);
+    dfree(d_ids);
+    dfree(d_pos);
+    free(ids);
+    free(pos);
+    dfree(d_x);
+    dfree(d_x16);
+    free(x);
+    free(x16);
+    free(ax);
   }
 }
 
@@ -1269,6 +1383,7 @@ int main(void) {
   RUN_TEST(test_gather);
   RUN_TEST(test_aggr);
   RUN_TEST(test_pstate);
+  RUN_TEST(test_bf16);
   RUN_TEST(test_gemm);
   RUN_TEST(test_gemm_replay);
   RUN_TEST(test_bias_act);

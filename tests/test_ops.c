@@ -14,6 +14,8 @@
 #include "ng_test_graph.h"
 
 #include "kernels_impl.h"
+#include "bf16.h"
+#include "features_bf16_impl.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -1273,6 +1275,197 @@ static void test_front_optional_ops(void) {
   ng__backend_destroy(cpu);
 }
 
+/* bf16 rounding (core/bf16.h): to nearest with ties to even, against a reference that picks
+ * the nearer of the two bf16 neighbours in double; specials; and every bf16 value (NaNs aside)
+ * round-trips through fp32 unchanged. */
+static uint16_t ref_bf16(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  const uint32_t lo = u & 0xffff0000u;
+  const uint32_t hi = lo + 0x10000u;
+  float flo, fhi;
+  memcpy(&flo, &lo, 4);
+  memcpy(&fhi, &hi, 4);
+  if ((hi & 0x7f800000u) == 0x7f800000u && (hi & 0x007fffffu) == 0) /* hi is +-inf */
+    fhi = (u >> 31) ? -INFINITY : INFINITY;
+  /* The nearer one; at the mid point, the even one. Overflowing the largest finite value
+   * beyond its half ulp goes to infinity, as IEEE rounding does. */
+  const double dlo = fabs((double)f - (double)flo), dhi = fabs((double)fhi - (double)f);
+  if (isinf(fhi)) {
+    /* Beyond the largest bf16: the half-way point to 2^128 is lo + 0x8000 in the bits. */
+    return (u & 0xffffu) > 0x8000u || ((u & 0xffffu) == 0x8000u && (lo & 0x10000u))
+               ? (uint16_t)(hi >> 16)
+               : (uint16_t)(lo >> 16);
+  }
+  if (dlo < dhi)
+    return (uint16_t)(lo >> 16);
+  if (dhi < dlo)
+    return (uint16_t)(hi >> 16);
+  return (lo & 0x10000u) ? (uint16_t)(hi >> 16) : (uint16_t)(lo >> 16);
+}
+
+static void test_bf16_rounding(void) {
+  const struct {
+    uint32_t f;
+    uint16_t want;
+  } cases[] = {
+      {0x3f800000u, 0x3f80}, /* 1 */
+      {0x3f808000u, 0x3f80}, /* 1 + 2^-8, a tie: to the even 1 */
+      {0x3f818000u, 0x3f82}, /* a tie above an odd bf16: up */
+      {0x3f808001u, 0x3f81}, /* just above the tie: up */
+      {0x3f807fffu, 0x3f80}, /* just below: down */
+      {0xbf808001u, 0xbf81}, /* negative values round their magnitude */
+      {0x80000000u, 0x8000}, /* -0 */
+      {0x00000001u, 0x0000}, /* the smallest subnormal */
+      {0x7f800000u, 0x7f80}, /* inf */
+      {0xff800000u, 0xff80}, /* -inf */
+      {0x7f7fffffu, 0x7f80}, /* FLT_MAX rounds to inf */
+      {0x7f7f7fffu, 0x7f7f}, /* ... but not below its bf16 half ulp */
+  };
+  for (size_t i = 0; i < NG_TEST_LEN(cases); i++) {
+    float f;
+    memcpy(&f, &cases[i].f, 4);
+    EXPECT_EQ_I(ng_f32_to_bf16(f), cases[i].want);
+  }
+  const uint32_t nans[] = {0x7fc00000u, 0x7f800001u, 0xffffffffu, 0x7fffffffu};
+  for (size_t i = 0; i < NG_TEST_LEN(nans); i++) {
+    float f;
+    memcpy(&f, &nans[i], 4);
+    EXPECT_TRUE(isnan(ng_bf16_to_f32(ng_f32_to_bf16(f))));
+  }
+  int64_t bad = 0;
+  for (uint32_t h = 0; h < 0x10000u; h++) {
+    const float f = ng_bf16_to_f32((uint16_t)h);
+    if (!isnan(f) && ng_f32_to_bf16(f) != h)
+      bad++;
+  }
+  EXPECT_EQ_I(bad, 0);
+  ng_rng r;
+  ng_rng_seed(&r, 21);
+  bad = 0;
+  for (int i = 0; i < 1000000; i++) {
+    const uint32_t u = (uint32_t)ng_rng_next(&r);
+    float f;
+    memcpy(&f, &u, 4);
+    if (isnan(f))
+      continue;
+    if (ng_f32_to_bf16(f) != ref_bf16(u) && bad++ < 3)
+      ng_test_fail(__FILE__, __LINE__, "bf16 of bits 0x%08x: got 0x%04x, want 0x%04x", u,
+                   ng_f32_to_bf16(f), ref_bf16(u));
+  }
+  EXPECT_EQ_I(bad, 0);
+  /* The table conversion is the same rounding, whatever the threads. */
+  float x[1000];
+  uint16_t a[1000], b[1000];
+  for (int i = 0; i < 1000; i++)
+    x[i] = (float)(ng_rng_uniform(&r) * 200.0 - 100.0);
+  ng__bf16_convert(a, x, 1000, 1);
+  ng__bf16_convert(b, x, 1000, 3);
+  for (int i = 0; i < 1000; i++)
+    if (a[i] != ng_f32_to_bf16(x[i]) || b[i] != a[i]) {
+      ng_test_fail(__FILE__, __LINE__, "ng__bf16_convert: value %d differs", i);
+      break;
+    }
+}
+
+/* The bf16-table ops give, bit for bit, the fp32 ops' results on the converted table, for
+ * every aggregator, with and without input dropout, in every kernel variant and thread count
+ * (their contract in backend_impl.h, on which every mode's bit-identity rests). */
+static void test_bf16_ops(void) {
+  ng_cpu_isa isas[NG_CPU_ISA_COUNT_];
+  ng_backend *bes[NG_CPU_ISA_COUNT_];
+  int n_isa = make_backends(bes, isas);
+  ng_rng r;
+  ng_rng_seed(&r, 17);
+  const float drops[] = {0.0f, 0.3f};
+  for (size_t si = 0; si < NG_TEST_LEN(SHAPES); si++) {
+    ng_test_block tb;
+    tblock_make(&tb, &r, &SHAPES[si]);
+    const ng_block *b = &tb.b;
+    const int32_t nd = b->n_dst;
+    for (size_t di = 0; di < NG_TEST_LEN(DIMS); di++) {
+      const int64_t dim = DIMS[di], n = (int64_t)nd * dim, rows = (int64_t)b->n_src;
+      float *x = ng_test_rand_floats(&r, rows * dim);
+      uint16_t *x16 = ng_test_xmalloc((size_t)NG_MAX(rows * dim, 1) * 2);
+      for (int64_t i = 0; i < rows * dim; i++) {
+        x16[i] = ng_f32_to_bf16(x[i] * 3.0f);
+        x[i] = ng_bf16_to_f32(x16[i]);
+      }
+      ng_pstate want = {ng_test_xmalloc((size_t)NG_MAX(n, 1) * 4),
+                        ng_test_xmalloc((size_t)NG_MAX(nd, 1) * 4), nd, dim};
+      ng_pstate got = {ng_test_xmalloc((size_t)NG_MAX(n, 1) * 4),
+                       ng_test_xmalloc((size_t)NG_MAX(nd, 1) * 4), nd, dim};
+      for (size_t ai = 0; ai < NG_TEST_LEN(AGGRS); ai++)
+        for (size_t k = 0; k < NG_TEST_LEN(drops); k++) {
+          ng_aggr ag = AGGRS[ai].ag;
+          ag.self_loop = false;
+          ag.drop_p = drops[k];
+          ag.drop_key = 99;
+          char what[160];
+          snprintf(what, sizeof what, "bf16 partial %s drop %g shape %zu dim %lld",
+                   AGGRS[ai].name, (double)drops[k], si, (long long)dim);
+          for (int i = 0; i < n_isa; i++)
+            for (int t = 0; t < 2; t++) {
+              omp_set_num_threads(THREADS[t]);
+              ng_backend *be = bes[i];
+              poison(want.val, n);
+              poison(got.val, n);
+              poison_i32(got.count, nd);
+              EXPECT_OK(be->iface->aggr_partial(be, &ag, b, x, &want));
+              EXPECT_OK(be->iface->aggr_partial_bf16(be, &ag, b, x16, &got));
+              expect_same_bytes(what, got.val, want.val, (size_t)n * 4, __LINE__);
+              expect_same_bytes(what, got.count, want.count, (size_t)nd * 4, __LINE__);
+            }
+        }
+      /* scatter_rows: every source row to a shuffled position, with and without dropout. */
+      if (rows > 0) {
+        int64_t *ids = ng_test_xmalloc((size_t)rows * 8);
+        int32_t *pos = ng_test_xmalloc((size_t)rows * 4);
+        for (int64_t i = 0; i < rows; i++) {
+          ids[i] = (int64_t)ng_rng_below(&r, (uint64_t)rows);
+          pos[i] = (int32_t)i;
+        }
+        for (int64_t i = rows - 1; i > 0; i--) {
+          int64_t j = (int64_t)ng_rng_below(&r, (uint64_t)i + 1);
+          int32_t tmp = pos[i];
+          pos[i] = pos[j];
+          pos[j] = tmp;
+        }
+        float *a = ng_test_xmalloc((size_t)(rows * dim) * 4);
+        float *c = ng_test_xmalloc((size_t)(rows * dim) * 4);
+        for (size_t k = 0; k < NG_TEST_LEN(drops); k++) {
+          poison(a, rows * dim);
+          poison(c, rows * dim);
+          ng_backend *be = bes[0];
+          EXPECT_OK(be->iface->scatter_rows(be, a, pos, x, ids, rows, dim, drops[k], 5));
+          EXPECT_OK(be->iface->scatter_rows_bf16(be, c, pos, x16, ids, rows, dim, drops[k], 5));
+          expect_same_bytes("bf16 scatter_rows", c, a, (size_t)(rows * dim) * 4, __LINE__);
+        }
+        free(a);
+        free(c);
+        free(ids);
+        free(pos);
+      }
+      free(want.val);
+      free(want.count);
+      free(got.val);
+      free(got.count);
+      free(x);
+      free(x16);
+    }
+    ng_test_block_free(&tb);
+  }
+  omp_set_num_threads(2);
+  /* The front checks them like their fp32 twins. */
+  ng_backend *be = bes[0];
+  const uint16_t one = 0x3f80;
+  const int64_t id0 = 0;
+  EXPECT_STATUS(be->iface->scatter_rows_bf16(be, NULL, NULL, &one, &id0, 1, 1, 0.0f, 0),
+                NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("scatter_rows_bf16");
+  destroy_backends(bes, n_isa);
+}
+
 int main(void) {
   RUN_TEST(test_isa_selection);
   RUN_TEST(test_memory);
@@ -1290,5 +1483,7 @@ int main(void) {
   RUN_TEST(test_opt);
   RUN_TEST(test_front_checks);
   RUN_TEST(test_front_optional_ops);
+  RUN_TEST(test_bf16_rounding);
+  RUN_TEST(test_bf16_ops);
   return ng_test_summary();
 }
