@@ -438,8 +438,7 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   /* The host reads of the cold tier: the staged rows (BATCH's cold sources, PARTIAL's cold self
    * rows) and PARTIAL's reduction. */
   if (!device_reads(cfg))
-    stage((float *)out->staged, (uint16_t *)out->staged16, cfg, ids, c.n_staged, drop_p,
-          drop_key);
+    stage((float *)out->staged, (uint16_t *)out->staged16, cfg, ids, c.n_staged, drop_p, drop_key);
   if (cfg->mode == NG_FETCH_PARTIAL) {
     out->cold_state.n_dst = c.n_host_dst;
     out->cold_state.dim = cfg->dim;

@@ -82,8 +82,8 @@ static void sum_row(const ng_aggr *ag, const ng_block *blk, const uint16_t *src,
 
 /* Destination d's MAX (is_max) or MIN: the first neighbour's value, then strictly better ones;
  * no neighbour gives 0. */
-static void best_row(bool is_max, const ng_block *blk, const uint16_t *src, int64_t dim,
-                     int64_t pf, int32_t d, float *restrict o) {
+static void best_row(bool is_max, const ng_block *blk, const uint16_t *src, int64_t dim, int64_t pf,
+                     int32_t d, float *restrict o) {
   const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
   if (e0 == e1) {
 #pragma omp simd
@@ -125,15 +125,15 @@ static void dropped_row(const ng_aggr *ag, const ng_block *blk, const uint16_t *
     if (ag->reduce == NG_REDUCE_SUM) {
       const float w = ag->weighted ? blk->edge_w[e] : 1.0f;
       for (int64_t j = 0; j < dim; j++) {
-        const float x = ng_dropped(ng_bf16_to_f32(row[j]), key, base + (uint64_t)j, threshold,
-                                   scale);
+        const float x =
+            ng_dropped(ng_bf16_to_f32(row[j]), key, base + (uint64_t)j, threshold, scale);
         o[j] = ag->weighted ? o[j] + w * x : o[j] + x;
       }
     } else {
       const bool is_max = ag->reduce == NG_REDUCE_MAX;
       for (int64_t j = 0; j < dim; j++) {
-        const float x = ng_dropped(ng_bf16_to_f32(row[j]), key, base + (uint64_t)j, threshold,
-                                   scale);
+        const float x =
+            ng_dropped(ng_bf16_to_f32(row[j]), key, base + (uint64_t)j, threshold, scale);
         if (e == e0 || (is_max ? x > o[j] : x < o[j]))
           o[j] = x;
       }

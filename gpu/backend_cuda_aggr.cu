@@ -333,9 +333,8 @@ __global__ void k_aggr_best_bwd(ng_block b, const float *grad_dst, const int32_t
 /* One warp per row, as k_gather, writing row pos[i] with input dropout. A grid with fewer
  * warps than rows strides over them. */
 template <int V, int T, typename S>
-__global__ void k_scatter(float *__restrict__ dst, const int32_t *pos,
-                          const S *__restrict__ table, const int64_t *ids, int64_t n,
-                          int64_t dim, in_drop dr) {
+__global__ void k_scatter(float *__restrict__ dst, const int32_t *pos, const S *__restrict__ table,
+                          const int64_t *ids, int64_t n, int64_t dim, in_drop dr) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < n; row += warps) {

@@ -37,8 +37,8 @@ static bool dataset_file(const struct ng_dataset *ds, const float *src) {
 
 /* Whether the file at `path` is a bf16 table of `src_path`'s features: the shape and dtype, and
  * written after features.npy was (a dataset rewritten in place gets a new table). */
-static ng_status try_map(ng_bf16_table *out, const char *path, const char *src_path,
-                         int64_t nodes, int64_t dim, bool *ok) {
+static ng_status try_map(ng_bf16_table *out, const char *path, const char *src_path, int64_t nodes,
+                         int64_t dim, bool *ok) {
   *ok = false;
   struct stat sb, ss;
   if (stat(path, &sb) != 0 || stat(src_path, &ss) != 0)

@@ -436,10 +436,9 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
                                        store->cache, (const int64_t *)(p + s->off_hot_ids),
                                        s->n_hot, dim, 0.0f, 0));
     if (s->n_cold > 0 && store->host_dev16) {
-      NG_CHECK(be->iface->scatter_rows_bf16(be, d->x, (const int32_t *)(p + s->off_cold_pos),
-                                            store->host_dev16,
-                                            (const int64_t *)(p + s->off_cold_ids), s->n_cold, dim,
-                                            0.0f, 0));
+      NG_CHECK(be->iface->scatter_rows_bf16(
+          be, d->x, (const int32_t *)(p + s->off_cold_pos), store->host_dev16,
+          (const int64_t *)(p + s->off_cold_ids), s->n_cold, dim, 0.0f, 0));
     } else if (s->n_cold > 0) {
       const float *table = store->host_dev; /* zero-copy: the device reads the host table */
       if (!table) {                         /* batched: the host gathered them, one copy */

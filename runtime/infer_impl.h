@@ -19,9 +19,6 @@ typedef struct {
   ng_model_exec *ex;       ///< the model and its parameters on the backend
   const ng_csr *graph;     ///< row v = the neighbours v aggregates from
   const float *features;   ///< the host's table [nodes, in_dim] (the trainer's, maybe normalised)
-  /// NG_PRECISION_BF16: the host's table in bf16, read (and converted) instead of `features`,
-  /// with the store's bf16 hot rows and zero-copy view; NULL: fp32.
-  const uint16_t *features_bf16;
   const ng_store *store;   ///< hot rows [0, store->hot) in backend memory; cold rows via host_dev
                            ///< (zero-copy) when registered, else gathered on the host; may be NULL
   int threads;             ///< OpenMP threads of the host work
@@ -30,6 +27,9 @@ typedef struct {
   const char *temp_dir;    ///< folder of the temporary files (NULL: $TMPDIR, else /tmp)
   ng_progress_fn progress; ///< optional; phase "infer", in destination rows over all layers
   void *progress_ctx;
+  /// NG_PRECISION_BF16: the host's table in bf16, read (and converted to fp32 where it is read)
+  /// instead of `features`, with the store's bf16 hot rows and zero-copy view; NULL: fp32.
+  const uint16_t *features_bf16;
 } ng_infer_ctx;
 
 /// Statistics of one run (for tests and the benchmark).

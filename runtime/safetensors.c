@@ -35,8 +35,8 @@ static const char *const ST_DTYPE[NG_DTYPE_COUNT_] = {
 
 /* safetensors dtypes this library does not compute with, named so that the error says
  * "unsupported" rather than "unknown". */
-static const char *const ST_OTHER_DTYPES[] = {"F16", "BF16", "F8_E4M3", "F8_E5M2", "I16",
-                                              "U32",  "U64",     "C64"};
+static const char *const ST_OTHER_DTYPES[] = {"F16", "BF16", "F8_E4M3", "F8_E5M2",
+                                              "I16", "U32",  "U64",     "C64"};
 
 #define ST_DTYPE_LIST "F32, F64, I32, I64, U8, I8 and BOOL"
 

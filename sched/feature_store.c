@@ -113,8 +113,8 @@ static void populate(uintptr_t begin, uintptr_t end, int threads) {
 /* Opens the store over a table of `elem`-byte values (fp32 or bf16): the hot rows' copy and the
  * zero-copy view are returned through *cache and *host_dev. */
 static ng_status open_table(ng_store *st, ng_backend *be, const void *features, size_t elem,
-                            int64_t nodes, int64_t dim, int64_t hot, ng_fetch mode,
-                            bool read_only, const void **cache, const void **host_dev) {
+                            int64_t nodes, int64_t dim, int64_t hot, ng_fetch mode, bool read_only,
+                            const void **cache, const void **host_dev) {
   memset(st, 0, sizeof *st);
   st->be = be;
   st->nodes = nodes;
@@ -301,8 +301,8 @@ static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg
   const float *hd = st->host_dev;
   const uint16_t *hd16 = st->host_dev16;
   if (dp->mode == NG_FETCH_ZCOPY) {
-    NG_CHECK(scatter_tbl(st, z.staged, NULL, hd, hd16, dp->staged_ids, dp->n_staged, drop_p,
-                         drop_key));
+    NG_CHECK(
+        scatter_tbl(st, z.staged, NULL, hd, hd16, dp->staged_ids, dp->n_staged, drop_p, drop_key));
     NG_CHECK(BE(st)->scatter_rows(be, z.self_rows, dp->self_cold_pos, z.staged, dp->self_cold_ids,
                                   n_self, dim, 0.0f, 0));
   } else {
@@ -374,8 +374,10 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
    * bits of one merge: it works row by row. */
   ng_prof *pf = st->prof;
   const double fb = (double)sizeof(float), row_b = fb * (double)dim, ib = sizeof(int32_t);
+  /* Rows read from a bf16 table (the hot tier, staged bf16 rows) take half the bytes. */
+  const double tab_b = st->bf16 ? row_b / 2.0 : row_b, staged_b = dp.staged16 ? row_b / 2.0 : row_b;
   NG_PROF_OP(pf, "input hot aggr", 0, dp.hot.nnz * dim,
-             (double)(dp.hot.nnz + nd) * row_b + (double)(dp.hot.nnz + 2 * nd) * ib,
+             (double)dp.hot.nnz * tab_b + (double)nd * row_b + (double)(dp.hot.nnz + 2 * nd) * ib,
              partial_tbl(st, &dropped, &dp.hot, st->cache, st->cache16, &hot));
   const int32_t m = dp.n_host_dst;
   if (dp.cold.nnz > dp.device_cold.nnz) {
@@ -386,17 +388,17 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   if (dp.device_cold.nnz > 0) {
     if (dp.mode == NG_FETCH_BATCH)
       NG_PROF_OP(pf, "input staged aggr", 0, dp.device_cold.nnz * dim,
-                 (double)(dp.device_cold.nnz + nd - m) * row_b,
+                 (double)dp.device_cold.nnz * staged_b + (double)(nd - m) * row_b,
                  partial_tbl(st, &bare, &dp.device_cold, dp.staged, dp.staged16, &cold));
     ng_pstate h = state_rows(&hot, m, nd - m);
     NG_PROF_OP(pf, "input merge", 0, (double)(nd - m) * dim, 3.0 * (nd - m) * row_b,
                BE(st)->pstate_merge(be, &bare, &h, &cold));
   }
-  NG_PROF_OP(pf, "input self rows", 0, 0, 2.0 * dp.n_self_hot * row_b,
+  NG_PROF_OP(pf, "input self rows", 0, 0, dp.n_self_hot * (tab_b + row_b),
              scatter_tbl(st, self_rows, dp.self_hot_pos, st->cache, st->cache16, dp.self_hot_ids,
                          dp.n_self_hot, drop_p, drop_key));
   if (!from_host) /* staged rows were dropped on the host */
-    NG_PROF_OP(pf, "input self rows", 0, 0, 2.0 * dp.n_self_cold * row_b,
+    NG_PROF_OP(pf, "input self rows", 0, 0, dp.n_self_cold * (staged_b + row_b),
                scatter_tbl(st, self_rows, dp.self_cold_pos, dp.staged, dp.staged16,
                            dp.self_cold_ids, dp.n_self_cold, 0.0f, 0));
   NG_PROF_OP(pf, "input finalize", 0, (double)nd * dim, 2.0 * nd * row_b,

@@ -28,7 +28,7 @@ typedef struct {
   /// converted table.
   bool bf16;
   const uint16_t *host16, *host_dev16, *cache16;
-  void *registered;      ///< page-aligned start of the registered cold rows, or NULL
+  void *registered; ///< page-aligned start of the registered cold rows, or NULL
   /* Per-iteration buffers, grown to the largest mini-batch and reused. */
   void *work; ///< hot state, cold state, aggregation and self rows
   size_t work_cap;

@@ -19,10 +19,10 @@ typedef struct {
   ng_aggregator aggregator;
   float dropout; ///< on every layer's input, the input layer's too
   int threads;
-  double period_ms;    ///< the hybrid controller's period (small: moves happen in a short run)
-  int lookahead;       ///< packages copied ahead (0: the default)
-  double device_share; ///< ng_train_opts.device_share (hybrid-static)
-  int ready_window;    ///< ng_train_opts.ready_window (0: the default)
+  double period_ms;       ///< the hybrid controller's period (small: moves happen in a short run)
+  int lookahead;          ///< packages copied ahead (0: the default)
+  double device_share;    ///< ng_train_opts.device_share (hybrid-static)
+  int ready_window;       ///< ng_train_opts.ready_window (0: the default)
   ng_precision precision; ///< ng_train_opts.precision (0: fp32)
   bool raw_features;      ///< no row normalisation (bf16: the table is features.bf16.npy)
 } ng_test_fetch_run;

@@ -164,10 +164,11 @@ static void test_bf16(void) {
                md->lookahead, md->device_share);
       EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
       EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
-      printf("  bf16 %-24s %-14s %2d workers, share %-4g: h2d %.2f MB, zcopy %.2f MB, cpu %.2f MB\n",
-             mc->name, ng_mode_name(md->mode), md->workers, md->device_share,
-             (double)r.fetch.h2d_bytes / 1e6, (double)r.fetch.zcopy_bytes / 1e6,
-             (double)r.fetch.cpu_cold_bytes / 1e6);
+      printf(
+          "  bf16 %-24s %-14s %2d workers, share %-4g: h2d %.2f MB, zcopy %.2f MB, cpu %.2f MB\n",
+          mc->name, ng_mode_name(md->mode), md->workers, md->device_share,
+          (double)r.fetch.h2d_bytes / 1e6, (double)r.fetch.zcopy_bytes / 1e6,
+          (double)r.fetch.cpu_cold_bytes / 1e6);
       free(r.checkpoint);
     }
     free(ref.checkpoint);

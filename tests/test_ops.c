@@ -1402,8 +1402,8 @@ static void test_bf16_ops(void) {
           ag.drop_p = drops[k];
           ag.drop_key = 99;
           char what[160];
-          snprintf(what, sizeof what, "bf16 partial %s drop %g shape %zu dim %lld",
-                   AGGRS[ai].name, (double)drops[k], si, (long long)dim);
+          snprintf(what, sizeof what, "bf16 partial %s drop %g shape %zu dim %lld", AGGRS[ai].name,
+                   (double)drops[k], si, (long long)dim);
           for (int i = 0; i < n_isa; i++)
             for (int t = 0; t < 2; t++) {
               omp_set_num_threads(THREADS[t]);
