@@ -268,6 +268,40 @@ static void test_bf16_tiers(void) {
   free(ref.checkpoint);
 }
 
+/* Raw-row models (GAT) in bf16: the identity input block reads every row through the bf16
+ * table (scatter_rows_bf16 from the hot tier, staged bf16 rows or zero-copy); the same bits in
+ * every raw-row mode. */
+static void test_bf16_raw_rows(void) {
+  const model_case gat = {"gat, dropout 0.5", NG_MODEL_GAT, NG_AGGREGATOR_SUM, 0.5f};
+  const model_case gat0 = {"gat", NG_MODEL_GAT, NG_AGGREGATOR_SUM, 0.0f};
+  const mode_case modes[] = {
+      {NG_MODE_BASELINE, NG_FETCH_AUTO, -1, -1, 2, 0, 0, 0, 0},
+      {NG_MODE_ZEROCOPY, NG_FETCH_AUTO, 1, -1, 1, 0, 0, 0, 0},
+      {NG_MODE_HYBRID, NG_FETCH_BATCH, 3, -1, 1, 0.01, 0, 0, 0},
+  };
+  const model_case *mcs[] = {&gat, &gat0};
+  for (size_t i = 0; i < NG_ARRAY_LEN(mcs); i++) {
+    ng_test_fetch_result ref, r;
+    ng_test_fetch_run run = run_of(mcs[i], &modes[0], 0.3);
+    run.precision = NG_PRECISION_BF16;
+    if (!ng_test_fetch_train(cora, &run, &ref))
+      continue;
+    EXPECT_TRUE(isfinite(ref.loss[1]) && ref.loss[1] > 0.0);
+    for (size_t k = 1; k < NG_ARRAY_LEN(modes); k++) {
+      run = run_of(mcs[i], &modes[k], 0.3);
+      run.precision = NG_PRECISION_BF16;
+      if (!ng_test_fetch_train(cora, &run, &r))
+        continue;
+      char what[224];
+      describe(what, sizeof what, mcs[i], &modes[k]);
+      strncat(what, ", bf16", sizeof what - strlen(what) - 1);
+      EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+      free(r.checkpoint);
+    }
+    free(ref.checkpoint);
+  }
+}
+
 /* Without normalisation the bf16 table is features.bf16.npy, written beside features.npy on
  * first use and mapped afterwards. Cora's features are 0 and 1, which bf16 holds exactly, so
  * bf16 then gives fp32's bits, in every mode. */
@@ -566,6 +600,7 @@ int main(void) {
   RUN_TEST(test_gat_raw_rows);
   RUN_TEST(test_bf16_modes_bit_identical);
   RUN_TEST(test_bf16_tiers);
+  RUN_TEST(test_bf16_raw_rows);
   RUN_TEST(test_bf16_file);
   RUN_TEST(test_bf16_sizes);
   ng_dataset_close(cora);

@@ -17,9 +17,13 @@
 static ng_dataset_t cora;
 static ng_model_t model;
 
+/* The precision of every trainer made here (test_bf16_device_sampler sets bf16). */
+static ng_precision precision = NG_PRECISION_FP32;
+
 static ng_trainer_t make(ng_mode mode, int workers, double lr, ng_progress_fn progress,
                          void *progress_ctx, ng_telemetry_fn telemetry, void *telemetry_ctx) {
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.precision = precision;
   o.batch = 16; /* 140 training nodes: 9 iterations per epoch */
   o.lr = lr;
   o.seed = 11;
@@ -462,6 +466,7 @@ static void test_device_sampler(void) {
     o.period_ms = 0.01;
     o.normalize = NG_NORMALIZE_ROW;
     o.sampler = NG_SAMPLER_DEVICE;
+    o.precision = precision;
     o.trace_spans = m == 0 ? 4096 : 0;
     ng_trainer_t t = NULL;
     EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
@@ -520,6 +525,16 @@ static void test_device_sampler(void) {
   EXPECT_STATUS(ng_trainer_create(&t, cora, model, &o), NG_ERR_INVALID_ARG);
 }
 
+/* bf16 feature storage through the runtime: the reference (hybrid, 3 workers) and every mode,
+ * inline or with workers, with the device sampler feeding the workers, give the same bits; an
+ * interrupted bf16 epoch resumes with another mode and worker count bit for bit. */
+static void test_bf16_runtime(void) {
+  precision = NG_PRECISION_BF16;
+  test_device_sampler();
+  test_interrupt_and_resume();
+  precision = NG_PRECISION_FP32;
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   model = ng_test_cora_sage();
@@ -532,6 +547,7 @@ int main(void) {
   RUN_TEST(test_telemetry);
   RUN_TEST(test_period_spans_epochs);
   RUN_TEST(test_device_sampler);
+  RUN_TEST(test_bf16_runtime);
   ng_model_destroy(model);
   ng_dataset_close(cora);
   return ng_test_summary();
