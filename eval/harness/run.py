@@ -278,7 +278,10 @@ def floor_probe(a, w, data, out):
     # The probe's threads get the cores the runs' threads get.
     pre = ["taskset", "-c", a.cpuset] if a.cpuset and shutil.which("taskset") else []
     threads = ",".join(map(str, threads_for(a.workers)))
-    cmd = pre + [a.floor_bin, "--dim", str(w.dim), "--threads", threads,
+    # bf16 rows (--precision bf16) are half the bytes: bench_floor reads fp32 rows of half the
+    # columns, the same bytes per row (its states are then half too: a looser floor, still a floor).
+    probe_dim = max(1, w.dim // 2) if a.precision == "bf16" else w.dim
+    cmd = pre + [a.floor_bin, "--dim", str(probe_dim), "--threads", threads,
            "--table-gib", f"{table:.6g}", "--seconds", f"{a.probe_seconds:g}",
            "--fanout", f"{fanout:.4g}", "--json", js]
     log(f"probe: {shlex.join(cmd)}")
@@ -463,8 +466,9 @@ def main(argv):
                 rc, err = run_cmd(cmd, base + ".out", base + ".err", timeout=timeout)
                 if rc == 0:
                     try:
+                        row_bytes = w.row_bytes // 2 if a.precision == "bf16" else w.row_bytes
                         row = report.row_from_json(w.name, device, mode, workers, base + ".json",
-                                                   base + ".csv", w.row_bytes)
+                                                   base + ".csv", row_bytes)
                         row["precision"] = precision_of(a, device)
                     except (OSError, ValueError, KeyError, TypeError) as e:
                         row.update(status="failed", error=f"unreadable results: {e}")
