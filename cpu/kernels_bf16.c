@@ -57,8 +57,10 @@ void ng__cpu_drop_row_bf16(float *restrict dst, const uint16_t *restrict src, in
 }
 
 /* Destination d's bare SUM (weighted or not), without dropout. */
-static void sum_row(const ng_aggr *ag, const ng_block *blk, const uint16_t *src, int64_t dim,
-                    int64_t pf, int32_t d, float *restrict o) {
+static inline __attribute__((always_inline)) void sum_row(const ng_aggr *ag, const ng_block *blk,
+                                                          const uint16_t *src, int64_t dim,
+                                                          int64_t pf, int32_t d,
+                                                          float *restrict o) {
   const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
 #pragma omp simd
   for (int64_t j = 0; j < dim; j++)
@@ -82,8 +84,10 @@ static void sum_row(const ng_aggr *ag, const ng_block *blk, const uint16_t *src,
 
 /* Destination d's MAX (is_max) or MIN: the first neighbour's value, then strictly better ones;
  * no neighbour gives 0. */
-static void best_row(bool is_max, const ng_block *blk, const uint16_t *src, int64_t dim, int64_t pf,
-                     int32_t d, float *restrict o) {
+static inline __attribute__((always_inline)) void best_row(bool is_max, const ng_block *blk,
+                                                           const uint16_t *src, int64_t dim,
+                                                           int64_t pf, int32_t d,
+                                                           float *restrict o) {
   const int32_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
   if (e0 == e1) {
 #pragma omp simd
@@ -141,6 +145,17 @@ static void dropped_row(const ng_aggr *ag, const ng_block *blk, const uint16_t *
   }
 }
 
+/* One clone per instruction set, picked when the library loads: the row loops vectorise to the
+ * CPU's widest vectors. Every element's operations are the same in each clone (no fused
+ * multiply-add, see the top of the file), so the clones give the same bits. */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) &&                \
+    !defined(__SANITIZE_THREAD__)
+#define NG_BF16_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define NG_BF16_CLONES
+#endif
+
+NG_BF16_CLONES
 void ng__cpu_aggr_partial_rows_bf16(const ng_aggr *bare, const ng_block *blk, const uint16_t *src,
                                     int64_t dim, int32_t d0, int32_t d1, ng_pstate *state) {
   for (int32_t d = d0; d < d1; d++)
