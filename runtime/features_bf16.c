@@ -43,7 +43,8 @@ static ng_status try_map(ng_bf16_table *out, const char *path, const char *src_p
   struct stat sb, ss;
   if (stat(path, &sb) != 0 || stat(src_path, &ss) != 0)
     return NG_OK;
-  if (sb.st_mtime < ss.st_mtime)
+  if (sb.st_mtim.tv_sec < ss.st_mtim.tv_sec ||
+      (sb.st_mtim.tv_sec == ss.st_mtim.tv_sec && sb.st_mtim.tv_nsec < ss.st_mtim.tv_nsec))
     return NG_OK;
   ng_npy m;
   if (ng__npy_map(&m, path, false) != NG_OK)

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 
 static ng_dataset_t cora;
@@ -336,6 +338,28 @@ static void test_bf16_file(void) {
     describe(what, sizeof what, &MODELS[0], &cases[k]);
     strncat(what, ", bf16 from features.bf16.npy vs fp32", sizeof what - strlen(what) - 1);
     EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+    free(r.checkpoint);
+  }
+  /* Written once: later runs map it (its time stays); a newer features.npy gets a new one. */
+  struct stat before, after;
+  EXPECT_TRUE(stat(path, &before) == 0);
+  char src[4096];
+  snprintf(src, sizeof src, "%s/features.npy", ng_test_path("cora"));
+  run = run_of(&MODELS[0], &cases[0], 0.3);
+  run.raw_features = true;
+  run.precision = NG_PRECISION_BF16;
+  if (ng_test_fetch_train(cora, &run, &r)) {
+    EXPECT_TRUE(stat(path, &after) == 0);
+    EXPECT_TRUE(after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+                after.st_mtim.tv_nsec == before.st_mtim.tv_nsec && after.st_ino == before.st_ino);
+    free(r.checkpoint);
+  }
+  struct timespec later[2] = {{before.st_mtim.tv_sec + 60, 0}, {before.st_mtim.tv_sec + 60, 0}};
+  EXPECT_TRUE(utimensat(AT_FDCWD, src, later, 0) == 0);
+  if (ng_test_fetch_train(cora, &run, &r)) {
+    EXPECT_TRUE(stat(path, &after) == 0);
+    EXPECT_TRUE(after.st_ino != before.st_ino); /* renamed into place: a new file */
+    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, "bf16 after features.npy changed"));
     free(r.checkpoint);
   }
   free(ref.checkpoint);
