@@ -118,6 +118,22 @@ static int feed_track(const ng_runtime *rt) {
 
 /* ---- resolving options ---- */
 
+/* The PARTIAL workers a hybrid mode starts with: partial_workers, or by default (-1) all but
+ * one in HYBRID when TRANSFER workers use zero-copy, else half (rounded up; the controller's
+ * own default). A zero-copy worker costs the CPU almost nothing per iteration (the device
+ * reads its cold rows), so one alone reaches most of the link's rate (one ran at 95% of
+ * fifteen's on W1), while near-data aggregation scales with the cores it gets: from half, the
+ * controller ended at 14/1 on W1 and at 14/0 on W4, and W4's first epoch took 1.38 s from 7/7
+ * against 0.82 s from 13/1 (H100, eval/results/2026-11-26-h100-startup.md). BATCH workers
+ * gather every cold row themselves: there half stays the start. */
+static int initial_partial(const ng_runtime *rt) {
+  if (rt->o.partial_workers >= 0)
+    return rt->o.partial_workers;
+  if (rt->o.mode == NG_MODE_HYBRID && rt->o.transfer == NG_FETCH_ZCOPY && rt->n_threads > 1)
+    return rt->n_threads - 1;
+  return -1;
+}
+
 ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be) {
   if (m != NG_MODE_AUTO)
     return m;
@@ -304,13 +320,13 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
         fail);
     NG_CHECK_GOTO(st, ng__sample_arena_create(&rt->w[i].arena), fail);
   }
-  /* The split: hybrid modes start from partial_workers (half by default); the others put every
-   * worker in the one group their strategy belongs to. */
+  /* The split: hybrid modes start from partial_workers (default: initial_partial()); the
+   * others put every worker in the one group their strategy belongs to. */
   ng_ctrl_opts co = NG_CTRL_OPTS_INIT;
   co.period_ms = rt->o.period_ms;
   co.threshold = rt->o.threshold;
   co.fixed = rt->o.mode != NG_MODE_HYBRID;
-  co.initial_partial = is_hybrid(rt)                   ? rt->o.partial_workers
+  co.initial_partial = is_hybrid(rt)                   ? initial_partial(rt)
                        : rt->o.mode == NG_MODE_PARTIAL ? rt->n_threads
                                                        : 0;
   /* Either group may empty: with few workers all-TRANSFER is often best, with many

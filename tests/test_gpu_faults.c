@@ -1,8 +1,8 @@
 /* Fault injection on the GPU (docs/faults.md): tests/test_faults.c's suite again with
  * `--device cuda`, where the hooks sit in front of the CUDA backend: its device memory (the hot
  * tier, the model's buffers), its pinned staging memory and its page-locking of the zero-copy
- * rows fail at each call (every FAULTS_STRIDE-th point of a sweep), and a limit on pinned memory
- * holds. Then a real failure, not an injected one: the device's memory is filled by another
+ * rows fail at each call (every FAULTS_STRIDE-th point of a sweep), a limit on pinned memory
+ * holds, and threads that cannot be pinned run unbound. Then a real failure, not an injected one: the device's memory is filled by another
  * backend, and creating a trainer must fail with a clear error, no crash, and work once the
  * memory is back. Exits 77 (skipped) without CUDA or a GPU. */
 #ifndef NG_HAVE_CUDA
@@ -82,6 +82,7 @@ int main(void) {
   printf("device: %s\n", desc);
   cora = ng_test_fetch_cora();
   model = ng_test_cora_sage();
+  RUN_TEST(test_pinning_refused);
   RUN_TEST(test_backend_ops);
   RUN_TEST(test_pinned_limit);
   RUN_TEST(test_allocator);
