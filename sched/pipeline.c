@@ -97,6 +97,7 @@ struct ng_runtime {
   _Atomic int share;    /* the device share of PARTIAL packages, in controller steps */
   _Atomic int64_t group_iters[NG_GROUP_COUNT];
   _Atomic int64_t group_busy_ns[NG_GROUP_COUNT];
+  _Atomic int64_t feed_wait_ns; /* the workers' waits for the sample feed, in all */
   /* The controller's period that was open when the last epoch ended, as counts since its start
    * (`period_open`): when the workers go on into the next epoch, its first period continues
    * that one, the time between the two calls left out. */
@@ -420,8 +421,11 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
     return ng__err(NG_ERR_IO, "injected failure (ng__runtime_fault_iter)");
   ng_minibatch mb;
   const int64_t t0 = span_start(rt);
-  if (rt->feed)
+  if (rt->feed) {
+    const int64_t w0 = ng__now_ns();
     NG_CHECK(ng__feed_get(rt->feed, seq, &mb));
+    atomic_fetch_add_explicit(&rt->feed_wait_ns, ng__now_ns() - w0, memory_order_relaxed);
+  }
   else if (rt->o.dev_sampler)
     NG_CHECK(rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, p->order + begin,
                                         (int32_t)n, seed, &mb, &rt->inline_host, &rt->inline_cap));
@@ -680,6 +684,7 @@ static void snap(ng_runtime *rt, ng_counters *s, int64_t iters, int64_t pcie, in
     ng__ring_stats(rt->ring, &rs);
   s->put_wait_ns = rs.put_wait_ns;
   s->take_wait_ns = rs.take_wait_ns;
+  s->feed_wait_ns = atomic_load(&rt->feed_wait_ns);
   s->ring_depth = rs.depth;
 }
 
@@ -1089,6 +1094,8 @@ static void control_period(epoch_loop *L, const ng_counters *now) {
   s.ring_depth = d.ring_depth;
   s.producer_wait_frac = NG_MIN(1.0, (double)d.put_wait_ns * 1e-9 / (secs * rt->n_threads));
   s.consumer_wait_frac = NG_MIN(1.0, (double)d.take_wait_ns * 1e-9 / secs);
+  s.feed_wait_frac =
+      rt->n_threads ? NG_MIN(1.0, (double)d.feed_wait_ns * 1e-9 / (secs * rt->n_threads)) : 0.0;
   s.done = d.iters;
   s.seconds = secs;
   ng_ctrl_decision dec = ng__ctrl_step(&rt->ctrl, &s);
