@@ -1,10 +1,9 @@
 /* `neargnn serve`: answers KServe v2 inference requests for the nodes of a dataset with a
  * trained model, over HTTP, and takes online graph updates (docs/serving.md). The engine
- * (serve/engine.h) does the work; the HTTP front (serve/http_impl.h) speaks the protocol; this
+ * (include/neargnn_serve.h) does the work; its HTTP server (the same header) speaks the protocol; this
  * file reads the options, waits for SIGTERM or SIGINT, and shuts down in order. */
 #include "cli.h"
-#include "engine.h"
-#include "http_impl.h"
+#include "neargnn_serve.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -147,7 +146,7 @@ int cmd_serve(int argc, char **argv) {
   const double t0 = cli_now();
   st = ng_engine_create(&engine, ds, m, checkpoint, &eo);
   if (st == NG_OK)
-    st = ng__http_start(&server, engine, &ho);
+    st = ng_http_server_start(&server, engine, &ho);
   if (st != NG_OK) {
     rc = cli_runtime_error(st);
     goto done;
@@ -161,7 +160,7 @@ int cmd_serve(int argc, char **argv) {
           ei.name, ei.nodes, (int)ei.layers, ng_mode_name(eo.mode), eo.device, cli_now() - t0);
   /* The one line on stdout: scripts read the port from it (with --port 0). */
   printf("listening on http://%s%s%s:%d/v2/models/%s\n", v6 ? "[" : "", ho.host, v6 ? "]" : "",
-         ng__http_port(server), ei.name);
+         ng_http_server_port(server), ei.name);
   fflush(stdout);
 
   int sig = 0;
@@ -169,7 +168,7 @@ int cmd_serve(int argc, char **argv) {
     ;
   fprintf(stderr, "neargnn serve: %s: draining the requests in flight\n",
           sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  const int left = ng__http_stop(server);
+  const int left = ng_http_server_stop(server);
   server = NULL;
   if (left > 0)
     fprintf(stderr,
@@ -181,7 +180,7 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "neargnn serve: stopped\n");
 
 done:
-  ng__http_stop(server);
+  ng_http_server_stop(server);
   ng_engine_destroy(engine);
   ng_model_destroy(m);
   ng_dataset_close(ds);

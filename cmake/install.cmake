@@ -1,4 +1,4 @@
-# `cmake --install`: the shared and static libraries, the public header, the `neargnn` command,
+# `cmake --install`: the shared and static libraries, the public headers (neargnn.h, neargnn_serve.h), the `neargnn` command,
 # pkg-config's neargnn.pc, the CMake package (find_package(neargnn) -> neargnn::neargnn) and the
 # Python package (docs/api.md, docs/python.md).
 include(GNUInstallDirs)
@@ -8,11 +8,11 @@ install(TARGETS neargnn_shared neargnn_lib neargnn
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES include/neargnn.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES include/neargnn.h include/neargnn_serve.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 # What a static link needs besides libneargnn.a. pkg-config knows hwloc, zlib and cJSON by their
-# own .pc files (Requires.private; libmicrohttpd for the serving layer, whose objects the archive
-# holds for the command); oneDNN, OpenMP and CUDA have none on Debian.
+# own .pc files (Requires.private; libmicrohttpd for the serving layer, neargnn_serve.h);
+# oneDNN, OpenMP and CUDA have none on Debian.
 set(NG_PC_REQUIRES_PRIVATE "hwloc zlib libcjson libmicrohttpd")
 get_filename_component(NG_DNNL_LIBDIR "${DNNL_LIBRARY}" DIRECTORY)
 set(NG_PC_LIBS_PRIVATE "-L${NG_DNNL_LIBDIR} -ldnnl ${OpenMP_C_FLAGS} -lpthread -lm")

@@ -55,6 +55,11 @@ void release(cuda_ctx *c) {
   if (c->ops_stream)
     (void)cudaStreamDestroy(c->ops_stream);
   free(c);
+  /* A teardown error stays in the thread's last-error state, where the next kernel launch's
+   * LAUNCH_CHECK (cudaGetLastError) would report it as its own: after a creation that failed
+   * half-way with the device out of memory, the next backend's first fill failed with "invalid
+   * resource handle" (tests/test_gpu_faults.c). Drop it. */
+  (void)cudaGetLastError();
 }
 
 void cuda_destroy(ng_backend *be) {
@@ -415,9 +420,13 @@ ng_status create(ng_backend **out, int device) {
   cublasStatus_t bst = CUBLAS_STATUS_SUCCESS;
   const char *what = "";
   c->copy_ops_slot = -1;
-  err = cudaStreamCreateWithFlags(&c->ops_stream, cudaStreamNonBlocking);
+  /* A handle whose creation failed is not left for release() to use: the out parameter's
+   * contents are not specified on failure. */
+  if ((err = cudaStreamCreateWithFlags(&c->ops_stream, cudaStreamNonBlocking)) != cudaSuccess)
+    c->ops_stream = nullptr;
   for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++)
-    err = cudaStreamCreateWithFlags(&c->copy_stream[k], cudaStreamNonBlocking);
+    if ((err = cudaStreamCreateWithFlags(&c->copy_stream[k], cudaStreamNonBlocking)) != cudaSuccess)
+      c->copy_stream[k] = nullptr;
   c->stream = c->ops_stream;
   if (err != cudaSuccess)
     what = "cudaStreamCreateWithFlags";
@@ -429,12 +438,18 @@ ng_status create(ng_backend **out, int device) {
   else if ((err = cudaMallocHost(&c->h_res, NG_XENT_QUEUE * sizeof(xent_result))) != cudaSuccess)
     what = "cudaMallocHost";
   for (int k = 0; k < NG_XENT_QUEUE && err == cudaSuccess; k++)
-    if ((err = cudaEventCreateWithFlags(&c->xent_done[k], cudaEventDisableTiming)) != cudaSuccess)
+    if ((err = cudaEventCreateWithFlags(&c->xent_done[k], cudaEventDisableTiming)) != cudaSuccess) {
+      c->xent_done[k] = nullptr;
       what = "cudaEventCreateWithFlags";
-  for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++)
-    if ((err = cudaEventCreateWithFlags(&c->marks[k], cudaEventDisableTiming)) != cudaSuccess ||
-        (err = cudaEventCreateWithFlags(&c->copied[k], cudaEventDisableTiming)) != cudaSuccess)
+    }
+  for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++) {
+    if ((err = cudaEventCreateWithFlags(&c->marks[k], cudaEventDisableTiming)) != cudaSuccess)
+      c->marks[k] = nullptr;
+    else if ((err = cudaEventCreateWithFlags(&c->copied[k], cudaEventDisableTiming)) != cudaSuccess)
+      c->copied[k] = nullptr;
+    if (err != cudaSuccess)
       what = "cudaEventCreateWithFlags";
+  }
   if (err != cudaSuccess) {
     st = cuda_err("cuda backend", what, err);
     goto fail;

@@ -420,13 +420,25 @@ __global__ void k_merge_counts(int32_t *acc_count, const int32_t *other_count, i
     acc_count[d] += other_count[d];
 }
 
-__global__ void k_finalize(bool mean, const float *val, const int32_t *count, int64_t n_dst,
-                           int64_t dim, float *dst) {
-  const int64_t n = n_dst * dim;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int32_t c = count[i / dim];
-    dst[i] = c == 0 ? 0.0f : mean ? __fdiv_rn(val[i], (float)c) : val[i];
+/* One warp per row (striding over rows beyond the grid), V columns per lane: the row's count is
+ * read once, and no per-element division finds the row (the flat form ran at 42% of HBM
+ * bandwidth on W4's input layer, H100). */
+template <int V>
+__global__ void k_finalize(bool mean, const float *__restrict__ val, const int32_t *count,
+                           int64_t n_dst, int64_t dim, float *__restrict__ dst) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; r < n_dst; r += warps) {
+    const int32_t c = count[r];
+    const float fc = (float)c;
+    for (int64_t j = (int64_t)lane * V; j < dim; j += 32 * V) {
+      float v[V];
+      ld<V>(v, val + r * dim + j);
+#pragma unroll
+      for (int u = 0; u < V; u++)
+        v[u] = c == 0 ? 0.0f : mean ? __fdiv_rn(v[u], fc) : v[u];
+      st<V>(dst + r * dim + j, v);
+    }
   }
 }
 
@@ -564,10 +576,15 @@ ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
 
 ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                float *dst) {
-  const int64_t n = (int64_t)state->n_dst * state->dim;
   NG_CHECK(use(be, "pstate_finalize"));
-  k_finalize<<<grid_1d(n), kThreads, 0, ctx_of(be)->stream>>>(ag->mean, state->val, state->count,
-                                                              state->n_dst, state->dim, dst);
+  const int64_t rows = state->n_dst, dim = state->dim;
+  const unsigned blocks = (unsigned)NG_MAX(
+      (int64_t)1, NG_MIN((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, (int64_t)kMaxGridX));
+  cudaStream_t s = ctx_of(be)->stream;
+  if (dim % 4 == 0 && aligned16(state->val) && aligned16(dst))
+    k_finalize<4><<<blocks, kThreads, 0, s>>>(ag->mean, state->val, state->count, rows, dim, dst);
+  else
+    k_finalize<1><<<blocks, kThreads, 0, s>>>(ag->mean, state->val, state->count, rows, dim, dst);
   LAUNCH_CHECK("pstate_finalize");
   return NG_OK;
 }

@@ -535,7 +535,9 @@ typedef struct {
   int workers;
   const char *cpuset;  ///< cores for the threads, e.g. "0-15" (NULL: every allowed core)
   ng_fetch transfer;   ///< the TRANSFER group's strategy: BATCH, ZCOPY or AUTO
-  int partial_workers; ///< PARTIAL workers of HYBRID_STATIC, HYBRID's start; -1 = half
+  /// PARTIAL workers of HYBRID_STATIC, and HYBRID's start; -1: half, except HYBRID with
+  /// zero-copy TRANSFER workers, which starts with all but one PARTIAL (docs/scheduler.md)
+  int partial_workers;
   double period_ms;    ///< HYBRID: how often the controller compares the groups
   double threshold;    ///< HYBRID: relative difference that moves a worker (docs/scheduler.md)
   ng_telemetry_fn telemetry; ///< optional, called from the training thread every telemetry_s

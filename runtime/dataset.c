@@ -167,9 +167,11 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
   NG_CHECK(json_count(&info->feature_dim, root, "", "feature_dim", path));
   int64_t classes = 0;
   NG_CHECK(json_count(&classes, root, "", "classes", path));
-  if (classes > INT32_MAX)
-    return ng__err(NG_ERR_FORMAT, "%s: \"classes\" is %lld; labels are int32, so at most %d", path,
-                   (long long)classes, INT32_MAX);
+  if (classes > NG_MAX_CLASSES)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: \"classes\" is %lld; at most %d are accepted (the output layer and its "
+                   "gradients grow with it): renumber the labels 0 to classes - 1",
+                   path, (long long)classes, NG_MAX_CLASSES);
   info->classes = (int32_t)classes;
 
   const char *index_dtype = NULL;

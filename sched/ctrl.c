@@ -90,6 +90,8 @@ ng_status ng__ctrl_init(ng_ctrl *c, const ng_ctrl_opts *o, int workers) {
     bad = "gpu_bound_wait must be in (0, 1]";
   else if (!(o->gpu_busy_wait >= 0 && o->gpu_busy_wait < 1))
     bad = "gpu_busy_wait must be in [0, 1)";
+  else if (!(o->sampler_bound_wait > 0 && o->sampler_bound_wait <= 1))
+    bad = "sampler_bound_wait must be in (0, 1]";
   else if (o->share_steps < 0 || o->share_steps > NG_CTRL_SHARE_DEN)
     bad = "share_steps must be in [0, NG_CTRL_SHARE_DEN]";
   else if (o->initial_share < 0 || o->initial_share > NG_CTRL_SHARE_DEN ||
@@ -355,6 +357,14 @@ ng_ctrl_decision ng__ctrl_step(ng_ctrl *c, const ng_ctrl_sample *s) {
     /* The current split's rate, which the next move will be judged against, spans too few
      * periods or iterations yet: a move now would be judged against noise. */
     d.reason = NG_CTRL_NO_DATA;
+  } else if (s->feed_wait_frac >= c->o.sampler_bound_wait) {
+    /* The workers spend most of their time waiting for the device sampler's blocks: the
+     * sampler sets the pace (its kernels share the device with the step, and its lanes with
+     * the feed thread). Moving a worker between groups changes neither, and the device's wait
+     * for packages would make the CPU-bound rule move one for nothing; nothing moves, and the
+     * data is dropped. */
+    reset_acc(c);
+    d.reason = NG_CTRL_SAMPLER_BOUND;
   } else if (s->ring_capacity > 0 && 2 * s->ring_depth >= s->ring_capacity &&
              (s->producer_wait_frac >= c->o.gpu_bound_wait ||
               s->consumer_wait_frac <= c->o.gpu_busy_wait)) {
@@ -449,6 +459,8 @@ const char *ng__ctrl_reason_name(ng_ctrl_reason r) {
     return "cpu_bound";
   case NG_CTRL_PROBE:
     return "probe";
+  case NG_CTRL_SAMPLER_BOUND:
+    return "sampler_bound";
   }
   return "unknown";
 }
@@ -483,6 +495,7 @@ void ng__counters_sub(ng_counters *out, const ng_counters *a, const ng_counters 
   }
   d.put_wait_ns -= b->put_wait_ns;
   d.take_wait_ns -= b->take_wait_ns;
+  d.feed_wait_ns -= b->feed_wait_ns;
   *out = d;
 }
 

@@ -97,6 +97,7 @@ struct ng_runtime {
   _Atomic int share;    /* the device share of PARTIAL packages, in controller steps */
   _Atomic int64_t group_iters[NG_GROUP_COUNT];
   _Atomic int64_t group_busy_ns[NG_GROUP_COUNT];
+  _Atomic int64_t feed_wait_ns; /* the workers' waits for the sample feed, in all */
   /* The controller's period that was open when the last epoch ended, as counts since its start
    * (`period_open`): when the workers go on into the next epoch, its first period continues
    * that one, the time between the two calls left out. */
@@ -117,6 +118,22 @@ static int feed_track(const ng_runtime *rt) {
 }
 
 /* ---- resolving options ---- */
+
+/* The PARTIAL workers a hybrid mode starts with: partial_workers, or by default (-1) all but
+ * one in HYBRID when TRANSFER workers use zero-copy, else half (rounded up; the controller's
+ * own default). A zero-copy worker costs the CPU almost nothing per iteration (the device
+ * reads its cold rows), so one alone reaches most of the link's rate (one ran at 95% of
+ * fifteen's on W1), while near-data aggregation scales with the cores it gets: from half, the
+ * controller ended at 14/1 on W1 and at 14/0 on W4, and W4's first epoch took 1.38 s from 7/7
+ * against 0.82 s from 13/1 (H100, eval/results/2026-11-26-h100-startup.md). BATCH workers
+ * gather every cold row themselves: there half stays the start. */
+static int initial_partial(const ng_runtime *rt) {
+  if (rt->o.partial_workers >= 0)
+    return rt->o.partial_workers;
+  if (rt->o.mode == NG_MODE_HYBRID && rt->o.transfer == NG_FETCH_ZCOPY && rt->n_threads > 1)
+    return rt->n_threads - 1;
+  return -1;
+}
 
 ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be) {
   if (m != NG_MODE_AUTO)
@@ -304,13 +321,13 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
         fail);
     NG_CHECK_GOTO(st, ng__sample_arena_create(&rt->w[i].arena), fail);
   }
-  /* The split: hybrid modes start from partial_workers (half by default); the others put every
-   * worker in the one group their strategy belongs to. */
+  /* The split: hybrid modes start from partial_workers (default: initial_partial()); the
+   * others put every worker in the one group their strategy belongs to. */
   ng_ctrl_opts co = NG_CTRL_OPTS_INIT;
   co.period_ms = rt->o.period_ms;
   co.threshold = rt->o.threshold;
   co.fixed = rt->o.mode != NG_MODE_HYBRID;
-  co.initial_partial = is_hybrid(rt)                   ? rt->o.partial_workers
+  co.initial_partial = is_hybrid(rt)                   ? initial_partial(rt)
                        : rt->o.mode == NG_MODE_PARTIAL ? rt->n_threads
                                                        : 0;
   /* Either group may empty: with few workers all-TRANSFER is often best, with many
@@ -404,8 +421,11 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
     return ng__err(NG_ERR_IO, "injected failure (ng__runtime_fault_iter)");
   ng_minibatch mb;
   const int64_t t0 = span_start(rt);
-  if (rt->feed)
+  if (rt->feed) {
+    const int64_t w0 = ng__now_ns();
     NG_CHECK(ng__feed_get(rt->feed, seq, &mb));
+    atomic_fetch_add_explicit(&rt->feed_wait_ns, ng__now_ns() - w0, memory_order_relaxed);
+  }
   else if (rt->o.dev_sampler)
     NG_CHECK(rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, p->order + begin,
                                         (int32_t)n, seed, &mb, &rt->inline_host, &rt->inline_cap));
@@ -664,6 +684,7 @@ static void snap(ng_runtime *rt, ng_counters *s, int64_t iters, int64_t pcie, in
     ng__ring_stats(rt->ring, &rs);
   s->put_wait_ns = rs.put_wait_ns;
   s->take_wait_ns = rs.take_wait_ns;
+  s->feed_wait_ns = atomic_load(&rt->feed_wait_ns);
   s->ring_depth = rs.depth;
 }
 
@@ -1073,6 +1094,8 @@ static void control_period(epoch_loop *L, const ng_counters *now) {
   s.ring_depth = d.ring_depth;
   s.producer_wait_frac = NG_MIN(1.0, (double)d.put_wait_ns * 1e-9 / (secs * rt->n_threads));
   s.consumer_wait_frac = NG_MIN(1.0, (double)d.take_wait_ns * 1e-9 / secs);
+  s.feed_wait_frac =
+      rt->n_threads ? NG_MIN(1.0, (double)d.feed_wait_ns * 1e-9 / (secs * rt->n_threads)) : 0.0;
   s.done = d.iters;
   s.seconds = secs;
   ng_ctrl_decision dec = ng__ctrl_step(&rt->ctrl, &s);

@@ -241,10 +241,13 @@ typedef struct {
   /// share at the start (at most share_steps, or any step when `fixed`).
   int share_steps;
   int initial_share;
+  /// Share of the workers' time spent waiting for their blocks from the device sampler's feed
+  /// at or above which the sampler sets the pace: no split helps then, and none is tried.
+  double sampler_bound_wait;
 } ng_ctrl_opts;
 
 #define NG_CTRL_OPTS_INIT                                                                          \
-  { sizeof(ng_ctrl_opts), 100.0, 0.10, false, 1, -1, 2, 4, 0.5, 0.05, 0, 0 }
+  { sizeof(ng_ctrl_opts), 100.0, 0.10, false, 1, -1, 2, 4, 0.5, 0.05, 0, 0, 0.5 }
 
 /// The device share's unit: shares are multiples of 1 / NG_CTRL_SHARE_DEN.
 #define NG_CTRL_SHARE_DEN 32
@@ -271,6 +274,7 @@ typedef enum {
   NG_CTRL_JUDGING,     ///< the last move's verdict waits for enough iterations under it
   NG_CTRL_CPU_BOUND,   ///< every worker in PARTIAL and the device waits for them
   NG_CTRL_PROBE,       ///< the proposed direction is blocked: the other one is tried instead
+  NG_CTRL_SAMPLER_BOUND, ///< the workers wait for the device sampler: no split would help
 } ng_ctrl_reason;
 
 /// +1: one worker PARTIAL -> TRANSFER; -1: TRANSFER -> PARTIAL; 0: none. While the TRANSFER
@@ -302,6 +306,9 @@ typedef struct {
   double producer_wait_frac;
   /// Growth of ng_ring_stats::take_wait_ns over the period / period, in [0, 1].
   double consumer_wait_frac;
+  /// The workers' time waiting for blocks from the device sampler's feed / (workers x
+  /// period), in [0, 1] (0 without a feed).
+  double feed_wait_frac;
   /// Iterations the device finished in the period and its length. When seconds > 0, every move
   /// is judged by the device's throughput (done / seconds) two periods later and undone if it
   /// fell by more than half the threshold (docs/scheduler.md); 0 turns the judge off.
@@ -381,7 +388,8 @@ typedef struct {
   int64_t group_iters[NG_GROUP_COUNT], group_busy_ns[NG_GROUP_COUNT];
   int64_t pcie, cpu_cold;
   int64_t put_wait_ns, take_wait_ns;
-  int ring_depth; ///< a level, not a count
+  int64_t feed_wait_ns; ///< the workers' waits for the device sampler's feed
+  int ring_depth;       ///< a level, not a count
 } ng_counters;
 
 /// out = a - b, counter by counter; the ring's depth is a's. `out` may be `a`.

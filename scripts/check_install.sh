@@ -14,6 +14,7 @@ prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -x "$prefix/bin/neargnn"
 test -f "$prefix/include/neargnn.h"
+test -f "$prefix/include/neargnn_serve.h"
 # Only the public API is exported, under a SONAME that carries the ABI version.
 soname=$(readelf -d "$prefix/lib/libneargnn.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libneargnn.so.0.1" ] || { echo "unexpected SONAME '$soname'"; exit 1; }
@@ -46,6 +47,18 @@ out=$("$tmp/train_cora_pc" "$data/cora" 20)
 echo "$out" | tail -1
 echo "$out" | awk '/test accuracy/ { if ($(NF-3) + 0 < 0.6) { print "accuracy too low"; exit 1 } }'
 "$tmp/ex-static/train_cora" "$data/cora" 1 >/dev/null
+
+# The serving API from the installed headers: a checkpoint trained by the installed command,
+# served by the example (engine + HTTP server) with both links.
+"$prefix/bin/neargnn" convert --format planetoid --in "$data/cora" --out "$tmp/cora" --progress none \
+  >/dev/null
+"$prefix/bin/neargnn" train --dataset "$tmp/cora" --epochs 2 --fanouts 5,5 --batch 256 --progress none \
+  --checkpoint "$tmp/cora.ck" >"$tmp/train.log" 2>&1 || { cat "$tmp/train.log"; exit 1; }
+for ex in ex-shared ex-static; do
+  out=$("$tmp/$ex/serve_cora" "$tmp/cora" "$tmp/cora.ck" 0 7)
+  echo "$out" | grep -q '^node 7: class' || { echo "serve_cora ($ex) failed: $out"; exit 1; }
+done
+echo "$out" | head -1
 
 # The installed Python package finds the installed library by itself.
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then

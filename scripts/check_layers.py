@@ -18,8 +18,9 @@ import re
 import sys
 
 # What each folder may include besides itself: the dependency rule
-# core <- cpu, gpu <- models <- sched <- runtime <- serve <- apps, eval. include/ is the public
-# header (neargnn.h), which every layer may see.
+# core <- cpu, gpu <- models <- sched <- runtime <- serve <- apps, eval. include/ holds the public
+# headers (neargnn.h, neargnn_serve.h), which every layer may see. The command (apps/) is a client
+# of the library like any other program: it sees the public headers only.
 BELOW = {
     "include": [],
     "core": ["include"],
@@ -29,7 +30,7 @@ BELOW = {
     "sched": ["include", "core", "cpu", "gpu", "models"],
     "runtime": ["include", "core", "cpu", "gpu", "models", "sched"],
     "serve": ["include", "core", "cpu", "gpu", "models", "sched", "runtime"],
-    "apps": ["include", "core", "cpu", "gpu", "models", "sched", "runtime", "serve"],
+    "apps": ["include"],
     "eval": ["include", "core", "cpu", "gpu", "models", "sched", "runtime", "serve"],
 }
 SOURCE = re.compile(r"\.(c|h|cu|cuh)$")

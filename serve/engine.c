@@ -1,4 +1,4 @@
-/* The serving engine (serve/engine.h): checkpoint loading, admission, dynamic batching, the
+/* The serving engine (include/neargnn_serve.h): checkpoint loading, admission, dynamic batching, the
  * tiered input layer (hot rows in device memory, cold rows by the mode's strategy, hub requests
  * aggregated near the data by CPU threads) and online updates over snapshots.
  * docs/serving-engine.md describes the design. */

@@ -12,7 +12,7 @@
 
 #include "backend_impl.h"
 #include "csr_impl.h"
-#include "engine.h"
+#include "neargnn_serve.h"
 
 #include <stdatomic.h>
 

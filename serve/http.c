@@ -451,7 +451,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   atomic_fetch_sub(&s->in_flight, 1);
 }
 
-ng_status ng__http_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts) {
+ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts) {
   *out = NULL;
   ng_http_opts o = NG_HTTP_OPTS_INIT;
   if (opts) {
@@ -528,11 +528,11 @@ ng_status ng__http_start(ng_http_server **out, ng_engine *engine, const ng_http_
   return NG_OK;
 }
 
-int ng__http_port(const ng_http_server *s) {
+int ng_http_server_port(const ng_http_server *s) {
   return s ? s->port : -1;
 }
 
-int ng__http_stop(ng_http_server *s) {
+int ng_http_server_stop(ng_http_server *s) {
   if (!s)
     return 0;
   atomic_store(&s->draining, 1);

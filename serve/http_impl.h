@@ -1,11 +1,11 @@
 /// The HTTP front of the serving mode (docs/serving.md): a KServe v2 / Open Inference Protocol
-/// server on libmicrohttpd in front of the engine (engine.h), and the pure functions it is made
+/// server on libmicrohttpd in front of the engine (include/neargnn_serve.h), and the pure functions it is made
 /// of, which the tests and the fuzzers call directly: the request parsers and the response
 /// writers (http_json.c).
 #ifndef NG_SERVE_HTTP_IMPL_H
 #define NG_SERVE_HTTP_IMPL_H
 
-#include "engine.h"
+#include "neargnn_serve.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -80,33 +80,6 @@ size_t ng__json_escape(char *dst, size_t cap, const char *s);
 
 /* ---- the server (http.c) ---- */
 
-typedef struct ng_http_server ng_http_server;
-
-typedef struct {
-  size_t size;                ///< sizeof(ng_http_opts)
-  const char *host;           ///< address to listen on (numeric IPv4 or IPv6); NULL: 127.0.0.1
-  int port;                   ///< TCP port; 0 picks a free one (ng__http_port tells which)
-  int64_t max_body_bytes;     ///< larger request bodies get 413 unread (default 16 MiB)
-  int64_t max_buffered_bytes; ///< bodies held at once across connections (default 4 x the max)
-  int max_connections;        ///< open connections, each with its own thread (default 512)
-  int retry_after_s;          ///< the Retry-After of a 503 (default 1)
-  double drain_timeout_s;     ///< ng__http_stop's longest wait for requests in flight (30 s)
-} ng_http_opts;
-#define NG_HTTP_OPTS_INIT                                                                          \
-  { sizeof(ng_http_opts), NULL, 8000, (int64_t)16 << 20, 0, 512, 1, 30.0 }
-
-/// Starts listening and answering in libmicrohttpd's threads (one per connection, keep-alive).
-/// `engine` is borrowed and must outlive the server. Returns NG_ERR_IO when the address cannot
-/// be bound (ng_last_error() says which), NG_ERR_INVALID_ARG for bad options.
-ng_status ng__http_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts);
-/// The port the server listens on (the one picked when opts->port was 0).
-int ng__http_port(const ng_http_server *s);
-/// Stops accepting connections, answers the requests in flight (new requests on open
-/// connections get 503 and the connection is closed), waits for them up to the drain timeout,
-/// then closes every connection and frees. NULL accepted. The engine is not touched: the caller
-/// destroys it afterwards. Returns the number of requests still in flight at the timeout (0 after
-/// a clean drain).
-int ng__http_stop(ng_http_server *s);
 /// Writes the Prometheus text of /metrics (the server's counters and the engine's) into a
 /// malloc'd string; NULL when out of memory.
 char *ng__http_metrics_text(size_t *len, ng_http_server *s);

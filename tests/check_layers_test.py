@@ -30,7 +30,8 @@ def tree(root):
     write(root, "models/model_impl.h", '#include "core_impl.h"\n')
     write(root, "sched/pipeline_impl.h", '#include "model_impl.h"\n#include "sampler_impl.h"\n')
     write(root, "runtime/trainer.c", '#include "pipeline_impl.h"\n')
-    write(root, "apps/main.c", '#include "pipeline_impl.h"\n#include "neargnn.h"\n')
+    write(root, "apps/cli.h", '#include "neargnn.h"\n')
+    write(root, "apps/main.c", '#include "cli.h"\n#include "neargnn.h"\n')
 
 
 def main():
@@ -44,6 +45,8 @@ def main():
          "core/status.c:1"),
         ("gpu -> cpu (two layers beside each other)", "gpu/backend.cu", '#include "sampler_impl.h"\n',
          "gpu/backend.cu:1"),
+        ("apps -> an internal header (the command uses the public API only)", "apps/cmd.c",
+         '#include "cli.h"\n#include "pipeline_impl.h"\n', "apps/cmd.c:2"),
     ]
     with tempfile.TemporaryDirectory() as clean:
         tree(clean)

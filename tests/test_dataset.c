@@ -598,7 +598,15 @@ static void test_json_counts(void) {
 
   EXPECT_TRUE(make_small(dir, sizeof dir, "j_classes"));
   EXPECT_TRUE(json_set_num(dir, "classes", 2147483648.0));
-  EXPECT_OPEN_ERR(dir, NULL, NG_ERR_FORMAT, "dataset.json", "labels are int32");
+  EXPECT_OPEN_ERR(dir, NULL, NG_ERR_FORMAT, "dataset.json", "at most 65536 are accepted");
+  /* A hand-edited class count far above the labels (issue 26: 1000001 classes made 10.8 GB of
+   * training state) is refused before anything is allocated for it. */
+  EXPECT_TRUE(json_set_num(dir, "classes", 1000001));
+  EXPECT_OPEN_ERR(dir, NULL, NG_ERR_FORMAT, "dataset.json", "\"classes\" is 1000001");
+  EXPECT_TRUE(json_set_num(dir, "classes", 65536));
+  ng_dataset_t big = NULL;
+  EXPECT_EQ_I(ng_dataset_open(&big, dir, NULL), NG_OK); /* the cap itself is accepted */
+  ng_dataset_close(big);
 
   /* Splits need labels, and cannot hold more nodes than the graph. */
   EXPECT_TRUE(make_small(dir, sizeof dir, "j_split_nolabels"));

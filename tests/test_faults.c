@@ -14,6 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The backend the suite trains on: "cpu" here; tests/test_gpu_faults.c builds this file again
+ * with FAULTS_DEVICE "cuda", where the same hooks sit in front of the CUDA backend. */
+#ifndef FAULTS_DEVICE
+#define FAULTS_DEVICE "cpu"
+#endif
+/* Failure points of a sweep that are run (the GPU variant thins them: each is a trainer). */
+#ifndef FAULTS_STRIDE
+#define FAULTS_STRIDE 1
+#endif
+
 static ng_dataset_t cora;
 
 static bool file_exists(const char *path) {
@@ -40,6 +50,7 @@ static ng_train_opts opts(int workers) {
   o.partial_workers = 1;
   o.cache_ratio = 0.3;
   o.normalize = NG_NORMALIZE_ROW;
+  o.device = FAULTS_DEVICE;
   return o;
 }
 
@@ -147,10 +158,10 @@ static int sweep(const hook *h, stage at, int64_t limit, int64_t stride, bool st
  * (with workers and inline) and save. */
 static void test_allocator(void) {
   const hook *h = &hooks[0];
-  int c = sweep(h, AT_CREATE, 2000, 1, false, 2);
-  int e = sweep(h, AT_EPOCH, 2000, 3, false, 2);
-  int i = sweep(h, AT_EPOCH, 2000, 3, false, -1);
-  int s = sweep(h, AT_SAVE, 2000, 1, false, 2);
+  int c = sweep(h, AT_CREATE, 2000, FAULTS_STRIDE, false, 2);
+  int e = sweep(h, AT_EPOCH, 2000, 3 * FAULTS_STRIDE, false, 2);
+  int i = sweep(h, AT_EPOCH, 2000, 3 * FAULTS_STRIDE, false, -1);
+  int s = sweep(h, AT_SAVE, 2000, FAULTS_STRIDE, false, 2);
   printf("  allocator failure points: create %d, epoch %d (+%d inline, every 3rd), save %d\n", c, e,
          i, s);
   EXPECT_TRUE(c > 5 && e > 0 && i > 0 && s > 0);
@@ -176,7 +187,8 @@ static void test_backend_ops(void) {
     const hook *h = &hooks[k];
     int total = 0;
     for (int at = AT_CREATE; at <= AT_SAVE; at++) {
-      int n = sweep(h, (stage)at, 200, 1, false, 2) + sweep(h, (stage)at, 200, 1, true, 2);
+      int n = sweep(h, (stage)at, 200, FAULTS_STRIDE, false, 2) +
+              sweep(h, (stage)at, 200, FAULTS_STRIDE, true, 2);
       printf("  %s failure points at %s: %d\n", h->name, stage_names[at], n);
       total += n;
     }
@@ -253,6 +265,7 @@ static void test_pinning_refused(void) {
   }
 }
 
+#ifndef FAULTS_NO_MAIN
 int main(void) {
   cora = ng_test_fetch_cora();
   model = ng_test_cora_sage();
@@ -264,3 +277,4 @@ int main(void) {
   ng_dataset_close(cora);
   return ng_test_summary();
 }
+#endif

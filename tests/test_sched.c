@@ -1038,11 +1038,35 @@ static void test_ctrl_moves_and_threshold(void) {
   d = ng__ctrl_step(&c, &cpu_bound);
   EXPECT_EQ_I(d.reason, NG_CTRL_GROUP_EMPTY);
   cpu_bound.consumer_wait_frac = 0.7;
+  /* The same, but the workers spend most of their time waiting for the device sampler's
+   * blocks: the sampler sets the pace, and no worker moves (issue 19: the controller does not
+   * move cores for nothing). */
+  ng_ctrl_sample sampler_bound = cpu_bound;
+  sampler_bound.feed_wait_frac = 0.6;
+  d = ng__ctrl_step(&c, &sampler_bound);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SAMPLER_BOUND);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  EXPECT_EQ_I(d.workers[NG_GROUP_PARTIAL], 3);
+  EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_SAMPLER_BOUND), "sampler_bound") == 0);
+  /* A device-bound period with waiting producers is the sampler's too when the feed binds. */
+  ng_ctrl_sample full = sampler_bound;
+  full.ring_depth = 8;
+  full.ring_capacity = 8;
+  full.producer_wait_frac = 0.8;
+  d = ng__ctrl_step(&c, &full);
+  EXPECT_EQ_I(d.reason, NG_CTRL_SAMPLER_BOUND);
+  EXPECT_EQ_I(d.move, NG_CTRL_MOVE_NONE);
+  /* Below the threshold the CPU-bound rule moves as before. */
+  cpu_bound.feed_wait_frac = 0.3;
   d = ng__ctrl_step(&c, &cpu_bound);
   EXPECT_EQ_I(d.reason, NG_CTRL_CPU_BOUND);
   EXPECT_EQ_I(d.move, NG_CTRL_MOVE_TO_TRANSFER);
   EXPECT_EQ_I(d.workers[NG_GROUP_TRANSFER], 1);
   EXPECT_TRUE(strcmp(ng__ctrl_reason_name(NG_CTRL_CPU_BOUND), "cpu_bound") == 0);
+  /* The option is checked. */
+  o.sampler_bound_wait = 0.0;
+  EXPECT_STATUS(ng__ctrl_init(&c, &o, 3), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("sampler_bound_wait");
 }
 
 static void test_ctrl_gpu_bound_fixed_and_data(void) {

@@ -1,4 +1,4 @@
-/* The serving engine (serve/engine.h) on Cora and the CPU backend: answers bit for bit equal to
+/* The serving engine (include/neargnn_serve.h) on Cora and the CPU backend: answers bit for bit equal to
  * the trainer's full-neighbour evaluation, independent of batching and of the mode, online
  * updates with snapshot isolation, the update log's replay (torn tail, corrupt record),
  * admission control and bad requests. */
@@ -6,7 +6,7 @@
 #include "ng_test_fetch.h"
 
 #include "dataset_impl.h"
-#include "engine.h"
+#include "neargnn_serve.h"
 #include "trainer_impl.h"
 
 #include <pthread.h>

@@ -2,7 +2,7 @@
  * response writers, and the server itself on a real socket, driven by a small HTTP client.
  *
  * TEST-ONLY FAKE ENGINE: the server is tested here against a fake engine defined below (the
- * functions of serve/engine.h that http.c calls), so that the HTTP behaviour (routing, status
+ * functions of include/neargnn_serve.h that http.c calls), so that the HTTP behaviour (routing, status
  * codes, limits, metrics, drain) is tested apart from the real engine, which tests/cli_serve.sh
  * drives end to end. The linker takes these definitions before the library's: http.c's calls
  * resolve here, and the real engine's object is never pulled in. */
@@ -527,10 +527,10 @@ static void test_server(void) {
   ng_http_opts o = NG_HTTP_OPTS_INIT;
   o.port = 0;
   o.max_body_bytes = 64 * 1024;
-  EXPECT_OK(ng__http_start(&s, &eng, &o));
+  EXPECT_OK(ng_http_server_start(&s, &eng, &o));
   if (!s)
     return;
-  const int port = ng__http_port(s);
+  const int port = ng_http_server_port(s);
   EXPECT_TRUE(port > 0);
 
   http_answer a = http(port, "GET", "/v2/health/live", NULL);
@@ -691,7 +691,7 @@ static void test_server(void) {
   pthread_create(&th, NULL, slow_infer, &call);
   const struct timespec wait = {0, 100 * 1000000L};
   nanosleep(&wait, NULL);
-  EXPECT_EQ_I(ng__http_stop(s), 0);
+  EXPECT_EQ_I(ng_http_server_stop(s), 0);
   pthread_join(th, NULL);
   EXPECT_EQ_I(call.a.status, 200);
   answer_free(&call.a);
@@ -708,10 +708,10 @@ static void test_body_budget(void) {
   o.port = 0;
   o.max_body_bytes = 48 * 1024;
   o.max_buffered_bytes = 64 * 1024;
-  EXPECT_OK(ng__http_start(&s, &eng, &o));
+  EXPECT_OK(ng_http_server_start(&s, &eng, &o));
   if (!s)
     return;
-  const int port = ng__http_port(s);
+  const int port = ng_http_server_port(s);
   const char *body_head =
       "{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],"
       "\"data\":[1]}]";
@@ -754,7 +754,7 @@ static void test_body_budget(void) {
     ng_test_fail(__FILE__, __LINE__, "/metrics lacks one of the expected lines:\n%s",
                  last ? last : "(no answer)");
   free(last);
-  EXPECT_EQ_I(ng__http_stop(s), 0);
+  EXPECT_EQ_I(ng_http_server_stop(s), 0);
 }
 
 /* A port in use is a clear error, not a crash. */
@@ -763,16 +763,16 @@ static void test_port_in_use(void) {
   ng_http_server *s = NULL, *t = NULL;
   ng_http_opts o = NG_HTTP_OPTS_INIT;
   o.port = 0;
-  EXPECT_OK(ng__http_start(&s, &eng, &o));
+  EXPECT_OK(ng_http_server_start(&s, &eng, &o));
   if (!s)
     return;
-  o.port = ng__http_port(s);
-  EXPECT_STATUS(ng__http_start(&t, &eng, &o), NG_ERR_IO);
+  o.port = ng_http_server_port(s);
+  EXPECT_STATUS(ng_http_server_start(&t, &eng, &o), NG_ERR_IO);
   EXPECT_ERR_HAS("cannot listen");
   o.host = "localhost";
-  EXPECT_STATUS(ng__http_start(&t, &eng, &o), NG_ERR_INVALID_ARG);
+  EXPECT_STATUS(ng_http_server_start(&t, &eng, &o), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("numeric");
-  EXPECT_EQ_I(ng__http_stop(s), 0);
+  EXPECT_EQ_I(ng_http_server_stop(s), 0);
 }
 
 int main(void) {

@@ -2,15 +2,15 @@
 /// batches concurrent requests, and applies durable online graph updates (docs/serving.md for the
 /// HTTP API, docs/serving-engine.md for the engine).
 ///
-/// Layer `serve` sits above `runtime` and below `apps`: the HTTP front (serve/http.c) and the
-/// `neargnn serve` command use this header; the engine uses the layers below it (sampler,
-/// feature store and modes, model executor, backends).
+/// The public serving API, beside neargnn.h: the engine (this first half) and the KServe v2 HTTP
+/// server in front of it (the second half). `neargnn serve` (apps/cmd_serve.c) is built on these
+/// two alone. Both live in the library's `serve` layer, above `runtime`.
 ///
 /// Threading: every function may be called from any thread at the same time, except create and
 /// destroy. ng_engine_infer and ng_engine_update block the calling thread until their answer is
 /// ready; the engine's own threads (batcher, device thread, CPU workers) do the work.
-#ifndef NG_SERVE_ENGINE_H
-#define NG_SERVE_ENGINE_H
+#ifndef NEARGNN_SERVE_H
+#define NEARGNN_SERVE_H
 
 #include "neargnn.h"
 
@@ -128,5 +128,35 @@ typedef struct {
   int64_t queue_depth; ///< now (a gauge)
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
+
+/* ---- the HTTP server (serve/http.c; docs/serving.md) ---- */
+
+typedef struct ng_http_server ng_http_server;
+
+typedef struct {
+  size_t size;                ///< sizeof(ng_http_opts)
+  const char *host;           ///< address to listen on (numeric IPv4 or IPv6); NULL: 127.0.0.1
+  int port;                   ///< TCP port; 0 picks a free one (ng_http_server_port tells which)
+  int64_t max_body_bytes;     ///< larger request bodies get 413 unread (default 16 MiB)
+  int64_t max_buffered_bytes; ///< bodies held at once across connections (default 4 x the max)
+  int max_connections;        ///< open connections, each with its own thread (default 512)
+  int retry_after_s;          ///< the Retry-After of a 503 (default 1)
+  double drain_timeout_s;     ///< ng_http_server_stop's longest wait for requests in flight (30 s)
+} ng_http_opts;
+#define NG_HTTP_OPTS_INIT                                                                          \
+  { sizeof(ng_http_opts), NULL, 8000, (int64_t)16 << 20, 0, 512, 1, 30.0 }
+
+/// Starts listening and answering in libmicrohttpd's threads (one per connection, keep-alive).
+/// `engine` is borrowed and must outlive the server. Returns NG_ERR_IO when the address cannot
+/// be bound (ng_last_error() says which), NG_ERR_INVALID_ARG for bad options.
+ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts);
+/// The port the server listens on (the one picked when opts->port was 0).
+int ng_http_server_port(const ng_http_server *s);
+/// Stops accepting connections, answers the requests in flight (new requests on open
+/// connections get 503 and the connection is closed), waits for them up to the drain timeout,
+/// then closes every connection and frees. NULL accepted. The engine is not touched: the caller
+/// destroys it afterwards. Returns the number of requests still in flight at the timeout (0 after
+/// a clean drain).
+int ng_http_server_stop(ng_http_server *s);
 
 #endif
