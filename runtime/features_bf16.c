@@ -5,6 +5,7 @@
 #include "bf16.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,15 +37,15 @@ static bool dataset_file(const struct ng_dataset *ds, const float *src) {
 }
 
 /* Whether the file at `path` is a bf16 table of `src_path`'s features: the shape and dtype, and
- * written after features.npy was (a dataset rewritten in place gets a new table). */
+ * the modification time of features.npy, which write_file gives the table (a features.npy
+ * rewritten or touched since gets a new table). */
 static ng_status try_map(ng_bf16_table *out, const char *path, const char *src_path, int64_t nodes,
                          int64_t dim, bool *ok) {
   *ok = false;
   struct stat sb, ss;
   if (stat(path, &sb) != 0 || stat(src_path, &ss) != 0)
     return NG_OK;
-  if (sb.st_mtim.tv_sec < ss.st_mtim.tv_sec ||
-      (sb.st_mtim.tv_sec == ss.st_mtim.tv_sec && sb.st_mtim.tv_nsec < ss.st_mtim.tv_nsec))
+  if (sb.st_mtim.tv_sec != ss.st_mtim.tv_sec || sb.st_mtim.tv_nsec != ss.st_mtim.tv_nsec)
     return NG_OK;
   ng_npy m;
   if (ng__npy_map(&m, path, false) != NG_OK)
@@ -74,8 +75,8 @@ static void drop_pages(const void *p, size_t bytes) {
 
 /* Writes `path` from `src` (the dataset's read-only mapping of features.npy) through a temporary
  * file renamed into place. */
-static ng_status write_file(const char *path, const float *src, int64_t nodes, int64_t dim,
-                            int threads, ng_progress *progress) {
+static ng_status write_file(const char *path, const char *src_path, const float *src, int64_t nodes,
+                            int64_t dim, int threads, ng_progress *progress) {
   const size_t n = strlen(path) + 32;
   char *tmp = ng__malloc(n, "a temporary path");
   if (!tmp)
@@ -97,6 +98,15 @@ static ng_status write_file(const char *path, const float *src, int64_t nodes, i
     if (st == NG_OK)
       st = ng__npy_sync(&w, tmp);
     ng__npy_close(&w);
+  }
+  /* The table carries the time of the features it was converted from (try_map). */
+  struct stat ss;
+  if (st == NG_OK && stat(src_path, &ss) != 0)
+    st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot read its modification time", src_path);
+  if (st == NG_OK) {
+    const struct timespec times[2] = {ss.st_atim, ss.st_mtim};
+    if (utimensat(AT_FDCWD, tmp, times, 0) != 0)
+      st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot set its modification time", tmp);
   }
   if (st == NG_OK && rename(tmp, path) != 0)
     st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot rename the written bf16 table into place",
@@ -120,7 +130,7 @@ ng_status ng__bf16_table_open(ng_bf16_table *out, const struct ng_dataset *ds, c
     if (st == NG_OK)
       st = try_map(out, path, src_path, nodes, dim, &ok);
     if (st == NG_OK && !ok && access(ds->dir, W_OK) == 0) {
-      st = write_file(path, src, nodes, dim, threads, progress);
+      st = write_file(path, src_path, src, nodes, dim, threads, progress);
       if (st == NG_OK) {
         st = try_map(out, path, src_path, nodes, dim, &ok);
         if (st == NG_OK && !ok)

@@ -19,7 +19,8 @@ typedef struct {
 
 /// Opens the bf16 table of `src` [nodes, dim] (borrowed). When `src` is the dataset's own mapping
 /// of features.npy, the table is <dir>/features.bf16.npy: mapped in place when it exists with
-/// the right shape and is at least as new as features.npy, else written first (temporary file,
+/// the right shape and features.npy's modification time (which it is given when written), else
+/// written first (temporary file,
 /// renamed into place, `progress` phase "bf16 features") and then mapped, so the fp32 table is
 /// never copied into memory. A folder that cannot be written, or any other `src` (normalised or
 /// in-memory features), gets a table in anonymous memory (half the bytes of `src`), and so does
