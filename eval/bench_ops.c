@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
   const int n_thread_counts = max_threads > 1 ? 2 : 1;
   const int64_t dims[] = {128, 256, 1024};
   const size_t table_bytes = (size_t)table_mib << 20;
-  const ng_aggr mean = {NG_REDUCE_SUM, false, false, true, 0.0f, 0};
+  const ng_aggr mean = {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL};
 
   printf("# bench_ops: table %lld MiB, fanout %d, best of %d, up to %d threads\n",
          (long long)table_mib, FANOUT, reps, max_threads);
