@@ -129,8 +129,8 @@ ng_status ng__aggregator_def_check(const ng_aggregator_def *d) {
                    d->name ? d->name : "(null)");
   if (d->state_size < 1 || d->state_size > NG_AGG_STATE_MAX)
     return ng__err(NG_ERR_INVALID_ARG,
-                   "aggregator \"%s\": state_size %d is not in [1, %d] (NG_AGG_STATE_MAX)",
-                   d->name, (int)d->state_size, NG_AGG_STATE_MAX);
+                   "aggregator \"%s\": state_size %d is not in [1, %d] (NG_AGG_STATE_MAX)", d->name,
+                   (int)d->state_size, NG_AGG_STATE_MAX);
   if (d->linear != 0 && d->linear != 1)
     return ng__err(NG_ERR_INVALID_ARG, "aggregator \"%s\": linear is %d; use 0 or 1", d->name,
                    (int)d->linear);
@@ -145,8 +145,7 @@ ng_status ng__aggregator_def_check(const ng_aggregator_def *d) {
              {"grad (the aggregator is not declared linear)", (const void *)d->grad, !d->linear}};
   for (size_t i = 0; i < NG_ARRAY_LEN(fns); i++)
     if (fns[i].needed && !fns[i].fn)
-      return ng__err(NG_ERR_INVALID_ARG, "aggregator \"%s\": no %s function", d->name,
-                     fns[i].what);
+      return ng__err(NG_ERR_INVALID_ARG, "aggregator \"%s\": no %s function", d->name, fns[i].what);
   if (d->source) {
     NG_CHECK(check_source_has(d, "agg_init"));
     NG_CHECK(check_source_has(d, "agg_accumulate"));

@@ -24,9 +24,8 @@ static void reduce_row(const ng_aggr *ag, const ng_block *blk, const float *src,
     if (drop) {
       const uint64_t base = (uint64_t)r * (uint64_t)dim;
       for (int64_t c = 0; c < dim; c++)
-        u->accumulate(st + c * S, ng_dropped(row[c], ag->drop_key, base + (uint64_t)c, threshold,
-                                             scale),
-                      w);
+        u->accumulate(st + c * S,
+                      ng_dropped(row[c], ag->drop_key, base + (uint64_t)c, threshold, scale), w);
     } else {
       for (int64_t c = 0; c < dim; c++)
         u->accumulate(st + c * S, row[c], w);

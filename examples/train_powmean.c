@@ -19,6 +19,7 @@
 
 /* The aggregator, once. State: s[0] = sum of w |x|^3. Plain C over float: this text is also
  * handed to NVRTC, which compiles it with NG_AGG_FN = __device__ __forceinline__. */
+// clang-format off
 NG_AGGREGATOR_SOURCE(powmean_source,
   NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
   NG_AGG_FN void agg_accumulate(float *s, float x, float w) {
@@ -34,6 +35,7 @@ NG_AGGREGATOR_SOURCE(powmean_source,
     (void)s;
     return y > 0.0f ? w * x * fabsf(x) / (n * y * y) : 0.0f;
   })
+// clang-format on
 
 static const ng_aggregator_def powmean = {
     .size = sizeof(ng_aggregator_def),
@@ -112,8 +114,7 @@ int main(int argc, char **argv) {
     st = ng_trainer_evaluate(&acc, NULL, trainer, NG_SPLIT_TEST);
   if (st == NG_OK)
     printf("neargnn %s: %s on %s, aggregator %s, test accuracy %.4f after %d epochs\n",
-           ng_version(), info.name, device, powmean.name, acc,
-           epochs);
+           ng_version(), info.name, device, powmean.name, acc, epochs);
   else
     rc = fail("training", st);
   ng_trainer_destroy(trainer);

@@ -341,7 +341,7 @@ typedef struct {
 /// CUDA backend compiles at run time with NVRTC into its gather-aggregate kernels. One
 /// aggregator per translation unit (the names are fixed), unless the names are renamed with
 /// `#define agg_init my_init` ... around it (the text handed to NVRTC keeps the fixed names).
-#define NG_AGGREGATOR_SOURCE(name, ...)                                                          \
+#define NG_AGGREGATOR_SOURCE(name, ...)                                                            \
   __VA_ARGS__                                                                                      \
   static const char name[] = #__VA_ARGS__;
 

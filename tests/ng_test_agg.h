@@ -16,6 +16,7 @@
 #define agg_merge pm_merge
 #define agg_finalize pm_finalize
 #define agg_grad pm_grad
+// clang-format off
 NG_AGGREGATOR_SOURCE(ng_test_powmean_src,
   NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
   NG_AGG_FN void agg_accumulate(float *s, float x, float w) {
@@ -31,6 +32,7 @@ NG_AGGREGATOR_SOURCE(ng_test_powmean_src,
     /* d y / d x = w x |x| / (n y^2) */
     return y > 0.0f ? w * x * fabsf(x) / (n * y * y) : 0.0f;
   })
+// clang-format on
 #undef agg_init
 #undef agg_accumulate
 #undef agg_merge
@@ -44,6 +46,7 @@ NG_AGGREGATOR_SOURCE(ng_test_powmean_src,
 #define agg_merge sm_merge
 #define agg_finalize sm_finalize
 #define agg_grad sm_grad
+// clang-format off
 NG_AGGREGATOR_SOURCE(ng_test_softmax_src,
   NG_AGG_FN void agg_init(float *s) {
     s[0] = -INFINITY;
@@ -80,6 +83,7 @@ NG_AGGREGATOR_SOURCE(ng_test_softmax_src,
     const float a = expf(x * 2.0f - s[0]) / s[1];
     return a * (1.0f + (x - y) * 2.0f);
   })
+// clang-format on
 #undef agg_init
 #undef agg_accumulate
 #undef agg_merge
@@ -91,24 +95,47 @@ NG_AGGREGATOR_SOURCE(ng_test_softmax_src,
 #define agg_accumulate mn_accumulate
 #define agg_merge mn_merge
 #define agg_finalize mn_finalize
+// clang-format off
 NG_AGGREGATOR_SOURCE(ng_test_mean_src,
   NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
   NG_AGG_FN void agg_accumulate(float *s, float x, float w) { s[0] = s[0] + w * x; }
   NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = s[0] + t[0]; }
   NG_AGG_FN float agg_finalize(const float *s, float n) { return n > 0.0f ? s[0] / n : 0.0f; })
+// clang-format on
 #undef agg_init
 #undef agg_accumulate
 #undef agg_merge
 #undef agg_finalize
 
-static const ng_aggregator_def ng_test_powmean = {
-    sizeof(ng_aggregator_def), "powmean3", 1, 0, pm_init, pm_accumulate, pm_merge, pm_finalize,
-    pm_grad, ng_test_powmean_src};
-static const ng_aggregator_def ng_test_softmax = {
-    sizeof(ng_aggregator_def), "softmax-t0.5", 3, 0, sm_init, sm_accumulate, sm_merge, sm_finalize,
-    sm_grad, ng_test_softmax_src};
-static const ng_aggregator_def ng_test_mean = {
-    sizeof(ng_aggregator_def), "user-mean", 1, 1, mn_init, mn_accumulate, mn_merge, mn_finalize,
-    NULL, ng_test_mean_src};
+static const ng_aggregator_def ng_test_powmean = {sizeof(ng_aggregator_def),
+                                                  "powmean3",
+                                                  1,
+                                                  0,
+                                                  pm_init,
+                                                  pm_accumulate,
+                                                  pm_merge,
+                                                  pm_finalize,
+                                                  pm_grad,
+                                                  ng_test_powmean_src};
+static const ng_aggregator_def ng_test_softmax = {sizeof(ng_aggregator_def),
+                                                  "softmax-t0.5",
+                                                  3,
+                                                  0,
+                                                  sm_init,
+                                                  sm_accumulate,
+                                                  sm_merge,
+                                                  sm_finalize,
+                                                  sm_grad,
+                                                  ng_test_softmax_src};
+static const ng_aggregator_def ng_test_mean = {sizeof(ng_aggregator_def),
+                                               "user-mean",
+                                               1,
+                                               1,
+                                               mn_init,
+                                               mn_accumulate,
+                                               mn_merge,
+                                               mn_finalize,
+                                               NULL,
+                                               ng_test_mean_src};
 
 #endif /* NG_TEST_AGG_H */

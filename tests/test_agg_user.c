@@ -15,8 +15,7 @@
 
 static ng_backend *be, *be1;
 
-static const ng_aggregator_def *const DEFS[] = {&ng_test_powmean, &ng_test_softmax,
-                                                &ng_test_mean};
+static const ng_aggregator_def *const DEFS[] = {&ng_test_powmean, &ng_test_softmax, &ng_test_mean};
 
 /* ---- the definition's checks ---- */
 

@@ -145,8 +145,9 @@ static void test_aggr_user(void) {
           pub.edge_weight = weighted ? NG_EDGE_WEIGHT_GCN_NORM : NG_EDGE_WEIGHT_NONE;
           EXPECT_OK(ng__aggr_from_public(&ag, &pub));
           float *src = ng_test_rand_floats(&r, ns);
-          aggr_ctx c = {&ag, &tb.b, src, ng_test_xmalloc((size_t)nd * 4),
-                        ng_test_rand_floats(&r, nd), NULL, dim};
+          aggr_ctx c = {
+              &ag,  &tb.b, src, ng_test_xmalloc((size_t)nd * 4), ng_test_rand_floats(&r, nd),
+              NULL, dim};
           float *grad = ng_test_xmalloc((size_t)ns * 4);
           float *work = ng_test_xmalloc(((size_t)tb.b.nnz + 1) * (size_t)dim * 4);
           EXPECT_OK(be->iface->aggr_user_bwd(be, &ag, &tb.b, src, c.r, dim, work, grad));
@@ -165,7 +166,6 @@ static void test_aggr_user(void) {
 }
 
 /* ---- attention (GAT) ---- */
-
 
 typedef struct {
   const ng_attn *at;
