@@ -4,9 +4,11 @@
  * the user's law, against the unsplit forward; input dropout in the partial state; and a
  * linear user mean against the built-in MEAN kernels. Gradients: tests/test_gradcheck.c. The
  * tiered runtime with user aggregators: tests/test_fetch.c. */
+#include "engine.h"
 #include "ng_cpu.h"
 #include "ng_test.h"
 #include "ng_test_agg.h"
+#include "ng_test_fetch.h"
 #include "ng_test_graph.h"
 
 #include <math.h>
@@ -306,6 +308,51 @@ static void test_user_mean_is_builtin_mean(void) {
   ng_test_block_free(&tb);
 }
 
+/* Checkpoints record the aggregator's name: the trainer of a model with the same aggregator
+ * loads them, one with another aggregator is refused, and so is rebuilding the model from the
+ * file alone (its functions are the program's); serving refuses user aggregators. */
+static void test_checkpoint_and_serving(void) {
+  ng_dataset_t cora = ng_test_fetch_cora();
+  ng_model_t m[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    EXPECT_OK(ng_model_create(&m[k], NG_MODEL_SAGE, 1433));
+    for (int l = 0; l < 2; l++) {
+      ng_layer_opts lo = NG_LAYER_OPTS_INIT;
+      lo.fanout = 5;
+      lo.out_dim = l ? 7 : 16;
+      lo.activation = l ? NG_ACT_NONE : NG_ACT_RELU;
+      if (k == 0)
+        EXPECT_OK(ng_aggregator_define(&lo.aggregator, &ng_test_powmean));
+      EXPECT_OK(ng_model_add_layer(m[k], &lo));
+    }
+  }
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 64;
+  ng_trainer_t t = NULL, t2 = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora, m[0], &o));
+  ng_epoch_stats st = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&st, t));
+  EXPECT_TRUE(isfinite(st.loss) && st.loss > 0.0);
+  const char *path = ng_test_path("powmean.safetensors");
+  EXPECT_OK(ng_trainer_save(t, path));
+  EXPECT_OK(ng_trainer_load(t, path));
+  ng_model_t from = NULL;
+  EXPECT_STATUS(ng_model_from_checkpoint(&from, path), NG_ERR_UNSUPPORTED);
+  EXPECT_ERR_HAS("user aggregator \"powmean3\"");
+  EXPECT_OK(ng_trainer_create(&t2, cora, m[1], &o));
+  EXPECT_STATUS(ng_trainer_load(t2, path), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("powmean3");
+  ng_engine *e = NULL;
+  ng_engine_opts eo = NG_ENGINE_OPTS_INIT;
+  EXPECT_STATUS(ng_engine_create(&e, cora, m[0], path, &eo), NG_ERR_UNSUPPORTED);
+  EXPECT_ERR_HAS("user aggregator");
+  ng_trainer_destroy(t2);
+  ng_trainer_destroy(t);
+  ng_model_destroy(m[0]);
+  ng_model_destroy(m[1]);
+  ng_dataset_close(cora);
+}
+
 int main(void) {
   if (ng__backend_cpu_create(&be, 2) != NG_OK || ng__backend_cpu_create(&be1, 1) != NG_OK) {
     fprintf(stderr, "test_agg_user: %s\n", ng_last_error());
@@ -316,6 +363,7 @@ int main(void) {
   RUN_TEST(test_partial_merge);
   RUN_TEST(test_partial_dropout);
   RUN_TEST(test_user_mean_is_builtin_mean);
+  RUN_TEST(test_checkpoint_and_serving);
   ng__backend_destroy(be);
   ng__backend_destroy(be1);
   return ng_test_summary();
