@@ -333,6 +333,9 @@ static void test_checkpoint_and_serving(void) {
   ng_epoch_stats st = NG_EPOCH_STATS_INIT;
   EXPECT_OK(ng_trainer_epoch(&st, t));
   EXPECT_TRUE(isfinite(st.loss) && st.loss > 0.0);
+  double acc = -1.0; /* layer-wise inference over every node runs the aggregator too */
+  EXPECT_OK(ng_trainer_evaluate(&acc, NULL, t, NG_SPLIT_TEST));
+  EXPECT_TRUE(acc > 0.2 && acc <= 1.0);
   const char *path = ng_test_path("powmean.safetensors");
   EXPECT_OK(ng_trainer_save(t, path));
   EXPECT_OK(ng_trainer_load(t, path));
