@@ -154,6 +154,24 @@ ng_status ng__aggregator_def_check(const ng_aggregator_def *d) {
     if (!d->linear)
       NG_CHECK(check_source_has(d, "agg_grad"));
   }
+  if (d->accumulate_row) { /* the row function is the per-feature one, bit for bit */
+    float a[CHECK_N * NG_AGG_STATE_MAX], b[CHECK_N * NG_AGG_STATE_MAX];
+    const int32_t S = d->state_size;
+    for (int c = 0; c < CHECK_N; c++) {
+      d->init(a + c * S);
+      d->init(b + c * S);
+    }
+    for (int r = 0; r < 3; r++) {
+      d->accumulate_row(a, S, CHECK_X, CHECK_W[r], CHECK_N);
+      for (int c = 0; c < CHECK_N; c++)
+        d->accumulate(b + c * S, CHECK_X[c], CHECK_W[r]);
+    }
+    if (memcmp(a, b, sizeof(float) * (size_t)(CHECK_N * S)) != 0)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "aggregator \"%s\": accumulate_row gives other states than accumulate per "
+                     "feature; use the one NG_AGGREGATOR_SOURCE defines (NG_AGGREGATOR_FUNCTIONS)",
+                     d->name);
+  }
   return check_laws(d);
 }
 

@@ -1,11 +1,26 @@
 /* User aggregators on the CPU: the definition's functions (ng_aggregator_def) called per
  * element. Rows are walked neighbour by neighbour, each row's features contiguous, so that the
  * memory access is that of the built-in kernels; the arithmetic is the user's, through function
- * pointers, and not vectorised (docs/aggregators.md gives the cost). */
+ * pointers; a row's accumulate runs as one call of the definition's row function, whose loop the
+ * compiler inlines and may vectorise where NG_AGGREGATOR_SOURCE expanded it (docs/aggregators.md
+ * gives the cost). */
 #include "kernels_impl.h"
 #include "rng.h"
 
 #include <string.h>
+
+/* accumulate over the n features of one neighbour row: the definition's row function when it
+ * has one (one call a row), else one call a feature. */
+static inline void accumulate_row(const ng_aggregator_def *u, float *st, const float *row, float w,
+                                  int64_t n) {
+  if (u->accumulate_row) {
+    u->accumulate_row(st, u->state_size, row, w, n);
+  } else {
+    const int64_t S = u->state_size;
+    for (int64_t c = 0; c < n; c++)
+      u->accumulate(st + c * S, row[c], w);
+  }
+}
 
 /* The state of destination d over its edges into st [dim, S] (dropout when ag->drop_p > 0). */
 static void reduce_row(const ng_aggr *ag, const ng_block *blk, const float *src, int64_t dim,
@@ -27,8 +42,7 @@ static void reduce_row(const ng_aggr *ag, const ng_block *blk, const float *src,
         u->accumulate(st + c * S,
                       ng_dropped(row[c], ag->drop_key, base + (uint64_t)c, threshold, scale), w);
     } else {
-      for (int64_t c = 0; c < dim; c++)
-        u->accumulate(st + c * S, row[c], w);
+      accumulate_row(u, st, row, w, dim);
     }
   }
 }
@@ -52,9 +66,7 @@ void ng__cpu_uagg_fwd_rows(const ng_aggr *ag, const ng_block *blk, const float *
         u->init(st + c * S);
       for (int32_t e = blk->indptr[d]; e < blk->indptr[d + 1]; e++) {
         const float *restrict row = src + (int64_t)blk->indices[e] * dim + c0;
-        const float w = ag->weighted ? blk->edge_w[e] : 1.0f;
-        for (int64_t c = 0; c < n; c++)
-          u->accumulate(st + c * S, row[c], w);
+        accumulate_row(u, st, row, ag->weighted ? blk->edge_w[e] : 1.0f, n);
       }
       for (int64_t c = 0; c < n; c++)
         o[c0 + c] = u->finalize(st + c * S, (float)deg);
@@ -126,9 +138,7 @@ void ng__cpu_uagg_bwd_dst_rows(const ng_aggr *ag, const ng_block *blk, const flo
         u->init(st + c * S);
       for (int32_t e = e0; e < e1; e++) {
         const float *row = src + (int64_t)blk->indices[e] * dim + c0;
-        const float w = ag->weighted ? blk->edge_w[e] : 1.0f;
-        for (int64_t c = 0; c < n; c++)
-          u->accumulate(st + c * S, row[c], w);
+        accumulate_row(u, st, row, ag->weighted ? blk->edge_w[e] : 1.0f, n);
       }
       for (int64_t c = 0; c < n; c++)
         y[c] = u->finalize(st + c * S, deg);

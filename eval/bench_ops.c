@@ -101,16 +101,11 @@ NG_AGGREGATOR_SOURCE(user_mean_src,
   NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = s[0] + t[0]; }
   NG_AGG_FN float agg_finalize(const float *s, float n) { return s[0] / n; })
 // clang-format on
-static const ng_aggregator_def USER_MEAN = {sizeof(ng_aggregator_def),
-                                            "user-mean",
-                                            1,
-                                            1,
-                                            agg_init,
-                                            agg_accumulate,
-                                            agg_merge,
-                                            agg_finalize,
-                                            NULL,
-                                            user_mean_src};
+static const ng_aggregator_def USER_MEAN = {.size = sizeof(ng_aggregator_def),
+                                            .name = "user-mean",
+                                            .state_size = 1,
+                                            .linear = 1,
+                                            NG_AGGREGATOR_FUNCTIONS(user_mean_src)};
 
 typedef struct {
   ng_backend *be;

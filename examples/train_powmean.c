@@ -37,17 +37,15 @@ NG_AGGREGATOR_SOURCE(powmean_source,
   })
 // clang-format on
 
+/* Its definition: the functions above (NG_AGGREGATOR_FUNCTIONS: init, accumulate, merge,
+ * finalize, the source text and the row form of accumulate), the state size and the backward. */
 static const ng_aggregator_def powmean = {
     .size = sizeof(ng_aggregator_def),
     .name = "powmean3",
     .state_size = 1,
     .linear = 0,
-    .init = agg_init,
-    .accumulate = agg_accumulate,
-    .merge = agg_merge,
-    .finalize = agg_finalize,
     .grad = agg_grad,
-    .source = powmean_source,
+    NG_AGGREGATOR_FUNCTIONS(powmean_source),
 };
 
 static int fail(const char *what, ng_status st) {

@@ -12,6 +12,8 @@
  * static inline for the host). */
 #undef NG_AGG_FN
 #define NG_AGG_FN __device__ __forceinline__
+#undef NG_AGG_ROW_FN
+#define NG_AGG_ROW_FN __device__ inline
 #include "agg_template.h"
 
 #include <dlfcn.h>

@@ -337,13 +337,38 @@ typedef struct {
 ///                                                                // one neighbour, y = finalize
 ///
 /// (agg_grad only for an aggregator not declared linear). The macro expands to those
-/// functions, compiled here, and to `static const char name[]`, their source text, which the
-/// CUDA backend compiles at run time with NVRTC into its gather-aggregate kernels. One
+/// functions, compiled here; to `static const char name[]`, their source text, which the CUDA
+/// backend compiles at run time with NVRTC into its gather-aggregate kernels; and to
+/// `name_accumulate_row`, agg_accumulate over one neighbour row (ng_aggregator_def's
+/// accumulate_row: the CPU backend's loop, inlined and vectorised in the defining unit).
+/// NG_AGGREGATOR_FUNCTIONS(name) fills a definition's function fields from them. One
 /// aggregator per translation unit (the names are fixed), unless the names are renamed with
 /// `#define agg_init my_init` ... around it (the text handed to NVRTC keeps the fixed names).
 #define NG_AGGREGATOR_SOURCE(name, ...)                                                            \
   __VA_ARGS__                                                                                      \
-  static const char name[] = #__VA_ARGS__;
+  static const char name[] = #__VA_ARGS__;                                                         \
+  NG_AGG_ROW_FN void name##_accumulate_row(float *s, int32_t state_size, const float *x, float w,  \
+                                           int64_t n) {                                            \
+    if (state_size == 1) {                                                                         \
+      for (int64_t c = 0; c < n; c++)                                                              \
+        agg_accumulate(s + c, x[c], w);                                                            \
+    } else {                                                                                       \
+      for (int64_t c = 0; c < n; c++)                                                              \
+        agg_accumulate(s + c * state_size, x[c], w);                                               \
+    }                                                                                              \
+  }
+
+/// The qualifier of the row function NG_AGGREGATOR_SOURCE defines (host code).
+#ifndef NG_AGG_ROW_FN
+#define NG_AGG_ROW_FN static inline
+#endif
+
+/// The function fields of an ng_aggregator_def, from NG_AGGREGATOR_SOURCE(name, ...) in the same
+/// unit: `{.size = sizeof(ng_aggregator_def), .name = "x", .state_size = 1, .grad = agg_grad,
+/// NG_AGGREGATOR_FUNCTIONS(x_source)}`.
+#define NG_AGGREGATOR_FUNCTIONS(name)                                                              \
+  .init = agg_init, .accumulate = agg_accumulate, .merge = agg_merge, .finalize = agg_finalize,    \
+  .source = name, .accumulate_row = name##_accumulate_row
 
 /// A user aggregator: per feature c of a destination, y = finalize(accumulate(... init, x_1,
 /// w_1) ..., x_n, w_n), degree n) over its neighbours' values x_j = h_j[c] in edge order. All
@@ -363,6 +388,10 @@ typedef struct ng_aggregator_def {
   /// The same functions as CUDA C source (the `name` of NG_AGGREGATOR_SOURCE), or NULL for an
   /// aggregator that runs on the CPU only (the CUDA backend then refuses it).
   const char *source;
+  /// Optional (NULL: accumulate per feature): accumulate(s + c S, x[c], w) for c < n in one
+  /// call, which NG_AGGREGATOR_SOURCE defines as `name_accumulate_row`; it must give the same
+  /// states bit for bit (checked).
+  void (*accumulate_row)(float *s, int32_t state_size, const float *x, float w, int64_t n);
 } ng_aggregator_def;
 
 /// Makes *out a SAGE layer aggregator that runs `def` (borrowed): unweighted, no self loop

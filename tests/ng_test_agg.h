@@ -107,35 +107,39 @@ NG_AGGREGATOR_SOURCE(ng_test_mean_src,
 #undef agg_merge
 #undef agg_finalize
 
-static const ng_aggregator_def ng_test_powmean = {sizeof(ng_aggregator_def),
-                                                  "powmean3",
-                                                  1,
-                                                  0,
-                                                  pm_init,
-                                                  pm_accumulate,
-                                                  pm_merge,
-                                                  pm_finalize,
-                                                  pm_grad,
-                                                  ng_test_powmean_src};
-static const ng_aggregator_def ng_test_softmax = {sizeof(ng_aggregator_def),
-                                                  "softmax-t0.5",
-                                                  3,
-                                                  0,
-                                                  sm_init,
-                                                  sm_accumulate,
-                                                  sm_merge,
-                                                  sm_finalize,
-                                                  sm_grad,
-                                                  ng_test_softmax_src};
-static const ng_aggregator_def ng_test_mean = {sizeof(ng_aggregator_def),
-                                               "user-mean",
-                                               1,
-                                               1,
-                                               mn_init,
-                                               mn_accumulate,
-                                               mn_merge,
-                                               mn_finalize,
-                                               NULL,
-                                               ng_test_mean_src};
+/* Each definition names its renamed functions (NG_AGGREGATOR_FUNCTIONS would take the fixed
+ * names, which are undefined again here). */
+static const ng_aggregator_def ng_test_powmean = {.size = sizeof(ng_aggregator_def),
+                                                  .name = "powmean3",
+                                                  .state_size = 1,
+                                                  .init = pm_init,
+                                                  .accumulate = pm_accumulate,
+                                                  .merge = pm_merge,
+                                                  .finalize = pm_finalize,
+                                                  .grad = pm_grad,
+                                                  .source = ng_test_powmean_src,
+                                                  .accumulate_row =
+                                                      ng_test_powmean_src_accumulate_row};
+static const ng_aggregator_def ng_test_softmax = {.size = sizeof(ng_aggregator_def),
+                                                  .name = "softmax-t0.5",
+                                                  .state_size = 3,
+                                                  .init = sm_init,
+                                                  .accumulate = sm_accumulate,
+                                                  .merge = sm_merge,
+                                                  .finalize = sm_finalize,
+                                                  .grad = sm_grad,
+                                                  .source = ng_test_softmax_src,
+                                                  .accumulate_row =
+                                                      ng_test_softmax_src_accumulate_row};
+static const ng_aggregator_def ng_test_mean = {.size = sizeof(ng_aggregator_def),
+                                               .name = "user-mean",
+                                               .state_size = 1,
+                                               .linear = 1,
+                                               .init = mn_init,
+                                               .accumulate = mn_accumulate,
+                                               .merge = mn_merge,
+                                               .finalize = mn_finalize,
+                                               .source = ng_test_mean_src,
+                                               .accumulate_row = ng_test_mean_src_accumulate_row};
 
 #endif /* NG_TEST_AGG_H */

@@ -61,6 +61,10 @@ static void test_define_checks(void) {
   d.source = "NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }";
   EXPECT_STATUS(ng_aggregator_define(&a, &d), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("defines no agg_accumulate");
+  d = ng_test_powmean; /* another aggregator's row function */
+  d.accumulate_row = ng_test_mean.accumulate_row;
+  EXPECT_STATUS(ng_aggregator_define(&a, &d), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("accumulate_row gives other states");
   d = ng_test_mean;
   d.size = 8;
   EXPECT_STATUS(ng_aggregator_define(&a, &d), NG_ERR_INVALID_ARG);
@@ -128,26 +132,30 @@ static void test_fwd_matches_definition(void) {
   ng_rng_seed(&r, 31);
   ng_test_block tb;
   make_block(&tb, &r, 70, 150, 9);
-  const int64_t dims[] = {1, 7, 300}; /* 300: more than one tile of 256 features */
-  for (size_t i = 0; i < NG_TEST_LEN(DEFS); i++)
+  const int64_t dims[] = {1, 7, 300};                /* 300: more than one tile of 256 features */
+  for (size_t i = 0; i < 2 * NG_TEST_LEN(DEFS); i++) /* with the row function, then without */
     for (int weighted = 0; weighted < 2; weighted++)
       for (size_t k = 0; k < NG_TEST_LEN(dims); k++) {
         const int64_t dim = dims[k], nd = (int64_t)tb.b.n_dst * dim;
-        const ng_aggr ag = user_aggr(DEFS[i], weighted);
+        ng_aggregator_def def = *DEFS[i % NG_TEST_LEN(DEFS)];
+        if (i >= NG_TEST_LEN(DEFS))
+          def.accumulate_row = NULL;
+        const ng_aggregator_def *u = &def;
+        const ng_aggr ag = user_aggr(u, weighted);
         float *src = ng_test_rand_floats(&r, (int64_t)tb.b.n_src * dim);
         float *ref = ng_test_xmalloc((size_t)nd * 4), *out = ng_test_xmalloc((size_t)nd * 4);
         float *out1 = ng_test_xmalloc((size_t)nd * 4);
         memset(out, 0x7f, (size_t)nd * 4); /* poison */
         memset(out1, 0x7f, (size_t)nd * 4);
-        reference_fwd(DEFS[i], weighted, &tb.b, src, dim, ref);
+        reference_fwd(u, weighted, &tb.b, src, dim, ref);
         EXPECT_OK(be->iface->aggr_fwd(be, &ag, &tb.b, src, dim, out, NULL));
         EXPECT_OK(be1->iface->aggr_fwd(be1, &ag, &tb.b, src, dim, out1, NULL));
         if (memcmp(ref, out, (size_t)nd * 4) || memcmp(ref, out1, (size_t)nd * 4))
           ng_test_fail(__FILE__, __LINE__, "%s%s dim %lld: aggr_fwd differs from the definition",
-                       DEFS[i]->name, weighted ? " weighted" : "", (long long)dim);
+                       u->name, weighted ? " weighted" : "", (long long)dim);
         for (int64_t j = 0; j < nd; j++)
           if (!isfinite(out[j]))
-            ng_test_fail(__FILE__, __LINE__, "%s: out[%lld] = %g", DEFS[i]->name, (long long)j,
+            ng_test_fail(__FILE__, __LINE__, "%s: out[%lld] = %g", u->name, (long long)j,
                          (double)out[j]);
         free(src);
         free(ref);
