@@ -152,6 +152,10 @@ static bool nvrtc_load() {
   for (const char *n : names)
     if ((h = dlopen(n, RTLD_NOW | RTLD_LOCAL)))
       break;
+#ifdef NG_CUDA_LIBDIR
+  if (!h) /* the toolkit neargnn was built with, when its folder is not on the loader's path */
+    h = dlopen(NG_CUDA_LIBDIR "/libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+#endif
   if (!h) {
     const char *e = dlerror();
     g_nvrtc_why = std::string("NVRTC (libnvrtc.so.13) could not be loaded: ") + (e ? e : "?") +
