@@ -372,6 +372,7 @@ ng_backend_i make_iface() {
   t.gather_rows = cuda_gather_rows;
   t.aggr_fwd = cuda_aggr_fwd;
   t.aggr_bwd = cuda_aggr_bwd;
+  t.aggr_user_bwd = cuda_aggr_user_bwd;
   t.attn_fwd = cuda_attn_fwd;
   t.attn_bwd = cuda_attn_bwd;
   t.aggr_partial = cuda_aggr_partial;

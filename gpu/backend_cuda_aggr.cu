@@ -480,6 +480,8 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
 
 ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest) {
+  if (ag->user)
+    return cuda_uagg_fwd(be, ag, blk, src, dim, dst);
   NG_CHECK(use(be, "aggr_fwd"));
   return launch_fwd(be, "aggr_fwd", ag, blk, src, dim, dst,
                     ag->reduce == NG_REDUCE_SUM ? nullptr : argbest);
@@ -514,6 +516,8 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
 ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state) {
   const int64_t dim = state->dim;
+  if (ag->user)
+    return cuda_uagg_partial(be, ag, blk, src, state);
   NG_CHECK(use(be, "aggr_partial"));
   k_degree<<<grid_1d(blk->n_dst), kThreads, 0, ctx_of(be)->stream>>>(*blk, state->count);
   LAUNCH_CHECK("aggr_partial");
@@ -527,6 +531,8 @@ ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *b
 
 ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                             const ng_pstate *other) {
+  if (ag->user)
+    return cuda_uagg_merge(be, ag, acc, other);
   NG_CHECK(use(be, "pstate_merge"));
   cudaStream_t s = ctx_of(be)->stream;
   const int64_t n = (int64_t)acc->n_dst * acc->dim;
@@ -542,6 +548,8 @@ ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
 
 ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                float *dst) {
+  if (ag->user)
+    return cuda_uagg_finalize(be, ag, state, dst);
   NG_CHECK(use(be, "pstate_finalize"));
   const int64_t rows = state->n_dst, dim = state->dim;
   const unsigned blocks = (unsigned)NG_MAX(

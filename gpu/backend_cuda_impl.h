@@ -252,6 +252,18 @@ ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, 
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
+/// backend_cuda_uagg.cu: user aggregators (ng_aggr.user), compiled with NVRTC on first use;
+/// the ops of backend_cuda_aggr.cu hand such aggregators to these.
+ng_status cuda_uagg_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+                        int64_t dim, float *dst);
+ng_status cuda_uagg_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state);
+ng_status cuda_uagg_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                          const ng_pstate *other);
+ng_status cuda_uagg_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state, float *dst);
+ng_status cuda_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                             const float *src, const float *grad_dst, int64_t dim, float *work,
+                             float *grad_src);
 /// backend_cuda_attn.cu: GAT's attention.
 ng_status cuda_attn_fwd(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,
                         const float *att_src, const float *att_dst, float *alpha, float *out);

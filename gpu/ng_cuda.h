@@ -27,6 +27,16 @@ ng_status ng__backend_cuda_create(ng_backend **out, int device);
 ng_status ng__cuda_host_register(void *ptr, size_t bytes, bool read_only);
 ng_status ng__cuda_host_unregister(void *ptr);
 
+/// Benchmark and parity hook: aggr_fwd of built-in `name` ("sum", "mean", "max", "min") through
+/// the gather-aggregate template of user aggregators (gpu/agg_template.h), instantiated at build
+/// time from the built-in's NG_AGGREGATOR_SOURCE text; `ag` gives only the edge weights. The
+/// specialised kernels of aggr_fwd are what training runs for the built-ins.
+ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *name, const ng_aggr *ag,
+                                        const ng_block *blk, const float *src, int64_t dim,
+                                        float *dst);
+/// The NG_AGGREGATOR_SOURCE text of built-in `name` ("sum", "mean", "max", "min"), or NULL.
+const char *ng__cuda_builtin_agg_source(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -92,7 +92,7 @@ class ConvertOpts(ctypes.Structure):
 
 class Aggregator(ctypes.Structure):
     _fields_ = [("reduce", c_enum), ("edge_weight", c_enum), ("finalize", c_enum),
-                ("self_loop", c_int32)]
+                ("self_loop", c_int32), ("user", c_void_p)]  # user: C-defined aggregators only
 
 
 class LayerOpts(ctypes.Structure):
