@@ -4,7 +4,7 @@
  * the user's law, against the unsplit forward; input dropout in the partial state; and a
  * linear user mean against the built-in MEAN kernels. Gradients: tests/test_gradcheck.c. The
  * tiered runtime with user aggregators: tests/test_fetch.c. */
-#include "engine.h"
+#include "neargnn_serve.h"
 #include "ng_cpu.h"
 #include "ng_test.h"
 #include "ng_test_agg.h"
