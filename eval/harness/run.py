@@ -88,6 +88,10 @@ def parse_args(argv):
     ap.add_argument("--transfer", default="", help="the TRANSFER group's way: batch, zcopy, auto")
     ap.add_argument("--cpuset", default="", help="cores for the threads, e.g. 0-15")
     ap.add_argument("--extra", default="", help="more `neargnn train` options, one string")
+    ap.add_argument("--ranks", type=int, default=1,
+                    help="data-parallel ranks (GPUs) of every run: neargnn train --ranks N "
+                         "(docs/distributed.md); --batch stays the workload's per rank, the "
+                         "global batch is N times it (default 1)")
     ap.add_argument("--probe-seconds", type=float, default=1.0,
                     help="measured interval of each bench_floor figure (default 1)")
     ap.add_argument("--probe-table-gib", type=float, default=0,
@@ -299,8 +303,9 @@ def precision_of(a, device):
 
 def train_cmd(a, w, data, mode, workers, json_path, tel_path, cache_ratio=None):
     device = "cpu" if mode == "cpu" else a.device
+    ranks = getattr(a, "ranks", 1)
     cmd = [a.bin, "train", "--dataset", data, "--device", device, "--mode", mode,
-           "--workers", str(workers), "--fanouts", w.fanouts, "--batch", str(w.batch),
+           "--workers", str(workers), "--fanouts", w.fanouts, "--batch", str(w.batch * ranks),
            "--hidden", str(w.hidden), "--epochs", str(a.epochs), "--eval-every", "0",
            "--dropout", "0", "--lr", f"{a.lr:g}", "--seed", str(a.seed), "--progress", "none",
            "--json", json_path, "--telemetry", tel_path,
@@ -310,6 +315,8 @@ def train_cmd(a, w, data, mode, workers, json_path, tel_path, cache_ratio=None):
         cmd += ["--cache-ratio", f"{ratio:g}"]
     if a.cpuset:
         cmd += ["--cpuset", a.cpuset]
+    if ranks > 1:
+        cmd += ["--ranks", str(ranks)]
     if a.transfer and mode in ("hybrid", "hybrid-static"):
         cmd += ["--transfer", a.transfer]
     return cmd + shlex.split(a.extra), device
