@@ -7,13 +7,13 @@ Every parameter tensor (layers.*) of B must be A's within `rel` relative: |a - b
 for every element of the tensor, and the optimizer's step counts must agree. Prints the largest
 relative difference; exit status 1 when a tensor differs by more."""
 import argparse
+import array
 import json
 import struct
 import sys
 
-import numpy as np
-
-DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
+# No numpy: the GPU machine's python3 may lack it.
+DTYPES = {"F32": "f", "F64": "d", "I32": "i", "I64": "q"}
 
 
 def load(path):
@@ -24,7 +24,7 @@ def load(path):
     out = {}
     for name, v in head.items():
         lo, hi = v["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + n + lo:8 + n + hi], dtype=DTYPES[v["dtype"]])
+        out[name] = array.array(DTYPES[v["dtype"]], raw[8 + n + lo:8 + n + hi])
     return out, meta
 
 
@@ -45,9 +45,12 @@ def main():
         return 1
     worst, worst_name = 0.0, ""
     for k in params:
-        x, y = a[k].astype(np.float64), b[k].astype(np.float64)
-        scale = max(float(np.abs(x).max()), 1e-30)
-        rel = float(np.abs(x - y).max()) / scale
+        x, y = a[k], b[k]
+        if len(x) != len(y):
+            print(f"{k}: {len(x)} vs {len(y)} values", file=sys.stderr)
+            return 1
+        scale = max(max((abs(v) for v in x), default=0.0), 1e-30)
+        rel = max((abs(p - q) for p, q in zip(x, y)), default=0.0) / scale
         if rel > worst:
             worst, worst_name = rel, k
     print(f"largest relative difference {worst:.3g} ({worst_name or 'none'})")

@@ -121,6 +121,8 @@ def parse_args(argv):
     if bad or not a.modes:
         ap.error(f"--modes: unknown mode(s) {', '.join(bad) or '(none)'}; known: "
                  f"{', '.join(report.MODE_ORDER)}")
+    if a.ranks < 1:
+        ap.error("--ranks must be >= 1")
     if a.epochs < 2:
         ap.error("--epochs must be >= 2: the first epoch warms up and is never reported")
     if not a.scale > 0:
@@ -384,7 +386,8 @@ def main(argv):
             "bin": shown_path(a.bin), "version": version, "device": a.device, "epochs": a.epochs,
             "precision": a.precision, "op_profile": OP_PROFILE,
             "command": shlex.join([sys.executable, os.path.relpath(__file__, ROOT)] + argv),
-            "modes": a.modes, "workers": a.workers, "workloads": {}, "titles": {}}
+            "modes": a.modes, "workers": a.workers, "ranks": a.ranks, "workloads": {},
+            "titles": {}}
     probes = {"floor": {}, "gpu": {}, "sample": {}}
     results_path = os.path.join(out, "results.csv")
     rows = []
@@ -404,7 +407,7 @@ def main(argv):
         except (OSError, RuntimeError, ValueError, KeyError) as e:
             print(f"run.py: {w.name}: no dataset: {e}", file=sys.stderr)
             return 1
-        epoch_iters = -(-int(dj["splits"]["train"]) // w2.batch)
+        epoch_iters = -(-int(dj["splits"]["train"]) // (w2.batch * a.ranks))
         meta["workloads"][w2.name] = {
             "nodes": w2.nodes, "dim": w2.dim, "fanouts": w2.fanouts, "batch": w2.batch,
             "hidden": w2.hidden, "cache_ratio": w2.cache_ratio, "avg_degree": w2.avg_degree,
