@@ -332,6 +332,9 @@ typedef struct {
   int64_t every_iters, since;
   double every_s, prev_done, saved_at;
   bool stopped_for_checkpoint;
+  /* Data-parallel runs write periodic checkpoints at epoch ends only: a pause of rank 0 alone
+   * would split its epoch's figures from the other ranks' (docs/distributed.md). */
+  bool epoch_ends_only;
 } progress_notes;
 
 static bool checkpoint_due(const progress_notes *n) {
@@ -351,7 +354,7 @@ static int note_progress(void *ctx, const char *phase, double done, double total
     n->prev_done = done;
     /* Mid-epoch checkpoints stop the epoch as Ctrl-C does (the trainer resumes it at the next
      * iteration, bit-identically); at the epoch's end the loop writes it without a stop. */
-    if (done < total && checkpoint_due(n)) {
+    if (done < total && !n->epoch_ends_only && checkpoint_due(n)) {
       n->stopped_for_checkpoint = true;
       stop = true;
     }
@@ -525,8 +528,11 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   }
   cli_progress pr;
   cli_progress_begin(&pr, command, (cli_progress_mode)progress);
-  progress_notes notes = {
-      .show = &pr, .every_iters = f->every_iters, .every_s = f->every_s, .saved_at = cli_now()};
+  progress_notes notes = {.show = &pr,
+                          .every_iters = f->every_iters,
+                          .every_s = f->every_s,
+                          .saved_at = cli_now(),
+                          .epoch_ends_only = c->comm != NULL};
   o.progress = note_progress;
   o.progress_ctx = &notes;
   ng_trainer_t t = NULL;
@@ -552,6 +558,13 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     st = ng_dataset_info_get(&info, ds);
   if (st == NG_OK)
     print_setup(t, c, &info, command);
+  if (st == NG_OK && c->comm)
+    fprintf(stderr,
+            "neargnn %s: rank %d of %d (%s; %d on this host), every global batch (--batch) "
+            "split between the ranks; feature cache replicated: every rank caches the same hot "
+            "rows\n",
+            command, rank, ng_comm_size(c->comm), ng_comm_kind(c->comm),
+            ng_comm_local_size(c->comm));
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
     r.epochs = cJSON_AddArrayToObject(r.root, "epochs");

@@ -256,12 +256,20 @@ static ng_status make_backend(ng_backend **out, const ng_train_opts *o) {
     return ng__backend_cpu_create(out, o->threads);
   if (strcmp(dev, "cuda") == 0) {
 #ifdef NG_HAVE_CUDA
-    /* Each rank of a host drives the GPU of its local rank (docs/distributed.md). */
+    /* Each rank of a host drives the GPU of its local rank (docs/distributed.md); a rank that
+     * sees one GPU only was given its own by its launcher (CUDA_VISIBLE_DEVICES). */
     int device = 0, count = 0;
     char desc[8];
-    if (o->comm && ng_comm_local_size(o->comm) > 1 &&
-        ng__cuda_devices(&count, desc, sizeof desc) == NG_OK && count > 0)
-      device = ng_comm_local_rank(o->comm) % count;
+    const int local = o->comm ? ng_comm_local_size(o->comm) : 1;
+    if (local > 1) {
+      NG_CHECK(ng__cuda_devices(&count, desc, sizeof desc));
+      if (count > 1 && count < local)
+        return ng__err(NG_ERR_INVALID_ARG,
+                       "%d ranks on this host but %d GPUs: one rank per GPU (fewer --ranks, or "
+                       "fewer ranks per host under mpirun)",
+                       local, count);
+      device = count > 1 ? ng_comm_local_rank(o->comm) : 0;
+    }
     return ng__backend_cuda_create(out, device);
 #else
     return ng__err(NG_ERR_UNSUPPORTED,
