@@ -338,7 +338,8 @@ struct ng_backend_i {
 
   /* -- data-parallel training (optional: NULL where the backend has none; the CPU backend's
    *    memory is host memory, which the communicator reduces itself). docs/distributed.md -- */
-  /// Writes the NG_DIST_ID_BYTES id that rank 0 creates and every rank passes to dist_init.
+  /// Writes the NG_DIST_ID_BYTES id that rank 0 creates and every rank passes to dist_init;
+  /// with `id` NULL, only checks that the device communicator's library can be used here.
   ng_status (*dist_id)(ng_backend *be, void *id);
   /// Joins the device communicator named by `id` as `rank` of `ranks` (collective: every rank
   /// calls it at once; it waits for the others).

@@ -131,6 +131,8 @@ ng_status cuda_dist_id(ng_backend *be, void *id) {
   NG_CHECK(use(be, "dist_id"));
   nccl_env();
   NG_CHECK(load());
+  if (!id)
+    return NG_OK;
   ncclUniqueId u;
   ncclResult_t r = g_nccl.get_unique_id(&u);
   if (r != 0)

@@ -45,21 +45,24 @@ ng_status ng__dist_setup(ng_dist_train *d, struct ng_comm *comm, ng_backend *be,
   if (!be->iface->dist_init || !be->iface->allreduce)
     return ng__err(NG_ERR_UNSUPPORTED, "distributed: the %s backend cannot all-reduce its memory",
                    be->iface->name);
-  /* Every rank learns whether rank 0 got an id, so that none waits for an id that never comes. */
-  unsigned char id[NG_DIST_ID_BYTES + 1] = {0};
-  ng_status st = NG_OK;
-  if (d->rank == 0) {
-    st = be->iface->dist_id(be, id);
-    id[NG_DIST_ID_BYTES] = st == NG_OK;
-  }
+  /* Every rank learns whether every rank can use the device communicator (NCCL loads) and
+   * whether rank 0 got an id, so that none waits in the communicator's set-up for a rank that
+   * never comes. */
+  unsigned char id[NG_DIST_ID_BYTES] = {0};
+  ng_status st = be->iface->dist_id(be, d->rank == 0 ? id : NULL);
   char why[512] = "";
   if (st != NG_OK)
     snprintf(why, sizeof why, "%s", ng_last_error());
+  double failed = st != NG_OK;
+  NG_CHECK(ng__comm_allreduce_f64(comm, &failed, 1));
+  if (st != NG_OK)
+    return ng__err(st, "%s", why);
+  if (failed > 0)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "distributed: %.0f other rank(s) could not set up the "
+                   "device communicator (their messages say why)",
+                   failed);
   NG_CHECK(ng__comm_bcast(comm, id, sizeof id, 0));
-  if (!id[NG_DIST_ID_BYTES])
-    return st != NG_OK ? ng__err(st, "%s", why)
-                       : ng__err(NG_ERR_UNSUPPORTED, "distributed: rank 0 could not create the "
-                                                     "device communicator (its message says why)");
   NG_CHECK(be->iface->dist_init(be, id, d->rank, d->ranks));
   d->device = true;
   return NG_OK;
