@@ -16,7 +16,7 @@ CMP="$(dirname "$0")/dist_compare.py"
   { echo "FAIL: cannot convert $DATA/cora" >&2; exit 1; }
 # No dropout (hidden-layer masks follow a rank's local rows, docs/distributed.md); Cora's 140
 # training nodes in batches of 64: iterations of 64, 64 and 12 targets.
-base=(--dataset "$TMP/cora" --model sage --fanouts 10,5 --hidden 16 --dropout 0 --optimizer sgd
+base=(--dataset "$TMP/cora" --model sage --fanouts "10,5" --hidden 16 --dropout 0 --optimizer sgd
   --momentum 0.9 --lr 0.2 --seed 5 --progress none --eval-every 0 --workers 1)
 common=("${base[@]}" --batch 64 --epochs 4)
 

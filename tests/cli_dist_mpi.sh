@@ -21,7 +21,7 @@ export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_
 
 "$BIN" convert --format planetoid --in "$DATA/cora" --out "$TMP/cora" --progress none >/dev/null ||
   { echo "FAIL: cannot convert $DATA/cora" >&2; exit 1; }
-common=(--dataset "$TMP/cora" --model sage --fanouts 10,5 --hidden 16 --batch 64 --dropout 0
+common=(--dataset "$TMP/cora" --model sage --fanouts "10,5" --hidden 16 --batch 64 --dropout 0
   --optimizer sgd --momentum 0.9 --lr 0.2 --seed 5 --progress none --eval-every 0 --epochs 4
   --workers 1)
 
