@@ -10,6 +10,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,9 +178,20 @@ typedef struct {
 static ng_status accept_ranks(struct ng_comm *c, int lfd, double deadline) {
   int *fd = sc(c)->fd;
   for (int k = 1; k < c->size; k++) {
-    int a;
+    int a = -1;
     for (;;) {
-      a = accept(lfd, NULL, NULL);
+      const double left = deadline - ng__now();
+      struct pollfd p = {.fd = lfd, .events = POLLIN};
+      const int ready = left > 0 ? poll(&p, 1, (int)(left * 1e3) + 1) : 0;
+      if (ready == 0)
+        return ng__err(NG_ERR_IO,
+                       "distributed: rank 0 waited NG_DIST_TIMEOUT_S for rank connections and "
+                       "%d of %d came; did the other ranks start, with the same NG_DIST_ADDR?",
+                       k - 1, c->size - 1);
+      if (ready < 0 && errno == EINTR)
+        continue;
+      if (ready > 0)
+        a = accept(lfd, NULL, NULL);
       if (a >= 0 || errno != EINTR)
         break;
     }
@@ -199,7 +211,6 @@ static ng_status accept_ranks(struct ng_comm *c, int lfd, double deadline) {
       return st;
     }
     fd[h.rank] = a;
-    (void)deadline;
   }
   return NG_OK;
 }

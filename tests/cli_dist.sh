@@ -74,6 +74,8 @@ has err "every rank needs at least one target"
 # A communicator that is not set up right: the environment of a rank without its peers.
 NG_RANKS=2 NG_RANK=1 NG_DIST_ADDR=127.0.0.1:1 NG_DIST_TIMEOUT_S=1 run 1 train "${common[@]}"
 has err "cannot connect to rank 0"
+NG_RANKS=2 NG_RANK=0 NG_DIST_ADDR=127.0.0.1:0 NG_DIST_TIMEOUT_S=1 run 1 train "${common[@]}"
+has err "0 of 1 came"
 NG_RANKS=2 NG_RANK=0 NG_DIST_ADDR=nonsense run 1 train "${common[@]}"
 has err "NG_DIST_ADDR='nonsense'"
 cli_finish
