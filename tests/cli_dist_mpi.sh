@@ -16,9 +16,12 @@ PY=/usr/bin/python3
 CMP="$(dirname "$0")/dist_compare.py"
 # Open MPI refuses root unless told; CI containers run as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Under the asan preset: Open MPI's own allocations outlive MPI_Finalize (tests/lsan_mpi.supp).
-LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_mpi.supp"
-export LSAN_OPTIONS
+# Under the asan preset: Open MPI's components keep allocations past MPI_Finalize and are
+# unloaded by then (LeakSanitizer cannot even name them to suppress them), so leak detection is
+# off for the ranks under mpirun. neargnn's own code on the same paths is leak-checked by
+# tests/cli_dist.sh (the socket communicator); the other ASan checks stay on here.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS
 # Loopback only: no network interface is needed for ranks of one host.
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 
