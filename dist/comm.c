@@ -168,6 +168,10 @@ const char *ng_comm_kind(ng_comm_t c) {
   return ng__comm_check(c) == NG_OK ? c->ops->name : "";
 }
 
+int ng_has_mpi(void) {
+  return ng__comm_have_mpi();
+}
+
 void ng_comm_destroy(ng_comm_t c) {
   if (!c || c->magic != NG_COMM_MAGIC)
     return;

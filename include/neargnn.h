@@ -65,6 +65,9 @@ const char *ng_last_error(void);
 
 /// Whether this build has the CUDA backend (1) or not (0).
 int ng_has_cuda(void);
+/// 1 if this build can run ranks under mpirun (CMake found MPI; docs/distributed.md), else 0.
+/// The built-in launcher (`neargnn train --ranks N`) needs no MPI.
+int ng_has_mpi(void);
 /// The CUDA devices the CUDA backend sees: their number into *count and a one-line description
 /// into desc[cap] (names, memory). NG_ERR_UNSUPPORTED in a build without the CUDA backend.
 ng_status ng_cuda_devices(int *count, char *desc, size_t cap);
