@@ -237,12 +237,188 @@ static void test_cpus_slice(void) {
   EXPECT_STATUS(ng__cpus_slice(slice, sizeof slice, "0-x", 0, 1), NG_ERR_INVALID_ARG);
 }
 
-int main(void) {
+/* ---- the trainer through the public API: ranks as processes of this binary ---- */
+
+enum { TRAIN_EPOCHS = 2, TRAIN_BATCH = 96 };
+
+static ng_model_t small_model(int64_t in_dim, int32_t classes) {
+  ng_model_t m = NULL;
+  if (ng_model_create(&m, NG_MODEL_SAGE, in_dim) != NG_OK)
+    return NULL;
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.fanout = 5;
+  l0.out_dim = 16;
+  l1.fanout = 8;
+  l1.out_dim = classes;
+  l1.activation = NG_ACT_NONE;
+  if (ng_model_add_layer(m, &l0) != NG_OK || ng_model_add_layer(m, &l1) != NG_OK) {
+    ng_model_destroy(m);
+    return NULL;
+  }
+  return m;
+}
+
+/* Trains TRAIN_EPOCHS epochs on the dataset at `dir` as one rank of `comm` (NULL: alone), writes
+ * the epoch losses to losses[] and the checkpoint to `ckpt`. */
+static ng_status train_rank(const char *dir, ng_comm_t comm, double *losses, const char *ckpt) {
+  ng_dataset_t ds = NULL;
+  ng_model_t m = NULL;
+  ng_trainer_t t = NULL;
+  ng_dataset_info info = NG_DATASET_INFO_INIT;
+  ng_status st = ng_dataset_open(&ds, dir, NULL);
+  if (st == NG_OK)
+    st = ng_dataset_info_get(&info, ds);
+  if (st == NG_OK && !(m = small_model(info.feature_dim, info.classes)))
+    st = NG_ERR_NOMEM;
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = TRAIN_BATCH;
+  o.workers = 1;
+  o.threads = 1;
+  o.optimizer = NG_OPTIMIZER_SGD;
+  o.lr = 0.2;
+  o.seed = 11;
+  o.comm = comm;
+  if (st == NG_OK)
+    st = ng_trainer_create(&t, ds, m, &o);
+  for (int e = 0; st == NG_OK && e < TRAIN_EPOCHS; e++) {
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    st = ng_trainer_epoch(&s, t);
+    losses[e] = s.loss;
+    if (st == NG_OK && s.ranks != (comm ? ng_comm_size(comm) : 1))
+      st = ng__err(NG_ERR_STATE, "epoch stats report %d ranks", (int)s.ranks);
+  }
+  if (st == NG_OK && ckpt)
+    st = ng_trainer_save(t, ckpt);
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+  return st;
+}
+
+/* `test_dist --rank DIR R ADDR FD`: rank R of 2 (the parent set NG_* for it); writes its losses
+ * to DIR/losses.R and its checkpoint to DIR/ckpt.R. */
+static int rank_child(const char *dir, int r) {
+  ng_comm_t comm = NULL;
+  if (ng_comm_create(&comm, "env") != NG_OK) {
+    fprintf(stderr, "rank %d: %s\n", r, ng_last_error());
+    return 1;
+  }
+  char path[4096];
+  double losses[TRAIN_EPOCHS];
+  snprintf(path, sizeof path, "%s/ckpt.%d", dir, r);
+  char data[4096];
+  snprintf(data, sizeof data, "%s/data", dir);
+  ng_status st = train_rank(data, comm, losses, path);
+  ng_comm_destroy(comm);
+  if (st != NG_OK) {
+    fprintf(stderr, "rank %d: %s\n", r, ng_last_error());
+    return 1;
+  }
+  snprintf(path, sizeof path, "%s/losses.%d", dir, r);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(losses, sizeof losses, 1, f) != 1)
+    return 1;
+  return fclose(f) != 0;
+}
+
+static bool same_file(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  bool same = fa && fb;
+  while (same) {
+    int ca = fgetc(fa), cb = fgetc(fb);
+    same = ca == cb;
+    if (ca == EOF || cb == EOF)
+      break;
+  }
+  if (fa)
+    fclose(fa);
+  if (fb)
+    fclose(fb);
+  return same;
+}
+
+static void test_trainer_ranks(void) {
+  const char *dir = ng_test_tmpdir();
+  char data[4096], path[4096];
+  snprintf(data, sizeof data, "%s/data", dir);
+  ng_generate_opts g = NG_GENERATE_OPTS_INIT;
+  g.nodes = 3000;
+  g.feature_dim = 16;
+  g.classes = 4;
+  g.train_frac = 0.2; /* 600 training nodes: 7 iterations of 96, the last of 24 */
+  g.seed = 5;
+  EXPECT_OK(ng_dataset_generate(data, &g));
+  /* Alone, and as the one rank of a group of one: the same bits. */
+  double alone[TRAIN_EPOCHS], one[TRAIN_EPOCHS];
+  ng_comm_t c1 = NULL;
+  EXPECT_OK(ng_comm_create(&c1, "one"));
+  snprintf(path, sizeof path, "%s/ckpt.alone", dir);
+  EXPECT_OK(train_rank(data, NULL, alone, path));
+  EXPECT_OK(train_rank(data, c1, one, NULL));
+  ng_comm_destroy(c1);
+  for (int e = 0; e < TRAIN_EPOCHS; e++)
+    EXPECT_TRUE(alone[e] == one[e]);
+  /* Two ranks, each a fresh process of this binary. */
+  char addr[64];
+  int lfd = listen_loopback(addr, sizeof addr);
+  EXPECT_TRUE(lfd >= 0);
+  if (lfd < 0)
+    return;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid[2];
+  for (int r = 0; r < 2; r++) {
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      char rank[16], fd[16];
+      snprintf(rank, sizeof rank, "%d", r);
+      snprintf(fd, sizeof fd, "%d", lfd);
+      setenv("NG_RANK", rank, 1);
+      setenv("NG_RANKS", "2", 1);
+      setenv("NG_DIST_ADDR", addr, 1);
+      if (r == 0)
+        setenv("NG_DIST_LISTEN_FD", fd, 1);
+      else
+        close(lfd);
+      execl("/proc/self/exe", "test_dist", "--rank", dir, rank, (char *)NULL);
+      _exit(127);
+    }
+  }
+  close(lfd);
+  for (int r = 0; r < 2; r++) {
+    int status = 0;
+    EXPECT_TRUE(waitpid(pid[r], &status, 0) == pid[r]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  /* Every rank holds the same parameters, bit for bit, and reported the same losses... */
+  char a[4096], b[4096];
+  snprintf(a, sizeof a, "%s/ckpt.0", dir);
+  snprintf(b, sizeof b, "%s/ckpt.1", dir);
+  EXPECT_TRUE(same_file(a, b));
+  double losses[2][TRAIN_EPOCHS];
+  for (int r = 0; r < 2; r++) {
+    snprintf(path, sizeof path, "%s/losses.%d", dir, r);
+    FILE *f = fopen(path, "rb");
+    EXPECT_TRUE(f && fread(losses[r], sizeof losses[r], 1, f) == 1);
+    if (f)
+      fclose(f);
+  }
+  /* ... which are one process's within fp32 rounding (the parameters: tests/cli_dist.sh). */
+  for (int e = 0; e < TRAIN_EPOCHS; e++) {
+    EXPECT_TRUE(losses[0][e] == losses[1][e]);
+    EXPECT_NEAR(losses[0][e], alone[e], 1e-5 * alone[e]);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--rank") == 0)
+    return rank_child(argv[2], atoi(argv[3]));
   alarm(SUITE_DEADLINE_S); /* a hung collective kills the suite instead of ctest waiting */
   RUN_TEST(test_plan_slice);
   RUN_TEST(test_sum_order);
   RUN_TEST(test_comm_one);
   RUN_TEST(test_comm_socket);
   RUN_TEST(test_cpus_slice);
+  RUN_TEST(test_trainer_ranks);
   return ng_test_summary();
 }
