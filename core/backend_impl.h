@@ -356,7 +356,26 @@ struct ng_backend_i {
   /// Does nothing while the step guard (see xent) holds.
   ng_status (*opt_step)(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n);
+
+  /* -- data-parallel training (optional: NULL where the backend has none; the CPU backend's
+   *    memory is host memory, which the communicator reduces itself). docs/distributed.md -- */
+  /// Writes the NG_DIST_ID_BYTES id that rank 0 creates and every rank passes to dist_init;
+  /// with `id` NULL, only checks that the device communicator's library can be used here.
+  ng_status (*dist_id)(ng_backend *be, void *id);
+  /// Joins the device communicator named by `id` as `rank` of `ranks` (collective: every rank
+  /// calls it at once; it waits for the others).
+  ng_status (*dist_init)(ng_backend *be, const void *id, int rank, int ranks);
+  /// Queues x[0 .. n) = the sum over ranks of (scale_r * x_r) on the ops' queue (the device
+  /// all-reduce; every rank queues the same calls in the same order). The sum's order is fixed
+  /// for a fixed rank count, so results are bit-identical run after run.
+  ng_status (*allreduce)(ng_backend *be, float *x, int64_t n, float scale);
+  /// Milliseconds of device time of the all-reduces queued since the last call and how many
+  /// they were (waits for them).
+  ng_status (*allreduce_time)(ng_backend *be, double *ms, int64_t *count);
 };
+
+/// Bytes of a device communicator's id (dist_id): NCCL's ncclUniqueId.
+#define NG_DIST_ID_BYTES 128
 
 /* Arguments are validated once, in front of every backend (core/backend_check.c): `iface` is the
  * checked front, whose ops check their arguments as the contract above says (NG_ERR_INVALID_ARG

@@ -27,6 +27,7 @@ void release(cuda_ctx *c) {
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->copy_stream[k])
       (void)cudaStreamSynchronize(c->copy_stream[k]);
+  nccl_release(c);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->marks[k])
       (void)cudaEventDestroy(c->marks[k]);
@@ -389,6 +390,10 @@ ng_backend_i make_iface() {
   t.xent = cuda_xent;
   t.xent_result = cuda_xent_result;
   t.opt_step = cuda_opt_step;
+  t.dist_id = cuda_dist_id;
+  t.dist_init = cuda_dist_init;
+  t.allreduce = cuda_allreduce;
+  t.allreduce_time = cuda_allreduce_time;
   return t;
 }
 

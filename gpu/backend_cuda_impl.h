@@ -91,6 +91,7 @@ struct cuda_ctx {
   bool gemm_graphs;   // replay repeated GEMM calls as CUDA graphs (NG_CUDA_GEMM_GRAPHS=0: off)
   gemm_graph gemms[kGemmGraphs];
   uint64_t gemm_clock;
+  struct nccl_state *nccl; // the device communicator (backend_cuda_nccl.cu), or NULL
 };
 
 inline cuda_ctx *ctx_of(const ng_backend *be) {
@@ -299,6 +300,11 @@ ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, 
 ng_status cuda_xent_result(ng_backend *be, double *loss, int64_t *correct);
 ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n);
+ng_status cuda_dist_id(ng_backend *be, void *id);
+ng_status cuda_dist_init(ng_backend *be, const void *id, int rank, int ranks);
+ng_status cuda_allreduce(ng_backend *be, float *x, int64_t n, float scale);
+ng_status cuda_allreduce_time(ng_backend *be, double *ms, int64_t *count);
+void nccl_release(cuda_ctx *c); // before the stream goes
 
 } // namespace ng_cuda
 

@@ -25,6 +25,12 @@ ng_status ng__backend_cuda_create(ng_backend **out, int device);
 /// backend's kernels can read it directly (its host_view op gives the pointer they use); undo
 /// with ng__cuda_host_unregister.
 ng_status ng__cuda_host_register(void *ptr, size_t bytes, bool read_only);
+
+/// The bandwidth of a device-to-device copy of `bytes` from device `src` to device `dst`
+/// (cudaMemcpyPeerAsync, peer access enabled where the devices allow it; the best of `reps`
+/// after a warm-up), in GB/s (1e9 B), and whether the copy went peer to peer (NVLink or PCIe
+/// P2P) rather than through host memory. NG_ERR_UNSUPPORTED with fewer than two devices.
+ng_status ng__cuda_peer_bandwidth(double *gbs, bool *p2p, int src, int dst, size_t bytes, int reps);
 ng_status ng__cuda_host_unregister(void *ptr);
 
 /// Benchmark and parity hook: aggr_fwd of built-in `name` ("sum", "mean", "max", "min") through

@@ -65,6 +65,9 @@ const char *ng_last_error(void);
 
 /// Whether this build has the CUDA backend (1) or not (0).
 int ng_has_cuda(void);
+/// 1 if this build can run ranks under mpirun (CMake found MPI; docs/distributed.md), else 0.
+/// The built-in launcher (`neargnn train --ranks N`) needs no MPI.
+int ng_has_mpi(void);
 /// The CUDA devices the CUDA backend sees: their number into *count and a one-line description
 /// into desc[cap] (names, memory). NG_ERR_UNSUPPORTED in a build without the CUDA backend.
 ng_status ng_cuda_devices(int *count, char *desc, size_t cap);
@@ -674,6 +677,12 @@ typedef struct {
   /// default, 1 GiB; -1: always a file). See docs/inference.md.
   int64_t infer_host_bytes;
   const char *temp_dir; ///< folder of inference's temporary files (copied; NULL: $TMPDIR or /tmp)
+  /// Data-parallel training (docs/distributed.md): this process is one rank of `comm`
+  /// (ng_comm_create; borrowed, it must outlive the trainer). Each rank trains its share of every
+  /// global mini-batch of `batch` targets and the gradients are summed over the ranks (NCCL on
+  /// cuda, the communicator on cpu), so every rank holds the same parameters. NULL (the default),
+  /// or a communicator of one rank: one process.
+  struct ng_comm *comm;
 } ng_train_opts;
 /// The widest ready window (ng_train_opts.ready_window).
 #define NG_READY_WINDOW_MAX 1024
@@ -682,7 +691,7 @@ typedef struct {
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
         NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25, 0, \
-        0, NULL                                                                                    \
+        0, NULL, NULL                                                                              \
   }
 
 /// What one epoch did.
@@ -700,11 +709,39 @@ typedef struct {
   double iter_ms_median; ///< median time between two iterations finishing on the device
   double iter_ms_p99;    ///< its 99th percentile (nearest rank)
   double device_share;   ///< the device share at the end of the epoch (ng_train_opts)
+  int32_t ranks;         ///< ranks that trained the epoch (ng_train_opts.comm; 1: one process)
+  /// Mean time of one iteration's gradient all-reduce on this rank, in ms (device time of the
+  /// NCCL call on cuda, wall time on cpu, waiting for the slowest rank included); 0 with one rank.
+  double allreduce_ms;
 } ng_epoch_stats;
 #define NG_EPOCH_STATS_INIT                                                                        \
-  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0}, {0, 0}, 0.0, 0.0, 0.0 }
+  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0}, {0, 0}, 0.0, 0.0, 0.0, 1, 0.0 }
 
 typedef enum { NG_SPLIT_TRAIN = 0, NG_SPLIT_VAL = 1, NG_SPLIT_TEST = 2 } ng_split;
+
+/* ---- ranks of a data-parallel run (docs/distributed.md) ---- */
+
+/// The group of processes (ranks) that train one model together.
+typedef struct ng_comm *ng_comm_t;
+
+/// Joins this process's group. `how`:
+///  - "mpi": MPI_COMM_WORLD (initialises MPI unless the program did; a build with MPI only);
+///  - "env": the built-in launcher's group (`neargnn train --ranks N` sets NG_RANK, NG_RANKS and
+///    NG_DIST_ADDR=host:port, where rank 0 listens and the others connect over TCP);
+///  - "auto" or NULL: "env" when NG_RANKS is set, else "mpi" when the process was started by
+///    mpirun (OMPI_COMM_WORLD_SIZE or PMI_SIZE set), else a group of one rank.
+/// Collective: every rank of the group must call it.
+ng_status ng_comm_create(ng_comm_t *out, const char *how);
+/// This process's rank in [0, size), the group's size, the rank among the ranks of its host
+/// (which picks the host's GPU) and how many ranks its host runs; -1 for a bad handle.
+int ng_comm_rank(ng_comm_t comm);
+int ng_comm_size(ng_comm_t comm);
+int ng_comm_local_rank(ng_comm_t comm);
+int ng_comm_local_size(ng_comm_t comm);
+/// "one", "socket" or "mpi".
+const char *ng_comm_kind(ng_comm_t comm);
+/// Leaves the group (MPI_Finalize when ng_comm_create initialised MPI); accepts NULL.
+void ng_comm_destroy(ng_comm_t comm);
 
 typedef struct ng_trainer *ng_trainer_t;
 
