@@ -145,6 +145,11 @@ int cli_usage_error(const char *command, const char *fmt, ...) CLI_PRINTF(2, 3);
 /// Reports a failed library call: "neargnn: error: <status>: <detail>" to stderr. Returns
 /// CLI_EXIT_RUNTIME, or CLI_EXIT_INTERRUPTED for NG_ERR_INTERRUPTED.
 int cli_runtime_error(ng_status status);
+/// Whether this process is a rank started by a launcher (neargnn's --ranks, or mpirun).
+bool cli_launched_rank(void);
+/// Runs `ranks` copies of `neargnn ARGV...` (argv[0] is the command) on this host as the ranks of
+/// one data-parallel run (apps/launch.c); returns the first failing rank's exit status, or 0.
+int cli_launch(const char *command, int argc, char **argv, int ranks);
 /// As cli_runtime_error, with the detail given instead of ng_last_error() (an earlier failure's
 /// message, kept while a later call overwrote the thread's last error).
 int cli_runtime_error_detail(ng_status status, const char *detail);

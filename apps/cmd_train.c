@@ -43,6 +43,7 @@ typedef struct {
   double period_ms, threshold, telemetry_s, device_share;
   int64_t max_host_memory, infer_host_bytes, eval_chunk;
   const char *temp_dir;
+  ng_comm_t comm; /* the ranks of a data-parallel run, or NULL */
 } train_cfg;
 
 /* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
@@ -93,6 +94,7 @@ static void train_opts_of(ng_train_opts *o, const train_cfg *c) {
   o->infer_host_bytes = c->infer_host_bytes;
   o->temp_dir = c->temp_dir;
   o->eval_chunk = c->eval_chunk;
+  o->comm = c->comm;
 }
 
 /* Peak resident memory of this process so far, in bytes (getrusage: KiB on Linux). */
@@ -211,6 +213,8 @@ static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc, boo
     printf("  hit %.1f%%", 100.0 * hit);
   if (tiered && s->workers[0] + s->workers[1] > 0)
     printf("  split %d/%d", s->workers[0], s->workers[1]);
+  if (s->ranks > 1)
+    printf("  %d ranks, all-reduce %.3f ms/it", (int)s->ranks, s->allreduce_ms);
   printf("  %.2f s\n", s->seconds);
   fflush(stdout);
   if (!r->epochs)
@@ -238,6 +242,8 @@ static void report_epoch(report *r, const ng_epoch_stats *s, double val_acc, boo
   cJSON_AddNumberToObject(e, "partial_workers", s->workers[0]);
   cJSON_AddNumberToObject(e, "transfer_workers", s->workers[1]);
   cJSON_AddNumberToObject(e, "device_share", s->device_share);
+  cJSON_AddNumberToObject(e, "ranks", s->ranks);
+  cJSON_AddNumberToObject(e, "allreduce_ms", s->allreduce_ms);
   cJSON_AddItemToArray(r->epochs, e);
 }
 
@@ -326,6 +332,9 @@ typedef struct {
   int64_t every_iters, since;
   double every_s, prev_done, saved_at;
   bool stopped_for_checkpoint;
+  /* Data-parallel runs write periodic checkpoints at epoch ends only: a pause of rank 0 alone
+   * would split its epoch's figures from the other ranks' (docs/distributed.md). */
+  bool epoch_ends_only;
 } progress_notes;
 
 static bool checkpoint_due(const progress_notes *n) {
@@ -345,7 +354,7 @@ static int note_progress(void *ctx, const char *phase, double done, double total
     n->prev_done = done;
     /* Mid-epoch checkpoints stop the epoch as Ctrl-C does (the trainer resumes it at the next
      * iteration, bit-identically); at the epoch's end the loop writes it without a stop. */
-    if (done < total && checkpoint_due(n)) {
+    if (done < total && !n->epoch_ends_only && checkpoint_due(n)) {
       n->stopped_for_checkpoint = true;
       stop = true;
     }
@@ -490,7 +499,23 @@ static int parse_every(train_files *f, const char *command, const char *text) {
 
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
-                        int progress, const train_files *f) {
+                        int progress, const train_files *files) {
+  /* Ranks but the first train and stay quiet: rank 0 prints, evaluates and writes the files
+   * (every rank holds the same parameters); each rank writes its own trace, FILE.rankR. */
+  const int rank = c->comm ? ng_comm_rank(c->comm) : 0;
+  train_files rank_files = *files;
+  char rank_trace[4096];
+  if (rank > 0) {
+    rank_files = (train_files){.resume = files->resume};
+    if (files->trace) {
+      snprintf(rank_trace, sizeof rank_trace, "%s.rank%d", files->trace, rank);
+      rank_files.trace = rank_trace;
+    }
+    progress = CLI_PROGRESS_NONE;
+    if (!freopen("/dev/null", "w", stdout))
+      return cli_usage_error(command, "rank %d cannot silence its output", rank);
+  }
+  const train_files *f = &rank_files;
   const char *checkpoint = f->checkpoint, *json = f->json;
   ng_train_opts o;
   train_opts_of(&o, c);
@@ -505,8 +530,11 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   }
   cli_progress pr;
   cli_progress_begin(&pr, command, (cli_progress_mode)progress);
-  progress_notes notes = {
-      .show = &pr, .every_iters = f->every_iters, .every_s = f->every_s, .saved_at = cli_now()};
+  progress_notes notes = {.show = &pr,
+                          .every_iters = f->every_iters,
+                          .every_s = f->every_s,
+                          .saved_at = cli_now(),
+                          .epoch_ends_only = c->comm != NULL};
   o.progress = note_progress;
   o.progress_ctx = &notes;
   ng_trainer_t t = NULL;
@@ -532,6 +560,13 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     st = ng_dataset_info_get(&info, ds);
   if (st == NG_OK)
     print_setup(t, c, &info, command);
+  if (st == NG_OK && c->comm)
+    fprintf(stderr,
+            "neargnn %s: rank %d of %d (%s; %d on this host), every global batch (--batch) "
+            "split between the ranks; feature cache replicated: every rank caches the same hot "
+            "rows\n",
+            command, rank, ng_comm_size(c->comm), ng_comm_kind(c->comm),
+            ng_comm_local_size(c->comm));
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
     r.epochs = cJSON_AddArrayToObject(r.root, "epochs");
@@ -548,7 +583,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     if (st != NG_OK)
       break;
     double val = -1.0;
-    bool eval_now = info.val > 0 && c->eval_every > 0 && ((s.epoch + 1) % c->eval_every == 0);
+    bool eval_now =
+        rank == 0 && info.val > 0 && c->eval_every > 0 && ((s.epoch + 1) % c->eval_every == 0);
     if (eval_now)
       st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
     if (st != NG_OK)
@@ -581,9 +617,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   }
   /* Splits a dataset does not have are reported as such, not evaluated. */
   double test = -1.0, val = -1.0;
-  if (st == NG_OK && ck == NG_OK && info.val > 0)
+  if (st == NG_OK && ck == NG_OK && info.val > 0 && rank == 0)
     st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
-  if (st == NG_OK && ck == NG_OK && info.test > 0)
+  if (st == NG_OK && ck == NG_OK && info.test > 0 && rank == 0)
     st = ng_trainer_evaluate(&test, NULL, t, NG_SPLIT_TEST);
   if (st == NG_OK && ck == NG_OK && f->predictions) {
     st = write_predictions(t, ds, info.nodes, f->predictions);
@@ -636,6 +672,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       char seed[24]; /* as an exact integer: a double would round seeds above 2^53 */
       snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
       cJSON_AddRawToObject(r.root, "seed", seed);
+      cJSON_AddNumberToObject(r.root, "ranks", c->comm ? ng_comm_size(c->comm) : 1);
       rc = write_json(json, r.root);
     }
   } else if (st == NG_ERR_INTERRUPTED && ck == NG_OK) {
@@ -748,6 +785,7 @@ int cmd_train(int argc, char **argv) {
   train_files files = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
   const char *every = NULL;
   int progress = CLI_PROGRESS_AUTO;
+  int32_t ranks = 1;
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
       TRAIN_OPTS(&c),
@@ -768,6 +806,10 @@ int cmd_train(int argc, char **argv) {
       CLI_OPT_STRING("trace", &files.trace, "FILE",
                      "write a timeline of the runtime's threads as Chrome trace JSON (open it in "
                      "ui.perfetto.dev; eval/harness/trace_summary.py sums it up)"),
+      CLI_OPT_INT("ranks", &ranks, "N", 1, 4096,
+                  "data-parallel ranks on this host, one per GPU (docs/distributed.md): forks N "
+                  "copies that train slices of every --batch and sum the gradients; under mpirun "
+                  "the ranks are mpirun's"),
       CLI_OPT_PROGRESS(&progress),
   };
   cli_spec spec = {
@@ -792,10 +834,22 @@ int cmd_train(int argc, char **argv) {
     return rc;
   if (every && (rc = parse_every(&files, spec.command, every)) != CLI_CONTINUE)
     return rc;
-  ng_dataset_t ds = NULL;
-  ng_status st = ng_dataset_open(&ds, dataset, NULL);
+  if (ranks > 1 && !cli_launched_rank())
+    return cli_launch(spec.command, argc, argv, ranks);
+  /* One rank of several (this launcher's, or mpirun's), or a plain run. */
+  ng_status st = ng_comm_create(&c.comm, "auto");
   if (st != NG_OK)
     return cli_runtime_error(st);
+  if (ng_comm_size(c.comm) == 1) {
+    ng_comm_destroy(c.comm);
+    c.comm = NULL;
+  }
+  ng_dataset_t ds = NULL;
+  st = ng_dataset_open(&ds, dataset, NULL);
+  if (st != NG_OK) {
+    ng_comm_destroy(c.comm);
+    return cli_runtime_error(st);
+  }
   ng_dataset_info info = NG_DATASET_INFO_INIT;
   ng_model_t m = NULL;
   st = ng_dataset_info_get(&info, ds);
@@ -806,6 +860,7 @@ int cmd_train(int argc, char **argv) {
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);
+  ng_comm_destroy(c.comm);
   return rc;
 }
 

@@ -29,6 +29,9 @@ int cmd_version(int argc, char **argv) {
   } else {
     printf("cuda: off (built without the CUDA backend; configure with -DNG_CUDA=ON to add it)\n");
   }
+  printf("mpi: %s\n", ng_has_mpi() ? "on (ranks under mpirun; docs/distributed.md)"
+                                   : "off (the built-in launcher, --ranks N, runs ranks on one "
+                                     "host; install Open MPI and rebuild for mpirun)");
 #if defined(__clang__)
   printf("compiler: %s\n", __VERSION__);
 #elif defined(__GNUC__)

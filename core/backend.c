@@ -20,10 +20,19 @@ ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc) {
                                         desc->self_loop || desc->finalize != NG_FINALIZE_NONE))
     return ng__err(NG_ERR_UNSUPPORTED,
                    "aggregator: MAX/MIN take no edge weight, self loop or MEAN finalize");
-  out->reduce = desc->reduce;
+  if (desc->user) {
+    if (desc->self_loop)
+      return ng__err(NG_ERR_UNSUPPORTED,
+                     "aggregator \"%s\": user aggregators take no self loop; combine the node "
+                     "itself with a GraphSAGE layer instead",
+                     desc->user->name ? desc->user->name : "(unnamed)");
+    NG_CHECK(ng__aggregator_def_check(desc->user));
+  }
+  out->user = desc->user;
+  out->reduce = desc->user ? NG_REDUCE_SUM : desc->reduce;
   out->weighted = desc->edge_weight == NG_EDGE_WEIGHT_GCN_NORM;
   out->self_loop = desc->self_loop != 0;
-  out->mean = desc->finalize == NG_FINALIZE_MEAN;
+  out->mean = !desc->user && desc->finalize == NG_FINALIZE_MEAN;
   out->drop_p = 0.0f;
   out->drop_key = 0;
   return NG_OK;

@@ -38,6 +38,11 @@ static ng_status check_aggr(const char *op, const ng_aggr *ag, const ng_block *b
     return ng__err(NG_ERR_INVALID_ARG, "%s: unknown reduce %d", op, (int)ag->reduce);
   if (ag->reduce != NG_REDUCE_SUM && (ag->weighted || ag->self_loop || ag->mean))
     return ng__err(NG_ERR_UNSUPPORTED, "%s: MAX/MIN take no edge weight, self loop or MEAN", op);
+  if (ag->user && (ag->reduce != NG_REDUCE_SUM || ag->self_loop || ag->mean))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: user aggregator \"%s\" with a built-in reduce, MEAN or self loop; build "
+                   "it with ng__aggr_from_public",
+                   op, ag->user->name);
   if (!blk)
     return NG_OK;
   NG_CHECK(check_ptr(op, "block edge_w (the aggregator is weighted)", blk->edge_w,
@@ -326,7 +331,28 @@ static ng_status front_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_bloc
   NG_CHECK(check_ptr("aggr_bwd", "grad_src", grad_src, true));
   NG_CHECK(check_ptr("aggr_bwd", "argbest (MAX/MIN need the forward's winners)", argbest,
                      ag->reduce != NG_REDUCE_SUM && blk->n_dst > 0));
+  if (ag->user)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "aggr_bwd: aggregator \"%s\" is user-defined; its backward is aggr_user_bwd, "
+                   "which needs the forward's input",
+                   ag->user->name);
   return be->impl->aggr_bwd(be, ag, blk, grad_dst, argbest, dim, grad_src);
+}
+
+static ng_status front_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                     const float *src, const float *grad_dst, int64_t dim,
+                                     float *work, float *grad_src) {
+  NG_CHECK(check_aggr_dim(be, "aggr_user_bwd", ag, blk, true, dim));
+  if (!ag->user)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "aggr_user_bwd: the aggregator is a built-in; its backward is aggr_bwd");
+  if (blk->n_src == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("aggr_user_bwd", "src", src, blk->nnz > 0));
+  NG_CHECK(check_ptr("aggr_user_bwd", "grad_dst", grad_dst, blk->n_dst > 0));
+  NG_CHECK(check_ptr("aggr_user_bwd", "work ([nnz, dim] floats)", work, blk->nnz > 0));
+  NG_CHECK(check_ptr("aggr_user_bwd", "grad_src", grad_src, true));
+  return be->impl->aggr_user_bwd(be, ag, blk, src, grad_dst, dim, work, grad_src);
 }
 
 /* The attention's shape: heads and head_dim positive, a slope and dropout in range. */
@@ -429,6 +455,10 @@ static ng_status front_scatter_rows(ng_backend *be, float *dst, const int32_t *p
 static ng_status front_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                                          const uint16_t *src, ng_pstate *state) {
   NG_CHECK(check_aggr_block(be, "aggr_partial_bf16", ag, blk, false));
+  if (ag->user)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "aggr_partial_bf16: a user-defined aggregator (%s) reads fp32 tables only",
+                   ag->user->name ? ag->user->name : "custom");
   NG_CHECK(check_state("aggr_partial_bf16", state));
   if (state->n_dst != blk->n_dst)
     return ng__err(NG_ERR_INVALID_ARG,
@@ -612,6 +642,7 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
   X(gather_rows)                                                                                   \
   X(aggr_fwd)                                                                                      \
   X(aggr_bwd)                                                                                      \
+  X(aggr_user_bwd)                                                                                 \
   X(aggr_partial)                                                                                  \
   X(pstate_merge)                                                                                  \
   X(pstate_finalize)                                                                               \

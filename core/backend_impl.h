@@ -77,10 +77,22 @@ typedef struct {
   /// ids, so every fetch strategy drops the same elements (see ng_drop_row in core/rng.h).
   float drop_p;
   uint64_t drop_key;
+  /// A user aggregator (borrowed from the model's layer options), NULL for the built-ins. When
+  /// set, reduce is SUM, mean and self_loop are false, and every op runs the definition's
+  /// functions (CPU) or their source compiled at run time (CUDA); partial states then hold
+  /// state_size floats per feature (ng__aggr_state_size).
+  const ng_aggregator_def *user;
 } ng_aggr;
 
+/// Floats of partial state per feature: the user aggregator's state_size, 1 for the built-ins.
+/// A state's val is [n_dst, dim, S] (feature c of row d at (d * dim + c) * S).
+static inline int64_t ng__aggr_state_size(const ng_aggr *ag) {
+  return ag && ag->user ? (int64_t)ag->user->state_size : 1;
+}
+
 /// A partial aggregation state over some of the neighbours of n_dst destinations: the reduced
-/// values [n_dst, dim] and how many neighbours each row has seen. States of disjoint neighbour
+/// values [n_dst, dim] ([n_dst, dim, S] for a user aggregator: ng__aggr_state_size) and how
+/// many neighbours each row has seen. States of disjoint neighbour
 /// sets merge; finalize turns a state into the aggregated rows. Rows with no neighbour hold 0 and
 /// finalize to 0 (for MAX/MIN too); a merge ignores the values of a row whose count is 0.
 typedef struct {
@@ -249,6 +261,15 @@ struct ng_backend_i {
   ng_status (*aggr_bwd)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
+  /// Backward of aggr_fwd for a user aggregator (ag->user; aggr_bwd refuses those): src is
+  /// the forward's input [n_src, dim] and `work` [nnz, dim] floats. A first pass per destination
+  /// recomputes each state in edge order and writes work[e, c] = grad_dst[d, c] * g_e, g_e =
+  /// user->grad(state, degree, x, w_e, y) (linear: finalize(accumulate(init, 1, w_e)) -
+  /// finalize(init), degree); then each source row sums its edges' work in transposed-edge
+  /// order into grad_src [n_src, dim] (overwritten). Optional: NULL where the backend has none.
+  ng_status (*aggr_user_bwd)(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                             const float *src, const float *grad_dst, int64_t dim, float *work,
+                             float *grad_src);
   /// Partial forward over the edges of `blk` into a fresh state (no finalize, no self loop),
   /// with the aggregator's input dropout. Here the indices may address any row of `src` (a
   /// table, e.g. the hot cache or zero-copy host features addressed by global node id); n_src
@@ -345,7 +366,26 @@ struct ng_backend_i {
   /// Does nothing while the step guard (see xent) holds.
   ng_status (*opt_step)(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n);
+
+  /* -- data-parallel training (optional: NULL where the backend has none; the CPU backend's
+   *    memory is host memory, which the communicator reduces itself). docs/distributed.md -- */
+  /// Writes the NG_DIST_ID_BYTES id that rank 0 creates and every rank passes to dist_init;
+  /// with `id` NULL, only checks that the device communicator's library can be used here.
+  ng_status (*dist_id)(ng_backend *be, void *id);
+  /// Joins the device communicator named by `id` as `rank` of `ranks` (collective: every rank
+  /// calls it at once; it waits for the others).
+  ng_status (*dist_init)(ng_backend *be, const void *id, int rank, int ranks);
+  /// Queues x[0 .. n) = the sum over ranks of (scale_r * x_r) on the ops' queue (the device
+  /// all-reduce; every rank queues the same calls in the same order). The sum's order is fixed
+  /// for a fixed rank count, so results are bit-identical run after run.
+  ng_status (*allreduce)(ng_backend *be, float *x, int64_t n, float scale);
+  /// Milliseconds of device time of the all-reduces queued since the last call and how many
+  /// they were (waits for them).
+  ng_status (*allreduce_time)(ng_backend *be, double *ms, int64_t *count);
 };
+
+/// Bytes of a device communicator's id (dist_id): NCCL's ncclUniqueId.
+#define NG_DIST_ID_BYTES 128
 
 /* Arguments are validated once, in front of every backend (core/backend_check.c): `iface` is the
  * checked front, whose ops check their arguments as the contract above says (NG_ERR_INVALID_ARG
@@ -396,6 +436,14 @@ int ng__minibatch_arrays(const ng_minibatch *mb, const void **src, size_t *bytes
 void ng__minibatch_rebase(ng_minibatch *out, const ng_minibatch *mb, void *const *dst);
 /// Bytes of one buffer holding `n` arrays of these sizes, each at a 64-byte boundary.
 size_t ng__minibatch_packed_bytes(const size_t *bytes, int n);
+
+/// Checks a user aggregator's definition: the checks ng_aggregator_define documents (a few
+/// dozen calls of its functions on generated values).
+ng_status ng__aggregator_def_check(const ng_aggregator_def *def);
+
+/// The gradient coefficient d y / d x of one neighbour of a linear user aggregator:
+/// finalize(accumulate(init, 1, w), degree) - finalize(init, degree).
+float ng__agg_linear_coef(const ng_aggregator_def *def, float w, float degree);
 
 /// Translates a public aggregator descriptor into the backend's form (validating it).
 ng_status ng__aggr_from_public(ng_aggr *out, const ng_aggregator *desc);

@@ -232,7 +232,10 @@ static ng_status cpu_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block 
                               const float *src, int64_t dim, float *dst, int32_t *argbest) {
   const ng_cpu_kernels *k = kern(be);
   int64_t work = (blk->nnz + blk->n_dst) * dim;
-  if (ag->reduce == NG_REDUCE_SUM) {
+  if (ag->user) {
+    FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1,
+                   ng__cpu_uagg_fwd_rows(ag, blk, src, dim, d0, d1, dst));
+  } else if (ag->reduce == NG_REDUCE_SUM) {
     FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1, k->aggr_sum(ag, blk, src, dim, d0, d1, dst));
   } else {
     bool is_max = ag->reduce == NG_REDUCE_MAX;
@@ -254,6 +257,17 @@ static ng_status cpu_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block 
     FOR_ROW_CHUNKS(be, blk->n_src, work, s0, s1,
                    k->aggr_best_bwd(blk, grad_dst, argbest, dim, s0, s1, grad_src));
   }
+  return NG_OK;
+}
+
+static ng_status cpu_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                   const float *src, const float *grad_dst, int64_t dim,
+                                   float *work, float *grad_src) {
+  const int64_t cells = (blk->nnz + blk->n_src) * dim * 4;
+  FOR_ROW_CHUNKS(be, blk->n_dst, cells, d0, d1,
+                 ng__cpu_uagg_bwd_dst_rows(ag, blk, src, grad_dst, dim, d0, d1, work));
+  FOR_ROW_CHUNKS(be, blk->n_src, cells, s0, s1,
+                 ng__cpu_uagg_bwd_src_rows(blk, work, dim, s0, s1, grad_src));
   return NG_OK;
 }
 
@@ -306,6 +320,11 @@ static ng_status cpu_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *
                                   const ng_pstate *other) {
   const int64_t dim = acc->dim;
   const ng_reduce red = ag->reduce;
+  if (ag->user) {
+    FOR_ROW_CHUNKS(be, acc->n_dst, acc->n_dst * dim * ng__aggr_state_size(ag), d0, d1,
+                   ng__cpu_uagg_merge_rows(ag, acc, other, d0, d1));
+    return NG_OK;
+  }
   FOR_ROW_CHUNKS(be, acc->n_dst, acc->n_dst * dim, d0, d1, {
     for (int32_t d = d0; d < d1; d++) {
       float *restrict a = acc->val + (int64_t)d * dim;
@@ -334,6 +353,11 @@ static ng_status cpu_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng
                                      float *dst) {
   const int64_t dim = state->dim;
   const bool mean = ag->mean;
+  if (ag->user) {
+    FOR_ROW_CHUNKS(be, state->n_dst, state->n_dst * dim * ng__aggr_state_size(ag), d0, d1,
+                   ng__cpu_uagg_finalize_rows(ag, state, d0, d1, dst));
+    return NG_OK;
+  }
   FOR_ROW_CHUNKS(be, state->n_dst, state->n_dst * dim, d0, d1, {
     for (int32_t d = d0; d < d1; d++) {
       const float *restrict v = state->val + (int64_t)d * dim;
@@ -853,6 +877,7 @@ static const struct ng_backend_i CPU_IFACE = {
     .aggr_bwd = cpu_aggr_bwd,
     .attn_fwd = cpu_attn_fwd,
     .attn_bwd = cpu_attn_bwd,
+    .aggr_user_bwd = cpu_aggr_user_bwd,
     .aggr_partial = cpu_aggr_partial,
     .pstate_merge = cpu_pstate_merge,
     .pstate_finalize = cpu_pstate_finalize,

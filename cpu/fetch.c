@@ -123,7 +123,9 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
     p->staged_ids = NULL;
   }
   if (cfg->mode == NG_FETCH_PARTIAL) {
-    p->cold_state.val = take(l, (size_t)c->n_host_dst * (size_t)cfg->dim * f32);
+    /* A user aggregator's state holds state_size floats a feature (its merge law's state). */
+    p->cold_state.val = take(l, (size_t)c->n_host_dst * (size_t)cfg->dim *
+                                    (size_t)ng__aggr_state_size(&cfg->ag) * f32);
     p->cold_state.count = take(l, (size_t)c->n_host_dst * i32);
   } else {
     p->cold_state.val = NULL;

@@ -381,7 +381,9 @@ void ng__cpu_aggr_partial_rows(const ng_cpu_kernels *k, const ng_aggr *bare, con
                                ng_pstate *state, bool staged) {
   for (int32_t d = d0; d < d1; d++)
     state->count[d] = blk->indptr[d + 1] - blk->indptr[d];
-  if (bare->drop_p > 0.0f)
+  if (bare->user) /* the user's law, which partial states merge by (cpu/agg_user.c) */
+    ng__cpu_uagg_partial_rows(bare, blk, src, dim, d0, d1, state->val);
+  else if (bare->drop_p > 0.0f)
     aggr_partial_dropped(bare, blk, src, dim, d0, d1, state->val);
   else if (bare->reduce == NG_REDUCE_SUM)
     (staged ? k->stage_sum : k->aggr_sum)(bare, blk, src, dim, d0, d1, state->val);

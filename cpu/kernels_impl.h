@@ -91,6 +91,33 @@ void ng__cpu_gather_rows_bf16(uint16_t *dst, const uint16_t *table, const int64_
 void ng__cpu_drop_row_bf16(float *dst, const uint16_t *src, int64_t row, int64_t dim, float p,
                            uint64_t key);
 
+/* ---- user aggregators (cpu/agg_user.c): the definition's functions called per element, in
+ * the order of backend_impl.h (neighbours in edge order, sources' gradients in transposed-edge
+ * order), single-threaded over a range of rows. State rows are [dim, S]. ---- */
+
+/// Forward of destinations [d0, d1) into out [*, dim]: finalize(state, degree), 0 for a
+/// destination without neighbours. Edge weights when ag->weighted, else 1.
+void ng__cpu_uagg_fwd_rows(const ng_aggr *ag, const ng_block *blk, const float *src, int64_t dim,
+                           int32_t d0, int32_t d1, float *out);
+/// The states of destinations [d0, d1) into val [*, dim, S] (not finalized; counts are the
+/// caller's), with the aggregator's input dropout keyed as aggr_partial's.
+void ng__cpu_uagg_partial_rows(const ng_aggr *ag, const ng_block *blk, const float *src,
+                               int64_t dim, int32_t d0, int32_t d1, float *val);
+/// acc = merge(acc, other) for rows [d0, d1), the rules of pstate_merge (counts added too).
+void ng__cpu_uagg_merge_rows(const ng_aggr *ag, ng_pstate *acc, const ng_pstate *other, int32_t d0,
+                             int32_t d1);
+/// dst rows [d0, d1) = finalize(state, count), 0 where count is 0.
+void ng__cpu_uagg_finalize_rows(const ng_aggr *ag, const ng_pstate *state, int32_t d0, int32_t d1,
+                                float *dst);
+/// aggr_user_bwd's first pass: work[e, c] for the edges of destinations [d0, d1).
+void ng__cpu_uagg_bwd_dst_rows(const ng_aggr *ag, const ng_block *blk, const float *src,
+                               const float *grad_dst, int64_t dim, int32_t d0, int32_t d1,
+                               float *work);
+/// aggr_user_bwd's second pass: grad_src rows [s0, s1) = the sums of their edges' work in
+/// transposed-edge order.
+void ng__cpu_uagg_bwd_src_rows(const ng_block *blk, const float *work, int64_t dim, int32_t s0,
+                               int32_t s1, float *grad_src);
+
 /// Whether this CPU (and its operating system) runs `isa`.
 bool ng__cpu_isa_supported(ng_cpu_isa isa);
 /// The fastest variant this CPU runs.

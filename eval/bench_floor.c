@@ -25,6 +25,10 @@
  *      do: the sum of the two read rates here is the delivered rate, the rate at which cold rows
  *      can be consumed with T workers (the floor's host term, docs/eval.md).
  *
+ *   6. Peer copies (two or more GPUs): cudaMemcpyPeer of 256 MiB from device 0 to device 1, the
+ *      best of 5 after a warm-up, and whether it went peer to peer: what a partitioned feature
+ *      cache across GPUs would read its peers' rows at (docs/distributed.md); "n/a" with one.
+ *
  *   bench_floor [--dim D] [--threads LIST]... [--table-gib G] [--seconds S] [--fanout F]
  *               [--device N] [--json FILE]
  *
@@ -67,6 +71,8 @@ enum {
 
 #ifdef NG_HAVE_CUDA
 static const size_t H2D_BYTES = (size_t)512 << 20;
+static const size_t PEER_BYTES = (size_t)256 << 20;
+enum { PEER_REPS = 5 };
 static const size_t GATHER_CALL_BYTES = (size_t)256 << 20;
 /* A thread's ring of staged states (5): whole chunks, at least 8. */
 static const size_t RING_BYTES = (size_t)16 << 20;
@@ -631,8 +637,8 @@ typedef struct {
 } device_ceilings;
 
 static int write_json(const floor_opts *o, const char *device, const char *isa,
-                      const host_table *tab, double h2d, double zc_alone, const device_ceilings *dc,
-                      const floor_row *r, int n) {
+                      const host_table *tab, double h2d, double zc_alone, double peer,
+                      bool peer_p2p, const device_ceilings *dc, const floor_row *r, int n) {
   FILE *f = fopen(o->json, "w");
   if (!f) {
     fprintf(stderr, "bench_floor: cannot write %s: %s\n", o->json, strerror(errno));
@@ -652,6 +658,9 @@ static int write_json(const floor_opts *o, const char *device, const char *isa,
   json_str(f, device);
   fputs(",\n  \"h2d_gbs\": ", f);
   json_num(f, h2d);
+  fputs(",\n  \"peer_gbs\": ", f);
+  json_num(f, peer);
+  fprintf(f, ",\n  \"peer_p2p\": %s", peer_p2p ? "true" : "false");
   fputs(",\n  \"gpu_zcopy_gbs\": ", f);
   json_num(f, zc_alone);
   fputs(",\n  \"hbm_gbs\": ", f);
@@ -746,7 +755,8 @@ static int run(floor_opts *o) {
                           .cpu_delivering = -1,
                           .gpu_delivering = -1,
                           .states_gbs = -1};
-  double h2d = -1, zc_alone = -1;
+  double h2d = -1, zc_alone = -1, peer = -1;
+  bool peer_p2p = false;
   device_ceilings dc = {-1, -1, -1};
   const double warm = NG_MAX(0.1, o->seconds / 5);
   char device[512] = "cpu only (no CUDA backend in this build)";
@@ -823,6 +833,12 @@ static int run(floor_opts *o) {
   h2d_host = NULL;
   CK(device_peaks(g.be, &dc.hbm_gbs, &dc.gemm_fp32_tflops, &dc.gemm_tf32_tflops),
      "the device-memory and GEMM probes");
+  /* 6. peer copies, when a second device is visible */
+  if (count >= 2 &&
+      ng__cuda_peer_bandwidth(&peer, &peer_p2p, 0, 1, PEER_BYTES, PEER_REPS) != NG_OK) {
+    fprintf(stderr, "bench_floor: the peer copy probe failed: %s\n", ng_last_error());
+    peer = -1;
+  }
 
   /* 3. the zero-copy gathers' buffers and ids */
   g.call_rows = NG_MIN(tab.rows, (int64_t)(GATHER_CALL_BYTES / row_bytes));
@@ -886,7 +902,12 @@ cpu_only:
          (long long)tab.rows, ng__now() - t_setup, o->fanout, k->name, o->seconds, warm, cores.n);
   printf("# H2D pinned copy (512 MiB, median of 10):");
   print_gbs(h2d);
-  printf(" GB/s\n# GPU zero-copy gather alone:            ");
+  printf(" GB/s\n# peer copy device 0 -> 1 (256 MiB):    ");
+  if (peer >= 0)
+    printf(" %10.2f GB/s (%s)", peer, peer_p2p ? "peer to peer" : "through the host");
+  else
+    printf(" %10s (fewer than two devices, or the probe failed)", "n/a");
+  printf("\n# GPU zero-copy gather alone:            ");
   print_gbs(zc_alone);
   printf(" GB/s\n# device memory copy (read + written):     ");
   print_gbs(dc.hbm_gbs);
@@ -924,7 +945,8 @@ cpu_only:
   printf("# GB/s of rows read (1 GB = 1e9 B); combined = cpu_tog + gpu_tog, both running at "
          "once; delivered = cpu_dlv + gpu_dlv, the same while the CPU threads stage their states "
          "and the GPU copies them (states: GB/s staged and copied)\n");
-  if (o->json && write_json(o, device, k->name, &tab, h2d, zc_alone, &dc, rows, o->n_threads))
+  if (o->json &&
+      write_json(o, device, k->name, &tab, h2d, zc_alone, peer, peer_p2p, &dc, rows, o->n_threads))
     goto cleanup;
   rc = 0;
 cleanup:

@@ -12,6 +12,8 @@
  *            writes n rows, aggr_fwd reads nnz rows and writes n_dst, aggr_bwd reads nnz
  *            gradient rows and writes n_src;
  *   GB/s/thr the same per thread.
+ * aggr_fwd(user) is the same mean defined by the user (NG_AGGREGATOR_SOURCE), whose CPU path
+ * calls the definition's functions per element (one variant: it has no SIMD form).
  * Memory needed: about 2 x TABLE_MIB plus 20%. */
 #include "backend_impl.h"
 #include "rng.h"
@@ -86,13 +88,29 @@ static void free_block(bench_block *bb) {
   free(bb->t_eid);
 }
 
-typedef enum { OP_GATHER, OP_AGGR_FWD, OP_AGGR_BWD } bench_op;
-static const char *const OP_NAMES[] = {"gather_rows", "aggr_fwd(mean)", "aggr_bwd(mean)"};
+typedef enum { OP_GATHER, OP_AGGR_FWD, OP_AGGR_BWD, OP_AGGR_USER } bench_op;
+static const char *const OP_NAMES[] = {"gather_rows", "aggr_fwd(mean)", "aggr_bwd(mean)",
+                                       "aggr_fwd(user)"};
+
+/* The mean as a user defines it (NG_AGGREGATOR_SOURCE): its forward runs through function
+ * pointers (cpu/agg_user.c), which the built-in SIMD kernels are measured against. */
+// clang-format off
+NG_AGGREGATOR_SOURCE(user_mean_src,
+  NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
+  NG_AGG_FN void agg_accumulate(float *s, float x, float w) { s[0] = s[0] + w * x; }
+  NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = s[0] + t[0]; }
+  NG_AGG_FN float agg_finalize(const float *s, float n) { return s[0] / n; })
+// clang-format on
+static const ng_aggregator_def USER_MEAN = {.size = sizeof(ng_aggregator_def),
+                                            .name = "user-mean",
+                                            .state_size = 1,
+                                            .linear = 1,
+                                            NG_AGGREGATOR_FUNCTIONS(user_mean_src)};
 
 typedef struct {
   ng_backend *be;
   const ng_block *b;
-  const ng_aggr *ag;
+  const ng_aggr *ag, *user;
   float *table, *out, *grad_src;
   const int64_t *ids;
   int64_t dim;
@@ -111,6 +129,9 @@ static double run_op(bench_op op, const bench_args *a) {
     break;
   case OP_AGGR_BWD:
     st = I->aggr_bwd(a->be, a->ag, a->b, a->out, NULL, a->dim, a->grad_src);
+    break;
+  case OP_AGGR_USER:
+    st = I->aggr_fwd(a->be, a->user, a->b, a->table, a->dim, a->out, NULL);
     break;
   }
   double t = ng__now() - t0;
@@ -137,7 +158,14 @@ int main(int argc, char **argv) {
   const int n_thread_counts = max_threads > 1 ? 2 : 1;
   const int64_t dims[] = {128, 256, 1024};
   const size_t table_bytes = (size_t)table_mib << 20;
-  const ng_aggr mean = {NG_REDUCE_SUM, false, false, true, 0.0f, 0};
+  const ng_aggr mean = {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL};
+  ng_aggregator user_pub;
+  ng_aggr user;
+  if (ng_aggregator_define(&user_pub, &USER_MEAN) != NG_OK ||
+      ng__aggr_from_public(&user, &user_pub) != NG_OK) {
+    fprintf(stderr, "bench_ops: %s\n", ng_last_error());
+    return 1;
+  }
 
   printf("# bench_ops: table %lld MiB, fanout %d, best of %d, up to %d threads\n",
          (long long)table_mib, FANOUT, reps, max_threads);
@@ -174,8 +202,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_ops: %s\n", ng_last_error());
         return 1;
       }
-      bench_args args = {be, &bb.b, &mean, table, out, grad_src, ids, dim};
-      for (int op = OP_GATHER; op <= OP_AGGR_BWD; op++) {
+      bench_args args = {be, &bb.b, &mean, &user, table, out, grad_src, ids, dim};
+      for (int op = OP_GATHER; op <= OP_AGGR_USER; op++) {
+        if (op == OP_AGGR_USER && isa != 0)
+          continue; /* no SIMD variant: once */
         for (int ti = 0; ti < n_thread_counts; ti++) {
           int threads = thread_counts[ti];
           omp_set_num_threads(threads);
@@ -184,9 +214,9 @@ int main(int argc, char **argv) {
           for (int r = 0; r < reps; r++)
             best = NG_MIN(best, run_op((bench_op)op, &args));
           double rows = op == OP_GATHER ? (double)n_dst : (double)bb.b.nnz;
-          double moved = op == OP_GATHER     ? 2.0 * n_dst
-                         : op == OP_AGGR_FWD ? (double)bb.b.nnz + n_dst
-                                             : (double)bb.b.nnz + n_src;
+          double moved = op == OP_GATHER                           ? 2.0 * n_dst
+                         : op == OP_AGGR_FWD || op == OP_AGGR_USER ? (double)bb.b.nnz + n_dst
+                                                                   : (double)bb.b.nnz + n_src;
           double gbs = moved * (double)row_bytes / best * 1e-9;
           printf("%-15s %5lld %-8s %4d %12.4g %9.2f %9.2f\n", OP_NAMES[op], (long long)dim,
                  names[isa], threads, rows / best, gbs, gbs / threads);

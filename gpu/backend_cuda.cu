@@ -27,6 +27,7 @@ void release(cuda_ctx *c) {
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->copy_stream[k])
       (void)cudaStreamSynchronize(c->copy_stream[k]);
+  nccl_release(c);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->marks[k])
       (void)cudaEventDestroy(c->marks[k]);
@@ -372,6 +373,7 @@ ng_backend_i make_iface() {
   t.gather_rows = cuda_gather_rows;
   t.aggr_fwd = cuda_aggr_fwd;
   t.aggr_bwd = cuda_aggr_bwd;
+  t.aggr_user_bwd = cuda_aggr_user_bwd;
   t.attn_fwd = cuda_attn_fwd;
   t.attn_bwd = cuda_attn_bwd;
   t.aggr_partial = cuda_aggr_partial;
@@ -390,6 +392,10 @@ ng_backend_i make_iface() {
   t.xent = cuda_xent;
   t.xent_result = cuda_xent_result;
   t.opt_step = cuda_opt_step;
+  t.dist_id = cuda_dist_id;
+  t.dist_init = cuda_dist_init;
+  t.allreduce = cuda_allreduce;
+  t.allreduce_time = cuda_allreduce_time;
   return t;
 }
 

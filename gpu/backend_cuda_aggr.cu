@@ -3,6 +3,8 @@
  * their kernels. The rules of the whole backend are in backend_cuda_impl.h. */
 #include "backend_cuda_impl.h"
 
+#include <type_traits>
+
 namespace ng_cuda {
 
 /* Rows are read in bursts: a warp covers T chunks of 32 * V columns of one row and issues all
@@ -503,6 +505,8 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
 
 ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest) {
+  if (ag->user)
+    return cuda_uagg_fwd(be, ag, blk, src, dim, dst);
   NG_CHECK(use(be, "aggr_fwd"));
   return launch_fwd(be, "aggr_fwd", ag, blk, src, dim, dst,
                     ag->reduce == NG_REDUCE_SUM ? nullptr : argbest);
@@ -538,6 +542,13 @@ template <typename S>
 static ng_status aggr_partial_of(ng_backend *be, const char *op, const ng_aggr *ag,
                                  const ng_block *blk, const S *src, ng_pstate *state) {
   const int64_t dim = state->dim;
+  if (ag->user) {
+    if constexpr (std::is_same<S, float>::value)
+      return cuda_uagg_partial(be, ag, blk, src, state);
+    else
+      return ng__err(NG_ERR_UNSUPPORTED, "%s: a user-defined aggregator reads fp32 tables only",
+                     op);
+  }
   NG_CHECK(use(be, op));
   k_degree<<<grid_1d(blk->n_dst), kThreads, 0, ctx_of(be)->stream>>>(*blk, state->count);
   LAUNCH_CHECK(op);
@@ -561,6 +572,8 @@ ng_status cuda_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_blo
 
 ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                             const ng_pstate *other) {
+  if (ag->user)
+    return cuda_uagg_merge(be, ag, acc, other);
   NG_CHECK(use(be, "pstate_merge"));
   cudaStream_t s = ctx_of(be)->stream;
   const int64_t n = (int64_t)acc->n_dst * acc->dim;
@@ -576,6 +589,8 @@ ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
 
 ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                float *dst) {
+  if (ag->user)
+    return cuda_uagg_finalize(be, ag, state, dst);
   NG_CHECK(use(be, "pstate_finalize"));
   const int64_t rows = state->n_dst, dim = state->dim;
   const unsigned blocks = (unsigned)NG_MAX(

@@ -91,6 +91,7 @@ struct cuda_ctx {
   bool gemm_graphs;   // replay repeated GEMM calls as CUDA graphs (NG_CUDA_GEMM_GRAPHS=0: off)
   gemm_graph gemms[kGemmGraphs];
   uint64_t gemm_clock;
+  struct nccl_state *nccl; // the device communicator (backend_cuda_nccl.cu), or NULL
 };
 
 inline cuda_ctx *ctx_of(const ng_backend *be) {
@@ -252,6 +253,18 @@ ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, 
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
+/// backend_cuda_uagg.cu: user aggregators (ng_aggr.user), compiled with NVRTC on first use;
+/// the ops of backend_cuda_aggr.cu hand such aggregators to these.
+ng_status cuda_uagg_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+                        int64_t dim, float *dst);
+ng_status cuda_uagg_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state);
+ng_status cuda_uagg_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                          const ng_pstate *other);
+ng_status cuda_uagg_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state, float *dst);
+ng_status cuda_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                             const float *src, const float *grad_dst, int64_t dim, float *work,
+                             float *grad_src);
 /// backend_cuda_attn.cu: GAT's attention.
 ng_status cuda_attn_fwd(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,
                         const float *att_src, const float *att_dst, float *alpha, float *out);
@@ -294,6 +307,11 @@ ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, 
 ng_status cuda_xent_result(ng_backend *be, double *loss, int64_t *correct);
 ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n);
+ng_status cuda_dist_id(ng_backend *be, void *id);
+ng_status cuda_dist_init(ng_backend *be, const void *id, int rank, int ranks);
+ng_status cuda_allreduce(ng_backend *be, float *x, int64_t n, float scale);
+ng_status cuda_allreduce_time(ng_backend *be, double *ms, int64_t *count);
+void nccl_release(cuda_ctx *c); // before the stream goes
 
 } // namespace ng_cuda
 

@@ -25,7 +25,23 @@ ng_status ng__backend_cuda_create(ng_backend **out, int device);
 /// backend's kernels can read it directly (its host_view op gives the pointer they use); undo
 /// with ng__cuda_host_unregister.
 ng_status ng__cuda_host_register(void *ptr, size_t bytes, bool read_only);
+
+/// The bandwidth of a device-to-device copy of `bytes` from device `src` to device `dst`
+/// (cudaMemcpyPeerAsync, peer access enabled where the devices allow it; the best of `reps`
+/// after a warm-up), in GB/s (1e9 B), and whether the copy went peer to peer (NVLink or PCIe
+/// P2P) rather than through host memory. NG_ERR_UNSUPPORTED with fewer than two devices.
+ng_status ng__cuda_peer_bandwidth(double *gbs, bool *p2p, int src, int dst, size_t bytes, int reps);
 ng_status ng__cuda_host_unregister(void *ptr);
+
+/// Benchmark and parity hook: aggr_fwd of built-in `name` ("sum", "mean", "max", "min") through
+/// the gather-aggregate template of user aggregators (gpu/agg_template.h), instantiated at build
+/// time from the built-in's NG_AGGREGATOR_SOURCE text; `ag` gives only the edge weights. The
+/// specialised kernels of aggr_fwd are what training runs for the built-ins.
+ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *name, const ng_aggr *ag,
+                                        const ng_block *blk, const float *src, int64_t dim,
+                                        float *dst);
+/// The NG_AGGREGATOR_SOURCE text of built-in `name` ("sum", "mean", "max", "min"), or NULL.
+const char *ng__cuda_builtin_agg_source(const char *name);
 
 #ifdef __cplusplus
 }

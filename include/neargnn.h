@@ -65,6 +65,9 @@ const char *ng_last_error(void);
 
 /// Whether this build has the CUDA backend (1) or not (0).
 int ng_has_cuda(void);
+/// 1 if this build can run ranks under mpirun (CMake found MPI; docs/distributed.md), else 0.
+/// The built-in launcher (`neargnn train --ranks N`) needs no MPI.
+int ng_has_mpi(void);
 /// The CUDA devices the CUDA backend sees: their number into *count and a one-line description
 /// into desc[cap] (names, memory). NG_ERR_UNSUPPORTED in a build without the CUDA backend.
 ng_status ng_cuda_devices(int *count, char *desc, size_t cap);
@@ -294,15 +297,114 @@ typedef struct {
   ng_edge_weight edge_weight;
   ng_finalize finalize;
   int32_t self_loop;
+  /// A user-defined aggregator (ng_aggregator_define), borrowed: it must outlive every model
+  /// that uses it. NULL for the built-ins; when set, reduce and finalize are ignored.
+  const struct ng_aggregator_def *user;
 } ng_aggregator;
 
-#define NG_AGGREGATOR_SUM ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0})
+#define NG_AGGREGATOR_SUM                                                                          \
+  ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0, NULL})
 #define NG_AGGREGATOR_MEAN                                                                         \
-  ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_MEAN, 0})
-#define NG_AGGREGATOR_MAX ((ng_aggregator){NG_REDUCE_MAX, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0})
-#define NG_AGGREGATOR_MIN ((ng_aggregator){NG_REDUCE_MIN, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0})
+  ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_MEAN, 0, NULL})
+#define NG_AGGREGATOR_MAX                                                                          \
+  ((ng_aggregator){NG_REDUCE_MAX, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0, NULL})
+#define NG_AGGREGATOR_MIN                                                                          \
+  ((ng_aggregator){NG_REDUCE_MIN, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0, NULL})
 #define NG_AGGREGATOR_GCN                                                                          \
-  ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_GCN_NORM, NG_FINALIZE_NONE, 1})
+  ((ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_GCN_NORM, NG_FINALIZE_NONE, 1, NULL})
+
+/* ---- user-defined aggregators (docs/aggregators.md) ---- */
+
+/// The most state floats per feature a user aggregator may keep.
+#define NG_AGG_STATE_MAX 8
+
+/// The qualifier of the functions inside NG_AGGREGATOR_SOURCE: `static inline` in host code;
+/// the CUDA backend compiles the same text with it defined as `__device__ __forceinline__`.
+#ifndef NG_AGG_FN
+#define NG_AGG_FN static inline
+#endif
+
+/// Defines an aggregator's functions once, for the CPU and the GPU. The arguments after `name`
+/// are plain C over float (no preprocessor lines, no globals, no calls but to each other and
+/// to <math.h>'s float functions such as expf, logf, powf, fabsf, sqrtf, fmaxf, fminf) that
+/// define, each with the qualifier NG_AGG_FN, the functions
+///
+///     void  agg_init(float *s);                                  // a fresh state s[0..S)
+///     void  agg_accumulate(float *s, float x, float w);          // one neighbour value x,
+///                                                                // edge weight w (1 unweighted)
+///     void  agg_merge(float *s, const float *t);                 // s = s (+) t: associative
+///                                                                // and commutative
+///     float agg_finalize(const float *s, float degree);          // the output (degree = the
+///                                                                // neighbours; may be 0)
+///     float agg_grad(const float *s, float degree, float x, float w, float y); // d y / d x of
+///                                                                // one neighbour, y = finalize
+///
+/// (agg_grad only for an aggregator not declared linear). The macro expands to those
+/// functions, compiled here; to `static const char name[]`, their source text, which the CUDA
+/// backend compiles at run time with NVRTC into its gather-aggregate kernels; and to
+/// `name_accumulate_row`, agg_accumulate over one neighbour row (ng_aggregator_def's
+/// accumulate_row: the CPU backend's loop, inlined and vectorised in the defining unit).
+/// NG_AGGREGATOR_FUNCTIONS(name) fills a definition's function fields from them. One
+/// aggregator per translation unit (the names are fixed), unless the names are renamed with
+/// `#define agg_init my_init` ... around it (the text handed to NVRTC keeps the fixed names).
+#define NG_AGGREGATOR_SOURCE(name, ...)                                                            \
+  __VA_ARGS__                                                                                      \
+  static const char name[] = #__VA_ARGS__;                                                         \
+  NG_AGG_ROW_FN void name##_accumulate_row(float *s, int32_t state_size, const float *x, float w,  \
+                                           int64_t n) {                                            \
+    if (state_size == 1) {                                                                         \
+      for (int64_t c = 0; c < n; c++)                                                              \
+        agg_accumulate(s + c, x[c], w);                                                            \
+    } else {                                                                                       \
+      for (int64_t c = 0; c < n; c++)                                                              \
+        agg_accumulate(s + c * state_size, x[c], w);                                               \
+    }                                                                                              \
+  }
+
+/// The qualifier of the row function NG_AGGREGATOR_SOURCE defines (host code).
+#ifndef NG_AGG_ROW_FN
+#define NG_AGG_ROW_FN static inline
+#endif
+
+/// The function fields of an ng_aggregator_def, from NG_AGGREGATOR_SOURCE(name, ...) in the same
+/// unit: `{.size = sizeof(ng_aggregator_def), .name = "x", .state_size = 1, .grad = agg_grad,
+/// NG_AGGREGATOR_FUNCTIONS(x_source)}`.
+#define NG_AGGREGATOR_FUNCTIONS(name)                                                              \
+  .init = agg_init, .accumulate = agg_accumulate, .merge = agg_merge, .finalize = agg_finalize,    \
+  .source = name, .accumulate_row = name##_accumulate_row
+
+/// A user aggregator: per feature c of a destination, y = finalize(accumulate(... init, x_1,
+/// w_1) ..., x_n, w_n), degree n) over its neighbours' values x_j = h_j[c] in edge order. All
+/// pointers are borrowed and must outlive the models that use the aggregator.
+typedef struct ng_aggregator_def {
+  size_t size;        ///< sizeof(ng_aggregator_def)
+  const char *name;   ///< shown by ng_aggregator_name and recorded in checkpoints
+  int32_t state_size; ///< S, floats of state per feature, 1 .. NG_AGG_STATE_MAX
+  /// 1: y is linear in the neighbour values (y = sum_j a(w_j, degree) x_j), so its gradient
+  /// is derived from accumulate and finalize and `grad` may be NULL; 0: `grad` is required.
+  int32_t linear;
+  void (*init)(float *s);
+  void (*accumulate)(float *s, float x, float w);
+  void (*merge)(float *s, const float *t);
+  float (*finalize)(const float *s, float degree);
+  float (*grad)(const float *s, float degree, float x, float w, float y);
+  /// The same functions as CUDA C source (the `name` of NG_AGGREGATOR_SOURCE), or NULL for an
+  /// aggregator that runs on the CPU only (the CUDA backend then refuses it).
+  const char *source;
+  /// Optional (NULL: accumulate per feature): accumulate(s + c S, x[c], w) for c < n in one
+  /// call, which NG_AGGREGATOR_SOURCE defines as `name_accumulate_row`; it must give the same
+  /// states bit for bit (checked).
+  void (*accumulate_row)(float *s, int32_t state_size, const float *x, float w, int64_t n);
+} ng_aggregator_def;
+
+/// Makes *out a SAGE layer aggregator that runs `def` (borrowed): unweighted, no self loop
+/// (out->edge_weight may be set to NG_EDGE_WEIGHT_GCN_NORM afterwards). Checks the definition:
+/// every function given, the state size, that the source defines the five (four when linear)
+/// fixed names, and on generated values that merging the states of two halves of a neighbour
+/// list finalizes like one state over the whole list, that a linear aggregator is linear, and
+/// that `grad` agrees with a finite difference of finalize (relative tolerance 1e-2).
+/// NG_ERR_INVALID_ARG naming the failed check.
+ng_status ng_aggregator_define(ng_aggregator *out, const ng_aggregator_def *def);
 
 /// Activation after a layer.
 typedef enum { NG_ACT_NONE = 0, NG_ACT_RELU = 1 } ng_activation;
@@ -385,7 +487,8 @@ ng_status ng_model_layer_get(ng_layer_opts *out, ng_model_t model, int32_t layer
 /// from the settings ng_trainer_save records in it. NG_ERR_FORMAT for checkpoints written
 /// before neargnn recorded them (the message says how to re-save one).
 ng_status ng_model_from_checkpoint(ng_model_t *out, const char *path);
-/// A built-in aggregator's name ("mean", "sum", "max", "min", "gcn"), or "custom".
+/// A built-in aggregator's name ("mean", "sum", "max", "min", "gcn"), a user aggregator's
+/// name (ng_aggregator_def.name), or "custom".
 const char *ng_aggregator_name(ng_aggregator aggregator);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -581,6 +684,12 @@ typedef struct {
   /// default, 1 GiB; -1: always a file). See docs/inference.md.
   int64_t infer_host_bytes;
   const char *temp_dir; ///< folder of inference's temporary files (copied; NULL: $TMPDIR or /tmp)
+  /// Data-parallel training (docs/distributed.md): this process is one rank of `comm`
+  /// (ng_comm_create; borrowed, it must outlive the trainer). Each rank trains its share of every
+  /// global mini-batch of `batch` targets and the gradients are summed over the ranks (NCCL on
+  /// cuda, the communicator on cpu), so every rank holds the same parameters. NULL (the default),
+  /// or a communicator of one rank: one process.
+  struct ng_comm *comm;
 } ng_train_opts;
 /// The widest ready window (ng_train_opts.ready_window).
 #define NG_READY_WINDOW_MAX 1024
@@ -589,7 +698,7 @@ typedef struct {
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
         NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25, 0, \
-        0, NULL                                                                                    \
+        0, NULL, NULL                                                                              \
   }
 
 /// What one epoch did.
@@ -607,11 +716,39 @@ typedef struct {
   double iter_ms_median; ///< median time between two iterations finishing on the device
   double iter_ms_p99;    ///< its 99th percentile (nearest rank)
   double device_share;   ///< the device share at the end of the epoch (ng_train_opts)
+  int32_t ranks;         ///< ranks that trained the epoch (ng_train_opts.comm; 1: one process)
+  /// Mean time of one iteration's gradient all-reduce on this rank, in ms (device time of the
+  /// NCCL call on cuda, wall time on cpu, waiting for the slowest rank included); 0 with one rank.
+  double allreduce_ms;
 } ng_epoch_stats;
 #define NG_EPOCH_STATS_INIT                                                                        \
-  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0}, {0, 0}, 0.0, 0.0, 0.0 }
+  { sizeof(ng_epoch_stats), 0, 0, 0.0, 0.0, 0.0, 0.0, 0, {0}, {0, 0}, 0.0, 0.0, 0.0, 1, 0.0 }
 
 typedef enum { NG_SPLIT_TRAIN = 0, NG_SPLIT_VAL = 1, NG_SPLIT_TEST = 2 } ng_split;
+
+/* ---- ranks of a data-parallel run (docs/distributed.md) ---- */
+
+/// The group of processes (ranks) that train one model together.
+typedef struct ng_comm *ng_comm_t;
+
+/// Joins this process's group. `how`:
+///  - "mpi": MPI_COMM_WORLD (initialises MPI unless the program did; a build with MPI only);
+///  - "env": the built-in launcher's group (`neargnn train --ranks N` sets NG_RANK, NG_RANKS and
+///    NG_DIST_ADDR=host:port, where rank 0 listens and the others connect over TCP);
+///  - "auto" or NULL: "env" when NG_RANKS is set, else "mpi" when the process was started by
+///    mpirun (OMPI_COMM_WORLD_SIZE or PMI_SIZE set), else a group of one rank.
+/// Collective: every rank of the group must call it.
+ng_status ng_comm_create(ng_comm_t *out, const char *how);
+/// This process's rank in [0, size), the group's size, the rank among the ranks of its host
+/// (which picks the host's GPU) and how many ranks its host runs; -1 for a bad handle.
+int ng_comm_rank(ng_comm_t comm);
+int ng_comm_size(ng_comm_t comm);
+int ng_comm_local_rank(ng_comm_t comm);
+int ng_comm_local_size(ng_comm_t comm);
+/// "one", "socket" or "mpi".
+const char *ng_comm_kind(ng_comm_t comm);
+/// Leaves the group (MPI_Finalize when ng_comm_create initialised MPI); accepts NULL.
+void ng_comm_destroy(ng_comm_t comm);
 
 typedef struct ng_trainer *ng_trainer_t;
 

@@ -334,7 +334,7 @@ static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const 
     size_t n_src = (size_t)b->n_src, n_dst = (size_t)b->n_dst;
     size_t in = (size_t)L->in_dim, out = (size_t)L->out_dim;
     w->z = w->alpha = w->d_z = w->attn_work = NULL;
-    w->pre = w->hid = w->d_pre = w->d_hid = w->self_w = NULL;
+    w->pre = w->hid = w->d_pre = w->d_hid = w->self_w = w->u_work = NULL;
     const size_t pre = (size_t)L->pre_dim;
     if (m->kind == NG_MODEL_SAGE_POOL) {
       /* Raw input rows of every source (layer 0: the identity block's self rows), pooled. */
@@ -419,6 +419,8 @@ static void carve_ws(ng_model_exec *ex, carve *c, const ng_minibatch *mb, const 
       w->mask = drop ? take(c, n_src * in) : NULL;
       w->agg = take(c, n_dst * in * sizeof(float));
       w->argbest = needs_argbest(L) ? take(c, n_dst * in * sizeof(int32_t)) : NULL;
+      if (training && L->ag.user)
+        w->u_work = take(c, (size_t)b->nnz * in * sizeof(float));
     }
     w->out = take(c, n_dst * out * sizeof(float));
     w->d_agg = training && l > 0 ? take(c, n_dst * in * sizeof(float)) : NULL;
@@ -629,6 +631,17 @@ uint64_t ng__exec_input_drop_key(uint64_t seed) {
   return ng_mix64(ng_hash2(seed, 0));
 }
 
+/* A user aggregator's backward (aggr_user_bwd), which the backend may lack (the CUDA backend
+ * without NVRTC). */
+static ng_status aggr_user_bwd(ng_model_exec *ex, const ng_layer *L, const ng_block *b,
+                               ng_layer_ws *w, int64_t in) {
+  if (!BE(ex)->aggr_user_bwd)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "aggregator \"%s\": the %s backend cannot run user aggregators' backward",
+                   L->ag.user->name, BE(ex)->name);
+  return BE(ex)->aggr_user_bwd(ex->be, &L->ag, b, w->h_in, w->d_agg, in, w->u_work, w->d_in);
+}
+
 ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_logits) {
   const struct ng_model *m = ex->model;
   ng_backend *be = ex->be;
@@ -736,8 +749,12 @@ ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_
     /* Input gradient: through the aggregation, plus the self path for GraphSAGE. */
     NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, in, c, d_neigh, outd, P + L->off_w, c,
                         0.0f, w->d_agg, in));
-    NG_PROF_OP(ex->prof, "aggr bwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, ns),
-               BE(ex)->aggr_bwd(be, &L->ag, b, w->d_agg, w->argbest, in, w->d_in));
+    if (L->ag.user)
+      NG_PROF_OP(ex->prof, "aggr bwd", l, (double)b->nnz * (double)in, 2.0 * aggr_bytes(b, in, ns),
+                 aggr_user_bwd(ex, L, b, w, in));
+    else
+      NG_PROF_OP(ex->prof, "aggr bwd", l, (double)b->nnz * (double)in, aggr_bytes(b, in, ns),
+                 BE(ex)->aggr_bwd(be, &L->ag, b, w->d_agg, w->argbest, in, w->d_in));
     if (m->kind == NG_MODEL_SAGE)
       NG_CHECK(layer_gemm(ex, "gemm bwd x", l, false, true, nd, in, c, d_out, outd,
                           P + L->off_w_self, c, 1.0f, w->d_in, in));
@@ -874,6 +891,8 @@ ng_status ng_model_layer_get(ng_layer_opts *out, ng_model_t m, int32_t layer) {
 }
 
 const char *ng_aggregator_name(ng_aggregator a) {
+  if (a.user)
+    return a.user->name ? a.user->name : "custom";
   static const struct {
     const char *name;
     ng_aggregator a;

@@ -101,6 +101,7 @@ typedef struct {
   float *d_pre;  ///< SAGE-pool: [n_src, pre]; GIN: [n_dst, in]
   float *d_hid;  ///< GIN: [n_dst, pre]
   float *self_w; ///< GIN: [n_dst] the self row's weight 1 + eps
+  float *u_work; ///< user aggregators in training, layers > 0: [nnz, in] (aggr_user_bwd)
 } ng_layer_ws;
 
 /// Everything needed to run a model on one backend: parameters, gradients, optimizer state and

@@ -160,7 +160,18 @@ typedef struct {
   ng_normalize normalize;
   char dataset[64];
   int64_t nodes, feature_dim, classes;
+  char aggregator[NG_MAX_LAYERS][64]; /* each layer's aggregator name ("" when unrecorded) */
 } ckpt_desc;
+
+/* Whether `name` is a built-in aggregator's (or "custom", a combination of built-in parts), not
+ * a user aggregator's, whose functions only the program that defined it has. */
+static bool builtin_aggregator(const char *name) {
+  static const char *const NAMES[] = {"", "mean", "sum", "max", "min", "gcn", "custom"};
+  for (size_t i = 0; i < NG_ARRAY_LEN(NAMES); i++)
+    if (strcmp(name, NAMES[i]) == 0)
+      return true;
+  return false;
+}
 
 static ng_status read_desc(ckpt_desc *d, const ng_st_file *f, const char *path) {
   memset(d, 0, sizeof *d);
@@ -183,6 +194,8 @@ static ng_status read_desc(ckpt_desc *d, const ng_st_file *f, const char *path) 
     if (!desc)
       return bad_meta(path, key, NULL);
     NG_CHECK(parse_layer(&d->layer[l], desc, key, path));
+    if (!field(d->aggregator[l], sizeof d->aggregator[l], desc, "aggregator"))
+      d->aggregator[l][0] = '\0';
   }
   const char *norm = ng__st_meta(f, "train.normalize");
   if (!norm || (idx = INDEX_OF(NORMALIZE_NAME, norm)) < 0)
@@ -248,6 +261,9 @@ ng_status ng__ckpt_check(const ng_st_file *f, const char *path, const struct ng_
       return MISMATCH("--hidden", "%lld (layer %d)", "%lld", (long long)c->out_dim, l,
                       (long long)o->out_dim);
     const char *ca = ng_aggregator_name(c->aggregator), *oa = ng_aggregator_name(o->aggregator);
+    if ((o->aggregator.user || !builtin_aggregator(d.aggregator[l])) &&
+        strcmp(d.aggregator[l], oa) != 0)
+      return MISMATCH("--aggregator", "%s (layer %d)", "%s", d.aggregator[l], l, oa);
     if (c->aggregator.reduce != o->aggregator.reduce ||
         c->aggregator.edge_weight != o->aggregator.edge_weight ||
         c->aggregator.finalize != o->aggregator.finalize ||
@@ -311,6 +327,13 @@ ng_status ng_model_from_checkpoint(ng_model_t *out, const char *path) {
                    "`neargnn train --resume %s --checkpoint NEW` and the options it was trained "
                    "with",
                    path, path);
+  for (int l = 0; l < d.layers; l++)
+    if (!builtin_aggregator(d.aggregator[l]))
+      return ng__err(NG_ERR_UNSUPPORTED,
+                     "%s: layer %d uses the user aggregator \"%s\", whose functions only the "
+                     "program that defined it has; build the model there (ng_aggregator_define) "
+                     "and load the checkpoint into its trainer",
+                     path, l, d.aggregator[l]);
   ng_model_t m = NULL;
   NG_CHECK(ng_model_create(&m, d.kind, d.in_dim));
   for (int l = 0; l < d.layers && st == NG_OK; l++)

@@ -8,6 +8,7 @@
 #include "pipeline_impl.h"
 #include "trainer_impl.h"
 #include "infer_impl.h"
+#include "trainer_dist_impl.h"
 #ifdef NG_HAVE_CUDA
 #include "ng_cuda.h"
 #endif
@@ -91,6 +92,8 @@ struct ng_trainer {
    * inference over both receptive fields serves both evaluations (they overlap mostly). */
   float *eval_logits;
   ng_memory_estimate mem; /* the estimate the trainer was created under */
+  ng_dist_train dist;     /* the ranks of a data-parallel run (ng_train_opts.comm) */
+  char dist_cpuset[1024]; /* this rank's share of its host's cores, or "" */
 };
 
 static void drop_logits(ng_trainer_t t);
@@ -255,7 +258,21 @@ static ng_status make_backend(ng_backend **out, const ng_train_opts *o) {
     return ng__backend_cpu_create(out, o->threads);
   if (strcmp(dev, "cuda") == 0) {
 #ifdef NG_HAVE_CUDA
-    return ng__backend_cuda_create(out, 0);
+    /* Each rank of a host drives the GPU of its local rank (docs/distributed.md); a rank that
+     * sees one GPU only was given its own by its launcher (CUDA_VISIBLE_DEVICES). */
+    int device = 0, count = 0;
+    char desc[8];
+    const int local = o->comm ? ng_comm_local_size(o->comm) : 1;
+    if (local > 1) {
+      NG_CHECK(ng__cuda_devices(&count, desc, sizeof desc));
+      if (count > 1 && count < local)
+        return ng__err(NG_ERR_INVALID_ARG,
+                       "%d ranks on this host but %d GPUs: one rank per GPU (fewer --ranks, or "
+                       "fewer ranks per host under mpirun)",
+                       local, count);
+      device = count > 1 ? ng_comm_local_rank(o->comm) : 0;
+    }
+    return ng__backend_cuda_create(out, device);
 #else
     return ng__err(NG_ERR_UNSUPPORTED,
                    "device 'cuda': this build of neargnn has no CUDA backend; build it where the "
@@ -353,6 +370,12 @@ static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
       .prof_every = o.op_profile_every,
       .prof_iter = -1,
   };
+  const int64_t n_train = info->train, batch = o.batch ? NG_MIN(o.batch, n_train) : n_train;
+  NG_CHECK(ng__dist_setup(&t->dist, o.comm, t->be, n_train, batch, t->model->n_params));
+  if (t->dist.ranks > 1) {
+    t->step.reduce = ng__dist_reduce;
+    t->step.reduce_ctx = &t->dist;
+  }
   return NG_OK;
 }
 
@@ -412,6 +435,12 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
   }
   const bool bf16 = o.precision == NG_PRECISION_BF16;
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  const ng_aggr *in_ag = ng__model_input_aggr(model);
+  if (bf16 && in_ag->user)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "precision bf16: the input layer's aggregator '%s' is user-defined, and user "
+                   "aggregators read fp32 features only; use --precision fp32",
+                   in_ag->user->name ? in_ag->user->name : "custom");
   int64_t hot = info->nodes; /* mode cpu: the CPU backend reads every row where it is */
   if (t->mode != NG_MODE_CPU)
     NG_CHECK(ng__store_hot_rows_elem(&hot, t->be, info->nodes, info->feature_dim, elem,
@@ -506,9 +535,14 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
      * block 0's transpose would never be read: on W1 it was a quarter of the sampling time. */
     t->cfg.transpose[k] = k > 0;
   }
+  const char *cpuset = o.cpuset;
+  if (t->dist.ranks > 1 && !(cpuset && *cpuset) && t->dist.comm->local_size > 1) {
+    NG_CHECK(ng__dist_cpuset(t->dist_cpuset, sizeof t->dist_cpuset, t->dist.comm, t->be));
+    cpuset = t->dist_cpuset;
+  }
   ng_runtime_opts ro = {
       .mode = t->mode,
-      .cpuset = o.cpuset,
+      .cpuset = cpuset,
       .transfer = transfer,
       .partial_workers = o.partial_workers,
       .period_ms = o.period_ms,
@@ -524,7 +558,7 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
       .dev_sampler = t->dev_sampler,
       .feed_lanes = FEED_LANES,
   };
-  NG_CHECK(resolve_workers(&ro.workers, o.workers, o.cpuset));
+  NG_CHECK(resolve_workers(&ro.workers, o.workers, cpuset));
   /* The sample feed's thread waits on the device most of the time but wants a core of its own
    * when it is awake: by default it takes one from the workers. */
   if (t->dev_sampler && o.workers == 0 && ro.workers > 1)
@@ -704,6 +738,12 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   ng_train_opts o;
   NG_CHECK(merge_opts(&o, opts));
   NG_CHECK(check_opts(&o, ds, model));
+  if (o.comm) {
+    NG_CHECK(ng__comm_check(o.comm));
+    /* The ranks of a host split its cores (docs/distributed.md). */
+    if (o.threads == 0 && o.comm->local_size > 1)
+      o.threads = ng__dist_threads(o.comm);
+  }
   if (o.max_host_memory < 0 || o.infer_host_bytes < -1)
     return ng__err(NG_ERR_INVALID_ARG,
                    "max_host_memory %lld or infer_host_bytes %lld out of range (>= 0, >= -1)",
@@ -719,6 +759,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   t->opts = o;
   t->opts.device = NULL; /* not kept: borrowed from the caller */
   t->opts.temp_dir = NULL;
+  t->opts.comm = NULL; /* borrowed: t->dist keeps it */
   t->features = ds->features;
   ng_status st = NG_OK;
   if (o.temp_dir && !(t->temp_dir = strdup(o.temp_dir))) {
@@ -916,7 +957,7 @@ static int64_t nearest_rank(int64_t n, double q) {
 static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct, int64_t edges,
                            const ng_fetch_stats *f) {
   ng_trainer_t t = ctx;
-  t->loss_sum += loss;
+  t->loss_sum += loss * ng__dist_loss_weight(&t->dist, iter);
   t->correct += correct;
   t->edges += edges;
   ng__fetch_stats_add(&t->fetch_epoch, f);
@@ -999,7 +1040,9 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                               .epoch = epoch,
                               .first = first,
                               .iters = iters,
-                              .seed = t->opts.seed};
+                              .seed = t->opts.seed,
+                              .rank = t->dist.rank,
+                              .ranks = t->dist.ranks};
   /* The next order's buffer held the last epoch's, which no worker reads any more. */
   const ng_epoch_plan next = {.order = t->perm + ((epoch + 1) % 2) * n_train,
                               .n_train = n_train,
@@ -1009,7 +1052,9 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                               .iters = iters,
                               .seed = t->opts.seed,
                               .prepare = order_written(t, epoch + 1) ? NULL : shuffle_order,
-                              .prepare_ctx = t};
+                              .prepare_ctx = t,
+                              .rank = t->dist.rank,
+                              .ranks = t->dist.ranks};
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();
   int workers[2] = {0, 0};
@@ -1023,6 +1068,8 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   }
   double secs = ng__now() - t0;
   int64_t ran = iters - first, targets = n_train - first * batch;
+  double allreduce_ms = 0.0;
+  NG_CHECK(ng__dist_epoch_end(&t->dist, &t->loss_sum, &t->correct, &t->edges, &allreduce_ms));
   out->epoch = epoch;
   out->iterations = ran;
   out->loss = t->loss_sum / (double)ran;
@@ -1037,6 +1084,8 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   qsort(t->iter_ms, (size_t)t->n_iter_ms, sizeof *t->iter_ms, cmp_double);
   out->iter_ms_median = t->n_iter_ms ? t->iter_ms[(t->n_iter_ms - 1) / 2] : 0.0;
   out->iter_ms_p99 = t->n_iter_ms ? t->iter_ms[nearest_rank(t->n_iter_ms, 0.99)] : 0.0;
+  out->ranks = t->dist.ranks;
+  out->allreduce_ms = allreduce_ms;
   return NG_OK;
 }
 

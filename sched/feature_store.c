@@ -249,14 +249,15 @@ static int64_t staged_rows(const ng_fetch_pkg *dp) {
   return dp->mode == NG_FETCH_ZCOPY ? dp->n_staged : dp->n_staged - dp->n_self_cold;
 }
 
-static size_t parts_bytes(const ng_fetch_pkg *dp, int64_t dim) {
-  return rows_bytes(dp->n_dst, dim) + rows_bytes(device_dst(dp), dim) +
+/* `sdim`: floats of state a row (dim times the aggregator's state size). */
+static size_t parts_bytes(const ng_fetch_pkg *dp, int64_t dim, int64_t sdim) {
+  return rows_bytes(dp->n_dst, dim) + rows_bytes(device_dst(dp), sdim) +
          counts_bytes(device_dst(dp)) + (size_t)staged_rows(dp) * (size_t)dim * sizeof(float);
 }
 
-static host_parts parts_layout(char *base, const ng_fetch_pkg *dp, int64_t dim) {
+static host_parts parts_layout(char *base, const ng_fetch_pkg *dp, int64_t dim, int64_t sdim) {
   const int32_t nd = device_dst(dp);
-  const size_t self = rows_bytes(dp->n_dst, dim), rows = rows_bytes(nd, dim);
+  const size_t self = rows_bytes(dp->n_dst, dim), rows = rows_bytes(nd, sdim);
   host_parts z;
   z.self_rows = (float *)base;
   z.cold = (ng_pstate){(float *)(base + self), (int32_t *)(base + self + rows), nd, dim};
@@ -264,9 +265,9 @@ static host_parts parts_layout(char *base, const ng_fetch_pkg *dp, int64_t dim) 
   return z;
 }
 
-/* Rows [d0, d0 + n) of a partial state. */
-static ng_pstate state_rows(const ng_pstate *s, int32_t d0, int32_t n) {
-  return (ng_pstate){s->val + (int64_t)d0 * s->dim, s->count + d0, n, s->dim};
+/* Rows [d0, d0 + n) of a partial state of `S` floats a feature. */
+static ng_pstate state_rows(const ng_pstate *s, int32_t d0, int32_t n, int64_t S) {
+  return (ng_pstate){s->val + (int64_t)d0 * s->dim * S, s->count + d0, n, s->dim};
 }
 
 /* Whether the device reads part of a package from host memory: a ZCOPY package's cold rows, or
@@ -292,9 +293,10 @@ static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg
                    "store: a package the device reads by zero-copy, but the store was opened "
                    "for %s",
                    ng_fetch_name(st->mode));
+  const int64_t sdim = dim * ng__aggr_state_size(bare);
   NG_CHECK(ng__bk_reserve(be, &st->pre[k].buf, &st->pre[k].cap,
-                          NG_MAX(parts_bytes(dp, dim), (size_t)64)));
-  host_parts z = parts_layout(st->pre[k].buf, dp, dim);
+                          NG_MAX(parts_bytes(dp, dim, sdim), (size_t)64)));
+  host_parts z = parts_layout(st->pre[k].buf, dp, dim, sdim);
   *out = z;
   const int64_t n_self = dp->n_self_cold;
   /* A bf16 store's rows are converted as they are read: the device's copies are fp32. */
@@ -342,13 +344,17 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   const int32_t nd = dev_pkg->n_dst;
   const int64_t dim = st->dim;
   const ng_fetch_pkg dp = *dev_pkg;
-  /* Work memory: hot state (values, counts), cold state, aggregation, self rows. */
-  const size_t rows = rows_bytes(nd, dim), cnt = counts_bytes(nd);
-  NG_CHECK(ng__bk_reserve(be, &st->work, &st->work_cap, NG_MAX(4 * rows + 2 * cnt, (size_t)64)));
+  /* Work memory: hot state (values, counts), cold state, aggregation, self rows. A state has
+   * S floats a feature (a user aggregator's state size). */
+  const int64_t S = ng__aggr_state_size(ag);
+  const size_t rows = rows_bytes(nd, dim), srows = rows_bytes(nd, dim * S), cnt = counts_bytes(nd);
+  NG_CHECK(ng__bk_reserve(be, &st->work, &st->work_cap,
+                          NG_MAX(2 * srows + 2 * rows + 2 * cnt, (size_t)64)));
   char *w = st->work;
-  ng_pstate hot = {(float *)w, (int32_t *)(w + rows), nd, dim};
-  ng_pstate cold = {(float *)(w + rows + cnt), (int32_t *)(w + 2 * rows + cnt), nd, dim};
-  float *out = (float *)(w + 2 * rows + 2 * cnt), *self_rows = (float *)(w + 3 * rows + 2 * cnt);
+  ng_pstate hot = {(float *)w, (int32_t *)(w + srows), nd, dim};
+  ng_pstate cold = {(float *)(w + srows + cnt), (int32_t *)(w + 2 * srows + cnt), nd, dim};
+  float *out = (float *)(w + 2 * srows + 2 * cnt);
+  float *self_rows = (float *)(w + 2 * srows + rows + 2 * cnt);
 
   /* Dropout applies where rows are read from the tables, not to rows already staged dropped,
    * nor to the merge. */
@@ -360,7 +366,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   if (from_host) { /* what the device reads from host memory, queued ahead or queued now */
     host_parts z;
     if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {
-      z = parts_layout(st->pre[slot].buf, &dp, dim);
+      z = parts_layout(st->pre[slot].buf, &dp, dim, dim * S);
       st->pre[slot].ready = false;
     } else {
       NG_CHECK(host_part(st, &bare, &dp, drop_p, drop_key, NG_STORE_SLOTS, &z));
@@ -381,7 +387,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
              partial_tbl(st, &dropped, &dp.hot, st->cache, st->cache16, &hot));
   const int32_t m = dp.n_host_dst;
   if (dp.cold.nnz > dp.device_cold.nnz) {
-    ng_pstate h = state_rows(&hot, 0, m);
+    ng_pstate h = state_rows(&hot, 0, m, S);
     NG_PROF_OP(pf, "input merge", 0, (double)m * dim, 3.0 * m * row_b,
                BE(st)->pstate_merge(be, &bare, &h, &dp.cold_state));
   }
@@ -390,7 +396,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
       NG_PROF_OP(pf, "input staged aggr", 0, dp.device_cold.nnz * dim,
                  (double)dp.device_cold.nnz * staged_b + (double)(nd - m) * row_b,
                  partial_tbl(st, &bare, &dp.device_cold, dp.staged, dp.staged16, &cold));
-    ng_pstate h = state_rows(&hot, m, nd - m);
+    ng_pstate h = state_rows(&hot, m, nd - m, S);
     NG_PROF_OP(pf, "input merge", 0, (double)(nd - m) * dim, 3.0 * (nd - m) * row_b,
                BE(st)->pstate_merge(be, &bare, &h, &cold));
   }

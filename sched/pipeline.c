@@ -413,7 +413,9 @@ static void fail(ng_runtime *rt, ng_status st, const char *who) {
  * `track`. */
 static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, const ng_epoch_plan *p,
                          int64_t seq, int64_t i, void **buf) {
-  const int64_t begin = i * p->batch, n = NG_MIN(p->batch, p->n_train - begin);
+  int64_t begin;
+  int32_t n; /* this rank's slice of the iteration's batch */
+  ng__plan_slice(p, i, &begin, &n);
   const uint64_t seed = ng__iter_seed(p->seed, p->epoch, i);
   const int group = atomic_load_explicit(&w->group, memory_order_relaxed);
   if (atomic_load(&ng__runtime_fault_iter) == i &&
@@ -428,9 +430,9 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
   }
   else if (rt->o.dev_sampler)
     NG_CHECK(rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, p->order + begin,
-                                        (int32_t)n, seed, &mb, &rt->inline_host, &rt->inline_cap));
+                                        n, seed, &mb, &rt->inline_host, &rt->inline_cap));
   else
-    NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, (int32_t)n, seed));
+    NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, n, seed));
   int64_t edges = 0; /* the span carries them: the trace's summary gives the sampler's rate */
   for (int l = 0; l < mb.n_layers; l++)
     edges += mb.blocks[l].nnz;
@@ -737,9 +739,9 @@ static bool feed_plan(void *ctx, int lane, int64_t seq, const int64_t **targets,
   int64_t i = 0;
   if (!plan_of(rt, feed_track(rt) + lane, seq, &p, &i))
     return false;
-  const int64_t begin = i * p.batch;
+  int64_t begin;
+  ng__plan_slice(&p, i, &begin, n);
   *targets = p.order + begin;
-  *n = (int32_t)NG_MIN(p.batch, p.n_train - begin);
   *seed = ng__iter_seed(p.seed, p.epoch, i);
   return true;
 }
@@ -857,7 +859,8 @@ void ng__runtime_settle(ng_runtime *rt) {
 
 static bool same_plan(const ng_epoch_plan *a, const ng_epoch_plan *b) {
   return a->order == b->order && a->n_train == b->n_train && a->batch == b->batch &&
-         a->epoch == b->epoch && a->first == b->first && a->iters == b->iters && a->seed == b->seed;
+         a->epoch == b->epoch && a->first == b->first && a->iters == b->iters &&
+         a->seed == b->seed && a->rank == b->rank && a->ranks == b->ranks;
 }
 
 /* Makes the workers produce `plan` from ring position take_seq on: those left running for it

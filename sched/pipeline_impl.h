@@ -27,7 +27,25 @@ typedef struct {
   /// `prepare`.
   void (*prepare)(void *ctx, int64_t epoch);
   void *prepare_ctx;
+  /// Data-parallel runs (docs/distributed.md): iteration i's global batch, order[i * batch ..
+  /// + n_i), is cut into `ranks` slices and this process trains slice `rank` of it
+  /// (ng__plan_slice). ranks 0 or 1: the whole batch.
+  int rank, ranks;
 } ng_epoch_plan;
+
+/// The targets iteration `i` of plan `p` trains on this rank: order[*begin .. *begin + *n).
+/// Slice r of a global batch of n_i targets is [floor(n_i r / R), floor(n_i (r + 1) / R)).
+static inline void ng__plan_slice(const ng_epoch_plan *p, int64_t i, int64_t *begin, int32_t *n) {
+  const int64_t b = i * p->batch, ni = p->n_train - b < p->batch ? p->n_train - b : p->batch;
+  if (p->ranks <= 1) {
+    *begin = b;
+    *n = (int32_t)ni;
+    return;
+  }
+  const int64_t lo = ni * p->rank / p->ranks, hi = ni * (p->rank + 1) / p->ranks;
+  *begin = b + lo;
+  *n = (int32_t)(hi - lo);
+}
 
 /// Per-iteration results the runtime reports back, in iteration order.
 typedef struct {

@@ -287,6 +287,88 @@ static ng_status order_pus(hwloc_topology_t topo, hwloc_const_bitmap_t chosen, i
   return NG_OK;
 }
 
+/* ---- the share of the cores of one rank among several (docs/distributed.md) ---- */
+
+ng_status ng__cpus_near(char *list, size_t cap, const char *pci_bus_id) {
+  hwloc_topology_t topo;
+  NG_CHECK(machine_topology(&topo));
+  hwloc_bitmap_t usable = hwloc_bitmap_alloc(), near_set = hwloc_bitmap_alloc();
+  ng_status st = NG_OK;
+  if (!usable || !near_set) {
+    st = ng__err(NG_ERR_NOMEM, "out of memory allocating cpu sets");
+    goto done;
+  }
+  NG_CHECK_GOTO(st, usable_cpus(topo, usable), done);
+  hwloc_bitmap_copy(near_set, usable);
+  if (pci_bus_id && *pci_bus_id) {
+    unsigned dom, bus, dev, fn;
+    NG_CHECK_GOTO(st, parse_pci(pci_bus_id, &dom, &bus, &dev, &fn), done);
+    hwloc_obj_t pci = hwloc_get_pcidev_by_busid(topo, dom, bus, dev, fn);
+    hwloc_obj_t near = pci ? hwloc_get_non_io_ancestor_obj(topo, pci) : NULL;
+    if (near && near->cpuset && hwloc_bitmap_intersects(near->cpuset, usable))
+      hwloc_bitmap_and(near_set, usable, near->cpuset);
+  }
+  if (hwloc_bitmap_list_snprintf(list, cap, near_set) >= (int)cap)
+    st = ng__err(NG_ERR_UNSUPPORTED, "the cpu list near %s is longer than %zu characters",
+                 pci_bus_id ? pci_bus_id : "the process", cap);
+done:
+  hwloc_bitmap_free(near_set);
+  hwloc_bitmap_free(usable);
+  return st;
+}
+
+ng_status ng__cpus_slice(char *out, size_t cap, const char *list, int k, int m) {
+  if (m < 1 || k < 0 || k >= m)
+    return ng__err(NG_ERR_INVALID_ARG, "cpu slice %d of %d", k, m);
+  hwloc_topology_t topo;
+  NG_CHECK(machine_topology(&topo));
+  hwloc_bitmap_t set = hwloc_bitmap_alloc(), mine = hwloc_bitmap_alloc(),
+                 pus = hwloc_bitmap_alloc();
+  ng_status st = NG_OK;
+  if (!set || !mine || !pus) {
+    st = ng__err(NG_ERR_NOMEM, "out of memory allocating cpu sets");
+    goto done;
+  }
+  if (hwloc_bitmap_list_sscanf(set, list) != 0) {
+    st = ng__err(NG_ERR_INVALID_ARG, "cpu list \"%s\" is malformed", list);
+    goto done;
+  }
+  /* Whole cores: core c (in logical order, among those with a PU in the list) goes to slice
+   * floor(c * m / cores), so that two ranks never share a core's hyperthreads. */
+  int cores = 0;
+  hwloc_obj_t core = NULL;
+  while ((core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core)) != NULL)
+    cores += hwloc_bitmap_intersects(core->cpuset, set);
+  if (cores < m) { /* fewer cores than ranks (or no core objects): slices of PUs */
+    int n = hwloc_bitmap_weight(set), i = 0, pu;
+    hwloc_bitmap_foreach_begin(pu, set) {
+      if ((int64_t)i * m / NG_MAX(n, 1) == k || n < m)
+        hwloc_bitmap_set(mine, (unsigned)pu);
+      i++;
+    }
+    hwloc_bitmap_foreach_end();
+  } else {
+    int c = 0;
+    core = NULL;
+    while ((core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core)) != NULL) {
+      if (!hwloc_bitmap_intersects(core->cpuset, set))
+        continue;
+      if ((int64_t)c * m / cores == k) {
+        hwloc_bitmap_and(pus, core->cpuset, set);
+        hwloc_bitmap_or(mine, mine, pus);
+      }
+      c++;
+    }
+  }
+  if (hwloc_bitmap_list_snprintf(out, cap, mine) >= (int)cap)
+    st = ng__err(NG_ERR_UNSUPPORTED, "a cpu list is longer than %zu characters", cap);
+done:
+  hwloc_bitmap_free(pus);
+  hwloc_bitmap_free(mine);
+  hwloc_bitmap_free(set);
+  return st;
+}
+
 /* ---- threads ---- */
 
 /* Binds the calling thread to `set`; false when the system (or an injected fault) refuses. */

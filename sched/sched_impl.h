@@ -46,6 +46,14 @@ typedef struct ng_pool ng_pool;
 /// NG_ERR_UNSUPPORTED when hwloc cannot read the machine, or NG_ERR_NOMEM, also when a thread
 /// cannot be created (no worker has called `fn` then: threads wait behind a gate that opens only
 /// once all of them exist).
+/// The cores this process may use that are nearest PCI device `pci_bus_id` (its NUMA node or
+/// package, as hwloc sees it; all usable cores when it is NULL, "" or not found), as a list
+/// ("0-15,32-47") of at most `cap` characters.
+ng_status ng__cpus_near(char *list, size_t cap, const char *pci_bus_id);
+/// Slice `k` of `m` of the cpu list `list`, by whole cores in logical order (PUs when the list
+/// has fewer cores than slices), as a list: how the ranks of one host split their cores.
+ng_status ng__cpus_slice(char *out, size_t cap, const char *list, int k, int m);
+
 ng_status ng__pool_start(ng_pool **out, const ng_pool_opts *o, void (*fn)(void *ctx, int worker),
                          void *ctx);
 /// Waits for every worker's `fn` to return and frees the pool (accepts NULL). The pool's other

@@ -47,8 +47,11 @@ ng_status ng__train_step_forward(ng_train_step *ts, int64_t iter, uint64_t seed,
 }
 
 /* The ops of a backward pass and the optimizer step, queued. */
-static ng_status backward_ops(ng_train_step *ts, const ng_fetch_pkg *pkg) {
+static ng_status backward_ops(ng_train_step *ts, int64_t iter, const ng_fetch_pkg *pkg) {
   NG_CHECK(ng__exec_backward(ts->ex, &pkg->mb, ts->d_logits));
+  if (ts->reduce)
+    NG_CHECK(ts->reduce(ts->reduce_ctx, ts->ex->grads, ts->ex->model->n_params, pkg->mb.n_targets,
+                        iter));
   ng_opt_hp hp = ts->hp;
   hp.step = ts->steps + 1;
   return ng__exec_step(ts->ex, &hp);
@@ -58,7 +61,7 @@ ng_status ng__train_step_backward(ng_train_step *ts, int64_t iter, const ng_fetc
   const bool timed = iter == ts->prof_iter;
   if (timed)
     ng__prof_resume(ts->prof);
-  const ng_status st = backward_ops(ts, pkg);
+  const ng_status st = backward_ops(ts, iter, pkg);
   if (timed && st == NG_OK)
     ng__prof_finish(ts->prof);
   ng__prof_pause(ts->prof);

@@ -26,6 +26,11 @@ typedef struct {
   int64_t prof_every; ///< time the ops of one iteration in this many (0: none)
   int64_t prof_iter;  ///< the iteration being timed, or -1
   int64_t forwards;   ///< forward passes this trainer queued (its first is never timed)
+  /// Data-parallel runs: called between iteration `iter`'s backward and its optimizer step with
+  /// the gradients (backend memory, n_grads floats) of the rank's `n_local` targets, to sum them
+  /// over the ranks (docs/distributed.md); NULL in a run of one process.
+  ng_status (*reduce)(void *ctx, float *grads, int64_t n_grads, int32_t n_local, int64_t iter);
+  void *reduce_ctx;
 } ng_train_step;
 
 /// Queues, right after iteration `iter`'s package copy (in package slot `slot`) and while the

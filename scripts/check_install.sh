@@ -29,6 +29,8 @@ fi
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 cc -std=c11 -Wall -Werror examples/train_cora.c $(pkg-config --cflags --libs neargnn) \
   -Wl,-rpath,"$prefix/lib" -o "$tmp/train_cora_pc"
+cc -std=c11 -Wall -Werror examples/train_powmean.c $(pkg-config --cflags --libs neargnn) -lm \
+  -Wl,-rpath,"$prefix/lib" -o "$tmp/train_powmean_pc"
 pkg-config --static --libs neargnn >/dev/null
 
 # CMake package: the shared library (default) and the static one with its dependencies.
@@ -47,6 +49,11 @@ out=$("$tmp/train_cora_pc" "$data/cora" 20)
 echo "$out" | tail -1
 echo "$out" | awk '/test accuracy/ { if ($(NF-3) + 0 < 0.6) { print "accuracy too low"; exit 1 } }'
 "$tmp/ex-static/train_cora" "$data/cora" 1 >/dev/null
+# A user-defined aggregator (power mean) trains Cora on the CPU through the installed header.
+out=$("$tmp/train_powmean_pc" "$data/cora" 20)
+echo "$out" | tail -1
+echo "$out" | awk '/test accuracy/ { if ($(NF-3) + 0 < 0.6) { print "accuracy too low"; exit 1 } }'
+"$tmp/ex-static/train_powmean" "$data/cora" 1 >/dev/null
 
 # The serving API from the installed headers: a checkpoint trained by the installed command,
 # served by the example (engine + HTTP server) with both links.

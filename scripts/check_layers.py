@@ -27,11 +27,12 @@ BELOW = {
     "cpu": ["include", "core"],
     "gpu": ["include", "core"],
     "models": ["include", "core"],
+    "dist": ["include", "core"],
     "sched": ["include", "core", "cpu", "gpu", "models"],
-    "runtime": ["include", "core", "cpu", "gpu", "models", "sched"],
-    "serve": ["include", "core", "cpu", "gpu", "models", "sched", "runtime"],
+    "runtime": ["include", "core", "cpu", "gpu", "models", "dist", "sched"],
+    "serve": ["include", "core", "cpu", "gpu", "models", "dist", "sched", "runtime"],
     "apps": ["include"],
-    "eval": ["include", "core", "cpu", "gpu", "models", "sched", "runtime", "serve"],
+    "eval": ["include", "core", "cpu", "gpu", "models", "dist", "sched", "runtime", "serve"],
 }
 SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

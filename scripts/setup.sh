@@ -6,9 +6,11 @@
 # apt's own output goes to a log file (NG_SETUP_LOG, default $TMPDIR/neargnn-setup.log), whose
 # last lines are shown if apt fails.
 set -euo pipefail
+# Open MPI is optional for the build (docs/distributed.md); CI installs it so that the mpirun test
+# (tests/cli_dist_mpi.sh) runs.
 pkgs=(build-essential cmake ninja-build pkg-config clang libomp-dev libclang-rt-dev
       libhwloc-dev libdnnl-dev zlib1g-dev libcjson-dev libmicrohttpd-dev curl gnuplot-nox python3
-      python3-numpy python3-pytest)
+      python3-numpy python3-pytest openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

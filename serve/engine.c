@@ -190,6 +190,12 @@ static ng_status check_opts(ng_engine_opts *o, const struct ng_dataset *ds,
     return ng__err(NG_ERR_INVALID_ARG, "engine: the model has no layers");
   if (m->n_layers > NG_ENGINE_MAX_LAYERS)
     return ng__err(NG_ERR_INVALID_ARG, "engine: at most %d layers", NG_ENGINE_MAX_LAYERS);
+  for (int l = 0; l < m->n_layers; l++) /* its partial states are the built-ins' */
+    if (m->layers[l].ag.user)
+      return ng__err(NG_ERR_UNSUPPORTED,
+                     "engine: layer %d uses the user aggregator \"%s\"; serving runs the "
+                     "built-in aggregators only (evaluate or predict it with the trainer)",
+                     l, m->layers[l].ag.user->name);
   if (info->feature_dim == 0 || m->in_dim != info->feature_dim)
     return ng__err(NG_ERR_INVALID_ARG,
                    "engine: the model expects %lld input columns, dataset '%s' has %lld",

@@ -131,6 +131,7 @@ for v in version --version; do
   run 0 $v
   grep -qE '^neargnn [0-9]+\.[0-9]+\.[0-9]+$' "$TMP/out" || fail "neargnn $v: no version line"
   grep -qE '^cuda: (on|off)' "$TMP/out" || fail "neargnn $v: no cuda line"
+  grep -qE '^mpi: (on|off)' "$TMP/out" || fail "neargnn $v: no mpi line"
 done
 usage_error "unexpected argument 'x'" version x
 

@@ -3,6 +3,7 @@
  * worker count (inline, 1, 3) and thread count gives bit-identical losses and weights, the two
  * extreme tiers give the same bits as each other, and the fetch counters add up.
  * tests/test_gpu_fetch.c checks the same on CUDA. */
+#include "ng_test_agg.h"
 #include "ng_test_fetch.h"
 
 #include "core_impl.h"
@@ -32,6 +33,11 @@ static const model_case MODELS[] = {
     {"sage-sum", NG_MODEL_SAGE, NG_AGGREGATOR_SUM, 0.0f},
     /* GIN's sum is partially aggregated like any sum: its MLP comes after the aggregation. */
     {"gin, dropout 0.5", NG_MODEL_GIN, NG_AGGREGATOR_SUM, 0.5f},
+    /* A user aggregator of three state floats: the CPU's partial states merge by its law. */
+    {"sage softmax-aggr (user), dropout 0.5",
+     NG_MODEL_SAGE,
+     {NG_REDUCE_SUM, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0, &ng_test_softmax},
+     0.5f},
 };
 
 /* A mode with its threads: workers -1 is the inline form (no worker threads). */

@@ -167,12 +167,12 @@ static const struct {
   const char *name;
   ng_aggr ag;
 } AGGRS[] = {
-    {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0}},
-    {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0}},
-    {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0}},
-    {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0}},
-    {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0}},
-    {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true, 0.0f, 0}},
+    {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL}},
+    {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL}},
+    {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL}},
+    {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0, NULL}},
+    {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0, NULL}},
+    {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true, 0.0f, 0, NULL}},
 };
 
 /* ---- aggregation forward and backward ---- */
@@ -1083,7 +1083,7 @@ static void test_opt(void) {
 static void test_errors(void) {
   EXPECT_TRUE(gpu->iface != gpu->impl && cpu->iface != cpu->impl);
   ng_block blk = {0};
-  ng_aggr ag = {NG_REDUCE_MAX, false, false, true, 0.0f, 0};
+  ng_aggr ag = {NG_REDUCE_MAX, false, false, true, 0.0f, 0, NULL};
   float *d = dalloc(64);
   EXPECT_STATUS(gpu->iface->aggr_fwd(gpu, &ag, &blk, d, 4, d, NULL), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("aggr_fwd: block indptr is NULL");

@@ -1,7 +1,9 @@
 /* Finite-difference gradient checks of every CPU-backend op that has a backward: aggregation
  * (sum, mean, max, min, GCN, and weighted mean with a self loop), GEMM (both operands, all
  * transpose combinations, gradients computed with the backend's own GEMM as a model does), bias
- * + activation (input and bias gradients), dropout and softmax cross-entropy.
+ * + activation (input and bias gradients), dropout and softmax cross-entropy; user-defined
+ * aggregators (aggr_user_bwd: a power mean and a softmax aggregation with their agg_grad, a mean
+ * declared linear) and GraphSAGE models whose second layer runs one.
  *
  * Each check picks a scalar loss L (a random weighting sum_i r_i out_i, or the cross-entropy
  * itself), evaluates it in double from the op's float outputs, and compares the analytic
@@ -17,6 +19,7 @@
  * h^2 |L'''| / 6 < 1e-7, checked at 1e-6 + 1e-4 relative against float gradients. */
 #include "ng_cpu.h"
 #include "ng_test.h"
+#include "ng_test_agg.h"
 #include "ng_test_graph.h"
 #include "model_impl.h"
 
@@ -62,12 +65,12 @@ static void test_aggr(void) {
     const char *name;
     ng_aggr ag;
   } cases[] = {
-      {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0}},
-      {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0}},
-      {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0}},
-      {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0}},
-      {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0}},
-      {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true, 0.0f, 0}},
+      {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL}},
+      {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL}},
+      {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL}},
+      {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0, NULL}},
+      {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0, NULL}},
+      {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true, 0.0f, 0, NULL}},
   };
   ng_rng r;
   ng_rng_seed(&r, 101);
@@ -115,6 +118,49 @@ static void test_aggr(void) {
         free(grad);
       }
     }
+    ng_test_block_free(&tb);
+  }
+}
+
+/* User aggregators (tests/ng_test_agg.h): smooth, so a small step (h = 1e-3), whose truncation
+ * error (h^2 times the third derivative / 6) stays below 1e-6; the float rounding of the loss
+ * difference is about 1e-4 of a gradient, so 2e-4 + 2e-3 relative, far below a wrong one. */
+static void test_aggr_user(void) {
+  static const ng_aggregator_def *const defs[] = {&ng_test_powmean, &ng_test_softmax,
+                                                  &ng_test_mean};
+  ng_rng r;
+  ng_rng_seed(&r, 103);
+  const int64_t dims[] = {1, 6};
+  for (int dup = 0; dup < 2; dup++) {
+    ng_test_block tb;
+    tblock_make(&tb, &r, 12, 30, 6, dup);
+    for (size_t di = 0; di < NG_TEST_LEN(dims); di++)
+      for (size_t ci = 0; ci < NG_TEST_LEN(defs); ci++)
+        for (int weighted = 0; weighted < 2; weighted++) {
+          const int64_t dim = dims[di], ns = (int64_t)tb.b.n_src * dim;
+          const int64_t nd = (int64_t)tb.b.n_dst * dim;
+          ng_aggregator pub;
+          ng_aggr ag;
+          EXPECT_OK(ng_aggregator_define(&pub, defs[ci]));
+          pub.edge_weight = weighted ? NG_EDGE_WEIGHT_GCN_NORM : NG_EDGE_WEIGHT_NONE;
+          EXPECT_OK(ng__aggr_from_public(&ag, &pub));
+          float *src = ng_test_rand_floats(&r, ns);
+          aggr_ctx c = {
+              &ag,  &tb.b, src, ng_test_xmalloc((size_t)nd * 4), ng_test_rand_floats(&r, nd),
+              NULL, dim};
+          float *grad = ng_test_xmalloc((size_t)ns * 4);
+          float *work = ng_test_xmalloc(((size_t)tb.b.nnz + 1) * (size_t)dim * 4);
+          EXPECT_OK(be->iface->aggr_user_bwd(be, &ag, &tb.b, src, c.r, dim, work, grad));
+          char what[96];
+          snprintf(what, sizeof what, "user aggr %s%s dim %lld%s", defs[ci]->name,
+                   weighted ? " weighted" : "", (long long)dim, dup ? " (duplicate edge)" : "");
+          ng_test_gradcheck(what, src, ns, grad, aggr_loss, &c, 1e-3f, 2e-4, 2e-3);
+          free(src);
+          free(c.out);
+          free(c.r);
+          free(grad);
+          free(work);
+        }
     ng_test_block_free(&tb);
   }
 }
@@ -246,11 +292,15 @@ static void test_model_grads(void) {
     ng_model_kind kind;
     int32_t heads[2];
     ng_sage_combine combine[2];
+    const ng_aggregator_def *user; /* every layer's aggregator, NULL: the default */
   } cases[] = {
-      {"gat", NG_MODEL_GAT, {2, 2}, {NG_HEADS_CONCAT, NG_HEADS_MEAN}},
-      {"gin", NG_MODEL_GIN, {1, 1}, {NG_SAGE_SUM, NG_SAGE_SUM}},
-      {"sage-pool", NG_MODEL_SAGE_POOL, {1, 1}, {NG_SAGE_SUM, NG_SAGE_SUM}},
-      {"sage-pool concat", NG_MODEL_SAGE_POOL, {1, 1}, {NG_SAGE_CONCAT, NG_SAGE_CONCAT}},
+      {"gat", NG_MODEL_GAT, {2, 2}, {NG_HEADS_CONCAT, NG_HEADS_MEAN}, NULL},
+      {"gin", NG_MODEL_GIN, {1, 1}, {NG_SAGE_SUM, NG_SAGE_SUM}, NULL},
+      {"sage-pool", NG_MODEL_SAGE_POOL, {1, 1}, {NG_SAGE_SUM, NG_SAGE_SUM}, NULL},
+      {"sage-pool concat", NG_MODEL_SAGE_POOL, {1, 1}, {NG_SAGE_CONCAT, NG_SAGE_CONCAT}, NULL},
+      /* The second layer's aggregation runs aggr_user_bwd into the first layer's output. */
+      {"sage softmax-aggr", NG_MODEL_SAGE, {1, 1}, {NG_SAGE_SUM, NG_SAGE_SUM}, &ng_test_softmax},
+      {"sage powmean", NG_MODEL_SAGE, {1, 1}, {NG_SAGE_CONCAT, NG_SAGE_CONCAT}, &ng_test_powmean},
   };
   enum { IN = 6, HID = 8, OUT = 4, N_T = 3, N_1 = 9, N_0 = 24 };
   ng_rng r;
@@ -273,6 +323,8 @@ static void test_model_grads(void) {
       lo[l].heads = cases[ci].heads[l];
       lo[l].combine = cases[ci].combine[l];
       lo[l].activation = l ? NG_ACT_NONE : NG_ACT_RELU;
+      if (cases[ci].user)
+        EXPECT_OK(ng_aggregator_define(&lo[l].aggregator, cases[ci].user));
       EXPECT_OK(ng_model_add_layer(m, &lo[l]));
     }
     const bool raw = ng__model_raw_input(m);
@@ -517,6 +569,7 @@ int main(void) {
     return 1;
   }
   RUN_TEST(test_aggr);
+  RUN_TEST(test_aggr_user);
   RUN_TEST(test_attn);
   RUN_TEST(test_model_grads);
   RUN_TEST(test_gemm);

@@ -164,12 +164,12 @@ typedef struct {
 } aggr_case;
 
 static const aggr_case AGGRS[] = {
-    {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0}},
-    {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0}},
-    {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0}},
-    {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0}},
-    {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0}},
-    {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true, 0.0f, 0}},
+    {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL}},
+    {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL}},
+    {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL}},
+    {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0, NULL}},
+    {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0, NULL}},
+    {"weighted-mean+self", {NG_REDUCE_SUM, true, true, true, 0.0f, 0, NULL}},
 };
 
 static const block_shape SHAPES[] = {
@@ -528,7 +528,7 @@ static void test_aggr_max_duplicate_source(void) {
   float src[] = {9.0f, 9.0f, 1.0f, 5.0f, 3.0f, -4.0f}; /* [3, 2] */
   float out[4], gdst[] = {10.0f, 20.0f, 100.0f, 200.0f}, gsrc[6];
   int32_t arg[4];
-  ng_aggr mx = {NG_REDUCE_MAX, false, false, false, 0.0f, 0};
+  ng_aggr mx = {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL};
   poison(out, 4);
   poison(gsrc, 6);
   EXPECT_OK(be->iface->aggr_fwd(be, &mx, &b, src, 2, out, arg));
@@ -732,21 +732,21 @@ static void test_aggr_errors(void) {
   int32_t arg[4 * 2];
   for (int i = 0; i < 12; i++)
     src[i] = ng_test_frand(&r);
-  ng_aggr weighted_max = {NG_REDUCE_MAX, true, false, false, 0.0f, 0};
+  ng_aggr weighted_max = {NG_REDUCE_MAX, true, false, false, 0.0f, 0, NULL};
   EXPECT_STATUS(I->aggr_fwd(be, &weighted_max, &tb.b, src, 2, dst, arg), NG_ERR_UNSUPPORTED);
-  ng_aggr bad = {(ng_reduce)7, false, false, false, 0.0f, 0};
+  ng_aggr bad = {(ng_reduce)7, false, false, false, 0.0f, 0, NULL};
   EXPECT_STATUS(I->aggr_fwd(be, &bad, &tb.b, src, 2, dst, arg), NG_ERR_INVALID_ARG);
-  ng_aggr gcn = {NG_REDUCE_SUM, true, true, false, 0.0f, 0};
+  ng_aggr gcn = {NG_REDUCE_SUM, true, true, false, 0.0f, 0, NULL};
   ng_block nw = tb.b;
   nw.edge_w = NULL;
   EXPECT_STATUS(I->aggr_fwd(be, &gcn, &nw, src, 2, dst, NULL), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("edge_w");
   ng_block nt = tb.b;
   nt.t_indptr = NULL;
-  ng_aggr sum = {NG_REDUCE_SUM, false, false, false, 0.0f, 0};
+  ng_aggr sum = {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL};
   EXPECT_STATUS(I->aggr_bwd(be, &sum, &nt, dst, NULL, 2, g), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("transpose");
-  ng_aggr mx = {NG_REDUCE_MAX, false, false, false, 0.0f, 0};
+  ng_aggr mx = {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL};
   EXPECT_STATUS(I->aggr_bwd(be, &mx, &tb.b, dst, NULL, 2, g), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("argbest");
   ng_block inv = tb.b;
@@ -1235,7 +1235,7 @@ static void test_front_checks(void) {
   EXPECT_ERR_HAS("gemm: leading dimensions lda 1");
   int32_t indptr[3] = {0, 1, 3}, idx[2] = {0, 1};
   ng_block b = {2, 2, 2, indptr, idx, NULL, NULL, NULL, NULL, NULL};
-  ng_aggr sum = {NG_REDUCE_SUM, false, false, false, 0.0f, 0};
+  ng_aggr sum = {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL};
   EXPECT_STATUS(I->aggr_fwd(be, &sum, &b, v, 1, v, NULL), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("aggr_fwd: block indptr runs from 0 to 3 but the block has 2 edges");
   /* Empty work succeeds with NULL pointers and touches nothing. */

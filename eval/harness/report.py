@@ -51,7 +51,8 @@ RAW_COLUMNS = [
     "pcie_bytes_per_iter", "h2d_bytes_per_iter", "zcopy_bytes_per_iter",
     "cpu_cold_bytes_per_iter", "cold_bytes_per_iter", "cold_edges_per_dst", "gpu_busy",
     "partial_workers", "transfer_workers", "device_share", "precision", "device_step_ms",
-    "first_iteration_s", "wall_to_last_step_s", "epoch0_ratio", "final_loss", "error",
+    "first_iteration_s", "wall_to_last_step_s", "epoch0_ratio", "final_loss", "ranks",
+    "allreduce_ms", "error",
 ]
 FLOOR_COLUMNS = ["floor_pcie_ms", "floor_host_ms", "floor_gpu_ms", "floor_sampler_ms", "floor_ms",
                  "binding", "floor_fraction", "floor_read_host_ms", "read_floor_ms",
@@ -180,7 +181,14 @@ def row_from_json(workload, device, mode, workers, train_json, telemetry_csv, ro
         "first_iteration_s": j.get("first_iteration_s"),
         "wall_to_last_step_s": j.get("wall_to_last_step_s"),
         "epoch0_ratio": e0 / steady if steady and e0 is not None else None,
-        "final_loss": j.get("final_loss"), "error": "",
+        "final_loss": j.get("final_loss"),
+        # Data-parallel runs (docs/distributed.md): rank 0's figures; it_per_s counts global
+        # iterations (every rank trains its slice of each). allreduce_ms: the gradient
+        # all-reduce's mean time per iteration on rank 0.
+        "ranks": j.get("ranks", 1),
+        "allreduce_ms": (sum((e.get("allreduce_ms") or 0) * e["iterations"] for e in window) / it
+                         if j.get("ranks", 1) > 1 else 0.0),
+        "error": "",
     }
 
 

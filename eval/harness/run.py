@@ -89,6 +89,10 @@ def parse_args(argv):
     ap.add_argument("--transfer", default="", help="the TRANSFER group's way: batch, zcopy, auto")
     ap.add_argument("--cpuset", default="", help="cores for the threads, e.g. 0-15")
     ap.add_argument("--extra", default="", help="more `neargnn train` options, one string")
+    ap.add_argument("--ranks", type=int, default=1,
+                    help="data-parallel ranks (GPUs) of every run: neargnn train --ranks N "
+                         "(docs/distributed.md); --batch stays the workload's per rank, the "
+                         "global batch is N times it (default 1)")
     ap.add_argument("--probe-seconds", type=float, default=1.0,
                     help="measured interval of each bench_floor figure (default 1)")
     ap.add_argument("--probe-table-gib", type=float, default=0,
@@ -118,6 +122,8 @@ def parse_args(argv):
     if bad or not a.modes:
         ap.error(f"--modes: unknown mode(s) {', '.join(bad) or '(none)'}; known: "
                  f"{', '.join(report.MODE_ORDER)}")
+    if a.ranks < 1:
+        ap.error("--ranks must be >= 1")
     if a.epochs < 2:
         ap.error("--epochs must be >= 2: the first epoch warms up and is never reported")
     if not a.scale > 0:
@@ -304,8 +310,9 @@ def precision_of(a, device):
 
 def train_cmd(a, w, data, mode, workers, json_path, tel_path, cache_ratio=None):
     device = "cpu" if mode == "cpu" else a.device
+    ranks = getattr(a, "ranks", 1)
     cmd = [a.bin, "train", "--dataset", data, "--device", device, "--mode", mode,
-           "--workers", str(workers), "--fanouts", w.fanouts, "--batch", str(w.batch),
+           "--workers", str(workers), "--fanouts", w.fanouts, "--batch", str(w.batch * ranks),
            "--hidden", str(w.hidden), "--epochs", str(a.epochs), "--eval-every", "0",
            "--dropout", "0", "--lr", f"{a.lr:g}", "--seed", str(a.seed), "--progress", "none",
            "--json", json_path, "--telemetry", tel_path,
@@ -315,6 +322,8 @@ def train_cmd(a, w, data, mode, workers, json_path, tel_path, cache_ratio=None):
         cmd += ["--cache-ratio", f"{ratio:g}"]
     if a.cpuset:
         cmd += ["--cpuset", a.cpuset]
+    if ranks > 1:
+        cmd += ["--ranks", str(ranks)]
     if a.transfer and mode in ("hybrid", "hybrid-static"):
         cmd += ["--transfer", a.transfer]
     return cmd + shlex.split(a.extra), device
@@ -382,7 +391,8 @@ def main(argv):
             "bin": shown_path(a.bin), "version": version, "device": a.device, "epochs": a.epochs,
             "precision": a.precision, "op_profile": OP_PROFILE,
             "command": shlex.join([sys.executable, os.path.relpath(__file__, ROOT)] + argv),
-            "modes": a.modes, "workers": a.workers, "workloads": {}, "titles": {}}
+            "modes": a.modes, "workers": a.workers, "ranks": a.ranks, "workloads": {},
+            "titles": {}}
     probes = {"floor": {}, "gpu": {}, "sample": {}}
     results_path = os.path.join(out, "results.csv")
     rows = []
@@ -402,7 +412,7 @@ def main(argv):
         except (OSError, RuntimeError, ValueError, KeyError) as e:
             print(f"run.py: {w.name}: no dataset: {e}", file=sys.stderr)
             return 1
-        epoch_iters = -(-int(dj["splits"]["train"]) // w2.batch)
+        epoch_iters = -(-int(dj["splits"]["train"]) // (w2.batch * a.ranks))
         meta["workloads"][w2.name] = {
             "nodes": w2.nodes, "dim": w2.dim, "fanouts": w2.fanouts, "batch": w2.batch,
             "hidden": w2.hidden, "cache_ratio": w2.cache_ratio, "avg_degree": w2.avg_degree,

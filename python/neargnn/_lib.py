@@ -92,7 +92,7 @@ class ConvertOpts(ctypes.Structure):
 
 class Aggregator(ctypes.Structure):
     _fields_ = [("reduce", c_enum), ("edge_weight", c_enum), ("finalize", c_enum),
-                ("self_loop", c_int32)]
+                ("self_loop", c_int32), ("user", c_void_p)]  # user: C-defined aggregators only
 
 
 class LayerOpts(ctypes.Structure):
@@ -115,7 +115,7 @@ class TrainOpts(ctypes.Structure):
                 ("trace_spans", c_int64), ("ready_window", c_int), ("precision", c_enum),
                 ("op_profile_every", c_int), ("sampler", c_enum),
                 ("sampler_memory_share", c_double), ("max_host_memory", c_int64),
-                ("infer_host_bytes", c_int64), ("temp_dir", c_char_p)]
+                ("infer_host_bytes", c_int64), ("temp_dir", c_char_p), ("comm", c_void_p)]
 
 
 def train_opts_default():
@@ -129,7 +129,7 @@ def train_opts_default():
     o.telemetry_s, o.lookahead, o.features_memory, o.device_share = 1.0, 3, 0, 0.0
     o.trace_spans, o.ready_window, o.precision, o.op_profile_every = 0, 0, 0, 0
     o.sampler, o.sampler_memory_share = 0, 0.25
-    o.max_host_memory, o.infer_host_bytes, o.temp_dir = 0, 0, None
+    o.max_host_memory, o.infer_host_bytes, o.temp_dir, o.comm = 0, 0, None, None
     return o
 
 
@@ -143,7 +143,8 @@ class EpochStats(ctypes.Structure):
                 ("loss", c_double), ("train_acc", c_double), ("seconds", c_double),
                 ("it_per_s", c_double), ("sampled_edges", c_int64), ("fetch", FetchStats),
                 ("workers", c_int32 * 2), ("iter_ms_median", c_double),
-                ("iter_ms_p99", c_double), ("device_share", c_double)]
+                ("iter_ms_p99", c_double), ("device_share", c_double), ("ranks", c_int32),
+                ("allreduce_ms", c_double)]
 
 
 class InferOpts(ctypes.Structure):

@@ -1,0 +1,326 @@
+/* bench_agg_gpu: the gather-aggregate kernel template of user-defined aggregators
+ * (gpu/agg_template.h, docs/aggregators.md) against the specialised built-in kernels, on the
+ * input-layer shapes of workloads W1 and W4 (docs/eval.md), on one GPU. Per shape it times the
+ * forward aggregation (aggr_fwd) of a mean four ways:
+ *   specialised   the built-in MEAN kernel training runs (gpu/backend_cuda_aggr.cu);
+ *   template      the built-in mean's NG_AGGREGATOR_SOURCE text in the template, compiled by
+ *                 nvcc at build time (ng__cuda_template_builtin_fwd);
+ *   nvrtc         the same text as a user aggregator, compiled at run time by NVRTC;
+ * and two user aggregators for scale: a power mean (cbrtf) and a softmax aggregation of three
+ * state floats (expf). The sum and max built-ins are timed specialised and templated too.
+ *
+ *   bench_agg_gpu [TABLE_MIB [REPS]]     (defaults: 2048 MiB, 20; the median counts)
+ *
+ * Shapes: W1: 1000 destinations x fanout 10 (one batch) and the same for 100 batches at once,
+ * 1024 features; W4: 180,224 destinations (1024 targets x 16 x 11: the input layer of fanouts
+ * 15,10,5) x fanout 5, 128 features. Sources are random rows of a TABLE_MIB table on the device.
+ * GB/s counts the rows read and written (10^9 bytes). First-call NVRTC compile times are printed
+ * too. Prints "skipped" without CUDA. */
+#include "backend_impl.h"
+#include "bench_util.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef NG_HAVE_CUDA
+int main(void) {
+  printf("bench_agg_gpu: skipped: this build has no CUDA backend\n");
+  return 0;
+}
+#else
+#include "ng_cuda.h"
+
+/* The built-in mean's text, as a user writes it (must equal ng__cuda_builtin_agg_source("mean")
+ * for the nvrtc column to be the template's code; the benchmark checks the outputs agree). */
+#define agg_init mean_init
+#define agg_accumulate mean_accumulate
+#define agg_merge mean_merge
+#define agg_finalize mean_finalize
+// clang-format off
+NG_AGGREGATOR_SOURCE(mean_src,
+  NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
+  NG_AGG_FN void agg_accumulate(float *s, float x, float w) { s[0] = s[0] + w * x; }
+  NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = s[0] + t[0]; }
+  NG_AGG_FN float agg_finalize(const float *s, float n) { return s[0] / n; })
+// clang-format on
+#undef agg_init
+#undef agg_accumulate
+#undef agg_merge
+#undef agg_finalize
+
+#define agg_init pm_init
+#define agg_accumulate pm_accumulate
+#define agg_merge pm_merge
+#define agg_finalize pm_finalize
+#define agg_grad pm_grad
+// clang-format off
+NG_AGGREGATOR_SOURCE(pm_src,
+  NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
+  NG_AGG_FN void agg_accumulate(float *s, float x, float w) {
+    const float a = fabsf(x);
+    s[0] = s[0] + w * (a * a * a);
+  }
+  NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = s[0] + t[0]; }
+  NG_AGG_FN float agg_finalize(const float *s, float n) { return n > 0.0f ? cbrtf(s[0] / n) : 0.0f; }
+  NG_AGG_FN float agg_grad(const float *s, float n, float x, float w, float y) {
+    (void)s;
+    return y > 0.0f ? w * x * fabsf(x) / (n * y * y) : 0.0f;
+  })
+// clang-format on
+#undef agg_init
+#undef agg_accumulate
+#undef agg_merge
+#undef agg_finalize
+#undef agg_grad
+
+#define agg_init sm_init
+#define agg_accumulate sm_accumulate
+#define agg_merge sm_merge
+#define agg_finalize sm_finalize
+#define agg_grad sm_grad
+// clang-format off
+NG_AGGREGATOR_SOURCE(sm_src,
+  NG_AGG_FN void agg_init(float *s) { s[0] = -INFINITY; s[1] = 0.0f; s[2] = 0.0f; }
+  NG_AGG_FN void agg_accumulate(float *s, float x, float w) {
+    (void)w;
+    const float z = x * 2.0f;
+    if (z > s[0]) {
+      const float r = expf(s[0] - z);
+      s[1] = s[1] * r;
+      s[2] = s[2] * r;
+      s[0] = z;
+    }
+    const float e = expf(z - s[0]);
+    s[1] = s[1] + e;
+    s[2] = s[2] + x * e;
+  }
+  NG_AGG_FN void agg_merge(float *s, const float *t) {
+    const float m = fmaxf(s[0], t[0]);
+    const float a = expf(s[0] - m), b = expf(t[0] - m);
+    s[1] = s[1] * a + t[1] * b;
+    s[2] = s[2] * a + t[2] * b;
+    s[0] = m;
+  }
+  NG_AGG_FN float agg_finalize(const float *s, float n) { return n > 0.0f ? s[2] / s[1] : 0.0f; }
+  NG_AGG_FN float agg_grad(const float *s, float n, float x, float w, float y) {
+    (void)n;
+    (void)w;
+    const float a = expf(x * 2.0f - s[0]) / s[1];
+    return a * (1.0f + (x - y) * 2.0f);
+  })
+// clang-format on
+#undef agg_init
+#undef agg_accumulate
+#undef agg_merge
+#undef agg_finalize
+#undef agg_grad
+
+static const ng_aggregator_def MEAN = {.size = sizeof(ng_aggregator_def),
+                                       .name = "mean-nvrtc",
+                                       .state_size = 1,
+                                       .linear = 1,
+                                       .init = mean_init,
+                                       .accumulate = mean_accumulate,
+                                       .merge = mean_merge,
+                                       .finalize = mean_finalize,
+                                       .grad = NULL,
+                                       .source = mean_src,
+                                       .accumulate_row = mean_src_accumulate_row};
+static const ng_aggregator_def POWMEAN = {.size = sizeof(ng_aggregator_def),
+                                          .name = "powmean3",
+                                          .state_size = 1,
+                                          .linear = 0,
+                                          .init = pm_init,
+                                          .accumulate = pm_accumulate,
+                                          .merge = pm_merge,
+                                          .finalize = pm_finalize,
+                                          .grad = pm_grad,
+                                          .source = pm_src,
+                                          .accumulate_row = pm_src_accumulate_row};
+static const ng_aggregator_def SOFTMAX = {.size = sizeof(ng_aggregator_def),
+                                          .name = "softmax",
+                                          .state_size = 3,
+                                          .linear = 0,
+                                          .init = sm_init,
+                                          .accumulate = sm_accumulate,
+                                          .merge = sm_merge,
+                                          .finalize = sm_finalize,
+                                          .grad = sm_grad,
+                                          .source = sm_src,
+                                          .accumulate_row = sm_src_accumulate_row};
+
+static void check(ng_status st, const char *what) {
+  if (st != NG_OK) {
+    fprintf(stderr, "bench_agg_gpu: %s: %s\n", what, ng_last_error());
+    exit(1);
+  }
+}
+
+static ng_backend *be;
+
+static void *dalloc(size_t bytes) {
+  void *d = NULL;
+  check(be->iface->alloc(be, &d, bytes), "alloc");
+  return d;
+}
+
+/* A block of nd destinations with `fanout` random sources each among `rows`, on the device. */
+static ng_block make_block(int32_t nd, int32_t fanout, int64_t rows, uint64_t seed, void **bufs) {
+  const int64_t nnz = (int64_t)nd * fanout;
+  int32_t *indptr = malloc(((size_t)nd + 1) * 4), *indices = malloc((size_t)nnz * 4);
+  float *w = malloc((size_t)nnz * 4);
+  for (int32_t d = 0; d <= nd; d++)
+    indptr[d] = d * fanout;
+  for (int64_t e = 0; e < nnz; e++) {
+    indices[e] = (int32_t)(ng_hash2(seed, (uint64_t)e) % (uint64_t)rows);
+    w[e] = 0.5f + (float)(ng_hash2(seed + 1, (uint64_t)e) >> 40) * 0x1.0p-24f;
+  }
+  bufs[0] = dalloc(((size_t)nd + 1) * 4);
+  bufs[1] = dalloc((size_t)nnz * 4);
+  bufs[2] = dalloc((size_t)nnz * 4);
+  check(be->iface->copy_h2d(be, bufs[0], indptr, ((size_t)nd + 1) * 4), "copy");
+  check(be->iface->copy_h2d(be, bufs[1], indices, (size_t)nnz * 4), "copy");
+  check(be->iface->copy_h2d(be, bufs[2], w, (size_t)nnz * 4), "copy");
+  free(indptr), free(indices), free(w);
+  return (ng_block){.n_dst = nd,
+                    .n_src = (int32_t)rows,
+                    .nnz = nnz,
+                    .indptr = bufs[0],
+                    .indices = bufs[1],
+                    .edge_w = bufs[2]};
+}
+
+typedef enum { K_SPECIALISED, K_TEMPLATE, K_USER } kind;
+
+static ng_status run(kind k, const char *builtin, const ng_aggr *ag, const ng_block *b,
+                     const float *table, int64_t dim, float *out) {
+  if (k == K_TEMPLATE)
+    return ng__cuda_template_builtin_fwd(be, builtin, ag, b, table, dim, out);
+  return be->iface->aggr_fwd(be, ag, b, table, dim, out, NULL);
+}
+
+/* Median milliseconds of `reps` timed calls (after one warm-up call). */
+static double time_ms(kind k, const char *builtin, const ng_aggr *ag, const ng_block *b,
+                      const float *table, int64_t dim, float *out, int reps) {
+  check(run(k, builtin, ag, b, table, dim, out), "warm-up");
+  check(be->iface->sync(be), "sync");
+  double *t = malloc((size_t)reps * sizeof(double));
+  for (int i = 0; i < reps; i++) {
+    check(be->iface->event_record(be, 0), "event");
+    check(run(k, builtin, ag, b, table, dim, out), builtin);
+    check(be->iface->event_record(be, 1), "event");
+    check(be->iface->event_elapsed(be, 0, 1, &t[i]), "elapsed");
+  }
+  const double m = bench_median(t, reps);
+  free(t);
+  return m;
+}
+
+static double max_rel_diff(const float *a, const float *b, int64_t n) {
+  double w = 0.0;
+  for (int64_t i = 0; i < n; i++)
+    w = fmax(w, fabs((double)a[i] - b[i]) / (1.0 + fabs((double)a[i])));
+  return w;
+}
+
+int main(int argc, char **argv) {
+  const int64_t table_mib = argc > 1 ? atoll(argv[1]) : 2048;
+  const int reps = argc > 2 ? atoi(argv[2]) : 20;
+  if (table_mib < 16 || reps < 1) {
+    fprintf(stderr, "usage: bench_agg_gpu [TABLE_MIB >= 16 [REPS >= 1]]\n");
+    return 2;
+  }
+  int count = 0;
+  char desc[512];
+  check(ng__cuda_devices(&count, desc, sizeof desc), "devices");
+  if (count == 0) {
+    printf("bench_agg_gpu: skipped: no CUDA device\n");
+    return 0;
+  }
+  check(ng__backend_cuda_create(&be, 0), "backend");
+  printf("bench_agg_gpu: %s; table %lld MiB, median of %d\n", desc, (long long)table_mib, reps);
+  const struct {
+    const char *name;
+    int32_t n_dst, fanout;
+    int64_t dim;
+  } shapes[] = {{"W1 (1 batch)", 1000, 10, 1024},
+                {"W1 (100 batches)", 100000, 10, 1024},
+                {"W4 input layer", 180224, 5, 128}};
+  ng_aggregator pub;
+  ng_aggr mean_user, pm_user, sm_user;
+  check(ng_aggregator_define(&pub, &MEAN), "define");
+  check(ng__aggr_from_public(&mean_user, &pub), "aggr");
+  check(ng_aggregator_define(&pub, &POWMEAN), "define");
+  check(ng__aggr_from_public(&pm_user, &pub), "aggr");
+  check(ng_aggregator_define(&pub, &SOFTMAX), "define");
+  check(ng__aggr_from_public(&sm_user, &pub), "aggr");
+  const ng_aggr mean = {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL};
+  const ng_aggr sum = {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL};
+  const ng_aggr mx = {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL};
+  if (strcmp(ng__cuda_builtin_agg_source("mean"), mean_src) != 0)
+    printf("note: this file's mean text differs from the built-in's\n");
+  printf("%-18s %-28s %10s %9s\n", "shape", "kernel", "ms", "GB/s");
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const int64_t dim = shapes[s].dim;
+    const int64_t rows = ((int64_t)table_mib << 20) / (dim * 4);
+    float *table = dalloc((size_t)(rows * dim) * 4);
+    float *host = malloc((size_t)(rows * dim) * 4);
+    bench_fill_random(host, rows * dim, 17);
+    check(be->iface->copy_h2d(be, table, host, (size_t)(rows * dim) * 4), "copy table");
+    free(host);
+    void *bufs[3];
+    const ng_block b = make_block(shapes[s].n_dst, shapes[s].fanout, rows, 29 + s, bufs);
+    const int64_t nd = (int64_t)b.n_dst * dim;
+    float *out[2] = {dalloc((size_t)nd * 4), dalloc((size_t)nd * 4)};
+    const double bytes = ((double)b.nnz + b.n_dst) * (double)dim * 4.0;
+    /* First-call compile times of the NVRTC kernels. */
+    const ng_aggr *users[] = {&mean_user, &pm_user, &sm_user};
+    if (s == 0)
+      for (int u = 0; u < 3; u++) {
+        const double t0 = ng__now();
+        check(be->iface->aggr_fwd(be, users[u], &b, table, dim, out[0], NULL), "nvrtc");
+        check(be->iface->sync(be), "sync");
+        printf("%-18s %-28s %10.1f (first call: NVRTC compile + load)\n", "", users[u]->user->name,
+               (ng__now() - t0) * 1e3);
+      }
+    const struct {
+      const char *label;
+      kind k;
+      const char *builtin;
+      const ng_aggr *ag;
+      bool compare; /* against the last specialised run's output (out[0]) */
+    } runs[] = {{"mean specialised", K_SPECIALISED, "mean", &mean, false},
+                {"mean template (nvcc)", K_TEMPLATE, "mean", &mean, true},
+                {"mean user (nvrtc)", K_USER, "mean", &mean_user, true},
+                {"sum specialised", K_SPECIALISED, "sum", &sum, false},
+                {"sum template (nvcc)", K_TEMPLATE, "sum", &sum, true},
+                {"max specialised", K_SPECIALISED, "max", &mx, false},
+                {"max template (nvcc)", K_TEMPLATE, "max", &mx, true},
+                {"powmean3 user (nvrtc)", K_USER, "powmean", &pm_user, false},
+                {"softmax S=3 user (nvrtc)", K_USER, "softmax", &sm_user, false}};
+    float *ref = malloc((size_t)nd * 4), *got = malloc((size_t)nd * 4);
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+      const double ms = time_ms(runs[r].k, runs[r].builtin, runs[r].ag, &b, table, dim,
+                                out[runs[r].k == K_SPECIALISED ? 0 : 1], reps);
+      printf("%-18s %-28s %10.4f %9.1f", shapes[s].name, runs[r].label, ms, bytes / ms / 1e6);
+      /* The template and NVRTC means against the specialised one: the same bits expected. */
+      if (runs[r].compare) {
+        check(be->iface->copy_d2h(be, ref, out[0], (size_t)nd * 4), "copy");
+        check(be->iface->copy_d2h(be, got, out[1], (size_t)nd * 4), "copy");
+        printf("   max rel diff vs specialised %.3g", max_rel_diff(ref, got, nd));
+      }
+      printf("\n");
+    }
+    free(ref), free(got);
+    for (int i = 0; i < 3; i++)
+      be->iface->free(be, bufs[i]);
+    be->iface->free(be, out[0]), be->iface->free(be, out[1]), be->iface->free(be, table);
+  }
+  ng__backend_destroy(be);
+  return 0;
+}
+#endif

@@ -1,0 +1,471 @@
+/* User-defined aggregators on the CUDA backend (docs/aggregators.md). The aggregator's
+ * NG_AGGREGATOR_SOURCE text is compiled at run time with NVRTC (loaded with dlopen, so that the
+ * library needs no NVRTC to build or to run the built-ins) behind the gather-aggregate kernel
+ * template of agg_template.h, into a CUBIN for this device, loaded with cudaLibraryLoadData
+ * (the runtime API: no libcuda link) and cached for the process by its generated source. The
+ * built-in aggregators are written with the same macro here and compiled into the same
+ * template by nvcc at build time (no NVRTC): the benchmark and parity hooks at the end compare
+ * those instances with the specialised kernels of backend_cuda_aggr.cu. */
+#include "backend_cuda_impl.h"
+
+/* The functions of NG_AGGREGATOR_SOURCE are device functions here (neargnn.h's default is
+ * static inline for the host). */
+#undef NG_AGG_FN
+#define NG_AGG_FN __device__ __forceinline__
+#undef NG_AGG_ROW_FN
+#define NG_AGG_ROW_FN __device__ inline
+#include "agg_template.h"
+
+#include <dlfcn.h>
+#include <mutex>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <string>
+#include <vector>
+
+/* ---- built-in aggregators, defined as a user would ---- */
+
+// clang-format off
+namespace ng_builtin_sum {
+NG_AGGREGATOR_SOURCE(source,
+  NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
+  NG_AGG_FN void agg_accumulate(float *s, float x, float w) { s[0] = s[0] + w * x; }
+  NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = s[0] + t[0]; }
+  NG_AGG_FN float agg_finalize(const float *s, float n) { (void)n; return s[0]; })
+}
+namespace ng_builtin_mean {
+NG_AGGREGATOR_SOURCE(source,
+  NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
+  NG_AGG_FN void agg_accumulate(float *s, float x, float w) { s[0] = s[0] + w * x; }
+  NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = s[0] + t[0]; }
+  NG_AGG_FN float agg_finalize(const float *s, float n) { return s[0] / n; })
+}
+namespace ng_builtin_max {
+NG_AGGREGATOR_SOURCE(source,
+  NG_AGG_FN void agg_init(float *s) { s[0] = -__int_as_float(0x7f800000); }
+  NG_AGG_FN void agg_accumulate(float *s, float x, float w) { (void)w; s[0] = x > s[0] ? x : s[0]; }
+  NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = t[0] > s[0] ? t[0] : s[0]; }
+  NG_AGG_FN float agg_finalize(const float *s, float n) { (void)n; return s[0]; }
+  NG_AGG_FN float agg_grad(const float *s, float n, float x, float w, float y) {
+    (void)s; (void)n; (void)w; return x == y ? 1.0f : 0.0f; })
+}
+namespace ng_builtin_min {
+NG_AGGREGATOR_SOURCE(source,
+  NG_AGG_FN void agg_init(float *s) { s[0] = __int_as_float(0x7f800000); }
+  NG_AGG_FN void agg_accumulate(float *s, float x, float w) { (void)w; s[0] = x < s[0] ? x : s[0]; }
+  NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = t[0] < s[0] ? t[0] : s[0]; }
+  NG_AGG_FN float agg_finalize(const float *s, float n) { (void)n; return s[0]; }
+  NG_AGG_FN float agg_grad(const float *s, float n, float x, float w, float y) {
+    (void)s; (void)n; (void)w; return x == y ? 1.0f : 0.0f; })
+}
+// clang-format on
+
+namespace ng_cuda {
+
+/* An aggregator as the template takes it: the functions of namespace NS (and its agg_grad for
+ * a non-linear one: NG__AGG_OPS_GRAD). */
+#define NG__AGG_OPS(NAME, NS, STATE, EXTRA)                                                        \
+  struct NAME {                                                                                    \
+    enum { S = STATE };                                                                            \
+    static __device__ __forceinline__ void init(float *s) { NS::agg_init(s); }                     \
+    static __device__ __forceinline__ void acc(float *s, float x, float w) {                       \
+      NS::agg_accumulate(s, x, w);                                                                 \
+    }                                                                                              \
+    static __device__ __forceinline__ void merge(float *s, const float *t) {                       \
+      NS::agg_merge(s, t);                                                                         \
+    }                                                                                              \
+    static __device__ __forceinline__ float fin(const float *s, float n) {                         \
+      return NS::agg_finalize(s, n);                                                               \
+    }                                                                                              \
+    EXTRA                                                                                          \
+  };
+#define NG__AGG_GRAD(NS)                                                                           \
+  static __device__ __forceinline__ float grad(const float *s, float n, float x, float w,          \
+                                               float y) {                                          \
+    return NS::agg_grad(s, n, x, w, y);                                                            \
+  }
+
+NG__AGG_OPS(sum_ops, ng_builtin_sum, 1, )
+NG__AGG_OPS(mean_ops, ng_builtin_mean, 1, )
+NG__AGG_OPS(max_ops, ng_builtin_max, 1, NG__AGG_GRAD(ng_builtin_max))
+NG__AGG_OPS(min_ops, ng_builtin_min, 1, NG__AGG_GRAD(ng_builtin_min))
+
+/* The launchable kernels of one aggregator: fwd[V == 4][log2 T]. */
+struct agg_kernels {
+  const void *fwd[2][4];
+  const void *merge, *counts, *finalize, *bwd_dst, *bwd_src;
+  int state;
+};
+
+/* The build-time instances of the template for aggregator A. */
+template <class A, bool Linear> agg_kernels builtin_kernels() {
+  agg_kernels k;
+  k.fwd[0][0] = (const void *)ng_aggt::k_fwd<A, 1, 1>;
+  k.fwd[0][1] = (const void *)ng_aggt::k_fwd<A, 1, 2>;
+  k.fwd[0][2] = (const void *)ng_aggt::k_fwd<A, 1, 4>;
+  k.fwd[0][3] = (const void *)ng_aggt::k_fwd<A, 1, 8>;
+  k.fwd[1][0] = (const void *)ng_aggt::k_fwd<A, 4, 1>;
+  k.fwd[1][1] = (const void *)ng_aggt::k_fwd<A, 4, 2>;
+  k.fwd[1][2] = (const void *)ng_aggt::k_fwd<A, 4, 4>;
+  k.fwd[1][3] = (const void *)ng_aggt::k_fwd<A, 4, 8>;
+  k.merge = (const void *)ng_aggt::k_merge<A>;
+  k.counts = (const void *)ng_aggt::k_merge_counts<A>;
+  k.finalize = (const void *)ng_aggt::k_finalize<A>;
+  k.bwd_dst = (const void *)ng_aggt::k_bwd_dst<A, Linear>;
+  k.bwd_src = (const void *)ng_aggt::k_bwd_src<A>;
+  k.state = A::S;
+  return k;
+}
+
+/* ---- NVRTC, loaded on first use ---- */
+
+struct nvrtc_api {
+  decltype(&nvrtcCreateProgram) create;
+  decltype(&nvrtcDestroyProgram) destroy;
+  decltype(&nvrtcAddNameExpression) add_name;
+  decltype(&nvrtcCompileProgram) compile;
+  decltype(&nvrtcGetProgramLogSize) log_size;
+  decltype(&nvrtcGetProgramLog) log;
+  decltype(&nvrtcGetCUBINSize) cubin_size;
+  decltype(&nvrtcGetCUBIN) cubin;
+  decltype(&nvrtcGetLoweredName) lowered;
+  decltype(&nvrtcGetErrorString) error;
+};
+
+static std::mutex g_mu;         // guards everything below
+static nvrtc_api g_nvrtc;       // valid when g_nvrtc_state == 1
+static int g_nvrtc_state;       // 0: not tried, 1: loaded, -1: absent
+static std::string g_nvrtc_why; // why it is absent
+struct compiled {
+  std::string key; // the architecture and the generated source
+  cudaLibrary_t lib;
+  agg_kernels k;
+};
+static std::vector<compiled *> g_cache; // kept for the process (modules are small)
+
+/* Loads NVRTC (CUDA 13's soname first); false with g_nvrtc_why set when it is absent. */
+static bool nvrtc_load() {
+  if (g_nvrtc_state)
+    return g_nvrtc_state > 0;
+  static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+  void *h = nullptr;
+  for (const char *n : names)
+    if ((h = dlopen(n, RTLD_NOW | RTLD_LOCAL)))
+      break;
+#ifdef NG_CUDA_LIBDIR
+  if (!h) /* the toolkit neargnn was built with, when its folder is not on the loader's path */
+    h = dlopen(NG_CUDA_LIBDIR "/libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+#endif
+  if (!h) {
+    const char *e = dlerror();
+    g_nvrtc_why = std::string("NVRTC (libnvrtc.so.13) could not be loaded: ") + (e ? e : "?") +
+                  "; install the CUDA toolkit's NVRTC or put its folder on LD_LIBRARY_PATH";
+    g_nvrtc_state = -1;
+    return false;
+  }
+#define NG_NVRTC_SYM(field, sym)                                                                   \
+  g_nvrtc.field = reinterpret_cast<decltype(g_nvrtc.field)>(dlsym(h, #sym));                       \
+  if (!g_nvrtc.field) {                                                                            \
+    g_nvrtc_why = "NVRTC lacks " #sym;                                                             \
+    g_nvrtc_state = -1;                                                                            \
+    return false;                                                                                  \
+  }
+  NG_NVRTC_SYM(create, nvrtcCreateProgram)
+  NG_NVRTC_SYM(destroy, nvrtcDestroyProgram)
+  NG_NVRTC_SYM(add_name, nvrtcAddNameExpression)
+  NG_NVRTC_SYM(compile, nvrtcCompileProgram)
+  NG_NVRTC_SYM(log_size, nvrtcGetProgramLogSize)
+  NG_NVRTC_SYM(log, nvrtcGetProgramLog)
+  NG_NVRTC_SYM(cubin_size, nvrtcGetCUBINSize)
+  NG_NVRTC_SYM(cubin, nvrtcGetCUBIN)
+  NG_NVRTC_SYM(lowered, nvrtcGetLoweredName)
+  NG_NVRTC_SYM(error, nvrtcGetErrorString)
+#undef NG_NVRTC_SYM
+  g_nvrtc_state = 1;
+  return true;
+}
+
+/* The program NVRTC compiles for `u`: the user's functions in a namespace, the ops struct, the
+ * template. */
+static std::string program_source(const ng_aggregator_def *u) {
+  std::string s = "#define NG_AGG_FN __device__ __forceinline__\n"
+                  "#define INFINITY __int_as_float(0x7f800000)\n"
+                  "#define NAN __int_as_float(0x7fffffff)\n"
+                  "namespace ng_user {\n";
+  s += u->source;
+  char ops[1024];
+  snprintf(ops, sizeof ops,
+           "\n}\nstruct ng_user_ops {\n enum { S = %d };\n"
+           " static __device__ __forceinline__ void init(float *s) { ng_user::agg_init(s); }\n"
+           " static __device__ __forceinline__ void acc(float *s, float x, float w) {"
+           " ng_user::agg_accumulate(s, x, w); }\n"
+           " static __device__ __forceinline__ void merge(float *s, const float *t) {"
+           " ng_user::agg_merge(s, t); }\n"
+           " static __device__ __forceinline__ float fin(const float *s, float n) {"
+           " return ng_user::agg_finalize(s, n); }\n"
+           "%s};\n",
+           (int)u->state_size,
+           u->linear
+               ? ""
+               : " static __device__ __forceinline__ float grad(const float *s, float n,"
+                 " float x, float w, float y) { return ng_user::agg_grad(s, n, x, w, y); }\n");
+  s += ops;
+  s += ng__agg_template_src;
+  s += "\n";
+  return s;
+}
+
+static ng_status nvrtc_fail(const char *what, nvrtcResult r) {
+  return ng__err(NG_ERR_CUDA, "user aggregator: %s failed: %s", what, g_nvrtc.error(r));
+}
+
+/* Compiles `src` for `arch` ("sm_90") and loads it: the kernels of `u` into *out. */
+static ng_status compile(const ng_aggregator_def *u, const std::string &src, const char *arch,
+                         compiled *out) {
+  std::vector<std::string> names;
+  const char *ops = "ng_user_ops";
+  char buf[160];
+  for (int v : {1, 4})
+    for (int t : {1, 2, 4, 8}) {
+      snprintf(buf, sizeof buf, "ng_aggt::k_fwd<%s, %d, %d>", ops, v, t);
+      names.push_back(buf);
+    }
+  for (const char *k : {"k_merge", "k_merge_counts", "k_finalize", "k_bwd_src"}) {
+    snprintf(buf, sizeof buf, "ng_aggt::%s<%s>", k, ops);
+    names.push_back(buf);
+  }
+  snprintf(buf, sizeof buf, "ng_aggt::k_bwd_dst<%s, %s>", ops, u->linear ? "true" : "false");
+  names.push_back(buf);
+
+  nvrtcProgram prog;
+  nvrtcResult r = g_nvrtc.create(&prog, src.c_str(), u->name, 0, nullptr, nullptr);
+  if (r != NVRTC_SUCCESS)
+    return nvrtc_fail("nvrtcCreateProgram", r);
+  for (const std::string &n : names)
+    g_nvrtc.add_name(prog, n.c_str());
+  std::string arch_opt = std::string("--gpu-architecture=") + arch;
+  /* No fused multiply-adds: the additions and products round as on the CPU. */
+  const char *opts[] = {arch_opt.c_str(), "--std=c++17", "--fmad=false"};
+  r = g_nvrtc.compile(prog, 3, opts);
+  if (r != NVRTC_SUCCESS) {
+    size_t n = 0;
+    g_nvrtc.log_size(prog, &n);
+    std::string log(n, '\0');
+    if (n)
+      g_nvrtc.log(prog, &log[0]);
+    if (log.size() > 1500)
+      log.resize(1500);
+    g_nvrtc.destroy(&prog);
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "user aggregator \"%s\": its source does not compile for the GPU (NVRTC): %s",
+                   u->name, log.c_str());
+  }
+  size_t bytes = 0;
+  g_nvrtc.cubin_size(prog, &bytes);
+  std::vector<char> cubin(bytes);
+  g_nvrtc.cubin(prog, cubin.data());
+  std::vector<std::string> lowered;
+  for (const std::string &n : names) {
+    const char *low = nullptr;
+    r = g_nvrtc.lowered(prog, n.c_str(), &low);
+    if (r != NVRTC_SUCCESS) {
+      g_nvrtc.destroy(&prog);
+      return nvrtc_fail("nvrtcGetLoweredName", r);
+    }
+    lowered.push_back(low);
+  }
+  g_nvrtc.destroy(&prog);
+  CU_CHECK("user aggregator",
+           cudaLibraryLoadData(&out->lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  cudaKernel_t k[13];
+  for (size_t i = 0; i < lowered.size(); i++)
+    CU_CHECK("user aggregator", cudaLibraryGetKernel(&k[i], out->lib, lowered[i].c_str()));
+  for (int i = 0; i < 8; i++)
+    out->k.fwd[i / 4][i % 4] = (const void *)k[i];
+  out->k.merge = (const void *)k[8];
+  out->k.counts = (const void *)k[9];
+  out->k.finalize = (const void *)k[10];
+  out->k.bwd_src = (const void *)k[11];
+  out->k.bwd_dst = (const void *)k[12];
+  out->k.state = u->state_size;
+  return NG_OK;
+}
+
+/* The kernels of `ag`'s user aggregator on `be`'s device, compiled on first use. */
+static ng_status kernels_of(ng_backend *be, const ng_aggr *ag, const agg_kernels **out) {
+  const ng_aggregator_def *u = ag->user;
+  if (!u->source)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "user aggregator \"%s\" has no source (ng_aggregator_def.source), so it runs "
+                   "on the CPU only; define it with NG_AGGREGATOR_SOURCE and set .source",
+                   u->name);
+  int major = 0, minor = 0;
+  CU_CHECK("user aggregator",
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_of(be)->device));
+  CU_CHECK("user aggregator",
+           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx_of(be)->device));
+  char arch[16];
+  snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+  const std::string src = program_source(u);
+  std::string key = std::string(arch) + "\n" + src;
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (compiled *c : g_cache)
+    if (c->key == key) {
+      *out = &c->k;
+      return NG_OK;
+    }
+  if (!nvrtc_load())
+    return ng__err(NG_ERR_UNSUPPORTED, "user aggregator \"%s\" on the GPU: %s", u->name,
+                   g_nvrtc_why.c_str());
+  compiled *c = new compiled();
+  c->key = key;
+  const ng_status st = compile(u, src, arch, c);
+  if (st != NG_OK) {
+    delete c;
+    return st;
+  }
+  g_cache.push_back(c);
+  *out = &c->k;
+  return NG_OK;
+}
+
+/* ---- launches ---- */
+
+static int floor_pow2(int x) {
+  int p = 1;
+  while (p * 2 <= x)
+    p *= 2;
+  return p;
+}
+
+static ng_aggt::blk blk_of(const ng_aggr *ag, const ng_block *b) {
+  return ng_aggt::blk{b->indptr, b->indices, ag->weighted ? b->edge_w : nullptr, b->n_dst};
+}
+
+/* The forward (out) or partial state (state, count) over a block with kernels `k`. */
+static ng_status launch_fwd(ng_backend *be, const char *op, const agg_kernels &k, const ng_aggr *ag,
+                            const ng_block *blk, const float *src, int64_t dim, float *out,
+                            float *state, int32_t *count) {
+  const bool v4 = dim % 4 == 0 && aligned16(src) && (!out || aligned16(out));
+  const int v = v4 ? 4 : 1;
+  /* As many chunks as the specialised kernels take, while the states of a thread's chunks fit
+   * in 32 registers. */
+  const int64_t tiles = (dim + 32 * v - 1) / (32 * v);
+  int t = tiles >= 8 ? 8 : tiles >= 4 ? 4 : tiles >= 2 ? 2 : 1;
+  t = NG_MIN(t, floor_pow2(NG_MAX(1, 32 / (k.state * v))));
+  const int ti = t == 8 ? 3 : t == 4 ? 2 : t == 2 ? 1 : 0;
+  dim3 grid = grid_rows_chunks(blk->n_dst, dim, v, t);
+  ng_aggt::blk b = blk_of(ag, blk);
+  ng_aggt::drop dr = {ag->drop_p > 0.0f, ag->drop_key, ng_dropout_threshold(ag->drop_p),
+                      1.0f / (1.0f - ag->drop_p)};
+  long long d64 = dim;
+  void *args[] = {&b, (void *)&src, &d64, &dr, &out, &state, &count};
+  CU_CHECK(op, cudaLaunchKernel(k.fwd[v4][ti], grid, dim3(kThreads), args, 0, ctx_of(be)->stream));
+  return NG_OK;
+}
+
+ng_status cuda_uagg_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+                        int64_t dim, float *dst) {
+  NG_CHECK(use(be, "aggr_fwd"));
+  const agg_kernels *k;
+  NG_CHECK(kernels_of(be, ag, &k));
+  return launch_fwd(be, "aggr_fwd", *k, ag, blk, src, dim, dst, nullptr, nullptr);
+}
+
+ng_status cuda_uagg_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state) {
+  NG_CHECK(use(be, "aggr_partial"));
+  const agg_kernels *k;
+  NG_CHECK(kernels_of(be, ag, &k));
+  return launch_fwd(be, "aggr_partial", *k, ag, blk, src, state->dim, nullptr, state->val,
+                    state->count);
+}
+
+ng_status cuda_uagg_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+                          const ng_pstate *other) {
+  NG_CHECK(use(be, "pstate_merge"));
+  const agg_kernels *k;
+  NG_CHECK(kernels_of(be, ag, &k));
+  cudaStream_t s = ctx_of(be)->stream;
+  long long nd = acc->n_dst, dim = acc->dim;
+  if (nd * dim > 0) {
+    void *args[] = {&acc->val, (void *)&acc->count, (void *)&other->val, (void *)&other->count, &nd,
+                    &dim};
+    CU_CHECK("pstate_merge",
+             cudaLaunchKernel(k->merge, dim3(grid_1d(nd * dim)), dim3(kThreads), args, 0, s));
+  }
+  void *cargs[] = {&acc->count, (void *)&other->count, &nd};
+  CU_CHECK("pstate_merge",
+           cudaLaunchKernel(k->counts, dim3(grid_1d(nd)), dim3(kThreads), cargs, 0, s));
+  return NG_OK;
+}
+
+ng_status cuda_uagg_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
+                             float *dst) {
+  NG_CHECK(use(be, "pstate_finalize"));
+  const agg_kernels *k;
+  NG_CHECK(kernels_of(be, ag, &k));
+  long long nd = state->n_dst, dim = state->dim;
+  void *args[] = {(void *)&state->val, (void *)&state->count, &nd, &dim, &dst};
+  CU_CHECK("pstate_finalize", cudaLaunchKernel(k->finalize, dim3(grid_1d(nd * dim)), dim3(kThreads),
+                                               args, 0, ctx_of(be)->stream));
+  return NG_OK;
+}
+
+ng_status cuda_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                             const float *src, const float *grad_dst, int64_t dim, float *work,
+                             float *grad_src) {
+  NG_CHECK(use(be, "aggr_user_bwd"));
+  const agg_kernels *k;
+  NG_CHECK(kernels_of(be, ag, &k));
+  cudaStream_t s = ctx_of(be)->stream;
+  ng_aggt::blk b = blk_of(ag, blk);
+  long long d64 = dim, ns = blk->n_src;
+  if ((long long)blk->n_dst * d64 > 0) {
+    void *args[] = {&b, (void *)&src, (void *)&grad_dst, &d64, &work};
+    CU_CHECK("aggr_user_bwd", cudaLaunchKernel(k->bwd_dst, dim3(grid_1d(blk->n_dst * dim)),
+                                               dim3(kThreads), args, 0, s));
+  }
+  void *sargs[] = {(void *)&blk->t_indptr, (void *)&blk->t_eid, &work, &ns, &d64, &grad_src};
+  CU_CHECK("aggr_user_bwd",
+           cudaLaunchKernel(k->bwd_src, dim3(grid_1d(ns * d64)), dim3(kThreads), sargs, 0, s));
+  return NG_OK;
+}
+
+} // namespace ng_cuda
+
+/* ---- benchmark and parity hooks (gpu/ng_cuda.h) ---- */
+
+extern "C" ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *name,
+                                                   const ng_aggr *ag, const ng_block *blk,
+                                                   const float *src, int64_t dim, float *dst) {
+  using namespace ng_cuda;
+  static const agg_kernels sum = builtin_kernels<sum_ops, true>();
+  static const agg_kernels mean = builtin_kernels<mean_ops, true>();
+  static const agg_kernels max = builtin_kernels<max_ops, false>();
+  static const agg_kernels min = builtin_kernels<min_ops, false>();
+  const agg_kernels *k = !strcmp(name, "sum")    ? &sum
+                         : !strcmp(name, "mean") ? &mean
+                         : !strcmp(name, "max")  ? &max
+                         : !strcmp(name, "min")  ? &min
+                                                 : nullptr;
+  if (!k)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "template built-in \"%s\": not one of sum, mean, max, min (gcn is sum with "
+                   "GCN weights and add_self_loop)",
+                   name ? name : "(null)");
+  NG_CHECK(use(be, "template fwd"));
+  if (blk->n_dst == 0 || dim == 0)
+    return NG_OK;
+  NG_CHECK(launch_fwd(be, "template fwd", *k, ag, blk, src, dim, dst, nullptr, nullptr));
+  LAUNCH_CHECK("template fwd");
+  return NG_OK;
+}
+
+extern "C" const char *ng__cuda_builtin_agg_source(const char *name) {
+  return !strcmp(name, "sum")    ? ng_builtin_sum::source
+         : !strcmp(name, "mean") ? ng_builtin_mean::source
+         : !strcmp(name, "max")  ? ng_builtin_max::source
+         : !strcmp(name, "min")  ? ng_builtin_min::source
+                                 : nullptr;
+}

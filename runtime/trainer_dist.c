@@ -1,0 +1,171 @@
+/* The trainer's data-parallel side; see trainer_dist_impl.h and docs/distributed.md. */
+#include "trainer_dist_impl.h"
+#include "sched_impl.h"
+
+#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+ng_status ng__dist_setup(ng_dist_train *d, struct ng_comm *comm, ng_backend *be, int64_t n_train,
+                         int64_t batch, int64_t n_params) {
+  *d = (ng_dist_train){.rank = 0, .ranks = 1, .be = be, .n_train = n_train, .batch = batch};
+  if (!comm)
+    return NG_OK;
+  NG_CHECK(ng__comm_check(comm));
+  if (comm->size == 1)
+    return NG_OK;
+  d->comm = comm;
+  d->rank = comm->rank;
+  d->ranks = comm->size;
+  const int64_t tail = n_train % batch;
+  if (batch < d->ranks || (tail != 0 && tail < d->ranks))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "distributed: a global batch of %lld over %d training nodes leaves a batch of "
+                   "%lld targets for %d ranks; every rank needs at least one target: give "
+                   "--batch B with B >= ranks and (train %% B == 0 or train %% B >= ranks)",
+                   (long long)batch, (int)n_train, (long long)(tail ? tail : batch), d->ranks);
+  /* Every rank must run the same iterations over the same parameters. */
+  double mine[3] = {(double)n_train, (double)batch, (double)n_params}, sum[3];
+  memcpy(sum, mine, sizeof sum);
+  NG_CHECK(ng__comm_allreduce_f64(comm, sum, 3));
+  for (int k = 0; k < 3; k++)
+    if (sum[k] != mine[k] * d->ranks)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "distributed: the ranks disagree on the %s (this rank: %.0f); start every "
+                     "rank with the same dataset, model and --batch",
+                     k == 0   ? "training split's size"
+                     : k == 1 ? "global batch"
+                              : "model's size",
+                     mine[k]);
+  if (be->iface->host_memory)
+    return NG_OK;
+  if (!be->iface->dist_init || !be->iface->allreduce)
+    return ng__err(NG_ERR_UNSUPPORTED, "distributed: the %s backend cannot all-reduce its memory",
+                   be->iface->name);
+  /* Every rank learns whether every rank can use the device communicator (NCCL loads) and
+   * whether rank 0 got an id, so that none waits in the communicator's set-up for a rank that
+   * never comes. */
+  unsigned char id[NG_DIST_ID_BYTES] = {0};
+  ng_status st = be->iface->dist_id(be, d->rank == 0 ? id : NULL);
+  char why[512] = "";
+  if (st != NG_OK)
+    snprintf(why, sizeof why, "%s", ng_last_error());
+  double failed = st != NG_OK;
+  NG_CHECK(ng__comm_allreduce_f64(comm, &failed, 1));
+  if (st != NG_OK)
+    return ng__err(st, "%s", why);
+  if (failed > 0)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "distributed: %.0f other rank(s) could not set up the "
+                   "device communicator (their messages say why)",
+                   failed);
+  NG_CHECK(ng__comm_bcast(comm, id, sizeof id, 0));
+  NG_CHECK(be->iface->dist_init(be, id, d->rank, d->ranks));
+  d->device = true;
+  return NG_OK;
+}
+
+/* The size of iteration `iter`'s global batch, and this rank's share of it. */
+static void shares(const ng_dist_train *d, int64_t iter, int64_t *n_i, int64_t *n_local) {
+  const int64_t b = iter * d->batch;
+  *n_i = NG_MIN(d->batch, d->n_train - b);
+  *n_local = *n_i * (d->rank + 1) / d->ranks - *n_i * d->rank / d->ranks;
+}
+
+double ng__dist_loss_weight(const ng_dist_train *d, int64_t iter) {
+  if (d->ranks <= 1)
+    return 1.0;
+  int64_t n_i, n_local;
+  shares(d, iter, &n_i, &n_local);
+  return (double)n_local / (double)n_i;
+}
+
+ng_status ng__dist_reduce(void *ctx, float *grads, int64_t n_grads, int32_t n_local, int64_t iter) {
+  ng_dist_train *d = ctx;
+  int64_t n_i, mine;
+  shares(d, iter, &n_i, &mine);
+  if (mine != n_local)
+    return ng__err(NG_ERR_STATE, "distributed: iteration %lld has %d targets on rank %d, not %lld",
+                   (long long)iter, (int)n_local, d->rank, (long long)mine);
+  /* The loss's gradient is the mean over the rank's targets: times n_local / n_i, summed over
+   * the ranks, it is the mean over the global batch (exact when n_i / n_local is a power of
+   * two, as with an even split over 2^k ranks). */
+  const float scale = (float)((double)n_local / (double)n_i);
+  if (d->device)
+    return d->be->iface->allreduce(d->be, grads, n_grads, scale);
+  const double t0 = ng__now();
+  if (scale != 1.0f)
+    for (int64_t i = 0; i < n_grads; i++)
+      grads[i] *= scale;
+  NG_CHECK(ng__comm_allreduce_f32(d->comm, grads, n_grads));
+  d->wall_ms += (ng__now() - t0) * 1e3;
+  d->count++;
+  return NG_OK;
+}
+
+ng_status ng__dist_epoch_end(ng_dist_train *d, double *loss_sum, int64_t *correct, int64_t *edges,
+                             double *allreduce_ms) {
+  *allreduce_ms = 0.0;
+  if (d->ranks <= 1)
+    return NG_OK;
+  double ms = d->wall_ms;
+  int64_t count = d->count;
+  if (d->device)
+    NG_CHECK(d->be->iface->allreduce_time(d->be, &ms, &count));
+  *allreduce_ms = count > 0 ? ms / (double)count : 0.0;
+  d->wall_ms = 0.0;
+  d->count = 0;
+  /* Counts below 2^53 are exact in doubles. */
+  double v[3] = {*loss_sum, (double)*correct, (double)*edges};
+  NG_CHECK(ng__comm_allreduce_f64(d->comm, v, 3));
+  *loss_sum = v[0];
+  *correct = (int64_t)v[1];
+  *edges = (int64_t)v[2];
+  return NG_OK;
+}
+
+enum { LIST = 1024, HOST = 256 };
+
+ng_status ng__dist_cpuset(char *out, size_t cap, struct ng_comm *comm, ng_backend *be) {
+  char pci[64] = "";
+  if (be->iface->pci_bus_id && be->iface->pci_bus_id(be, pci, sizeof pci) != NG_OK)
+    pci[0] = 0;
+  /* Every rank's host and nearest cores: the ranks of one host with the same nearest cores
+   * share them. */
+  struct {
+    char host[HOST];
+    char near[LIST];
+  } me = {{0}, {0}};
+  const char *forced = getenv("NG_HOST_NAME");
+  if (forced && *forced)
+    snprintf(me.host, sizeof me.host, "%s", forced);
+  else if (gethostname(me.host, sizeof me.host - 1) != 0)
+    snprintf(me.host, sizeof me.host, "?");
+  NG_CHECK(ng__cpus_near(me.near, sizeof me.near, pci));
+  char *all = ng__malloc((size_t)comm->size * sizeof me, "the ranks' core lists");
+  if (!all)
+    return NG_ERR_NOMEM;
+  ng_status st = ng__comm_allgather(comm, &me, all, sizeof me);
+  int k = 0, m = 0;
+  for (int r = 0; st == NG_OK && r < comm->size; r++) {
+    const char *h = all + (size_t)r * sizeof me;
+    if (strncmp(h, me.host, HOST) != 0 || strncmp(h + HOST, me.near, LIST) != 0)
+      continue;
+    if (r == comm->rank)
+      k = m;
+    m++;
+  }
+  free(all);
+  NG_CHECK(st);
+  return ng__cpus_slice(out, cap, me.near, k, NG_MAX(m, 1));
+}
+
+int ng__dist_threads(struct ng_comm *comm) {
+  cpu_set_t set;
+  const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  const int local = comm && comm->local_size > 0 ? comm->local_size : 1;
+  return NG_MAX(1, cores / local);
+}

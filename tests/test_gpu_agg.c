@@ -1,0 +1,346 @@
+/* User-defined aggregators on the CUDA backend against the CPU backend (the reference): the
+ * same NG_AGGREGATOR_SOURCE text compiled at run time with NVRTC (tests/ng_test_agg.h: a power
+ * mean, a softmax aggregation of three state floats, a linear mean) in aggr_fwd, aggr_partial
+ * (with input dropout), pstate_merge, pstate_finalize and aggr_user_bwd, over blocks with empty
+ * rows, repeated sources and dims that are not multiples of 4; each GPU op twice gives the same
+ * bytes. The built-ins through the same template, compiled by nvcc at build time, give the
+ * specialised kernels' bits, and so does the built-in mean's text compiled by NVRTC. Training
+ * Cora with a user aggregator on CUDA follows the CPU backend in every fetch strategy.
+ *
+ * Tolerances: |cpu - gpu| <= 1e-5 (1 + |cpu|) for values (expf, cbrtf and the division differ
+ * by an ulp or two between glibc and CUDA; merged states reorder a few sums), exact for counts;
+ * losses within 1e-3 relative of the CPU run after two epochs. Exits 77 without CUDA or GPU. */
+#include "ng_cpu.h"
+#include "ng_test.h"
+#include "ng_test_agg.h"
+#include "ng_test_fetch.h"
+#include "ng_test_graph.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef NG_HAVE_CUDA
+int main(void) {
+  printf("gpu_agg: skipped: this build has no CUDA backend (configure with -DNG_CUDA=ON)\n");
+  return 77;
+}
+#else
+#include "ng_cuda.h"
+
+static ng_backend *cpu, *gpu;
+static const ng_aggregator_def *const DEFS[] = {&ng_test_powmean, &ng_test_softmax, &ng_test_mean};
+
+static void *up(const void *h, size_t bytes) {
+  void *d = NULL;
+  EXPECT_OK(gpu->iface->alloc(gpu, &d, bytes ? bytes : 4));
+  if (bytes)
+    EXPECT_OK(gpu->iface->copy_h2d(gpu, d, h, bytes));
+  return d;
+}
+
+/* A device buffer of `bytes` poisoned with 0xff (NaN floats, -1 ints). */
+static void *dpoisoned(size_t bytes) {
+  void *h = ng_test_xmalloc(bytes ? bytes : 4);
+  memset(h, 0xff, bytes ? bytes : 4);
+  void *d = up(h, bytes ? bytes : 4);
+  free(h);
+  return d;
+}
+
+static void *down(const void *d, size_t bytes) {
+  void *h = ng_test_xmalloc(bytes ? bytes : 4);
+  if (bytes)
+    EXPECT_OK(gpu->iface->copy_d2h(gpu, h, d, bytes));
+  return h;
+}
+
+static void cmp_near(const char *what, const float *c, const float *g, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabs((double)c[i] - (double)g[i]) <= 1e-5 * (1.0 + fabs((double)c[i])))) {
+      if (bad++ < 3)
+        ng_test_fail(__FILE__, __LINE__, "%s: element %lld: cpu %.9g, gpu %.9g", what, (long long)i,
+                     (double)c[i], (double)g[i]);
+    }
+  if (bad > 3)
+    ng_test_fail(__FILE__, __LINE__, "%s: %lld of %lld elements differ", what, (long long)bad,
+                 (long long)n);
+}
+
+/* A block on the device: the host block's arrays copied. */
+typedef struct {
+  ng_block b;
+  void *a[6];
+} dblock;
+
+static void dblock_make(dblock *d, const ng_block *h) {
+  const size_t nd = (size_t)h->n_dst, ns = (size_t)h->n_src, nnz = (size_t)h->nnz;
+  d->b = *h;
+  d->b.indptr = d->a[0] = up(h->indptr, (nd + 1) * 4);
+  d->b.indices = d->a[1] = up(h->indices, nnz * 4);
+  d->b.edge_w = d->a[2] = up(h->edge_w, nnz * 4);
+  d->b.t_indptr = d->a[3] = up(h->t_indptr, (ns + 1) * 4);
+  d->b.t_dst = d->a[4] = up(h->t_dst, nnz * 4);
+  d->b.t_eid = d->a[5] = up(h->t_eid, nnz * 4);
+  d->b.self_w = NULL;
+}
+
+static void dblock_free(dblock *d) {
+  for (int i = 0; i < 6; i++)
+    gpu->iface->free(gpu, d->a[i]);
+}
+
+static void make_block(ng_test_block *tb, ng_rng *r, int32_t nd, int32_t ns, int32_t max_deg) {
+  tb->indptr = ng_test_xmalloc(((size_t)nd + 1) * 4);
+  tb->indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++)
+    tb->indptr[d + 1] =
+        tb->indptr[d] + (d % 5 == 4 ? 0 : 1 + (int32_t)ng_rng_below(r, (uint64_t)max_deg));
+  ng_test_block_fill(tb, r, nd, ns, true, true);
+}
+
+static ng_aggr user_aggr(const ng_aggregator_def *u, bool weighted) {
+  ng_aggregator pub;
+  ng_aggr ag;
+  EXPECT_OK(ng_aggregator_define(&pub, u));
+  pub.edge_weight = weighted ? NG_EDGE_WEIGHT_GCN_NORM : NG_EDGE_WEIGHT_NONE;
+  EXPECT_OK(ng__aggr_from_public(&ag, &pub));
+  return ag;
+}
+
+/* Every op of one aggregator, dim and weighting on both backends. */
+static void parity_case(const ng_aggregator_def *u, bool weighted, const ng_block *hb,
+                        const dblock *db, int64_t dim, ng_rng *r) {
+  char what[160];
+  const ng_aggr ag = user_aggr(u, weighted);
+  const int64_t S = ng__aggr_state_size(&ag);
+  const int64_t nd = (int64_t)hb->n_dst * dim, ns = (int64_t)hb->n_src * dim;
+  float *src = ng_test_rand_floats(r, ns), *g = ng_test_rand_floats(r, nd);
+  float *dsrc = up(src, (size_t)ns * 4), *dg = up(g, (size_t)nd * 4);
+  snprintf(what, sizeof what, "%s%s dim %lld", u->name, weighted ? " weighted" : "",
+           (long long)dim);
+  /* Forward, twice on the GPU. */
+  float *c_out = ng_test_xmalloc((size_t)nd * 4);
+  EXPECT_OK(cpu->iface->aggr_fwd(cpu, &ag, hb, src, dim, c_out, NULL));
+  float *d_out = dpoisoned((size_t)nd * 4);
+  EXPECT_OK(gpu->iface->aggr_fwd(gpu, &ag, &db->b, dsrc, dim, d_out, NULL));
+  float *g_out = down(d_out, (size_t)nd * 4);
+  EXPECT_OK(gpu->iface->aggr_fwd(gpu, &ag, &db->b, dsrc, dim, d_out, NULL));
+  float *g_out2 = down(d_out, (size_t)nd * 4);
+  cmp_near(what, c_out, g_out, nd);
+  EXPECT_TRUE(memcmp(g_out, g_out2, (size_t)nd * 4) == 0);
+  /* Partial states with input dropout, merged into a state of the same rows, finalized. */
+  for (int drop = 0; drop < 2; drop++) {
+    ng_aggr pa = ag;
+    pa.drop_p = drop ? 0.3f : 0.0f;
+    pa.drop_key = 0xfeed;
+    const size_t sb = (size_t)(nd * S) * 4, cb = (size_t)hb->n_dst * 4;
+    ng_pstate cs = {ng_test_xmalloc(sb), ng_test_xmalloc(cb), hb->n_dst, dim};
+    ng_pstate gs = {dpoisoned(sb), dpoisoned(cb), hb->n_dst, dim};
+    EXPECT_OK(cpu->iface->aggr_partial(cpu, &pa, hb, src, &cs));
+    EXPECT_OK(gpu->iface->aggr_partial(gpu, &pa, &db->b, dsrc, &gs));
+    float *gv = down(gs.val, sb);
+    int32_t *gc = down(gs.count, cb);
+    snprintf(what, sizeof what, "%s%s dim %lld partial%s", u->name, weighted ? " weighted" : "",
+             (long long)dim, drop ? " (dropout)" : "");
+    EXPECT_TRUE(memcmp(gc, cs.count, cb) == 0);
+    /* Compare only the states of rows with neighbours (an empty row's state is undefined). */
+    for (int32_t d = 0; d < hb->n_dst; d++)
+      if (cs.count[d] > 0)
+        cmp_near(what, cs.val + (int64_t)d * dim * S, gv + (int64_t)d * dim * S, dim * S);
+    /* acc = merge(state, state): every row with neighbours doubles its list. */
+    ng_pstate cs2 = {ng_test_xmalloc(sb), ng_test_xmalloc(cb), hb->n_dst, dim};
+    memcpy(cs2.val, cs.val, sb);
+    memcpy(cs2.count, cs.count, cb);
+    ng_pstate gs2 = {up(cs.val, sb), up(cs.count, cb), hb->n_dst, dim};
+    EXPECT_OK(cpu->iface->pstate_merge(cpu, &ag, &cs2, &cs));
+    EXPECT_OK(gpu->iface->pstate_merge(gpu, &ag, &gs2, &gs));
+    float *c_fin = ng_test_xmalloc((size_t)nd * 4), *d_fin = dpoisoned((size_t)nd * 4);
+    EXPECT_OK(cpu->iface->pstate_finalize(cpu, &ag, &cs2, c_fin));
+    EXPECT_OK(gpu->iface->pstate_finalize(gpu, &ag, &gs2, d_fin));
+    float *g_fin = down(d_fin, (size_t)nd * 4);
+    int32_t *gc2 = down(gs2.count, cb);
+    EXPECT_TRUE(memcmp(gc2, cs2.count, cb) == 0);
+    cmp_near(what, c_fin, g_fin, nd);
+    free(cs.val), free(cs.count), free(cs2.val), free(cs2.count);
+    free(gv), free(gc), free(gc2), free(c_fin), free(g_fin);
+    gpu->iface->free(gpu, gs.val), gpu->iface->free(gpu, gs.count);
+    gpu->iface->free(gpu, gs2.val), gpu->iface->free(gpu, gs2.count);
+    gpu->iface->free(gpu, d_fin);
+  }
+  /* Backward. */
+  const size_t wb = ((size_t)hb->nnz + 1) * (size_t)dim * 4;
+  float *c_grad = ng_test_xmalloc((size_t)ns * 4), *work = ng_test_xmalloc(wb);
+  EXPECT_OK(cpu->iface->aggr_user_bwd(cpu, &ag, hb, src, g, dim, work, c_grad));
+  float *d_work = dpoisoned(wb), *d_grad = dpoisoned((size_t)ns * 4);
+  EXPECT_OK(gpu->iface->aggr_user_bwd(gpu, &ag, &db->b, dsrc, dg, dim, d_work, d_grad));
+  float *g_grad = down(d_grad, (size_t)ns * 4);
+  snprintf(what, sizeof what, "%s%s dim %lld backward", u->name, weighted ? " weighted" : "",
+           (long long)dim);
+  cmp_near(what, c_grad, g_grad, ns);
+  free(src), free(g), free(c_out), free(g_out), free(g_out2), free(c_grad), free(work);
+  free(g_grad);
+  gpu->iface->free(gpu, dsrc), gpu->iface->free(gpu, dg), gpu->iface->free(gpu, d_out);
+  gpu->iface->free(gpu, d_work), gpu->iface->free(gpu, d_grad);
+}
+
+static void test_user_parity(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 71);
+  ng_test_block tb;
+  make_block(&tb, &r, 90, 200, 12);
+  dblock db;
+  dblock_make(&db, &tb.b);
+  const int64_t dims[] = {1, 7, 64, 300, 1024};
+  for (size_t i = 0; i < NG_TEST_LEN(DEFS); i++)
+    for (int w = 0; w < 2; w++)
+      for (size_t k = 0; k < NG_TEST_LEN(dims); k++)
+        parity_case(DEFS[i], w, &tb.b, &db, dims[k], &r);
+  dblock_free(&db);
+  ng_test_block_free(&tb);
+}
+
+/* The built-ins through the template (nvcc, build time) give the specialised kernels' bits. */
+static void test_template_builtins(void) {
+  static const struct {
+    const char *name;
+    ng_aggr ag;
+  } cases[] = {
+      {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL}},
+      {"sum", {NG_REDUCE_SUM, true, false, false, 0.0f, 0, NULL}},
+      {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL}},
+      {"mean", {NG_REDUCE_SUM, true, false, true, 0.0f, 0, NULL}},
+      {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL}},
+      {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0, NULL}},
+  };
+  ng_rng r;
+  ng_rng_seed(&r, 73);
+  ng_test_block tb;
+  make_block(&tb, &r, 300, 700, 20);
+  dblock db;
+  dblock_make(&db, &tb.b);
+  const int64_t dims[] = {3, 128, 1024};
+  for (size_t k = 0; k < NG_TEST_LEN(dims); k++)
+    for (size_t c = 0; c < NG_TEST_LEN(cases); c++) {
+      const int64_t dim = dims[k], nd = (int64_t)tb.b.n_dst * dim;
+      const int64_t ns = (int64_t)tb.b.n_src * dim;
+      float *src = ng_test_rand_floats(&r, ns), *dsrc = up(src, (size_t)ns * 4);
+      float *a = dpoisoned((size_t)nd * 4), *b = dpoisoned((size_t)nd * 4);
+      EXPECT_OK(gpu->iface->aggr_fwd(gpu, &cases[c].ag, &db.b, dsrc, dim, a, NULL));
+      EXPECT_OK(
+          ng__cuda_template_builtin_fwd(gpu, cases[c].name, &cases[c].ag, &db.b, dsrc, dim, b));
+      float *ha = down(a, (size_t)nd * 4), *hbuf = down(b, (size_t)nd * 4);
+      if (memcmp(ha, hbuf, (size_t)nd * 4) != 0)
+        ng_test_fail(__FILE__, __LINE__, "template %s%s dim %lld differs from aggr_fwd",
+                     cases[c].name, cases[c].ag.weighted ? " weighted" : "", (long long)dim);
+      free(src), free(ha), free(hbuf);
+      gpu->iface->free(gpu, dsrc), gpu->iface->free(gpu, a), gpu->iface->free(gpu, b);
+    }
+  /* The built-in mean's text through NVRTC, as a user aggregator: the same bits again. */
+  ng_aggregator_def mean = ng_test_mean;
+  mean.name = "builtin-mean-via-nvrtc";
+  mean.source = ng__cuda_builtin_agg_source("mean");
+  EXPECT_TRUE(mean.source != NULL);
+  const ng_aggr user = user_aggr(&mean, false);
+  const ng_aggr builtin = {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL};
+  const int64_t dim = 128, nd = (int64_t)tb.b.n_dst * dim, ns = (int64_t)tb.b.n_src * dim;
+  float *src = ng_test_rand_floats(&r, ns), *dsrc = up(src, (size_t)ns * 4);
+  float *a = dpoisoned((size_t)nd * 4), *b = dpoisoned((size_t)nd * 4);
+  EXPECT_OK(gpu->iface->aggr_fwd(gpu, &builtin, &db.b, dsrc, dim, a, NULL));
+  EXPECT_OK(gpu->iface->aggr_fwd(gpu, &user, &db.b, dsrc, dim, b, NULL));
+  float *ha = down(a, (size_t)nd * 4), *hbuf = down(b, (size_t)nd * 4);
+  EXPECT_TRUE(memcmp(ha, hbuf, (size_t)nd * 4) == 0);
+  free(src), free(ha), free(hbuf);
+  gpu->iface->free(gpu, dsrc), gpu->iface->free(gpu, a), gpu->iface->free(gpu, b);
+  dblock_free(&db);
+  ng_test_block_free(&tb);
+}
+
+/* Errors: a CPU-only aggregator (no source) and a source NVRTC rejects, with their reasons. */
+static void test_errors(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 79);
+  ng_test_block tb;
+  make_block(&tb, &r, 10, 20, 4);
+  dblock db;
+  dblock_make(&db, &tb.b);
+  float *src = ng_test_rand_floats(&r, 20 * 4), *dsrc = up(src, 20 * 16);
+  float *out = dpoisoned(10 * 16);
+  ng_aggregator_def d = ng_test_mean;
+  d.source = NULL;
+  ng_aggr ag = user_aggr(&d, false);
+  EXPECT_STATUS(gpu->iface->aggr_fwd(gpu, &ag, &db.b, dsrc, 4, out, NULL), NG_ERR_UNSUPPORTED);
+  EXPECT_ERR_HAS("CPU only");
+  d = ng_test_mean;
+  d.name = "broken";
+  d.source = "NG_AGG_FN void agg_init(float *s) { s[0] = no_such_name; }"
+             "NG_AGG_FN void agg_accumulate(float *s, float x, float w) { s[0] += w * x; }"
+             "NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] += t[0]; }"
+             "NG_AGG_FN float agg_finalize(const float *s, float n) { return s[0] / n; }";
+  ag = user_aggr(&d, false);
+  EXPECT_STATUS(gpu->iface->aggr_fwd(gpu, &ag, &db.b, dsrc, 4, out, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("no_such_name");
+  free(src);
+  gpu->iface->free(gpu, dsrc), gpu->iface->free(gpu, out);
+  dblock_free(&db);
+  ng_test_block_free(&tb);
+}
+
+/* Cora with a user aggregator on CUDA: every fetch strategy follows the CPU backend. */
+static void test_training(void) {
+  ng_dataset_t cora = ng_test_fetch_cora();
+  if (!cora)
+    return;
+  const ng_mode modes[] = {NG_MODE_PARTIAL, NG_MODE_BASELINE, NG_MODE_ZEROCOPY};
+  for (size_t i = 0; i < 2; i++) {
+    ng_test_fetch_run run = {.device = "cpu",
+                             .mode = NG_MODE_PARTIAL,
+                             .transfer = NG_FETCH_AUTO,
+                             .workers = -1,
+                             .partial_workers = -1,
+                             .cache_ratio = 0.3,
+                             .kind = NG_MODEL_SAGE,
+                             .dropout = 0.5f,
+                             .threads = 2};
+    EXPECT_OK(ng_aggregator_define(&run.aggregator, DEFS[i]));
+    ng_test_fetch_result ref, r;
+    if (!ng_test_fetch_train(cora, &run, &ref))
+      continue;
+    run.device = "cuda";
+    for (size_t m = 0; m < NG_TEST_LEN(modes); m++) {
+      run.mode = modes[m];
+      if (!ng_test_fetch_train(cora, &run, &r))
+        continue;
+      for (int e = 0; e < NG_TEST_FETCH_EPOCHS; e++)
+        EXPECT_NEAR(r.loss[e], ref.loss[e], 1e-3 * fabs(ref.loss[e]));
+      EXPECT_EQ_I(r.fetch.hot_rows, ref.fetch.hot_rows);
+      EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
+      free(r.checkpoint);
+    }
+    free(ref.checkpoint);
+  }
+  ng_dataset_close(cora);
+}
+
+int main(void) {
+  int count = 0;
+  char desc[512];
+  if (ng__cuda_devices(&count, desc, sizeof desc) != NG_OK || count == 0) {
+    printf("gpu_agg: skipped: no CUDA device visible\n");
+    return 77;
+  }
+  printf("gpu_agg: %s\n", desc);
+  if (ng__backend_cpu_create(&cpu, 0) != NG_OK || ng__backend_cuda_create(&gpu, 0) != NG_OK) {
+    printf("gpu_agg: creating the backends failed: %s\n", ng_last_error());
+    return 1;
+  }
+  RUN_TEST(test_user_parity);
+  RUN_TEST(test_template_builtins);
+  RUN_TEST(test_errors);
+  RUN_TEST(test_training);
+  ng__backend_destroy(gpu);
+  ng__backend_destroy(cpu);
+  return ng_test_summary();
+}
+#endif
