@@ -1024,6 +1024,7 @@ static ng_infer_ctx infer_ctx(ng_trainer_t t, const ng_infer_opts *io) {
                     : t->opts.infer_host_bytes != 0 ? t->opts.infer_host_bytes
                                                     : NG_INFER_HOST_BYTES_DEFAULT,
       .temp_dir = io && io->temp_dir ? io->temp_dir : t->temp_dir,
+      .device_bytes = io ? io->device_bytes : 0,
       .progress = io ? io->progress : t->opts.progress,
       .progress_ctx = io ? io->progress_ctx : t->opts.progress_ctx,
   };
@@ -1082,7 +1083,15 @@ ng_status ng_trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int
    * no one, so they stop (the next epoch starts a pool again). */
   ng__runtime_stop(t->rt);
   const ng_infer_ctx c = infer_ctx(t, &io);
-  return ng__infer(out, &c, layer, nodes, nodes ? n : t->ds->info.nodes, NULL);
+  if (io.report && io.report->size < sizeof io.report->size)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_infer_opts.report: initialise it with "
+                                       "NG_INFER_REPORT_INIT");
+  ng_infer_stats stats;
+  const ng_status st =
+      ng__infer(out, &c, layer, nodes, nodes ? n : t->ds->info.nodes, io.report ? &stats : NULL);
+  if (st == NG_OK && io.report)
+    ng__infer_report(io.report, &stats, layer + 1);
+  return st;
 }
 
 /* The logits of the validation and the test split (t->eval_logits), by one inference over both
