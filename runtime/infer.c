@@ -28,6 +28,12 @@ typedef struct {
   int64_t n;
 } node_set;
 
+/* Whether the chunks take the host-memory paths (aggregation in place, no staging); tests run
+ * the device paths on the CPU backend (ng_infer_ctx.device_paths). */
+static bool host_paths(const ng_infer_ctx *c, const ng_backend *be) {
+  return be->iface->host_memory && !c->device_paths;
+}
+
 static int64_t set_id(const node_set *s, int64_t i) {
   return s->ids ? s->ids[i] : i;
 }
@@ -278,13 +284,13 @@ static ng_status produce(layer_job *j, slot *s) {
    * apart, which a layer that reads every source row as a matrix (GAT's projection, SAGE-pool's
    * MLP, GIN's self term) cannot take: those gather their sources like a device does. */
   const ng_model_kind kind = c->ex->model->kind;
-  s->direct = be->iface->host_memory && !c->ex->model->layers[j->layer].ag.self_loop &&
+  s->direct = host_paths(c, be) && !c->ex->model->layers[j->layer].ag.self_loop &&
               (kind == NG_MODEL_SAGE || kind == NG_MODEL_GCN);
   if (s->direct)
     return produce_direct(j, s);
   const int64_t hot = c->store && j->layer == 0 ? c->store->hot : 0;
   const bool dev_in = j->in_dev != NULL;
-  s->split = !be->iface->host_memory && j->layer == 0 && (hot > 0 || j->cold_dev);
+  s->split = !host_paths(c, be) && j->layer == 0 && (hot > 0 || j->cold_dev);
   s->n_hot = 0;
   s->n_cold = ns;
   if (s->split) {
@@ -322,7 +328,7 @@ static ng_status produce(layer_job *j, slot *s) {
   at = align_up(at + n_cold_ids * 8);
   s->off_pos = at;
   at = align_up(at + (dev_in ? (size_t)ns * 8 : 0));
-  s->pack_bytes = be->iface->host_memory ? 0 : NG_MAX(at, (size_t)ALIGN_BYTES);
+  s->pack_bytes = host_paths(c, be) ? 0 : NG_MAX(at, (size_t)ALIGN_BYTES);
   const node_set *src_set = j->src_set;
   if (s->pack_bytes) {
     NG_CHECK(host_buf_reserve(be, &s->pack, s->pack_bytes, "inference block staging"));
@@ -391,7 +397,7 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   const int64_t dim = j->in_dim, out_dim = ex->model->layers[j->layer].out_dim;
   if (s->direct)
     return ng__exec_layer_eval_self(ex, j->layer, &s->dblk, j->input, s->self, out);
-  if (be->iface->host_memory)
+  if (host_paths(j->c, be))
     return ng__exec_layer_eval(ex, j->layer, hb, s->rows.ptr, out);
   const size_t row_bytes = (size_t)dim * sizeof(float);
   NG_CHECK(ng__bk_reserve(be, &d->pack, &d->pack_cap, s->pack_bytes));
@@ -696,6 +702,8 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
  * chunks need little host work (a second team only spins against it: libgomp's active waiting
  * took 73% of the cycles of a 1 M-node run on 2 cores). */
 static int producer_count(const ng_infer_ctx *c, ng_backend *be) {
+  if (c->producers > 0)
+    return NG_MIN(c->producers, NG_INFER_MAX_SLOTS - 2);
   if (be->iface->host_memory)
     return 1;
   return NG_MAX(1, NG_MIN(c->threads - 1, NG_INFER_MAX_SLOTS - 2));
@@ -705,7 +713,7 @@ static int producer_count(const ng_infer_ctx *c, ng_backend *be) {
  * (0: none): what the caller allows, at most what is free less a margin for the chunks' buffers
  * and the model's workspace. */
 static int64_t device_budget(const ng_infer_ctx *c, ng_backend *be) {
-  if (be->iface->host_memory || c->device_bytes < 0 || !be->iface->mem_info)
+  if (host_paths(c, be) || c->device_bytes < 0 || !be->iface->mem_info)
     return 0;
   size_t free_b = 0, total_b = 0;
   if (be->iface->mem_info(be, &free_b, &total_b) != NG_OK)

@@ -33,6 +33,9 @@ typedef struct {
   const char *temp_dir;    ///< folder of the temporary files (NULL: $TMPDIR, else /tmp)
   int64_t device_bytes;    ///< device memory for the cold input rows and intermediate layers
                            ///< kept resident (0: what is free less a margin; < 0: none)
+  int producers;           ///< producer threads (0: by the backend, see runtime/infer.c)
+  bool device_paths;       ///< tests: a host-memory backend takes the device paths (staging,
+                           ///< uploads, resident layers), whose ops it also has
   ng_progress_fn progress; ///< optional; phase "infer", in destination rows over all layers
   void *progress_ctx;
 } ng_infer_ctx;
