@@ -616,9 +616,13 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
                         : o.infer_host_bytes < 0 ? (int64_t)64 << 20
                                                  : NG_INFER_HOST_BYTES_DEFAULT;
   const double chunk_rows = NG_MIN(nodes, (double)o.eval_chunk * (1.0 + avg_deg));
+  /* Inference's staging slots: its producers (every thread but the device thread's beside a GPU,
+   * one on the CPU) + 2 (runtime/infer.c). */
+  const int infer_slots =
+      (cuda ? NG_MAX(1, NG_MIN(omp_threads(&o) - 1, NG_INFER_MAX_SLOTS - 2)) : 1) + 2;
   e.inference =
       NG_MIN(mem_mul(nodes, (double)hidden * 4.0), limit) * (int64_t)NG_MIN(2, m->n_layers - 1) +
-      mem_mul(2.0 * chunk_rows, (double)widest * 4.0 + 16.0) +
+      mem_mul((double)infer_slots * chunk_rows, (double)widest * 4.0 + 16.0) +
       mem_mul(2.0 * nodes, (double)info->classes * 4.0);
   e.allowance = MEM_ALLOWANCE;
   e.host_total = e.features + e.topology + e.staging + e.inference + e.allowance;
