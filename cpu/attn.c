@@ -225,8 +225,8 @@ void ng__attn_state_rows(const ng_attn *at, const ng_block *blk, const float *z_
       if (self)
         m = leaky(row_dot(zd, k, att_src, F) + sd, at->slope);
       for (int64_t e = e0; e < e1; e++) {
-        const float x = leaky(row_dot(z_src + (int64_t)blk->indices[e] * KF, k, att_src, F) + sd,
-                              at->slope);
+        const float x =
+            leaky(row_dot(z_src + (int64_t)blk->indices[e] * KF, k, att_src, F) + sd, at->slope);
         m = x > m ? x : m;
       }
       float *v = st + 2;

@@ -292,8 +292,7 @@ static ng_status cpu_attn_state(ng_backend *be, const ng_attn *at, const ng_bloc
                                 const float *att_dst, bool self, float *state) {
   int64_t work = (blk->nnz + blk->n_dst) * at->heads * at->head_dim * 3;
   FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1,
-                 ng__attn_state_rows(at, blk, z_src, z_dst, att_src, att_dst, self, state, d0,
-                                     d1));
+                 ng__attn_state_rows(at, blk, z_src, z_dst, att_src, att_dst, self, state, d0, d1));
   return NG_OK;
 }
 

@@ -329,7 +329,7 @@ ng_status cuda_attn_merge(ng_backend *be, const ng_attn *at, int32_t n_dst, floa
   if (n_dst == 0)
     return NG_OK;
   k_attn_merge<<<grid_1d(n_dst), kThreads, 0, ctx_of(be)->stream>>>(dev_of(at), n_dst, acc, other,
-                                                                   out);
+                                                                    out);
   LAUNCH_CHECK("attn_merge");
   return NG_OK;
 }

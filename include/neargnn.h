@@ -638,8 +638,8 @@ typedef struct {
   int32_t layers;    ///< layers computed (0 .. the requested layer)
   int32_t producers; ///< host threads that sampled and gathered chunks in parallel
   int32_t slots;     ///< staging slots: chunks in flight at most
-  int64_t rows[NG_INFER_REPORT_LAYERS];      ///< destinations per layer (the receptive field)
-  double seconds[NG_INFER_REPORT_LAYERS];    ///< wall seconds per layer
+  int64_t rows[NG_INFER_REPORT_LAYERS];          ///< destinations per layer (the receptive field)
+  double seconds[NG_INFER_REPORT_LAYERS];        ///< wall seconds per layer
   double host_seconds[NG_INFER_REPORT_LAYERS];   ///< producers' busy seconds, summed over threads
   double wait_seconds[NG_INFER_REPORT_LAYERS];   ///< the device thread waiting for chunks
   double device_seconds[NG_INFER_REPORT_LAYERS]; ///< the device thread computing chunks
@@ -663,7 +663,8 @@ typedef struct {
   /// that each row crosses PCIe once: 0 (the default) = what is free less a margin; -1 = none
   /// (cold rows by the training paths, intermediate layers in host memory). Same bits either way.
   int64_t device_bytes;
-  ng_infer_report *report; ///< optional: receives the run's figures (borrowed; NG_INFER_REPORT_INIT)
+  /// Optional: receives the run's figures (borrowed; initialise it with NG_INFER_REPORT_INIT).
+  ng_infer_report *report;
 } ng_infer_opts;
 #define NG_INFER_OPTS_INIT                                                                         \
   { sizeof(ng_infer_opts), -1, 0, 0, NULL, NULL, NULL, 0, NULL }

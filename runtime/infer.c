@@ -305,14 +305,15 @@ static ng_status produce(layer_job *j, slot *s) {
   s->host_rows = dev_in || cold_uploaded || zcopy ? 0 : s->n_cold;
   const size_t row_bytes = (size_t)dim * sizeof(float);
   if (s->host_rows > 0)
-    NG_CHECK(host_buf_reserve(be, &s->rows, (size_t)s->host_rows * row_bytes,
-                              "inference input rows"));
+    NG_CHECK(
+        host_buf_reserve(be, &s->rows, (size_t)s->host_rows * row_bytes, "inference input rows"));
   float *rows = s->rows.ptr;
   /* The pack: block arrays, then hot/cold positions and ids, then the sources' rows in the
    * device's input table. */
   size_t at = 0;
   const size_t sizes[4] = {((size_t)b->n_dst + 1) * 4, (size_t)b->nnz * 4,
-                           b->edge_w ? (size_t)b->nnz * 4 : 0, b->self_w ? (size_t)b->n_dst * 4 : 0};
+                           b->edge_w ? (size_t)b->nnz * 4 : 0,
+                           b->self_w ? (size_t)b->n_dst * 4 : 0};
   for (int k = 0; k < 4; k++) {
     s->off_arrays[k] = at;
     at = align_up(at + sizes[k]);
@@ -861,7 +862,9 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
         .cfg = {.graph = c->graph, .n_layers = 1},
         .dst_set = &sets[l],
         .src_set = l > 0 ? &sets[l - 1] : NULL,
-        .input = l == 0 ? c->features : src_dev ? NULL : src_buf->ptr,
+        .input = l == 0    ? c->features
+                 : src_dev ? NULL
+                           : src_buf->ptr,
         .in_dev = src_dev,
         .cold_dev = l == 0 ? cold_dev : NULL,
         .out_dev = dst ? NULL : dev_out[l % 2],

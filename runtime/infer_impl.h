@@ -42,13 +42,13 @@ typedef struct {
 
 /// Statistics of one run (for tests and the benchmark).
 typedef struct {
-  int64_t rows[NG_MAX_LAYERS]; ///< destinations computed per layer (the receptive field)
-  int64_t chunks;              ///< chunks over all layers
-  int64_t file_bytes;          ///< bytes of layer outputs that lived in temporary files
-  int64_t hot_rows, cold_rows; ///< input-layer rows read from the device's hot tier / the host
-  int64_t device_bytes;        ///< device memory held for resident cold rows and layer outputs
-  int producers, slots;        ///< producer threads, staging slots (chunks in flight)
-  double upload_s;             ///< seconds uploading the cold input rows (part of layer_s[0])
+  int64_t rows[NG_MAX_LAYERS];    ///< destinations computed per layer (the receptive field)
+  int64_t chunks;                 ///< chunks over all layers
+  int64_t file_bytes;             ///< bytes of layer outputs that lived in temporary files
+  int64_t hot_rows, cold_rows;    ///< input-layer rows read from the device's hot tier / the host
+  int64_t device_bytes;           ///< device memory held for resident cold rows and layer outputs
+  int producers, slots;           ///< producer threads, staging slots (chunks in flight)
+  double upload_s;                ///< seconds uploading the cold input rows (part of layer_s[0])
   double layer_s[NG_MAX_LAYERS];  ///< wall seconds per layer
   double host_s[NG_MAX_LAYERS];   ///< producers' busy seconds per layer, summed over threads
   double wait_s[NG_MAX_LAYERS];   ///< the device thread's seconds waiting for produced chunks

@@ -239,9 +239,7 @@ static void test_attn_parity(void) {
  * (the merge reorders the sums): within 1e-5 x (1 + |unsplit|); the GPU's hot state also follows
  * the CPU's within the file's tolerance. */
 static void test_attn_partial_gpu(void) {
-  static const struct {
-    int32_t nd, ns, max_deg;
-  } blocks[] = {{40, 300, 200}, {3000, 5000, 12}};
+  static const struct { int32_t nd, ns, max_deg; } blocks[] = {{40, 300, 200}, {3000, 5000, 12}};
   static const struct {
     int32_t heads;
     int64_t head_dim;
@@ -256,7 +254,8 @@ static void test_attn_partial_gpu(void) {
     tb.indptr[0] = 0;
     for (int32_t d = 0; d < nd; d++)
       tb.indptr[d + 1] =
-          tb.indptr[d] + (d % 5 == 4 ? 0 : 1 + (int32_t)ng_rng_below(&r, (uint64_t)blocks[bi].max_deg));
+          tb.indptr[d] +
+          (d % 5 == 4 ? 0 : 1 + (int32_t)ng_rng_below(&r, (uint64_t)blocks[bi].max_deg));
     ng_test_block_fill(&tb, &r, nd, ns, false, false);
     /* The hot and the cold part, edges in order. */
     int32_t *ip[2], *ix[2];
@@ -288,7 +287,8 @@ static void test_attn_partial_gpu(void) {
         ad[i] *= 3.0f;
       }
       float *alpha = ng_test_xmalloc((size_t)(tb.b.nnz + nd) * (size_t)at.heads * 4 + 4);
-      float *want = ng_test_xmalloc((size_t)out_n * 4 + 4), *got = ng_test_xmalloc((size_t)out_n * 4 + 4);
+      float *want = ng_test_xmalloc((size_t)out_n * 4 + 4),
+            *got = ng_test_xmalloc((size_t)out_n * 4 + 4);
       float *c_hot = ng_test_xmalloc((size_t)nd * (size_t)cols * 4 + 4);
       float *c_cold = ng_test_xmalloc((size_t)nd * (size_t)cols * 4 + 4);
       float *g_hot = ng_test_xmalloc((size_t)nd * (size_t)cols * 4 + 4);

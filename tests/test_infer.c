@@ -264,8 +264,8 @@ static void test_threads_and_device_paths(void) {
         {2, 3, 97, false, 0, NG_INFER_HOST_BYTES_DEFAULT},
         {4, 5, 333, false, 0, -1},
         {1, 4, 4096, false, 0, NG_INFER_HOST_BYTES_DEFAULT},
-        {2, 2, 250, true, -1, NG_INFER_HOST_BYTES_DEFAULT},     /* staged rows, host layers */
-        {4, 5, 97, true, 0, NG_INFER_HOST_BYTES_DEFAULT},       /* every layer resident */
+        {2, 2, 250, true, -1, NG_INFER_HOST_BYTES_DEFAULT}, /* staged rows, host layers */
+        {4, 5, 97, true, 0, NG_INFER_HOST_BYTES_DEFAULT},   /* every layer resident */
         {2, 3, 700, true, nodes * hidden * 4 + 1, -1}, /* layer 0 resident, layer 1 in a file */
     };
     for (size_t k = 0; k < NG_ARRAY_LEN(cases); k++) {
