@@ -922,8 +922,8 @@ int cmd_demo(int argc, char **argv) {
 /* One line per layer: where inference's time went (docs/inference.md). */
 static void embed_report(FILE *f, const ng_infer_report *r) {
   fprintf(f,
-          "neargnn embed: %d producer threads, %d chunks in flight, %.2f GB resident on the "
-          "device (cold rows uploaded in %.2f s)\n",
+          "neargnn embed: producers %d, chunks in flight %d, %.2f GB resident on the device "
+          "(cold rows uploaded in %.2f s)\n",
           (int)r->producers, (int)r->slots, (double)r->device_bytes / 1e9, r->upload_seconds);
   for (int l = 0; l < r->layers && l < NG_INFER_REPORT_LAYERS; l++)
     fprintf(f,
