@@ -978,6 +978,42 @@ int cmd_demo(int argc, char **argv) {
 
 /* ---- embed: layer-wise inference of a trained model ---- */
 
+/* One line per layer: where inference's time went (docs/inference.md). */
+static void embed_report(FILE *f, const ng_infer_report *r) {
+  fprintf(f,
+          "neargnn embed: producers %d, chunks in flight %d, %.2f GB resident on the device "
+          "(cold rows uploaded in %.2f s)\n",
+          (int)r->producers, (int)r->slots, (double)r->device_bytes / 1e9, r->upload_seconds);
+  for (int l = 0; l < r->layers && l < NG_INFER_REPORT_LAYERS; l++)
+    fprintf(f,
+            "neargnn embed: layer %d: %" PRId64 " rows in %.2f s (host %.2f s over the producers, "
+            "device thread computing %.2f s, waiting %.2f s)\n",
+            l, r->rows[l], r->seconds[l], r->host_seconds[l], r->device_seconds[l],
+            r->wait_seconds[l]);
+}
+
+static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t n, double secs) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "neargnn embed: cannot write %s: %s\n", path, strerror(errno));
+    return NG_ERR_IO;
+  }
+  fprintf(f,
+          "{\"nodes\": %" PRId64 ", \"seconds\": %.6f, \"producers\": %d, \"slots\": %d, "
+          "\"device_bytes\": %" PRId64 ", \"file_bytes\": %" PRId64
+          ", \"upload_seconds\": %.6f, \"layers\": [",
+          n, secs, (int)r->producers, (int)r->slots, r->device_bytes, r->file_bytes,
+          r->upload_seconds);
+  for (int l = 0; l < r->layers && l < NG_INFER_REPORT_LAYERS; l++)
+    fprintf(f,
+            "%s{\"rows\": %" PRId64 ", \"seconds\": %.6f, \"host_seconds\": %.6f, "
+            "\"device_seconds\": %.6f, \"wait_seconds\": %.6f}",
+            l ? ", " : "", r->rows[l], r->seconds[l], r->host_seconds[l], r->device_seconds[l],
+            r->wait_seconds[l]);
+  fprintf(f, "]}\n");
+  return fclose(f) == 0 ? NG_OK : NG_ERR_IO;
+}
+
 int cmd_embed(int argc, char **argv) {
   train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
                  .batch = 1024,
@@ -989,7 +1025,8 @@ int cmd_embed(int argc, char **argv) {
                  .device = "cpu"};
   runtime_defaults(&c);
   const char *dataset = NULL, *checkpoint = NULL, *nodes_file = NULL, *out = NULL;
-  int64_t layer = -1;
+  int64_t layer = -1, device_bytes = 0;
+  const char *json = NULL;
   int progress = CLI_PROGRESS_AUTO;
   cli_opt opts[] = {
       CLI_OPT_STRING("checkpoint", &checkpoint, "FILE", "the trained model (from train)",
@@ -1002,6 +1039,10 @@ int cmd_embed(int argc, char **argv) {
       CLI_OPT_STRING("nodes", &nodes_file, "FILE",
                      "only these nodes, in this order: text (one id per line) or int64 .npy; "
                      "original ids of a renumbered dataset (default: every node)"),
+      CLI_OPT_INT("infer-device-memory", &device_bytes, "BYTES", -1, INT64_MAX,
+                  "GPU memory for the cold input rows and intermediate layers kept resident "
+                  "(each row crosses PCIe once); 0 = what is free less a margin, -1 = none"),
+      CLI_OPT_STRING("json", &json, "FILE", "also write the per-layer figures as JSON"),
       TRAIN_OPTS(&c),
       CLI_OPT_PROGRESS(&progress),
   };
@@ -1072,13 +1113,21 @@ int cmd_embed(int argc, char **argv) {
     io.layer = (int32_t)layer;
     io.progress = cli_progress_cb;
     io.progress_ctx = &pr;
+    io.device_bytes = device_bytes;
+    ng_infer_report rep = NG_INFER_REPORT_INIT;
+    io.report = &rep;
     const double t0 = cli_now();
     st = ng_trainer_embed_npy(out, t, ids, n, &io);
     cli_progress_end(&pr, st);
-    if (st == NG_OK)
+    const double secs = cli_now() - t0;
+    if (st == NG_OK) {
       fprintf(stderr,
               "neargnn embed: %" PRId64 " nodes x %" PRId64 " (%s) written to %s in %.2f s\n", n,
-              dim, layer < 0 ? "logits" : "embeddings", out, cli_now() - t0);
+              dim, layer < 0 ? "logits" : "embeddings", out, secs);
+      embed_report(stderr, &rep);
+    }
+    if (st == NG_OK && json)
+      st = embed_json(json, &rep, n, secs);
   }
   if (st == NG_ERR_INTERRUPTED)
     rc = CLI_EXIT_INTERRUPTED;

@@ -127,6 +127,16 @@ static inline int64_t ng_attn_bwd_work(const ng_attn *a, int32_t n_dst, int32_t 
   return (nnz + 2 * (int64_t)n_dst + (int64_t)n_src) * a->heads;
 }
 
+/// Columns of an attention partial state (ops attn_state / attn_merge): per destination and head
+/// k, at k * (head_dim + 2): the running max m of the scores, the sum s = sum exp(e - m) and the
+/// weighted sum v [head_dim] = sum exp(e - m) z_j (online softmax). An empty state is
+/// (-inf, 0, 0 ...). States merge associatively (m = max(m1, m2), each part rescaled by
+/// exp(m_i - m)), so a destination's slots may be split between parts, e.g. its hot neighbours
+/// on the GPU and its cold ones on the CPU (docs/aggregators.md).
+static inline int64_t ng_attn_state_cols(const ng_attn *a) {
+  return (int64_t)a->heads * (a->head_dim + 2);
+}
+
 typedef enum { NG_OPT_SGD = 0, NG_OPT_ADAM = 1 } ng_optimizer_kind;
 
 /// Hyper-parameters of one optimizer step (weight decay is L2: grad += weight_decay * param).
@@ -323,6 +333,20 @@ struct ng_backend_i {
                         const float *att_src, const float *att_dst, const float *alpha,
                         const float *grad_out, float *work, float *grad_z, float *grad_att_src,
                         float *grad_att_dst);
+
+  /// Attention partial states (inference: no dropout) into state [n_dst, ng_attn_state_cols]:
+  /// for destination d, its self slot first when `self` (source row z_dst[d]), then its edges in
+  /// order (source rows z_src[indices[e]]: any rows of a table, n_src need only bound them), with
+  /// the scores of attn_fwd (z_dst[d] . att_dst against z_j . att_src); m is the slots' max, s
+  /// and v sum in slot order. A destination with no slot gets the empty state.
+  ng_status (*attn_state)(ng_backend *be, const ng_attn *at, const ng_block *blk,
+                          const float *z_src, const float *z_dst, const float *att_src,
+                          const float *att_dst, bool self, float *state);
+  /// For n_dst rows: acc = merge(acc, other) when `other` is not NULL; then, when `out` is not
+  /// NULL, out [n_dst, heads * head_dim, or head_dim with mean_heads] = v / s of each head (0
+  /// for an empty state), the heads averaged as attn_fwd does.
+  ng_status (*attn_merge)(ng_backend *be, const ng_attn *at, int32_t n_dst, float *acc,
+                          const float *other, float *out);
 
   /* -- dense ops -- */
   /// C[M,N] = alpha * op(A) op(B) + beta * C, row-major, op = transpose when trans_* is true.

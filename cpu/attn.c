@@ -197,3 +197,88 @@ void ng__attn_bwd_param_cols(const ng_attn *at, const ng_block *blk, const float
     grad_att_dst[c] = gd;
   }
 }
+
+/* ---- online-softmax partial states (inference: attention aggregated near the data) ---- */
+
+/* z[row, head k] . att[k] of a row given by its pointer. */
+static float row_dot(const float *zr, int k, const float *att, int64_t F) {
+  const float *a = att + k * F, *r = zr + k * F;
+  float s = 0.0f;
+  for (int64_t f = 0; f < F; f++)
+    s += r[f] * a[f];
+  return s;
+}
+
+void ng__attn_state_rows(const ng_attn *at, const ng_block *blk, const float *z_src,
+                         const float *z_dst, const float *att_src, const float *att_dst, bool self,
+                         float *state, int32_t d0, int32_t d1) {
+  const int K = at->heads;
+  const int64_t F = at->head_dim, KF = (int64_t)K * F, cols = ng_attn_state_cols(at);
+  for (int32_t d = d0; d < d1; d++) {
+    const int64_t e0 = blk->indptr[d], e1 = blk->indptr[d + 1];
+    const float *zd = z_dst + (int64_t)d * KF;
+    for (int k = 0; k < K; k++) {
+      float *st = state + (int64_t)d * cols + k * (F + 2);
+      const float sd = row_dot(zd, k, att_dst, F);
+      /* Two passes, as attn_fwd: the max, then the exponentials and the weighted sum. */
+      float m = -INFINITY;
+      if (self)
+        m = leaky(row_dot(zd, k, att_src, F) + sd, at->slope);
+      for (int64_t e = e0; e < e1; e++) {
+        const float x =
+            leaky(row_dot(z_src + (int64_t)blk->indices[e] * KF, k, att_src, F) + sd, at->slope);
+        m = x > m ? x : m;
+      }
+      float *v = st + 2;
+      memset(v, 0, (size_t)F * sizeof *v);
+      float sum = 0.0f;
+      for (int64_t i = self ? -1 : 0; i < e1 - e0; i++) {
+        const float *zj = i < 0 ? zd : z_src + (int64_t)blk->indices[e0 + i] * KF;
+        const float w = expf(leaky(row_dot(zj, k, att_src, F) + sd, at->slope) - m);
+        sum += w;
+        for (int64_t f = 0; f < F; f++)
+          v[f] += w * zj[k * F + f];
+      }
+      st[0] = m;
+      st[1] = sum;
+    }
+  }
+}
+
+void ng__attn_merge_rows(const ng_attn *at, float *acc, const float *other, float *out, int32_t d0,
+                         int32_t d1) {
+  const int K = at->heads;
+  const int64_t F = at->head_dim, cols = ng_attn_state_cols(at);
+  const int64_t out_cols = at->mean_heads ? F : (int64_t)K * F;
+  for (int32_t d = d0; d < d1; d++) {
+    float *o = out ? out + (int64_t)d * out_cols : NULL;
+    if (o)
+      memset(o, 0, (size_t)out_cols * sizeof *o);
+    for (int k = 0; k < K; k++) {
+      float *a = acc + (int64_t)d * cols + k * (F + 2);
+      if (other) {
+        const float *b = other + (int64_t)d * cols + k * (F + 2);
+        const float m = a[0] > b[0] ? a[0] : b[0];
+        if (m != -INFINITY) { /* both empty: acc stays empty */
+          const float ca = a[0] == -INFINITY ? 0.0f : expf(a[0] - m);
+          const float cb = b[0] == -INFINITY ? 0.0f : expf(b[0] - m);
+          a[0] = m;
+          a[1] = a[1] * ca + b[1] * cb;
+          for (int64_t f = 0; f < F; f++)
+            a[2 + f] = a[2 + f] * ca + b[2 + f] * cb;
+        }
+      }
+      if (o) {
+        const float inv = a[1] > 0.0f ? 1.0f / a[1] : 0.0f;
+        float *ok = o + (at->mean_heads ? 0 : k * F);
+        for (int64_t f = 0; f < F; f++)
+          ok[f] += a[2 + f] * inv;
+      }
+    }
+    if (o && at->mean_heads) {
+      const float inv_k = 1.0f / (float)K;
+      for (int64_t f = 0; f < F; f++)
+        o[f] *= inv_k;
+    }
+  }
+}

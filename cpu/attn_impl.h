@@ -25,4 +25,12 @@ void ng__attn_bwd_param_cols(const ng_attn *at, const ng_block *blk, const float
                              const float *work, float *grad_att_src, float *grad_att_dst,
                              int64_t c0, int64_t c1);
 
+/// Attention partial states (op attn_state) of destinations [d0, d1).
+void ng__attn_state_rows(const ng_attn *at, const ng_block *blk, const float *z_src,
+                         const float *z_dst, const float *att_src, const float *att_dst, bool self,
+                         float *state, int32_t d0, int32_t d1);
+/// Merge and finalize (op attn_merge) of rows [d0, d1).
+void ng__attn_merge_rows(const ng_attn *at, float *acc, const float *other, float *out, int32_t d0,
+                         int32_t d1);
+
 #endif /* NG_ATTN_IMPL_H */

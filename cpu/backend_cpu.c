@@ -301,6 +301,22 @@ static ng_status cpu_attn_bwd(ng_backend *be, const ng_attn *at, const ng_block 
   return NG_OK;
 }
 
+static ng_status cpu_attn_state(ng_backend *be, const ng_attn *at, const ng_block *blk,
+                                const float *z_src, const float *z_dst, const float *att_src,
+                                const float *att_dst, bool self, float *state) {
+  int64_t work = (blk->nnz + blk->n_dst) * at->heads * at->head_dim * 3;
+  FOR_ROW_CHUNKS(be, blk->n_dst, work, d0, d1,
+                 ng__attn_state_rows(at, blk, z_src, z_dst, att_src, att_dst, self, state, d0, d1));
+  return NG_OK;
+}
+
+static ng_status cpu_attn_merge(ng_backend *be, const ng_attn *at, int32_t n_dst, float *acc,
+                                const float *other, float *out) {
+  int64_t work = (int64_t)n_dst * ng_attn_state_cols(at) * 2;
+  FOR_ROW_CHUNKS(be, n_dst, work, d0, d1, ng__attn_merge_rows(at, acc, other, out, d0, d1));
+  return NG_OK;
+}
+
 static ng_status cpu_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                                   const float *src, ng_pstate *state) {
   int64_t dim = state->dim;
@@ -878,6 +894,8 @@ static const struct ng_backend_i CPU_IFACE = {
     .attn_fwd = cpu_attn_fwd,
     .attn_bwd = cpu_attn_bwd,
     .aggr_user_bwd = cpu_aggr_user_bwd,
+    .attn_state = cpu_attn_state,
+    .attn_merge = cpu_attn_merge,
     .aggr_partial = cpu_aggr_partial,
     .pstate_merge = cpu_pstate_merge,
     .pstate_finalize = cpu_pstate_finalize,

@@ -5,6 +5,13 @@
 #
 #   bench_infer nodes=N device=D mode=M cache_ratio=R hidden=H chunk=C infer_s=S nodes_per_s=X
 #               rows_per_s=Y peak_rss_bytes=B train_peak_rss_bytes=B estimate_bytes=B
+#               producers=P device_bytes=B upload_s=S layer_s=a,b,c host_s=a,b,c device_s=a,b,c
+#               wait_s=a,b,c
+#
+# The per-layer figures come from `embed --json` (docs/inference.md, "Where the time goes"):
+# host_s is the producers' busy time summed over threads, device_s and wait_s the device
+# thread's time computing and waiting for chunks. DEVICE_BYTES in the environment is passed as
+# --infer-device-memory (-1: the host paths alone, as before device residency).
 #
 # infer_s is the inference alone, as `embed` reports it; rows_per_s counts every layer's rows
 # (3 x nodes when the receptive field is the whole graph). The model is trained first for one
@@ -64,6 +71,7 @@ fi
 
 /usr/bin/time -v "$BIN" embed --checkpoint "$WORK/ck.safetensors" --dataset "$DATA" "${model[@]}" \
   --eval-chunk "$CHUNK" --temp-dir "$WORK" --out "$WORK/logits.npy" --progress none \
+  --infer-device-memory "${DEVICE_BYTES:-0}" --json "$WORK/embed.json" \
   >"$WORK/embed.txt" 2>"$WORK/embed.err" || { cat "$WORK/embed.err" >&2; exit 1; }
 
 python3 - "$WORK" "$NODES" "$DEVICE" "$MODE" "$RATIO" "$HIDDEN" "$CHUNK" <<'PY'
@@ -75,8 +83,13 @@ secs = float(m.group(1))
 rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", err).group(1)) * 1024
 mem = json.load(open(work + "/train.json"))["memory"]
 n = int(nodes)
+rep = json.load(open(work + "/embed.json"))
+per = lambda k: ",".join(f"{l[k]:.2f}" for l in rep["layers"])
 print(f"bench_infer nodes={n} device={device} mode={mode} cache_ratio={ratio} hidden={hidden} "
       f"chunk={chunk} infer_s={secs:.2f} nodes_per_s={n / secs:.0f} rows_per_s={3 * n / secs:.0f} "
       f"peak_rss_bytes={rss} train_peak_rss_bytes={int(mem['peak_rss'])} "
-      f"estimate_bytes={int(mem['host_total'])}")
+      f"estimate_bytes={int(mem['host_total'])} producers={rep['producers']} "
+      f"device_bytes={rep['device_bytes']} upload_s={rep['upload_seconds']:.2f} "
+      f"layer_s={per('seconds')} host_s={per('host_seconds')} device_s={per('device_seconds')} "
+      f"wait_s={per('wait_seconds')}")
 PY

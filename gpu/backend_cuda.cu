@@ -376,6 +376,8 @@ ng_backend_i make_iface() {
   t.aggr_user_bwd = cuda_aggr_user_bwd;
   t.attn_fwd = cuda_attn_fwd;
   t.attn_bwd = cuda_attn_bwd;
+  t.attn_state = cuda_attn_state;
+  t.attn_merge = cuda_attn_merge;
   t.aggr_partial = cuda_aggr_partial;
   t.pstate_merge = cuda_pstate_merge;
   t.pstate_finalize = cuda_pstate_finalize;

@@ -219,7 +219,120 @@ attn_dev dev_of(const ng_attn *at) {
   return a;
 }
 
+__device__ inline float row_dot(const float *zr, int k, const float *att, int64_t F) {
+  const float *w = att + k * F, *r = zr + k * F;
+  float s = 0.0f;
+  for (int64_t f = 0; f < F; f++)
+    s += r[f] * w[f];
+  return s;
+}
+
+__device__ inline float leaky_of(float x, float slope) {
+  return x > 0.0f ? x : slope * x;
+}
+
+/* Online-softmax partial states (cpu/attn.c's ng__attn_state_rows, same order): one thread per
+ * destination and head. */
+__global__ void k_attn_state(attn_dev a, ng_block b, const float *__restrict__ z_src,
+                             const float *__restrict__ z_dst, const float *__restrict__ att_src,
+                             const float *__restrict__ att_dst, bool self, float *state) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= (int64_t)b.n_dst * a.heads)
+    return;
+  const int32_t d = (int32_t)(t / a.heads);
+  const int k = (int)(t % a.heads);
+  const int64_t F = a.F, KF = (int64_t)a.heads * F;
+  const int64_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
+  const float *zd = z_dst + (int64_t)d * KF;
+  float *st = state + (int64_t)d * a.heads * (F + 2) + k * (F + 2);
+  const float sd = row_dot(zd, k, att_dst, F);
+  float m = -INFINITY;
+  if (self)
+    m = leaky_of(row_dot(zd, k, att_src, F) + sd, a.slope);
+  for (int64_t e = e0; e < e1; e++) {
+    const float x =
+        leaky_of(row_dot(z_src + (int64_t)b.indices[e] * KF, k, att_src, F) + sd, a.slope);
+    m = x > m ? x : m;
+  }
+  float *v = st + 2;
+  for (int64_t f = 0; f < F; f++)
+    v[f] = 0.0f;
+  float sum = 0.0f;
+  for (int64_t i = self ? -1 : 0; i < e1 - e0; i++) {
+    const float *zj = i < 0 ? zd : z_src + (int64_t)b.indices[e0 + i] * KF;
+    const float w = expf(leaky_of(row_dot(zj, k, att_src, F) + sd, a.slope) - m);
+    sum += w;
+    for (int64_t f = 0; f < F; f++)
+      v[f] += w * zj[k * F + f];
+  }
+  st[0] = m;
+  st[1] = sum;
+}
+
+/* Merge and finalize (ng__attn_merge_rows): one thread per destination. */
+__global__ void k_attn_merge(attn_dev a, int32_t n_dst, float *acc, const float *other,
+                             float *out) {
+  const int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= n_dst)
+    return;
+  const int64_t F = a.F, cols = (int64_t)a.heads * (F + 2);
+  const int64_t out_cols = a.mean ? F : (int64_t)a.heads * F;
+  float *o = out ? out + d * out_cols : nullptr;
+  if (o)
+    for (int64_t f = 0; f < out_cols; f++)
+      o[f] = 0.0f;
+  for (int k = 0; k < a.heads; k++) {
+    float *x = acc + d * cols + k * (F + 2);
+    if (other) {
+      const float *y = other + d * cols + k * (F + 2);
+      const float m = x[0] > y[0] ? x[0] : y[0];
+      if (m != -INFINITY) {
+        const float cx = x[0] == -INFINITY ? 0.0f : expf(x[0] - m);
+        const float cy = y[0] == -INFINITY ? 0.0f : expf(y[0] - m);
+        x[0] = m;
+        x[1] = x[1] * cx + y[1] * cy;
+        for (int64_t f = 0; f < F; f++)
+          x[2 + f] = x[2 + f] * cx + y[2 + f] * cy;
+      }
+    }
+    if (o) {
+      const float inv = x[1] > 0.0f ? 1.0f / x[1] : 0.0f;
+      float *ok = o + (a.mean ? 0 : k * F);
+      for (int64_t f = 0; f < F; f++)
+        ok[f] += x[2 + f] * inv;
+    }
+  }
+  if (o && a.mean) {
+    const float inv_k = 1.0f / (float)a.heads;
+    for (int64_t f = 0; f < F; f++)
+      o[f] *= inv_k;
+  }
+}
+
 } // namespace
+
+ng_status cuda_attn_state(ng_backend *be, const ng_attn *at, const ng_block *blk,
+                          const float *z_src, const float *z_dst, const float *att_src,
+                          const float *att_dst, bool self, float *state) {
+  NG_CHECK(use(be, "attn_state"));
+  if (blk->n_dst == 0)
+    return NG_OK;
+  k_attn_state<<<grid_1d((int64_t)blk->n_dst * at->heads), kThreads, 0, ctx_of(be)->stream>>>(
+      dev_of(at), *blk, z_src, z_dst, att_src, att_dst, self, state);
+  LAUNCH_CHECK("attn_state");
+  return NG_OK;
+}
+
+ng_status cuda_attn_merge(ng_backend *be, const ng_attn *at, int32_t n_dst, float *acc,
+                          const float *other, float *out) {
+  NG_CHECK(use(be, "attn_merge"));
+  if (n_dst == 0)
+    return NG_OK;
+  k_attn_merge<<<grid_1d(n_dst), kThreads, 0, ctx_of(be)->stream>>>(dev_of(at), n_dst, acc, other,
+                                                                    out);
+  LAUNCH_CHECK("attn_merge");
+  return NG_OK;
+}
 
 ng_status cuda_attn_fwd(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,
                         const float *att_src, const float *att_dst, float *alpha, float *out) {

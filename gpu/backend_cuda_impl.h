@@ -266,6 +266,11 @@ ng_status cuda_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *
                              const float *src, const float *grad_dst, int64_t dim, float *work,
                              float *grad_src);
 /// backend_cuda_attn.cu: GAT's attention.
+ng_status cuda_attn_state(ng_backend *be, const ng_attn *at, const ng_block *blk,
+                          const float *z_src, const float *z_dst, const float *att_src,
+                          const float *att_dst, bool self, float *state);
+ng_status cuda_attn_merge(ng_backend *be, const ng_attn *at, int32_t n_dst, float *acc,
+                          const float *other, float *out);
 ng_status cuda_attn_fwd(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,
                         const float *att_src, const float *att_dst, float *alpha, float *out);
 ng_status cuda_attn_bwd(ng_backend *be, const ng_attn *at, const ng_block *blk, const float *z,

@@ -775,6 +775,27 @@ ng_status ng_trainer_predict(int32_t *out, ng_trainer_t trainer);
 ng_status ng_trainer_predict_nodes(float *logits, int32_t *classes, ng_trainer_t trainer,
                                    const int64_t *nodes, int64_t n);
 
+/// Layers an ng_infer_report describes at most.
+#define NG_INFER_REPORT_LAYERS 8
+
+/// Where the time of one ng_trainer_embed() went, layer by layer (docs/inference.md).
+typedef struct {
+  size_t size;       ///< sizeof(ng_infer_report)
+  int32_t layers;    ///< layers computed (0 .. the requested layer)
+  int32_t producers; ///< host threads that sampled and gathered chunks in parallel
+  int32_t slots;     ///< staging slots: chunks in flight at most
+  int64_t rows[NG_INFER_REPORT_LAYERS];          ///< destinations per layer (the receptive field)
+  double seconds[NG_INFER_REPORT_LAYERS];        ///< wall seconds per layer
+  double host_seconds[NG_INFER_REPORT_LAYERS];   ///< producers' busy seconds, summed over threads
+  double wait_seconds[NG_INFER_REPORT_LAYERS];   ///< the device thread waiting for chunks
+  double device_seconds[NG_INFER_REPORT_LAYERS]; ///< the device thread computing chunks
+  double upload_seconds; ///< uploading the cold input rows once (part of seconds[0])
+  int64_t device_bytes;  ///< device memory held for resident input rows and layer outputs
+  int64_t file_bytes;    ///< layer outputs that lived in temporary files
+} ng_infer_report;
+#define NG_INFER_REPORT_INIT                                                                       \
+  { sizeof(ng_infer_report), 0, 0, 0, {0}, {0}, {0}, {0}, {0}, 0.0, 0, 0 }
+
 /// Options of ng_trainer_embed().
 typedef struct {
   size_t size;   ///< sizeof(ng_infer_opts)
@@ -784,9 +805,15 @@ typedef struct {
   const char *temp_dir;    ///< as ng_train_opts.temp_dir (borrowed; NULL: the trainer's)
   ng_progress_fn progress; ///< optional; phase "infer", in rows over every layer computed
   void *progress_ctx;
+  /// GPU memory inference may keep the input table's cold rows and intermediate layers in, so
+  /// that each row crosses PCIe once: 0 (the default) = what is free less a margin; -1 = none
+  /// (cold rows by the training paths, intermediate layers in host memory). Same bits either way.
+  int64_t device_bytes;
+  /// Optional: receives the run's figures (borrowed; initialise it with NG_INFER_REPORT_INIT).
+  ng_infer_report *report;
 } ng_infer_opts;
 #define NG_INFER_OPTS_INIT                                                                         \
-  { sizeof(ng_infer_opts), -1, 0, 0, NULL, NULL, NULL }
+  { sizeof(ng_infer_opts), -1, 0, 0, NULL, NULL, NULL, 0, NULL }
 
 /// Columns of layer `layer`'s output (-1: the last layer, i.e. the classes) into *dim.
 ng_status ng_trainer_embed_dim(int64_t *dim, ng_trainer_t trainer, int32_t layer);

@@ -1,9 +1,13 @@
-/* Layer-wise full-neighbour inference: layer by layer, in chunks of destinations, with the host
- * work of chunk k + 1 (full 1-hop sampling, gathering input rows) on a second thread while the
- * device computes chunk k. Intermediate layers live in anonymous memory up to a limit, above it
- * in a memory-mapped temporary file whose resident pages are dropped as the layer goes on, so
- * that host memory stays bounded whatever the graph's size. */
+/* Layer-wise full-neighbour inference: layer by layer, in chunks of destinations. A pool of
+ * producer threads (sched/'s worker pool) samples and gathers several chunks at once, each into
+ * its own staging slot, while the calling thread computes the chunks on the device strictly in
+ * order. On a GPU, the cold part of the input table and the intermediate layers stay in device
+ * memory when they fit, so that each row crosses PCIe once; otherwise intermediate layers live
+ * in anonymous host memory up to a limit, above it in a memory-mapped temporary file whose
+ * resident pages are dropped as the layer goes on, so that host memory stays bounded whatever
+ * the graph's size. */
 #include "infer_impl.h"
+#include "sched_impl.h"
 
 #include "bf16.h"
 
@@ -25,6 +29,12 @@ typedef struct {
   int64_t *ids;
   int64_t n;
 } node_set;
+
+/* Whether the chunks take the host-memory paths (aggregation in place, no staging); tests run
+ * the device paths on the CPU backend (ng_infer_ctx.device_paths). */
+static bool host_paths(const ng_infer_ctx *c, const ng_backend *be) {
+  return be->iface->host_memory && !c->device_paths;
+}
 
 static int64_t set_id(const node_set *s, int64_t i) {
   return s->ids ? s->ids[i] : i;
@@ -165,21 +175,22 @@ static void host_buf_free(ng_backend *be, host_buf *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* One chunk's host side, filled by the producer thread. */
+/* One chunk's host side, filled by a producer thread into its staging slot. */
 typedef struct {
   ng_sample_arena *arena;
   int64_t *ids;
   size_t ids_cap;
   ng_minibatch mb;
   int64_t first, n; /* positions [first, first + n) of the layer's set */
-  host_buf rows;    /* input rows [n_src, in] (all, or only the cold ones: n_cold) */
-  host_buf pack;    /* what the device needs besides the rows, packed (see pack_slot) */
+  host_buf rows;    /* input rows the host gathered [host_rows, in] */
+  host_buf pack;    /* what the device needs besides the rows, packed (see produce) */
   size_t pack_bytes;
   /* Offsets into pack (backends with their own memory). */
-  size_t off_arrays[7];
-  size_t off_hot_pos, off_hot_ids, off_cold_pos, off_cold_ids;
+  size_t off_arrays[4];
+  size_t off_hot_pos, off_hot_ids, off_cold_pos, off_cold_ids, off_pos;
   int64_t n_hot, n_cold;
-  bool split; /* layer 0 with a hot tier on the device: rows holds only the cold rows */
+  int64_t host_rows; /* input rows gathered on the host (all, the cold ones, or none) */
+  bool split;        /* layer 0 with a hot tier on the device: rows holds only the cold rows */
   /* A host-memory backend reads the input table in place: the block's indices name rows of the
    * table (gidx), and the destinations' own rows are `self` (in the table, or gathered into
    * rows). No gather of every source row. */
@@ -188,8 +199,6 @@ typedef struct {
   size_t gidx_cap, lpos_cap;
   ng_block dblk;
   const float *self;
-  ng_status st;
-  char err[512]; /* the producer thread's error message */
 } slot;
 
 typedef struct {
@@ -198,21 +207,15 @@ typedef struct {
   int layer;
   ng_sampler_cfg cfg;
   const node_set *dst_set; /* the layer's destinations */
-  const node_set *src_set; /* the rows of `input` (NULL: the features, by node id) */
-  const float *input;
-  const uint16_t *input16; /* layer 0 of a bf16 run: the bf16 table, read instead of `input` */
+  const node_set *src_set; /* the rows of the input (NULL: the features, by node id) */
+  const float *input;      /* the input table in host memory (NULL when in_dev) */
+  const float *in_dev;     /* the input table in device memory: the previous layer's output */
+  const float *cold_dev;   /* layer 0: feature rows [hot, nodes) uploaded to device memory */
+  float *out_dev;          /* the output in device memory (NULL: the host's dst) */
+  const uint16_t *input16; /* layer 0 of a bf16 run: the bf16 table, read instead of input */
   int64_t in_dim;
-  layer_buf *in_buf; /* the input's buffer when it is a previous layer's output */
-  /* Threads of the producer's loops: one beside a host-memory backend, whose computation
-   * (OpenMP on every core) runs at the same time; a second team would only spin against it
-   * (libgomp's active waiting took 73% of the cycles of a 1 M-node run on 2 cores). */
-  int host_threads;
+  layer_buf *in_buf; /* the input's buffer when it is a previous layer's host output */
 } layer_job;
-
-typedef struct {
-  layer_job *job;
-  slot *s;
-} produce_arg;
 
 /* Bytes of the block arrays in `pack`, each aligned. */
 static size_t align_up(size_t x) {
@@ -234,15 +237,10 @@ static ng_status produce_direct(layer_job *j, slot *s) {
   int32_t *lpos = s->lpos, *gidx = s->gidx;
   const int32_t *idx = b->indices;
   const int64_t nnz = b->nnz;
-#pragma omp parallel num_threads(j->host_threads) if (nnz > 65536)
-  {
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < ns; i++)
-      lpos[i] = (int32_t)(src_set ? set_pos(src_set, nid[i]) : nid[i]);
-#pragma omp for schedule(static)
-    for (int64_t e = 0; e < nnz; e++)
-      gidx[e] = lpos[idx[e]];
-  }
+  for (int64_t i = 0; i < ns; i++)
+    lpos[i] = (int32_t)(src_set ? set_pos(src_set, nid[i]) : nid[i]);
+  for (int64_t e = 0; e < nnz; e++)
+    gidx[e] = lpos[idx[e]];
   const int64_t table_rows = src_set ? src_set->n : c->graph->nodes;
   s->dblk = *b;
   s->dblk.indices = gidx;
@@ -264,11 +262,16 @@ static ng_status produce_direct(layer_job *j, slot *s) {
   s->split = false;
   s->n_hot = 0;
   s->n_cold = ns;
+  s->host_rows = 0;
   s->pack_bytes = 0;
   return NG_OK;
 }
 
-/* Samples the chunk's full 1-hop neighbourhood and gathers what the device reads. */
+/* Samples the chunk's full 1-hop neighbourhood and prepares what the device reads: the block,
+ * and either the input rows gathered from host memory or the positions the device gathers them
+ * from (its hot tier, the uploaded cold rows, zero-copy host memory, or the previous layer's
+ * output in device memory). Runs on a producer thread, single-threaded: parallelism comes from
+ * the producers' several chunks at once. */
 static ng_status produce(layer_job *j, slot *s) {
   const ng_infer_ctx *c = j->c;
   ng_backend *be = j->be;
@@ -284,49 +287,53 @@ static ng_status produce(layer_job *j, slot *s) {
    * apart, which a layer that reads every source row as a matrix (GAT's projection, SAGE-pool's
    * MLP, GIN's self term) cannot take: those gather their sources like a device does. */
   const ng_model_kind kind = c->ex->model->kind;
-  s->direct = be->iface->host_memory && !c->ex->model->layers[j->layer].ag.self_loop &&
+  s->direct = host_paths(c, be) && !c->ex->model->layers[j->layer].ag.self_loop &&
               (kind == NG_MODEL_SAGE || kind == NG_MODEL_GCN) && !j->input16;
   if (s->direct)
     return produce_direct(j, s);
   const int64_t hot = c->store && j->layer == 0 ? c->store->hot : 0;
-  s->split = !be->iface->host_memory && j->layer == 0 && hot > 0;
+  const bool dev_in = j->in_dev != NULL;
+  s->split = !host_paths(c, be) && j->layer == 0 && (hot > 0 || j->cold_dev);
   s->n_hot = 0;
   s->n_cold = ns;
   if (s->split) {
-    s->n_hot = 0;
     for (int64_t i = 0; i < ns; i++)
       s->n_hot += nid[i] < hot;
     s->n_cold = ns - s->n_hot;
   }
-  const bool zcopy = s->split && ng__store_zcopy(c->store);
-  /* The rows the host gathers: every source row, or only the cold ones (none with zero-copy). */
-  const int64_t host_rows = zcopy ? 0 : s->n_cold;
+  /* Cold rows the device reads itself: uploaded once, or by zero-copy. */
+  const bool cold_uploaded = s->split && j->cold_dev;
+  const bool zcopy = s->split && !cold_uploaded && c->store && ng__store_zcopy(c->store);
+  /* The rows the host gathers: every source row, or only the cold ones (or none). */
+  s->host_rows = dev_in || cold_uploaded || zcopy ? 0 : s->n_cold;
   const size_t row_bytes = (size_t)dim * sizeof(float);
-  NG_CHECK(host_buf_reserve(be, &s->rows, (size_t)NG_MAX(host_rows, 1) * row_bytes,
-                            "inference input rows"));
+  if (s->host_rows > 0)
+    NG_CHECK(
+        host_buf_reserve(be, &s->rows, (size_t)s->host_rows * row_bytes, "inference input rows"));
   float *rows = s->rows.ptr;
-  /* The pack: block arrays, then hot/cold positions and ids. */
+  /* The pack: block arrays, then hot/cold positions and ids, then the sources' rows in the
+   * device's input table. */
   size_t at = 0;
-  const size_t sizes[7] = {((size_t)b->n_dst + 1) * 4,
-                           (size_t)b->nnz * 4,
+  const size_t sizes[4] = {((size_t)b->n_dst + 1) * 4, (size_t)b->nnz * 4,
                            b->edge_w ? (size_t)b->nnz * 4 : 0,
-                           b->self_w ? (size_t)b->n_dst * 4 : 0,
-                           0,
-                           0,
-                           0};
-  for (int k = 0; k < 7; k++) {
+                           b->self_w ? (size_t)b->n_dst * 4 : 0};
+  for (int k = 0; k < 4; k++) {
     s->off_arrays[k] = at;
     at = align_up(at + sizes[k]);
   }
+  const size_t n_cold_ids = (size_t)(s->split ? s->n_cold : 0);
   s->off_hot_pos = at;
   at = align_up(at + (size_t)s->n_hot * 4);
   s->off_hot_ids = at;
   at = align_up(at + (size_t)s->n_hot * 8);
   s->off_cold_pos = at;
-  at = align_up(at + (size_t)(s->split ? s->n_cold : 0) * 4);
+  at = align_up(at + n_cold_ids * 4);
   s->off_cold_ids = at;
-  at = align_up(at + (size_t)(s->split ? s->n_cold : 0) * 8);
-  s->pack_bytes = be->iface->host_memory ? 0 : NG_MAX(at, (size_t)ALIGN_BYTES);
+  at = align_up(at + n_cold_ids * 8);
+  s->off_pos = at;
+  at = align_up(at + (dev_in ? (size_t)ns * 8 : 0));
+  s->pack_bytes = host_paths(c, be) ? 0 : NG_MAX(at, (size_t)ALIGN_BYTES);
+  const node_set *src_set = j->src_set;
   if (s->pack_bytes) {
     NG_CHECK(host_buf_reserve(be, &s->pack, s->pack_bytes, "inference block staging"));
     char *p = s->pack.ptr;
@@ -344,24 +351,27 @@ static ng_status produce(layer_job *j, slot *s) {
           hi[h++] = nid[i];
         } else {
           cp[k] = (int32_t)i;
-          /* Zero-copy reads the host table by node id; batched rows sit at k in `rows`. */
-          ci[k] = zcopy ? nid[i] : k;
+          /* Uploaded cold rows sit at nid - hot, zero-copy reads the host table by node id,
+           * batched rows sit at k in `rows`. */
+          ci[k] = cold_uploaded ? nid[i] - hot : zcopy ? nid[i] : k;
           k++;
         }
       }
     }
+    if (dev_in) {
+      int64_t *pos = (int64_t *)(p + s->off_pos);
+      for (int64_t i = 0; i < ns; i++)
+        pos[i] = src_set ? set_pos(src_set, nid[i]) : nid[i];
+    }
   }
-  if (host_rows > 0) {
+  if (s->host_rows > 0) {
     const float *table = j->input;
     const uint16_t *table16 = j->input16;
-    const node_set *src_set = j->src_set;
-    const bool split = s->split;
     /* The gathered rows' sources: every source row, or the cold ones in order. */
     const int32_t *cold_pos =
-        split ? (const int32_t *)((char *)s->pack.ptr + s->off_cold_pos) : NULL;
-#pragma omp parallel for schedule(static) num_threads(j->host_threads) if (host_rows > 1024)
-    for (int64_t i = 0; i < host_rows; i++) {
-      const int64_t v = nid[split ? cold_pos[i] : i];
+        s->split ? (const int32_t *)((char *)s->pack.ptr + s->off_cold_pos) : NULL;
+    for (int64_t i = 0; i < s->host_rows; i++) {
+      const int64_t v = nid[cold_pos ? cold_pos[i] : i];
       const int64_t r = src_set ? set_pos(src_set, v) : v;
       if (table16) /* bf16 rows are converted where they are read, as in training */
         for (int64_t k = 0; k < dim; k++)
@@ -369,19 +379,8 @@ static ng_status produce(layer_job *j, slot *s) {
       else
         memcpy(rows + i * dim, table + r * dim, row_bytes);
     }
-    if (j->in_buf)
-      buf_trim(j->in_buf, &j->in_buf->read_since, (size_t)host_rows * row_bytes, c->host_bytes);
   }
   return NG_OK;
-}
-
-static void *produce_main(void *arg) {
-  produce_arg *a = arg;
-  a->s->st = produce(a->job, a->s);
-  /* The detail is thread-local: it goes back with the status. */
-  if (a->s->st != NG_OK)
-    ng__strlcpy(a->s->err, ng_last_error(), sizeof a->s->err);
-  return NULL;
 }
 
 /* Device memory of the chunk computation, grown and reused. */
@@ -398,7 +397,8 @@ static void dev_free(ng_backend *be, dev_bufs *d) {
   memset(d, 0, sizeof *d);
 }
 
-/* Computes a produced chunk on the device into `out` (host rows [n, out_dim]). */
+/* Computes a produced chunk on the device into `out` (host rows [n, out_dim]) or into the rows
+ * [first, first + n) of j->out_dev. */
 static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   ng_backend *be = j->be;
   ng_model_exec *ex = j->c->ex;
@@ -406,7 +406,7 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   const int64_t dim = j->in_dim, out_dim = ex->model->layers[j->layer].out_dim;
   if (s->direct)
     return ng__exec_layer_eval_self(ex, j->layer, &s->dblk, j->input, s->self, out);
-  if (be->iface->host_memory)
+  if (host_paths(j->c, be))
     return ng__exec_layer_eval(ex, j->layer, hb, s->rows.ptr, out);
   const size_t row_bytes = (size_t)dim * sizeof(float);
   NG_CHECK(ng__bk_reserve(be, &d->pack, &d->pack_cap, s->pack_bytes));
@@ -419,42 +419,49 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   db.self_w = hb->self_w ? (const float *)(p + s->off_arrays[3]) : NULL;
   db.t_indptr = db.t_dst = db.t_eid = NULL;
   const size_t x_bytes = (size_t)NG_MAX(hb->n_src, 1) * row_bytes;
-  const float *x;
-  if (!s->split) {
-    NG_CHECK(ng__bk_reserve(be, &d->x, &d->x_cap, x_bytes));
-    NG_CHECK(be->iface->copy_h2d(be, d->x, s->rows.ptr, (size_t)hb->n_src * row_bytes));
-    x = d->x;
+  NG_CHECK(ng__bk_reserve(be, &d->x, &d->x_cap, x_bytes));
+  float *x = d->x;
+  if (j->in_dev) { /* the previous layer's output never left the device */
+    NG_CHECK(be->iface->gather_rows(be, x, j->in_dev, (const int64_t *)(p + s->off_pos), hb->n_src,
+                                    dim));
+  } else if (!s->split) {
+    NG_CHECK(be->iface->copy_h2d(be, x, s->rows.ptr, (size_t)hb->n_src * row_bytes));
   } else {
     const ng_store *store = j->c->store;
-    NG_CHECK(ng__bk_reserve(be, &d->x, &d->x_cap, x_bytes));
     if (s->n_hot > 0 && store->cache16) /* a bf16 hot tier, converted as it is read */
-      NG_CHECK(be->iface->scatter_rows_bf16(be, d->x, (const int32_t *)(p + s->off_hot_pos),
+      NG_CHECK(be->iface->scatter_rows_bf16(be, x, (const int32_t *)(p + s->off_hot_pos),
                                             store->cache16, (const int64_t *)(p + s->off_hot_ids),
                                             s->n_hot, dim, 0.0f, 0));
     else if (s->n_hot > 0) /* hot rows straight from the device's hot tier: never uploaded again */
-      NG_CHECK(be->iface->scatter_rows(be, d->x, (const int32_t *)(p + s->off_hot_pos),
-                                       store->cache, (const int64_t *)(p + s->off_hot_ids),
-                                       s->n_hot, dim, 0.0f, 0));
-    if (s->n_cold > 0 && store->host_dev16) {
+      NG_CHECK(be->iface->scatter_rows(be, x, (const int32_t *)(p + s->off_hot_pos), store->cache,
+                                       (const int64_t *)(p + s->off_hot_ids), s->n_hot, dim, 0.0f,
+                                       0));
+    if (s->n_cold > 0 && !j->cold_dev && s->host_rows == 0 && store->host_dev16) {
+      /* bf16: the device reads the bf16 host table by zero-copy, converting as it reads. */
       NG_CHECK(be->iface->scatter_rows_bf16(
-          be, d->x, (const int32_t *)(p + s->off_cold_pos), store->host_dev16,
+          be, x, (const int32_t *)(p + s->off_cold_pos), store->host_dev16,
           (const int64_t *)(p + s->off_cold_ids), s->n_cold, dim, 0.0f, 0));
     } else if (s->n_cold > 0) {
-      const float *table = store->host_dev; /* zero-copy: the device reads the host table */
-      if (!table) {                         /* batched: the host gathered them, one copy */
+      /* Uploaded once, or zero-copy (the device reads the host table), or batched: the host
+       * gathered them, one copy. */
+      const float *table = j->cold_dev ? j->cold_dev : s->host_rows == 0 ? store->host_dev : NULL;
+      if (!table) {
         NG_CHECK(ng__bk_reserve(be, &d->rows, &d->rows_cap, (size_t)s->n_cold * row_bytes));
         NG_CHECK(be->iface->copy_h2d(be, d->rows, s->rows.ptr, (size_t)s->n_cold * row_bytes));
         table = d->rows;
       }
-      NG_CHECK(be->iface->scatter_rows(be, d->x, (const int32_t *)(p + s->off_cold_pos), table,
+      NG_CHECK(be->iface->scatter_rows(be, x, (const int32_t *)(p + s->off_cold_pos), table,
                                        (const int64_t *)(p + s->off_cold_ids), s->n_cold, dim, 0.0f,
                                        0));
     }
-    x = d->x;
   }
   const size_t out_bytes = (size_t)s->n * (size_t)out_dim * sizeof(float);
   NG_CHECK(ng__bk_reserve(be, &d->out, &d->out_cap, NG_MAX(out_bytes, (size_t)1)));
   NG_CHECK(ng__exec_layer_eval(ex, j->layer, &db, x, d->out));
+  /* Through d->out, whose alignment is the allocator's, so that the products run on the same
+   * kernels (hence bits) whatever the chunk's offset in the layer. */
+  if (j->out_dev)
+    return be->iface->copy_d2d(be, j->out_dev + s->first * out_dim, d->out, out_bytes);
   return be->iface->copy_d2h(be, out, d->out, out_bytes);
 }
 
@@ -507,9 +514,125 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Runs layer `j->layer` over its destination set into `dst` (rows in the set's order). */
-static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot slots[2], dev_bufs *d,
-                           ng_progress *prog, double *done, double total, ng_infer_stats *stats) {
+/* ---- a layer's chunks: producers fill slots, the calling thread computes them in order ---- */
+
+/* Chunk k is produced into slot k % n_slots once chunk k - n_slots has been computed, so that at
+ * most n_slots chunks are in flight; the device thread takes them strictly in order (the output
+ * does not depend on which producer made a chunk, nor when). */
+typedef struct {
+  layer_job *j;
+  slot *slots;
+  int n_slots;
+  int64_t chunks, chunk, n;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int64_t next;     /* the next chunk a producer claims */
+  int64_t consumed; /* chunks the device thread has finished with */
+  int64_t *ready;   /* [n_slots]: the chunk a slot holds ready, -1 none */
+  bool stop;        /* an error, or the end: producers leave */
+  ng_status st;     /* a producer's error, with its message */
+  char err[512];
+  double host_s; /* producers' busy seconds, summed */
+} layer_run;
+
+static void producer_main(void *ctx, int worker) {
+  (void)worker;
+  layer_run *r = ctx;
+  double busy = 0;
+  pthread_mutex_lock(&r->mu);
+  for (;;) {
+    while (!r->stop && r->next < r->chunks && r->next >= r->consumed + r->n_slots)
+      pthread_cond_wait(&r->cv, &r->mu);
+    if (r->stop || r->next >= r->chunks)
+      break;
+    const int64_t k = r->next++;
+    slot *s = &r->slots[k % r->n_slots];
+    pthread_mutex_unlock(&r->mu);
+    s->first = k * r->chunk;
+    s->n = NG_MIN(r->chunk, r->n - s->first);
+    const double t0 = ng__now();
+    const ng_status st = produce(r->j, s);
+    busy += ng__now() - t0;
+    pthread_mutex_lock(&r->mu);
+    if (st != NG_OK) {
+      if (r->st == NG_OK) {
+        r->st = st;
+        /* The detail is thread-local: it goes back with the status. */
+        ng__strlcpy(r->err, ng_last_error(), sizeof r->err);
+      }
+      r->stop = true;
+      pthread_cond_broadcast(&r->cv);
+      break;
+    }
+    r->ready[k % r->n_slots] = k;
+    pthread_cond_broadcast(&r->cv);
+  }
+  r->host_s += busy;
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* The producers: sched/'s worker pool (cores chosen near the GPU and pinned), or plain threads
+ * where the pool cannot start (hwloc unable to read the machine). */
+typedef struct {
+  ng_pool *pool;
+  pthread_t *threads;
+  int n;
+  layer_run *run;
+} producers;
+
+static void *producer_thread(void *arg) {
+  producer_main(arg, 0);
+  return NULL;
+}
+
+static ng_status producers_start(producers *p, layer_run *r, int n, ng_backend *be) {
+  memset(p, 0, sizeof *p);
+  p->run = r;
+  ng_pool_opts po = NG_POOL_OPTS_INIT;
+  po.workers = n;
+  /* Beside a GPU the producers keep off the device thread's core and are pinned; beside the CPU
+   * backend, whose OpenMP team uses every core, the one producer floats. */
+  char pci[64] = "";
+  if (!be->iface->host_memory) {
+    if (be->iface->pci_bus_id && be->iface->pci_bus_id(be, pci, sizeof pci) == NG_OK && pci[0])
+      po.pci_bus_id = pci;
+  } else {
+    po.bind = false;
+    po.reserve_device_core = false;
+  }
+  if (ng__pool_start(&p->pool, &po, producer_main, r) == NG_OK)
+    return NG_OK;
+  p->pool = NULL;
+  p->threads = ng__malloc((size_t)n * sizeof *p->threads, "inference producer threads");
+  if (!p->threads)
+    return NG_ERR_NOMEM;
+  for (int i = 0; i < n; i++) {
+    if (pthread_create(&p->threads[i], NULL, producer_thread, r) != 0)
+      break;
+    p->n++;
+  }
+  if (p->n == 0) {
+    free(p->threads);
+    p->threads = NULL;
+    return ng__err(NG_ERR_NOMEM, "cannot start an inference producer thread");
+  }
+  return NG_OK;
+}
+
+static void producers_join(producers *p) {
+  if (p->pool)
+    ng__pool_join(p->pool);
+  for (int i = 0; i < p->n; i++)
+    pthread_join(p->threads[i], NULL);
+  free(p->threads);
+  memset(p, 0, sizeof *p);
+}
+
+/* Runs layer `j->layer` over its destination set into `dst` (host rows in the set's order) or
+ * j->out_dev, with `n_prod` producers over `n_slots` slots. */
+static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *slots, int n_slots,
+                           int n_prod, dev_bufs *d, ng_progress *prog, double *done, double total,
+                           ng_infer_stats *stats) {
   const ng_infer_ctx *c = j->c;
   const int64_t n = j->dst_set->n, chunk = c->chunk;
   const int64_t out_dim = c->ex->model->layers[j->layer].out_dim;
@@ -517,21 +640,38 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot sl
   const size_t out_row = (size_t)out_dim * sizeof(float);
   if (chunks == 0)
     return NG_OK;
-  slots[0].first = 0;
-  slots[0].n = NG_MIN(chunk, n);
-  ng_status st = produce(j, &slots[0]);
+  n_slots = (int)NG_MIN((int64_t)n_slots, chunks);
+  n_prod = (int)NG_MIN((int64_t)n_prod, chunks);
+  int64_t ready[NG_INFER_MAX_SLOTS];
+  for (int i = 0; i < n_slots; i++)
+    ready[i] = -1;
+  layer_run r = {.j = j,
+                 .slots = slots,
+                 .n_slots = n_slots,
+                 .chunks = chunks,
+                 .chunk = chunk,
+                 .n = n,
+                 .ready = ready,
+                 .st = NG_OK};
+  pthread_mutex_init(&r.mu, NULL);
+  pthread_cond_init(&r.cv, NULL);
+  producers pr;
+  ng_status st = producers_start(&pr, &r, n_prod, j->be);
+  double wait_s = 0, dev_s = 0;
   for (int64_t k = 0; k < chunks && st == NG_OK; k++) {
-    slot *cur = &slots[k % 2], *next = &slots[(k + 1) % 2];
-    pthread_t th;
-    produce_arg arg = {j, next};
-    bool started = false;
-    if (k + 1 < chunks) {
-      next->first = (k + 1) * chunk;
-      next->n = NG_MIN(chunk, n - next->first);
-      /* Without a thread the next chunk's host work runs after this one's computation. */
-      started = pthread_create(&th, NULL, produce_main, &arg) == 0;
-    }
-    st = compute(j, cur, d, dst + cur->first * out_dim);
+    slot *cur = &slots[k % n_slots];
+    const double t0 = ng__now();
+    pthread_mutex_lock(&r.mu);
+    while (!r.stop && ready[k % n_slots] != k)
+      pthread_cond_wait(&r.cv, &r.mu);
+    const bool ok = ready[k % n_slots] == k;
+    pthread_mutex_unlock(&r.mu);
+    const double t1 = ng__now();
+    wait_s += t1 - t0;
+    if (!ok)
+      break; /* a producer failed: its error follows */
+    st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL);
+    dev_s += ng__now() - t1;
     if (stats) {
       stats->chunks++;
       if (j->layer == 0) {
@@ -539,24 +679,68 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot sl
         stats->cold_rows += cur->split ? cur->n_cold : cur->mb.blocks[0].n_src;
       }
     }
-    if (started) {
-      pthread_join(th, NULL);
-      if (st == NG_OK && next->st != NG_OK)
-        st = ng__err(next->st, "%s", next->err);
-    } else if (k + 1 < chunks && st == NG_OK) {
-      st = produce(j, next);
-    }
     if (dst_buf && st == NG_OK)
       buf_trim(dst_buf, &dst_buf->dropped_at, (size_t)cur->n * out_row, c->host_bytes);
-    /* The direct path's aggregation read the input's rows in place, on this thread. */
-    if (cur->direct && j->in_buf && st == NG_OK)
-      buf_trim(j->in_buf, &j->in_buf->read_since,
-               (size_t)cur->mb.blocks[0].nnz * (size_t)j->in_dim * sizeof(float), c->host_bytes);
+    /* What the chunk read of a previous layer's host output: the rows its producer gathered, or
+     * (the direct path, on this thread) every edge's row in place. */
+    if (j->in_buf && st == NG_OK) {
+      const int64_t rows = cur->direct ? cur->mb.blocks[0].nnz : cur->host_rows;
+      buf_trim(j->in_buf, &j->in_buf->read_since, (size_t)rows * (size_t)j->in_dim * sizeof(float),
+               c->host_bytes);
+    }
     *done += (double)cur->n;
     if (st == NG_OK)
       st = ng__progress(prog, "infer", *done, total, false);
+    pthread_mutex_lock(&r.mu);
+    r.consumed = k + 1;
+    if (st != NG_OK)
+      r.stop = true;
+    pthread_cond_broadcast(&r.cv);
+    pthread_mutex_unlock(&r.mu);
+  }
+  pthread_mutex_lock(&r.mu);
+  r.stop = true; /* the normal end, or this thread's error: producers leave */
+  pthread_cond_broadcast(&r.cv);
+  pthread_mutex_unlock(&r.mu);
+  producers_join(&pr);
+  if (st == NG_OK && r.st != NG_OK)
+    st = ng__err(r.st, "%s", r.err);
+  pthread_cond_destroy(&r.cv);
+  pthread_mutex_destroy(&r.mu);
+  if (stats) {
+    stats->host_s[j->layer] += r.host_s;
+    stats->wait_s[j->layer] += wait_s;
+    stats->device_s[j->layer] += dev_s;
   }
   return st;
+}
+
+/* Producers beside a backend: every thread but the device thread's beside a GPU; one beside a
+ * host-memory backend, whose computation (OpenMP on every core) runs at the same time and whose
+ * chunks need little host work (a second team only spins against it: libgomp's active waiting
+ * took 73% of the cycles of a 1 M-node run on 2 cores). */
+static int producer_count(const ng_infer_ctx *c, ng_backend *be) {
+  if (c->producers > 0)
+    return NG_MIN(c->producers, NG_INFER_MAX_SLOTS - 2);
+  if (be->iface->host_memory)
+    return 1;
+  return NG_MAX(1, NG_MIN(c->threads - 1, NG_INFER_MAX_SLOTS - 2));
+}
+
+/* Device memory inference may hold for the input table's cold rows and the intermediate layers
+ * (0: none): what the caller allows, at most what is free less a margin for the chunks' buffers
+ * and the model's workspace. */
+static int64_t device_budget(const ng_infer_ctx *c, ng_backend *be) {
+  if (host_paths(c, be) || c->device_bytes < 0 || !be->iface->mem_info)
+    return 0;
+  size_t free_b = 0, total_b = 0;
+  if (be->iface->mem_info(be, &free_b, &total_b) != NG_OK)
+    return 0; /* no figure: the host paths alone */
+  const int64_t margin = NG_INFER_DEVICE_MARGIN + (int64_t)(free_b / 20);
+  int64_t budget = (int64_t)free_b - margin;
+  if (c->device_bytes > 0)
+    budget = NG_MIN(budget, c->device_bytes);
+  return NG_MAX(budget, (int64_t)0);
 }
 
 ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t *targets, int64_t n,
@@ -614,26 +798,75 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
     if (stats)
       stats->rows[l] = sets[l].n;
   }
-  slot slots[2];
+  /* Device residency (GPU): an intermediate layer's output stays in device memory when it fits
+   * beside the previous one's; the input table's cold rows are uploaded once when layer 0 covers
+   * every node and they fit beside layer 0's output. Every row then crosses PCIe once instead of
+   * once per chunk that reads it; the rows the device reads, hence the bits, are the same. */
+  bool resident[NG_MAX_LAYERS] = {false};
+  bool upload_cold = false;
+  const int64_t hot = c->store ? c->store->hot : 0;
+  const int64_t budget = device_budget(c, be);
+  if (budget > 0) {
+    int64_t prev = 0;
+    for (int l = 0; l < layer; l++) {
+      const int64_t bytes = sets[l].n * m->layers[l].out_dim * (int64_t)sizeof(float);
+      resident[l] = prev + bytes <= budget;
+      prev = resident[l] ? bytes : 0;
+    }
+    const int64_t cold_bytes = (nodes - hot) * m->layers[0].in_dim * (int64_t)sizeof(float);
+    const int64_t out0 =
+        resident[0] && layer > 0 ? sets[0].n * m->layers[0].out_dim * (int64_t)sizeof(float) : 0;
+    /* Not with bf16 features: the upload copies the fp32 table (the bf16 run reads bf16 rows). */
+    upload_cold = !sets[0].ids && nodes > hot && cold_bytes + out0 <= budget && !c->features_bf16;
+  }
+  const int n_prod = producer_count(c, be);
+  const int n_slots = n_prod + 2;
+  slot slots[NG_INFER_MAX_SLOTS];
   memset(slots, 0, sizeof slots);
   dev_bufs d;
   memset(&d, 0, sizeof d);
-  for (int k = 0; k < 2 && st == NG_OK; k++)
+  for (int k = 0; k < n_slots && st == NG_OK; k++)
     st = ng__sample_arena_create(&slots[k].arena);
+  if (stats) {
+    stats->producers = n_prod;
+    stats->slots = n_slots;
+  }
   ng_progress prog;
   ng__progress_init(&prog, c->progress, c->progress_ctx);
   layer_buf bufs[2];
   memset(bufs, 0, sizeof bufs);
+  float *dev_out[2] = {NULL, NULL}; /* device outputs of layers l - 1 and l, by parity */
+  float *cold_dev = NULL;
+  const int64_t in_dim0 = m->layers[0].in_dim;
+  if (st == NG_OK && upload_cold) {
+    const double t0 = ng__now();
+    const size_t bytes = (size_t)(nodes - hot) * (size_t)in_dim0 * sizeof(float);
+    st = be->iface->alloc(be, (void **)&cold_dev, bytes);
+    if (st == NG_OK)
+      st = be->iface->copy_h2d(be, cold_dev, c->features + hot * in_dim0, bytes);
+    if (stats) {
+      stats->upload_s = ng__now() - t0;
+      stats->device_bytes += (int64_t)bytes;
+    }
+  }
   const bool direct = !targets; /* every node in id order: the last layer writes `out` */
   for (int l = 0; l <= layer && st == NG_OK; l++) {
+    const double t_layer = ng__now();
     const ng_layer *L = &m->layers[l];
     layer_buf *dst_buf = &bufs[l % 2], *src_buf = l > 0 ? &bufs[(l + 1) % 2] : NULL;
+    float *src_dev = l > 0 ? dev_out[(l + 1) % 2] : NULL;
     float *dst = NULL;
-    if (l == layer && direct) {
+    const size_t out_bytes = (size_t)sets[l].n * (size_t)L->out_dim * sizeof(float);
+    if (l < layer && resident[l]) {
+      st = be->iface->alloc(be, (void **)&dev_out[l % 2], NG_MAX(out_bytes, (size_t)1));
+      if (st != NG_OK)
+        break;
+      if (stats)
+        stats->device_bytes += (int64_t)out_bytes;
+    } else if (l == layer && direct) {
       dst = out;
     } else {
-      st = buf_alloc(dst_buf, (size_t)sets[l].n * (size_t)L->out_dim * sizeof(float), c->host_bytes,
-                     c->temp_dir);
+      st = buf_alloc(dst_buf, out_bytes, c->host_bytes, c->temp_dir);
       if (st != NG_OK)
         break;
       dst = dst_buf->ptr;
@@ -647,18 +880,32 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
         .cfg = {.graph = c->graph, .n_layers = 1},
         .dst_set = &sets[l],
         .src_set = l > 0 ? &sets[l - 1] : NULL,
-        .input = l > 0 ? src_buf->ptr : c->features,
-        .input16 = l > 0 ? NULL : c->features_bf16,
+        .input = l == 0    ? c->features
+                 : src_dev ? NULL
+                           : src_buf->ptr,
+        .in_dev = src_dev,
+        .cold_dev = l == 0 ? cold_dev : NULL,
+        .out_dev = dst ? NULL : dev_out[l % 2],
+        .input16 = l == 0 ? c->features_bf16 : NULL,
         .in_dim = L->in_dim,
-        .in_buf = src_buf,
-        .host_threads = be->iface->host_memory ? 1 : c->threads,
+        .in_buf = l > 0 && !src_dev ? src_buf : NULL,
     };
     j.cfg.fanout[0] = -1;
     j.cfg.gcn_weights[0] = L->ag.weighted || L->ag.self_loop;
-    st = run_layer(&j, dst, dst_buf->ptr == dst ? dst_buf : NULL, slots, &d, &prog, &done, total,
-                   stats);
+    st = run_layer(&j, dst, dst && dst_buf->ptr == dst ? dst_buf : NULL, slots, n_slots, n_prod, &d,
+                   &prog, &done, total, stats);
     if (src_buf)
       buf_free(src_buf);
+    if (src_dev) {
+      be->iface->free(be, src_dev);
+      dev_out[(l + 1) % 2] = NULL;
+    }
+    if (l == 0 && cold_dev) {
+      be->iface->free(be, cold_dev);
+      cold_dev = NULL;
+    }
+    if (stats)
+      stats->layer_s[l] = ng__now() - t_layer + (l == 0 ? stats->upload_s : 0.0);
   }
   if (st == NG_OK && !direct) {
     /* Rows of the sorted distinct targets back into the caller's order. */
@@ -673,7 +920,10 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
     st = ng__progress(&prog, "infer", total, total, true);
   buf_free(&bufs[0]);
   buf_free(&bufs[1]);
-  for (int k = 0; k < 2; k++) {
+  be->iface->free(be, dev_out[0]);
+  be->iface->free(be, dev_out[1]);
+  be->iface->free(be, cold_dev);
+  for (int k = 0; k < n_slots; k++) {
     ng__sample_arena_destroy(slots[k].arena);
     free(slots[k].ids);
     free(slots[k].gidx);
@@ -685,4 +935,24 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
   for (int l = 0; l < NG_MAX_LAYERS; l++)
     free(sets[l].ids);
   return st;
+}
+
+void ng__infer_report(ng_infer_report *out, const ng_infer_stats *s, int layers) {
+  ng_infer_report r = NG_INFER_REPORT_INIT;
+  r.layers = layers;
+  r.producers = s->producers;
+  r.slots = s->slots;
+  for (int l = 0; l < layers && l < NG_INFER_REPORT_LAYERS && l < NG_MAX_LAYERS; l++) {
+    r.rows[l] = s->rows[l];
+    r.seconds[l] = s->layer_s[l];
+    r.host_seconds[l] = s->host_s[l];
+    r.wait_seconds[l] = s->wait_s[l];
+    r.device_seconds[l] = s->device_s[l];
+  }
+  r.upload_seconds = s->upload_s;
+  r.device_bytes = s->device_bytes;
+  r.file_bytes = s->file_bytes;
+  const size_t size = out->size;
+  memcpy(out, &r, NG_MIN(size, sizeof r));
+  out->size = size;
 }

@@ -12,6 +12,11 @@
 /// Intermediate layers up to this many bytes live in anonymous memory, larger ones in a
 /// memory-mapped temporary file (ng_infer_opts.host_bytes = 0).
 #define NG_INFER_HOST_BYTES_DEFAULT ((int64_t)1 << 30)
+/// Staging slots at most (chunks in flight): producers + 2.
+#define NG_INFER_MAX_SLOTS 64
+/// Device memory left free beside what inference keeps resident (plus 5% of what is free): the
+/// chunks' buffers and the model's workspace.
+#define NG_INFER_DEVICE_MARGIN ((int64_t)1 << 30)
 
 /// What inference reads: the model on its backend, the graph, the host's feature table and the
 /// feature store whose hot rows are in device memory. Everything is borrowed.
@@ -21,10 +26,16 @@ typedef struct {
   const float *features;   ///< the host's table [nodes, in_dim] (the trainer's, maybe normalised)
   const ng_store *store;   ///< hot rows [0, store->hot) in backend memory; cold rows via host_dev
                            ///< (zero-copy) when registered, else gathered on the host; may be NULL
-  int threads;             ///< OpenMP threads of the host work
+  int threads;             ///< host threads: beside a GPU, threads - 1 producers sample and
+                           ///< gather chunks in parallel; OpenMP threads of the rest
   int64_t chunk;           ///< destinations per chunk
   int64_t host_bytes;      ///< see NG_INFER_HOST_BYTES_DEFAULT; < 0: every intermediate in a file
   const char *temp_dir;    ///< folder of the temporary files (NULL: $TMPDIR, else /tmp)
+  int64_t device_bytes;    ///< device memory for the cold input rows and intermediate layers
+                           ///< kept resident (0: what is free less a margin; < 0: none)
+  int producers;           ///< producer threads (0: by the backend, see runtime/infer.c)
+  bool device_paths;       ///< tests: a host-memory backend takes the device paths (staging,
+                           ///< uploads, resident layers), whose ops it also has
   ng_progress_fn progress; ///< optional; phase "infer", in destination rows over all layers
   void *progress_ctx;
   /// NG_PRECISION_BF16: the host's table in bf16, read (and converted to fp32 where it is read)
@@ -34,10 +45,17 @@ typedef struct {
 
 /// Statistics of one run (for tests and the benchmark).
 typedef struct {
-  int64_t rows[NG_MAX_LAYERS]; ///< destinations computed per layer (the receptive field)
-  int64_t chunks;              ///< chunks over all layers
-  int64_t file_bytes;          ///< bytes of layer outputs that lived in temporary files
-  int64_t hot_rows, cold_rows; ///< input-layer rows read from the device's hot tier / the host
+  int64_t rows[NG_MAX_LAYERS];    ///< destinations computed per layer (the receptive field)
+  int64_t chunks;                 ///< chunks over all layers
+  int64_t file_bytes;             ///< bytes of layer outputs that lived in temporary files
+  int64_t hot_rows, cold_rows;    ///< input-layer rows read from the device's hot tier / the host
+  int64_t device_bytes;           ///< device memory held for resident cold rows and layer outputs
+  int producers, slots;           ///< producer threads, staging slots (chunks in flight)
+  double upload_s;                ///< seconds uploading the cold input rows (part of layer_s[0])
+  double layer_s[NG_MAX_LAYERS];  ///< wall seconds per layer
+  double host_s[NG_MAX_LAYERS];   ///< producers' busy seconds per layer, summed over threads
+  double wait_s[NG_MAX_LAYERS];   ///< the device thread's seconds waiting for produced chunks
+  double device_s[NG_MAX_LAYERS]; ///< the device thread's seconds computing chunks
 } ng_infer_stats;
 
 /// Computes the output of layer `layer` (0-based; the last layer gives logits) of nodes
@@ -46,5 +64,9 @@ typedef struct {
 /// graph and the features only, never on the chunk size, threads or timing. `stats` may be NULL.
 ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t *targets, int64_t n,
                     ng_infer_stats *stats);
+
+/// Copies the figures of `s` (a run of `layers` layers) into the caller's report, as far as its
+/// size reaches.
+void ng__infer_report(ng_infer_report *out, const ng_infer_stats *s, int layers);
 
 #endif /* NG_INFER_IMPL_H */

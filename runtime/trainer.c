@@ -678,9 +678,13 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
                         : o.infer_host_bytes < 0 ? (int64_t)64 << 20
                                                  : NG_INFER_HOST_BYTES_DEFAULT;
   const double chunk_rows = NG_MIN(nodes, (double)o.eval_chunk * (1.0 + avg_deg));
+  /* Inference's staging slots: its producers (every thread but the device thread's beside a GPU,
+   * one on the CPU) + 2 (runtime/infer.c). */
+  const int infer_slots =
+      (cuda ? NG_MAX(1, NG_MIN(omp_threads(&o) - 1, NG_INFER_MAX_SLOTS - 2)) : 1) + 2;
   e.inference =
       NG_MIN(mem_mul(nodes, (double)hidden * 4.0), limit) * (int64_t)NG_MIN(2, m->n_layers - 1) +
-      mem_mul(2.0 * chunk_rows, (double)widest * 4.0 + 16.0) +
+      mem_mul((double)infer_slots * chunk_rows, (double)widest * 4.0 + 16.0) +
       mem_mul(2.0 * nodes, (double)info->classes * 4.0);
   e.allowance = MEM_ALLOWANCE;
   e.host_total = e.features + e.topology + e.staging + e.inference + e.allowance;
@@ -1103,6 +1107,7 @@ static ng_infer_ctx infer_ctx(ng_trainer_t t, const ng_infer_opts *io) {
                     : t->opts.infer_host_bytes != 0 ? t->opts.infer_host_bytes
                                                     : NG_INFER_HOST_BYTES_DEFAULT,
       .temp_dir = io && io->temp_dir ? io->temp_dir : t->temp_dir,
+      .device_bytes = io ? io->device_bytes : 0,
       .progress = io ? io->progress : t->opts.progress,
       .progress_ctx = io ? io->progress_ctx : t->opts.progress_ctx,
   };
@@ -1161,7 +1166,15 @@ ng_status ng_trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int
    * no one, so they stop (the next epoch starts a pool again). */
   ng__runtime_stop(t->rt);
   const ng_infer_ctx c = infer_ctx(t, &io);
-  return ng__infer(out, &c, layer, nodes, nodes ? n : t->ds->info.nodes, NULL);
+  if (io.report && io.report->size < sizeof io.report->size)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_infer_opts.report: initialise it with "
+                                       "NG_INFER_REPORT_INIT");
+  ng_infer_stats stats;
+  const ng_status st =
+      ng__infer(out, &c, layer, nodes, nodes ? n : t->ds->info.nodes, io.report ? &stats : NULL);
+  if (st == NG_OK && io.report)
+    ng__infer_report(io.report, &stats, layer + 1);
+  return st;
 }
 
 /* The logits of the validation and the test split (t->eval_logits), by one inference over both

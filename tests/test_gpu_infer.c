@@ -1,8 +1,10 @@
 /* Layer-wise inference on the GPU (runtime/infer.c's device path): the input layer's hot rows
  * come from the device's hot tier, cold ones by zero-copy (zerocopy mode) or batched through
- * pinned staging (baseline mode). Every tier split and chunk size gives the same bits on the
- * GPU, subsets equal the rows of an all-node run, and the logits follow the CPU backend's
- * within fp32 tolerance. A generated graph (no data files). Exits 77 without CUDA or a GPU. */
+ * pinned staging (baseline mode), or uploaded once with the intermediate layers resident in
+ * device memory (ng_infer_opts.device_bytes). Every tier split, residency and chunk size gives
+ * the same bits on the GPU, subsets equal the rows of an all-node run, and the logits follow the
+ * CPU backend's within fp32 tolerance. A generated graph (no data files). Exits 77 without CUDA
+ * or a GPU. */
 #include "ng_test.h"
 
 #include <math.h>
@@ -34,8 +36,10 @@ static ng_model_t make_model(ng_model_kind kind) {
 }
 
 /* Every node's logits (or a subset's) with a fresh trainer (parameters from the seed). */
+/* device_bytes: as ng_infer_opts.device_bytes (-1: the host paths alone, 0: every layer
+ * resident that fits). */
 static float *embed(ng_dataset_t ds, ng_model_t m, const char *device, ng_mode mode, double ratio,
-                    int64_t chunk, const int64_t *ids, int64_t n) {
+                    int64_t chunk, const int64_t *ids, int64_t n, int64_t device_bytes) {
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
   o.device = device;
   o.mode = mode;
@@ -52,7 +56,16 @@ static float *embed(ng_dataset_t ds, ng_model_t m, const char *device, ng_mode m
   float *out = ng_test_xmalloc((size_t)rows * CLASSES * sizeof(float));
   for (int64_t i = 0; i < rows * CLASSES; i++)
     out[i] = NAN;
-  EXPECT_OK(ng_trainer_embed(out, t, ids, n, NULL));
+  ng_infer_opts io = NG_INFER_OPTS_INIT;
+  io.device_bytes = device_bytes;
+  ng_infer_report rep = NG_INFER_REPORT_INIT;
+  io.report = &rep;
+  EXPECT_OK(ng_trainer_embed(out, t, ids, n, &io));
+  EXPECT_EQ_I(rep.layers, 2);
+  if (device_bytes < 0)
+    EXPECT_EQ_I(rep.device_bytes, 0);
+  else if (device_bytes == 0 && !ids && strcmp(device, "cuda") == 0) /* cold rows + hidden */
+    EXPECT_TRUE(rep.device_bytes >= (int64_t)NODES * HIDDEN * 4);
   double acc = -1;
   EXPECT_OK(ng_trainer_evaluate(&acc, NULL, t, NG_SPLIT_VAL));
   EXPECT_TRUE(acc >= 0.0 && acc <= 1.0);
@@ -62,18 +75,30 @@ static float *embed(ng_dataset_t ds, ng_model_t m, const char *device, ng_mode m
 
 static void check_kind(ng_dataset_t ds, ng_model_kind kind) {
   ng_model_t m = make_model(kind);
-  float *cpu = embed(ds, m, "cpu", NG_MODE_CPU, -1.0, 4096, NULL, 0);
-  float *all_hot = embed(ds, m, "cuda", NG_MODE_BASELINE, 1.0, 4096, NULL, 0);
-  float *batched = embed(ds, m, "cuda", NG_MODE_BASELINE, 0.3, 4096, NULL, 0);
-  float *zcopy = embed(ds, m, "cuda", NG_MODE_ZEROCOPY, 0.3, 1000, NULL, 0);
-  float *cold = embed(ds, m, "cuda", NG_MODE_ZEROCOPY, 0.0, 777, NULL, 0);
+  float *cpu = embed(ds, m, "cpu", NG_MODE_CPU, -1.0, 4096, NULL, 0, 0);
+  float *all_hot = embed(ds, m, "cuda", NG_MODE_BASELINE, 1.0, 4096, NULL, 0, -1);
+  float *batched = embed(ds, m, "cuda", NG_MODE_BASELINE, 0.3, 4096, NULL, 0, -1);
+  float *zcopy = embed(ds, m, "cuda", NG_MODE_ZEROCOPY, 0.3, 1000, NULL, 0, -1);
+  float *cold = embed(ds, m, "cuda", NG_MODE_ZEROCOPY, 0.0, 777, NULL, 0, -1);
+  /* Resident: the cold rows uploaded once and the hidden layer in device memory; and a budget
+   * that holds the hidden layer but not the cold rows beside it. */
+  float *resident = embed(ds, m, "cuda", NG_MODE_ZEROCOPY, 0.3, 999, NULL, 0, 0);
+  float *res_cold = embed(ds, m, "cuda", NG_MODE_BASELINE, 0.0, 4096, NULL, 0, 0);
+  float *res_small =
+      embed(ds, m, "cuda", NG_MODE_BASELINE, 0.3, 512, NULL, 0, (int64_t)NODES * HIDDEN * 4 + 64);
   const int64_t ids[] = {19999, 3, 12345, 3, 0};
-  float *sub = embed(ds, m, "cuda", NG_MODE_HYBRID, 0.3, 4096, ids, 5);
+  float *sub = embed(ds, m, "cuda", NG_MODE_HYBRID, 0.3, 4096, ids, 5, -1);
+  float *sub_res = embed(ds, m, "cuda", NG_MODE_HYBRID, 0.3, 100, ids, 5, 0);
   const size_t bytes = (size_t)NODES * CLASSES * sizeof(float);
-  if (cpu && all_hot && batched && zcopy && cold && sub) {
+  if (cpu && all_hot && batched && zcopy && cold && sub && resident && res_cold && res_small &&
+      sub_res) {
     EXPECT_TRUE(memcmp(all_hot, batched, bytes) == 0);
     EXPECT_TRUE(memcmp(all_hot, zcopy, bytes) == 0);
     EXPECT_TRUE(memcmp(all_hot, cold, bytes) == 0);
+    EXPECT_TRUE(memcmp(all_hot, resident, bytes) == 0);
+    EXPECT_TRUE(memcmp(all_hot, res_cold, bytes) == 0);
+    EXPECT_TRUE(memcmp(all_hot, res_small, bytes) == 0);
+    EXPECT_TRUE(memcmp(sub, sub_res, 5 * CLASSES * sizeof(float)) == 0);
     for (int i = 0; i < 5; i++)
       EXPECT_TRUE(memcmp(&sub[i * CLASSES], &all_hot[ids[i] * CLASSES], CLASSES * sizeof(float)) ==
                   0);
@@ -90,7 +115,11 @@ static void check_kind(ng_dataset_t ds, ng_model_kind kind) {
   free(batched);
   free(zcopy);
   free(cold);
+  free(resident);
+  free(res_cold);
+  free(res_small);
   free(sub);
+  free(sub_res);
   ng_model_destroy(m);
 }
 

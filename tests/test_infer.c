@@ -206,6 +206,104 @@ static void test_subset_receptive_field(void) {
   ng_dataset_close(ds);
 }
 
+/* The producers (several chunks sampled and gathered at once, by any number of threads) never
+ * change a bit: a generated graph through 3-layer GraphSAGE-mean (the in-place path) and GAT
+ * (the gather path), every node and a subset, for thread counts 1, 2 and 4, producer counts 1
+ * to 5 and several chunk sizes. The device paths run too, on the CPU backend whose ops stand in
+ * for a GPU's: staged blocks and rows, the cold input rows uploaded once, intermediate layers
+ * resident in "device" memory (all of them, or as many as a small budget holds, the others in
+ * host memory or a file): the same bits as the in-place path and as each node alone. */
+static void test_threads_and_device_paths(void) {
+  const char *dir = ng_test_path("gen-threads");
+  ng_generate_opts g = NG_GENERATE_OPTS_INIT;
+  g.nodes = 5000;
+  g.avg_degree = 6;
+  g.feature_dim = 20;
+  g.classes = 4;
+  g.seed = 9;
+  EXPECT_OK(ng_dataset_generate(dir, &g));
+  ng_dataset_t ds = ng_test_open_ok(dir);
+  const int64_t nodes = ds->info.nodes, classes = 4, hidden = 16;
+  const int64_t ids[] = {4999, 12, 2500, 12, 700};
+  const int64_t n_ids = (int64_t)NG_ARRAY_LEN(ids);
+  for (int kind = 0; kind < 2; kind++) {
+    ng_model_t m = NULL;
+    EXPECT_OK(ng_model_create(&m, kind ? NG_MODEL_GAT : NG_MODEL_SAGE, 20));
+    for (int l = 0; l < 3; l++) {
+      ng_layer_opts lo = NG_LAYER_OPTS_INIT;
+      lo.out_dim = l == 2 ? classes : hidden;
+      lo.activation = l == 2 ? NG_ACT_NONE : NG_ACT_RELU;
+      lo.aggregator = kind ? NG_AGGREGATOR_SUM : NG_AGGREGATOR_MEAN;
+      if (kind) {
+        lo.heads = l == 2 ? 1 : 2;
+        lo.combine = l == 2 ? NG_HEADS_MEAN : NG_HEADS_CONCAT;
+      }
+      EXPECT_OK(ng_model_add_layer(m, &lo));
+    }
+    cpu_model cm;
+    model_open(&cm, m, 21 + (uint64_t)kind);
+    const size_t bytes = (size_t)nodes * (size_t)classes * sizeof(float);
+    float *want = ng_test_xmalloc(bytes), *got = ng_test_xmalloc(bytes);
+    ng_infer_ctx c = ctx_of(&cm, ds, 512, NG_INFER_HOST_BYTES_DEFAULT);
+    c.threads = 1;
+    c.producers = 1;
+    ng_infer_stats s;
+    EXPECT_OK(ng__infer(want, &c, 2, NULL, nodes, &s));
+    EXPECT_EQ_I(s.producers, 1);
+    expect_reference(want, &cm, ds, 2, NULL, nodes, 397);
+    float sub_want[5 * 4], sub[5 * 4];
+    for (int64_t i = 0; i < n_ids; i++)
+      memcpy(&sub_want[i * classes], &want[ids[i] * classes], (size_t)classes * sizeof(float));
+    /* threads, producers, chunk, device paths, device bytes (0: all resident), host bytes */
+    const struct {
+      int threads, producers;
+      int64_t chunk;
+      bool dev;
+      int64_t dev_bytes, host_bytes;
+    } cases[] = {
+        {2, 3, 97, false, 0, NG_INFER_HOST_BYTES_DEFAULT},
+        {4, 5, 333, false, 0, -1},
+        {1, 4, 4096, false, 0, NG_INFER_HOST_BYTES_DEFAULT},
+        {2, 2, 250, true, -1, NG_INFER_HOST_BYTES_DEFAULT}, /* staged rows, host layers */
+        {4, 5, 97, true, 0, NG_INFER_HOST_BYTES_DEFAULT},   /* every layer resident */
+        {2, 3, 700, true, nodes * hidden * 4 + 1, -1}, /* layer 0 resident, layer 1 in a file */
+    };
+    for (size_t k = 0; k < NG_ARRAY_LEN(cases); k++) {
+      for (int64_t i = 0; i < nodes * classes; i++)
+        got[i] = NAN; /* poisoned */
+      c = ctx_of(&cm, ds, cases[k].chunk, cases[k].host_bytes);
+      c.threads = cases[k].threads;
+      c.producers = cases[k].producers;
+      c.device_paths = cases[k].dev;
+      c.device_bytes = cases[k].dev_bytes;
+      EXPECT_OK(ng__infer(got, &c, 2, NULL, nodes, &s));
+      EXPECT_EQ_I(s.producers, cases[k].producers);
+      EXPECT_EQ_I(s.slots, cases[k].producers + 2);
+      EXPECT_EQ_I(s.chunks, 3 * ((nodes + cases[k].chunk - 1) / cases[k].chunk));
+      for (int l = 0; l < 3; l++)
+        EXPECT_TRUE(s.layer_s[l] >= s.device_s[l] && s.host_s[l] > 0.0);
+      if (cases[k].dev && cases[k].dev_bytes == 0) /* the cold rows and both hidden layers */
+        EXPECT_EQ_I(s.device_bytes, nodes * 20 * 4 + 2 * nodes * hidden * 4);
+      else if (cases[k].dev && cases[k].dev_bytes > 0) /* layer 0's output alone, no upload */
+        EXPECT_EQ_I(s.device_bytes, nodes * hidden * 4);
+      else
+        EXPECT_EQ_I(s.device_bytes, 0);
+      if (memcmp(want, got, bytes) != 0)
+        ng_test_fail(__FILE__, __LINE__, "%s case %zu: bits differ from threads 1, producers 1",
+                     kind ? "gat" : "sage", k);
+      for (int64_t i = 0; i < n_ids * classes; i++)
+        sub[i] = NAN;
+      EXPECT_OK(ng__infer(sub, &c, 2, ids, n_ids, &s));
+      EXPECT_TRUE(memcmp(sub, sub_want, sizeof sub) == 0);
+    }
+    free(want);
+    free(got);
+    model_close(&cm);
+    ng_model_destroy(m);
+  }
+  ng_dataset_close(ds);
+}
+
 /* The public API: embed's logits are predict's argmax, a subset equals the rows of every node,
  * evaluation's accuracy agrees with the argmax of embed on the split. */
 static void test_trainer_embed(void) {
@@ -301,6 +399,7 @@ static void test_memory_estimate(void) {
 int main(void) {
   RUN_TEST(test_cora_all_nodes_bitwise);
   RUN_TEST(test_subset_receptive_field);
+  RUN_TEST(test_threads_and_device_paths);
   RUN_TEST(test_trainer_embed);
   RUN_TEST(test_memory_estimate);
   return ng_test_summary();

@@ -150,7 +150,7 @@ class EpochStats(ctypes.Structure):
 class InferOpts(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("layer", c_int32), ("chunk", c_int64),
                 ("host_bytes", c_int64), ("temp_dir", c_char_p), ("progress", PROGRESS_FN),
-                ("progress_ctx", c_void_p)]
+                ("progress_ctx", c_void_p), ("device_bytes", c_int64), ("report", c_void_p)]
 
 
 def infer_opts_default():
@@ -158,6 +158,7 @@ def infer_opts_default():
     o = InferOpts()
     o.size = ctypes.sizeof(InferOpts)
     o.layer, o.chunk, o.host_bytes, o.temp_dir, o.progress_ctx = -1, 0, 0, None, None
+    o.device_bytes, o.report = 0, None
     return o
 
 
