@@ -27,18 +27,18 @@ CMP="$(dirname "$0")/dist_compare.py"
   --train 0.05 --val 0.01 --test 0.01 --seed 4 --progress none >/dev/null ||
   { echo "FAIL: cannot generate the graph" >&2; exit 1; }
 common=(--dataset "$TMP/g" --device cuda --mode hybrid --cache-ratio 0.1 --fanouts "10,5"
-  --hidden 64 --dropout 0 --optimizer sgd --momentum 0.9 --lr 0.1 --batch 1024 --epochs 3
+  --hidden 64 --dropout 0 --optimizer sgd --momentum 0.9 --lr 0.1 --batch 1024
   --eval-every 0 --progress none --workers 2)
 
-run 0 train "${common[@]}" --ranks 2 --checkpoint "$TMP/a.st" --json "$TMP/a.json"
+run 0 train "${common[@]}" --epochs 3 --ranks 2 --checkpoint "$TMP/a.st" --json "$TMP/a.json"
 if grep -q "NCCL: cannot load" "$TMP/err"; then
   echo "gpu_dist: skipped: no NCCL ($(grep -m1 'NCCL' "$TMP/err"))"
   exit 77
 fi
 has out "2 ranks, all-reduce"
-run 0 train "${common[@]}" --ranks 2 --checkpoint "$TMP/b.st"
+run 0 train "${common[@]}" --epochs 3 --ranks 2 --checkpoint "$TMP/b.st"
 cmp -s "$TMP/a.st" "$TMP/b.st" || fail "two 2-GPU runs with the same seed wrote different bits"
-run 0 train "${common[@]}" --checkpoint "$TMP/one.st" --json "$TMP/one.json"
+run 0 train "${common[@]}" --epochs 3 --checkpoint "$TMP/one.st" --json "$TMP/one.json"
 "$PY" "$CMP" "$TMP/one.st" "$TMP/a.st" --rel 1e-4 >"$TMP/cmp" 2>&1 ||
   fail "2 GPUs vs 1: $(cat "$TMP/cmp")"
 echo "gpu_dist: 2 GPUs vs 1: $(cat "$TMP/cmp")"
