@@ -1,7 +1,7 @@
 /* `neargnn serve`: answers KServe v2 inference requests for the nodes of a dataset with a
  * trained model, over HTTP, and takes online graph updates (docs/serving.md). The engine
- * (include/neargnn_serve.h) does the work; its HTTP server (the same header) speaks the protocol; this
- * file reads the options, waits for SIGTERM or SIGINT, and shuts down in order. */
+ * (include/neargnn_serve.h) does the work; its HTTP server (the same header) speaks the protocol;
+ * this file reads the options, waits for SIGTERM or SIGINT, and shuts down in order. */
 #include "cli.h"
 #include "neargnn_serve.h"
 

@@ -3,7 +3,8 @@
  * answers one request in-process for each of a few nodes, and shuts down in order. Builds
  * against an installed neargnn like train_cora (examples/README.md).
  *
- *   serve_cora DATASET CHECKPOINT [NODE...]    e.g. a dataset and a checkpoint of `neargnn train` */
+ *   serve_cora DATASET CHECKPOINT [NODE...]    e.g. a dataset and a checkpoint of `neargnn train`
+ */
 #include <neargnn.h>
 #include <neargnn_serve.h>
 
@@ -60,8 +61,8 @@ int main(int argc, char **argv) {
       break;
     }
     printf("node %lld: class %lld (logit %.4f), batch of %lld, %lld hot + %lld cold input rows\n",
-           (long long)id, (long long)res.cls[0], res.logits[res.cls[0]],
-           (long long)res.batch_nodes, (long long)res.hot_rows, (long long)res.cold_rows);
+           (long long)id, (long long)res.cls[0], res.logits[res.cls[0]], (long long)res.batch_nodes,
+           (long long)res.hot_rows, (long long)res.cold_rows);
     ng_infer_result_free(&res);
   }
 done:

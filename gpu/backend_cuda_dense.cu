@@ -52,8 +52,8 @@ __global__ void k_bias_act(float *__restrict__ x, const float *__restrict__ bias
 
 /* Blocks of warp-per-row kernels for `rows` rows, capped (the kernels stride over the rest). */
 inline unsigned row_blocks(int64_t rows) {
-  return (unsigned)NG_MAX((int64_t)1, NG_MIN((rows + kWarpsPerBlock - 1) / kWarpsPerBlock,
-                                             (int64_t)kMaxGridX));
+  return (unsigned)NG_MAX((int64_t)1,
+                          NG_MIN((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, (int64_t)kMaxGridX));
 }
 
 __global__ void k_relu_bwd(float *grad, const float *y, int64_t n) {
@@ -328,8 +328,9 @@ ng_status cuda_bias_act_bwd(ng_backend *be, float *grad, const float *y, float *
   }
   const int64_t tiles = (cols + kBiasTileCols - 1) / kBiasTileCols;
   if (tiles > 65535 || chunks > kMaxGridX) /* the grid's y and x dimensions */
-    return ng__err(NG_ERR_UNSUPPORTED, "bias_act_bwd: %lld rows x %lld columns; at most %lld x %lld",
-                   (long long)rows, (long long)cols, (long long)kMaxGridX * NG_BIAS_CHUNK_ROWS,
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "bias_act_bwd: %lld rows x %lld columns; at most %lld x %lld", (long long)rows,
+                   (long long)cols, (long long)kMaxGridX * NG_BIAS_CHUNK_ROWS,
                    (long long)kBiasTileCols * 65535);
   const dim3 grid((unsigned)chunks, (unsigned)tiles);
   if (relu)

@@ -636,13 +636,13 @@ typedef struct {
   /// Worker threads (one per core): 0 = every core this process may use but one, which the
   /// device thread keeps; -1 = none, the calling thread does the host work between device steps.
   int workers;
-  const char *cpuset;  ///< cores for the threads, e.g. "0-15" (NULL: every allowed core)
-  ng_fetch transfer;   ///< the TRANSFER group's strategy: BATCH, ZCOPY or AUTO
+  const char *cpuset; ///< cores for the threads, e.g. "0-15" (NULL: every allowed core)
+  ng_fetch transfer;  ///< the TRANSFER group's strategy: BATCH, ZCOPY or AUTO
   /// PARTIAL workers of HYBRID_STATIC, and HYBRID's start; -1: half, except HYBRID with
   /// zero-copy TRANSFER workers, which starts with all but one PARTIAL (docs/scheduler.md)
   int partial_workers;
-  double period_ms;    ///< HYBRID: how often the controller compares the groups
-  double threshold;    ///< HYBRID: relative difference that moves a worker (docs/scheduler.md)
+  double period_ms; ///< HYBRID: how often the controller compares the groups
+  double threshold; ///< HYBRID: relative difference that moves a worker (docs/scheduler.md)
   ng_telemetry_fn telemetry; ///< optional, called from the training thread every telemetry_s
   void *telemetry_ctx;
   double telemetry_s;

@@ -427,8 +427,7 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
     const int64_t w0 = ng__now_ns();
     NG_CHECK(ng__feed_get(rt->feed, seq, &mb));
     atomic_fetch_add_explicit(&rt->feed_wait_ns, ng__now_ns() - w0, memory_order_relaxed);
-  }
-  else if (rt->o.dev_sampler)
+  } else if (rt->o.dev_sampler)
     NG_CHECK(rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, p->order + begin,
                                         n, seed, &mb, &rt->inline_host, &rt->inline_cap));
   else

@@ -267,21 +267,21 @@ static inline double ng__ctrl_share_frac(int steps) {
 
 /// Why the controller decided what it did (ng__ctrl_reason_name() gives the CSV word).
 typedef enum {
-  NG_CTRL_FIXED,       ///< moves are off
-  NG_CTRL_WARMUP,      ///< within the first warmup_periods
-  NG_CTRL_SETTLING,    ///< the period right after a move: its sample mixes two splits
-  NG_CTRL_GPU_BOUND,   ///< a half-full ring and waiting producers or a busy consumer
-  NG_CTRL_GROUP_EMPTY, ///< a group has no worker, so there is nothing to compare
-  NG_CTRL_NO_DATA,     ///< too few iterations yet: for a comparison, or the split's own rate
-  NG_CTRL_BALANCED,    ///< throughputs within the threshold
-  NG_CTRL_HYSTERESIS,  ///< the move would undo the last one and the difference is < 2x threshold
-  NG_CTRL_AT_LIMIT,    ///< the slower group is at min_per_group
-  NG_CTRL_MOVED,       ///< one worker moved towards the faster group
-  NG_CTRL_REVERTED,    ///< the last move lowered the device's throughput: undone
-  NG_CTRL_BLOCKED,     ///< the proposed direction was reverted recently and the other can't go
-  NG_CTRL_JUDGING,     ///< the last move's verdict waits for enough iterations under it
-  NG_CTRL_CPU_BOUND,   ///< every worker in PARTIAL and the device waits for them
-  NG_CTRL_PROBE,       ///< the proposed direction is blocked: the other one is tried instead
+  NG_CTRL_FIXED,         ///< moves are off
+  NG_CTRL_WARMUP,        ///< within the first warmup_periods
+  NG_CTRL_SETTLING,      ///< the period right after a move: its sample mixes two splits
+  NG_CTRL_GPU_BOUND,     ///< a half-full ring and waiting producers or a busy consumer
+  NG_CTRL_GROUP_EMPTY,   ///< a group has no worker, so there is nothing to compare
+  NG_CTRL_NO_DATA,       ///< too few iterations yet: for a comparison, or the split's own rate
+  NG_CTRL_BALANCED,      ///< throughputs within the threshold
+  NG_CTRL_HYSTERESIS,    ///< the move would undo the last one and the difference is < 2x threshold
+  NG_CTRL_AT_LIMIT,      ///< the slower group is at min_per_group
+  NG_CTRL_MOVED,         ///< one worker moved towards the faster group
+  NG_CTRL_REVERTED,      ///< the last move lowered the device's throughput: undone
+  NG_CTRL_BLOCKED,       ///< the proposed direction was reverted recently and the other can't go
+  NG_CTRL_JUDGING,       ///< the last move's verdict waits for enough iterations under it
+  NG_CTRL_CPU_BOUND,     ///< every worker in PARTIAL and the device waits for them
+  NG_CTRL_PROBE,         ///< the proposed direction is blocked: the other one is tried instead
   NG_CTRL_SAMPLER_BOUND, ///< the workers wait for the device sampler: no split would help
 } ng_ctrl_reason;
 

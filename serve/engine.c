@@ -1,5 +1,5 @@
-/* The serving engine (include/neargnn_serve.h): checkpoint loading, admission, dynamic batching, the
- * tiered input layer (hot rows in device memory, cold rows by the mode's strategy, hub requests
+/* The serving engine (include/neargnn_serve.h): checkpoint loading, admission, dynamic batching,
+ * the tiered input layer (hot rows in device memory, cold rows by the mode's strategy, hub requests
  * aggregated near the data by CPU threads) and online updates over snapshots.
  * docs/serving-engine.md describes the design. */
 #include "engine_impl.h"

@@ -1,7 +1,7 @@
 /// The HTTP front of the serving mode (docs/serving.md): a KServe v2 / Open Inference Protocol
-/// server on libmicrohttpd in front of the engine (include/neargnn_serve.h), and the pure functions it is made
-/// of, which the tests and the fuzzers call directly: the request parsers and the response
-/// writers (http_json.c).
+/// server on libmicrohttpd in front of the engine (include/neargnn_serve.h), and the pure functions
+/// it is made of, which the tests and the fuzzers call directly: the request parsers and the
+/// response writers (http_json.c).
 #ifndef NG_SERVE_HTTP_IMPL_H
 #define NG_SERVE_HTTP_IMPL_H
 

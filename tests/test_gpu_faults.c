@@ -2,9 +2,9 @@
  * `--device cuda`, where the hooks sit in front of the CUDA backend: its device memory (the hot
  * tier, the model's buffers), its pinned staging memory and its page-locking of the zero-copy
  * rows fail at each call (every FAULTS_STRIDE-th point of a sweep), a limit on pinned memory
- * holds, and threads that cannot be pinned run unbound. Then a real failure, not an injected one: the device's memory is filled by another
- * backend, and creating a trainer must fail with a clear error, no crash, and work once the
- * memory is back. Exits 77 (skipped) without CUDA or a GPU. */
+ * holds, and threads that cannot be pinned run unbound. Then a real failure, not an injected one:
+ * the device's memory is filled by another backend, and creating a trainer must fail with a clear
+ * error, no crash, and work once the memory is back. Exits 77 (skipped) without CUDA or a GPU. */
 #ifndef NG_HAVE_CUDA
 #include <stdio.h>
 int main(void) {

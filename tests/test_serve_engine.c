@@ -1,5 +1,5 @@
-/* The serving engine (include/neargnn_serve.h) on Cora and the CPU backend: answers bit for bit equal to
- * the trainer's full-neighbour evaluation, independent of batching and of the mode, online
+/* The serving engine (include/neargnn_serve.h) on Cora and the CPU backend: answers bit for bit
+ * equal to the trainer's full-neighbour evaluation, independent of batching and of the mode, online
  * updates with snapshot isolation, the update log's replay (torn tail, corrupt record),
  * admission control and bad requests. */
 #include "ng_test.h"

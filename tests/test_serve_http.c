@@ -2,10 +2,10 @@
  * response writers, and the server itself on a real socket, driven by a small HTTP client.
  *
  * TEST-ONLY FAKE ENGINE: the server is tested here against a fake engine defined below (the
- * functions of include/neargnn_serve.h that http.c calls), so that the HTTP behaviour (routing, status
- * codes, limits, metrics, drain) is tested apart from the real engine, which tests/cli_serve.sh
- * drives end to end. The linker takes these definitions before the library's: http.c's calls
- * resolve here, and the real engine's object is never pulled in. */
+ * functions of include/neargnn_serve.h that http.c calls), so that the HTTP behaviour (routing,
+ * status codes, limits, metrics, drain) is tested apart from the real engine, which
+ * tests/cli_serve.sh drives end to end. The linker takes these definitions before the library's:
+ * http.c's calls resolve here, and the real engine's object is never pulled in. */
 #include "core_impl.h"
 #include "http_impl.h"
 #include "ng_test.h"
