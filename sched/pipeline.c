@@ -124,9 +124,10 @@ static int feed_track(const ng_runtime *rt) {
  * own default). A zero-copy worker costs the CPU almost nothing per iteration (the device
  * reads its cold rows), so one alone reaches most of the link's rate (one ran at 95% of
  * fifteen's on W1), while near-data aggregation scales with the cores it gets: from half, the
- * controller ended at 14/1 on W1 and at 14/0 on W4, and W4's first epoch took 1.38 s from 7/7
- * against 0.82 s from 13/1 (H100, eval/results/2026-11-26-h100-startup.md). BATCH workers
- * gather every cold row themselves: there half stays the start. */
+ * controller ended at 14/1 on W1 and at 14/0 on W4. On W4 (14 workers, H100) the first epoch
+ * took 1.53 s from 7/7 and 0.95 s from 13/1, and the steady rate was 245 and 298 it/s
+ * (eval/results/2026-11-26-h100-deep.md). BATCH workers gather every cold row themselves:
+ * there half stays the start. */
 static int initial_partial(const ng_runtime *rt) {
   if (rt->o.partial_workers >= 0)
     return rt->o.partial_workers;
