@@ -33,6 +33,7 @@ int main(void) {
 }
 #else
 #include "ng_cuda.h"
+#include "ng_test_agg.h" /* the power mean and softmax aggregation the tests define */
 
 /* The built-in mean's text, as a user writes it (must equal ng__cuda_builtin_agg_source("mean")
  * for the nvrtc column to be the template's code; the benchmark checks the outputs agree). */
@@ -52,73 +53,6 @@ NG_AGGREGATOR_SOURCE(mean_src,
 #undef agg_merge
 #undef agg_finalize
 
-#define agg_init pm_init
-#define agg_accumulate pm_accumulate
-#define agg_merge pm_merge
-#define agg_finalize pm_finalize
-#define agg_grad pm_grad
-// clang-format off
-NG_AGGREGATOR_SOURCE(pm_src,
-  NG_AGG_FN void agg_init(float *s) { s[0] = 0.0f; }
-  NG_AGG_FN void agg_accumulate(float *s, float x, float w) {
-    const float a = fabsf(x);
-    s[0] = s[0] + w * (a * a * a);
-  }
-  NG_AGG_FN void agg_merge(float *s, const float *t) { s[0] = s[0] + t[0]; }
-  NG_AGG_FN float agg_finalize(const float *s, float n) { return n > 0.0f ? cbrtf(s[0] / n) : 0.0f; }
-  NG_AGG_FN float agg_grad(const float *s, float n, float x, float w, float y) {
-    (void)s;
-    return y > 0.0f ? w * x * fabsf(x) / (n * y * y) : 0.0f;
-  })
-// clang-format on
-#undef agg_init
-#undef agg_accumulate
-#undef agg_merge
-#undef agg_finalize
-#undef agg_grad
-
-#define agg_init sm_init
-#define agg_accumulate sm_accumulate
-#define agg_merge sm_merge
-#define agg_finalize sm_finalize
-#define agg_grad sm_grad
-// clang-format off
-NG_AGGREGATOR_SOURCE(sm_src,
-  NG_AGG_FN void agg_init(float *s) { s[0] = -INFINITY; s[1] = 0.0f; s[2] = 0.0f; }
-  NG_AGG_FN void agg_accumulate(float *s, float x, float w) {
-    (void)w;
-    const float z = x * 2.0f;
-    if (z > s[0]) {
-      const float r = expf(s[0] - z);
-      s[1] = s[1] * r;
-      s[2] = s[2] * r;
-      s[0] = z;
-    }
-    const float e = expf(z - s[0]);
-    s[1] = s[1] + e;
-    s[2] = s[2] + x * e;
-  }
-  NG_AGG_FN void agg_merge(float *s, const float *t) {
-    const float m = fmaxf(s[0], t[0]);
-    const float a = expf(s[0] - m), b = expf(t[0] - m);
-    s[1] = s[1] * a + t[1] * b;
-    s[2] = s[2] * a + t[2] * b;
-    s[0] = m;
-  }
-  NG_AGG_FN float agg_finalize(const float *s, float n) { return n > 0.0f ? s[2] / s[1] : 0.0f; }
-  NG_AGG_FN float agg_grad(const float *s, float n, float x, float w, float y) {
-    (void)n;
-    (void)w;
-    const float a = expf(x * 2.0f - s[0]) / s[1];
-    return a * (1.0f + (x - y) * 2.0f);
-  })
-// clang-format on
-#undef agg_init
-#undef agg_accumulate
-#undef agg_merge
-#undef agg_finalize
-#undef agg_grad
-
 static const ng_aggregator_def MEAN = {.size = sizeof(ng_aggregator_def),
                                        .name = "mean-nvrtc",
                                        .state_size = 1,
@@ -130,29 +64,6 @@ static const ng_aggregator_def MEAN = {.size = sizeof(ng_aggregator_def),
                                        .grad = NULL,
                                        .source = mean_src,
                                        .accumulate_row = mean_src_accumulate_row};
-static const ng_aggregator_def POWMEAN = {.size = sizeof(ng_aggregator_def),
-                                          .name = "powmean3",
-                                          .state_size = 1,
-                                          .linear = 0,
-                                          .init = pm_init,
-                                          .accumulate = pm_accumulate,
-                                          .merge = pm_merge,
-                                          .finalize = pm_finalize,
-                                          .grad = pm_grad,
-                                          .source = pm_src,
-                                          .accumulate_row = pm_src_accumulate_row};
-static const ng_aggregator_def SOFTMAX = {.size = sizeof(ng_aggregator_def),
-                                          .name = "softmax",
-                                          .state_size = 3,
-                                          .linear = 0,
-                                          .init = sm_init,
-                                          .accumulate = sm_accumulate,
-                                          .merge = sm_merge,
-                                          .finalize = sm_finalize,
-                                          .grad = sm_grad,
-                                          .source = sm_src,
-                                          .accumulate_row = sm_src_accumulate_row};
-
 static void check(ng_status st, const char *what) {
   if (st != NG_OK) {
     fprintf(stderr, "bench_agg_gpu: %s: %s\n", what, ng_last_error());
@@ -254,9 +165,9 @@ int main(int argc, char **argv) {
   ng_aggr mean_user, pm_user, sm_user;
   check(ng_aggregator_define(&pub, &MEAN), "define");
   check(ng__aggr_from_public(&mean_user, &pub), "aggr");
-  check(ng_aggregator_define(&pub, &POWMEAN), "define");
+  check(ng_aggregator_define(&pub, &ng_test_powmean), "define");
   check(ng__aggr_from_public(&pm_user, &pub), "aggr");
-  check(ng_aggregator_define(&pub, &SOFTMAX), "define");
+  check(ng_aggregator_define(&pub, &ng_test_softmax), "define");
   check(ng__aggr_from_public(&sm_user, &pub), "aggr");
   const ng_aggr mean = {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL};
   const ng_aggr sum = {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL};
