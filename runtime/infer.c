@@ -571,23 +571,9 @@ static void producer_main(void *ctx, int worker) {
   pthread_mutex_unlock(&r->mu);
 }
 
-/* The producers: sched/'s worker pool (cores chosen near the GPU and pinned), or plain threads
- * where the pool cannot start (hwloc unable to read the machine). */
-typedef struct {
-  ng_pool *pool;
-  pthread_t *threads;
-  int n;
-  layer_run *run;
-} producers;
-
-static void *producer_thread(void *arg) {
-  producer_main(arg, 0);
-  return NULL;
-}
-
-static ng_status producers_start(producers *p, layer_run *r, int n, ng_backend *be) {
-  memset(p, 0, sizeof *p);
-  p->run = r;
+/* The producers: sched/'s worker pool, on cores chosen near the GPU and pinned (the pool itself
+ * runs a thread unbound when binding is refused, as for training). */
+static ng_status producers_start(ng_pool **out, layer_run *r, int n, ng_backend *be) {
   ng_pool_opts po = NG_POOL_OPTS_INIT;
   po.workers = n;
   /* Beside a GPU the producers keep off the device thread's core and are pinned; beside the CPU
@@ -600,32 +586,7 @@ static ng_status producers_start(producers *p, layer_run *r, int n, ng_backend *
     po.bind = false;
     po.reserve_device_core = false;
   }
-  if (ng__pool_start(&p->pool, &po, producer_main, r) == NG_OK)
-    return NG_OK;
-  p->pool = NULL;
-  p->threads = ng__malloc((size_t)n * sizeof *p->threads, "inference producer threads");
-  if (!p->threads)
-    return NG_ERR_NOMEM;
-  for (int i = 0; i < n; i++) {
-    if (pthread_create(&p->threads[i], NULL, producer_thread, r) != 0)
-      break;
-    p->n++;
-  }
-  if (p->n == 0) {
-    free(p->threads);
-    p->threads = NULL;
-    return ng__err(NG_ERR_NOMEM, "cannot start an inference producer thread");
-  }
-  return NG_OK;
-}
-
-static void producers_join(producers *p) {
-  if (p->pool)
-    ng__pool_join(p->pool);
-  for (int i = 0; i < p->n; i++)
-    pthread_join(p->threads[i], NULL);
-  free(p->threads);
-  memset(p, 0, sizeof *p);
+  return ng__pool_start(out, &po, producer_main, r);
 }
 
 /* Runs layer `j->layer` over its destination set into `dst` (host rows in the set's order) or
@@ -655,8 +616,8 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
                  .st = NG_OK};
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
-  producers pr;
-  ng_status st = producers_start(&pr, &r, n_prod, j->be);
+  ng_pool *pool = NULL;
+  ng_status st = producers_start(&pool, &r, n_prod, j->be);
   double wait_s = 0, dev_s = 0;
   for (int64_t k = 0; k < chunks && st == NG_OK; k++) {
     slot *cur = &slots[k % n_slots];
@@ -702,7 +663,8 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
   r.stop = true; /* the normal end, or this thread's error: producers leave */
   pthread_cond_broadcast(&r.cv);
   pthread_mutex_unlock(&r.mu);
-  producers_join(&pr);
+  if (pool)
+    ng__pool_join(pool);
   if (st == NG_OK && r.st != NG_OK)
     st = ng__err(r.st, "%s", r.err);
   pthread_cond_destroy(&r.cv);
