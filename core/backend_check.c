@@ -619,9 +619,9 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
 /* ---- the front table ---- */
 
 /* The ops the front checks. The others (destroy, free, sync, mem_info, host_free,
- * host_unregister, pci_bus_id, host_view, set_precision, xent_result, sampler_destroy) take
- * nothing the front could validate that the backend does not know better, so the front holds
- * the backend's own pointers there. */
+ * host_unregister, pci_bus_id, host_view, set_precision, warm_start, warm_wait, xent_result,
+ * sampler_destroy) take nothing the front could validate that the backend does not know
+ * better, so the front holds the backend's own pointers there. */
 #define NG_FRONT_OPS(X)                                                                            \
   X(alloc)                                                                                         \
   X(host_alloc)                                                                                    \

@@ -120,6 +120,15 @@ typedef struct {
   uint64_t drop_key;
 } ng_attn;
 
+/// A GEMM's shape (op gemm's trans_a, trans_b, m, n, k), for warm_start.
+typedef struct {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+} ng_gemm_shape;
+
+/// The most shapes warm_start takes.
+#define NG_WARM_SHAPES 48
+
 /// The float workspace attn_bwd needs for a block of n_dst destinations, n_src sources and nnz
 /// edges: d(score) per slot and head, then d(s_dst) per destination, d(s_src) per source.
 static inline int64_t ng_attn_bwd_work(const ng_attn *a, int32_t n_dst, int32_t n_src,
@@ -233,6 +242,16 @@ struct ng_backend_i {
   /// Sets the arithmetic of the GEMMs queued from now on. NULL, or NG_ERR_UNSUPPORTED for a
   /// precision the backend cannot run: fp32 only.
   ng_status (*set_precision)(ng_backend *be, ng_precision p);
+  /// Runs GEMMs of `shapes` (at most NG_WARM_SHAPES; shrunk to fit) once on `scratch`
+  /// (`bytes` of backend memory the caller owns and leaves alone until warm_wait), on a thread
+  /// of its own, so that the one-time cost of a GEMM library's first calls (set-up, loading
+  /// the kernels a shape picks: about 0.2 s on an H100) overlaps the caller's set-up instead of
+  /// falling in the first training iteration. warm_wait joins that thread; no gemm may be
+  /// queued in between (the other ops may), and destroy joins it too. Best effort: a failure
+  /// leaves the cost to the first iteration and is not reported.
+  void (*warm_start)(ng_backend *be, const ng_gemm_shape *shapes, int n, float *scratch,
+                     size_t bytes);
+  void (*warm_wait)(ng_backend *be);
 
   /* -- sampling on the device (optional: NULL where the backend has none) -- */
   /// A device sampler of graph `g` (borrowed; the CUDA backend copies its topology to device

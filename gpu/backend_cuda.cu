@@ -21,6 +21,7 @@ __global__ void k_fill(float *x, int64_t n, float value) {
 void release(cuda_ctx *c) {
   if (!c)
     return;
+  cuda_warm_join(c);
   /* Teardown errors cannot be reported (destroy returns nothing); each call is independent. */
   if (c->ops_stream)
     (void)cudaStreamSynchronize(c->ops_stream);
@@ -366,6 +367,8 @@ ng_backend_i make_iface() {
   t.event_record = cuda_event_record;
   t.event_elapsed = cuda_event_elapsed;
   t.set_precision = cuda_set_precision;
+  t.warm_start = cuda_warm_start;
+  t.warm_wait = cuda_warm_wait;
   t.pci_bus_id = cuda_pci_bus_id;
   t.sampler_create = cuda_sampler_create;
   t.sampler_destroy = cuda_sampler_destroy;

@@ -268,6 +268,94 @@ ng_status cuda_set_precision(ng_backend *be, ng_precision p) {
   return NG_OK;
 }
 
+/* ---- warming the GEMMs up ---- */
+
+/* cuBLAS's first GEMM in a process sets the library up (150 ms on an H100, 85 ms with eager
+ * module loading), and the first call of each kernel a shape picks loads it (6 to 40 ms each):
+ * about 0.2 s that fell in W4's first iteration (eval/results/2026-11-26-h100-deep.md). A thread
+ * makes those calls on the backend's own handle and ops stream while the caller sets the rest
+ * up (the hot tier, registration, the sampler's topology): the handle's workspace and the loaded
+ * kernels are then the ones the training GEMMs use. No other thread uses the handle before
+ * warm_wait (the op's contract). The shapes should be the real ones: cuBLAS picks kernels by
+ * shape, so a shape shrunk to fit the scratch may load other kernels than training's. */
+static void *warm_main(void *arg) {
+  cuda_ctx *c = static_cast<cuda_ctx *>(arg);
+  if (cudaSetDevice(c->device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  float *buf = c->warm_buf;
+  for (int i = 0; i < c->n_warm; i++) {
+    const ng_gemm_shape *w = &c->warm[i];
+    const int64_t m = w->m, n = w->n, k = w->k;
+    const gemm_key g = {buf,
+                        buf + m * k,
+                        buf + m * k + k * n,
+                        w->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        w->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        (int)m,
+                        (int)n,
+                        (int)k,
+                        (int)(w->trans_a ? m : k),
+                        (int)(w->trans_b ? k : n),
+                        (int)n,
+                        1.0f,
+                        0.0f};
+    if (gemm_plain(c, &g) != NG_OK)
+      break;
+  }
+  (void)cudaStreamSynchronize(c->ops_stream);
+  (void)cudaGetLastError();
+  return nullptr;
+}
+
+void cuda_warm_start(ng_backend *be, const ng_gemm_shape *shapes, int n, float *scratch,
+                     size_t bytes) {
+  cuda_ctx *c = ctx_of(be);
+  const char *env = getenv("NG_CUDA_WARM"); /* "0": off, to measure what it saves */
+  if ((env && strcmp(env, "0") == 0) || c->warm_running || n <= 0 || !shapes || !scratch ||
+      use(be, "warm_start") != NG_OK)
+    return;
+  const int64_t cap = (int64_t)(bytes / sizeof(float));
+  c->n_warm = NG_MIN(n, NG_WARM_SHAPES);
+  for (int i = 0; i < c->n_warm; i++) {
+    ng_gemm_shape *w = &c->warm[i];
+    *w = shapes[i];
+    int64_t *d[3] = {&w->m, &w->n, &w->k};
+    for (int j = 0; j < 3; j++)
+      *d[j] = NG_MIN(NG_MAX(*d[j], (int64_t)1), (int64_t)INT32_MAX);
+    /* The largest extent halved until A, B and C fit the scratch together. */
+    while (w->m * w->k + w->k * w->n + w->m * w->n > cap && w->m * w->n * w->k > 1) {
+      int64_t *big = w->m >= w->n && w->m >= w->k ? &w->m : w->n >= w->k ? &w->n : &w->k;
+      *big = (*big + 1) / 2;
+    }
+    if (w->m * w->k + w->k * w->n + w->m * w->n > cap) {
+      c->n_warm = i;
+      break;
+    }
+  }
+  c->warm_buf = scratch;
+  /* Zeros, so that no GEMM reads garbage (a NaN costs nothing, but a tidy warm-up is easier
+   * to reason about under compute-sanitizer's initcheck). */
+  if (c->n_warm == 0 || cudaMemsetAsync(scratch, 0, bytes, c->ops_stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  c->warm_running = pthread_create(&c->warm_thread, NULL, warm_main, c) == 0;
+}
+
+void cuda_warm_join(cuda_ctx *c) {
+  if (!c || !c->warm_running)
+    return;
+  (void)pthread_join(c->warm_thread, NULL);
+  c->warm_running = false;
+  c->warm_buf = nullptr;
+}
+
+void cuda_warm_wait(ng_backend *be) {
+  cuda_warm_join(ctx_of(be));
+}
+
 /* ---- elementwise ops ---- */
 
 ng_status cuda_add(ng_backend *be, float *y, const float *x, int64_t n) {

@@ -27,6 +27,7 @@
 #include "rng.h"
 
 #include <cublas_v2.h>
+#include <pthread.h>
 #include <type_traits>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -91,6 +92,12 @@ struct cuda_ctx {
   bool gemm_graphs;   // replay repeated GEMM calls as CUDA graphs (NG_CUDA_GEMM_GRAPHS=0: off)
   gemm_graph gemms[kGemmGraphs];
   uint64_t gemm_clock;
+  // warm_start's thread and what it runs (backend_cuda_dense.cu)
+  pthread_t warm_thread;
+  bool warm_running;
+  ng_gemm_shape warm[NG_WARM_SHAPES]; // shrunk to fit warm_buf
+  int n_warm;
+  float *warm_buf;         // the caller's scratch
   struct nccl_state *nccl; // the device communicator (backend_cuda_nccl.cu), or NULL
 };
 
@@ -299,6 +306,10 @@ ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64
                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                     float beta, float *c, int64_t ldc);
 ng_status cuda_set_precision(ng_backend *be, ng_precision p);
+void cuda_warm_start(ng_backend *be, const ng_gemm_shape *shapes, int n, float *scratch,
+                     size_t bytes);
+void cuda_warm_wait(ng_backend *be);
+void cuda_warm_join(cuda_ctx *c);
 ng_status cuda_add(ng_backend *be, float *y, const float *x, int64_t n);
 ng_status cuda_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t rows, int64_t cols,
                             ng_activation act);

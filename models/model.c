@@ -314,6 +314,12 @@ static ng_status arena_reserve(ng_model_exec *ex, size_t bytes) {
   return st;
 }
 
+ng_status ng__exec_reserve(ng_model_exec *ex, size_t bytes, void **arena) {
+  NG_CHECK(arena_reserve(ex, bytes));
+  *arena = ex->arena;
+  return NG_OK;
+}
+
 static bool layer_drops(const ng_layer *L, bool training) {
   return training && L->o.dropout > 0.0f;
 }
@@ -867,6 +873,23 @@ ng_status ng__exec_layer_eval_self(ng_model_exec *ex, int l, const ng_block *blk
                               (size_t)len * (size_t)outd * sizeof(float)));
   }
   return NG_OK;
+}
+
+int ng__model_gemm_shapes(const struct ng_model *m, const int64_t *rows, ng_gemm_shape *out,
+                          int cap) {
+  int n = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    const ng_layer *L = &m->layers[l];
+    const int64_t r = rows[l], in = L->in_dim, c = L->cols;
+    const ng_gemm_shape s[3] = {
+        {false, false, r, c, in}, /* forward: [r, in] x [in, c] */
+        {true, false, in, c, r},  /* weight gradient: [r, in]^T x [r, c] */
+        {false, true, r, in, c},  /* input gradient: [r, c] x [in, c]^T */
+    };
+    for (int i = 0; i < 3 && n < cap; i++)
+      out[n++] = s[i];
+  }
+  return n;
 }
 
 ng_status ng_model_kind_get(ng_model_kind *kind, int64_t *in_dim, ng_model_t m) {

@@ -124,6 +124,10 @@ typedef struct {
 ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backend *be,
                           uint64_t seed);
 void ng__exec_destroy(ng_model_exec *ex);
+/// Grows ex's arena (the activations and gradients of a mini-batch, backend memory) to at
+/// least `bytes` now and gives it in *arena: the trainer lends it to backend op warm_start
+/// before the first step, which would have grown it anyway.
+ng_status ng__exec_reserve(ng_model_exec *ex, size_t bytes, void **arena);
 
 /// Forward pass over a mini-batch whose blocks live in backend memory. The input layer's work
 /// up to its aggregation is the caller's (the tiered feature store, sched/feature_store_impl.h):
@@ -141,6 +145,13 @@ uint64_t ng__exec_input_drop_key(uint64_t seed);
 ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_logits);
 /// One optimizer step on every layer with its own weight decay.
 ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp);
+
+/// The GEMMs a training step of model `m` makes, approximately, for backend op warm_start:
+/// each layer's forward product and its two gradient products, with `rows[l]` destinations of
+/// layer l (sources for the layers whose products read every source row: GAT, SAGE-pool).
+/// Returns how many shapes it wrote (at most `cap`).
+int ng__model_gemm_shapes(const struct ng_model *m, const int64_t *rows, ng_gemm_shape *out,
+                          int cap);
 
 /// Destinations per product in evaluation (ng__exec_layer_eval): its GEMMs all have this many
 /// rows (the last tile padded with zeros), so that a row's result does not depend on the chunk.

@@ -44,6 +44,7 @@ struct ng_trainer {
   struct ng_model model_copy;   /* layers may be added to the caller's model afterwards */
   ng_train_opts opts;
   ng_backend *be;
+  ng_pool_prefetch topo_prefetch; /* the machine's topology, loaded during ng_trainer_create */
   ng_model_exec ex;
   ng_sampler_cfg cfg;
   ng_sample_arena *arena;
@@ -376,6 +377,50 @@ static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
     t->step.reduce = ng__dist_reduce;
     t->step.reduce_ctx = &t->dist;
   }
+  return NG_OK;
+}
+
+/* Starts warming the device's GEMMs up (backend op warm_start) while the rest is set up: their
+ * first calls cost about 0.2 s on an H100, which fell in the first iteration. The shapes are a
+ * step's, from the mini-batch sizes the sampling gives at most (as estimate_memory counts
+ * them), and the scratch is the model's arena, reserved for them now (at most kWarmArena: the
+ * forward pass would have grown it at least to the largest product's output). Joined at the
+ * end of ng_trainer_create. */
+static ng_status warm_gemms(struct ng_trainer *t) {
+  enum { kWarmArena = 512 << 20 };
+  ng_backend *be = t->be;
+  const struct ng_model *m = t->model;
+  if (!be->iface->warm_start)
+    return NG_OK;
+  const ng_dataset_info *info = &t->ds->info;
+  const double nodes = (double)info->nodes;
+  const double avg_deg = info->nodes ? (double)info->edges / nodes : 0.0;
+  const int64_t batch = t->opts.batch > 0 ? NG_MIN(t->opts.batch, info->train) : info->train;
+  double r = (double)NG_MAX(batch / NG_MAX(t->dist.ranks, 1), (int64_t)1);
+  int64_t rows[NG_MAX_LAYERS];
+  for (int l = m->n_layers - 1; l >= 0; l--) {
+    const double f = m->layers[l].o.fanout < 0 ? avg_deg : (double)m->layers[l].o.fanout;
+    const double src = NG_MIN(nodes, r * (1.0 + f));
+    /* GAT's projection and SAGE-pool's MLP multiply every source row. */
+    const bool sources = m->kind == NG_MODEL_GAT || m->kind == NG_MODEL_SAGE_POOL;
+    rows[l] = (int64_t)(sources ? src : r);
+    r = src;
+  }
+  ng_gemm_shape shapes[NG_WARM_SHAPES];
+  const int n = ng__model_gemm_shapes(m, rows, shapes, NG_WARM_SHAPES);
+  double most = 0.0;
+  for (int i = 0; i < n; i++) {
+    const double a = (double)shapes[i].m, b = (double)shapes[i].n, c = (double)shapes[i].k;
+    most = fmax(most, (a * c + c * b + a * b) * sizeof(float));
+  }
+  if (n == 0)
+    return NG_OK;
+  /* The arena is needed anyway: a device too full for it is reported now, as the first
+   * iteration would. */
+  void *arena = NULL;
+  const size_t bytes = (size_t)fmin(most, (double)kWarmArena);
+  NG_CHECK(ng__exec_reserve(&t->ex, bytes, &arena));
+  be->iface->warm_start(be, shapes, n, arena, bytes);
   return NG_OK;
 }
 
@@ -785,7 +830,10 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
                   fail);
     t->features = t->features_owned;
   }
+  /* The workers' placement reads the machine's topology, loaded meanwhile. */
+  ng__pool_prefetch(&t->topo_prefetch);
   NG_CHECK_GOTO(st, setup_device(t, &o), fail);
+  NG_CHECK_GOTO(st, warm_gemms(t), fail);
   NG_CHECK_GOTO(st, setup_sampler(t, &o), fail);
   NG_CHECK_GOTO(st, estimate_memory(&t->mem, ds, model, &o, t->be), fail);
   if (o.max_host_memory > 0 && t->mem.host_total > o.max_host_memory)
@@ -793,6 +841,9 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   NG_CHECK_GOTO(st, setup_store(t, &o), fail);
   NG_CHECK_GOTO(st, setup_runtime(t, &o), fail);
   t->opts.cpuset = NULL; /* borrowed from the caller: the runtime copied what it needs */
+  if (t->be->iface->warm_wait)
+    t->be->iface->warm_wait(t->be);
+  ng__pool_prefetch_join(&t->topo_prefetch);
   t->startup.total_s = ng__now() - t_create;
   *out = t;
   return NG_OK;
@@ -818,7 +869,11 @@ void ng_trainer_destroy(ng_trainer_t t) {
   if (!t || t->magic != NG_TRAINER_MAGIC)
     return;
   t->magic = 0;
+  ng__pool_prefetch_join(&t->topo_prefetch);
   if (t->be) {
+    /* Before the arena the warm-up multiplies in goes (a create that failed after it began). */
+    if (t->be->iface->warm_wait)
+      t->be->iface->warm_wait(t->be);
     growbuf_free(t->be, &t->labels);
     ng__train_step_free(&t->step);
     growbuf_free(t->be, &t->eval_out);

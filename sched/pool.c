@@ -218,6 +218,23 @@ unlock:
   return st;
 }
 
+static void *prefetch_main(void *arg) {
+  (void)arg;
+  hwloc_topology_t t;
+  (void)machine_topology(&t);
+  return NULL;
+}
+
+void ng__pool_prefetch(ng_pool_prefetch *p) {
+  p->running = pthread_create(&p->thread, NULL, prefetch_main, NULL) == 0;
+}
+
+void ng__pool_prefetch_join(ng_pool_prefetch *p) {
+  if (p->running)
+    (void)pthread_join(p->thread, NULL);
+  p->running = false;
+}
+
 static ng_status usable_cpus(hwloc_topology_t topo, hwloc_bitmap_t out) {
   ng_status st = NG_OK;
   pthread_mutex_lock(&initial_mu);

@@ -9,6 +9,8 @@
 
 #include "core_impl.h"
 
+#include <pthread.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,6 +58,16 @@ ng_status ng__cpus_slice(char *out, size_t cap, const char *list, int k, int m);
 
 ng_status ng__pool_start(ng_pool **out, const ng_pool_opts *o, void (*fn)(void *ctx, int worker),
                          void *ctx);
+/// Loads the machine's topology, which the process's first ng__pool_start would (40-60 ms on
+/// the H100 machine: hwloc scans every PCI device), on a thread of its own while the caller
+/// sets other things up; ng__pool_prefetch_join waits for it (and accepts a prefetch that never
+/// started). Best effort: a failure is left for ng__pool_start to report.
+typedef struct {
+  pthread_t thread;
+  bool running;
+} ng_pool_prefetch;
+void ng__pool_prefetch(ng_pool_prefetch *p);
+void ng__pool_prefetch_join(ng_pool_prefetch *p);
 /// Waits for every worker's `fn` to return and frees the pool (accepts NULL). The pool's other
 /// accessors must not be called afterwards.
 void ng__pool_join(ng_pool *p);
