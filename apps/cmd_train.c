@@ -589,13 +589,16 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     st = ng_dataset_info_get(&info, ds);
   if (st == NG_OK)
     print_setup(t, c, &info, command);
-  if (st == NG_OK && c->comm)
+  ng_cache_info cache;
+  if (st == NG_OK && c->comm && ng_trainer_cache_info(&cache, t) == NG_OK)
     fprintf(stderr,
             "neargnn %s: rank %d of %d (%s; %d on this host), every global batch (--batch) "
-            "split between the ranks; feature cache replicated: every rank caches the same hot "
-            "rows\n",
+            "split between the ranks; feature cache %s\n",
             command, rank, ng_comm_size(c->comm), ng_comm_kind(c->comm),
-            ng_comm_local_size(c->comm));
+            ng_comm_local_size(c->comm),
+            cache.placement == NG_CACHE_PARTITIONED
+                ? "partitioned: the ranks' GPUs cache the hot rows between them"
+                : "replicated: every rank caches the same hot rows");
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
     r.epochs = cJSON_AddArrayToObject(r.root, "epochs");

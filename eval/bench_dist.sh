@@ -108,8 +108,11 @@ if [ "$maxg" -ge 2 ]; then
     status=1
   fi
   # Partitioned: 2 x 5% striped = replicated 10% (check-2gpu-a), bit for bit.
-  pchk=()
-  for x in "${chk[@]}"; do if [ "$x" = 0.1 ]; then pchk+=(0.05); else pchk+=("$x"); fi; done
+  pchk=() prev=
+  for x in "${chk[@]}"; do
+    if [ "$prev" = --cache-ratio ]; then pchk+=(0.05); else pchk+=("$x"); fi
+    prev=$x
+  done
   if "$BIN" "${pchk[@]}" --batch 2048 --ranks 2 --cache-placement partitioned \
     --checkpoint "$OUT/check-2gpu-part.st" >"$OUT/check-2gpu-part.out" 2>&1; then
     grep -h "cache " "$OUT/check-2gpu-part.out" | head -1 | sed 's/^/  /'
