@@ -16,6 +16,8 @@
 
 static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
 static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
+/* In the order of ng_cache_placement. */
+static const char *const CACHE_PLACEMENT_NAMES[] = {"replicated", "partitioned", "auto", NULL};
 static const char *const PRECISION_NAMES[] = {"fp32", "tf32", "bf16", NULL};
 /* In ng_sampler_kind's order; "gpu" is the device sampler's name on the cuda device. */
 static const char *const SAMPLER_NAMES[] = {"auto", "cpu", "gpu", NULL};
@@ -44,6 +46,8 @@ typedef struct {
   int64_t max_host_memory, infer_host_bytes, eval_chunk;
   const char *temp_dir;
   ng_comm_t comm; /* the ranks of a data-parallel run, or NULL */
+  int cache_placement;
+  const char *cache_bench;
 } train_cfg;
 
 /* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
@@ -60,6 +64,7 @@ static void runtime_defaults(train_cfg *c) {
   c->features_memory = (int)d.features_memory;
   c->device_share = d.device_share;
   c->eval_chunk = d.eval_chunk;
+  c->cache_placement = (int)d.cache_placement;
 }
 
 /* The library's options for the configuration `c`. */
@@ -88,6 +93,8 @@ static void train_opts_of(ng_train_opts *o, const train_cfg *c) {
   o->ready_window = c->ready_window;
   o->device_share = c->device_share;
   o->precision = (ng_precision)c->precision;
+  o->cache_placement = (ng_cache_placement)c->cache_placement;
+  o->cache_bench = c->cache_bench;
   o->sampler = (ng_sampler_kind)c->sampler;
   o->op_profile_every = c->op_profile;
   o->max_host_memory = c->max_host_memory;
@@ -441,6 +448,14 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
             "worker transfers raw rows "
             "(--transfer decides batched or zero-copy)\n",
             command);
+  ng_cache_info ci;
+  if (c->comm && ng_trainer_cache_info(&ci, t) == NG_OK &&
+      (ci.placement == NG_CACHE_PARTITIONED || c->cache_placement != NG_CACHE_REPLICATED))
+    fprintf(stderr,
+            "neargnn %s: cache %s: %" PRId64 " hot rows over %d GPU%s, %" PRId64
+            " on this one (%s; chosen in %.3f s)\n",
+            command, ng_cache_placement_name(ci.placement), ci.hot_rows, (int)ci.parts,
+            ci.parts == 1 ? "" : "s", ci.gpu_rows, ci.why, ci.probe_s);
   ng_startup_times su;
   if (ng_trainer_startup(&su, t) == NG_OK)
     fprintf(
@@ -463,6 +478,20 @@ static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *
       cJSON_AddNumberToObject(js, "register_s", su.register_s);
       cJSON_AddNumberToObject(js, "sampler_s", su.sampler_s);
       cJSON_AddStringToObject(js, "sampler", ng_trainer_sampler(t));
+    }
+  }
+  ng_cache_info ci;
+  if (ng_trainer_cache_info(&ci, t) == NG_OK) {
+    cJSON *jc = cJSON_AddObjectToObject(root, "cache");
+    if (jc) {
+      cJSON_AddStringToObject(jc, "placement", ng_cache_placement_name(ci.placement));
+      cJSON_AddNumberToObject(jc, "parts", ci.parts);
+      cJSON_AddNumberToObject(jc, "hot_rows", (double)ci.hot_rows);
+      cJSON_AddNumberToObject(jc, "gpu_rows", (double)ci.gpu_rows);
+      cJSON_AddNumberToObject(jc, "peer_gbs", ci.peer_gbs);
+      cJSON_AddNumberToObject(jc, "h2d_gbs", ci.h2d_gbs);
+      cJSON_AddNumberToObject(jc, "probe_s", ci.probe_s);
+      cJSON_AddStringToObject(jc, "why", ci.why);
     }
   }
   if (notes->first_iter > 0) {
@@ -560,13 +589,16 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     st = ng_dataset_info_get(&info, ds);
   if (st == NG_OK)
     print_setup(t, c, &info, command);
-  if (st == NG_OK && c->comm)
+  ng_cache_info cache;
+  if (st == NG_OK && c->comm && ng_trainer_cache_info(&cache, t) == NG_OK)
     fprintf(stderr,
             "neargnn %s: rank %d of %d (%s; %d on this host), every global batch (--batch) "
-            "split between the ranks; feature cache replicated: every rank caches the same hot "
-            "rows\n",
+            "split between the ranks; feature cache %s\n",
             command, rank, ng_comm_size(c->comm), ng_comm_kind(c->comm),
-            ng_comm_local_size(c->comm));
+            ng_comm_local_size(c->comm),
+            cache.placement == NG_CACHE_PARTITIONED
+                ? "partitioned: the ranks' GPUs cache the hot rows between them"
+                : "replicated: every rank caches the same hot rows");
   report r = {cJSON_CreateObject(), NULL};
   if (r.root)
     r.epochs = cJSON_AddArrayToObject(r.root, "epochs");
@@ -768,7 +800,15 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                     "auto"),                                                                       \
       CLI_OPT_FLOAT("cache-ratio", &(c)->cache_ratio, "R", 0, false, 1, false,                     \
                     "hot rows as a share of the nodes",                                            \
-                    .default_text = "what fits in half the free device memory; all on cpu")
+                    .default_text = "what fits in half the free device memory; all on cpu"),       \
+      CLI_OPT_CHOICE("cache-placement", &(c)->cache_placement, "P", CACHE_PLACEMENT_NAMES,         \
+                     "several GPUs of one host: replicated (each caches rows [0, H)), "            \
+                     "partitioned (together rows [0, R x H), peers' rows read over NVLink/P2P), " \
+                     "or auto (partitioned when it serves markedly more reads and peer copies "   \
+                     "beat 2 x H2D; docs/distributed.md)"),                                        \
+      CLI_OPT_STRING("cache-bench", &(c)->cache_bench, "FILE",                                     \
+                     "--cache-placement auto: peer_gbs and h2d_gbs from this bench_floor --json "  \
+                     "file instead of a start-up measurement")
 // clang-format on
 
 int cmd_train(int argc, char **argv) {

@@ -425,7 +425,33 @@ struct ng_backend_i {
   /// Milliseconds of device time of the all-reduces queued since the last call and how many
   /// they were (waits for them).
   ng_status (*allreduce_time)(ng_backend *be, double *ms, int64_t *count);
+
+  /* -- the partitioned hot tier (optional: NULL where the backend has none). The hot rows
+   *    [0, R x H) are striped over R parts: row g lives in part g % R, at row g / R of it
+   *    (docs/distributed.md, "The feature cache across GPUs") -- */
+  /// dst[i, :] = row ids[i] of the striped table whose R = n_parts parts are parts[0 .. R)
+  /// (fp32 rows, or bf16 rows converted exactly when `bf16`), with input dropout keyed by the
+  /// global id, as scatter_rows keys it (element (ids[i], c)). A part may be a peer device's
+  /// memory (ipc_open). n > 0.
+  ng_status (*gather_parts)(ng_backend *be, float *dst, const void *const *parts, int n_parts,
+                            bool bf16, const int64_t *ids, int64_t n, int64_t dim, float drop_p,
+                            uint64_t drop_key);
+  /// Writes the NG_IPC_HANDLE_BYTES handle by which another process of the host opens the
+  /// allocation `ptr` (from alloc) with ipc_open.
+  ng_status (*ipc_export)(ng_backend *be, const void *ptr, void *handle);
+  /// Opens a handle another process exported: *ptr is its allocation as this backend's
+  /// kernels address it (over NVLink or PCIe peer-to-peer). `peer_pci` is the exporting
+  /// device's PCI id: when that device is visible here, peer access is checked
+  /// (NG_ERR_UNSUPPORTED when the two devices cannot access each other) and enabled.
+  ng_status (*ipc_open)(ng_backend *be, const void *handle, const char *peer_pci, void **ptr);
+  /// Closes what ipc_open opened (accepts NULL).
+  void (*ipc_close)(ng_backend *be, void *ptr);
 };
+
+/// Bytes of an inter-process memory handle (ipc_export): cudaIpcMemHandle_t.
+#define NG_IPC_HANDLE_BYTES 64
+/// The most parts of a partitioned hot tier (the GPUs of one host).
+#define NG_MAX_PARTS 16
 
 /// Bytes of a device communicator's id (dist_id): NCCL's ncclUniqueId.
 #define NG_DIST_ID_BYTES 128

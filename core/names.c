@@ -20,6 +20,11 @@ ng_status ng_fetch_parse(ng_fetch *out, const char *name) {
                  name ? name : "(null)");
 }
 
+const char *ng_cache_placement_name(ng_cache_placement p) {
+  static const char *const names[] = {"replicated", "partitioned", "auto"};
+  return (unsigned)p < NG_ARRAY_LEN(names) ? names[p] : NULL;
+}
+
 const char *ng_fetch_name(ng_fetch f) {
   return (unsigned)f < NG_ARRAY_LEN(FETCH_NAMES) ? FETCH_NAMES[f] : "?";
 }

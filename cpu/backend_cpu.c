@@ -426,6 +426,24 @@ static ng_status cpu_scatter_rows_bf16(ng_backend *be, float *dst, const int32_t
   return NG_OK;
 }
 
+/* The partitioned hot tier's gather (backend_impl.h): row g of part g % R, at row g / R, dropped
+ * by its global id. On the CPU the parts are host memory (tests stand in for peer devices). */
+static ng_status cpu_gather_parts(ng_backend *be, float *dst, const void *const *parts,
+                                  int n_parts, bool bf16, const int64_t *ids, int64_t n,
+                                  int64_t dim, float drop_p, uint64_t drop_key) {
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t g = ids[i], row = g / n_parts;
+    const void *part = parts[g % n_parts];
+    if (bf16)
+      ng__cpu_drop_row_bf16(dst + i * dim, (const uint16_t *)part + row * dim, g, dim, drop_p,
+                            drop_key);
+    else
+      ng_drop_row(dst + i * dim, (const float *)part + row * dim, g, dim, drop_p, drop_key);
+  }
+  return NG_OK;
+}
+
 static ng_status cpu_add_self_loop(ng_backend *be, float *dst, const float *self_w,
                                    const float *rows, int64_t n, int64_t dim) {
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
@@ -902,6 +920,7 @@ static const struct ng_backend_i CPU_IFACE = {
     .scatter_rows = cpu_scatter_rows,
     .aggr_partial_bf16 = cpu_aggr_partial_bf16,
     .scatter_rows_bf16 = cpu_scatter_rows_bf16,
+    .gather_parts = cpu_gather_parts,
     .add_self_loop = cpu_add_self_loop,
     .gemm = cpu_gemm,
     .add = cpu_add,

@@ -13,6 +13,7 @@
 void ng__fetch_scratch_free(ng_fetch_scratch *s) {
   free(s->stage_pos);
   free(s->stage_ids);
+  free(s->hot_pos);
   memset(s, 0, sizeof *s);
 }
 
@@ -30,6 +31,7 @@ static void *take(layout *l, size_t bytes) {
 
 typedef struct {
   int64_t hot_nnz, cold_nnz, n_staged;
+  int64_t n_hot_rows; /* cfg.hot_gather: the hot local nodes */
   int32_t n_self_hot, n_self_cold;
   int32_t n_host_dst; /* destinations whose cold edges the host reduces (PARTIAL) */
   int64_t host_nnz;   /* their cold edges */
@@ -108,6 +110,7 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
   p->self_w = cfg->ag.self_loop ? take(l, (size_t)nd * f32) : NULL;
   p->self_hot_pos = take(l, (size_t)c->n_self_hot * i32);
   p->self_hot_ids = take(l, (size_t)c->n_self_hot * i64);
+  p->hot_ids = cfg->hot_gather ? take(l, (size_t)c->n_hot_rows * i64) : NULL;
   p->self_cold_pos = take(l, (size_t)c->n_self_cold * i32);
   p->self_cold_ids = take(l, (size_t)c->n_self_cold * i64);
   p->staged16 = NULL;
@@ -214,7 +217,7 @@ static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_miniba
   const int32_t nd = b->n_dst, ns = b->n_src;
   const bool staging = stages_nodes(cfg);
   /* A local copy, which the compiler can keep in registers over the loops. */
-  counts n = {0, 0, 0, 0, 0, 0, 0, false};
+  counts n = {0, 0, 0, 0, 0, 0, 0, 0, false};
   n.n_host_dst = staging ? 0 : nd - (int32_t)(cfg->device_share * (double)nd);
   const int32_t host_end = b->indptr[n.n_host_dst]; /* the host's destinations' edges */
   for (int64_t e = 0; e < b->nnz; e++) {
@@ -235,6 +238,13 @@ static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_miniba
       scratch->stage_pos[s] = gid[s] >= H ? (int32_t)n.n_staged++ : -1;
   } else {
     n.n_staged = n.n_self_cold + (n.cold_nnz - n.host_nnz);
+  }
+  if (cfg->hot_gather) {
+    /* Every hot local node is gathered once, as the cold ones are staged once. */
+    NG_CHECK(ng__host_reserve((void **)&scratch->hot_pos, &scratch->hot_cap,
+                              (size_t)ns * sizeof(int32_t), "the fetch scratch"));
+    for (int32_t s = 0; s < ns; s++)
+      scratch->hot_pos[s] = gid[s] < H ? (int32_t)n.n_hot_rows++ : -1;
   }
   *c = n;
   return NG_OK;
@@ -262,6 +272,7 @@ static ng_status lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_mi
   out->n_self_hot = c->n_self_hot;
   out->n_self_cold = c->n_self_cold;
   out->n_staged = c->n_staged;
+  out->n_hot_rows = cfg->hot_gather ? c->n_hot_rows : 0;
   out->n_host_dst = c->n_host_dst;
   return NG_OK;
 }
@@ -282,6 +293,7 @@ static void split_edges(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_min
    * count from 0 (the device gathers them into rows of their own). */
   int64_t *dev_ids = out->staged_ids ? (int64_t *)out->staged_ids + c->n_self_cold : NULL;
   const int32_t n_host_dst = c->n_host_dst;
+  const int32_t *hot_pos = cfg->hot_gather ? scratch->hot_pos : NULL;
   int32_t nh = 0, nc = 0, nz = 0;
   hp[0] = cp[0] = 0;
   for (int32_t d = 0; d < nd; d++) {
@@ -292,7 +304,7 @@ static void split_edges(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_min
       if (g < H) {
         if (hw)
           hw[nh] = b->edge_w[e];
-        hi[nh++] = (int32_t)g;
+        hi[nh++] = hot_pos ? hot_pos[s] : (int32_t)g;
       } else {
         if (cw)
           cw[nc] = b->edge_w[e];
@@ -326,7 +338,7 @@ static void finish_blocks(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_m
   out->hot.n_dst = out->cold.n_dst = nd;
   out->hot.nnz = c->hot_nnz;
   out->cold.nnz = c->cold_nnz;
-  out->hot.n_src = (int32_t)NG_MAX((int64_t)nd, H);
+  out->hot.n_src = (int32_t)NG_MAX((int64_t)nd, cfg->hot_gather ? c->n_hot_rows : H);
   out->cold.n_src =
       (int32_t)NG_MAX((int64_t)nd, staging ? c->n_staged : NG_MAX(c->n_staged, cfg->nodes));
   if (out->self_w)
@@ -364,7 +376,7 @@ static void split_self(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_mini
     const int64_t g = gid[d];
     if (g < H) {
       shp[a] = d;
-      shi[a++] = g;
+      shi[a++] = cfg->hot_gather ? scratch->hot_pos[d] : g;
     } else {
       scp[z] = d;
       sci[z] = staging ? scratch->stage_pos[d] : z;
@@ -434,6 +446,12 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   split_edges(out, cfg, mb, &c, scratch);
   finish_blocks(out, cfg, mb, &c);
   split_self(out, cfg, mb, scratch);
+  if (cfg->hot_gather) {
+    int64_t *hid = (int64_t *)out->hot_ids;
+    for (int32_t s = 0; s < mb->blocks[0].n_src; s++)
+      if (scratch->hot_pos[s] >= 0)
+        hid[scratch->hot_pos[s]] = mb->node_ids[s];
+  }
   int64_t *ids = NULL;
   NG_CHECK(list_staged(&ids, out, cfg, mb, &c, scratch));
 
@@ -473,6 +491,7 @@ void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_bas
   REBASE(self_cold_pos);
   REBASE(self_hot_ids);
   REBASE(self_cold_ids);
+  REBASE(hot_ids);
   REBASE(staged);
   REBASE(staged16);
   REBASE(staged_ids);

@@ -45,6 +45,11 @@ typedef struct {
   /// the host. It moves cold-row reading from the workers to the link when the link has room
   /// (the hybrid controller's finest step, docs/scheduler.md); 0 otherwise.
   double device_share;
+  /// A partitioned hot tier (docs/distributed.md): the device gathers the hot rows an iteration
+  /// reads from the GPUs that hold them into rows of their own, one per hot local node, with
+  /// input dropout, and reduces the hot edges over those rows. The package then lists the hot
+  /// rows (hot_ids) and hot.indices and self_hot_ids are positions among them, not global ids.
+  bool hot_gather;
 } ng_fetch_cfg;
 
 /// One iteration's package, everything the device needs for it: pointers into one contiguous buffer
@@ -76,6 +81,11 @@ typedef struct {
   int32_t n_self_hot, n_self_cold;
   const int32_t *self_hot_pos, *self_cold_pos;
   const int64_t *self_hot_ids, *self_cold_ids;
+  /// cfg.hot_gather: the global ids of the hot local nodes, in local order (each hot source
+  /// once, and the hot destinations), which the device gathers into hot rows 0 .. n_hot_rows;
+  /// NULL (and 0) otherwise.
+  int64_t n_hot_rows;
+  const int64_t *hot_ids;
   /// The staged rows, with input dropout applied: BATCH the unique cold local nodes (each cold
   /// source once, and the cold destinations) and PARTIAL the cold self rows, copied here
   /// (`staged`); ZCOPY the same rows as BATCH, and PARTIAL with cfg.self_zcopy its cold self
@@ -110,6 +120,8 @@ typedef struct {
   size_t cap;         ///< bytes
   int64_t *stage_ids; ///< [n_staged] global id of each row the host stages (BATCH, PARTIAL)
   size_t ids_cap;     ///< bytes
+  int32_t *hot_pos;   ///< cfg.hot_gather: [n_src] position of each hot local node among hot_ids
+  size_t hot_cap;     ///< bytes
 } ng_fetch_scratch;
 
 void ng__fetch_scratch_free(ng_fetch_scratch *s);

@@ -8,8 +8,12 @@
 #   - the same seed and GPU count give the same bits (two 2-GPU runs' checkpoints are equal);
 #   - 2 GPUs against 1 at the same global batch: the same parameters within 1e-4 relative
 #     (fp32 rounding: cuBLAS sums a split batch in another order; plain SGD, no dropout);
+#   - the partitioned cache (2 GPUs x 5% of the rows, striped) gives the bits of a replicated
+#     cache of the same 10% on each GPU;
 # and bench_floor's H2D and peer (device 0 -> 1) copy rates, the inputs of the feature cache's
-# choice between replicated and partitioned (docs/distributed.md).
+# choice between replicated and partitioned (docs/distributed.md). Runs of 2 GPUs or more go
+# once per cache placement (PLACEMENTS): each GPU holds the workload's hot tier H, replicated
+# (every GPU rows [0, H)) or partitioned (the GPUs rows [0, GPUs x H) between them).
 #
 # Usage: eval/bench_dist.sh [OUT]   (default eval/results/dist-<date>-<time>)
 # Environment: NEARGNN (default build/default/neargnn), GPUS (default "1 2"), WORKLOADS
@@ -18,7 +22,8 @@
 #   rank's cores but one), DATA (the harness's dataset folder, kept between runs; default
 #   $TMPDIR/neargnn-eval-data), NG_NCCL_LIBRARY (libnccl.so.2; default: found in PyTorch's
 #   environment, /opt/torch/.venv or the python3 on PATH), DEVICE (default cuda; cpu: a smoke
-#   test of the script where there is no GPU).
+#   test of the script where there is no GPU), PLACEMENTS (default "replicated partitioned";
+#   add auto to see the rule's choice).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${NEARGNN:-$here/build/default/neargnn}
@@ -29,6 +34,7 @@ EPOCHS=${EPOCHS:-3}
 SCALE=${SCALE:-1}
 WORKERS=${WORKERS:-0}
 DEVICE=${DEVICE:-cuda} # cpu: a smoke test of this script on a machine without GPUs
+PLACEMENTS=${PLACEMENTS:-replicated partitioned}
 OUT=${1:-$here/eval/results/dist-$(date +%Y-%m-%d-%H%M%S)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -101,6 +107,26 @@ if [ "$maxg" -ge 2 ]; then
     echo "check: 2 GPUs vs 1 at global batch 2048: $(cat "$OUT/check-compare.txt"): FAIL"
     status=1
   fi
+  # Partitioned: 2 x 5% striped = replicated 10% (check-2gpu-a), bit for bit.
+  pchk=() prev=
+  for x in "${chk[@]}"; do
+    if [ "$prev" = --cache-ratio ]; then pchk+=(0.05); else pchk+=("$x"); fi
+    prev=$x
+  done
+  if "$BIN" "${pchk[@]}" --batch 2048 --ranks 2 --cache-placement partitioned \
+    --checkpoint "$OUT/check-2gpu-part.st" >"$OUT/check-2gpu-part.out" 2>&1; then
+    grep -h "cache " "$OUT/check-2gpu-part.out" | head -1 | sed 's/^/  /'
+    if grep -q "cache partitioned" "$OUT/check-2gpu-part.out" &&
+      cmp -s "$OUT/check-2gpu-a.st" "$OUT/check-2gpu-part.st"; then
+      echo "check: partitioned 2 x 5% vs replicated 10%: identical parameters: PASS"
+    else
+      echo "check: partitioned 2 x 5% vs replicated 10%: not partitioned or parameters differ: FAIL"
+      status=1
+    fi
+  else
+    echo "check: the partitioned run failed: $(tail -1 "$OUT/check-2gpu-part.out"): FAIL"
+    status=1
+  fi
   grep -h "^epoch" "$OUT/check-1gpu.out" | sed 's/^/  1 GPU:  /'
   grep -h "^epoch" "$OUT/check-2gpu-a.out" | sed 's/^/  2 GPUs: /'
 fi
@@ -108,39 +134,57 @@ fi
 # ---- the scaling runs ----
 wl=$(echo "$WORKLOADS" | tr ' ' ',')
 for g in $GPUS; do
-  echo "# $g GPU(s): $wl, hybrid, $WORKERS workers per rank, $EPOCHS epochs"
-  python3 "$here/eval/harness/run.py" --bin "$BIN" --workload "$wl" --modes hybrid \
-    --workers "$WORKERS" --epochs "$EPOCHS" --scale "$SCALE" --ranks "$g" --device "$DEVICE" --no-floor-probe \
-    --no-gpu-probe --no-plots --out "$OUT/gpus-$g" ${DATA:+--data "$DATA"} 2>&1 |
-    grep -E '\] |failed|error' || true
+  places=replicated
+  [ "$g" -gt 1 ] && places=$PLACEMENTS
+  for p in $places; do
+    dir=$OUT/gpus-$g
+    [ "$g" -gt 1 ] && [ "$p" != replicated ] && dir=$OUT/gpus-$g-$p
+    echo "# $g GPU(s), cache $p: $wl, hybrid, $WORKERS workers per rank, $EPOCHS epochs"
+    python3 "$here/eval/harness/run.py" --bin "$BIN" --workload "$wl" --modes hybrid \
+      --workers "$WORKERS" --epochs "$EPOCHS" --scale "$SCALE" --ranks "$g" --device "$DEVICE" \
+      --no-floor-probe --no-gpu-probe --no-plots --out "$dir" ${DATA:+--data "$DATA"} \
+      --extra="--cache-placement $p" 2>&1 |
+      grep -E '\] |failed|error' || true
+  done
 done
 
 # shellcheck disable=SC2086 # one argument per GPU count
-python3 - "$OUT" $GPUS <<'PY'
-import csv, json, os, sys
-out, gpus = sys.argv[1], [int(g) for g in sys.argv[2:]]
+python3 - "$OUT" "$PLACEMENTS" $GPUS <<'PY'
+import csv, glob, json, os, sys
+out, places, gpus = sys.argv[1], sys.argv[2].split(), [int(g) for g in sys.argv[3:]]
 rows = {}
 for g in gpus:
-    path = os.path.join(out, f"gpus-{g}", "results.csv")
-    if not os.path.exists(path):
-        continue
-    meta = json.load(open(os.path.join(out, f"gpus-{g}", "meta.json")))
-    for r in csv.DictReader(open(path)):
-        if r["status"] != "ok":
-            print(f"{r['workload']} {g} GPU(s): {r['status']}: {r['error']}")
+    for p in (places if g > 1 else ["replicated"]):
+        d = os.path.join(out, f"gpus-{g}" if g == 1 or p == "replicated" else f"gpus-{g}-{p}")
+        path = os.path.join(d, "results.csv")
+        if not os.path.exists(path):
             continue
-        batch = meta["workloads"][r["workload"]]["batch"] * g
-        ips = float(r["it_per_s"])
-        rows[(r["workload"], g)] = (ips, batch, ips * batch, float(r["allreduce_ms"] or 0),
-                                    float(r["final_loss"]))
-lines = ["| workload | GPUs | global batch | it/s | targets/s | speedup | all-reduce ms/it |",
-         "|---|---|---|---|---|---|---|"]
-for (w, g), (ips, batch, tps, ar, loss) in sorted(rows.items()):
-    base = rows.get((w, 1))
+        meta = json.load(open(os.path.join(d, "meta.json")))
+        for r in csv.DictReader(open(path)):
+            if r["status"] != "ok":
+                print(f"{r['workload']} {g} GPU(s) {p}: {r['status']}: {r['error']}")
+                continue
+            batch = meta["workloads"][r["workload"]]["batch"] * g
+            ips = float(r["it_per_s"])
+            # The placement the run took (auto's choice), from a --json of the workload's run.
+            took = p
+            for js in sorted(glob.glob(os.path.join(d, "runs", r["workload"], "hybrid*.json"))):
+                try:
+                    took = json.load(open(js)).get("cache", {}).get("placement", took)
+                    break
+                except (ValueError, OSError, AttributeError):
+                    pass
+            hit = float(r["hit_rate"]) if r.get("hit_rate") else float("nan")
+            rows[(r["workload"], g, p)] = (ips, batch, ips * batch,
+                                           float(r["allreduce_ms"] or 0), took, hit)
+lines = ["| workload | GPUs | cache | global batch | it/s | targets/s | speedup | hit rate | "
+         "all-reduce ms/it |", "|---|---|---|---|---|---|---|---|---|"]
+for (w, g, p), (ips, batch, tps, ar, took, hit) in sorted(rows.items()):
+    base = rows.get((w, 1, "replicated"))
     speed = f"{tps / base[2]:.2f}x" if base else "-"
-    lines.append(f"| {w} | {g} | {batch} | {ips:.1f} | {tps:,.0f} | {speed} | "
-                 f"{ar:.3f} |" if g > 1 else f"| {w} | {g} | {batch} | {ips:.1f} | {tps:,.0f} | "
-                 f"{speed} | - |")
+    cache = p if took == p else f"{p} ({took})"
+    lines.append(f"| {w} | {g} | {cache} | {batch} | {ips:.1f} | {tps:,.0f} | {speed} | "
+                 f"{hit:.1%} | " + (f"{ar:.3f} |" if g > 1 else "- |"))
 text = "\n".join(lines)
 print(text)
 with open(os.path.join(out, "summary.md"), "w") as f:

@@ -401,6 +401,10 @@ ng_backend_i make_iface() {
   t.dist_init = cuda_dist_init;
   t.allreduce = cuda_allreduce;
   t.allreduce_time = cuda_allreduce_time;
+  t.gather_parts = cuda_gather_parts;
+  t.ipc_export = cuda_ipc_export;
+  t.ipc_open = cuda_ipc_open;
+  t.ipc_close = cuda_ipc_close;
   return t;
 }
 

@@ -327,6 +327,13 @@ ng_status cuda_dist_id(ng_backend *be, void *id);
 ng_status cuda_dist_init(ng_backend *be, const void *id, int rank, int ranks);
 ng_status cuda_allreduce(ng_backend *be, float *x, int64_t n, float scale);
 ng_status cuda_allreduce_time(ng_backend *be, double *ms, int64_t *count);
+/// backend_cuda_peer.cu: the partitioned hot tier (gathers from the parts, CUDA IPC).
+ng_status cuda_gather_parts(ng_backend *be, float *dst, const void *const *parts, int n_parts,
+                            bool bf16, const int64_t *ids, int64_t n, int64_t dim, float drop_p,
+                            uint64_t drop_key);
+ng_status cuda_ipc_export(ng_backend *be, const void *ptr, void *handle);
+ng_status cuda_ipc_open(ng_backend *be, const void *handle, const char *peer_pci, void **ptr);
+void cuda_ipc_close(ng_backend *be, void *ptr);
 void nccl_release(cuda_ctx *c); // before the stream goes
 
 } // namespace ng_cuda

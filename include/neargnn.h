@@ -511,6 +511,24 @@ typedef enum {
   NG_FEATURES_COPY = 2,
 } ng_features_memory;
 
+/// Where the hot rows of a data-parallel run's GPUs live (docs/distributed.md, "The feature
+/// cache across GPUs").
+typedef enum {
+  /// Every GPU caches the same hot rows [0, H) (H per GPU as in a single-GPU run).
+  NG_CACHE_REPLICATED = 0,
+  /// The R GPUs of one host cache rows [0, R x H) between them, row g on GPU g mod R (H rows
+  /// each), and read their peers' rows over NVLink or PCIe peer-to-peer (CUDA IPC). Without
+  /// peer-to-peer access between the GPUs the run falls back to replicated with a note; ranks
+  /// on several hosts are refused.
+  NG_CACHE_PARTITIONED = 1,
+  /// Partitioned when it pays off: several ranks, all on one host, on GPUs that reach each
+  /// other peer-to-peer; R x H rows serve markedly more reads than H (at least 5 points more of
+  /// the graph's row entries); and peer copies run faster than 2 x host-to-device copies
+  /// (measured at start-up, or read from a bench_floor --json file, cache_bench). Else
+  /// replicated.
+  NG_CACHE_AUTO = 2,
+} ng_cache_placement;
+
 typedef enum {
   NG_NORMALIZE_NONE = 0,
   NG_NORMALIZE_ROW = 1, ///< divide each feature row by its sum (rows summing to 0 stay 0)
@@ -690,6 +708,12 @@ typedef struct {
   /// cuda, the communicator on cpu), so every rank holds the same parameters. NULL (the default),
   /// or a communicator of one rank: one process.
   struct ng_comm *comm;
+  /// Where the GPUs of a data-parallel run cache hot rows (default REPLICATED). One rank, or
+  /// the CPU backend: replicated whatever is asked.
+  ng_cache_placement cache_placement;
+  /// AUTO: the peer and host-to-device rates from this bench_floor --json file ("peer_gbs",
+  /// "h2d_gbs", "peer_p2p") instead of measuring them at start-up (NULL: measure).
+  const char *cache_bench;
 } ng_train_opts;
 /// The widest ready window (ng_train_opts.ready_window).
 #define NG_READY_WINDOW_MAX 1024
@@ -698,7 +722,7 @@ typedef struct {
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
         4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
         NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25, 0, \
-        0, NULL, NULL                                                                              \
+        0, NULL, NULL, NG_CACHE_REPLICATED, NULL                                                   \
   }
 
 /// What one epoch did.
@@ -953,6 +977,20 @@ ng_status ng_trainer_write_trace(ng_trainer_t trainer, const char *path, int64_t
 /// ms / iterations is an op's time per iteration.
 ng_status ng_trainer_op_profile(ng_op_time *out, int cap, int *n, int64_t *iterations,
                                 ng_trainer_t trainer);
+/// Where a trainer caches its hot rows (ng_train_opts.cache_placement) and why.
+typedef struct {
+  ng_cache_placement placement; ///< resolved: REPLICATED or PARTITIONED
+  int32_t parts;                ///< GPUs the hot set is spread over (1: replicated)
+  int64_t hot_rows;             ///< the hot set: rows [0, hot_rows)
+  int64_t gpu_rows;             ///< the hot rows this rank's device holds
+  double peer_gbs, h2d_gbs;     ///< the rates AUTO compared (0: not needed)
+  double probe_s;               ///< start-up seconds spent choosing (scanning, measuring)
+  char why[256];                ///< the reason for the choice, one sentence
+} ng_cache_info;
+/// The hot tier's placement of `trainer` into *out.
+ng_status ng_trainer_cache_info(ng_cache_info *out, ng_trainer_t trainer);
+/// The name of a placement ("replicated", "partitioned", "auto"), or NULL.
+const char *ng_cache_placement_name(ng_cache_placement p);
 /// Where ng_trainer_create's time went, in seconds (ng_trainer_startup).
 typedef struct {
   double features_copy_s; ///< copying the feature table into huge pages (features_memory), or 0

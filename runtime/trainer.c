@@ -9,6 +9,7 @@
 #include "trainer_impl.h"
 #include "infer_impl.h"
 #include "trainer_dist_impl.h"
+#include "cache_place_impl.h"
 #ifdef NG_HAVE_CUDA
 #include "ng_cuda.h"
 #endif
@@ -71,6 +72,11 @@ struct ng_trainer {
    * evaluating several splits infers once. */
   float *logits;
   ng_store store;              /* the hot tier and the device side of the input layer */
+  /* A partitioned hot tier (ng_train_opts.cache_placement) is read through the package's list
+   * of hot rows, which inference does not build: it reads every row from host memory through
+   * this store without a hot tier (the same table, hot 0, nothing to close). */
+  ng_store store_eval;
+  ng_cache_info cache; /* the hot tier's placement and why */
   ng_fetch_cfg fetch;          /* the host side of the input layer */
   ng_runtime *rt;              /* workers, ready ring, controller */
   ng_dev_sampler *dev_sampler; /* the device sampler (ng_train_opts.sampler), or NULL */
@@ -518,14 +524,27 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
   const bool zcopy = t->mode == NG_MODE_ZEROCOPY ||
                      ((t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC) &&
                       transfer == NG_FETCH_ZCOPY);
-  if (bf16)
-    NG_CHECK(ng__store_open_bf16(&t->store, t->be, t->bf16.rows, info->nodes, info->feature_dim,
-                                 hot, zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH,
-                                 t->bf16.owned == NULL));
-  else
-    NG_CHECK(ng__store_open(&t->store, t->be, t->features, info->nodes, info->feature_dim, hot,
-                            zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH, t->features_owned == NULL));
+  /* Replicated (this GPU's copy of rows [0, hot)) or partitioned over the ranks' GPUs, by the
+   * placement's rule (runtime/cache_place.c); collective over the ranks. */
+  NG_CHECK(ng__cache_open(&t->store, &t->cache, t->dist.ranks > 1 ? t->dist.comm : NULL, t->be,
+                          &ds->csr, bf16 ? (const void *)t->bf16.rows : (const void *)t->features,
+                          elem, info->nodes, info->feature_dim, hot,
+                          zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH,
+                          bf16 ? t->bf16.owned == NULL : t->features_owned == NULL,
+                          o.cache_placement, o.cache_bench));
+  hot = t->store.hot; /* partitioned: the hot set of all the ranks' GPUs */
   t->store.prof = &t->prof;
+  if (t->store.parts > 0) {
+    ng_store *v = &t->store_eval;
+    memset(v, 0, sizeof *v);
+    v->be = t->be;
+    v->nodes = info->nodes;
+    v->dim = info->feature_dim;
+    v->mode = NG_FETCH_BATCH;
+    v->bf16 = bf16;
+    v->host = bf16 ? NULL : t->features;
+    v->host16 = bf16 ? t->bf16.rows : NULL;
+  }
   t->fetch = (ng_fetch_cfg){
       .mode = NG_FETCH_BATCH, /* per worker, by its group */
       .hot = hot,
@@ -537,6 +556,7 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
       .threads = omp_threads(&o),
       .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
       .labels = ds->labels,
+      .hot_gather = t->store.parts > 0,
       .stream_rows = !t->be->iface->host_memory,
       /* PARTIAL workers leave the cold self rows to the device when it reads the table by
        * zero-copy anyway and rows are long enough for zero-copy to run at the link's rate (2 KB,
@@ -915,6 +935,14 @@ int64_t ng_trainer_hot_rows(ng_trainer_t t) {
   return trainer_check(t) == NG_OK ? t->store.hot : -1;
 }
 
+ng_status ng_trainer_cache_info(ng_cache_info *out, ng_trainer_t t) {
+  NG_CHECK(trainer_check(t));
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_cache_info: out is NULL");
+  *out = t->cache;
+  return NG_OK;
+}
+
 ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t t) {
   NG_CHECK(trainer_check(t));
   if (!out)
@@ -1155,7 +1183,7 @@ static ng_infer_ctx infer_ctx(ng_trainer_t t, const ng_infer_opts *io) {
       .graph = &t->ds->csr,
       .features = t->features,
       .features_bf16 = t->bf16.rows,
-      .store = &t->store,
+      .store = t->store.parts > 0 ? &t->store_eval : &t->store,
       .threads = omp_threads(&t->opts),
       .chunk = io && io->chunk > 0 ? io->chunk : t->opts.eval_chunk,
       .host_bytes = io && io->host_bytes != 0       ? io->host_bytes

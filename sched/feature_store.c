@@ -51,7 +51,11 @@ ng_status ng__store_hot_rows_elem(int64_t *hot, ng_backend *be, int64_t nodes, i
 void ng__store_close(ng_store *st) {
   if (!st->be)
     return;
+  for (int p = 0; p < NG_MAX_PARTS; p++)
+    if (st->part_opened[p] && BE(st)->ipc_close)
+      BE(st)->ipc_close(st->be, st->part_opened[p]);
   BE(st)->free(st->be, st->cache_owned);
+  BE(st)->free(st->be, st->hot_rows);
   BE(st)->free(st->be, st->work);
   for (int k = 0; k <= NG_STORE_SLOTS; k++)
     BE(st)->free(st->be, st->pre[k].buf);
@@ -65,6 +69,9 @@ void ng__store_close(ng_store *st) {
  * link's rate with one thread faulting the pages in (8 GB/s, ../shared/device/limits.md);
  * here `threads` threads copy chunks into page-locked buffers, in parallel and touching the
  * pages in parallel, while the DMA engine moves the previous chunk. */
+static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_t row, int64_t first,
+                             int64_t stride, int64_t rows, int threads);
+
 static ng_status upload(ng_backend *be, void *dst, const void *src, size_t bytes, int threads) {
   void *buf[2] = {NULL, NULL};
   ng_status s = NG_OK;
@@ -81,6 +88,38 @@ static ng_status upload(ng_backend *be, void *dst, const void *src, size_t bytes
     s = be->iface->sync(be); /* chunk k - 1 has landed: its buffer is free for chunk k + 1 */
     if (s == NG_OK)
       s = be->iface->copy_h2d_async(be, (char *)dst + at, stage, n, (int)(k % 2));
+  }
+  if (s == NG_OK)
+    s = be->iface->sync(be);
+  else
+    (void)be->iface->sync(be);
+  for (int b = 0; b < 2; b++)
+    be->iface->host_free(be, buf[b]);
+  return s;
+}
+
+/* Rows first, first + stride, ... (`rows` of them, `row` bytes each) of `table` to device memory
+ * `dst`, one after the other: a part of a striped hot tier. Like upload: threads fill one
+ * page-locked buffer while the DMA engine moves the other. */
+static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_t row, int64_t first,
+                             int64_t stride, int64_t rows, int threads) {
+  if (stride == 1)
+    return upload(be, dst, table + (size_t)first * row, (size_t)rows * row, threads);
+  const int64_t per = (int64_t)NG_MAX((size_t)1, UPLOAD_CHUNK / NG_MAX(row, (size_t)1));
+  void *buf[2] = {NULL, NULL};
+  ng_status s = NG_OK;
+  for (int b = 0; b < 2 && s == NG_OK; b++)
+    s = be->iface->host_alloc(be, &buf[b], (size_t)NG_MIN(per, NG_MAX(rows, (int64_t)1)) * row);
+  for (int64_t at = 0, k = 0; at < rows && s == NG_OK; at += per, k++) {
+    const int64_t n = NG_MIN(per, rows - at);
+    char *stage = buf[k % 2];
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++)
+      memcpy(stage + (size_t)i * row, table + (size_t)(first + (at + i) * stride) * row, row);
+    s = be->iface->sync(be);
+    if (s == NG_OK)
+      s = be->iface->copy_h2d_async(be, (char *)dst + (size_t)at * row, stage, (size_t)n * row,
+                                    (int)(k % 2));
   }
   if (s == NG_OK)
     s = be->iface->sync(be);
@@ -113,8 +152,9 @@ static void populate(uintptr_t begin, uintptr_t end, int threads) {
 /* Opens the store over a table of `elem`-byte values (fp32 or bf16): the hot rows' copy and the
  * zero-copy view are returned through *cache and *host_dev. */
 static ng_status open_table(ng_store *st, ng_backend *be, const void *features, size_t elem,
-                            int64_t nodes, int64_t dim, int64_t hot, ng_fetch mode, bool read_only,
-                            const void **cache, const void **host_dev) {
+                            int64_t nodes, int64_t dim, int64_t hot, int parts, int part,
+                            ng_fetch mode, bool read_only, const void **cache,
+                            const void **host_dev) {
   memset(st, 0, sizeof *st);
   st->be = be;
   st->nodes = nodes;
@@ -125,7 +165,24 @@ static ng_status open_table(ng_store *st, ng_backend *be, const void *features, 
   const size_t row = (size_t)dim * elem;
   const char *table = features;
   *cache = *host_dev = NULL;
-  if (be->iface->host_memory) {
+  if (parts > 0) {
+    /* A part of a striped tier: a copy of its rows even where the backend's memory is the
+     * host's (the CPU backend then stands in for a GPU, in tests). */
+    const double t0 = ng__now();
+    st->parts = parts;
+    st->part = part;
+    st->part_rows = ng__part_rows(hot, parts, part);
+    NG_CHECK_GOTO(s,
+                  BE(st)->alloc(be, (void **)&st->cache_owned,
+                                (size_t)NG_MAX(st->part_rows, (int64_t)1) * row),
+                  fail);
+    NG_CHECK_GOTO(s,
+                  upload_rows(be, st->cache_owned, table, row, part, parts, st->part_rows,
+                              omp_get_max_threads()),
+                  fail);
+    st->part_ptr[part] = st->cache_owned;
+    st->upload_s = ng__now() - t0;
+  } else if (be->iface->host_memory) {
     *cache = features;
   } else if (hot > 0) {
     const double t0 = ng__now();
@@ -162,8 +219,8 @@ fail:
 ng_status ng__store_open(ng_store *st, ng_backend *be, const float *features, int64_t nodes,
                          int64_t dim, int64_t hot, ng_fetch mode, bool read_only) {
   const void *cache = NULL, *host_dev = NULL;
-  NG_CHECK(open_table(st, be, features, sizeof(float), nodes, dim, hot, mode, read_only, &cache,
-                      &host_dev));
+  NG_CHECK(open_table(st, be, features, sizeof(float), nodes, dim, hot, 0, 0, mode, read_only,
+                      &cache, &host_dev));
   st->host = features;
   st->cache = cache;
   st->host_dev = host_dev;
@@ -180,13 +237,62 @@ ng_status ng__store_open_bf16(ng_store *st, ng_backend *be, const uint16_t *feat
                    be->iface->name);
   }
   const void *cache = NULL, *host_dev = NULL;
-  NG_CHECK(open_table(st, be, features, sizeof(uint16_t), nodes, dim, hot, mode, read_only, &cache,
-                      &host_dev));
+  NG_CHECK(open_table(st, be, features, sizeof(uint16_t), nodes, dim, hot, 0, 0, mode, read_only,
+                      &cache, &host_dev));
   st->bf16 = true;
   st->host16 = features;
   st->cache16 = cache;
   st->host_dev16 = host_dev;
   return NG_OK;
+}
+
+ng_status ng__store_open_part(ng_store *st, ng_backend *be, const void *features, size_t elem,
+                              int64_t nodes, int64_t dim, int64_t hot, int parts, int part,
+                              ng_fetch mode, bool read_only) {
+  memset(st, 0, sizeof *st);
+  if (parts < 1 || parts > NG_MAX_PARTS || part < 0 || part >= parts)
+    return ng__err(NG_ERR_INVALID_ARG, "store: part %d of %d parts (at most %d parts)", part,
+                   parts, NG_MAX_PARTS);
+  if (elem != sizeof(float) && elem != sizeof(uint16_t))
+    return ng__err(NG_ERR_INVALID_ARG, "store: %zu-byte feature values (4: fp32, 2: bf16)", elem);
+  if (!be->iface->gather_parts)
+    return ng__err(NG_ERR_UNSUPPORTED, "store: the %s backend cannot read a partitioned hot tier",
+                   be->iface->name);
+  if (elem == sizeof(uint16_t) && (!be->iface->aggr_partial_bf16 || !be->iface->scatter_rows_bf16))
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "precision bf16: the %s backend cannot read bf16 feature tables; use "
+                   "--precision fp32",
+                   be->iface->name);
+  const void *cache = NULL, *host_dev = NULL;
+  NG_CHECK(open_table(st, be, features, elem, nodes, dim, hot, parts, part, mode, read_only,
+                      &cache, &host_dev));
+  if (elem == sizeof(uint16_t)) {
+    st->bf16 = true;
+    st->host16 = features;
+    st->host_dev16 = host_dev;
+  } else {
+    st->host = features;
+    st->host_dev = host_dev;
+  }
+  return NG_OK;
+}
+
+ng_status ng__store_part_export(ng_store *st, void *handle) {
+  if (st->parts < 1 || !st->cache_owned)
+    return ng__err(NG_ERR_STATE, "store: no part of a partitioned hot tier to export");
+  if (!BE(st)->ipc_export)
+    return ng__err(NG_ERR_UNSUPPORTED, "store: the %s backend cannot share memory between "
+                   "processes", BE(st)->name);
+  return BE(st)->ipc_export(st->be, st->cache_owned, handle);
+}
+
+void ng__store_part_attach(ng_store *st, void *const *ptrs, bool opened) {
+  for (int p = 0; p < st->parts; p++) {
+    if (p == st->part)
+      continue;
+    st->part_ptr[p] = ptrs[p];
+    st->part_opened[p] = opened ? ptrs[p] : NULL;
+  }
 }
 
 /* A scatter_rows from one of the store's tables: `f32` or, in a bf16 store, `b16`. */
@@ -363,6 +469,36 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   dropped.drop_p = drop_p;
   dropped.drop_key = drop_key;
   const bool from_host = reads_host(&dp);
+  /* The hot tier's rows: the store's copy, read with dropout; or, partitioned, the rows the
+   * package lists gathered from the parts that hold them, dropped as they are gathered (by
+   * global id, as the copy's reads drop them), which the hot edges and self rows then read by
+   * position: the same values summed in the same order, hence the same bits. */
+  const float *hot_tbl = st->cache;
+  const uint16_t *hot_tbl16 = st->cache16;
+  const ng_aggr *hot_ag = &dropped;
+  float hot_drop_p = drop_p;
+  uint64_t hot_drop_key = drop_key;
+  if (st->parts > 0) {
+    if (dp.n_hot_rows > 0 && !dp.hot_ids)
+      return ng__err(NG_ERR_STATE, "store: a partitioned hot tier needs packages that list "
+                                   "their hot rows (ng_fetch_cfg.hot_gather)");
+    for (int p = 0; p < st->parts; p++)
+      if (!st->part_ptr[p])
+        return ng__err(NG_ERR_STATE, "store: part %d of the hot tier is not attached", p);
+    NG_CHECK(ng__bk_reserve(be, &st->hot_rows, &st->hot_rows_cap,
+                            NG_MAX((size_t)dp.n_hot_rows * (size_t)dim * sizeof(float),
+                                   (size_t)64)));
+    if (dp.n_hot_rows > 0)
+      NG_PROF_OP(st->prof, "input hot gather", 0, 0,
+                 (double)dp.n_hot_rows * ((st->bf16 ? 2.0 : 4.0) * (double)dim + 4.0 * dim),
+                 BE(st)->gather_parts(be, st->hot_rows, st->part_ptr, st->parts, st->bf16,
+                                      dp.hot_ids, dp.n_hot_rows, dim, drop_p, drop_key));
+    hot_tbl = st->hot_rows;
+    hot_tbl16 = NULL;
+    hot_ag = &bare;
+    hot_drop_p = 0.0f;
+    hot_drop_key = 0;
+  }
   if (from_host) { /* what the device reads from host memory, queued ahead or queued now */
     host_parts z;
     if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].ready) {
@@ -384,7 +520,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   const double tab_b = st->bf16 ? row_b / 2.0 : row_b, staged_b = dp.staged16 ? row_b / 2.0 : row_b;
   NG_PROF_OP(pf, "input hot aggr", 0, dp.hot.nnz * dim,
              (double)dp.hot.nnz * tab_b + (double)nd * row_b + (double)(dp.hot.nnz + 2 * nd) * ib,
-             partial_tbl(st, &dropped, &dp.hot, st->cache, st->cache16, &hot));
+             partial_tbl(st, hot_ag, &dp.hot, hot_tbl, hot_tbl16, &hot));
   const int32_t m = dp.n_host_dst;
   if (dp.cold.nnz > dp.device_cold.nnz) {
     ng_pstate h = state_rows(&hot, 0, m, S);
@@ -401,8 +537,8 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
                BE(st)->pstate_merge(be, &bare, &h, &cold));
   }
   NG_PROF_OP(pf, "input self rows", 0, 0, dp.n_self_hot * (tab_b + row_b),
-             scatter_tbl(st, self_rows, dp.self_hot_pos, st->cache, st->cache16, dp.self_hot_ids,
-                         dp.n_self_hot, drop_p, drop_key));
+             scatter_tbl(st, self_rows, dp.self_hot_pos, hot_tbl, hot_tbl16, dp.self_hot_ids,
+                         dp.n_self_hot, hot_drop_p, hot_drop_key));
   if (!from_host) /* staged rows were dropped on the host */
     NG_PROF_OP(pf, "input self rows", 0, 0, dp.n_self_cold * (staged_b + row_b),
                scatter_tbl(st, self_rows, dp.self_cold_pos, dp.staged, dp.staged16,

@@ -45,7 +45,36 @@ typedef struct {
   ng_prof *prof;     ///< times the input layer's ops (borrowed; NULL: not timed)
   double upload_s;   ///< seconds ng__store_open spent copying the hot rows to the device
   double register_s; ///< seconds it spent registering the cold rows (ZCOPY)
+  /// A partitioned hot tier (ng__store_open_part, docs/distributed.md): the hot rows [0, hot)
+  /// are striped over `parts` >= 1 parts, row g in part g % parts at row g / parts
+  /// (ng__part_of, ng__part_row); this store holds part `part` (cache_owned, part_rows rows)
+  /// and reads the others through part_ptr (its peers' parts, opened by CUDA IPC), so that
+  /// `cache` and `cache16` are NULL. Each iteration the device gathers the hot rows the
+  /// package lists (ng_fetch_cfg.hot_gather) into hot_rows, then reduces over them. 0: the hot
+  /// tier is this store's own copy of rows [0, hot) (replicated).
+  int parts, part;
+  int64_t part_rows;
+  const void *part_ptr[NG_MAX_PARTS];
+  void *part_opened[NG_MAX_PARTS]; ///< parts this store opened (ipc_open), closed with it
+  void *hot_rows;                  ///< [n_hot_rows, dim] fp32, the gathered hot rows
+  size_t hot_rows_cap;
 } ng_store;
+
+/// The part that holds hot row g of a tier striped over `parts` parts, and g's row in it.
+/// Striping by g mod R rather than slicing [0, R x H) into R ranges: the rows are ordered by
+/// hotness, so each part gets an equal share of every hotness level, and the peer reads of an
+/// iteration spread evenly over the GPUs instead of all landing on the GPU holding the hottest
+/// slice.
+static inline int ng__part_of(int64_t g, int parts) {
+  return (int)(g % parts);
+}
+static inline int64_t ng__part_row(int64_t g, int parts) {
+  return g / parts;
+}
+/// Rows part `part` of `hot` rows striped over `parts` parts holds: ceil((hot - part) / parts).
+static inline int64_t ng__part_rows(int64_t hot, int parts, int part) {
+  return hot > part ? (hot - part + parts - 1) / parts : 0;
+}
 
 /// How many rows fit the hot tier: `cache_bytes` > 0 gives cache_bytes / row bytes, else a
 /// `cache_ratio` in [0, 1] gives ratio * nodes, else (auto) as many as fit in half of the
@@ -71,6 +100,21 @@ static inline bool ng__store_zcopy(const ng_store *st) {
   return st->host_dev != NULL || st->host_dev16 != NULL;
 }
 void ng__store_close(ng_store *st);
+
+/// Opens the store with a partitioned hot tier: rows [0, hot) striped over `parts` parts
+/// (1 <= parts <= NG_MAX_PARTS), of which this store copies part `part` into backend memory
+/// (at least one row's allocation, so that it can be exported); `elem` 4 (fp32 `features`) or
+/// 2 (bf16). The other parts are attached with ng__store_part_attach before the first
+/// ng__store_input. ZCOPY registers rows [hot, nodes) as ng__store_open does.
+ng_status ng__store_open_part(ng_store *st, ng_backend *be, const void *features, size_t elem,
+                              int64_t nodes, int64_t dim, int64_t hot, int parts, int part,
+                              ng_fetch mode, bool read_only);
+/// Writes the NG_IPC_HANDLE_BYTES handle of this store's part (the backend's ipc_export).
+ng_status ng__store_part_export(ng_store *st, void *handle);
+/// Attaches the other parts: ptrs[p] for p != st->part (ptrs[st->part] is ignored), as the
+/// backend's kernels address them; `opened`: they came from ipc_open and are closed with the
+/// store.
+void ng__store_part_attach(ng_store *st, void *const *ptrs, bool opened);
 
 /// Queues, behind the copy of package slot `slot` (0 <= slot < NG_STORE_SLOTS) on the copy
 /// engine's queue, the cold part of a ZCOPY package: the device gathers the package's unique

@@ -44,6 +44,22 @@ PY
 run 0 train "${common[@]}" --ranks 2 --checkpoint "$TMP/two-again.st"
 cmp -s "$TMP/two.st" "$TMP/two-again.st" || fail "two runs of --ranks 2 wrote different checkpoints"
 
+# The partitioned cache needs GPUs of one host: on the CPU backend every row is read where it
+# lies, so partitioned and auto stay replicated, say why, and give the replicated bits.
+run 0 train "${common[@]}" --ranks 2 --cache-placement partitioned --checkpoint "$TMP/two-p.st" \
+  --json "$TMP/two-p.json"
+has err "cache replicated"
+has err "the backend's memory is the host's"
+cmp -s "$TMP/two.st" "$TMP/two-p.st" || fail "--cache-placement partitioned on cpu changed the bits"
+"$PY" - "$TMP/two-p.json" <<'PY' || fail "--cache-placement: JSON wrong"
+import json, sys
+c = json.load(open(sys.argv[1]))["cache"]
+assert c["placement"] == "replicated" and c["parts"] == 1, c
+assert "host" in c["why"], c
+PY
+run 2 train "${common[@]}" --cache-placement sideways
+has err "sideways"
+
 # Three ranks: slices of 21/21/22, 21/21/22 and 4/4/4 targets; gradients scaled by 1/3-ish.
 run 0 train "${common[@]}" --ranks 3 --checkpoint "$TMP/three.st"
 "$PY" "$CMP" "$TMP/one.st" "$TMP/three.st" --rel 1e-6 >"$TMP/cmp" 2>&1 ||

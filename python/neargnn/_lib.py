@@ -115,7 +115,8 @@ class TrainOpts(ctypes.Structure):
                 ("trace_spans", c_int64), ("ready_window", c_int), ("precision", c_enum),
                 ("op_profile_every", c_int), ("sampler", c_enum),
                 ("sampler_memory_share", c_double), ("max_host_memory", c_int64),
-                ("infer_host_bytes", c_int64), ("temp_dir", c_char_p), ("comm", c_void_p)]
+                ("infer_host_bytes", c_int64), ("temp_dir", c_char_p), ("comm", c_void_p),
+                ("cache_placement", c_enum), ("cache_bench", c_char_p)]
 
 
 def train_opts_default():
@@ -130,6 +131,7 @@ def train_opts_default():
     o.trace_spans, o.ready_window, o.precision, o.op_profile_every = 0, 0, 0, 0
     o.sampler, o.sampler_memory_share = 0, 0.25
     o.max_host_memory, o.infer_host_bytes, o.temp_dir, o.comm = 0, 0, None, None
+    o.cache_placement, o.cache_bench = 0, None
     return o
 
 
