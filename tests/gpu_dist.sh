@@ -96,8 +96,13 @@ for x, y in zip(a["epochs"], b["epochs"]):
 PY
   # With input dropout: the gather drops a peer's row by its global id as the replicated
   # tier's reads do.
-  run 0 train "${rcommon[@]}" --epochs 1 --ranks 2 --dropout 0.5 --checkpoint "$TMP/rd.st"
-  run 0 train "${pcommon[@]}" --epochs 1 --ranks 2 --dropout 0.5 --cache-placement partitioned \
+  rdrop=() pdrop=() prev=
+  for i in "${!rcommon[@]}"; do
+    if [ "$prev" = --dropout ]; then rdrop+=(0.5) pdrop+=(0.5); else rdrop+=("${rcommon[$i]}") pdrop+=("${pcommon[$i]}"); fi
+    prev=${rcommon[$i]}
+  done
+  run 0 train "${rdrop[@]}" --epochs 1 --ranks 2 --checkpoint "$TMP/rd.st"
+  run 0 train "${pdrop[@]}" --epochs 1 --ranks 2 --cache-placement partitioned \
     --checkpoint "$TMP/pd.st"
   cmp -s "$TMP/rd.st" "$TMP/pd.st" ||
     fail "with dropout 0.5, partitioned (2 x 5%) and replicated (10%) wrote different bits"
