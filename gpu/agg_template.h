@@ -145,7 +145,8 @@ __device__ __forceinline__ void accumulate(float (&s)[T][V][A::S], float (&x)[T]
  * chunks of 32 V columns, neighbours in edge order, two neighbours' rows loaded before either
  * is accumulated. E is float, or unsigned short for bf16 rows. Registers decide the speed of
  * the wide rows: two blocks of 256 threads an SM need at most 128 a thread; the built-ins'
- * V = 4, T = 8 instances take 96-128 (nvcc 13, sm_90; the hand-written kernel took 124). */
+ * V = 4, T = 8 instances take 94-128 (nvcc 13, sm_90; the hand-written kernel took 124;
+ * tests/test_gpu_parity.c checks two blocks fit). */
 template <class A, int V, int T, class E, bool Drop>
 __global__ void __launch_bounds__(256)
 k_fwd(blk b, const E *__restrict__ src, i64 dim, drop dr, float *__restrict__ out,
@@ -187,12 +188,25 @@ k_fwd(blk b, const E *__restrict__ src, i64 dim, drop dr, float *__restrict__ ou
       _Pragma("unroll")
       for (int k = 0; k < T; k++) {
         const i64 j = j0 + k * span;
-        if (j < dim) {
+        if (j >= dim)
+          continue;
+        /* Columns j .. j + V - 1 of row d are V x S consecutive floats: S 16-byte stores
+         * with V = 4 (state is 16-byte aligned then). */
+        float f[V * A::S];
+        _Pragma("unroll")
+        for (int v = 0; v < V; v++)
           _Pragma("unroll")
-          for (int v = 0; v < V; v++)
-            _Pragma("unroll")
-            for (int q = 0; q < A::S; q++)
-              state[(d * dim + j + v) * A::S + q] = s[k][v][q];
+          for (int q = 0; q < A::S; q++)
+            f[v * A::S + q] = s[k][v][q];
+        float *p = state + (d * dim + j) * A::S;
+        if constexpr (V == 4) {
+          _Pragma("unroll")
+          for (int q = 0; q < A::S; q++)
+            st<4>(p + 4 * q, f + 4 * q);
+        } else {
+          _Pragma("unroll")
+          for (int q = 0; q < V * A::S; q++)
+            p[q] = f[q];
         }
       }
       continue;
