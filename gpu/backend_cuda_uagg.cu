@@ -392,8 +392,8 @@ static ng_status launch_fwd(ng_backend *be, const char *op, const agg_kernels &k
                             float *state, int32_t *count) {
   if (blk->n_dst == 0 || (out && dim == 0)) /* (a partial state's counts are written at dim 0) */
     return NG_OK;
-  const bool v4 = dim % 4 == 0 && aligned_rows(src) && (!out || aligned16(out)) &&
-                  (!state || aligned16(state));
+  const bool v4 =
+      dim % 4 == 0 && aligned_rows(src) && (!out || aligned16(out)) && (!state || aligned16(state));
   const int v = v4 ? 4 : 1;
   /* Chunks as the gathers take them (chunks_per_warp: a whole row up to 8), while a thread's
    * S x V x T state floats fit in 32 registers. */
