@@ -31,12 +31,13 @@ struct blk {
   const int *indptr;
   const int *indices;
   const float *edge_w; /* NULL: every weight is 1 */
+  const float *self_w; /* NULL: no self loop (always for user aggregators and partial states) */
   int n_dst;
 };
 
-/* Input dropout of element i of the table (core/rng.h: ng_dropout_keep, ng_dropped). */
+/* Input dropout of element i of the table (core/rng.h: ng_dropout_keep, ng_dropped), applied
+ * by the instances of k_fwd with Drop. */
 struct drop {
-  int on;
   u64 key;
   u32 threshold;
   float scale;
@@ -50,31 +51,60 @@ __device__ __forceinline__ u64 mix64(u64 x) {
 }
 
 __device__ __forceinline__ float dropped(const drop &dr, float x, u64 i) {
-  if (!dr.on)
-    return x;
   const u64 h = mix64(dr.key ^ (i >> 1));
   return (u32)(h >> ((i & 1) * 32)) >= dr.threshold ? __fmul_rn(x, dr.scale) : 0.0f;
 }
 
-/* T chunks of V columns of one row (zeros past dim), V = 4 as one 16-byte load. */
-template <int V, int T>
-__device__ __forceinline__ void load(float (&x)[T][V], const float *row, i64 j0, i64 span,
-                                     i64 dim) {
+/* V values of a row at p as floats: fp32 (V = 4: one 16-byte load) or bf16 (unsigned short,
+ * NG_PRECISION_BF16: V = 4 is one 8-byte load; a bf16 value is the top half of its fp32 bits,
+ * so the conversion is exact and the arithmetic after it is the fp32 kernel's on the converted
+ * table; little-endian: value 0 is the low half of a word). */
+template <int V> __device__ __forceinline__ void ld(float *o, const float *p) {
+  if constexpr (V == 4) {
+    const float4 t = *reinterpret_cast<const float4 *>(p);
+    o[0] = t.x;
+    o[1] = t.y;
+    o[2] = t.z;
+    o[3] = t.w;
+  } else {
+    _Pragma("unroll")
+    for (int v = 0; v < V; v++)
+      o[v] = p[v];
+  }
+}
+template <int V> __device__ __forceinline__ void ld(float *o, const unsigned short *p) {
+  if constexpr (V == 4) {
+    const uint2 t = *reinterpret_cast<const uint2 *>(p);
+    o[0] = __uint_as_float(t.x << 16);
+    o[1] = __uint_as_float(t.x & 0xffff0000u);
+    o[2] = __uint_as_float(t.y << 16);
+    o[3] = __uint_as_float(t.y & 0xffff0000u);
+  } else {
+    _Pragma("unroll")
+    for (int v = 0; v < V; v++)
+      o[v] = __uint_as_float((u32)p[v] << 16);
+  }
+}
+
+/* V floats to p (V = 4: one 16-byte store). */
+template <int V> __device__ __forceinline__ void st(float *p, const float *o) {
+  if constexpr (V == 4) {
+    *reinterpret_cast<float4 *>(p) = make_float4(o[0], o[1], o[2], o[3]);
+  } else {
+    _Pragma("unroll")
+    for (int v = 0; v < V; v++)
+      p[v] = o[v];
+  }
+}
+
+/* T chunks of V columns of one row (zeros past dim). */
+template <int V, int T, class E>
+__device__ __forceinline__ void load(float (&x)[T][V], const E *row, i64 j0, i64 span, i64 dim) {
   _Pragma("unroll")
   for (int k = 0; k < T; k++) {
     const i64 j = j0 + k * span;
     if (j < dim) {
-      if (V == 4) {
-        const float4 t = *reinterpret_cast<const float4 *>(row + j);
-        x[k][0] = t.x;
-        x[k][V > 1 ? 1 : 0] = t.y;
-        x[k][V > 2 ? 2 : 0] = t.z;
-        x[k][V > 3 ? 3 : 0] = t.w;
-      } else {
-        _Pragma("unroll")
-        for (int v = 0; v < V; v++)
-          x[k][v] = row[j + v];
-      }
+      ld<V>(x[k], row + j);
     } else {
       _Pragma("unroll")
       for (int v = 0; v < V; v++)
@@ -83,23 +113,44 @@ __device__ __forceinline__ void load(float (&x)[T][V], const float *row, i64 j0,
   }
 }
 
-template <class A, int V, int T>
+/* One neighbour (row r, weight w: 1 when unweighted, and 1 * x is x bit for bit) into the
+ * states, after its input dropout when Drop. Dropout is a template argument, not a run-time
+ * test: with the test in the kernel nvcc kept both forms of the accumulation live and the
+ * V = 4, T = 8 instances took 164-180 registers, one block of 256 threads an SM instead of
+ * two (the 1.7% the template lost on W1 against the hand-written kernel). Splitting the
+ * accumulation by weighted / unweighted costs registers the same way (bf16 rows: 165 against
+ * 127), so an unweighted edge multiplies by 1. */
+template <class A, int V, int T, bool Drop>
 __device__ __forceinline__ void accumulate(float (&s)[T][V][A::S], float (&x)[T][V], float w,
                                            const drop &dr, i64 r, i64 j0, i64 span, i64 dim) {
+  if constexpr (Drop) {
+    _Pragma("unroll")
+    for (int k = 0; k < T; k++) {
+      const u64 base = (u64)(r * dim + j0 + k * span);
+      _Pragma("unroll")
+      for (int v = 0; v < V; v++)
+        x[k][v] = dropped(dr, x[k][v], base + v);
+    }
+  }
   _Pragma("unroll")
   for (int k = 0; k < T; k++)
     _Pragma("unroll")
     for (int v = 0; v < V; v++)
-      A::acc(s[k][v], dropped(dr, x[k][v], (u64)(r * dim + j0 + k * span + v)), w);
+      A::acc(s[k][v], x[k][v], w);
 }
 
-/* Forward (out != NULL: finalized rows [n_dst, dim], 0 without neighbours) or partial state
- * (state [n_dst, dim, S] and count [n_dst]): one warp per destination and group of T chunks of
- * 32 V columns, neighbours in edge order, two neighbours' rows loaded before either is
- * accumulated. */
-template <class A, int V, int T>
-__global__ void k_fwd(blk b, const float *__restrict__ src, i64 dim, drop dr,
-                      float *__restrict__ out, float *__restrict__ state, int *__restrict__ count) {
+/* Forward (out != NULL: finalized rows [n_dst, dim], 0 without neighbours, plus
+ * self_w[d] * src[d] when the block has self-loop weights) or partial state (state
+ * [n_dst, dim, S] and count [n_dst]; no self loop): one warp per destination and group of T
+ * chunks of 32 V columns, neighbours in edge order, two neighbours' rows loaded before either
+ * is accumulated. E is float, or unsigned short for bf16 rows. Registers decide the speed of
+ * the wide rows: two blocks of 256 threads an SM need at most 128 a thread; the built-ins'
+ * V = 4, T = 8 instances take 94-128 (nvcc 13, sm_90; the hand-written kernel took 124;
+ * tests/test_gpu_parity.c checks two blocks fit). */
+template <class A, int V, int T, class E, bool Drop>
+__global__ void __launch_bounds__(256)
+k_fwd(blk b, const E *__restrict__ src, i64 dim, drop dr, float *__restrict__ out,
+      float *__restrict__ state, int *__restrict__ count) {
   const i64 d = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (d >= b.n_dst)
@@ -107,6 +158,7 @@ __global__ void k_fwd(blk b, const float *__restrict__ src, i64 dim, drop dr,
   const int e0 = b.indptr[d], e1 = b.indptr[d + 1];
   if (count && lane == 0 && blockIdx.y == 0)
     count[d] = e1 - e0;
+  const bool weighted = b.edge_w != nullptr;
   const i64 span = 32 * V;
   for (i64 j0 = ((i64)blockIdx.y * T * 32 + lane) * V; j0 < dim;
        j0 += (i64)gridDim.y * T * span) {
@@ -120,41 +172,64 @@ __global__ void k_fwd(blk b, const float *__restrict__ src, i64 dim, drop dr,
     int e = e0;
     for (; e + 1 < e1; e += 2) {
       const i64 r0 = b.indices[e], r1 = b.indices[e + 1];
+      const float w0 = weighted ? b.edge_w[e] : 1.0f, w1 = weighted ? b.edge_w[e + 1] : 1.0f;
       load<V, T>(x0, src + r0 * dim, j0, span, dim);
       load<V, T>(x1, src + r1 * dim, j0, span, dim);
-      accumulate<A, V, T>(s, x0, b.edge_w ? b.edge_w[e] : 1.0f, dr, r0, j0, span, dim);
-      accumulate<A, V, T>(s, x1, b.edge_w ? b.edge_w[e + 1] : 1.0f, dr, r1, j0, span, dim);
+      accumulate<A, V, T, Drop>(s, x0, w0, dr, r0, j0, span, dim);
+      accumulate<A, V, T, Drop>(s, x1, w1, dr, r1, j0, span, dim);
     }
     if (e < e1) {
       const i64 r0 = b.indices[e];
+      const float w0 = weighted ? b.edge_w[e] : 1.0f;
       load<V, T>(x0, src + r0 * dim, j0, span, dim);
-      accumulate<A, V, T>(s, x0, b.edge_w ? b.edge_w[e] : 1.0f, dr, r0, j0, span, dim);
+      accumulate<A, V, T, Drop>(s, x0, w0, dr, r0, j0, span, dim);
     }
+    if (!out) {
+      _Pragma("unroll")
+      for (int k = 0; k < T; k++) {
+        const i64 j = j0 + k * span;
+        if (j >= dim)
+          continue;
+        /* Columns j .. j + V - 1 of row d are V x S consecutive floats: S 16-byte stores
+         * with V = 4 (state is 16-byte aligned then). */
+        float f[V * A::S];
+        _Pragma("unroll")
+        for (int v = 0; v < V; v++)
+          _Pragma("unroll")
+          for (int q = 0; q < A::S; q++)
+            f[v * A::S + q] = s[k][v][q];
+        float *p = state + (d * dim + j) * A::S;
+        if constexpr (V == 4) {
+          _Pragma("unroll")
+          for (int q = 0; q < A::S; q++)
+            st<4>(p + 4 * q, f + 4 * q);
+        } else {
+          _Pragma("unroll")
+          for (int q = 0; q < V * A::S; q++)
+            p[q] = f[q];
+        }
+      }
+      continue;
+    }
+    /* The self loop (GCN's A + I): y + self_w[d] x_d, after finalize, without dropout. */
+    const bool self = b.self_w != nullptr;
+    const float sw = self ? b.self_w[d] : 0.0f;
+    if (self)
+      load<V, T>(x0, src + d * dim, j0, span, dim);
     const float deg = (float)(e1 - e0);
     _Pragma("unroll")
     for (int k = 0; k < T; k++) {
       const i64 j = j0 + k * span;
       if (j >= dim)
         continue;
-      if (out && V == 4) { /* one 16-byte store (out is 16-byte aligned with V = 4) */
-        float y[4];
-        _Pragma("unroll")
-        for (int v = 0; v < 4; v++)
-          y[v] = e1 > e0 ? A::fin(s[k][V > v ? v : 0], deg) : 0.0f;
-        *reinterpret_cast<float4 *>(out + d * dim + j) = make_float4(y[0], y[1], y[2], y[3]);
-        continue;
-      }
+      float y[V];
       _Pragma("unroll")
       for (int v = 0; v < V; v++) {
-        const i64 at = d * dim + j + v;
-        if (out) {
-          out[at] = e1 > e0 ? A::fin(s[k][v], deg) : 0.0f;
-        } else {
-          _Pragma("unroll")
-          for (int q = 0; q < A::S; q++)
-            state[at * A::S + q] = s[k][v][q];
-        }
+        y[v] = e1 > e0 ? A::fin(s[k][v], deg) : 0.0f;
+        if (self)
+          y[v] = y[v] + sw * x0[k][v];
       }
+      st<V>(out + d * dim + j, y);
     }
   }
 }
@@ -194,15 +269,36 @@ __global__ void k_merge_counts(int *acc_count, const int *other_count, i64 n_dst
     acc_count[d] += other_count[d];
 }
 
-template <class A>
-__global__ void k_finalize(const float *val, const int *count, i64 n_dst, i64 dim, float *dst) {
-  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n_dst * dim;
-       i += (i64)gridDim.x * blockDim.x) {
-    const int c = count[i / dim];
-    float s[A::S];
-    for (int q = 0; q < A::S; q++)
-      s[q] = val[i * A::S + q];
-    dst[i] = c == 0 ? 0.0f : A::fin(s, (float)c);
+/* dst[d, c] = fin(state[d, c], count[d]) (0 for a row without neighbours): one warp per row,
+ * striding over rows beyond the grid, V columns a lane (V = 4: the S x 4 state floats of four
+ * columns as S 16-byte loads), so that a row's count is read once and no division finds the
+ * row (the flat one-thread-per-element form ran at 42% of HBM bandwidth on W4's input layer,
+ * H100). */
+template <class A, int V>
+__global__ void k_finalize(const float *__restrict__ val, const int *__restrict__ count, i64 n_dst,
+                           i64 dim, float *__restrict__ dst) {
+  const int lane = threadIdx.x & 31;
+  const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
+  for (i64 r = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5; r < n_dst; r += warps) {
+    const int c = count[r];
+    const float n = (float)c;
+    for (i64 j = (i64)lane * V; j < dim; j += 32 * V) {
+      float s[V * A::S], y[V];
+      const float *p = val + (r * dim + j) * A::S;
+      if constexpr (V == 4) {
+        _Pragma("unroll")
+        for (int q = 0; q < A::S; q++)
+          ld<4>(s + 4 * q, p + 4 * q);
+      } else {
+        _Pragma("unroll")
+        for (int q = 0; q < V * A::S; q++)
+          s[q] = p[q];
+      }
+      _Pragma("unroll")
+      for (int v = 0; v < V; v++)
+        y[v] = c == 0 ? 0.0f : A::fin(s + v * A::S, n);
+      st<V>(dst + r * dim + j, y);
+    }
   }
 }
 

@@ -1,6 +1,10 @@
 /* The CUDA backend's gathers and aggregation: row gathers (device memory or zero-copy host
  * memory), block aggregation forward and backward, partial states, scatter and self loops, with
- * their kernels. The rules of the whole backend are in backend_cuda_impl.h. */
+ * their kernels. The aggregations that the gather-aggregate template serves (the forward of sum,
+ * mean and GCN, partial states of sum and mean, every merge and finalize, and every op of a user
+ * aggregator) are handed to backend_cuda_uagg.cu; what stays here is MAX/MIN's forward with its
+ * argbest and partial state, and the backward of the built-ins (docs/aggregators.md says why).
+ * The rules of the whole backend are in backend_cuda_impl.h. */
 #include "backend_cuda_impl.h"
 
 #include <type_traits>
@@ -50,12 +54,6 @@ __device__ inline void ld_chunks(float (&x)[T][V], const S *row, int64_t j0, int
   }
 }
 
-/* The chunks per warp for rows of `dim` values: a whole row up to 8 chunks (4 KiB with V 4). */
-int chunks_per_warp(int64_t dim, int v) {
-  const int64_t tiles = (dim + 32 * v - 1) / (32 * v);
-  return tiles >= 8 ? 8 : tiles >= 4 ? 4 : tiles >= 2 ? 2 : 1;
-}
-
 /* One warp per row and group of T chunks; the table may be registered host memory. */
 template <int V, int T>
 __global__ void k_gather(float *__restrict__ dst, const float *__restrict__ table,
@@ -84,7 +82,7 @@ struct sum_flags {
   bool weighted, self_loop, mean;
 };
 
-/* Input dropout of aggr_partial (ng_aggr.drop_p): element (row, c) of the source table. */
+/* Input dropout (ng_aggr.drop_p, scatter_rows' drop_p): element (row, c) of the source table. */
 struct in_drop {
   bool on;
   uint64_t key;
@@ -100,79 +98,6 @@ __device__ inline void apply_drop(const in_drop &dr, float *x, int64_t row, int6
   const uint64_t base = (uint64_t)(row * dim + j);
   for (int k = 0; k < V; k++)
     x[k] = dev_dropout_keep(dr.key, base + k, dr.threshold) ? __fmul_rn(x[k], dr.scale) : 0.0f;
-}
-
-/* acc = acc + (w * x) (or acc + x), elementwise, for one edge's chunks. */
-template <int V, int T>
-__device__ inline void sum_edge(float (&acc)[T][V], float (&x)[T][V], const sum_flags &f,
-                                const in_drop &dr, const ng_block &b, int32_t e, int32_t r,
-                                int64_t dim, int64_t j0, int64_t span) {
-  const float w = f.weighted ? b.edge_w[e] : 1.0f;
-#pragma unroll
-  for (int k = 0; k < T; k++) {
-    apply_drop<V>(dr, x[k], r, dim, j0 + k * span);
-#pragma unroll
-    for (int v = 0; v < V; v++)
-      acc[k][v] =
-          f.weighted ? __fadd_rn(acc[k][v], __fmul_rn(w, x[k][v])) : __fadd_rn(acc[k][v], x[k][v]);
-  }
-}
-
-/* SUM forward: one warp per destination and group of T chunks of 32 * V columns, neighbours in
- * edge order; two neighbours' rows are loaded before either is added (the additions keep their
- * order). */
-template <int V, int T, typename S>
-__global__ void k_aggr_sum(sum_flags f, in_drop dr, ng_block b, const S *__restrict__ src,
-                           int64_t dim, float *__restrict__ dst) {
-  const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (d >= b.n_dst)
-    return;
-  const int32_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
-  const int64_t span = 32 * V;
-  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
-       j0 += (int64_t)gridDim.y * T * span) {
-    float acc[T][V], x0[T][V], x1[T][V];
-#pragma unroll
-    for (int k = 0; k < T; k++)
-#pragma unroll
-      for (int v = 0; v < V; v++)
-        acc[k][v] = 0.0f;
-    int32_t e = e0;
-    for (; e + 1 < e1; e += 2) {
-      const int32_t r0 = b.indices[e], r1 = b.indices[e + 1];
-      ld_chunks<V, T>(x0, src + (int64_t)r0 * dim, j0, span, dim);
-      ld_chunks<V, T>(x1, src + (int64_t)r1 * dim, j0, span, dim);
-      sum_edge<V, T>(acc, x0, f, dr, b, e, r0, dim, j0, span);
-      sum_edge<V, T>(acc, x1, f, dr, b, e + 1, r1, dim, j0, span);
-    }
-    if (e < e1) {
-      const int32_t r0 = b.indices[e];
-      ld_chunks<V, T>(x0, src + (int64_t)r0 * dim, j0, span, dim);
-      sum_edge<V, T>(acc, x0, f, dr, b, e, r0, dim, j0, span);
-    }
-    if (f.mean && e1 > e0) {
-      const float c = (float)(e1 - e0);
-#pragma unroll
-      for (int k = 0; k < T; k++)
-#pragma unroll
-        for (int v = 0; v < V; v++)
-          acc[k][v] = __fdiv_rn(acc[k][v], c);
-    }
-    if (f.self_loop) {
-      const float w = b.self_w[d];
-      ld_chunks<V, T>(x0, src + d * dim, j0, span, dim);
-#pragma unroll
-      for (int k = 0; k < T; k++)
-#pragma unroll
-        for (int v = 0; v < V; v++)
-          acc[k][v] = __fadd_rn(acc[k][v], __fmul_rn(w, x0[k][v]));
-    }
-#pragma unroll
-    for (int k = 0; k < T; k++)
-      if (j0 + k * span < dim)
-        st<V>(dst + d * dim + j0 + k * span, acc[k]);
-  }
 }
 
 /* MAX/MIN forward: the first neighbour, then strictly better ones (ties and NaN keep the
@@ -393,57 +318,6 @@ __global__ void k_degree(ng_block b, int32_t *count) {
     count[d] = b.indptr[d + 1] - b.indptr[d];
 }
 
-/* Merges the values of row d (one thread per element); counts are added afterwards by
- * k_merge_counts, so that every thread here reads the counts before any changes. */
-__global__ void k_merge_vals(ng_reduce red, float *acc, const int32_t *acc_count,
-                             const float *other, const int32_t *other_count, int64_t n_dst,
-                             int64_t dim) {
-  const int64_t n = n_dst * dim;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t d = i / dim;
-    const float o = other[i], a = acc[i];
-    if (other_count[d] == 0)
-      continue;
-    if (acc_count[d] == 0)
-      acc[i] = o;
-    else if (red == NG_REDUCE_SUM)
-      acc[i] = __fadd_rn(a, o);
-    else if (red == NG_REDUCE_MAX)
-      acc[i] = o > a ? o : a;
-    else
-      acc[i] = o < a ? o : a;
-  }
-}
-
-__global__ void k_merge_counts(int32_t *acc_count, const int32_t *other_count, int64_t n_dst) {
-  for (int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; d < n_dst;
-       d += (int64_t)gridDim.x * blockDim.x)
-    acc_count[d] += other_count[d];
-}
-
-/* One warp per row (striding over rows beyond the grid), V columns per lane: the row's count is
- * read once, and no per-element division finds the row (the flat form ran at 42% of HBM
- * bandwidth on W4's input layer, H100). */
-template <int V>
-__global__ void k_finalize(bool mean, const float *__restrict__ val, const int32_t *count,
-                           int64_t n_dst, int64_t dim, float *__restrict__ dst) {
-  const int lane = threadIdx.x & 31;
-  const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; r < n_dst; r += warps) {
-    const int32_t c = count[r];
-    const float fc = (float)c;
-    for (int64_t j = (int64_t)lane * V; j < dim; j += 32 * V) {
-      float v[V];
-      ld<V>(v, val + r * dim + j);
-#pragma unroll
-      for (int u = 0; u < V; u++)
-        v[u] = c == 0 ? 0.0f : mean ? __fdiv_rn(v[u], fc) : v[u];
-      st<V>(dst + r * dim + j, v);
-    }
-  }
-}
-
 /* ---- gathers ---- */
 
 ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
@@ -465,10 +339,10 @@ ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const
 
 /* ---- aggregation ---- */
 
-/* Launches the SUM or MAX/MIN forward over the block's destinations (no launch for empty work). */
+/* Launches the MAX/MIN forward over the block's destinations (no launch for empty work). */
 template <typename S>
-ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng_block *blk,
-                     const S *src, int64_t dim, float *dst, int32_t *argbest) {
+ng_status launch_best(ng_backend *be, const char *op, const ng_aggr *ag, const ng_block *blk,
+                      const S *src, int64_t dim, float *dst, int32_t *argbest) {
   if (blk->n_dst == 0 || dim == 0)
     return NG_OK;
   cudaStream_t s = ctx_of(be)->stream;
@@ -481,13 +355,7 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
   const ng_block b = *blk;
   with_chunks(t, [&](auto T) {
     constexpr int C = decltype(T)::value;
-    if (ag->reduce == NG_REDUCE_SUM) {
-      const sum_flags f = {ag->weighted, ag->self_loop, ag->mean};
-      if (v4)
-        k_aggr_sum<4, C, S><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
-      else
-        k_aggr_sum<1, C, S><<<grid, kThreads, 0, s>>>(f, dr, b, src, dim, dst);
-    } else if (ag->reduce == NG_REDUCE_MAX) {
+    if (ag->reduce == NG_REDUCE_MAX) {
       if (v4)
         k_aggr_best<4, C, true, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
       else
@@ -503,13 +371,13 @@ ng_status launch_fwd(ng_backend *be, const char *op, const ng_aggr *ag, const ng
   return NG_OK;
 }
 
+/* SUM (sum, mean, GCN) and user aggregators: the template; MAX/MIN: k_aggr_best with argbest. */
 ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest) {
-  if (ag->user)
-    return cuda_uagg_fwd(be, ag, blk, src, dim, dst);
+  if (ag->user || ag->reduce == NG_REDUCE_SUM)
+    return cuda_tmpl_fwd(be, ag, blk, src, dim, dst);
   NG_CHECK(use(be, "aggr_fwd"));
-  return launch_fwd(be, "aggr_fwd", ag, blk, src, dim, dst,
-                    ag->reduce == NG_REDUCE_SUM ? nullptr : argbest);
+  return launch_best(be, "aggr_fwd", ag, blk, src, dim, dst, argbest);
 }
 
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
@@ -538,70 +406,39 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
   return NG_OK;
 }
 
+/* MAX/MIN partial state: the counts, then the bare reduction (no argbest). */
 template <typename S>
-static ng_status aggr_partial_of(ng_backend *be, const char *op, const ng_aggr *ag,
-                                 const ng_block *blk, const S *src, ng_pstate *state) {
-  const int64_t dim = state->dim;
-  if (ag->user) {
-    if constexpr (std::is_same<S, float>::value)
-      return cuda_uagg_partial(be, ag, blk, src, state);
-    else
-      return ng__err(NG_ERR_UNSUPPORTED, "%s: a user-defined aggregator reads fp32 tables only",
-                     op);
-  }
+static ng_status best_partial(ng_backend *be, const char *op, const ng_aggr *ag,
+                              const ng_block *blk, const S *src, ng_pstate *state) {
   NG_CHECK(use(be, op));
   k_degree<<<grid_1d(blk->n_dst), kThreads, 0, ctx_of(be)->stream>>>(*blk, state->count);
   LAUNCH_CHECK(op);
-  /* A partial state is the bare reduction: MEAN divides and the self loop is added only when
-   * the merged state is finalized. */
-  ng_aggr bare = *ag;
-  bare.mean = false;
-  bare.self_loop = false;
-  return launch_fwd(be, op, &bare, blk, src, dim, state->val, nullptr);
+  return launch_best(be, op, ag, blk, src, state->dim, state->val, nullptr);
 }
 
 ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state) {
-  return aggr_partial_of(be, "aggr_partial", ag, blk, src, state);
+  if (ag->user || ag->reduce == NG_REDUCE_SUM)
+    return cuda_tmpl_partial(be, ag, blk, src, state);
+  return best_partial(be, "aggr_partial", ag, blk, src, state);
 }
 
 ng_status cuda_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                                  const uint16_t *src, ng_pstate *state) {
-  return aggr_partial_of(be, "aggr_partial_bf16", ag, blk, src, state);
+  if (ag->user || ag->reduce == NG_REDUCE_SUM)
+    return cuda_tmpl_partial_bf16(be, ag, blk, src, state);
+  return best_partial(be, "aggr_partial_bf16", ag, blk, src, state);
 }
 
+/* Every merge and finalize (the built-ins' laws are their NG_AGGREGATOR_SOURCE text's). */
 ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                             const ng_pstate *other) {
-  if (ag->user)
-    return cuda_uagg_merge(be, ag, acc, other);
-  NG_CHECK(use(be, "pstate_merge"));
-  cudaStream_t s = ctx_of(be)->stream;
-  const int64_t n = (int64_t)acc->n_dst * acc->dim;
-  if (n > 0) {
-    k_merge_vals<<<grid_1d(n), kThreads, 0, s>>>(ag->reduce, acc->val, acc->count, other->val,
-                                                 other->count, acc->n_dst, acc->dim);
-    LAUNCH_CHECK("pstate_merge");
-  }
-  k_merge_counts<<<grid_1d(acc->n_dst), kThreads, 0, s>>>(acc->count, other->count, acc->n_dst);
-  LAUNCH_CHECK("pstate_merge");
-  return NG_OK;
+  return cuda_tmpl_merge(be, ag, acc, other);
 }
 
 ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                                float *dst) {
-  if (ag->user)
-    return cuda_uagg_finalize(be, ag, state, dst);
-  NG_CHECK(use(be, "pstate_finalize"));
-  const int64_t rows = state->n_dst, dim = state->dim;
-  const unsigned blocks = (unsigned)NG_MAX(
-      (int64_t)1, NG_MIN((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, (int64_t)kMaxGridX));
-  cudaStream_t s = ctx_of(be)->stream;
-  if (dim % 4 == 0 && aligned16(state->val) && aligned16(dst))
-    k_finalize<4><<<blocks, kThreads, 0, s>>>(ag->mean, state->val, state->count, rows, dim, dst);
-  else
-    k_finalize<1><<<blocks, kThreads, 0, s>>>(ag->mean, state->val, state->count, rows, dim, dst);
-  LAUNCH_CHECK("pstate_finalize");
-  return NG_OK;
+  return cuda_tmpl_finalize(be, ag, state, dst);
 }
 
 template <typename S>

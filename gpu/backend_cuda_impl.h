@@ -172,6 +172,13 @@ template <typename F> void with_chunks(int t, F &&f) {
   }
 }
 
+/* The chunks a warp takes of a row of `dim` values, V = v at a time: a whole row up to 8 chunks
+ * (4 KiB with V 4). */
+inline int chunks_per_warp(int64_t dim, int v) {
+  const int64_t tiles = (dim + 32 * v - 1) / (32 * v);
+  return tiles >= 8 ? 8 : tiles >= 4 ? 4 : tiles >= 2 ? 2 : 1;
+}
+
 /* The grid of a warp-per-row kernel covering T chunks of 32 * v columns per warp. */
 inline dim3 grid_rows_chunks(int64_t rows, int64_t dim, int v, int t) {
   int64_t groups = (dim + 32 * v * t - 1) / (32 * v * t);
@@ -260,15 +267,19 @@ ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, 
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
-/// backend_cuda_uagg.cu: user aggregators (ng_aggr.user), compiled with NVRTC on first use;
-/// the ops of backend_cuda_aggr.cu hand such aggregators to these.
-ng_status cuda_uagg_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+/// backend_cuda_uagg.cu: the gather-aggregate kernel template (agg_template.h) for the
+/// built-ins it serves (forward of sum / mean / GCN; partial state of sum and mean, fp32 and bf16
+/// rows; merge and finalize of every built-in) and for user aggregators (ng_aggr.user, compiled
+/// with NVRTC on first use); the ops of backend_cuda_aggr.cu hand those cases to these.
+ng_status cuda_tmpl_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst);
-ng_status cuda_uagg_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+ng_status cuda_tmpl_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state);
-ng_status cuda_uagg_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+ng_status cuda_tmpl_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                 const uint16_t *src, ng_pstate *state);
+ng_status cuda_tmpl_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                           const ng_pstate *other);
-ng_status cuda_uagg_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state, float *dst);
+ng_status cuda_tmpl_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state, float *dst);
 ng_status cuda_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                              const float *src, const float *grad_dst, int64_t dim, float *work,
                              float *grad_src);

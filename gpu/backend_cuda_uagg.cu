@@ -1,11 +1,13 @@
-/* User-defined aggregators on the CUDA backend (docs/aggregators.md). The aggregator's
- * NG_AGGREGATOR_SOURCE text is compiled at run time with NVRTC (loaded with dlopen, so that the
- * library needs no NVRTC to build or to run the built-ins) behind the gather-aggregate kernel
- * template of agg_template.h, into a CUBIN for this device, loaded with cudaLibraryLoadData
- * (the runtime API: no libcuda link) and cached for the process by its generated source. The
- * built-in aggregators are written with the same macro here and compiled into the same
- * template by nvcc at build time (no NVRTC): the benchmark and parity hooks at the end compare
- * those instances with the specialised kernels of backend_cuda_aggr.cu. */
+/* The gather-aggregate kernel template (agg_template.h, docs/aggregators.md) and the
+ * aggregators that run through it: the built-ins' forward (sum, mean, GCN's weighted sum with
+ * its self loop), partial states (fp32 and bf16 tables), merge and finalize, and every op of a
+ * user-defined aggregator. The built-ins are written here with NG_AGGREGATOR_SOURCE, as a user
+ * writes one, and compiled into the template by nvcc at build time (no NVRTC). A user
+ * aggregator's NG_AGGREGATOR_SOURCE text is compiled at run time with NVRTC (loaded with dlopen,
+ * so that the library needs no NVRTC to build or to run the built-ins) behind the same template
+ * text, into a CUBIN for this device, loaded with cudaLibraryLoadData (the runtime API: no
+ * libcuda link) and cached for the process by its generated source. What stays in the
+ * specialised kernels of backend_cuda_aggr.cu, and why: docs/aggregators.md. */
 #include "backend_cuda_impl.h"
 
 /* The functions of NG_AGGREGATOR_SOURCE are device functions here (neargnn.h's default is
@@ -23,7 +25,10 @@
 #include <string>
 #include <vector>
 
-/* ---- built-in aggregators, defined as a user would ---- */
+/* ---- built-in aggregators, defined as a user would ----
+ * Their arithmetic is the CPU backend's (cpu/kernels_cpu.c): with --fmad=false every product
+ * and sum rounds on its own, so the template gives the CPU's and the former hand-written
+ * kernels' bits (tests/test_gpu_agg.c, test_builtin_bits). */
 
 // clang-format off
 namespace ng_builtin_sum {
@@ -90,31 +95,52 @@ NG__AGG_OPS(mean_ops, ng_builtin_mean, 1, )
 NG__AGG_OPS(max_ops, ng_builtin_max, 1, NG__AGG_GRAD(ng_builtin_max))
 NG__AGG_OPS(min_ops, ng_builtin_min, 1, NG__AGG_GRAD(ng_builtin_min))
 
-/* The launchable kernels of one aggregator: fwd[V == 4][log2 T]. */
+/* The launchable kernels of one aggregator: fwd[with input dropout][V == 4][log2 T] over fp32
+ * rows, fwd16 over bf16 rows (built-in sum only, else null), finalize[V == 4]. */
 struct agg_kernels {
-  const void *fwd[2][4];
-  const void *merge, *counts, *finalize, *bwd_dst, *bwd_src;
+  const void *fwd[2][2][4], *fwd16[2][2][4];
+  const void *merge, *counts, *finalize[2], *bwd_dst, *bwd_src;
   int state;
 };
 
-/* The build-time instances of the template for aggregator A. */
-template <class A, bool Linear> agg_kernels builtin_kernels() {
-  agg_kernels k;
-  k.fwd[0][0] = (const void *)ng_aggt::k_fwd<A, 1, 1>;
-  k.fwd[0][1] = (const void *)ng_aggt::k_fwd<A, 1, 2>;
-  k.fwd[0][2] = (const void *)ng_aggt::k_fwd<A, 1, 4>;
-  k.fwd[0][3] = (const void *)ng_aggt::k_fwd<A, 1, 8>;
-  k.fwd[1][0] = (const void *)ng_aggt::k_fwd<A, 4, 1>;
-  k.fwd[1][1] = (const void *)ng_aggt::k_fwd<A, 4, 2>;
-  k.fwd[1][2] = (const void *)ng_aggt::k_fwd<A, 4, 4>;
-  k.fwd[1][3] = (const void *)ng_aggt::k_fwd<A, 4, 8>;
+template <class A, class E, bool D> void fwd_instances(const void *(&f)[2][4]) {
+  f[0][0] = (const void *)ng_aggt::k_fwd<A, 1, 1, E, D>;
+  f[0][1] = (const void *)ng_aggt::k_fwd<A, 1, 2, E, D>;
+  f[0][2] = (const void *)ng_aggt::k_fwd<A, 1, 4, E, D>;
+  f[0][3] = (const void *)ng_aggt::k_fwd<A, 1, 8, E, D>;
+  f[1][0] = (const void *)ng_aggt::k_fwd<A, 4, 1, E, D>;
+  f[1][1] = (const void *)ng_aggt::k_fwd<A, 4, 2, E, D>;
+  f[1][2] = (const void *)ng_aggt::k_fwd<A, 4, 4, E, D>;
+  f[1][3] = (const void *)ng_aggt::k_fwd<A, 4, 8, E, D>;
+}
+
+/* The build-time instances of the template for aggregator A (with bf16 rows when Bf16). */
+template <class A, bool Linear, bool Bf16> agg_kernels builtin_kernels() {
+  agg_kernels k = {};
+  fwd_instances<A, float, false>(k.fwd[0]);
+  fwd_instances<A, float, true>(k.fwd[1]);
+  if constexpr (Bf16) {
+    fwd_instances<A, unsigned short, false>(k.fwd16[0]);
+    fwd_instances<A, unsigned short, true>(k.fwd16[1]);
+  }
   k.merge = (const void *)ng_aggt::k_merge<A>;
   k.counts = (const void *)ng_aggt::k_merge_counts<A>;
-  k.finalize = (const void *)ng_aggt::k_finalize<A>;
+  k.finalize[0] = (const void *)ng_aggt::k_finalize<A, 1>;
+  k.finalize[1] = (const void *)ng_aggt::k_finalize<A, 4>;
   k.bwd_dst = (const void *)ng_aggt::k_bwd_dst<A, Linear>;
   k.bwd_src = (const void *)ng_aggt::k_bwd_src<A>;
   k.state = A::S;
   return k;
+}
+
+/* The kernels of built-in `red` (MEAN: SUM with `mean`); the sum's include bf16 rows (the
+ * partial state of sum and mean is the bare sum). */
+static const agg_kernels &builtin(ng_reduce red, bool mean) {
+  static const agg_kernels sum = builtin_kernels<sum_ops, true, true>();
+  static const agg_kernels avg = builtin_kernels<mean_ops, true, false>();
+  static const agg_kernels max = builtin_kernels<max_ops, false, false>();
+  static const agg_kernels min = builtin_kernels<min_ops, false, false>();
+  return red == NG_REDUCE_MAX ? max : red == NG_REDUCE_MIN ? min : mean ? avg : sum;
 }
 
 /* ---- NVRTC, loaded on first use ---- */
@@ -225,13 +251,18 @@ static ng_status compile(const ng_aggregator_def *u, const std::string &src, con
   std::vector<std::string> names;
   const char *ops = "ng_user_ops";
   char buf[160];
-  for (int v : {1, 4})
-    for (int t : {1, 2, 4, 8}) {
-      snprintf(buf, sizeof buf, "ng_aggt::k_fwd<%s, %d, %d>", ops, v, t);
-      names.push_back(buf);
-    }
-  for (const char *k : {"k_merge", "k_merge_counts", "k_finalize", "k_bwd_src"}) {
+  for (const char *drop : {"false", "true"})
+    for (int v : {1, 4})
+      for (int t : {1, 2, 4, 8}) {
+        snprintf(buf, sizeof buf, "ng_aggt::k_fwd<%s, %d, %d, float, %s>", ops, v, t, drop);
+        names.push_back(buf);
+      }
+  for (const char *k : {"k_merge", "k_merge_counts", "k_bwd_src"}) {
     snprintf(buf, sizeof buf, "ng_aggt::%s<%s>", k, ops);
+    names.push_back(buf);
+  }
+  for (int v : {1, 4}) {
+    snprintf(buf, sizeof buf, "ng_aggt::k_finalize<%s, %d>", ops, v);
     names.push_back(buf);
   }
   snprintf(buf, sizeof buf, "ng_aggt::k_bwd_dst<%s, %s>", ops, u->linear ? "true" : "false");
@@ -277,16 +308,18 @@ static ng_status compile(const ng_aggregator_def *u, const std::string &src, con
   g_nvrtc.destroy(&prog);
   CU_CHECK("user aggregator",
            cudaLibraryLoadData(&out->lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-  cudaKernel_t k[13];
+  cudaKernel_t k[22];
   for (size_t i = 0; i < lowered.size(); i++)
     CU_CHECK("user aggregator", cudaLibraryGetKernel(&k[i], out->lib, lowered[i].c_str()));
-  for (int i = 0; i < 8; i++)
-    out->k.fwd[i / 4][i % 4] = (const void *)k[i];
-  out->k.merge = (const void *)k[8];
-  out->k.counts = (const void *)k[9];
-  out->k.finalize = (const void *)k[10];
-  out->k.bwd_src = (const void *)k[11];
-  out->k.bwd_dst = (const void *)k[12];
+  out->k = agg_kernels{};
+  for (int i = 0; i < 16; i++)
+    out->k.fwd[i / 8][i / 4 % 2][i % 4] = (const void *)k[i];
+  out->k.merge = (const void *)k[16];
+  out->k.counts = (const void *)k[17];
+  out->k.bwd_src = (const void *)k[18];
+  out->k.finalize[0] = (const void *)k[19];
+  out->k.finalize[1] = (const void *)k[20];
+  out->k.bwd_dst = (const void *)k[21];
   out->k.state = u->state_size;
   return NG_OK;
 }
@@ -338,54 +371,91 @@ static int floor_pow2(int x) {
   return p;
 }
 
-static ng_aggt::blk blk_of(const ng_aggr *ag, const ng_block *b) {
-  return ng_aggt::blk{b->indptr, b->indices, ag->weighted ? b->edge_w : nullptr, b->n_dst};
+/* The block as the template reads it; `self`: with GCN's self-loop weights. */
+static ng_aggt::blk blk_of(const ng_aggr *ag, const ng_block *b, bool self) {
+  return ng_aggt::blk{b->indptr, b->indices, ag->weighted ? b->edge_w : nullptr,
+                      self ? b->self_w : nullptr, b->n_dst};
 }
 
-/* The forward (out) or partial state (state, count) over a block with kernels `k`. */
+static bool aligned_rows(const float *p) {
+  return aligned16(p);
+}
+static bool aligned_rows(const uint16_t *p) {
+  return ((uintptr_t)p & 7) == 0;
+}
+
+/* The forward (out, with the self loop when `self`) or partial state (state, count) over a
+ * block with kernels `k`, rows of type E (fp32, or bf16 for the built-in sum). */
+template <class E>
 static ng_status launch_fwd(ng_backend *be, const char *op, const agg_kernels &k, const ng_aggr *ag,
-                            const ng_block *blk, const float *src, int64_t dim, float *out,
+                            const ng_block *blk, const E *src, int64_t dim, float *out, bool self,
                             float *state, int32_t *count) {
-  const bool v4 = dim % 4 == 0 && aligned16(src) && (!out || aligned16(out));
+  if (blk->n_dst == 0 || (out && dim == 0)) /* (a partial state's counts are written at dim 0) */
+    return NG_OK;
+  const bool v4 =
+      dim % 4 == 0 && aligned_rows(src) && (!out || aligned16(out)) && (!state || aligned16(state));
   const int v = v4 ? 4 : 1;
-  /* As many chunks as the specialised kernels take, while the states of a thread's chunks fit
-   * in 32 registers. */
-  const int64_t tiles = (dim + 32 * v - 1) / (32 * v);
-  int t = tiles >= 8 ? 8 : tiles >= 4 ? 4 : tiles >= 2 ? 2 : 1;
-  t = NG_MIN(t, floor_pow2(NG_MAX(1, 32 / (k.state * v))));
+  /* Chunks as the gathers take them (chunks_per_warp: a whole row up to 8), while a thread's
+   * S x V x T state floats fit in 32 registers. */
+  int t = NG_MIN(chunks_per_warp(dim, v), floor_pow2(NG_MAX(1, 32 / (k.state * v))));
   const int ti = t == 8 ? 3 : t == 4 ? 2 : t == 2 ? 1 : 0;
+  const bool drop = ag->drop_p > 0.0f;
+  const void *fn = std::is_same<E, float>::value ? k.fwd[drop][v4][ti] : k.fwd16[drop][v4][ti];
+  if (!fn)
+    return ng__err(NG_ERR_UNSUPPORTED, "%s: a user-defined aggregator reads fp32 tables only", op);
   dim3 grid = grid_rows_chunks(blk->n_dst, dim, v, t);
-  ng_aggt::blk b = blk_of(ag, blk);
-  ng_aggt::drop dr = {ag->drop_p > 0.0f, ag->drop_key, ng_dropout_threshold(ag->drop_p),
-                      1.0f / (1.0f - ag->drop_p)};
+  ng_aggt::blk b = blk_of(ag, blk, self);
+  ng_aggt::drop dr = {ag->drop_key, ng_dropout_threshold(ag->drop_p), 1.0f / (1.0f - ag->drop_p)};
   long long d64 = dim;
   void *args[] = {&b, (void *)&src, &d64, &dr, &out, &state, &count};
-  CU_CHECK(op, cudaLaunchKernel(k.fwd[v4][ti], grid, dim3(kThreads), args, 0, ctx_of(be)->stream));
+  CU_CHECK(op, cudaLaunchKernel(fn, grid, dim3(kThreads), args, 0, ctx_of(be)->stream));
   return NG_OK;
 }
 
-ng_status cuda_uagg_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
+/* The kernels of `ag`: the built-in's (`partial`: a partial state's bare sum for sum and mean),
+ * or the user aggregator's, compiled on first use. */
+static ng_status kernels_for(ng_backend *be, const ng_aggr *ag, bool partial,
+                             const agg_kernels **out) {
+  if (ag->user)
+    return kernels_of(be, ag, out);
+  *out = &builtin(ag->reduce, ag->mean && !partial);
+  return NG_OK;
+}
+
+ng_status cuda_tmpl_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst) {
   NG_CHECK(use(be, "aggr_fwd"));
   const agg_kernels *k;
-  NG_CHECK(kernels_of(be, ag, &k));
-  return launch_fwd(be, "aggr_fwd", *k, ag, blk, src, dim, dst, nullptr, nullptr);
+  NG_CHECK(kernels_for(be, ag, false, &k));
+  return launch_fwd(be, "aggr_fwd", *k, ag, blk, src, dim, dst, ag->self_loop, nullptr, nullptr);
 }
 
-ng_status cuda_uagg_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
-                            const float *src, ng_pstate *state) {
-  NG_CHECK(use(be, "aggr_partial"));
+template <class E>
+static ng_status tmpl_partial(ng_backend *be, const char *op, const ng_aggr *ag,
+                              const ng_block *blk, const E *src, ng_pstate *state) {
+  NG_CHECK(use(be, op));
   const agg_kernels *k;
-  NG_CHECK(kernels_of(be, ag, &k));
-  return launch_fwd(be, "aggr_partial", *k, ag, blk, src, state->dim, nullptr, state->val,
-                    state->count);
+  NG_CHECK(kernels_for(be, ag, true, &k));
+  /* The bare reduction: MEAN divides and the self loop is added when the merged state is
+   * finalized. */
+  return launch_fwd(be, op, *k, ag, blk, src, state->dim, nullptr, false, state->val, state->count);
 }
 
-ng_status cuda_uagg_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
+ng_status cuda_tmpl_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                            const float *src, ng_pstate *state) {
+  return tmpl_partial(be, "aggr_partial", ag, blk, src, state);
+}
+
+ng_status cuda_tmpl_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
+                                 const uint16_t *src, ng_pstate *state) {
+  return tmpl_partial(be, "aggr_partial_bf16", ag, blk, src, state);
+}
+
+ng_status cuda_tmpl_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
                           const ng_pstate *other) {
   NG_CHECK(use(be, "pstate_merge"));
   const agg_kernels *k;
-  NG_CHECK(kernels_of(be, ag, &k));
+  NG_CHECK(kernels_for(be, ag, true, &k));
   cudaStream_t s = ctx_of(be)->stream;
   long long nd = acc->n_dst, dim = acc->dim;
   if (nd * dim > 0) {
@@ -394,21 +464,28 @@ ng_status cuda_uagg_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
     CU_CHECK("pstate_merge",
              cudaLaunchKernel(k->merge, dim3(grid_1d(nd * dim)), dim3(kThreads), args, 0, s));
   }
-  void *cargs[] = {&acc->count, (void *)&other->count, &nd};
-  CU_CHECK("pstate_merge",
-           cudaLaunchKernel(k->counts, dim3(grid_1d(nd)), dim3(kThreads), cargs, 0, s));
+  if (nd > 0) {
+    void *cargs[] = {&acc->count, (void *)&other->count, &nd};
+    CU_CHECK("pstate_merge",
+             cudaLaunchKernel(k->counts, dim3(grid_1d(nd)), dim3(kThreads), cargs, 0, s));
+  }
   return NG_OK;
 }
 
-ng_status cuda_uagg_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
+ng_status cuda_tmpl_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
                              float *dst) {
   NG_CHECK(use(be, "pstate_finalize"));
   const agg_kernels *k;
-  NG_CHECK(kernels_of(be, ag, &k));
+  NG_CHECK(kernels_for(be, ag, false, &k));
   long long nd = state->n_dst, dim = state->dim;
+  if (nd * dim == 0)
+    return NG_OK;
+  const bool v4 = dim % 4 == 0 && aligned16(state->val) && aligned16(dst);
+  const unsigned blocks =
+      (unsigned)NG_MIN((nd + kWarpsPerBlock - 1) / kWarpsPerBlock, (long long)kMaxGridX);
   void *args[] = {(void *)&state->val, (void *)&state->count, &nd, &dim, &dst};
-  CU_CHECK("pstate_finalize", cudaLaunchKernel(k->finalize, dim3(grid_1d(nd * dim)), dim3(kThreads),
-                                               args, 0, ctx_of(be)->stream));
+  CU_CHECK("pstate_finalize", cudaLaunchKernel(k->finalize[v4], dim3(blocks), dim3(kThreads), args,
+                                               0, ctx_of(be)->stream));
   return NG_OK;
 }
 
@@ -419,7 +496,7 @@ ng_status cuda_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *
   const agg_kernels *k;
   NG_CHECK(kernels_of(be, ag, &k));
   cudaStream_t s = ctx_of(be)->stream;
-  ng_aggt::blk b = blk_of(ag, blk);
+  ng_aggt::blk b = blk_of(ag, blk, false);
   long long d64 = dim, ns = blk->n_src;
   if ((long long)blk->n_dst * d64 > 0) {
     void *args[] = {&b, (void *)&src, (void *)&grad_dst, &d64, &work};
@@ -440,25 +517,37 @@ extern "C" ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *n
                                                    const ng_aggr *ag, const ng_block *blk,
                                                    const float *src, int64_t dim, float *dst) {
   using namespace ng_cuda;
-  static const agg_kernels sum = builtin_kernels<sum_ops, true>();
-  static const agg_kernels mean = builtin_kernels<mean_ops, true>();
-  static const agg_kernels max = builtin_kernels<max_ops, false>();
-  static const agg_kernels min = builtin_kernels<min_ops, false>();
-  const agg_kernels *k = !strcmp(name, "sum")    ? &sum
-                         : !strcmp(name, "mean") ? &mean
-                         : !strcmp(name, "max")  ? &max
-                         : !strcmp(name, "min")  ? &min
-                                                 : nullptr;
-  if (!k)
+  const bool sum = !strcmp(name, "sum"), mean = !strcmp(name, "mean");
+  const bool max = !strcmp(name, "max"), min = !strcmp(name, "min");
+  if (!sum && !mean && !max && !min)
     return ng__err(NG_ERR_INVALID_ARG,
                    "template built-in \"%s\": not one of sum, mean, max, min (gcn is sum with "
                    "GCN weights and add_self_loop)",
                    name ? name : "(null)");
   NG_CHECK(use(be, "template fwd"));
-  if (blk->n_dst == 0 || dim == 0)
-    return NG_OK;
-  NG_CHECK(launch_fwd(be, "template fwd", *k, ag, blk, src, dim, dst, nullptr, nullptr));
+  const agg_kernels &k = builtin(max ? NG_REDUCE_MAX : min ? NG_REDUCE_MIN : NG_REDUCE_SUM, mean);
+  NG_CHECK(launch_fwd(be, "template fwd", k, ag, blk, src, dim, dst, false, nullptr, nullptr));
   LAUNCH_CHECK("template fwd");
+  return NG_OK;
+}
+
+extern "C" ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop,
+                                                 int *blocks_per_sm, int *registers) {
+  using namespace ng_cuda;
+  const bool sum = !strcmp(name, "sum"), mean = !strcmp(name, "mean");
+  const bool max = !strcmp(name, "max"), min = !strcmp(name, "min");
+  if ((!sum && !mean && !max && !min) || (bf16 && !sum))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "template occupancy: \"%s\"%s is not a built-in instance (sum, mean, max, "
+                   "min; bf16 rows: sum)",
+                   name ? name : "(null)", bf16 ? " with bf16 rows" : "");
+  const agg_kernels &k = builtin(max ? NG_REDUCE_MAX : min ? NG_REDUCE_MIN : NG_REDUCE_SUM, mean);
+  const void *fn = bf16 ? k.fwd16[drop][1][3] : k.fwd[drop][1][3];
+  cudaFuncAttributes attr;
+  CU_CHECK("template occupancy", cudaFuncGetAttributes(&attr, fn));
+  CU_CHECK("template occupancy",
+           cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, fn, kThreads, 0));
+  *registers = attr.numRegs;
   return NG_OK;
 }
 

@@ -3,18 +3,33 @@
  * mean, a softmax aggregation of three state floats, a linear mean) in aggr_fwd, aggr_partial
  * (with input dropout), pstate_merge, pstate_finalize and aggr_user_bwd, over blocks with empty
  * rows, repeated sources and dims that are not multiples of 4; each GPU op twice gives the same
- * bytes. The built-ins through the same template, compiled by nvcc at build time, give the
- * specialised kernels' bits, and so does the built-in mean's text compiled by NVRTC. Training
- * Cora with a user aggregator on CUDA follows the CPU backend in every fetch strategy.
+ * bytes. The built-ins that run through the same template (compiled by nvcc at build time:
+ * sum, mean, GCN's weighted sum and self loop forward, sum/mean partial states from fp32 and
+ * bf16 tables with input dropout, every built-in's merge and finalize) give, bit for bit, the
+ * built-ins' specification: each product and sum rounded in edge order, as the hand-written
+ * kernels they replaced computed it (test_builtin_bits, against a scalar reference here); the
+ * template's max and min give aggr_fwd's bits, and so does the built-in mean's text compiled
+ * by NVRTC. Training Cora with a user aggregator on CUDA follows the CPU backend in every fetch
+ * strategy.
  *
  * Tolerances: |cpu - gpu| <= 1e-5 (1 + |cpu|) for values (expf, cbrtf and the division differ
  * by an ulp or two between glibc and CUDA; merged states reorder a few sums), exact for counts;
  * losses within 1e-3 relative of the CPU run after two epochs. Exits 77 without CUDA or GPU. */
+/* The scalar reference of test_builtin_bits rounds every product and sum on its own, as the
+ * kernels do: no contraction into fused multiply-adds. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "bf16.h"
 #include "ng_cpu.h"
 #include "ng_test.h"
 #include "ng_test_agg.h"
 #include "ng_test_fetch.h"
 #include "ng_test_graph.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -71,7 +86,7 @@ static void cmp_near(const char *what, const float *c, const float *g, int64_t n
 /* A block on the device: the host block's arrays copied. */
 typedef struct {
   ng_block b;
-  void *a[6];
+  void *a[7];
 } dblock;
 
 static void dblock_make(dblock *d, const ng_block *h) {
@@ -83,11 +98,11 @@ static void dblock_make(dblock *d, const ng_block *h) {
   d->b.t_indptr = d->a[3] = up(h->t_indptr, (ns + 1) * 4);
   d->b.t_dst = d->a[4] = up(h->t_dst, nnz * 4);
   d->b.t_eid = d->a[5] = up(h->t_eid, nnz * 4);
-  d->b.self_w = NULL;
+  d->b.self_w = d->a[6] = up(h->self_w, nd * 4);
 }
 
 static void dblock_free(dblock *d) {
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 7; i++)
     gpu->iface->free(gpu, d->a[i]);
 }
 
@@ -201,7 +216,9 @@ static void test_user_parity(void) {
   ng_test_block_free(&tb);
 }
 
-/* The built-ins through the template (nvcc, build time) give the specialised kernels' bits. */
+/* The built-ins through the template hook (nvcc, build time) give aggr_fwd's bits: for sum and
+ * mean that is the template again (aggr_fwd runs it), for max and min the hand-written kernel
+ * that also writes argbest. */
 static void test_template_builtins(void) {
   static const struct {
     const char *name;
@@ -255,6 +272,213 @@ static void test_template_builtins(void) {
   gpu->iface->free(gpu, dsrc), gpu->iface->free(gpu, a), gpu->iface->free(gpu, b);
   dblock_free(&db);
   ng_test_block_free(&tb);
+}
+
+/* ---- the built-ins' bits ---- */
+
+/* Element (row, c) of a dim-wide table after ag's input dropout (core/rng.h's rule). */
+static float ref_drop(const ng_aggr *ag, float x, int64_t row, int64_t dim, int64_t c) {
+  if (ag->drop_p <= 0.0f)
+    return x;
+  const float scale = 1.0f / (1.0f - ag->drop_p);
+  return ng_dropped(x, ag->drop_key, (uint64_t)(row * dim + c), ng_dropout_threshold(ag->drop_p),
+                    scale);
+}
+
+/* The SUM family's specification (sum, mean, weighted, GCN's self loop), per element: the sum
+ * of (w *) x over the edges in order, then / n when mean and n > 0, then + self_w[d] x_d; an
+ * empty row gives 0 (plus its self loop). `state`: the bare sum (no mean, no self loop) and
+ * the counts. */
+static void ref_sum(const ng_aggr *ag, const ng_block *b, const float *src, int64_t dim, bool state,
+                    float *out, int32_t *count) {
+  for (int32_t d = 0; d < b->n_dst; d++) {
+    const int32_t e0 = b->indptr[d], e1 = b->indptr[d + 1];
+    if (count)
+      count[d] = e1 - e0;
+    for (int64_t c = 0; c < dim; c++) {
+      float acc = 0.0f;
+      for (int32_t e = e0; e < e1; e++) {
+        const int64_t r = b->indices[e];
+        const float x = ref_drop(ag, src[r * dim + c], r, dim, c);
+        acc = ag->weighted ? acc + b->edge_w[e] * x : acc + x;
+      }
+      if (!state && ag->mean && e1 > e0)
+        acc = acc / (float)(e1 - e0);
+      if (!state && ag->self_loop)
+        acc = acc + b->self_w[d] * src[(int64_t)d * dim + c];
+      out[(int64_t)d * dim + c] = acc;
+    }
+  }
+}
+
+/* merge then finalize of two partial states of `red` (mean divides), per element. */
+static void ref_merge_finalize(const ng_aggr *ag, float *acc, int32_t *acc_count,
+                               const float *other, const int32_t *other_count, int32_t nd,
+                               int64_t dim, float *out) {
+  for (int32_t d = 0; d < nd; d++)
+    for (int64_t c = 0; c < dim; c++) {
+      const int64_t i = (int64_t)d * dim + c;
+      if (other_count[d] == 0)
+        continue;
+      if (acc_count[d] == 0)
+        acc[i] = other[i];
+      else if (ag->reduce == NG_REDUCE_SUM)
+        acc[i] = acc[i] + other[i];
+      else if (ag->reduce == NG_REDUCE_MAX)
+        acc[i] = other[i] > acc[i] ? other[i] : acc[i];
+      else
+        acc[i] = other[i] < acc[i] ? other[i] : acc[i];
+    }
+  for (int32_t d = 0; d < nd; d++) {
+    acc_count[d] += other_count[d];
+    for (int64_t c = 0; c < dim; c++) {
+      const int64_t i = (int64_t)d * dim + c;
+      out[i] = acc_count[d] == 0 ? 0.0f : ag->mean ? acc[i] / (float)acc_count[d] : acc[i];
+    }
+  }
+}
+
+static void cmp_bits(const char *what, const void *want, const void *got, size_t bytes) {
+  if (memcmp(want, got, bytes) == 0)
+    return;
+  size_t i = 0;
+  while (((const unsigned char *)want)[i] == ((const unsigned char *)got)[i])
+    i++;
+  const size_t at = i / 4;
+  float w, g;
+  memcpy(&w, (const char *)want + at * 4, 4);
+  memcpy(&g, (const char *)got + at * 4, 4);
+  ng_test_fail(__FILE__, __LINE__, "%s: element %zu differs: want %a, got %a", what, at, (double)w,
+               (double)g);
+}
+
+/* Random values with, every 89th and 97th, -0 and a subnormal (which the kernels keep: no
+ * flush to zero). */
+static float *special_floats(ng_rng *r, int64_t n) {
+  float *x = ng_test_rand_floats(r, n);
+  for (int64_t i = 0; i < n; i++)
+    if (i % 89 == 5)
+      x[i] = -0.0f;
+    else if (i % 97 == 7)
+      x[i] = (i & 1 ? -1.0f : 1.0f) * 1.5e-40f;
+  return x;
+}
+
+/* Every built-in op the template serves against the reference, bit for bit: the forward of
+ * sum, mean, weighted sum and mean, GCN (weighted + self loop), mean with self loop; partial
+ * states of sum and mean from fp32 and bf16 tables with and
+ * without dropout (states and counts); merge and finalize of sum, mean, max and min. Dims
+ * cover V = 1 and 4 and T = 1, 2, 4, 8 chunks with tails; the block has empty rows and
+ * repeated sources. */
+static void test_builtin_bits(void) {
+  static const struct {
+    const char *name;
+    ng_aggr ag;
+  } cases[] = {
+      {"sum", {NG_REDUCE_SUM, false, false, false, 0.0f, 0, NULL}},
+      {"mean", {NG_REDUCE_SUM, false, false, true, 0.0f, 0, NULL}},
+      {"weighted sum", {NG_REDUCE_SUM, true, false, false, 0.0f, 0, NULL}},
+      {"weighted mean", {NG_REDUCE_SUM, true, false, true, 0.0f, 0, NULL}},
+      {"gcn", {NG_REDUCE_SUM, true, true, false, 0.0f, 0, NULL}},
+      {"mean+self", {NG_REDUCE_SUM, false, true, true, 0.0f, 0, NULL}},
+      {"max", {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL}},
+      {"min", {NG_REDUCE_MIN, false, false, false, 0.0f, 0, NULL}},
+  };
+  ng_rng r;
+  ng_rng_seed(&r, 83);
+  ng_test_block tb, tb2;
+  make_block(&tb, &r, 260, 600, 24);
+  /* The second block's empty rows are others (d % 7 == 3): every merge case occurs. */
+  tb2.indptr = ng_test_xmalloc(261 * 4);
+  tb2.indptr[0] = 0;
+  for (int32_t d = 0; d < 260; d++)
+    tb2.indptr[d + 1] = tb2.indptr[d] + (d % 7 == 3 ? 0 : 1 + (int32_t)ng_rng_below(&r, 9));
+  ng_test_block_fill(&tb2, &r, 260, 600, true, true);
+  dblock db, db2;
+  dblock_make(&db, &tb.b);
+  dblock_make(&db2, &tb2.b);
+  const int64_t dims[] = {1, 3, 4, 5, 128, 130, 256, 512, 1024, 1028};
+  char what[160];
+  for (size_t k = 0; k < NG_TEST_LEN(dims); k++) {
+    const int64_t dim = dims[k], nd = (int64_t)tb.b.n_dst * dim, ns = (int64_t)tb.b.n_src * dim;
+    const size_t ob = (size_t)nd * 4, cb = (size_t)tb.b.n_dst * 4;
+    float *src = special_floats(&r, ns), *dsrc = up(src, (size_t)ns * 4);
+    /* The bf16 table and its exact fp32 values. */
+    uint16_t *src16 = ng_test_xmalloc((size_t)ns * 2);
+    float *conv = ng_test_xmalloc((size_t)ns * 4);
+    for (int64_t i = 0; i < ns; i++) {
+      src16[i] = ng_f32_to_bf16(src[i]);
+      conv[i] = ng_bf16_to_f32(src16[i]);
+    }
+    uint16_t *dsrc16 = up(src16, (size_t)ns * 2);
+    float *want = ng_test_xmalloc(ob), *dout = dpoisoned(ob);
+    for (size_t c = 0; c < NG_TEST_LEN(cases); c++)
+      for (int drop = 0; drop < 2; drop++) {
+        ng_aggr ag = cases[c].ag;
+        ag.drop_p = drop ? 0.25f : 0.0f;
+        ag.drop_key = 0x5eed + (uint64_t)k;
+        if (ag.reduce == NG_REDUCE_SUM) {
+          /* Forward (only aggr_partial takes input dropout). */
+          if (!drop) {
+            ref_sum(&ag, &tb.b, src, dim, false, want, NULL);
+            EXPECT_OK(gpu->iface->fill(gpu, dout, nd, NAN));
+            EXPECT_OK(gpu->iface->aggr_fwd(gpu, &ag, &db.b, dsrc, dim, dout, NULL));
+            float *got = down(dout, ob);
+            snprintf(what, sizeof what, "aggr_fwd %s dim %lld", cases[c].name, (long long)dim);
+            cmp_bits(what, want, got, ob);
+            free(got);
+          }
+          if (ag.self_loop)
+            continue; /* a partial state has no self loop */
+          /* Partial states, fp32 and bf16 tables. */
+          for (int bf = 0; bf < 2; bf++) {
+            int32_t *wcount = ng_test_xmalloc(cb);
+            ref_sum(&ag, &tb.b, bf ? conv : src, dim, true, want, wcount);
+            ng_pstate gs = {dpoisoned(ob), dpoisoned(cb), tb.b.n_dst, dim};
+            if (bf)
+              EXPECT_OK(gpu->iface->aggr_partial_bf16(gpu, &ag, &db.b, dsrc16, &gs));
+            else
+              EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db.b, dsrc, &gs));
+            float *gv = down(gs.val, ob);
+            int32_t *gc = down(gs.count, cb);
+            snprintf(what, sizeof what, "aggr_partial%s %s dim %lld%s", bf ? "_bf16" : "",
+                     cases[c].name, (long long)dim, drop ? " dropout" : "");
+            cmp_bits(what, want, gv, ob);
+            cmp_bits(what, wcount, gc, cb);
+            free(gv), free(gc), free(wcount);
+            gpu->iface->free(gpu, gs.val), gpu->iface->free(gpu, gs.count);
+          }
+        }
+        /* Merge and finalize: two blocks' partial states (from the GPU) merged, finalized. */
+        if (drop)
+          continue;
+        ng_pstate g1 = {dpoisoned(ob), dpoisoned(cb), tb.b.n_dst, dim};
+        ng_pstate g2 = {dpoisoned(ob), dpoisoned(cb), tb.b.n_dst, dim};
+        EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db.b, dsrc, &g1));
+        EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db2.b, dsrc, &g2));
+        float *v1 = down(g1.val, ob), *v2 = down(g2.val, ob);
+        int32_t *c1 = down(g1.count, cb), *c2 = down(g2.count, cb);
+        ref_merge_finalize(&ag, v1, c1, v2, c2, tb.b.n_dst, dim, want);
+        EXPECT_OK(gpu->iface->pstate_merge(gpu, &ag, &g1, &g2));
+        EXPECT_OK(gpu->iface->pstate_finalize(gpu, &ag, &g1, dout));
+        float *mv = down(g1.val, ob), *got = down(dout, ob);
+        int32_t *mc = down(g1.count, cb);
+        snprintf(what, sizeof what, "pstate_merge %s dim %lld", cases[c].name, (long long)dim);
+        cmp_bits(what, v1, mv, ob);
+        cmp_bits(what, c1, mc, cb);
+        snprintf(what, sizeof what, "pstate_finalize %s dim %lld", cases[c].name, (long long)dim);
+        cmp_bits(what, want, got, ob);
+        free(v1), free(v2), free(c1), free(c2), free(mv), free(got), free(mc);
+        gpu->iface->free(gpu, g1.val), gpu->iface->free(gpu, g1.count);
+        gpu->iface->free(gpu, g2.val), gpu->iface->free(gpu, g2.count);
+      }
+    free(src), free(src16), free(conv), free(want);
+    gpu->iface->free(gpu, dsrc), gpu->iface->free(gpu, dsrc16), gpu->iface->free(gpu, dout);
+  }
+  dblock_free(&db);
+  dblock_free(&db2);
+  ng_test_block_free(&tb);
+  ng_test_block_free(&tb2);
 }
 
 /* Errors: a CPU-only aggregator (no source) and a source NVRTC rejects, with their reasons. */
@@ -337,6 +561,7 @@ int main(void) {
   }
   RUN_TEST(test_user_parity);
   RUN_TEST(test_template_builtins);
+  RUN_TEST(test_builtin_bits);
   RUN_TEST(test_errors);
   RUN_TEST(test_training);
   ng__backend_destroy(gpu);

@@ -393,6 +393,34 @@ static void test_pstate(void) {
   }
 }
 
+/* ---- the aggregation template's occupancy ----
+ * Sum, mean and GCN run the gather-aggregate template (gpu/agg_template.h). Its widest forward
+ * instance (1024-wide rows: V = 4, T = 8) reaches HBM's rate only with two blocks of 256
+ * threads resident an SM, as the hand-written kernel it replaced had (124 registers): at 164
+ * registers the template ran W1's mean 1.7% slower (docs/aggregators.md). Every built-in
+ * instance, with and without input dropout and from bf16 rows, must keep two blocks. */
+static void test_template_occupancy(void) {
+  static const struct {
+    const char *name;
+    bool bf16;
+  } inst[] = {{"sum", false}, {"mean", false}, {"max", false}, {"min", false}, {"sum", true}};
+  for (size_t i = 0; i < NG_TEST_LEN(inst); i++)
+    for (int drop = 0; drop < 2; drop++) {
+      int blocks = 0, regs = 0;
+      EXPECT_OK(ng__cuda_template_occupancy(inst[i].name, inst[i].bf16, drop, &blocks, &regs));
+      if (blocks < 2)
+        ng_test_fail(__FILE__, __LINE__,
+                     "template %s%s%s: %d block(s) of 256 threads an SM (%d registers a thread); "
+                     "two need 128 or fewer",
+                     inst[i].name, inst[i].bf16 ? " bf16" : "", drop ? " dropout" : "", blocks,
+                     regs);
+    }
+  int blocks = 0, regs = 0;
+  EXPECT_STATUS(ng__cuda_template_occupancy("max", true, false, &blocks, &regs),
+                NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("bf16");
+}
+
 /* ---- bf16 tables (NG_PRECISION_BF16) ----
  * aggr_partial_bf16 and scatter_rows_bf16 give, bit for bit, the CUDA fp32 ops' results on the
  * converted table (every mode's bit-identity within bf16 rests on it), with and without input
@@ -1383,6 +1411,7 @@ int main(void) {
   RUN_TEST(test_gather);
   RUN_TEST(test_aggr);
   RUN_TEST(test_pstate);
+  RUN_TEST(test_template_occupancy);
   RUN_TEST(test_bf16);
   RUN_TEST(test_gemm);
   RUN_TEST(test_gemm_replay);
