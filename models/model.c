@@ -484,6 +484,10 @@ static ng_attn layer_attn(const ng_layer *L, int l, bool training, uint64_t seed
   };
 }
 
+ng_attn ng__model_layer_attn(const struct ng_model *m, int l) {
+  return layer_attn(&m->layers[l], l, false, 0);
+}
+
 /* A GAT layer: z = h_in W, out = attention(z) + bias, then the activation. */
 static ng_status gat_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
                              const float *h_in, float *z, float *alpha, const ng_attn *at,
@@ -587,6 +591,9 @@ static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, cons
   return layer_dense(ex, l, L, nd, h_in, agg, out);
 }
 
+static ng_status forward_layers(ng_model_exec *ex, const ng_minibatch *mb, int first, bool training,
+                                uint64_t seed);
+
 ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
                            const float *self0, bool training, uint64_t seed) {
   const struct ng_model *m = ex->model;
@@ -594,7 +601,26 @@ ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const floa
     return ng__err(NG_ERR_INTERNAL, "mini-batch has %d blocks for a %d-layer model", mb->n_layers,
                    m->n_layers);
   NG_CHECK(prepare_ws(ex, mb, agg0, self0, training));
-  for (int l = 0; l < m->n_layers; l++) {
+  return forward_layers(ex, mb, 0, training, seed);
+}
+
+ng_status ng__exec_prepare_upper(ng_model_exec *ex, const ng_minibatch *mb) {
+  const struct ng_model *m = ex->model;
+  if (mb->n_layers != ng__model_block(m, m->n_layers))
+    return ng__err(NG_ERR_INTERNAL, "mini-batch has %d blocks for a %d-layer model", mb->n_layers,
+                   m->n_layers);
+  return prepare_ws(ex, mb, NULL, NULL, false);
+}
+
+ng_status ng__exec_forward_upper(ng_model_exec *ex, const ng_minibatch *mb) {
+  return forward_layers(ex, mb, 1, false, 0);
+}
+
+/* Layers `first` .. of the forward pass over a prepared workspace. */
+static ng_status forward_layers(ng_model_exec *ex, const ng_minibatch *mb, int first, bool training,
+                                uint64_t seed) {
+  const struct ng_model *m = ex->model;
+  for (int l = first; l < m->n_layers; l++) {
     const ng_layer *L = &m->layers[l];
     const ng_block *b = &mb->blocks[ng__model_block(m, l)];
     ng_layer_ws *w = &ex->ws[l];
