@@ -507,6 +507,21 @@ static ng_status gat_forward(ng_model_exec *ex, int l, const ng_layer *L, const 
 /* GIN-0's weight of a node's own row: h + sum of the neighbours. */
 #define GIN_SELF_WEIGHT 1.0f
 
+/* SAGE-pool's combine: out [nd, out] = h_dst W_self + agg W_neigh (or the two side by side) +
+ * b, then the activation. */
+static ng_status pool_combine(ng_model_exec *ex, int l, const ng_layer *L, int64_t nd,
+                              const float *h_dst, const float *agg, float *out) {
+  const float *P = ex->params;
+  int64_t in = L->in_dim, pd = L->pre_dim, outd = L->out_dim, c = L->cols;
+  bool concat = L->o.combine == NG_SAGE_CONCAT;
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_dst, in, P + L->off_w_self, c,
+                      0.0f, out, outd));
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, pd, agg, pd, P + L->off_w, c,
+                      concat ? 0.0f : 1.0f, concat ? out + c : out, outd));
+  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
+  return NG_OK;
+}
+
 /* A SAGE-pool layer: pre = ReLU(h_in W_pool + b_pool) over every source, agg = max over each
  * destination's neighbours of pre, out = h_dst W_self + agg W_neigh (or side by side) + b. */
 static ng_status pool_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
@@ -514,20 +529,18 @@ static ng_status pool_forward(ng_model_exec *ex, int l, const ng_layer *L, const
                               float *out) {
   ng_backend *be = ex->be;
   const float *P = ex->params;
-  int64_t in = L->in_dim, pd = L->pre_dim, outd = L->out_dim, nd = b->n_dst, ns = b->n_src;
-  int64_t c = L->cols;
-  bool concat = L->o.combine == NG_SAGE_CONCAT;
+  int64_t in = L->in_dim, pd = L->pre_dim, nd = b->n_dst, ns = b->n_src;
   NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, ns, pd, in, h_in, in, P + L->off_w_pre, pd,
                       0.0f, pre, pd));
   NG_CHECK(bias_act(ex, l, pre, P + L->off_b_pre, ns, pd, NG_ACT_RELU));
   NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)pd, aggr_bytes(b, pd, nd),
              BE(ex)->aggr_fwd(be, &L->ag, b, pre, pd, agg, argbest));
-  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_in, in, P + L->off_w_self, c,
-                      0.0f, out, outd));
-  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, pd, agg, pd, P + L->off_w, c,
-                      concat ? 0.0f : 1.0f, concat ? out + c : out, outd));
-  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
-  return NG_OK;
+  return pool_combine(ex, l, L, nd, h_in, agg, out);
+}
+
+ng_status ng__exec_pool_combine(ng_model_exec *ex, int l, int64_t nd, const float *self,
+                                const float *agg, float *out) {
+  return pool_combine(ex, l, &ex->model->layers[l], nd, self, agg, out);
 }
 
 /* A GIN layer from its aggregation `agg` (computed here unless `precomputed`): pre = agg +

@@ -150,6 +150,10 @@ ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp);
 /// ng__exec_forward does without training.
 ng_status ng__exec_prepare_upper(ng_model_exec *ex, const ng_minibatch *mb);
 ng_status ng__exec_forward_upper(ng_model_exec *ex, const ng_minibatch *mb);
+/// SAGE-pool layer `l`'s combine after its aggregation: out [nd, out_dim] = self [nd, in_dim]
+/// W_self + agg [nd, pre_dim] W_neigh (or side by side) + bias, then the activation.
+ng_status ng__exec_pool_combine(ng_model_exec *ex, int l, int64_t nd, const float *self,
+                                const float *agg, float *out);
 /// The attention of GAT layer `l` in inference (no dropout): what attn_fwd runs there.
 ng_attn ng__model_layer_attn(const struct ng_model *m, int l);
 

@@ -67,8 +67,9 @@ struct ng_engine {
   int64_t hub_edges;
   ng_aggr bare; /* the input layer's aggregator for partial states */
   bool gcn[NG_MAX_LAYERS];
-  /* GAT: the input layer's attention, and the parameters on the host (fixed while serving):
-   * the CPU workers project cold rows with them (serve_gat_input). */
+  /* GAT: the input layer's attention. GAT and SAGE-pool: the parameters on the host (fixed
+   * while serving), with which the CPU workers project or pool cold rows (forward_gat,
+   * forward_pool). */
   bool gat;
   ng_attn at0;
   float *host_params;
@@ -186,7 +187,7 @@ static ng_status load_params(ng_engine *e, const char *path) {
     memcpy(host + pt[i].offset, t->data, t->nbytes);
   }
   st = e->be->iface->copy_h2d(e->be, e->ex.params, host, (size_t)m->n_params * sizeof(float));
-  if (st == NG_OK && e->gat) { /* kept: the CPU's part of the input layer reads them */
+  if (st == NG_OK && ng__model_raw_input(m)) { /* kept: the CPU's part of layer 0 reads them */
     e->host_params = host;
     host = NULL;
   }
@@ -279,16 +280,6 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     cpu_set_t set;
     const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     e->workers = NG_MAX(1, cores - 1);
-  }
-  if (m->kind == NG_MODEL_SAGE_POOL) {
-    /* The engine aggregates the input layer's neighbours near the data; pooling needs the
-     * layer's weights first, and its CPU half (ReLU(h W_pool + b_pool) of the cold rows, a max
-     * state) is not built (docs/serving.md). */
-    st = ng__err(NG_ERR_UNSUPPORTED,
-                 "serving: SAGE-pool models are not served (the CPU half of their pooled input "
-                 "layer is not built; GraphSAGE, GCN, GIN and GAT are); evaluate or predict them "
-                 "with `neargnn evaluate` / `neargnn predict`");
-    goto fail;
   }
   e->gat = m->kind == NG_MODEL_GAT;
   if (e->gat)
@@ -942,11 +933,190 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
   return ng__exec_forward_upper(&e->ex, &dmb);
 }
 
-/* The forward pass of a GAT model with raw input rows (every strategy but PARTIAL): the device
- * assembles every source row of the input layer, hot ones from its tier and cold ones staged by
- * the host, and runs the model as the trainer's evaluation does (attn_fwd over projected rows). */
-static ng_status forward_gat_raw(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
-                                 batch_rows *rows) {
+/* ---- SAGE-pool: the input layer's pooled max in partial states ---- */
+
+/* The forward pass of a SAGE-pool model with the input layer split by tier (PARTIAL): the
+ * device gathers its hot rows, pools them (pre = ReLU(h W_pool + b_pool)) and reduces each
+ * destination's hot edges into a max state; the CPU workers pool each cold source row once with
+ * the host copy of the weights and reduce the cold edges into a max state (host_partial); the
+ * device merges the states, finalizes them and combines them with the destinations' own rows
+ * (hot ones from its tier, cold ones staged), then runs the upper layers. */
+static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
+                              batch_rows *rows) {
+  ng_backend *be = e->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_layer *L0 = &e->model.layers[0];
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t nd = b0->n_dst, ns = b0->n_src;
+  const int64_t dim = s->dim, nnz = b0->nnz, pd = L0->pre_dim;
+  const int64_t *gid = mb->node_ids;
+  const size_t row_b = (size_t)dim * sizeof(float);
+
+  /* Host arrays: per source its place among the hot rows or among the cold ones; the two
+   * sub-blocks; the destinations' own rows by tier; the hot ids; the cold rows. */
+  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd;
+  const size_t need_i64 = 3 * (size_t)ns + 2 * (size_t)nd;
+  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+                            "the batch's id arrays"));
+  int32_t *hot_pos = e->host_i32.ptr, *cold_pos = hot_pos + ns;
+  int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
+  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
+  int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
+  int64_t *hot_ids = e->host_i64.ptr, *self_hot_ids = hot_ids + ns, *iota = self_hot_ids + nd;
+  const float **row_ptr = (const float **)(iota + nd); /* [ns]: cold rows, then pre rows */
+  const float **pre_ptr = row_ptr + ns;
+  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
+
+  int32_t n_hot = 0, n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    bool overlay = false;
+    const float *row = ng__srv_feature(s, gid[i], &overlay);
+    hot_pos[i] = cold_pos[i] = -1;
+    if (gid[i] < e->hot && !overlay) {
+      hot_pos[i] = n_hot;
+      hot_ids[n_hot++] = gid[i];
+    } else {
+      row_ptr[n_cold] = row;
+      cold_pos[i] = n_cold++;
+    }
+  }
+  rows->hot_rows = n_hot;
+  rows->cold_rows = n_cold;
+  int64_t nh = 0, nc = 0;
+  h_indptr[0] = c_indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
+      const int32_t src = b0->indices[ed];
+      if (hot_pos[src] >= 0)
+        h_idx[nh++] = hot_pos[src];
+      else
+        c_idx[nc++] = cold_pos[src];
+    }
+    h_indptr[d + 1] = (int32_t)nh;
+    c_indptr[d + 1] = (int32_t)nc;
+  }
+  int32_t n_self_hot = 0, n_self_cold = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    if (hot_pos[d] >= 0) {
+      self_hot_pos[n_self_hot] = d;
+      self_hot_ids[n_self_hot++] = gid[d];
+    } else {
+      self_cold_pos[n_self_cold] = d;
+      iota[n_self_cold] = n_self_cold;
+      n_self_cold++;
+    }
+  }
+
+  ng_minibatch dmb;
+  memset(&dmb, 0, sizeof dmb);
+  dmb.n_layers = mb->n_layers + 1;
+  dmb.node_ids = mb->node_ids;
+  dmb.n_targets = mb->n_targets;
+  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  for (int l = 0; l < mb->n_layers; l++)
+    dmb.blocks[l + 1] = mb->blocks[l];
+  NG_CHECK(ng__exec_prepare_upper(&e->ex, &dmb));
+  float *pre_hot = e->ex.ws[0].pre, *agg = e->ex.ws[0].agg, *out0 = e->ex.ws[0].out;
+
+  const size_t hot_x_b = (size_t)n_hot * row_b, st_rows = (size_t)nd * (size_t)pd * sizeof(float);
+  const size_t st_cnt = (size_t)nd * sizeof(int32_t), self_b = (size_t)nd * row_b;
+  size_t wbytes = 0;
+  carve(NULL, &wbytes, hot_x_b);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_cnt);
+  carve(NULL, &wbytes, self_b);
+  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  size_t at_w = 0;
+  float *hot_x = carve(e->work.ptr, &at_w, hot_x_b);
+  ng_pstate hot = {carve(e->work.ptr, &at_w, st_rows), carve(e->work.ptr, &at_w, st_cnt), nd, pd};
+  float *self = carve(e->work.ptr, &at_w, self_b);
+
+  ng_block hb = {.n_dst = nd, .n_src = NG_MAX(n_hot, nd), .nnz = nh};
+  const int64_t *hot_ids_dev = NULL, *shi = NULL, *iota_dev = NULL;
+  const int32_t *shp = NULL, *scp = NULL, *pcnt_dev = NULL;
+  const float *pval_dev = NULL, *staged_dev = NULL;
+  pack_item items[12 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  ITEM(n_self_hot ? self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
+  ITEM(n_self_hot ? self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
+  for (int l = 1; l < mb->n_layers; l++) {
+    const ng_block *src_b = &mb->blocks[l];
+    ng_block *db = &dmb.blocks[l + 1];
+    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
+    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
+    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
+    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
+  }
+  NG_CHECK(upload(e, items, ni, 0));
+  const float *P = e->ex.params;
+  if (n_hot > 0) {
+    NG_CHECK(B->scatter_rows(be, hot_x, NULL, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
+    NG_CHECK(B->gemm(be, false, false, n_hot, pd, dim, 1.0f, hot_x, dim, P + L0->off_w_pre, pd,
+                     0.0f, pre_hot, pd));
+    NG_CHECK(B->bias_act_fwd(be, pre_hot, P + L0->off_b_pre, n_hot, pd, NG_ACT_RELU));
+  }
+  NG_CHECK(B->aggr_partial(be, &e->bare, &hb, pre_hot, &hot));
+  if (n_self_hot > 0)
+    NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
+
+  /* The CPU's part: each cold row pooled once, its cold edges' max states, the cold self rows. */
+  const size_t pre_floats = (size_t)n_cold * (size_t)pd, st_floats = (size_t)nd * (size_t)pd;
+  const size_t bytes =
+      (pre_floats + st_floats) * sizeof(float) + st_cnt + (size_t)n_self_cold * row_b + 4 * ALIGN;
+  NG_CHECK(ng__host_reserve(&e->gat_z.ptr, &e->gat_z.cap, bytes, "the pooled rows of the CPU"));
+  size_t sat = 0;
+  float *pre_cold = carve(e->gat_z.ptr, &sat, pre_floats * sizeof(float));
+  float *p_val = carve(e->gat_z.ptr, &sat, st_floats * sizeof(float));
+  int32_t *p_cnt = carve(e->gat_z.ptr, &sat, st_cnt);
+  float *staged = carve(e->gat_z.ptr, &sat, (size_t)n_self_cold * row_b);
+  const float *hp = e->host_params;
+  host_project(row_ptr, n_cold, dim, hp + L0->off_w_pre, pd, pre_cold, e->workers);
+  const float *b_pre = hp + L0->off_b_pre;
+  const int threads = e->workers;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int32_t r = 0; r < n_cold; r++) { /* bias then ReLU, as bias_act_fwd */
+    float *x = pre_cold + (int64_t)r * pd;
+    for (int64_t c = 0; c < pd; c++) {
+      const float v = x[c] + b_pre[c];
+      x[c] = v > 0.0f ? v : 0.0f;
+    }
+  }
+  for (int32_t r = 0; r < n_cold; r++)
+    pre_ptr[r] = pre_cold + (int64_t)r * pd;
+  host_partial(&e->bare, c_indptr, c_idx, NULL, pre_ptr, nd, pd, p_val, p_cnt, e->workers);
+  for (int32_t i = 0; i < n_self_cold; i++)
+    memcpy(staged + (int64_t)i * dim, row_ptr[cold_pos[self_cold_pos[i]]], row_b);
+
+  ni = 0;
+  ITEM(p_val, st_floats * sizeof(float), &pval_dev);
+  ITEM(p_cnt, st_cnt, &pcnt_dev);
+  ITEM(n_self_cold ? staged : NULL, (size_t)n_self_cold * row_b, &staged_dev);
+  ITEM(n_self_cold ? self_cold_pos : NULL, (size_t)n_self_cold * 4, &scp);
+  ITEM(n_self_cold ? iota : NULL, (size_t)n_self_cold * 8, &iota_dev);
+#undef ITEM
+  NG_CHECK(upload(e, items, ni, 1));
+  ng_pstate cold = {(float *)pval_dev, (int32_t *)pcnt_dev, nd, pd};
+  if (nc > 0)
+    NG_CHECK(B->pstate_merge(be, &e->bare, &hot, &cold));
+  NG_CHECK(B->pstate_finalize(be, &e->bare, &hot, agg));
+  if (n_self_cold > 0)
+    NG_CHECK(B->scatter_rows(be, self, scp, staged_dev, iota_dev, n_self_cold, dim, 0.0f, 0));
+  NG_CHECK(ng__exec_pool_combine(&e->ex, 0, nd, self, agg, out0));
+  return ng__exec_forward_upper(&e->ex, &dmb);
+}
+
+/* The forward pass of a model whose input layer reads raw rows (GAT, SAGE-pool:
+ * ng__model_raw_input) in every strategy but PARTIAL: the device assembles every source row of
+ * the input layer, hot ones from its tier and cold ones staged by the host, and runs the model as
+ * the trainer's evaluation does. */
+static ng_status forward_raw_input(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
+                                   batch_rows *rows) {
   ng_backend *be = e->be;
   const struct ng_backend_i *B = be->iface;
   const ng_block *b0 = &mb->blocks[0];
@@ -1100,12 +1270,14 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
   batch_rows rows = {0, 0};
   if (st == NG_OK) {
     const fetch_kind how = strategy(e, reqs[0]->hub);
-    if (!e->gat)
+    if (!ng__model_raw_input(m))
       st = forward(e, s, &mb, how, &rows);
-    else if (how == FETCH_PARTIAL)
+    else if (how != FETCH_PARTIAL)
+      st = forward_raw_input(e, s, &mb, &rows);
+    else if (e->gat)
       st = forward_gat(e, s, &mb, &rows);
     else
-      st = forward_gat_raw(e, s, &mb, &rows);
+      st = forward_pool(e, s, &mb, &rows);
   }
   ng__srv_snap_unref(s);
   if (st != NG_OK)

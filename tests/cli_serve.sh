@@ -293,7 +293,7 @@ stop_server TERM
 # GAT (docs/serving.md): with --mode partial the input layer's cold neighbours are projected and
 # reduced into online-softmax states by the CPU workers; the classes are the trainer's wherever
 # its top two logits are apart by more than the split's rounding, and the same request gives the
-# same bits. SAGE-pool is refused, naming what is not built.
+# same bits.
 # shellcheck disable=SC2054 # "10,5" is one value
 model=(--model gat --fanouts 10,5 --hidden 8 --heads 4 --output-heads 2 --normalize-features row)
 run 0 train --dataset "$TMP/cora" "${model[@]}" --batch 64 --dropout 0.5 --lr 0.01 --seed 3 \
@@ -325,7 +325,4 @@ assert a["outputs"] == b["outputs"], "the same request gave other bits"
 PY
 stop_server TERM
 [ "$STOP_RC" = 0 ] || fail "GAT server: SIGTERM: exit $STOP_RC"
-serve_err 1 --dataset "$TMP/cora" --checkpoint "$TMP/ck.st" --model sage-pool --fanouts 10,5 \
-  --hidden 16 --port 0
-has err "SAGE-pool"
 cli_finish

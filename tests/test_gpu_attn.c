@@ -503,7 +503,8 @@ static void test_gat_raw_rows_gpu(void) {
 }
 
 /* The serving engine on the GPU with a GAT model's input layer in online-softmax parts (the
- * device's hot state, the CPU workers' cold state) and with GIN's partial sums: every row hot,
+ * device's hot state, the CPU workers' cold state), SAGE-pool's in max states and GIN's partial
+ * sums: every row hot,
  * half of them cold and all cold, against the CPU trainer's unsplit full-neighbour logits (1e-4
  * x (1 + |unsplit|): the GPU's GEMM and expf besides the split's order), bit-identical run to run
  * and for 1 or 3 CPU workers. */
@@ -532,12 +533,13 @@ static void serve_logits(ng_engine *e, float *out, int64_t nodes, int64_t classe
 static void test_serve_split_gpu(void) {
   ng_dataset_info info = NG_DATASET_INFO_INIT;
   EXPECT_OK(ng_dataset_info_get(&info, cora));
-  const ng_model_kind kinds[] = {NG_MODEL_GAT, NG_MODEL_GIN};
+  const ng_model_kind kinds[] = {NG_MODEL_GAT, NG_MODEL_GIN, NG_MODEL_SAGE_POOL};
+  const char *names[] = {"GAT", "GIN", "SAGE-pool"};
   const int64_t n = info.nodes * info.classes;
   float *got = ng_test_xmalloc((size_t)n * sizeof(float));
   float *first = ng_test_xmalloc((size_t)n * sizeof(float));
   float *ref = ng_test_xmalloc((size_t)n * sizeof(float));
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     ng_model_t m = NULL;
     EXPECT_OK(ng_model_create(&m, kinds[k], info.feature_dim));
     ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
@@ -546,9 +548,9 @@ static void test_serve_split_gpu(void) {
     l1.out_dim = info.classes;
     l1.activation = NG_ACT_NONE;
     l0.heads = 4;
-    l0.combine = NG_HEADS_CONCAT;
     l1.heads = 2;
-    l1.combine = NG_HEADS_MEAN;
+    l0.combine = kinds[k] == NG_MODEL_GAT ? NG_HEADS_CONCAT : NG_SAGE_SUM;
+    l1.combine = kinds[k] == NG_MODEL_GAT ? NG_HEADS_MEAN : NG_SAGE_SUM;
     EXPECT_OK(ng_model_add_layer(m, &l0));
     EXPECT_OK(ng_model_add_layer(m, &l1));
     ng_train_opts o = NG_TRAIN_OPTS_INIT;
@@ -559,28 +561,33 @@ static void test_serve_split_gpu(void) {
     EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
     if (!t)
       break;
-    for (int e = 0; e < 10; e++) {
+    for (int e = 0; e < (kinds[k] == NG_MODEL_SAGE_POOL ? 3 : 10); e++) {
       ng_epoch_stats s = NG_EPOCH_STATS_INIT;
       EXPECT_OK(ng_trainer_epoch(&s, t));
     }
     char ckpt[4096];
-    snprintf(ckpt, sizeof ckpt, "%s", ng_test_path(k ? "gin.st" : "gat.st"));
+    snprintf(ckpt, sizeof ckpt, "%s/%s.st", ng_test_path(""), names[k]);
     EXPECT_OK(ng_trainer_save(t, ckpt));
     const float *logits = NULL;
     EXPECT_OK(ng__trainer_logits(&logits, t));
     memcpy(ref, logits, (size_t)n * sizeof(float));
     ng_trainer_destroy(t);
+    /* PARTIAL splits the input layer by tier; the hub run (AUTO, every request a hub) too;
+     * BASELINE sends raw rows. */
     const struct {
+      ng_mode mode;
       double ratio;
       int workers;
-    } runs[] = {{-1.0, 2}, {0.0, 2}, {0.5, 2}, {0.5, 1}, {0.5, 3}};
+    } runs[] = {{NG_MODE_PARTIAL, -1.0, 2}, {NG_MODE_PARTIAL, 0.0, 2}, {NG_MODE_PARTIAL, 0.5, 2},
+                {NG_MODE_PARTIAL, 0.5, 1},  {NG_MODE_AUTO, 0.5, 3},    {NG_MODE_BASELINE, 0.5, 2}};
     for (size_t r = 0; r < NG_TEST_LEN(runs); r++) {
       ng_engine_opts eo = NG_ENGINE_OPTS_INIT;
       eo.device = "cuda";
       eo.cache_ratio = runs[r].ratio;
       eo.workers = runs[r].workers;
       eo.normalize = NG_NORMALIZE_ROW;
-      eo.hub_edges = r == 4 ? 1 : 0; /* the last run: every request a hub request */
+      eo.mode = runs[r].mode;
+      eo.hub_edges = runs[r].mode == NG_MODE_AUTO ? 1 : 0;
       ng_engine *e = NULL;
       ng_status st = ng_engine_create(&e, cora, m, ckpt, &eo);
       if (st != NG_OK)
@@ -597,14 +604,15 @@ static void test_serve_split_gpu(void) {
         const double d = fabs((double)got[i] - (double)ref[i]) / (1.0 + fabs((double)ref[i]));
         w = d > w || d != d ? d : w;
       }
-      printf("  %s on the GPU, cache_ratio %.1f, %d workers: %lld cold rows, largest relative "
-             "difference to the CPU's unsplit logits %.3g\n",
-             k ? "GIN" : "GAT", runs[r].ratio, runs[r].workers, (long long)cold, w);
+      printf("  %s on the GPU, %s, cache_ratio %.1f, %d workers: %lld cold rows, largest "
+             "relative difference to the CPU's unsplit logits %.3g\n",
+             names[k], ng_mode_name(runs[r].mode), runs[r].ratio, runs[r].workers, (long long)cold,
+             w);
       EXPECT_TRUE(w <= 1e-4);
       EXPECT_EQ_I(cold > 0, runs[r].ratio >= 0.0);
       if (r == 2)
         memcpy(first, got, (size_t)n * sizeof(float));
-      if (r > 2)
+      if (r == 3 || r == 4) /* the split's bits again, for 1 and 3 workers and hub requests */
         EXPECT_TRUE(memcmp(first, got, (size_t)n * sizeof(float)) == 0);
       ng_engine_destroy(e);
     }

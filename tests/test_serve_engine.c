@@ -26,7 +26,7 @@ typedef struct {
   ng_normalize normalize;
 } trained;
 
-static trained sage, gcn, gat, gin;
+static trained sage, gcn, gat, gin, pool;
 static const float *cora_features(int64_t v);
 
 /* A path in the test's folder that stays valid (ng_test_path's buffer is reused). */
@@ -1010,6 +1010,23 @@ static ng_model_t cora_gin(void) {
   return m;
 }
 
+/* GraphSAGE with max-pooling, its neighbour half and self half side by side in the hidden
+ * layer. */
+static ng_model_t cora_pool(void) {
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE_POOL, info.feature_dim));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.out_dim = 16;
+  l0.fanout = 5;
+  l0.combine = NG_SAGE_CONCAT;
+  l1.out_dim = info.classes;
+  l1.fanout = 5;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  return m;
+}
+
 /* The split's tolerance against the unsplit forward (docs/serving-engine.md, "GAT"): the hot and
  * the cold parts' online-softmax states merge in another order than attn_fwd's softmax, and the
  * CPU projects its rows in another order than the backend's GEMM. */
@@ -1152,19 +1169,48 @@ static void test_gin_matches_trainer(void) {
   free(got);
 }
 
-/* SAGE-pool is refused, naming what is not built. */
-static void test_pool_refused(void) {
-  ng_model_t m = NULL;
-  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE_POOL, info.feature_dim));
-  ng_layer_opts l0 = NG_LAYER_OPTS_INIT;
-  l0.out_dim = info.classes;
-  EXPECT_OK(ng_model_add_layer(m, &l0));
-  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
-  ng_engine *e = NULL;
-  EXPECT_STATUS(ng_engine_create(&e, cora, m, sage.ckpt, &o), NG_ERR_UNSUPPORTED);
-  EXPECT_TRUE(strstr(ng_last_error(), "SAGE-pool") != NULL);
-  EXPECT_TRUE(e == NULL);
-  ng_model_destroy(m);
+/* SAGE-pool: with raw rows the trainer's bits; with its input layer split by tier (PARTIAL: the
+ * CPU pools its cold rows and sends max states) within GAT_SPLIT_TOL of them (the max itself is
+ * exact; the CPU pools in another order than the backend's GEMM), all hot or all cold, and the
+ * same bits for 1 or 3 workers. */
+static void test_pool_split(void) {
+  const int64_t n = info.nodes * info.classes;
+  const size_t bytes = (size_t)n * sizeof(float);
+  float *got = ng_test_xmalloc(bytes), *first = ng_test_xmalloc(bytes);
+  const struct {
+    ng_mode mode;
+    double ratio;
+    int workers;
+  } runs[] = {{NG_MODE_BASELINE, 0.5, 2},
+              {NG_MODE_PARTIAL, -1.0, 2},
+              {NG_MODE_PARTIAL, 0.0, 2},
+              {NG_MODE_PARTIAL, 0.5, 1},
+              {NG_MODE_PARTIAL, 0.5, 3}};
+  for (size_t k = 0; k < NG_TEST_LEN(runs); k++) {
+    ng_engine *e = engine_workers(&pool, runs[k].mode, runs[k].ratio, runs[k].workers, 0);
+    if (!e)
+      break;
+    for (int64_t i = 0; i < n; i++)
+      got[i] = NAN; /* poisoned */
+    int64_t cold = 0;
+    all_logits(e, got, &cold);
+    ng_engine_destroy(e);
+    EXPECT_EQ_I(cold > 0, runs[k].ratio >= 0.0);
+    if (runs[k].mode == NG_MODE_BASELINE) {
+      EXPECT_SAME_BITS(got, pool.ref, n, "SAGE-pool with raw rows");
+      continue;
+    }
+    const double w = worst_rel(got, pool.ref, n);
+    printf("  SAGE-pool split, cache_ratio %.1f, %d workers: largest relative difference %.3g\n",
+           runs[k].ratio, runs[k].workers, w);
+    EXPECT_TRUE(w <= GAT_SPLIT_TOL);
+    if (k == 3)
+      memcpy(first, got, bytes);
+    if (k == 4)
+      EXPECT_SAME_BITS(got, first, n, "SAGE-pool split, 3 workers against 1");
+  }
+  free(got);
+  free(first);
 }
 
 int main(void) {
@@ -1175,6 +1221,7 @@ int main(void) {
   train(&gcn, cora_gcn(), "gcn.safetensors", NG_NORMALIZE_NONE);
   train_epochs(&gat, cora_gat(), "gat.safetensors", NG_NORMALIZE_ROW, 10);
   train(&gin, cora_gin(), "gin.safetensors", NG_NORMALIZE_NONE);
+  train_epochs(&pool, cora_pool(), "pool.safetensors", NG_NORMALIZE_ROW, 3);
   RUN_TEST(test_sage_matches_trainer);
   RUN_TEST(test_gcn_matches_trainer);
   RUN_TEST(test_modes_and_batching);
@@ -1187,8 +1234,8 @@ int main(void) {
   RUN_TEST(test_generated_hubs);
   RUN_TEST(test_gat_split);
   RUN_TEST(test_gin_matches_trainer);
-  RUN_TEST(test_pool_refused);
-  trained *all[] = {&sage, &gcn, &gat, &gin};
+  RUN_TEST(test_pool_split);
+  trained *all[] = {&sage, &gcn, &gat, &gin, &pool};
   for (size_t i = 0; i < NG_TEST_LEN(all); i++) {
     ng_model_destroy(all[i]->model);
     free(all[i]->ref);
