@@ -94,7 +94,7 @@ struct ng_engine {
   /* The batcher thread's memory. */
   ng_srv_field *field;
   growbuf targets, map_keys, map_vals, host_i32, host_i64, host_f, stage, work, out_host;
-  growbuf gat_z;                /* GAT: the projected rows of the CPU's part, then its states */
+  growbuf gat_z; /* GAT, SAGE-pool: the rows the CPU projected or pooled, then its states */
   growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
   size_t map_cap;
 };
