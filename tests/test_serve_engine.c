@@ -1,7 +1,9 @@
 /* The serving engine (include/neargnn_serve.h) on Cora and the CPU backend: answers bit for bit
  * equal to the trainer's full-neighbour evaluation, independent of batching and of the mode, online
  * updates with snapshot isolation, the update log's replay (torn tail, corrupt record),
- * admission control and bad requests. */
+ * admission control and bad requests; GIN, and GAT and SAGE-pool with their input layer split by
+ * tier (states of rows the CPU projects) within a documented tolerance of the unsplit forward and
+ * deterministic, or with raw rows bit for bit. */
 #include "ng_test.h"
 #include "ng_test_fetch.h"
 
