@@ -490,6 +490,10 @@ static ng_attn layer_attn(const ng_layer *L, int l, bool training, uint64_t seed
   };
 }
 
+ng_attn ng__model_layer_attn(const struct ng_model *m, int l) {
+  return layer_attn(&m->layers[l], l, false, 0);
+}
+
 /* A GAT layer: z = h_in W, out = attention(z) + bias, then the activation. */
 static ng_status gat_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
                              const float *h_in, float *z, float *alpha, const ng_attn *at,
@@ -509,6 +513,21 @@ static ng_status gat_forward(ng_model_exec *ex, int l, const ng_layer *L, const 
 /* GIN-0's weight of a node's own row: h + sum of the neighbours. */
 #define GIN_SELF_WEIGHT 1.0f
 
+/* SAGE-pool's combine: out [nd, out] = h_dst W_self + agg W_neigh (or the two side by side) +
+ * b, then the activation. */
+static ng_status pool_combine(ng_model_exec *ex, int l, const ng_layer *L, int64_t nd,
+                              const float *h_dst, const float *agg, float *out) {
+  const float *P = ex->params;
+  int64_t in = L->in_dim, pd = L->pre_dim, outd = L->out_dim, c = L->cols;
+  bool concat = L->o.combine == NG_SAGE_CONCAT;
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_dst, in, P + L->off_w_self, c,
+                      0.0f, out, outd));
+  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, pd, agg, pd, P + L->off_w, c,
+                      concat ? 0.0f : 1.0f, concat ? out + c : out, outd));
+  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
+  return NG_OK;
+}
+
 /* A SAGE-pool layer: pre = ReLU(h_in W_pool + b_pool) over every source, agg = max over each
  * destination's neighbours of pre, out = h_dst W_self + agg W_neigh (or side by side) + b. */
 static ng_status pool_forward(ng_model_exec *ex, int l, const ng_layer *L, const ng_block *b,
@@ -516,20 +535,18 @@ static ng_status pool_forward(ng_model_exec *ex, int l, const ng_layer *L, const
                               float *out) {
   ng_backend *be = ex->be;
   const float *P = ex->params;
-  int64_t in = L->in_dim, pd = L->pre_dim, outd = L->out_dim, nd = b->n_dst, ns = b->n_src;
-  int64_t c = L->cols;
-  bool concat = L->o.combine == NG_SAGE_CONCAT;
+  int64_t in = L->in_dim, pd = L->pre_dim, nd = b->n_dst, ns = b->n_src;
   NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, ns, pd, in, h_in, in, P + L->off_w_pre, pd,
                       0.0f, pre, pd));
   NG_CHECK(bias_act(ex, l, pre, P + L->off_b_pre, ns, pd, NG_ACT_RELU));
   NG_PROF_OP(ex->prof, "aggr fwd", l, (double)b->nnz * (double)pd, aggr_bytes(b, pd, nd),
              BE(ex)->aggr_fwd(be, &L->ag, b, pre, pd, agg, argbest));
-  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_in, in, P + L->off_w_self, c,
-                      0.0f, out, outd));
-  NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, pd, agg, pd, P + L->off_w, c,
-                      concat ? 0.0f : 1.0f, concat ? out + c : out, outd));
-  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
-  return NG_OK;
+  return pool_combine(ex, l, L, nd, h_in, agg, out);
+}
+
+ng_status ng__exec_pool_combine(ng_model_exec *ex, int l, int64_t nd, const float *self,
+                                const float *agg, float *out) {
+  return pool_combine(ex, l, &ex->model->layers[l], nd, self, agg, out);
 }
 
 /* A GIN layer from its aggregation `agg` (computed here unless `precomputed`): pre = agg +
@@ -593,6 +610,9 @@ static ng_status layer_forward(ng_model_exec *ex, int l, const ng_layer *L, cons
   return layer_dense(ex, l, L, nd, h_in, agg, out);
 }
 
+static ng_status forward_layers(ng_model_exec *ex, const ng_minibatch *mb, int first, bool training,
+                                uint64_t seed);
+
 ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const float *agg0,
                            const float *self0, bool training, uint64_t seed) {
   const struct ng_model *m = ex->model;
@@ -600,7 +620,26 @@ ng_status ng__exec_forward(ng_model_exec *ex, const ng_minibatch *mb, const floa
     return ng__err(NG_ERR_INTERNAL, "mini-batch has %d blocks for a %d-layer model", mb->n_layers,
                    m->n_layers);
   NG_CHECK(prepare_ws(ex, mb, agg0, self0, training));
-  for (int l = 0; l < m->n_layers; l++) {
+  return forward_layers(ex, mb, 0, training, seed);
+}
+
+ng_status ng__exec_prepare_upper(ng_model_exec *ex, const ng_minibatch *mb) {
+  const struct ng_model *m = ex->model;
+  if (mb->n_layers != ng__model_block(m, m->n_layers))
+    return ng__err(NG_ERR_INTERNAL, "mini-batch has %d blocks for a %d-layer model", mb->n_layers,
+                   m->n_layers);
+  return prepare_ws(ex, mb, NULL, NULL, false);
+}
+
+ng_status ng__exec_forward_upper(ng_model_exec *ex, const ng_minibatch *mb) {
+  return forward_layers(ex, mb, 1, false, 0);
+}
+
+/* Layers `first` .. of the forward pass over a prepared workspace. */
+static ng_status forward_layers(ng_model_exec *ex, const ng_minibatch *mb, int first, bool training,
+                                uint64_t seed) {
+  const struct ng_model *m = ex->model;
+  for (int l = first; l < m->n_layers; l++) {
     const ng_layer *L = &m->layers[l];
     const ng_block *b = &mb->blocks[ng__model_block(m, l)];
     ng_layer_ws *w = &ex->ws[l];

@@ -153,6 +153,21 @@ ng_status ng__exec_step(ng_model_exec *ex, const ng_opt_hp *hp);
 int ng__model_gemm_shapes(const struct ng_model *m, const int64_t *rows, ng_gemm_shape *out,
                           int cap);
 
+/// Inference in two steps, for a caller that computes the input layer itself (the serving
+/// engine's GAT input layer, aggregated in online-softmax parts): ng__exec_prepare_upper lays
+/// out the workspace of `mb` (no training; ex->ws[0].out [n_dst of layer 0's block, out_dim]
+/// then receives layer 0's output from the caller, and for GAT ex->ws[0].z [n_src, cols] may
+/// serve as its scratch), and ng__exec_forward_upper runs layers 1 .. from ws[0].out, as
+/// ng__exec_forward does without training.
+ng_status ng__exec_prepare_upper(ng_model_exec *ex, const ng_minibatch *mb);
+ng_status ng__exec_forward_upper(ng_model_exec *ex, const ng_minibatch *mb);
+/// SAGE-pool layer `l`'s combine after its aggregation: out [nd, out_dim] = self [nd, in_dim]
+/// W_self + agg [nd, pre_dim] W_neigh (or side by side) + bias, then the activation.
+ng_status ng__exec_pool_combine(ng_model_exec *ex, int l, int64_t nd, const float *self,
+                                const float *agg, float *out);
+/// The attention of GAT layer `l` in inference (no dropout): what attn_fwd runs there.
+ng_attn ng__model_layer_attn(const struct ng_model *m, int l);
+
 /// Destinations per product in evaluation (ng__exec_layer_eval): its GEMMs all have this many
 /// rows (the last tile padded with zeros), so that a row's result does not depend on the chunk.
 #define NG_EVAL_TILE_ROWS 1024

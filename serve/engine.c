@@ -6,6 +6,7 @@
 
 #include "dataset_impl.h"
 #include "feature_store_impl.h"
+#include "attn_impl.h"
 #include "model_impl.h"
 #include "ng_cpu.h"
 #include "pipeline_impl.h"
@@ -66,6 +67,12 @@ struct ng_engine {
   int64_t hub_edges;
   ng_aggr bare; /* the input layer's aggregator for partial states */
   bool gcn[NG_MAX_LAYERS];
+  /* GAT: the input layer's attention. GAT and SAGE-pool: the parameters on the host (fixed
+   * while serving), with which the CPU workers project or pool cold rows (forward_gat,
+   * forward_pool). */
+  bool gat;
+  ng_attn at0;
+  float *host_params;
 
   pthread_mutex_t snap_mu; /* guards `snap` (the pointer, not the snapshot: it is immutable) */
   ng_srv_snap *snap;
@@ -87,6 +94,7 @@ struct ng_engine {
   /* The batcher thread's memory. */
   ng_srv_field *field;
   growbuf targets, map_keys, map_vals, host_i32, host_i64, host_f, stage, work, out_host;
+  growbuf gat_z; /* GAT, SAGE-pool: the rows the CPU projected or pooled, then its states */
   growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
   size_t map_cap;
 };
@@ -113,6 +121,9 @@ static ng_status make_backend(ng_backend **out, const char *device, int threads)
   return ng__err(NG_ERR_INVALID_ARG, "unknown device '%s' (cpu or cuda)", dev);
 }
 
+/* The checkpoint metadata's names of ng_model_kind (runtime/checkpoint.c). */
+static const char *const KIND_NAME[] = {"sage", "gcn", "gat", "gin", "sage-pool"};
+
 /* Loads the parameters of a checkpoint of ng_trainer_save into the executor: the model kind,
  * each tensor's name, dtype and shape, and (where the file has them) the CRC-32s are checked.
  * The optimizer state and counters are not needed to serve. */
@@ -132,13 +143,14 @@ static ng_status load_params(ng_engine *e, const char *path) {
     goto done;
   }
   if (!kind || atoi(kind) != (int)m->kind) {
-    st = ng__err(NG_ERR_FORMAT, "%s: the checkpoint holds model kind %s, the engine's model is %s",
-                 path, kind ? kind : "?", m->kind == NG_MODEL_SAGE ? "sage (0)" : "gcn (1)");
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: the checkpoint holds model kind %s, the engine's model is kind %d (%s)", path,
+                 kind ? kind : "?", (int)m->kind, KIND_NAME[m->kind]);
     goto done;
   }
-  ng_param_tensor pt[3 * NG_MAX_LAYERS];
+  ng_param_tensor pt[NG_LAYER_TENSORS * NG_MAX_LAYERS];
   const int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
-  uint32_t sums[3 * NG_MAX_LAYERS + 2];
+  uint32_t sums[NG_LAYER_TENSORS * NG_MAX_LAYERS + 2];
   int n_sums = 0;
   const char *sum_text = ng__st_meta(&f, "checksums");
   for (const char *p = sum_text; p && *p && n_sums < (int)NG_ARRAY_LEN(sums);) {
@@ -175,6 +187,10 @@ static ng_status load_params(ng_engine *e, const char *path) {
     memcpy(host + pt[i].offset, t->data, t->nbytes);
   }
   st = e->be->iface->copy_h2d(e->be, e->ex.params, host, (size_t)m->n_params * sizeof(float));
+  if (st == NG_OK && ng__model_raw_input(m)) { /* kept: the CPU's part of layer 0 reads them */
+    e->host_params = host;
+    host = NULL;
+  }
 done:
   free(host);
   ng__st_close(&f);
@@ -265,18 +281,9 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     e->workers = NG_MAX(1, cores - 1);
   }
-  if (m->kind != NG_MODEL_SAGE && m->kind != NG_MODEL_GCN) {
-    /* The engine aggregates the input layer's neighbours near the data; attention and pooling
-     * need the layer's weights first (docs/aggregators.md: online-softmax serving is not
-     * built). */
-    st = ng__err(NG_ERR_UNSUPPORTED,
-                 "serving: %s models are not served yet (only GraphSAGE and GCN); evaluate or "
-                 "predict them with `neargnn evaluate` / `neargnn predict`",
-                 m->kind == NG_MODEL_GAT   ? "GAT"
-                 : m->kind == NG_MODEL_GIN ? "GIN"
-                                           : "SAGE-pool");
-    goto fail;
-  }
+  e->gat = m->kind == NG_MODEL_GAT;
+  if (e->gat)
+    e->at0 = ng__model_layer_attn(m, 0);
   for (int l = 0; l < m->n_layers; l++)
     e->gcn[l] = m->layers[l].ag.weighted || m->layers[l].ag.self_loop;
   e->bare = m->layers[0].ag;
@@ -371,8 +378,9 @@ void ng_engine_destroy(ng_engine *e) {
     ng__srv_log_close(&e->log);
   ng__srv_snap_unref(e->snap);
   ng__srv_field_destroy(e->field);
-  growbuf *host[] = {&e->targets, &e->map_keys, &e->map_vals, &e->host_i32, &e->host_i64,
-                     &e->host_f,  &e->stage,    &e->pack[0],  &e->pack[1],  &e->out_host};
+  growbuf *host[] = {&e->targets,  &e->map_keys, &e->map_vals, &e->host_i32,
+                     &e->host_i64, &e->host_f,   &e->stage,    &e->pack[0],
+                     &e->pack[1],  &e->out_host, &e->gat_z};
   for (size_t i = 0; i < NG_ARRAY_LEN(host); i++)
     free(host[i]->ptr);
   if (e->features_owned)
@@ -383,6 +391,7 @@ void ng_engine_destroy(ng_engine *e) {
   pthread_mutex_destroy(&e->mu);
   pthread_mutex_destroy(&e->upd_mu);
   pthread_mutex_destroy(&e->snap_mu);
+  free(e->host_params);
   free(e);
 }
 
@@ -747,6 +756,439 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
   return ng__exec_forward(&e->ex, &dmb, agg, self, false, 0);
 }
 
+/* ---- GAT: the input layer's attention in online-softmax parts ---- */
+
+/* z [n, kf] = rows[r] W for r < n (W [in, kf] row-major on the host), by `threads` threads over
+ * rows. A row sums its products in the order of its input columns, skipping zero inputs (they add
+ * nothing: an accumulator that starts at +0 never becomes -0, so the bits are the same; bag-of-
+ * words features are mostly zeros), so its bits do not depend on the thread count. */
+static void host_project(const float *const *rows, int64_t n, int64_t in, const float *W,
+                         int64_t kf, float *z, int threads) {
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads) if (threads > 1)
+  for (int64_t r = 0; r < n; r++) {
+    float *o = z + r * kf;
+    const float *h = rows[r];
+    for (int64_t c = 0; c < kf; c++)
+      o[c] = 0.0f;
+    for (int64_t k = 0; k < in; k++) {
+      const float x = h[k];
+      if (x == 0.0f)
+        continue;
+      const float *w = W + k * kf;
+      for (int64_t c = 0; c < kf; c++)
+        o[c] = o[c] + x * w[c];
+    }
+  }
+}
+
+/* The forward pass of a GAT model (docs/serving-engine.md, "GAT"): the input layer's sources are
+ * split by tier. The device gathers the hot rows from its tier and projects them (z = h W); the
+ * CPU workers project, with the host copy of the fixed weights, every destination's row and each
+ * cold source's row once, and reduce each destination's cold edges into an online-softmax state
+ * (attn_state's order, cpu/attn.c). Only the destinations' projections and those states cross to
+ * the device, which computes the hot part's state (self slot and hot edges), merges the two
+ * (attn_merge), adds the bias and the activation and runs the upper layers as usual. */
+static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
+                             batch_rows *rows) {
+  ng_backend *be = e->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_layer *L0 = &e->model.layers[0];
+  const ng_attn *at = &e->at0;
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t nd = b0->n_dst, ns = b0->n_src;
+  const int64_t dim = s->dim, nnz = b0->nnz, kf = L0->cols, cols = ng_attn_state_cols(at);
+  const int64_t *gid = mb->node_ids;
+
+  /* Host arrays: per source its place among the hot rows (-1: cold) and among the CPU's
+   * projected rows (-1: hot and not a destination); the two sub-blocks; the hot rows' ids; the
+   * host rows the CPU projects (the destinations first, then the cold sources). */
+  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz;
+  const size_t need_i64 = 2 * (size_t)ns;
+  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+                            "the batch's id arrays"));
+  int32_t *hot_pos = e->host_i32.ptr, *z_pos = hot_pos + ns;
+  int32_t *h_indptr = z_pos + ns, *c_indptr = h_indptr + nd + 1;
+  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
+  int64_t *hot_ids = e->host_i64.ptr;
+  const float **row_ptr = (const float **)(hot_ids + ns);
+  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
+
+  int32_t n_hot = 0, n_z = nd, n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    bool overlay = false;
+    const float *row = ng__srv_feature(s, gid[i], &overlay);
+    const bool hot = gid[i] < e->hot && !overlay;
+    z_pos[i] = -1;
+    if (i < nd) {
+      row_ptr[i] = row;
+      z_pos[i] = i;
+    }
+    if (hot) {
+      hot_pos[i] = n_hot;
+      hot_ids[n_hot++] = gid[i];
+    } else {
+      hot_pos[i] = -1;
+      n_cold++;
+      if (i >= nd) {
+        row_ptr[n_z] = row;
+        z_pos[i] = n_z++;
+      }
+    }
+  }
+  rows->hot_rows = n_hot;
+  rows->cold_rows = n_cold;
+  int64_t nh = 0, nc = 0;
+  h_indptr[0] = c_indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
+      const int32_t src = b0->indices[ed];
+      if (hot_pos[src] >= 0)
+        h_idx[nh++] = hot_pos[src];
+      else
+        c_idx[nc++] = z_pos[src];
+    }
+    h_indptr[d + 1] = (int32_t)nh;
+    c_indptr[d + 1] = (int32_t)nc;
+  }
+
+  /* The model's layout (ng__model_raw_input): an identity block, then the field's blocks. The
+   * workspace gives layer 0's output rows and its z, which holds the hot rows' projections. */
+  ng_minibatch dmb;
+  memset(&dmb, 0, sizeof dmb);
+  dmb.n_layers = mb->n_layers + 1;
+  dmb.node_ids = mb->node_ids;
+  dmb.n_targets = mb->n_targets;
+  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  for (int l = 0; l < mb->n_layers; l++)
+    dmb.blocks[l + 1] = mb->blocks[l];
+  NG_CHECK(ng__exec_prepare_upper(&e->ex, &dmb));
+  float *z_hot = e->ex.ws[0].z, *out0 = e->ex.ws[0].out;
+
+  const size_t hot_x_b = (size_t)n_hot * (size_t)dim * sizeof(float);
+  const size_t state_b = (size_t)nd * (size_t)cols * sizeof(float);
+  size_t wbytes = 0;
+  carve(NULL, &wbytes, hot_x_b);
+  carve(NULL, &wbytes, state_b);
+  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  size_t at_w = 0;
+  float *hot_x = carve(e->work.ptr, &at_w, hot_x_b);
+  float *h_state = carve(e->work.ptr, &at_w, state_b);
+
+  /* First copy: the hot sub-block, the hot ids and the upper blocks; the device then gathers
+   * and projects the hot rows while the CPU works on its part. */
+  ng_block hb = {.n_dst = nd, .n_src = NG_MAX(n_hot, nd), .nnz = nh};
+  const int64_t *hot_ids_dev = NULL;
+  const float *z_dst_dev = NULL, *c_state_dev = NULL;
+  pack_item items[8 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  for (int l = 1; l < mb->n_layers; l++) {
+    const ng_block *src_b = &mb->blocks[l];
+    ng_block *db = &dmb.blocks[l + 1];
+    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
+    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
+    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
+    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
+  }
+  NG_CHECK(upload(e, items, ni, 0));
+  const float *P = e->ex.params;
+  if (n_hot > 0) {
+    NG_CHECK(B->scatter_rows(be, hot_x, NULL, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
+    NG_CHECK(B->gemm(be, false, false, n_hot, kf, dim, 1.0f, hot_x, dim, P + L0->off_w, kf, 0.0f,
+                     z_hot, kf));
+  }
+
+  /* The CPU's part: each row it needs projected once, then the cold edges' states. */
+  const size_t z_floats = (size_t)n_z * (size_t)kf, st_floats = (size_t)nd * (size_t)cols;
+  NG_CHECK(ng__host_reserve(&e->gat_z.ptr, &e->gat_z.cap,
+                            (z_floats + st_floats) * sizeof(float) + ALIGN,
+                            "the projected rows of the CPU's part"));
+  float *z_host = e->gat_z.ptr, *c_state = z_host + z_floats;
+  const float *hp = e->host_params;
+  host_project(row_ptr, n_z, dim, hp + L0->off_w, kf, z_host, e->workers);
+  const ng_block cb = {
+      .n_dst = nd, .n_src = NG_MAX(n_z, nd), .nnz = nc, .indptr = c_indptr, .indices = c_idx};
+  const int threads = e->workers;
+#pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
+  for (int32_t d = 0; d < nd; d++)
+    ng__attn_state_rows(at, &cb, z_host, z_host, hp + L0->off_att_src, hp + L0->off_att_dst, false,
+                        c_state, d, d + 1);
+
+  /* Second copy: the destinations' projections and the cold states. */
+  ni = 0;
+  ITEM(z_host, (size_t)nd * (size_t)kf * sizeof(float), &z_dst_dev);
+  ITEM(c_state, state_b, &c_state_dev);
+#undef ITEM
+  NG_CHECK(upload(e, items, ni, 1));
+  NG_CHECK(B->attn_state(be, at, &hb, z_hot, z_dst_dev, P + L0->off_att_src, P + L0->off_att_dst,
+                         true, h_state));
+  NG_CHECK(B->attn_merge(be, at, nd, h_state, c_state_dev, out0));
+  NG_CHECK(B->bias_act_fwd(be, out0, L0->off_b >= 0 ? P + L0->off_b : NULL, nd, L0->out_dim,
+                           L0->o.activation));
+  return ng__exec_forward_upper(&e->ex, &dmb);
+}
+
+/* ---- SAGE-pool: the input layer's pooled max in partial states ---- */
+
+/* The forward pass of a SAGE-pool model with the input layer split by tier (PARTIAL): the
+ * device gathers its hot rows, pools them (pre = ReLU(h W_pool + b_pool)) and reduces each
+ * destination's hot edges into a max state; the CPU workers pool each cold source row once with
+ * the host copy of the weights and reduce the cold edges into a max state (host_partial); the
+ * device merges the states, finalizes them and combines them with the destinations' own rows
+ * (hot ones from its tier, cold ones staged), then runs the upper layers. */
+static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
+                              batch_rows *rows) {
+  ng_backend *be = e->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_layer *L0 = &e->model.layers[0];
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t nd = b0->n_dst, ns = b0->n_src;
+  const int64_t dim = s->dim, nnz = b0->nnz, pd = L0->pre_dim;
+  const int64_t *gid = mb->node_ids;
+  const size_t row_b = (size_t)dim * sizeof(float);
+
+  /* Host arrays: per source its place among the hot rows or among the cold ones; the two
+   * sub-blocks; the destinations' own rows by tier; the hot ids; the cold rows. */
+  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd;
+  const size_t need_i64 = 3 * (size_t)ns + 2 * (size_t)nd;
+  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+                            "the batch's id arrays"));
+  int32_t *hot_pos = e->host_i32.ptr, *cold_pos = hot_pos + ns;
+  int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
+  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
+  int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
+  int64_t *hot_ids = e->host_i64.ptr, *self_hot_ids = hot_ids + ns, *iota = self_hot_ids + nd;
+  const float **row_ptr = (const float **)(iota + nd); /* [ns]: cold rows, then pre rows */
+  const float **pre_ptr = row_ptr + ns;
+  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
+
+  int32_t n_hot = 0, n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    bool overlay = false;
+    const float *row = ng__srv_feature(s, gid[i], &overlay);
+    hot_pos[i] = cold_pos[i] = -1;
+    if (gid[i] < e->hot && !overlay) {
+      hot_pos[i] = n_hot;
+      hot_ids[n_hot++] = gid[i];
+    } else {
+      row_ptr[n_cold] = row;
+      cold_pos[i] = n_cold++;
+    }
+  }
+  rows->hot_rows = n_hot;
+  rows->cold_rows = n_cold;
+  int64_t nh = 0, nc = 0;
+  h_indptr[0] = c_indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
+      const int32_t src = b0->indices[ed];
+      if (hot_pos[src] >= 0)
+        h_idx[nh++] = hot_pos[src];
+      else
+        c_idx[nc++] = cold_pos[src];
+    }
+    h_indptr[d + 1] = (int32_t)nh;
+    c_indptr[d + 1] = (int32_t)nc;
+  }
+  int32_t n_self_hot = 0, n_self_cold = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    if (hot_pos[d] >= 0) {
+      self_hot_pos[n_self_hot] = d;
+      self_hot_ids[n_self_hot++] = gid[d];
+    } else {
+      self_cold_pos[n_self_cold] = d;
+      iota[n_self_cold] = n_self_cold;
+      n_self_cold++;
+    }
+  }
+
+  ng_minibatch dmb;
+  memset(&dmb, 0, sizeof dmb);
+  dmb.n_layers = mb->n_layers + 1;
+  dmb.node_ids = mb->node_ids;
+  dmb.n_targets = mb->n_targets;
+  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  for (int l = 0; l < mb->n_layers; l++)
+    dmb.blocks[l + 1] = mb->blocks[l];
+  NG_CHECK(ng__exec_prepare_upper(&e->ex, &dmb));
+  float *pre_hot = e->ex.ws[0].pre, *agg = e->ex.ws[0].agg, *out0 = e->ex.ws[0].out;
+
+  const size_t hot_x_b = (size_t)n_hot * row_b, st_rows = (size_t)nd * (size_t)pd * sizeof(float);
+  const size_t st_cnt = (size_t)nd * sizeof(int32_t), self_b = (size_t)nd * row_b;
+  size_t wbytes = 0;
+  carve(NULL, &wbytes, hot_x_b);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_cnt);
+  carve(NULL, &wbytes, self_b);
+  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  size_t at_w = 0;
+  float *hot_x = carve(e->work.ptr, &at_w, hot_x_b);
+  ng_pstate hot = {carve(e->work.ptr, &at_w, st_rows), carve(e->work.ptr, &at_w, st_cnt), nd, pd};
+  float *self = carve(e->work.ptr, &at_w, self_b);
+
+  ng_block hb = {.n_dst = nd, .n_src = NG_MAX(n_hot, nd), .nnz = nh};
+  const int64_t *hot_ids_dev = NULL, *shi = NULL, *iota_dev = NULL;
+  const int32_t *shp = NULL, *scp = NULL, *pcnt_dev = NULL;
+  const float *pval_dev = NULL, *staged_dev = NULL;
+  pack_item items[12 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  ITEM(n_self_hot ? self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
+  ITEM(n_self_hot ? self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
+  for (int l = 1; l < mb->n_layers; l++) {
+    const ng_block *src_b = &mb->blocks[l];
+    ng_block *db = &dmb.blocks[l + 1];
+    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
+    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
+    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
+    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
+  }
+  NG_CHECK(upload(e, items, ni, 0));
+  const float *P = e->ex.params;
+  if (n_hot > 0) {
+    NG_CHECK(B->scatter_rows(be, hot_x, NULL, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
+    NG_CHECK(B->gemm(be, false, false, n_hot, pd, dim, 1.0f, hot_x, dim, P + L0->off_w_pre, pd,
+                     0.0f, pre_hot, pd));
+    NG_CHECK(B->bias_act_fwd(be, pre_hot, P + L0->off_b_pre, n_hot, pd, NG_ACT_RELU));
+  }
+  NG_CHECK(B->aggr_partial(be, &e->bare, &hb, pre_hot, &hot));
+  if (n_self_hot > 0)
+    NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
+
+  /* The CPU's part: each cold row pooled once, its cold edges' max states, the cold self rows. */
+  const size_t pre_floats = (size_t)n_cold * (size_t)pd, st_floats = (size_t)nd * (size_t)pd;
+  const size_t bytes =
+      (pre_floats + st_floats) * sizeof(float) + st_cnt + (size_t)n_self_cold * row_b + 4 * ALIGN;
+  NG_CHECK(ng__host_reserve(&e->gat_z.ptr, &e->gat_z.cap, bytes, "the pooled rows of the CPU"));
+  size_t sat = 0;
+  float *pre_cold = carve(e->gat_z.ptr, &sat, pre_floats * sizeof(float));
+  float *p_val = carve(e->gat_z.ptr, &sat, st_floats * sizeof(float));
+  int32_t *p_cnt = carve(e->gat_z.ptr, &sat, st_cnt);
+  float *staged = carve(e->gat_z.ptr, &sat, (size_t)n_self_cold * row_b);
+  const float *hp = e->host_params;
+  host_project(row_ptr, n_cold, dim, hp + L0->off_w_pre, pd, pre_cold, e->workers);
+  const float *b_pre = hp + L0->off_b_pre;
+  const int threads = e->workers;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int32_t r = 0; r < n_cold; r++) { /* bias then ReLU, as bias_act_fwd */
+    float *x = pre_cold + (int64_t)r * pd;
+    for (int64_t c = 0; c < pd; c++) {
+      const float v = x[c] + b_pre[c];
+      x[c] = v > 0.0f ? v : 0.0f;
+    }
+  }
+  for (int32_t r = 0; r < n_cold; r++)
+    pre_ptr[r] = pre_cold + (int64_t)r * pd;
+  host_partial(&e->bare, c_indptr, c_idx, NULL, pre_ptr, nd, pd, p_val, p_cnt, e->workers);
+  for (int32_t i = 0; i < n_self_cold; i++)
+    memcpy(staged + (int64_t)i * dim, row_ptr[cold_pos[self_cold_pos[i]]], row_b);
+
+  ni = 0;
+  ITEM(p_val, st_floats * sizeof(float), &pval_dev);
+  ITEM(p_cnt, st_cnt, &pcnt_dev);
+  ITEM(n_self_cold ? staged : NULL, (size_t)n_self_cold * row_b, &staged_dev);
+  ITEM(n_self_cold ? self_cold_pos : NULL, (size_t)n_self_cold * 4, &scp);
+  ITEM(n_self_cold ? iota : NULL, (size_t)n_self_cold * 8, &iota_dev);
+#undef ITEM
+  NG_CHECK(upload(e, items, ni, 1));
+  ng_pstate cold = {(float *)pval_dev, (int32_t *)pcnt_dev, nd, pd};
+  if (nc > 0)
+    NG_CHECK(B->pstate_merge(be, &e->bare, &hot, &cold));
+  NG_CHECK(B->pstate_finalize(be, &e->bare, &hot, agg));
+  if (n_self_cold > 0)
+    NG_CHECK(B->scatter_rows(be, self, scp, staged_dev, iota_dev, n_self_cold, dim, 0.0f, 0));
+  NG_CHECK(ng__exec_pool_combine(&e->ex, 0, nd, self, agg, out0));
+  return ng__exec_forward_upper(&e->ex, &dmb);
+}
+
+/* The forward pass of a model whose input layer reads raw rows (GAT, SAGE-pool:
+ * ng__model_raw_input) in every strategy but PARTIAL: the device assembles every source row of
+ * the input layer, hot ones from its tier and cold ones staged by the host, and runs the model as
+ * the trainer's evaluation does. */
+static ng_status forward_raw_input(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
+                                   batch_rows *rows) {
+  ng_backend *be = e->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t ns = b0->n_src;
+  const int64_t dim = s->dim, *gid = mb->node_ids;
+  const size_t row_b = (size_t)dim * sizeof(float);
+  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (2 * (size_t)ns + 1) * 4,
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (2 * (size_t)ns + 1) * 8,
+                            "the batch's id arrays"));
+  int32_t *hot_at = e->host_i32.ptr, *cold_at = hot_at + ns;
+  int64_t *hot_ids = e->host_i64.ptr, *iota = hot_ids + ns;
+  int32_t n_hot = 0, n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    if (gid[i] < e->hot && !ng__srv_has_overlay(s, gid[i])) {
+      hot_at[n_hot] = i;
+      hot_ids[n_hot++] = gid[i];
+    } else {
+      cold_at[n_cold++] = i;
+    }
+  }
+  rows->hot_rows = n_hot;
+  rows->cold_rows = n_cold;
+  NG_CHECK(ng__host_reserve(&e->stage.ptr, &e->stage.cap, (size_t)n_cold * row_b + ALIGN,
+                            "the cold rows' staging"));
+  float *staged = e->stage.ptr;
+  for (int32_t j = 0; j < n_cold; j++) {
+    bool overlay = false;
+    memcpy(staged + (int64_t)j * dim, ng__srv_feature(s, gid[cold_at[j]], &overlay), row_b);
+    iota[j] = j;
+  }
+  ng_minibatch dmb;
+  memset(&dmb, 0, sizeof dmb);
+  dmb.n_layers = mb->n_layers + 1;
+  dmb.node_ids = mb->node_ids;
+  dmb.n_targets = mb->n_targets;
+  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  const size_t x_b = (size_t)ns * row_b;
+  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(x_b, (size_t)ALIGN)));
+  float *x = e->work.ptr;
+  const int32_t *hot_at_dev = NULL, *cold_at_dev = NULL;
+  const int64_t *hot_ids_dev = NULL, *iota_dev = NULL;
+  const float *staged_dev = NULL;
+  pack_item items[8 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(n_hot ? hot_at : NULL, (size_t)n_hot * 4, &hot_at_dev);
+  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  for (int l = 0; l < mb->n_layers; l++) {
+    const ng_block *src_b = &mb->blocks[l];
+    ng_block *db = &dmb.blocks[l + 1];
+    *db = *src_b;
+    db->t_indptr = db->t_dst = db->t_eid = NULL; /* no backward pass */
+    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
+    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
+    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
+    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
+  }
+  NG_CHECK(upload(e, items, ni, 0));
+  if (n_hot > 0)
+    NG_CHECK(B->scatter_rows(be, x, hot_at_dev, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
+  ni = 0;
+  ITEM(n_cold ? cold_at : NULL, (size_t)n_cold * 4, &cold_at_dev);
+  ITEM(n_cold ? iota : NULL, (size_t)n_cold * 8, &iota_dev);
+  ITEM(n_cold ? staged : NULL, (size_t)n_cold * row_b, &staged_dev);
+#undef ITEM
+  NG_CHECK(upload(e, items, ni, 1));
+  if (n_cold > 0)
+    NG_CHECK(B->scatter_rows(be, x, cold_at_dev, staged_dev, iota_dev, n_cold, dim, 0.0f, 0));
+  return ng__exec_forward(&e->ex, &dmb, NULL, x, false, 0);
+}
+
 /* The local target index of every requested id: a small open-addressing map from node id to
  * its place among the batch's distinct targets. */
 static ng_status batch_targets(ng_engine *e, pending **reqs, int n_req, int32_t *n_targets) {
@@ -826,8 +1268,17 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
   ng_status st = ng__srv_field_build(&mb, e->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
                                      r0->n_fanouts ? r0->seed : 0, e->targets.ptr, n_targets);
   batch_rows rows = {0, 0};
-  if (st == NG_OK)
-    st = forward(e, s, &mb, strategy(e, reqs[0]->hub), &rows);
+  if (st == NG_OK) {
+    const fetch_kind how = strategy(e, reqs[0]->hub);
+    if (!ng__model_raw_input(m))
+      st = forward(e, s, &mb, how, &rows);
+    else if (how != FETCH_PARTIAL)
+      st = forward_raw_input(e, s, &mb, &rows);
+    else if (e->gat)
+      st = forward_gat(e, s, &mb, &rows);
+    else
+      st = forward_pool(e, s, &mb, &rows);
+  }
   ng__srv_snap_unref(s);
   if (st != NG_OK)
     return st;

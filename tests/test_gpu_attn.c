@@ -3,7 +3,8 @@
  * poisoned before each op and every CUDA op run twice for the same bytes; then Cora trained
  * with GAT on the GPU (the accuracy bar of tests/test_train.c, losses near the CPU's), and the
  * raw-row strategies (batched, zero-copy, hybrid) giving the same bits on the GPU; GIN and
- * SAGE-pool trained on the GPU against the CPU.
+ * SAGE-pool trained on the GPU against the CPU; GAT and GIN served on the GPU with cold rows
+ * aggregated by CPU workers, against the CPU's unsplit forward.
  *
  * Tolerance: |cpu - gpu| <= 1e-4 * (|cpu| + max |cpu| of the tensor / 100). The softmax's
  * expf and the order-preserving but FMA-contracted sums of the device differ from the CPU's by
@@ -28,7 +29,9 @@ int main(void) {
 
 #else
 
+#include "neargnn_serve.h"
 #include "ng_cuda.h"
+#include "trainer_impl.h"
 
 static ng_backend *cpu, *gpu;
 
@@ -499,6 +502,127 @@ static void test_gat_raw_rows_gpu(void) {
   free(ref.checkpoint);
 }
 
+/* The serving engine on the GPU with a GAT model's input layer in online-softmax parts (the
+ * device's hot state, the CPU workers' cold state), SAGE-pool's in max states and GIN's partial
+ * sums: every row hot,
+ * half of them cold and all cold, against the CPU trainer's unsplit full-neighbour logits (1e-4
+ * x (1 + |unsplit|): the GPU's GEMM and expf besides the split's order), bit-identical run to run
+ * and for 1 or 3 CPU workers. */
+static void serve_logits(ng_engine *e, float *out, int64_t nodes, int64_t classes, int64_t *cold) {
+  int64_t ids[500];
+  for (int64_t c0 = 0; c0 < nodes; c0 += 500) {
+    const int64_t n = NG_MIN(500, nodes - c0);
+    for (int64_t i = 0; i < n; i++)
+      ids[i] = c0 + i;
+    ng_infer_request r;
+    memset(&r, 0, sizeof r);
+    r.node_ids = ids;
+    r.n = n;
+    r.outputs = NG_OUT_LOGITS;
+    ng_infer_result res;
+    ng_status st = ng_engine_infer(e, &r, &res);
+    EXPECT_OK(st);
+    if (st != NG_OK)
+      return;
+    memcpy(out + c0 * classes, res.logits, (size_t)(n * classes) * sizeof(float));
+    *cold += res.cold_rows;
+    ng_infer_result_free(&res);
+  }
+}
+
+static void test_serve_split_gpu(void) {
+  ng_dataset_info info = NG_DATASET_INFO_INIT;
+  EXPECT_OK(ng_dataset_info_get(&info, cora));
+  const ng_model_kind kinds[] = {NG_MODEL_GAT, NG_MODEL_GIN, NG_MODEL_SAGE_POOL};
+  const char *names[] = {"GAT", "GIN", "SAGE-pool"};
+  const int64_t n = info.nodes * info.classes;
+  float *got = ng_test_xmalloc((size_t)n * sizeof(float));
+  float *first = ng_test_xmalloc((size_t)n * sizeof(float));
+  float *ref = ng_test_xmalloc((size_t)n * sizeof(float));
+  for (int k = 0; k < 3; k++) {
+    ng_model_t m = NULL;
+    EXPECT_OK(ng_model_create(&m, kinds[k], info.feature_dim));
+    ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+    l0.fanout = l1.fanout = 10;
+    l0.out_dim = 32;
+    l1.out_dim = info.classes;
+    l1.activation = NG_ACT_NONE;
+    l0.heads = 4;
+    l1.heads = 2;
+    l0.combine = kinds[k] == NG_MODEL_GAT ? NG_HEADS_CONCAT : NG_SAGE_SUM;
+    l1.combine = kinds[k] == NG_MODEL_GAT ? NG_HEADS_MEAN : NG_SAGE_SUM;
+    EXPECT_OK(ng_model_add_layer(m, &l0));
+    EXPECT_OK(ng_model_add_layer(m, &l1));
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 256;
+    o.seed = 3;
+    o.normalize = NG_NORMALIZE_ROW;
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
+    if (!t)
+      break;
+    for (int e = 0; e < (kinds[k] == NG_MODEL_SAGE_POOL ? 3 : 10); e++) {
+      ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+      EXPECT_OK(ng_trainer_epoch(&s, t));
+    }
+    char ckpt[4096];
+    snprintf(ckpt, sizeof ckpt, "%s/%s.st", ng_test_path(""), names[k]);
+    EXPECT_OK(ng_trainer_save(t, ckpt));
+    const float *logits = NULL;
+    EXPECT_OK(ng__trainer_logits(&logits, t));
+    memcpy(ref, logits, (size_t)n * sizeof(float));
+    ng_trainer_destroy(t);
+    /* PARTIAL splits the input layer by tier; the hub run (AUTO, every request a hub) too;
+     * BASELINE sends raw rows. */
+    const struct {
+      ng_mode mode;
+      double ratio;
+      int workers;
+    } runs[] = {{NG_MODE_PARTIAL, -1.0, 2}, {NG_MODE_PARTIAL, 0.0, 2}, {NG_MODE_PARTIAL, 0.5, 2},
+                {NG_MODE_PARTIAL, 0.5, 1},  {NG_MODE_AUTO, 0.5, 3},    {NG_MODE_BASELINE, 0.5, 2}};
+    for (size_t r = 0; r < NG_TEST_LEN(runs); r++) {
+      ng_engine_opts eo = NG_ENGINE_OPTS_INIT;
+      eo.device = "cuda";
+      eo.cache_ratio = runs[r].ratio;
+      eo.workers = runs[r].workers;
+      eo.normalize = NG_NORMALIZE_ROW;
+      eo.mode = runs[r].mode;
+      eo.hub_edges = runs[r].mode == NG_MODE_AUTO ? 1 : 0;
+      ng_engine *e = NULL;
+      ng_status st = ng_engine_create(&e, cora, m, ckpt, &eo);
+      if (st != NG_OK)
+        printf("  engine: %s\n", ng_last_error());
+      EXPECT_OK(st);
+      if (!e)
+        continue;
+      for (int64_t i = 0; i < n; i++)
+        got[i] = NAN; /* poisoned */
+      int64_t cold = 0;
+      serve_logits(e, got, info.nodes, info.classes, &cold);
+      double w = 0.0;
+      for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - (double)ref[i]) / (1.0 + fabs((double)ref[i]));
+        w = d > w || d != d ? d : w;
+      }
+      printf("  %s on the GPU, %s, cache_ratio %.1f, %d workers: %lld cold rows, largest "
+             "relative difference to the CPU's unsplit logits %.3g\n",
+             names[k], ng_mode_name(runs[r].mode), runs[r].ratio, runs[r].workers, (long long)cold,
+             w);
+      EXPECT_TRUE(w <= 1e-4);
+      EXPECT_EQ_I(cold > 0, runs[r].ratio >= 0.0);
+      if (r == 2)
+        memcpy(first, got, (size_t)n * sizeof(float));
+      if (r == 3 || r == 4) /* the split's bits again, for 1 and 3 workers and hub requests */
+        EXPECT_TRUE(memcmp(first, got, (size_t)n * sizeof(float)) == 0);
+      ng_engine_destroy(e);
+    }
+    ng_model_destroy(m);
+  }
+  free(got);
+  free(first);
+  free(ref);
+}
+
 int main(void) {
   int count = 0;
   char desc[512];
@@ -522,6 +646,7 @@ int main(void) {
   RUN_TEST(test_gat_cora_gpu);
   RUN_TEST(test_gat_raw_rows_gpu);
   RUN_TEST(test_gin_pool_gpu);
+  RUN_TEST(test_serve_split_gpu);
   ng_dataset_close(cora);
   ng__backend_destroy(gpu);
   ng__backend_destroy(cpu);

@@ -1,7 +1,9 @@
 /* The serving engine (include/neargnn_serve.h) on Cora and the CPU backend: answers bit for bit
  * equal to the trainer's full-neighbour evaluation, independent of batching and of the mode, online
  * updates with snapshot isolation, the update log's replay (torn tail, corrupt record),
- * admission control and bad requests. */
+ * admission control and bad requests; GIN, and GAT and SAGE-pool with their input layer split by
+ * tier (states of rows the CPU projects) within a documented tolerance of the unsplit forward and
+ * deterministic, or with raw rows bit for bit. */
 #include "ng_test.h"
 #include "ng_test_fetch.h"
 
@@ -9,6 +11,7 @@
 #include "neargnn_serve.h"
 #include "trainer_impl.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +28,7 @@ typedef struct {
   ng_normalize normalize;
 } trained;
 
-static trained sage, gcn;
+static trained sage, gcn, gat, gin, pool;
 static const float *cora_features(int64_t v);
 
 /* A path in the test's folder that stays valid (ng_test_path's buffer is reused). */
@@ -37,8 +40,9 @@ static const char *tpath(const char *name) {
   return p;
 }
 
-/* Trains one epoch of `m` and keeps the checkpoint and the trainer's evaluation logits. */
-static void train(trained *t, ng_model_t m, const char *name, ng_normalize norm) {
+/* Trains `epochs` epochs of `m` and keeps the checkpoint and the trainer's evaluation logits. */
+static void train_epochs(trained *t, ng_model_t m, const char *name, ng_normalize norm,
+                         int epochs) {
   t->model = m;
   t->normalize = norm;
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
@@ -49,7 +53,8 @@ static void train(trained *t, ng_model_t m, const char *name, ng_normalize norm)
   ng_trainer_t tr = NULL;
   EXPECT_OK(ng_trainer_create(&tr, cora, m, &o));
   ng_epoch_stats es = NG_EPOCH_STATS_INIT;
-  EXPECT_OK(ng_trainer_epoch(&es, tr));
+  for (int i = 0; i < epochs; i++)
+    EXPECT_OK(ng_trainer_epoch(&es, tr));
   snprintf(t->ckpt, sizeof t->ckpt, "%s", tpath(name));
   EXPECT_OK(ng_trainer_save(tr, t->ckpt));
   const float *logits = NULL;
@@ -58,6 +63,10 @@ static void train(trained *t, ng_model_t m, const char *name, ng_normalize norm)
   t->ref = ng_test_xmalloc(bytes);
   memcpy(t->ref, logits, bytes);
   ng_trainer_destroy(tr);
+}
+
+static void train(trained *t, ng_model_t m, const char *name, ng_normalize norm) {
+  train_epochs(t, m, name, norm, 1);
 }
 
 static ng_engine *engine(const trained *t, ng_mode mode, double cache_ratio, int64_t hub_edges,
@@ -966,12 +975,320 @@ static const float *cora_features(int64_t v) {
   return table + v * info.feature_dim;
 }
 
+/* A GAT model (4 concatenated heads of 8, then 2 averaged ones), as tests/ng_test_fetch.c builds
+ * it. */
+static ng_model_t cora_gat(void) {
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_GAT, info.feature_dim));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.heads = 4;
+  l0.combine = NG_HEADS_CONCAT;
+  l0.out_dim = 32;
+  l0.fanout = 10;
+  l0.dropout = l0.attn_dropout = 0.5f;
+  l1.heads = 2;
+  l1.combine = NG_HEADS_MEAN;
+  l1.out_dim = info.classes;
+  l1.fanout = 10;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  return m;
+}
+
+/* GIN-0 with a hidden layer of 16. */
+static ng_model_t cora_gin(void) {
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_GIN, info.feature_dim));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.out_dim = 16;
+  l0.fanout = 5;
+  l0.dropout = 0.5f;
+  l1.out_dim = info.classes;
+  l1.fanout = 5;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  return m;
+}
+
+/* GraphSAGE with max-pooling, its neighbour half and self half side by side in the hidden
+ * layer. */
+static ng_model_t cora_pool(void) {
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE_POOL, info.feature_dim));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.out_dim = 16;
+  l0.fanout = 5;
+  l0.combine = NG_SAGE_CONCAT;
+  l1.out_dim = info.classes;
+  l1.fanout = 5;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  return m;
+}
+
+/* The split's tolerance against the unsplit forward (docs/serving-engine.md, "GAT"): the hot and
+ * the cold parts' online-softmax states merge in another order than attn_fwd's softmax, and the
+ * CPU projects its rows in another order than the backend's GEMM. */
+#define GAT_SPLIT_TOL 1e-5
+
+/* The largest |a - b| / (1 + |b|) over n values. */
+static double worst_rel(const float *a, const float *b, int64_t n) {
+  double w = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    const double d = fabs((double)a[i] - (double)b[i]) / (1.0 + fabs((double)b[i]));
+    w = d > w || d != d ? d : w;
+  }
+  return w;
+}
+
+/* Every node's logits in requests of 500 from `e` into out [nodes, classes]; the cold rows the
+ * requests read are added to *cold. */
+static void all_logits(ng_engine *e, float *out, int64_t *cold) {
+  const int64_t C = info.classes;
+  int64_t ids[500];
+  for (int64_t c0 = 0; c0 < info.nodes; c0 += 500) {
+    const int64_t n = NG_MIN(500, info.nodes - c0);
+    for (int64_t i = 0; i < n; i++)
+      ids[i] = c0 + i;
+    ng_infer_result res;
+    float *l = logits_of(e, ids, n, &res);
+    if (!l)
+      return;
+    memcpy(out + c0 * C, l, (size_t)(n * C) * sizeof(float));
+    *cold += res.cold_rows;
+    ng_infer_result_free(&res);
+    free(l);
+  }
+}
+
+static ng_engine *engine_workers(const trained *t, ng_mode mode, double cache_ratio, int workers,
+                                 int64_t hub_edges) {
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.mode = mode;
+  o.cache_ratio = cache_ratio;
+  o.workers = workers;
+  o.hub_edges = hub_edges;
+  o.max_delay_us = 2000;
+  o.normalize = t->normalize;
+  ng_engine *e = NULL;
+  ng_status st = ng_engine_create(&e, cora, t->model, t->ckpt, &o);
+  if (st != NG_OK)
+    fprintf(stderr, "  engine: %s\n", ng_last_error());
+  EXPECT_OK(st);
+  return e;
+}
+
+/* GAT served with its input layer's attention in parts (PARTIAL, or a hub request): every row
+ * hot (the device's state alone), half the rows cold and every row cold (the CPU projects and
+ * reduces them), each within GAT_SPLIT_TOL of the trainer's unsplit full-neighbour forward
+ * (attn_fwd over raw rows); the split answers are bit-identical run to run, for 1, 2 or 3 CPU
+ * workers, hub or not, and alone or batched. With raw rows (the other strategies) the engine
+ * gives the trainer's bits. */
+static void test_gat_split(void) {
+  const int64_t C = info.classes, n = info.nodes * C;
+  const size_t bytes = (size_t)n * sizeof(float);
+  float *got = ng_test_xmalloc(bytes), *split = ng_test_xmalloc(bytes);
+  double big = 0.0;
+  for (int64_t i = 0; i < n; i++)
+    big = fmax(big, fabs((double)gat.ref[i]));
+  printf("  unsplit logits up to %.3g in magnitude\n", big);
+  EXPECT_TRUE(big > 0.1); /* trained: not all near zero */
+  const double ratios[] = {-1.0, 0.5, 0.0};
+  for (size_t k = 0; k < NG_TEST_LEN(ratios); k++) {
+    for (int raw = 0; raw < 2; raw++) {
+      ng_engine *e =
+          engine_workers(&gat, raw ? NG_MODE_BASELINE : NG_MODE_PARTIAL, ratios[k], 2, 0);
+      if (!e)
+        break;
+      for (int64_t i = 0; i < n; i++)
+        got[i] = NAN; /* poisoned */
+      int64_t cold = 0;
+      all_logits(e, got, &cold);
+      EXPECT_EQ_I(cold > 0, ratios[k] >= 0.0);
+      ng_engine_destroy(e);
+      if (raw) {
+        EXPECT_SAME_BITS(got, gat.ref, n, "GAT with raw rows");
+        continue;
+      }
+      const double w = worst_rel(got, gat.ref, n);
+      printf("  cache_ratio %.1f: %lld cold rows, largest |split - unsplit| / (1 + |unsplit|) "
+             "%.3g\n",
+             ratios[k], (long long)cold, w);
+      EXPECT_TRUE(w <= GAT_SPLIT_TOL);
+      if (ratios[k] == 0.5)
+        memcpy(split, got, bytes);
+    }
+  }
+  /* The split answers are reproducible: other worker counts, again, hub requests, batches. */
+  const int workers[] = {1, 3, 2};
+  for (size_t k = 0; k < NG_TEST_LEN(workers); k++) {
+    ng_engine *e = k == 2 ? engine_workers(&gat, NG_MODE_AUTO, 0.5, 2, 1)
+                          : engine_workers(&gat, NG_MODE_PARTIAL, 0.5, workers[k], 0);
+    if (!e)
+      break;
+    int64_t cold = 0;
+    all_logits(e, got, &cold);
+    char what[64];
+    snprintf(what, sizeof what, "GAT split, %d workers%s", workers[k], k == 2 ? ", hubs" : "");
+    EXPECT_SAME_BITS(got, split, n, what);
+    float *probes = ng_test_xmalloc((size_t)n_probe * (size_t)C * sizeof(float));
+    for (int i = 0; i < n_probe; i++)
+      memcpy(probes + i * C, split + probe[i] * C, (size_t)C * sizeof(float));
+    const int64_t most = concurrent(e, probes, 4, 1, 0, 0);
+    if (k < 2)
+      EXPECT_TRUE(most > 3); /* requests did share batches */
+    free(probes);
+    ng_engine_stats st;
+    ng_engine_stats_get(&st, e);
+    EXPECT_EQ_I(st.hub_requests > 0, k == 2);
+    ng_engine_destroy(e);
+  }
+  /* The check can fail: a model with other weights is far off. */
+  EXPECT_TRUE(worst_rel(split, gin.ref, n) > GAT_SPLIT_TOL);
+  free(got);
+  free(split);
+}
+
+/* GIN: its input aggregation is a sum, so it takes the engine's partial-sum path; all hot it
+ * gives the trainer's bits, split it is near them. */
+static void test_gin_matches_trainer(void) {
+  check_matches_trainer(&gin);
+  const int64_t n = info.nodes * info.classes;
+  float *got = ng_test_xmalloc((size_t)n * sizeof(float));
+  ng_engine *e = engine_workers(&gin, NG_MODE_AUTO, 0.5, 2, 1);
+  if (e) {
+    int64_t cold = 0;
+    all_logits(e, got, &cold);
+    const double w = worst_rel(got, gin.ref, n);
+    printf("  GIN, half the rows cold, hub path: largest relative difference %.3g\n", w);
+    EXPECT_TRUE(cold > 0);
+    EXPECT_TRUE(w <= 1e-5);
+    ng_engine_destroy(e);
+  }
+  free(got);
+}
+
+/* SAGE-pool: with raw rows the trainer's bits; with its input layer split by tier (PARTIAL: the
+ * CPU pools its cold rows and sends max states) within GAT_SPLIT_TOL of them (the max itself is
+ * exact; the CPU pools in another order than the backend's GEMM), all hot or all cold, and the
+ * same bits for 1 or 3 workers. */
+static void test_pool_split(void) {
+  const int64_t n = info.nodes * info.classes;
+  const size_t bytes = (size_t)n * sizeof(float);
+  float *got = ng_test_xmalloc(bytes), *first = ng_test_xmalloc(bytes);
+  const struct {
+    ng_mode mode;
+    double ratio;
+    int workers;
+  } runs[] = {{NG_MODE_BASELINE, 0.5, 2},
+              {NG_MODE_PARTIAL, -1.0, 2},
+              {NG_MODE_PARTIAL, 0.0, 2},
+              {NG_MODE_PARTIAL, 0.5, 1},
+              {NG_MODE_PARTIAL, 0.5, 3}};
+  for (size_t k = 0; k < NG_TEST_LEN(runs); k++) {
+    ng_engine *e = engine_workers(&pool, runs[k].mode, runs[k].ratio, runs[k].workers, 0);
+    if (!e)
+      break;
+    for (int64_t i = 0; i < n; i++)
+      got[i] = NAN; /* poisoned */
+    int64_t cold = 0;
+    all_logits(e, got, &cold);
+    ng_engine_destroy(e);
+    EXPECT_EQ_I(cold > 0, runs[k].ratio >= 0.0);
+    if (runs[k].mode == NG_MODE_BASELINE) {
+      EXPECT_SAME_BITS(got, pool.ref, n, "SAGE-pool with raw rows");
+      continue;
+    }
+    const double w = worst_rel(got, pool.ref, n);
+    printf("  SAGE-pool split, cache_ratio %.1f, %d workers: largest relative difference %.3g\n",
+           runs[k].ratio, runs[k].workers, w);
+    EXPECT_TRUE(w <= GAT_SPLIT_TOL);
+    if (k == 3)
+      memcpy(first, got, bytes);
+    if (k == 4)
+      EXPECT_SAME_BITS(got, first, n, "SAGE-pool split, 3 workers against 1");
+  }
+  free(got);
+  free(first);
+}
+
+/* Online updates reach the split input layers: a GAT and a SAGE-pool engine split by tier
+ * (PARTIAL) and one with raw rows (BASELINE) take the same updates — a new node with a feature
+ * row of its own and edges both ways to a hot and a cold node, and a hot node's features
+ * replaced (a delta row, so cold) — and then agree within GAT_SPLIT_TOL on the nodes they touch,
+ * while the answers did change. */
+static void test_raw_input_updates(void) {
+  const int64_t C = info.classes, dim = info.feature_dim;
+  const trained *models[] = {&gat, &pool};
+  float *feat = ng_test_xmalloc((size_t)dim * sizeof(float));
+  float *repl = ng_test_xmalloc((size_t)dim * sizeof(float));
+  memcpy(feat, raw_row(1358), (size_t)dim * sizeof(float));
+  for (int64_t c = 0; c < dim; c++)
+    repl[c] = (float)(c % 7 == 0);
+  const int64_t hot_v = 10, cold_v = 2500, n_new = info.nodes;
+  int64_t ids[] = {n_new, hot_v, cold_v, 1358, 0};
+  for (size_t k = 0; k < NG_TEST_LEN(models); k++) {
+    ng_engine *e[2] = {NULL, NULL};
+    float *before = NULL, *after[2] = {NULL, NULL};
+    for (int raw = 0; raw < 2; raw++) {
+      ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+      o.mode = raw ? NG_MODE_BASELINE : NG_MODE_PARTIAL;
+      o.cache_ratio = 0.5;
+      o.workers = 2;
+      o.normalize = models[k]->normalize;
+      char name[64];
+      snprintf(name, sizeof name, "raw-input-%zu-%d.log", k, raw);
+      o.log_path = tpath(name);
+      EXPECT_OK(ng_engine_create(&e[raw], cora, models[k]->model, models[k]->ckpt, &o));
+      if (!e[raw])
+        break;
+      if (!raw)
+        before = logits_of(e[raw], &ids[1], 4, NULL);
+      int64_t src[4] = {n_new, hot_v, n_new, cold_v}, dst[4] = {hot_v, n_new, cold_v, n_new};
+      ng_graph_update up;
+      memset(&up, 0, sizeof up);
+      up.add_nodes = 1;
+      up.add_features = feat;
+      up.n_add_edges = 4;
+      up.add_src = src;
+      up.add_dst = dst;
+      up.n_feature_rows = 1;
+      up.feature_ids = &hot_v;
+      up.feature_values = repl;
+      EXPECT_OK(ng_engine_update(e[raw], &up, NULL));
+      ng_infer_result res;
+      after[raw] = logits_of(e[raw], ids, (int64_t)NG_TEST_LEN(ids), &res);
+      EXPECT_TRUE(res.cold_rows > 0);
+      ng_infer_result_free(&res);
+    }
+    if (before && after[0] && after[1]) {
+      const double w = worst_rel(after[0], after[1], (int64_t)NG_TEST_LEN(ids) * C);
+      printf("  %s after updates: split against raw rows %.3g\n", k ? "SAGE-pool" : "GAT", w);
+      EXPECT_TRUE(w <= GAT_SPLIT_TOL);
+      EXPECT_TRUE(memcmp(before, after[0] + C, (size_t)(4 * C) * sizeof(float)) != 0);
+    }
+    free(before);
+    free(after[0]);
+    free(after[1]);
+    ng_engine_destroy(e[0]);
+    ng_engine_destroy(e[1]);
+  }
+  free(feat);
+  free(repl);
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   EXPECT_OK(ng_dataset_info_get(&info, cora));
   pick_probe();
   train(&sage, ng_test_cora_sage(), "sage.safetensors", NG_NORMALIZE_ROW);
   train(&gcn, cora_gcn(), "gcn.safetensors", NG_NORMALIZE_NONE);
+  train_epochs(&gat, cora_gat(), "gat.safetensors", NG_NORMALIZE_ROW, 10);
+  train(&gin, cora_gin(), "gin.safetensors", NG_NORMALIZE_NONE);
+  train_epochs(&pool, cora_pool(), "pool.safetensors", NG_NORMALIZE_ROW, 3);
   RUN_TEST(test_sage_matches_trainer);
   RUN_TEST(test_gcn_matches_trainer);
   RUN_TEST(test_modes_and_batching);
@@ -982,10 +1299,15 @@ int main(void) {
   RUN_TEST(test_queue_full);
   RUN_TEST(test_bad_requests);
   RUN_TEST(test_generated_hubs);
-  ng_model_destroy(sage.model);
-  ng_model_destroy(gcn.model);
-  free(sage.ref);
-  free(gcn.ref);
+  RUN_TEST(test_gat_split);
+  RUN_TEST(test_gin_matches_trainer);
+  RUN_TEST(test_pool_split);
+  RUN_TEST(test_raw_input_updates);
+  trained *all[] = {&sage, &gcn, &gat, &gin, &pool};
+  for (size_t i = 0; i < NG_TEST_LEN(all); i++) {
+    ng_model_destroy(all[i]->model);
+    free(all[i]->ref);
+  }
   ng_dataset_close(cora);
   return ng_test_summary();
 }
