@@ -300,10 +300,11 @@ static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model
                    (long long)model->layers[model->n_layers - 1].out_dim, (int)info->classes);
   if (info->train == 0)
     return ng__err(NG_ERR_INVALID_ARG, "dataset '%s' has no training split", info->name);
-  if (o.batch < 0 || !(o.lr > 0.0) || o.eval_chunk <= 0 || o.threads < 0 ||
-      (unsigned)o.optimizer > NG_OPTIMIZER_SGD || (unsigned)o.normalize > NG_NORMALIZE_ROW)
+  if (o.batch < 0 || !(o.lr > 0.0) || o.eval_chunk < 0 || o.eval_chunk > INT32_MAX / 2 ||
+      o.threads < 0 || (unsigned)o.optimizer > NG_OPTIMIZER_SGD ||
+      (unsigned)o.normalize > NG_NORMALIZE_ROW)
     return ng__err(NG_ERR_INVALID_ARG,
-                   "training options out of range (batch >= 0, lr > 0, eval_chunk > 0, threads "
+                   "training options out of range (batch >= 0, lr > 0, eval_chunk >= 0, threads "
                    ">= 0, known optimizer and normalisation)");
   if (o.batch > INT32_MAX / 2)
     return ng__err(NG_ERR_INVALID_ARG, "batch %lld too large", (long long)o.batch);
@@ -677,15 +678,22 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   const int64_t limit = o.infer_host_bytes > 0   ? o.infer_host_bytes
                         : o.infer_host_bytes < 0 ? (int64_t)64 << 20
                                                  : NG_INFER_HOST_BYTES_DEFAULT;
-  const double chunk_rows = NG_MIN(nodes, (double)o.eval_chunk * (1.0 + avg_deg));
+  /* A chunk's input rows: its destinations and their neighbours. The host gathers them (input
+   * rows and ids) for chunks of eval_chunk, by default 4096 (NG_INFER_CHUNK_SMALL); beside a GPU
+   * that reads a layer's rows itself, the default chunk is NG_INFER_CHUNK_LARGE and its slot holds
+   * the sampler's table and block and the rows' positions, about 96 bytes a row. */
+  const double small = o.eval_chunk > 0 ? (double)o.eval_chunk : (double)NG_INFER_CHUNK_SMALL;
+  const double chunk_rows = NG_MIN(nodes, small * (1.0 + avg_deg));
+  const double large_rows =
+      cuda && o.eval_chunk == 0 ? NG_MIN(nodes, NG_INFER_CHUNK_LARGE * (1.0 + avg_deg)) : 0.0;
+  const double slot_bytes = NG_MAX(chunk_rows * ((double)widest * 4.0 + 16.0), large_rows * 96.0);
   /* Inference's staging slots: its producers (every thread but the device thread's beside a GPU,
    * one on the CPU) + 2 (runtime/infer.c). */
   const int infer_slots =
       (cuda ? NG_MAX(1, NG_MIN(omp_threads(&o) - 1, NG_INFER_MAX_SLOTS - 2)) : 1) + 2;
   e.inference =
       NG_MIN(mem_mul(nodes, (double)hidden * 4.0), limit) * (int64_t)NG_MIN(2, m->n_layers - 1) +
-      mem_mul((double)infer_slots * chunk_rows, (double)widest * 4.0 + 16.0) +
-      mem_mul(2.0 * nodes, (double)info->classes * 4.0);
+      mem_mul((double)infer_slots, slot_bytes) + mem_mul(2.0 * nodes, (double)info->classes * 4.0);
   e.allowance = MEM_ALLOWANCE;
   e.host_total = e.features + e.topology + e.staging + e.inference + e.allowance;
   if (cuda)
@@ -1145,6 +1153,12 @@ ng_status ng_trainer_embed_dim(int64_t *dim, ng_trainer_t t, int32_t layer) {
 
 ng_status ng_trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int64_t n,
                            const ng_infer_opts *opts) {
+  return ng__trainer_embed(out, t, nodes, n, opts, NULL, NULL);
+}
+
+ng_status ng__trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int64_t n,
+                            const ng_infer_opts *opts, void (*rows_done)(void *, int64_t, int64_t),
+                            void *rows_done_ctx) {
   NG_CHECK(trainer_check(t));
   ng_infer_opts io = NG_INFER_OPTS_INIT;
   if (opts) {
@@ -1165,7 +1179,9 @@ ng_status ng_trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int
   /* Workers going on with the next epoch sample and fetch on every core: inference waits for
    * no one, so they stop (the next epoch starts a pool again). */
   ng__runtime_stop(t->rt);
-  const ng_infer_ctx c = infer_ctx(t, &io);
+  ng_infer_ctx c = infer_ctx(t, &io);
+  c.rows_done = rows_done;
+  c.rows_done_ctx = rows_done_ctx;
   if (io.report && io.report->size < sizeof io.report->size)
     return ng__err(NG_ERR_INVALID_ARG, "ng_infer_opts.report: initialise it with "
                                        "NG_INFER_REPORT_INIT");
