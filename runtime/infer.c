@@ -385,13 +385,17 @@ static ng_status produce(layer_job *j, slot *s) {
   return NG_OK;
 }
 
-/* Device memory of the chunk computation, grown and reused. */
+/* Device memory of the chunk computation, grown and reused. With asynchronous uploads the
+ * block of chunk k goes to pk[k % 2] (copy slot and mark k % 2), the others are used in order on
+ * the device's queue. */
 typedef struct {
-  void *pack, *rows, *x, *out;
-  size_t pack_cap, rows_cap, x_cap, out_cap;
+  void *pack, *rows, *x, *out, *pk[2];
+  size_t pack_cap, rows_cap, x_cap, out_cap, pk_cap[2];
 } dev_bufs;
 
 static void dev_free(ng_backend *be, dev_bufs *d) {
+  be->iface->free(be, d->pk[0]);
+  be->iface->free(be, d->pk[1]);
   be->iface->free(be, d->pack);
   be->iface->free(be, d->rows);
   be->iface->free(be, d->x);
@@ -399,9 +403,22 @@ static void dev_free(ng_backend *be, dev_bufs *d) {
   memset(d, 0, sizeof *d);
 }
 
+/* Whether chunks upload their blocks asynchronously (the backend can wait for a mark): chunk k's
+ * copy runs on copy slot k % 2 while the device still computes chunk k - 1, and the calling
+ * thread does not wait for either; it waits only for chunk k - 1 to finish before its staging
+ * slot goes back to the producers (run_layer). Synchronous, each chunk's upload waited for the
+ * device to finish the chunk before it, and the device then idled through the copy and the
+ * first launches. */
+static bool async_upload(const ng_infer_ctx *c, const ng_backend *be) {
+  return !host_paths(c, be) && be->iface->wait_mark && be->iface->copy_h2d_async &&
+         be->iface->wait_copy && be->iface->mark;
+}
+
 /* Computes a produced chunk on the device into `out` (host rows [n, out_dim]) or into the rows
- * [first, first + n) of j->out_dev. */
-static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
+ * [first, first + n) of j->out_dev. `par` >= 0: the chunk's block is uploaded asynchronously
+ * into device buffer `par` on copy slot `par`, and mark `par` is recorded after the ops that read
+ * it (async_upload); -1: a synchronous upload. */
+static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out, int par) {
   ng_backend *be = j->be;
   ng_model_exec *ex = j->c->ex;
   const ng_block *hb = &s->mb.blocks[0];
@@ -411,9 +428,19 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   if (host_paths(j->c, be))
     return ng__exec_layer_eval(ex, j->layer, hb, s->rows.ptr, out);
   const size_t row_bytes = (size_t)dim * sizeof(float);
-  NG_CHECK(ng__bk_reserve(be, &d->pack, &d->pack_cap, s->pack_bytes));
-  NG_CHECK(be->iface->copy_h2d(be, d->pack, s->pack.ptr, s->pack_bytes));
-  char *p = d->pack;
+  char *p;
+  if (par >= 0) {
+    /* A buffer that grows is freed first, which waits for the device: the ops before mark
+     * `par`, which read it, are done. */
+    NG_CHECK(ng__bk_reserve(be, &d->pk[par], &d->pk_cap[par], s->pack_bytes));
+    NG_CHECK(be->iface->copy_h2d_async(be, d->pk[par], s->pack.ptr, s->pack_bytes, par));
+    NG_CHECK(be->iface->wait_copy(be, par));
+    p = d->pk[par];
+  } else {
+    NG_CHECK(ng__bk_reserve(be, &d->pack, &d->pack_cap, s->pack_bytes));
+    NG_CHECK(be->iface->copy_h2d(be, d->pack, s->pack.ptr, s->pack_bytes));
+    p = d->pack;
+  }
   ng_block db = *hb;
   db.indptr = (const int32_t *)(p + s->off_arrays[0]);
   db.indices = (const int32_t *)(p + s->off_arrays[1]);
@@ -460,6 +487,8 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   const size_t out_bytes = (size_t)s->n * (size_t)out_dim * sizeof(float);
   NG_CHECK(ng__bk_reserve(be, &d->out, &d->out_cap, NG_MAX(out_bytes, (size_t)1)));
   NG_CHECK(ng__exec_layer_eval(ex, j->layer, &db, x, d->out));
+  if (par >= 0)
+    NG_CHECK(be->iface->mark(be, par)); /* every op that reads pk[par] is queued */
   /* Through d->out, whose alignment is the allocator's, so that the products run on the same
    * kernels (hence bits) whatever the chunk's offset in the layer. */
   if (j->out_dev)
@@ -621,6 +650,7 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
   ng_pool *pool = NULL;
   ng_status st = producers_start(&pool, &r, n_prod, j->be);
   double wait_s = 0, dev_s = 0;
+  const bool async = async_upload(c, j->be);
   for (int64_t k = 0; k < chunks && st == NG_OK; k++) {
     slot *cur = &slots[k % n_slots];
     const double t0 = ng__now();
@@ -633,7 +663,13 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
     wait_s += t1 - t0;
     if (!ok)
       break; /* a producer failed: its error follows */
-    st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL);
+    st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL, async ? (int)(k % 2) : -1);
+    /* Asynchronous: chunk k - 1's staging slot goes back once the device is done with it (its
+     * block landed), while chunk k's ops are queued behind it; chunk k's goes back next time. */
+    if (async && st == NG_OK && k > 0)
+      st = j->be->iface->wait_mark(j->be, (int)((k - 1) % 2));
+    if (async && st == NG_OK && k + 1 == chunks)
+      st = j->be->iface->wait_mark(j->be, (int)(k % 2));
     dev_s += ng__now() - t1;
     if (stats) {
       stats->chunks++;
@@ -657,7 +693,7 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
     if (st == NG_OK)
       st = ng__progress(prog, "infer", *done, total, false);
     pthread_mutex_lock(&r.mu);
-    r.consumed = k + 1;
+    r.consumed = async && k + 1 < chunks ? k : k + 1;
     if (st != NG_OK)
       r.stop = true;
     pthread_cond_broadcast(&r.cv);
