@@ -20,9 +20,9 @@
 # machine (device cuda); 1 M nodes within 60 s on the 2-core machine (device cpu).
 #
 # Usage: eval/bench_infer.sh [nodes [device [mode [cache_ratio [chunk [data_dir]]]]]]
-#   defaults: 20000000 cuda hybrid 0.05 4096, and a temporary folder under ${TMPDIR:-/tmp} for
-#   the dataset, removed afterwards (a data_dir you name is generated once and kept: later runs
-#   reuse it). mode: any of train's --mode (zerocopy reads cold rows by zero-copy, baseline
+#   defaults: 20000000 cuda hybrid 0.05 0 (chunk 0: embed's default, chosen per layer), and a
+#   temporary folder under ${TMPDIR:-/tmp} for the dataset, removed afterwards (a data_dir you
+#   name is generated once and kept: later runs reuse it). mode: any of train's --mode (zerocopy reads cold rows by zero-copy, baseline
 #   batches them); on cpu use mode cpu and cache_ratio -1.
 # The binary: $NEARGNN, else build/default/neargnn, else the first build/*/neargnn.
 set -euo pipefail
@@ -31,7 +31,7 @@ NODES=${1:-20000000}
 DEVICE=${2:-cuda}
 MODE=${3:-hybrid}
 RATIO=${4:-0.05}
-CHUNK=${5:-4096}
+CHUNK=${5:-0}
 DATA=${6:-}
 HIDDEN=256
 

@@ -667,8 +667,8 @@ typedef struct {
   /// docs/scheduler.md), 1 to NG_READY_WINDOW_MAX; 0 (the default) = 4 x workers, at least 4.
   /// A wider window lets the workers go on while the device waits for a late package or the
   /// trainer works between two epochs, and the device catch up afterwards. Each worker owns
-  /// lookahead + max(2, ceil(window / workers)) pinned staging slots, each as large as 1.25 x
-  /// the largest package: 7 per worker by default. Ignored without worker threads (workers -1).
+  /// lookahead + max(2, ceil(window / workers)) pinned staging slots, each as large as 1 + 1/16
+  /// x the largest package once used: 7 per worker by default. Ignored without worker threads (workers -1).
   int ready_window;
   ng_precision precision; ///< GEMM arithmetic and feature storage (default FP32)
   /// Time every op of the device step with device events on one iteration in this many, from
