@@ -26,19 +26,23 @@
 /// What inference reads: the model on its backend, the graph, the host's feature table and the
 /// feature store whose hot rows are in device memory. Everything is borrowed.
 typedef struct {
-  ng_model_exec *ex;       ///< the model and its parameters on the backend
-  const ng_csr *graph;     ///< row v = the neighbours v aggregates from
-  const float *features;   ///< the host's table [nodes, in_dim] (the trainer's, maybe normalised)
-  const ng_store *store;   ///< hot rows [0, store->hot) in backend memory; cold rows via host_dev
-                           ///< (zero-copy) when registered, else gathered on the host; may be NULL
-  int threads;             ///< host threads: beside a GPU, threads - 1 producers sample and
-                           ///< gather chunks in parallel; OpenMP threads of the rest
-  int64_t chunk;           ///< destinations per chunk (0: chosen per layer, see runtime/infer.c)
-  int64_t host_bytes;      ///< see NG_INFER_HOST_BYTES_DEFAULT; < 0: every intermediate in a file
-  const char *temp_dir;    ///< folder of the temporary files (NULL: $TMPDIR, else /tmp)
-  int64_t device_bytes;    ///< device memory for the cold input rows and intermediate layers
-                           ///< kept resident (0: what is free less a margin; < 0: none)
-  int producers;           ///< producer threads (0: by the backend, see runtime/infer.c)
+  ng_model_exec *ex;     ///< the model and its parameters on the backend
+  const ng_csr *graph;   ///< row v = the neighbours v aggregates from
+  const float *features; ///< the host's table [nodes, in_dim] (the trainer's, maybe normalised)
+  const ng_store *store; ///< hot rows [0, store->hot) in backend memory; cold rows via host_dev
+                         ///< (zero-copy) when registered, else gathered on the host; may be NULL
+  int threads;           ///< host threads: beside a GPU, threads - 1 producers sample and
+                         ///< gather chunks in parallel; OpenMP threads of the rest
+  int64_t chunk;         ///< destinations per chunk (0: chosen per layer, see runtime/infer.c)
+  int64_t host_bytes;    ///< see NG_INFER_HOST_BYTES_DEFAULT; < 0: every intermediate in a file
+  const char *temp_dir;  ///< folder of the temporary files (NULL: $TMPDIR, else /tmp)
+  int64_t device_bytes;  ///< device memory for the cold input rows and intermediate layers
+                         ///< kept resident (0: what is free less a margin; < 0: none)
+  int producers;         ///< producer threads (0: by the backend, see runtime/infer.c)
+  /// A host-memory backend sized by the OpenMP default (no thread count given): each layer
+  /// times a few chunks with every thread and with one, and computes the others with the
+  /// faster (runtime/infer.c, adapt_team). The bits do not depend on it.
+  bool adapt_threads;
   bool device_paths;       ///< tests: a host-memory backend takes the device paths (staging,
                            ///< uploads, resident layers), whose ops it also has
   ng_progress_fn progress; ///< optional; phase "infer", in destination rows over all layers

@@ -1139,6 +1139,7 @@ static ng_infer_ctx infer_ctx(ng_trainer_t t, const ng_infer_opts *io) {
       .features_bf16 = t->bf16.rows,
       .store = &t->store,
       .threads = omp_threads(&t->opts),
+      .adapt_threads = t->opts.threads == 0 && t->be->iface->host_memory,
       .chunk = io && io->chunk > 0 ? io->chunk : t->opts.eval_chunk,
       .host_bytes = io && io->host_bytes != 0       ? io->host_bytes
                     : t->opts.infer_host_bytes != 0 ? t->opts.infer_host_bytes

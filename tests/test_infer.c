@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -330,6 +331,7 @@ static void test_auto_chunk(void) {
   model_open(&cm, m, 5);
   const size_t bytes = (size_t)nodes * (size_t)classes * sizeof(float);
   float *want = ng_test_xmalloc(bytes), *got = ng_test_xmalloc(bytes);
+  const int threads0 = omp_get_max_threads();
   ng_infer_ctx c = ctx_of(&cm, ds, 700, NG_INFER_HOST_BYTES_DEFAULT);
   ng_infer_stats s;
   EXPECT_OK(ng__infer(want, &c, 2, NULL, nodes, &s));
@@ -358,6 +360,15 @@ static void test_auto_chunk(void) {
     if (memcmp(want, got, bytes) != 0)
       ng_test_fail(__FILE__, __LINE__, "case %zu: bits differ from chunks of 700", k);
   }
+  /* The CPU backend's team adapted per chunk (probes with two threads and with one): the bits
+   * stay. Chunks of 97: several probe cycles a layer. */
+  c = ctx_of(&cm, ds, 97, NG_INFER_HOST_BYTES_DEFAULT);
+  c.adapt_threads = true;
+  for (int64_t i = 0; i < nodes * classes; i++)
+    got[i] = NAN;
+  EXPECT_OK(ng__infer(got, &c, 2, NULL, nodes, &s));
+  EXPECT_TRUE(memcmp(want, got, bytes) == 0);
+  EXPECT_EQ_I(omp_get_max_threads(), threads0); /* restored */
   /* A given chunk is kept whatever the paths. */
   c = ctx_of(&cm, ds, 3000, NG_INFER_HOST_BYTES_DEFAULT);
   c.device_paths = true;
