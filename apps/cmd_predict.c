@@ -40,8 +40,9 @@ typedef struct {
       CLI_OPT_STRING("device", &(c)->device, "DEV", "cpu, or cuda in a build with the CUDA "       \
                      "backend"),                                                                   \
       CLI_OPT_INT("threads", &(c)->threads, "T", 0, 4096, "CPU threads; 0 = OMP_NUM_THREADS or all"),\
-      CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 1, INT32_MAX,                               \
-                  "nodes per chunk of layer-wise full-neighbour inference"),                       \
+      CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 0, INT32_MAX / 2,                           \
+                  "nodes per chunk of layer-wise full-neighbour inference; 0 = per layer "         \
+                  "(docs/inference.md)"),                                                          \
       CLI_OPT_PROGRESS(&(c)->progress)
 // clang-format on
 
@@ -122,7 +123,7 @@ static int write_text(const char *path, const char *text) {
 /* ---- evaluate ---- */
 
 int cmd_evaluate(int argc, char **argv) {
-  infer_cfg c = {.device = "cpu", .eval_chunk = 4096};
+  infer_cfg c = {.device = "cpu", .eval_chunk = 0};
   const char *json = NULL;
   cli_opt opts[] = {
       INFER_OPTS(&c),
@@ -325,7 +326,7 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 int cmd_predict(int argc, char **argv) {
-  infer_cfg c = {.device = "cpu", .eval_chunk = 4096};
+  infer_cfg c = {.device = "cpu", .eval_chunk = 0};
   int split = 2; /* test */
   const char *nodes_text = NULL, *out = NULL, *out_ids = NULL;
   int logits = 0;

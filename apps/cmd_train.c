@@ -793,8 +793,9 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                     "memory-mapped temporary file; 0 = 1G"),                                       \
       CLI_OPT_STRING("temp-dir", &(c)->temp_dir, "DIR",                                            \
                      "folder of inference's temporary files (default $TMPDIR or /tmp)"),           \
-      CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 1, INT32_MAX / 2,                           \
-                  "nodes per chunk in layer-wise full-neighbour inference"),                       \
+      CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 0, INT32_MAX / 2,                           \
+                  "nodes per chunk in layer-wise full-neighbour inference; 0 = per layer: "        \
+                  "65536 where the GPU reads the layer's input rows itself, else 4096"),           \
       CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
                     "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
                     "auto"),                                                                       \
@@ -1026,10 +1027,12 @@ static void embed_report(FILE *f, const ng_infer_report *r) {
           (int)r->producers, (int)r->slots, (double)r->device_bytes / 1e9, r->upload_seconds);
   for (int l = 0; l < r->layers && l < NG_INFER_REPORT_LAYERS; l++)
     fprintf(f,
-            "neargnn embed: layer %d: %" PRId64 " rows in %.2f s (host %.2f s over the producers, "
-            "device thread computing %.2f s, waiting %.2f s)\n",
-            l, r->rows[l], r->seconds[l], r->host_seconds[l], r->device_seconds[l],
+            "neargnn embed: layer %d: %" PRId64 " rows in %.2f s, chunks of %" PRId64
+            " (host %.2f s over the producers, device thread computing %.2f s, waiting %.2f s)\n",
+            l, r->rows[l], r->seconds[l], r->chunk[l], r->host_seconds[l], r->device_seconds[l],
             r->wait_seconds[l]);
+  fprintf(f, "neargnn embed: output written back to disk in %.2f s after the last layer\n",
+          r->write_seconds);
 }
 
 static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t n, double secs) {
@@ -1041,15 +1044,15 @@ static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t 
   fprintf(f,
           "{\"nodes\": %" PRId64 ", \"seconds\": %.6f, \"producers\": %d, \"slots\": %d, "
           "\"device_bytes\": %" PRId64 ", \"file_bytes\": %" PRId64
-          ", \"upload_seconds\": %.6f, \"layers\": [",
+          ", \"upload_seconds\": %.6f, \"write_seconds\": %.6f, \"layers\": [",
           n, secs, (int)r->producers, (int)r->slots, r->device_bytes, r->file_bytes,
-          r->upload_seconds);
+          r->upload_seconds, r->write_seconds);
   for (int l = 0; l < r->layers && l < NG_INFER_REPORT_LAYERS; l++)
     fprintf(f,
-            "%s{\"rows\": %" PRId64 ", \"seconds\": %.6f, \"host_seconds\": %.6f, "
-            "\"device_seconds\": %.6f, \"wait_seconds\": %.6f}",
-            l ? ", " : "", r->rows[l], r->seconds[l], r->host_seconds[l], r->device_seconds[l],
-            r->wait_seconds[l]);
+            "%s{\"rows\": %" PRId64 ", \"chunk\": %" PRId64 ", \"seconds\": %.6f, "
+            "\"host_seconds\": %.6f, \"device_seconds\": %.6f, \"wait_seconds\": %.6f}",
+            l ? ", " : "", r->rows[l], r->chunk[l], r->seconds[l], r->host_seconds[l],
+            r->device_seconds[l], r->wait_seconds[l]);
   fprintf(f, "]}\n");
   return fclose(f) == 0 ? NG_OK : NG_ERR_IO;
 }

@@ -223,6 +223,7 @@ static ng_status front_copy_h2d_async(ng_backend *be, void *dst, const void *hos
   }
 NG_FRONT_SLOT(wait_copy)
 NG_FRONT_SLOT(mark)
+NG_FRONT_SLOT(wait_mark)
 NG_FRONT_SLOT(copy_ops_begin)
 NG_FRONT_SLOT(copy_ops_end)
 
@@ -632,6 +633,7 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
   X(copy_h2d_async)                                                                                \
   X(wait_copy)                                                                                     \
   X(mark)                                                                                          \
+  X(wait_mark)                                                                                     \
   X(copy_ops_begin)                                                                                \
   X(copy_ops_end)                                                                                  \
   X(fill)                                                                                          \

@@ -206,6 +206,11 @@ struct ng_backend_i {
   ng_status (*wait_copy)(ng_backend *be, int slot);
   /// Records mark `k` (0 <= k < NG_BACKEND_MARKS) after every op queued so far.
   ng_status (*mark)(ng_backend *be, int k);
+  /// Optional: waits on the host until the ops queued before the last mark(be, k) have run (and
+  /// the copies they waited for have landed), without waiting for the ops queued after it: the
+  /// host may then reuse what those ops read, while the device goes on. Nothing to wait for when
+  /// mark k was never recorded.
+  ng_status (*wait_mark)(ng_backend *be, int k);
   /// Between copy_ops_begin(be, slot) and copy_ops_end(be, slot), ops are queued behind the
   /// last copy_h2d_async of `slot` on that slot's copy queue instead of the ops' queue, and
   /// wait_copy(be, slot) then waits for them too: work that only reads the copied data and host

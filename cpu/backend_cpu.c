@@ -110,8 +110,8 @@ static ng_status cpu_copy_h2d_async(ng_backend *be, void *dst, const void *host_
 }
 
 /* Ops run at once here, so copies are done when they return and the copy-engine queue is the
- * ops' queue: waiting for a copy, marks and copy ops (wait_copy, mark, copy_ops_begin/end) have
- * nothing to do. */
+ * ops' queue: waiting for a copy, marks and copy ops (wait_copy, mark, wait_mark,
+ * copy_ops_begin/end) have nothing to do. */
 static ng_status cpu_queue_nop(ng_backend *be, int slot) {
   (void)be, (void)slot;
   return NG_OK;
@@ -887,6 +887,7 @@ static const struct ng_backend_i CPU_IFACE = {
     .copy_h2d_async = cpu_copy_h2d_async,
     .wait_copy = cpu_queue_nop,
     .mark = cpu_queue_nop,
+    .wait_mark = cpu_queue_nop,
     .copy_ops_begin = cpu_queue_nop,
     .copy_ops_end = cpu_queue_nop,
     .copy_d2h = cpu_copy_d2h,

@@ -6,7 +6,7 @@
 #   bench_infer nodes=N device=D mode=M cache_ratio=R hidden=H chunk=C infer_s=S nodes_per_s=X
 #               rows_per_s=Y peak_rss_bytes=B train_peak_rss_bytes=B estimate_bytes=B
 #               producers=P device_bytes=B upload_s=S layer_s=a,b,c host_s=a,b,c device_s=a,b,c
-#               wait_s=a,b,c
+#               wait_s=a,b,c chunks=a,b,c write_s=S
 #
 # The per-layer figures come from `embed --json` (docs/inference.md, "Where the time goes"):
 # host_s is the producers' busy time summed over threads, device_s and wait_s the device
@@ -20,9 +20,9 @@
 # machine (device cuda); 1 M nodes within 60 s on the 2-core machine (device cpu).
 #
 # Usage: eval/bench_infer.sh [nodes [device [mode [cache_ratio [chunk [data_dir]]]]]]
-#   defaults: 20000000 cuda hybrid 0.05 4096, and a temporary folder under ${TMPDIR:-/tmp} for
-#   the dataset, removed afterwards (a data_dir you name is generated once and kept: later runs
-#   reuse it). mode: any of train's --mode (zerocopy reads cold rows by zero-copy, baseline
+#   defaults: 20000000 cuda hybrid 0.05 0 (chunk 0: embed's default, chosen per layer), and a
+#   temporary folder under ${TMPDIR:-/tmp} for the dataset, removed afterwards (a data_dir you
+#   name is generated once and kept: later runs reuse it). mode: any of train's --mode (zerocopy reads cold rows by zero-copy, baseline
 #   batches them); on cpu use mode cpu and cache_ratio -1.
 # The binary: $NEARGNN, else build/default/neargnn, else the first build/*/neargnn.
 set -euo pipefail
@@ -31,7 +31,7 @@ NODES=${1:-20000000}
 DEVICE=${2:-cuda}
 MODE=${3:-hybrid}
 RATIO=${4:-0.05}
-CHUNK=${5:-4096}
+CHUNK=${5:-0}
 DATA=${6:-}
 HIDDEN=256
 
@@ -91,5 +91,6 @@ print(f"bench_infer nodes={n} device={device} mode={mode} cache_ratio={ratio} hi
       f"estimate_bytes={int(mem['host_total'])} producers={rep['producers']} "
       f"device_bytes={rep['device_bytes']} upload_s={rep['upload_seconds']:.2f} "
       f"layer_s={per('seconds')} host_s={per('host_seconds')} device_s={per('device_seconds')} "
-      f"wait_s={per('wait_seconds')}")
+      f"wait_s={per('wait_seconds')} chunks={','.join(str(l.get('chunk', 0)) for l in rep['layers'])} "
+      f"write_s={rep.get('write_seconds', 0):.2f}")
 PY

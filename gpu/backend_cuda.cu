@@ -163,6 +163,12 @@ ng_status cuda_mark(ng_backend *be, int k) {
   return NG_OK;
 }
 
+ng_status cuda_wait_mark(ng_backend *be, int k) {
+  NG_CHECK(use(be, "wait_mark"));
+  CU_CHECK("wait_mark", cudaEventSynchronize(ctx_of(be)->marks[k]));
+  return NG_OK;
+}
+
 ng_status cuda_event_record(ng_backend *be, int k) {
   NG_CHECK(use(be, "event_record"));
   cuda_ctx *c = ctx_of(be);
@@ -352,6 +358,7 @@ ng_backend_i make_iface() {
   t.copy_h2d_async = cuda_copy_h2d_async;
   t.wait_copy = cuda_wait_copy;
   t.mark = cuda_mark;
+  t.wait_mark = cuda_wait_mark;
   t.copy_ops_begin = cuda_copy_ops_begin;
   t.copy_ops_end = cuda_copy_ops_end;
   t.copy_d2h = cuda_copy_d2h;

@@ -618,7 +618,8 @@ ng_status copy_out(ng_backend *be, sampler_lane *f, const ng_minibatch *d, ng_mi
     cuda_host_free(be, *host);
     *host = NULL;
     *host_cap = 0;
-    const size_t cap = NG_MAX(total + total / 4, (size_t)1 << 20);
+    /* Pinned, hence resident: a sixteenth of room, as the staging slots (sched/pipeline.c). */
+    const size_t cap = NG_MAX(total + total / 16, (size_t)1 << 20);
     NG_CHECK(cuda_host_alloc(be, host, cap));
     *host_cap = cap;
   }

@@ -630,16 +630,18 @@ typedef enum {
 } ng_sampler_kind;
 
 typedef struct {
-  size_t size;             ///< sizeof(ng_train_opts)
-  int64_t batch;           ///< target nodes per mini-batch; 0 = the whole training split at once
-  double lr;               ///< learning rate
-  ng_optimizer optimizer;  ///< Adam (default) or SGD
-  double momentum;         ///< SGD momentum
-  uint64_t seed;           ///< everything random derives from it (init, shuffles, samples, dropout)
-  int threads;             ///< CPU threads (0: the OpenMP default); results do not depend on it
-  const char *device;      ///< "cpu" (default); "cuda" when built with the CUDA backend
-  ng_normalize normalize;  ///< feature normalisation (applied to a copy of the features)
-  int64_t eval_chunk;      ///< nodes per chunk in layer-wise full-neighbour inference
+  size_t size;            ///< sizeof(ng_train_opts)
+  int64_t batch;          ///< target nodes per mini-batch; 0 = the whole training split at once
+  double lr;              ///< learning rate
+  ng_optimizer optimizer; ///< Adam (default) or SGD
+  double momentum;        ///< SGD momentum
+  uint64_t seed;          ///< everything random derives from it (init, shuffles, samples, dropout)
+  int threads;            ///< CPU threads (0: the OpenMP default); results do not depend on it
+  const char *device;     ///< "cpu" (default); "cuda" when built with the CUDA backend
+  ng_normalize normalize; ///< feature normalisation (applied to a copy of the features)
+  /// Nodes per chunk in layer-wise full-neighbour inference; 0 (the default): per layer, 65536
+  /// where a GPU reads the layer's input rows itself, else 4096 (docs/inference.md).
+  int64_t eval_chunk;
   ng_progress_fn progress; ///< optional; phases "train" (iterations) and "eval" (nodes)
   void *progress_ctx;
   ng_mode mode; ///< who fetches cold rows and how (docs/scheduler.md)
@@ -683,8 +685,8 @@ typedef struct {
   /// docs/scheduler.md), 1 to NG_READY_WINDOW_MAX; 0 (the default) = 4 x workers, at least 4.
   /// A wider window lets the workers go on while the device waits for a late package or the
   /// trainer works between two epochs, and the device catch up afterwards. Each worker owns
-  /// lookahead + max(2, ceil(window / workers)) pinned staging slots, each as large as 1.25 x
-  /// the largest package: 7 per worker by default. Ignored without worker threads (workers -1).
+  /// lookahead + max(2, ceil(window / workers)) pinned staging slots, each as large as 1 + 1/16
+  /// x the largest package once used: 7 per worker by default. Ignored without worker threads (workers -1).
   int ready_window;
   ng_precision precision; ///< GEMM arithmetic and feature storage (default FP32)
   /// Time every op of the device step with device events on one iteration in this many, from
@@ -719,10 +721,10 @@ typedef struct {
 #define NG_READY_WINDOW_MAX 1024
 #define NG_TRAIN_OPTS_INIT                                                                         \
   {                                                                                                \
-    sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE,     \
-        4096, NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL,     \
-        NULL, 1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25, 0, \
-        0, NULL, NULL, NG_CACHE_REPLICATED, NULL                                                   \
+    sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE, 0,  \
+        NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL, NULL,     \
+        1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25, 0, 0,    \
+        NULL, NULL, NG_CACHE_REPLICATED, NULL                                                      \
   }
 
 /// What one epoch did.
@@ -816,15 +818,19 @@ typedef struct {
   double upload_seconds; ///< uploading the cold input rows once (part of seconds[0])
   int64_t device_bytes;  ///< device memory held for resident input rows and layer outputs
   int64_t file_bytes;    ///< layer outputs that lived in temporary files
+  int64_t chunk[NG_INFER_REPORT_LAYERS]; ///< destinations per chunk per layer (docs/inference.md)
+  /// ng_trainer_embed_npy: seconds writing the output file back to disk after the last layer
+  /// (most of it is written back while the last layer runs); 0 otherwise.
+  double write_seconds;
 } ng_infer_report;
 #define NG_INFER_REPORT_INIT                                                                       \
-  { sizeof(ng_infer_report), 0, 0, 0, {0}, {0}, {0}, {0}, {0}, 0.0, 0, 0 }
+  { sizeof(ng_infer_report), 0, 0, 0, {0}, {0}, {0}, {0}, {0}, 0.0, 0, 0, {0}, 0.0 }
 
 /// Options of ng_trainer_embed().
 typedef struct {
   size_t size;   ///< sizeof(ng_infer_opts)
   int32_t layer; ///< whose output: 0 = the input layer's, ...; -1 (the default) = the last (logits)
-  int64_t chunk; ///< destinations per chunk (0: the trainer's eval_chunk)
+  int64_t chunk; ///< destinations per chunk (0: the trainer's eval_chunk, whose 0 is per layer)
   int64_t host_bytes;      ///< as ng_train_opts.infer_host_bytes (0: the trainer's)
   const char *temp_dir;    ///< as ng_train_opts.temp_dir (borrowed; NULL: the trainer's)
   ng_progress_fn progress; ///< optional; phase "infer", in rows over every layer computed

@@ -2,12 +2,15 @@
  * (include/neargnn.h). */
 #include "dataset_impl.h"
 #include "npy_impl.h"
+#include "trainer_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 ng_status ng_node_list_load(int64_t **out, int64_t *n, const char *path) {
@@ -106,6 +109,39 @@ ng_status ng_dataset_ids_of(int64_t *out, const int64_t *ids, int64_t n, ng_data
   return NG_OK;
 }
 
+/* The output file goes to disk while the last layer writes it: every WRITEBACK_BYTES of rows
+ * written, their pages are handed to the disk (sync_file_range, which does not wait for the
+ * write) and dropped from the process's mapping (the page cache keeps and writes them, as for
+ * inference's temporary files), so that the msync after the last layer waits for the tail only
+ * and the output does not add to the peak RSS. */
+#define WRITEBACK_BYTES ((size_t)64 << 20)
+
+typedef struct {
+  int fd;        /* the output file, -1: none (nothing is handed early) */
+  char *data;    /* the mapped array, at byte `offset` of the file */
+  size_t offset; /* of the array in the file */
+  size_t row;    /* bytes of a row */
+  size_t from;   /* bytes of the array handed to the disk so far */
+} writeback;
+
+static void rows_written(void *ctx, int64_t first, int64_t n) {
+  writeback *w = ctx;
+  const size_t upto = (size_t)(first + n) * w->row;
+  if (w->fd < 0 || upto < w->from + WRITEBACK_BYTES)
+    return;
+#ifdef SYNC_FILE_RANGE_WRITE
+  (void)sync_file_range(w->fd, (off_t)(w->offset + w->from), (off_t)(upto - w->from),
+                        SYNC_FILE_RANGE_WRITE);
+#endif
+  /* The whole pages of the range: the mapping starts on a page, the array `offset` into it. */
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const size_t lo = (w->offset + w->from + page - 1) / page * page,
+               hi = (w->offset + upto) / page * page;
+  if (hi > lo)
+    (void)madvise(w->data - w->offset + lo, hi - lo, MADV_DONTNEED);
+  w->from = upto;
+}
+
 ng_status ng_trainer_embed_npy(const char *path, ng_trainer_t trainer, const int64_t *nodes,
                                int64_t n, const ng_infer_opts *opts) {
   if (!path)
@@ -119,9 +155,18 @@ ng_status ng_trainer_embed_npy(const char *path, ng_trainer_t trainer, const int
   const int64_t shape[2] = {n, dim};
   ng_npy a;
   NG_CHECK(ng__npy_create(&a, tmp, NG_DTYPE_F32, 2, shape));
-  ng_status st = ng_trainer_embed(a.data, trainer, nodes, n, opts);
+  writeback w = {.fd = nodes ? -1 : open(tmp, O_RDWR | O_CLOEXEC),
+                 .data = a.data,
+                 .offset = (size_t)((char *)a.data - (char *)a.map),
+                 .row = (size_t)dim * sizeof(float)};
+  ng_status st = ng__trainer_embed(a.data, trainer, nodes, n, opts, rows_written, &w);
+  const double t0 = ng__now();
   if (st == NG_OK)
     st = ng__npy_sync(&a, tmp);
+  if (st == NG_OK && opts && opts->report && opts->report->size >= sizeof *opts->report)
+    opts->report->write_seconds = ng__now() - t0;
+  if (w.fd >= 0)
+    close(w.fd);
   ng__npy_close(&a);
   if (st == NG_OK && rename(tmp, path) != 0)
     st = ng__err(NG_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,7 +215,9 @@ typedef struct {
   float *out_dev;          /* the output in device memory (NULL: the host's dst) */
   const uint16_t *input16; /* layer 0 of a bf16 run: the bf16 table, read instead of input */
   int64_t in_dim;
-  layer_buf *in_buf; /* the input's buffer when it is a previous layer's host output */
+  layer_buf *in_buf;  /* the input's buffer when it is a previous layer's host output */
+  int64_t chunk;      /* destinations per chunk (infer_chunk) */
+  bool out_rows_done; /* the chunks write the caller's `out`: tell c->rows_done */
 } layer_job;
 
 /* Bytes of the block arrays in `pack`, each aligned. */
@@ -383,13 +386,17 @@ static ng_status produce(layer_job *j, slot *s) {
   return NG_OK;
 }
 
-/* Device memory of the chunk computation, grown and reused. */
+/* Device memory of the chunk computation, grown and reused. With asynchronous uploads the
+ * block of chunk k goes to pk[k % 2] (copy slot and mark k % 2), the others are used in order on
+ * the device's queue. */
 typedef struct {
-  void *pack, *rows, *x, *out;
-  size_t pack_cap, rows_cap, x_cap, out_cap;
+  void *pack, *rows, *x, *out, *pk[2];
+  size_t pack_cap, rows_cap, x_cap, out_cap, pk_cap[2];
 } dev_bufs;
 
 static void dev_free(ng_backend *be, dev_bufs *d) {
+  be->iface->free(be, d->pk[0]);
+  be->iface->free(be, d->pk[1]);
   be->iface->free(be, d->pack);
   be->iface->free(be, d->rows);
   be->iface->free(be, d->x);
@@ -397,9 +404,22 @@ static void dev_free(ng_backend *be, dev_bufs *d) {
   memset(d, 0, sizeof *d);
 }
 
+/* Whether chunks upload their blocks asynchronously (the backend can wait for a mark): chunk k's
+ * copy runs on copy slot k % 2 while the device still computes chunk k - 1, and the calling
+ * thread does not wait for either; it waits only for chunk k - 1 to finish before its staging
+ * slot goes back to the producers (run_layer). Synchronous, each chunk's upload waited for the
+ * device to finish the chunk before it, and the device then idled through the copy and the
+ * first launches. */
+static bool async_upload(const ng_infer_ctx *c, const ng_backend *be) {
+  return !host_paths(c, be) && be->iface->wait_mark && be->iface->copy_h2d_async &&
+         be->iface->wait_copy && be->iface->mark;
+}
+
 /* Computes a produced chunk on the device into `out` (host rows [n, out_dim]) or into the rows
- * [first, first + n) of j->out_dev. */
-static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
+ * [first, first + n) of j->out_dev. `par` >= 0: the chunk's block is uploaded asynchronously
+ * into device buffer `par` on copy slot `par`, and mark `par` is recorded after the ops that read
+ * it (async_upload); -1: a synchronous upload. */
+static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out, int par) {
   ng_backend *be = j->be;
   ng_model_exec *ex = j->c->ex;
   const ng_block *hb = &s->mb.blocks[0];
@@ -409,9 +429,19 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   if (host_paths(j->c, be))
     return ng__exec_layer_eval(ex, j->layer, hb, s->rows.ptr, out);
   const size_t row_bytes = (size_t)dim * sizeof(float);
-  NG_CHECK(ng__bk_reserve(be, &d->pack, &d->pack_cap, s->pack_bytes));
-  NG_CHECK(be->iface->copy_h2d(be, d->pack, s->pack.ptr, s->pack_bytes));
-  char *p = d->pack;
+  char *p;
+  if (par >= 0) {
+    /* A buffer that grows is freed first, which waits for the device: the ops before mark
+     * `par`, which read it, are done. */
+    NG_CHECK(ng__bk_reserve(be, &d->pk[par], &d->pk_cap[par], s->pack_bytes));
+    NG_CHECK(be->iface->copy_h2d_async(be, d->pk[par], s->pack.ptr, s->pack_bytes, par));
+    NG_CHECK(be->iface->wait_copy(be, par));
+    p = d->pk[par];
+  } else {
+    NG_CHECK(ng__bk_reserve(be, &d->pack, &d->pack_cap, s->pack_bytes));
+    NG_CHECK(be->iface->copy_h2d(be, d->pack, s->pack.ptr, s->pack_bytes));
+    p = d->pack;
+  }
   ng_block db = *hb;
   db.indptr = (const int32_t *)(p + s->off_arrays[0]);
   db.indices = (const int32_t *)(p + s->off_arrays[1]);
@@ -458,6 +488,8 @@ static ng_status compute(layer_job *j, slot *s, dev_bufs *d, float *out) {
   const size_t out_bytes = (size_t)s->n * (size_t)out_dim * sizeof(float);
   NG_CHECK(ng__bk_reserve(be, &d->out, &d->out_cap, NG_MAX(out_bytes, (size_t)1)));
   NG_CHECK(ng__exec_layer_eval(ex, j->layer, &db, x, d->out));
+  if (par >= 0)
+    NG_CHECK(be->iface->mark(be, par)); /* every op that reads pk[par] is queued */
   /* Through d->out, whose alignment is the allocator's, so that the products run on the same
    * kernels (hence bits) whatever the chunk's offset in the layer. */
   if (j->out_dev)
@@ -589,13 +621,51 @@ static ng_status producers_start(ng_pool **out, layer_run *r, int n, ng_backend 
   return ng__pool_start(out, &po, producer_main, r);
 }
 
+/* The CPU backend's team for a layer's chunks (ng_infer_ctx.adapt_threads). Each parallel region
+ * of the computation (a GEMM, an aggregation: several per tile of 1024 rows) waits at its end for
+ * every thread of the team, so that on cores shared with other processes each region lasts until
+ * the last of its threads has been scheduled: a 1 M-node, 3-layer run took 216 s with two threads
+ * on the 2-core machine at load 18, 44 s with one. Every ADAPT_CYCLE chunks, the first
+ * ADAPT_PROBE are computed with every thread and the next ADAPT_PROBE with one; the rest of the
+ * cycle takes the team with the better rate (destinations and edges a second). An idle machine
+ * loses the probes' difference, about 2%. */
+#define ADAPT_CYCLE 64
+#define ADAPT_PROBE 2
+
+typedef struct {
+  bool on;
+  int most, best;    /* every thread; the team the cycle's probes chose */
+  double s[2], w[2]; /* the probes' seconds and work: every thread, one */
+} adapt_team;
+
+/* Sets the team of chunk k and returns which probe it is (0: every thread, 1: one; -1: none). */
+static int adapt_begin(adapt_team *a, int64_t k) {
+  if (!a->on)
+    return -1;
+  const int64_t pos = k % ADAPT_CYCLE;
+  if (pos == 0)
+    a->s[0] = a->s[1] = a->w[0] = a->w[1] = 0.0;
+  const int probe = pos < ADAPT_PROBE ? 0 : pos < 2 * ADAPT_PROBE ? 1 : -1;
+  omp_set_num_threads(probe == 0 ? a->most : probe == 1 ? 1 : a->best);
+  return probe;
+}
+
+static void adapt_end(adapt_team *a, int64_t k, int probe, double secs, double work) {
+  if (probe < 0)
+    return;
+  a->s[probe] += secs;
+  a->w[probe] += work;
+  if (k % ADAPT_CYCLE == 2 * ADAPT_PROBE - 1)
+    a->best = a->w[1] * a->s[0] > a->w[0] * a->s[1] ? 1 : a->most;
+}
+
 /* Runs layer `j->layer` over its destination set into `dst` (host rows in the set's order) or
  * j->out_dev, with `n_prod` producers over `n_slots` slots. */
 static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *slots, int n_slots,
                            int n_prod, dev_bufs *d, ng_progress *prog, double *done, double total,
                            ng_infer_stats *stats) {
   const ng_infer_ctx *c = j->c;
-  const int64_t n = j->dst_set->n, chunk = c->chunk;
+  const int64_t n = j->dst_set->n, chunk = j->chunk;
   const int64_t out_dim = c->ex->model->layers[j->layer].out_dim;
   const int64_t chunks = (n + chunk - 1) / chunk;
   const size_t out_row = (size_t)out_dim * sizeof(float);
@@ -619,6 +689,11 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
   ng_pool *pool = NULL;
   ng_status st = producers_start(&pool, &r, n_prod, j->be);
   double wait_s = 0, dev_s = 0;
+  const bool async = async_upload(c, j->be);
+  const int team0 = omp_get_max_threads();
+  adapt_team team = {.on = c->adapt_threads && host_paths(c, j->be) && c->threads > 1,
+                     .most = c->threads,
+                     .best = c->threads};
   for (int64_t k = 0; k < chunks && st == NG_OK; k++) {
     slot *cur = &slots[k % n_slots];
     const double t0 = ng__now();
@@ -631,7 +706,15 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
     wait_s += t1 - t0;
     if (!ok)
       break; /* a producer failed: its error follows */
-    st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL);
+    const int probe = adapt_begin(&team, k);
+    st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL, async ? (int)(k % 2) : -1);
+    adapt_end(&team, k, probe, ng__now() - t1, (double)cur->n + (double)cur->mb.blocks[0].nnz);
+    /* Asynchronous: chunk k - 1's staging slot goes back once the device is done with it (its
+     * block landed), while chunk k's ops are queued behind it; chunk k's goes back next time. */
+    if (async && st == NG_OK && k > 0)
+      st = j->be->iface->wait_mark(j->be, (int)((k - 1) % 2));
+    if (async && st == NG_OK && k + 1 == chunks)
+      st = j->be->iface->wait_mark(j->be, (int)(k % 2));
     dev_s += ng__now() - t1;
     if (stats) {
       stats->chunks++;
@@ -642,6 +725,8 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
     }
     if (dst_buf && st == NG_OK)
       buf_trim(dst_buf, &dst_buf->dropped_at, (size_t)cur->n * out_row, c->host_bytes);
+    if (j->out_rows_done && st == NG_OK)
+      c->rows_done(c->rows_done_ctx, cur->first, cur->n);
     /* What the chunk read of a previous layer's host output: the rows its producer gathered, or
      * (the direct path, on this thread) every edge's row in place. */
     if (j->in_buf && st == NG_OK) {
@@ -653,12 +738,14 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
     if (st == NG_OK)
       st = ng__progress(prog, "infer", *done, total, false);
     pthread_mutex_lock(&r.mu);
-    r.consumed = k + 1;
+    r.consumed = async && k + 1 < chunks ? k : k + 1;
     if (st != NG_OK)
       r.stop = true;
     pthread_cond_broadcast(&r.cv);
     pthread_mutex_unlock(&r.mu);
   }
+  if (team.on)
+    omp_set_num_threads(team0);
   pthread_mutex_lock(&r.mu);
   r.stop = true; /* the normal end, or this thread's error: producers leave */
   pthread_cond_broadcast(&r.cv);
@@ -705,6 +792,46 @@ static int64_t device_budget(const ng_infer_ctx *c, ng_backend *be) {
   return NG_MAX(budget, (int64_t)0);
 }
 
+/* Destinations per chunk when the caller leaves it to inference (ng_infer_ctx.chunk 0). The host
+ * paths, and a layer whose input rows the host gathers into staging (whose pinned memory grows
+ * with the chunk), take NG_INFER_CHUNK_SMALL. A layer whose input rows the device reads itself (its
+ * hot tier, the uploaded cold rows, zero-copy, the previous layer kept resident) stages only the
+ * block and the rows' positions, so it takes chunks up to NG_INFER_CHUNK_LARGE: each chunk's upload
+ * waits for the device and its launches cost the same whatever its size, and 4,096-node chunks
+ * paid that 14,649 times for 20 M nodes x 3 layers on an H100 (17.7 s against 9.9 s with 65,536).
+ * Such a chunk is also at most the largest layer's destinations over twice the producers (they
+ * all get work, on a small graph too) and its device buffers at most a quarter of the device
+ * budget, from which they are set aside before any layer is kept resident. */
+
+/* Device bytes a chunk of `chunk` destinations of layer `l` may take at most (its input rows,
+ * the layer's workspace and output, the staged block), with `src_rows` rows in its input. Each
+ * destination brings its average degree of distinct sources, a quarter more for the skew. */
+static int64_t chunk_device_bytes(const ng_infer_ctx *c, int l, int64_t chunk, int64_t src_rows) {
+  const ng_layer *L = &c->ex->model->layers[l];
+  const ng_model_kind kind = c->ex->model->kind;
+  const double deg =
+      c->graph->nodes > 0 ? (double)c->graph->indptr[c->graph->nodes] / (double)c->graph->nodes : 0;
+  const double edges = 1.25 * (double)chunk * deg;
+  const double ns = NG_MIN((double)src_rows, (double)chunk + edges);
+  const double per_src = (double)L->in_dim + (kind == NG_MODEL_GAT ? (double)L->cols : 0.0) +
+                         (kind == NG_MODEL_SAGE_POOL ? (double)L->pre_dim : 0.0);
+  const double per_dst =
+      (double)(L->in_dim + L->out_dim) + 2.0 * (double)L->pre_dim + (double)L->heads * (1.0 + deg);
+  const double bytes = 4.0 * (ns * per_src + (double)chunk * per_dst) + 24.0 * ns + 8.0 * edges +
+                       4.0 * (double)NG_EVAL_TILE_ROWS * (double)(2 * L->in_dim + L->out_dim);
+  return bytes >= 9e18 ? INT64_MAX : (int64_t)bytes;
+}
+
+/* The large chunk for destination sets of at most `most` nodes and `n_prod` producers: a power
+ * of two in [NG_INFER_CHUNK_SMALL, NG_INFER_CHUNK_LARGE] (NG_INFER_CHUNK_SMALL: none larger helps).
+ */
+static int64_t large_chunk(int64_t most, int n_prod) {
+  int64_t ch = NG_INFER_CHUNK_SMALL;
+  while (ch < NG_INFER_CHUNK_LARGE && ch * 2 * 2 * NG_MAX(n_prod, 1) <= most)
+    ch *= 2;
+  return ch;
+}
+
 ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t *targets, int64_t n,
                     ng_infer_stats *stats) {
   ng_model_exec *ex = c->ex;
@@ -714,8 +841,10 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
   if (layer < 0 || layer >= m->n_layers)
     return ng__err(NG_ERR_INVALID_ARG, "layer %d: the model has layers 0 to %d", layer,
                    m->n_layers - 1);
-  if (c->chunk <= 0 || c->chunk > INT32_MAX / 2)
-    return ng__err(NG_ERR_INVALID_ARG, "inference chunk %lld out of range", (long long)c->chunk);
+  if (c->chunk < 0 || c->chunk > INT32_MAX / 2)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "inference chunk %lld is not in [0, %d] (0: chosen per layer)",
+                   (long long)c->chunk, INT32_MAX / 2);
   if (!targets)
     n = nodes;
   if (n < 0)
@@ -767,7 +896,23 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
   bool resident[NG_MAX_LAYERS] = {false};
   bool upload_cold = false;
   const int64_t hot = c->store ? c->store->hot : 0;
-  const int64_t budget = device_budget(c, be);
+  const int n_prod = producer_count(c, be);
+  int64_t budget = device_budget(c, be);
+  /* Large chunks (the caller chose none): their device buffers come first. */
+  int64_t large = 0;
+  if (c->chunk == 0 && budget > 0) {
+    int64_t most = 0;
+    for (int l = 0; l <= layer; l++)
+      most = NG_MAX(most, sets[l].n);
+    large = large_chunk(most, n_prod);
+    int64_t need = 0;
+    for (int l = 0; l <= layer && large > NG_INFER_CHUNK_SMALL; l++)
+      need = NG_MAX(need, chunk_device_bytes(c, l, large, l > 0 ? sets[l - 1].n : nodes));
+    if (large > NG_INFER_CHUNK_SMALL && need <= budget / 4)
+      budget -= need;
+    else
+      large = 0;
+  }
   if (budget > 0) {
     int64_t prev = 0;
     for (int l = 0; l < layer; l++) {
@@ -781,7 +926,18 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
     /* Not with bf16 features: the upload copies the fp32 table (the bf16 run reads bf16 rows). */
     upload_cold = !sets[0].ids && nodes > hot && cold_bytes + out0 <= budget && !c->features_bf16;
   }
-  const int n_prod = producer_count(c, be);
+  /* Each layer's chunk: the caller's, else large where the device reads the input rows itself
+   * (the previous layer resident; layer 0's cold rows uploaded, read by zero-copy beside a hot
+   * tier, or none), else small. */
+  int64_t chunk_of[NG_MAX_LAYERS];
+  for (int l = 0; l <= layer; l++) {
+    const bool dev_reads =
+        l > 0 ? resident[l - 1]
+              : upload_cold || hot >= nodes || (hot > 0 && c->store && ng__store_zcopy(c->store));
+    chunk_of[l] = c->chunk > 0 ? c->chunk : large && dev_reads ? large : NG_INFER_CHUNK_SMALL;
+    if (stats)
+      stats->chunk[l] = chunk_of[l];
+  }
   const int n_slots = n_prod + 2;
   slot slots[NG_INFER_MAX_SLOTS];
   memset(slots, 0, sizeof slots);
@@ -851,6 +1007,8 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
         .input16 = l == 0 ? c->features_bf16 : NULL,
         .in_dim = L->in_dim,
         .in_buf = l > 0 && !src_dev ? src_buf : NULL,
+        .chunk = chunk_of[l],
+        .out_rows_done = dst && dst == out && c->rows_done,
     };
     j.cfg.fanout[0] = -1;
     j.cfg.gcn_weights[0] = L->ag.weighted || L->ag.self_loop;
@@ -910,6 +1068,7 @@ void ng__infer_report(ng_infer_report *out, const ng_infer_stats *s, int layers)
     r.host_seconds[l] = s->host_s[l];
     r.wait_seconds[l] = s->wait_s[l];
     r.device_seconds[l] = s->device_s[l];
+    r.chunk[l] = s->chunk[l];
   }
   r.upload_seconds = s->upload_s;
   r.device_bytes = s->device_bytes;

@@ -14,6 +14,11 @@
 #define NG_INFER_HOST_BYTES_DEFAULT ((int64_t)1 << 30)
 /// Staging slots at most (chunks in flight): producers + 2.
 #define NG_INFER_MAX_SLOTS 64
+/// Destinations per chunk when the caller leaves it to inference (ng_infer_ctx.chunk 0): small on
+/// the host paths and where the host gathers a layer's input rows, large where a GPU reads them
+/// itself (runtime/infer.c says why).
+#define NG_INFER_CHUNK_SMALL 4096
+#define NG_INFER_CHUNK_LARGE 65536
 /// Device memory left free beside what inference keeps resident (plus 5% of what is free): the
 /// chunks' buffers and the model's workspace.
 #define NG_INFER_DEVICE_MARGIN ((int64_t)1 << 30)
@@ -21,19 +26,23 @@
 /// What inference reads: the model on its backend, the graph, the host's feature table and the
 /// feature store whose hot rows are in device memory. Everything is borrowed.
 typedef struct {
-  ng_model_exec *ex;       ///< the model and its parameters on the backend
-  const ng_csr *graph;     ///< row v = the neighbours v aggregates from
-  const float *features;   ///< the host's table [nodes, in_dim] (the trainer's, maybe normalised)
-  const ng_store *store;   ///< hot rows [0, store->hot) in backend memory; cold rows via host_dev
-                           ///< (zero-copy) when registered, else gathered on the host; may be NULL
-  int threads;             ///< host threads: beside a GPU, threads - 1 producers sample and
-                           ///< gather chunks in parallel; OpenMP threads of the rest
-  int64_t chunk;           ///< destinations per chunk
-  int64_t host_bytes;      ///< see NG_INFER_HOST_BYTES_DEFAULT; < 0: every intermediate in a file
-  const char *temp_dir;    ///< folder of the temporary files (NULL: $TMPDIR, else /tmp)
-  int64_t device_bytes;    ///< device memory for the cold input rows and intermediate layers
-                           ///< kept resident (0: what is free less a margin; < 0: none)
-  int producers;           ///< producer threads (0: by the backend, see runtime/infer.c)
+  ng_model_exec *ex;     ///< the model and its parameters on the backend
+  const ng_csr *graph;   ///< row v = the neighbours v aggregates from
+  const float *features; ///< the host's table [nodes, in_dim] (the trainer's, maybe normalised)
+  const ng_store *store; ///< hot rows [0, store->hot) in backend memory; cold rows via host_dev
+                         ///< (zero-copy) when registered, else gathered on the host; may be NULL
+  int threads;           ///< host threads: beside a GPU, threads - 1 producers sample and
+                         ///< gather chunks in parallel; OpenMP threads of the rest
+  int64_t chunk;         ///< destinations per chunk (0: chosen per layer, see runtime/infer.c)
+  int64_t host_bytes;    ///< see NG_INFER_HOST_BYTES_DEFAULT; < 0: every intermediate in a file
+  const char *temp_dir;  ///< folder of the temporary files (NULL: $TMPDIR, else /tmp)
+  int64_t device_bytes;  ///< device memory for the cold input rows and intermediate layers
+                         ///< kept resident (0: what is free less a margin; < 0: none)
+  int producers;         ///< producer threads (0: by the backend, see runtime/infer.c)
+  /// A host-memory backend sized by the OpenMP default (no thread count given): each layer
+  /// times a few chunks with every thread and with one, and computes the others with the
+  /// faster (runtime/infer.c, adapt_team). The bits do not depend on it.
+  bool adapt_threads;
   bool device_paths;       ///< tests: a host-memory backend takes the device paths (staging,
                            ///< uploads, resident layers), whose ops it also has
   ng_progress_fn progress; ///< optional; phase "infer", in destination rows over all layers
@@ -41,12 +50,18 @@ typedef struct {
   /// NG_PRECISION_BF16: the host's table in bf16, read (and converted to fp32 where it is read)
   /// instead of `features`, with the store's bf16 hot rows and zero-copy view; NULL: fp32.
   const uint16_t *features_bf16;
+  /// Optional: called on the calling thread once rows [first, first + n) of the caller's `out`
+  /// are written (every node in id order only: the last layer writes `out` chunk by chunk), e.g.
+  /// to start writing a mapped output file back to disk while the layer goes on.
+  void (*rows_done)(void *ctx, int64_t first, int64_t n);
+  void *rows_done_ctx;
 } ng_infer_ctx;
 
 /// Statistics of one run (for tests and the benchmark).
 typedef struct {
   int64_t rows[NG_MAX_LAYERS];    ///< destinations computed per layer (the receptive field)
   int64_t chunks;                 ///< chunks over all layers
+  int64_t chunk[NG_MAX_LAYERS];   ///< destinations per chunk per layer
   int64_t file_bytes;             ///< bytes of layer outputs that lived in temporary files
   int64_t hot_rows, cold_rows;    ///< input-layer rows read from the device's hot tier / the host
   int64_t device_bytes;           ///< device memory held for resident cold rows and layer outputs

@@ -307,10 +307,11 @@ static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model
                    (long long)model->layers[model->n_layers - 1].out_dim, (int)info->classes);
   if (info->train == 0)
     return ng__err(NG_ERR_INVALID_ARG, "dataset '%s' has no training split", info->name);
-  if (o.batch < 0 || !(o.lr > 0.0) || o.eval_chunk <= 0 || o.threads < 0 ||
-      (unsigned)o.optimizer > NG_OPTIMIZER_SGD || (unsigned)o.normalize > NG_NORMALIZE_ROW)
+  if (o.batch < 0 || !(o.lr > 0.0) || o.eval_chunk < 0 || o.eval_chunk > INT32_MAX / 2 ||
+      o.threads < 0 || (unsigned)o.optimizer > NG_OPTIMIZER_SGD ||
+      (unsigned)o.normalize > NG_NORMALIZE_ROW)
     return ng__err(NG_ERR_INVALID_ARG,
-                   "training options out of range (batch >= 0, lr > 0, eval_chunk > 0, threads "
+                   "training options out of range (batch >= 0, lr > 0, eval_chunk >= 0, threads "
                    ">= 0, known optimizer and normalisation)");
   if (o.batch > INT32_MAX / 2)
     return ng__err(NG_ERR_INVALID_ARG, "batch %lld too large", (long long)o.batch);
@@ -456,6 +457,32 @@ static ng_status setup_sampler(struct ng_trainer *t, const ng_train_opts *opts) 
   NG_CHECK(be->iface->sampler_create(be, g, FEED_LANES, &t->dev_sampler));
   t->startup.sampler_s = ng__now() - t0;
   return NG_OK;
+}
+
+/* The topology's pages, once the device sampler holds its copy: training samples on the device
+ * and never reads the host's CSR again, so that this process's resident pages of its mapping
+ * (the dataset's check at open read every one) leave the RSS (docs/memory.md): 7 GB of a
+ * 100 M-node graph. Evaluation and inference read it again from the page cache. */
+static void drop_topology(const struct ng_trainer *t) {
+  const struct ng_dataset *ds = t->ds;
+  if (!t->dev_sampler)
+    return;
+  for (int k = NG_ARR_INDPTR; k <= NG_ARR_INDICES; k++)
+    drop_pages(ds->arrays[k].data, ds->arrays[k].hdr.nbytes, ds->arrays[k].map != NULL);
+}
+
+/* The hot rows' pages of the dataset's feature mapping, once the hot tier holds them in device
+ * memory: training reads a hot row from the device only (the workers' fetch and the device's
+ * gathers take cold rows from the host), so its pages, which the upload read, leave the RSS:
+ * 2.6 GB of a 100 M-node, 128-d graph with 5% hot. The page shared with the first cold row,
+ * which registration pins, stays. */
+static void drop_hot_rows(const struct ng_trainer *t) {
+  const struct ng_dataset *ds = t->ds;
+  if (t->be->iface->host_memory || t->store.hot <= 0 || t->features != ds->features ||
+      t->opts.precision == NG_PRECISION_BF16)
+    return;
+  drop_pages(ds->features, (size_t)t->store.hot * (size_t)ds->info.feature_dim * sizeof(float),
+             features_mapped(ds));
 }
 
 /* The feature store: the hot tier's size, the table the host reads (the mapping, or a copy in
@@ -724,10 +751,11 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   e.workers = workers;
   const int window = o.ready_window > 0 ? o.ready_window : NG_MAX(4, 4 * workers);
   e.slots = workers ? o.lookahead + NG_MAX(2, (window + workers - 1) / workers) : o.lookahead + 1;
-  /* Each slot grows to 1.25 x the largest package; each worker's scratch (sampler arena, fetch
-   * buffers) holds about two packages; the device thread one more. */
+  /* Each slot grows to 1 + 1/16 x the largest package; each worker's scratch (sampler arena,
+   * fetch buffers) holds about two packages; the device thread one more. */
   const double per_worker =
-      (double)e.slots * 1.25 * (double)e.package_bytes + 2.0 * (double)e.package_bytes;
+      (double)e.slots * (1.0 + 1.0 / NG_SLOT_GROWTH_DEN) * (double)e.package_bytes +
+      2.0 * (double)e.package_bytes;
   e.staging = mem_mul(NG_MAX(workers, 1), per_worker) + e.package_bytes;
   /* Inference: two layer outputs in memory (or their trimmed file pages), two chunks of input
    * rows and blocks, and the logits of every node (predictions). */
@@ -742,15 +770,22 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   const int64_t limit = o.infer_host_bytes > 0   ? o.infer_host_bytes
                         : o.infer_host_bytes < 0 ? (int64_t)64 << 20
                                                  : NG_INFER_HOST_BYTES_DEFAULT;
-  const double chunk_rows = NG_MIN(nodes, (double)o.eval_chunk * (1.0 + avg_deg));
+  /* A chunk's input rows: its destinations and their neighbours. The host gathers them (input
+   * rows and ids) for chunks of eval_chunk, by default 4096 (NG_INFER_CHUNK_SMALL); beside a GPU
+   * that reads a layer's rows itself, the default chunk is NG_INFER_CHUNK_LARGE and its slot holds
+   * the sampler's table and block and the rows' positions, about 96 bytes a row. */
+  const double small = o.eval_chunk > 0 ? (double)o.eval_chunk : (double)NG_INFER_CHUNK_SMALL;
+  const double chunk_rows = NG_MIN(nodes, small * (1.0 + avg_deg));
+  const double large_rows =
+      cuda && o.eval_chunk == 0 ? NG_MIN(nodes, NG_INFER_CHUNK_LARGE * (1.0 + avg_deg)) : 0.0;
+  const double slot_bytes = NG_MAX(chunk_rows * ((double)widest * 4.0 + 16.0), large_rows * 96.0);
   /* Inference's staging slots: its producers (every thread but the device thread's beside a GPU,
    * one on the CPU) + 2 (runtime/infer.c). */
   const int infer_slots =
       (cuda ? NG_MAX(1, NG_MIN(omp_threads(&o) - 1, NG_INFER_MAX_SLOTS - 2)) : 1) + 2;
   e.inference =
       NG_MIN(mem_mul(nodes, (double)hidden * 4.0), limit) * (int64_t)NG_MIN(2, m->n_layers - 1) +
-      mem_mul((double)infer_slots * chunk_rows, (double)widest * 4.0 + 16.0) +
-      mem_mul(2.0 * nodes, (double)info->classes * 4.0);
+      mem_mul((double)infer_slots, slot_bytes) + mem_mul(2.0 * nodes, (double)info->classes * 4.0);
   e.allowance = MEM_ALLOWANCE;
   e.host_total = e.features + e.topology + e.staging + e.inference + e.allowance;
   if (cuda)
@@ -858,7 +893,9 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   NG_CHECK_GOTO(st, estimate_memory(&t->mem, ds, model, &o, t->be), fail);
   if (o.max_host_memory > 0 && t->mem.host_total > o.max_host_memory)
     goto too_large;
+  drop_topology(t);
   NG_CHECK_GOTO(st, setup_store(t, &o), fail);
+  drop_hot_rows(t);
   NG_CHECK_GOTO(st, setup_runtime(t, &o), fail);
   t->opts.cpuset = NULL; /* borrowed from the caller: the runtime copied what it needs */
   if (t->be->iface->warm_wait)
@@ -1185,6 +1222,7 @@ static ng_infer_ctx infer_ctx(ng_trainer_t t, const ng_infer_opts *io) {
       .features_bf16 = t->bf16.rows,
       .store = t->store.parts > 0 ? &t->store_eval : &t->store,
       .threads = omp_threads(&t->opts),
+      .adapt_threads = t->opts.threads == 0 && t->be->iface->host_memory,
       .chunk = io && io->chunk > 0 ? io->chunk : t->opts.eval_chunk,
       .host_bytes = io && io->host_bytes != 0       ? io->host_bytes
                     : t->opts.infer_host_bytes != 0 ? t->opts.infer_host_bytes
@@ -1228,6 +1266,12 @@ ng_status ng_trainer_embed_dim(int64_t *dim, ng_trainer_t t, int32_t layer) {
 
 ng_status ng_trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int64_t n,
                            const ng_infer_opts *opts) {
+  return ng__trainer_embed(out, t, nodes, n, opts, NULL, NULL);
+}
+
+ng_status ng__trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int64_t n,
+                            const ng_infer_opts *opts, void (*rows_done)(void *, int64_t, int64_t),
+                            void *rows_done_ctx) {
   NG_CHECK(trainer_check(t));
   ng_infer_opts io = NG_INFER_OPTS_INIT;
   if (opts) {
@@ -1248,7 +1292,9 @@ ng_status ng_trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, int
   /* Workers going on with the next epoch sample and fetch on every core: inference waits for
    * no one, so they stop (the next epoch starts a pool again). */
   ng__runtime_stop(t->rt);
-  const ng_infer_ctx c = infer_ctx(t, &io);
+  ng_infer_ctx c = infer_ctx(t, &io);
+  c.rows_done = rows_done;
+  c.rows_done_ctx = rows_done_ctx;
   if (io.report && io.report->size < sizeof io.report->size)
     return ng__err(NG_ERR_INVALID_ARG, "ng_infer_opts.report: initialise it with "
                                        "NG_INFER_REPORT_INIT");

@@ -78,6 +78,10 @@ typedef struct {
   int feed_lanes; ///< threads (and sampler lanes) of the sample feed; the sampler has as many
 } ng_runtime_opts;
 
+/// A staging slot that must grow takes 1 + 1 / NG_SLOT_GROWTH_DEN of the largest package seen
+/// (sched/pipeline.c; the memory estimate counts it, runtime/trainer.c).
+#define NG_SLOT_GROWTH_DEN 16
+
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.
 #define NG_LOOKAHEAD_MAX (NG_BACKEND_MARKS - 1)
 

@@ -62,6 +62,13 @@ static float *embed(ng_dataset_t ds, ng_model_t m, const char *device, ng_mode m
   io.report = &rep;
   EXPECT_OK(ng_trainer_embed(out, t, ids, n, &io));
   EXPECT_EQ_I(rep.layers, 2);
+  /* The default chunk (0): 20,000 nodes are too few for large chunks beside 2 or more producers
+   * (two chunks a producer at least), so 4096, or 8192 with one producer. */
+  if (chunk == 0 && !ids)
+    for (int l = 0; l < 2; l++)
+      EXPECT_TRUE(rep.chunk[l] == 4096 || (rep.producers == 1 && rep.chunk[l] == 8192));
+  else if (!ids)
+    EXPECT_EQ_I(rep.chunk[0], chunk);
   if (device_bytes < 0)
     EXPECT_EQ_I(rep.device_bytes, 0);
   else if (device_bytes == 0 && !ids && strcmp(device, "cuda") == 0) /* cold rows + hidden */
@@ -83,6 +90,7 @@ static void check_kind(ng_dataset_t ds, ng_model_kind kind) {
   /* Resident: the cold rows uploaded once and the hidden layer in device memory; and a budget
    * that holds the hidden layer but not the cold rows beside it. */
   float *resident = embed(ds, m, "cuda", NG_MODE_ZEROCOPY, 0.3, 999, NULL, 0, 0);
+  float *res_auto = embed(ds, m, "cuda", NG_MODE_ZEROCOPY, 0.3, 0, NULL, 0, 0);
   float *res_cold = embed(ds, m, "cuda", NG_MODE_BASELINE, 0.0, 4096, NULL, 0, 0);
   float *res_small =
       embed(ds, m, "cuda", NG_MODE_BASELINE, 0.3, 512, NULL, 0, (int64_t)NODES * HIDDEN * 4 + 64);
@@ -90,12 +98,13 @@ static void check_kind(ng_dataset_t ds, ng_model_kind kind) {
   float *sub = embed(ds, m, "cuda", NG_MODE_HYBRID, 0.3, 4096, ids, 5, -1);
   float *sub_res = embed(ds, m, "cuda", NG_MODE_HYBRID, 0.3, 100, ids, 5, 0);
   const size_t bytes = (size_t)NODES * CLASSES * sizeof(float);
-  if (cpu && all_hot && batched && zcopy && cold && sub && resident && res_cold && res_small &&
-      sub_res) {
+  if (cpu && all_hot && batched && zcopy && cold && sub && resident && res_auto && res_cold &&
+      res_small && sub_res) {
     EXPECT_TRUE(memcmp(all_hot, batched, bytes) == 0);
     EXPECT_TRUE(memcmp(all_hot, zcopy, bytes) == 0);
     EXPECT_TRUE(memcmp(all_hot, cold, bytes) == 0);
     EXPECT_TRUE(memcmp(all_hot, resident, bytes) == 0);
+    EXPECT_TRUE(memcmp(all_hot, res_auto, bytes) == 0);
     EXPECT_TRUE(memcmp(all_hot, res_cold, bytes) == 0);
     EXPECT_TRUE(memcmp(all_hot, res_small, bytes) == 0);
     EXPECT_TRUE(memcmp(sub, sub_res, 5 * CLASSES * sizeof(float)) == 0);
@@ -116,6 +125,7 @@ static void check_kind(ng_dataset_t ds, ng_model_kind kind) {
   free(zcopy);
   free(cold);
   free(resident);
+  free(res_auto);
   free(res_cold);
   free(res_small);
   free(sub);

@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -304,6 +305,84 @@ static void test_threads_and_device_paths(void) {
   ng_dataset_close(ds);
 }
 
+/* Chunk 0 (the default): per layer, large chunks where the device reads the layer's input rows
+ * itself (the cold rows uploaded, the previous layer resident), small ones on the host paths or
+ * without device memory; the bits are those of fixed small chunks on the host paths. */
+static void test_auto_chunk(void) {
+  const char *dir = ng_test_path("gen-auto-chunk");
+  ng_generate_opts g = NG_GENERATE_OPTS_INIT;
+  g.nodes = 20000;
+  g.avg_degree = 5;
+  g.feature_dim = 12;
+  g.classes = 4;
+  g.seed = 4;
+  EXPECT_OK(ng_dataset_generate(dir, &g));
+  ng_dataset_t ds = ng_test_open_ok(dir);
+  const int64_t nodes = ds->info.nodes, classes = 4;
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE, 12));
+  for (int l = 0; l < 3; l++) {
+    ng_layer_opts lo = NG_LAYER_OPTS_INIT;
+    lo.out_dim = l == 2 ? classes : 8;
+    lo.activation = l == 2 ? NG_ACT_NONE : NG_ACT_RELU;
+    EXPECT_OK(ng_model_add_layer(m, &lo));
+  }
+  cpu_model cm;
+  model_open(&cm, m, 5);
+  const size_t bytes = (size_t)nodes * (size_t)classes * sizeof(float);
+  float *want = ng_test_xmalloc(bytes), *got = ng_test_xmalloc(bytes);
+  const int threads0 = omp_get_max_threads();
+  ng_infer_ctx c = ctx_of(&cm, ds, 700, NG_INFER_HOST_BYTES_DEFAULT);
+  ng_infer_stats s;
+  EXPECT_OK(ng__infer(want, &c, 2, NULL, nodes, &s));
+  expect_reference(want, &cm, ds, 2, NULL, nodes, 1999);
+  /* device paths, device bytes, the chunk expected per layer: with one producer, 20000 nodes
+   * take 8192 (at least two chunks a producer and its queue), else 4096 */
+  const struct {
+    bool dev;
+    int64_t dev_bytes, chunk;
+  } cases[] = {
+      {false, 0, NG_INFER_CHUNK_SMALL},    /* host paths: in place */
+      {true, -1, NG_INFER_CHUNK_SMALL},    /* device paths, every row staged by the host */
+      {true, 0, 2 * NG_INFER_CHUNK_SMALL}, /* the cold rows uploaded, both hidden layers resident */
+  };
+  for (size_t k = 0; k < NG_ARRAY_LEN(cases); k++) {
+    for (int64_t i = 0; i < nodes * classes; i++)
+      got[i] = NAN;
+    c = ctx_of(&cm, ds, 0, NG_INFER_HOST_BYTES_DEFAULT);
+    c.producers = 1;
+    c.device_paths = cases[k].dev;
+    c.device_bytes = cases[k].dev_bytes;
+    EXPECT_OK(ng__infer(got, &c, 2, NULL, nodes, &s));
+    for (int l = 0; l < 3; l++)
+      EXPECT_EQ_I(s.chunk[l], cases[k].chunk);
+    EXPECT_EQ_I(s.chunks, 3 * ((nodes + cases[k].chunk - 1) / cases[k].chunk));
+    if (memcmp(want, got, bytes) != 0)
+      ng_test_fail(__FILE__, __LINE__, "case %zu: bits differ from chunks of 700", k);
+  }
+  /* The CPU backend's team adapted per chunk (probes with two threads and with one): the bits
+   * stay. Chunks of 97: several probe cycles a layer. */
+  c = ctx_of(&cm, ds, 97, NG_INFER_HOST_BYTES_DEFAULT);
+  c.adapt_threads = true;
+  for (int64_t i = 0; i < nodes * classes; i++)
+    got[i] = NAN;
+  EXPECT_OK(ng__infer(got, &c, 2, NULL, nodes, &s));
+  EXPECT_TRUE(memcmp(want, got, bytes) == 0);
+  EXPECT_EQ_I(omp_get_max_threads(), threads0); /* restored */
+  /* A given chunk is kept whatever the paths. */
+  c = ctx_of(&cm, ds, 3000, NG_INFER_HOST_BYTES_DEFAULT);
+  c.device_paths = true;
+  EXPECT_OK(ng__infer(got, &c, 2, NULL, nodes, &s));
+  EXPECT_EQ_I(s.chunk[0], 3000);
+  EXPECT_EQ_I(s.chunk[2], 3000);
+  EXPECT_TRUE(memcmp(want, got, bytes) == 0);
+  free(want);
+  free(got);
+  model_close(&cm);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+}
+
 /* The public API: embed's logits are predict's argmax, a subset equals the rows of every node,
  * evaluation's accuracy agrees with the argmax of embed on the split. */
 static void test_trainer_embed(void) {
@@ -400,6 +479,7 @@ int main(void) {
   RUN_TEST(test_cora_all_nodes_bitwise);
   RUN_TEST(test_subset_receptive_field);
   RUN_TEST(test_threads_and_device_paths);
+  RUN_TEST(test_auto_chunk);
   RUN_TEST(test_trainer_embed);
   RUN_TEST(test_memory_estimate);
   return ng_test_summary();

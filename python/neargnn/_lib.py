@@ -124,7 +124,7 @@ def train_opts_default():
     o = TrainOpts()
     o.size = ctypes.sizeof(TrainOpts)
     o.batch, o.lr, o.optimizer, o.momentum, o.seed, o.threads = 1024, 0.01, 0, 0.9, 1, 0
-    o.device, o.normalize, o.eval_chunk = b"cpu", 0, 4096
+    o.device, o.normalize, o.eval_chunk = b"cpu", 0, 0
     o.mode, o.cache_bytes, o.cache_ratio, o.workers, o.cpuset = 0, 0, -1.0, 0, None
     o.transfer, o.partial_workers, o.period_ms, o.threshold = 3, -1, 50.0, 0.10
     o.telemetry_s, o.lookahead, o.features_memory, o.device_share = 1.0, 3, 0, 0.0
