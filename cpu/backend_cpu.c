@@ -428,9 +428,9 @@ static ng_status cpu_scatter_rows_bf16(ng_backend *be, float *dst, const int32_t
 
 /* The partitioned hot tier's gather (backend_impl.h): row g of part g % R, at row g / R, dropped
  * by its global id. On the CPU the parts are host memory (tests stand in for peer devices). */
-static ng_status cpu_gather_parts(ng_backend *be, float *dst, const void *const *parts,
-                                  int n_parts, bool bf16, const int64_t *ids, int64_t n,
-                                  int64_t dim, float drop_p, uint64_t drop_key) {
+static ng_status cpu_gather_parts(ng_backend *be, float *dst, const void *const *parts, int n_parts,
+                                  bool bf16, const int64_t *ids, int64_t n, int64_t dim,
+                                  float drop_p, uint64_t drop_key) {
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
   for (int64_t i = 0; i < n; i++) {
     const int64_t g = ids[i], row = g / n_parts;

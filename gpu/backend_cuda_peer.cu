@@ -88,8 +88,8 @@ ng_status cuda_gather_parts(ng_backend *be, float *dst, const void *const *parts
       (int64_t)1, NG_MIN((n + kWarpsPerBlock - 1) / kWarpsPerBlock, (int64_t)kMaxGridX));
   cudaStream_t s = ctx_of(be)->stream;
 #define NG_GATHER_PARTS(V, B)                                                                      \
-  k_gather_parts<V, B><<<blocks, kThreads, 0, s>>>(dst, a, n_parts, ids, n, dim, drop, drop_key,  \
-                                                   threshold, scale)
+  k_gather_parts<V, B>                                                                             \
+      <<<blocks, kThreads, 0, s>>>(dst, a, n_parts, ids, n, dim, drop, drop_key, threshold, scale)
   if (v4 && bf16)
     NG_GATHER_PARTS(4, true);
   else if (v4)
@@ -140,9 +140,9 @@ ng_status cuda_ipc_open(ng_backend *be, const void *handle, const char *peer_pci
   const cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return ng__err(NG_ERR_UNSUPPORTED, "ipc_open: cudaIpcOpenMemHandle of device %s failed: %s (%s)",
-                   peer_pci && *peer_pci ? peer_pci : "?", cudaGetErrorName(e),
-                   cudaGetErrorString(e));
+    return ng__err(
+        NG_ERR_UNSUPPORTED, "ipc_open: cudaIpcOpenMemHandle of device %s failed: %s (%s)",
+        peer_pci && *peer_pci ? peer_pci : "?", cudaGetErrorName(e), cudaGetErrorString(e));
   }
   *ptr = p;
   return NG_OK;

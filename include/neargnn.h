@@ -686,7 +686,8 @@ typedef struct {
   /// A wider window lets the workers go on while the device waits for a late package or the
   /// trainer works between two epochs, and the device catch up afterwards. Each worker owns
   /// lookahead + max(2, ceil(window / workers)) pinned staging slots, each as large as 1 + 1/16
-  /// x the largest package once used: 7 per worker by default. Ignored without worker threads (workers -1).
+  /// x the largest package once used: 7 per worker by default. Ignored without worker threads
+  /// (workers -1).
   int ready_window;
   ng_precision precision; ///< GEMM arithmetic and feature storage (default FP32)
   /// Time every op of the device step with device events on one iteration in this many, from

@@ -92,16 +92,15 @@ ng_cache_go ng__cache_decide(const ng_cache_inputs *in, char *why, size_t cap) {
   snprintf(why, cap,
            "%d x H rows hold %.1f%% of the row entries against %.1f%% for H, and peer copies "
            "(%.1f GB/s) beat %.0f x host-to-device copies (%.1f GB/s)",
-           R, pct(in->share_rh), pct(in->share_h), in->peer_gbs, NG_CACHE_PEER_FACTOR,
-           in->h2d_gbs);
+           R, pct(in->share_rh), pct(in->share_h), in->peer_gbs, NG_CACHE_PEER_FACTOR, in->h2d_gbs);
   return NG_CACHE_GO_PARTITIONED;
 }
 
 void ng__cache_entry_shares(const ng_csr *g, int64_t h1, int64_t h2, int64_t max_entries,
                             double *s1, double *s2) {
   const int64_t nnz = g->nnz;
-  const int64_t stride = max_entries > 0 && nnz > max_entries ? (nnz + max_entries - 1) / max_entries
-                                                              : 1;
+  const int64_t stride =
+      max_entries > 0 && nnz > max_entries ? (nnz + max_entries - 1) / max_entries : 1;
   const int64_t n = nnz > 0 ? (nnz + stride - 1) / stride : 0;
   int64_t c1 = 0, c2 = 0;
 #pragma omp parallel for schedule(static) reduction(+ : c1, c2) if (n > 65536)
@@ -162,11 +161,15 @@ ng_status ng__part_msg_unpack(ng_part_msg *m, const unsigned char in[NG_PART_MSG
     return ng__err(NG_ERR_FORMAT, "partitioned cache: record %d comes from rank %d", rank,
                    (int)m->rank);
   if (m->parts != parts)
-    return ng__err(NG_ERR_FORMAT, "partitioned cache: rank %d splits the hot set in %d parts, "
-                   "this rank in %d", rank, (int)m->parts, parts);
+    return ng__err(NG_ERR_FORMAT,
+                   "partitioned cache: rank %d splits the hot set in %d parts, "
+                   "this rank in %d",
+                   rank, (int)m->parts, parts);
   if (m->hot != hot)
-    return ng__err(NG_ERR_FORMAT, "partitioned cache: rank %d's hot set is %lld rows, this "
-                   "rank's %lld", rank, (long long)m->hot, (long long)hot);
+    return ng__err(NG_ERR_FORMAT,
+                   "partitioned cache: rank %d's hot set is %lld rows, this "
+                   "rank's %lld",
+                   rank, (long long)m->hot, (long long)hot);
   if (m->ok && m->part_rows != ng__part_rows(hot, parts, rank))
     return ng__err(NG_ERR_FORMAT, "partitioned cache: rank %d holds %lld rows, expected %lld", rank,
                    (long long)m->part_rows, (long long)ng__part_rows(hot, parts, rank));
@@ -270,8 +273,7 @@ static void close_parts(ng_store *st, struct ng_comm *comm) {
  * in its record, and every rank then falls back. */
 static ng_status try_parts(ng_store *st, bool *peer_ok, char *note, size_t note_cap,
                            struct ng_comm *comm, ng_backend *be, const void *table, size_t elem,
-                           int64_t nodes, int64_t dim, int64_t hot, ng_fetch mode,
-                           bool read_only) {
+                           int64_t nodes, int64_t dim, int64_t hot, ng_fetch mode, bool read_only) {
   const int R = comm->size, rank = comm->rank;
   ng_part_msg m;
   memset(&m, 0, sizeof m);
@@ -282,7 +284,8 @@ static ng_status try_parts(ng_store *st, bool *peer_ok, char *note, size_t note_
   ng_status s = ng__store_open_part(st, be, table, elem, nodes, dim, hot, R, rank, mode, read_only);
   if (s == NG_OK)
     s = ng__store_part_export(st, m.handle);
-  if (s == NG_OK && be->iface->pci_bus_id && be->iface->pci_bus_id(be, m.pci, sizeof m.pci) != NG_OK)
+  if (s == NG_OK && be->iface->pci_bus_id &&
+      be->iface->pci_bus_id(be, m.pci, sizeof m.pci) != NG_OK)
     m.pci[0] = '\0';
   m.ok = s == NG_OK;
   if (s != NG_OK) {
@@ -353,8 +356,10 @@ ng_status ng__cache_open(ng_store *st, ng_cache_info *info, struct ng_comm *comm
   const double t0 = ng__now();
   memset(info, 0, sizeof *info);
   if ((unsigned)requested > NG_CACHE_AUTO)
-    return ng__err(NG_ERR_INVALID_ARG, "unknown cache placement %d (replicated, partitioned or "
-                   "auto)", (int)requested);
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "unknown cache placement %d (replicated, partitioned or "
+                   "auto)",
+                   (int)requested);
   ng_cache_inputs in;
   memset(&in, 0, sizeof in);
   in.requested = requested;

@@ -19,12 +19,12 @@
 /// What the rule decides from.
 typedef struct {
   ng_cache_placement requested;
-  int ranks;              ///< ranks of the run
-  int local_ranks;        ///< ranks on this rank's host
-  bool device;            ///< the backend has its own memory (not the CPU backend)
-  bool peer_ok;           ///< every GPU opened every peer's part (false until tried)
-  bool peer_tried;        ///< peer_ok is known
-  int64_t nodes, hot;     ///< the table's rows and H, the hot rows one GPU holds
+  int ranks;                ///< ranks of the run
+  int local_ranks;          ///< ranks on this rank's host
+  bool device;              ///< the backend has its own memory (not the CPU backend)
+  bool peer_ok;             ///< every GPU opened every peer's part (false until tried)
+  bool peer_tried;          ///< peer_ok is known
+  int64_t nodes, hot;       ///< the table's rows and H, the hot rows one GPU holds
   double share_h, share_rh; ///< the share of row entries into [0, H) and [0, min(R x H, nodes))
   bool shares_known;
   double peer_gbs, h2d_gbs; ///< <= 0: not known yet

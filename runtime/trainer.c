@@ -71,12 +71,12 @@ struct ng_trainer {
   /* [nodes, classes] of full-neighbour inference with the current parameters, or NULL:
    * evaluating several splits infers once. */
   float *logits;
-  ng_store store;              /* the hot tier and the device side of the input layer */
+  ng_store store; /* the hot tier and the device side of the input layer */
   /* A partitioned hot tier (ng_train_opts.cache_placement) is read through the package's list
    * of hot rows, which inference does not build: it reads every row from host memory through
    * this store without a hot tier (the same table, hot 0, nothing to close). */
   ng_store store_eval;
-  ng_cache_info cache; /* the hot tier's placement and why */
+  ng_cache_info cache;         /* the hot tier's placement and why */
   ng_fetch_cfg fetch;          /* the host side of the input layer */
   ng_runtime *rt;              /* workers, ready ring, controller */
   ng_dev_sampler *dev_sampler; /* the device sampler (ng_train_opts.sampler), or NULL */
@@ -553,12 +553,11 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
                       transfer == NG_FETCH_ZCOPY);
   /* Replicated (this GPU's copy of rows [0, hot)) or partitioned over the ranks' GPUs, by the
    * placement's rule (runtime/cache_place.c); collective over the ranks. */
-  NG_CHECK(ng__cache_open(&t->store, &t->cache, t->dist.ranks > 1 ? t->dist.comm : NULL, t->be,
-                          &ds->csr, bf16 ? (const void *)t->bf16.rows : (const void *)t->features,
-                          elem, info->nodes, info->feature_dim, hot,
-                          zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH,
-                          bf16 ? t->bf16.owned == NULL : t->features_owned == NULL,
-                          o.cache_placement, o.cache_bench));
+  NG_CHECK(ng__cache_open(
+      &t->store, &t->cache, t->dist.ranks > 1 ? t->dist.comm : NULL, t->be, &ds->csr,
+      bf16 ? (const void *)t->bf16.rows : (const void *)t->features, elem, info->nodes,
+      info->feature_dim, hot, zcopy ? NG_FETCH_ZCOPY : NG_FETCH_BATCH,
+      bf16 ? t->bf16.owned == NULL : t->features_owned == NULL, o.cache_placement, o.cache_bench));
   hot = t->store.hot; /* partitioned: the hot set of all the ranks' GPUs */
   t->store.prof = &t->prof;
   if (t->store.parts > 0) {

@@ -69,8 +69,8 @@ void ng__store_close(ng_store *st) {
  * link's rate with one thread faulting the pages in (8 GB/s, ../shared/device/limits.md);
  * here `threads` threads copy chunks into page-locked buffers, in parallel and touching the
  * pages in parallel, while the DMA engine moves the previous chunk. */
-static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_t row, int64_t first,
-                             int64_t stride, int64_t rows, int threads);
+static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_t row,
+                             int64_t first, int64_t stride, int64_t rows, int threads);
 
 static ng_status upload(ng_backend *be, void *dst, const void *src, size_t bytes, int threads) {
   void *buf[2] = {NULL, NULL};
@@ -101,8 +101,8 @@ static ng_status upload(ng_backend *be, void *dst, const void *src, size_t bytes
 /* Rows first, first + stride, ... (`rows` of them, `row` bytes each) of `table` to device memory
  * `dst`, one after the other: a part of a striped hot tier. Like upload: threads fill one
  * page-locked buffer while the DMA engine moves the other. */
-static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_t row, int64_t first,
-                             int64_t stride, int64_t rows, int threads) {
+static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_t row,
+                             int64_t first, int64_t stride, int64_t rows, int threads) {
   if (stride == 1)
     return upload(be, dst, table + (size_t)first * row, (size_t)rows * row, threads);
   const int64_t per = (int64_t)NG_MAX((size_t)1, UPLOAD_CHUNK / NG_MAX(row, (size_t)1));
@@ -251,8 +251,8 @@ ng_status ng__store_open_part(ng_store *st, ng_backend *be, const void *features
                               ng_fetch mode, bool read_only) {
   memset(st, 0, sizeof *st);
   if (parts < 1 || parts > NG_MAX_PARTS || part < 0 || part >= parts)
-    return ng__err(NG_ERR_INVALID_ARG, "store: part %d of %d parts (at most %d parts)", part,
-                   parts, NG_MAX_PARTS);
+    return ng__err(NG_ERR_INVALID_ARG, "store: part %d of %d parts (at most %d parts)", part, parts,
+                   NG_MAX_PARTS);
   if (elem != sizeof(float) && elem != sizeof(uint16_t))
     return ng__err(NG_ERR_INVALID_ARG, "store: %zu-byte feature values (4: fp32, 2: bf16)", elem);
   if (!be->iface->gather_parts)
@@ -264,8 +264,8 @@ ng_status ng__store_open_part(ng_store *st, ng_backend *be, const void *features
                    "--precision fp32",
                    be->iface->name);
   const void *cache = NULL, *host_dev = NULL;
-  NG_CHECK(open_table(st, be, features, elem, nodes, dim, hot, parts, part, mode, read_only,
-                      &cache, &host_dev));
+  NG_CHECK(open_table(st, be, features, elem, nodes, dim, hot, parts, part, mode, read_only, &cache,
+                      &host_dev));
   if (elem == sizeof(uint16_t)) {
     st->bf16 = true;
     st->host16 = features;
@@ -281,8 +281,10 @@ ng_status ng__store_part_export(ng_store *st, void *handle) {
   if (st->parts < 1 || !st->cache_owned)
     return ng__err(NG_ERR_STATE, "store: no part of a partitioned hot tier to export");
   if (!BE(st)->ipc_export)
-    return ng__err(NG_ERR_UNSUPPORTED, "store: the %s backend cannot share memory between "
-                   "processes", BE(st)->name);
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "store: the %s backend cannot share memory between "
+                   "processes",
+                   BE(st)->name);
   return BE(st)->ipc_export(st->be, st->cache_owned, handle);
 }
 
@@ -485,9 +487,9 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
     for (int p = 0; p < st->parts; p++)
       if (!st->part_ptr[p])
         return ng__err(NG_ERR_STATE, "store: part %d of the hot tier is not attached", p);
-    NG_CHECK(ng__bk_reserve(be, &st->hot_rows, &st->hot_rows_cap,
-                            NG_MAX((size_t)dp.n_hot_rows * (size_t)dim * sizeof(float),
-                                   (size_t)64)));
+    NG_CHECK(
+        ng__bk_reserve(be, &st->hot_rows, &st->hot_rows_cap,
+                       NG_MAX((size_t)dp.n_hot_rows * (size_t)dim * sizeof(float), (size_t)64)));
     if (dp.n_hot_rows > 0)
       NG_PROF_OP(st->prof, "input hot gather", 0, 0,
                  (double)dp.n_hot_rows * ((st->bf16 ? 2.0 : 4.0) * (double)dim + 4.0 * dim),

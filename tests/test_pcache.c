@@ -217,8 +217,8 @@ static void test_entry_shares(void) {
   ng_csr g = {6, 9, indptr, idx, NULL};
   double a = 0, b = 0;
   ng__cache_entry_shares(&g, 1, 3, 0, &a, &b);
-  EXPECT_NEAR(a, 4.0 / 9.0, 1e-12); /* entries < 1: the four 0s */
-  EXPECT_NEAR(b, 6.0 / 9.0, 1e-12); /* entries < 3 */
+  EXPECT_NEAR(a, 4.0 / 9.0, 1e-12);            /* entries < 1: the four 0s */
+  EXPECT_NEAR(b, 6.0 / 9.0, 1e-12);            /* entries < 3 */
   ng__cache_entry_shares(&g, 1, 3, 3, &a, &b); /* stride 3: entries 0, 3, 6 = {0, 3, 5} */
   EXPECT_NEAR(a, 1.0 / 3.0, 1e-12);
   EXPECT_NEAR(b, 1.0 / 3.0, 1e-12);
@@ -334,7 +334,9 @@ static void test_input_bits(void) {
   EXPECT_OK(ng__sample_arena_create(&arena));
   const agg_case cases[] = {
       {"mean, dropout 0.5", {.reduce = NG_REDUCE_SUM, .mean = true}, false, 0.5f},
-      {"gcn, dropout 0.3", {.reduce = NG_REDUCE_SUM, .weighted = true, .self_loop = true}, true,
+      {"gcn, dropout 0.3",
+       {.reduce = NG_REDUCE_SUM, .weighted = true, .self_loop = true},
+       true,
        0.3f},
       {"max", {.reduce = NG_REDUCE_MAX}, false, 0.0f},
   };
@@ -401,8 +403,8 @@ static void test_input_bits(void) {
               memset(got_a, 0xff, out_bytes);
               input_of(&parts[p], &pc, &mb, &cases[c].ag, cases[c].drop_p, key, got_a, got_s,
                        &n_hot);
-              const bool same = memcmp(got_a, ref_a, out_bytes) == 0 &&
-                                memcmp(got_s, ref_s, out_bytes) == 0;
+              const bool same =
+                  memcmp(got_a, ref_a, out_bytes) == 0 && memcmp(got_s, ref_s, out_bytes) == 0;
               if (!same)
                 ng_test_fail(__FILE__, __LINE__,
                              "%s, %s, %s, hot %lld, %d parts (view of part %d): the input layer "
@@ -424,9 +426,15 @@ static void test_input_bits(void) {
     ng_sampler_cfg sc = {.graph = &g, .n_layers = 1, .fanout = {6}};
     ng_minibatch mb;
     EXPECT_OK(ng__sample(&mb, arena, &sc, targets, TARGETS, 77));
-    ng_fetch_cfg cfg = {.mode = NG_FETCH_BATCH, .hot = 100, .features = x, .nodes = NODES,
-                        .dim = DIM, .ag = cases[0].ag, .threads = 1,
-                        .kernels = ng__cpu_kernels(ng__cpu_isa_best()), .labels = labels,
+    ng_fetch_cfg cfg = {.mode = NG_FETCH_BATCH,
+                        .hot = 100,
+                        .features = x,
+                        .nodes = NODES,
+                        .dim = DIM,
+                        .ag = cases[0].ag,
+                        .threads = 1,
+                        .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
+                        .labels = labels,
                         .hot_gather = true};
     ng_fetch_scratch scr;
     memset(&scr, 0, sizeof scr);
