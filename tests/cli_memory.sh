@@ -5,7 +5,9 @@
 # getrusage) must stay within
 #   - the issue's bound: features + topology + staging + 2 GiB, and
 #   - a tighter one that a second copy of the features would break: the estimate without its
-#     2 GiB allowance + 128 MiB,
+#     2 GiB allowance + 128 MiB + 4 MiB a core (libraries, and the threads' stacks and malloc
+#     arenas, which the allowance covers: 659 MiB against 635 without the per-core term on the
+#     16-core GPU machine),
 # while being at least the features (inference reads every row: the measure sees the table).
 # The same with --features-memory copy, whose copy drops the mapping's pages as it goes, and in
 # baseline mode with a simulated 10% hot tier (packages carry the cold rows: staging counts).
@@ -24,7 +26,7 @@ for fm in auto copy baseline; do
     --predictions "$TMP/p.npy"
   has err "memory estimate"
   python3 - "$TMP/m-$fm.json" "$fm" <<'PY' || fail "--features-memory $fm: peak RSS outside the bound"
-import json, sys
+import json, os, sys
 m = json.load(open(sys.argv[1]))["memory"]
 fm = sys.argv[2]
 MiB = 1 << 20
@@ -38,7 +40,8 @@ if fm == "baseline":
     assert m["hot_rows"] == 60000 and m["package_bytes"] > 10 * MiB, m
 issue = table + m["topology"] + m["staging"] + 2048 * MiB
 assert peak <= issue, ("issue 20's bound", peak, issue)
-tight = m["host_total"] - m["allowance"] - (table if fm == "copy" else 0) + 128 * MiB
+tight = (m["host_total"] - m["allowance"] - (table if fm == "copy" else 0) + 128 * MiB +
+         4 * MiB * len(os.sched_getaffinity(0)))
 assert peak <= tight, ("the tight bound", peak, tight)
 assert peak >= table, ("the peak does not even hold the features", peak, table)
 PY
