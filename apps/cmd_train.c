@@ -261,7 +261,12 @@ static int write_json(const char *path, cJSON *root) {
     return CLI_EXIT_RUNTIME;
   }
   char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+  const int len = snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+  if (len < 0 || (size_t)len >= sizeof tmp) {
+    fprintf(stderr, "neargnn: error: cannot write %s: the path is too long\n", path);
+    cJSON_free(text);
+    return CLI_EXIT_RUNTIME;
+  }
   FILE *f = fopen(tmp, "w");
   int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
   ok = f && fclose(f) == 0 && ok;
@@ -530,15 +535,20 @@ static int parse_every(train_files *f, const char *command, const char *text) {
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
                         int progress, const train_files *files) {
   /* Ranks but the first train and stay quiet: rank 0 prints, evaluates and writes the files
-   * (every rank holds the same parameters); each rank writes its own trace, FILE.rankR. */
+   * (every rank holds the same parameters); each rank writes its own trace and JSON summary
+   * (its own epochs' figures: its workers' split, its fetches), FILE.rankR. */
   const int rank = c->comm ? ng_comm_rank(c->comm) : 0;
   train_files rank_files = *files;
-  char rank_trace[4096];
+  char rank_trace[4096], rank_json[4096];
   if (rank > 0) {
     rank_files = (train_files){.resume = files->resume};
     if (files->trace) {
       snprintf(rank_trace, sizeof rank_trace, "%s.rank%d", files->trace, rank);
       rank_files.trace = rank_trace;
+    }
+    if (files->json) {
+      snprintf(rank_json, sizeof rank_json, "%s.rank%d", files->json, rank);
+      rank_files.json = rank_json;
     }
     progress = CLI_PROGRESS_NONE;
     if (!freopen("/dev/null", "w", stdout))
@@ -705,6 +715,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
       cJSON_AddRawToObject(r.root, "seed", seed);
       cJSON_AddNumberToObject(r.root, "ranks", c->comm ? ng_comm_size(c->comm) : 1);
+      cJSON_AddNumberToObject(r.root, "rank", rank);
       rc = write_json(json, r.root);
     }
   } else if (st == NG_ERR_INTERRUPTED && ck == NG_OK) {

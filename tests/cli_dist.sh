@@ -39,6 +39,15 @@ for x, y in zip(a["epochs"], b["epochs"]):
     assert y["sampled_edges"] >= x["sampled_edges"], (x["sampled_edges"], y["sampled_edges"])
     assert y["ranks"] == 2 and y["allreduce_ms"] > 0 and x["allreduce_ms"] == 0, (x, y)
 PY
+# Rank 1 writes its own summary beside rank 0's: its epochs, the same losses (reduced).
+"$PY" - "$TMP/two.json" "$TMP/two.json.rank1" <<'PY' || fail "--ranks 2: rank 1's JSON wrong"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["rank"] == 0 and b["rank"] == 1 and b["ranks"] == 2, (a["rank"], b["rank"])
+assert len(a["epochs"]) == len(b["epochs"]) == 4, (len(a["epochs"]), len(b["epochs"]))
+for x, y in zip(a["epochs"], b["epochs"]):
+    assert x["loss"] == y["loss"] and x["iterations"] == y["iterations"], (x, y)
+PY
 
 # The same seed and rank count: the same bits, run after run.
 run 0 train "${common[@]}" --ranks 2 --checkpoint "$TMP/two-again.st"
