@@ -205,6 +205,21 @@ template <int V> __device__ inline void ld(float *o, const float *p) {
   }
 }
 
+/* bf16 rows (NG_PRECISION_BF16): V values loaded at once (8 bytes for V 4) and converted to
+ * fp32 exactly (the top half of each fp32's bits), so that the arithmetic after the load is the
+ * fp32 kernels' on the converted table. Little-endian: value 0 is the low half of a word. */
+template <int V> __device__ inline void ld(float *o, const uint16_t *p) {
+  if constexpr (V == 4) {
+    const uint2 t = *reinterpret_cast<const uint2 *>(p);
+    o[0] = __uint_as_float(t.x << 16);
+    o[1] = __uint_as_float(t.x & 0xffff0000u);
+    o[2] = __uint_as_float(t.y << 16);
+    o[3] = __uint_as_float(t.y & 0xffff0000u);
+  } else {
+    o[0] = __uint_as_float((uint32_t)*p << 16);
+  }
+}
+
 template <int V> __device__ inline void st(float *p, const float *o) {
   if constexpr (V == 4)
     *reinterpret_cast<float4 *>(p) = make_float4(o[0], o[1], o[2], o[3]);

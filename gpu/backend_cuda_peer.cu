@@ -20,20 +20,10 @@ struct parts_arg {
 /* V consecutive values of a row as fp32: fp32 as they are, bf16 converted exactly (the top half
  * of each fp32's bits; little-endian, value 0 in the low half of a word). */
 template <int V, bool B16> __device__ inline void ld_row(float *o, const void *row, int64_t j) {
-  if constexpr (B16) {
-    const uint16_t *p = static_cast<const uint16_t *>(row) + j;
-    if constexpr (V == 4) {
-      const uint2 t = *reinterpret_cast<const uint2 *>(p);
-      o[0] = __uint_as_float(t.x << 16);
-      o[1] = __uint_as_float(t.x & 0xffff0000u);
-      o[2] = __uint_as_float(t.y << 16);
-      o[3] = __uint_as_float(t.y & 0xffff0000u);
-    } else {
-      o[0] = __uint_as_float((uint32_t)*p << 16);
-    }
-  } else {
+  if constexpr (B16)
+    ld<V>(o, static_cast<const uint16_t *>(row) + j);
+  else
     ld<V>(o, static_cast<const float *>(row) + j);
-  }
 }
 
 /* A warp a row: dst[i] = row ids[i] of the striped table, dropped as aggr_partial drops element

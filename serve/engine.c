@@ -781,6 +781,28 @@ static void host_project(const float *const *rows, int64_t n, int64_t in, const 
   }
 }
 
+/* The input block's edges split by where their source lies: a source with hot_pos >= 0 goes to
+ * the hot CSR as that position, the others to the cold CSR as cold_pos; *nh and *nc edges. */
+static void split_edges(const ng_block *b0, int32_t nd, const int32_t *hot_pos,
+                        const int32_t *cold_pos, int32_t *h_indptr, int32_t *h_idx,
+                        int32_t *c_indptr, int32_t *c_idx, int64_t *nh, int64_t *nc) {
+  int64_t h = 0, c = 0;
+  h_indptr[0] = c_indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
+      const int32_t src = b0->indices[ed];
+      if (hot_pos[src] >= 0)
+        h_idx[h++] = hot_pos[src];
+      else
+        c_idx[c++] = cold_pos[src];
+    }
+    h_indptr[d + 1] = (int32_t)h;
+    c_indptr[d + 1] = (int32_t)c;
+  }
+  *nh = h;
+  *nc = c;
+}
+
 /* The forward pass of a GAT model (docs/serving-engine.md, "GAT"): the input layer's sources are
  * split by tier. The device gathers the hot rows from its tier and projects them (z = h W); the
  * CPU workers project, with the host copy of the fixed weights, every destination's row and each
@@ -840,18 +862,7 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
   rows->hot_rows = n_hot;
   rows->cold_rows = n_cold;
   int64_t nh = 0, nc = 0;
-  h_indptr[0] = c_indptr[0] = 0;
-  for (int32_t d = 0; d < nd; d++) {
-    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
-      const int32_t src = b0->indices[ed];
-      if (hot_pos[src] >= 0)
-        h_idx[nh++] = hot_pos[src];
-      else
-        c_idx[nc++] = z_pos[src];
-    }
-    h_indptr[d + 1] = (int32_t)nh;
-    c_indptr[d + 1] = (int32_t)nc;
-  }
+  split_edges(b0, nd, hot_pos, z_pos, h_indptr, h_idx, c_indptr, c_idx, &nh, &nc);
 
   /* The model's layout (ng__model_raw_input): an identity block, then the field's blocks. The
    * workspace gives layer 0's output rows and its z, which holds the hot rows' projections. */
@@ -985,18 +996,7 @@ static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minib
   rows->hot_rows = n_hot;
   rows->cold_rows = n_cold;
   int64_t nh = 0, nc = 0;
-  h_indptr[0] = c_indptr[0] = 0;
-  for (int32_t d = 0; d < nd; d++) {
-    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
-      const int32_t src = b0->indices[ed];
-      if (hot_pos[src] >= 0)
-        h_idx[nh++] = hot_pos[src];
-      else
-        c_idx[nc++] = cold_pos[src];
-    }
-    h_indptr[d + 1] = (int32_t)nh;
-    c_indptr[d + 1] = (int32_t)nc;
-  }
+  split_edges(b0, nd, hot_pos, cold_pos, h_indptr, h_idx, c_indptr, c_idx, &nh, &nc);
   int32_t n_self_hot = 0, n_self_cold = 0;
   for (int32_t d = 0; d < nd; d++) {
     if (hot_pos[d] >= 0) {
