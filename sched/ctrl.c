@@ -137,7 +137,8 @@ static bool moves_share(const ng_ctrl *c, ng_ctrl_move m) {
 /* The split and share a move in direction `m` leads to (can_move() holds). */
 static void next_state(const ng_ctrl *c, ng_ctrl_move m, int workers[NG_GROUP_COUNT], int *share) {
   const int to = ng__ctrl_move_to(m);
-  memcpy(workers, c->workers, sizeof c->workers);
+  if (workers != c->workers) /* move() passes the controller's own split: no copy onto itself */
+    memcpy(workers, c->workers, sizeof c->workers);
   *share = c->share;
   if (moves_share(c, m)) {
     *share += m == NG_CTRL_MOVE_TO_TRANSFER ? 1 : -1;
