@@ -112,7 +112,14 @@ inline ng_status cuda_err(const char *op, const char *what, cudaError_t err) {
                  cudaGetErrorString(err));
 }
 
+/* cuBLAS's allocation failure is the device's memory running out (cublasCreate's workspace, a
+ * GEMM's): said so, with the class the other out-of-memory errors have. */
 inline ng_status blas_err(const char *op, const char *what, cublasStatus_t st) {
+  if (st == CUBLAS_STATUS_ALLOC_FAILED)
+    return ng__err(NG_ERR_NOMEM,
+                   "%s: %s failed: %s (out of device memory: free some, or use a smaller hot "
+                   "tier or batch)",
+                   op, what, cublasGetStatusName(st));
   return ng__err(NG_ERR_CUBLAS, "%s: %s failed: %s (%s)", op, what, cublasGetStatusName(st),
                  cublasGetStatusString(st));
 }
