@@ -324,12 +324,17 @@ void cuda_warm_start(ng_backend *be, const ng_gemm_shape *shapes, int n, float *
     int64_t *d[3] = {&w->m, &w->n, &w->k};
     for (int j = 0; j < 3; j++)
       *d[j] = NG_MIN(NG_MAX(*d[j], (int64_t)1), (int64_t)INT32_MAX);
-    /* The largest extent halved until A, B and C fit the scratch together. */
-    while (w->m * w->k + w->k * w->n + w->m * w->n > cap && w->m * w->n * w->k > 1) {
+    /* The largest extent halved until A, B and C fit the scratch together (in double: the
+     * extents may be up to 2^31 each). */
+    auto floats = [](const ng_gemm_shape *g) {
+      return (double)g->m * (double)g->k + (double)g->k * (double)g->n +
+             (double)g->m * (double)g->n;
+    };
+    while (floats(w) > (double)cap && (w->m > 1 || w->n > 1 || w->k > 1)) {
       int64_t *big = w->m >= w->n && w->m >= w->k ? &w->m : w->n >= w->k ? &w->n : &w->k;
       *big = (*big + 1) / 2;
     }
-    if (w->m * w->k + w->k * w->n + w->m * w->n > cap) {
+    if (floats(w) > (double)cap) {
       c->n_warm = i;
       break;
     }

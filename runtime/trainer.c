@@ -390,9 +390,10 @@ static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
 /* Starts warming the device's GEMMs up (backend op warm_start) while the rest is set up: their
  * first calls cost about 0.2 s on an H100, which fell in the first iteration. The shapes are a
  * step's, from the mini-batch sizes the sampling gives at most (as estimate_memory counts
- * them), and the scratch is the model's arena, reserved for them now (at most kWarmArena: the
- * forward pass would have grown it at least to the largest product's output). Joined at the
- * end of ng_trainer_create. */
+ * them), and the scratch is the model's arena, reserved for them now: at most kWarmArena and a
+ * sixteenth of the free device memory, shapes shrunk to fit (the forward pass grows the arena
+ * to its activations and gradients anyway, usually more on W4-like models; an upper-bound shape
+ * may reserve more than a step then uses). Joined at the end of ng_trainer_create. */
 static ng_status warm_gemms(struct ng_trainer *t) {
   enum { kWarmArena = 512 << 20 };
   ng_backend *be = t->be;
@@ -424,8 +425,12 @@ static ng_status warm_gemms(struct ng_trainer *t) {
     return NG_OK;
   /* The arena is needed anyway: a device too full for it is reported now, as the first
    * iteration would. */
+  /* Never more than a sixteenth of the free memory: the shapes are upper bounds (no
+   * de-duplication), and the hot tier and the sampler are sized from what is left. */
+  size_t free_bytes = 0;
+  NG_CHECK(be->iface->mem_info(be, &free_bytes, NULL));
   void *arena = NULL;
-  const size_t bytes = (size_t)fmin(most, (double)kWarmArena);
+  const size_t bytes = (size_t)fmin(most, fmin((double)kWarmArena, (double)free_bytes / 16.0));
   NG_CHECK(ng__exec_reserve(&t->ex, bytes, &arena));
   be->iface->warm_start(be, shapes, n, arena, bytes);
   return NG_OK;
@@ -552,7 +557,10 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
                      ((t->mode == NG_MODE_HYBRID || t->mode == NG_MODE_HYBRID_STATIC) &&
                       transfer == NG_FETCH_ZCOPY);
   /* Replicated (this GPU's copy of rows [0, hot)) or partitioned over the ranks' GPUs, by the
-   * placement's rule (runtime/cache_place.c); collective over the ranks. */
+   * placement's rule (runtime/cache_place.c); collective over the ranks. AUTO may time copies
+   * on the ops stream: the GEMM warm-up must not queue in front of them. */
+  if (t->dist.ranks > 1 && o.cache_placement == NG_CACHE_AUTO && t->be->iface->warm_wait)
+    t->be->iface->warm_wait(t->be);
   NG_CHECK(ng__cache_open(
       &t->store, &t->cache, t->dist.ranks > 1 ? t->dist.comm : NULL, t->be, &ds->csr,
       bf16 ? (const void *)t->bf16.rows : (const void *)t->features, elem, info->nodes,
