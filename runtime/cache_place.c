@@ -275,6 +275,9 @@ static ng_status try_parts(ng_store *st, bool *peer_ok, char *note, size_t note_
                            struct ng_comm *comm, ng_backend *be, const void *table, size_t elem,
                            int64_t nodes, int64_t dim, int64_t hot, ng_fetch mode, bool read_only) {
   const int R = comm->size, rank = comm->rank;
+  if (R > NG_MAX_PARTS) /* the rule refuses it first; every rank alike */
+    return ng__err(NG_ERR_INTERNAL, "a partitioned cache over %d ranks (at most %d)", R,
+                   NG_MAX_PARTS);
   ng_part_msg m;
   memset(&m, 0, sizeof m);
   m.rank = rank;
@@ -294,9 +297,9 @@ static ng_status try_parts(ng_store *st, bool *peer_ok, char *note, size_t note_
   }
   unsigned char mine[NG_PART_MSG_BYTES];
   ng__part_msg_pack(mine, &m);
-  unsigned char *all = ng__malloc((size_t)R * NG_PART_MSG_BYTES, "the partitioned cache's records");
-  if (!all)
-    return NG_ERR_NOMEM; /* the peers then fail at their next collective */
+  /* On the stack (R <= NG_MAX_PARTS, every rank alike): no allocation can fail between two
+   * collectives, where one rank leaving would leave the others waiting. */
+  unsigned char all[NG_MAX_PARTS * NG_PART_MSG_BYTES];
   s = ng__comm_allgather(comm, mine, all, NG_PART_MSG_BYTES);
   int32_t ok = m.ok;
   void *ptrs[NG_MAX_PARTS] = {NULL};
@@ -318,7 +321,6 @@ static ng_status try_parts(ng_store *st, bool *peer_ok, char *note, size_t note_
       ok = 0;
     }
   }
-  free(all);
   /* Whatever was opened goes with the store (or is closed below). */
   if (m.ok)
     ng__store_part_attach(st, ptrs, true);
@@ -327,9 +329,7 @@ static ng_status try_parts(ng_store *st, bool *peer_ok, char *note, size_t note_
       if (ptrs[p])
         be->iface->ipc_close(be, ptrs[p]);
   NG_CHECK(s);
-  int32_t *oks = ng__malloc((size_t)R * sizeof *oks, "the partitioned cache's flags");
-  if (!oks)
-    return NG_ERR_NOMEM;
+  int32_t oks[NG_MAX_PARTS];
   s = ng__comm_allgather(comm, &ok, oks, sizeof ok);
   *peer_ok = s == NG_OK;
   for (int p = 0; p < R && s == NG_OK; p++)
@@ -338,7 +338,6 @@ static ng_status try_parts(ng_store *st, bool *peer_ok, char *note, size_t note_
         snprintf(note, note_cap, "rank %d could not open its peers' parts", p);
       *peer_ok = false;
     }
-  free(oks);
   NG_CHECK(s);
   if (!*peer_ok) { /* every rank takes the barrier of close_parts */
     if (m.ok)
@@ -409,9 +408,7 @@ ng_status ng__cache_open(ng_store *st, ng_cache_info *info, struct ng_comm *comm
         snprintf(note, sizeof note, "rank %d: %s", comm->rank, ng_last_error());
         r[0] = r[1] = 0.0; /* every rank still takes the allgather below */
       }
-      double *all = ng__malloc((size_t)R * sizeof r, "the ranks' rates");
-      if (!all)
-        return NG_ERR_NOMEM;
+      double all[2 * NG_MAX_PARTS]; /* no allocation between collectives (try_parts) */
       s = ng__comm_allgather(comm, r, all, sizeof r);
       /* The slowest peer link against the fastest host link: the rule's worst case. */
       in.peer_gbs = all[0];
@@ -421,7 +418,6 @@ ng_status ng__cache_open(ng_store *st, ng_cache_info *info, struct ng_comm *comm
         in.h2d_gbs = NG_MAX(in.h2d_gbs, all[2 * k + 1]);
       }
       in.bench_p2p = true;
-      free(all);
       NG_CHECK(s);
       if (!(in.peer_gbs > 0.0 && in.h2d_gbs > 0.0)) {
         snprintf(why, sizeof why, "the peer and host-to-device rates could not be measured");
