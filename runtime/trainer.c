@@ -416,17 +416,16 @@ static ng_status warm_gemms(struct ng_trainer *t) {
   }
   ng_gemm_shape shapes[NG_WARM_SHAPES];
   const int n = ng__model_gemm_shapes(m, rows, shapes, NG_WARM_SHAPES);
+  if (n == 0)
+    return NG_OK;
   double most = 0.0;
   for (int i = 0; i < n; i++) {
     const double a = (double)shapes[i].m, b = (double)shapes[i].n, c = (double)shapes[i].k;
     most = fmax(most, (a * c + c * b + a * b) * sizeof(float));
   }
-  if (n == 0)
-    return NG_OK;
-  /* The arena is needed anyway: a device too full for it is reported now, as the first
-   * iteration would. */
   /* Never more than a sixteenth of the free memory: the shapes are upper bounds (no
-   * de-duplication), and the hot tier and the sampler are sized from what is left. */
+   * de-duplication), and the hot tier and the sampler are sized from what is left. A device too
+   * full even for that is reported now, as the first iteration would. */
   size_t free_bytes = 0;
   NG_CHECK(be->iface->mem_info(be, &free_bytes, NULL));
   void *arena = NULL;
