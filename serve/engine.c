@@ -455,6 +455,24 @@ typedef struct {
   const void **dst;
 } pack_item;
 
+/* Adds blocks 1.. of `mb` (their indptr, indices, edge and self weights) to the items at n, to
+ * land in dmb's blocks `shift` further on (the raw-input layouts put an identity block first).
+ * Returns the new count. */
+static int pack_upper_blocks(pack_item *items, int n, const ng_minibatch *mb, ng_minibatch *dmb,
+                             int shift) {
+  for (int l = 1; l < mb->n_layers; l++) {
+    const ng_block *b = &mb->blocks[l];
+    ng_block *db = &dmb->blocks[l + shift];
+    items[n++] = (pack_item){b->indptr, ((size_t)b->n_dst + 1) * 4, (const void **)&db->indptr};
+    items[n++] = (pack_item){b->indices, (size_t)b->nnz * 4, (const void **)&db->indices};
+    items[n++] =
+        (pack_item){b->edge_w, b->edge_w ? (size_t)b->nnz * 4 : 0, (const void **)&db->edge_w};
+    items[n++] =
+        (pack_item){b->self_w, b->self_w ? (size_t)b->n_dst * 4 : 0, (const void **)&db->self_w};
+  }
+  return n;
+}
+
 static ng_status upload(ng_engine *e, pack_item *items, int n, int slot) {
   if (e->be->iface->host_memory) {
     for (int i = 0; i < n; i++)
@@ -664,14 +682,7 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
   ITEM(self_hot_ids, (size_t)n_self_hot * 8, &shi);
   ITEM(self_cold_pos, (size_t)n_self_cold * 4, &scp);
   ITEM(self_cold_ids, (size_t)n_self_cold * 8, &sci);
-  for (int l = 1; l < mb->n_layers; l++) {
-    const ng_block *src_b = &mb->blocks[l];
-    ng_block *db = &dmb.blocks[l];
-    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
-    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
-    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
-    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
-  }
+  ni = pack_upper_blocks(items, ni, mb, &dmb, 0);
   NG_CHECK(upload(e, items, ni, 0));
   NG_CHECK(B->aggr_partial(be, &e->bare, &hb, e->store.cache, &hot));
   NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
@@ -898,14 +909,7 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
   ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
   ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
   ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
-  for (int l = 1; l < mb->n_layers; l++) {
-    const ng_block *src_b = &mb->blocks[l];
-    ng_block *db = &dmb.blocks[l + 1];
-    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
-    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
-    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
-    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
-  }
+  ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
   NG_CHECK(upload(e, items, ni, 0));
   const float *P = e->ex.params;
   if (n_hot > 0) {
@@ -1045,14 +1049,7 @@ static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minib
   ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
   ITEM(n_self_hot ? self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
   ITEM(n_self_hot ? self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
-  for (int l = 1; l < mb->n_layers; l++) {
-    const ng_block *src_b = &mb->blocks[l];
-    ng_block *db = &dmb.blocks[l + 1];
-    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
-    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
-    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
-    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
-  }
+  ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
   NG_CHECK(upload(e, items, ni, 0));
   const float *P = e->ex.params;
   if (n_hot > 0) {
