@@ -64,47 +64,14 @@ void ng__store_close(ng_store *st) {
   memset(st, 0, sizeof *st);
 }
 
-/* Copies `bytes` of host memory `src` (typically the dataset's mapping, whose pages may not be
- * resident yet) to device memory `dst`. A plain copy from pageable memory runs at a third of the
- * link's rate with one thread faulting the pages in (8 GB/s, ../shared/device/limits.md);
- * here `threads` threads copy chunks into page-locked buffers, in parallel and touching the
- * pages in parallel, while the DMA engine moves the previous chunk. */
-static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_t row,
-                             int64_t first, int64_t stride, int64_t rows, int threads);
-
-static ng_status upload(ng_backend *be, void *dst, const void *src, size_t bytes, int threads) {
-  void *buf[2] = {NULL, NULL};
-  ng_status s = NG_OK;
-  for (int b = 0; b < 2 && s == NG_OK; b++)
-    s = be->iface->host_alloc(be, &buf[b], NG_MIN(UPLOAD_CHUNK, bytes));
-  for (size_t at = 0, k = 0; at < bytes && s == NG_OK; at += UPLOAD_CHUNK, k++) {
-    const size_t n = NG_MIN(UPLOAD_CHUNK, bytes - at), piece = (size_t)1 << 20;
-    char *stage = buf[k % 2];
-    /* This buffer's last copy, chunk k - 2's, was waited for before chunk k - 1 was queued, so
-     * the threads fill it while the DMA engine moves chunk k - 1. */
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-    for (size_t p = 0; p < n; p += piece)
-      memcpy(stage + p, (const char *)src + at + p, NG_MIN(piece, n - p));
-    s = be->iface->sync(be); /* chunk k - 1 has landed: its buffer is free for chunk k + 1 */
-    if (s == NG_OK)
-      s = be->iface->copy_h2d_async(be, (char *)dst + at, stage, n, (int)(k % 2));
-  }
-  if (s == NG_OK)
-    s = be->iface->sync(be);
-  else
-    (void)be->iface->sync(be);
-  for (int b = 0; b < 2; b++)
-    be->iface->host_free(be, buf[b]);
-  return s;
-}
-
-/* Rows first, first + stride, ... (`rows` of them, `row` bytes each) of `table` to device memory
- * `dst`, one after the other: a part of a striped hot tier. Like upload: threads fill one
- * page-locked buffer while the DMA engine moves the other. */
+/* Rows first, first + stride, ... (`rows` of them, `row` bytes each) of `table` (typically the
+ * dataset's mapping, whose pages may not be resident yet) to device memory `dst`, one after the
+ * other: the hot tier (stride 1) or a part of a striped one. A plain copy from pageable memory
+ * runs at a third of the link's rate with one thread faulting the pages in (8 GB/s,
+ * ../shared/device/limits.md); here `threads` threads copy chunks into page-locked buffers, in
+ * parallel and touching the pages in parallel, while the DMA engine moves the previous chunk. */
 static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_t row,
                              int64_t first, int64_t stride, int64_t rows, int threads) {
-  if (stride == 1)
-    return upload(be, dst, table + (size_t)first * row, (size_t)rows * row, threads);
   const int64_t per = (int64_t)NG_MAX((size_t)1, UPLOAD_CHUNK / NG_MAX(row, (size_t)1));
   void *buf[2] = {NULL, NULL};
   ng_status s = NG_OK;
@@ -113,10 +80,20 @@ static ng_status upload_rows(ng_backend *be, void *dst, const char *table, size_
   for (int64_t at = 0, k = 0; at < rows && s == NG_OK; at += per, k++) {
     const int64_t n = NG_MIN(per, rows - at);
     char *stage = buf[k % 2];
+    /* This buffer's last copy, chunk k - 2's, was waited for before chunk k - 1 was queued, so
+     * the threads fill it while the DMA engine moves chunk k - 1. */
+    if (stride == 1) {
+      const char *from = table + (size_t)(first + at) * row;
+      const size_t bytes = (size_t)n * row, piece = (size_t)1 << 20;
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+      for (size_t p = 0; p < bytes; p += piece)
+        memcpy(stage + p, from + p, NG_MIN(piece, bytes - p));
+    } else {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < n; i++)
-      memcpy(stage + (size_t)i * row, table + (size_t)(first + (at + i) * stride) * row, row);
-    s = be->iface->sync(be);
+      for (int64_t i = 0; i < n; i++)
+        memcpy(stage + (size_t)i * row, table + (size_t)(first + (at + i) * stride) * row, row);
+    }
+    s = be->iface->sync(be); /* chunk k - 1 has landed: its buffer is free for chunk k + 1 */
     if (s == NG_OK)
       s = be->iface->copy_h2d_async(be, (char *)dst + (size_t)at * row, stage, (size_t)n * row,
                                     (int)(k % 2));
@@ -187,8 +164,8 @@ static ng_status open_table(ng_store *st, ng_backend *be, const void *features, 
   } else if (hot > 0) {
     const double t0 = ng__now();
     NG_CHECK_GOTO(s, BE(st)->alloc(be, (void **)&st->cache_owned, (size_t)hot * row), fail);
-    NG_CHECK_GOTO(
-        s, upload(be, st->cache_owned, features, (size_t)hot * row, omp_get_max_threads()), fail);
+    NG_CHECK_GOTO(s, upload_rows(be, st->cache_owned, table, row, 0, 1, hot, omp_get_max_threads()),
+                  fail);
     *cache = st->cache_owned;
     st->upload_s = ng__now() - t0;
   }
