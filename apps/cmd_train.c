@@ -531,6 +531,14 @@ static int parse_every(train_files *f, const char *command, const char *text) {
                          text);
 }
 
+/* Rank r's own copy of an output file: PATH.rankR in `buf`, or NULL without a path. */
+static const char *rank_path(char *buf, size_t cap, const char *path, int rank) {
+  if (!path)
+    return NULL;
+  snprintf(buf, cap, "%s.rank%d", path, rank);
+  return buf;
+}
+
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
                         int progress, const train_files *files) {
@@ -542,14 +550,8 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   char rank_trace[4096], rank_json[4096];
   if (rank > 0) {
     rank_files = (train_files){.resume = files->resume};
-    if (files->trace) {
-      snprintf(rank_trace, sizeof rank_trace, "%s.rank%d", files->trace, rank);
-      rank_files.trace = rank_trace;
-    }
-    if (files->json) {
-      snprintf(rank_json, sizeof rank_json, "%s.rank%d", files->json, rank);
-      rank_files.json = rank_json;
-    }
+    rank_files.trace = rank_path(rank_trace, sizeof rank_trace, files->trace, rank);
+    rank_files.json = rank_path(rank_json, sizeof rank_json, files->json, rank);
     progress = CLI_PROGRESS_NONE;
     if (!freopen("/dev/null", "w", stdout))
       return cli_usage_error(command, "rank %d cannot silence its output", rank);
