@@ -187,30 +187,6 @@ static void slot_free(void *ctx, void *ptr, size_t bytes) {
   be->iface->host_free(be, ptr);
 }
 
-typedef struct {
-  ng_slots *slots;
-  void **buf;
-  _Atomic size_t *largest; /* the largest package seen so far, by any worker */
-} reserve_ctx;
-
-/* Page-locked memory is slow to allocate and its release may wait for the device, so a slot
- * that must grow grows once to a sixteenth above the largest package any worker has seen. Every
- * byte of it is resident (pinned), and a mini-batch of a fixed batch size varies by a few
- * percent: a quarter (as before) cost 15% of the staging for growth that never came. */
-static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
-  reserve_ctx *rc = ctx;
-  const size_t need = ITEM_HEADER + bytes;
-  size_t seen = atomic_load(rc->largest);
-  while (need > seen && !atomic_compare_exchange_weak(rc->largest, &seen, need))
-    ;
-  if (ng__slots_bytes(rc->slots, *rc->buf) < need) {
-    const size_t big = NG_MAX(need, atomic_load(rc->largest));
-    NG_CHECK(ng__slots_grow(rc->slots, rc->buf, big + big / NG_SLOT_GROWTH_DEN));
-  }
-  *base = (char *)*rc->buf + ITEM_HEADER;
-  return NG_OK;
-}
-
 /* ---- create / destroy ---- */
 
 void ng__runtime_destroy(ng_runtime *rt) {
@@ -394,6 +370,35 @@ static int64_t device_span(ng_runtime *rt, ng_span_kind kind, int64_t iter, int6
   return span_end(rt, 0, kind, iter, 0, t0);
 }
 
+typedef struct {
+  ng_runtime *rt;
+  int track; /* the worker's trace track */
+  int64_t iter;
+  ng_slots *slots;
+  void **buf;
+  _Atomic size_t *largest; /* the largest package seen so far, by any worker */
+} reserve_ctx;
+
+/* Page-locked memory is slow to allocate and its release may wait for the device, so a slot
+ * that must grow grows once to a sixteenth above the largest package any worker has seen. Every
+ * byte of it is resident (pinned), and a mini-batch of a fixed batch size varies by a few
+ * percent: a quarter (as before) cost 15% of the staging for growth that never came. */
+static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
+  reserve_ctx *rc = ctx;
+  const size_t need = ITEM_HEADER + bytes;
+  size_t seen = atomic_load(rc->largest);
+  while (need > seen && !atomic_compare_exchange_weak(rc->largest, &seen, need))
+    ;
+  if (ng__slots_bytes(rc->slots, *rc->buf) < need) {
+    const size_t big = NG_MAX(need, atomic_load(rc->largest));
+    const int64_t t0 = span_start(rc->rt);
+    NG_CHECK(ng__slots_grow(rc->slots, rc->buf, big + big / NG_SLOT_GROWTH_DEN));
+    span_end(rc->rt, rc->track, NG_SPAN_SLOT_GROW, rc->iter, 0, t0);
+  }
+  *base = (char *)*rc->buf + ITEM_HEADER;
+  return NG_OK;
+}
+
 /* ---- errors from any thread ---- */
 
 /* Records the first failure (with its thread's message) and stops the pipeline. */
@@ -448,7 +453,7 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
           ? ng__ctrl_share_frac(atomic_load_explicit(&rt->share, memory_order_relaxed))
           : 0.0;
   cfg.threads = rt->n_threads ? 1 : rt->o.omp_threads;
-  reserve_ctx rc = {w->slots, buf, &rt->largest_pkg};
+  reserve_ctx rc = {rt, track, i, w->slots, buf, &rt->largest_pkg};
   ng_fetch_pkg pkg;
   const ng_status fetched = ng__fetch_prepare(
       &pkg, &cfg, &mb, rt->drop_p, ng__exec_input_drop_key(seed), &w->scratch, slot_reserve, &rc);
@@ -770,11 +775,16 @@ static ng_status start_workers(ng_runtime *rt, const ng_epoch_plan *plan) {
   po.reserve_device_core = true;
   po.bind = true;
   if (rt->o.dev_sampler) {
+    /* A worker holds its position's slot for its whole fetch (the package copies the blocks
+     * as it goes). With one slot per worker and a few more, a fast worker (TRANSFER by
+     * zero-copy) beside slow ones (PARTIAL, 50 ms a package on W4) waited for the slot of a
+     * position the slow ones still held: twice the workers cut hybrid's feed waits from 7-19%
+     * of the workers' time and gave W4 4% at 15 workers (H100, partial and hybrid alike). */
     ng_feed_opts fo = {.be = rt->be,
                        .sampler = rt->o.dev_sampler,
                        .cfg = rt->sampler,
                        .lanes = rt->o.feed_lanes,
-                       .slots = rt->n_threads + 2 + rt->o.feed_lanes,
+                       .slots = 2 * rt->n_threads + 2 + rt->o.feed_lanes,
                        .plan = feed_plan,
                        .plan_ctx = rt,
                        .trace = rt->trace,

@@ -207,6 +207,7 @@ typedef enum {
   NG_SPAN_EPOCH,      ///< a whole call of ng__runtime_epoch, around the device thread's spans
   NG_SPAN_PREPARE,    ///< a worker writing the next epoch's order (ng_epoch_plan.prepare)
   NG_SPAN_FEED_WAIT,  ///< a worker waiting for its iteration's blocks from the sample feed
+  NG_SPAN_SLOT_GROW,  ///< a worker growing a staging slot (page-locking it), inside its fetch
   NG_SPAN_COUNT
 } ng_span_kind;
 

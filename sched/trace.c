@@ -27,7 +27,7 @@ struct ng_trace {
 static const char *const SPAN_NAMES[NG_SPAN_COUNT] = {
     "slot wait", "sample",  "fetch",     "ready wait", "take wait", "upload",
     "copy wait", "forward", "loss wait", "backward",   "control",   "start",
-    "stop",      "epoch",   "prepare",   "feed wait",
+    "stop",      "epoch",   "prepare",   "feed wait",  "slot grow",
 };
 
 const char *ng__span_name(ng_span_kind k) {

@@ -73,6 +73,8 @@ def breakdown(threads, title):
         for s in mine:
             per_kind[s[1]] += s[3]
             count[s[1]] += 1
+    # A slot's growth is recorded inside its fetch: listed, but not counted twice.
+    nested = {"slot grow": "fetch"}
     if total <= 0:
         return
     # Every iteration has one forward on the device thread and one fetch on some worker.
@@ -81,8 +83,9 @@ def breakdown(threads, title):
     print(f"{title}: {len(threads)} thread(s), {total / 1e3:.1f} thread-ms, {iters} iterations")
     print(f"  {'span':<12} {'share':>7} {'us/iter':>9}")
     for kind, us in sorted(per_kind.items(), key=lambda kv: -kv[1]):
-        print(f"  {kind:<12} {100 * us / total:6.1f}% {us / n:9.1f}")
-    rest = total - sum(per_kind.values())
+        inside = f"  (inside {nested[kind]}, {count[kind]} times)" if kind in nested else ""
+        print(f"  {kind:<12} {100 * us / total:6.1f}% {us / n:9.1f}{inside}")
+    rest = total - sum(us for kind, us in per_kind.items() if kind not in nested)
     print(f"  {'(untraced)':<12} {100 * rest / total:6.1f}% {rest / n:9.1f}")
     # The sampler's rate: sampled edges over the time spent sampling, per core (sample spans
     # carry their edges since the trace recorded them).
