@@ -22,7 +22,7 @@ if(NG_HAVE_MPI)
   endforeach()
 endif()
 if(NG_HAVE_CUDA)
-  string(APPEND NG_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lstdc++")
+  string(APPEND NG_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcublasLt -lstdc++")
 endif()
 # The prefix relative to the .pc file's folder, so that the installed tree can move (and
 # `cmake --install --prefix` works): pkg-config expands ${pcfiledir}.

@@ -528,6 +528,21 @@ static ng_status front_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t 
   return be->impl->gemm(be, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+static ng_status front_gemm_bias_act(ng_backend *be, bool trans_a, bool trans_b, int64_t m,
+                                     int64_t n, int64_t k, const float *a, int64_t lda,
+                                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                                     const float *bias, ng_activation act) {
+  NG_CHECK(check_gemm_shape(trans_a, trans_b, m, n, k, lda, ldb, ldc));
+  NG_CHECK(check_act("gemm_bias_act", act));
+  if (m == 0 || n == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("gemm_bias_act", "C", c, true));
+  NG_CHECK(check_ptr("gemm_bias_act", "A", a, k > 0));
+  NG_CHECK(check_ptr("gemm_bias_act", "B", b, k > 0));
+  return be->impl->gemm_bias_act(be, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias,
+                                 act);
+}
+
 static ng_status front_add(ng_backend *be, float *y, const float *x, int64_t n) {
   NG_CHECK(check_count("add", "n", n));
   NG_CHECK(check_ptr("add", "y", y, n > 0));
@@ -655,6 +670,7 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
   X(attn_fwd)                                                                                      \
   X(attn_bwd)                                                                                      \
   X(gemm)                                                                                          \
+  X(gemm_bias_act)                                                                                 \
   X(add)                                                                                           \
   X(bias_act_fwd)                                                                                  \
   X(bias_act_bwd)                                                                                  \

@@ -377,6 +377,15 @@ struct ng_backend_i {
   ng_status (*gemm)(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                     float beta, float *c, int64_t ldc);
+  /// Optional (NULL: gemm then bias_act_fwd): C[M,N] = act(op(A) op(B) + beta * C + bias), row-
+  /// major, bias [N] or NULL; act NONE or RELU. The bias and the activation run in the GEMM's
+  /// epilogue, saving bias_act_fwd's pass over C. The values are those of the two calls except
+  /// where the backend's GEMM kernel differs, and except that the epilogue's ReLU may turn a NaN
+  /// into 0 where bias_act_fwd keeps it.
+  ng_status (*gemm_bias_act)(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                             int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float beta, float *c, int64_t ldc, const float *bias,
+                             ng_activation act);
   /// y += x elementwise (n values).
   ng_status (*add)(ng_backend *be, float *y, const float *x, int64_t n);
   /// x[r, :] += bias, then x = act(x), in place ([rows, cols]; bias may be NULL).

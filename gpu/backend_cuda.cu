@@ -49,6 +49,8 @@ void release(cuda_ctx *c) {
       (void)cudaGraphExecDestroy(c->gemms[k].exec);
   if (c->blas)
     (void)cublasDestroy(c->blas);
+  if (c->blas_lt)
+    (void)cublasLtDestroy(c->blas_lt);
   (void)cudaFree(c->scratch);
   (void)cudaFree(c->row_loss);
   (void)cudaFree(c->d_res);
@@ -396,6 +398,7 @@ ng_backend_i make_iface() {
   t.scatter_rows_bf16 = cuda_scatter_rows_bf16;
   t.add_self_loop = cuda_add_self_loop;
   t.gemm = cuda_gemm;
+  t.gemm_bias_act = cuda_gemm_bias_act;
   t.add = cuda_add;
   t.bias_act_fwd = cuda_bias_act_fwd;
   t.bias_act_bwd = cuda_bias_act_bwd;
@@ -488,6 +491,8 @@ ng_status create(ng_backend **out, int device) {
   else if ((bst = cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED)) !=
            CUBLAS_STATUS_SUCCESS)
     what = "cublasSetAtomicsMode";
+  else if ((bst = cublasLtCreate(&c->blas_lt)) != CUBLAS_STATUS_SUCCESS)
+    what = "cublasLtCreate";
   if (bst != CUBLAS_STATUS_SUCCESS) {
     st = blas_err("cuda backend", what, bst);
     goto fail;

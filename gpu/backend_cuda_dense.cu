@@ -28,11 +28,11 @@ __global__ void k_add(float *y, const float *x, int64_t n) {
  * held the flat form at 57% of HBM bandwidth on the H100 (W4's layer 0). */
 template <int V>
 __global__ void k_bias_act(float *__restrict__ x, const float *__restrict__ bias, int64_t rows,
-                           int64_t cols, bool relu) {
+                           int64_t cols, int64_t stride, bool relu) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
-    float *row = x + r * cols;
+    float *row = x + r * stride;
     for (int64_t j = (int64_t)lane * V; j < cols; j += 32 * V) {
       float v[V], b[V];
       ld<V>(v, row + j);
@@ -54,6 +54,15 @@ __global__ void k_bias_act(float *__restrict__ x, const float *__restrict__ bias
 inline unsigned row_blocks(int64_t rows) {
   return (unsigned)NG_MAX((int64_t)1,
                           NG_MIN((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, (int64_t)kMaxGridX));
+}
+
+/* x [rows, cols] (rows `stride` floats apart) += bias, then ReLU when `relu`, on stream `st`. */
+static void launch_bias_act(cudaStream_t st, float *x, const float *bias, int64_t rows,
+                            int64_t cols, int64_t stride, bool relu) {
+  if (cols % 4 == 0 && stride % 4 == 0 && aligned16(x) && (!bias || aligned16(bias)))
+    k_bias_act<4><<<row_blocks(rows), kThreads, 0, st>>>(x, bias, rows, cols, stride, relu);
+  else
+    k_bias_act<1><<<row_blocks(rows), kThreads, 0, st>>>(x, bias, rows, cols, stride, relu);
 }
 
 __global__ void k_relu_bwd(float *grad, const float *y, int64_t n) {
@@ -144,7 +153,154 @@ __global__ void k_dropout_bwd(float *grad, const uint8_t *mask, int64_t n, float
 /* cuBLAS is column-major: a row-major [r, c] matrix with leading dimension ld is its
  * column-major transpose, so C^T [n, m] = op(B)^T op(A)^T is computed with the operands swapped
  * and each keeps its own transpose flag. */
+ng_status gemm_plain(cuda_ctx *ctx, const gemm_key *g);
+
+/* The largest power of two up to 256 that divides the address (cuBLASLt's alignment
+ * preference: an algorithm may assume what the preference allows). */
+static uint32_t align_of(const void *p) {
+  uint32_t a = 256;
+  while (a > 4 && (uintptr_t)p % a != 0)
+    a >>= 1;
+  return a;
+}
+
+/* cuBLASLt's descriptors of one product with an epilogue (gemm_lt), in cublasSgemm's
+ * column-major view (C^T = op(B)^T op(A)^T): Lt's A is our B and its B our A; `m` rows. */
+struct lt_desc {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  lt_desc(const cuda_ctx *ctx, const gemm_key *g, int m) {
+    const cublasOperation_t ta = (cublasOperation_t)g->op_b, tb = (cublasOperation_t)g->op_a;
+    const cublasLtEpilogue_t epi = g->epi == kEpiBias       ? CUBLASLT_EPILOGUE_BIAS
+                                   : g->epi == kEpiBiasRelu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                            : CUBLASLT_EPILOGUE_RELU;
+    st = cublasLtMatmulDescCreate(
+        &op, ctx->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    set(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    set(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    set(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (g->bias)
+      set(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                         sizeof g->bias));
+    set(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta == CUBLAS_OP_N ? g->n : g->k,
+                                   ta == CUBLAS_OP_N ? g->k : g->n, g->ldb));
+    set(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb == CUBLAS_OP_N ? g->k : m,
+                                   tb == CUBLAS_OP_N ? m : g->k, g->lda));
+    set(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, g->n, m, g->ldc));
+  }
+  void set(cublasStatus_t s) {
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = s;
+  }
+  ~lt_desc() {
+    if (lc)
+      (void)cublasLtMatrixLayoutDestroy(lc);
+    if (lb)
+      (void)cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+      (void)cublasLtMatrixLayoutDestroy(la);
+    if (op)
+      (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+/* cuBLASLt's first algorithm for the shape class of `g` (rows rounded up to a power of two,
+ * since each iteration's mini-batch has its own row count and a query costs tens of
+ * microseconds of host time), with no workspace and no split-K reduction (each element in one
+ * pass: reproducible run to run), for the operands' alignments. Remembered per class: the
+ * choice, and so the bits, depend on the class alone. */
+static const lt_choice *lt_choose(cuda_ctx *ctx, const gemm_key *g) {
+  lt_shape sh = {};
+  /* A transposed A's rows are its leading dimension's columns: their class is their count. */
+  int mc = 1;
+  while (mc < g->m && mc < (1 << 30))
+    mc <<= 1;
+  sh.m_class = g->op_a == CUBLAS_OP_N ? mc : g->m;
+  sh.n = g->n;
+  sh.k = g->k;
+  sh.lda = g->lda;
+  sh.ldb = g->ldb;
+  sh.ldc = g->ldc;
+  sh.op_a = g->op_a;
+  sh.op_b = g->op_b;
+  sh.epi = g->epi;
+  sh.tf32 = ctx->tf32;
+  sh.beta_nz = g->beta != 0.0f;
+  sh.align_a = align_of(g->b);
+  sh.align_b = align_of(g->a);
+  sh.align_c = align_of(g->c);
+  const uint64_t now = ++ctx->gemm_clock;
+  lt_choice *victim = &ctx->lt_choices[0];
+  for (lt_choice &e : ctx->lt_choices) {
+    if (e.used && memcmp(&e.shape, &sh, sizeof sh) == 0) {
+      e.used = now;
+      return &e;
+    }
+    if (e.used < victim->used)
+      victim = &e;
+  }
+  lt_desc d(ctx, g, sh.m_class);
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulHeuristicResult_t res = {};
+  int found = 0;
+  const uint64_t zero_ws = 0;
+  const uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;
+  d.set(cublasLtMatmulPreferenceCreate(&pref));
+  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &zero_ws, sizeof zero_ws));
+  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &no_split, sizeof no_split));
+  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                             &sh.align_a, sizeof sh.align_a));
+  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                             &sh.align_b, sizeof sh.align_b));
+  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                             &sh.align_c, sizeof sh.align_c));
+  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                             &sh.align_c, sizeof sh.align_c));
+  d.set(cublasLtMatmulAlgoGetHeuristic(ctx->blas_lt, d.op, d.la, d.lb, d.lc, d.lc, pref, 1, &res,
+                                       &found));
+  if (pref)
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+  *victim = lt_choice{sh, res.algo, d.st == CUBLAS_STATUS_SUCCESS && found > 0, now};
+  return victim;
+}
+
+/* The rows from which a product takes its epilogue through cuBLASLt. Measured on W4 (H100,
+ * fp32): layer 0's 183 k rows ran as fast as cublasSgemm's and saved the bias pass (0.08 ms of a
+ * 1.75 ms step), while layer 1's 16 k rows ran 0.03 ms slower than cublasSgemm's (no split-K)
+ * and saved 0.017 ms. With TF32, cuBLASLt's kernels cost the step 8%: two passes there. */
+constexpr int kLtMinRows = 65536;
+
+/* The product with an epilogue (bias, ReLU) through cuBLASLt (lt_choose's algorithm) in fp32
+ * from kLtMinRows rows; otherwise, or where cuBLASLt offers no algorithm or refuses the class's
+ * for these rows, cublasSgemm and the bias and activation kernel in two passes. */
+static ng_status gemm_lt(cuda_ctx *ctx, const gemm_key *g) {
+  const lt_choice *c = ctx->tf32 || g->m < kLtMinRows ? nullptr : lt_choose(ctx, g);
+  if (c && c->found) {
+    lt_desc d(ctx, g, g->m);
+    if (d.st == CUBLAS_STATUS_SUCCESS)
+      d.st = cublasLtMatmul(ctx->blas_lt, d.op, &g->alpha, g->b, d.la, g->a, d.lb, &g->beta, g->c,
+                            d.lc, g->c, d.lc, &c->algo, nullptr, 0, ctx->ops_stream);
+    if (d.st == CUBLAS_STATUS_SUCCESS)
+      return NG_OK;
+    if (d.st != CUBLAS_STATUS_NOT_SUPPORTED && d.st != CUBLAS_STATUS_INVALID_VALUE)
+      return blas_err("gemm_bias_act", "cublasLtMatmul", d.st);
+  }
+  gemm_key plain = *g;
+  plain.epi = kEpiNone;
+  plain.bias = nullptr;
+  NG_CHECK(gemm_plain(ctx, &plain));
+  launch_bias_act(ctx->ops_stream, static_cast<float *>(g->c), static_cast<const float *>(g->bias),
+                  g->m, g->n, g->ldc, g->epi != kEpiBias);
+  LAUNCH_CHECK("gemm_bias_act");
+  return NG_OK;
+}
+
 ng_status gemm_plain(cuda_ctx *ctx, const gemm_key *g) {
+  if (g->epi != kEpiNone)
+    return gemm_lt(ctx, g);
   const cublasStatus_t st = cublasSgemm(
       ctx->blas, (cublasOperation_t)g->op_b, (cublasOperation_t)g->op_a, g->n, g->m, g->k,
       &g->alpha, static_cast<const float *>(g->b), g->ldb, static_cast<const float *>(g->a), g->lda,
@@ -210,40 +366,64 @@ ng_status gemm_replay(cuda_ctx *ctx, const gemm_key *g) {
   return NG_OK;
 }
 
-ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                    float beta, float *c, int64_t ldc) {
+/* gemm and gemm_bias_act: cuBLAS's 32-bit sizes, the empty product, the graph cache. */
+static ng_status gemm_run(ng_backend *be, const char *name, bool trans_a, bool trans_b, int64_t m,
+                          int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                          const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                          const float *bias, gemm_epi epi) {
   /* cuBLAS takes 32-bit sizes (the front has checked the rest). */
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
       ldc > INT32_MAX)
     return ng__err(NG_ERR_UNSUPPORTED,
-                   "gemm: m=%lld n=%lld k=%lld (lda %lld, ldb %lld, ldc %lld) exceed cuBLAS's "
+                   "%s: m=%lld n=%lld k=%lld (lda %lld, ldb %lld, ldc %lld) exceed cuBLAS's "
                    "32-bit sizes; split the product",
-                   (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb,
+                   name, (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb,
                    (long long)ldc);
-  NG_CHECK(use(be, "gemm"));
+  NG_CHECK(use(be, name));
   cuda_ctx *ctx = ctx_of(be);
   if (k == 0) { /* an empty product: C = beta * C, where beta == 0 does not read C */
     k_scale_c<<<grid_1d(m * n), kThreads, 0, ctx->stream>>>(c, m, n, ldc, beta);
-    LAUNCH_CHECK("gemm");
+    if (epi != kEpiNone)
+      launch_bias_act(ctx->stream, c, bias, m, n, ldc, epi != kEpiBias);
+    LAUNCH_CHECK(name);
     return NG_OK;
   }
-  const gemm_key key = {a,
-                        b,
-                        c,
-                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        (int)m,
-                        (int)n,
-                        (int)k,
-                        (int)lda,
-                        (int)ldb,
-                        (int)ldc,
-                        alpha,
-                        beta};
+  gemm_key key = {};
+  key.a = a;
+  key.b = b;
+  key.c = c;
+  key.bias = bias;
+  key.op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  key.op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  key.m = (int)m;
+  key.n = (int)n;
+  key.k = (int)k;
+  key.lda = (int)lda;
+  key.ldb = (int)ldb;
+  key.ldc = (int)ldc;
+  key.epi = epi;
+  key.alpha = alpha;
+  key.beta = beta;
   if (!ctx->gemm_graphs || ctx->stream != ctx->ops_stream)
     return gemm_plain(ctx, &key);
   return gemm_replay(ctx, &key);
+}
+
+ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                    float beta, float *c, int64_t ldc) {
+  return gemm_run(be, "gemm", trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                  nullptr, kEpiNone);
+}
+
+ng_status cuda_gemm_bias_act(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                             int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float beta, float *c, int64_t ldc, const float *bias,
+                             ng_activation act) {
+  const bool relu = act == NG_ACT_RELU;
+  const gemm_epi epi = bias ? (relu ? kEpiBiasRelu : kEpiBias) : (relu ? kEpiRelu : kEpiNone);
+  return gemm_run(be, "gemm_bias_act", trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c,
+                  ldc, bias, epi);
 }
 
 /* TF32 rounds the GEMMs' inputs to 10 mantissa bits on the tensor cores and accumulates in fp32;
@@ -260,6 +440,8 @@ ng_status cuda_set_precision(ng_backend *be, ng_precision p) {
   const cublasStatus_t st = cublasSetMathMode(c->blas, mode);
   if (st != CUBLAS_STATUS_SUCCESS)
     return blas_err("set_precision", "cublasSetMathMode", st);
+  c->tf32 = p == NG_PRECISION_TF32;
+  memset(c->lt_choices, 0, sizeof c->lt_choices); /* chosen for the other compute type */
   for (int k = 0; k < kGemmGraphs; k++) {
     if (c->gemms[k].exec)
       CU_CHECK("set_precision", cudaGraphExecDestroy(c->gemms[k].exec));
@@ -288,21 +470,29 @@ static void *warm_main(void *arg) {
   for (int i = 0; i < c->n_warm; i++) {
     const ng_gemm_shape *w = &c->warm[i];
     const int64_t m = w->m, n = w->n, k = w->k;
-    const gemm_key g = {buf,
-                        buf + m * k,
-                        buf + m * k + k * n,
-                        w->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        w->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        (int)m,
-                        (int)n,
-                        (int)k,
-                        (int)(w->trans_a ? m : k),
-                        (int)(w->trans_b ? k : n),
-                        (int)n,
-                        1.0f,
-                        0.0f};
+    gemm_key g = {};
+    g.a = buf;
+    g.b = buf + m * k;
+    g.c = buf + m * k + k * n;
+    g.op_a = w->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    g.op_b = w->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    g.m = (int)m;
+    g.n = (int)n;
+    g.k = (int)k;
+    g.lda = (int)(w->trans_a ? m : k);
+    g.ldb = (int)(w->trans_b ? k : n);
+    g.ldc = (int)n;
+    g.alpha = 1.0f;
     if (gemm_plain(c, &g) != NG_OK)
       break;
+    /* A layer's forward product runs with the bias and ReLU in its epilogue (gemm_bias_act):
+     * other kernels, loaded by their own first call. */
+    if (!w->trans_a && !w->trans_b) {
+      g.epi = kEpiBiasRelu;
+      g.bias = g.b;
+      if (gemm_plain(c, &g) != NG_OK)
+        break;
+    }
   }
   (void)cudaStreamSynchronize(c->ops_stream);
   (void)cudaGetLastError();
@@ -391,10 +581,7 @@ ng_status cuda_bias_act_fwd(ng_backend *be, float *x, const float *bias, int64_t
   NG_CHECK(use(be, "bias_act_fwd"));
   cudaStream_t st = ctx_of(be)->stream;
   const bool relu = act == NG_ACT_RELU;
-  if (cols % 4 == 0 && aligned16(x) && (!bias || aligned16(bias)))
-    k_bias_act<4><<<row_blocks(rows), kThreads, 0, st>>>(x, bias, rows, cols, relu);
-  else
-    k_bias_act<1><<<row_blocks(rows), kThreads, 0, st>>>(x, bias, rows, cols, relu);
+  launch_bias_act(st, x, bias, rows, cols, cols, relu);
   LAUNCH_CHECK("bias_act_fwd");
   return NG_OK;
 }

@@ -26,6 +26,7 @@
 #include "backend_impl.h"
 #include "rng.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <pthread.h>
 #include <type_traits>
@@ -51,15 +52,37 @@ struct xent_result {
   int bad_label;
 };
 
-/* A cuBLAS call, exactly: the GEMM graph cache's key (no padding, compared with memcmp). */
+/* What a GEMM's epilogue adds to the product (gemm_bias_act): nothing (a cublasSgemm call), the
+ * bias, the bias and ReLU, ReLU alone (cuBLASLt). */
+enum gemm_epi { kEpiNone = 0, kEpiBias, kEpiBiasRelu, kEpiRelu };
+
+/* A cuBLAS call, exactly: the GEMM graph cache's key (no padding, compared with memcmp; `spare`
+ * is 0). */
 struct gemm_key {
   const void *a, *b;
   void *c;
-  int op_a, op_b, m, n, k, lda, ldb, ldc;
+  const void *bias; // kEpiBias, kEpiBiasRelu: [n]
+  int op_a, op_b, m, n, k, lda, ldb, ldc, epi, spare;
   float alpha, beta;
 };
 
 constexpr int kGemmGraphs = 64; // GEMM calls remembered (graphs kept) at once
+
+/* A cuBLASLt algorithm chosen for a product's shape class (gemm_lt): its rows rounded up to a
+ * power of two, the rest exact. No padding: compared with memcmp. */
+struct lt_shape {
+  int m_class, n, k, lda, ldb, ldc, op_a, op_b, epi, tf32, beta_nz;
+  uint32_t align_a, align_b, align_c;
+};
+
+struct lt_choice {
+  lt_shape shape;
+  cublasLtMatmulAlgo_t algo;
+  bool found;    // false: cuBLASLt offered none (two calls then)
+  uint64_t used; // gemm_clock at its last use; 0: empty
+};
+
+constexpr int kLtChoices = 16;
 
 struct gemm_graph {
   gemm_key key;
@@ -82,6 +105,9 @@ struct cuda_ctx {
   int64_t xent_n[NG_XENT_QUEUE], xent_classes[NG_XENT_QUEUE]; // their shapes
   int64_t xent_head, xent_count; // the queue of results not yet read by xent_result
   cublasHandle_t blas;
+  cublasLtHandle_t blas_lt; // gemm_bias_act's products with an epilogue
+  lt_choice lt_choices[kLtChoices];
+  bool tf32;     // set_precision TF32: the cuBLASLt products too
   void *scratch; // [scratch_cap] bytes of one op's temporaries, grown on demand (ensure_scratch)
   size_t scratch_cap;
   double *row_loss; // [row_loss_cap] per-row losses of xent, grown on demand
@@ -338,6 +364,10 @@ ng_status cuda_scatter_rows_bf16(ng_backend *be, float *dst, const int32_t *pos,
 ng_status cuda_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                     float beta, float *c, int64_t ldc);
+ng_status cuda_gemm_bias_act(ng_backend *be, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                             int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float beta, float *c, int64_t ldc, const float *bias,
+                             ng_activation act);
 ng_status cuda_set_precision(ng_backend *be, ng_precision p);
 void cuda_warm_start(ng_backend *be, const ng_gemm_shape *shapes, int n, float *scratch,
                      size_t bytes);

@@ -453,7 +453,6 @@ static double gemm_bytes(int64_t m, int64_t n, int64_t k, bool accumulate) {
   return (double)sizeof(float) * (double)(m * k + k * n + (accumulate ? 2 : 1) * m * n);
 }
 
-/* A timed GEMM of layer `l` (row-major, as the backend's gemm). */
 /* x [rows, cols] += bias (NULL: none), then act, timed as "bias act fwd" of layer l. */
 static ng_status bias_act(ng_model_exec *ex, int l, float *x, const float *bias, int64_t rows,
                           int64_t cols, ng_activation act) {
@@ -463,12 +462,29 @@ static ng_status bias_act(ng_model_exec *ex, int l, float *x, const float *bias,
   return NG_OK;
 }
 
+/* A timed GEMM of layer `l` (row-major, as the backend's gemm). */
 static ng_status layer_gemm(ng_model_exec *ex, const char *name, int l, bool ta, bool tb, int64_t m,
                             int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                             int64_t ldb, float beta, float *c, int64_t ldc) {
   NG_PROF_OP(ex->prof, name, l, 2.0 * (double)m * (double)n * (double)k,
              gemm_bytes(m, n, k, beta != 0.0f),
              BE(ex)->gemm(ex->be, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc));
+  return NG_OK;
+}
+
+/* A layer's forward product c [m, n] = a [m, k] b [k, n] (+ beta c), finished with the bias
+ * (NULL: none) and the activation in the GEMM's epilogue when `fused` (the backend's
+ * gemm_bias_act: one pass over c fewer), else a plain GEMM whose caller runs bias_act after.
+ * Timed as "gemm fwd" either way. */
+static ng_status dense_gemm(ng_model_exec *ex, int l, bool fused, int64_t m, int64_t n, int64_t k,
+                            const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                            float *c, int64_t ldc, const float *bias, ng_activation act) {
+  if (!fused)
+    return layer_gemm(ex, "gemm fwd", l, false, false, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  NG_PROF_OP(ex->prof, "gemm fwd", l, 2.0 * (double)m * (double)n * (double)k,
+             gemm_bytes(m, n, k, beta != 0.0f),
+             BE(ex)->gemm_bias_act(ex->be, false, false, m, n, k, a, lda, b, ldb, beta, c, ldc,
+                                   bias, act));
   return NG_OK;
 }
 
@@ -579,22 +595,26 @@ static ng_status layer_dense(ng_model_exec *ex, int l, const ng_layer *L, int64_
                              const float *h_in, const float *agg, float *out) {
   const float *P = ex->params;
   int64_t in = L->in_dim, outd = L->out_dim;
+  const float *bias = L->off_b >= 0 ? P + L->off_b : NULL;
+  const ng_activation act = L->o.activation;
+  const bool fused = BE(ex)->gemm_bias_act != NULL;
   if (ex->model->kind == NG_MODEL_GCN) {
-    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, in, agg, in, P + L->off_w, outd,
-                        0.0f, out, outd));
-  } else if (L->o.combine == NG_SAGE_SUM) {
+    NG_CHECK(dense_gemm(ex, l, fused, nd, outd, in, agg, in, P + L->off_w, outd, 0.0f, out, outd,
+                        bias, act));
+  } else if (L->o.combine == NG_SAGE_SUM) { /* the self product, then the neighbours' added */
     NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, in, h_in, in, P + L->off_w_self,
                         outd, 0.0f, out, outd));
-    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, outd, in, agg, in, P + L->off_w, outd,
-                        1.0f, out, outd));
-  } else { /* CONCAT: the self half, then the neighbour half, side by side */
+    NG_CHECK(dense_gemm(ex, l, fused, nd, outd, in, agg, in, P + L->off_w, outd, 1.0f, out, outd,
+                        bias, act));
+  } else { /* CONCAT: the self half, then the neighbour half, side by side, each its bias half */
     int64_t c = L->cols;
-    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, h_in, in, P + L->off_w_self, c,
-                        0.0f, out, outd));
-    NG_CHECK(layer_gemm(ex, "gemm fwd", l, false, false, nd, c, in, agg, in, P + L->off_w, c, 0.0f,
-                        out + c, outd));
+    NG_CHECK(dense_gemm(ex, l, fused, nd, c, in, h_in, in, P + L->off_w_self, c, 0.0f, out, outd,
+                        bias, act));
+    NG_CHECK(dense_gemm(ex, l, fused, nd, c, in, agg, in, P + L->off_w, c, 0.0f, out + c, outd,
+                        bias ? bias + c : NULL, act));
   }
-  NG_CHECK(bias_act(ex, l, out, L->off_b >= 0 ? P + L->off_b : NULL, nd, outd, L->o.activation));
+  if (!fused)
+    NG_CHECK(bias_act(ex, l, out, bias, nd, outd, act));
   return NG_OK;
 }
 

@@ -666,6 +666,116 @@ static void test_gemm(void) {
   }
 }
 
+/* gemm_bias_act (a layer's forward product with the bias and ReLU in the GEMM's epilogue, or
+ * two passes below cuBLASLt's row threshold): against the CPU's gemm followed by the bias and
+ * the activation, within the GEMM's tolerance
+ * (the bias's magnitude added), on padded and offset (4-byte aligned) operands, beta 0 and 1,
+ * with and without a bias, for both activations and every transpose; the same bits run to run;
+ * the padding of C untouched. */
+static void test_gemm_bias_act(void) {
+  if (!gpu->iface->gemm_bias_act)
+    return;
+  ng_rng r;
+  ng_rng_seed(&r, 47);
+  static const struct {
+    int64_t m, n, k, pad, off;
+    float beta;
+  } shapes[] = {
+      {0, 5, 3, 0, 0, 0.0f},
+      {4, 5, 0, 1, 0, 1.0f},
+      {1, 1, 1, 0, 0, 0.0f},
+      {7, 9, 13, 3, 1, 0.0f},
+      {64, 33, 130, 0, 0, 1.0f},
+      {300, 128, 128, 128, 0, 0.0f},
+      {300, 128, 128, 128, 0, 1.0f},
+      {257, 36, 70, 4, 1, 0.0f},
+      {1024, 16, 256, 16, 0, 0.0f},
+      /* From 65536 rows the epilogue runs in cuBLASLt (backend_cuda_dense.cu, kLtMinRows);
+       * 70001 rows reuse the algorithm chosen for 66000's class (131072 rows). */
+      {66000, 40, 24, 8, 1, 0.0f},
+      {70001, 40, 24, 8, 1, 0.0f},
+      {66000, 40, 24, 8, 1, 1.0f},
+      {66000, 128, 128, 128, 0, 0.0f},
+  };
+  for (size_t si = 0; si < NG_TEST_LEN(shapes); si++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int act = NG_ACT_NONE; act <= NG_ACT_RELU; act++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+          const bool ta = tr & 1, tbt = tr & 2;
+          const int64_t m = shapes[si].m, n = shapes[si].n, k = shapes[si].k;
+          const int64_t pad = shapes[si].pad, off = shapes[si].off;
+          const float beta = shapes[si].beta;
+          const int64_t arows = ta ? k : m, acols = ta ? m : k, brows = tbt ? n : k,
+                        bcols = tbt ? k : n;
+          const int64_t lda = NG_MAX(acols, (int64_t)1) + pad;
+          const int64_t ldb = NG_MAX(bcols, (int64_t)1) + pad, ldc = NG_MAX(n, (int64_t)1) + pad;
+          const int64_t na = arows * lda + off, nb = brows * ldb + off, nc = m * ldc + off;
+          float *a = ng_test_rand_floats(&r, NG_MAX(na, (int64_t)1));
+          float *b = ng_test_rand_floats(&r, NG_MAX(nb, (int64_t)1));
+          float *c0 = ng_test_rand_floats(&r, NG_MAX(nc, (int64_t)1));
+          float *bias = ng_test_rand_floats(&r, NG_MAX(n, (int64_t)1) + off);
+          float *aa = fabs_copy(a, na), *ab = fabs_copy(b, nb), *scale = fabs_copy(c0, nc);
+          float *c_c = ng_test_xmalloc((size_t)NG_MAX(nc, (int64_t)1) * 4);
+          memcpy(c_c, c0, (size_t)nc * 4);
+          EXPECT_OK(cpu->iface->gemm(cpu, ta, tbt, m, n, k, 1.0f, a + off, lda, b + off, ldb, beta,
+                                     c_c + off, ldc));
+          EXPECT_OK(cpu->iface->gemm(cpu, ta, tbt, m, n, k, 1.0f, aa + off, lda, ab + off, ldb,
+                                     fabsf(beta), scale + off, ldc));
+          for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+              float *v = &c_c[off + i * ldc + j];
+              if (with_bias) {
+                *v += bias[off + j];
+                scale[off + i * ldc + j] += fabsf(bias[off + j]);
+              }
+              if (act == NG_ACT_RELU && *v < 0.0f)
+                *v = 0.0f;
+            }
+          float *d_a = up(a, (size_t)na * 4), *d_b = up(b, (size_t)nb * 4);
+          float *d_bias = up(bias, (size_t)(NG_MAX(n, (int64_t)1) + off) * 4);
+          float *d_c = dalloc((size_t)NG_MAX(nc, (int64_t)1) * 4);
+          float *c_g[2] = {ng_test_xmalloc((size_t)nc * 4 + 4),
+                           ng_test_xmalloc((size_t)nc * 4 + 4)};
+          for (int run = 0; run < 2; run++) {
+            if (nc)
+              EXPECT_OK(gpu->iface->copy_h2d(gpu, d_c, c0, (size_t)nc * 4));
+            EXPECT_OK(gpu->iface->gemm_bias_act(
+                gpu, ta, tbt, m, n, k, d_a + off, lda, d_b + off, ldb, beta, d_c + off, ldc,
+                with_bias ? d_bias + off : NULL, (ng_activation)act));
+            down(c_g[run], d_c, (size_t)nc * 4);
+          }
+          char what[128];
+          snprintf(what, sizeof what,
+                   "gemm_bias_act %c%c m %lld n %lld k %lld ld+%lld off %lld beta %g %s%s",
+                   ta ? 'T' : 'N', tbt ? 'T' : 'N', (long long)m, (long long)n, (long long)k,
+                   (long long)pad, (long long)off, (double)beta, act ? "relu" : "none",
+                   with_bias ? " bias" : "");
+          /* C's padding and what lies before it stay as they were. */
+          for (int64_t i = 0; i < nc; i++) {
+            const int64_t col = (i - off) % ldc;
+            if (i < off || col >= n)
+              EXPECT_TRUE(memcmp(&c_g[0][i], &c0[i], 4) == 0);
+          }
+          if (m && n)
+            cmp_near(what, c_c, c_g[0], nc, scale);
+          cmp_bits(what, c_g[0], c_g[1], (size_t)nc * 4);
+          dfree(d_a);
+          dfree(d_b);
+          dfree(d_c);
+          dfree(d_bias);
+          free(c_g[0]);
+          free(c_g[1]);
+          free(a);
+          free(b);
+          free(c0);
+          free(bias);
+          free(aa);
+          free(ab);
+          free(scale);
+          free(c_c);
+        }
+}
+
 /* The CUDA backend replays a GEMM call it has seen before (same pointers, shape and scalars) as
  * a CUDA graph: a replay must read the buffers' current contents, give the bits of the plain
  * call, be the graph of its own call when calls differ in one argument, and stay right when
@@ -1415,6 +1525,7 @@ int main(void) {
   RUN_TEST(test_bf16);
   RUN_TEST(test_gemm);
   RUN_TEST(test_gemm_replay);
+  RUN_TEST(test_gemm_bias_act);
   RUN_TEST(test_bias_act);
   RUN_TEST(test_dropout);
   RUN_TEST(test_xent);
