@@ -439,6 +439,7 @@ ng_status create(ng_backend **out, int device) {
   c->device = device;
   const char *graphs_env = getenv("NG_CUDA_GEMM_GRAPHS");
   c->gemm_graphs = !(graphs_env && strcmp(graphs_env, "0") == 0);
+  c->lt_min_rows = lt_min_rows_default();
   ng__backend_init(be, &CUDA_IFACE, c);
   ng_status st = NG_OK;
   cudaError_t err = cudaSuccess;
@@ -491,8 +492,10 @@ ng_status create(ng_backend **out, int device) {
   else if ((bst = cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED)) !=
            CUBLAS_STATUS_SUCCESS)
     what = "cublasSetAtomicsMode";
-  else if ((bst = cublasLtCreate(&c->blas_lt)) != CUBLAS_STATUS_SUCCESS)
+  else if ((bst = cublasLtCreate(&c->blas_lt)) != CUBLAS_STATUS_SUCCESS) {
+    c->blas_lt = nullptr; /* not left for release() to destroy */
     what = "cublasLtCreate";
+  }
   if (bst != CUBLAS_STATUS_SUCCESS) {
     st = blas_err("cuda backend", what, bst);
     goto fail;

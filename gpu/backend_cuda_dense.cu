@@ -3,6 +3,8 @@
  * backend are in backend_cuda_impl.h. */
 #include "backend_cuda_impl.h"
 
+#include <atomic>
+
 namespace ng_cuda {
 
 /* ---- kernels: dense ---- */
@@ -170,28 +172,49 @@ struct lt_desc {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  lt_desc(const cuda_ctx *ctx, const gemm_key *g, int m) {
+  lt_desc(const gemm_key *g, int m) {
     const cublasOperation_t ta = (cublasOperation_t)g->op_b, tb = (cublasOperation_t)g->op_a;
     const cublasLtEpilogue_t epi = g->epi == kEpiBias       ? CUBLASLT_EPILOGUE_BIAS
                                    : g->epi == kEpiBiasRelu ? CUBLASLT_EPILOGUE_RELU_BIAS
                                                             : CUBLASLT_EPILOGUE_RELU;
-    st = cublasLtMatmulDescCreate(
-        &op, ctx->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    set(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    set(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    set(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (!created(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), (void **)&op))
+      return;
+    set([&] {
+      return cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    });
+    set([&] {
+      return cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    });
+    set([&] {
+      return cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    });
     if (g->bias)
-      set(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
-                                         sizeof g->bias));
-    set(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta == CUBLAS_OP_N ? g->n : g->k,
-                                   ta == CUBLAS_OP_N ? g->k : g->n, g->ldb));
-    set(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb == CUBLAS_OP_N ? g->k : m,
-                                   tb == CUBLAS_OP_N ? m : g->k, g->lda));
-    set(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, g->n, m, g->ldc));
-  }
-  void set(cublasStatus_t s) {
+      set([&] {
+        return cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                              sizeof g->bias);
+      });
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = s;
+      created(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta == CUBLAS_OP_N ? g->n : g->k,
+                                         ta == CUBLAS_OP_N ? g->k : g->n, g->ldb),
+              (void **)&la);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      created(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb == CUBLAS_OP_N ? g->k : m,
+                                         tb == CUBLAS_OP_N ? m : g->k, g->lda),
+              (void **)&lb);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      created(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, g->n, m, g->ldc), (void **)&lc);
+  }
+  /* A creation's status: on failure the handle is not left for the destructor. */
+  bool created(cublasStatus_t s, void **handle) {
+    st = s;
+    if (s != CUBLAS_STATUS_SUCCESS)
+      *handle = nullptr;
+    return s == CUBLAS_STATUS_SUCCESS;
+  }
+  /* The next call, made only while every one before it succeeded. */
+  template <class F> void set(F f) {
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = f();
   }
   ~lt_desc() {
     if (lc)
@@ -209,14 +232,15 @@ struct lt_desc {
  * since each iteration's mini-batch has its own row count and a query costs tens of
  * microseconds of host time), with no workspace and no split-K reduction (each element in one
  * pass: reproducible run to run), for the operands' alignments. Remembered per class: the
- * choice, and so the bits, depend on the class alone. */
-static const lt_choice *lt_choose(cuda_ctx *ctx, const gemm_key *g) {
+ * choice, and so the bits, depend on the class alone. `*fresh` holds the choice when the query
+ * failed for a reason other than cuBLASLt having no algorithm: it is not remembered. */
+static const lt_choice *lt_choose(cuda_ctx *ctx, const gemm_key *g, lt_choice *fresh) {
   lt_shape sh = {};
   /* A transposed A's rows are its leading dimension's columns: their class is their count. */
-  int mc = 1;
-  while (mc < g->m && mc < (1 << 30))
+  int64_t mc = 1;
+  while (mc < g->m)
     mc <<= 1;
-  sh.m_class = g->op_a == CUBLAS_OP_N ? mc : g->m;
+  sh.m_class = g->op_a == CUBLAS_OP_N ? (int)NG_MIN(mc, (int64_t)INT32_MAX) : g->m;
   sh.n = g->n;
   sh.k = g->k;
   sh.lda = g->lda;
@@ -225,11 +249,11 @@ static const lt_choice *lt_choose(cuda_ctx *ctx, const gemm_key *g) {
   sh.op_a = g->op_a;
   sh.op_b = g->op_b;
   sh.epi = g->epi;
-  sh.tf32 = ctx->tf32;
   sh.beta_nz = g->beta != 0.0f;
   sh.align_a = align_of(g->b);
   sh.align_b = align_of(g->a);
   sh.align_c = align_of(g->c);
+  sh.align_bias = g->bias ? align_of(g->bias) : 256;
   const uint64_t now = ++ctx->gemm_clock;
   lt_choice *victim = &ctx->lt_choices[0];
   for (lt_choice &e : ctx->lt_choices) {
@@ -240,52 +264,73 @@ static const lt_choice *lt_choose(cuda_ctx *ctx, const gemm_key *g) {
     if (e.used < victim->used)
       victim = &e;
   }
-  lt_desc d(ctx, g, sh.m_class);
+  lt_desc d(g, sh.m_class);
   cublasLtMatmulPreference_t pref = nullptr;
   cublasLtMatmulHeuristicResult_t res = {};
   int found = 0;
   const uint64_t zero_ws = 0;
   const uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;
-  d.set(cublasLtMatmulPreferenceCreate(&pref));
-  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &zero_ws, sizeof zero_ws));
-  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                             &no_split, sizeof no_split));
-  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                             &sh.align_a, sizeof sh.align_a));
-  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                             &sh.align_b, sizeof sh.align_b));
-  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                             &sh.align_c, sizeof sh.align_c));
-  d.set(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                             &sh.align_c, sizeof sh.align_c));
-  d.set(cublasLtMatmulAlgoGetHeuristic(ctx->blas_lt, d.op, d.la, d.lb, d.lc, d.lc, pref, 1, &res,
-                                       &found));
+  if (d.st == CUBLAS_STATUS_SUCCESS)
+    d.created(cublasLtMatmulPreferenceCreate(&pref), (void **)&pref);
+  auto pref_set = [&](cublasLtMatmulPreferenceAttributes_t attr, const void *v, size_t bytes) {
+    d.set([&] { return cublasLtMatmulPreferenceSetAttribute(pref, attr, v, bytes); });
+  };
+  pref_set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &zero_ws, sizeof zero_ws);
+  pref_set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_split, sizeof no_split);
+  pref_set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &sh.align_a, sizeof sh.align_a);
+  pref_set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &sh.align_b, sizeof sh.align_b);
+  pref_set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &sh.align_c, sizeof sh.align_c);
+  pref_set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &sh.align_c, sizeof sh.align_c);
+  d.set([&] {
+    return cublasLtMatmulAlgoGetHeuristic(ctx->blas_lt, d.op, d.la, d.lb, d.lc, d.lc, pref, 1, &res,
+                                          &found);
+  });
   if (pref)
     (void)cublasLtMatmulPreferenceDestroy(pref);
-  *victim = lt_choice{sh, res.algo, d.st == CUBLAS_STATUS_SUCCESS && found > 0, now};
+  const lt_choice c = {sh, res.algo, d.st == CUBLAS_STATUS_SUCCESS && found > 0, now};
+  if (d.st != CUBLAS_STATUS_SUCCESS && d.st != CUBLAS_STATUS_NOT_SUPPORTED) {
+    *fresh = c; /* a transient failure (memory, internal): asked again next time */
+    return fresh;
+  }
+  *victim = c;
   return victim;
 }
+
+/* Products gemm_bias_act ran through cuBLASLt's epilogue (ng__cuda_lt_products). */
+static std::atomic<int64_t> g_lt_products{0};
 
 /* The rows from which a product takes its epilogue through cuBLASLt. Measured on W4 (H100,
  * fp32): layer 0's 183 k rows ran as fast as cublasSgemm's and saved the bias pass (0.08 ms of a
  * 1.75 ms step), while layer 1's 16 k rows ran 0.03 ms slower than cublasSgemm's (no split-K)
  * and saved 0.017 ms. With TF32, cuBLASLt's kernels cost the step 8%: two passes there. */
-constexpr int kLtMinRows = 65536;
+constexpr int64_t kLtMinRows = 65536;
+
+int64_t lt_min_rows_default(void) {
+  const char *env = getenv("NG_CUDA_LT_MIN_ROWS");
+  const long long v = env ? atoll(env) : 0;
+  return v > 0 ? (int64_t)v : kLtMinRows;
+}
 
 /* The product with an epilogue (bias, ReLU) through cuBLASLt (lt_choose's algorithm) in fp32
- * from kLtMinRows rows; otherwise, or where cuBLASLt offers no algorithm or refuses the class's
- * for these rows, cublasSgemm and the bias and activation kernel in two passes. */
+ * from lt_min_rows rows with a bias 16-byte aligned (cuBLASLt has no preference for the bias's
+ * alignment, and kernels that load it 16 bytes at a time fault on less); otherwise, or where
+ * cuBLASLt offers no algorithm or refuses the class's for these rows (NOT_SUPPORTED),
+ * cublasSgemm and the bias and activation kernel in two passes. */
 static ng_status gemm_lt(cuda_ctx *ctx, const gemm_key *g) {
-  const lt_choice *c = ctx->tf32 || g->m < kLtMinRows ? nullptr : lt_choose(ctx, g);
+  lt_choice fresh;
+  const bool lt = !ctx->tf32 && g->m >= ctx->lt_min_rows && (!g->bias || align_of(g->bias) >= 16);
+  const lt_choice *c = lt ? lt_choose(ctx, g, &fresh) : nullptr;
   if (c && c->found) {
-    lt_desc d(ctx, g, g->m);
-    if (d.st == CUBLAS_STATUS_SUCCESS)
-      d.st = cublasLtMatmul(ctx->blas_lt, d.op, &g->alpha, g->b, d.la, g->a, d.lb, &g->beta, g->c,
+    lt_desc d(g, g->m);
+    d.set([&] {
+      return cublasLtMatmul(ctx->blas_lt, d.op, &g->alpha, g->b, d.la, g->a, d.lb, &g->beta, g->c,
                             d.lc, g->c, d.lc, &c->algo, nullptr, 0, ctx->ops_stream);
-    if (d.st == CUBLAS_STATUS_SUCCESS)
+    });
+    if (d.st == CUBLAS_STATUS_SUCCESS) {
+      g_lt_products.fetch_add(1, std::memory_order_relaxed);
       return NG_OK;
-    if (d.st != CUBLAS_STATUS_NOT_SUPPORTED && d.st != CUBLAS_STATUS_INVALID_VALUE)
+    }
+    if (d.st != CUBLAS_STATUS_NOT_SUPPORTED)
       return blas_err("gemm_bias_act", "cublasLtMatmul", d.st);
   }
   gemm_key plain = *g;
@@ -441,7 +486,6 @@ ng_status cuda_set_precision(ng_backend *be, ng_precision p) {
   if (st != CUBLAS_STATUS_SUCCESS)
     return blas_err("set_precision", "cublasSetMathMode", st);
   c->tf32 = p == NG_PRECISION_TF32;
-  memset(c->lt_choices, 0, sizeof c->lt_choices); /* chosen for the other compute type */
   for (int k = 0; k < kGemmGraphs; k++) {
     if (c->gemms[k].exec)
       CU_CHECK("set_precision", cudaGraphExecDestroy(c->gemms[k].exec));
@@ -485,9 +529,9 @@ static void *warm_main(void *arg) {
     g.alpha = 1.0f;
     if (gemm_plain(c, &g) != NG_OK)
       break;
-    /* A layer's forward product runs with the bias and ReLU in its epilogue (gemm_bias_act):
-     * other kernels, loaded by their own first call. */
-    if (!w->trans_a && !w->trans_b) {
+    /* A layer's forward product from lt_min_rows rows runs with the bias and ReLU in its
+     * epilogue (gemm_bias_act): other kernels, loaded by their own first call. */
+    if (!w->trans_a && !w->trans_b && m >= c->lt_min_rows) {
       g.epi = kEpiBiasRelu;
       g.bias = g.b;
       if (gemm_plain(c, &g) != NG_OK)
@@ -643,3 +687,7 @@ ng_status cuda_dropout_bwd(ng_backend *be, float *grad, const uint8_t *mask, int
 }
 
 } // namespace ng_cuda
+
+extern "C" int64_t ng__cuda_lt_products(void) {
+  return ng_cuda::g_lt_products.load(std::memory_order_relaxed);
+}

@@ -65,20 +65,23 @@ struct gemm_key {
   int op_a, op_b, m, n, k, lda, ldb, ldc, epi, spare;
   float alpha, beta;
 };
+static_assert(sizeof(gemm_key) == 80, "gemm_key is compared with memcmp: no padding");
 
 constexpr int kGemmGraphs = 64; // GEMM calls remembered (graphs kept) at once
 
 /* A cuBLASLt algorithm chosen for a product's shape class (gemm_lt): its rows rounded up to a
- * power of two, the rest exact. No padding: compared with memcmp. */
+ * power of two, the rest exact, the operands' and the bias's alignments. No padding: compared
+ * with memcmp. */
 struct lt_shape {
-  int m_class, n, k, lda, ldb, ldc, op_a, op_b, epi, tf32, beta_nz;
-  uint32_t align_a, align_b, align_c;
+  int m_class, n, k, lda, ldb, ldc, op_a, op_b, epi, beta_nz;
+  uint32_t align_a, align_b, align_c, align_bias;
 };
+static_assert(sizeof(lt_shape) == 56, "lt_shape is compared with memcmp: no padding");
 
 struct lt_choice {
   lt_shape shape;
   cublasLtMatmulAlgo_t algo;
-  bool found;    // false: cuBLASLt offered none (two calls then)
+  bool found;    // false: cuBLASLt offered none (two passes then)
   uint64_t used; // gemm_clock at its last use; 0: empty
 };
 
@@ -107,7 +110,8 @@ struct cuda_ctx {
   cublasHandle_t blas;
   cublasLtHandle_t blas_lt; // gemm_bias_act's products with an epilogue
   lt_choice lt_choices[kLtChoices];
-  bool tf32;     // set_precision TF32: the cuBLASLt products too
+  int64_t lt_min_rows; // gemm_bias_act's rows from which cuBLASLt's epilogue runs (kLtMinRows)
+  bool tf32;           // set_precision TF32: the cuBLASLt products too
   void *scratch; // [scratch_cap] bytes of one op's temporaries, grown on demand (ensure_scratch)
   size_t scratch_cap;
   double *row_loss; // [row_loss_cap] per-row losses of xent, grown on demand
@@ -369,6 +373,9 @@ ng_status cuda_gemm_bias_act(ng_backend *be, bool trans_a, bool trans_b, int64_t
                              float beta, float *c, int64_t ldc, const float *bias,
                              ng_activation act);
 ng_status cuda_set_precision(ng_backend *be, ng_precision p);
+/// gemm_bias_act's row threshold for cuBLASLt's epilogue: kLtMinRows, or NG_CUDA_LT_MIN_ROWS
+/// (tests run the model through the epilogue on small graphs with 1).
+int64_t lt_min_rows_default(void);
 void cuda_warm_start(ng_backend *be, const ng_gemm_shape *shapes, int n, float *scratch,
                      size_t bytes);
 void cuda_warm_wait(ng_backend *be);

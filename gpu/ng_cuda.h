@@ -46,6 +46,9 @@ ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *name, const 
 /// rows ("sum" only), with or without input dropout, on the current device.
 ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop, int *blocks_per_sm,
                                       int *registers);
+/// Test hook: the products gemm_bias_act has run through cuBLASLt's epilogue so far, in this
+/// process (the others ran in two passes).
+int64_t ng__cuda_lt_products(void);
 /// The NG_AGGREGATOR_SOURCE text of built-in `name` ("sum", "mean", "max", "min"), or NULL.
 const char *ng__cuda_builtin_agg_source(const char *name);
 

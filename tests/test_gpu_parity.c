@@ -678,24 +678,28 @@ static void test_gemm_bias_act(void) {
   ng_rng r;
   ng_rng_seed(&r, 47);
   static const struct {
-    int64_t m, n, k, pad, off;
+    int64_t m, n, k, pad, off, bias_off;
     float beta;
   } shapes[] = {
-      {0, 5, 3, 0, 0, 0.0f},
-      {4, 5, 0, 1, 0, 1.0f},
-      {1, 1, 1, 0, 0, 0.0f},
-      {7, 9, 13, 3, 1, 0.0f},
-      {64, 33, 130, 0, 0, 1.0f},
-      {300, 128, 128, 128, 0, 0.0f},
-      {300, 128, 128, 128, 0, 1.0f},
-      {257, 36, 70, 4, 1, 0.0f},
-      {1024, 16, 256, 16, 0, 0.0f},
+      {0, 5, 3, 0, 0, 0, 0.0f},
+      {4, 5, 0, 1, 0, 0, 1.0f},
+      {1, 1, 1, 0, 0, 0, 0.0f},
+      {7, 9, 13, 3, 1, 0, 0.0f},
+      {64, 33, 130, 0, 0, 0, 1.0f},
+      {300, 128, 128, 128, 0, 0, 0.0f},
+      {300, 128, 128, 128, 0, 0, 1.0f},
+      {257, 36, 70, 4, 1, 0, 0.0f},
+      {1024, 16, 256, 16, 0, 0, 0.0f},
       /* From 65536 rows the epilogue runs in cuBLASLt (backend_cuda_dense.cu, kLtMinRows);
        * 70001 rows reuse the algorithm chosen for 66000's class (131072 rows). */
-      {66000, 40, 24, 8, 1, 0.0f},
-      {70001, 40, 24, 8, 1, 0.0f},
-      {66000, 40, 24, 8, 1, 1.0f},
-      {66000, 128, 128, 128, 0, 0.0f},
+      {66000, 40, 24, 8, 1, 0, 0.0f},
+      {70001, 40, 24, 8, 1, 0, 0.0f},
+      {66000, 40, 24, 8, 1, 0, 1.0f},
+      {66000, 128, 128, 128, 0, 0, 0.0f},
+      {66000, 40, 24, 8, 0, 0, 1.0f},
+      /* The operands 16-byte aligned, the bias not: two passes (cuBLASLt's kernels may load the
+       * bias 16 bytes at a time). */
+      {66000, 40, 24, 8, 0, 1, 0.0f},
   };
   for (size_t si = 0; si < NG_TEST_LEN(shapes); si++)
     for (int tr = 0; tr < 4; tr++)
@@ -703,7 +707,7 @@ static void test_gemm_bias_act(void) {
         for (int with_bias = 0; with_bias < 2; with_bias++) {
           const bool ta = tr & 1, tbt = tr & 2;
           const int64_t m = shapes[si].m, n = shapes[si].n, k = shapes[si].k;
-          const int64_t pad = shapes[si].pad, off = shapes[si].off;
+          const int64_t pad = shapes[si].pad, off = shapes[si].off, boff = shapes[si].bias_off;
           const float beta = shapes[si].beta;
           const int64_t arows = ta ? k : m, acols = ta ? m : k, brows = tbt ? n : k,
                         bcols = tbt ? k : n;
@@ -713,7 +717,7 @@ static void test_gemm_bias_act(void) {
           float *a = ng_test_rand_floats(&r, NG_MAX(na, (int64_t)1));
           float *b = ng_test_rand_floats(&r, NG_MAX(nb, (int64_t)1));
           float *c0 = ng_test_rand_floats(&r, NG_MAX(nc, (int64_t)1));
-          float *bias = ng_test_rand_floats(&r, NG_MAX(n, (int64_t)1) + off);
+          float *bias = ng_test_rand_floats(&r, NG_MAX(n, (int64_t)1) + off + boff);
           float *aa = fabs_copy(a, na), *ab = fabs_copy(b, nb), *scale = fabs_copy(c0, nc);
           float *c_c = ng_test_xmalloc((size_t)NG_MAX(nc, (int64_t)1) * 4);
           memcpy(c_c, c0, (size_t)nc * 4);
@@ -725,31 +729,43 @@ static void test_gemm_bias_act(void) {
             for (int64_t j = 0; j < n; j++) {
               float *v = &c_c[off + i * ldc + j];
               if (with_bias) {
-                *v += bias[off + j];
-                scale[off + i * ldc + j] += fabsf(bias[off + j]);
+                *v += bias[off + boff + j];
+                scale[off + i * ldc + j] += fabsf(bias[off + boff + j]);
               }
               if (act == NG_ACT_RELU && *v < 0.0f)
                 *v = 0.0f;
             }
           float *d_a = up(a, (size_t)na * 4), *d_b = up(b, (size_t)nb * 4);
-          float *d_bias = up(bias, (size_t)(NG_MAX(n, (int64_t)1) + off) * 4);
+          float *d_bias = up(bias, (size_t)(NG_MAX(n, (int64_t)1) + off + boff) * 4);
           float *d_c = dalloc((size_t)NG_MAX(nc, (int64_t)1) * 4);
           float *c_g[2] = {ng_test_xmalloc((size_t)nc * 4 + 4),
                            ng_test_xmalloc((size_t)nc * 4 + 4)};
+          /* An epilogue on aligned operands and bias from 65536 rows takes cuBLASLt (asked of
+           * the untransposed product the layers make; the others may find no algorithm), an
+           * epilogue below or on an unaligned bias never does. */
+          const bool epi = with_bias || act == NG_ACT_RELU;
+          const bool may_lt = epi && m >= 65536 && off == 0 && boff == 0;
+          const bool must_lt = may_lt && !ta && !tbt;
           for (int run = 0; run < 2; run++) {
             if (nc)
               EXPECT_OK(gpu->iface->copy_h2d(gpu, d_c, c0, (size_t)nc * 4));
+            if (beta == 0.0f) /* beta == 0 must not read C: poison what it computes */
+              for (int64_t i = 0; i < m && n; i++)
+                dpoison(d_c + off + i * ldc, (size_t)n * 4);
+            const int64_t before = ng__cuda_lt_products();
             EXPECT_OK(gpu->iface->gemm_bias_act(
                 gpu, ta, tbt, m, n, k, d_a + off, lda, d_b + off, ldb, beta, d_c + off, ldc,
-                with_bias ? d_bias + off : NULL, (ng_activation)act));
+                with_bias ? d_bias + off + boff : NULL, (ng_activation)act));
+            const int64_t took = ng__cuda_lt_products() - before;
+            EXPECT_TRUE(must_lt ? took == 1 : may_lt ? took <= 1 : took == 0);
             down(c_g[run], d_c, (size_t)nc * 4);
           }
           char what[128];
           snprintf(what, sizeof what,
-                   "gemm_bias_act %c%c m %lld n %lld k %lld ld+%lld off %lld beta %g %s%s",
+                   "gemm_bias_act %c%c m %lld n %lld k %lld ld+%lld off %lld/%lld beta %g %s%s",
                    ta ? 'T' : 'N', tbt ? 'T' : 'N', (long long)m, (long long)n, (long long)k,
-                   (long long)pad, (long long)off, (double)beta, act ? "relu" : "none",
-                   with_bias ? " bias" : "");
+                   (long long)pad, (long long)off, (long long)boff, (double)beta,
+                   act ? "relu" : "none", with_bias ? " bias" : "");
           /* C's padding and what lies before it stay as they were. */
           for (int64_t i = 0; i < nc; i++) {
             const int64_t col = (i - off) % ldc;

@@ -121,8 +121,8 @@ def gaps(spans, count):
         for s in spans:
             if s[0] > 0 and s[2] < hi and s[2] + s[3] > lo:
                 busy[s[1]] += min(hi, s[2] + s[3]) - max(lo, s[2])
-        what = ", ".join(f"{k} {v / (hi - lo):.1f}" for k, v in
-                         sorted(busy.items(), key=lambda kv: -kv[1]))
+        what = ", ".join(f"{k} {v / (hi - lo):.1f}" + (" (inside fetch)" if k == "slot grow" else "")
+                         for k, v in sorted(busy.items(), key=lambda kv: -kv[1]))
         print(f"  iter {t[4].get('iter', '?'):>6} at {lo / 1e3:9.2f} ms: {t[3] / 1e3:7.2f} ms; "
               f"workers busy meanwhile (threads): {what or 'none'}")
 
