@@ -1005,6 +1005,10 @@ typedef struct {
   double register_s;      ///< registering the cold rows for zero-copy reads, or 0
   double total_s;         ///< the whole of ng_trainer_create
   double sampler_s;       ///< putting the topology in device memory for its sampler, or 0
+  /// sizing the workers' first staging slots from the first mini-batch (page-locking them on
+  /// CUDA) before the first epoch, and the largest slot made (docs/scheduler.md), or 0
+  double staging_s;
+  int64_t staging_slot_bytes;
 } ng_startup_times;
 /// The set-up times of `trainer` into *out.
 ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t trainer);

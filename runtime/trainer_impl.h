@@ -15,4 +15,8 @@ ng_status ng__trainer_embed(float *out, ng_trainer_t trainer, const int64_t *nod
                             const ng_infer_opts *opts, void (*rows_done)(void *, int64_t, int64_t),
                             void *rows_done_ctx);
 
+/// For tests: the trainer's runtime (its workers' staging slots, sched/pipeline_impl.h) and the
+/// memory estimate it was created under (*mem, may be NULL).
+struct ng_runtime *ng__trainer_runtime(ng_trainer_t trainer, ng_memory_estimate *mem);
+
 #endif /* NG_TRAINER_IMPL_H */
