@@ -31,6 +31,9 @@
 #endif
 
 #define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
+/* The threads that fault in the cold rows' pages of the feature mapping (populate_cold_rows), at
+ * most: a quarter of the cores. */
+#define POPULATE_THREADS 4
 #define NG_CHECKPOINT_VERSION 1
 /* Threads of the sample feed with a device sampler: two lanes hide most of the device's round
  * trips behind each other (docs/sampling.md). */
@@ -55,9 +58,10 @@ struct ng_trainer {
   /* The cold rows' pages of the feature mapping, faulted in by a background thread from the end
    * of ng_trainer_create (populate_cold_rows); stopped and joined by ng_trainer_destroy. */
   struct {
-    pthread_t thread;
-    bool running;
+    pthread_t thread[POPULATE_THREADS];
+    int threads; /* started */
     _Atomic bool stop;
+    _Atomic size_t next; /* the next chunk's offset */
     char *begin;
     size_t len;
   } populate;
@@ -181,16 +185,19 @@ static void *populate_main(void *arg) {
    * worker reads it is faulted in by the worker, as without it. */
   const struct sched_param sp = {0};
   (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-  for (size_t at = 0; at < t->populate.len && !atomic_load(&t->populate.stop);
-       at += POPULATE_CHUNK)
+  while (!atomic_load(&t->populate.stop)) {
+    const size_t at = atomic_fetch_add(&t->populate.next, POPULATE_CHUNK);
+    if (at >= t->populate.len)
+      break;
     if (madvise(t->populate.begin + at, NG_MIN(POPULATE_CHUNK, t->populate.len - at),
                 MADV_POPULATE_READ) != 0)
       break; /* a kernel without it (before 5.14): the workers fault the pages in */
+  }
   return NULL;
 }
 
 /* Starts faulting in the pages of the cold rows, [hot, nodes), of the dataset's feature mapping
- * in the background (features_memory AUTO only; MAPPED leaves every page to the first read):
+ * in the background, on up to POPULATE_THREADS threads (features_memory AUTO only; MAPPED leaves every page to the first read):
  * PARTIAL and BATCH workers read them in place, 4 KiB at a time, and their first epoch took
  * minor faults on nearly every page (clear_page_erms in its profile; the fetch cost 10.6 s of
  * worker time on W4 in epoch 0 against 7.6 s in a steady one). MADV_POPULATE_READ mapped 7.6 GB
@@ -215,18 +222,24 @@ static void populate_cold_rows(struct ng_trainer *t) {
   t->populate.begin = (char *)lo;
   t->populate.len = hi - lo;
   atomic_store(&t->populate.stop, false);
-  t->populate.running = pthread_create(&t->populate.thread, NULL, populate_main, t) == 0;
+  atomic_store(&t->populate.next, 0);
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const int n = (int)NG_MAX(1, NG_MIN(POPULATE_THREADS, cores / 4));
+  for (int i = 0; i < n; i++) {
+    if (pthread_create(&t->populate.thread[i], NULL, populate_main, t) != 0)
+      break; /* best effort: those started cover the range */
+    t->populate.threads++;
+  }
 }
 
-/* Joins the populate thread: at once when `stop` (it ends after its chunk), else once it is
+/* Joins the populate threads: at once when `stop` (each ends after its chunk), else once they are
  * done. */
 static void populate_join(struct ng_trainer *t, bool stop) {
-  if (!t->populate.running)
-    return;
   if (stop)
     atomic_store(&t->populate.stop, true);
-  (void)pthread_join(t->populate.thread, NULL);
-  t->populate.running = false;
+  for (int i = 0; i < t->populate.threads; i++)
+    (void)pthread_join(t->populate.thread[i], NULL);
+  t->populate.threads = 0;
 }
 
 size_t ng__trainer_populate_wait(ng_trainer_t t) {
@@ -689,10 +702,13 @@ static const int64_t *epoch_order(ng_trainer_t t, int64_t epoch, int64_t n_train
 /* Sizes the workers' first staging slots from the first epoch's first mini-batch before it
  * begins (ng__runtime_presize): page-locked one growth at a time, they cost the first epoch
  * 1.5-3.8 s of worker time on W4 (43-48 growths of 65-110 MB). Each slot stays within what
- * the memory estimate counts for it, (1 + 1/NG_SLOT_GROWTH_DEN) x package_bytes. */
+ * the memory estimate counts for it, (1 + 1/NG_SLOT_GROWTH_DEN) x package_bytes. Not without
+ * workers (workers -1): inference and prediction make such trainers and never train (a slot of
+ * every input row would be pinned for nothing), and an inline epoch grows its few slots in
+ * one thread as before. */
 static ng_status presize_staging(struct ng_trainer *t) {
   const int64_t n_train = t->ds->info.train;
-  if (n_train <= 0)
+  if (n_train <= 0 || t->opts.workers < 0)
     return NG_OK;
   const int64_t batch = t->opts.batch ? NG_MIN(t->opts.batch, n_train) : n_train;
   if (batch > INT32_MAX)
