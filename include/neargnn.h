@@ -1009,7 +1009,7 @@ typedef struct {
   double total_s;         ///< the whole of ng_trainer_create
   double sampler_s;       ///< putting the topology in device memory for its sampler, or 0
   /// sizing the workers' first staging slots from the first mini-batch (page-locking them on
-  /// CUDA) before the first epoch, and the largest slot made (docs/scheduler.md), or 0
+  /// CUDA) before the first epoch, and the largest size they were given (docs/scheduler.md), or 0
   double staging_s;
   int64_t staging_slot_bytes;
 } ng_startup_times;

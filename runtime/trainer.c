@@ -55,7 +55,7 @@ struct ng_trainer {
   ng_train_opts opts;
   ng_backend *be;
   ng_pool_prefetch topo_prefetch; /* the machine's topology, loaded during ng_trainer_create */
-  /* The cold rows' pages of the feature mapping, faulted in by a background thread from the end
+  /* The cold rows' pages of the feature mapping, faulted in by background threads from the end
    * of ng_trainer_create (populate_cold_rows); stopped and joined by ng_trainer_destroy. */
   struct {
     pthread_t thread[POPULATE_THREADS];
@@ -197,15 +197,16 @@ static void *populate_main(void *arg) {
 }
 
 /* Starts faulting in the pages of the cold rows, [hot, nodes), of the dataset's feature mapping
- * in the background, on up to POPULATE_THREADS threads (features_memory AUTO only; MAPPED leaves every page to the first read):
- * PARTIAL and BATCH workers read them in place, 4 KiB at a time, and their first epoch took
- * minor faults on nearly every page (clear_page_erms in its profile; the fetch cost 10.6 s of
- * worker time on W4 in epoch 0 against 7.6 s in a steady one). MADV_POPULATE_READ mapped 7.6 GB
- * in 0.4 s on one thread. Not when the device reads the cold rows by zero-copy (the store
+ * in the background, on up to POPULATE_THREADS threads (features_memory AUTO only; MAPPED leaves
+ * every page to its first read). PARTIAL and BATCH workers read cold rows in place, and in their
+ * first epoch nearly every read of a 4 KiB page was a minor fault: the fetch cost 10.6 s of
+ * worker time on W4 in epoch 0 against 7.6 s in a steady one. MADV_POPULATE_READ mapped 7.6 GB in
+ * 0.4 s on one thread. Not when the device reads the cold rows by zero-copy (the store
  * registered them: resident already), nor for a table the trainer owns (a copy, normalised or
- * bf16: its pages are anonymous and written), nor when the cold rows exceed the available
- * memory (the page cache would evict what the workers read). The pages count in the RSS as the
- * mapping's do once read; the bound of docs/memory.md counts the whole table. */
+ * bf16: its pages are anonymous and written already), nor in a data-parallel run (its hot set
+ * is the ranks'), nor when the cold rows exceed the available memory (the page cache would
+ * evict what the workers read). The pages count in the RSS as the mapping's do once read; the
+ * bound of docs/memory.md counts the whole table. */
 static void populate_cold_rows(struct ng_trainer *t) {
   const struct ng_dataset *ds = t->ds;
   const int64_t hot = t->store.hot;

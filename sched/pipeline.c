@@ -70,9 +70,9 @@ struct ng_runtime {
   char *cpuset; /* a copy of o.cpuset */
   _Atomic size_t largest_pkg;
   _Atomic int64_t slot_grows; /* staging slots grown on demand (slot_reserve) since create */
-  size_t presized;            /* the largest slot ng__runtime_presize made (0: none) */
+  size_t presized;            /* the largest size ng__runtime_presize gave slots (0: none) */
   bool epoch_ran;             /* ng__runtime_epoch was called */
-  ng_ctrl ctrl; /* the split persists from epoch to epoch */
+  ng_ctrl ctrl;               /* the split persists from epoch to epoch */
   char placement[256];
   ng_trace *trace;   /* track 0: the device thread; 1 + w: worker w; then the sample feed (NULL:
                        not tracing) */
@@ -494,8 +494,8 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
   size_t *capp = rt->n_threads ? &host_cap : &rt->inline_cap;
   ng_status st = NG_OK;
   if (rt->o.dev_sampler)
-    st = rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler,
-                                    plan->order + begin, nt, seed, &mb, hostp, capp);
+    st = rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, plan->order + begin,
+                                    nt, seed, &mb, hostp, capp);
   else
     st = ng__sample(&mb, rt->w[0].arena, rt->sampler, plan->order + begin, nt, seed);
   /* Its package by each group's strategy (a dry run: the layout's counting pass only). */
@@ -508,9 +508,8 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
       continue;
     ng_fetch_cfg cfg = rt->fetch;
     cfg.mode = group_fetch(rt, g);
-    cfg.device_share = cfg.mode == NG_FETCH_PARTIAL
-                           ? ng__ctrl_share_frac(atomic_load(&rt->share))
-                           : 0.0;
+    cfg.device_share =
+        cfg.mode == NG_FETCH_PARTIAL ? ng__ctrl_share_frac(atomic_load(&rt->share)) : 0.0;
     cfg.threads = 1;
     size_t bytes = 0;
     st = ng__fetch_bytes(&bytes, &cfg, &mb, drop_p, &rt->w[0].scratch);
@@ -539,10 +538,12 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
                             .cpus = bind ? &cpus : NULL};
     if (jobs[i].bytes == 0)
       continue;
-    jobs[i].started =
-        n > 1 && pthread_create(&jobs[i].thread, NULL, presize_main, &jobs[i]) == 0;
-    if (!jobs[i].started) /* one worker, or no thread to be had: here */
+    jobs[i].started = n > 1 && pthread_create(&jobs[i].thread, NULL, presize_main, &jobs[i]) == 0;
+    if (!jobs[i]
+             .started) { /* one worker, or no thread to be had: here, the caller's affinity kept */
+      jobs[i].cpus = NULL;
       presize_main(&jobs[i]);
+    }
   }
   for (int i = 0; i < n; i++) {
     if (jobs[i].started)

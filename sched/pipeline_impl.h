@@ -131,8 +131,9 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
 /// every worker to its group's size x (1 + 1/NG_SLOT_GROWTH_DEN) plus the item header, at most
 /// `cap` bytes each, one thread a worker (bound to the workers' cores, so that the pages are
 /// first touched on their NUMA node). A larger package later still grows its slot on demand.
-/// *slot_bytes receives the largest slot made (0: none). NG_ERR_STATE once an epoch ran; an
-/// allocation refused is reported with the worker and the bytes, and the slots stay usable.
+/// *slot_bytes receives the largest size asked (0: none; a slot already as large stays).
+/// NG_ERR_STATE once an epoch ran; an allocation refused is reported with the worker and the bytes,
+/// and the slots stay usable.
 ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float drop_p, size_t cap,
                               size_t *slot_bytes);
 

@@ -546,7 +546,8 @@ static void test_bf16_runtime(void) {
 
 /* A trainer of `mode` for the staging tests: packages of several MB (Cora's 5.7 KB rows, a
  * large batch), so that slots must grow beyond their first 1 MiB. */
-static ng_trainer_t make_staging(ng_mode mode, int workers, int64_t batch, ng_sampler_kind sampler) {
+static ng_trainer_t make_staging(ng_mode mode, int workers, int64_t batch,
+                                 ng_sampler_kind sampler) {
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
   o.batch = batch;
   o.lr = 0.01;
@@ -584,8 +585,8 @@ static void test_presized_slots(void) {
     int workers;
     ng_sampler_kind sampler;
   } cases[] = {
-      {NG_MODE_BASELINE, 2, NG_SAMPLER_CPU},        {NG_MODE_PARTIAL, 3, NG_SAMPLER_DEVICE},
-      {NG_MODE_HYBRID_STATIC, 2, NG_SAMPLER_CPU},   {NG_MODE_BASELINE, -1, NG_SAMPLER_CPU},
+      {NG_MODE_BASELINE, 2, NG_SAMPLER_CPU},      {NG_MODE_PARTIAL, 3, NG_SAMPLER_DEVICE},
+      {NG_MODE_HYBRID_STATIC, 2, NG_SAMPLER_CPU}, {NG_MODE_BASELINE, -1, NG_SAMPLER_CPU},
       {NG_MODE_BASELINE, -1, NG_SAMPLER_DEVICE},
   };
   const size_t initial = (size_t)1 << 20; /* a slot's size at ng__runtime_create */
