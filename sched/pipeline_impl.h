@@ -84,7 +84,10 @@ typedef struct {
 
 /// The staging slots of each worker that ng__runtime_presize sizes before the first epoch: as
 /// many as a worker fills before its first package's copy frees one (W4: 43-48 slots of 15
-/// workers grew in the first epoch, ~0-2 in each later one).
+/// workers grew in the first epoch, ~0-2 in each later one). When the device is the bottleneck
+/// the workers fill the ready window and use more of their S slots, but then a growth is off
+/// the critical path (they wait for the device anyway); sizing all S would pin memory that a
+/// worker-bound run never touches.
 #define NG_SLOT_PRESIZE 3
 
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.
