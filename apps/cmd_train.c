@@ -466,9 +466,10 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
     fprintf(
         stderr,
         "neargnn %s: set up in %.2f s (%.2f s since the start): features copied %.2f s, "
-        "hot rows uploaded %.2f s, cold rows registered %.2f s, topology to the sampler %.2f s\n",
+        "hot rows uploaded %.2f s, cold rows registered %.2f s, topology to the sampler %.2f s, "
+        "staging slots of %.1f MB sized %.2f s\n",
         command, su.total_s, cli_now() - cli_start_time(), su.features_copy_s, su.hot_upload_s,
-        su.register_s, su.sampler_s);
+        su.register_s, su.sampler_s, (double)su.staging_slot_bytes / 1e6, su.staging_s);
 }
 
 /* The whole run's figures in the JSON report, from the command's start: what a user waits for. */
@@ -482,6 +483,8 @@ static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *
       cJSON_AddNumberToObject(js, "hot_upload_s", su.hot_upload_s);
       cJSON_AddNumberToObject(js, "register_s", su.register_s);
       cJSON_AddNumberToObject(js, "sampler_s", su.sampler_s);
+      cJSON_AddNumberToObject(js, "staging_s", su.staging_s);
+      cJSON_AddNumberToObject(js, "staging_slot_bytes", (double)su.staging_slot_bytes);
       cJSON_AddStringToObject(js, "sampler", ng_trainer_sampler(t));
     }
   }

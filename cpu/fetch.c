@@ -252,15 +252,22 @@ static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_miniba
 
 /* Sizes the package, takes its memory from `reserve`, carves it into the package's arrays and
  * copies in what passes through unchanged (blocks 1.. and the labels). */
+/* The bytes the package of counts `c` takes (what lay_out asks `reserve` for); `out` is
+ * scratch. */
+static size_t package_bytes(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                            const counts *c) {
+  layout l = {NULL, 0};
+  carve(out, &l, cfg, mb->blocks[0].n_dst, c);
+  carve_rest(out, &l, mb);
+  return NG_MAX(l.used, (size_t)1);
+}
+
 static ng_status lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
                          const counts *c, ng_fetch_reserve_fn reserve, void *reserve_ctx) {
   const int32_t nd = mb->blocks[0].n_dst;
-  layout l = {NULL, 0};
-  carve(out, &l, cfg, nd, c);
-  carve_rest(out, &l, mb);
   void *base = NULL;
-  NG_CHECK(reserve(reserve_ctx, NG_MAX(l.used, (size_t)1), &base));
-  l = (layout){base, 0};
+  NG_CHECK(reserve(reserve_ctx, package_bytes(out, cfg, mb, c), &base));
+  layout l = (layout){base, 0};
   carve(out, &l, cfg, nd, c);
   carve_rest(out, &l, mb);
   fill_rest(out, mb, cfg->labels);
@@ -432,6 +439,19 @@ static void count_stats(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, int32_t nd, 
                                   ? (c->cold_nnz + c->n_self_cold - device_rows) * row_bytes
                                   : 0;
   out->stats.zcopy_bytes = device_rows * row_bytes;
+}
+
+ng_status ng__fetch_bytes(size_t *bytes, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                          float drop_p, ng_fetch_scratch *scratch) {
+  *bytes = 0;
+  NG_CHECK(check_cfg(cfg));
+  counts c;
+  NG_CHECK(count_tiers(&c, cfg, mb, scratch));
+  c.staged_bf16 = cfg->features_bf16 != NULL && drop_p == 0.0f;
+  ng_fetch_pkg scratch_pkg;
+  memset(&scratch_pkg, 0, sizeof scratch_pkg);
+  *bytes = package_bytes(&scratch_pkg, cfg, mb, &c);
+  return NG_OK;
 }
 
 ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,

@@ -143,6 +143,12 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
                             float drop_p, uint64_t drop_key, ng_fetch_scratch *scratch,
                             ng_fetch_reserve_fn reserve, void *reserve_ctx);
 
+/// The bytes ng__fetch_prepare would ask `reserve` for with these arguments (a dry run: only
+/// its counting pass, which grows `scratch` as the real one would; nothing is read from the
+/// feature table). The runtime sizes its staging slots from it before the first epoch.
+ng_status ng__fetch_bytes(size_t *bytes, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                          float drop_p, ng_fetch_scratch *scratch);
+
 /// The same package seen at `dev_base`, where a copy of its bytes lives.
 void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_base);
 

@@ -69,7 +69,10 @@ struct ng_runtime {
   size_t dev_cap[NG_BACKEND_MARKS];
   char *cpuset; /* a copy of o.cpuset */
   _Atomic size_t largest_pkg;
-  ng_ctrl ctrl; /* the split persists from epoch to epoch */
+  _Atomic int64_t slot_grows; /* staging slots grown on demand (slot_reserve) since create */
+  size_t presized;            /* the largest size ng__runtime_presize gave slots (0: none) */
+  bool epoch_ran;             /* ng__runtime_epoch was called */
+  ng_ctrl ctrl;               /* the split persists from epoch to epoch */
   char placement[256];
   ng_trace *trace;   /* track 0: the device thread; 1 + w: worker w; then the sample feed (NULL:
                        not tracing) */
@@ -393,10 +396,177 @@ static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
     const size_t big = NG_MAX(need, atomic_load(rc->largest));
     const int64_t t0 = span_start(rc->rt);
     NG_CHECK(ng__slots_grow(rc->slots, rc->buf, big + big / NG_SLOT_GROWTH_DEN));
+    atomic_fetch_add_explicit(&rc->rt->slot_grows, 1, memory_order_relaxed);
     span_end(rc->rt, rc->track, NG_SPAN_SLOT_GROW, rc->iter, 0, t0);
   }
   *base = (char *)*rc->buf + ITEM_HEADER;
   return NG_OK;
+}
+
+/* ---- staging slots sized before the first epoch ---- */
+
+/* One thread's share of ng__runtime_presize: worker `slots`' first `n` slots. */
+typedef struct {
+  ng_slots *slots;
+  int n;
+  size_t bytes;
+  const cpu_set_t *cpus; /* where it runs (first touch places the pages), or NULL */
+  ng_status st;
+  char err[1024];
+  pthread_t thread;
+  bool started;
+} presize_job;
+
+static void *presize_main(void *arg) {
+  presize_job *j = arg;
+  if (j->cpus) /* best effort: unbound, the pages land wherever the thread runs */
+    (void)pthread_setaffinity_np(pthread_self(), sizeof *j->cpus, j->cpus);
+  j->st = ng__slots_presize(j->slots, j->n, j->bytes);
+  if (j->st != NG_OK)
+    snprintf(j->err, sizeof j->err, "%s", ng_last_error());
+  return NULL;
+}
+
+/* The cores the workers will run on, for the threads that touch their slots' pages first: the
+ * user's cpuset, else those nearest the device (the pool's choice, sched/pool.c). False when
+ * none can be told (the threads then run unbound). */
+static bool worker_cpus(const ng_runtime *rt, cpu_set_t *set) {
+  char near[1024] = "", pci[64] = "";
+  const char *list = rt->o.cpuset;
+  if (!(list && *list)) {
+    if (rt->be->iface->pci_bus_id(rt->be, pci, sizeof pci) != NG_OK ||
+        ng__cpus_near(near, sizeof near, pci[0] ? pci : NULL) != NG_OK)
+      return false;
+    list = near;
+  }
+  /* "0-3,8,10-11" (hwloc's list format, and the cpuset's): read here, without allocating; a
+   * list it cannot read leaves the threads unbound (the pool reports a bad cpuset). */
+  CPU_ZERO(set);
+  for (const char *p = list; *p;) {
+    char *end = NULL;
+    const long lo = strtol(p, &end, 10);
+    long hi = lo;
+    if (end == p || lo < 0)
+      return false;
+    p = end;
+    if (*p == '-') {
+      hi = strtol(p + 1, &end, 10);
+      if (end == p + 1 || hi < lo)
+        return false;
+      p = end;
+    }
+    for (long c = lo; c <= hi && c < CPU_SETSIZE; c++)
+      CPU_SET((int)c, set);
+    if (*p == ',')
+      p++;
+    else if (*p)
+      return false;
+  }
+  return CPU_COUNT(set) > 0;
+}
+
+_Atomic int64_t ng__runtime_presize_limit = -1;
+
+ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float drop_p, size_t cap,
+                              size_t *slot_bytes) {
+  *slot_bytes = 0;
+  if (rt->epoch_ran || rt->pool || rt->feed)
+    return ng__err(NG_ERR_STATE, "runtime: staging slots are sized before the first epoch only");
+  const int64_t limit = atomic_load(&ng__runtime_presize_limit);
+  if (limit == 0)
+    return NG_OK;
+  if (limit > 0)
+    cap = NG_MIN(cap, (size_t)limit);
+  if (plan->first >= plan->iters)
+    return NG_OK;
+  const int n = NG_MAX(rt->n_threads, 1);
+  /* The probe: iteration plan->first's mini-batch, as its worker will sample it. */
+  int64_t begin;
+  int32_t nt;
+  ng__plan_slice(plan, plan->first, &begin, &nt);
+  if (nt <= 0)
+    return NG_OK;
+  const uint64_t seed = ng__iter_seed(plan->seed, plan->epoch, plan->first);
+  ng_minibatch mb;
+  void *host = NULL; /* the device sampler's blocks: inline its own buffer, else freed below */
+  size_t host_cap = 0;
+  void **hostp = rt->n_threads ? &host : &rt->inline_host;
+  size_t *capp = rt->n_threads ? &host_cap : &rt->inline_cap;
+  ng_status st = NG_OK;
+  if (rt->o.dev_sampler)
+    st = rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, plan->order + begin,
+                                    nt, seed, &mb, hostp, capp);
+  else
+    st = ng__sample(&mb, rt->w[0].arena, rt->sampler, plan->order + begin, nt, seed);
+  /* Its package by each group's strategy (a dry run: the layout's counting pass only). */
+  size_t want[NG_GROUP_COUNT] = {0};
+  for (int g = 0; g < NG_GROUP_COUNT && st == NG_OK; g++) {
+    bool used = false;
+    for (int i = 0; i < n; i++)
+      used |= atomic_load(&rt->w[i].group) == g;
+    if (!used)
+      continue;
+    ng_fetch_cfg cfg = rt->fetch;
+    cfg.mode = group_fetch(rt, g);
+    cfg.device_share =
+        cfg.mode == NG_FETCH_PARTIAL ? ng__ctrl_share_frac(atomic_load(&rt->share)) : 0.0;
+    cfg.threads = 1;
+    size_t bytes = 0;
+    st = ng__fetch_bytes(&bytes, &cfg, &mb, drop_p, &rt->w[0].scratch);
+    /* As slot_reserve grows a slot, at most `cap`. */
+    const size_t need = ITEM_HEADER + bytes;
+    want[g] = NG_MIN(need + need / NG_SLOT_GROWTH_DEN, cap);
+  }
+  if (host)
+    rt->be->iface->host_free(rt->be, host);
+  if (st != NG_OK) {
+    ng__err_prefix("sizing the staging slots from iteration %lld's mini-batch",
+                   (long long)plan->first);
+    return st;
+  }
+  /* Each worker's first slots, as many as it has in flight at the start, one thread a worker:
+   * page-locking scales over threads (docs/gpu.md), and the free list hands them out first. */
+  presize_job *jobs = ng__calloc((size_t)n, sizeof *jobs, "the staging slots' sizing");
+  if (!jobs)
+    return NG_ERR_NOMEM;
+  cpu_set_t cpus;
+  const bool bind = rt->n_threads > 0 && worker_cpus(rt, &cpus);
+  for (int i = 0; i < n; i++) {
+    jobs[i] = (presize_job){.slots = rt->w[i].slots,
+                            .n = NG_SLOT_PRESIZE,
+                            .bytes = want[atomic_load(&rt->w[i].group)],
+                            .cpus = bind ? &cpus : NULL};
+    if (jobs[i].bytes == 0)
+      continue;
+    jobs[i].started = n > 1 && pthread_create(&jobs[i].thread, NULL, presize_main, &jobs[i]) == 0;
+    if (!jobs[i]
+             .started) { /* one worker, or no thread to be had: here, the caller's affinity kept */
+      jobs[i].cpus = NULL;
+      presize_main(&jobs[i]);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (jobs[i].started)
+      (void)pthread_join(jobs[i].thread, NULL);
+    if (jobs[i].st != NG_OK && st == NG_OK)
+      st = ng__err(jobs[i].st, "worker %d: %s", i, jobs[i].err);
+    if (jobs[i].st == NG_OK)
+      rt->presized = NG_MAX(rt->presized, jobs[i].bytes);
+  }
+  free(jobs);
+  if (st == NG_OK)
+    *slot_bytes = rt->presized;
+  return st;
+}
+
+size_t ng__runtime_slot_bytes(const ng_runtime *rt, int worker, int j) {
+  if (worker < 0 || worker >= NG_MAX(rt->n_threads, 1))
+    return 0;
+  return ng__slots_next_bytes(rt->w[worker].slots, j);
+}
+
+int64_t ng__runtime_slot_grows(const ng_runtime *rt) {
+  return atomic_load(&rt->slot_grows);
 }
 
 /* ---- errors from any thread ---- */
@@ -1204,6 +1374,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
                             ng_train_step *step, const ng_iter_sink *sink, float drop_p,
                             int workers_out[2], double *share_out) {
   const int64_t t_epoch = span_start(rt);
+  rt->epoch_ran = true;
   bool went_on = false; /* the workers went on into this epoch from the last one */
   ng_status st = begin_epoch(rt, plan, next, drop_p, &went_on);
 

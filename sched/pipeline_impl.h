@@ -82,6 +82,14 @@ typedef struct {
 /// (sched/pipeline.c; the memory estimate counts it, runtime/trainer.c).
 #define NG_SLOT_GROWTH_DEN 16
 
+/// The staging slots of each worker that ng__runtime_presize sizes before the first epoch: as
+/// many as a worker fills before its first package's copy frees one (W4: 43-48 slots of 15
+/// workers grew in the first epoch, ~0-2 in each later one). When the device is the bottleneck
+/// the workers fill the ready window and use more of their S slots, but then a growth is off
+/// the critical path (they wait for the device anyway); sizing all S would pin memory that a
+/// worker-bound run never touches.
+#define NG_SLOT_PRESIZE 3
+
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.
 #define NG_LOOKAHEAD_MAX (NG_BACKEND_MARKS - 1)
 
@@ -117,6 +125,30 @@ void ng__runtime_destroy(ng_runtime *rt);
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
                             ng_train_step *step, const ng_iter_sink *sink, float drop_p,
                             int workers_out[2], double *share_out);
+
+/// Sizes the staging slots before the first epoch, so that it does not page-lock them one
+/// growth at a time (docs/scheduler.md, "Staging slots"): samples iteration plan->first of
+/// `plan` (the device sampler's lane 0, or the CPU sampler with worker 0's arena; the same
+/// blocks the epoch will sample), measures the package each group's strategy makes of it
+/// (ng__fetch_bytes, with input dropout `drop_p`), and grows the first NG_SLOT_PRESIZE slots of
+/// every worker to its group's size x (1 + 1/NG_SLOT_GROWTH_DEN) plus the item header, at most
+/// `cap` bytes each, one thread a worker (bound to the workers' cores, so that the pages are
+/// first touched on their NUMA node). A larger package later still grows its slot on demand.
+/// *slot_bytes receives the largest size asked (0: none; a slot already as large stays).
+/// NG_ERR_STATE once an epoch ran; an allocation refused is reported with the worker and the bytes,
+/// and the slots stay usable.
+ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float drop_p, size_t cap,
+                              size_t *slot_bytes);
+
+/// For tests: when 0, ng__runtime_presize sizes nothing (every slot grows on demand, as before
+/// it); when > 0, it makes slots of at most this many bytes (an undersized probe); -1 (the
+/// default): no limit of its own.
+extern _Atomic int64_t ng__runtime_presize_limit;
+
+/// For tests: the capacity of the free slot of `worker` that its j-th acquire from now takes
+/// (0: none); the slots grown on demand since ng__runtime_create.
+size_t ng__runtime_slot_bytes(const ng_runtime *rt, int worker, int j);
+int64_t ng__runtime_slot_grows(const ng_runtime *rt);
 
 /// Stops workers left running for an expected next epoch and discards their work; does nothing
 /// when none run. Afterwards no thread reads the orders of earlier plans.

@@ -418,6 +418,43 @@ ng_status ng__slots_grow(ng_slots *s, void **buf, size_t bytes) {
   return NG_OK;
 }
 
+ng_status ng__slots_presize(ng_slots *s, int n, size_t bytes) {
+  for (int j = 0; j < n; j++) {
+    /* The j-th buffer ng__slots_acquire() hands out: j from the top of the free stack. */
+    pthread_mutex_lock(&s->mu);
+    const int at = s->n_free - 1 - j, i = at >= 0 ? s->free_stack[at] : -1;
+    const size_t old_bytes = i >= 0 ? s->bytes[i] : 0;
+    pthread_mutex_unlock(&s->mu);
+    if (i < 0)
+      break;
+    if (old_bytes >= bytes)
+      continue;
+    void *nbuf = NULL;
+    ng_status st = s->alloc(s->ctx, bytes, &nbuf);
+    if (st == NG_OK && !nbuf)
+      st = ng__err(NG_ERR_INTERNAL, "staging slots: the allocator returned NULL without error");
+    if (st != NG_OK) {
+      ng__err_prefix("sizing staging buffer %d to %zu bytes before the first epoch", i, bytes);
+      return st;
+    }
+    pthread_mutex_lock(&s->mu);
+    void *old = s->buf[i];
+    s->buf[i] = nbuf;
+    s->bytes[i] = bytes;
+    pthread_mutex_unlock(&s->mu);
+    s->free(s->ctx, old, old_bytes);
+  }
+  return NG_OK;
+}
+
+size_t ng__slots_next_bytes(ng_slots *s, int j) {
+  pthread_mutex_lock(&s->mu);
+  const int at = s->n_free - 1 - j;
+  const size_t n = j >= 0 && at >= 0 ? s->bytes[s->free_stack[at]] : 0;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
 size_t ng__slots_bytes(ng_slots *s, const void *buf) {
   pthread_mutex_lock(&s->mu);
   int i = buf ? slot_index(s, buf) : -1;

@@ -178,6 +178,15 @@ void ng__slots_reopen(ng_slots *s);
 /// its size, so that repeated growth is amortised), keeping its content. On failure `*buf` is
 /// unchanged and still acquired. Does nothing when it is already large enough.
 ng_status ng__slots_grow(ng_slots *s, void **buf, size_t bytes);
+/// Grows the `n` free buffers that ng__slots_acquire() hands out next (the free list is LIFO:
+/// the last released first) to exactly `bytes` each, when smaller, without keeping their
+/// content: a worker's first packages then need no growth (sched/pipeline.c sizes them before
+/// the first epoch). Stops at the free buffers there are. On failure the buffer being grown
+/// keeps its old size and the error names it. No thread may acquire from the pool meanwhile.
+ng_status ng__slots_presize(ng_slots *s, int n, size_t bytes);
+/// Capacity of the free buffer the j-th ng__slots_acquire() from now would hand out (j = 0:
+/// the next), or 0 when fewer than j + 1 are free.
+size_t ng__slots_next_bytes(ng_slots *s, int j);
 /// Capacity in bytes of buffer `buf` of this pool (0 when it is not one).
 size_t ng__slots_bytes(ng_slots *s, const void *buf);
 /// Buffers free right now, and total time ng__slots_acquire() spent blocked (monotonic ns).

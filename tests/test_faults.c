@@ -10,6 +10,7 @@
 #include "core_impl.h"
 #include "fault_impl.h"
 #include "sched_impl.h"
+#include "pipeline_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +41,12 @@ static const char *const stage_names[] = {"create", "epoch", "save"};
 /* A HYBRID_STATIC run with the zero-copy transfer and a simulated hot tier, so that every hook
  * is on its path: model buffers (alloc), staging slots (host_alloc), the registered cold rows
  * (host_register) and the worker pool. `workers` -1 runs inline. */
+/* opts() with batches of 70 training nodes, whose packages outgrow a slot's first MiB. */
+static bool big_batch;
+
 static ng_train_opts opts(int workers) {
   ng_train_opts o = NG_TRAIN_OPTS_INIT;
-  o.batch = 32; /* 140 training nodes: 5 iterations per epoch */
+  o.batch = big_batch ? 70 : 32; /* 140 training nodes: 2 or 5 iterations per epoch */
   o.seed = 5;
   o.mode = workers < 0 ? NG_MODE_BASELINE : NG_MODE_HYBRID_STATIC;
   o.transfer = NG_FETCH_ZCOPY;
@@ -196,6 +200,47 @@ static void test_backend_ops(void) {
   }
 }
 
+/* Packages larger than a staging slot's first MiB (the whole training set a batch): the slots
+ * sized at set-up (ng__runtime_presize, one thread a worker) are refused with a clear error
+ * from ng_trainer_create, at every allocation, and without that sizing their growth in the
+ * epoch is refused as clearly. */
+static void test_staging_sized(void) {
+  const hook *h = &hooks[2]; /* host_alloc */
+  big_batch = true;
+  const int slots = 2 * 7; /* two workers' slots of 1 MiB, made before the sizing */
+  const int c = sweep(h, AT_CREATE, 200, FAULTS_STRIDE, false, 2);
+  printf("  host_alloc failure points at create: %d\n", c);
+  EXPECT_TRUE(c > slots / FAULTS_STRIDE);
+  /* The points in the sizing itself say so. */
+  int sizing = 0;
+  const ng_train_opts o = opts(2);
+  for (int64_t nth = 1; nth <= 200; nth++) {
+    ng_trainer_t t = NULL;
+    ng__fault_backend(h->op, nth, false, 0);
+    const ng_status st = ng_trainer_create(&t, cora, model, &o);
+    ng__fault_reset();
+    ng_trainer_destroy(t);
+    if (st == NG_OK)
+      break; /* past the last point */
+    if (!strstr(ng_last_error(), "before the first epoch"))
+      continue;
+    EXPECT_EQ_I(st, NG_ERR_NOMEM);
+    EXPECT_ERR_HAS("pinned host memory");
+    EXPECT_ERR_HAS("[injected]");
+    if (sizing++ == 0)
+      printf("  sizing refused: %s\n", ng_last_error());
+  }
+  EXPECT_EQ_I(sizing, NG_SLOT_PRESIZE); /* the PARTIAL worker's slots (the TRANSFER one's fit) */
+  atomic_store(&ng__runtime_presize_limit, 0);
+  /* Inline (baseline: every package stages its cold rows), so that the growth is certain. */
+  const int grown = sweep(h, AT_EPOCH, 200, FAULTS_STRIDE, false, -1) +
+                    sweep(h, AT_EPOCH, 200, FAULTS_STRIDE, true, -1);
+  atomic_store(&ng__runtime_presize_limit, -1);
+  printf("  host_alloc failure points at epoch, slots not sized at set-up: %d\n", grown);
+  EXPECT_TRUE(grown > 0);
+  big_batch = false;
+}
+
 /* A limit on pinned memory: staging slots above it are refused with a clear error. */
 static void test_pinned_limit(void) {
   static const size_t limits[] = {1, 4096, 1 << 16, 1 << 20};
@@ -272,6 +317,7 @@ int main(void) {
   RUN_TEST(test_pinning_refused);
   RUN_TEST(test_backend_ops);
   RUN_TEST(test_pinned_limit);
+  RUN_TEST(test_staging_sized);
   RUN_TEST(test_allocator);
   ng_model_destroy(model);
   ng_dataset_close(cora);

@@ -85,6 +85,7 @@ int main(void) {
   RUN_TEST(test_pinning_refused);
   RUN_TEST(test_backend_ops);
   RUN_TEST(test_pinned_limit);
+  RUN_TEST(test_staging_sized);
   RUN_TEST(test_allocator);
   RUN_TEST(test_device_memory_exhausted);
   ng_model_destroy(model);

@@ -258,10 +258,12 @@ static void test_bench_file(void) {
 typedef struct {
   void *p;
   size_t cap;
+  size_t asked; /* the last reserve's bytes */
 } host_buf;
 
 static ng_status reserve(void *ctx, size_t bytes, void **base) {
   host_buf *b = ctx;
+  b->asked = bytes;
   if (bytes > b->cap) {
     free(b->p);
     b->p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
@@ -282,10 +284,15 @@ static void input_of(ng_store *st, const ng_fetch_cfg *cfg, const ng_minibatch *
                      int64_t *n_hot_rows) {
   ng_fetch_scratch sc;
   memset(&sc, 0, sizeof sc);
-  host_buf buf = {NULL, 0};
+  host_buf buf = {NULL, 0, 0};
   ng_fetch_pkg pkg;
   EXPECT_OK(ng__fetch_prepare(&pkg, cfg, mb, drop_p, key, &sc, reserve, &buf));
   *n_hot_rows = pkg.n_hot_rows;
+  /* The dry run (the runtime sizes its staging slots by it) asks for the same bytes, in every
+   * strategy, precision, dropout and hot list. */
+  size_t dry = 0;
+  EXPECT_OK(ng__fetch_bytes(&dry, cfg, mb, drop_p, &sc));
+  EXPECT_TRUE(dry == buf.asked && dry >= pkg.bytes && dry > 0);
   if (cfg->hot_gather) { /* the list: each hot local node once, in local order */
     int64_t k = 0, bad = 0;
     for (int32_t s = 0; s < mb->blocks[0].n_src; s++)
@@ -438,7 +445,7 @@ static void test_input_bits(void) {
                         .hot_gather = true};
     ng_fetch_scratch scr;
     memset(&scr, 0, sizeof scr);
-    host_buf buf = {NULL, 0};
+    host_buf buf = {NULL, 0, 0};
     ng_fetch_pkg pkg;
     EXPECT_OK(ng__fetch_prepare(&pkg, &cfg, &mb, 0.0f, 0, &scr, reserve, &buf));
     const float *a, *s;

@@ -8,9 +8,18 @@
 #include "fault_impl.h"
 #include "safetensors_impl.h"
 #include "pipeline_impl.h"
+#include "trainer_impl.h"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -535,6 +544,251 @@ static void test_bf16_runtime(void) {
   precision = NG_PRECISION_FP32;
 }
 
+/* A trainer of `mode` for the staging tests: packages of several MB (Cora's 5.7 KB rows, a
+ * large batch), so that slots must grow beyond their first 1 MiB. */
+static ng_trainer_t make_staging(ng_mode mode, int workers, int64_t batch,
+                                 ng_sampler_kind sampler) {
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = batch;
+  o.lr = 0.01;
+  o.seed = 11;
+  o.mode = mode;
+  o.transfer = NG_FETCH_ZCOPY;
+  o.workers = workers;
+  o.partial_workers = 1;
+  o.cache_ratio = 0.3;
+  o.normalize = NG_NORMALIZE_ROW;
+  o.sampler = sampler;
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
+  return t;
+}
+
+/* Trains `epochs` epochs and returns the checkpoint (*len bytes) and the slots grown on demand
+ * in all. */
+static uint8_t *train_staging(ng_trainer_t t, int epochs, size_t *len, int64_t *grows) {
+  for (int e = 0; e < epochs; e++) {
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+  }
+  *grows = ng__runtime_slot_grows(ng__trainer_runtime(t, NULL));
+  return checkpoint(t, "staging.safetensors", len);
+}
+
+/* The staging slots are sized before the first epoch (ng__runtime_presize): after set-up each
+ * worker's first NG_SLOT_PRESIZE slots hold the first mini-batch's package (+ 1/16), within
+ * what the memory estimate counts; an epoch of that one mini-batch grows no slot; an undersized
+ * probe, or none, leaves the growth to the epoch as before; the bits never change. */
+static void test_presized_slots(void) {
+  static const struct {
+    ng_mode mode;
+    int workers;
+    ng_sampler_kind sampler;
+  } cases[] = {
+      {NG_MODE_BASELINE, 2, NG_SAMPLER_CPU},      {NG_MODE_PARTIAL, 3, NG_SAMPLER_DEVICE},
+      {NG_MODE_HYBRID_STATIC, 2, NG_SAMPLER_CPU}, {NG_MODE_BASELINE, -1, NG_SAMPLER_CPU},
+      {NG_MODE_BASELINE, -1, NG_SAMPLER_DEVICE},
+  };
+  const size_t initial = (size_t)1 << 20; /* a slot's size at ng__runtime_create */
+  for (size_t c = 0; c < NG_TEST_LEN(cases); c++) {
+    const int workers = cases[c].workers, n = workers > 0 ? workers : 1;
+    printf("  %s, %d workers, %s sampler\n", ng_mode_name(cases[c].mode), workers,
+           cases[c].sampler == NG_SAMPLER_DEVICE ? "device" : "cpu");
+    /* One iteration an epoch (140 training nodes): the probe is that mini-batch. */
+    ng_trainer_t t = make_staging(cases[c].mode, workers, 140, cases[c].sampler);
+    if (!t)
+      continue;
+    ng_memory_estimate mem = NG_MEMORY_ESTIMATE_INIT;
+    ng_runtime *rt = ng__trainer_runtime(t, &mem);
+    ng_startup_times su;
+    EXPECT_OK(ng_trainer_startup(&su, t));
+    size_t slot = (size_t)su.staging_slot_bytes;
+    if (workers < 0) {
+      /* Inline (how inference and prediction make trainers): the trainer sizes nothing; the
+       * runtime would, before the first epoch (plan: the training ids in their order). */
+      EXPECT_EQ_I(su.staging_slot_bytes, 0);
+      EXPECT_TRUE(ng__runtime_slot_bytes(rt, 0, 0) == initial);
+      const int64_t *train = NULL;
+      int64_t n_train = 0;
+      EXPECT_OK(ng_dataset_split(&train, &n_train, cora, NG_SPLIT_TRAIN));
+      const ng_epoch_plan plan = {
+          .order = train, .n_train = n_train, .batch = n_train, .iters = 1, .seed = 11};
+      EXPECT_OK(ng__runtime_presize(rt, &plan, 0.5f, SIZE_MAX, &slot));
+    } else {
+      EXPECT_TRUE(su.staging_s > 0.0);
+    }
+    printf("    slot %zu bytes (estimate: package %lld, staging %lld), sized in %.4f s\n", slot,
+           (long long)mem.package_bytes, (long long)mem.staging, su.staging_s);
+    EXPECT_TRUE(slot > initial);
+    /* Within the estimate: a slot's share of it, and every slot made. */
+    EXPECT_TRUE((double)slot <= (double)mem.package_bytes * (1.0 + 1.0 / NG_SLOT_GROWTH_DEN));
+    EXPECT_TRUE((double)slot * NG_SLOT_PRESIZE * n <= (double)mem.staging);
+    size_t largest = 0;
+    for (int w = 0; w < n; w++) {
+      for (int j = 0; j < NG_SLOT_PRESIZE; j++) {
+        const size_t b = ng__runtime_slot_bytes(rt, w, j);
+        largest = b > largest ? b : largest;
+        /* One strategy for every worker, or the hybrid's PARTIAL one (worker 0, the larger
+         * package) and its TRANSFER one (ids only: its first 1 MiB suffices). */
+        if (cases[c].mode != NG_MODE_HYBRID_STATIC || w == 0)
+          EXPECT_TRUE(b == slot);
+        else
+          EXPECT_TRUE(b >= initial && b <= slot);
+      }
+      EXPECT_TRUE(ng__runtime_slot_bytes(rt, w, NG_SLOT_PRESIZE) == initial);
+    }
+    EXPECT_TRUE(largest == slot);
+    /* The epoch of that one mini-batch fits in the slots made: no growth (inline, the plan's
+     * order is not the epoch's: its mini-batch may be a little larger). */
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&s, t));
+    EXPECT_EQ_I(s.iterations, 1);
+    if (workers > 0)
+      EXPECT_EQ_I(ng__runtime_slot_grows(rt), 0);
+    ng_trainer_destroy(t);
+
+    /* Several iterations, sized or not, or undersized: the same bits; the slots grow on demand
+     * where they must. */
+    size_t ref_len = 0, len = 0;
+    int64_t grows_none = 0, grows_small = 0, grows_sized = 0;
+    atomic_store(&ng__runtime_presize_limit, 0);
+    t = make_staging(cases[c].mode, workers, 48, cases[c].sampler);
+    EXPECT_OK(ng_trainer_startup(&su, t));
+    EXPECT_EQ_I(su.staging_slot_bytes, 0);
+    uint8_t *ref = t ? train_staging(t, 2, &ref_len, &grows_none) : NULL;
+    ng_trainer_destroy(t);
+    atomic_store(&ng__runtime_presize_limit, (int64_t)initial + 4096);
+    t = make_staging(cases[c].mode, workers, 48, cases[c].sampler);
+    EXPECT_OK(ng_trainer_startup(&su, t));
+    EXPECT_EQ_I(su.staging_slot_bytes, workers > 0 ? (int64_t)initial + 4096 : 0);
+    uint8_t *small = t ? train_staging(t, 2, &len, &grows_small) : NULL;
+    EXPECT_TRUE(ref && small && len == ref_len && memcmp(small, ref, len) == 0);
+    free(small);
+    ng_trainer_destroy(t);
+    atomic_store(&ng__runtime_presize_limit, -1);
+    t = make_staging(cases[c].mode, workers, 48, cases[c].sampler);
+    uint8_t *sized = t ? train_staging(t, 2, &len, &grows_sized) : NULL;
+    EXPECT_TRUE(ref && sized && len == ref_len && memcmp(sized, ref, len) == 0);
+    free(sized);
+    ng_trainer_destroy(t);
+    free(ref);
+    printf("    slots grown on demand in 2 epochs: %lld unsized, %lld undersized, %lld sized\n",
+           (long long)grows_none, (long long)grows_small, (long long)grows_sized);
+    EXPECT_TRUE(grows_none > 0 && grows_small > 0);
+    EXPECT_TRUE(workers < 0 ? grows_sized == grows_none : grows_sized < grows_none);
+  }
+  /* Once an epoch ran, the slots are not sized again. */
+  ng_trainer_t t = make_staging(NG_MODE_BASELINE, 2, 48, NG_SAMPLER_CPU);
+  if (!t)
+    return;
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_trainer_epoch(&s, t));
+  ng_runtime *rt = ng__trainer_runtime(t, NULL);
+  ng__runtime_stop(rt);
+  ng__runtime_settle(rt);
+  const int64_t order[48] = {0};
+  const ng_epoch_plan plan = {.order = order, .n_train = 48, .batch = 48, .iters = 1};
+  size_t slot = 0;
+  EXPECT_STATUS(ng__runtime_presize(rt, &plan, 0.0f, SIZE_MAX, &slot), NG_ERR_STATE);
+  ng_trainer_destroy(t);
+}
+
+/* Resident bytes of this process's mapping that holds `p` (its Rss in /proc/self/smaps), or
+ * -1 when it cannot be read. */
+static int64_t mapping_rss(const void *p) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f)
+    return -1;
+  char line[512];
+  bool in = false;
+  int64_t rss = -1;
+  while (rss < 0 && fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+      in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    long long kib = 0;
+    if (in && sscanf(line, "Rss: %lld kB", &kib) == 1)
+      rss = kib * 1024;
+  }
+  fclose(f);
+  return rss;
+}
+
+/* With features_memory AUTO the cold rows' pages of the feature mapping are faulted in from the
+ * end of ng_trainer_create, in the background; MAPPED leaves them to the first reads; the bits
+ * are the same. */
+static void test_populate_cold_rows(void) {
+  const float *x = NULL;
+  EXPECT_OK(ng_dataset_features(&x, cora));
+  ng_dataset_info info = NG_DATASET_INFO_INIT;
+  EXPECT_OK(ng_dataset_info_get(&info, cora));
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), row = (size_t)info.feature_dim * 4;
+  const uintptr_t lo = ((uintptr_t)x + page - 1) / page * page;
+  const uintptr_t hi = ((uintptr_t)x + (size_t)info.nodes * row) / page * page;
+  /* MADV_POPULATE_READ needs Linux 5.14: on an older kernel only MAPPED's side is checked. */
+  const bool can = madvise((void *)lo, page, MADV_POPULATE_READ) == 0;
+  if (!can)
+    printf("  MADV_POPULATE_READ refused (kernel before 5.14): AUTO populates nothing here\n");
+  uint8_t *ck[2] = {NULL, NULL};
+  size_t ck_len[2] = {0, 0};
+  const ng_features_memory fm[2] = {NG_FEATURES_MAPPED, NG_FEATURES_AUTO};
+  for (int k = 0; k < 2; k++) {
+    /* This process's pages of the table go (a read-only file mapping: the page cache keeps
+     * them). */
+    EXPECT_EQ_I(madvise((void *)lo, hi - lo, MADV_DONTNEED), 0);
+    const int64_t before = mapping_rss(x);
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 32;
+    o.seed = 11;
+    o.mode = NG_MODE_BASELINE;
+    o.workers = 2;
+    o.cache_ratio = 0.3;
+    o.features_memory = fm[k];
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
+    if (!t)
+      continue;
+    const int64_t hot = ng_trainer_hot_rows(t);
+    const size_t given = ng__trainer_populate_wait(t);
+    const int64_t after = mapping_rss(x);
+    const double cold = (double)(info.nodes - hot) * (double)row;
+    printf("  %s: populate of %zu bytes (cold rows: %.0f), mapping's RSS %lld -> %lld\n",
+           k ? "auto" : "mapped", given, cold, (long long)before, (long long)after);
+    EXPECT_TRUE(before >= 0 && after >= 0);
+    if (k == 0) {
+      EXPECT_TRUE(given == 0);
+      EXPECT_TRUE((double)(after - before) < cold / 2);
+    } else {
+      EXPECT_TRUE((double)given >= cold && (double)given <= cold + (double)page);
+      if (can)
+        EXPECT_TRUE((double)after >= cold);
+    }
+    for (int e = 0; e < 2; e++) {
+      ng_epoch_stats es = NG_EPOCH_STATS_INIT;
+      EXPECT_OK(ng_trainer_epoch(&es, t));
+    }
+    ck[k] = checkpoint(t, "populate.safetensors", &ck_len[k]);
+    ng_trainer_destroy(t);
+  }
+  EXPECT_TRUE(ck[0] && ck[1] && ck_len[0] == ck_len[1] && memcmp(ck[0], ck[1], ck_len[0]) == 0);
+  free(ck[0]);
+  free(ck[1]);
+  /* Not for a table the trainer owns (normalised), nor when the device reads the cold rows by
+   * zero-copy (registered: resident already). */
+  for (int k = 0; k < 2; k++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 32;
+    o.mode = k ? NG_MODE_ZEROCOPY : NG_MODE_BASELINE;
+    o.workers = 2;
+    o.cache_ratio = 0.3;
+    o.normalize = k ? NG_NORMALIZE_NONE : NG_NORMALIZE_ROW;
+    ng_trainer_t t = NULL;
+    EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
+    EXPECT_TRUE(t && ng__trainer_populate_wait(t) == 0);
+    ng_trainer_destroy(t);
+  }
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   model = ng_test_cora_sage();
@@ -548,6 +802,8 @@ int main(void) {
   RUN_TEST(test_period_spans_epochs);
   RUN_TEST(test_device_sampler);
   RUN_TEST(test_bf16_runtime);
+  RUN_TEST(test_presized_slots);
+  RUN_TEST(test_populate_cold_rows);
   ng_model_destroy(model);
   ng_dataset_close(cora);
   return ng_test_summary();

@@ -405,6 +405,49 @@ static void *acquire_thread(void *arg) {
   return NULL;
 }
 
+/* Sizing before use: the buffers acquired next (the free list's top) grow to the size asked,
+ * the others and the held ones do not; a refused allocation names the buffer and leaves it. */
+static void test_slots_presize(void) {
+  alloc_ctx a = {0};
+  ng_slots *s = NULL;
+  EXPECT_OK(ng__slots_create(&s, 5, 64, counting_alloc, counting_free, &a));
+  if (!s)
+    return;
+  void *held = ng__slots_acquire(s); /* buffer 0 */
+  EXPECT_EQ_I(ng__slots_next_bytes(s, 0), 64);
+  EXPECT_OK(ng__slots_presize(s, 2, 1000));
+  EXPECT_EQ_I(ng__slots_next_bytes(s, 0), 1000);
+  EXPECT_EQ_I(ng__slots_next_bytes(s, 1), 1000);
+  EXPECT_EQ_I(ng__slots_next_bytes(s, 2), 64);
+  EXPECT_EQ_I(ng__slots_next_bytes(s, 4), 0); /* four are free */
+  EXPECT_EQ_I(ng__slots_bytes(s, held), 64);
+  EXPECT_EQ_I(a.live_bytes, 3 * 64 + 2 * 1000);
+  /* Already large enough: nothing allocated; more than are free: stops at the last. */
+  const int allocs = a.allocs;
+  EXPECT_OK(ng__slots_presize(s, 2, 500));
+  EXPECT_EQ_I(a.allocs, allocs);
+  EXPECT_OK(ng__slots_presize(s, 9, 200));
+  EXPECT_EQ_I(ng__slots_next_bytes(s, 3), 200);
+  EXPECT_EQ_I(ng__slots_next_bytes(s, 0), 1000);
+  /* The acquires take the sized buffers first. */
+  void *b1 = ng__slots_acquire(s), *b2 = ng__slots_acquire(s);
+  EXPECT_EQ_I(ng__slots_bytes(s, b1), 1000);
+  EXPECT_EQ_I(ng__slots_bytes(s, b2), 1000);
+  EXPECT_OK(ng__slots_release(s, b2));
+  EXPECT_OK(ng__slots_release(s, b1));
+  /* A refused allocation: the error names the buffer and the bytes, the buffer stays. */
+  a.fail_at = a.calls + 1;
+  EXPECT_STATUS(ng__slots_presize(s, 3, 4000), NG_ERR_CUDA);
+  EXPECT_ERR_HAS("pinned allocation refused");
+  EXPECT_ERR_HAS("to 4000 bytes before the first epoch");
+  EXPECT_EQ_I(ng__slots_next_bytes(s, 0), 1000);
+  a.fail_at = 0;
+  EXPECT_OK(ng__slots_release(s, held));
+  ng__slots_destroy(s);
+  EXPECT_EQ_I(a.allocs, a.frees);
+  EXPECT_EQ_I(a.live_bytes, 0);
+}
+
 static void test_slots(void) {
   alloc_ctx a = {0};
   ng_slots *s = NULL;
@@ -1797,6 +1840,7 @@ int main(int argc, char **argv) {
   RUN_TEST(test_ring_close_unblocks);
   RUN_TEST(test_ring_finish_and_drain);
   RUN_TEST(test_slots);
+  RUN_TEST(test_slots_presize);
   RUN_TEST(test_cpuset_parse);
   RUN_TEST(test_pool_workers);
   RUN_TEST(test_pool_default_count_and_cpuset);
