@@ -6,10 +6,11 @@
  *   sum partial (bf16, drop)   aggr_partial, the hot part of a partial state, from the fp32 and
  *                              bf16 tables, and with input dropout 0.5;
  *   mean finalize              pstate_finalize of a state of the block's shape;
- *   max aggr_fwd               the hand-written MAX kernel with argbest (training's);
+ *   max/min aggr_fwd           the MAX/MIN forward with argbest (training's); no argbest: the
+ *                              forward without it (inference's);
+ *   max partial (bf16, drop)   aggr_partial of max, as the sum's rows;
  *   X template (nvcc)          ng__cuda_template_builtin_fwd: built-in X's text in the template
- *                              without the self loop (for max: the template's max, which
- *                              training does not run);
+ *                              without the self loop (for max: the instance without argbest);
  *   mean user (nvrtc)          the built-in mean's text as a user aggregator, compiled at run
  *                              time by NVRTC;
  * and two user aggregators for scale: a power mean (cbrtf) and a softmax aggregation of three
@@ -120,7 +121,7 @@ static ng_block make_block(int32_t nd, int32_t fanout, int64_t rows, uint64_t se
                     .self_w = bufs[3]};
 }
 
-typedef enum { K_FWD, K_TEMPLATE, K_PARTIAL, K_PARTIAL_BF16, K_FINALIZE } kind;
+typedef enum { K_FWD, K_FWD_NOARG, K_TEMPLATE, K_PARTIAL, K_PARTIAL_BF16, K_FINALIZE } kind;
 
 /* What one shape's runs read and write. */
 typedef struct {
@@ -143,6 +144,8 @@ static ng_status run(kind k, const char *builtin, const ng_aggr *ag, const bench
     return be->iface->aggr_partial_bf16(be, ag, io->b, io->table16, io->state);
   case K_FINALIZE:
     return be->iface->pstate_finalize(be, ag, io->state, out);
+  case K_FWD_NOARG:
+    return be->iface->aggr_fwd(be, ag, io->b, io->table, io->dim, out, NULL);
   default:
     return be->iface->aggr_fwd(be, ag, io->b, io->table, io->dim, out,
                                ag->reduce == NG_REDUCE_SUM ? NULL : io->argbest);
@@ -209,6 +212,8 @@ int main(int argc, char **argv) {
   const ng_aggr gcn = {NG_REDUCE_SUM, true, true, false, 0.0f, 0, NULL};
   const ng_aggr sum_drop = {NG_REDUCE_SUM, false, false, false, 0.5f, 7, NULL};
   const ng_aggr mx = {NG_REDUCE_MAX, false, false, false, 0.0f, 0, NULL};
+  const ng_aggr mx_drop = {NG_REDUCE_MAX, false, false, false, 0.5f, 7, NULL};
+  const ng_aggr mn = {NG_REDUCE_MIN, false, false, false, 0.0f, 0, NULL};
   if (strcmp(ng__cuda_builtin_agg_source("mean"), mean_src) != 0)
     printf("note: this file's mean text differs from the built-in's\n");
   printf("%-18s %-28s %10s %9s\n", "shape", "kernel", "ms", "GB/s");
@@ -258,10 +263,16 @@ int main(int argc, char **argv) {
                 {"gcn aggr_fwd", K_FWD, "gcn", &gcn, false, fwd_bytes + b.n_dst * row_bytes},
                 {"max aggr_fwd", K_FWD, "max", &mx, false, fwd_bytes},
                 {"max template (nvcc)", K_TEMPLATE, "max", &mx, true, fwd_bytes},
+                {"max aggr_fwd no argbest", K_FWD_NOARG, "max", &mx, true, fwd_bytes},
+                {"min aggr_fwd", K_FWD, "min", &mn, false, fwd_bytes},
                 {"sum partial", K_PARTIAL, "sum", &sum, false, fwd_bytes},
                 {"sum partial bf16", K_PARTIAL_BF16, "sum", &sum, false,
                  (double)b.nnz * dim * 2.0 + b.n_dst * row_bytes},
                 {"sum partial dropout 0.5", K_PARTIAL, "sum", &sum_drop, false, fwd_bytes},
+                {"max partial", K_PARTIAL, "max", &mx, false, fwd_bytes},
+                {"max partial bf16", K_PARTIAL_BF16, "max", &mx, false,
+                 (double)b.nnz * dim * 2.0 + b.n_dst * row_bytes},
+                {"max partial dropout 0.5", K_PARTIAL, "max", &mx_drop, false, fwd_bytes},
                 {"mean finalize", K_FINALIZE, "mean", &mean, false, 2.0 * b.n_dst * row_bytes},
                 {"powmean3 user (nvrtc)", K_FWD, "powmean", &pm_user, false, fwd_bytes},
                 {"softmax S=3 user (nvrtc)", K_FWD, "softmax", &sm_user, false, fwd_bytes}};

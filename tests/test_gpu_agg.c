@@ -5,10 +5,12 @@
  * rows, repeated sources and dims that are not multiples of 4; each GPU op twice gives the same
  * bytes. The built-ins that run through the same template (compiled by nvcc at build time:
  * sum, mean, GCN's weighted sum and self loop forward, sum/mean partial states from fp32 and
- * bf16 tables with input dropout, every built-in's merge and finalize) give, bit for bit, the
- * built-ins' specification: each product and sum rounded in edge order, as the hand-written
- * kernels they replaced computed it (test_builtin_bits, against a scalar reference here); the
- * template's max and min give aggr_fwd's bits, and so does the built-in mean's text compiled
+ * bf16 tables with input dropout, max and min forward with argbest and their partial states,
+ * every built-in's merge and finalize) give, bit for bit, the built-ins' specification: each
+ * product and sum rounded in edge order, and for max and min the first neighbour's value
+ * replaced only by a strictly better one (NaN first neighbours, ties, repeated sources), as the
+ * hand-written kernels they replaced computed it (test_builtin_bits, against a scalar reference
+ * here); the template hook gives aggr_fwd's bits, and so does the built-in mean's text compiled
  * by NVRTC. Training Cora with a user aggregator on CUDA follows the CPU backend in every fetch
  * strategy.
  *
@@ -217,8 +219,8 @@ static void test_user_parity(void) {
 }
 
 /* The built-ins through the template hook (nvcc, build time) give aggr_fwd's bits: for sum and
- * mean that is the template again (aggr_fwd runs it), for max and min the hand-written kernel
- * that also writes argbest. */
+ * mean that is the same kernel, for max and min the instance without argbest against the one
+ * with it (k_fwd against k_fwd_arg: one neighbour's rows loaded at a time there, two here). */
 static void test_template_builtins(void) {
   static const struct {
     const char *name;
@@ -244,7 +246,8 @@ static void test_template_builtins(void) {
       const int64_t ns = (int64_t)tb.b.n_src * dim;
       float *src = ng_test_rand_floats(&r, ns), *dsrc = up(src, (size_t)ns * 4);
       float *a = dpoisoned((size_t)nd * 4), *b = dpoisoned((size_t)nd * 4);
-      EXPECT_OK(gpu->iface->aggr_fwd(gpu, &cases[c].ag, &db.b, dsrc, dim, a, NULL));
+      int32_t *arg = cases[c].ag.reduce == NG_REDUCE_SUM ? NULL : dpoisoned((size_t)nd * 4);
+      EXPECT_OK(gpu->iface->aggr_fwd(gpu, &cases[c].ag, &db.b, dsrc, dim, a, arg));
       EXPECT_OK(
           ng__cuda_template_builtin_fwd(gpu, cases[c].name, &cases[c].ag, &db.b, dsrc, dim, b));
       float *ha = down(a, (size_t)nd * 4), *hbuf = down(b, (size_t)nd * 4);
@@ -253,6 +256,8 @@ static void test_template_builtins(void) {
                      cases[c].name, cases[c].ag.weighted ? " weighted" : "", (long long)dim);
       free(src), free(ha), free(hbuf);
       gpu->iface->free(gpu, dsrc), gpu->iface->free(gpu, a), gpu->iface->free(gpu, b);
+      if (arg)
+        gpu->iface->free(gpu, arg);
     }
   /* The built-in mean's text through NVRTC, as a user aggregator: the same bits again. */
   ng_aggregator_def mean = ng_test_mean;
@@ -311,6 +316,36 @@ static void ref_sum(const ng_aggr *ag, const ng_block *b, const float *src, int6
   }
 }
 
+/* MAX/MIN's specification (the CPU backend's aggr_best and partial state), per element: the
+ * first neighbour's value (after its input dropout), replaced only by a strictly greater (max)
+ * or smaller (min) later one, so that a NaN first neighbour stays, a later NaN never wins, and
+ * neither does a tie or a repeated source; arg: the source row of the value kept. A row without
+ * neighbours gives 0 and arg -1. `count`: the neighbours (partial state). */
+static void ref_best(const ng_aggr *ag, const ng_block *b, const float *src, int64_t dim,
+                     float *out, int32_t *arg, int32_t *count) {
+  const bool is_max = ag->reduce == NG_REDUCE_MAX;
+  for (int32_t d = 0; d < b->n_dst; d++) {
+    const int32_t e0 = b->indptr[d], e1 = b->indptr[d + 1];
+    if (count)
+      count[d] = e1 - e0;
+    for (int64_t c = 0; c < dim; c++) {
+      float best = 0.0f;
+      int32_t a = -1;
+      for (int32_t e = e0; e < e1; e++) {
+        const int32_t r = b->indices[e];
+        const float x = ref_drop(ag, src[(int64_t)r * dim + c], r, dim, c);
+        if (e == e0 || (is_max ? x > best : x < best)) {
+          best = x;
+          a = r;
+        }
+      }
+      out[(int64_t)d * dim + c] = best;
+      if (arg)
+        arg[(int64_t)d * dim + c] = a;
+    }
+  }
+}
+
 /* merge then finalize of two partial states of `red` (mean divides), per element. */
 static void ref_merge_finalize(const ng_aggr *ag, float *acc, int32_t *acc_count,
                                const float *other, const int32_t *other_count, int32_t nd,
@@ -352,6 +387,99 @@ static void cmp_bits(const char *what, const void *want, const void *got, size_t
                (double)g);
 }
 
+/* As cmp_bits over n floats, except that with `nan_any` any NaN matches any NaN: a NaN that
+ * went through input dropout's multiply, whose payload the GPU's __fmul_rn need not keep as the
+ * host's multiply does (everything else, NaN payloads without dropout included, byte for byte). */
+static void cmp_floats(const char *what, const float *want, const float *got, int64_t n,
+                       bool nan_any) {
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp(&want[i], &got[i], 4) != 0 && !(nan_any && isnan(want[i]) && isnan(got[i]))) {
+      ng_test_fail(__FILE__, __LINE__, "%s: element %lld differs: want %a, got %a", what,
+                   (long long)i, (double)want[i], (double)got[i]);
+      return;
+    }
+}
+
+/* Values for max and min: multiples of 0.5 in [-2, 2] (many ties between neighbours), with
+ * -0 beside +0, NaNs of three payloads (one every 37: a NaN first neighbour is common),
+ * infinities and subnormals; bf16 keeps all of them (quantised values are exact). */
+static float *select_floats(ng_rng *r, int64_t n) {
+  static const uint32_t nans[] = {0x7fc00000u, 0xffc00001u, 0x7fffffffu};
+  float *x = ng_test_xmalloc((size_t)(n ? n : 1) * 4);
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = 0.5f * (float)((int)ng_rng_below(r, 9) - 4);
+    if (i % 37 == 11)
+      memcpy(&x[i], &nans[(i / 37) % 3], 4);
+    else if (i % 53 == 7)
+      x[i] = -0.0f;
+    else if (i % 71 == 3)
+      x[i] = i & 1 ? -INFINITY : INFINITY;
+    else if (i % 83 == 5)
+      x[i] = (i & 1 ? -1.0f : 1.0f) * 1.5e-40f;
+  }
+  return x;
+}
+
+/* MAX/MIN through the template against ref_best, byte for byte: aggr_fwd with argbest (aligned,
+ * and misaligned by one int, which takes the V = 1 instances) and without it; partial states
+ * (values, empty rows' 0, counts) from the fp32 and the bf16 table, with and without input
+ * dropout. */
+static void check_best(const ng_aggr *base, const char *name, const ng_block *hb, const dblock *db,
+                       int64_t dim, const float *sel, const float *dsel, const float *selc,
+                       const uint16_t *dsel16, int k) {
+  char what[160];
+  const int64_t nd = (int64_t)hb->n_dst * dim;
+  const size_t ob = (size_t)nd * 4, cb = (size_t)hb->n_dst * 4;
+  float *want = ng_test_xmalloc(ob);
+  int32_t *warg = ng_test_xmalloc(ob), *wcount = ng_test_xmalloc(cb);
+  /* Forward (no dropout: aggr_fwd takes none). */
+  ref_best(base, hb, sel, dim, want, warg, NULL);
+  float *dout = dpoisoned(ob);
+  int32_t *darg = dpoisoned(ob + 4);
+  for (int mis = 0; mis < 3; mis++) {
+    int32_t *a = mis == 2 ? NULL : darg + mis;
+    EXPECT_OK(gpu->iface->fill(gpu, dout, nd, NAN));
+    EXPECT_OK(gpu->iface->aggr_fwd(gpu, base, &db->b, dsel, dim, dout, a));
+    float *got = down(dout, ob);
+    snprintf(what, sizeof what, "aggr_fwd %s dim %lld%s", name, (long long)dim,
+             mis == 2 ? " without argbest"
+             : mis    ? " (argbest misaligned)"
+                      : "");
+    cmp_bits(what, want, got, ob);
+    free(got);
+    if (a) {
+      int32_t *garg = down(a, ob);
+      snprintf(what, sizeof what, "argbest %s dim %lld%s", name, (long long)dim,
+               mis ? " (misaligned)" : "");
+      cmp_bits(what, warg, garg, ob);
+      free(garg);
+    }
+  }
+  /* Partial states. */
+  for (int drop = 0; drop < 2; drop++)
+    for (int bf = 0; bf < 2; bf++) {
+      ng_aggr ag = *base;
+      ag.drop_p = drop ? 0.25f : 0.0f;
+      ag.drop_key = 0x5eed + (uint64_t)k;
+      ref_best(&ag, hb, bf ? selc : sel, dim, want, NULL, wcount);
+      ng_pstate gs = {dpoisoned(ob), dpoisoned(cb), hb->n_dst, dim};
+      if (bf)
+        EXPECT_OK(gpu->iface->aggr_partial_bf16(gpu, &ag, &db->b, dsel16, &gs));
+      else
+        EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db->b, dsel, &gs));
+      float *gv = down(gs.val, ob);
+      int32_t *gc = down(gs.count, cb);
+      snprintf(what, sizeof what, "aggr_partial%s %s dim %lld%s", bf ? "_bf16" : "", name,
+               (long long)dim, drop ? " dropout" : "");
+      cmp_floats(what, want, gv, nd, drop);
+      cmp_bits(what, wcount, gc, cb);
+      free(gv), free(gc);
+      gpu->iface->free(gpu, gs.val), gpu->iface->free(gpu, gs.count);
+    }
+  free(want), free(warg), free(wcount);
+  gpu->iface->free(gpu, dout), gpu->iface->free(gpu, darg);
+}
+
 /* Random values with, every 89th and 97th, -0 and a subnormal (which the kernels keep: no
  * flush to zero). */
 static float *special_floats(ng_rng *r, int64_t n) {
@@ -365,11 +493,11 @@ static float *special_floats(ng_rng *r, int64_t n) {
 }
 
 /* Every built-in op the template serves against the reference, bit for bit: the forward of
- * sum, mean, weighted sum and mean, GCN (weighted + self loop), mean with self loop; partial
- * states of sum and mean from fp32 and bf16 tables with and
- * without dropout (states and counts); merge and finalize of sum, mean, max and min. Dims
+ * sum, mean, weighted sum and mean, GCN (weighted + self loop), mean with self loop, max and
+ * min (with argbest); partial states of sum, mean, max and min from fp32 and bf16 tables with
+ * and without dropout (states and counts); merge and finalize of sum, mean, max and min. Dims
  * cover V = 1 and 4 and T = 1, 2, 4, 8 chunks with tails; the block has empty rows and
- * repeated sources. */
+ * repeated sources; max and min read select_floats (ties, NaNs, infinities, -0). */
 static void test_builtin_bits(void) {
   static const struct {
     const char *name;
@@ -411,6 +539,15 @@ static void test_builtin_bits(void) {
       conv[i] = ng_bf16_to_f32(src16[i]);
     }
     uint16_t *dsrc16 = up(src16, (size_t)ns * 2);
+    /* Max's and min's table, its bf16 form and that form's exact fp32 values. */
+    float *sel = select_floats(&r, ns), *dsel = up(sel, (size_t)ns * 4);
+    uint16_t *sel16 = ng_test_xmalloc((size_t)ns * 2);
+    float *selc = ng_test_xmalloc((size_t)ns * 4);
+    for (int64_t i = 0; i < ns; i++) {
+      sel16[i] = ng_f32_to_bf16(sel[i]);
+      selc[i] = ng_bf16_to_f32(sel16[i]);
+    }
+    uint16_t *dsel16 = up(sel16, (size_t)ns * 2);
     float *want = ng_test_xmalloc(ob), *dout = dpoisoned(ob);
     for (size_t c = 0; c < NG_TEST_LEN(cases); c++)
       for (int drop = 0; drop < 2; drop++) {
@@ -448,14 +585,17 @@ static void test_builtin_bits(void) {
             free(gv), free(gc), free(wcount);
             gpu->iface->free(gpu, gs.val), gpu->iface->free(gpu, gs.count);
           }
+        } else if (!drop) {
+          check_best(&ag, cases[c].name, &tb.b, &db, dim, sel, dsel, selc, dsel16, (int)k);
         }
+        const float *tab = ag.reduce == NG_REDUCE_SUM ? dsrc : dsel;
         /* Merge and finalize: two blocks' partial states (from the GPU) merged, finalized. */
         if (drop)
           continue;
         ng_pstate g1 = {dpoisoned(ob), dpoisoned(cb), tb.b.n_dst, dim};
         ng_pstate g2 = {dpoisoned(ob), dpoisoned(cb), tb.b.n_dst, dim};
-        EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db.b, dsrc, &g1));
-        EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db2.b, dsrc, &g2));
+        EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db.b, tab, &g1));
+        EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db2.b, tab, &g2));
         float *v1 = down(g1.val, ob), *v2 = down(g2.val, ob);
         int32_t *c1 = down(g1.count, cb), *c2 = down(g2.count, cb);
         ref_merge_finalize(&ag, v1, c1, v2, c2, tb.b.n_dst, dim, want);
@@ -472,8 +612,9 @@ static void test_builtin_bits(void) {
         gpu->iface->free(gpu, g1.val), gpu->iface->free(gpu, g1.count);
         gpu->iface->free(gpu, g2.val), gpu->iface->free(gpu, g2.count);
       }
-    free(src), free(src16), free(conv), free(want);
+    free(src), free(src16), free(conv), free(want), free(sel), free(sel16), free(selc);
     gpu->iface->free(gpu, dsrc), gpu->iface->free(gpu, dsrc16), gpu->iface->free(gpu, dout);
+    gpu->iface->free(gpu, dsel), gpu->iface->free(gpu, dsel16);
   }
   dblock_free(&db);
   dblock_free(&db2);
