@@ -113,19 +113,6 @@ __device__ __forceinline__ void load(float (&x)[T][V], const E *row, i64 j0, i64
   }
 }
 
-/* Input dropout of one neighbour's T x V values (row r, columns j0 + k span + v). */
-template <int V, int T>
-__device__ __forceinline__ void drop_row(float (&x)[T][V], const drop &dr, i64 r, i64 j0, i64 span,
-                                         i64 dim) {
-  _Pragma("unroll")
-  for (int k = 0; k < T; k++) {
-    const u64 base = (u64)(r * dim + j0 + k * span);
-    _Pragma("unroll")
-    for (int v = 0; v < V; v++)
-      x[k][v] = dropped(dr, x[k][v], base + v);
-  }
-}
-
 /* One neighbour (row r, weight w: 1 when unweighted, and 1 * x is x bit for bit) into the
  * states, after its input dropout when Drop. Dropout is a template argument, not a run-time
  * test: with the test in the kernel nvcc kept both forms of the accumulation live and the
@@ -136,51 +123,20 @@ __device__ __forceinline__ void drop_row(float (&x)[T][V], const drop &dr, i64 r
 template <class A, int V, int T, bool Drop>
 __device__ __forceinline__ void accumulate(float (&s)[T][V][A::S], float (&x)[T][V], float w,
                                            const drop &dr, i64 r, i64 j0, i64 span, i64 dim) {
-  if constexpr (Drop)
-    drop_row<V, T>(x, dr, r, j0, span, dim);
+  if constexpr (Drop) {
+    _Pragma("unroll")
+    for (int k = 0; k < T; k++) {
+      const u64 base = (u64)(r * dim + j0 + k * span);
+      _Pragma("unroll")
+      for (int v = 0; v < V; v++)
+        x[k][v] = dropped(dr, x[k][v], base + v);
+    }
+  }
   _Pragma("unroll")
   for (int k = 0; k < T; k++)
     _Pragma("unroll")
     for (int v = 0; v < V; v++)
       A::acc(s[k][v], x[k][v], w);
-}
-
-/* Selection aggregators, for the built-ins max and min only (not part of the user API: a user
- * aggregator's ops struct has no Select, so is_select is false and none of the code below is
- * in its kernels). An ops struct with enum { Select = 1 } (and S = 1) keeps per element one of
- * the values it saw, and acc either keeps the state or replaces it by x (max: x > s ? x : s).
- * The template then starts the state from the first neighbour's value rather than from init,
- * as the CPU backend does, so that a NaN first neighbour stays NaN (init = -inf followed by
- * acc would pass over it); a row without neighbours has state 0 (the CPU's). The forward can
- * also write per element the source row of the value kept (training's argbest, which the
- * backward routes the gradient to; -1 for a row without neighbours): the row of the last
- * neighbour whose acc changed the state's bits. For max that is a neighbour strictly greater
- * than all before it (x > s changes the bits: x and s are then different numbers; otherwise
- * the state is kept as it was), so a later tie, a repeated source (the same value again) and
- * a NaN after the first never win. */
-template <class A, class = void> struct is_select {
-  static constexpr bool value = false;
-};
-template <class A> struct is_select<A, decltype((void)A::Select)> {
-  static constexpr bool value = A::Select != 0;
-};
-
-/* One neighbour into a selection state, recording its row r where acc changed the state's
- * bits. */
-template <class A, int V, int T, bool Drop>
-__device__ __forceinline__ void pick(float (&s)[T][V][A::S], int (&a)[T][V], float (&x)[T][V],
-                                     const drop &dr, i64 r, i64 j0, i64 span, i64 dim) {
-  if constexpr (Drop)
-    drop_row<V, T>(x, dr, r, j0, span, dim);
-  _Pragma("unroll")
-  for (int k = 0; k < T; k++)
-    _Pragma("unroll")
-    for (int v = 0; v < V; v++) {
-      const u32 before = __float_as_uint(s[k][v][0]);
-      A::acc(s[k][v], x[k][v], 1.0f);
-      if (__float_as_uint(s[k][v][0]) != before)
-        a[k][v] = (int)r;
-    }
 }
 
 /* Forward (out != NULL: finalized rows [n_dst, dim], 0 without neighbours, plus
@@ -190,17 +146,11 @@ __device__ __forceinline__ void pick(float (&s)[T][V][A::S], int (&a)[T][V], flo
  * is accumulated. E is float, or unsigned short for bf16 rows. Registers decide the speed of
  * the wide rows: two blocks of 256 threads an SM need at most 128 a thread; the built-ins'
  * V = 4, T = 8 instances take 94-128 (nvcc 13, sm_90; the hand-written kernel took 124;
- * tests/test_gpu_parity.c checks two blocks fit). Arg (selection aggregators, k_fwd_arg):
- * with the source row of each kept value in arg [n_dst, dim]; one neighbour's rows loaded at a
- * time then, as the hand-written kernel did (the indices take the registers of the second). */
-template <class A, int V, int T, class E, bool Drop, bool Arg>
-__device__ __forceinline__ void fwd(const blk &b, const E *__restrict__ src, i64 dim,
-                                    const drop &dr, float *__restrict__ out,
-                                    float *__restrict__ state, int *__restrict__ count,
-                                    int *__restrict__ arg) {
-  constexpr bool Sel = is_select<A>::value;
-  static_assert(!Sel || A::S == 1, "a selection aggregator keeps one value");
-  static_assert(!Arg || Sel, "only a selection aggregator has an index output");
+ * tests/test_gpu_parity.c checks two blocks fit). */
+template <class A, int V, int T, class E, bool Drop>
+__global__ void __launch_bounds__(256)
+k_fwd(blk b, const E *__restrict__ src, i64 dim, drop dr, float *__restrict__ out,
+      float *__restrict__ state, int *__restrict__ count) {
   const i64 d = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (d >= b.n_dst)
@@ -213,64 +163,26 @@ __device__ __forceinline__ void fwd(const blk &b, const E *__restrict__ src, i64
   for (i64 j0 = ((i64)blockIdx.y * T * 32 + lane) * V; j0 < dim;
        j0 += (i64)gridDim.y * T * span) {
     float s[T][V][A::S];
-    int a[Arg ? T : 1][V]; /* the index output's (a single unused row without Arg) */
-    (void)a;
+    _Pragma("unroll")
+    for (int k = 0; k < T; k++)
+      _Pragma("unroll")
+      for (int v = 0; v < V; v++)
+        A::init(s[k][v]);
     float x0[T][V], x1[T][V];
     int e = e0;
-    if constexpr (Sel) {
-      /* The first neighbour's values (after its dropout), or 0 and -1 without one. */
-      if (e0 < e1) {
-        const i64 r0 = b.indices[e0];
-        load<V, T>(x0, src + r0 * dim, j0, span, dim);
-        if constexpr (Drop)
-          drop_row<V, T>(x0, dr, r0, j0, span, dim);
-        _Pragma("unroll")
-        for (int k = 0; k < T; k++)
-          _Pragma("unroll")
-          for (int v = 0; v < V; v++) {
-            s[k][v][0] = x0[k][v];
-            if constexpr (Arg)
-              a[k][v] = (int)r0;
-          }
-        e = e0 + 1;
-      } else {
-        _Pragma("unroll")
-        for (int k = 0; k < T; k++)
-          _Pragma("unroll")
-          for (int v = 0; v < V; v++) {
-            s[k][v][0] = 0.0f;
-            if constexpr (Arg)
-              a[k][v] = -1;
-          }
-      }
-    } else {
-      _Pragma("unroll")
-      for (int k = 0; k < T; k++)
-        _Pragma("unroll")
-        for (int v = 0; v < V; v++)
-          A::init(s[k][v]);
+    for (; e + 1 < e1; e += 2) {
+      const i64 r0 = b.indices[e], r1 = b.indices[e + 1];
+      const float w0 = weighted ? b.edge_w[e] : 1.0f, w1 = weighted ? b.edge_w[e + 1] : 1.0f;
+      load<V, T>(x0, src + r0 * dim, j0, span, dim);
+      load<V, T>(x1, src + r1 * dim, j0, span, dim);
+      accumulate<A, V, T, Drop>(s, x0, w0, dr, r0, j0, span, dim);
+      accumulate<A, V, T, Drop>(s, x1, w1, dr, r1, j0, span, dim);
     }
-    if constexpr (Arg) {
-      for (; e < e1; e++) {
-        const i64 r0 = b.indices[e];
-        load<V, T>(x0, src + r0 * dim, j0, span, dim);
-        pick<A, V, T, Drop>(s, a, x0, dr, r0, j0, span, dim);
-      }
-    } else {
-      for (; e + 1 < e1; e += 2) {
-        const i64 r0 = b.indices[e], r1 = b.indices[e + 1];
-        const float w0 = weighted ? b.edge_w[e] : 1.0f, w1 = weighted ? b.edge_w[e + 1] : 1.0f;
-        load<V, T>(x0, src + r0 * dim, j0, span, dim);
-        load<V, T>(x1, src + r1 * dim, j0, span, dim);
-        accumulate<A, V, T, Drop>(s, x0, w0, dr, r0, j0, span, dim);
-        accumulate<A, V, T, Drop>(s, x1, w1, dr, r1, j0, span, dim);
-      }
-      if (e < e1) {
-        const i64 r0 = b.indices[e];
-        const float w0 = weighted ? b.edge_w[e] : 1.0f;
-        load<V, T>(x0, src + r0 * dim, j0, span, dim);
-        accumulate<A, V, T, Drop>(s, x0, w0, dr, r0, j0, span, dim);
-      }
+    if (e < e1) {
+      const i64 r0 = b.indices[e];
+      const float w0 = weighted ? b.edge_w[e] : 1.0f;
+      load<V, T>(x0, src + r0 * dim, j0, span, dim);
+      accumulate<A, V, T, Drop>(s, x0, w0, dr, r0, j0, span, dim);
     }
     if (!out) {
       _Pragma("unroll")
@@ -299,10 +211,8 @@ __device__ __forceinline__ void fwd(const blk &b, const E *__restrict__ src, i64
       }
       continue;
     }
-    /* The self loop (GCN's A + I): y + self_w[d] x_d, after finalize, without dropout. A
-     * selection aggregator has none (a max with one is refused: core/backend_check.c), so its
-     * instances leave the code out. */
-    const bool self = !Sel && b.self_w != nullptr;
+    /* The self loop (GCN's A + I): y + self_w[d] x_d, after finalize, without dropout. */
+    const bool self = b.self_w != nullptr;
     const float sw = self ? b.self_w[d] : 0.0f;
     if (self)
       load<V, T>(x0, src + d * dim, j0, span, dim);
@@ -320,35 +230,8 @@ __device__ __forceinline__ void fwd(const blk &b, const E *__restrict__ src, i64
           y[v] = y[v] + sw * x0[k][v];
       }
       st<V>(out + d * dim + j, y);
-      if constexpr (Arg) {
-        int *q = arg + d * dim + j;
-        if constexpr (V == 4) {
-          *reinterpret_cast<int4 *>(q) = make_int4(a[k][0], a[k][1], a[k][2], a[k][3]);
-        } else {
-          _Pragma("unroll")
-          for (int v = 0; v < V; v++)
-            q[v] = a[k][v];
-        }
-      }
     }
   }
-}
-
-/* The forward and partial state of every aggregator (fwd above). */
-template <class A, int V, int T, class E, bool Drop>
-__global__ void __launch_bounds__(256)
-k_fwd(blk b, const E *__restrict__ src, i64 dim, drop dr, float *__restrict__ out,
-      float *__restrict__ state, int *__restrict__ count) {
-  fwd<A, V, T, E, Drop, false>(b, src, dim, dr, out, state, count, nullptr);
-}
-
-/* The forward of a selection aggregator (built-in max and min) with its index output, fp32
- * rows, no dropout (aggr_fwd takes none). */
-template <class A, int V, int T>
-__global__ void __launch_bounds__(256)
-k_fwd_arg(blk b, const float *__restrict__ src, i64 dim, float *__restrict__ out,
-          int *__restrict__ arg) {
-  fwd<A, V, T, float, false, true>(b, src, dim, drop{0, 0, 0.0f}, out, nullptr, nullptr, arg);
 }
 
 /* acc = merge(acc, other) elementwise; a row empty in `other` keeps acc, a row empty in acc
