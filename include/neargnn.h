@@ -501,12 +501,9 @@ typedef enum { NG_OPTIMIZER_ADAM = 0, NG_OPTIMIZER_SGD = 1 } ng_optimizer;
 typedef enum {
   /// MAPPED: the table is read (and registered for zero-copy) in place, never copied, so that
   /// peak host memory stays within the bound of docs/memory.md (issue 20). Before, AUTO copied
-  /// the table when it took at most half of the available memory. Unlike MAPPED, when the host
-  /// reads cold rows of the mapping, idle-priority threads fault their pages in from the end of
-  /// ng_trainer_create (the first epoch's reads then take no page fault each).
+  /// the table when it took at most half of the available memory.
   NG_FEATURES_AUTO = 0,
-  /// The dataset's mapping of its file, read in place (page cache, 4 KiB pages): no copy; every
-  /// page is faulted in by its first read.
+  /// The dataset's mapping of its file, read in place (page cache, 4 KiB pages): no copy.
   NG_FEATURES_MAPPED = 1,
   /// A copy in anonymous memory backed by 2 MiB pages (transparent huge pages): reads of random
   /// rows miss the TLB far less (on the H100 machine PARTIAL workers ran ~27% faster, W1). The

@@ -15,8 +15,6 @@
 #endif
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <sched.h>
@@ -26,14 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels refuse it: nothing is faulted in */
-#endif
-
 #define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
-/* The threads that fault in the cold rows' pages of the feature mapping (populate_cold_rows), at
- * most: a quarter of the cores. */
-#define POPULATE_THREADS 4
 #define NG_CHECKPOINT_VERSION 1
 /* Threads of the sample feed with a device sampler: two lanes hide most of the device's round
  * trips behind each other (docs/sampling.md). */
@@ -55,16 +46,6 @@ struct ng_trainer {
   ng_train_opts opts;
   ng_backend *be;
   ng_pool_prefetch topo_prefetch; /* the machine's topology, loaded during ng_trainer_create */
-  /* The cold rows' pages of the feature mapping, faulted in by background threads from the end
-   * of ng_trainer_create (populate_cold_rows); stopped and joined by ng_trainer_destroy. */
-  struct {
-    pthread_t thread[POPULATE_THREADS];
-    int threads; /* started */
-    _Atomic bool stop;
-    _Atomic size_t next; /* the next chunk's offset */
-    char *begin;
-    size_t len;
-  } populate;
   ng_model_exec ex;
   ng_sampler_cfg cfg;
   ng_sample_arena *arena;
@@ -170,84 +151,6 @@ static void drop_pages(const void *p, size_t bytes, bool file_mapping) {
   uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + bytes) / page * page;
   if (hi > lo)
     madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
-static uint64_t mem_available(void);
-
-/* Chunks of the cold rows' populate: short, so that a writer of the address space (a staging
- * slot page-locked on demand) waits for one at most (~0.5 ms) and the thread stops soon. */
-#define POPULATE_CHUNK ((size_t)8 << 20)
-
-static void *populate_main(void *arg) {
-  struct ng_trainer *t = arg;
-  /* Idle priority: it takes only what the workers, the device thread and the sample feed leave,
-   * so that it never delays the first iteration; a page it has not reached by the time a
-   * worker reads it is faulted in by the worker, as without it. */
-  const struct sched_param sp = {0};
-  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-  while (!atomic_load(&t->populate.stop)) {
-    const size_t at = atomic_fetch_add(&t->populate.next, POPULATE_CHUNK);
-    if (at >= t->populate.len)
-      break;
-    if (madvise(t->populate.begin + at, NG_MIN(POPULATE_CHUNK, t->populate.len - at),
-                MADV_POPULATE_READ) != 0)
-      break; /* a kernel without it (before 5.14): the workers fault the pages in */
-  }
-  return NULL;
-}
-
-/* Starts faulting in the pages of the cold rows, [hot, nodes), of the dataset's feature mapping
- * in the background, on up to POPULATE_THREADS threads (features_memory AUTO only; MAPPED leaves
- * every page to its first read). PARTIAL and BATCH workers read cold rows in place, and in their
- * first epoch nearly every read of a 4 KiB page was a minor fault: the fetch cost 10.6 s of
- * worker time on W4 in epoch 0 against 7.6 s in a steady one. MADV_POPULATE_READ mapped 7.6 GB in
- * 0.4 s on one thread. Not when the device reads the cold rows by zero-copy (the store
- * registered them: resident already), nor for a table the trainer owns (a copy, normalised or
- * bf16: its pages are anonymous and written already), nor in a data-parallel run (its hot set
- * is the ranks'), nor when the cold rows exceed the available memory (the page cache would
- * evict what the workers read). The pages count in the RSS as the mapping's do once read; the
- * bound of docs/memory.md counts the whole table. */
-static void populate_cold_rows(struct ng_trainer *t) {
-  const struct ng_dataset *ds = t->ds;
-  const int64_t hot = t->store.hot;
-  if (t->opts.features_memory != NG_FEATURES_AUTO || t->features != ds->features ||
-      !features_mapped(ds) || t->opts.precision == NG_PRECISION_BF16 || hot >= ds->info.nodes ||
-      ng__store_zcopy(&t->store) || t->dist.ranks > 1)
-    return;
-  const size_t row = (size_t)ds->info.feature_dim * sizeof(float);
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  const uintptr_t lo = ((uintptr_t)ds->features + (size_t)hot * row) / page * page;
-  const uintptr_t hi = (uintptr_t)ds->features + (size_t)ds->info.nodes * row;
-  if (hi <= lo || (uint64_t)(hi - lo) > mem_available())
-    return;
-  t->populate.begin = (char *)lo;
-  t->populate.len = hi - lo;
-  atomic_store(&t->populate.stop, false);
-  atomic_store(&t->populate.next, 0);
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const int n = (int)NG_MAX(1, NG_MIN(POPULATE_THREADS, cores / 4));
-  for (int i = 0; i < n; i++) {
-    if (pthread_create(&t->populate.thread[i], NULL, populate_main, t) != 0)
-      break; /* best effort: those started cover the range */
-    t->populate.threads++;
-  }
-}
-
-/* Joins the populate threads: at once when `stop` (each ends after its chunk), else once they are
- * done. */
-static void populate_join(struct ng_trainer *t, bool stop) {
-  if (stop)
-    atomic_store(&t->populate.stop, true);
-  for (int i = 0; i < t->populate.threads; i++)
-    (void)pthread_join(t->populate.thread[i], NULL);
-  t->populate.threads = 0;
-}
-
-size_t ng__trainer_populate_wait(ng_trainer_t t) {
-  if (trainer_check(t) != NG_OK)
-    return 0;
-  populate_join(t, false);
-  return t->populate.len;
 }
 
 /* Row-normalised copy of the features: each row divided by its sum (as Kipf & Welling). */
@@ -1036,7 +939,6 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   drop_hot_rows(t);
   NG_CHECK_GOTO(st, setup_runtime(t, &o), fail);
   t->opts.cpuset = NULL; /* borrowed from the caller: the runtime copied what it needs */
-  populate_cold_rows(t);
   if (t->be->iface->warm_wait)
     t->be->iface->warm_wait(t->be);
   ng__pool_prefetch_join(&t->topo_prefetch);
@@ -1065,7 +967,6 @@ void ng_trainer_destroy(ng_trainer_t t) {
   if (!t || t->magic != NG_TRAINER_MAGIC)
     return;
   t->magic = 0;
-  populate_join(t, true);
   ng__pool_prefetch_join(&t->topo_prefetch);
   if (t->be) {
     /* Before the arena the warm-up multiplies in goes (a create that failed after it began). */

@@ -19,9 +19,4 @@ ng_status ng__trainer_embed(float *out, ng_trainer_t trainer, const int64_t *nod
 /// memory estimate it was created under (*mem, may be NULL).
 struct ng_runtime *ng__trainer_runtime(ng_trainer_t trainer, ng_memory_estimate *mem);
 
-/// For tests: waits until the background populate of the cold rows' pages of the feature
-/// mapping (started by ng_trainer_create, features_memory AUTO) is done, and returns the bytes
-/// it was given (0: none was started).
-size_t ng__trainer_populate_wait(ng_trainer_t trainer);
-
 #endif /* NG_TRAINER_IMPL_H */

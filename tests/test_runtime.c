@@ -10,15 +10,10 @@
 #include "pipeline_impl.h"
 #include "trainer_impl.h"
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <string.h>
 #include <time.h>
@@ -693,102 +688,6 @@ static void test_presized_slots(void) {
   ng_trainer_destroy(t);
 }
 
-/* Resident bytes of this process's mapping that holds `p` (its Rss in /proc/self/smaps), or
- * -1 when it cannot be read. */
-static int64_t mapping_rss(const void *p) {
-  FILE *f = fopen("/proc/self/smaps", "r");
-  if (!f)
-    return -1;
-  char line[512];
-  bool in = false;
-  int64_t rss = -1;
-  while (rss < 0 && fgets(line, sizeof line, f)) {
-    unsigned long lo = 0, hi = 0;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
-      in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-    long long kib = 0;
-    if (in && sscanf(line, "Rss: %lld kB", &kib) == 1)
-      rss = kib * 1024;
-  }
-  fclose(f);
-  return rss;
-}
-
-/* With features_memory AUTO the cold rows' pages of the feature mapping are faulted in from the
- * end of ng_trainer_create, in the background; MAPPED leaves them to the first reads; the bits
- * are the same. */
-static void test_populate_cold_rows(void) {
-  const float *x = NULL;
-  EXPECT_OK(ng_dataset_features(&x, cora));
-  ng_dataset_info info = NG_DATASET_INFO_INIT;
-  EXPECT_OK(ng_dataset_info_get(&info, cora));
-  const size_t page = (size_t)sysconf(_SC_PAGESIZE), row = (size_t)info.feature_dim * 4;
-  const uintptr_t lo = ((uintptr_t)x + page - 1) / page * page;
-  const uintptr_t hi = ((uintptr_t)x + (size_t)info.nodes * row) / page * page;
-  /* MADV_POPULATE_READ needs Linux 5.14: on an older kernel only MAPPED's side is checked. */
-  const bool can = madvise((void *)lo, page, MADV_POPULATE_READ) == 0;
-  if (!can)
-    printf("  MADV_POPULATE_READ refused (kernel before 5.14): AUTO populates nothing here\n");
-  uint8_t *ck[2] = {NULL, NULL};
-  size_t ck_len[2] = {0, 0};
-  const ng_features_memory fm[2] = {NG_FEATURES_MAPPED, NG_FEATURES_AUTO};
-  for (int k = 0; k < 2; k++) {
-    /* This process's pages of the table go (a read-only file mapping: the page cache keeps
-     * them). */
-    EXPECT_EQ_I(madvise((void *)lo, hi - lo, MADV_DONTNEED), 0);
-    const int64_t before = mapping_rss(x);
-    ng_train_opts o = NG_TRAIN_OPTS_INIT;
-    o.batch = 32;
-    o.seed = 11;
-    o.mode = NG_MODE_BASELINE;
-    o.workers = 2;
-    o.cache_ratio = 0.3;
-    o.features_memory = fm[k];
-    ng_trainer_t t = NULL;
-    EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
-    if (!t)
-      continue;
-    const int64_t hot = ng_trainer_hot_rows(t);
-    const size_t given = ng__trainer_populate_wait(t);
-    const int64_t after = mapping_rss(x);
-    const double cold = (double)(info.nodes - hot) * (double)row;
-    printf("  %s: populate of %zu bytes (cold rows: %.0f), mapping's RSS %lld -> %lld\n",
-           k ? "auto" : "mapped", given, cold, (long long)before, (long long)after);
-    EXPECT_TRUE(before >= 0 && after >= 0);
-    if (k == 0) {
-      EXPECT_TRUE(given == 0);
-      EXPECT_TRUE((double)(after - before) < cold / 2);
-    } else {
-      EXPECT_TRUE((double)given >= cold && (double)given <= cold + (double)page);
-      if (can)
-        EXPECT_TRUE((double)after >= cold);
-    }
-    for (int e = 0; e < 2; e++) {
-      ng_epoch_stats es = NG_EPOCH_STATS_INIT;
-      EXPECT_OK(ng_trainer_epoch(&es, t));
-    }
-    ck[k] = checkpoint(t, "populate.safetensors", &ck_len[k]);
-    ng_trainer_destroy(t);
-  }
-  EXPECT_TRUE(ck[0] && ck[1] && ck_len[0] == ck_len[1] && memcmp(ck[0], ck[1], ck_len[0]) == 0);
-  free(ck[0]);
-  free(ck[1]);
-  /* Not for a table the trainer owns (normalised), nor when the device reads the cold rows by
-   * zero-copy (registered: resident already). */
-  for (int k = 0; k < 2; k++) {
-    ng_train_opts o = NG_TRAIN_OPTS_INIT;
-    o.batch = 32;
-    o.mode = k ? NG_MODE_ZEROCOPY : NG_MODE_BASELINE;
-    o.workers = 2;
-    o.cache_ratio = 0.3;
-    o.normalize = k ? NG_NORMALIZE_NONE : NG_NORMALIZE_ROW;
-    ng_trainer_t t = NULL;
-    EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
-    EXPECT_TRUE(t && ng__trainer_populate_wait(t) == 0);
-    ng_trainer_destroy(t);
-  }
-}
-
 int main(void) {
   cora = ng_test_fetch_cora();
   model = ng_test_cora_sage();
@@ -803,7 +702,6 @@ int main(void) {
   RUN_TEST(test_device_sampler);
   RUN_TEST(test_bf16_runtime);
   RUN_TEST(test_presized_slots);
-  RUN_TEST(test_populate_cold_rows);
   ng_model_destroy(model);
   ng_dataset_close(cora);
   return ng_test_summary();
