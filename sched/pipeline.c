@@ -539,8 +539,8 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
     if (jobs[i].bytes == 0)
       continue;
     jobs[i].started = n > 1 && pthread_create(&jobs[i].thread, NULL, presize_main, &jobs[i]) == 0;
-    if (!jobs[i]
-             .started) { /* one worker, or no thread to be had: here, the caller's affinity kept */
+    /* One worker, or no thread to be had: here, the caller's affinity kept. */
+    if (!jobs[i].started) {
       jobs[i].cpus = NULL;
       presize_main(&jobs[i]);
     }
