@@ -439,29 +439,15 @@ static bool worker_cpus(const ng_runtime *rt, cpu_set_t *set) {
       return false;
     list = near;
   }
-  /* "0-3,8,10-11" (hwloc's list format, and the cpuset's): read here, without allocating; a
-   * list it cannot read leaves the threads unbound (the pool reports a bad cpuset). */
+  /* A list that cannot be read leaves the threads unbound (the pool reports a bad cpuset). */
+  int *cpus = NULL, n = 0;
+  if (ng__cpuset_parse(&cpus, &n, list) != NG_OK)
+    return false;
   CPU_ZERO(set);
-  for (const char *p = list; *p;) {
-    char *end = NULL;
-    const long lo = strtol(p, &end, 10);
-    long hi = lo;
-    if (end == p || lo < 0)
-      return false;
-    p = end;
-    if (*p == '-') {
-      hi = strtol(p + 1, &end, 10);
-      if (end == p + 1 || hi < lo)
-        return false;
-      p = end;
-    }
-    for (long c = lo; c <= hi && c < CPU_SETSIZE; c++)
-      CPU_SET((int)c, set);
-    if (*p == ',')
-      p++;
-    else if (*p)
-      return false;
-  }
+  for (int i = 0; i < n; i++)
+    if (cpus[i] < CPU_SETSIZE)
+      CPU_SET(cpus[i], set);
+  free(cpus);
   return CPU_COUNT(set) > 0;
 }
 
