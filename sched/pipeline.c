@@ -379,7 +379,6 @@ typedef struct {
   int64_t iter;
   ng_slots *slots;
   void **buf;
-  _Atomic size_t *largest; /* the largest package seen so far, by any worker */
 } reserve_ctx;
 
 /* Page-locked memory is slow to allocate and its release may wait for the device, so a slot
@@ -389,11 +388,12 @@ typedef struct {
 static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
   reserve_ctx *rc = ctx;
   const size_t need = ITEM_HEADER + bytes;
-  size_t seen = atomic_load(rc->largest);
-  while (need > seen && !atomic_compare_exchange_weak(rc->largest, &seen, need))
+  _Atomic size_t *largest = &rc->rt->largest_pkg; /* the largest package any worker has seen */
+  size_t seen = atomic_load(largest);
+  while (need > seen && !atomic_compare_exchange_weak(largest, &seen, need))
     ;
   if (ng__slots_bytes(rc->slots, *rc->buf) < need) {
-    const size_t big = NG_MAX(need, atomic_load(rc->largest));
+    const size_t big = NG_MAX(need, atomic_load(largest));
     const int64_t t0 = span_start(rc->rt);
     NG_CHECK(ng__slots_grow(rc->slots, rc->buf, big + big / NG_SLOT_GROWTH_DEN));
     atomic_fetch_add_explicit(&rc->rt->slot_grows, 1, memory_order_relaxed);
@@ -609,7 +609,7 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
           ? ng__ctrl_share_frac(atomic_load_explicit(&rt->share, memory_order_relaxed))
           : 0.0;
   cfg.threads = rt->n_threads ? 1 : rt->o.omp_threads;
-  reserve_ctx rc = {rt, track, i, w->slots, buf, &rt->largest_pkg};
+  reserve_ctx rc = {rt, track, i, w->slots, buf};
   ng_fetch_pkg pkg;
   const ng_status fetched = ng__fetch_prepare(
       &pkg, &cfg, &mb, rt->drop_p, ng__exec_input_drop_key(seed), &w->scratch, slot_reserve, &rc);
