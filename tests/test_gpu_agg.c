@@ -3,15 +3,14 @@
  * mean, a softmax aggregation of three state floats, a linear mean) in aggr_fwd, aggr_partial
  * (with input dropout), pstate_merge, pstate_finalize and aggr_user_bwd, over blocks with empty
  * rows, repeated sources and dims that are not multiples of 4; each GPU op twice gives the same
- * bytes. The built-ins that run through the same template (compiled by nvcc at build time:
- * sum, mean, GCN's weighted sum and self loop forward, sum/mean partial states from fp32 and
- * bf16 tables with input dropout, max and min forward with argbest and their partial states,
- * every built-in's merge and finalize) give, bit for bit, the built-ins' specification: each
- * product and sum rounded in edge order, and for max and min the first neighbour's value
- * replaced only by a strictly better one (NaN first neighbours, ties, repeated sources), as the
- * hand-written kernels they replaced computed it (test_builtin_bits, against a scalar reference
- * here); the template hook gives aggr_fwd's bits, and so does the built-in mean's text compiled
- * by NVRTC. Training Cora with a user aggregator on CUDA follows the CPU backend in every fetch
+ * bytes. The built-ins give, bit for bit, their specification (test_builtin_bits, against a
+ * scalar reference here): those that run through the same template (compiled by nvcc at build
+ * time: sum, mean, GCN's weighted sum and self loop forward, sum/mean partial states from fp32
+ * and bf16 tables with input dropout, every built-in's merge and finalize) each product and sum
+ * rounded in edge order; max and min (hand-written forward with argbest and partial states) the
+ * first neighbour's value replaced only by a strictly better one (NaN first neighbours, ties,
+ * repeated sources). The template hook gives aggr_fwd's bits, and so does the built-in mean's
+ * text compiled by NVRTC. Training Cora with a user aggregator on CUDA follows the CPU backend in every fetch
  * strategy.
  *
  * Tolerances: |cpu - gpu| <= 1e-5 (1 + |cpu|) for values (expf, cbrtf and the division differ
@@ -219,8 +218,8 @@ static void test_user_parity(void) {
 }
 
 /* The built-ins through the template hook (nvcc, build time) give aggr_fwd's bits: for sum and
- * mean that is the same kernel, for max and min the instance without argbest against the one
- * with it (k_fwd against k_fwd_arg: one neighbour's rows loaded at a time there, two here). */
+ * mean that is the same kernel, for max and min the template's instance against the
+ * hand-written k_aggr_best (inputs without NaN: the template's max starts from -inf). */
 static void test_template_builtins(void) {
   static const struct {
     const char *name;
@@ -420,7 +419,7 @@ static float *select_floats(ng_rng *r, int64_t n) {
   return x;
 }
 
-/* MAX/MIN through the template against ref_best, byte for byte: aggr_fwd with argbest (aligned,
+/* MAX/MIN (the hand-written kernels) against ref_best, byte for byte: aggr_fwd with argbest (aligned,
  * and misaligned by one int, which takes the V = 1 instances) and without it; partial states
  * (values, empty rows' 0, counts) from the fp32 and the bf16 table, with and without input
  * dropout. */
@@ -492,7 +491,7 @@ static float *special_floats(ng_rng *r, int64_t n) {
   return x;
 }
 
-/* Every built-in op the template serves against the reference, bit for bit: the forward of
+/* Every built-in op against the reference, bit for bit: the forward of
  * sum, mean, weighted sum and mean, GCN (weighted + self loop), mean with self loop, max and
  * min (with argbest); partial states of sum, mean, max and min from fp32 and bf16 tables with
  * and without dropout (states and counts); merge and finalize of sum, mean, max and min. Dims
