@@ -152,10 +152,42 @@ __global__ void k_dropout_bwd(float *grad, const uint8_t *mask, int64_t n, float
 
 /* ---- GEMM ---- */
 
+/* The key of a call C = alpha op(A) op(B) + beta C (+ the epilogue's bias and activation),
+ * zero-filled so that memcmp compares it whole. */
+static gemm_key make_key(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const void *a, int64_t lda, const void *b, int64_t ldb, float beta,
+                         void *c, int64_t ldc, const void *bias, gemm_epi epi) {
+  gemm_key key = {};
+  key.a = a;
+  key.b = b;
+  key.c = c;
+  key.bias = bias;
+  key.op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  key.op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  key.m = (int)m;
+  key.n = (int)n;
+  key.k = (int)k;
+  key.lda = (int)lda;
+  key.ldb = (int)ldb;
+  key.ldc = (int)ldc;
+  key.epi = epi;
+  key.alpha = alpha;
+  key.beta = beta;
+  return key;
+}
+
 /* cuBLAS is column-major: a row-major [r, c] matrix with leading dimension ld is its
  * column-major transpose, so C^T [n, m] = op(B)^T op(A)^T is computed with the operands swapped
- * and each keeps its own transpose flag. */
-ng_status gemm_plain(cuda_ctx *ctx, const gemm_key *g);
+ * and each keeps its own transpose flag. The product alone: the key's epilogue is not read. */
+static ng_status sgemm(cuda_ctx *ctx, const gemm_key *g) {
+  const cublasStatus_t st = cublasSgemm(
+      ctx->blas, (cublasOperation_t)g->op_b, (cublasOperation_t)g->op_a, g->n, g->m, g->k,
+      &g->alpha, static_cast<const float *>(g->b), g->ldb, static_cast<const float *>(g->a), g->lda,
+      &g->beta, static_cast<float *>(g->c), g->ldc);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return blas_err("gemm", "cublasSgemm", st);
+  return NG_OK;
+}
 
 /* The largest power of two up to 256 that divides the address (cuBLASLt's alignment
  * preference: an algorithm may assume what the preference allows). */
@@ -333,26 +365,16 @@ static ng_status gemm_lt(cuda_ctx *ctx, const gemm_key *g) {
     if (d.st != CUBLAS_STATUS_NOT_SUPPORTED)
       return blas_err("gemm_bias_act", "cublasLtMatmul", d.st);
   }
-  gemm_key plain = *g;
-  plain.epi = kEpiNone;
-  plain.bias = nullptr;
-  NG_CHECK(gemm_plain(ctx, &plain));
+  NG_CHECK(sgemm(ctx, g));
   launch_bias_act(ctx->ops_stream, static_cast<float *>(g->c), static_cast<const float *>(g->bias),
                   g->m, g->n, g->ldc, g->epi != kEpiBias);
   LAUNCH_CHECK("gemm_bias_act");
   return NG_OK;
 }
 
+/* One call as its key says: with an epilogue through gemm_lt, else the product alone. */
 ng_status gemm_plain(cuda_ctx *ctx, const gemm_key *g) {
-  if (g->epi != kEpiNone)
-    return gemm_lt(ctx, g);
-  const cublasStatus_t st = cublasSgemm(
-      ctx->blas, (cublasOperation_t)g->op_b, (cublasOperation_t)g->op_a, g->n, g->m, g->k,
-      &g->alpha, static_cast<const float *>(g->b), g->ldb, static_cast<const float *>(g->a), g->lda,
-      &g->beta, static_cast<float *>(g->c), g->ldc);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    return blas_err("gemm", "cublasSgemm", st);
-  return NG_OK;
+  return g->epi != kEpiNone ? gemm_lt(ctx, g) : sgemm(ctx, g);
 }
 
 /* Captures the call `g` on the ops stream into an executable graph; NULL when the capture
@@ -433,22 +455,8 @@ static ng_status gemm_run(ng_backend *be, const char *name, bool trans_a, bool t
     LAUNCH_CHECK(name);
     return NG_OK;
   }
-  gemm_key key = {};
-  key.a = a;
-  key.b = b;
-  key.c = c;
-  key.bias = bias;
-  key.op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  key.op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  key.m = (int)m;
-  key.n = (int)n;
-  key.k = (int)k;
-  key.lda = (int)lda;
-  key.ldb = (int)ldb;
-  key.ldc = (int)ldc;
-  key.epi = epi;
-  key.alpha = alpha;
-  key.beta = beta;
+  const gemm_key key =
+      make_key(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, epi);
   if (!ctx->gemm_graphs || ctx->stream != ctx->ops_stream)
     return gemm_plain(ctx, &key);
   return gemm_replay(ctx, &key);
@@ -514,19 +522,9 @@ static void *warm_main(void *arg) {
   for (int i = 0; i < c->n_warm; i++) {
     const ng_gemm_shape *w = &c->warm[i];
     const int64_t m = w->m, n = w->n, k = w->k;
-    gemm_key g = {};
-    g.a = buf;
-    g.b = buf + m * k;
-    g.c = buf + m * k + k * n;
-    g.op_a = w->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    g.op_b = w->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    g.m = (int)m;
-    g.n = (int)n;
-    g.k = (int)k;
-    g.lda = (int)(w->trans_a ? m : k);
-    g.ldb = (int)(w->trans_b ? k : n);
-    g.ldc = (int)n;
-    g.alpha = 1.0f;
+    gemm_key g =
+        make_key(w->trans_a, w->trans_b, m, n, k, 1.0f, buf, w->trans_a ? m : k, buf + m * k,
+                 w->trans_b ? k : n, 0.0f, buf + m * k + k * n, n, nullptr, kEpiNone);
     if (gemm_plain(c, &g) != NG_OK)
       break;
     /* A layer's forward product from lt_min_rows rows runs with the bias and ReLU in its
