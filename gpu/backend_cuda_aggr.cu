@@ -15,13 +15,6 @@ namespace ng_cuda {
  * their loads before any store, so that a row in registered host memory crosses PCIe as one
  * burst (zero-copy is bound by the rate of random requests, and chunks of one row fetched at
  * different times cost one request each) and device-memory rows keep T loads in flight. */
-/* Whether a table's rows can be loaded V = 4 values at a time (16 bytes of fp32, 8 of bf16). */
-inline bool aligned_v4(const float *p) {
-  return aligned16(p);
-}
-inline bool aligned_v4(const uint16_t *p) {
-  return ((uintptr_t)p & 7) == 0;
-}
 
 template <int V, int T, typename S>
 __device__ inline void ld_chunks(float (&x)[T][V], const S *row, int64_t j0, int64_t span,

@@ -226,6 +226,13 @@ inline dim3 grid_rows_chunks(int64_t rows, int64_t dim, int v, int t) {
 inline bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
+/* Whether a table's rows can be loaded V = 4 values at a time (16 bytes of fp32, 8 of bf16). */
+inline bool aligned_v4(const float *p) {
+  return aligned16(p);
+}
+inline bool aligned_v4(const uint16_t *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 7u) == 0;
+}
 
 /* ---- device helpers ---- */
 

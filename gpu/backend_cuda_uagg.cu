@@ -377,13 +377,6 @@ static ng_aggt::blk blk_of(const ng_aggr *ag, const ng_block *b, bool self) {
                       self ? b->self_w : nullptr, b->n_dst};
 }
 
-static bool aligned_rows(const float *p) {
-  return aligned16(p);
-}
-static bool aligned_rows(const uint16_t *p) {
-  return ((uintptr_t)p & 7) == 0;
-}
-
 /* The forward (out, with the self loop when `self`) or partial state (state, count) over a
  * block with kernels `k`, rows of type E (fp32, or bf16 for the built-in sum). */
 template <class E>
@@ -393,7 +386,7 @@ static ng_status launch_fwd(ng_backend *be, const char *op, const agg_kernels &k
   if (blk->n_dst == 0 || (out && dim == 0)) /* (a partial state's counts are written at dim 0) */
     return NG_OK;
   const bool v4 =
-      dim % 4 == 0 && aligned_rows(src) && (!out || aligned16(out)) && (!state || aligned16(state));
+      dim % 4 == 0 && aligned_v4(src) && (!out || aligned16(out)) && (!state || aligned16(state));
   const int v = v4 ? 4 : 1;
   /* Chunks as the gathers take them (chunks_per_warp: a whole row up to 8), while a thread's
    * S x V x T state floats fit in 32 registers. */
