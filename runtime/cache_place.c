@@ -82,13 +82,7 @@ ng_cache_go ng__cache_decide(const ng_cache_inputs *in, char *why, size_t cap) {
     snprintf(why, cap, "measure the peer and host-to-device rates");
     return NG_CACHE_GO_MEASURE;
   }
-  if (!(in->peer_gbs > NG_CACHE_PEER_FACTOR * in->h2d_gbs)) {
-    snprintf(why, cap,
-             "peer copies (%.1f GB/s) are not faster than %.0f x host-to-device copies (%.1f "
-             "GB/s)",
-             in->peer_gbs, NG_CACHE_PEER_FACTOR, in->h2d_gbs);
-    return NG_CACHE_GO_REPLICATED;
-  }
+  /* The rates are known here, and AUTO's condition 2 above held for them. */
   snprintf(why, cap,
            "%d x H rows hold %.1f%% of the row entries against %.1f%% for H, and peer copies "
            "(%.1f GB/s) beat %.0f x host-to-device copies (%.1f GB/s)",
@@ -371,15 +365,16 @@ ng_status ng__cache_open(ng_store *st, ng_cache_info *info, struct ng_comm *comm
   ng_status s = NG_OK;
   const int R = in.ranks;
   int64_t ht = hot; /* the hot set of a partitioned tier */
-  if (requested != NG_CACHE_REPLICATED && R > 1 && in.device) {
-    /* Every rank decides from the same H: the smallest (free memory differs a little). */
-    int64_t *hs = ng__malloc((size_t)R * sizeof *hs, "the ranks' hot rows");
-    if (!hs)
-      return NG_ERR_NOMEM;
+  /* More ranks than parts, or ranks on several hosts, are refused or replicated by the rule
+   * whatever H is. */
+  if (requested != NG_CACHE_REPLICATED && R > 1 && in.device && R <= NG_MAX_PARTS &&
+      in.local_ranks == R) {
+    /* Every rank decides from the same H: the smallest (free memory differs a little). On the
+     * stack: no allocation may fail on one rank between collectives. */
+    int64_t hs[NG_MAX_PARTS];
     s = ng__comm_allgather(comm, &hot, hs, sizeof hot);
     for (int r = 0; r < R && s == NG_OK; r++)
       in.hot = NG_MIN(in.hot, hs[r]);
-    free(hs);
     NG_CHECK(s);
     ht = in.hot > nodes / R ? nodes : in.hot * R;
     if (requested == NG_CACHE_AUTO && in.hot < nodes) {
