@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { NG_ALIGN = 64 };
 
@@ -75,6 +76,14 @@ void *ng__big_alloc(size_t bytes, const char *what) {
   (void)madvise(p, bytes, MADV_HUGEPAGE);
 #endif
   return p;
+}
+
+void ng__drop_pages(const void *p, size_t bytes) {
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t lo = ((uintptr_t)p + page - 1) / page * page;
+  const uintptr_t hi = ((uintptr_t)p + bytes) / page * page;
+  if (hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 void ng__big_free(void *ptr, size_t bytes) {

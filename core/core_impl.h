@@ -65,6 +65,10 @@ void ng__aligned_free(void *ptr);
 /// Large anonymous mapping (transparent huge pages advised), zero-filled; free with ng__big_free().
 void *ng__big_alloc(size_t bytes, const char *what);
 void ng__big_free(void *ptr, size_t bytes);
+/// Hands the whole pages inside [p, p + bytes) back to the kernel (MADV_DONTNEED): a shared file
+/// mapping's are read again from the page cache or the file when touched; anonymous memory's
+/// would read as zeros, so callers give file mappings only.
+void ng__drop_pages(const void *p, size_t bytes);
 
 /// Overflow-checked size arithmetic: false when the product or sum does not fit.
 static inline bool ng__mul_ok(size_t a, size_t b, size_t *out) {

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 ng_status ng_node_list_load(int64_t **out, int64_t *n, const char *path) {
@@ -133,12 +132,7 @@ static void rows_written(void *ctx, int64_t first, int64_t n) {
   (void)sync_file_range(w->fd, (off_t)(w->offset + w->from), (off_t)(upto - w->from),
                         SYNC_FILE_RANGE_WRITE);
 #endif
-  /* The whole pages of the range: the mapping starts on a page, the array `offset` into it. */
-  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  const size_t lo = (w->offset + w->from + page - 1) / page * page,
-               hi = (w->offset + upto) / page * page;
-  if (hi > lo)
-    (void)madvise(w->data - w->offset + lo, hi - lo, MADV_DONTNEED);
+  ng__drop_pages(w->data + w->from, upto - w->from);
   w->from = upto;
 }
 

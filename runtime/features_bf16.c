@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,17 +61,6 @@ static ng_status try_map(ng_bf16_table *out, const char *path, const char *src_p
   return NG_OK;
 }
 
-/* Drops this process's resident pages of the read-only file mapping [p, p + bytes) (whole pages
- * inside it) once they have been converted: the page cache keeps them, the RSS does not hold the
- * fp32 table beside the bf16 one (memory.md). */
-static void drop_pages(const void *p, size_t bytes) {
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  const uintptr_t lo = ((uintptr_t)p + page - 1) / page * page;
-  const uintptr_t hi = ((uintptr_t)p + bytes) / page * page;
-  if (hi > lo)
-    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
 /* Writes `path` from `src` (the dataset's read-only mapping of features.npy) through a temporary
  * file renamed into place. */
 static ng_status write_file(const char *path, const char *src_path, const float *src, int64_t nodes,
@@ -91,7 +79,8 @@ static ng_status write_file(const char *path, const char *src_path, const float 
     for (size_t at = 0; at < total && st == NG_OK; at += CONVERT_CHUNK) {
       const size_t k = NG_MIN(CONVERT_CHUNK, total - at);
       ng__bf16_convert((uint16_t *)w.data + at, src + at, k, threads);
-      drop_pages(src + at, k * sizeof(float));
+      /* Converted: the page cache keeps the fp32 pages, the RSS does not (memory.md). */
+      ng__drop_pages(src + at, k * sizeof(float));
       if (progress)
         st = ng__progress(progress, "bf16 features", (double)(at + k), (double)total, false);
     }

@@ -145,12 +145,8 @@ static bool features_mapped(const struct ng_dataset *ds) {
  * them twice (the mapping and the trainer's own table). Never on other memory: there
  * MADV_DONTNEED would discard the contents (a caller's array would read as zeros). */
 static void drop_pages(const void *p, size_t bytes, bool file_mapping) {
-  if (!file_mapping)
-    return;
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + bytes) / page * page;
-  if (hi > lo)
-    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+  if (file_mapping)
+    ng__drop_pages(p, bytes);
 }
 
 /* Row-normalised copy of the features: each row divided by its sum (as Kipf & Welling). */
