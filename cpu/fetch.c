@@ -441,13 +441,22 @@ static void count_stats(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, int32_t nd, 
   out->stats.zcopy_bytes = device_rows * row_bytes;
 }
 
+/* What ng__fetch_prepare and its dry run ng__fetch_bytes both start from: the configuration
+ * checked and the counts the layout needs, so that the two sizes cannot drift apart. Staged
+ * rows travel as bf16 from a bf16 table unless input dropout applies (it drops them in fp32). */
+static ng_status plan_counts(counts *c, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                             float drop_p, ng_fetch_scratch *scratch) {
+  NG_CHECK(check_cfg(cfg));
+  NG_CHECK(count_tiers(c, cfg, mb, scratch));
+  c->staged_bf16 = cfg->features_bf16 != NULL && drop_p == 0.0f;
+  return NG_OK;
+}
+
 ng_status ng__fetch_bytes(size_t *bytes, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
                           float drop_p, ng_fetch_scratch *scratch) {
   *bytes = 0;
-  NG_CHECK(check_cfg(cfg));
   counts c;
-  NG_CHECK(count_tiers(&c, cfg, mb, scratch));
-  c.staged_bf16 = cfg->features_bf16 != NULL && drop_p == 0.0f;
+  NG_CHECK(plan_counts(&c, cfg, mb, drop_p, scratch));
   ng_fetch_pkg scratch_pkg;
   memset(&scratch_pkg, 0, sizeof scratch_pkg);
   *bytes = package_bytes(&scratch_pkg, cfg, mb, &c);
@@ -458,10 +467,8 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
                             float drop_p, uint64_t drop_key, ng_fetch_scratch *scratch,
                             ng_fetch_reserve_fn reserve, void *reserve_ctx) {
   memset(out, 0, sizeof *out);
-  NG_CHECK(check_cfg(cfg));
   counts c;
-  NG_CHECK(count_tiers(&c, cfg, mb, scratch));
-  c.staged_bf16 = cfg->features_bf16 != NULL && drop_p == 0.0f;
+  NG_CHECK(plan_counts(&c, cfg, mb, drop_p, scratch));
   NG_CHECK(lay_out(out, cfg, mb, &c, reserve, reserve_ctx));
   split_edges(out, cfg, mb, &c, scratch);
   finish_blocks(out, cfg, mb, &c);
