@@ -70,7 +70,6 @@ struct ng_runtime {
   char *cpuset; /* a copy of o.cpuset */
   _Atomic size_t largest_pkg;
   _Atomic int64_t slot_grows; /* staging slots grown on demand (slot_reserve) since create */
-  size_t presized;            /* the largest size ng__runtime_presize gave slots (0: none) */
   bool epoch_ran;             /* ng__runtime_epoch was called */
   ng_ctrl ctrl;               /* the split persists from epoch to epoch */
   char placement[256];
@@ -373,6 +372,38 @@ static int64_t device_span(ng_runtime *rt, ng_span_kind kind, int64_t iter, int6
   return span_end(rt, 0, kind, iter, 0, t0);
 }
 
+/* The size a staging slot that must hold `need` bytes grows to: a sixteenth above (below). */
+static size_t slot_size(size_t need) {
+  return need + need / NG_SLOT_GROWTH_DEN;
+}
+
+/* The fetch configuration of worker group `group` now (its strategy, PARTIAL's device share) for
+ * `threads` threads. */
+static ng_fetch_cfg group_cfg(ng_runtime *rt, int group, int threads) {
+  ng_fetch_cfg cfg = rt->fetch;
+  cfg.mode = group_fetch(rt, group);
+  cfg.device_share =
+      cfg.mode == NG_FETCH_PARTIAL
+          ? ng__ctrl_share_frac(atomic_load_explicit(&rt->share, memory_order_relaxed))
+          : 0.0;
+  cfg.threads = threads;
+  return cfg;
+}
+
+/* Samples iteration i of plan p itself (no sample feed): with the device sampler (its lane 0,
+ * the blocks in *host of *cap bytes) or the CPU sampler in `arena`. */
+static ng_status sample_iter(ng_runtime *rt, ng_sample_arena *arena, const ng_epoch_plan *p,
+                             int64_t i, ng_minibatch *mb, void **host, size_t *cap) {
+  int64_t begin;
+  int32_t n; /* this rank's slice of the iteration's batch */
+  ng__plan_slice(p, i, &begin, &n);
+  const uint64_t seed = ng__iter_seed(p->seed, p->epoch, i);
+  if (rt->o.dev_sampler)
+    return rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, p->order + begin,
+                                      n, seed, mb, host, cap);
+  return ng__sample(mb, arena, rt->sampler, p->order + begin, n, seed);
+}
+
 typedef struct {
   ng_runtime *rt;
   int track; /* the worker's trace track */
@@ -395,7 +426,7 @@ static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
   if (ng__slots_bytes(rc->slots, *rc->buf) < need) {
     const size_t big = NG_MAX(need, atomic_load(largest));
     const int64_t t0 = span_start(rc->rt);
-    NG_CHECK(ng__slots_grow(rc->slots, rc->buf, big + big / NG_SLOT_GROWTH_DEN));
+    NG_CHECK(ng__slots_grow(rc->slots, rc->buf, slot_size(big)));
     atomic_fetch_add_explicit(&rc->rt->slot_grows, 1, memory_order_relaxed);
     span_end(rc->rt, rc->track, NG_SPAN_SLOT_GROW, rc->iter, 0, t0);
   }
@@ -428,27 +459,30 @@ static void *presize_main(void *arg) {
 }
 
 /* The cores the workers will run on, for the threads that touch their slots' pages first: the
- * user's cpuset, else those nearest the device (the pool's choice, sched/pool.c). False when
- * none can be told (the threads then run unbound). */
-static bool worker_cpus(const ng_runtime *rt, cpu_set_t *set) {
+ * user's cpuset, else those nearest the device (the pool's choice, sched/pool.c). *bound is false
+ * when none can be told (the threads then run unbound; the pool reports a bad cpuset); an
+ * allocation that fails is the error. */
+static ng_status worker_cpus(const ng_runtime *rt, cpu_set_t *set, bool *bound) {
   char near[1024] = "", pci[64] = "";
   const char *list = rt->o.cpuset;
+  *bound = false;
   if (!(list && *list)) {
     if (rt->be->iface->pci_bus_id(rt->be, pci, sizeof pci) != NG_OK ||
         ng__cpus_near(near, sizeof near, pci[0] ? pci : NULL) != NG_OK)
-      return false;
+      return NG_OK;
     list = near;
   }
-  /* A list that cannot be read leaves the threads unbound (the pool reports a bad cpuset). */
   int *cpus = NULL, n = 0;
-  if (ng__cpuset_parse(&cpus, &n, list) != NG_OK)
-    return false;
+  const ng_status st = ng__cpuset_parse(&cpus, &n, list);
+  if (st != NG_OK)
+    return st == NG_ERR_NOMEM ? st : NG_OK;
   CPU_ZERO(set);
   for (int i = 0; i < n; i++)
     if (cpus[i] < CPU_SETSIZE)
       CPU_SET(cpus[i], set);
   free(cpus);
-  return CPU_COUNT(set) > 0;
+  *bound = CPU_COUNT(set) > 0;
+  return NG_OK;
 }
 
 _Atomic int64_t ng__runtime_presize_limit = -1;
@@ -456,7 +490,7 @@ _Atomic int64_t ng__runtime_presize_limit = -1;
 ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float drop_p, size_t cap,
                               size_t *slot_bytes) {
   *slot_bytes = 0;
-  if (rt->epoch_ran || rt->pool || rt->feed)
+  if (rt->epoch_ran) /* the pool and the feed start in an epoch */
     return ng__err(NG_ERR_STATE, "runtime: staging slots are sized before the first epoch only");
   const int64_t limit = atomic_load(&ng__runtime_presize_limit);
   if (limit == 0)
@@ -472,18 +506,12 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
   ng__plan_slice(plan, plan->first, &begin, &nt);
   if (nt <= 0)
     return NG_OK;
-  const uint64_t seed = ng__iter_seed(plan->seed, plan->epoch, plan->first);
   ng_minibatch mb;
   void *host = NULL; /* the device sampler's blocks: inline its own buffer, else freed below */
   size_t host_cap = 0;
-  void **hostp = rt->n_threads ? &host : &rt->inline_host;
-  size_t *capp = rt->n_threads ? &host_cap : &rt->inline_cap;
-  ng_status st = NG_OK;
-  if (rt->o.dev_sampler)
-    st = rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, plan->order + begin,
-                                    nt, seed, &mb, hostp, capp);
-  else
-    st = ng__sample(&mb, rt->w[0].arena, rt->sampler, plan->order + begin, nt, seed);
+  ng_status st = sample_iter(rt, rt->w[0].arena, plan, plan->first, &mb,
+                             rt->n_threads ? &host : &rt->inline_host,
+                             rt->n_threads ? &host_cap : &rt->inline_cap);
   /* Its package by each group's strategy (a dry run: the layout's counting pass only). */
   size_t want[NG_GROUP_COUNT] = {0};
   for (int g = 0; g < NG_GROUP_COUNT && st == NG_OK; g++) {
@@ -492,16 +520,10 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
       used |= atomic_load(&rt->w[i].group) == g;
     if (!used)
       continue;
-    ng_fetch_cfg cfg = rt->fetch;
-    cfg.mode = group_fetch(rt, g);
-    cfg.device_share =
-        cfg.mode == NG_FETCH_PARTIAL ? ng__ctrl_share_frac(atomic_load(&rt->share)) : 0.0;
-    cfg.threads = 1;
+    const ng_fetch_cfg cfg = group_cfg(rt, g, 1);
     size_t bytes = 0;
     st = ng__fetch_bytes(&bytes, &cfg, &mb, drop_p, &rt->w[0].scratch);
-    /* As slot_reserve grows a slot, at most `cap`. */
-    const size_t need = ITEM_HEADER + bytes;
-    want[g] = NG_MIN(need + need / NG_SLOT_GROWTH_DEN, cap);
+    want[g] = NG_MIN(slot_size(ITEM_HEADER + bytes), cap); /* as slot_reserve grows a slot */
   }
   if (host)
     rt->be->iface->host_free(rt->be, host);
@@ -512,11 +534,14 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
   }
   /* Each worker's first slots, as many as it has in flight at the start, one thread a worker:
    * page-locking scales over threads (docs/gpu.md), and the free list hands them out first. */
+  cpu_set_t cpus;
+  bool bind = false;
+  if (rt->n_threads > 0)
+    NG_CHECK(worker_cpus(rt, &cpus, &bind));
+  size_t presized = 0; /* the largest size given a slot */
   presize_job *jobs = ng__calloc((size_t)n, sizeof *jobs, "the staging slots' sizing");
   if (!jobs)
     return NG_ERR_NOMEM;
-  cpu_set_t cpus;
-  const bool bind = rt->n_threads > 0 && worker_cpus(rt, &cpus);
   for (int i = 0; i < n; i++) {
     jobs[i] = (presize_job){.slots = rt->w[i].slots,
                             .n = NG_SLOT_PRESIZE,
@@ -537,11 +562,11 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
     if (jobs[i].st != NG_OK && st == NG_OK)
       st = ng__err(jobs[i].st, "worker %d: %s", i, jobs[i].err);
     if (jobs[i].st == NG_OK)
-      rt->presized = NG_MAX(rt->presized, jobs[i].bytes);
+      presized = NG_MAX(presized, jobs[i].bytes);
   }
   free(jobs);
   if (st == NG_OK)
-    *slot_bytes = rt->presized;
+    *slot_bytes = presized;
   return st;
 }
 
@@ -577,9 +602,6 @@ static void fail(ng_runtime *rt, ng_status st, const char *who) {
  * `track`. */
 static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, const ng_epoch_plan *p,
                          int64_t seq, int64_t i, void **buf) {
-  int64_t begin;
-  int32_t n; /* this rank's slice of the iteration's batch */
-  ng__plan_slice(p, i, &begin, &n);
   const uint64_t seed = ng__iter_seed(p->seed, p->epoch, i);
   const int group = atomic_load_explicit(&w->group, memory_order_relaxed);
   if (atomic_load(&ng__runtime_fault_iter) == i &&
@@ -591,24 +613,16 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
     const int64_t w0 = ng__now_ns();
     NG_CHECK(ng__feed_get(rt->feed, seq, &mb));
     atomic_fetch_add_explicit(&rt->feed_wait_ns, ng__now_ns() - w0, memory_order_relaxed);
-  } else if (rt->o.dev_sampler)
-    NG_CHECK(rt->be->iface->sampler_run(rt->be, rt->o.dev_sampler, 0, rt->sampler, p->order + begin,
-                                        n, seed, &mb, &rt->inline_host, &rt->inline_cap));
-  else
-    NG_CHECK(ng__sample(&mb, w->arena, rt->sampler, p->order + begin, n, seed));
+  } else {
+    NG_CHECK(sample_iter(rt, w->arena, p, i, &mb, &rt->inline_host, &rt->inline_cap));
+  }
   int64_t edges = 0; /* the span carries them: the trace's summary gives the sampler's rate */
   for (int l = 0; l < mb.n_layers; l++)
     edges += mb.blocks[l].nnz;
   const int64_t t1 =
       rt->feed ? span_end(rt, track, NG_SPAN_FEED_WAIT, i, 0, t0)
                : span_end(rt, track, NG_SPAN_SAMPLE, i, (int)NG_MIN(edges, (int64_t)INT32_MAX), t0);
-  ng_fetch_cfg cfg = rt->fetch;
-  cfg.mode = group_fetch(rt, group);
-  cfg.device_share =
-      cfg.mode == NG_FETCH_PARTIAL
-          ? ng__ctrl_share_frac(atomic_load_explicit(&rt->share, memory_order_relaxed))
-          : 0.0;
-  cfg.threads = rt->n_threads ? 1 : rt->o.omp_threads;
+  const ng_fetch_cfg cfg = group_cfg(rt, group, rt->n_threads ? 1 : rt->o.omp_threads);
   reserve_ctx rc = {rt, track, i, w->slots, buf};
   ng_fetch_pkg pkg;
   const ng_status fetched = ng__fetch_prepare(
