@@ -137,8 +137,7 @@ static bool moves_share(const ng_ctrl *c, ng_ctrl_move m) {
 /* The split and share a move in direction `m` leads to (can_move() holds). */
 static void next_state(const ng_ctrl *c, ng_ctrl_move m, int workers[NG_GROUP_COUNT], int *share) {
   const int to = ng__ctrl_move_to(m);
-  if (workers != c->workers) /* move() passes the controller's own split: no copy onto itself */
-    memcpy(workers, c->workers, sizeof c->workers);
+  memcpy(workers, c->workers, sizeof c->workers);
   *share = c->share;
   if (moves_share(c, m)) {
     *share += m == NG_CTRL_MOVE_TO_TRANSFER ? 1 : -1;
@@ -170,9 +169,12 @@ static void set_last_move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
  * loads the link more than the one worker did (on W1, 15/0 with half the destinations on the
  * device ran 8% below 14/1, and the judge undid it every time). */
 static void move(ng_ctrl *c, ng_ctrl_decision *d, ng_ctrl_move m) {
+  int w[NG_GROUP_COUNT], sh;
+  next_state(c, m, w, &sh);
   memcpy(c->prev_workers, c->workers, sizeof c->workers);
   c->prev_share = c->share;
-  next_state(c, m, c->workers, &c->share);
+  memcpy(c->workers, w, sizeof w);
+  c->share = sh;
   const int k = ng__ctrl_move_to(NG_CTRL_MOVE_TO_TRANSFER);
   c->unblocked = c->o.share_steps > 0 && c->prev_workers[NG_GROUP_TRANSFER] > 0 &&
                  c->workers[NG_GROUP_TRANSFER] == 0;
