@@ -23,16 +23,8 @@ BATCH=${5:-1000}
 KEEP=${6:-}
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${NEARGNN:-}
-if [ -z "$BIN" ]; then
-  for b in "$here/build/default/neargnn" "$here"/build/*/neargnn; do
-    if [ -x "$b" ]; then
-      BIN=$b
-      break
-    fi
-  done
-fi
-[ -x "$BIN" ] || { echo "bench_fetch: no neargnn binary (build first or set NEARGNN)" >&2; exit 1; }
+source "$here/eval/lib.sh"
+find_neargnn bench_fetch 1
 
 work=${KEEP:-$(mktemp -d "${TMPDIR:-/tmp}/ng-bench-fetch.XXXXXX")}
 [ -n "$KEEP" ] || trap 'rm -rf "$work"' EXIT

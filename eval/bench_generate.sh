@@ -24,20 +24,8 @@ THREADS=${4:-$(nproc)}
 OUT=${5:-}
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${NEARGNN:-}
-if [ -z "$BIN" ]; then
-  for b in "$here/build/default/neargnn" "$here"/build/*/neargnn; do
-    if [ -x "$b" ]; then
-      BIN=$b
-      break
-    fi
-  done
-fi
-if [ -z "$BIN" ] || [ ! -x "$BIN" ]; then
-  echo "bench_generate: no neargnn binary; build it (cmake --preset default && ninja -C build/default)" \
-    "or set NEARGNN=/path/to/neargnn" >&2
-  exit 2
-fi
+source "$here/eval/lib.sh"
+find_neargnn bench_generate
 if [ ! -x /usr/bin/time ]; then
   echo "bench_generate: /usr/bin/time is missing; install it (apt-get install -y time)" >&2
   exit 2

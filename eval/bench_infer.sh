@@ -36,20 +36,8 @@ DATA=${6:-}
 HIDDEN=256
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${NEARGNN:-}
-if [ -z "$BIN" ]; then
-  for b in "$here/build/default/neargnn" "$here"/build/*/neargnn; do
-    if [ -x "$b" ]; then
-      BIN=$b
-      break
-    fi
-  done
-fi
-if [ -z "$BIN" ] || [ ! -x "$BIN" ]; then
-  echo "bench_infer: no neargnn binary; build it (cmake --preset default && ninja -C build/default)" \
-    "or set NEARGNN=/path/to/neargnn" >&2
-  exit 2
-fi
+source "$here/eval/lib.sh"
+find_neargnn bench_infer
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-infer-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT

@@ -23,19 +23,8 @@ WORKERS=("$@")
 [ ${#WORKERS[@]} -gt 0 ] || WORKERS=(15 4)
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${NEARGNN:-}
-if [ -z "$BIN" ]; then
-  for b in "$here/build/default/neargnn" "$here"/build/*/neargnn; do
-    if [ -x "$b" ]; then
-      BIN=$b
-      break
-    fi
-  done
-fi
-if [ -z "$BIN" ] || [ ! -x "$BIN" ]; then
-  echo "bench_memory: no neargnn binary; build it or set NEARGNN=/path/to/neargnn" >&2
-  exit 2
-fi
+source "$here/eval/lib.sh"
+find_neargnn bench_memory
 
 if [ ! -d "$DATA" ]; then
   "$BIN" generate --out "$DATA" --nodes "$NODES" --avg-degree 15 --dim 128 --classes 32 \

@@ -30,16 +30,8 @@ EPOCHS=${EPOCHS:-2}
 DEVICE=${DEVICE:-cuda}
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${NEARGNN:-}
-if [ -z "$BIN" ]; then
-  for b in "$here/build/default/neargnn" "$here"/build/*/neargnn; do
-    if [ -x "$b" ]; then
-      BIN=$b
-      break
-    fi
-  done
-fi
-[ -x "$BIN" ] || { echo "bench_modes: no neargnn binary (build first or set NEARGNN)" >&2; exit 1; }
+source "$here/eval/lib.sh"
+find_neargnn bench_modes 1
 
 work=${DATA:-$(mktemp -d "${TMPDIR:-/tmp}/ng-bench-modes.XXXXXX")}
 [ -n "${DATA:-}" ] || trap 'rm -rf "$work"' EXIT
