@@ -21,6 +21,11 @@ from bisect import bisect_right
 from collections import defaultdict
 
 
+# Spans recorded inside another of their thread's (a slot's growth inside its fetch): listed, but
+# not counted twice.
+NESTED = {"slot grow": "fetch"}
+
+
 def load(path):
     with open(path) as f:
         doc = json.load(f)
@@ -73,8 +78,6 @@ def breakdown(threads, title):
         for s in mine:
             per_kind[s[1]] += s[3]
             count[s[1]] += 1
-    # A slot's growth is recorded inside its fetch: listed, but not counted twice.
-    nested = {"slot grow": "fetch"}
     if total <= 0:
         return
     # Every iteration has one forward on the device thread and one fetch on some worker.
@@ -83,9 +86,9 @@ def breakdown(threads, title):
     print(f"{title}: {len(threads)} thread(s), {total / 1e3:.1f} thread-ms, {iters} iterations")
     print(f"  {'span':<12} {'share':>7} {'us/iter':>9}")
     for kind, us in sorted(per_kind.items(), key=lambda kv: -kv[1]):
-        inside = f"  (inside {nested[kind]}, {count[kind]} times)" if kind in nested else ""
+        inside = f"  (inside {NESTED[kind]}, {count[kind]} times)" if kind in NESTED else ""
         print(f"  {kind:<12} {100 * us / total:6.1f}% {us / n:9.1f}{inside}")
-    rest = total - sum(us for kind, us in per_kind.items() if kind not in nested)
+    rest = total - sum(us for kind, us in per_kind.items() if kind not in NESTED)
     print(f"  {'(untraced)':<12} {100 * rest / total:6.1f}% {rest / n:9.1f}")
     # The sampler's rate: sampled edges over the time spent sampling, per core (sample spans
     # carry their edges since the trace recorded them).
@@ -121,7 +124,7 @@ def gaps(spans, count):
         for s in spans:
             if s[0] > 0 and s[2] < hi and s[2] + s[3] > lo:
                 busy[s[1]] += min(hi, s[2] + s[3]) - max(lo, s[2])
-        what = ", ".join(f"{k} {v / (hi - lo):.1f}" + (" (inside fetch)" if k == "slot grow" else "")
+        what = ", ".join(f"{k} {v / (hi - lo):.1f}" + (f" (inside {NESTED[k]})" if k in NESTED else "")
                          for k, v in sorted(busy.items(), key=lambda kv: -kv[1]))
         print(f"  iter {t[4].get('iter', '?'):>6} at {lo / 1e3:9.2f} ms: {t[3] / 1e3:7.2f} ms; "
               f"workers busy meanwhile (threads): {what or 'none'}")
