@@ -385,6 +385,39 @@ void ng__slots_reopen(ng_slots *s) {
   pthread_mutex_unlock(&s->mu);
 }
 
+/* Replaces buffer i (its old `old_bytes`, at `old`) by a new one of `bytes`, copying the old
+ * content when `keep`; the allocation (pinned memory can be slow) and the copy run outside the
+ * lock, which only the table's update needs (the buffer is the caller's: acquired, or free with
+ * no thread acquiring). An error names the operation: `what` buffer i to `bytes``when`. */
+static ng_status replace(ng_slots *s, int i, void *old, size_t old_bytes, size_t bytes, bool keep,
+                         const char *what, const char *when, void **out) {
+  void *nbuf = NULL;
+  ng_status st = s->alloc(s->ctx, bytes, &nbuf);
+  if (st == NG_OK && !nbuf)
+    st = ng__err(NG_ERR_INTERNAL, "staging slots: the allocator returned NULL without error");
+  if (st != NG_OK) {
+    ng__err_prefix("%s staging buffer %d to %zu bytes%s", what, i, bytes, when);
+    return st;
+  }
+  if (keep)
+    memcpy(nbuf, old, old_bytes);
+  pthread_mutex_lock(&s->mu);
+  s->buf[i] = nbuf;
+  s->bytes[i] = bytes;
+  pthread_mutex_unlock(&s->mu);
+  s->free(s->ctx, old, old_bytes);
+  if (out)
+    *out = nbuf;
+  return NG_OK;
+}
+
+/* The index of the free buffer the j-th ng__slots_acquire() from now hands out (j from the top
+ * of the free stack), or -1. Under the lock. */
+static int next_free(const ng_slots *s, int j) {
+  const int at = s->n_free - 1 - j;
+  return j >= 0 && at >= 0 ? s->free_stack[at] : -1;
+}
+
 ng_status ng__slots_grow(ng_slots *s, void **buf, size_t bytes) {
   pthread_mutex_lock(&s->mu);
   int i = *buf ? slot_index(s, *buf) : -1;
@@ -395,62 +428,32 @@ ng_status ng__slots_grow(ng_slots *s, void **buf, size_t bytes) {
     return ng__err(NG_ERR_INVALID_ARG, "staging slots: grow of %p, which is not acquired", *buf);
   if (bytes <= old_bytes)
     return NG_OK;
-  /* The buffer belongs to the caller until released, so only the table update needs the lock;
-   * the allocation (pinned memory can be slow) and the copy run outside it. */
   size_t want = old_bytes + old_bytes / 2;
   if (want < old_bytes || want < bytes)
     want = bytes;
-  void *nbuf = NULL;
-  ng_status st = s->alloc(s->ctx, want, &nbuf);
-  if (st == NG_OK && !nbuf)
-    st = ng__err(NG_ERR_INTERNAL, "staging slots: the allocator returned NULL without error");
-  if (st != NG_OK) {
-    ng__err_prefix("growing staging buffer %d to %zu bytes", i, want);
-    return st;
-  }
-  memcpy(nbuf, *buf, old_bytes);
-  pthread_mutex_lock(&s->mu);
-  s->buf[i] = nbuf;
-  s->bytes[i] = want;
-  pthread_mutex_unlock(&s->mu);
-  s->free(s->ctx, *buf, old_bytes);
-  *buf = nbuf;
-  return NG_OK;
+  return replace(s, i, *buf, old_bytes, want, true, "growing", "", buf);
 }
 
 ng_status ng__slots_presize(ng_slots *s, int n, size_t bytes) {
   for (int j = 0; j < n; j++) {
-    /* The j-th buffer ng__slots_acquire() hands out: j from the top of the free stack. */
     pthread_mutex_lock(&s->mu);
-    const int at = s->n_free - 1 - j, i = at >= 0 ? s->free_stack[at] : -1;
+    const int i = next_free(s, j);
+    void *old = i >= 0 ? s->buf[i] : NULL;
     const size_t old_bytes = i >= 0 ? s->bytes[i] : 0;
     pthread_mutex_unlock(&s->mu);
     if (i < 0)
       break;
-    if (old_bytes >= bytes)
-      continue;
-    void *nbuf = NULL;
-    ng_status st = s->alloc(s->ctx, bytes, &nbuf);
-    if (st == NG_OK && !nbuf)
-      st = ng__err(NG_ERR_INTERNAL, "staging slots: the allocator returned NULL without error");
-    if (st != NG_OK) {
-      ng__err_prefix("sizing staging buffer %d to %zu bytes before the first epoch", i, bytes);
-      return st;
-    }
-    pthread_mutex_lock(&s->mu);
-    void *old = s->buf[i];
-    s->buf[i] = nbuf;
-    s->bytes[i] = bytes;
-    pthread_mutex_unlock(&s->mu);
-    s->free(s->ctx, old, old_bytes);
+    if (old_bytes < bytes)
+      NG_CHECK(
+          replace(s, i, old, old_bytes, bytes, false, "sizing", " before the first epoch", NULL));
   }
   return NG_OK;
 }
 
 size_t ng__slots_next_bytes(ng_slots *s, int j) {
   pthread_mutex_lock(&s->mu);
-  const int at = s->n_free - 1 - j;
-  const size_t n = j >= 0 && at >= 0 ? s->bytes[s->free_stack[at]] : 0;
+  const int i = next_free(s, j);
+  const size_t n = i >= 0 ? s->bytes[i] : 0;
   pthread_mutex_unlock(&s->mu);
   return n;
 }
