@@ -599,6 +599,28 @@ static ng_status setup_store(struct ng_trainer *t, const ng_train_opts *opts) {
 
 static const int64_t *epoch_order(ng_trainer_t t, int64_t epoch, int64_t n_train);
 
+/* The plan of epoch `epoch` from iteration `first` over `order`, with the trainer's batch
+ * (`batch`, the whole training set at most, checked against INT32_MAX by the caller). */
+static ng_epoch_plan epoch_plan(const struct ng_trainer *t, int64_t batch, int64_t epoch,
+                                int64_t first, const int64_t *order) {
+  const int64_t n_train = t->ds->info.train;
+  return (ng_epoch_plan){.order = order,
+                         .n_train = n_train,
+                         .batch = batch,
+                         .epoch = epoch,
+                         .first = first,
+                         .iters = (n_train + batch - 1) / batch,
+                         .seed = t->opts.seed,
+                         .rank = t->dist.rank,
+                         .ranks = t->dist.ranks};
+}
+
+/* The trainer's batch: the option, or the whole training set (at most that). */
+static int64_t train_batch(const struct ng_trainer *t) {
+  const int64_t n_train = t->ds->info.train;
+  return t->opts.batch ? NG_MIN(t->opts.batch, n_train) : n_train;
+}
+
 /* Sizes the workers' first staging slots from the first epoch's first mini-batch before it
  * begins (ng__runtime_presize): page-locked one growth at a time, they cost the first epoch
  * 1.5-3.8 s of worker time on W4 (43-48 growths of 65-110 MB). Each slot stays within what
@@ -610,18 +632,10 @@ static ng_status presize_staging(struct ng_trainer *t) {
   const int64_t n_train = t->ds->info.train;
   if (n_train <= 0 || t->opts.workers < 0)
     return NG_OK;
-  const int64_t batch = t->opts.batch ? NG_MIN(t->opts.batch, n_train) : n_train;
+  const int64_t batch = train_batch(t);
   if (batch > INT32_MAX)
     return NG_OK; /* the epoch refuses it */
-  const ng_epoch_plan plan = {.order = epoch_order(t, 0, n_train),
-                              .n_train = n_train,
-                              .batch = batch,
-                              .epoch = 0,
-                              .first = 0,
-                              .iters = (n_train + batch - 1) / batch,
-                              .seed = t->opts.seed,
-                              .rank = t->dist.rank,
-                              .ranks = t->dist.ranks};
+  const ng_epoch_plan plan = epoch_plan(t, batch, 0, 0, epoch_order(t, 0, n_train));
   const double pkg = (double)t->mem.package_bytes;
   const size_t cap = (size_t)fmin(pkg + pkg / NG_SLOT_GROWTH_DEN, 9e18);
   const double t0 = ng__now();
@@ -1171,7 +1185,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_epoch: stats missing or from an older header");
   const ng_dataset_info *info = &t->ds->info;
   int64_t n_train = info->train;
-  int64_t batch = t->opts.batch ? NG_MIN(t->opts.batch, n_train) : n_train;
+  int64_t batch = train_batch(t);
   if (batch > INT32_MAX)
     return ng__err(NG_ERR_INVALID_ARG, "a full-batch of %lld nodes is too large; set a batch",
                    (long long)batch);
@@ -1203,27 +1217,11 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   t->iter_ms = ms;
   t->n_iter_ms = 0;
   t->last_done = ng__now();
-  const ng_epoch_plan plan = {.order = order,
-                              .n_train = n_train,
-                              .batch = batch,
-                              .epoch = epoch,
-                              .first = first,
-                              .iters = iters,
-                              .seed = t->opts.seed,
-                              .rank = t->dist.rank,
-                              .ranks = t->dist.ranks};
+  const ng_epoch_plan plan = epoch_plan(t, batch, epoch, first, order);
   /* The next order's buffer held the last epoch's, which no worker reads any more. */
-  const ng_epoch_plan next = {.order = t->perm + ((epoch + 1) % 2) * n_train,
-                              .n_train = n_train,
-                              .batch = batch,
-                              .epoch = epoch + 1,
-                              .first = 0,
-                              .iters = iters,
-                              .seed = t->opts.seed,
-                              .prepare = order_written(t, epoch + 1) ? NULL : shuffle_order,
-                              .prepare_ctx = t,
-                              .rank = t->dist.rank,
-                              .ranks = t->dist.ranks};
+  ng_epoch_plan next = epoch_plan(t, batch, epoch + 1, 0, t->perm + ((epoch + 1) % 2) * n_train);
+  next.prepare = order_written(t, epoch + 1) ? NULL : shuffle_order;
+  next.prepare_ctx = t;
   const ng_iter_sink sink = {iter_done, t};
   double t0 = ng__now();
   int workers[2] = {0, 0};
