@@ -391,8 +391,9 @@ ng_backend_i make_iface() {
   t.attn_state = cuda_attn_state;
   t.attn_merge = cuda_attn_merge;
   t.aggr_partial = cuda_aggr_partial;
-  t.pstate_merge = cuda_pstate_merge;
-  t.pstate_finalize = cuda_pstate_finalize;
+  /* Every merge and finalize (the built-ins' laws are their NG_AGGREGATOR_SOURCE text's). */
+  t.pstate_merge = cuda_tmpl_merge;
+  t.pstate_finalize = cuda_tmpl_finalize;
   t.scatter_rows = cuda_scatter_rows;
   t.aggr_partial_bf16 = cuda_aggr_partial_bf16;
   t.scatter_rows_bf16 = cuda_scatter_rows_bf16;

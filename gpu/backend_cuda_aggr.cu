@@ -349,10 +349,15 @@ ng_status launch_best(ng_backend *be, const char *op, const ng_aggr *ag, const n
   return NG_OK;
 }
 
-/* SUM (sum, mean, GCN) and user aggregators: the template; MAX/MIN: k_aggr_best with argbest. */
+/* Whether the template serves `ag`'s forward and partial states: SUM (sum, mean, GCN) and user
+ * aggregators; MAX/MIN run k_aggr_best, which writes argbest. */
+static bool tmpl_serves(const ng_aggr *ag) {
+  return ag->user || ag->reduce == NG_REDUCE_SUM;
+}
+
 ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest) {
-  if (ag->user || ag->reduce == NG_REDUCE_SUM)
+  if (tmpl_serves(ag))
     return cuda_tmpl_fwd(be, ag, blk, src, dim, dst);
   NG_CHECK(use(be, "aggr_fwd"));
   return launch_best(be, "aggr_fwd", ag, blk, src, dim, dst, argbest);
@@ -396,27 +401,16 @@ static ng_status best_partial(ng_backend *be, const char *op, const ng_aggr *ag,
 
 ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state) {
-  if (ag->user || ag->reduce == NG_REDUCE_SUM)
+  if (tmpl_serves(ag))
     return cuda_tmpl_partial(be, ag, blk, src, state);
   return best_partial(be, "aggr_partial", ag, blk, src, state);
 }
 
 ng_status cuda_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                                  const uint16_t *src, ng_pstate *state) {
-  if (ag->user || ag->reduce == NG_REDUCE_SUM)
+  if (tmpl_serves(ag))
     return cuda_tmpl_partial_bf16(be, ag, blk, src, state);
   return best_partial(be, "aggr_partial_bf16", ag, blk, src, state);
-}
-
-/* Every merge and finalize (the built-ins' laws are their NG_AGGREGATOR_SOURCE text's). */
-ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
-                            const ng_pstate *other) {
-  return cuda_tmpl_merge(be, ag, acc, other);
-}
-
-ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
-                               float *dst) {
-  return cuda_tmpl_finalize(be, ag, state, dst);
 }
 
 template <typename S>

@@ -356,10 +356,6 @@ ng_status cuda_attn_bwd(ng_backend *be, const ng_attn *at, const ng_block *blk, 
                         float *grad_att_dst);
 ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state);
-ng_status cuda_pstate_merge(ng_backend *be, const ng_aggr *ag, ng_pstate *acc,
-                            const ng_pstate *other);
-ng_status cuda_pstate_finalize(ng_backend *be, const ng_aggr *ag, const ng_pstate *state,
-                               float *dst);
 ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, const float *table,
                             const int64_t *ids, int64_t n, int64_t dim, float drop_p,
                             uint64_t drop_key);
