@@ -506,20 +506,29 @@ ng_status cuda_aggr_user_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *
 
 /* ---- benchmark and parity hooks (gpu/ng_cuda.h) ---- */
 
+/* The template's kernels of built-in `name` ("sum", "mean", "max", "min"), or NULL. */
+static const ng_cuda::agg_kernels *builtin_named(const char *name) {
+  using namespace ng_cuda;
+  if (!name)
+    return nullptr;
+  const bool mean = !strcmp(name, "mean"), max = !strcmp(name, "max"), min = !strcmp(name, "min");
+  if (!mean && !max && !min && strcmp(name, "sum") != 0)
+    return nullptr;
+  return &builtin(max ? NG_REDUCE_MAX : min ? NG_REDUCE_MIN : NG_REDUCE_SUM, mean);
+}
+
 extern "C" ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *name,
                                                    const ng_aggr *ag, const ng_block *blk,
                                                    const float *src, int64_t dim, float *dst) {
   using namespace ng_cuda;
-  const bool sum = !strcmp(name, "sum"), mean = !strcmp(name, "mean");
-  const bool max = !strcmp(name, "max"), min = !strcmp(name, "min");
-  if (!sum && !mean && !max && !min)
+  const agg_kernels *k = builtin_named(name);
+  if (!k)
     return ng__err(NG_ERR_INVALID_ARG,
                    "template built-in \"%s\": not one of sum, mean, max, min (gcn is sum with "
                    "GCN weights and add_self_loop)",
                    name ? name : "(null)");
   NG_CHECK(use(be, "template fwd"));
-  const agg_kernels &k = builtin(max ? NG_REDUCE_MAX : min ? NG_REDUCE_MIN : NG_REDUCE_SUM, mean);
-  NG_CHECK(launch_fwd(be, "template fwd", k, ag, blk, src, dim, dst, false, nullptr, nullptr));
+  NG_CHECK(launch_fwd(be, "template fwd", *k, ag, blk, src, dim, dst, false, nullptr, nullptr));
   LAUNCH_CHECK("template fwd");
   return NG_OK;
 }
@@ -527,15 +536,13 @@ extern "C" ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *n
 extern "C" ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop,
                                                  int *blocks_per_sm, int *registers) {
   using namespace ng_cuda;
-  const bool sum = !strcmp(name, "sum"), mean = !strcmp(name, "mean");
-  const bool max = !strcmp(name, "max"), min = !strcmp(name, "min");
-  if ((!sum && !mean && !max && !min) || (bf16 && !sum))
+  const agg_kernels *k = builtin_named(name);
+  if (!k || (bf16 && strcmp(name, "sum") != 0))
     return ng__err(NG_ERR_INVALID_ARG,
                    "template occupancy: \"%s\"%s is not a built-in instance (sum, mean, max, "
                    "min; bf16 rows: sum)",
                    name ? name : "(null)", bf16 ? " with bf16 rows" : "");
-  const agg_kernels &k = builtin(max ? NG_REDUCE_MAX : min ? NG_REDUCE_MIN : NG_REDUCE_SUM, mean);
-  const void *fn = bf16 ? k.fwd16[drop][1][3] : k.fwd[drop][1][3];
+  const void *fn = bf16 ? k->fwd16[drop][1][3] : k->fwd[drop][1][3];
   cudaFuncAttributes attr;
   CU_CHECK("template occupancy", cudaFuncGetAttributes(&attr, fn));
   CU_CHECK("template occupancy",
