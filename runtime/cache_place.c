@@ -2,6 +2,7 @@
  * cache across GPUs") and the set-up of a partitioned tier over the communicator. */
 #include "cache_place_impl.h"
 
+#include <cjson/cJSON.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,37 +173,29 @@ ng_status ng__part_msg_unpack(ng_part_msg *m, const unsigned char in[NG_PART_MSG
 
 /* ---- bench_floor's rates ---- */
 
-static bool json_number(const char *text, const char *key, double *out) {
-  const char *p = strstr(text, key);
-  if (!p)
-    return false;
-  p = strchr(p + strlen(key), ':');
-  if (!p)
-    return false;
-  char *end = NULL;
-  const double v = strtod(p + 1, &end);
-  if (end == p + 1)
-    return false;
-  *out = v;
-  return true;
-}
-
 ng_status ng__cache_bench_read(const char *path, double *peer_gbs, double *h2d_gbs, bool *p2p) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return ng__err(NG_ERR_IO, "cache bench file '%s': cannot open it", path);
   char buf[65536];
-  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  const size_t n = fread(buf, 1, sizeof buf, f);
   fclose(f);
-  buf[n] = '\0';
-  if (!json_number(buf, "\"peer_gbs\"", peer_gbs) || !json_number(buf, "\"h2d_gbs\"", h2d_gbs) ||
-      !(*peer_gbs > 0.0) || !(*h2d_gbs > 0.0))
+  cJSON *doc = cJSON_ParseWithLength(buf, n);
+  const cJSON *peer = cJSON_GetObjectItemCaseSensitive(doc, "peer_gbs");
+  const cJSON *h2d = cJSON_GetObjectItemCaseSensitive(doc, "h2d_gbs");
+  const bool ok = cJSON_IsNumber(peer) && cJSON_IsNumber(h2d) && peer->valuedouble > 0.0 &&
+                  h2d->valuedouble > 0.0;
+  if (ok) {
+    *peer_gbs = peer->valuedouble;
+    *h2d_gbs = h2d->valuedouble;
+    *p2p = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "peer_p2p"));
+  }
+  cJSON_Delete(doc);
+  if (!ok)
     return ng__err(NG_ERR_FORMAT,
                    "cache bench file '%s': no positive \"peer_gbs\" and \"h2d_gbs\" (write it "
                    "with bench_floor --json on a host with 2 GPUs or more)",
                    path);
-  const char *q = strstr(buf, "\"peer_p2p\"");
-  *p2p = q && strstr(q, "true") && (!strstr(q, "false") || strstr(q, "true") < strstr(q, "false"));
   return NG_OK;
 }
 
