@@ -10,8 +10,8 @@
  * rounded in edge order; max and min (hand-written forward with argbest and partial states) the
  * first neighbour's value replaced only by a strictly better one (NaN first neighbours, ties,
  * repeated sources). The template hook gives aggr_fwd's bits, and so does the built-in mean's
- * text compiled by NVRTC. Training Cora with a user aggregator on CUDA follows the CPU backend in every fetch
- * strategy.
+ * text compiled by NVRTC. Training Cora with a user aggregator on CUDA follows the CPU backend in
+ * every fetch strategy.
  *
  * Tolerances: |cpu - gpu| <= 1e-5 (1 + |cpu|) for values (expf, cbrtf and the division differ
  * by an ulp or two between glibc and CUDA; merged states reorder a few sums), exact for counts;
@@ -419,9 +419,9 @@ static float *select_floats(ng_rng *r, int64_t n) {
   return x;
 }
 
-/* MAX/MIN (the hand-written kernels) against ref_best, byte for byte: aggr_fwd with argbest (aligned,
- * and misaligned by one int, which takes the V = 1 instances) and without it; partial states
- * (values, empty rows' 0, counts) from the fp32 and the bf16 table, with and without input
+/* MAX/MIN (the hand-written kernels) against ref_best, byte for byte: aggr_fwd with argbest
+ * (aligned, and misaligned by one int, which takes the V = 1 instances) and without it; partial
+ * states (values, empty rows' 0, counts) from the fp32 and the bf16 table, with and without input
  * dropout. */
 static void check_best(const ng_aggr *base, const char *name, const ng_block *hb, const dblock *db,
                        int64_t dim, const float *sel, const float *dsel, const float *selc,
