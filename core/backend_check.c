@@ -636,8 +636,8 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
 
 /* The ops the front checks. The others (destroy, free, sync, mem_info, host_free,
  * host_unregister, pci_bus_id, host_view, set_precision, warm_start, warm_wait, xent_result,
- * sampler_destroy) take nothing the front could validate that the backend does not know
- * better, so the front holds the backend's own pointers there. */
+ * sampler_destroy, side_begin, side_end, side_join) take nothing the front could validate that the
+ * backend does not know better, so the front holds the backend's own pointers there. */
 #define NG_FRONT_OPS(X)                                                                            \
   X(alloc)                                                                                         \
   X(host_alloc)                                                                                    \

@@ -218,6 +218,17 @@ struct ng_backend_i {
   /// must not be nested; GEMMs must not be queued there. The CPU backend runs them at once.
   ng_status (*copy_ops_begin)(ng_backend *be, int slot);
   ng_status (*copy_ops_end)(ng_backend *be, int slot);
+  /// Optional, a side queue for independent work: between side_begin(be) and side_end(be), ops
+  /// (GEMMs included) are queued on a second queue that first waits for every op queued before
+  /// side_begin, so they overlap the ops queued on the main queue after side_end; the main
+  /// queue's ops queued after side_join(be) wait for them. Ops of the main queue queued between
+  /// side_end and side_join must neither write what the side's ops read nor touch what they
+  /// write. side_begin must not be nested nor used between copy_ops_begin and copy_ops_end. A
+  /// backend may run the side's ops on the main queue (CUDA with NG_CUDA_SIDE=0), with the same
+  /// bits; the CPU backend, whose ops run at once, has none.
+  ng_status (*side_begin)(ng_backend *be);
+  ng_status (*side_end)(ng_backend *be);
+  ng_status (*side_join)(ng_backend *be);
   ng_status (*fill)(ng_backend *be, float *x, int64_t n, float value);
   ng_status (*sync)(ng_backend *be); ///< waits for all queued work
   /// Bytes of backend memory still free (*free) and in all (*total); the CPU backend reports

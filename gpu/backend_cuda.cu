@@ -28,6 +28,8 @@ void release(cuda_ctx *c) {
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->copy_stream[k])
       (void)cudaStreamSynchronize(c->copy_stream[k]);
+  if (c->side_stream)
+    (void)cudaStreamSynchronize(c->side_stream);
   nccl_release(c);
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     if (c->marks[k])
@@ -49,6 +51,14 @@ void release(cuda_ctx *c) {
       (void)cudaGraphExecDestroy(c->gemms[k].exec);
   if (c->blas)
     (void)cublasDestroy(c->blas);
+  if (c->blas_side)
+    (void)cublasDestroy(c->blas_side);
+  if (c->side_fork)
+    (void)cudaEventDestroy(c->side_fork);
+  if (c->side_done)
+    (void)cudaEventDestroy(c->side_done);
+  if (c->side_stream)
+    (void)cudaStreamDestroy(c->side_stream);
   if (c->blas_lt)
     (void)cublasLtDestroy(c->blas_lt);
   (void)cudaFree(c->scratch);
@@ -156,6 +166,104 @@ ng_status cuda_copy_ops_end(ng_backend *be, int slot) {
   c->stream = c->ops_stream;
   NG_CHECK(use(be, "copy_ops_end"));
   CU_CHECK("copy_ops_end", cudaEventRecord(c->copied[slot], c->copy_stream[slot]));
+  return NG_OK;
+}
+
+/* The side queue, made on its first use: most backends never open it (serving, inference). Its
+ * cuBLAS handle has the ops handle's settings; cuBLAS picks the same kernel for a call on
+ * either, so a product has the same bits on both queues. */
+static ng_status side_make(cuda_ctx *c) {
+  if (c->side_stream)
+    return NG_OK;
+  cudaStream_t s = nullptr;
+  cudaEvent_t fork = nullptr, done = nullptr;
+  cublasHandle_t h = nullptr;
+  cudaError_t err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (err != cudaSuccess)
+    s = nullptr;
+  if (err == cudaSuccess &&
+      (err = cudaEventCreateWithFlags(&fork, cudaEventDisableTiming)) != cudaSuccess)
+    fork = nullptr;
+  if (err == cudaSuccess &&
+      (err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming)) != cudaSuccess)
+    done = nullptr;
+  cublasStatus_t bst = CUBLAS_STATUS_SUCCESS;
+  const char *what = "";
+  if (err == cudaSuccess) {
+    if ((bst = cublasCreate(&h)) != CUBLAS_STATUS_SUCCESS) {
+      h = nullptr;
+      what = "cublasCreate";
+    } else if ((bst = cublasSetStream(h, s)) != CUBLAS_STATUS_SUCCESS) {
+      what = "cublasSetStream";
+    } else if ((bst = cublasSetMathMode(h, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                   : CUBLAS_DEFAULT_MATH)) !=
+               CUBLAS_STATUS_SUCCESS) {
+      what = "cublasSetMathMode";
+    } else if ((bst = cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED)) !=
+               CUBLAS_STATUS_SUCCESS) {
+      what = "cublasSetAtomicsMode";
+    }
+  }
+  if (err == cudaSuccess && bst == CUBLAS_STATUS_SUCCESS) {
+    c->side_stream = s;
+    c->side_fork = fork;
+    c->side_done = done;
+    c->blas_side = h;
+    return NG_OK;
+  }
+  if (h)
+    (void)cublasDestroy(h);
+  if (done)
+    (void)cudaEventDestroy(done);
+  if (fork)
+    (void)cudaEventDestroy(fork);
+  if (s)
+    (void)cudaStreamDestroy(s);
+  if (err != cudaSuccess)
+    return cuda_err("side_begin", "making the side queue", err);
+  return blas_err("side_begin", what, bst);
+}
+
+ng_status cuda_side_begin(ng_backend *be) {
+  cuda_ctx *c = ctx_of(be);
+  if (c->copy_ops_slot >= 0)
+    return ng__err(NG_ERR_STATE, "side_begin: slot %d's copy ops have not ended", c->copy_ops_slot);
+  if (c->side_open)
+    return ng__err(NG_ERR_STATE, "side_begin: the side queue is open already");
+  NG_CHECK(use(be, "side_begin"));
+  if (!c->side_off) {
+    NG_CHECK(side_make(c));
+    CU_CHECK("side_begin", cudaEventRecord(c->side_fork, c->ops_stream));
+    CU_CHECK("side_begin", cudaStreamWaitEvent(c->side_stream, c->side_fork, 0));
+    c->stream = c->side_stream;
+  }
+  c->side_open = true;
+  return NG_OK;
+}
+
+ng_status cuda_side_end(ng_backend *be) {
+  cuda_ctx *c = ctx_of(be);
+  if (!c->side_open)
+    return ng__err(NG_ERR_STATE, "side_end: the side queue is not open");
+  c->side_open = false;
+  if (c->side_off)
+    return NG_OK;
+  c->stream = c->ops_stream;
+  NG_CHECK(use(be, "side_end"));
+  CU_CHECK("side_end", cudaEventRecord(c->side_done, c->side_stream));
+  c->side_pending = true;
+  return NG_OK;
+}
+
+ng_status cuda_side_join(ng_backend *be) {
+  cuda_ctx *c = ctx_of(be);
+  if (c->side_open)
+    return ng__err(NG_ERR_STATE, "side_join: the side queue is still open (side_end first)");
+  if (!c->side_pending)
+    return NG_OK;
+  NG_CHECK(use(be, "side_join"));
+  CU_CHECK("side_join", cudaStreamWaitEvent(c->ops_stream, c->side_done, 0));
+  c->side_pending = false;
   return NG_OK;
 }
 
@@ -346,6 +454,8 @@ ng_status cuda_sync(ng_backend *be) {
   CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->ops_stream));
   for (int k = 0; k < NG_BACKEND_MARKS; k++)
     CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->copy_stream[k]));
+  if (ctx_of(be)->side_stream)
+    CU_CHECK("sync", cudaStreamSynchronize(ctx_of(be)->side_stream));
   return NG_OK;
 }
 
@@ -363,6 +473,9 @@ ng_backend_i make_iface() {
   t.wait_mark = cuda_wait_mark;
   t.copy_ops_begin = cuda_copy_ops_begin;
   t.copy_ops_end = cuda_copy_ops_end;
+  t.side_begin = cuda_side_begin;
+  t.side_end = cuda_side_end;
+  t.side_join = cuda_side_join;
   t.copy_d2h = cuda_copy_d2h;
   t.copy_d2d = cuda_copy_d2d;
   t.fill = cuda_fill;
@@ -441,6 +554,8 @@ ng_status create(ng_backend **out, int device) {
   const char *graphs_env = getenv("NG_CUDA_GEMM_GRAPHS");
   c->gemm_graphs = !(graphs_env && strcmp(graphs_env, "0") == 0);
   c->lt_min_rows = lt_min_rows_default();
+  const char *side_env = getenv("NG_CUDA_SIDE"); /* "0": no side queue, to measure what it saves */
+  c->side_off = side_env && strcmp(side_env, "0") == 0;
   ng__backend_init(be, &CUDA_IFACE, c);
   ng_status st = NG_OK;
   cudaError_t err = cudaSuccess;
@@ -449,7 +564,18 @@ ng_status create(ng_backend **out, int device) {
   c->copy_ops_slot = -1;
   /* A handle whose creation failed is not left for release() to use: the out parameter's
    * contents are not specified on failure. */
-  if ((err = cudaStreamCreateWithFlags(&c->ops_stream, cudaStreamNonBlocking)) != cudaSuccess)
+  /* The ops stream at the device's highest priority: a block of the step's kernels is scheduled
+   * before one of the copy streams' (the next iterations' input layers), the side stream's or
+   * the device sampler's, work that has slack (NG_CUDA_PRIORITY=0: all at one priority). */
+  int least = 0, greatest = 0;
+  const char *prio_env = getenv("NG_CUDA_PRIORITY");
+  if ((prio_env && strcmp(prio_env, "0") == 0) ||
+      cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) {
+    (void)cudaGetLastError();
+    greatest = 0;
+  }
+  if ((err = cudaStreamCreateWithPriority(&c->ops_stream, cudaStreamNonBlocking, greatest)) !=
+      cudaSuccess)
     c->ops_stream = nullptr;
   for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++)
     if ((err = cudaStreamCreateWithFlags(&c->copy_stream[k], cudaStreamNonBlocking)) != cudaSuccess)

@@ -96,8 +96,18 @@ struct gemm_graph {
 
 struct cuda_ctx {
   int device;
-  cudaStream_t stream;     // every op (the copy stream between copy_ops_begin/end)
-  cudaStream_t ops_stream; // the ops' own stream (cuBLAS is bound to it)
+  cudaStream_t stream;     // every op (the copy stream between copy_ops_begin/end, the side
+                           // stream between side_begin/end)
+  cudaStream_t ops_stream; // the ops' own stream (`blas` is bound to it)
+  // The side queue (side_begin/end/join), made on first use: its stream, the events that fork
+  // it from the ops stream and join it back, and a cuBLAS handle bound to it (a handle's
+  // workspace must not serve two streams at once).
+  cudaStream_t side_stream;
+  cudaEvent_t side_fork, side_done;
+  cublasHandle_t blas_side;
+  bool side_off;     // NG_CUDA_SIDE=0: the side's ops run on the ops stream
+  bool side_open;    // between side_begin and side_end
+  bool side_pending; // side ops ended and not yet joined
   cudaStream_t copy_stream[NG_BACKEND_MARKS]; // copy_h2d_async and copy ops, one per slot, so
                                               // that the slots' transfers overlap
   int copy_ops_slot;                          // the slot of copy_ops_begin, or -1

@@ -148,6 +148,21 @@ static void test_bf16(void) {
   }
 }
 
+/* The weight gradients above the input layer run on the backend's side queue, beside the input
+ * gradient's chain (models/model.c, weight_grads): the losses have the same bits as with every op
+ * on one queue (NG_CUDA_SIDE=0), which the op profile's timed iterations also use. */
+static void test_side_queue(void) {
+  static double one[EPOCHS], two[EPOCHS];
+  for (int k = 0; k < 2; k++) {
+    const ng_model_kind kind = k ? NG_MODEL_SAGE : NG_MODEL_GCN;
+    EXPECT_EQ_I(setenv("NG_CUDA_SIDE", "0", 1), 0);
+    (void)train(kind, "cuda", 2, one);
+    EXPECT_EQ_I(unsetenv("NG_CUDA_SIDE"), 0);
+    (void)train(kind, "cuda", 2, two);
+    EXPECT_TRUE(memcmp(one, two, sizeof one) == 0);
+  }
+}
+
 static void test_gcn_cora_on_gpu(void) {
   check_model(NG_MODEL_GCN, "GCN", 0.800);
 }
@@ -176,6 +191,7 @@ int main(void) {
   RUN_TEST(test_sage_cora_on_gpu);
   RUN_TEST(test_tf32_and_op_profile);
   RUN_TEST(test_bf16);
+  RUN_TEST(test_side_queue);
   ng_dataset_close(cora);
   return ng_test_summary();
 }
