@@ -346,14 +346,6 @@ static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model
 
 /* The device side: the backend in its precision, the model on it, the op profile and the
  * training step handed down to the pipeline. */
-/* Whether the input layer is computed ahead, beside the iteration before (ng__train_step's
- * input_ahead): on a backend with queues of its own, unless NG_INPUT_AHEAD=0 (to measure what
- * it saves). On the CPU backend every op runs at once, and ahead would only hold more memory. */
-static bool input_ahead(const ng_backend *be) {
-  const char *env = getenv("NG_INPUT_AHEAD");
-  return !be->iface->host_memory && !(env && strcmp(env, "0") == 0);
-}
-
 static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
   const ng_train_opts o = *opts;
   const ng_dataset_info *info = &t->ds->info;
@@ -381,7 +373,6 @@ static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
       .prof = &t->prof,
       .prof_every = o.op_profile_every,
       .prof_iter = -1,
-      .input_ahead = input_ahead(t->be),
   };
   const int64_t n_train = info->train, batch = o.batch ? NG_MIN(o.batch, n_train) : n_train;
   NG_CHECK(ng__dist_setup(&t->dist, o.comm, t->be, n_train, batch, t->model->n_params));
@@ -848,15 +839,9 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
       mem_mul((double)infer_slots, slot_bytes) + mem_mul(2.0 * nodes, (double)info->classes * 4.0);
   e.allowance = MEM_ALLOWANCE;
   e.host_total = e.features + e.topology + e.staging + e.inference + e.allowance;
-  /* The input layer's work memory (sched/feature_store.c: hot and cold states, aggregation and
-   * self rows of layer 0's destinations): the store's, and each package slot's, where the input
-   * layer is computed ahead. */
-  const double state = (double)ng__aggr_state_size(ng__model_input_aggr(m));
-  const double input_work = dst0 * (dim * 4.0 * (2.0 * state + 2.0) + 8.0);
   if (cuda)
     e.device = mem_mul((double)hot, dim * elem) + mem_mul((double)m->n_params, 16.0) +
-               mem_mul(o.lookahead + 1 + 4, (double)e.package_bytes) +
-               mem_mul(o.lookahead + 2, input_work);
+               mem_mul(o.lookahead + 1 + 4, (double)e.package_bytes);
   e.available = (int64_t)mem_available();
   const size_t size = out->size;
   memcpy(out, &e, NG_MIN(size, sizeof e));

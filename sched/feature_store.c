@@ -57,10 +57,8 @@ void ng__store_close(ng_store *st) {
   BE(st)->free(st->be, st->cache_owned);
   BE(st)->free(st->be, st->hot_rows);
   BE(st)->free(st->be, st->work);
-  for (int k = 0; k <= NG_STORE_SLOTS; k++) {
+  for (int k = 0; k <= NG_STORE_SLOTS; k++)
     BE(st)->free(st->be, st->pre[k].buf);
-    BE(st)->free(st->be, st->pre[k].in);
-  }
   if (st->registered)
     BE(st)->host_unregister(st->be, st->registered);
   memset(st, 0, sizeof *st);
@@ -405,12 +403,28 @@ static ng_status host_part(ng_store *st, const ng_aggr *bare, const ng_fetch_pkg
   return NG_OK;
 }
 
-/* The input layer of `dev_pkg` (ng__store_input's work) in work memory *work (grown to fit):
- * the store's shared work memory, or a slot's when ng__store_prefetch queues it ahead. The host
- * parts are slot `slot`'s if ng__store_prefetch queued them there, else read here. */
-static ng_status input_ops(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
-                           float drop_p, uint64_t drop_key, int slot, void **work, size_t *work_cap,
-                           const float **agg, const float **self) {
+ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
+                             float drop_p, uint64_t drop_key, int slot) {
+  if (slot < 0 || slot >= NG_STORE_SLOTS)
+    return ng__err(NG_ERR_INVALID_ARG, "store: package slot %d is not in [0, %d)", slot,
+                   NG_STORE_SLOTS);
+  st->pre[slot].ready = false;
+  if (!reads_host(dev_pkg))
+    return NG_OK;
+  const ng_aggr bare = bare_aggr(ag);
+  host_parts z;
+  NG_CHECK(BE(st)->copy_ops_begin(st->be, slot));
+  const ng_status s = host_part(st, &bare, dev_pkg, drop_p, drop_key, slot, &z);
+  const ng_status e = BE(st)->copy_ops_end(st->be, slot);
+  NG_CHECK(s);
+  NG_CHECK(e);
+  st->pre[slot].ready = true;
+  return NG_OK;
+}
+
+ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
+                          float drop_p, uint64_t drop_key, int slot, const float **agg,
+                          const float **self) {
   ng_backend *be = st->be;
   const int32_t nd = dev_pkg->n_dst;
   const int64_t dim = st->dim;
@@ -419,8 +433,9 @@ static ng_status input_ops(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *
    * S floats a feature (a user aggregator's state size). */
   const int64_t S = ng__aggr_state_size(ag);
   const size_t rows = rows_bytes(nd, dim), srows = rows_bytes(nd, dim * S), cnt = counts_bytes(nd);
-  NG_CHECK(ng__bk_reserve(be, work, work_cap, NG_MAX(2 * srows + 2 * rows + 2 * cnt, (size_t)64)));
-  char *w = *work;
+  NG_CHECK(ng__bk_reserve(be, &st->work, &st->work_cap,
+                          NG_MAX(2 * srows + 2 * rows + 2 * cnt, (size_t)64)));
+  char *w = st->work;
   ng_pstate hot = {(float *)w, (int32_t *)(w + srows), nd, dim};
   ng_pstate cold = {(float *)(w + srows + cnt), (int32_t *)(w + 2 * srows + cnt), nd, dim};
   float *out = (float *)(w + 2 * srows + 2 * cnt);
@@ -515,46 +530,4 @@ static ng_status input_ops(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *
   *agg = out;
   *self = self_rows;
   return NG_OK;
-}
-
-ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
-                             float drop_p, uint64_t drop_key, int slot, bool whole) {
-  if (slot < 0 || slot >= NG_STORE_SLOTS)
-    return ng__err(NG_ERR_INVALID_ARG, "store: package slot %d is not in [0, %d)", slot,
-                   NG_STORE_SLOTS);
-  st->pre[slot].ready = false;
-  st->pre[slot].input = false;
-  /* A partitioned tier gathers its hot rows into the store's one buffer: not ahead. */
-  whole = whole && st->parts == 0;
-  const bool host = reads_host(dev_pkg);
-  if (!host && !whole)
-    return NG_OK;
-  const ng_aggr bare = bare_aggr(ag);
-  host_parts z;
-  NG_CHECK(BE(st)->copy_ops_begin(st->be, slot));
-  ng_status s = NG_OK;
-  if (host) {
-    s = host_part(st, &bare, dev_pkg, drop_p, drop_key, slot, &z);
-    st->pre[slot].ready = s == NG_OK;
-  }
-  if (s == NG_OK && whole) {
-    s = input_ops(st, ag, dev_pkg, drop_p, drop_key, slot, &st->pre[slot].in, &st->pre[slot].in_cap,
-                  &st->pre[slot].agg, &st->pre[slot].self);
-    st->pre[slot].input = s == NG_OK;
-  }
-  const ng_status e = BE(st)->copy_ops_end(st->be, slot);
-  NG_CHECK(s);
-  return e;
-}
-
-ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
-                          float drop_p, uint64_t drop_key, int slot, const float **agg,
-                          const float **self) {
-  if (slot >= 0 && slot < NG_STORE_SLOTS && st->pre[slot].input) {
-    st->pre[slot].input = false;
-    *agg = st->pre[slot].agg;
-    *self = st->pre[slot].self;
-    return NG_OK;
-  }
-  return input_ops(st, ag, dev_pkg, drop_p, drop_key, slot, &st->work, &st->work_cap, agg, self);
 }

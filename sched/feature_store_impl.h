@@ -37,16 +37,10 @@ typedef struct {
   /// state, self rows, the gathered rows), or what a PARTIAL package left to the device (its
   /// cold self rows, and with a device share the state of its last destinations and the rows
   /// it was reduced from). The last entry serves a package that was not prefetched.
-  /// With `whole` (ng__store_prefetch), the slot's whole input layer too, in its own work
-  /// memory (in), whose aggregation and self rows ng__store_input then hands out.
   struct {
     void *buf;
     size_t cap;
     bool ready;
-    void *in;
-    size_t in_cap;
-    bool input;
-    const float *agg, *self;
   } pre[NG_STORE_SLOTS + 1];
   ng_prof *prof;     ///< times the input layer's ops (borrowed; NULL: not timed)
   double upload_s;   ///< seconds ng__store_open spent copying the hot rows to the device
@@ -129,25 +123,20 @@ void ng__store_part_attach(ng_store *st, void *const *ptrs, bool opened);
 /// cold self rows from that copy, all while it still computes the iteration before
 /// (backend_impl.h, copy_ops_begin). For a PARTIAL package that left its cold self rows to the
 /// device (ng_fetch_cfg.self_zcopy), the gather of those rows, and with a device share
-/// (ng_fetch_cfg.device_share) the gather of its device edges' rows and their reduction.
-/// With `whole` (a device with queues of its own; not with a partitioned hot tier), the whole
-/// input layer too, into the slot's own work memory: the hot edges' reduction, the merges, the
-/// self rows and the finalize then run beside the iteration before instead of ahead of the
-/// forward pass (on W4, every row hot, 0.24 ms of memory-bound ops of a 1.7 ms step). Otherwise
-/// does nothing for other packages.
+/// (ng_fetch_cfg.device_share) the gather of its device edges' rows and their reduction. Does
+/// nothing for other packages.
 /// Same arguments as ng__store_input, which then uses the result.
 ng_status ng__store_prefetch(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
-                             float drop_p, uint64_t drop_key, int slot, bool whole);
+                             float drop_p, uint64_t drop_key, int slot);
 
 /// The input layer of one iteration on the device from `dev_pkg`, the package as the device
 /// sees it (ng__fetch_rebase of a copy, or the host package on a host-memory backend) built
 /// with the same drop_p / drop_key: queues the computation of agg [n_dst, dim] and self
 /// [n_dst, dim] (self rows after dropout) in backend memory, for ops queued before the next
 /// call (agg lives in the store's shared work memory; self too, or, when the device read the
-/// cold self rows from host memory, in the slot's memory; both in the slot's memory when the
-/// slot's prefetch computed the whole layer; the slot's next prefetch overwrites them). `slot`
-/// is the package's slot: what ng__store_prefetch queued there is used (bit for bit the same
-/// as computing it here), or -1.
+/// cold self rows from host memory, in the slot's memory, which the slot's next prefetch
+/// overwrites). `slot` is the package's slot: what
+/// ng__store_prefetch queued there is used (bit for bit the same as computing it here), or -1.
 ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *dev_pkg,
                           float drop_p, uint64_t drop_key, int slot, const float **agg,
                           const float **self);

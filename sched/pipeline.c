@@ -823,7 +823,7 @@ static ng_status upload(ng_runtime *rt, ng_train_step *step, uint64_t seed, rt_i
     it->pkg.stats.h2d_bytes = (int64_t)it->pkg.bytes;
     ng__fetch_rebase(view, &it->pkg, rt->dev_pkg[k]);
   }
-  return ng__train_step_prefetch(step, it->iter, seed, view, k);
+  return ng__train_step_prefetch(step, seed, view, k);
 }
 
 /* Takes iteration `iter` and copies it into slot iter % depth: its item in ahead[], its package

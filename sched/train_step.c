@@ -3,14 +3,11 @@
 
 #include <math.h>
 
-ng_status ng__train_step_prefetch(ng_train_step *ts, int64_t iter, uint64_t seed,
-                                  const ng_fetch_pkg *pkg, int slot) {
+ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
+                                  int slot) {
   const ng_layer *L0 = &ts->ex->model->layers[0];
-  /* An iteration whose ops may be timed computes its input layer in its forward pass, where
-   * the profile's events are. */
-  const bool timed = ts->prof && ts->prof_every > 0 && iter % ts->prof_every == 0;
   return ng__store_prefetch(ts->store, ng__model_input_aggr(ts->ex->model), pkg, L0->o.dropout,
-                            ng__exec_input_drop_key(seed), slot, ts->input_ahead && !timed);
+                            ng__exec_input_drop_key(seed), slot);
 }
 
 /* The ops of a forward (the input layer, the layers, the loss), queued. */

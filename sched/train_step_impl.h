@@ -26,9 +26,6 @@ typedef struct {
   int64_t prof_every; ///< time the ops of one iteration in this many (0: none)
   int64_t prof_iter;  ///< the iteration being timed, or -1
   int64_t forwards;   ///< forward passes this trainer queued (its first is never timed)
-  /// The input layer of each iteration is computed ahead, with its package's prefetch, beside
-  /// the iteration before (ng__store_prefetch's `whole`): for backends with queues of their own.
-  bool input_ahead;
   /// Data-parallel runs: called between iteration `iter`'s backward and its optimizer step with
   /// the gradients (backend memory, n_grads floats) of the rank's `n_local` targets, to sum them
   /// over the ranks (docs/distributed.md); NULL in a run of one process.
@@ -38,10 +35,9 @@ typedef struct {
 
 /// Queues, right after iteration `iter`'s package copy (in package slot `slot`) and while the
 /// device still runs the iteration before, the reads of host memory the package needs
-/// (ng__store_prefetch), and with `input_ahead` the whole input layer unless the iteration's
-/// ops may be timed. `seed` is the iteration's seed (ng__iter_seed).
-ng_status ng__train_step_prefetch(ng_train_step *ts, int64_t iter, uint64_t seed,
-                                  const ng_fetch_pkg *pkg, int slot);
+/// (ng__store_prefetch). `seed` is the iteration's seed (ng__iter_seed).
+ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
+                                  int slot);
 /// Queues the input layer, the forward pass and the loss (a deferred xent: nothing waits for
 /// the device) of iteration `iter`. With an op profile, one iteration in
 /// prof_every has its ops timed, forward and backward (this trainer's first forward left out:
