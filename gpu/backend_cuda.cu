@@ -564,18 +564,7 @@ ng_status create(ng_backend **out, int device) {
   c->copy_ops_slot = -1;
   /* A handle whose creation failed is not left for release() to use: the out parameter's
    * contents are not specified on failure. */
-  /* The ops stream at the device's highest priority: a block of the step's kernels is scheduled
-   * before one of the copy streams' (the next iterations' input layers), the side stream's or
-   * the device sampler's, work that has slack (NG_CUDA_PRIORITY=0: all at one priority). */
-  int least = 0, greatest = 0;
-  const char *prio_env = getenv("NG_CUDA_PRIORITY");
-  if ((prio_env && strcmp(prio_env, "0") == 0) ||
-      cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) {
-    (void)cudaGetLastError();
-    greatest = 0;
-  }
-  if ((err = cudaStreamCreateWithPriority(&c->ops_stream, cudaStreamNonBlocking, greatest)) !=
-      cudaSuccess)
+  if ((err = cudaStreamCreateWithFlags(&c->ops_stream, cudaStreamNonBlocking)) != cudaSuccess)
     c->ops_stream = nullptr;
   for (int k = 0; k < NG_BACKEND_MARKS && err == cudaSuccess; k++)
     if ((err = cudaStreamCreateWithFlags(&c->copy_stream[k], cudaStreamNonBlocking)) != cudaSuccess)
