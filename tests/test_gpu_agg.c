@@ -562,6 +562,20 @@ static void test_builtin_bits(void) {
             float *got = down(dout, ob);
             snprintf(what, sizeof what, "aggr_fwd %s dim %lld", cases[c].name, (long long)dim);
             cmp_bits(what, want, got, ob);
+            /* The feature store finalizes an input layer with no cold edge in aggr_fwd instead
+             * of a partial state and pstate_finalize: the same bits. */
+            if (!ag.self_loop) {
+              ng_pstate gs = {dpoisoned(ob), dpoisoned(cb), tb.b.n_dst, dim};
+              EXPECT_OK(gpu->iface->aggr_partial(gpu, &ag, &db.b, dsrc, &gs));
+              EXPECT_OK(gpu->iface->fill(gpu, dout, nd, NAN));
+              EXPECT_OK(gpu->iface->pstate_finalize(gpu, &ag, &gs, dout));
+              float *fin = down(dout, ob);
+              snprintf(what, sizeof what, "aggr_fwd = aggr_partial + pstate_finalize, %s dim %lld",
+                       cases[c].name, (long long)dim);
+              cmp_bits(what, got, fin, ob);
+              free(fin);
+              gpu->iface->free(gpu, gs.val), gpu->iface->free(gpu, gs.count);
+            }
             free(got);
           }
           if (ag.self_loop)
