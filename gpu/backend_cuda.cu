@@ -169,6 +169,31 @@ ng_status cuda_copy_ops_end(ng_backend *be, int slot) {
   return NG_OK;
 }
 
+/* A cuBLAS handle bound to stream `s`: fp32 stays fp32 (the default math mode never uses TF32
+ * tensor cores for cublasSgemm; only CUBLAS_TF32_TENSOR_OP_MATH, set_precision TF32, would) and
+ * atomics stay disallowed (the default), so products are reproducible run to run. On failure
+ * *h is NULL (the out parameter's contents are not specified then) and *what names the call. */
+static cublasStatus_t blas_make(cublasHandle_t *h, cudaStream_t s, bool tf32, const char **what) {
+  cublasStatus_t st = cublasCreate(h);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    *h = nullptr;
+    *what = "cublasCreate";
+    return st;
+  }
+  if ((st = cublasSetStream(*h, s)) != CUBLAS_STATUS_SUCCESS)
+    *what = "cublasSetStream";
+  else if ((st = cublasSetMathMode(*h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)) !=
+           CUBLAS_STATUS_SUCCESS)
+    *what = "cublasSetMathMode";
+  else if ((st = cublasSetAtomicsMode(*h, CUBLAS_ATOMICS_NOT_ALLOWED)) != CUBLAS_STATUS_SUCCESS)
+    *what = "cublasSetAtomicsMode";
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    (void)cublasDestroy(*h);
+    *h = nullptr;
+  }
+  return st;
+}
+
 /* The side queue, made on its first use: most backends never open it (serving, inference). Its
  * cuBLAS handle has the ops handle's settings; cuBLAS picks the same kernel for a call on
  * either, so a product has the same bits on both queues. */
@@ -189,21 +214,8 @@ static ng_status side_make(cuda_ctx *c) {
     done = nullptr;
   cublasStatus_t bst = CUBLAS_STATUS_SUCCESS;
   const char *what = "";
-  if (err == cudaSuccess) {
-    if ((bst = cublasCreate(&h)) != CUBLAS_STATUS_SUCCESS) {
-      h = nullptr;
-      what = "cublasCreate";
-    } else if ((bst = cublasSetStream(h, s)) != CUBLAS_STATUS_SUCCESS) {
-      what = "cublasSetStream";
-    } else if ((bst = cublasSetMathMode(h, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                   : CUBLAS_DEFAULT_MATH)) !=
-               CUBLAS_STATUS_SUCCESS) {
-      what = "cublasSetMathMode";
-    } else if ((bst = cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED)) !=
-               CUBLAS_STATUS_SUCCESS) {
-      what = "cublasSetAtomicsMode";
-    }
-  }
+  if (err == cudaSuccess)
+    bst = blas_make(&h, s, c->tf32, &what);
   if (err == cudaSuccess && bst == CUBLAS_STATUS_SUCCESS) {
     c->side_stream = s;
     c->side_fork = fork;
@@ -211,8 +223,6 @@ static ng_status side_make(cuda_ctx *c) {
     c->blas_side = h;
     return NG_OK;
   }
-  if (h)
-    (void)cublasDestroy(h);
   if (done)
     (void)cudaEventDestroy(done);
   if (fork)
@@ -596,19 +606,9 @@ ng_status create(ng_backend **out, int device) {
     st = cuda_err("cuda backend", what, err);
     goto fail;
   }
-  /* fp32 stays fp32: the default math mode never uses TF32 tensor cores for cublasSgemm (only
-   * CUBLAS_TF32_TENSOR_OP_MATH would), and atomics stay disallowed (the default), so products
-   * are reproducible run to run on one stream. */
-  if ((bst = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS)
-    what = "cublasCreate";
-  else if ((bst = cublasSetStream(c->blas, c->ops_stream)) != CUBLAS_STATUS_SUCCESS)
-    what = "cublasSetStream";
-  else if ((bst = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
-    what = "cublasSetMathMode";
-  else if ((bst = cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED)) !=
-           CUBLAS_STATUS_SUCCESS)
-    what = "cublasSetAtomicsMode";
-  else if ((bst = cublasLtCreate(&c->blas_lt)) != CUBLAS_STATUS_SUCCESS) {
+  bst = blas_make(&c->blas, c->ops_stream, false, &what);
+  if (bst == CUBLAS_STATUS_SUCCESS &&
+      (bst = cublasLtCreate(&c->blas_lt)) != CUBLAS_STATUS_SUCCESS) {
     c->blas_lt = nullptr; /* not left for release() to destroy */
     what = "cublasLtCreate";
   }
