@@ -152,6 +152,8 @@ ng_status cuda_copy_ops_begin(ng_backend *be, int slot) {
   if (c->copy_ops_slot >= 0)
     return ng__err(NG_ERR_STATE, "copy_ops_begin: slot %d's copy ops have not ended",
                    c->copy_ops_slot);
+  if (c->side_open)
+    return ng__err(NG_ERR_STATE, "copy_ops_begin: the side queue is open (side_end first)");
   NG_CHECK(use(be, "copy_ops_begin"));
   c->copy_ops_slot = slot;
   c->stream = c->copy_stream[slot];
@@ -241,11 +243,17 @@ ng_status cuda_side_begin(ng_backend *be) {
   if (c->side_open)
     return ng__err(NG_ERR_STATE, "side_begin: the side queue is open already");
   NG_CHECK(use(be, "side_begin"));
+  /* The side queue only lets work overlap: where it cannot be made (out of memory for a stream
+   * or a handle), its ops run on the ops stream, as with NG_CUDA_SIDE=0. */
+  if (!c->side_off && side_make(c) != NG_OK) {
+    (void)cudaGetLastError();
+    c->side_off = true;
+  }
   if (!c->side_off) {
-    NG_CHECK(side_make(c));
     CU_CHECK("side_begin", cudaEventRecord(c->side_fork, c->ops_stream));
     CU_CHECK("side_begin", cudaStreamWaitEvent(c->side_stream, c->side_fork, 0));
     c->stream = c->side_stream;
+    c->side_forks++;
   }
   c->side_open = true;
   return NG_OK;
@@ -260,7 +268,11 @@ ng_status cuda_side_end(ng_backend *be) {
     return NG_OK;
   c->stream = c->ops_stream;
   NG_CHECK(use(be, "side_end"));
-  CU_CHECK("side_end", cudaEventRecord(c->side_done, c->side_stream));
+  const cudaError_t err = cudaEventRecord(c->side_done, c->side_stream);
+  if (err != cudaSuccess) { /* nothing to join on: the side's ops are waited for here */
+    (void)cudaStreamSynchronize(c->side_stream);
+    return cuda_err("side_end", "cudaEventRecord", err);
+  }
   c->side_pending = true;
   return NG_OK;
 }
@@ -625,6 +637,12 @@ fail:
 }
 
 } // namespace ng_cuda
+
+extern "C" int64_t ng__cuda_side_forks(ng_backend *be) {
+  if (!be || strcmp(be->iface->name, "cuda") != 0)
+    return -1;
+  return ng_cuda::ctx_of(be)->side_forks;
+}
 
 extern "C" ng_status ng__backend_cuda_create(ng_backend **out, int device) {
   NG_CHECK(ng__bk_check_ptr("cuda backend", "out", out, true));

@@ -176,16 +176,23 @@ static gemm_key make_key(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   return key;
 }
 
+/* The stream and the cuBLAS handle of call `g` (gemm_key's `side`). */
+static cudaStream_t key_stream(const cuda_ctx *ctx, const gemm_key *g) {
+  return g->side ? ctx->side_stream : ctx->ops_stream;
+}
+
+static cublasHandle_t key_blas(const cuda_ctx *ctx, const gemm_key *g) {
+  return g->side ? ctx->blas_side : ctx->blas;
+}
+
 /* cuBLAS is column-major: a row-major [r, c] matrix with leading dimension ld is its
  * column-major transpose, so C^T [n, m] = op(B)^T op(A)^T is computed with the operands swapped
  * and each keeps its own transpose flag. The product alone: the key's epilogue is not read. */
 static ng_status sgemm(cuda_ctx *ctx, const gemm_key *g) {
-  cublasHandle_t h =
-      ctx->stream == ctx->side_stream && ctx->side_stream ? ctx->blas_side : ctx->blas;
   const cublasStatus_t st = cublasSgemm(
-      h, (cublasOperation_t)g->op_b, (cublasOperation_t)g->op_a, g->n, g->m, g->k, &g->alpha,
-      static_cast<const float *>(g->b), g->ldb, static_cast<const float *>(g->a), g->lda, &g->beta,
-      static_cast<float *>(g->c), g->ldc);
+      key_blas(ctx, g), (cublasOperation_t)g->op_b, (cublasOperation_t)g->op_a, g->n, g->m, g->k,
+      &g->alpha, static_cast<const float *>(g->b), g->ldb, static_cast<const float *>(g->a), g->lda,
+      &g->beta, static_cast<float *>(g->c), g->ldc);
   if (st != CUBLAS_STATUS_SUCCESS)
     return blas_err("gemm", "cublasSgemm", st);
   return NG_OK;
@@ -358,7 +365,7 @@ static ng_status gemm_lt(cuda_ctx *ctx, const gemm_key *g) {
     lt_desc d(g, g->m);
     d.set([&] {
       return cublasLtMatmul(ctx->blas_lt, d.op, &g->alpha, g->b, d.la, g->a, d.lb, &g->beta, g->c,
-                            d.lc, g->c, d.lc, &c->algo, nullptr, 0, ctx->stream);
+                            d.lc, g->c, d.lc, &c->algo, nullptr, 0, key_stream(ctx, g));
     });
     if (d.st == CUBLAS_STATUS_SUCCESS) {
       g_lt_products.fetch_add(1, std::memory_order_relaxed);
@@ -368,8 +375,8 @@ static ng_status gemm_lt(cuda_ctx *ctx, const gemm_key *g) {
       return blas_err("gemm_bias_act", "cublasLtMatmul", d.st);
   }
   NG_CHECK(sgemm(ctx, g));
-  launch_bias_act(ctx->stream, static_cast<float *>(g->c), static_cast<const float *>(g->bias),
-                  g->m, g->n, g->ldc, g->epi != kEpiBias);
+  launch_bias_act(key_stream(ctx, g), static_cast<float *>(g->c),
+                  static_cast<const float *>(g->bias), g->m, g->n, g->ldc, g->epi != kEpiBias);
   LAUNCH_CHECK("gemm_bias_act");
   return NG_OK;
 }
@@ -379,17 +386,18 @@ ng_status gemm_plain(cuda_ctx *ctx, const gemm_key *g) {
   return g->epi != kEpiNone ? gemm_lt(ctx, g) : sgemm(ctx, g);
 }
 
-/* Captures the call `g` on the current stream (the ops or the side stream, whose handle is bound
- * to it) into an executable graph; NULL when the capture fails (the call then did not run). */
+/* Captures the call `g` on its stream (the ops or the side stream, whose handle is bound to it)
+ * into an executable graph; NULL when the capture fails (the call then did not run). */
 cudaGraphExec_t gemm_capture(cuda_ctx *ctx, const gemm_key *g) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  if (cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+  cudaStream_t s = key_stream(ctx, g);
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     (void)cudaGetLastError();
     return nullptr;
   }
   const ng_status st = gemm_plain(ctx, g);
-  cudaError_t err = cudaStreamEndCapture(ctx->stream, &graph);
+  cudaError_t err = cudaStreamEndCapture(s, &graph);
   if (st == NG_OK && err == cudaSuccess && graph)
     err = cudaGraphInstantiate(&exec, graph, 0);
   if (graph)
@@ -431,7 +439,7 @@ ng_status gemm_replay(cuda_ctx *ctx, const gemm_key *g) {
   }
   if (!hit->exec)
     return gemm_plain(ctx, g);
-  CU_CHECK("gemm", cudaGraphLaunch(hit->exec, ctx->stream));
+  CU_CHECK("gemm", cudaGraphLaunch(hit->exec, key_stream(ctx, g)));
   return NG_OK;
 }
 
@@ -450,6 +458,9 @@ static ng_status gemm_run(ng_backend *be, const char *name, bool trans_a, bool t
                    (long long)ldc);
   NG_CHECK(use(be, name));
   cuda_ctx *ctx = ctx_of(be);
+  if (ctx->copy_ops_slot >= 0)
+    return ng__err(NG_ERR_STATE, "%s: no GEMM between copy_ops_begin and copy_ops_end (slot %d)",
+                   name, ctx->copy_ops_slot);
   if (k == 0) { /* an empty product: C = beta * C, where beta == 0 does not read C */
     k_scale_c<<<grid_1d(m * n), kThreads, 0, ctx->stream>>>(c, m, n, ldc, beta);
     if (epi != kEpiNone)
@@ -457,11 +468,10 @@ static ng_status gemm_run(ng_backend *be, const char *name, bool trans_a, bool t
     LAUNCH_CHECK(name);
     return NG_OK;
   }
-  const gemm_key key =
+  gemm_key key =
       make_key(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, epi);
-  /* GEMMs run on the ops or the side stream (never on a copy stream: backend_impl.h); a graph
-   * captured on one replays on the other. */
-  if (!ctx->gemm_graphs || (ctx->stream != ctx->ops_stream && ctx->stream != ctx->side_stream))
+  key.side = ctx->side_stream && ctx->stream == ctx->side_stream;
+  if (!ctx->gemm_graphs)
     return gemm_plain(ctx, &key);
   return gemm_replay(ctx, &key);
 }
@@ -494,9 +504,11 @@ ng_status cuda_set_precision(ng_backend *be, ng_precision p) {
   cuda_ctx *c = ctx_of(be);
   const cublasMath_t mode =
       p == NG_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  const cublasMath_t was = c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
   cublasStatus_t st = cublasSetMathMode(c->blas, mode);
-  if (st == CUBLAS_STATUS_SUCCESS && c->blas_side)
-    st = cublasSetMathMode(c->blas_side, mode);
+  if (st == CUBLAS_STATUS_SUCCESS && c->blas_side &&
+      (st = cublasSetMathMode(c->blas_side, mode)) != CUBLAS_STATUS_SUCCESS)
+    (void)cublasSetMathMode(c->blas, was); /* both handles stay in the old mode */
   if (st != CUBLAS_STATUS_SUCCESS)
     return blas_err("set_precision", "cublasSetMathMode", st);
   c->tf32 = p == NG_PRECISION_TF32;

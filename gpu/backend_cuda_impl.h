@@ -56,13 +56,15 @@ struct xent_result {
  * bias, the bias and ReLU, ReLU alone (cuBLASLt). */
 enum gemm_epi { kEpiNone = 0, kEpiBias, kEpiBiasRelu, kEpiRelu };
 
-/* A cuBLAS call, exactly: the GEMM graph cache's key (no padding, compared with memcmp; `spare`
- * is 0). */
+/* A cuBLAS call, exactly: the GEMM graph cache's key (no padding, compared with memcmp). `side`:
+ * the call runs on the side stream with its handle (1) or on the ops stream with `blas` (0); a
+ * graph captured on one is replayed only there, where the handle's workspace it captured is
+ * never in use by another stream at the same time. */
 struct gemm_key {
   const void *a, *b;
   void *c;
   const void *bias; // kEpiBias, kEpiBiasRelu: [n]
-  int op_a, op_b, m, n, k, lda, ldb, ldc, epi, spare;
+  int op_a, op_b, m, n, k, lda, ldb, ldc, epi, side;
   float alpha, beta;
 };
 static_assert(sizeof(gemm_key) == 80, "gemm_key is compared with memcmp: no padding");
@@ -105,9 +107,10 @@ struct cuda_ctx {
   cudaStream_t side_stream;
   cudaEvent_t side_fork, side_done;
   cublasHandle_t blas_side;
-  bool side_off;     // NG_CUDA_SIDE=0: the side's ops run on the ops stream
-  bool side_open;    // between side_begin and side_end
-  bool side_pending; // side ops ended and not yet joined
+  bool side_off;      // NG_CUDA_SIDE=0, or the side queue could not be made: no side stream
+  bool side_open;     // between side_begin and side_end
+  bool side_pending;  // side ops ended and not yet joined
+  int64_t side_forks; // side_begin calls that forked the side stream (ng__cuda_side_forks)
   cudaStream_t copy_stream[NG_BACKEND_MARKS]; // copy_h2d_async and copy ops, one per slot, so
                                               // that the slots' transfers overlap
   int copy_ops_slot;                          // the slot of copy_ops_begin, or -1

@@ -49,6 +49,9 @@ ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop, in
 /// Test hook: the products gemm_bias_act has run through cuBLASLt's epilogue so far, in this
 /// process (the others ran in two passes).
 int64_t ng__cuda_lt_products(void);
+/// Test hook: how many times side_begin forked backend `be`'s side stream (0 with
+/// NG_CUDA_SIDE=0, which runs the side's ops on the ops stream); -1 for a backend not CUDA's.
+int64_t ng__cuda_side_forks(ng_backend *be);
 /// The NG_AGGREGATOR_SOURCE text of built-in `name` ("sum", "mean", "max", "min"), or NULL.
 const char *ng__cuda_builtin_agg_source(const char *name);
 

@@ -504,7 +504,7 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
    * 1.63 ms step with every row hot. Built-in sum and mean over an fp32 table without input
    * dropout (aggr_fwd takes none), on a device backend (the CPU backend's finalize is a small
    * share of its step). */
-  const bool direct = dp.cold.nnz == 0 && dp.device_cold.nnz == 0 && !ag->user &&
+  const bool direct = dp.hot.nnz > 0 && dp.cold.nnz == 0 && dp.device_cold.nnz == 0 && !ag->user &&
                       ag->reduce == NG_REDUCE_SUM && hot_ag->drop_p == 0.0f && !hot_tbl16 &&
                       !BE(st)->host_memory;
   if (direct)

@@ -927,55 +927,69 @@ static void test_gemm_replay(void) {
   free(scale);
 }
 
-/* The side queue (side_begin/end/join): a product queued there, beside a chain of ops on the main
- * queue, has the bits of the same product on the main queue, plain and replayed as a graph; it
- * reads what the main queue wrote before side_begin, and the main queue's ops after side_join
- * read what it wrote. Misuse fails with NG_ERR_STATE and leaves the queues usable. */
+/* The side queue (side_begin/end/join): a product queued there has the bits of the same product
+ * on the main queue, plain and replayed as a graph. It waits for what the main queue queued
+ * before side_begin (its B is written there last, behind a long chain of fills), and the main
+ * queue's ops after side_join wait for it (its result, copied last behind a long chain of fills
+ * on the side queue, is read at once): either order broken reads poison. Misuse fails with
+ * NG_ERR_STATE and leaves the queues usable. */
 static void test_side_queue(void) {
   ng_rng r;
   ng_rng_seed(&r, 46);
-  const int64_t m = 300, n = 200, k = 260, big = (int64_t)1 << 24;
+  const int64_t m = 300, n = 200, k = 260, big = (int64_t)1 << 25;
   const size_t na = (size_t)(m * k), nb = (size_t)(k * n), nc = (size_t)(m * n);
   float *a = ng_test_rand_floats(&r, (int64_t)na), *b = ng_test_rand_floats(&r, (int64_t)nb);
   float *d_a = up(a, na * 4), *d_b_src = up(b, nb * 4), *d_b = dalloc(nb * 4);
-  float *d_c = dalloc(nc * 4), *d_out = dalloc(nc * 4), *d_big = dalloc((size_t)big * 4);
+  float *d_c = dalloc(nc * 4), *d_c2 = dalloc(nc * 4), *d_out = dalloc(nc * 4);
+  float *d_big = dalloc((size_t)big * 4), *d_big2 = dalloc((size_t)big * 4);
   float *ref = ng_test_xmalloc(nc * 4), *got = ng_test_xmalloc(nc * 4);
   EXPECT_OK(gpu->iface->gemm(gpu, false, false, m, n, k, 1.0f, d_a, k, d_b_src, n, 0.0f, d_c, n));
   down(ref, d_c, nc * 4);
+  const int64_t forks = ng__cuda_side_forks(gpu);
   for (int rep = 0; rep < 4; rep++) { /* plain, captured, then replayed */
     dpoison(d_c, nc * 4);
+    dpoison(d_c2, nc * 4);
     dpoison(d_b, nb * 4);
     EXPECT_OK(gpu->iface->fill(gpu, d_out, (int64_t)nc, 0.0f));
+    for (int i = 0; i < 4; i++) /* the main queue is busy when B is written */
+      EXPECT_OK(gpu->iface->fill(gpu, d_big, big, (float)i));
     EXPECT_OK(gpu->iface->copy_d2d(gpu, d_b, d_b_src, nb * 4));
     EXPECT_OK(gpu->iface->side_begin(gpu));
     EXPECT_OK(gpu->iface->gemm(gpu, false, false, m, n, k, 1.0f, d_a, k, d_b, n, 0.0f, d_c, n));
+    for (int i = 0; i < 4; i++) /* the side queue is busy before it writes what is read */
+      EXPECT_OK(gpu->iface->fill(gpu, d_big2, big, (float)i));
+    EXPECT_OK(gpu->iface->copy_d2d(gpu, d_c2, d_c, nc * 4));
     EXPECT_OK(gpu->iface->side_end(gpu));
-    for (int i = 0; i < 4; i++) /* main-queue work that the product overlaps */
-      EXPECT_OK(gpu->iface->fill(gpu, d_big, big, (float)i));
     EXPECT_OK(gpu->iface->side_join(gpu));
-    EXPECT_OK(gpu->iface->add(gpu, d_out, d_c, (int64_t)nc));
+    EXPECT_OK(gpu->iface->add(gpu, d_out, d_c2, (int64_t)nc));
     down(got, d_out, nc * 4);
     char what[64];
     snprintf(what, sizeof what, "side queue, rep %d", rep);
     cmp_bits(what, ref, got, nc * 4);
   }
+  EXPECT_TRUE(ng__cuda_side_forks(gpu) == forks + 4);
   EXPECT_EQ_I(gpu->iface->side_end(gpu), NG_ERR_STATE);
   EXPECT_OK(gpu->iface->side_begin(gpu));
   EXPECT_EQ_I(gpu->iface->side_begin(gpu), NG_ERR_STATE);
   EXPECT_EQ_I(gpu->iface->side_join(gpu), NG_ERR_STATE);
+  EXPECT_EQ_I(gpu->iface->copy_ops_begin(gpu, 0), NG_ERR_STATE);
   EXPECT_OK(gpu->iface->side_end(gpu));
   EXPECT_OK(gpu->iface->side_join(gpu));
   EXPECT_OK(gpu->iface->side_join(gpu)); /* nothing pending: nothing to do */
   EXPECT_OK(gpu->iface->copy_ops_begin(gpu, 0));
   EXPECT_EQ_I(gpu->iface->side_begin(gpu), NG_ERR_STATE);
+  EXPECT_EQ_I(gpu->iface->gemm(gpu, false, false, m, n, k, 1.0f, d_a, k, d_b, n, 0.0f, d_c, n),
+              NG_ERR_STATE); /* no GEMM on a copy queue */
   EXPECT_OK(gpu->iface->copy_ops_end(gpu, 0));
   EXPECT_OK(gpu->iface->sync(gpu));
   dfree(d_a);
   dfree(d_b_src);
   dfree(d_b);
   dfree(d_c);
+  dfree(d_c2);
   dfree(d_out);
   dfree(d_big);
+  dfree(d_big2);
   free(a);
   free(b);
   free(ref);
