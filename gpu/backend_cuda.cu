@@ -171,10 +171,9 @@ ng_status cuda_copy_ops_end(ng_backend *be, int slot) {
   return NG_OK;
 }
 
-/* A cuBLAS handle bound to stream `s`: fp32 stays fp32 (the default math mode never uses TF32
- * tensor cores for cublasSgemm; only CUBLAS_TF32_TENSOR_OP_MATH, set_precision TF32, would) and
- * atomics stay disallowed (the default), so products are reproducible run to run. On failure
- * *h is NULL (the out parameter's contents are not specified then) and *what names the call. */
+/* A cuBLAS handle bound to stream `s`: fp32 stays fp32 (blas_math) and atomics stay disallowed (the
+ * default), so products are reproducible run to run. On failure *h is NULL (the out parameter's
+ * contents are not specified then) and *what names the call. */
 static cublasStatus_t blas_make(cublasHandle_t *h, cudaStream_t s, bool tf32, const char **what) {
   cublasStatus_t st = cublasCreate(h);
   if (st != CUBLAS_STATUS_SUCCESS) {
@@ -184,8 +183,7 @@ static cublasStatus_t blas_make(cublasHandle_t *h, cudaStream_t s, bool tf32, co
   }
   if ((st = cublasSetStream(*h, s)) != CUBLAS_STATUS_SUCCESS)
     *what = "cublasSetStream";
-  else if ((st = cublasSetMathMode(*h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)) !=
-           CUBLAS_STATUS_SUCCESS)
+  else if ((st = cublasSetMathMode(*h, blas_math(tf32))) != CUBLAS_STATUS_SUCCESS)
     *what = "cublasSetMathMode";
   else if ((st = cublasSetAtomicsMode(*h, CUBLAS_ATOMICS_NOT_ALLOWED)) != CUBLAS_STATUS_SUCCESS)
     *what = "cublasSetAtomicsMode";

@@ -502,9 +502,7 @@ ng_status cuda_set_precision(ng_backend *be, ng_precision p) {
     return ng__err(NG_ERR_INVALID_ARG, "set_precision: unknown precision %d", (int)p);
   NG_CHECK(use(be, "set_precision"));
   cuda_ctx *c = ctx_of(be);
-  const cublasMath_t mode =
-      p == NG_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-  const cublasMath_t was = c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  const cublasMath_t mode = blas_math(p == NG_PRECISION_TF32), was = blas_math(c->tf32);
   cublasStatus_t st = cublasSetMathMode(c->blas, mode);
   if (st == CUBLAS_STATUS_SUCCESS && c->blas_side &&
       (st = cublasSetMathMode(c->blas_side, mode)) != CUBLAS_STATUS_SUCCESS)

@@ -144,6 +144,12 @@ struct cuda_ctx {
   struct nccl_state *nccl; // the device communicator (backend_cuda_nccl.cu), or NULL
 };
 
+/* cuBLAS's math mode for fp32 products: TF32 tensor cores (set_precision TF32) or the default,
+ * which never uses them for cublasSgemm. */
+inline cublasMath_t blas_math(bool tf32) {
+  return tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+}
+
 inline cuda_ctx *ctx_of(const ng_backend *be) {
   return static_cast<cuda_ctx *>(be->ctx);
 }

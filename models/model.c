@@ -736,9 +736,9 @@ static ng_status backward_layers(ng_model_exec *ex, const ng_minibatch *mb, floa
 ng_status ng__exec_backward(ng_model_exec *ex, const ng_minibatch *mb, float *d_logits) {
   const ng_status st = backward_layers(ex, mb, d_logits);
   /* Whatever went to the side queue is joined before the optimizer reads the gradients, even
-   * after a failure (the next iteration's forward must not overtake it). */
-  const ng_status j = ex->side_used ? BE(ex)->side_join(ex->be) : NG_OK;
-  ex->side_used = false;
+   * after a failure (the next iteration's forward must not overtake it); with nothing queued
+   * there the join does nothing. */
+  const ng_status j = BE(ex)->side_join ? BE(ex)->side_join(ex->be) : NG_OK;
   NG_CHECK(st);
   return j;
 }
@@ -843,9 +843,7 @@ static ng_status backward_layers(ng_model_exec *ex, const ng_minibatch *mb, floa
      * queue (weight_grads), beside the input gradient's chain. */
     bool concat = m->kind == NG_MODEL_SAGE && L->o.combine == NG_SAGE_CONCAT;
     const float *d_neigh = concat ? d_out + c : d_out;
-    const bool side = l > 0 && side_ok;
-    ex->side_used |= side;
-    NG_CHECK(weight_grads(ex, l, L, side, nd, w, d_out, d_neigh));
+    NG_CHECK(weight_grads(ex, l, L, l > 0 && side_ok, nd, w, d_out, d_neigh));
     if (l == 0)
       break; /* the features need no gradient */
     /* Input gradient: through the aggregation, plus the self path for GraphSAGE. */

@@ -114,9 +114,8 @@ typedef struct {
   void *arena;
   size_t arena_cap;
   ng_layer_ws ws[NG_MAX_LAYERS];
-  float *logits;  ///< [n_targets, classes] == ws[L-1].out
-  ng_prof *prof;  ///< times the ops of the passes and the step (borrowed; NULL: not timed)
-  bool side_used; ///< the backward in progress queued ops on the backend's side queue
+  float *logits; ///< [n_targets, classes] == ws[L-1].out
+  ng_prof *prof; ///< times the ops of the passes and the step (borrowed; NULL: not timed)
   /* What the backward pass needs of the last forward pass. */
   bool training;
   uint64_t attn_key[NG_MAX_LAYERS]; ///< GAT: each layer's attention-dropout key

@@ -507,14 +507,11 @@ ng_status ng__store_input(ng_store *st, const ng_aggr *ag, const ng_fetch_pkg *d
   const bool direct = dp.hot.nnz > 0 && dp.cold.nnz == 0 && dp.device_cold.nnz == 0 && !ag->user &&
                       ag->reduce == NG_REDUCE_SUM && hot_ag->drop_p == 0.0f && !hot_tbl16 &&
                       !BE(st)->host_memory;
-  if (direct)
-    NG_PROF_OP(pf, "input hot aggr", 0, dp.hot.nnz * dim,
-               (double)dp.hot.nnz * tab_b + (double)nd * row_b + (double)(dp.hot.nnz + nd) * ib,
-               BE(st)->aggr_fwd(be, &bare, &dp.hot, hot_tbl, dim, out, NULL));
-  else
-    NG_PROF_OP(pf, "input hot aggr", 0, dp.hot.nnz * dim,
-               (double)dp.hot.nnz * tab_b + (double)nd * row_b + (double)(dp.hot.nnz + 2 * nd) * ib,
-               partial_tbl(st, hot_ag, &dp.hot, hot_tbl, hot_tbl16, &hot));
+  NG_PROF_OP(pf, "input hot aggr", 0, dp.hot.nnz * dim,
+             (double)dp.hot.nnz * tab_b + (double)nd * row_b +
+                 (double)(dp.hot.nnz + (direct ? 1 : 2) * nd) * ib,
+             direct ? BE(st)->aggr_fwd(be, &bare, &dp.hot, hot_tbl, dim, out, NULL)
+                    : partial_tbl(st, hot_ag, &dp.hot, hot_tbl, hot_tbl16, &hot));
   const int32_t m = dp.n_host_dst;
   if (dp.cold.nnz > dp.device_cold.nnz) {
     ng_pstate h = state_rows(&hot, 0, m, S);
