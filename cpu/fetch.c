@@ -250,8 +250,6 @@ static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_miniba
   return NG_OK;
 }
 
-/* Sizes the package, takes its memory from `reserve`, carves it into the package's arrays and
- * copies in what passes through unchanged (blocks 1.. and the labels). */
 /* The bytes the package of counts `c` takes (what lay_out asks `reserve` for); `out` is
  * scratch. */
 static size_t package_bytes(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
@@ -262,6 +260,8 @@ static size_t package_bytes(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   return NG_MAX(l.used, (size_t)1);
 }
 
+/* Sizes the package, takes its memory from `reserve`, carves it into the package's arrays and
+ * copies in what passes through unchanged (blocks 1.. and the labels). */
 static ng_status lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
                          const counts *c, ng_fetch_reserve_fn reserve, void *reserve_ctx) {
   const int32_t nd = mb->blocks[0].n_dst;

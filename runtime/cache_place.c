@@ -18,20 +18,23 @@ static double pct(double x) {
   return 100.0 * x;
 }
 
-ng_cache_go ng__cache_decide(const ng_cache_inputs *in, char *why, size_t cap) {
-  const bool part = in->requested == NG_CACHE_PARTITIONED;
+/* The rule's first conditions, which H does not enter: whether a partitioned tier could be
+ * made at all (otherwise the tier is replicated, or a partitioned one asked for is refused; *why
+ * says which and why). ng__cache_open gathers H over the ranks only when it could. */
+static bool partition_possible(const ng_cache_inputs *in, ng_cache_go *go, char *why, size_t cap) {
   const int R = in->ranks;
+  *go = NG_CACHE_GO_REPLICATED;
   if (in->requested == NG_CACHE_REPLICATED) {
     snprintf(why, cap, "replicated was asked for");
-    return NG_CACHE_GO_REPLICATED;
+    return false;
   }
   if (R < 2) {
     snprintf(why, cap, "one rank: there are no other GPUs to spread the hot rows over");
-    return NG_CACHE_GO_REPLICATED;
+    return false;
   }
   if (!in->device) {
     snprintf(why, cap, "the backend's memory is the host's: every row is read where it lies");
-    return NG_CACHE_GO_REPLICATED;
+    return false;
   }
   if (in->local_ranks != R || R > NG_MAX_PARTS) {
     if (in->local_ranks != R)
@@ -40,8 +43,19 @@ ng_cache_go ng__cache_decide(const ng_cache_inputs *in, char *why, size_t cap) {
                in->local_ranks);
     else
       snprintf(why, cap, "a partitioned cache spans at most %d GPUs (%d ranks)", NG_MAX_PARTS, R);
-    return part ? NG_CACHE_GO_REFUSE : NG_CACHE_GO_REPLICATED;
+    if (in->requested == NG_CACHE_PARTITIONED)
+      *go = NG_CACHE_GO_REFUSE;
+    return false;
   }
+  return true;
+}
+
+ng_cache_go ng__cache_decide(const ng_cache_inputs *in, char *why, size_t cap) {
+  const bool part = in->requested == NG_CACHE_PARTITIONED;
+  const int R = in->ranks;
+  ng_cache_go go;
+  if (!partition_possible(in, &go, why, cap))
+    return go;
   if (!part) { /* AUTO: condition 1, then condition 2 when the rates are known already */
     if (in->hot >= in->nodes) {
       snprintf(why, cap, "the whole table (%lld rows) fits one GPU's share (H = %lld rows)",
@@ -360,8 +374,9 @@ ng_status ng__cache_open(ng_store *st, ng_cache_info *info, struct ng_comm *comm
   int64_t ht = hot; /* the hot set of a partitioned tier */
   /* More ranks than parts, or ranks on several hosts, are refused or replicated by the rule
    * whatever H is. */
-  if (requested != NG_CACHE_REPLICATED && R > 1 && in.device && R <= NG_MAX_PARTS &&
-      in.local_ranks == R) {
+  char why[sizeof info->why] = "", note[200] = "";
+  ng_cache_go go;
+  if (partition_possible(&in, &go, why, sizeof why)) {
     /* Every rank decides from the same H: the smallest (free memory differs a little). On the
      * stack: no allocation may fail on one rank between collectives. */
     int64_t hs[NG_MAX_PARTS];
@@ -377,8 +392,7 @@ ng_status ng__cache_open(ng_store *st, ng_cache_info *info, struct ng_comm *comm
         NG_CHECK(ng__cache_bench_read(bench_json, &in.peer_gbs, &in.h2d_gbs, &in.bench_p2p));
     }
   }
-  char why[sizeof info->why] = "", note[200] = "";
-  ng_cache_go go = ng__cache_decide(&in, why, sizeof why);
+  go = ng__cache_decide(&in, why, sizeof why);
   for (;;) {
     if (go == NG_CACHE_GO_REFUSE)
       return ng__err(NG_ERR_UNSUPPORTED, "cache placement %s: %s",

@@ -636,8 +636,7 @@ static ng_status presize_staging(struct ng_trainer *t) {
   if (batch > INT32_MAX)
     return NG_OK; /* the epoch refuses it */
   const ng_epoch_plan plan = epoch_plan(t, batch, 0, 0, epoch_order(t, 0, n_train));
-  const double pkg = (double)t->mem.package_bytes;
-  const size_t cap = (size_t)fmin(pkg + pkg / NG_SLOT_GROWTH_DEN, 9e18);
+  const size_t cap = ng__slot_size((size_t)t->mem.package_bytes);
   const double t0 = ng__now();
   size_t slot = 0;
   NG_CHECK(ng__runtime_presize(t->rt, &plan, t->model->layers[0].o.dropout, cap, &slot));

@@ -372,11 +372,6 @@ static int64_t device_span(ng_runtime *rt, ng_span_kind kind, int64_t iter, int6
   return span_end(rt, 0, kind, iter, 0, t0);
 }
 
-/* The size a staging slot that must hold `need` bytes grows to: a sixteenth above (below). */
-static size_t slot_size(size_t need) {
-  return need + need / NG_SLOT_GROWTH_DEN;
-}
-
 /* The fetch configuration of worker group `group` now (its strategy, PARTIAL's device share) for
  * `threads` threads. */
 static ng_fetch_cfg group_cfg(ng_runtime *rt, int group, int threads) {
@@ -426,7 +421,7 @@ static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
   if (ng__slots_bytes(rc->slots, *rc->buf) < need) {
     const size_t big = NG_MAX(need, atomic_load(largest));
     const int64_t t0 = span_start(rc->rt);
-    NG_CHECK(ng__slots_grow(rc->slots, rc->buf, slot_size(big)));
+    NG_CHECK(ng__slots_grow(rc->slots, rc->buf, ng__slot_size(big)));
     atomic_fetch_add_explicit(&rc->rt->slot_grows, 1, memory_order_relaxed);
     span_end(rc->rt, rc->track, NG_SPAN_SLOT_GROW, rc->iter, 0, t0);
   }
@@ -513,17 +508,15 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
                              rt->n_threads ? &host : &rt->inline_host,
                              rt->n_threads ? &host_cap : &rt->inline_cap);
   /* Its package by each group's strategy (a dry run: the layout's counting pass only). */
-  size_t want[NG_GROUP_COUNT] = {0};
-  for (int g = 0; g < NG_GROUP_COUNT && st == NG_OK; g++) {
-    bool used = false;
-    for (int i = 0; i < n; i++)
-      used |= atomic_load(&rt->w[i].group) == g;
-    if (!used)
+  size_t want[NG_GROUP_COUNT] = {0}; /* the groups the workers are in */
+  for (int i = 0; i < n && st == NG_OK; i++) {
+    const int g = atomic_load(&rt->w[i].group);
+    if (want[g])
       continue;
     const ng_fetch_cfg cfg = group_cfg(rt, g, 1);
     size_t bytes = 0;
     st = ng__fetch_bytes(&bytes, &cfg, &mb, drop_p, &rt->w[0].scratch);
-    want[g] = NG_MIN(slot_size(ITEM_HEADER + bytes), cap); /* as slot_reserve grows a slot */
+    want[g] = NG_MIN(ng__slot_size(ITEM_HEADER + bytes), cap); /* as slot_reserve grows a slot */
   }
   if (host)
     rt->be->iface->host_free(rt->be, host);
@@ -536,7 +529,7 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
    * page-locking scales over threads (docs/gpu.md), and the free list hands them out first. */
   cpu_set_t cpus;
   bool bind = false;
-  if (rt->n_threads > 0)
+  if (n > 1) /* one worker is sized here, with the caller's affinity */
     NG_CHECK(worker_cpus(rt, &cpus, &bind));
   size_t presized = 0; /* the largest size given a slot */
   presize_job *jobs = ng__calloc((size_t)n, sizeof *jobs, "the staging slots' sizing");
@@ -547,8 +540,6 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
                             .n = NG_SLOT_PRESIZE,
                             .bytes = want[atomic_load(&rt->w[i].group)],
                             .cpus = bind ? &cpus : NULL};
-    if (jobs[i].bytes == 0)
-      continue;
     jobs[i].started = n > 1 && pthread_create(&jobs[i].thread, NULL, presize_main, &jobs[i]) == 0;
     /* One worker, or no thread to be had: here, the caller's affinity kept. */
     if (!jobs[i].started) {

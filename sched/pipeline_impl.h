@@ -82,6 +82,11 @@ typedef struct {
 /// (sched/pipeline.c; the memory estimate counts it, runtime/trainer.c).
 #define NG_SLOT_GROWTH_DEN 16
 
+/// The size a staging slot that must hold `need` bytes grows to: a sixteenth above.
+static inline size_t ng__slot_size(size_t need) {
+  return need + need / NG_SLOT_GROWTH_DEN;
+}
+
 /// The staging slots of each worker that ng__runtime_presize sizes before the first epoch: as
 /// many as a worker fills before its first package's copy frees one (W4: 43-48 slots of 15
 /// workers grew in the first epoch, ~0-2 in each later one). When the device is the bottleneck
