@@ -530,6 +530,7 @@ ng_status cuda_set_precision(ng_backend *be, ng_precision p) {
  * shape, so a shape shrunk to fit the scratch may load other kernels than training's. */
 static void *warm_main(void *arg) {
   cuda_ctx *c = static_cast<cuda_ctx *>(arg);
+  (void)pthread_setname_np(pthread_self(), "ng-gemm-warm");
   if (cudaSetDevice(c->device) != cudaSuccess) {
     (void)cudaGetLastError();
     return nullptr;

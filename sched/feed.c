@@ -54,6 +54,9 @@ static bool wait_free(ng_feed *f, int k, int64_t seq) {
 static void *feed_main(void *arg) {
   const feed_lane *me = arg;
   ng_feed *f = me->f;
+  char name[16];
+  snprintf(name, sizeof name, "ng-sample-%d", me->lane);
+  (void)pthread_setname_np(pthread_self(), name);
   for (int64_t seq = me->lane;; seq += f->o.lanes) {
     const int k = (int)(seq % f->o.slots);
     if (!wait_free(f, k, seq))

@@ -402,6 +402,9 @@ static bool bind_thread(const ng_pool *p, hwloc_const_bitmap_t set) {
 static void *worker_main(void *arg) {
   worker_arg *a = arg;
   ng_pool *p = a->pool;
+  char name[16];
+  snprintf(name, sizeof name, "ng-worker-%d", a->index);
+  (void)pthread_setname_np(pthread_self(), name); /* as top -H and /proc list it */
   if (p->bind && bind_thread(p, p->sets[a->index]))
     __atomic_store_n(&p->bound[a->index], true, __ATOMIC_RELEASE);
   pthread_mutex_lock(&p->gate_mu);
