@@ -89,6 +89,14 @@ static void fill_rest(ng_fetch_pkg *p, const ng_minibatch *mb, const int32_t *la
     lab[i] = labels[mb->node_ids[i]];
 }
 
+/* Whether the package holds PARTIAL's states of the host's destinations: only when the host
+ * reduces some cold edge. With none (every row hot, or a mini-batch that drew no cold
+ * neighbour) the device merges nothing, and a state a destination would be written, copied and
+ * never read: on W4 with every row hot, 47.5 of a package's 53.3 MB. */
+static bool host_states(const ng_fetch_cfg *cfg, const counts *c) {
+  return cfg->mode == NG_FETCH_PARTIAL && c->host_nnz > 0;
+}
+
 /* Whether the device reads the staged rows from host memory itself (the package holds their
  * ids only). */
 static bool device_reads(const ng_fetch_cfg *cfg) {
@@ -125,7 +133,7 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
     p->staged = take(l, (size_t)c->n_staged * (size_t)cfg->dim * f32);
     p->staged_ids = NULL;
   }
-  if (cfg->mode == NG_FETCH_PARTIAL) {
+  if (host_states(cfg, c)) {
     /* A user aggregator's state holds state_size floats a feature (its merge law's state). */
     p->cold_state.val = take(l, (size_t)c->n_host_dst * (size_t)cfg->dim *
                                     (size_t)ng__aggr_state_size(&cfg->ag) * f32);
@@ -486,10 +494,13 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
    * rows) and PARTIAL's reduction. */
   if (!device_reads(cfg))
     stage((float *)out->staged, (uint16_t *)out->staged16, cfg, ids, c.n_staged, drop_p, drop_key);
-  if (cfg->mode == NG_FETCH_PARTIAL) {
+  if (host_states(cfg, &c)) {
     out->cold_state.n_dst = c.n_host_dst;
     out->cold_state.dim = cfg->dim;
     reduce_cold(out, cfg, drop_p, drop_key);
+  } else {
+    out->cold_state.n_dst = 0;
+    out->cold_state.dim = cfg->dim;
   }
   count_stats(out, cfg, mb->blocks[0].n_dst, &c);
   return NG_OK;

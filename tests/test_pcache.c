@@ -470,6 +470,90 @@ static void test_input_bits(void) {
   ng__backend_destroy(be);
 }
 
+/* PARTIAL's package holds the host's partial states only when the host reduces a cold edge:
+ * with every row hot it is BATCH's layout, byte for byte the same size, with no state, and the
+ * input layer's bits are BATCH's; with cold rows every host destination has its state. */
+static void test_partial_states(void) {
+  ng_backend *be = NULL;
+  EXPECT_OK(ng__backend_cpu_create(&be, 1));
+  if (!be)
+    return;
+  ng_csr g;
+  ng_test_random_graph(&g, NODES, 13);
+  ng_rng r;
+  ng_rng_seed(&r, 9);
+  float *x = ng_test_rand_floats(&r, (int64_t)NODES * DIM);
+  int32_t *labels = calloc(NODES, sizeof *labels);
+  int64_t targets[TARGETS];
+  ng_test_pick_targets(targets, TARGETS, NODES, 4);
+  ng_sample_arena *arena = NULL;
+  EXPECT_OK(ng__sample_arena_create(&arena));
+  const ng_aggr ag = {.reduce = NG_REDUCE_SUM, .mean = true};
+  ng_sampler_cfg sc = {.graph = &g, .n_layers = 1, .fanout = {6}};
+  ng_minibatch mb;
+  if (arena)
+    EXPECT_OK(ng__sample(&mb, arena, &sc, targets, TARGETS, 31));
+  const int64_t hots[] = {NODES, 500, 0};
+  const size_t out_bytes = (size_t)TARGETS * DIM * sizeof(float);
+  float *a[2], *sf[2];
+  for (int k = 0; k < 2; k++) {
+    a[k] = malloc(out_bytes);
+    sf[k] = malloc(out_bytes);
+  }
+  for (size_t h = 0; h < NG_ARRAY_LEN(hots) && arena; h++) {
+    const ng_fetch modes[2] = {NG_FETCH_PARTIAL, NG_FETCH_BATCH};
+    ng_fetch_pkg pkg[2];
+    host_buf buf[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
+    ng_fetch_scratch scr[2];
+    memset(scr, 0, sizeof scr);
+    ng_store st;
+    EXPECT_OK(ng__store_open(&st, be, x, NODES, DIM, hots[h], NG_FETCH_BATCH, false));
+    for (int k = 0; k < 2; k++) {
+      const ng_fetch_cfg cfg = {.mode = modes[k],
+                                .hot = hots[h],
+                                .features = x,
+                                .nodes = NODES,
+                                .dim = DIM,
+                                .ag = ag,
+                                .threads = 1,
+                                .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
+                                .labels = labels};
+      EXPECT_OK(ng__fetch_prepare(&pkg[k], &cfg, &mb, 0.0f, 0, &scr[k], reserve, &buf[k]));
+      const float *pa = NULL, *ps = NULL;
+      EXPECT_OK(ng__store_input(&st, &ag, &pkg[k], 0.0f, 0, -1, &pa, &ps));
+      if (pa && ps) {
+        memcpy(a[k], pa, out_bytes);
+        memcpy(sf[k], ps, out_bytes);
+      }
+    }
+    const ng_fetch_pkg *p = &pkg[0];
+    if (hots[h] == NODES) {
+      EXPECT_TRUE(p->cold.nnz == 0 && p->cold_state.val == NULL && p->cold_state.count == NULL);
+      EXPECT_EQ_I(p->cold_state.n_dst, 0);
+      EXPECT_EQ_I((int64_t)p->bytes, (int64_t)pkg[1].bytes);
+      EXPECT_TRUE(memcmp(a[0], a[1], out_bytes) == 0 && memcmp(sf[0], sf[1], out_bytes) == 0);
+    } else {
+      EXPECT_TRUE(p->cold.nnz > 0 && p->cold_state.val != NULL && p->cold_state.count != NULL);
+      EXPECT_EQ_I(p->cold_state.n_dst, p->n_dst);
+      EXPECT_TRUE(p->bytes >= (size_t)p->n_dst * (DIM + 1) * sizeof(float)); /* the states */
+    }
+    ng__store_close(&st);
+    for (int k = 0; k < 2; k++) {
+      free(buf[k].p);
+      ng__fetch_scratch_free(&scr[k]);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    free(a[k]);
+    free(sf[k]);
+  }
+  ng__sample_arena_destroy(arena);
+  free(labels);
+  free(x);
+  ng__csr_free(&g);
+  ng__backend_destroy(be);
+}
+
 int main(void) {
   RUN_TEST(test_ownership);
   RUN_TEST(test_record_layout);
@@ -477,5 +561,6 @@ int main(void) {
   RUN_TEST(test_entry_shares);
   RUN_TEST(test_bench_file);
   RUN_TEST(test_input_bits);
+  RUN_TEST(test_partial_states);
   return ng_test_summary();
 }
