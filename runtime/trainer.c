@@ -780,12 +780,14 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
     ids += rows;
   }
   /* The feature rows a package holds, by who fetches: BATCH the cold share of the input rows,
-   * PARTIAL a state per destination (and its cold self row), ZCOPY none (ids only); the hybrid
-   * modes the larger of PARTIAL and their TRANSFER strategy. */
+   * PARTIAL a state for every destination once any row is cold (a mini-batch then draws some
+   * cold edge, and the host's share of the destinations gets a state each) and the cold share
+   * of their self rows, ZCOPY none (ids only); the hybrid modes the larger of PARTIAL and their
+   * TRANSFER strategy. */
   const double cold = nodes > 0 ? (nodes - (double)hot) / nodes : 0.0;
   const ng_mode mode = o.mode == NG_MODE_AUTO ? (cuda ? NG_MODE_HYBRID : NG_MODE_CPU) : o.mode;
   const bool transfer_zcopy = ng__transfer_resolve(o.transfer, info->feature_dim) == NG_FETCH_ZCOPY;
-  const double batch_rows = rows * cold, partial_rows = 2.0 * dst0 * cold;
+  const double batch_rows = rows * cold, partial_rows = (cold > 0.0 ? dst0 : 0.0) + dst0 * cold;
   double pkg_rows = 0.0;
   if (mode == NG_MODE_BASELINE)
     pkg_rows = batch_rows;

@@ -558,6 +558,46 @@ static ng_trainer_t make_staging(ng_mode mode, int workers, int64_t batch,
   return t;
 }
 
+/* The memory estimate bounds the package a mini-batch really makes (the staging slots are
+ * sized from it and capped by it: a package above it grows every slot in the first epoch), for
+ * every strategy and hot share: PARTIAL's states exist for every destination as soon as any
+ * row is cold (a 90% hot tier drew a cold edge for most of them, which a state count
+ * proportional to the cold share missed by 4x), and for none with every row hot. */
+static void test_estimate_bounds_package(void) {
+  static const ng_mode modes[] = {NG_MODE_PARTIAL, NG_MODE_BASELINE, NG_MODE_HYBRID_STATIC};
+  static const double ratios[] = {0.0, 0.3, 0.9, 0.99, 1.0};
+  const int64_t *train = NULL;
+  int64_t n_train = 0;
+  EXPECT_OK(ng_dataset_split(&train, &n_train, cora, NG_SPLIT_TRAIN));
+  for (size_t m = 0; m < NG_TEST_LEN(modes); m++)
+    for (size_t r = 0; r < NG_TEST_LEN(ratios); r++) {
+      ng_train_opts o = NG_TRAIN_OPTS_INIT;
+      o.batch = n_train;
+      o.seed = 11;
+      o.mode = modes[m];
+      o.transfer = NG_FETCH_BATCH;
+      o.workers = 2; /* the probe below sizes the slots again, uncapped */
+      o.partial_workers = 1;
+      o.cache_ratio = ratios[r];
+      ng_trainer_t t = NULL;
+      EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
+      if (!t)
+        continue;
+      ng_memory_estimate mem = NG_MEMORY_ESTIMATE_INIT;
+      ng_runtime *rt = ng__trainer_runtime(t, &mem);
+      const ng_epoch_plan plan = {
+          .order = train, .n_train = n_train, .batch = n_train, .iters = 1, .seed = 11};
+      size_t slot = 0;
+      EXPECT_OK(ng__runtime_presize(rt, &plan, 0.5f, SIZE_MAX, &slot));
+      if (slot > ng__slot_size((size_t)mem.package_bytes + 4096))
+        ng_test_fail(__FILE__, __LINE__,
+                     "%s, cache ratio %g: a slot of %zu bytes for the package, above the "
+                     "estimate's %lld",
+                     ng_mode_name(modes[m]), ratios[r], slot, (long long)mem.package_bytes);
+      ng_trainer_destroy(t);
+    }
+}
+
 /* Trains `epochs` epochs and returns the checkpoint (*len bytes) and the slots grown on demand
  * in all. */
 static uint8_t *train_staging(ng_trainer_t t, int epochs, size_t *len, int64_t *grows) {
@@ -701,6 +741,7 @@ int main(void) {
   RUN_TEST(test_device_sampler);
   RUN_TEST(test_bf16_runtime);
   RUN_TEST(test_presized_slots);
+  RUN_TEST(test_estimate_bounds_package);
   ng_model_destroy(model);
   ng_dataset_close(cora);
   return ng_test_summary();
