@@ -1038,6 +1038,58 @@ static void test_fill_add_copy(void) {
   }
 }
 
+/* scatter_rows (fp32): rows gathered by id to given positions (or in order), with and without
+ * input dropout, bit for bit the CPU backend's, for widths that take one chunk a row (several
+ * rows a warp, row counts that leave a partial warp) and wider ones. */
+static void test_scatter_rows(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 77);
+  const int64_t dims[] = {1, 5, 8, 64, 128, 130, 300};
+  const int64_t ns_[] = {1, 7, 121};
+  const float drops[] = {0.0f, 0.3f};
+  const int64_t rows_tbl = 150;
+  for (size_t di = 0; di < NG_TEST_LEN(dims); di++)
+    for (size_t ni = 0; ni < NG_TEST_LEN(ns_); ni++)
+      for (int with_pos = 0; with_pos < 2; with_pos++) {
+        const int64_t dim = dims[di], ns = ns_[ni], tn = rows_tbl * dim;
+        float *x = ng_test_rand_floats(&r, tn);
+        int64_t *ids = ng_test_xmalloc((size_t)ns * 8);
+        int32_t *pos = ng_test_xmalloc((size_t)ns * 4);
+        for (int64_t i = 0; i < ns; i++) {
+          ids[i] = (int64_t)ng_rng_below(&r, (uint64_t)rows_tbl);
+          pos[i] = (int32_t)((i * 5) % ns); /* 5 is coprime to 1, 7 and 121: a permutation */
+        }
+        float *d_x = up(x, (size_t)tn * 4);
+        int64_t *d_ids = up(ids, (size_t)ns * 8);
+        int32_t *d_pos = up(pos, (size_t)ns * 4);
+        const size_t ob = (size_t)(ns * dim) * 4;
+        float *d_out = dalloc(ob);
+        for (size_t k = 0; k < NG_TEST_LEN(drops); k++) {
+          float *want = poison(ob), *got = poison(ob);
+          EXPECT_OK(cpu->iface->scatter_rows(cpu, want, with_pos ? pos : NULL, x, ids, ns, dim,
+                                             drops[k], 11));
+          dpoison(d_out, ob);
+          EXPECT_OK(gpu->iface->scatter_rows(gpu, d_out, with_pos ? d_pos : NULL, d_x, d_ids, ns,
+                                             dim, drops[k], 11));
+          down(got, d_out, ob);
+          char what[128];
+          snprintf(what, sizeof what, "scatter_rows drop %g dim %lld rows %lld %s",
+                   (double)drops[k], (long long)dim, (long long)ns,
+                   with_pos ? "to positions" : "in order");
+          cmp_bits(what, want, got, ob);
+          free(want);
+          free(got);
+        }
+        dfree(d_out);
+        dfree(d_x);
+        dfree(d_ids);
+        dfree(d_pos);
+        free(x);
+        free(ids);
+        free(pos);
+      }
+}
+
 static void test_bias_act(void) {
   ng_rng r;
   ng_rng_seed(&r, 66);
@@ -1618,6 +1670,7 @@ int main(void) {
   RUN_TEST(test_gemm_replay);
   RUN_TEST(test_gemm_bias_act);
   RUN_TEST(test_side_queue);
+  RUN_TEST(test_scatter_rows);
   RUN_TEST(test_bias_act);
   RUN_TEST(test_dropout);
   RUN_TEST(test_xent);
