@@ -150,9 +150,22 @@ __device__ __forceinline__ u32 keep_bits(const drop &dr, i64 r, i64 j0, i64 span
 }
 
 /* x after the input dropout whose kept elements are the bits of `keep` (ng_dropped: a kept
- * value times scale, a dropped one 0). */
+ * value times scale, a dropped one 0). The test for "all kept" gives the same values as the
+ * general form; it is there for ptxas: a branch between a row's loads and their first use
+ * keeps the loads together in front of it (the hand-written kernels had one, their run-time
+ * dropout test). Without it the fp32 sum's instance of 1024-wide rows issued its 8 loads
+ * interleaved with the sums, 3-4 in flight. */
 template <int V, int T>
 __device__ __forceinline__ void apply_drop(float (&x)[T][V], u32 keep, float scale) {
+  constexpr u32 all = V * T == 32 ? ~0u : (1u << (V * T)) - 1;
+  if (keep == all) {
+    _Pragma("unroll")
+    for (int k = 0; k < T; k++)
+      _Pragma("unroll")
+      for (int v = 0; v < V; v++)
+        x[k][v] = __fmul_rn(x[k][v], scale);
+    return;
+  }
   _Pragma("unroll")
   for (int k = 0; k < T; k++)
     _Pragma("unroll")
@@ -199,20 +212,6 @@ template <class A> struct is_select<A, decltype((void)A::Select)> {
   static constexpr bool value = A::Select != 0;
 };
 
-/* The blocks of 256 threads an SM that the forward's instances must fit (__launch_bounds__):
- * the ops struct's enum MinBlocks, else 1. The built-ins give 2 (backend_cuda_uagg.cu). Without
- * it ptxas aimed its own register target: the max instance of 1024-wide rows took 64 registers
- * by issuing each 16-byte load only after the previous one was used (one load in flight a lane,
- * where the hand-written kernel kept a row of 8), and ran W1's forward 1.8x slower; with 2 it
- * takes up to 128 and keeps both rows' loads in flight. A user aggregator keeps ptxas's choice
- * (its state may need more registers than two blocks leave). */
-template <class A, class = void> struct min_blocks {
-  static constexpr int value = 1;
-};
-template <class A> struct min_blocks<A, decltype((void)A::MinBlocks)> {
-  static constexpr int value = A::MinBlocks;
-};
-
 /* One neighbour into a selection state, recording its row r where acc changed the state's
  * bits. */
 template <class A, int V, int T, bool Drop>
@@ -247,19 +246,20 @@ __device__ __forceinline__ void first(float (&s)[T][V][A::S], int (&a)[Arg ? T :
     }
 }
 
-/* The states of one destination (edges e0 .. e1) over the lane's T chunks at j0. Pair (no
- * Arg, no Drop): two neighbours' rows loaded before either is accumulated (2 T loads of 16
- * bytes in flight a lane); a selection aggregator's first two neighbours are such a pair too
- * (the state is the first's values, the second accumulated into it), so a row of 10
- * neighbours takes five rounds of loads, as the sum's does. With Arg (the indices take the
- * registers of a second row) or Drop (the keep bits and the hash's registers) one row at a
- * time, with its T loads in flight, as the hand-written kernels did. */
+/* The states of one destination (edges e0 .. e1) over the lane's T chunks at j0. Pair: two
+ * neighbours' rows loaded before either is accumulated (2 T loads of 16 bytes in flight a
+ * lane); a selection aggregator's first two neighbours are such a pair too (the state is the
+ * first's values, the second accumulated into it), so a row of 10 neighbours takes five rounds
+ * of loads, as the sum's does. One row at a time, with its T loads in flight as the
+ * hand-written kernels had: with Arg (the indices take the registers of a second row), and with
+ * Drop over more than 16 values a lane (1024-wide rows: two rows, their keep bits and the hash
+ * spilled 50-300 bytes a thread at 128 registers). */
 template <class A, int V, int T, class E, bool Drop, bool Arg, bool Full>
 __device__ __forceinline__ void reduce(float (&s)[T][V][A::S], int (&a)[Arg ? T : 1][V],
                                        const blk &b, const E *__restrict__ src, i64 dim,
                                        const drop &dr, int e0, int e1, i64 j0, i64 span) {
   constexpr bool Sel = is_select<A>::value;
-  constexpr bool Pair = !Arg && !Drop;
+  constexpr bool Pair = !Arg && (!Drop || V * T <= 16);
   const bool weighted = b.edge_w != nullptr;
   float x0[T][V], x1[T][V];
   u32 k0 = 0, k1 = 0; /* keep_bits of the two rows (Drop) */
@@ -430,18 +430,23 @@ __device__ __forceinline__ void fwd(const blk &b, const E *__restrict__ src, i64
   }
 }
 
-/* The forward and partial state of every aggregator (fwd above). */
+/* The forward and partial state of every aggregator (fwd above). Two blocks of 256 threads an
+ * SM (at most 128 registers a thread): with __launch_bounds__(256) alone ptxas aimed at its own
+ * register target, and the max instance of 1024-wide rows took 64 registers by issuing each
+ * 16-byte load only after the previous one was used (one load in flight a lane, where the
+ * hand-written kernel kept a row of 8; W1's one-batch forward ran 1.8x slower); bounded to two
+ * blocks it takes up to 128 and keeps both rows' loads in flight (docs/aggregators.md). */
 template <class A, int V, int T, class E, bool Drop>
-__global__ void __launch_bounds__(256, min_blocks<A>::value)
+__global__ void __launch_bounds__(256, 2)
 k_fwd(blk b, const E *__restrict__ src, i64 dim, drop dr, float *__restrict__ out,
       float *__restrict__ state, int *__restrict__ count) {
   fwd<A, V, T, E, Drop, false>(b, src, dim, dr, out, state, count, nullptr);
 }
 
 /* The forward of a selection aggregator (built-in max and min) with its index output, fp32
- * rows, no dropout (aggr_fwd takes none). */
+ * rows, no dropout (aggr_fwd takes none); bounded as k_fwd. */
 template <class A, int V, int T>
-__global__ void __launch_bounds__(256, min_blocks<A>::value)
+__global__ void __launch_bounds__(256, 2)
 k_fwd_arg(blk b, const float *__restrict__ src, i64 dim, float *__restrict__ out,
           int *__restrict__ arg) {
   fwd<A, V, T, float, false, true>(b, src, dim, drop{0, 0, 0.0f}, out, nullptr, nullptr, arg);

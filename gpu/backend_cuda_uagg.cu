@@ -91,16 +91,14 @@ namespace ng_cuda {
     return NS::agg_grad(s, n, x, w, y);                                                            \
   }
 
-/* Every built-in instance fits two blocks of 256 threads an SM (agg_template.h, min_blocks). */
-#define NG__AGG_BLOCKS enum { MinBlocks = 2 };
-NG__AGG_OPS(sum_ops, ng_builtin_sum, 1, NG__AGG_BLOCKS)
-NG__AGG_OPS(mean_ops, ng_builtin_mean, 1, NG__AGG_BLOCKS)
+NG__AGG_OPS(sum_ops, ng_builtin_sum, 1, )
+NG__AGG_OPS(mean_ops, ng_builtin_mean, 1, )
 /* Max and min are selection aggregators (agg_template.h, is_select: built-ins only): the first
  * neighbour starts the state, so a NaN there stays as on the CPU, and the forward can write
  * argbest. */
 #define NG__AGG_SELECT enum { Select = 1 };
-NG__AGG_OPS(max_ops, ng_builtin_max, 1, NG__AGG_SELECT NG__AGG_BLOCKS NG__AGG_GRAD(ng_builtin_max))
-NG__AGG_OPS(min_ops, ng_builtin_min, 1, NG__AGG_SELECT NG__AGG_BLOCKS NG__AGG_GRAD(ng_builtin_min))
+NG__AGG_OPS(max_ops, ng_builtin_max, 1, NG__AGG_SELECT NG__AGG_GRAD(ng_builtin_max))
+NG__AGG_OPS(min_ops, ng_builtin_min, 1, NG__AGG_SELECT NG__AGG_GRAD(ng_builtin_min))
 
 /* The launchable kernels of one aggregator: fwd[with input dropout][V == 4][log2 T] over fp32
  * rows, fwd16 over bf16 rows (built-in sum, max and min only, else null), fwd_arg[V == 4][log2
@@ -567,10 +565,12 @@ extern "C" ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *n
 }
 
 extern "C" ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop,
-                                                 bool argbest, int *blocks_per_sm, int *registers) {
+                                                 bool argbest, int *blocks_per_sm, int *registers,
+                                                 int *spill_bytes) {
   using namespace ng_cuda;
   const agg_kernels *k = builtin_named(name);
-  const bool mean = k && !strcmp(name, "mean"), sel = k && (!strcmp(name, "max") || !strcmp(name, "min"));
+  const bool mean = k && !strcmp(name, "mean");
+  const bool sel = k && (!strcmp(name, "max") || !strcmp(name, "min"));
   if (!k || (bf16 && mean) || (argbest && (!sel || bf16 || drop)))
     return ng__err(NG_ERR_INVALID_ARG,
                    "template occupancy: \"%s\"%s%s%s is not a built-in instance (sum, mean, max, "
@@ -583,6 +583,7 @@ extern "C" ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bo
   CU_CHECK("template occupancy",
            cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, fn, kThreads, 0));
   *registers = attr.numRegs;
+  *spill_bytes = (int)attr.localSizeBytes;
   return NG_OK;
 }
 

@@ -40,12 +40,13 @@ ng_status ng__cuda_host_unregister(void *ptr);
 ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *name, const ng_aggr *ag,
                                         const ng_block *blk, const float *src, int64_t dim,
                                         float *dst);
-/// Test hook: the registers a thread and the resident blocks an SM (256 threads a block) of
-/// built-in `name`'s widest forward instance (V = 4, T = 8: 1024-wide rows), from fp32 or bf16
-/// rows ("sum", "max", "min"), with or without input dropout, or (`argbest`: "max", "min", fp32
-/// rows, no dropout) the forward that writes argbest, on the current device.
+/// Test hook: the registers a thread, the bytes of local memory a thread (spills) and the
+/// resident blocks an SM (256 threads a block) of built-in `name`'s widest forward instance
+/// (V = 4, T = 8: 1024-wide rows), from fp32 or bf16 rows ("sum", "max", "min"), with or without
+/// input dropout, or (`argbest`: "max", "min", fp32 rows, no dropout) the forward that writes
+/// argbest, on the current device.
 ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop, bool argbest,
-                                      int *blocks_per_sm, int *registers);
+                                      int *blocks_per_sm, int *registers, int *spill_bytes);
 /// Test hook: the products gemm_bias_act has run through cuBLASLt's epilogue so far, in this
 /// process (the others ran in two passes).
 int64_t ng__cuda_lt_products(void);
