@@ -36,7 +36,8 @@ struct blk {
 };
 
 /* Input dropout of element i of the table (core/rng.h: ng_dropout_keep, ng_dropped), applied
- * by the instances of k_fwd with Drop. */
+ * by the instances of k_fwd with Drop: whether it is kept (a kept value is multiplied by
+ * scale, a dropped one is 0). */
 struct drop {
   u64 key;
   u32 threshold;
@@ -50,9 +51,9 @@ __device__ __forceinline__ u64 mix64(u64 x) {
   return x ^ (x >> 31);
 }
 
-__device__ __forceinline__ float dropped(const drop &dr, float x, u64 i) {
+__device__ __forceinline__ bool kept(const drop &dr, u64 i) {
   const u64 h = mix64(dr.key ^ (i >> 1));
-  return (u32)(h >> ((i & 1) * 32)) >= dr.threshold ? __fmul_rn(x, dr.scale) : 0.0f;
+  return (u32)(h >> ((i & 1) * 32)) >= dr.threshold;
 }
 
 /* V values of a row at p as floats: fp32 (V = 4: one 16-byte load) or bf16 (unsigned short,
@@ -117,13 +118,12 @@ __device__ __forceinline__ void load(float (&x)[T][V], const E *row, i64 j0, i64
 }
 
 /* Input dropout of one neighbour (row r) over the lane's T x V values: bit k V + v of the
- * result says whether element (r, j0 + k span + v) is kept. The bits depend on the row and the
- * columns only, so they are computed before the row's loads are issued and the loads need no
- * registers of the hash while they are in flight (with the hash applied after the loads, ptxas
- * interleaved hashing with the loads and kept 2-4 of the 16 in flight). With V = 4 the four
- * elements of a chunk start at a multiple of 4 (dim and j are), so they are the two halves of
- * two hashes (ng_dropped: element i takes half i & 1 of mix64(key ^ (i >> 1))): two mix64 for
- * four elements instead of four, the same bits. */
+ * result says whether element (r, j0 + k span + v) is kept (kept). The bits depend on the row
+ * and the columns only, so they are computed before the row's loads are issued: one register a
+ * row while the loads are in flight, rather than the hash's 64-bit temporaries after them.
+ * With V = 4 the four elements of a chunk start at a multiple of 4 (dim and j are), so they
+ * are the two halves of two hashes (element i takes half i & 1 of mix64(key ^ (i >> 1))): two
+ * mix64 for four elements instead of four, the same bits. */
 template <int V, int T>
 __device__ __forceinline__ u32 keep_bits(const drop &dr, i64 r, i64 j0, i64 span, i64 dim) {
   static_assert(V * T <= 32, "one bit a value");
@@ -139,11 +139,8 @@ __device__ __forceinline__ u32 keep_bits(const drop &dr, i64 r, i64 j0, i64 span
       keep |= (u32)((u32)(h1 >> 32) >= dr.threshold) << (4 * k + 3);
     } else {
       _Pragma("unroll")
-      for (int v = 0; v < V; v++) {
-        const u64 i = base + v;
-        const u64 h = mix64(dr.key ^ (i >> 1));
-        keep |= (u32)((u32)(h >> ((i & 1) * 32)) >= dr.threshold) << (k * V + v);
-      }
+      for (int v = 0; v < V; v++)
+        keep |= (u32)kept(dr, base + v) << (k * V + v);
     }
   }
   return keep;
@@ -360,8 +357,7 @@ __device__ __forceinline__ void fwd(const blk &b, const E *__restrict__ src, i64
     (void)a;
     /* Whether the warp's whole group (lane 0's first column + T chunks of 32 V) is inside the
      * row: the same for every lane, so the warp does not split between the two paths. With
-     * T = 1 the lane's one chunk starts at j0 < dim, so it is inside: one path (a second one
-     * took the W4 instances from 30 to 48 registers). */
+     * T = 1 the lane's one chunk starts at j0 < dim, so it is inside: one path. */
     const bool full = T == 1 || j0 - lane * V + T * span <= dim;
     if (full)
       reduce<A, V, T, E, Drop, Arg, true>(s, a, b, src, dim, dr, e0, e1, j0, span);
