@@ -10,8 +10,9 @@
  *                              forward without it (inference's);
  *   max partial (bf16, drop)   aggr_partial of max, as the sum's rows;
  *   X template (nvcc)          ng__cuda_template_builtin_fwd: built-in X's text in the template
- *                              without the self loop (for max: an instance training does not
- *                              run, the hand-written kernel serves it);
+ *                              without the self loop (for max: the kernel aggr_fwd runs
+ *                              without argbest; on main, hand-written max, an instance that
+ *                              nothing else runs);
  *   mean user (nvrtc)          the built-in mean's text as a user aggregator, compiled at run
  *                              time by NVRTC;
  * and two user aggregators for scale: a power mean (cbrtf) and a softmax aggregation of three

@@ -1,10 +1,9 @@
 /* The CUDA backend's gathers and aggregation: row gathers (device memory or zero-copy host
- * memory), block aggregation forward and backward, partial states, scatter and self loops, with
- * their kernels. The aggregations that the gather-aggregate template serves (the forward of sum,
- * mean and GCN, partial states of sum and mean, every merge and finalize, and every op of a user
- * aggregator) are handed to backend_cuda_uagg.cu; what stays here is MAX/MIN's forward with its
- * argbest and partial state, and the backward of the built-ins (docs/aggregators.md says why).
- * The rules of the whole backend are in backend_cuda_impl.h. */
+ * memory), block aggregation backward, scatter and self loops, with their kernels. Every
+ * forward (MAX/MIN's argbest included), partial state, merge and finalize, and every op of a
+ * user aggregator, runs the gather-aggregate template and is handed to backend_cuda_uagg.cu;
+ * what stays here is the backward of the built-ins (docs/aggregators.md says why). The rules of
+ * the whole backend are in backend_cuda_impl.h. */
 #include "backend_cuda_impl.h"
 
 #include <type_traits>
@@ -60,7 +59,7 @@ struct sum_flags {
   bool weighted, self_loop, mean;
 };
 
-/* Input dropout (ng_aggr.drop_p, scatter_rows' drop_p): element (row, c) of the source table. */
+/* Input dropout (scatter_rows' drop_p): element (row, c) of the source table. */
 struct in_drop {
   bool on;
   uint64_t key;
@@ -76,67 +75,6 @@ __device__ inline void apply_drop(const in_drop &dr, float *x, int64_t row, int6
   const uint64_t base = (uint64_t)(row * dim + j);
   for (int k = 0; k < V; k++)
     x[k] = dev_dropout_keep(dr.key, base + k, dr.threshold) ? __fmul_rn(x[k], dr.scale) : 0.0f;
-}
-
-/* MAX/MIN forward: the first neighbour, then strictly better ones (ties and NaN keep the
- * earlier); empty rows give 0 and argbest -1. One warp per destination and group of T chunks. */
-template <int V, int T, bool IS_MAX, typename S>
-__global__ void k_aggr_best(in_drop dr, ng_block b, const S *__restrict__ src, int64_t dim,
-                            float *__restrict__ dst, int32_t *__restrict__ argbest) {
-  const int64_t d = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (d >= b.n_dst)
-    return;
-  const int32_t e0 = b.indptr[d], e1 = b.indptr[d + 1];
-  const int64_t span = 32 * V;
-  for (int64_t j0 = ((int64_t)blockIdx.y * T * 32 + lane) * V; j0 < dim;
-       j0 += (int64_t)gridDim.y * T * span) {
-    float best[T][V], x[T][V];
-    int32_t arg[T][V];
-    const int32_t first = e0 == e1 ? -1 : b.indices[e0];
-    if (e0 == e1) {
-#pragma unroll
-      for (int k = 0; k < T; k++)
-#pragma unroll
-        for (int v = 0; v < V; v++)
-          best[k][v] = 0.0f;
-    } else {
-      ld_chunks<V, T>(best, src + (int64_t)first * dim, j0, span, dim);
-#pragma unroll
-      for (int k = 0; k < T; k++)
-        apply_drop<V>(dr, best[k], first, dim, j0 + k * span);
-    }
-#pragma unroll
-    for (int k = 0; k < T; k++)
-#pragma unroll
-      for (int v = 0; v < V; v++)
-        arg[k][v] = first;
-    for (int32_t e = e0 + 1; e < e1; e++) {
-      const int32_t s = b.indices[e];
-      ld_chunks<V, T>(x, src + (int64_t)s * dim, j0, span, dim);
-#pragma unroll
-      for (int k = 0; k < T; k++) {
-        apply_drop<V>(dr, x[k], s, dim, j0 + k * span);
-#pragma unroll
-        for (int v = 0; v < V; v++) {
-          const bool win = IS_MAX ? x[k][v] > best[k][v] : x[k][v] < best[k][v];
-          if (win) {
-            best[k][v] = x[k][v];
-            arg[k][v] = s;
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < T; k++) {
-      const int64_t j = j0 + k * span;
-      if (j < dim) {
-        st<V>(dst + d * dim + j, best[k]);
-        if (argbest)
-          sti<V>(argbest + d * dim + j, arg[k]);
-      }
-    }
-  }
 }
 
 /* The coefficient of transposed edge t, exactly as ngk_bwd_coef computes it. */
@@ -290,12 +228,6 @@ __global__ void k_self_loop(float *dst, const float *self_w, const float *rows, 
     dst[i] = __fadd_rn(dst[i], __fmul_rn(self_w[i / dim], rows[i]));
 }
 
-__global__ void k_degree(ng_block b, int32_t *count) {
-  for (int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; d < b.n_dst;
-       d += (int64_t)gridDim.x * blockDim.x)
-    count[d] = b.indptr[d + 1] - b.indptr[d];
-}
-
 /* ---- gathers ---- */
 
 ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
@@ -317,50 +249,10 @@ ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const
 
 /* ---- aggregation ---- */
 
-/* Launches the MAX/MIN forward over the block's destinations (no launch for empty work). */
-template <typename S>
-ng_status launch_best(ng_backend *be, const char *op, const ng_aggr *ag, const ng_block *blk,
-                      const S *src, int64_t dim, float *dst, int32_t *argbest) {
-  if (blk->n_dst == 0 || dim == 0)
-    return NG_OK;
-  cudaStream_t s = ctx_of(be)->stream;
-  const bool v4 =
-      dim % 4 == 0 && aligned_v4(src) && aligned16(dst) && (!argbest || aligned16(argbest));
-  const int t = chunks_per_warp(dim, v4 ? 4 : 1);
-  const dim3 grid = grid_rows_chunks(blk->n_dst, dim, v4 ? 4 : 1, t);
-  const in_drop dr = {ag->drop_p > 0.0f, ag->drop_key, ng_dropout_threshold(ag->drop_p),
-                      1.0f / (1.0f - ag->drop_p)};
-  const ng_block b = *blk;
-  with_chunks(t, [&](auto T) {
-    constexpr int C = decltype(T)::value;
-    if (ag->reduce == NG_REDUCE_MAX) {
-      if (v4)
-        k_aggr_best<4, C, true, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
-      else
-        k_aggr_best<1, C, true, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
-    } else {
-      if (v4)
-        k_aggr_best<4, C, false, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
-      else
-        k_aggr_best<1, C, false, S><<<grid, kThreads, 0, s>>>(dr, b, src, dim, dst, argbest);
-    }
-  });
-  LAUNCH_CHECK(op);
-  return NG_OK;
-}
-
-/* Whether the template serves `ag`'s forward and partial states: SUM (sum, mean, GCN) and user
- * aggregators; MAX/MIN run k_aggr_best, which writes argbest. */
-static bool tmpl_serves(const ng_aggr *ag) {
-  return ag->user || ag->reduce == NG_REDUCE_SUM;
-}
-
+/* Every forward, MAX/MIN's argbest included: the template. */
 ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest) {
-  if (tmpl_serves(ag))
-    return cuda_tmpl_fwd(be, ag, blk, src, dim, dst);
-  NG_CHECK(use(be, "aggr_fwd"));
-  return launch_best(be, "aggr_fwd", ag, blk, src, dim, dst, argbest);
+  return cuda_tmpl_fwd(be, ag, blk, src, dim, dst, argbest);
 }
 
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
@@ -389,28 +281,15 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
   return NG_OK;
 }
 
-/* MAX/MIN partial state: the counts, then the bare reduction (no argbest). */
-template <typename S>
-static ng_status best_partial(ng_backend *be, const char *op, const ng_aggr *ag,
-                              const ng_block *blk, const S *src, ng_pstate *state) {
-  NG_CHECK(use(be, op));
-  k_degree<<<grid_1d(blk->n_dst), kThreads, 0, ctx_of(be)->stream>>>(*blk, state->count);
-  LAUNCH_CHECK(op);
-  return launch_best(be, op, ag, blk, src, state->dim, state->val, nullptr);
-}
-
+/* Every partial state (with its counts, in one kernel): the template. */
 ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state) {
-  if (tmpl_serves(ag))
-    return cuda_tmpl_partial(be, ag, blk, src, state);
-  return best_partial(be, "aggr_partial", ag, blk, src, state);
+  return cuda_tmpl_partial(be, ag, blk, src, state);
 }
 
 ng_status cuda_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                                  const uint16_t *src, ng_pstate *state) {
-  if (tmpl_serves(ag))
-    return cuda_tmpl_partial_bf16(be, ag, blk, src, state);
-  return best_partial(be, "aggr_partial_bf16", ag, blk, src, state);
+  return cuda_tmpl_partial_bf16(be, ag, blk, src, state);
 }
 
 template <typename S>

@@ -302,13 +302,6 @@ template <int V> __device__ inline void ldi(int32_t *o, const int32_t *p) {
   }
 }
 
-template <int V> __device__ inline void sti(int32_t *p, const int32_t *o) {
-  if constexpr (V == 4)
-    *reinterpret_cast<int4 *>(p) = make_int4(o[0], o[1], o[2], o[3]);
-  else
-    *p = o[0];
-}
-
 /* The dropout rule of core/rng.h (ng_mix64 and ng_dropout_keep), copied literally for device
  * code: rng.h is host C. tests/test_gpu_parity.c checks that the masks agree bit for bit. */
 __device__ inline uint64_t dev_mix64(uint64_t x) {
@@ -346,11 +339,11 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
 /// backend_cuda_uagg.cu: the gather-aggregate kernel template (agg_template.h) for the
-/// built-ins it serves (forward of sum / mean / GCN; partial state of sum and mean, fp32 and bf16
-/// rows; merge and finalize of every built-in) and for user aggregators (ng_aggr.user, compiled
-/// with NVRTC on first use); the ops of backend_cuda_aggr.cu hand those cases to these.
+/// built-ins (forward of every built-in, with max's and min's argbest when given; partial state,
+/// fp32 and bf16 rows; merge and finalize) and for user aggregators (ng_aggr.user, compiled
+/// with NVRTC on first use); the ops of backend_cuda_aggr.cu hand those to these.
 ng_status cuda_tmpl_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
-                        int64_t dim, float *dst);
+                        int64_t dim, float *dst, int32_t *argbest);
 ng_status cuda_tmpl_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                             const float *src, ng_pstate *state);
 ng_status cuda_tmpl_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,

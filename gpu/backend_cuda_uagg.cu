@@ -1,13 +1,14 @@
 /* The gather-aggregate kernel template (agg_template.h, docs/aggregators.md) and the
  * aggregators that run through it: the built-ins' forward (sum, mean, GCN's weighted sum with
- * its self loop), partial states (fp32 and bf16 tables), merge and finalize, and every op of a
- * user-defined aggregator. The built-ins are written here with NG_AGGREGATOR_SOURCE, as a user
- * writes one, and compiled into the template by nvcc at build time (no NVRTC). A user
- * aggregator's NG_AGGREGATOR_SOURCE text is compiled at run time with NVRTC (loaded with dlopen,
- * so that the library needs no NVRTC to build or to run the built-ins) behind the same template
- * text, into a CUBIN for this device, loaded with cudaLibraryLoadData (the runtime API: no
- * libcuda link) and cached for the process by its generated source. What stays in the
- * specialised kernels of backend_cuda_aggr.cu, and why: docs/aggregators.md. */
+ * its self loop, max and min with their argbest), partial states (fp32 and bf16 tables), merge
+ * and finalize, and every op of a user-defined aggregator. The built-ins are written here with
+ * NG_AGGREGATOR_SOURCE, as a user writes one, and compiled into the template by nvcc at build time
+ * (no NVRTC). A user aggregator's NG_AGGREGATOR_SOURCE text is compiled at run time with NVRTC
+ * (loaded with dlopen, so that the library needs no NVRTC to build or to run the built-ins) behind
+ * the same template text, into a CUBIN for this device, loaded with cudaLibraryLoadData (the
+ * runtime API: no libcuda link) and cached for the process by its generated source. What stays in
+ * the specialised kernels of backend_cuda_aggr.cu (the built-ins' backward), and why:
+ * docs/aggregators.md. */
 #include "backend_cuda_impl.h"
 
 /* The functions of NG_AGGREGATOR_SOURCE are device functions here (neargnn.h's default is
@@ -92,13 +93,18 @@ namespace ng_cuda {
 
 NG__AGG_OPS(sum_ops, ng_builtin_sum, 1, )
 NG__AGG_OPS(mean_ops, ng_builtin_mean, 1, )
-NG__AGG_OPS(max_ops, ng_builtin_max, 1, NG__AGG_GRAD(ng_builtin_max))
-NG__AGG_OPS(min_ops, ng_builtin_min, 1, NG__AGG_GRAD(ng_builtin_min))
+/* Max and min are selection aggregators (agg_template.h, is_select: built-ins only): the first
+ * neighbour starts the state, so a NaN there stays as on the CPU, and the forward can write
+ * argbest. */
+#define NG__AGG_SELECT enum { Select = 1 };
+NG__AGG_OPS(max_ops, ng_builtin_max, 1, NG__AGG_SELECT NG__AGG_GRAD(ng_builtin_max))
+NG__AGG_OPS(min_ops, ng_builtin_min, 1, NG__AGG_SELECT NG__AGG_GRAD(ng_builtin_min))
 
 /* The launchable kernels of one aggregator: fwd[with input dropout][V == 4][log2 T] over fp32
- * rows, fwd16 over bf16 rows (built-in sum only, else null), finalize[V == 4]. */
+ * rows, fwd16 over bf16 rows (built-in sum, max and min only, else null), fwd_arg[V == 4][log2
+ * T] the forward with argbest (built-in max and min only, else null), finalize[V == 4]. */
 struct agg_kernels {
-  const void *fwd[2][2][4], *fwd16[2][2][4];
+  const void *fwd[2][2][4], *fwd16[2][2][4], *fwd_arg[2][4];
   const void *merge, *counts, *finalize[2], *bwd_dst, *bwd_src;
   int state;
 };
@@ -114,7 +120,8 @@ template <class A, class E, bool D> void fwd_instances(const void *(&f)[2][4]) {
   f[1][3] = (const void *)ng_aggt::k_fwd<A, 4, 8, E, D>;
 }
 
-/* The build-time instances of the template for aggregator A (with bf16 rows when Bf16). */
+/* The build-time instances of the template for aggregator A (with bf16 rows when Bf16; with
+ * the argbest forward for a selection aggregator). */
 template <class A, bool Linear, bool Bf16> agg_kernels builtin_kernels() {
   agg_kernels k = {};
   fwd_instances<A, float, false>(k.fwd[0]);
@@ -122,6 +129,16 @@ template <class A, bool Linear, bool Bf16> agg_kernels builtin_kernels() {
   if constexpr (Bf16) {
     fwd_instances<A, unsigned short, false>(k.fwd16[0]);
     fwd_instances<A, unsigned short, true>(k.fwd16[1]);
+  }
+  if constexpr (ng_aggt::is_select<A>::value) {
+    k.fwd_arg[0][0] = (const void *)ng_aggt::k_fwd_arg<A, 1, 1>;
+    k.fwd_arg[0][1] = (const void *)ng_aggt::k_fwd_arg<A, 1, 2>;
+    k.fwd_arg[0][2] = (const void *)ng_aggt::k_fwd_arg<A, 1, 4>;
+    k.fwd_arg[0][3] = (const void *)ng_aggt::k_fwd_arg<A, 1, 8>;
+    k.fwd_arg[1][0] = (const void *)ng_aggt::k_fwd_arg<A, 4, 1>;
+    k.fwd_arg[1][1] = (const void *)ng_aggt::k_fwd_arg<A, 4, 2>;
+    k.fwd_arg[1][2] = (const void *)ng_aggt::k_fwd_arg<A, 4, 4>;
+    k.fwd_arg[1][3] = (const void *)ng_aggt::k_fwd_arg<A, 4, 8>;
   }
   k.merge = (const void *)ng_aggt::k_merge<A>;
   k.counts = (const void *)ng_aggt::k_merge_counts<A>;
@@ -134,12 +151,12 @@ template <class A, bool Linear, bool Bf16> agg_kernels builtin_kernels() {
 }
 
 /* The kernels of built-in `red` (MEAN: SUM with `mean`); the sum's include bf16 rows (the
- * partial state of sum and mean is the bare sum). */
+ * partial state of sum and mean is the bare sum), and so do max's and min's. */
 static const agg_kernels &builtin(ng_reduce red, bool mean) {
   static const agg_kernels sum = builtin_kernels<sum_ops, true, true>();
   static const agg_kernels avg = builtin_kernels<mean_ops, true, false>();
-  static const agg_kernels max = builtin_kernels<max_ops, false, false>();
-  static const agg_kernels min = builtin_kernels<min_ops, false, false>();
+  static const agg_kernels max = builtin_kernels<max_ops, false, true>();
+  static const agg_kernels min = builtin_kernels<min_ops, false, true>();
   return red == NG_REDUCE_MAX ? max : red == NG_REDUCE_MIN ? min : mean ? avg : sum;
 }
 
@@ -377,29 +394,40 @@ static ng_aggt::blk blk_of(const ng_aggr *ag, const ng_block *b, bool self) {
                       self ? b->self_w : nullptr, b->n_dst};
 }
 
-/* The forward (out, with the self loop when `self`) or partial state (state, count) over a
- * block with kernels `k`, rows of type E (fp32, or bf16 for the built-in sum). */
+/* The forward (out, with the self loop when `self`, and argbest when `arg`: max and min) or
+ * partial state (state, count) over a block with kernels `k`, rows of type E (fp32, or bf16 for
+ * the built-in sum, max and min). */
 template <class E>
 static ng_status launch_fwd(ng_backend *be, const char *op, const agg_kernels &k, const ng_aggr *ag,
                             const ng_block *blk, const E *src, int64_t dim, float *out, bool self,
-                            float *state, int32_t *count) {
+                            float *state, int32_t *count, int32_t *arg = nullptr) {
   if (blk->n_dst == 0 || (out && dim == 0)) /* (a partial state's counts are written at dim 0) */
     return NG_OK;
-  const bool v4 =
-      dim % 4 == 0 && aligned_v4(src) && (!out || aligned16(out)) && (!state || aligned16(state));
+  const bool v4 = dim % 4 == 0 && aligned_v4(src) && (!out || aligned16(out)) &&
+                  (!state || aligned16(state)) && (!arg || aligned16(arg));
   const int v = v4 ? 4 : 1;
   /* Chunks as the gathers take them (chunks_per_warp: a whole row up to 8), while a thread's
    * S x V x T state floats fit in 32 registers. */
   int t = NG_MIN(chunks_per_warp(dim, v), floor_pow2(NG_MAX(1, 32 / (k.state * v))));
   const int ti = t == 8 ? 3 : t == 4 ? 2 : t == 2 ? 1 : 0;
   const bool drop = ag->drop_p > 0.0f;
+  dim3 grid = grid_rows_chunks(blk->n_dst, dim, v, t);
+  ng_aggt::blk b = blk_of(ag, blk, self);
+  long long d64 = dim;
+  if (arg) { /* max and min with argbest: fp32 rows, no dropout (aggr_fwd takes none) */
+    const void *fn = std::is_same<E, float>::value && !drop ? k.fwd_arg[v4][ti] : nullptr;
+    if (!fn)
+      return ng__err(NG_ERR_UNSUPPORTED,
+                     "%s: argbest is written only by max and min over fp32 rows without dropout",
+                     op);
+    void *args[] = {&b, (void *)&src, &d64, &out, &arg};
+    CU_CHECK(op, cudaLaunchKernel(fn, grid, dim3(kThreads), args, 0, ctx_of(be)->stream));
+    return NG_OK;
+  }
   const void *fn = std::is_same<E, float>::value ? k.fwd[drop][v4][ti] : k.fwd16[drop][v4][ti];
   if (!fn)
     return ng__err(NG_ERR_UNSUPPORTED, "%s: a user-defined aggregator reads fp32 tables only", op);
-  dim3 grid = grid_rows_chunks(blk->n_dst, dim, v, t);
-  ng_aggt::blk b = blk_of(ag, blk, self);
   ng_aggt::drop dr = {ag->drop_key, ng_dropout_threshold(ag->drop_p), 1.0f / (1.0f - ag->drop_p)};
-  long long d64 = dim;
   void *args[] = {&b, (void *)&src, &d64, &dr, &out, &state, &count};
   CU_CHECK(op, cudaLaunchKernel(fn, grid, dim3(kThreads), args, 0, ctx_of(be)->stream));
   return NG_OK;
@@ -416,11 +444,14 @@ static ng_status kernels_for(ng_backend *be, const ng_aggr *ag, bool partial,
 }
 
 ng_status cuda_tmpl_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
-                        int64_t dim, float *dst) {
+                        int64_t dim, float *dst, int32_t *argbest) {
   NG_CHECK(use(be, "aggr_fwd"));
   const agg_kernels *k;
   NG_CHECK(kernels_for(be, ag, false, &k));
-  return launch_fwd(be, "aggr_fwd", *k, ag, blk, src, dim, dst, ag->self_loop, nullptr, nullptr);
+  /* argbest is max's and min's (the sum family has none to write). */
+  int32_t *arg = !ag->user && ag->reduce != NG_REDUCE_SUM ? argbest : nullptr;
+  return launch_fwd(be, "aggr_fwd", *k, ag, blk, src, dim, dst, ag->self_loop, nullptr, nullptr,
+                    arg);
 }
 
 template <class E>
@@ -534,20 +565,25 @@ extern "C" ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *n
 }
 
 extern "C" ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop,
-                                                 int *blocks_per_sm, int *registers) {
+                                                 bool argbest, int *blocks_per_sm, int *registers,
+                                                 int *spill_bytes) {
   using namespace ng_cuda;
   const agg_kernels *k = builtin_named(name);
-  if (!k || (bf16 && strcmp(name, "sum") != 0))
+  const bool mean = k && !strcmp(name, "mean");
+  const bool sel = k && (!strcmp(name, "max") || !strcmp(name, "min"));
+  if (!k || (bf16 && mean) || (argbest && (!sel || bf16 || drop)))
     return ng__err(NG_ERR_INVALID_ARG,
-                   "template occupancy: \"%s\"%s is not a built-in instance (sum, mean, max, "
-                   "min; bf16 rows: sum)",
-                   name ? name : "(null)", bf16 ? " with bf16 rows" : "");
-  const void *fn = bf16 ? k->fwd16[drop][1][3] : k->fwd[drop][1][3];
+                   "template occupancy: \"%s\"%s%s%s is not a built-in instance (sum, mean, max, "
+                   "min; bf16 rows: sum, max, min; argbest: max and min, fp32 rows, no dropout)",
+                   name ? name : "(null)", bf16 ? " with bf16 rows" : "",
+                   drop ? " with dropout" : "", argbest ? " with argbest" : "");
+  const void *fn = argbest ? k->fwd_arg[1][3] : bf16 ? k->fwd16[drop][1][3] : k->fwd[drop][1][3];
   cudaFuncAttributes attr;
   CU_CHECK("template occupancy", cudaFuncGetAttributes(&attr, fn));
   CU_CHECK("template occupancy",
            cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, fn, kThreads, 0));
   *registers = attr.numRegs;
+  *spill_bytes = (int)attr.localSizeBytes;
   return NG_OK;
 }
 

@@ -35,17 +35,18 @@ ng_status ng__cuda_host_unregister(void *ptr);
 
 /// Benchmark and parity hook: aggr_fwd of built-in `name` ("sum", "mean", "max", "min") through
 /// the gather-aggregate template (gpu/agg_template.h), instantiated at build time from the
-/// built-in's NG_AGGREGATOR_SOURCE text; `ag` gives only the edge weights (no self loop). For
-/// sum and mean this is the kernel aggr_fwd runs; for max and min, aggr_fwd runs the
-/// hand-written kernel that also writes argbest (docs/aggregators.md, what runs where).
+/// built-in's NG_AGGREGATOR_SOURCE text; `ag` gives only the edge weights (no self loop). The
+/// kernel aggr_fwd runs (for max and min: the one it runs without argbest).
 ng_status ng__cuda_template_builtin_fwd(ng_backend *be, const char *name, const ng_aggr *ag,
                                         const ng_block *blk, const float *src, int64_t dim,
                                         float *dst);
-/// Test hook: the registers a thread and the resident blocks an SM (256 threads a block) of
-/// built-in `name`'s widest forward instance (V = 4, T = 8: 1024-wide rows), from fp32 or bf16
-/// rows ("sum" only), with or without input dropout, on the current device.
-ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop, int *blocks_per_sm,
-                                      int *registers);
+/// Test hook: the registers a thread, the bytes of local memory a thread (spills) and the
+/// resident blocks an SM (256 threads a block) of built-in `name`'s widest forward instance
+/// (V = 4, T = 8: 1024-wide rows), from fp32 or bf16 rows ("sum", "max", "min"), with or without
+/// input dropout, or (`argbest`: "max", "min", fp32 rows, no dropout) the forward that writes
+/// argbest, on the current device.
+ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bool drop, bool argbest,
+                                      int *blocks_per_sm, int *registers, int *spill_bytes);
 /// Test hook: the products gemm_bias_act has run through cuBLASLt's epilogue so far, in this
 /// process (the others ran in two passes).
 int64_t ng__cuda_lt_products(void);

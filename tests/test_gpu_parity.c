@@ -394,31 +394,44 @@ static void test_pstate(void) {
 }
 
 /* ---- the aggregation template's occupancy ----
- * Sum, mean and GCN run the gather-aggregate template (gpu/agg_template.h). Its widest forward
- * instance (1024-wide rows: V = 4, T = 8) reaches HBM's rate only with two blocks of 256
- * threads resident an SM, as the hand-written kernel it replaced had (124 registers): at 164
- * registers the template ran W1's mean 1.7% slower (docs/aggregators.md). Every built-in
- * instance, with and without input dropout and from bf16 rows, must keep two blocks. */
+ * Every built-in forward and partial state runs the gather-aggregate template
+ * (gpu/agg_template.h). Its widest forward instance (1024-wide rows: V = 4, T = 8) reaches
+ * HBM's rate only with two blocks of 256 threads resident an SM, as the hand-written kernels
+ * it replaced had (sum 124 registers, max 128): at 164 registers the template ran W1's mean
+ * 1.7% slower (docs/aggregators.md). Its kernels declare two blocks (__launch_bounds__(256,
+ * 2)), so ptxas keeps to 128 registers by spilling if it must: every built-in instance, with and
+ * without input dropout, from bf16 rows (sum, max, min) and with argbest (max, min), must keep
+ * two blocks and spill nothing (two rows with their dropout keep bits spilled 50-300 bytes a
+ * thread, which is why the dropout instances of wide rows load one row at a time). */
 static void test_template_occupancy(void) {
   static const struct {
     const char *name;
-    bool bf16;
-  } inst[] = {{"sum", false}, {"mean", false}, {"max", false}, {"min", false}, {"sum", true}};
+    bool bf16, argbest;
+  } inst[] = {{"sum", false, false}, {"mean", false, false}, {"max", false, false},
+              {"min", false, false}, {"sum", true, false},   {"max", true, false},
+              {"min", true, false},  {"max", false, true},   {"min", false, true}};
   for (size_t i = 0; i < NG_TEST_LEN(inst); i++)
-    for (int drop = 0; drop < 2; drop++) {
-      int blocks = 0, regs = 0;
-      EXPECT_OK(ng__cuda_template_occupancy(inst[i].name, inst[i].bf16, drop, &blocks, &regs));
-      if (blocks < 2)
+    for (int drop = 0; drop < (inst[i].argbest ? 1 : 2); drop++) {
+      int blocks = 0, regs = 0, spill = -1;
+      EXPECT_OK(ng__cuda_template_occupancy(inst[i].name, inst[i].bf16, drop, inst[i].argbest,
+                                            &blocks, &regs, &spill));
+      if (blocks < 2 || spill != 0)
         ng_test_fail(__FILE__, __LINE__,
-                     "template %s%s%s: %d block(s) of 256 threads an SM (%d registers a thread); "
-                     "two need 128 or fewer",
-                     inst[i].name, inst[i].bf16 ? " bf16" : "", drop ? " dropout" : "", blocks,
-                     regs);
+                     "template %s%s%s%s: %d block(s) of 256 threads an SM (%d registers a "
+                     "thread), %d bytes of spills a thread; two blocks and no spill expected",
+                     inst[i].name, inst[i].bf16 ? " bf16" : "", drop ? " dropout" : "",
+                     inst[i].argbest ? " argbest" : "", blocks, regs, spill);
     }
-  int blocks = 0, regs = 0;
-  EXPECT_STATUS(ng__cuda_template_occupancy("max", true, false, &blocks, &regs),
+  int blocks = 0, regs = 0, spill = 0;
+  EXPECT_STATUS(ng__cuda_template_occupancy("mean", true, false, false, &blocks, &regs, &spill),
                 NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("bf16");
+  EXPECT_STATUS(ng__cuda_template_occupancy("sum", false, false, true, &blocks, &regs, &spill),
+                NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("argbest");
+  EXPECT_STATUS(ng__cuda_template_occupancy("max", false, true, true, &blocks, &regs, &spill),
+                NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("dropout");
 }
 
 /* ---- bf16 tables (NG_PRECISION_BF16) ----
