@@ -312,6 +312,12 @@ __device__ __forceinline__ void reduce(float (&s)[T][V][A::S], int (&a)[Arg ? T 
     }
   }
   for (; e < e1; e++) { /* one row at a time (the last of an odd count, with a Pair) */
+    /* With a Pair this runs at most once; told so, ptxas does not unroll it into more loads in
+     * flight, which took W4's 128-wide instances from 32 registers to 40-46 and 5 blocks an SM
+     * (its sum and mean ran 5% slower than the kernels they replaced). */
+    if constexpr (Pair)
+      if (e + 1 != e1)
+        __builtin_unreachable();
     const i64 r0 = b.indices[e];
     const float w0 = weighted ? b.edge_w[e] : 1.0f;
     if constexpr (Drop)
@@ -427,13 +433,15 @@ __device__ __forceinline__ void fwd(const blk &b, const E *__restrict__ src, i64
 }
 
 /* The forward and partial state of every aggregator (fwd above). Two blocks of 256 threads an
- * SM (at most 128 registers a thread): with __launch_bounds__(256) alone ptxas aimed at its own
- * register target, and the max instance of 1024-wide rows took 64 registers by issuing each
- * 16-byte load only after the previous one was used (one load in flight a lane, where the
- * hand-written kernel kept a row of 8; W1's one-batch forward ran 1.8x slower); bounded to two
- * blocks it takes up to 128 and keeps both rows' loads in flight (docs/aggregators.md). */
+ * SM (at most 128 registers a thread) for several chunks a lane: with __launch_bounds__(256)
+ * alone ptxas aimed at its own register target, and the max instance of 1024-wide rows took 64
+ * registers by issuing each 16-byte load only after the previous one was used (one load in
+ * flight a lane, where the hand-written kernel kept a row of 8; W1's one-batch forward ran 1.8x
+ * slower); bounded to two blocks it takes up to 128 and keeps both rows' loads in flight
+ * (docs/aggregators.md). One chunk a lane (T = 1: rows of at most 32 V, W4's 128) is left
+ * unbounded (0: no minimum), where ptxas keeps 31-32 registers and eight blocks an SM. */
 template <class A, int V, int T, class E, bool Drop>
-__global__ void __launch_bounds__(256, 2)
+__global__ void __launch_bounds__(256, T > 1 ? 2 : 0)
 k_fwd(blk b, const E *__restrict__ src, i64 dim, drop dr, float *__restrict__ out,
       float *__restrict__ state, int *__restrict__ count) {
   fwd<A, V, T, E, Drop, false>(b, src, dim, dr, out, state, count, nullptr);
