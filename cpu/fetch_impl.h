@@ -100,7 +100,8 @@ typedef struct {
   const uint16_t *staged16;
   const int64_t *staged_ids;
   /// PARTIAL: the bare reduction of the cold edges of destinations [0, n_host_dst) (its n_dst
-  /// is n_host_dst; val NULL otherwise).
+  /// is n_host_dst) when the host reduced some cold edge; otherwise (and outside PARTIAL) n_dst
+  /// 0 and val, count NULL, while n_host_dst keeps its value.
   ng_pstate cold_state;
   /// The rest of the mini-batch: blocks 1 .. n_layers-1 with every array (the transposes too),
   /// and blocks[0]'s counts only (its edges are the two sub-blocks above). node_ids is NULL:

@@ -1,7 +1,7 @@
 /* bench_agg_gpu: the gather-aggregate kernel template (gpu/agg_template.h, docs/aggregators.md)
  * on the input-layer shapes of workloads W1 and W4 (docs/eval.md), on one GPU. Per shape it
  * times, in milliseconds (median of REPS after a warm-up), the built-in ops that go through the
- * template since it serves the built-ins, and what stays hand-written beside it:
+ * template (every forward and partial state, max and min included):
  *   mean/sum/gcn aggr_fwd      the forward training runs (gcn: GCN weights and the self loop);
  *   sum partial (bf16, drop)   aggr_partial, the hot part of a partial state, from the fp32 and
  *                              bf16 tables, and with input dropout 0.5;
@@ -11,8 +11,7 @@
  *   max partial (bf16, drop)   aggr_partial of max, as the sum's rows;
  *   X template (nvcc)          ng__cuda_template_builtin_fwd: built-in X's text in the template
  *                              without the self loop (for max: the kernel aggr_fwd runs
- *                              without argbest; on main, hand-written max, an instance that
- *                              nothing else runs);
+ *                              without argbest);
  *   mean user (nvrtc)          the built-in mean's text as a user aggregator, compiled at run
  *                              time by NVRTC;
  * and two user aggregators for scale: a power mean (cbrtf) and a softmax aggregation of three

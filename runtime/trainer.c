@@ -787,7 +787,13 @@ static ng_status estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, const
   const double cold = nodes > 0 ? (nodes - (double)hot) / nodes : 0.0;
   const ng_mode mode = o.mode == NG_MODE_AUTO ? (cuda ? NG_MODE_HYBRID : NG_MODE_CPU) : o.mode;
   const bool transfer_zcopy = ng__transfer_resolve(o.transfer, info->feature_dim) == NG_FETCH_ZCOPY;
-  const double batch_rows = rows * cold, partial_rows = (cold > 0.0 ? dst0 : 0.0) + dst0 * cold;
+  /* A state holds state_size floats a feature (a user aggregator's merge law may keep several)
+   * and a count a destination. */
+  const double state_rows =
+      cold > 0.0 && dim > 0.0
+          ? dst0 * ((double)ng__aggr_state_size(ng__model_input_aggr(m)) + 1.0 / dim)
+          : 0.0;
+  const double batch_rows = rows * cold, partial_rows = state_rows + dst0 * cold;
   double pkg_rows = 0.0;
   if (mode == NG_MODE_BASELINE)
     pkg_rows = batch_rows;

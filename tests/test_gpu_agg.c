@@ -419,10 +419,10 @@ static float *select_floats(ng_rng *r, int64_t n) {
   return x;
 }
 
-/* MAX/MIN (the hand-written kernels) against ref_best, byte for byte: aggr_fwd with argbest
- * (aligned, and misaligned by one int, which takes the V = 1 instances) and without it; partial
- * states (values, empty rows' 0, counts) from the fp32 and the bf16 table, with and without input
- * dropout. */
+/* MAX/MIN (the template's selection instances) against ref_best, byte for byte: aggr_fwd with
+ * argbest (aligned, and misaligned by one int, which takes the V = 1 instances) and without it;
+ * partial states (values, empty rows' 0, counts) from the fp32 and the bf16 table, with and without
+ * input dropout. */
 static void check_best(const ng_aggr *base, const char *name, const ng_block *hb, const dblock *db,
                        int64_t dim, const float *sel, const float *dsel, const float *selc,
                        const uint16_t *dsel16, int k) {

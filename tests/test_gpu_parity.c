@@ -398,11 +398,12 @@ static void test_pstate(void) {
  * (gpu/agg_template.h). Its widest forward instance (1024-wide rows: V = 4, T = 8) reaches
  * HBM's rate only with two blocks of 256 threads resident an SM, as the hand-written kernels
  * it replaced had (sum 124 registers, max 128): at 164 registers the template ran W1's mean
- * 1.7% slower (docs/aggregators.md). Its kernels declare two blocks (__launch_bounds__(256,
- * 2)), so ptxas keeps to 128 registers by spilling if it must: every built-in instance, with and
- * without input dropout, from bf16 rows (sum, max, min) and with argbest (max, min), must keep
- * two blocks and spill nothing (two rows with their dropout keep bits spilled 50-300 bytes a
- * thread, which is why the dropout instances of wide rows load one row at a time). */
+ * 1.7% slower (docs/aggregators.md). Its kernels of several chunks a lane declare two blocks
+ * (__launch_bounds__(256, 2); one chunk a lane is left unbounded), so ptxas keeps to 128 registers
+ * by spilling if it must: every built-in instance, with and without input dropout, from bf16 rows
+ * (sum, max, min) and with argbest (max, min), must keep two blocks and spill nothing (two rows
+ * with their dropout keep bits spilled 50-300 bytes a thread, which is why the dropout instances of
+ * wide rows load one row at a time). */
 static void test_template_occupancy(void) {
   static const struct {
     const char *name;
@@ -1052,8 +1053,8 @@ static void test_fill_add_copy(void) {
 }
 
 /* scatter_rows (fp32): rows gathered by id to given positions (or in order), with and without
- * input dropout, bit for bit the CPU backend's, for widths that take one chunk a row (several
- * rows a warp, row counts that leave a partial warp) and wider ones. */
+ * input dropout, bit for bit the CPU backend's, for widths of one chunk a row (V = 1 and 4) and
+ * wider ones, and row counts of 1, 7 and 121. */
 static void test_scatter_rows(void) {
   ng_rng r;
   ng_rng_seed(&r, 77);

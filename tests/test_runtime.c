@@ -2,6 +2,7 @@
  * its error and leaves a state that continues bit-identically; a failure on the device side
  * stops the workers; an interrupted epoch with several workers resumes bit-identically; the
  * telemetry reports what happened. Nothing may hang (ctest's TIMEOUT is the backstop). */
+#include "ng_test_agg.h"
 #include "ng_test_fetch.h"
 
 #include "core_impl.h"
@@ -569,8 +570,25 @@ static void test_estimate_bounds_package(void) {
   const int64_t *train = NULL;
   int64_t n_train = 0;
   EXPECT_OK(ng_dataset_split(&train, &n_train, cora, NG_SPLIT_TRAIN));
-  for (size_t m = 0; m < NG_TEST_LEN(modes); m++)
+  /* The Cora model, and one whose input layer aggregates with a user aggregator of three state
+   * floats a feature (its partial states are three times the mean's). */
+  ng_model_t user = NULL;
+  EXPECT_OK(ng_model_create(&user, NG_MODEL_SAGE, 1433));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.out_dim = 16;
+  l0.fanout = 5;
+  l0.aggregator =
+      (ng_aggregator){NG_REDUCE_SUM, NG_EDGE_WEIGHT_NONE, NG_FINALIZE_NONE, 0, &ng_test_softmax};
+  l1.out_dim = 7;
+  l1.fanout = 10;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(user, &l0));
+  EXPECT_OK(ng_model_add_layer(user, &l1));
+  const ng_model_t models[] = {model, user};
+  for (size_t k = 0; k < NG_TEST_LEN(models) * NG_TEST_LEN(modes); k++)
     for (size_t r = 0; r < NG_TEST_LEN(ratios); r++) {
+      const size_t m = k % NG_TEST_LEN(modes);
+      const ng_model_t mdl = models[k / NG_TEST_LEN(modes)];
       ng_train_opts o = NG_TRAIN_OPTS_INIT;
       o.batch = n_train;
       o.seed = 11;
@@ -580,7 +598,7 @@ static void test_estimate_bounds_package(void) {
       o.partial_workers = 1;
       o.cache_ratio = ratios[r];
       ng_trainer_t t = NULL;
-      EXPECT_OK(ng_trainer_create(&t, cora, model, &o));
+      EXPECT_OK(ng_trainer_create(&t, cora, mdl, &o));
       if (!t)
         continue;
       ng_memory_estimate mem = NG_MEMORY_ESTIMATE_INIT;
@@ -591,11 +609,13 @@ static void test_estimate_bounds_package(void) {
       EXPECT_OK(ng__runtime_presize(rt, &plan, 0.5f, SIZE_MAX, &slot));
       if (slot > ng__slot_size((size_t)mem.package_bytes + 4096))
         ng_test_fail(__FILE__, __LINE__,
-                     "%s, cache ratio %g: a slot of %zu bytes for the package, above the "
-                     "estimate's %lld",
-                     ng_mode_name(modes[m]), ratios[r], slot, (long long)mem.package_bytes);
+                     "%s, %s model, cache ratio %g: a slot of %zu bytes for the package, above "
+                     "the estimate's %lld",
+                     ng_mode_name(modes[m]), mdl == user ? "user-aggregator" : "Cora", ratios[r],
+                     slot, (long long)mem.package_bytes);
       ng_trainer_destroy(t);
     }
+  ng_model_destroy(user);
 }
 
 /* Trains `epochs` epochs and returns the checkpoint (*len bytes) and the slots grown on demand
