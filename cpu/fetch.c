@@ -494,14 +494,11 @@ ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
    * rows) and PARTIAL's reduction. */
   if (!device_reads(cfg))
     stage((float *)out->staged, (uint16_t *)out->staged16, cfg, ids, c.n_staged, drop_p, drop_key);
-  if (host_states(cfg, &c)) {
-    out->cold_state.n_dst = c.n_host_dst;
-    out->cold_state.dim = cfg->dim;
+  const bool states = host_states(cfg, &c);
+  out->cold_state.n_dst = states ? c.n_host_dst : 0;
+  out->cold_state.dim = cfg->dim;
+  if (states)
     reduce_cold(out, cfg, drop_p, drop_key);
-  } else {
-    out->cold_state.n_dst = 0;
-    out->cold_state.dim = cfg->dim;
-  }
   count_stats(out, cfg, mb->blocks[0].n_dst, &c);
   return NG_OK;
 }

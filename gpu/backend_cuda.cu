@@ -516,19 +516,20 @@ ng_backend_i make_iface() {
   t.sampler_destroy = cuda_sampler_destroy;
   t.sampler_run = cuda_sampler_run;
   t.gather_rows = cuda_gather_rows;
-  t.aggr_fwd = cuda_aggr_fwd;
+  /* Every forward and partial state, merge and finalize runs the aggregation template (the
+   * built-ins' laws are their NG_AGGREGATOR_SOURCE text's); the backward stays specialised. */
+  t.aggr_fwd = cuda_tmpl_fwd;
   t.aggr_bwd = cuda_aggr_bwd;
   t.aggr_user_bwd = cuda_aggr_user_bwd;
   t.attn_fwd = cuda_attn_fwd;
   t.attn_bwd = cuda_attn_bwd;
   t.attn_state = cuda_attn_state;
   t.attn_merge = cuda_attn_merge;
-  t.aggr_partial = cuda_aggr_partial;
-  /* Every merge and finalize (the built-ins' laws are their NG_AGGREGATOR_SOURCE text's). */
+  t.aggr_partial = cuda_tmpl_partial;
   t.pstate_merge = cuda_tmpl_merge;
   t.pstate_finalize = cuda_tmpl_finalize;
   t.scatter_rows = cuda_scatter_rows;
-  t.aggr_partial_bf16 = cuda_aggr_partial_bf16;
+  t.aggr_partial_bf16 = cuda_tmpl_partial_bf16;
   t.scatter_rows_bf16 = cuda_scatter_rows_bf16;
   t.add_self_loop = cuda_add_self_loop;
   t.gemm = cuda_gemm;

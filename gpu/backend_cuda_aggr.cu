@@ -1,8 +1,9 @@
 /* The CUDA backend's gathers and aggregation: row gathers (device memory or zero-copy host
  * memory), block aggregation backward, scatter and self loops, with their kernels. Every
  * forward (MAX/MIN's argbest included), partial state, merge and finalize, and every op of a
- * user aggregator, runs the gather-aggregate template and is handed to backend_cuda_uagg.cu;
- * what stays here is the backward of the built-ins (docs/aggregators.md says why). The rules of
+ * user aggregator, runs the gather-aggregate template (backend_cuda_uagg.cu, whose functions
+ * the backend's ops table names); what stays here is the backward of the built-ins
+ * (docs/aggregators.md says why). The rules of
  * the whole backend are in backend_cuda_impl.h. */
 #include "backend_cuda_impl.h"
 
@@ -249,12 +250,6 @@ ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const
 
 /* ---- aggregation ---- */
 
-/* Every forward, MAX/MIN's argbest included: the template. */
-ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
-                        int64_t dim, float *dst, int32_t *argbest) {
-  return cuda_tmpl_fwd(be, ag, blk, src, dim, dst, argbest);
-}
-
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src) {
@@ -279,17 +274,6 @@ ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
   }
   LAUNCH_CHECK("aggr_bwd");
   return NG_OK;
-}
-
-/* Every partial state (with its counts, in one kernel): the template. */
-ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
-                            const float *src, ng_pstate *state) {
-  return cuda_tmpl_partial(be, ag, blk, src, state);
-}
-
-ng_status cuda_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
-                                 const uint16_t *src, ng_pstate *state) {
-  return cuda_tmpl_partial_bf16(be, ag, blk, src, state);
 }
 
 template <typename S>

@@ -333,15 +333,14 @@ void cuda_host_free(ng_backend *be, void *ptr);
 
 ng_status cuda_gather_rows(ng_backend *be, float *dst, const float *table, const int64_t *ids,
                            int64_t n, int64_t dim);
-ng_status cuda_aggr_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
-                        int64_t dim, float *dst, int32_t *argbest);
 ng_status cuda_aggr_bwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
                         const float *grad_dst, const int32_t *argbest, int64_t dim,
                         float *grad_src);
 /// backend_cuda_uagg.cu: the gather-aggregate kernel template (agg_template.h) for the
 /// built-ins (forward of every built-in, with max's and min's argbest when given; partial state,
 /// fp32 and bf16 rows; merge and finalize) and for user aggregators (ng_aggr.user, compiled
-/// with NVRTC on first use); the ops of backend_cuda_aggr.cu hand those to these.
+/// with NVRTC on first use): the backend's aggr_fwd, aggr_partial (_bf16), pstate_merge and
+/// pstate_finalize ops.
 ng_status cuda_tmpl_fwd(ng_backend *be, const ng_aggr *ag, const ng_block *blk, const float *src,
                         int64_t dim, float *dst, int32_t *argbest);
 ng_status cuda_tmpl_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
@@ -366,17 +365,13 @@ ng_status cuda_attn_bwd(ng_backend *be, const ng_attn *at, const ng_block *blk, 
                         const float *att_src, const float *att_dst, const float *alpha,
                         const float *grad_out, float *work, float *grad_z, float *grad_att_src,
                         float *grad_att_dst);
-ng_status cuda_aggr_partial(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
-                            const float *src, ng_pstate *state);
 ng_status cuda_scatter_rows(ng_backend *be, float *dst, const int32_t *pos, const float *table,
                             const int64_t *ids, int64_t n, int64_t dim, float drop_p,
                             uint64_t drop_key);
 ng_status cuda_add_self_loop(ng_backend *be, float *dst, const float *self_w, const float *rows,
                              int64_t n, int64_t dim);
-/// The bf16-table twins of aggr_partial and scatter_rows (NG_PRECISION_BF16): the same kernels
-/// with rows loaded as bf16 and converted to fp32 as they are read.
-ng_status cuda_aggr_partial_bf16(ng_backend *be, const ng_aggr *ag, const ng_block *blk,
-                                 const uint16_t *src, ng_pstate *state);
+/// The bf16-table twin of scatter_rows (NG_PRECISION_BF16): the same kernel with rows loaded as
+/// bf16 and converted to fp32 as they are read.
 ng_status cuda_scatter_rows_bf16(ng_backend *be, float *dst, const int32_t *pos,
                                  const uint16_t *table, const int64_t *ids, int64_t n, int64_t dim,
                                  float drop_p, uint64_t drop_key);

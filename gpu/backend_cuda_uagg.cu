@@ -569,15 +569,17 @@ extern "C" ng_status ng__cuda_template_occupancy(const char *name, bool bf16, bo
                                                  int *spill_bytes) {
   using namespace ng_cuda;
   const agg_kernels *k = builtin_named(name);
-  const bool mean = k && !strcmp(name, "mean");
-  const bool sel = k && (!strcmp(name, "max") || !strcmp(name, "min"));
-  if (!k || (bf16 && mean) || (argbest && (!sel || bf16 || drop)))
+  /* The instance, where the built-in has one (the argbest forward has no bf16 or dropout form). */
+  const void *fn = !k        ? nullptr
+                   : argbest ? (bf16 || drop ? nullptr : k->fwd_arg[1][3])
+                   : bf16    ? k->fwd16[drop][1][3]
+                             : k->fwd[drop][1][3];
+  if (!fn)
     return ng__err(NG_ERR_INVALID_ARG,
                    "template occupancy: \"%s\"%s%s%s is not a built-in instance (sum, mean, max, "
                    "min; bf16 rows: sum, max, min; argbest: max and min, fp32 rows, no dropout)",
                    name ? name : "(null)", bf16 ? " with bf16 rows" : "",
                    drop ? " with dropout" : "", argbest ? " with argbest" : "");
-  const void *fn = argbest ? k->fwd_arg[1][3] : bf16 ? k->fwd16[drop][1][3] : k->fwd[drop][1][3];
   cudaFuncAttributes attr;
   CU_CHECK("template occupancy", cudaFuncGetAttributes(&attr, fn));
   CU_CHECK("template occupancy",
