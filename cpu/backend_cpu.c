@@ -46,6 +46,7 @@ enum {
   GEMM_ENOUGH_PARTS = 16,     /* a row or column split with this many parts is parallel enough */
   GEMM_MIN_K_PARTS = 4,       /* an inner-dimension split needs at least this many parts */
   GEMM_MAX_K_TEMP = 64 << 20, /* bytes of partial products an inner-dimension split may hold */
+  GEMM_ROW_BLOCK = 48,        /* rows of A a oneDNN call always sees a multiple of (sgemm_rows) */
 };
 
 static int nthreads(const ng_backend *be) {
@@ -469,8 +470,10 @@ typedef struct {
   int64_t parts; /* number of parts */
 } gemm_plan;
 
-static gemm_plan plan_gemm(int64_t m, int64_t n, int64_t k) {
+static gemm_plan plan_gemm(int64_t m, int64_t n, int64_t k, bool trans_a) {
+  /* Row parts are whole multiples of GEMM_ROW_BLOCK, so that only the last one is padded. */
   int64_t rows = NG_MAX((int64_t)GEMM_MIN_ROWS, ceil_div(m, GEMM_MAX_PARTS));
+  rows = ceil_div(rows, GEMM_ROW_BLOCK) * GEMM_ROW_BLOCK;
   int64_t cols = NG_MAX((int64_t)GEMM_MIN_ROWS, ceil_div(n, GEMM_MAX_PARTS));
   int64_t inner = NG_MAX((int64_t)GEMM_MIN_K, ceil_div(k, GEMM_MAX_PARTS));
   int64_t nr = ceil_div(m, rows), nc = ceil_div(n, cols), nk = ceil_div(k, inner);
@@ -478,33 +481,50 @@ static gemm_plan plan_gemm(int64_t m, int64_t n, int64_t k) {
     return (gemm_plan){SPLIT_ROWS, rows, nr};
   if (nc >= GEMM_ENOUGH_PARTS)
     return (gemm_plan){SPLIT_COLS, cols, nc};
-  /* Few rows and columns but a long inner dimension (weight gradients X^T G): split the inner
-   * dimension when the partial products fit the budget. */
-  if (nk >= GEMM_MIN_K_PARTS && nk * m * n * (int64_t)sizeof(float) <= GEMM_MAX_K_TEMP)
+  /* Few rows and columns but a long inner dimension: the weight gradients X^T G. Split the inner
+   * dimension when the partial products fit the budget. Only for a transposed A: a row of an
+   * untransposed product (a node's row of X W) must be the same bits whatever m is, and whether
+   * its inner dimension is split depends on m. */
+  if (trans_a && nk >= GEMM_MIN_K_PARTS && nk * m * n * (int64_t)sizeof(float) <= GEMM_MAX_K_TEMP)
     return (gemm_plan){SPLIT_K, inner, nk};
   return nr >= nc ? (gemm_plan){SPLIT_ROWS, rows, nr} : (gemm_plan){SPLIT_COLS, cols, nc};
 }
 
-/* dnnl_sgemm, except that a one-row product of an untransposed A runs as two rows (the second
- * zero): oneDNN computes m = 1 by its gemv kernel, whose sums differ in the last bits from the
- * same row of any larger product. Every row of C is then the same bits whatever the number of
- * rows computed with it (m, and the row split below), which the serving engine relies on: a
- * node's answer does not depend on the batch it rides in (docs/serving-engine.md). */
+/* dnnl_sgemm, except that an untransposed A is always handed over as a whole multiple of
+ * GEMM_ROW_BLOCK rows (the rest zero, computed and dropped). oneDNN computes the rows of a product
+ * in register blocks whose tail (m not a multiple of the block) and one-row (gemv) kernels sum in
+ * another order than the full blocks; how many rows a block has depends on the instruction set
+ * (on AVX2 the row bits depend on m mod 6 and mod 24; 48 covers the AVX2 and AVX-512 blockings).
+ * Every row of C is then the same bits whatever the number of rows computed with it (m, and the
+ * row split below), which the serving engine relies on: a node's answer does not depend on the
+ * batch it rides in (docs/serving-engine.md). */
 static dnnl_status_t sgemm_rows(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
                                 const float *a, int64_t lda, const float *b, int64_t ldb,
                                 float beta, float *c, int64_t ldc) {
-  if (m != 1 || ta != 'N' || n <= 1)
+  const int64_t tail = m % GEMM_ROW_BLOCK, head = m - tail;
+  if (ta != 'N' || tail == 0)
     return dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  float *a2 = calloc((size_t)(2 * k + 2 * n), sizeof(float));
+  if (head > 0) {
+    dnnl_status_t st = dnnl_sgemm('N', tb, head, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (st != dnnl_success)
+      return st;
+  }
+  /* The last rows, padded to one whole block (copied: at most GEMM_ROW_BLOCK - 1 rows). */
+  const float *at = a + head * lda;
+  float *ct = c + head * ldc;
+  float *a2 = calloc((size_t)(GEMM_ROW_BLOCK * (k + n)), sizeof(float));
   if (!a2)
     return dnnl_out_of_memory;
-  float *c2 = a2 + 2 * k;
-  memcpy(a2, a, (size_t)k * sizeof(float));
+  float *c2 = a2 + GEMM_ROW_BLOCK * k;
+  for (int64_t i = 0; i < tail; i++)
+    memcpy(a2 + i * k, at + i * lda, (size_t)k * sizeof(float));
   if (beta != 0.0f)
-    memcpy(c2, c, (size_t)n * sizeof(float));
-  dnnl_status_t st = dnnl_sgemm('N', tb, 2, n, k, alpha, a2, k, b, ldb, beta, c2, n);
+    for (int64_t i = 0; i < tail; i++)
+      memcpy(c2 + i * n, ct + i * ldc, (size_t)n * sizeof(float));
+  dnnl_status_t st = dnnl_sgemm('N', tb, GEMM_ROW_BLOCK, n, k, alpha, a2, k, b, ldb, beta, c2, n);
   if (st == dnnl_success)
-    memcpy(c, c2, (size_t)n * sizeof(float));
+    for (int64_t i = 0; i < tail; i++)
+      memcpy(ct + i * ldc, c2 + i * n, (size_t)n * sizeof(float));
   free(a2);
   return st;
 }
@@ -518,7 +538,7 @@ static ng_status cpu_gemm(ng_backend *be, bool trans_a, bool trans_b, int64_t m,
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return NG_OK;
   }
-  const gemm_plan plan = plan_gemm(m, n, k);
+  const gemm_plan plan = plan_gemm(m, n, k, trans_a);
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
   float *partial = NULL;
   if (plan.split == SPLIT_K) {
