@@ -1062,16 +1062,25 @@ static void *worker_main(void *arg) {
       w->conns[ci].in = inbufs + (size_t)ci * IN_BUF;
       conn_open(w, ci, 0);
     }
+    /* A refused connection is tried again (a server whose listen queue overflowed refuses some
+     * of many simultaneous connects) unless every one was refused: then nothing listens. */
     struct epoll_event evs[EVENTS];
     while (w->n_free < w->n_conns && !w->err[0]) {
-      int64_t left = start + CONNECT_LIMIT_NS - mono_ns();
-      int down = w->n_down;
-      if (left <= 0 || down) {
+      int64_t now = mono_ns() - start, left = CONNECT_LIMIT_NS - now;
+      if (left <= 0 || w->n_down == w->n_conns) {
         snprintf(w->err, sizeof w->err, "cannot connect to %s port %d%s", o->host, o->port,
-                 down ? " (refused)" : " (no answer in 5 s)");
+                 w->n_down ? " (refused)" : " (no answer in 5 s)");
         break;
       }
-      int ne = epoll_wait(w->ep, evs, EVENTS, (int)(left / NS_PER_MS) + 1);
+      int64_t wait = left;
+      for (int ci = 0; w->n_down && ci < w->n_conns; ci++)
+        if (w->conns[ci].state == C_DOWN) {
+          if (w->conns[ci].retry_at <= now)
+            conn_open(w, ci, now);
+          else if (w->conns[ci].retry_at - now < wait)
+            wait = w->conns[ci].retry_at - now;
+        }
+      int ne = epoll_wait(w->ep, evs, EVENTS, (int)(wait / NS_PER_MS) + 1);
       for (int i = 0; i < ne; i++)
         if (evs[i].data.u64 != TIMER_TAG)
           dispatch(w, evs[i]);
@@ -1202,6 +1211,7 @@ static int report(const opts_t *o, worker_t *ws, double wall, const char *json_p
   const int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms * NS_PER_MS : INT64_MAX;
   size_t warmup_skipped = 0;
   uint64_t connect_errors = 0;
+  int64_t last_end = 0; /* when the last measured request was answered or given up */
   for (int i = 0; i < o->threads; i++) {
     connect_errors += ws[i].connect_errors;
     for (size_t k = 0; k < ws[i].n_reqs; k++) {
@@ -1210,6 +1220,8 @@ static int report(const opts_t *o, worker_t *ws, double wall, const char *json_p
         warmup_skipped++;
         continue;
       }
+      if (q->due + q->lat > last_end)
+        last_end = q->due + q->lat;
       tally_t *cs[2] = {&t[q->cls], &t[CLS_COUNT]};
       for (int j = 0; j < 2; j++) {
         tally_t *x = cs[j];
@@ -1248,7 +1260,11 @@ static int report(const opts_t *o, worker_t *ws, double wall, const char *json_p
       }
     }
   }
-  double span = o->duration - o->warmup;
+  /* Rates are over the measured window: from the end of the warmup to the last answer (or
+   * abandonment), at least to the end of the arrivals. A server that falls behind answers after
+   * the arrivals end, and its rate must not be counted as if it had kept up. */
+  double end_s = (double)last_end / 1e9;
+  double span = (end_s > o->duration ? end_s : o->duration) - o->warmup;
   FILE *f = stdout;
   if (json_path && strcmp(json_path, "-")) {
     f = fopen(json_path, "w");

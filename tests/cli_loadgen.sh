@@ -180,6 +180,7 @@ class H(BaseHTTPRequestHandler):
             self.fixed(200)
 
 
+ThreadingHTTPServer.request_queue_size = 64  # the default, 5, refuses a burst of connects
 srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
 srv.daemon_threads = True
 print("listening on http://127.0.0.1:%d/v2/models/m" % srv.server_address[1], flush=True)
@@ -219,7 +220,9 @@ check "$CONSERVED
 t = r['classes']['tophub']
 assert t['scheduled'] > 0 and t['abandoned'] == t['scheduled'] and t['ok'] == 0, t
 assert r['timeout_ms'] == 300 and r['errors'] == 0, r
-assert r['classes']['full']['goodput_rate'] * r['measured_s'] == r['classes']['full']['ok'], r"
+f = r['classes']['full']
+assert r['measured_s'] >= r['duration_s'] - r['warmup_s'], r
+assert abs(f['goodput_rate'] * r['measured_s'] - f['ok']) < 1, r"
 stop
 
 cli_finish
