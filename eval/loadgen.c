@@ -1344,7 +1344,8 @@ static const char trivial_body[] =
     "{\"model_name\":\"trivial\",\"outputs\":[{\"name\":\"class\",\"datatype\":\"INT64\","
     "\"shape\":[1],\"data\":[0]}]}";
 
-typedef struct {
+typedef struct tconn {
+  struct tconn *prev, *next; /* the thread's open connections, closed at the stop */
   int fd;
   char *in;
   size_t in_len, in_cap;
@@ -1358,13 +1359,20 @@ typedef struct {
   int listen_fd;
   int ep;
   uint64_t served;
+  tconn_t *conns;
 } tserver_t;
 
 static atomic_int g_stop;
 static char g_resp[512];
 static size_t g_resp_len;
 
-static void tconn_close(tconn_t *c) {
+static void tconn_close(tserver_t *s, tconn_t *c) {
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
   close(c->fd);
   free(c->in);
   free(c->out);
@@ -1478,8 +1486,12 @@ static void *tserver_main(void *arg) {
           nc->fd = fd;
           nc->in_cap = IN_BUF;
           struct epoll_event cev = {.events = EPOLLIN, .data.ptr = nc};
+          nc->next = s->conns;
+          if (s->conns)
+            s->conns->prev = nc;
+          s->conns = nc;
           if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &cev)) {
-            tconn_close(nc);
+            tconn_close(s, nc);
             continue;
           }
         }
@@ -1498,10 +1510,17 @@ static void *tserver_main(void *arg) {
       if (!dead && tconn_serve(s, c))
         dead = 1;
       if (dead)
-        tconn_close(c); /* leaks nothing: closing the fd also removes it from the epoll set */
+        tconn_close(s, c); /* closing the fd also removes it from the epoll set */
     }
   }
+  while (s->conns)
+    tconn_close(s, s->conns);
   return NULL;
+}
+
+static void on_stop(int sig) {
+  (void)sig;
+  atomic_store(&g_stop, 1);
 }
 
 static int serve_trivial(const char *host, int port, int threads) {
@@ -1518,12 +1537,14 @@ static int serve_trivial(const char *host, int port, int threads) {
                                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                                 "Content-Length: %zu\r\n\r\n%s",
                                 sizeof trivial_body - 1, trivial_body);
-  /* SIGTERM and SIGINT are taken by sigwait in this thread; the servers never see them. */
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  /* A handler rather than sigwait: whichever thread the signal lands on (a sanitizer's runtime
+   * may have threads of its own that do not block it), it only sets the flag the servers poll. */
+  struct sigaction act;
+  memset(&act, 0, sizeof act);
+  act.sa_handler = on_stop;
+  sigemptyset(&act.sa_mask);
+  sigaction(SIGTERM, &act, NULL);
+  sigaction(SIGINT, &act, NULL);
   tserver_t *srv = calloc((size_t)threads, sizeof *srv);
   pthread_t *tids = calloc((size_t)threads, sizeof *tids);
   if (!srv || !tids) {
@@ -1568,9 +1589,6 @@ static int serve_trivial(const char *host, int port, int threads) {
   printf("listening on http://%s%s%s:%d/v2/models/trivial\n", v6 ? "[" : "", host, v6 ? "]" : "",
          port);
   fflush(stdout);
-  int sig;
-  sigwait(&sigs, &sig);
-  atomic_store(&g_stop, 1);
   uint64_t served = 0;
   for (int i = 0; i < threads; i++) {
     pthread_join(tids[i], NULL);
@@ -1662,8 +1680,11 @@ int main(int argc, char **argv) {
     else
       usage_error("unknown option %s", a);
   }
-  if (trivial_port >= 0)
-    return serve_trivial(o->host, trivial_port, o->threads);
+  if (trivial_port >= 0) {
+    int rc = serve_trivial(o->host, trivial_port, o->threads);
+    free(o);
+    return rc;
+  }
 
   if (url && (model || port >= 0))
     usage_error("give --url or --port and --model, not both");
