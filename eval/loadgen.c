@@ -13,9 +13,10 @@
  * the last byte of the answer: a server that stalls keeps the connections busy, and that wait is
  * charged to it instead of silently lowering the offered load (no coordinated omission).
  *
- * Each of --threads threads owns its own epoll, a timerfd for the next intended send time, a
- * share of the connections and an independent Poisson stream at rate/threads (the superposition
- * of independent Poisson streams is a Poisson stream at the sum of the rates). Requests are
+ * Each of --threads threads owns its own epoll (it sleeps until the next intended send time with
+ * epoll_pwait2's ns timeout), a share of the connections and an independent Poisson stream at
+ * rate/threads (the superposition of independent Poisson streams is a Poisson stream at the sum
+ * of the rates). Requests are
  * formatted at send time into a fixed buffer; responses are parsed incrementally (status line,
  * Content-Length, chunked bodies, Connection: close, HTTP/1.0) and their bodies discarded, so
  * the generator's cost per request is a few system calls whatever the answer's size.
@@ -745,6 +746,15 @@ static void finish(worker_t *w, req_t *q, int outcome, int status, int64_t now) 
   w->last_done = now;
 }
 
+/* A complete answer with this status. */
+static void answered(worker_t *w, req_t *q, int status, int64_t now) {
+  int outcome = status / 100 == 2 ? OUT_OK : status == 503 ? OUT_503 : OUT_STATUS;
+  /* An answer after the client's deadline is one the client no longer waited for. */
+  if (w->o->timeout_ms > 0 && now - q->due > w->o->timeout_ms * NS_PER_MS)
+    outcome = OUT_ABANDONED;
+  finish(w, q, outcome, status, now);
+}
+
 /* Writes what is left of the connection's request; 0, or -1 when the connection failed. */
 static int conn_write(worker_t *w, int ci) {
   conn_t *c = &w->conns[ci];
@@ -830,12 +840,8 @@ static void conn_read(worker_t *w, int ci) {
     if (k <= 0) { /* end of the connection, or an error */
       if (c->state == C_BUSY) {
         req_t *q = c->req;
-        if (c->ps.state == P_EOF_BODY && k == 0)
-          finish(w, q,
-                 c->ps.status / 100 == 2 ? OUT_OK
-                 : c->ps.status == 503   ? OUT_503
-                                         : OUT_STATUS,
-                 c->ps.status, now);
+        if (c->ps.state == P_EOF_BODY && k == 0) /* the close ends the body */
+          answered(w, q, c->ps.status, now);
         else
           finish(w, q, OUT_CONN, 0, now);
       }
@@ -863,12 +869,7 @@ static void conn_read(worker_t *w, int ci) {
       conn_reopen(w, ci, now);
       return;
     }
-    int st = c->ps.status;
-    int outcome = st / 100 == 2 ? OUT_OK : st == 503 ? OUT_503 : OUT_STATUS;
-    /* An answer after the client's deadline is one the client no longer waited for. */
-    if (w->o->timeout_ms > 0 && now - q->due > w->o->timeout_ms * NS_PER_MS)
-      outcome = OUT_ABANDONED;
-    finish(w, q, outcome, st, now);
+    answered(w, q, c->ps.status, now);
     if (!c->ps.keep_alive || c->in_len) {
       conn_reopen(w, ci, now);
       return;
