@@ -16,10 +16,10 @@
  * Each of --threads threads owns its own epoll (it sleeps until the next intended send time with
  * epoll_pwait2's ns timeout), a share of the connections and an independent Poisson stream at
  * rate/threads (the superposition of independent Poisson streams is a Poisson stream at the sum
- * of the rates). Requests are
- * formatted at send time into a fixed buffer; responses are parsed incrementally (status line,
- * Content-Length, chunked bodies, Connection: close, HTTP/1.0) and their bodies discarded, so
- * the generator's cost per request is a few system calls whatever the answer's size.
+ * of the rates). Requests are formatted at send time into a fixed buffer; responses are parsed
+ * incrementally (status line, Content-Length, chunked bodies, Connection: close, HTTP/1.0) and
+ * their bodies discarded, so the generator's cost per request is a few system calls whatever
+ * the answer's size.
  *
  * With --timeout-ms, a client gives up on a request that is not answered by its intended time
  * plus the timeout: the request is abandoned, its connection closed and reopened (the server
