@@ -4,6 +4,9 @@
     python3 eval/loadgen.py --url http://127.0.0.1:8000/v2/models/cora --rate 500 --duration 10 \
         --dataset data/cora [--hub-share 0.1] [--connections 32] [--processes 2] [--json]
 
+tests/cli_serve.sh drives the server with it for a few seconds. Benchmarks use eval/loadgen.c
+(`loadgen`, docs/eval.md), which reaches rates that Python threads cannot.
+
 Requests arrive as a Poisson process at --rate per second, fixed in advance, whatever the server
 does: a request's latency is measured from its *intended* send time, so a slow server that keeps
 the connections busy is charged for the queueing it causes (no coordinated omission). Each of
