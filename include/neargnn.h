@@ -1,7 +1,7 @@
 /// neargnn — sampled graph neural networks on graphs whose features do not fit in GPU memory.
 ///
 /// This header is the whole public C API. It is C11, includes no CUDA header and exposes no
-/// struct body of a handle. Conventions (see CONVENTIONS.md of the project):
+/// struct body of a handle. Conventions (docs/api.md shows them in use):
 ///  - every call that can fail returns an ng_status and writes its results through out-params,
 ///    output first; the detail of a failure is in ng_last_error() (thread-local);
 ///  - every create/open has a destroy/close that accepts NULL;
