@@ -34,10 +34,13 @@ int cmd_serve(int argc, char **argv) {
   const char *dataset = NULL, *checkpoint = NULL, *mode = "auto";
   int32_t max_batch = eo.max_batch, max_delay_us = eo.max_delay_us, queue = eo.queue_cap;
   int32_t workers = eo.workers, threads = eo.threads, port = ho.port;
-  int32_t max_connections = ho.max_connections;
+  int32_t max_connections = ho.max_connections, per_client = ho.max_connections_per_client;
+  int32_t health_connections = ho.health_connections;
   int64_t max_request_nodes = eo.max_request_nodes, hub_edges = eo.hub_edges;
   int64_t cache_bytes = eo.cache_bytes, max_body = ho.max_body_bytes;
+  int64_t min_body_rate = ho.min_body_rate;
   double cache_ratio = eo.cache_ratio, drain_s = ho.drain_timeout_s;
+  double header_timeout_s = ho.header_timeout_s;
   ho.host = "127.0.0.1";
   eo.device = "cpu";
   cli_opt opts[] = {
@@ -81,7 +84,20 @@ int cmd_serve(int argc, char **argv) {
       CLI_OPT_BYTES("max-body", &max_body, "SIZE", 1024,
                     "largest request body; larger ones get 413 unread"),
       CLI_OPT_INT("max-connections", &max_connections, "N", 1, 65536,
-                  "open connections at once (one thread each)"),
+                  "open connections at once for any request (one thread each)"),
+      CLI_OPT_INT("health-connections", &health_connections, "N", 0, 65536,
+                  "connections beyond --max-connections that answer only health checks and "
+                  "/metrics (other requests there get 503)"),
+      CLI_OPT_INT("max-connections-per-client", &per_client, "N", 0, 65536,
+                  "open connections from one client address; 0 = no cap (behind a proxy every "
+                  "connection comes from the proxy's address)"),
+      CLI_OPT_FLOAT("header-timeout-s", &header_timeout_s, "S", 0, true, 86400, false,
+                    "a request's headers must be complete this long after its connection opened "
+                    "or answered the previous request, else the connection is closed (an idle "
+                    "keep-alive connection too)"),
+      CLI_OPT_BYTES("min-body-rate", &min_body_rate, "SIZE", 0,
+                    "bytes per second a request body must keep arriving at, measured over 5 s "
+                    "windows; slower ones are closed; 0 = no minimum"),
       CLI_OPT_FLOAT("drain-timeout", &drain_s, "S", 0, false, INFINITY, false,
                     "on SIGTERM, longest wait for the requests in flight"),
   };
@@ -118,6 +134,10 @@ int cmd_serve(int argc, char **argv) {
   ho.port = port;
   ho.max_body_bytes = max_body;
   ho.max_connections = max_connections;
+  ho.health_connections = health_connections;
+  ho.max_connections_per_client = per_client;
+  ho.header_timeout_s = header_timeout_s;
+  ho.min_body_rate = min_body_rate;
   ho.drain_timeout_s = drain_s;
 
   /* SIGTERM and SIGINT are taken by sigwait() below: blocked here, before any thread starts, so

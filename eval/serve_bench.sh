@@ -135,9 +135,11 @@ PY
 
 for mode in $modes; do
   mkdir -p "$out/$mode"
+  # The generator's connections all come from one address: no per-client cap.
   # shellcheck disable=SC2086 # MODEL_ARGS and SERVE_ARGS are lists of options
   "$bin" serve --dataset "$dataset" --checkpoint "$checkpoint" ${MODEL_ARGS:-} --device "$device" \
-    --mode "$mode" --port 0 ${SERVE_ARGS:-} >"$out/$mode/serve.out" 2>"$out/$mode/serve.err" &
+    --mode "$mode" --port 0 --max-connections-per-client 0 ${SERVE_ARGS:-} \
+    >"$out/$mode/serve.out" 2>"$out/$mode/serve.err" &
   server_pid=$!
   url=
   for _ in $(seq 1 6000); do # up to 10 minutes: a large graph takes a while to set up

@@ -134,17 +134,33 @@ void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 typedef struct ng_http_server ng_http_server;
 
 typedef struct {
-  size_t size;                ///< sizeof(ng_http_opts)
-  const char *host;           ///< address to listen on (numeric IPv4 or IPv6); NULL: 127.0.0.1
-  int port;                   ///< TCP port; 0 picks a free one (ng_http_server_port tells which)
-  int64_t max_body_bytes;     ///< larger request bodies get 413 unread (default 16 MiB)
-  int64_t max_buffered_bytes; ///< bodies held at once across connections (default 4 x the max)
-  int max_connections;        ///< open connections, each with its own thread (default 512)
-  int retry_after_s;          ///< the Retry-After of a 503 (default 1)
-  double drain_timeout_s;     ///< ng_http_server_stop's longest wait for requests in flight (30 s)
+  size_t size;            ///< sizeof(ng_http_opts)
+  const char *host;       ///< address to listen on (numeric IPv4 or IPv6); NULL: 127.0.0.1
+  int port;               ///< TCP port; 0 picks a free one (ng_http_server_port tells which)
+  int64_t max_body_bytes; ///< larger request bodies get 413 unread (default 16 MiB)
+  /// Body bytes held at once across connections (default 4 x the max), charged as they arrive:
+  /// past it, a body is dropped as it comes and answered 503.
+  int64_t max_buffered_bytes;
+  int max_connections;    ///< open connections for any request, one thread each (default 512)
+  int retry_after_s;      ///< the Retry-After of a 503 (default 1)
+  double drain_timeout_s; ///< ng_http_server_stop's longest wait for requests in flight (30 s)
+  /// A request's headers must be complete this long after its connection opened or answered the
+  /// previous request; else the connection is closed without an answer (default 10 s). An idle
+  /// keep-alive connection is therefore closed after this long.
+  double header_timeout_s;
+  /// A body still arriving must bring min_body_rate x body_window_s bytes in each window of
+  /// body_window_s from its headers on, or its connection is closed without an answer
+  /// (defaults 1024 bytes/s and 5 s; a min_body_rate of 0: no minimum).
+  int64_t min_body_rate;
+  double body_window_s;
+  int max_connections_per_client; ///< open connections from one address (default 64; 0: no cap)
+  /// Connections accepted beyond max_connections that answer only /v2/health/live,
+  /// /v2/health/ready, /v2/models/{name}/ready and /metrics; other requests on them get 503 and
+  /// Connection: close (default 16).
+  int health_connections;
 } ng_http_opts;
 #define NG_HTTP_OPTS_INIT                                                                          \
-  { sizeof(ng_http_opts), NULL, 8000, (int64_t)16 << 20, 0, 512, 1, 30.0 }
+  { sizeof(ng_http_opts), NULL, 8000, (int64_t)16 << 20, 0, 512, 1, 30.0, 10.0, 1024, 5.0, 64, 16 }
 
 /// Starts listening and answering in libmicrohttpd's threads (one per connection, keep-alive).
 /// `engine` is borrowed and must outlive the server. Returns NG_ERR_IO when the address cannot

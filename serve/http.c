@@ -3,7 +3,14 @@
  * calls the engine, which blocks it until its batch is done, and answers; the engine merges the
  * requests of concurrent connections into device batches. Bodies are bounded twice: one body
  * may not pass max_body_bytes (413, unread), and the bodies held at once may not pass
- * max_buffered_bytes (503), so that memory stays bounded whatever the load. */
+ * max_buffered_bytes (503, charged as the bytes arrive), so that memory stays bounded whatever
+ * the load.
+ *
+ * Slow clients cannot hold the server: libmicrohttpd's own timeout is an idle one, which every
+ * byte resets, so a sweeper thread closes connections whose headers are not complete within
+ * header_timeout_s of their accept or previous answer, and bodies that stop arriving at
+ * min_body_rate. Connections are capped per client address, and health_connections slots beyond
+ * max_connections answer only health checks and /metrics. */
 #include "core_impl.h"
 #include "http_impl.h"
 
@@ -11,10 +18,12 @@
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +61,22 @@ typedef struct {
   _Atomic int64_t sum_ns, count;
 } histogram;
 
+/* Where a connection is, for the sweeper: waiting for a request's headers (since its accept or
+ * its previous answer), receiving a body (the sweeper measures its rate window by window), or
+ * busy with a request whose body is complete (computing or sending the answer: no deadline). */
+typedef enum { PH_HEADERS, PH_BODY, PH_BUSY } conn_phase;
+
+/* One connection from accept to close: libmicrohttpd's socket context. */
+typedef struct conn {
+  struct conn *prev, *next; /* the server's list */
+  MHD_socket fd;
+  bool reserved; /* accepted with every ordinary slot taken: health checks and /metrics only */
+  bool shut;     /* the sweeper shut it down; it closes through libmicrohttpd */
+  conn_phase phase;
+  double since;                 /* start of the header wait, or of the body's rate window */
+  _Atomic int64_t window_bytes; /* body bytes received since `since` (PH_BODY) */
+} conn;
+
 struct ng_http_server {
   struct MHD_Daemon *daemon;
   ng_engine *engine;
@@ -67,17 +92,32 @@ struct ng_http_server {
   histogram infer_path[2]; /* successful infers: ordinary, hub */
   _Atomic int64_t batch_bucket[N_BATCH];
   _Atomic int64_t batch_sum, batch_count;
+  _Atomic int64_t connections;      /* open now */
+  _Atomic int64_t slow_closed[2];   /* closed by the sweeper: headers, body */
+  _Atomic int64_t reserved_refused; /* ordinary requests refused on a reserved slot */
+  /* The connections, under `mu`: libmicrohttpd's callbacks add and remove them, the request
+   * threads move their phase, the sweeper reads them. A connection leaves the list before
+   * libmicrohttpd closes its socket, so the sweeper never shuts down a reused descriptor. */
+  pthread_mutex_t mu;
+  pthread_cond_t wake; /* stops the sweeper */
+  conn *conns;
+  int ordinary; /* connections in ordinary slots */
+  bool stop, sweeper_started;
+  pthread_t sweeper;
 };
 
 /* One request between its first and its last call of the access handler. */
 typedef struct {
   endpoint ep;
+  conn *k; /* its connection (NULL only when out of memory at accept) */
   double t0;
   char *body;
   size_t len, cap;
   int64_t reserved; /* bytes counted in the server's `buffered` */
+  int64_t declared; /* the Content-Length (0: none, or chunked) */
   int64_t dropped;  /* body bytes read and dropped (over the limit, or not wanted) */
   bool too_large, overloaded, answered;
+  bool close;                /* answer with Connection: close (the framing is not trusted) */
   unsigned route_code;       /* 404 or 405 from routing, else 0 */
   const char *route_message; /* static text */
   unsigned code;             /* the status answered */
@@ -109,6 +149,18 @@ static bool reserve(ng_http_server *s, request *r, int64_t bytes) {
   } while (!atomic_compare_exchange_weak(&s->buffered, &cur, cur + bytes));
   r->reserved += bytes;
   return true;
+}
+
+/* Moves a request's connection to `ph`, starting its clock (a new header wait, or the body's
+ * first rate window). */
+static void set_phase(ng_http_server *s, conn *k, conn_phase ph) {
+  if (!k)
+    return;
+  pthread_mutex_lock(&s->mu);
+  k->phase = ph;
+  k->since = now_s();
+  atomic_store(&k->window_bytes, 0);
+  pthread_mutex_unlock(&s->mu);
 }
 
 static void release(ng_http_server *s, request *r) {
@@ -144,7 +196,7 @@ static enum MHD_Result reply(ng_http_server *s, struct MHD_Connection *c, reques
   }
   /* While draining, the connection closes after this answer so that the client reconnects to a
    * server that is up. */
-  if (atomic_load(&s->draining))
+  if (atomic_load(&s->draining) || r->close)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ret = MHD_queue_response(c, code, resp);
   MHD_destroy_response(resp);
@@ -333,9 +385,86 @@ static enum MHD_Result too_large(ng_http_server *s, struct MHD_Connection *c, re
   return reply_error(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, msg);
 }
 
+/* What a reserved slot answers: liveness, readiness and the metrics, so that an orchestrator
+ * and a scraper see the server while ordinary connections are exhausted. */
+static bool is_health(endpoint ep) {
+  return ep == EP_LIVE || ep == EP_READY || ep == EP_MODEL_READY || ep == EP_METRICS;
+}
+
+typedef struct {
+  int content_lengths;
+  const char *first; /* the first Content-Length's value */
+  bool differ, chunked;
+} framing;
+
+static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+  (void)kind;
+  framing *f = cls;
+  if (key && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    if (f->content_lengths++ == 0)
+      f->first = value;
+    else if (!f->first || !value || strcmp(f->first, value) != 0)
+      f->differ = true;
+  } else if (key && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    f->chunked = true;
+  }
+  return MHD_YES;
+}
+
+/* The request's body length must be unambiguous (RFC 9112 6.3): libmicrohttpd reads the first of
+ * several Content-Length headers and prefers Transfer-Encoding to Content-Length, while a proxy in
+ * front may read another, and then the two disagree on where the next request starts. NULL when
+ * the framing is sound, else the 400's message. */
+static const char *framing_error(struct MHD_Connection *c) {
+  framing f = {0};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, scan_framing, &f);
+  if (f.differ)
+    return "conflicting Content-Length headers; send one";
+  if (f.chunked && f.content_lengths)
+    return "both Transfer-Encoding and Content-Length; send one of them";
+  return NULL;
+}
+
 /* Only the POST endpoints keep their body; any other request's body is dropped as it comes. */
 static bool takes_body(const request *r) {
   return !r->route_code && (r->ep == EP_INFER || r->ep == EP_GRAPH);
+}
+
+/* The first call of a request, with its headers: what can be answered before its body. Such an
+ * early answer makes libmicrohttpd discard the body and close the connection after it. Everything
+ * else is answered once the request is complete: libmicrohttpd keeps a connection alive only
+ * after an answer to a whole request. */
+static enum MHD_Result first_call(ng_http_server *s, struct MHD_Connection *c, request *r) {
+  if (!r->k) {
+    r->close = true;
+    return reply(s, c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, 0, NULL); /* the OOM answer */
+  }
+  if (r->k->reserved && !is_health(r->ep)) {
+    atomic_fetch_add_explicit(&s->reserved_refused, 1, memory_order_relaxed);
+    r->close = true;
+    return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                       "every connection slot for ordinary requests is taken (serve "
+                       "--max-connections); the reserved ones answer health checks and /metrics "
+                       "only; retry later");
+  }
+  const char *bad = framing_error(c);
+  if (bad) {
+    r->close = true;
+    return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, bad);
+  }
+  /* A declared length over the limit is refused before a byte of the body is read. */
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  const long long declared = cl ? strtoll(cl, NULL, 10) : 0;
+  if (declared > s->o.max_body_bytes) {
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "request body of %lld bytes is over the limit of %" PRId64 " bytes (serve --max-body)",
+             declared, s->o.max_body_bytes);
+    return reply_error(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+  }
+  r->declared = declared > 0 ? (int64_t)declared : 0;
+  return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -352,25 +481,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->hub = -1;
     *con_cls = r;
     atomic_fetch_add(&s->in_flight, 1);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->k = ci ? ci->socket_context : NULL;
     r->ep = route(s, method, url, &r->route_code, &r->route_message);
-    /* A declared length over the limit is refused before a byte of the body is read (the
-     * connection then closes). Everything else is answered once the request is complete:
-     * libmicrohttpd keeps a connection alive only after an answer to a whole request. */
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-    long long declared = cl ? strtoll(cl, NULL, 10) : 0;
-    if (declared > s->o.max_body_bytes) {
-      char msg[160];
-      snprintf(msg, sizeof msg,
-               "request body of %lld bytes is over the limit of %" PRId64
-               " bytes (serve --max-body)",
-               declared, s->o.max_body_bytes);
-      return reply_error(s, c, r, MHD_HTTP_CONTENT_TOO_LARGE, msg);
-    }
-    if (declared > 0 && takes_body(r) && !reserve(s, r, declared))
-      return reply_error(s, c, r, MHD_HTTP_SERVICE_UNAVAILABLE,
-                         "too many request bodies held at once; retry later");
-    return MHD_YES;
+    const enum MHD_Result ret = first_call(s, c, r);
+    /* An early answer has its body discarded by libmicrohttpd: the body's clock stops. */
+    set_phase(s, r->k, r->answered ? PH_BUSY : PH_BODY);
+    return ret;
   }
+  if (*upload_data_size && r->k)
+    atomic_fetch_add_explicit(&r->k->window_bytes, (int64_t)*upload_data_size,
+                              memory_order_relaxed);
   if (r->answered) { /* an early answer is queued: the rest of the body is dropped */
     *upload_data_size = 0;
     return MHD_YES;
@@ -391,10 +513,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       return MHD_YES;
     }
     if (r->len + n + 1 > r->cap) {
-      /* A declared length sizes the buffer once; a chunked body grows it by doubling. */
-      size_t cap = r->cap ? r->cap : (size_t)NG_MAX(r->reserved + 1, 4096);
-      while (cap < r->len + n + 1)
+      /* The buffer grows by doubling as the bytes arrive, up to a declared length, and only
+       * what it holds is charged to the budget: a length declared and not sent holds nothing. */
+      const size_t need = r->len + n + 1;
+      size_t cap = r->cap ? r->cap : 4096;
+      while (cap < need)
         cap *= 2;
+      if (r->declared > 0 && cap > (size_t)r->declared + 1)
+        cap = NG_MAX(need, (size_t)r->declared + 1);
       if ((int64_t)cap > r->reserved && !reserve(s, r, (int64_t)cap - r->reserved)) {
         r->overloaded = true;
         release(s, r);
@@ -413,6 +539,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->len += n;
     return MHD_YES;
   }
+  /* The request is complete: computing and sending its answer has no deadline. */
+  set_phase(s, r->k, PH_BUSY);
   if (r->too_large)
     return too_large(s, c, r);
   if (r->route_code)
@@ -446,9 +574,102 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   observe(&s->latency[r->ep], LAT_BOUNDS, NG_ARRAY_LEN(LAT_BOUNDS), dt, 1e9);
   if (r->ep == EP_INFER && r->code == MHD_HTTP_OK && r->hub >= 0)
     observe(&s->infer_path[r->hub], LAT_BOUNDS, NG_ARRAY_LEN(LAT_BOUNDS), dt, 1e9);
+  /* The connection waits for its next request's headers from now. */
+  if (r->k)
+    set_phase(s, r->k, PH_HEADERS);
   release(s, r);
   free(r);
   atomic_fetch_sub(&s->in_flight, 1);
+}
+
+/* Connections come and go: a new one takes an ordinary slot while there is one, else a reserved
+ * one (libmicrohttpd accepts up to max_connections + health_connections). Called in the accepting
+ * thread before the connection's own starts, and at close before the socket is closed. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  ng_http_server *s = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    conn *k = calloc(1, sizeof *k);
+    *socket_context = k;
+    if (!k)
+      return; /* its requests get 500: there is no memory to watch it */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    k->fd = ci ? ci->connect_fd : MHD_INVALID_SOCKET;
+    pthread_mutex_lock(&s->mu);
+    k->reserved = s->ordinary >= s->o.max_connections;
+    if (!k->reserved)
+      s->ordinary++;
+    k->phase = PH_HEADERS;
+    k->since = now_s();
+    k->next = s->conns;
+    if (s->conns)
+      s->conns->prev = k;
+    s->conns = k;
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add(&s->connections, 1);
+    return;
+  }
+  conn *k = *socket_context;
+  *socket_context = NULL;
+  if (!k)
+    return;
+  pthread_mutex_lock(&s->mu);
+  if (!k->reserved)
+    s->ordinary--;
+  if (k->prev)
+    k->prev->next = k->next;
+  else
+    s->conns = k->next;
+  if (k->next)
+    k->next->prev = k->prev;
+  pthread_mutex_unlock(&s->mu);
+  atomic_fetch_sub(&s->connections, 1);
+  free(k);
+}
+
+/* Shuts a connection's socket down: its thread wakes to the end of its input and libmicrohttpd
+ * closes it as a client that went away (no answer: the client is too slow to read one). */
+static void shut_slow(ng_http_server *s, conn *k, int what) {
+  if (k->fd != MHD_INVALID_SOCKET)
+    shutdown(k->fd, SHUT_RDWR);
+  k->shut = true;
+  atomic_fetch_add_explicit(&s->slow_closed[what], 1, memory_order_relaxed);
+}
+
+/* The deadlines that libmicrohttpd's idle timeout cannot give: every tick, a connection whose
+ * headers are later than header_timeout_s, or whose body brought less than min_body_rate per
+ * second over its last window of body_window_s, is shut down. */
+static void *sweeper(void *arg) {
+  ng_http_server *s = arg;
+  double tick = NG_MIN(0.25, NG_MIN(s->o.header_timeout_s, s->o.body_window_s) / 4);
+  tick = NG_MAX(tick, 0.005);
+  pthread_mutex_lock(&s->mu);
+  while (!s->stop) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    const double t = (double)until.tv_nsec * 1e-9 + tick;
+    until.tv_sec += (time_t)t;
+    until.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+    pthread_cond_timedwait(&s->wake, &s->mu, &until);
+    const double now = now_s();
+    for (conn *k = s->conns; k && !s->stop; k = k->next) {
+      if (k->shut)
+        continue;
+      const double dt = now - k->since;
+      if (k->phase == PH_HEADERS && dt > s->o.header_timeout_s) {
+        shut_slow(s, k, 0);
+      } else if (k->phase == PH_BODY && s->o.min_body_rate > 0 && dt >= s->o.body_window_s) {
+        const int64_t got = atomic_exchange(&k->window_bytes, 0);
+        if ((double)got < (double)s->o.min_body_rate * dt)
+          shut_slow(s, k, 1);
+        else
+          k->since = now;
+      }
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
 }
 
 ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts) {
@@ -476,6 +697,21 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
     o.max_connections = 512;
   if (o.retry_after_s < 1)
     o.retry_after_s = 1;
+  if (!(o.header_timeout_s > 0 && o.header_timeout_s <= 86400))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "http server: header timeout of %g s is not in (0, 86400] (serve "
+                   "--header-timeout-s)",
+                   o.header_timeout_s);
+  if (!(o.body_window_s > 0 && o.body_window_s <= 86400))
+    return ng__err(NG_ERR_INVALID_ARG, "http server: body rate window of %g s is not in (0, 86400]",
+                   o.body_window_s);
+  if (o.min_body_rate < 0 || o.max_connections_per_client < 0 || o.health_connections < 0 ||
+      o.health_connections > 65536)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "http server: min body rate %" PRId64
+                   ", connections per client %d and health connections %d must be >= 0 (health "
+                   "connections at most 65536)",
+                   o.min_body_rate, o.max_connections_per_client, o.health_connections);
   if (!o.host)
     o.host = "127.0.0.1";
 
@@ -506,6 +742,17 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
   snprintf(s->name, sizeof s->name, "%s", info.name);
   s->layers = info.layers;
   s->feature_dim = info.feature_dim;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  const int cond_rc = pthread_cond_init(&s->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  if (cond_rc != 0 || pthread_mutex_init(&s->mu, NULL) != 0) {
+    if (cond_rc == 0)
+      pthread_cond_destroy(&s->wake);
+    free(s);
+    return ng__err(NG_ERR_NOMEM, "http server: cannot create a mutex");
+  }
 
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
   if (v6)
@@ -513,15 +760,27 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
   s->daemon =
       MHD_start_daemon(flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                        (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                       MHD_OPTION_CONNECTION_LIMIT, (unsigned)o.max_connections,
+                       MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
+                       (unsigned)o.max_connections + (unsigned)o.health_connections,
+                       MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o.max_connections_per_client,
                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
   if (!s->daemon) {
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->wake);
     free(s);
     return ng__err(NG_ERR_IO,
                    "http server: cannot listen on %s port %d (in use, or not an address of this "
                    "machine); pick another with --host/--port, or --port 0 for a free one",
                    o.host, o.port);
   }
+  if (pthread_create(&s->sweeper, NULL, sweeper, s) != 0) {
+    MHD_stop_daemon(s->daemon);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->wake);
+    free(s);
+    return ng__err(NG_ERR_NOMEM, "http server: cannot start the connection deadline thread");
+  }
+  s->sweeper_started = true;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : o.port;
   *out = s;
@@ -545,7 +804,16 @@ int ng_http_server_stop(ng_http_server *s) {
   while (atomic_load(&s->in_flight) > 0 && now_s() < deadline)
     nanosleep(&tick, NULL);
   const int left = (int)atomic_load(&s->in_flight);
+  /* The sweeper watches slow clients through the drain, and stops before the connections close. */
+  pthread_mutex_lock(&s->mu);
+  s->stop = true;
+  pthread_cond_signal(&s->wake);
+  pthread_mutex_unlock(&s->mu);
+  if (s->sweeper_started)
+    pthread_join(s->sweeper, NULL);
   MHD_stop_daemon(s->daemon);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->wake);
   free(s);
   return left;
 }
@@ -630,6 +898,20 @@ char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
           atomic_load(&s->in_flight));
   counter(f, "neargnn_http_buffered_bytes", "Request body bytes held now.", "gauge",
           atomic_load(&s->buffered));
+  counter(f, "neargnn_http_connections", "Connections open now.", "gauge",
+          atomic_load(&s->connections));
+  fputs("# HELP neargnn_http_slow_closed_total Connections closed for headers later than "
+        "--header-timeout-s or a body slower than --min-body-rate.\n"
+        "# TYPE neargnn_http_slow_closed_total counter\n",
+        f);
+  fprintf(f, "neargnn_http_slow_closed_total{phase=\"headers\"} %" PRId64 "\n",
+          atomic_load(&s->slow_closed[0]));
+  fprintf(f, "neargnn_http_slow_closed_total{phase=\"body\"} %" PRId64 "\n",
+          atomic_load(&s->slow_closed[1]));
+  counter(f, "neargnn_http_reserved_refused_total",
+          "Requests other than health checks and /metrics refused (503) on a connection slot "
+          "reserved for those.",
+          "counter", atomic_load(&s->reserved_refused));
 
   ng_engine_stats st;
   memset(&st, 0, sizeof st);

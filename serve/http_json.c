@@ -18,6 +18,69 @@
 
 /* ---- parsing ---- */
 
+/* cJSON keeps a number's value but not how it was written, and a double cannot tell 1.0, 1e3 or
+ * -0 from 1, 1000 or 0. Integers (ids above all) must be plain integer literals, so parse_json
+ * walks the text beside the tree and marks every number written otherwise with a type bit that
+ * cJSON leaves unused (its own flags end at cJSON_StringIsConst; cJSON_IsNumber reads the low
+ * byte only, and cJSON_Delete the two flags): json_int refuses a marked number, json_float reads
+ * it as any other. */
+#define NOT_PLAIN_INT (1 << 12)
+_Static_assert(NOT_PLAIN_INT > cJSON_StringIsConst && (NOT_PLAIN_INT & 0xFF) == 0,
+               "the mark must not collide with cJSON's types or flags");
+
+/* Finds the next number literal in [*p, end), outside strings: sets *s and *n and moves *p past
+ * it; false when there is none. cJSON accepted the text, so a number is a maximal run of
+ * number characters starting with '-' or a digit, and a string ends at an unescaped quote. */
+static bool next_number(const char **p, const char *end, const char **s, size_t *n) {
+  const char *q = *p;
+  while (q < end) {
+    if (*q == '"') {
+      for (q++; q < end && *q != '"'; q++)
+        if (*q == '\\')
+          q++;
+      q++;
+    } else if (*q == '-' || (*q >= '0' && *q <= '9')) {
+      const char *b = q;
+      while (q < end && strchr("0123456789+-.eE", *q) && *q)
+        q++;
+      *s = b;
+      *n = (size_t)(q - b);
+      *p = q;
+      return true;
+    } else {
+      q++;
+    }
+  }
+  *p = end;
+  return false;
+}
+
+/* An optional minus and digits without a leading zero, and not -0. */
+static bool plain_int(const char *s, size_t n) {
+  const size_t neg = n && s[0] == '-';
+  if (n == neg || (s[neg] == '0' && (n > neg + 1 || neg)))
+    return false;
+  for (size_t i = neg; i < n; i++)
+    if (s[i] < '0' || s[i] > '9')
+      return false;
+  return true;
+}
+
+/* Marks the numbers of the siblings from `v` on and of their children, in document order, the
+ * order of the literals in the text (cJSON keeps members and elements in that order). */
+static void mark_numbers(cJSON *v, const char **p, const char *end) {
+  for (; v; v = v->next) {
+    if (cJSON_IsNumber(v)) {
+      const char *s = NULL;
+      size_t n = 0;
+      if (!next_number(p, end, &s, &n) || !plain_int(s, n))
+        v->type |= NOT_PLAIN_INT;
+    } else if (v->child) {
+      mark_numbers(v->child, p, end);
+    }
+  }
+}
+
 /* Parses exactly `len` bytes as one JSON value (whitespace around it allowed). */
 static ng_status parse_json(cJSON **out, const char *body, size_t len, const char *what) {
   *out = NULL;
@@ -41,13 +104,15 @@ static ng_status parse_json(cJSON **out, const char *body, size_t len, const cha
     cJSON_Delete(root);
     return ng__err(NG_ERR_INVALID_ARG, "%s: the body must be a JSON object", what);
   }
+  const char *cursor = body;
+  mark_numbers(root->child, &cursor, body + used);
   *out = root;
   return NG_OK;
 }
 
-/* An integer JSON number that a double holds exactly. */
+/* An integer JSON number, written as a plain integer literal, that a double holds exactly. */
 static bool json_int(const cJSON *v, int64_t *out) {
-  if (!cJSON_IsNumber(v))
+  if (!cJSON_IsNumber(v) || (v->type & NOT_PLAIN_INT))
     return false;
   const double d = v->valuedouble;
   if (!(d >= -NG_HTTP_MAX_EXACT_INT && d <= NG_HTTP_MAX_EXACT_INT) || d != floor(d))
@@ -120,7 +185,9 @@ static ng_status parse_node_ids(ng_http_infer *out, const cJSON *inputs) {
   for (const cJSON *v = data->child; v; v = v->next, i++)
     if (!json_int(v, &out->ids[i]) || out->ids[i] < 0)
       return ng__err(NG_ERR_INVALID_ARG,
-                     "%s: node_ids data[%" PRId64 "] is not a node id (an integer >= 0)", what, i);
+                     "%s: node_ids data[%" PRId64 "] is not a node id (a plain integer >= 0: no "
+                     "fraction, exponent or -0)",
+                     what, i);
   out->req.node_ids = out->ids;
   out->req.n = n;
   return NG_OK;
@@ -304,7 +371,10 @@ static ng_status copy_edges(int64_t *src, int64_t *dst, const cJSON *edges, cons
     if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2 || !json_int(e->child, &src[k]) ||
         !json_int(e->child->next, &dst[k]) || src[k] < 0 || dst[k] < 0)
       return ng__err(NG_ERR_INVALID_ARG,
-                     "graph update: %s[%" PRId64 "] is not a pair [src, dst] of node ids", what, k);
+                     "graph update: %s[%" PRId64
+                     "] is not a pair [src, dst] of node ids (plain integers >= 0: no fraction, "
+                     "exponent or -0)",
+                     what, k);
   }
   return NG_OK;
 }
@@ -407,7 +477,9 @@ ng_status ng__parse_graph_update(ng_http_update *out, const char *body, size_t l
       for (const cJSON *v = uf_ids->child; v && st == NG_OK; v = v->next, k++)
         if (!json_int(v, &ids[k]) || ids[k] < 0)
           st = ng__err(NG_ERR_INVALID_ARG,
-                       "graph update: update_features.ids[%" PRId64 "] is not a node id", k);
+                       "graph update: update_features.ids[%" PRId64
+                       "] is not a node id (a plain integer >= 0: no fraction, exponent or -0)",
+                       k);
       if (st == NG_OK)
         st = copy_rows(f32 + n_add * feature_dim, uf_rows, "update_features.values");
     }

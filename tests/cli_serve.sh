@@ -141,6 +141,12 @@ bad 400 "unknown node id" -X POST "$URL/infer" --data-binary \
   '{"inputs":[{"name":"node_ids","datatype":"INT64","shape":[1],"data":[2708]}]}'
 bad 400 "bad fanouts" -X POST "$URL/infer" --data-binary \
   '{"inputs":[{"name":"node_ids","datatype":"INT64","shape":[1],"data":[1]}],"parameters":{"fanouts":[5]}}'
+bad 400 "id written 1.0" -X POST "$URL/infer" --data-binary \
+  '{"inputs":[{"name":"node_ids","datatype":"INT64","shape":[1],"data":[1.0]}]}'
+grep -q 'data\[0\]' "$TMP/body" || fail "id 1.0: the error does not name the entry: $(cat "$TMP/body")"
+bad 400 "conflicting Content-Length" -X POST "$URL/infer" -H 'Content-Length: 74' \
+  -H 'Content-Length: 79' --data-binary \
+  '{"inputs":[{"name":"node_ids","datatype":"INT64","shape":[1],"data":[1]}]}'
 bad 404 "unknown model" "$BASE/v2/models/nope"
 bad 404 "unknown model infer" -X POST "$BASE/v2/models/nope/infer" --data-binary '{}'
 bad 404 "unknown path" "$BASE/v3/whatever"
@@ -187,7 +193,7 @@ PY
 [ "$(code "$URL")" = 200 ] && grep -q '"nodes":2709' "$TMP/body" || fail "metadata after the update: $(cat "$TMP/body")"
 [ "$(code "$BASE/metrics")" = 200 ] || fail "/metrics: $(cat "$TMP/body")"
 for m in 'neargnn_http_requests_total{endpoint="infer",code="200"}' \
-  'neargnn_http_requests_total{endpoint="infer",code="400"} 5' \
+  'neargnn_http_requests_total{endpoint="infer",code="400"} 7' \
   'neargnn_http_requests_total{endpoint="infer",code="413"} 1' \
   'neargnn_http_request_duration_seconds_bucket{endpoint="infer",le="0.01"}' \
   'neargnn_infer_batch_nodes_count' 'neargnn_engine_hot_rows_total' \
@@ -278,6 +284,8 @@ has err checkpoint
 serve_err 2 --dataset "$TMP/cora" --checkpoint "$TMP/ck.st" "${model[@]}" --mode warp
 has err "--mode"
 serve_err 2 --dataset "$TMP/cora" --checkpoint "$TMP/ck.st" "${model[@]}" --port 70000
+serve_err 2 --dataset "$TMP/cora" --checkpoint "$TMP/ck.st" "${model[@]}" --header-timeout-s 0
+has err "--header-timeout-s"
 serve_err 1 --dataset "$TMP/cora" --checkpoint "$TMP/none.st" "${model[@]}" --port 0
 serve_err 1 --dataset "$TMP/cora" --checkpoint "$TMP/ck.st" "${model[@]}" --host localhost --port 0
 has err "numeric"
