@@ -47,11 +47,15 @@ typedef struct {
   /// 1000; 1 to NG_ENGINE_MAX_TIMEOUT_MS). A request that cannot start before its deadline is
   /// refused as busy and never computed.
   int64_t request_timeout_ms;
+  /// Most estimated work merged into one device batch: the edges of its requests' unrolled
+  /// receptive fields plus their nodes (0: 4 x hub_edges). A batch is capped by this and by
+  /// max_batch nodes, whichever it reaches first; a request over it alone still runs.
+  int64_t max_batch_work;
 } ng_engine_opts;
 #define NG_ENGINE_OPTS_INIT                                                                        \
   {                                                                                                \
     sizeof(ng_engine_opts), NULL, "cpu", NG_MODE_AUTO, 0, 0, 0, -1.0, 256, 500, 0, 4096, 0, NULL,  \
-        NG_NORMALIZE_NONE, 1000                                                                    \
+        NG_NORMALIZE_NONE, 1000, 0                                                                 \
   }
 /// The longest deadline a request or the engine's options may give (one hour, in ms).
 #define NG_ENGINE_MAX_TIMEOUT_MS 3600000

@@ -261,10 +261,11 @@ static ng_status check_opts(ng_engine_opts *o, const struct ng_dataset *ds,
   if (o->max_request_nodes <= 0)
     o->max_request_nodes = 4096;
   if (o->workers < 0 || o->threads < 0 || (unsigned)o->mode > NG_MODE_HYBRID ||
-      (unsigned)o->normalize > NG_NORMALIZE_ROW || o->cache_bytes < 0 || o->hub_edges < 0)
+      (unsigned)o->normalize > NG_NORMALIZE_ROW || o->cache_bytes < 0 || o->hub_edges < 0 ||
+      o->max_batch_work < 0)
     return ng__err(NG_ERR_INVALID_ARG,
-                   "engine options out of range (workers, threads, cache_bytes, hub_edges >= 0; "
-                   "a known mode and normalisation)");
+                   "engine options out of range (workers, threads, cache_bytes, hub_edges, "
+                   "max_batch_work >= 0; a known mode and normalisation)");
   return NG_OK;
 }
 
@@ -312,6 +313,10 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   const int64_t dim = info->feature_dim;
   ng_status st = NG_OK;
   e->hub_edges = o.hub_edges > 0 ? o.hub_edges : DEFAULT_HUB_EDGES;
+  /* Work per batch: by default four hub requests' worth, so that an ordinary batch costs a
+   * bounded time however many small requests it merges. */
+  if (e->o.max_batch_work == 0)
+    e->o.max_batch_work = 4 * e->hub_edges;
   if (o.workers > 0) {
     e->workers = o.workers;
   } else {
@@ -1471,7 +1476,8 @@ static void *batcher_main(void *arg) {
      * request runs alone and starts at once. */
     const double delay_end = e->head->t_enq + (double)e->o.max_delay_us;
     while (!e->stopping && !e->paused && e->head && !e->head->hub &&
-           e->queued_nodes < e->o.max_batch && now_us() < delay_end)
+           e->queued_nodes < e->o.max_batch && e->queued_work < e->o.max_batch_work &&
+           now_us() < delay_end)
       wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, e->head->deadline_us));
     if (!e->head || (e->paused && !e->stopping))
       continue; /* the head left (its deadline passed), or a test paused the batcher */
@@ -1490,8 +1496,9 @@ static void *batcher_main(void *arg) {
         p = next;
         continue;
       }
-      const bool take = !first || (!first->hub && !p->hub && compatible(first, p) &&
-                                   nodes + p->req->n <= e->o.max_batch);
+      const bool take =
+          !first || (!first->hub && !p->hub && compatible(first, p) &&
+                     nodes + p->req->n <= e->o.max_batch && work + p->work <= e->o.max_batch_work);
       if (take) {
         unlink_pending(e, p, prev);
         p->taken = true;
@@ -1503,7 +1510,7 @@ static void *batcher_main(void *arg) {
       } else {
         prev = p;
       }
-      if (first && (first->hub || nodes >= e->o.max_batch))
+      if (first && (first->hub || nodes >= e->o.max_batch || work >= e->o.max_batch_work))
         break;
       p = next;
     }

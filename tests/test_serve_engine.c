@@ -1098,6 +1098,51 @@ static void test_admission_by_wait(void) {
   ng_engine_destroy(e);
 }
 
+/* Batches are capped by estimated work (field edges plus nodes), not by nodes alone: with room
+ * for the first two of three queued one-node requests, they make two batches. */
+static void test_batch_work_cap(void) {
+  ng_srv_snap *snap = NULL;
+  EXPECT_OK(
+      ng__srv_snap_base(&snap, &cora->csr, cora->features, info.feature_dim, NG_NORMALIZE_NONE));
+  if (!snap)
+    return;
+  const int32_t full[2] = {-1, -1};
+  const int64_t ids[3] = {1358, 0, 17};
+  int64_t work[3];
+  for (int i = 0; i < 3; i++)
+    work[i] = ng__srv_field_estimate(snap, 2, full, &ids[i], 1, INT64_MAX) + 1;
+  ng__srv_snap_unref(snap);
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.max_batch = 64;
+  o.max_delay_us = 0;
+  o.max_batch_work = work[0] + work[1];
+  o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
+  o.workers = 2;
+  o.normalize = sage.normalize;
+  ng_engine *e = NULL;
+  EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+  if (!e)
+    return;
+  ng__engine_test_pause(e, true);
+  timed q[3];
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) {
+    q[i] = (timed){e, ids[i], 0, NG_ERR_INTERNAL, ""};
+    pthread_create(&th[i], NULL, timed_main, &q[i]);
+    await_depth(e, i + 1); /* queued in this order */
+  }
+  ng__engine_test_pause(e, false);
+  for (int i = 0; i < 3; i++) {
+    pthread_join(th[i], NULL);
+    EXPECT_OK(q[i].st);
+  }
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.batches, 2);
+  EXPECT_EQ_I(s.batch_nodes, 3);
+  ng_engine_destroy(e);
+}
+
 /* timeout_ms out of range is a bad request; the default queue cap (max_batch) is reachable. */
 static void test_deadline_args(void) {
   ng_engine *e = paused_engine(2);
@@ -1662,6 +1707,7 @@ int main(void) {
   RUN_TEST(test_deadline_expires);
   RUN_TEST(test_admission_by_wait);
   RUN_TEST(test_deadline_args);
+  RUN_TEST(test_batch_work_cap);
   RUN_TEST(test_bad_requests);
   RUN_TEST(test_generated_hubs);
   RUN_TEST(test_gat_split);
