@@ -25,20 +25,23 @@ typedef struct {
 
 struct ng_srv_field {
   buf ids;  /* int64 global id of each local node */
-  buf seed; /* uint64 sampling seed of each local node (sampled fields) */
+  buf seed; /* uint64 sampling seed of each local node (sampled fields; 0 for shared rows) */
+  buf kid;  /* int64 table key of each local node: its id, or -1 - id for a shared input row */
   buf draw; /* int64 drawn row positions */
   buf deg;  /* double deg + 1 of each source */
   buf indptr[NG_MAX_LAYERS], indices[NG_MAX_LAYERS], edge_w[NG_MAX_LAYERS], self_w[NG_MAX_LAYERS];
   /* The table from a key (global id, seed) to a local node. A slot is used by the current build
    * only when its stamp is the build's generation: a new build bumps the generation instead of
    * clearing the table, so starting a build costs nothing however large an earlier field made the
-   * table (it only grows). */
+   * table. A build uses only the first `active` slots, sized for its own field, so that its
+   * probes stay within a working set of its size however large the allocation grew. */
   int64_t *keys;
   uint64_t *kseed;
   int32_t *vals;
   uint32_t *stamp;
-  uint32_t gen; /* the current build's generation; stamps of other builds read as empty */
-  size_t cap;   /* slots, a power of two */
+  uint32_t gen;  /* the current build's generation; stamps of other builds read as empty */
+  size_t cap;    /* slots allocated */
+  size_t active; /* slots the current build uses, a power of two <= cap */
 };
 
 static ng_status reserve(buf *b, size_t bytes, const char *what) {
@@ -55,6 +58,7 @@ void ng__srv_field_destroy(ng_srv_field *f) {
     return;
   free(f->ids.ptr);
   free(f->seed.ptr);
+  free(f->kid.ptr);
   free(f->draw.ptr);
   free(f->deg.ptr);
   for (int l = 0; l < NG_MAX_LAYERS; l++) {
@@ -75,51 +79,8 @@ static size_t slot_of(int64_t key, uint64_t seed, size_t mask) {
   return (size_t)(h ^ (h >> 32)) & mask;
 }
 
-/* Makes room for `nodes` local nodes at load <= 1/2, moving the current build's entries. */
-static ng_status table_reserve(ng_srv_field *f, size_t nodes) {
-  if (nodes * 2 <= f->cap)
-    return NG_OK;
-  size_t cap = f->cap ? f->cap : 1024;
-  while (cap < nodes * 2)
-    cap *= 2;
-  int64_t *keys = ng__malloc(cap * sizeof *keys, "the receptive field's node table");
-  uint64_t *kseed = ng__malloc(cap * sizeof *kseed, "the receptive field's node table");
-  int32_t *vals = ng__malloc(cap * sizeof *vals, "the receptive field's node table");
-  uint32_t *stamp = ng__calloc(cap, sizeof *stamp, "the receptive field's node table");
-  if (!keys || !kseed || !vals || !stamp) {
-    free(keys);
-    free(kseed);
-    free(vals);
-    free(stamp);
-    return NG_ERR_NOMEM;
-  }
-  /* A fresh table's stamps are 0, so generation 1 starts it empty. */
-  for (size_t i = 0; i < f->cap; i++) {
-    if (f->stamp[i] != f->gen)
-      continue;
-    size_t h = slot_of(f->keys[i], f->kseed[i], cap - 1);
-    while (stamp[h] == 1)
-      h = (h + 1) & (cap - 1);
-    keys[h] = f->keys[i];
-    kseed[h] = f->kseed[i];
-    vals[h] = f->vals[i];
-    stamp[h] = 1;
-  }
-  free(f->keys);
-  free(f->kseed);
-  free(f->vals);
-  free(f->stamp);
-  f->keys = keys;
-  f->kseed = kseed;
-  f->vals = vals;
-  f->stamp = stamp;
-  f->cap = cap;
-  f->gen = 1;
-  return NG_OK;
-}
-
-/* Empties the table for a new build: a new generation, so every slot of earlier builds reads as
- * empty. The stamps are cleared only when the generation counter wraps (once in 2^32 builds). */
+/* Empties the table: a new generation, so every slot of earlier builds reads as empty. The
+ * stamps are cleared only when the generation counter wraps (once in 2^32 builds). */
 static void table_clear(ng_srv_field *f) {
   if (++f->gen == 0) {
     memset(f->stamp, 0, f->cap * sizeof *f->stamp);
@@ -127,9 +88,62 @@ static void table_clear(ng_srv_field *f) {
   }
 }
 
+static void table_put(ng_srv_field *f, int64_t key, uint64_t seed, int32_t val) {
+  const size_t mask = f->active - 1;
+  size_t h = slot_of(key, seed, mask);
+  while (f->stamp[h] == f->gen)
+    h = (h + 1) & mask;
+  f->keys[h] = key;
+  f->kseed[h] = seed;
+  f->vals[h] = val;
+  f->stamp[h] = f->gen;
+}
+
+/* Sizes the active table for `nodes` local nodes at load <= 1/2 and holds the first n_cur local
+ * nodes in it. `fresh`: a new build, whose table starts empty at the smallest size that fits. */
+static ng_status table_reserve(ng_srv_field *f, size_t nodes, int32_t n_cur, bool fresh) {
+  size_t active = 1024;
+  while (active < nodes * 2)
+    active *= 2;
+  if (!fresh && active <= f->active)
+    return NG_OK;
+  if (active > f->cap) {
+    int64_t *keys = ng__malloc(active * sizeof *keys, "the receptive field's node table");
+    uint64_t *kseed = ng__malloc(active * sizeof *kseed, "the receptive field's node table");
+    int32_t *vals = ng__malloc(active * sizeof *vals, "the receptive field's node table");
+    uint32_t *stamp = ng__calloc(active, sizeof *stamp, "the receptive field's node table");
+    if (!keys || !kseed || !vals || !stamp) {
+      free(keys);
+      free(kseed);
+      free(vals);
+      free(stamp);
+      return NG_ERR_NOMEM;
+    }
+    free(f->keys);
+    free(f->kseed);
+    free(f->vals);
+    free(f->stamp);
+    f->keys = keys;
+    f->kseed = kseed;
+    f->vals = vals;
+    f->stamp = stamp;
+    f->cap = active;
+    f->gen = 0; /* the stamps are 0: the clear below makes generation 1 */
+  }
+  /* A new generation empties the table; when it grows within a build, the current nodes go back
+   * in at the new size (their keys are kept per node). */
+  table_clear(f);
+  f->active = active;
+  const int64_t *kid = f->kid.ptr;
+  const uint64_t *seed = f->seed.ptr;
+  for (int32_t i = 0; i < n_cur; i++)
+    table_put(f, kid[i], seed[i], i);
+  return NG_OK;
+}
+
 /* The local node of key (key, seed), or -1. */
 static int32_t table_find(const ng_srv_field *f, int64_t key, uint64_t seed) {
-  const size_t mask = f->cap - 1;
+  const size_t mask = f->active - 1;
   for (size_t h = slot_of(key, seed, mask);; h = (h + 1) & mask) {
     if (f->stamp[h] != f->gen)
       return -1;
@@ -141,7 +155,7 @@ static int32_t table_find(const ng_srv_field *f, int64_t key, uint64_t seed) {
 /* The local node of key (key, seed), appended as global node `id` with sampling seed `seed`
  * when new. The table and ids[], seed[] must have room for one more node. */
 static int32_t table_add(ng_srv_field *f, int64_t key, uint64_t seed, int64_t id, int32_t *n_cur) {
-  const size_t mask = f->cap - 1;
+  const size_t mask = f->active - 1;
   for (size_t h = slot_of(key, seed, mask);; h = (h + 1) & mask) {
     if (f->stamp[h] != f->gen) {
       f->keys[h] = key;
@@ -149,6 +163,7 @@ static int32_t table_add(ng_srv_field *f, int64_t key, uint64_t seed, int64_t id
       f->vals[h] = *n_cur;
       f->stamp[h] = f->gen;
       ((int64_t *)f->ids.ptr)[*n_cur] = id;
+      ((int64_t *)f->kid.ptr)[*n_cur] = key;
       ((uint64_t *)f->seed.ptr)[*n_cur] = seed;
       return (*n_cur)++;
     }
@@ -189,8 +204,8 @@ ng_status ng__srv_field_build(ng_minibatch *out, ng_srv_field *f, const ng_srv_s
   const bool sampled = seeds != NULL;
   NG_CHECK(reserve(&f->ids, (size_t)n_targets * sizeof(int64_t), "receptive-field node ids"));
   NG_CHECK(reserve(&f->seed, (size_t)n_targets * sizeof(uint64_t), "receptive-field seeds"));
-  table_clear(f);
-  NG_CHECK(table_reserve(f, (size_t)n_targets));
+  NG_CHECK(reserve(&f->kid, (size_t)n_targets * sizeof(int64_t), "receptive-field keys"));
+  NG_CHECK(table_reserve(f, (size_t)n_targets, 0, true));
   int32_t n_cur = 0;
   for (int32_t i = 0; i < n_targets; i++) {
     const int32_t before = n_cur;
@@ -225,8 +240,11 @@ ng_status ng__srv_field_build(ng_minibatch *out, ng_srv_field *f, const ng_srv_s
                      "receptive-field node ids"));
     NG_CHECK(reserve(&f->seed, ((size_t)n_cur + (size_t)nnz) * sizeof(uint64_t),
                      "receptive-field seeds"));
+    NG_CHECK(
+        reserve(&f->kid, ((size_t)n_cur + (size_t)nnz) * sizeof(int64_t), "receptive-field keys"));
     /* Sampled fields may hold a node once per seed, so only the edges bound their new nodes. */
-    NG_CHECK(table_reserve(f, (size_t)n_cur + (size_t)(sampled ? nnz : NG_MIN(nnz, s->nodes))));
+    NG_CHECK(table_reserve(f, (size_t)n_cur + (size_t)(sampled ? nnz : NG_MIN(nnz, s->nodes)),
+                           n_cur, false));
     int32_t *indices = f->indices[l].ptr;
     for (int32_t d = 0; d < n_dst; d++) {
       const int64_t v = ((const int64_t *)f->ids.ptr)[d];
