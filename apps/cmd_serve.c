@@ -37,6 +37,7 @@ int cmd_serve(int argc, char **argv) {
   int32_t max_connections = ho.max_connections, per_client = ho.max_connections_per_client;
   int32_t health_connections = ho.health_connections;
   int64_t max_request_nodes = eo.max_request_nodes, hub_edges = eo.hub_edges;
+  int64_t request_timeout_ms = eo.request_timeout_ms;
   int64_t cache_bytes = eo.cache_bytes, max_body = ho.max_body_bytes;
   int64_t min_body_rate = ho.min_body_rate;
   double cache_ratio = eo.cache_ratio, drain_s = ho.drain_timeout_s;
@@ -63,8 +64,11 @@ int cmd_serve(int argc, char **argv) {
                   "most target nodes merged into one device batch"),
       CLI_OPT_INT("max-delay-us", &max_delay_us, "US", 0, 10000000,
                   "longest a request waits for others to join its batch"),
-      CLI_OPT_INT("queue", &queue, "N", 1, 1 << 24,
-                  "most requests admitted and not yet answered; more get 503"),
+      CLI_OPT_INT("queue", &queue, "N", 0, 1 << 24,
+                  "most requests admitted and not yet answered; more get 503; 0 = --max-batch"),
+      CLI_OPT_INT("request-timeout-ms", &request_timeout_ms, "MS", 1, NG_ENGINE_MAX_TIMEOUT_MS,
+                  "a request's deadline unless it gives parameters.timeout_ms: one that cannot "
+                  "start by then is answered 503 and never computed"),
       CLI_OPT_INT("max-request-nodes", &max_request_nodes, "N", 1, INT32_MAX,
                   "most node ids in one request"),
       CLI_OPT_INT("hub-edges", &hub_edges, "N", 0, INT64_MAX,
@@ -126,6 +130,7 @@ int cmd_serve(int argc, char **argv) {
   eo.queue_cap = queue;
   eo.max_request_nodes = max_request_nodes;
   eo.hub_edges = hub_edges;
+  eo.request_timeout_ms = request_timeout_ms;
   eo.workers = workers;
   eo.threads = threads;
   eo.cache_bytes = cache_bytes;

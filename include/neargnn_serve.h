@@ -31,7 +31,9 @@ typedef struct {
   double cache_ratio;  ///< hot tier share as in ng_train_opts
   int max_batch;       ///< most target nodes merged into one device batch (default 256)
   int max_delay_us;    ///< longest a request waits for others to join its batch (default 500)
-  int queue_cap;       ///< most requests admitted and not yet answered (default 1024)
+  /// Most requests admitted and not yet answered; more are refused as busy (0: max_batch, one
+  /// full batch waiting beyond the one computing, below the HTTP front's connection limit).
+  int queue_cap;
   int64_t max_request_nodes; ///< most node ids in one request (default 4096)
   /// A request whose receptive field (sampled or full) has more edges than this is a hub
   /// request: its cold neighbours are aggregated by CPU workers near the data, in parallel, while
@@ -41,12 +43,22 @@ typedef struct {
   /// by ng_engine_create; every acknowledged update is in it, fsynced.
   const char *log_path;
   ng_normalize normalize; ///< feature normalisation the model was trained with
+  /// The deadline of a request that gives no timeout_ms, in ms from its admission (default
+  /// 1000; 1 to NG_ENGINE_MAX_TIMEOUT_MS). A request that cannot start before its deadline is
+  /// refused as busy and never computed.
+  int64_t request_timeout_ms;
+  /// Most estimated work merged into one device batch: the edges of its requests' unrolled
+  /// receptive fields plus their nodes (0: 4 x hub_edges). A batch is capped by this and by
+  /// max_batch nodes, whichever it reaches first; a request over it alone still runs.
+  int64_t max_batch_work;
 } ng_engine_opts;
 #define NG_ENGINE_OPTS_INIT                                                                        \
   {                                                                                                \
-    sizeof(ng_engine_opts), NULL, "cpu", NG_MODE_AUTO, 0, 0, 0, -1.0, 256, 500, 1024, 4096, 0,     \
-        NULL, NG_NORMALIZE_NONE                                                                    \
+    sizeof(ng_engine_opts), NULL, "cpu", NG_MODE_AUTO, 0, 0, 0, -1.0, 256, 500, 0, 4096, 0, NULL,  \
+        NG_NORMALIZE_NONE, 1000, 0                                                                 \
   }
+/// The longest deadline a request or the engine's options may give (one hour, in ms).
+#define NG_ENGINE_MAX_TIMEOUT_MS 3600000
 
 /// Loads the checkpoint into `model`'s shape, opens what the mode needs, replays the update log
 /// and starts the engine's threads. `ds` and `model` are borrowed and must outlive the engine.
@@ -80,6 +92,9 @@ typedef struct {
   int32_t n_fanouts;
   int32_t fanout[NG_ENGINE_MAX_LAYERS];
   uint64_t seed;
+  /// The request's deadline in ms from its admission (0: the engine's request_timeout_ms; at
+  /// most NG_ENGINE_MAX_TIMEOUT_MS). A request that cannot start before it is refused as busy.
+  int64_t timeout_ms;
 } ng_infer_request;
 
 /// A request's answer. The engine allocates the arrays (malloc); ng_infer_result_free frees them.
@@ -96,9 +111,12 @@ typedef struct {
 } ng_infer_result;
 void ng_infer_result_free(ng_infer_result *r);
 
-/// Answers one request (blocking). Errors: NG_ERR_INVALID_ARG for a bad id, layer or fanout
-/// (ng_last_error() says which); NG_ERR_STATE when the admission queue is full (the caller
-/// answers 503) or the engine is draining. Same request on an unchanged graph: same bits.
+/// Answers one request (blocking). Errors: NG_ERR_INVALID_ARG for a bad id, layer, fanout or
+/// timeout (ng_last_error() says which); NG_ERR_STATE ("busy", the caller answers 503) when the
+/// admission queue is full, when the wait predicted from the queued work and the measured cost
+/// would pass the request's deadline (refused at once), when the deadline passes before the
+/// request starts (it is then never computed), or while the engine drains. Same request on an
+/// unchanged graph: same bits, whatever it is batched with.
 ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_result *res);
 
 /// One online update. Node ids of added nodes are assigned in order from the current count.
@@ -121,11 +139,16 @@ ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *firs
 
 /// Counters for /metrics (monotonic unless said otherwise).
 typedef struct {
-  int64_t requests, request_nodes, hub_requests, rejected_busy;
+  int64_t requests, request_nodes, hub_requests;
+  int64_t rejected_busy;        ///< refused at admission: the queue was full
   int64_t batches, batch_nodes; ///< device batches and the targets they held
   int64_t hot_rows, cold_rows;
   int64_t updates;
   int64_t queue_depth; ///< now (a gauge)
+  /// Refused at admission because the predicted wait would pass the request's deadline.
+  int64_t rejected_deadline;
+  /// Admitted but refused when their deadline passed before they could start (never computed).
+  int64_t timed_out;
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 

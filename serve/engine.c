@@ -37,10 +37,14 @@ typedef struct pending {
   int32_t fanout[NG_ENGINE_MAX_LAYERS]; /* resolved: -1 = every neighbour */
   int32_t emb_layer;
   bool hub;
+  bool taken; /* in a batch: computed whatever its deadline does from now on */
   bool done;
   ng_status st;
   char err[512];
   double t_enq;
+  double deadline_us; /* now_us() time by which it must start */
+  int64_t timeout_ms;
+  int64_t work; /* the estimated edges of its field, plus its nodes (the cost model's unit) */
   struct pending *next;
 } pending;
 
@@ -84,6 +88,14 @@ struct ng_engine {
   pthread_cond_t work_cv, done_cv;
   pending *head, *tail;
   int64_t queued_nodes;
+  int64_t queued_work;  /* the work of the queued requests */
+  int64_t running_work; /* the work of the batch computing now */
+  /* Measured cost: an EWMA of a batch's compute time per unit of work (0 until the first batch,
+   * or what a test set with ng__engine_test_cost). Admission predicts a request's wait as the
+   * work ahead of it times this. */
+  double us_per_work;
+  bool cost_fixed;  /* a test fixed us_per_work: batches do not update it */
+  bool paused;      /* a test holds the batcher (ng__engine_test_pause) */
   int64_t admitted; /* admitted, not yet answered */
   int64_t callers;  /* threads inside ng_engine_infer */
   bool stopping;
@@ -93,7 +105,8 @@ struct ng_engine {
 
   /* The batcher thread's memory. */
   ng_srv_field *field;
-  growbuf targets, map_keys, map_vals, host_i32, host_i64, host_f, stage, work, out_host;
+  growbuf targets, target_seeds, map_keys, map_seeds, map_vals, host_i32, host_i64, host_f, stage,
+      work, out_host;
   growbuf gat_z; /* GAT, SAGE-pool: the rows the CPU projected or pooled, then its states */
   growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
   size_t map_cap;
@@ -101,6 +114,21 @@ struct ng_engine {
 
 static double now_us(void) {
   return ng__now() * 1e6;
+}
+
+/* Waits on `cv` (monotonic clock) until signalled or until now_us() reaches `until_us`. */
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until_us) {
+  const double us = NG_MAX(until_us, 0.0);
+  struct timespec ts;
+  ts.tv_sec = (time_t)(us / 1e6);
+  ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  if (ts.tv_nsec < 0)
+    ts.tv_nsec = 0;
+  pthread_cond_timedwait(cv, mu, &ts);
 }
 
 /* ---- creation ---- */
@@ -224,14 +252,20 @@ static ng_status check_opts(ng_engine_opts *o, const struct ng_dataset *ds,
   if (o->max_delay_us < 0)
     o->max_delay_us = 0;
   if (o->queue_cap <= 0)
-    o->queue_cap = 1024;
+    o->queue_cap = o->max_batch;
+  if (o->request_timeout_ms <= 0)
+    o->request_timeout_ms = 1000;
+  if (o->request_timeout_ms > NG_ENGINE_MAX_TIMEOUT_MS)
+    return ng__err(NG_ERR_INVALID_ARG, "engine: request_timeout_ms %lld is over the most, %d ms",
+                   (long long)o->request_timeout_ms, NG_ENGINE_MAX_TIMEOUT_MS);
   if (o->max_request_nodes <= 0)
     o->max_request_nodes = 4096;
   if (o->workers < 0 || o->threads < 0 || (unsigned)o->mode > NG_MODE_HYBRID ||
-      (unsigned)o->normalize > NG_NORMALIZE_ROW || o->cache_bytes < 0 || o->hub_edges < 0)
+      (unsigned)o->normalize > NG_NORMALIZE_ROW || o->cache_bytes < 0 || o->hub_edges < 0 ||
+      o->max_batch_work < 0)
     return ng__err(NG_ERR_INVALID_ARG,
-                   "engine options out of range (workers, threads, cache_bytes, hub_edges >= 0; "
-                   "a known mode and normalisation)");
+                   "engine options out of range (workers, threads, cache_bytes, hub_edges, "
+                   "max_batch_work >= 0; a known mode and normalisation)");
   return NG_OK;
 }
 
@@ -266,14 +300,23 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   pthread_mutex_init(&e->snap_mu, NULL);
   pthread_mutex_init(&e->upd_mu, NULL);
   pthread_mutex_init(&e->mu, NULL);
-  pthread_cond_init(&e->work_cv, NULL);
-  pthread_cond_init(&e->done_cv, NULL);
+  /* Waits end at now_us() times (monotonic): deadlines and the batching delay. */
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&e->work_cv, &ca);
+  pthread_cond_init(&e->done_cv, &ca);
+  pthread_condattr_destroy(&ca);
   e->log.fd = -1;
   const ng_dataset_info *info = &ds->info;
   const struct ng_model *m = &e->model;
   const int64_t dim = info->feature_dim;
   ng_status st = NG_OK;
   e->hub_edges = o.hub_edges > 0 ? o.hub_edges : DEFAULT_HUB_EDGES;
+  /* Work per batch: by default four hub requests' worth, so that an ordinary batch costs a
+   * bounded time however many small requests it merges. */
+  if (e->o.max_batch_work == 0)
+    e->o.max_batch_work = 4 * e->hub_edges;
   if (o.workers > 0) {
     e->workers = o.workers;
   } else {
@@ -378,9 +421,9 @@ void ng_engine_destroy(ng_engine *e) {
     ng__srv_log_close(&e->log);
   ng__srv_snap_unref(e->snap);
   ng__srv_field_destroy(e->field);
-  growbuf *host[] = {&e->targets,  &e->map_keys, &e->map_vals, &e->host_i32,
-                     &e->host_i64, &e->host_f,   &e->stage,    &e->pack[0],
-                     &e->pack[1],  &e->out_host, &e->gat_z};
+  growbuf *host[] = {&e->targets,  &e->target_seeds, &e->map_keys, &e->map_seeds, &e->map_vals,
+                     &e->host_i32, &e->host_i64,     &e->host_f,   &e->stage,     &e->pack[0],
+                     &e->pack[1],  &e->out_host,     &e->gat_z};
   for (size_t i = 0; i < NG_ARRAY_LEN(host); i++)
     free(host[i]->ptr);
   if (e->features_owned)
@@ -1186,8 +1229,18 @@ static ng_status forward_raw_input(ng_engine *e, const ng_srv_snap *s, const ng_
   return ng__exec_forward(&e->ex, &dmb, NULL, x, false, 0);
 }
 
-/* The local target index of every requested id: a small open-addressing map from node id to
- * its place among the batch's distinct targets. */
+/* The batch's distinct targets: a small open-addressing map from a key to its place among them.
+ * The key is the node id, and for sampled requests (node, seed): a node asked for with two
+ * seeds is two targets, each drawing its field with its request's seed. */
+static size_t target_slot(int64_t v, uint64_t seed, size_t mask) {
+  uint64_t hv = (uint64_t)v * 0x9e3779b97f4a7c15ULL ^ seed * 0xc2b2ae3d27d4eb4fULL;
+  return (size_t)(hv ^ (hv >> 32)) & mask;
+}
+
+static uint64_t seed_of(const ng_infer_request *r) {
+  return r->n_fanouts ? r->seed : 0;
+}
+
 static ng_status batch_targets(ng_engine *e, pending **reqs, int n_req, int32_t *n_targets) {
   int64_t total = 0;
   for (int i = 0; i < n_req; i++)
@@ -1197,25 +1250,32 @@ static ng_status batch_targets(ng_engine *e, pending **reqs, int n_req, int32_t 
     cap *= 2;
   NG_CHECK(ng__host_reserve(&e->targets.ptr, &e->targets.cap, (size_t)total * sizeof(int64_t),
                             "the batch's targets"));
+  NG_CHECK(ng__host_reserve(&e->target_seeds.ptr, &e->target_seeds.cap,
+                            (size_t)total * sizeof(uint64_t), "the batch's targets"));
   NG_CHECK(ng__host_reserve(&e->map_keys.ptr, &e->map_keys.cap, cap * sizeof(int64_t),
+                            "the batch's target map"));
+  NG_CHECK(ng__host_reserve(&e->map_seeds.ptr, &e->map_seeds.cap, cap * sizeof(uint64_t),
                             "the batch's target map"));
   NG_CHECK(ng__host_reserve(&e->map_vals.ptr, &e->map_vals.cap, cap * sizeof(int32_t),
                             "the batch's target map"));
   int64_t *keys = e->map_keys.ptr, *targets = e->targets.ptr;
+  uint64_t *kseeds = e->map_seeds.ptr, *seeds = e->target_seeds.ptr;
   int32_t *vals = e->map_vals.ptr;
   memset(keys, 0xff, cap * sizeof *keys);
   int32_t n = 0;
   for (int i = 0; i < n_req; i++) {
     const ng_infer_request *r = reqs[i]->req;
+    const uint64_t sd = seed_of(r);
     for (int64_t j = 0; j < r->n; j++) {
       const int64_t v = r->node_ids[j];
-      uint64_t hv = (uint64_t)v * 0x9e3779b97f4a7c15ULL;
-      size_t h = (size_t)(hv ^ (hv >> 32)) & (cap - 1);
-      while (keys[h] != -1 && keys[h] != v)
+      size_t h = target_slot(v, sd, cap - 1);
+      while (keys[h] != -1 && (keys[h] != v || kseeds[h] != sd))
         h = (h + 1) & (cap - 1);
       if (keys[h] == -1) {
         keys[h] = v;
+        kseeds[h] = sd;
         vals[h] = n;
+        seeds[n] = sd;
         targets[n++] = v;
       }
     }
@@ -1225,13 +1285,13 @@ static ng_status batch_targets(ng_engine *e, pending **reqs, int n_req, int32_t 
   return NG_OK;
 }
 
-static int32_t target_of(const ng_engine *e, int64_t v) {
+static int32_t target_of(const ng_engine *e, int64_t v, uint64_t seed) {
   const int64_t *keys = e->map_keys.ptr;
+  const uint64_t *kseeds = e->map_seeds.ptr;
   const int32_t *vals = e->map_vals.ptr;
   const size_t cap = e->map_cap;
-  uint64_t hv = (uint64_t)v * 0x9e3779b97f4a7c15ULL;
-  size_t h = (size_t)(hv ^ (hv >> 32)) & (cap - 1);
-  while (keys[h] != v)
+  size_t h = target_slot(v, seed, cap - 1);
+  while (keys[h] != v || kseeds[h] != seed)
     h = (h + 1) & (cap - 1);
   return vals[h];
 }
@@ -1262,8 +1322,10 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
   NG_CHECK(batch_targets(e, reqs, n_req, &n_targets));
   ng_srv_snap *s = snap_acquire(e);
   ng_minibatch mb;
-  ng_status st = ng__srv_field_build(&mb, e->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
-                                     r0->n_fanouts ? r0->seed : 0, e->targets.ptr, n_targets);
+  /* Sampled batches give each target its request's seed; a batch's requests share fanouts. */
+  ng_status st =
+      ng__srv_field_build(&mb, e->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
+                          r0->n_fanouts ? e->target_seeds.ptr : NULL, e->targets.ptr, n_targets);
   batch_rows rows = {0, 0};
   if (st == NG_OK) {
     const fetch_kind how = strategy(e, reqs[0]->hub);
@@ -1331,8 +1393,9 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
                (long long)r->n);
       continue;
     }
+    const uint64_t sd = seed_of(r);
     for (int64_t j = 0; j < r->n; j++) {
-      const int32_t t = target_of(e, r->node_ids[j]);
+      const int32_t t = target_of(e, r->node_ids[j], sd);
       const float *row = logits + (size_t)t * (size_t)classes;
       if (res->logits)
         memcpy(res->logits + j * classes, row, (size_t)classes * sizeof(float));
@@ -1354,14 +1417,50 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
   return NG_OK;
 }
 
-/* Whether two requests may share a device batch: the same sampling (full neighbourhoods, or
- * the same fanouts and seed). */
+/* Whether two requests may share a device batch: full neighbourhoods, or the same fanouts
+ * (whatever their seeds: each target draws with its own request's seed, batch_targets). */
 static bool compatible(const pending *a, const pending *b) {
   if (a->req->n_fanouts != b->req->n_fanouts)
     return false;
   if (a->req->n_fanouts == 0)
     return true;
-  return a->req->seed == b->req->seed && memcmp(a->fanout, b->fanout, sizeof a->fanout) == 0;
+  return memcmp(a->fanout, b->fanout, sizeof a->fanout) == 0;
+}
+
+/* Unlinks queued request `p` (its predecessor `prev`, NULL at the head) and takes it off the
+ * queue's counts. Under e->mu. */
+static void unlink_pending(ng_engine *e, pending *p, pending *prev) {
+  if (prev)
+    prev->next = p->next;
+  else
+    e->head = p->next;
+  if (e->tail == p)
+    e->tail = prev;
+  p->next = NULL;
+  e->queued_nodes -= p->req->n;
+  e->queued_work -= p->work;
+}
+
+/* Answers queued request `p`, whose deadline passed before it could start, as busy: it is never
+ * computed. Under e->mu, with p already unlinked. */
+static void expire(ng_engine *e, pending *p, double now) {
+  p->st = NG_ERR_STATE;
+  snprintf(p->err, sizeof p->err,
+           "engine busy: the request waited %.1f ms and could not start before its deadline "
+           "(timeout_ms %lld); retry later",
+           (now - p->t_enq) / 1e3, (long long)p->timeout_ms);
+  p->done = true;
+  e->admitted--;
+  e->stats.timed_out++;
+}
+
+/* The measured cost after a batch of `work` units computed in `us`: an EWMA of the cost per
+ * unit, weighted towards recent batches so that it follows the load. Under e->mu. */
+static void measure(ng_engine *e, int64_t work, double us) {
+  if (e->cost_fixed || work <= 0)
+    return;
+  const double per = us / (double)work;
+  e->us_per_work = e->us_per_work > 0.0 ? 0.8 * e->us_per_work + 0.2 * per : per;
 }
 
 static void *batcher_main(void *arg) {
@@ -1369,51 +1468,56 @@ static void *batcher_main(void *arg) {
   pending *batch[1024];
   pthread_mutex_lock(&e->mu);
   for (;;) {
-    while (!e->head && !e->stopping)
+    while ((!e->head || e->paused) && !e->stopping)
       pthread_cond_wait(&e->work_cv, &e->mu);
     if (!e->head)
       break; /* stopping, and every admitted request is answered */
     /* Wait for others to join the oldest request, up to max_delay_us or a full batch. A hub
      * request runs alone and starts at once. */
-    const double deadline_us = e->head->t_enq + (double)e->o.max_delay_us;
-    while (!e->stopping && !e->head->hub && e->queued_nodes < e->o.max_batch) {
-      const double now = now_us();
-      if (now >= deadline_us)
-        break;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      const double wait_ns = (deadline_us - now) * 1e3;
-      ts.tv_sec += (time_t)(wait_ns / 1e9);
-      ts.tv_nsec += (long)((int64_t)wait_ns % 1000000000);
-      if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-      }
-      pthread_cond_timedwait(&e->work_cv, &e->mu, &ts);
-    }
-    /* Take the oldest request, then every later compatible one that fits. */
+    const double delay_end = e->head->t_enq + (double)e->o.max_delay_us;
+    while (!e->stopping && !e->paused && e->head && !e->head->hub &&
+           e->queued_nodes < e->o.max_batch && e->queued_work < e->o.max_batch_work &&
+           now_us() < delay_end)
+      wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, e->head->deadline_us));
+    if (!e->head || (e->paused && !e->stopping))
+      continue; /* the head left (its deadline passed), or a test paused the batcher */
+    /* Take the oldest request, then every later compatible one that fits; requests whose
+     * deadline has passed are answered busy instead, never computed. */
     int n = 0;
-    int64_t nodes = 0;
-    pending **link = &e->head, *prev = NULL;
-    const pending *first = e->head;
-    while (*link && n < (int)NG_ARRAY_LEN(batch)) {
-      pending *p = *link;
-      const bool take = n == 0 || (!first->hub && !p->hub && compatible(first, p) &&
-                                   nodes + p->req->n <= e->o.max_batch);
+    int64_t nodes = 0, work = 0;
+    pending *p = e->head, *prev = NULL;
+    const pending *first = NULL;
+    const double now = now_us();
+    while (p && n < (int)NG_ARRAY_LEN(batch)) {
+      pending *next = p->next;
+      if (now >= p->deadline_us) {
+        unlink_pending(e, p, prev);
+        expire(e, p, now);
+        p = next;
+        continue;
+      }
+      const bool take =
+          !first || (!first->hub && !p->hub && compatible(first, p) &&
+                     nodes + p->req->n <= e->o.max_batch && work + p->work <= e->o.max_batch_work);
       if (take) {
+        unlink_pending(e, p, prev);
+        p->taken = true;
         batch[n++] = p;
         nodes += p->req->n;
-        *link = p->next;
-        if (e->tail == p)
-          e->tail = prev;
+        work += p->work;
+        if (!first)
+          first = p;
       } else {
         prev = p;
-        link = &p->next;
       }
-      if (first->hub || nodes >= e->o.max_batch)
+      if (first && (first->hub || nodes >= e->o.max_batch || work >= e->o.max_batch_work))
         break;
+      p = next;
     }
-    e->queued_nodes -= nodes;
+    pthread_cond_broadcast(&e->done_cv); /* the callers of expired requests */
+    if (n == 0)
+      continue;
+    e->running_work = work;
     pthread_mutex_unlock(&e->mu);
 
     const double t0 = now_us();
@@ -1422,26 +1526,44 @@ static void *batcher_main(void *arg) {
     char msg[512] = "";
     if (st != NG_OK)
       snprintf(msg, sizeof msg, "%s", ng_last_error());
+    const double t1 = now_us();
 
     pthread_mutex_lock(&e->mu);
+    e->running_work = 0;
+    if (st == NG_OK)
+      measure(e, work, t1 - t0);
     e->stats.batches++;
     e->stats.batch_nodes += nodes;
     e->stats.hot_rows += rows.hot_rows;
     e->stats.cold_rows += rows.cold_rows;
     for (int i = 0; i < n; i++) {
-      pending *p = batch[i];
+      pending *q = batch[i];
       if (st != NG_OK) {
-        ng_infer_result_free(p->res);
-        p->st = st;
-        snprintf(p->err, sizeof p->err, "%s", msg);
+        ng_infer_result_free(q->res);
+        q->st = st;
+        snprintf(q->err, sizeof q->err, "%s", msg);
       }
-      p->done = true;
+      q->done = true;
     }
     e->admitted -= n;
     pthread_cond_broadcast(&e->done_cv);
   }
   pthread_mutex_unlock(&e->mu);
   return NULL;
+}
+
+void ng__engine_test_pause(ng_engine *e, bool paused) {
+  pthread_mutex_lock(&e->mu);
+  e->paused = paused;
+  pthread_cond_broadcast(&e->work_cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+void ng__engine_test_cost(ng_engine *e, double us_per_work) {
+  pthread_mutex_lock(&e->mu);
+  e->us_per_work = us_per_work;
+  e->cost_fixed = us_per_work > 0.0;
+  pthread_mutex_unlock(&e->mu);
 }
 
 /* ---- the API ---- */
@@ -1484,6 +1606,12 @@ static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending 
       return ng__err(NG_ERR_INVALID_ARG, "fanout %d of layer %d: use a positive count or -1 (all)",
                      (int)p->fanout[l], l);
   }
+  if (r->timeout_ms < 0 || r->timeout_ms > NG_ENGINE_MAX_TIMEOUT_MS)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "timeout_ms %lld: give 1 to %d ms, or 0 for the engine's default (%lld ms)",
+                   (long long)r->timeout_ms, NG_ENGINE_MAX_TIMEOUT_MS,
+                   (long long)e->o.request_timeout_ms);
+  p->timeout_ms = r->timeout_ms ? r->timeout_ms : e->o.request_timeout_ms;
   ng_srv_snap *s = snap_acquire(e);
   ng_status st = NG_OK;
   for (int64_t j = 0; j < r->n; j++) {
@@ -1493,9 +1621,12 @@ static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending 
       break;
     }
   }
-  if (st == NG_OK)
-    p->hub = ng__srv_field_estimate(s, m->n_layers, p->fanout, r->node_ids, r->n, e->hub_edges) >
-             e->hub_edges;
+  if (st == NG_OK) {
+    const int64_t edges =
+        ng__srv_field_estimate(s, m->n_layers, p->fanout, r->node_ids, r->n, e->hub_edges);
+    p->hub = edges > e->hub_edges;
+    p->work = edges + r->n;
+  }
   ng__srv_snap_unref(s);
   return st;
 }
@@ -1511,6 +1642,7 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
   p.req = req;
   p.res = res;
   p.t_enq = now_us();
+  p.deadline_us = p.t_enq + (double)p.timeout_ms * 1e3;
   pthread_mutex_lock(&e->mu);
   if (e->stopping) {
     pthread_mutex_unlock(&e->mu);
@@ -1522,20 +1654,47 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
     return ng__err(NG_ERR_STATE, "engine busy: %d requests admitted and not answered (queue_cap)",
                    e->o.queue_cap);
   }
+  /* Admission by predicted wait: the work queued and computing ahead of this request at the
+   * measured cost. Refused at once when it would start after its deadline: answering busy now
+   * costs the client nothing, computing it late would cost the requests behind it. */
+  const double wait_us = (double)(e->queued_work + e->running_work) * e->us_per_work;
+  if (p.t_enq + wait_us > p.deadline_us) {
+    e->stats.rejected_deadline++;
+    pthread_mutex_unlock(&e->mu);
+    return ng__err(NG_ERR_STATE,
+                   "engine busy: the predicted wait, %.1f ms, passes the request's deadline "
+                   "(timeout_ms %lld); retry later",
+                   wait_us / 1e3, (long long)p.timeout_ms);
+  }
   e->admitted++;
   e->callers++;
   e->stats.requests++;
   e->stats.request_nodes += req->n;
   e->stats.hub_requests += p.hub;
   e->queued_nodes += req->n;
+  e->queued_work += p.work;
   if (e->tail)
     e->tail->next = &p;
   else
     e->head = &p;
   e->tail = &p;
   pthread_cond_signal(&e->work_cv);
-  while (!p.done)
-    pthread_cond_wait(&e->done_cv, &e->mu);
+  while (!p.done) {
+    if (!p.taken && now_us() >= p.deadline_us) {
+      /* Still queued at its deadline: leave the queue unanswered by the device. */
+      pending *prev = NULL;
+      for (pending *q = e->head; q && q != &p; q = q->next)
+        prev = q;
+      unlink_pending(e, &p, prev);
+      expire(e, &p, now_us());
+      pthread_cond_signal(&e->work_cv); /* the batcher may be waiting on this head */
+      break;
+    }
+    if (p.taken)
+      pthread_cond_wait(&e->done_cv, &e->mu);
+    else
+      wait_until(&e->done_cv, &e->mu, p.deadline_us);
+  }
   e->callers--;
   if (e->stopping)
     pthread_cond_broadcast(&e->done_cv);

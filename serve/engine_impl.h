@@ -109,17 +109,29 @@ typedef struct ng_srv_field ng_srv_field;
 ng_status ng__srv_field_create(ng_srv_field **out);
 void ng__srv_field_destroy(ng_srv_field *f);
 
-/// The blocks of the receptive field of `n_targets` distinct `targets` in snapshot `s`, as the
-/// sampler lays them out (cpu/sampler_impl.h): block l keeps fanout[l] neighbours of each
-/// destination (-1: all, in row order), drawn from the stream ng_hash3(seed, l, v), so a node's
-/// neighbours never depend on the other targets of the batch. GCN weights where gcn[l]. The
-/// arrays live in `f` until its next build.
+/// The blocks of the receptive field of `n_targets` `targets` in snapshot `s`, as the sampler
+/// lays them out (cpu/sampler_impl.h): block l keeps fanout[l] neighbours of each destination
+/// (-1: all, in row order). `seeds` NULL: every node once (the targets must be distinct), and no
+/// fanout may draw. Otherwise target i samples with seeds[i]: a node reached from it draws from
+/// the stream ng_hash3(seeds[i], l, v), and a node reached with two seeds is two local nodes
+/// (the pairs (target, seed) must be distinct), so a node's neighbours never depend on the other
+/// targets of the batch or their seeds. GCN weights where gcn[l]. The arrays live in `f` until
+/// its next build. Clearing `f` for a build costs nothing, whatever its earlier builds held.
 ng_status ng__srv_field_build(ng_minibatch *out, ng_srv_field *f, const ng_srv_snap *s,
-                              int n_layers, const int32_t *fanout, const bool *gcn, uint64_t seed,
-                              const int64_t *targets, int32_t n_targets);
+                              int n_layers, const int32_t *fanout, const bool *gcn,
+                              const uint64_t *seeds, const int64_t *targets, int32_t n_targets);
 /// The edges of the unrolled receptive field of `targets` (counting a node reached twice twice),
 /// counted up to `limit` (returns a value > limit as soon as it passes it).
 int64_t ng__srv_field_estimate(const ng_srv_snap *s, int n_layers, const int32_t *fanout,
                                const int64_t *targets, int64_t n_targets, int64_t limit);
+
+/* ---- test hooks (tests/test_serve_engine.c) ---- */
+
+/// Holds the batcher (paused) or lets it go: while held it starts no batch, so that a test can
+/// let a queued request's deadline pass deterministically. ng_engine_destroy still drains.
+void ng__engine_test_pause(ng_engine *e, bool paused);
+/// Fixes the measured cost (microseconds per unit of work: estimated field edges plus nodes) that
+/// admission predicts waits with; batches then do not update it. 0 returns to measuring.
+void ng__engine_test_cost(ng_engine *e, double us_per_work);
 
 #endif /* NG_SERVE_ENGINE_IMPL_H */

@@ -927,6 +927,12 @@ char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
   counter(f, "neargnn_engine_rejected_busy_total",
           "Requests refused because the admission queue was full (503).", "counter",
           st.rejected_busy);
+  counter(f, "neargnn_engine_rejected_deadline_total",
+          "Requests refused at admission: the predicted wait passed their deadline (503).",
+          "counter", st.rejected_deadline);
+  counter(f, "neargnn_engine_timed_out_total",
+          "Requests whose deadline passed before they could start; never computed (503).",
+          "counter", st.timed_out);
   counter(f, "neargnn_engine_batches_total", "Device batches run.", "counter", st.batches);
   counter(f, "neargnn_engine_batch_nodes_total", "Target nodes of those batches.", "counter",
           st.batch_nodes);

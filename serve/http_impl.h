@@ -27,7 +27,8 @@ typedef struct {
 
 /// Parses a KServe v2 infer request body (`len` bytes, not NUL-terminated; borrowed):
 ///   {"id": "...", "inputs": [{"name": "node_ids", "datatype": "INT64", "shape": [n],
-///    "data": [...]}], "parameters": {"fanouts": [25, 10], "seed": 7, "embedding_layer": 0},
+///    "data": [...]}], "parameters": {"fanouts": [25, 10], "seed": 7, "embedding_layer": 0,
+///    "timeout_ms": 200},
 ///    "outputs": [{"name": "logits"}, {"name": "embedding"}, {"name": "class"}]}
 /// `layers` is the model's layer count (for the default embedding layer, layers - 2, and the
 /// fanout count); 0 skips those checks. Returns NG_OK with *out filled (free it with

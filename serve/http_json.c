@@ -250,6 +250,16 @@ static ng_status parse_parameters(ng_infer_request *req, const cJSON *params, in
                      (layers > 0 ? layers : NG_ENGINE_MAX_LAYERS) - 1);
     req->embedding_layer = (int32_t)l;
   }
+  const cJSON *tmo = cJSON_GetObjectItemCaseSensitive(params, "timeout_ms");
+  if (tmo) {
+    int64_t t = -1;
+    if (!json_int(tmo, &t) || t < 1 || t > NG_ENGINE_MAX_TIMEOUT_MS)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "%s: \"timeout_ms\" must be an integer from 1 to %d (ms from admission by "
+                     "which the request must start; without it, --request-timeout-ms)",
+                     what, NG_ENGINE_MAX_TIMEOUT_MS);
+    req->timeout_ms = t;
+  }
   return NG_OK;
 }
 

@@ -8,6 +8,7 @@
 #include "ng_test_fetch.h"
 
 #include "dataset_impl.h"
+#include "engine_impl.h"
 #include "neargnn_serve.h"
 #include "trainer_impl.h"
 
@@ -78,6 +79,9 @@ static ng_engine *engine(const trained *t, ng_mode mode, double cache_ratio, int
   o.log_path = log_path;
   o.max_delay_us = max_delay_us;
   o.workers = 2;
+  /* Deadlines far off: these tests check answers, under sanitizers on a loaded machine too
+   * (the deadline tests give their own). */
+  o.request_timeout_ms = 60 * 1000;
   o.normalize = t->normalize;
   ng_engine *e = NULL;
   ng_status st = ng_engine_create(&e, cora, t->model, t->ckpt, &o);
@@ -345,6 +349,207 @@ static void test_sampled(void) {
   EXPECT_TRUE(differs); /* sampling dropped neighbours of some node */
   concurrent(e, solo, 3, 2, 2, 11);
   free(solo);
+  ng_engine_destroy(e);
+}
+
+/* Whether two builds made the same blocks, node for node and edge for edge. */
+static bool same_field(const ng_minibatch *a, const ng_minibatch *b, int n_layers) {
+  if (a->n_targets != b->n_targets)
+    return false;
+  for (int l = 0; l < n_layers; l++) {
+    const ng_block *x = &a->blocks[l], *y = &b->blocks[l];
+    if (x->n_dst != y->n_dst || x->n_src != y->n_src || x->nnz != y->nnz ||
+        memcmp(x->indptr, y->indptr, ((size_t)x->n_dst + 1) * 4) != 0 ||
+        memcmp(x->indices, y->indices, (size_t)x->nnz * 4) != 0)
+      return false;
+  }
+  return memcmp(a->node_ids, b->node_ids, (size_t)a->blocks[0].n_src * 8) == 0;
+}
+
+/* The field builder after a big field (every Cora node, full neighbourhoods, then sampled with
+ * a seed per target) builds small fields exactly as a fresh builder does: its table is emptied
+ * for each build by a new generation instead of a clear of its whole size, and no entry of the
+ * big build may survive into a later one. (The cost of the clear is what changed; it is not
+ * timed here.) */
+static void test_field_reuse(void) {
+  ng_srv_snap *snap = NULL;
+  EXPECT_OK(
+      ng__srv_snap_base(&snap, &cora->csr, cora->features, info.feature_dim, NG_NORMALIZE_NONE));
+  ng_srv_field *big = NULL, *fresh = NULL;
+  EXPECT_OK(ng__srv_field_create(&big));
+  if (!snap || !big)
+    return;
+  const bool gcn_w[2] = {true, true};
+  const int32_t full[2] = {-1, -1}, sampled[2] = {4, 3};
+  int64_t *all = ng_test_xmalloc((size_t)info.nodes * sizeof(int64_t));
+  uint64_t *all_seeds = ng_test_xmalloc((size_t)info.nodes * sizeof(uint64_t));
+  for (int64_t v = 0; v < info.nodes; v++) {
+    all[v] = v;
+    all_seeds[v] = (uint64_t)(v % 5);
+  }
+  for (int round = 0; round < 2; round++) {
+    const bool smp = round == 1;
+    ng_minibatch mb, want;
+    EXPECT_OK(ng__srv_field_build(&mb, big, snap, 2, smp ? sampled : full, gcn_w,
+                                  smp ? all_seeds : NULL, all, (int32_t)info.nodes));
+    EXPECT_EQ_I(mb.blocks[0].n_src >= info.nodes, 1);
+    for (int i = 0; i < n_probe; i++) {
+      int64_t t[2] = {probe[i], probe[(i + 7) % n_probe]};
+      uint64_t sd[2] = {(uint64_t)i, (uint64_t)i + 1};
+      const int32_t nt = t[0] == t[1] && !smp ? 1 : 2;
+      EXPECT_OK(ng__srv_field_build(&mb, big, snap, 2, smp ? sampled : full, gcn_w, smp ? sd : NULL,
+                                    t, nt));
+      EXPECT_OK(ng__srv_field_create(&fresh));
+      EXPECT_OK(ng__srv_field_build(&want, fresh, snap, 2, smp ? sampled : full, gcn_w,
+                                    smp ? sd : NULL, t, nt));
+      if (!same_field(&mb, &want, 2)) {
+        ng_test_fail(__FILE__, __LINE__, "%s field of %lld, %lld after a big one differs",
+                     smp ? "sampled" : "full", (long long)t[0], (long long)t[1]);
+        ng__srv_field_destroy(fresh);
+        break;
+      }
+      ng__srv_field_destroy(fresh);
+    }
+  }
+  free(all);
+  free(all_seeds);
+  ng__srv_field_destroy(big);
+  ng__srv_snap_unref(snap);
+}
+
+/* Whether local node `da` of field `a` and `db` of field `b` have the same unrolled tree from
+ * block `l` down: the same neighbours (global ids, in block order) at every level. */
+static bool same_tree(const ng_minibatch *a, int32_t da, const ng_minibatch *b, int32_t db, int l) {
+  const ng_block *x = &a->blocks[l], *y = &b->blocks[l];
+  const int32_t n = x->indptr[da + 1] - x->indptr[da];
+  if (n != y->indptr[db + 1] - y->indptr[db])
+    return false;
+  for (int32_t i = 0; i < n; i++) {
+    const int32_t sa = x->indices[x->indptr[da] + i], sb = y->indices[y->indptr[db] + i];
+    if (a->node_ids[sa] != b->node_ids[sb])
+      return false;
+    if (l > 0 && !same_tree(a, sa, b, sb, l - 1))
+      return false;
+  }
+  return true;
+}
+
+/* A sampled field of targets with different seeds (a node twice with two seeds) gives every
+ * target the tree it has in a field of its own: its draws use its own seed at every level. */
+static void test_field_seeds(void) {
+  ng_srv_snap *snap = NULL;
+  EXPECT_OK(
+      ng__srv_snap_base(&snap, &cora->csr, cora->features, info.feature_dim, NG_NORMALIZE_NONE));
+  ng_srv_field *batch = NULL, *solo = NULL;
+  EXPECT_OK(ng__srv_field_create(&batch));
+  EXPECT_OK(ng__srv_field_create(&solo));
+  if (!snap || !batch || !solo)
+    return;
+  const bool plain[2] = {false, false};
+  const int32_t fan[2] = {4, 3};
+  int64_t t[6] = {1358, 1358, 0, 17, 1701, 2707};
+  uint64_t sd[6] = {1, 2, 1, 3, 4, 5};
+  ng_minibatch mb, one;
+  EXPECT_OK(ng__srv_field_build(&mb, batch, snap, 2, fan, plain, sd, t, 6));
+  bool seeds_differ = false;
+  for (int i = 0; i < 6; i++) {
+    EXPECT_OK(ng__srv_field_build(&one, solo, snap, 2, fan, plain, &sd[i], &t[i], 1));
+    if (!same_tree(&mb, i, &one, 0, 1))
+      ng_test_fail(__FILE__, __LINE__, "target %d (node %lld, seed %llu) differs from alone", i,
+                   (long long)t[i], (unsigned long long)sd[i]);
+    if (i == 1) /* node 1358 with seed 2 against seed 1 (target 0) */
+      seeds_differ = !same_tree(&mb, 0, &one, 0, 1);
+  }
+  EXPECT_TRUE(seeds_differ);
+  ng__srv_field_destroy(batch);
+  ng__srv_field_destroy(solo);
+  ng__srv_snap_unref(snap);
+}
+
+/* One sampled request for `v` with `seed` (fanouts 4, 3); its logits (free()) or NULL. */
+typedef struct {
+  ng_engine *e;
+  int64_t v;
+  uint64_t seed;
+  float *logits;
+  int64_t batch_nodes;
+} seeded;
+
+static void *seeded_main(void *arg) {
+  seeded *q = arg;
+  ng_infer_request r;
+  memset(&r, 0, sizeof r);
+  r.node_ids = &q->v;
+  r.n = 1;
+  r.n_fanouts = 2;
+  r.fanout[0] = 4;
+  r.fanout[1] = 3;
+  r.seed = q->seed;
+  ng_infer_result res;
+  if (ng_engine_infer(q->e, &r, &res) == NG_OK) {
+    q->logits = res.logits;
+    q->batch_nodes = res.batch_nodes;
+    res.logits = NULL;
+  }
+  ng_infer_result_free(&res);
+  return NULL;
+}
+
+/* Sampled requests of different seeds share one device batch, and each request's bits are
+ * those it gets alone: its targets draw with its own seed, whatever the batch holds (the same
+ * node asked for with two seeds, and twice with one). */
+static void test_sampled_seeds_batch(void) {
+  const int64_t C = info.classes;
+  enum { N = 8 };
+  seeded q[N];
+  for (int i = 0; i < N; i++)
+    q[i] = (seeded){.v = probe[(i * 5) % n_probe], .seed = 100 + (uint64_t)i};
+  q[1].v = q[0].v; /* one node, two seeds */
+  q[3].v = q[2].v;
+  q[3].seed = q[2].seed; /* one node, one seed, two requests */
+  q[5].v = 1358;         /* the node with the most neighbours: its draws differ by seed */
+  q[6].v = 1358;
+  ng_engine *alone = engine(&sage, NG_MODE_AUTO, -1.0, 0, NULL, 0);
+  float *want[N];
+  for (int i = 0; i < N; i++) {
+    seeded one = q[i];
+    one.e = alone;
+    seeded_main(&one);
+    want[i] = one.logits;
+    EXPECT_TRUE(want[i] != NULL);
+  }
+  ng_engine_destroy(alone);
+  if (want[5] && want[6])
+    EXPECT_TRUE(memcmp(want[5], want[6], (size_t)C * sizeof(float)) != 0);
+  /* The batcher waits (up to 30 s) until N target nodes are queued: one batch of all. */
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.max_batch = N;
+  o.max_delay_us = 30 * 1000 * 1000;
+  o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
+  o.workers = 2;
+  o.normalize = sage.normalize;
+  ng_engine *e = NULL;
+  EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+  if (!e)
+    return;
+  pthread_t th[N];
+  for (int i = 0; i < N; i++) {
+    q[i].e = e;
+    pthread_create(&th[i], NULL, seeded_main, &q[i]);
+  }
+  for (int i = 0; i < N; i++)
+    pthread_join(th[i], NULL);
+  ng_engine_stats st;
+  ng_engine_stats_get(&st, e);
+  EXPECT_EQ_I(st.batches, 1);
+  EXPECT_EQ_I(st.batch_nodes, N);
+  for (int i = 0; i < N; i++) {
+    EXPECT_EQ_I(q[i].batch_nodes, N - 1); /* distinct (node, seed) targets */
+    if (q[i].logits && want[i])
+      EXPECT_SAME_BITS(q[i].logits, want[i], C, "sampled request batched with other seeds");
+    free(q[i].logits);
+    free(want[i]);
+  }
   ng_engine_destroy(e);
 }
 
@@ -741,6 +946,7 @@ static void test_queue_full(void) {
   o.queue_cap = 2;
   o.max_batch = 1000;
   o.max_delay_us = 30 * 1000 * 1000; /* the batcher waits for more: both stay admitted */
+  o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
   o.normalize = sage.normalize;
   ng_engine *e = NULL;
   EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
@@ -774,6 +980,203 @@ static void test_queue_full(void) {
     pthread_join(th[k], NULL);
     EXPECT_OK(b[k].st);
   }
+}
+
+/* A request with a deadline, on its own thread. */
+typedef struct {
+  ng_engine *e;
+  int64_t id;
+  int64_t timeout_ms;
+  ng_status st;
+  char err[512];
+} timed;
+
+static void *timed_main(void *arg) {
+  timed *t = arg;
+  ng_infer_request q;
+  memset(&q, 0, sizeof q);
+  q.node_ids = &t->id;
+  q.n = 1;
+  q.timeout_ms = t->timeout_ms;
+  ng_infer_result res;
+  t->st = ng_engine_infer(t->e, &q, &res);
+  snprintf(t->err, sizeof t->err, "%s", t->st == NG_OK ? "" : ng_last_error());
+  if (t->st == NG_OK)
+    ng_infer_result_free(&res);
+  return NULL;
+}
+
+/* Waits (bounded) until `depth` requests are admitted and unanswered. */
+static void await_depth(ng_engine *e, int64_t depth) {
+  ng_engine_stats s;
+  for (int spin = 0; spin < 20000; spin++) {
+    ng_engine_stats_get(&s, e);
+    if (s.queue_depth == depth)
+      return;
+    usleep(1000);
+  }
+  EXPECT_EQ_I(s.queue_depth, depth);
+}
+
+static ng_engine *paused_engine(int max_batch) {
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.max_batch = max_batch;
+  o.max_delay_us = 0;
+  o.workers = 2;
+  o.normalize = sage.normalize;
+  ng_engine *e = NULL;
+  EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+  if (e)
+    ng__engine_test_pause(e, true);
+  return e;
+}
+
+/* A queued request whose deadline passes before the batcher can start it (the batcher is held)
+ * is answered busy and never computed; one admitted with a long deadline is computed once the
+ * batcher goes on. */
+static void test_deadline_expires(void) {
+  ng_engine *e = paused_engine(64);
+  if (!e)
+    return;
+  timed slow = {e, 7, 60 * 1000, NG_ERR_INTERNAL, ""}, quick = {e, 8, 20, NG_ERR_INTERNAL, ""};
+  pthread_t th[2];
+  pthread_create(&th[0], NULL, timed_main, &slow);
+  await_depth(e, 1);
+  pthread_create(&th[1], NULL, timed_main, &quick);
+  pthread_join(th[1], NULL); /* answered at its deadline while the batcher is held */
+  EXPECT_STATUS(quick.st, NG_ERR_STATE);
+  EXPECT_TRUE(strstr(quick.err, "deadline (timeout_ms 20)") != NULL);
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.timed_out, 1);
+  EXPECT_EQ_I(s.batches, 0);
+  EXPECT_EQ_I(s.queue_depth, 1);
+  ng__engine_test_pause(e, false);
+  pthread_join(th[0], NULL);
+  EXPECT_OK(slow.st);
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.batches, 1);
+  EXPECT_EQ_I(s.batch_nodes, 1); /* the expired request was not computed */
+  EXPECT_EQ_I(s.timed_out, 1);
+  EXPECT_EQ_I(s.queue_depth, 0);
+  ng_engine_destroy(e);
+}
+
+/* Admission by predicted wait: with work queued ahead and a (fixed) large measured cost, a
+ * request whose deadline the wait would pass is refused at once, not queued; with nothing
+ * ahead the same cost predicts no wait and the request is admitted. */
+static void test_admission_by_wait(void) {
+  ng_engine *e = paused_engine(64);
+  if (!e)
+    return;
+  ng__engine_test_cost(e, 1e6); /* one second per unit of work */
+  timed ahead = {e, 1358, 60 * 1000, NG_ERR_INTERNAL, ""};
+  pthread_t th;
+  pthread_create(&th, NULL, timed_main, &ahead); /* nothing ahead of it: admitted */
+  await_depth(e, 1);
+  timed refused = {e, 3, 1000, NG_ERR_INTERNAL, ""};
+  timed_main(&refused); /* returns at once: not queued behind the held batcher */
+  EXPECT_STATUS(refused.st, NG_ERR_STATE);
+  EXPECT_TRUE(strstr(refused.err, "predicted wait") != NULL);
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.rejected_deadline, 1);
+  EXPECT_EQ_I(s.timed_out, 0);
+  EXPECT_EQ_I(s.queue_depth, 1);
+  EXPECT_EQ_I(s.requests, 1);
+  ng__engine_test_pause(e, false);
+  pthread_join(th, NULL);
+  EXPECT_OK(ahead.st);
+  /* Measuring again: a request after the queue drained is admitted and answered. */
+  ng__engine_test_cost(e, 0.0);
+  timed after = {e, 3, 1000, NG_ERR_INTERNAL, ""};
+  timed_main(&after);
+  EXPECT_OK(after.st);
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.batches, 2);
+  EXPECT_EQ_I(s.rejected_deadline, 1);
+  ng_engine_destroy(e);
+}
+
+/* Batches are capped by estimated work (field edges plus nodes), not by nodes alone: with room
+ * for the first two of three queued one-node requests, they make two batches. */
+static void test_batch_work_cap(void) {
+  ng_srv_snap *snap = NULL;
+  EXPECT_OK(
+      ng__srv_snap_base(&snap, &cora->csr, cora->features, info.feature_dim, NG_NORMALIZE_NONE));
+  if (!snap)
+    return;
+  const int32_t full[2] = {-1, -1};
+  const int64_t ids[3] = {1358, 0, 17};
+  int64_t work[3];
+  for (int i = 0; i < 3; i++)
+    work[i] = ng__srv_field_estimate(snap, 2, full, &ids[i], 1, INT64_MAX) + 1;
+  ng__srv_snap_unref(snap);
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.max_batch = 64;
+  o.max_delay_us = 0;
+  o.max_batch_work = work[0] + work[1];
+  o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
+  o.workers = 2;
+  o.normalize = sage.normalize;
+  ng_engine *e = NULL;
+  EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+  if (!e)
+    return;
+  ng__engine_test_pause(e, true);
+  timed q[3];
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) {
+    q[i] = (timed){e, ids[i], 0, NG_ERR_INTERNAL, ""};
+    pthread_create(&th[i], NULL, timed_main, &q[i]);
+    await_depth(e, i + 1); /* queued in this order */
+  }
+  ng__engine_test_pause(e, false);
+  for (int i = 0; i < 3; i++) {
+    pthread_join(th[i], NULL);
+    EXPECT_OK(q[i].st);
+  }
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.batches, 2);
+  EXPECT_EQ_I(s.batch_nodes, 3);
+  ng_engine_destroy(e);
+}
+
+/* timeout_ms out of range is a bad request; the default queue cap (max_batch) is reachable. */
+static void test_deadline_args(void) {
+  ng_engine *e = paused_engine(2);
+  if (!e)
+    return;
+  timed bad = {e, 3, -1, NG_ERR_INTERNAL, ""};
+  timed_main(&bad);
+  EXPECT_STATUS(bad.st, NG_ERR_INVALID_ARG);
+  EXPECT_TRUE(strstr(bad.err, "timeout_ms -1") != NULL);
+  bad.timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS + 1;
+  timed_main(&bad);
+  EXPECT_STATUS(bad.st, NG_ERR_INVALID_ARG);
+  EXPECT_TRUE(strstr(bad.err, "timeout_ms 3600001") != NULL);
+  timed held[2] = {{e, 1, NG_ENGINE_MAX_TIMEOUT_MS, NG_ERR_INTERNAL, ""},
+                   {e, 2, 0, NG_ERR_INTERNAL, ""}};
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++)
+    pthread_create(&th[k], NULL, timed_main, &held[k]);
+  await_depth(e, 2);
+  timed third = {e, 3, 0, NG_ERR_INTERNAL, ""};
+  timed_main(&third);
+  EXPECT_STATUS(third.st, NG_ERR_STATE);
+  EXPECT_TRUE(strstr(third.err, "queue_cap") != NULL);
+  ng__engine_test_pause(e, false);
+  for (int k = 0; k < 2; k++) {
+    pthread_join(th[k], NULL);
+    EXPECT_OK(held[k].st);
+  }
+  ng_engine_destroy(e);
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS + 1;
+  ng_engine *x = NULL;
+  EXPECT_STATUS(ng_engine_create(&x, cora, sage.model, sage.ckpt, &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("request_timeout_ms");
 }
 
 static void test_bad_requests(void) {
@@ -1072,6 +1475,7 @@ static ng_engine *engine_workers(const trained *t, ng_mode mode, double cache_ra
   o.workers = workers;
   o.hub_edges = hub_edges;
   o.max_delay_us = 2000;
+  o.request_timeout_ms = 60 * 1000;
   o.normalize = t->normalize;
   ng_engine *e = NULL;
   ng_status st = ng_engine_create(&e, cora, t->model, t->ckpt, &o);
@@ -1293,10 +1697,17 @@ int main(void) {
   RUN_TEST(test_gcn_matches_trainer);
   RUN_TEST(test_modes_and_batching);
   RUN_TEST(test_sampled);
+  RUN_TEST(test_field_reuse);
+  RUN_TEST(test_field_seeds);
+  RUN_TEST(test_sampled_seeds_batch);
   RUN_TEST(test_updates_visible);
   RUN_TEST(test_snapshot_isolation);
   RUN_TEST(test_log_replay);
   RUN_TEST(test_queue_full);
+  RUN_TEST(test_deadline_expires);
+  RUN_TEST(test_admission_by_wait);
+  RUN_TEST(test_deadline_args);
+  RUN_TEST(test_batch_work_cap);
   RUN_TEST(test_bad_requests);
   RUN_TEST(test_generated_hubs);
   RUN_TEST(test_gat_split);

@@ -143,9 +143,11 @@ static void test_parse_infer(void) {
   EXPECT_OK(parse_infer(&r,
                         "{\"id\":\"q1\",\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\","
                         "\"shape\":[3],\"data\":[5,0,9007199254740991]}],"
-                        "\"parameters\":{\"fanouts\":[25,10],\"seed\":7,\"embedding_layer\":1},"
+                        "\"parameters\":{\"fanouts\":[25,10],\"seed\":7,\"embedding_layer\":1,"
+                        "\"timeout_ms\":250},"
                         "\"outputs\":[{\"name\":\"class\"},{\"name\":\"embedding\"}]}",
                         2));
+  EXPECT_EQ_I(r.req.timeout_ms, 250);
   EXPECT_EQ_I(r.req.n, 3);
   EXPECT_EQ_I(r.req.node_ids[0], 5);
   EXPECT_EQ_I(r.req.node_ids[2], 9007199254740991LL);
@@ -168,6 +170,7 @@ static void test_parse_infer(void) {
   EXPECT_EQ_I(r.req.outputs, NG_OUT_LOGITS | NG_OUT_EMBEDDING | NG_OUT_CLASS);
   EXPECT_EQ_I(r.req.embedding_layer, 1);
   EXPECT_EQ_I(r.req.n_fanouts, 0);
+  EXPECT_EQ_I(r.req.timeout_ms, 0); /* the engine's request_timeout_ms */
   EXPECT_TRUE(r.req.seed == UINT64_MAX);
   EXPECT_TRUE(r.id == NULL);
   ng__http_infer_clear(&r);
@@ -220,6 +223,18 @@ static void test_parse_infer_rejects(void) {
       {"{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]}],"
        "\"parameters\":{\"embedding_layer\":2}}",
        "embedding_layer"},
+      {"{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]}],"
+       "\"parameters\":{\"timeout_ms\":-5}}",
+       "\"timeout_ms\""},
+      {"{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]}],"
+       "\"parameters\":{\"timeout_ms\":0}}",
+       "\"timeout_ms\""},
+      {"{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]}],"
+       "\"parameters\":{\"timeout_ms\":3600001}}",
+       "from 1 to 3600000"},
+      {"{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]}],"
+       "\"parameters\":{\"timeout_ms\":1.5}}",
+       "\"timeout_ms\""},
       {"{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]}],"
        "\"outputs\":[{\"name\":\"probabilities\"}]}",
        "outputs[0]"},
@@ -604,6 +619,7 @@ static void test_server(void) {
   a = http(port, "POST", "/v2/models/fake/infer", INFER_BODY("1", 1));
   EXPECT_EQ_I(a.status, 503);
   EXPECT_TRUE(strcasestr(a.head, "Retry-After: 1") != NULL);
+  EXPECT_TRUE(a.body && strstr(a.body, "{\"error\":\"operation not valid") != NULL);
   answer_free(&a);
   atomic_store(&eng.busy, 0);
 
@@ -683,6 +699,14 @@ static void test_server(void) {
     ng_test_fail(__FILE__, __LINE__, "/metrics lacks one of the expected lines:\n%s",
                  last ? last : "(no answer)");
   free(last);
+
+  /* parameters.timeout_ms reaches the engine. */
+  a = http(port, "POST", "/v2/models/fake/infer",
+           "{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],"
+           "\"data\":[2]}],\"parameters\":{\"timeout_ms\":75}}");
+  EXPECT_EQ_I(a.status, 200);
+  EXPECT_EQ_I(eng.last.timeout_ms, 75);
+  answer_free(&a);
 
   /* Drain: a request in flight when the server stops is answered; then nothing listens. */
   atomic_store(&eng.delay_ms, 300);
