@@ -178,6 +178,22 @@ int cmd_serve(int argc, char **argv) {
   }
   ng_engine_info ei;
   ng_engine_info_get(&ei, engine);
+  ng_engine_log_info li = NG_ENGINE_LOG_INFO_INIT;
+  if (eo.log_path && ng_engine_log_info_get(&li, engine) == NG_OK) {
+    /* A cut is never silent: it names what was cut, so that an operator can tell a crash's torn
+     * append from anything else. */
+    if (li.cut_offset >= 0)
+      fprintf(stderr,
+              "neargnn serve: %s: cut %" PRId64 " bytes from byte %" PRId64
+              " (%s; no valid record follows it, so it is taken for an append a crash "
+              "interrupted)\n",
+              eo.log_path, li.cut_bytes, li.cut_offset, li.cut_what);
+    if (li.migrated)
+      fprintf(stderr, "neargnn serve: %s: rewritten from log format version 1 to the current one\n",
+              eo.log_path);
+    fprintf(stderr, "neargnn serve: %s: %" PRId64 " update(s) replayed\n", eo.log_path,
+            li.replayed);
+  }
   const bool v6 = strchr(ho.host, ':') != NULL;
   fprintf(stderr,
           "neargnn serve: model %s (%" PRId64

@@ -137,6 +137,47 @@ typedef struct {
 /// it. *first_new_id (may be NULL) gets the id of the first added node.
 ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *first_new_id);
 
+/// What an update changed (ng_engine_apply).
+typedef struct {
+  size_t size;          ///< sizeof(ng_update_result)
+  int64_t first_new_id; ///< id of the first added node (the node count before the update)
+  int64_t added_nodes;
+  /// Edges that were not there before: an edge the graph has, or one given twice, counts once
+  /// or not at all.
+  int64_t added_edges;
+  int64_t removed_edges;
+  int64_t updated_features; ///< feature rows replaced
+  /// 1 when the update was appended to the log; 0 when it changed nothing (every count 0, or
+  /// only edges the graph has), which is answered NG_OK without a record.
+  int32_t logged;
+} ng_update_result;
+#define NG_UPDATE_RESULT_INIT                                                                      \
+  { sizeof(ng_update_result), -1, 0, 0, 0, 0, 0 }
+
+/// ng_engine_update, reporting what the update changed into *out (may be NULL; initialise it
+/// with NG_UPDATE_RESULT_INIT). An update that changes nothing is not logged and changes no
+/// snapshot. Errors as ng_engine_update.
+ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_result *out);
+
+/// What ng_engine_create found in the update log.
+typedef struct {
+  size_t size;      ///< sizeof(ng_engine_log_info)
+  int64_t records;  ///< records in the log now
+  int64_t replayed; ///< records ng_engine_create replayed
+  /// Byte of the log from which ng_engine_create cut a torn tail (a record a crash cut short
+  /// during its append, never acknowledged), or -1 when nothing was cut.
+  int64_t cut_offset;
+  int64_t cut_bytes; ///< bytes cut off
+  char cut_what[96]; ///< what was at cut_offset ("" when nothing was cut)
+  int32_t migrated;  ///< 1 when a version-1 log was rewritten in the current format
+} ng_engine_log_info;
+#define NG_ENGINE_LOG_INFO_INIT                                                                    \
+  { sizeof(ng_engine_log_info), 0, 0, -1, 0, {0}, 0 }
+
+/// Fills *out (initialised with NG_ENGINE_LOG_INFO_INIT). Errors: NG_ERR_INVALID_ARG for a NULL
+/// or closed engine or an `out` without its size, NG_ERR_UNSUPPORTED when the engine has no log.
+ng_status ng_engine_log_info_get(ng_engine_log_info *out, const ng_engine *e);
+
 /// Counters for /metrics (monotonic unless said otherwise).
 typedef struct {
   int64_t requests, request_nodes, hub_requests;

@@ -130,6 +130,32 @@ static ng_status json_req_string(const char **out, const cJSON *obj, const char 
 }
 
 /* Checks dataset.json's keys, types and the consistency of its counts, filling `info`. */
+/* The optional "id": 32 hex digits, the dataset's 16 random bytes. */
+static ng_status parse_id(uint8_t id[NG_DATASET_ID_BYTES], bool *has_id, const cJSON *root,
+                          const char *path) {
+  const char *text = NULL;
+  NG_CHECK(json_opt_string(&text, root, "id", path));
+  *has_id = text != NULL;
+  if (!text)
+    return NG_OK;
+  bool ok = strlen(text) == 2 * NG_DATASET_ID_BYTES;
+  for (int i = 0; ok && i < NG_DATASET_ID_BYTES; i++) {
+    unsigned v = 0;
+    for (int k = 0; k < 2 && ok; k++) {
+      const char c = text[2 * i + k];
+      ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      v = v * 16 + (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    id[i] = (uint8_t)v;
+  }
+  if (!ok)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: \"id\" is \"%.40s\"; it must be 32 lowercase hex digits (the dataset's "
+                   "random id) or be left out",
+                   path, text);
+  return NG_OK;
+}
+
 static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char *dir,
                             const char *path) {
   if (!cJSON_IsObject(root))
@@ -242,7 +268,9 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
   return NG_OK;
 }
 
-static ng_status load_json(ng_dataset_info *info, const char *dir) {
+static ng_status load_json(struct ng_dataset *ds) {
+  ng_dataset_info *info = &ds->info;
+  const char *dir = ds->dir;
   char *path = ng__path_join(dir, "dataset.json");
   if (!path)
     return NG_ERR_NOMEM;
@@ -267,6 +295,8 @@ static ng_status load_json(ng_dataset_info *info, const char *dir) {
     goto cleanup;
   }
   st = parse_json(info, root, dir, path);
+  if (st == NG_OK)
+    st = parse_id(ds->id, &ds->has_id, root, path);
   cJSON_Delete(root);
 cleanup:
   free(text);
@@ -777,7 +807,7 @@ ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts
     goto fail;
   }
   ds->info.size = sizeof ds->info;
-  NG_CHECK_GOTO(st, load_json(&ds->info, ds->dir), fail);
+  NG_CHECK_GOTO(st, load_json(ds), fail);
 
   array_spec spec[NG_ARR_COUNT_];
   array_specs(spec, &ds->info);

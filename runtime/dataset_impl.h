@@ -9,6 +9,8 @@
 #define NG_DATASET_MAGIC 0x6e676473u /* "ngds" */
 #define NG_DATASET_FORMAT "neargnn-dataset"
 #define NG_DATASET_VERSION 1
+/// Bytes of a dataset's random id (dataset.json writes it as 32 lowercase hex digits).
+#define NG_DATASET_ID_BYTES 16
 
 /// The arrays of a dataset folder; NG_ARRAY_FILE[] gives their file names.
 typedef enum {
@@ -46,6 +48,10 @@ struct ng_dataset {
   const float *features;        ///< NULL when feature_dim == 0
   const int32_t *labels;        ///< NULL when classes == 0
   const int64_t *split[3];      ///< train, val, test ids (NULL when empty)
+  /// dataset.json's "id": 16 random bytes each writer draws anew, so that a log or cache made
+  /// for one dataset is not taken for another of the same counts (has_id false: none given).
+  uint8_t id[NG_DATASET_ID_BYTES];
+  bool has_id;
   /// Buffers a dataset built from memory owns (ng_dataset_from_arrays: a CSR built from an
   /// edge list, converted labels or ids), freed with ng__big_free on close; {NULL, 0} when unused.
   struct {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,14 +73,37 @@ ng_status ng__writer_shrink(ng_dataset_writer *w, ng_array_id id, int64_t new_di
   return st;
 }
 
+/* A fresh random id as 32 hex digits. Every dataset written gets its own, even one derived from
+ * another (reorder keeps the counts but changes the ids of the nodes), so that an update log
+ * names the dataset it was written for (serve/delta.c). */
+static ng_status random_id(char hex[2 * NG_DATASET_ID_BYTES + 1]) {
+  uint8_t id[NG_DATASET_ID_BYTES];
+  size_t got = 0;
+  while (got < sizeof id) {
+    ssize_t r = getrandom(id + got, sizeof id - got, 0);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return ng__err_errno(NG_ERR_IO, r < 0 ? errno : EIO,
+                           "dataset.json: cannot draw the dataset's random id (getrandom)");
+    got += (size_t)r;
+  }
+  for (size_t i = 0; i < sizeof id; i++)
+    snprintf(hex + 2 * i, 3, "%02x", id[i]);
+  return NG_OK;
+}
+
 static ng_status write_json(const char *path, const ng_dataset_meta *meta) {
   const ng_dataset_info *in = &meta->info;
+  char id[2 * NG_DATASET_ID_BYTES + 1];
+  NG_CHECK(random_id(id));
   cJSON *root = cJSON_CreateObject();
   if (!root)
     return ng__err(NG_ERR_NOMEM, "out of memory building dataset.json");
   cJSON_AddStringToObject(root, "format", NG_DATASET_FORMAT);
   cJSON_AddNumberToObject(root, "version", NG_DATASET_VERSION);
   cJSON_AddStringToObject(root, "name", in->name);
+  cJSON_AddStringToObject(root, "id", id);
   cJSON_AddNumberToObject(root, "nodes", (double)in->nodes);
   cJSON_AddNumberToObject(root, "edges", (double)in->edges);
   cJSON_AddBoolToObject(root, "undirected", in->undirected != 0);

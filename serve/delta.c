@@ -1,9 +1,11 @@
 /* Versioned graph deltas over the immutable base dataset, and their durable log. */
+#include "dataset_impl.h"
 #include "engine_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -184,14 +186,18 @@ bool ng__srv_has_overlay(const ng_srv_snap *s, int64_t v) {
 }
 
 /* A feature row as the model reads it: row-normalised exactly as the trainer normalises the
- * table (runtime/trainer.c, normalize_rows) when the model was trained so. */
-static ng_status make_feat(ng_srv_feat **out, const float *x, int64_t dim, ng_normalize norm) {
+ * table (runtime/trainer.c, normalize_rows) when the model was trained so. A row that is finite
+ * but not after normalisation (a tiny sum: its inverse overflows) would make every answer that
+ * reads it NaN, and a logged one would do so again after every restart: it is refused here,
+ * before the update reaches the log. `what` and `i` name the row in the update. */
+static ng_status make_feat(ng_srv_feat **out, const float *x, int64_t dim, ng_normalize norm,
+                           const char *what, int64_t i, int64_t node) {
   ng_srv_feat *f = ng__malloc(sizeof *f + (size_t)dim * sizeof(float), "a feature row");
   if (!f)
     return NG_ERR_NOMEM;
   atomic_init(&f->ref, 1);
+  double sum = 0.0;
   if (norm == NG_NORMALIZE_ROW) {
-    double sum = 0.0;
     for (int64_t c = 0; c < dim; c++)
       sum += x[c];
     float inv = sum != 0.0 ? (float)(1.0 / sum) : 0.0f;
@@ -199,6 +205,17 @@ static ng_status make_feat(ng_srv_feat **out, const float *x, int64_t dim, ng_no
       f->x[c] = x[c] * inv;
   } else {
     memcpy(f->x, x, (size_t)dim * sizeof(float));
+  }
+  for (int64_t c = 0; c < dim; c++) {
+    if (!isfinite(f->x[c])) {
+      const float bad = f->x[c];
+      free(f);
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "update: %s row %lld (node %lld) is finite but column %lld becomes %g under "
+                     "the model's row normalisation (the row sums to %g); send a row whose sum is "
+                     "not tiny against its values",
+                     what, (long long)i, (long long)node, (long long)c, (double)bad, sum);
+    }
   }
   *out = f;
   return NG_OK;
@@ -226,8 +243,11 @@ static int cmp_edge_op(const void *a, const void *b) {
   return (x->op > y->op) - (x->op < y->op); /* removals first, then additions, each in order */
 }
 
-/* Applies the edge operations of one destination (ops[0, n)) to its row in `s`, into a new row. */
-static ng_status edit_row(ng_srv_snap *s, const edge_op *ops, int64_t n, int64_t n_remove) {
+/* Applies the edge operations of one destination (ops[0, n)) to its row in `s`, into a new row,
+ * counting into `chg` the edges it added (an edge already there, or added twice, counts once)
+ * and removed. */
+static ng_status edit_row(ng_srv_snap *s, const edge_op *ops, int64_t n, int64_t n_remove,
+                          ng_srv_changes *chg) {
   const int64_t v = ops[0].dst;
   ng_srv_rowview rv;
   ng__srv_row(&rv, s, v);
@@ -261,15 +281,19 @@ static ng_status edit_row(ng_srv_snap *s, const edge_op *ops, int64_t n, int64_t
                        (long long)u);
       }
       r->n = kept; /* every occurrence goes */
+      chg->removed_edges++;
     } else if (!found) {
       r->ids[r->n++] = u; /* adding an edge that exists changes nothing */
+      chg->added_edges++;
     }
   }
   return map_put(&s->rows, v, r, row_unref);
 }
 
-ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u) {
+ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u,
+                             ng_srv_changes *changes) {
   *out = NULL;
+  ng_srv_changes chg = {0};
   if (!u)
     return ng__err(NG_ERR_INVALID_ARG, "update: NULL");
   const int64_t dim = s->dim;
@@ -323,7 +347,10 @@ ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_g
   /* Added nodes, then edges (removals before additions), then replaced feature rows. */
   for (int64_t i = 0; i < u->add_nodes; i++) {
     ng_srv_feat *f = NULL;
-    NG_CHECK_GOTO(st, make_feat(&f, u->add_features + i * dim, dim, s->normalize), fail);
+    NG_CHECK_GOTO(st,
+                  make_feat(&f, u->add_features + i * dim, dim, s->normalize, "add_features", i,
+                            s->nodes + i),
+                  fail);
     st = map_put(&n->feats, s->nodes + i, f, feat_unref);
     if (st != NG_OK) {
       feat_unref(f);
@@ -346,13 +373,16 @@ ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_g
       int64_t b = a + 1;
       while (b < n_ops && ops[b].dst == ops[a].dst)
         b++;
-      NG_CHECK_GOTO(st, edit_row(n, ops + a, b - a, u->n_remove_edges), fail);
+      NG_CHECK_GOTO(st, edit_row(n, ops + a, b - a, u->n_remove_edges, &chg), fail);
       a = b;
     }
   }
   for (int64_t i = 0; i < u->n_feature_rows; i++) {
     ng_srv_feat *f = NULL;
-    NG_CHECK_GOTO(st, make_feat(&f, u->feature_values + i * dim, dim, s->normalize), fail);
+    NG_CHECK_GOTO(st,
+                  make_feat(&f, u->feature_values + i * dim, dim, s->normalize, "feature_values", i,
+                            u->feature_ids[i]),
+                  fail);
     st = map_put(&n->feats, u->feature_ids[i], f, feat_unref);
     if (st != NG_OK) {
       feat_unref(f);
@@ -360,6 +390,10 @@ ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_g
     }
   }
   free(ops);
+  chg.added_nodes = u->add_nodes;
+  chg.updated_features = u->n_feature_rows;
+  if (changes)
+    *changes = chg;
   *out = n;
   return NG_OK;
 fail:
@@ -370,19 +404,116 @@ fail:
 
 /* ---- the log ----
  *
- * Header (32 bytes): "NGSRVLOG", u32 version 1, u32 0, i64 base nodes, i64 feature columns.
- * Record: u32 magic "NGUR", u32 CRC-32 of the rest (length and payload), u64 payload bytes,
- * then the payload: u64 sequence number (1, 2, ...), i64 add_nodes, n_add_edges,
- * n_remove_edges, n_feature_rows, then add_features (float32), add_src, add_dst, remove_src,
- * remove_dst, feature_ids (int64) and feature_values (float32). Little-endian, as the host
- * writes them. */
+ * Version 2 (docs/serving-engine.md, "The log"):
+ *   header (64 bytes): "NGSRVLOG", u32 version 2, u32 CRC-32 of bytes 16..64, i64 base nodes,
+ *     i64 base edges, i64 feature columns, u32 CRC-32 of indptr, u32 0, u8[16] dataset id.
+ *   record header (32 bytes): u32 magic "NGUR", u32 CRC-32 of bytes 8..32, u64 payload bytes,
+ *     u64 sequence number, u32 CRC-32 of the payload, u32 0.
+ *   payload: u64 sequence number (1, 2, ...), i64 add_nodes, n_add_edges, n_remove_edges,
+ *     n_feature_rows, then add_features (float32), add_src, add_dst, remove_src, remove_dst,
+ *     feature_ids (int64) and feature_values (float32). Little-endian, as the host writes them.
+ * The record header's own CRC is checked before its length is used, so that one flipped bit in a
+ * length cannot make the records after it look like a torn tail.
+ *
+ * Version 1 (still replayed, then rewritten as version 2): header (32 bytes) "NGSRVLOG", u32 1,
+ * u32 0, i64 base nodes, i64 feature columns; record: u32 magic, u32 CRC-32 of the length and the
+ * payload, u64 payload bytes, payload (the same). */
 
 #define LOG_MAGIC "NGSRVLOG"
-#define LOG_VERSION 1u
-#define LOG_HEADER 32
+#define LOG_VERSION 2u
+#define LOG_HEADER 64
+#define LOG_HEADER_V1 32
 #define REC_MAGIC 0x5255474eu /* "NGUR" */
-#define REC_HEAD 16
+#define REC_HEAD 32
+#define REC_HEAD_V1 16
 #define REC_FIXED 40 /* sequence number and the four counts */
+
+static uint32_t crc(const void *p, size_t n) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  const Bytef *b = p;
+  while (n > 0) { /* zlib takes 32-bit lengths */
+    const uInt k = (uInt)NG_MIN(n, (size_t)1 << 30);
+    c = crc32(c, b, k);
+    b += k;
+    n -= k;
+  }
+  return (uint32_t)c;
+}
+
+void ng__srv_fingerprint(ng_srv_fingerprint *out, const struct ng_dataset *ds) {
+  memset(out, 0, sizeof *out);
+  out->nodes = ds->info.nodes;
+  out->edges = ds->info.edges;
+  out->dim = ds->info.feature_dim;
+  out->indptr_crc = crc(ds->csr.indptr, (size_t)(ds->csr.nodes + 1) * sizeof(int64_t));
+  if (ds->has_id)
+    memcpy(out->id, ds->id, sizeof out->id);
+}
+
+static void make_header(char head[LOG_HEADER], const ng_srv_fingerprint *fp) {
+  memset(head, 0, LOG_HEADER);
+  memcpy(head, LOG_MAGIC, 8);
+  const uint32_t version = LOG_VERSION;
+  memcpy(head + 8, &version, 4);
+  memcpy(head + 16, &fp->nodes, 8);
+  memcpy(head + 24, &fp->edges, 8);
+  memcpy(head + 32, &fp->dim, 8);
+  memcpy(head + 40, &fp->indptr_crc, 4);
+  memcpy(head + 48, fp->id, 16);
+  const uint32_t hc = crc(head + 16, LOG_HEADER - 16);
+  memcpy(head + 12, &hc, 4);
+}
+
+static bool id_set(const uint8_t id[16]) {
+  for (int i = 0; i < 16; i++)
+    if (id[i])
+      return true;
+  return false;
+}
+
+static void hex_id(char out[33], const uint8_t id[16]) {
+  for (int i = 0; i < 16; i++)
+    snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
+/* Refuses a version-2 header that is damaged or names another dataset. Ids are compared when
+ * both sides have one; counts and the indptr CRC always (a dataset folder without an id). */
+static ng_status check_header(const char head[LOG_HEADER], const ng_srv_fingerprint *fp,
+                              const char *path) {
+  uint32_t hc = 0;
+  memcpy(&hc, head + 12, 4);
+  if (hc != crc(head + 16, LOG_HEADER - 16))
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the log's header fails its CRC-32: the log is damaged; restore it from a "
+                   "copy or move it away (every update in it is lost)",
+                   path);
+  ng_srv_fingerprint h;
+  memset(&h, 0, sizeof h);
+  memcpy(&h.nodes, head + 16, 8);
+  memcpy(&h.edges, head + 24, 8);
+  memcpy(&h.dim, head + 32, 8);
+  memcpy(&h.indptr_crc, head + 40, 4);
+  memcpy(h.id, head + 48, 16);
+  char want[33], have[33];
+  hex_id(want, h.id);
+  hex_id(have, fp->id);
+  if (id_set(h.id) && id_set(fp->id) && memcmp(h.id, fp->id, 16) != 0)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the log was written for the dataset with id %s, this one has id %s "
+                   "(dataset.json): its updates name other nodes; use the log of this dataset "
+                   "or a new path",
+                   path, want, have);
+  if (h.nodes != fp->nodes || h.edges != fp->edges || h.dim != fp->dim ||
+      h.indptr_crc != fp->indptr_crc)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the log was written for a dataset of %lld nodes, %lld edges, %lld feature "
+                   "columns and indptr CRC-32 %08x; this one has %lld, %lld, %lld and %08x: its "
+                   "updates name other nodes; use the log of this dataset or a new path",
+                   path, (long long)h.nodes, (long long)h.edges, (long long)h.dim,
+                   (unsigned)h.indptr_crc, (long long)fp->nodes, (long long)fp->edges,
+                   (long long)fp->dim, (unsigned)fp->indptr_crc);
+  return NG_OK;
+}
 
 static ng_status write_all(int fd, const void *buf, size_t n, const char *path) {
   const char *p = buf;
@@ -413,6 +544,20 @@ static ng_status read_at(int fd, void *buf, size_t n, int64_t off, const char *p
   return NG_OK;
 }
 
+/* A version-2 record header for a payload of `len` bytes. */
+static void make_rec_head(char rh[REC_HEAD], const char *payload, uint64_t len) {
+  const uint32_t magic = REC_MAGIC, pc = crc(payload, (size_t)len);
+  uint64_t seq = 0;
+  memcpy(&seq, payload, 8);
+  memset(rh, 0, REC_HEAD);
+  memcpy(rh, &magic, 4);
+  memcpy(rh + 8, &len, 8);
+  memcpy(rh + 16, &seq, 8);
+  memcpy(rh + 24, &pc, 4);
+  const uint32_t hc = crc(rh + 8, REC_HEAD - 8);
+  memcpy(rh + 4, &hc, 4);
+}
+
 /* Payload bytes of an update, or 0 when it overflows. */
 static size_t payload_bytes(const ng_graph_update *u, int64_t dim) {
   size_t floats = 0, ints = 0, fa = 0, fb = 0;
@@ -436,10 +581,8 @@ ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t 
   char *rec = ng__malloc(REC_HEAD + len, "an update log record");
   if (!rec)
     return NG_ERR_NOMEM;
-  const uint64_t seq = log->seq + 1, plen = len;
-  const uint32_t magic = REC_MAGIC;
-  char *p = rec + 8;
-  p = put(p, &plen, 8);
+  const uint64_t seq = log->seq + 1;
+  char *p = rec + REC_HEAD;
   p = put(p, &seq, 8);
   p = put(p, &u->add_nodes, 8);
   p = put(p, &u->n_add_edges, 8);
@@ -452,10 +595,7 @@ ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t 
   p = put(p, u->remove_dst, (size_t)u->n_remove_edges * 8);
   p = put(p, u->feature_ids, (size_t)u->n_feature_rows * 8);
   put(p, u->feature_values, (size_t)(u->n_feature_rows * dim) * sizeof(float));
-  const uint32_t crc =
-      (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)rec + 8, (uInt)(len + 8));
-  memcpy(rec, &magic, 4);
-  memcpy(rec + 4, &crc, 4);
+  make_rec_head(rec, rec + REC_HEAD, len);
   ng_status st = write_all(log->fd, rec, REC_HEAD + len, log->path);
   if (st == NG_OK && fdatasync(log->fd) != 0)
     st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot fsync the update log", log->path);
@@ -531,7 +671,7 @@ static ng_status replay_record(ng_srv_snap **snap, const char *pl, size_t len, u
   u.feature_ids = u.remove_dst + u.n_remove_edges;
   u.feature_values = f + fa;
   ng_srv_snap *next = NULL;
-  ng_status st = ng__srv_snap_apply(&next, *snap, &u);
+  ng_status st = ng__srv_snap_apply(&next, *snap, &u, NULL);
   free(f);
   free(ids);
   if (st != NG_OK) {
@@ -544,11 +684,129 @@ static ng_status replay_record(ng_srv_snap **snap, const char *pl, size_t len, u
   return NG_OK;
 }
 
-static ng_status log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap, int64_t base_nodes,
-                          int64_t *replayed) {
+/* Reusable memory for reading records. */
+typedef struct {
+  char *buf;
+  size_t cap;
+} rec_buf;
+
+/* Whether a whole record of format `version` that passes every check of its own (its header's
+ * CRC before its length is trusted, a length that fits the file, its payload's CRC) starts at
+ * byte `off` of a file of `size` bytes. On true, *payload points at its payload (in `b`) and
+ * *len is its length; on false, *why says what failed. Only an I/O error is an error. */
+static ng_status record_at(bool *valid, const char **payload, uint64_t *len, const char **why,
+                           rec_buf *b, int fd, int64_t off, int64_t size, uint32_t version,
+                           const char *path) {
+  *valid = false;
+  const int64_t head = version == 1 ? REC_HEAD_V1 : REC_HEAD;
+  if (size - off < head) {
+    *why = "a record header cut short";
+    return NG_OK;
+  }
+  char rh[REC_HEAD];
+  NG_CHECK(read_at(fd, rh, (size_t)head, off, path));
+  uint32_t magic = 0, hc = 0, pc = 0, zero = 0;
+  uint64_t n = 0, seq = 0;
+  memcpy(&magic, rh, 4);
+  memcpy(&hc, rh + 4, 4);
+  memcpy(&n, rh + 8, 8);
+  if (magic != REC_MAGIC) {
+    *why = "no record magic";
+    return NG_OK;
+  }
+  if (version != 1) {
+    memcpy(&seq, rh + 16, 8);
+    memcpy(&pc, rh + 24, 4);
+    memcpy(&zero, rh + 28, 4);
+    if (hc != crc(rh + 8, REC_HEAD - 8) || zero != 0) {
+      *why = "a record header that fails its CRC-32";
+      return NG_OK;
+    }
+  }
+  if (n < REC_FIXED || n > (uint64_t)(size - off - head)) {
+    *why = "a record cut short";
+    return NG_OK;
+  }
+  /* Version 1's CRC covers the length too: the 8 bytes go before the payload. */
+  const size_t pre = version == 1 ? 8 : 0;
+  NG_CHECK(ng__host_reserve((void **)&b->buf, &b->cap, (size_t)n + pre, "a log record"));
+  memcpy(b->buf, rh + 8, pre);
+  NG_CHECK(read_at(fd, b->buf + pre, (size_t)n, off + head, path));
+  const uint32_t have = crc(b->buf, (size_t)n + pre);
+  if (have != (version == 1 ? hc : pc)) {
+    *why = "a record that fails its CRC-32";
+    return NG_OK;
+  }
+  uint64_t pseq = 0;
+  memcpy(&pseq, b->buf + pre, 8);
+  if (version != 1 && pseq != seq) {
+    *why = "a record whose header and payload differ in its sequence number";
+    return NG_OK;
+  }
+  *valid = true;
+  *payload = b->buf + pre;
+  *len = n;
+  return NG_OK;
+}
+
+/* The offset of the first valid record that starts after byte `from`, or -1. A record is
+ * looked for at every byte whose next four bytes are the record magic, not just where the
+ * damaged record's length points, since that length may be the damage. */
+static ng_status next_valid(int64_t *found, rec_buf *b, int fd, int64_t from, int64_t size,
+                            uint32_t version, const char *path) {
+  *found = -1;
+  const uint32_t magic = REC_MAGIC;
+  char chunk[65536];
+  for (int64_t at = from + 1; at + 4 <= size;) {
+    const size_t n = (size_t)NG_MIN((int64_t)sizeof chunk, size - at);
+    NG_CHECK(read_at(fd, chunk, n, at, path));
+    for (size_t i = 0; i + 4 <= n; i++) {
+      if (memcmp(chunk + i, &magic, 4) != 0)
+        continue;
+      bool valid = false;
+      const char *pl = NULL, *why = NULL;
+      uint64_t len = 0;
+      NG_CHECK(record_at(&valid, &pl, &len, &why, b, fd, at + (int64_t)i, size, version, path));
+      if (valid) {
+        *found = at + (int64_t)i;
+        return NG_OK;
+      }
+    }
+    if (n < 4)
+      break;
+    at += (int64_t)n - 3; /* a magic across the chunk's end is seen by the next chunk */
+  }
+  return NG_OK;
+}
+
+/* Writes a finished version-2 copy of a version-1 log into place: fsynced, renamed over the old
+ * one and the folder fsynced, so that a crash leaves either log whole. */
+static ng_status migrate_commit(ng_srv_log *log, int tmp_fd, const char *tmp, const char *path) {
+  if (fsync(tmp_fd) != 0)
+    return ng__err_errno(NG_ERR_IO, errno, "%s: cannot fsync the rewritten update log", tmp);
+  if (rename(tmp, path) != 0)
+    return ng__err_errno(NG_ERR_IO, errno,
+                         "%s: cannot move the log rewritten in format version %u into place", path,
+                         LOG_VERSION);
+  char dir[4096];
+  ng__strlcpy(dir, path, sizeof dir);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *slash = slash == dir ? (slash[1] = '\0', '/') : '\0';
+  int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+  close(log->fd);
+  log->fd = tmp_fd;
+  return NG_OK;
+}
+
+static ng_status log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
+                          const ng_srv_fingerprint *fp, ng_srv_log_report *rep, char **tmp_path,
+                          int *tmp_fd) {
   log->fd = -1;
-  *replayed = 0;
-  const int64_t dim = (*snap)->dim;
   log->path = strdup(path);
   if (!log->path)
     return ng__err(NG_ERR_NOMEM, "out of memory");
@@ -561,7 +819,13 @@ static ng_status log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
     return ng__err_errno(NG_ERR_IO, errno, "%s: cannot stat the update log", path);
   int64_t size = (int64_t)sb.st_size;
   char head[LOG_HEADER];
-  if (size < LOG_HEADER) {
+  uint32_t version = 0;
+  if (size >= 12) {
+    NG_CHECK(read_at(fd, head, 12, 0, path));
+    memcpy(&version, head + 8, 4);
+  }
+  const int64_t head_len = version == 1 ? LOG_HEADER_V1 : LOG_HEADER;
+  if (size < head_len) {
     /* A new log, or one whose header a crash cut short: nothing was acknowledged from it. */
     if (size > 0 && !zeros_to_end(fd, 0, size)) {
       char first[LOG_HEADER] = {0};
@@ -570,12 +834,7 @@ static ng_status log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
         return ng__err(NG_ERR_FORMAT, "%s: not a neargnn update log (%lld bytes, bad header)", path,
                        (long long)size);
     }
-    memset(head, 0, sizeof head);
-    memcpy(head, LOG_MAGIC, 8);
-    const uint32_t version = LOG_VERSION;
-    memcpy(head + 8, &version, 4);
-    memcpy(head + 16, &base_nodes, 8);
-    memcpy(head + 24, &dim, 8);
+    make_header(head, fp);
     if (ftruncate(fd, 0) != 0)
       return ng__err_errno(NG_ERR_IO, errno, "%s: cannot reset the update log", path);
     NG_CHECK(write_all(fd, head, sizeof head, path));
@@ -584,98 +843,128 @@ static ng_status log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
     log->length = LOG_HEADER;
     return NG_OK;
   }
-  NG_CHECK(read_at(fd, head, sizeof head, 0, path));
-  uint32_t version = 0;
-  int64_t h_nodes = 0, h_dim = 0;
-  memcpy(&version, head + 8, 4);
-  memcpy(&h_nodes, head + 16, 8);
-  memcpy(&h_dim, head + 24, 8);
-  if (memcmp(head, LOG_MAGIC, 8) != 0 || version != LOG_VERSION)
-    return ng__err(NG_ERR_FORMAT, "%s: not a neargnn update log (version %u of the format)", path,
-                   (unsigned)version);
-  if (h_nodes != base_nodes || h_dim != dim)
+  NG_CHECK(read_at(fd, head, (size_t)head_len, 0, path));
+  if (memcmp(head, LOG_MAGIC, 8) != 0 || (version != 1 && version != LOG_VERSION))
     return ng__err(NG_ERR_FORMAT,
-                   "%s: the log was written for a dataset of %lld nodes and %lld feature columns, "
-                   "this one has %lld and %lld; use the log of this dataset or a new path",
-                   path, (long long)h_nodes, (long long)h_dim, (long long)base_nodes,
-                   (long long)dim);
-  int64_t off = LOG_HEADER;
+                   "%s: not a neargnn update log this version reads (magic %.8s, format version "
+                   "%u; this neargnn reads 1 and %u)",
+                   path, memcmp(head, LOG_MAGIC, 8) == 0 ? LOG_MAGIC : "unknown", (unsigned)version,
+                   LOG_VERSION);
+  if (version == 1) {
+    /* Version 1 names its dataset by two counts only; that check is all it allows. Its bytes
+     * 12..16 are zero, where version 2 keeps its header's CRC: a version-2 log whose version
+     * field was damaged is not read as version 1. */
+    int64_t h_nodes = 0, h_dim = 0;
+    uint32_t zero = 0;
+    memcpy(&zero, head + 12, 4);
+    memcpy(&h_nodes, head + 16, 8);
+    memcpy(&h_dim, head + 24, 8);
+    if (zero != 0)
+      return ng__err(NG_ERR_FORMAT,
+                     "%s: the log's header is damaged (version 1 with a header CRC); restore it "
+                     "from a copy or move it away (every update in it is lost)",
+                     path);
+    if (h_nodes != fp->nodes || h_dim != fp->dim)
+      return ng__err(NG_ERR_FORMAT,
+                     "%s: the log was written for a dataset of %lld nodes and %lld feature "
+                     "columns, this one has %lld and %lld; use the log of this dataset or a new "
+                     "path",
+                     path, (long long)h_nodes, (long long)h_dim, (long long)fp->nodes,
+                     (long long)fp->dim);
+    /* The records are copied into a version-2 log beside it as they replay. */
+    const size_t plen = strlen(path);
+    *tmp_path = ng__malloc(plen + 16, "a path");
+    if (!*tmp_path)
+      return NG_ERR_NOMEM;
+    snprintf(*tmp_path, plen + 16, "%s.v2-XXXXXX", path);
+    *tmp_fd = mkostemp(*tmp_path, O_APPEND | O_CLOEXEC);
+    if (*tmp_fd < 0) {
+      free(*tmp_path);
+      *tmp_path = NULL;
+      return ng__err_errno(NG_ERR_IO, errno,
+                           "%s: cannot create a file beside it to rewrite the version-1 log in "
+                           "format version %u",
+                           path, LOG_VERSION);
+    }
+    char h2[LOG_HEADER];
+    make_header(h2, fp);
+    NG_CHECK(write_all(*tmp_fd, h2, sizeof h2, *tmp_path));
+  } else {
+    NG_CHECK(check_header(head, fp, path));
+  }
+  int64_t off = head_len;
   ng_status st = NG_OK;
-  char *pl = NULL;
-  size_t pl_cap = 0;
+  rec_buf b = {0};
   while (off < size) {
-    const char *torn = NULL;
-    char rh[REC_HEAD];
-    uint32_t magic = 0, crc = 0;
+    bool valid = false;
+    const char *pl = NULL, *why = NULL;
     uint64_t len = 0;
-    if (size - off < REC_HEAD) {
-      torn = "a record header cut short";
-    } else {
-      NG_CHECK_GOTO(st, read_at(fd, rh, REC_HEAD, off, path), done);
-      memcpy(&magic, rh, 4);
-      memcpy(&crc, rh + 4, 4);
-      memcpy(&len, rh + 8, 8);
-      if (magic != REC_MAGIC) {
-        if (zeros_to_end(fd, off, size)) {
-          torn = "zeros after the last record";
-        } else {
-          st = ng__err(NG_ERR_FORMAT,
-                       "%s: no record starts at byte %lld (bad magic) and data follows: the log "
-                       "is corrupt; restore it or move it away (every update in it is lost)",
-                       path, (long long)off);
-          goto done;
-        }
-      } else if (len < REC_FIXED || (int64_t)len > size - off - REC_HEAD) {
-        torn = "a record cut short";
+    NG_CHECK_GOTO(st, record_at(&valid, &pl, &len, &why, &b, fd, off, size, version, path), done);
+    if (!valid) {
+      /* A tail is torn by a crash during an append only if nothing valid follows it: then that
+       * update was never acknowledged. A valid record after it means the damage is inside
+       * acknowledged data, which is never cut. */
+      int64_t next = -1;
+      NG_CHECK_GOTO(st, next_valid(&next, &b, fd, off, size, version, path), done);
+      if (next >= 0) {
+        st = ng__err(NG_ERR_FORMAT,
+                     "%s: the record at byte %lld is damaged (%s) and a valid record follows at "
+                     "byte %lld: the log is corrupt; restore it from a copy, or move it away "
+                     "(every update in it is lost)",
+                     path, (long long)off, why, (long long)next);
+        goto done;
       }
-    }
-    if (!torn) {
-      NG_CHECK_GOTO(st, ng__host_reserve((void **)&pl, &pl_cap, len + 8, "a log record"), done);
-      memcpy(pl, rh + 8, 8);
-      NG_CHECK_GOTO(st, read_at(fd, pl + 8, (size_t)len, off + REC_HEAD, path), done);
-      const uint32_t have =
-          (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)pl, (uInt)(len + 8));
-      const bool last = off + REC_HEAD + (int64_t)len == size;
-      if (have != crc) {
-        if (last) {
-          torn = "a final record that fails its checksum";
-        } else {
-          st = ng__err(NG_ERR_FORMAT,
-                       "%s: the record at byte %lld fails its CRC-32 (%08x, the record says %08x) "
-                       "and records follow it: the log is corrupt; restore it or move it away",
-                       path, (long long)off, (unsigned)have, (unsigned)crc);
-          goto done;
-        }
-      }
-    }
-    if (torn) {
-      /* A crash during an append: that update was never acknowledged. Cut it off so that the
-       * next append follows the last whole record. */
       if (ftruncate(fd, (off_t)off) != 0 || fsync(fd) != 0) {
-        st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot cut off %s at byte %lld", path, torn,
+        st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot cut off %s at byte %lld", path, why,
                            (long long)off);
         goto done;
       }
+      rep->cut_offset = off;
+      rep->cut_bytes = size - off;
+      rep->cut_why = why;
       size = off;
       break;
     }
-    NG_CHECK_GOTO(st, replay_record(snap, pl + 8, (size_t)len, log->seq + 1, path, off), done);
+    NG_CHECK_GOTO(st, replay_record(snap, pl, (size_t)len, log->seq + 1, path, off), done);
+    if (*tmp_path) {
+      char rh[REC_HEAD];
+      make_rec_head(rh, pl, len);
+      NG_CHECK_GOTO(st, write_all(*tmp_fd, rh, sizeof rh, *tmp_path), done);
+      NG_CHECK_GOTO(st, write_all(*tmp_fd, pl, (size_t)len, *tmp_path), done);
+    }
     log->seq++;
-    (*replayed)++;
-    off += REC_HEAD + (int64_t)len;
+    rep->replayed++;
+    off += (version == 1 ? REC_HEAD_V1 : REC_HEAD) + (int64_t)len;
   }
   log->length = off;
-  if (lseek(fd, 0, SEEK_END) < 0)
+  if (*tmp_path) {
+    NG_CHECK_GOTO(st, migrate_commit(log, *tmp_fd, *tmp_path, path), done);
+    *tmp_fd = -1;
+    free(*tmp_path);
+    *tmp_path = NULL;
+    log->length = LOG_HEADER + (off - LOG_HEADER_V1) + (int64_t)log->seq * (REC_HEAD - REC_HEAD_V1);
+    rep->migrated = true;
+  }
+  if (lseek(log->fd, 0, SEEK_END) < 0)
     st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot seek the update log", path);
 done:
-  free(pl);
+  free(b.buf);
   return st;
 }
 
 ng_status ng__srv_log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
-                           int64_t base_nodes, int64_t *replayed) {
+                           const ng_srv_fingerprint *fp, ng_srv_log_report *rep) {
   memset(log, 0, sizeof *log);
-  ng_status st = log_open(log, path, snap, base_nodes, replayed);
+  memset(rep, 0, sizeof *rep);
+  rep->cut_offset = -1;
+  char *tmp = NULL;
+  int tmp_fd = -1;
+  ng_status st = log_open(log, path, snap, fp, rep, &tmp, &tmp_fd);
+  if (tmp) { /* a migration that did not finish: the version-1 log stays as it was */
+    close(tmp_fd);
+    unlink(tmp);
+    free(tmp);
+  }
   if (st != NG_OK)
     ng__srv_log_close(log); /* the file and the path go; *snap holds what replayed */
   return st;

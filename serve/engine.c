@@ -83,6 +83,7 @@ struct ng_engine {
   pthread_mutex_t upd_mu; /* serialises updates */
   ng_srv_log log;
   bool has_log;
+  ng_srv_log_report log_rep; /* what the start-up replay found */
 
   pthread_mutex_t mu; /* the queue, the counters, every pending's done/status */
   pthread_cond_t work_cv, done_cv;
@@ -374,9 +375,9 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
 
   NG_CHECK_GOTO(st, ng__srv_snap_base(&e->snap, &ds->csr, e->base_x, dim, o.normalize), fail);
   if (opts && opts->log_path) {
-    int64_t replayed = 0;
-    NG_CHECK_GOTO(st, ng__srv_log_open(&e->log, opts->log_path, &e->snap, info->nodes, &replayed),
-                  fail);
+    ng_srv_fingerprint fp;
+    ng__srv_fingerprint(&fp, ds);
+    NG_CHECK_GOTO(st, ng__srv_log_open(&e->log, opts->log_path, &e->snap, &fp, &e->log_rep), fail);
     e->has_log = true;
     e->stats.updates = 0; /* counts updates of this run */
   }
@@ -1704,19 +1705,32 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
   return NG_OK;
 }
 
-ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *first_new_id) {
+ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_result *out) {
   NG_CHECK(engine_check(e));
+  if (out && out->size < sizeof out->size)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_update_result.size is %zu; initialise it with "
+                   "NG_UPDATE_RESULT_INIT",
+                   out->size);
   if (!e->has_log)
     return ng__err(NG_ERR_UNSUPPORTED,
                    "engine: updates need a log (ng_engine_opts.log_path) to be durable");
   pthread_mutex_lock(&e->upd_mu);
   ng_srv_snap *cur = snap_acquire(e), *next = NULL;
-  ng_status st = ng__srv_snap_apply(&next, cur, u);
-  if (st == NG_OK)
+  ng_srv_changes chg = {0};
+  ng_status st = ng__srv_snap_apply(&next, cur, u, &chg);
+  /* An update that changes nothing needs no record: replaying it would change nothing either. */
+  const bool changed =
+      chg.added_nodes || chg.added_edges || chg.removed_edges || chg.updated_features;
+  if (st == NG_OK && changed)
     st = ng__srv_log_append(&e->log, u, cur->dim);
-  if (st == NG_OK) {
-    if (first_new_id)
-      *first_new_id = cur->nodes;
+  if (st == NG_OK && out) {
+    ng_update_result r = {sizeof r,          cur->nodes,           chg.added_nodes, chg.added_edges,
+                          chg.removed_edges, chg.updated_features, changed};
+    memcpy((char *)out + sizeof r.size, (char *)&r + sizeof r.size,
+           NG_MIN(out->size, sizeof r) - sizeof r.size);
+  }
+  if (st == NG_OK && changed) {
     /* Publish: batches that start from now on see it; running ones keep their snapshot. */
     pthread_mutex_lock(&e->snap_mu);
     ng_srv_snap *old = e->snap;
@@ -1732,4 +1746,36 @@ ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *firs
   ng__srv_snap_unref(cur);
   pthread_mutex_unlock(&e->upd_mu);
   return st;
+}
+
+ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *first_new_id) {
+  ng_update_result r = NG_UPDATE_RESULT_INIT;
+  NG_CHECK(ng_engine_apply(e, u, &r));
+  if (first_new_id)
+    *first_new_id = r.first_new_id;
+  return NG_OK;
+}
+
+ng_status ng_engine_log_info_get(ng_engine_log_info *out, const ng_engine *e) {
+  if (!out || out->size < sizeof out->size)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_engine_log_info_get: out is NULL or without its size; initialise it with "
+                   "NG_ENGINE_LOG_INFO_INIT");
+  NG_CHECK(engine_check(e));
+  if (!e->has_log)
+    return ng__err(NG_ERR_UNSUPPORTED, "engine: no update log (ng_engine_opts.log_path)");
+  ng_engine_log_info i = NG_ENGINE_LOG_INFO_INIT;
+  ng_engine *me = (ng_engine *)e;
+  pthread_mutex_lock(&me->upd_mu); /* the record count moves with updates */
+  i.records = (int64_t)e->log.seq;
+  pthread_mutex_unlock(&me->upd_mu);
+  i.replayed = e->log_rep.replayed;
+  i.cut_offset = e->log_rep.cut_offset;
+  i.cut_bytes = e->log_rep.cut_bytes;
+  if (e->log_rep.cut_why)
+    ng__strlcpy(i.cut_what, e->log_rep.cut_why, sizeof i.cut_what);
+  i.migrated = e->log_rep.migrated;
+  memcpy((char *)out + sizeof i.size, (char *)&i + sizeof i.size,
+         NG_MIN(out->size, sizeof i) - sizeof i.size);
+  return NG_OK;
 }

@@ -77,13 +77,34 @@ const float *ng__srv_feature(const ng_srv_snap *s, int64_t v, bool *overlay);
 /// Whether node v's features were replaced or added by an update.
 bool ng__srv_has_overlay(const ng_srv_snap *s, int64_t v);
 
+/// What an update changed: an edge added twice, or one already there, counts once or not at all.
+typedef struct {
+  int64_t added_nodes, added_edges, removed_edges, updated_features;
+} ng_srv_changes;
+
 /// Validates update `u` against `s` and builds the snapshot with it applied into *out (s is
-/// not changed). Errors: NG_ERR_INVALID_ARG naming the bad entry.
-ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u);
+/// not changed); *changes (may be NULL) gets what it changed. Errors: NG_ERR_INVALID_ARG naming
+/// the bad entry, a feature row that is not finite after the model's normalisation included.
+ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u,
+                             ng_srv_changes *changes);
 
 /* ---- the update log ---- */
 
-/// The append-only log: a 32-byte header, then one CRC-checked record per update.
+struct ng_dataset;
+
+/// What names the dataset a log was written for: its counts, a CRC-32 of its indptr and the
+/// random id of its dataset.json (all zero when it has none).
+typedef struct {
+  int64_t nodes, edges, dim;
+  uint32_t indptr_crc;
+  uint8_t id[16];
+} ng_srv_fingerprint;
+
+/// The fingerprint of `ds` (reads the whole indptr: computed once, when a log is opened).
+void ng__srv_fingerprint(ng_srv_fingerprint *out, const struct ng_dataset *ds);
+
+/// The append-only log: a header naming the dataset, then one record per update whose header
+/// and payload each carry a CRC-32.
 typedef struct {
   int fd;
   char *path;
@@ -91,12 +112,22 @@ typedef struct {
   int64_t length; ///< bytes of valid log (the header and whole records)
 } ng_srv_log;
 
-/// Opens (or creates) the log at `path` for a base of `base_nodes` nodes with `dim` feature
-/// columns, replaying every record onto *snap (replaced by the result). A torn final record (a
-/// crash during an append) is cut off; a corrupt record before the end is refused with
-/// NG_ERR_FORMAT naming its offset. *replayed receives the number of records applied.
+/// What ng__srv_log_open found and did.
+typedef struct {
+  int64_t replayed;    ///< records applied
+  int64_t cut_offset;  ///< byte from which a torn tail was cut off (-1: nothing was cut)
+  int64_t cut_bytes;   ///< bytes cut off
+  const char *cut_why; ///< what was at cut_offset (a static string; NULL when nothing was cut)
+  bool migrated;       ///< a version-1 log was rewritten in the current format
+} ng_srv_log_report;
+
+/// Opens (or creates) the log at `path` for the dataset `fp` names, replaying every record onto
+/// *snap (replaced by the result). A damaged tail is cut off only when no valid record follows
+/// it anywhere (a crash during an append; *rep says what was cut); a damaged record with a valid
+/// one after it, a sequence gap or a log of another dataset is refused with NG_ERR_FORMAT naming
+/// the offset. A version-1 log is replayed and rewritten in the current format.
 ng_status ng__srv_log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap,
-                           int64_t base_nodes, int64_t *replayed);
+                           const ng_srv_fingerprint *fp, ng_srv_log_report *rep);
 /// Appends update `u` as one record and fsyncs it. On failure the log is cut back to where it
 /// was, so that no half record stays.
 ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t dim);

@@ -276,8 +276,8 @@ static enum MHD_Result do_graph(ng_http_server *s, struct MHD_Connection *c, req
   release(s, r);
   if (st != NG_OK)
     return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, ng_last_error());
-  int64_t first = -1;
-  st = ng_engine_update(s->engine, &up.u, &first);
+  ng_update_result res = NG_UPDATE_RESULT_INIT;
+  st = ng_engine_apply(s->engine, &up.u, &res);
   enum MHD_Result ret;
   if (st != NG_OK) {
     ret = engine_error(s, c, r, st);
@@ -285,7 +285,7 @@ static enum MHD_Result do_graph(ng_http_server *s, struct MHD_Connection *c, req
     ng_engine_info info;
     ng_engine_info_get(&info, s->engine);
     size_t len = 0;
-    char *body = ng__update_response_json(&len, s->name, up.id, &up.u, first, info.nodes);
+    char *body = ng__update_response_json(&len, s->name, up.id, &res, info.nodes);
     ret = reply_json(s, c, r, body, len);
   }
   ng__http_update_clear(&up);

@@ -65,9 +65,10 @@ void ng__http_update_clear(ng_http_update *u);
 char *ng__infer_response_json(size_t *len, const char *model, const char *id, unsigned outputs,
                               const ng_infer_result *r);
 /// The graph update's answer: {"model_name", "id", "first_new_id", "nodes", "added_nodes",
-/// "added_edges", "removed_edges", "updated_features"} (malloc'd, NULL when out of memory).
+/// "added_edges", "removed_edges", "updated_features", "durable"}, the counts being what `r`
+/// says changed (malloc'd, NULL when out of memory).
 char *ng__update_response_json(size_t *len, const char *model, const char *id,
-                               const ng_graph_update *u, int64_t first_new_id, int64_t nodes);
+                               const ng_update_result *r, int64_t nodes);
 /// A KServe error body, {"error": "<message>"} (malloc'd, NULL when out of memory).
 char *ng__error_json(size_t *len, const char *message);
 /// The model metadata answer (GET /v2/models/{name}) for `info`: the input and the three outputs

@@ -679,7 +679,7 @@ char *ng__infer_response_json(size_t *len, const char *model, const char *id, un
 }
 
 char *ng__update_response_json(size_t *len, const char *model, const char *id,
-                               const ng_graph_update *u, int64_t first_new_id, int64_t nodes) {
+                               const ng_update_result *r, int64_t nodes) {
   sbuf b = {0};
   sb_puts(&b, "{\"model_name\":");
   sb_str(&b, model ? model : "");
@@ -687,12 +687,12 @@ char *ng__update_response_json(size_t *len, const char *model, const char *id,
     sb_puts(&b, ",\"id\":");
     sb_str(&b, id);
   }
-  if (u->add_nodes > 0)
-    sb_printf(&b, ",\"first_new_id\":%" PRId64, first_new_id);
+  if (r->added_nodes > 0)
+    sb_printf(&b, ",\"first_new_id\":%" PRId64, r->first_new_id);
   sb_printf(&b,
             ",\"nodes\":%" PRId64 ",\"added_nodes\":%" PRId64 ",\"added_edges\":%" PRId64
             ",\"removed_edges\":%" PRId64 ",\"updated_features\":%" PRId64 ",\"durable\":true}",
-            nodes, u->add_nodes, u->n_add_edges, u->n_remove_edges, u->n_feature_rows);
+            nodes, r->added_nodes, r->added_edges, r->removed_edges, r->updated_features);
   return sb_finish(&b, len);
 }
 

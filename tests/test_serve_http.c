@@ -104,13 +104,13 @@ void ng_infer_result_free(ng_infer_result *r) {
   r->cls = NULL;
 }
 
-ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *first_new_id) {
+ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_result *out) {
   const int64_t nodes = atomic_load(&e->nodes);
   for (int64_t i = 0; i < u->n_add_edges; i++)
     if (u->add_src[i] >= nodes + u->add_nodes || u->add_dst[i] >= nodes + u->add_nodes)
       return ng__err(NG_ERR_INVALID_ARG, "edge %" PRId64 " names an unknown node", i);
-  if (first_new_id)
-    *first_new_id = nodes;
+  *out = (ng_update_result){
+      sizeof *out, nodes, u->add_nodes, u->n_add_edges, u->n_remove_edges, u->n_feature_rows, 1};
   atomic_fetch_add(&e->nodes, u->add_nodes);
   atomic_fetch_add(&e->updates, 1);
   return NG_OK;

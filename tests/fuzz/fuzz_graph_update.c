@@ -49,7 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (g->n_feature_rows)
       check_rows(g->feature_values, g->n_feature_rows * dim);
     size_t len = 0;
-    char *text = ng__update_response_json(&len, "m", u.id, g, 7, 8);
+    const ng_update_result r = {
+        sizeof r, 7, g->add_nodes, g->n_add_edges, g->n_remove_edges, g->n_feature_rows, 1};
+    char *text = ng__update_response_json(&len, "m", u.id, &r, 8);
     if (text && len != strlen(text))
       __builtin_trap();
     free(text);

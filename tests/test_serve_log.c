@@ -1,0 +1,576 @@
+/* The serving engine's update log (serve/delta.c, docs/serving-engine.md "The log"): records
+ * whose header carries its own CRC, the rule that a damaged record is cut only when no valid
+ * record follows it (and that every cut is reported), the dataset fingerprint in the log's
+ * header, version-1 logs, and the update path's checks (a row that is not finite after the
+ * model's normalisation, what an update counts as changed, an update that changes nothing). */
+#include "ng_test.h"
+#include "ng_test_fetch.h"
+
+#include "dataset_impl.h"
+#include "engine_impl.h"
+#include "neargnn_serve.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+static ng_dataset_t cora;
+static ng_srv_fingerprint cora_fp;
+
+/* A path in the test's folder that stays valid (ng_test_path's buffer is reused). */
+static const char *tpath(const char *name) {
+  static char paths[32][4096];
+  static int n;
+  char *p = paths[n++ % 32];
+  snprintf(p, 4096, "%s", ng_test_path(name));
+  return p;
+}
+
+static int64_t file_size(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+}
+
+static ng_srv_snap *base_snap(ng_dataset_t ds) {
+  ng_srv_snap *s = NULL;
+  EXPECT_OK(ng__srv_snap_base(&s, &ds->csr, ds->features, ds->info.feature_dim, NG_NORMALIZE_NONE));
+  return s;
+}
+
+/* Opens `path` for `fp` on a fresh snapshot of cora; the snapshot is dropped. */
+static ng_status reopen(const char *path, const ng_srv_fingerprint *fp, ng_srv_log_report *rep) {
+  ng_srv_snap *s = base_snap(cora);
+  ng_srv_log log;
+  ng_status st = ng__srv_log_open(&log, path, &s, fp, rep);
+  if (st == NG_OK)
+    ng__srv_log_close(&log);
+  ng__srv_snap_unref(s);
+  return st;
+}
+
+/* Writes a log of `n` one-edge records (edge 200 + i -> 100 + i % 7) and keeps each record's
+ * offset in off[0, n] (off[n]: the end), read from the file's size after each append, so that the
+ * test does not depend on the record layout. */
+static void write_log(const char *path, int n, int64_t *off) {
+  unlink(path);
+  ng_srv_snap *s = base_snap(cora);
+  ng_srv_log log;
+  ng_srv_log_report rep;
+  EXPECT_OK(ng__srv_log_open(&log, path, &s, &cora_fp, &rep));
+  off[0] = file_size(path);
+  for (int i = 0; i < n; i++) {
+    int64_t src = 200 + i, dst = 100 + i % 7;
+    ng_graph_update u;
+    memset(&u, 0, sizeof u);
+    u.n_add_edges = 1;
+    u.add_src = &src;
+    u.add_dst = &dst;
+    EXPECT_OK(ng__srv_log_append(&log, &u, cora->info.feature_dim));
+    off[i + 1] = file_size(path);
+  }
+  ng__srv_log_close(&log);
+  ng__srv_snap_unref(s);
+}
+
+static void flip(const char *path, int64_t at, uint8_t mask) {
+  size_t len = 0;
+  uint8_t *data = ng_test_read_file(path, &len);
+  EXPECT_TRUE(data && (size_t)at < len);
+  if (data && (size_t)at < len) {
+    data[at] ^= mask;
+    EXPECT_TRUE(ng_test_write_file(path, data, len));
+  }
+  free(data);
+}
+
+/* The reproduction of issue 37, case 1: one flipped bit in the length field of a middle record
+ * of a 140-record log. The log was cut to 70 records; it must be refused, naming the record. */
+static void test_flipped_length_refused(void) {
+  enum { N = 140 };
+  int64_t off[N + 1];
+  const char *path = tpath("flip-length.log");
+  write_log(path, N, off);
+  ng_srv_log_report rep;
+  EXPECT_OK(reopen(path, &cora_fp, &rep));
+  EXPECT_EQ_I(rep.replayed, N);
+  EXPECT_EQ_I(rep.cut_offset, -1);
+  /* Bit 22 of record 70's payload length (bytes 8..16 of a record): now far past the end. */
+  flip(path, off[70] + 8 + 2, 0x40);
+  const int64_t before = file_size(path);
+  EXPECT_STATUS(reopen(path, &cora_fp, &rep), NG_ERR_FORMAT);
+  char want[64];
+  snprintf(want, sizeof want, "record at byte %lld", (long long)off[70]);
+  EXPECT_ERR_HAS(want);
+  EXPECT_ERR_HAS("header that fails its CRC-32"); /* checked before the length was used */
+  snprintf(want, sizeof want, "follows at byte %lld", (long long)off[71]);
+  EXPECT_ERR_HAS(want);
+  EXPECT_EQ_I(file_size(path), before); /* nothing cut */
+  /* The same bit in the sequence number and a bit of the payload: refused as well. */
+  write_log(path, N, off);
+  flip(path, off[70] + 16, 0x01);
+  EXPECT_STATUS(reopen(path, &cora_fp, &rep), NG_ERR_FORMAT);
+  EXPECT_EQ_I(file_size(path), off[N]);
+  write_log(path, N, off);
+  flip(path, off[70] + 40, 0x08);
+  EXPECT_STATUS(reopen(path, &cora_fp, &rep), NG_ERR_FORMAT);
+  EXPECT_EQ_I(file_size(path), off[N]);
+}
+
+/* A tail is cut only when nothing valid follows it, and the cut is reported. */
+static void test_torn_tail_cut_and_reported(void) {
+  enum { N = 20 };
+  int64_t off[N + 1];
+  const char *path = tpath("torn.log");
+  ng_srv_log_report rep;
+  /* The last record cut short by a crash during its append. */
+  write_log(path, N, off);
+  const int64_t keep = off[N - 1] + (off[N] - off[N - 1]) / 2;
+  EXPECT_EQ_I(truncate(path, keep), 0);
+  EXPECT_OK(reopen(path, &cora_fp, &rep));
+  EXPECT_EQ_I(rep.replayed, N - 1);
+  EXPECT_EQ_I(rep.cut_offset, off[N - 1]);
+  EXPECT_EQ_I(rep.cut_bytes, keep - off[N - 1]);
+  EXPECT_TRUE(rep.cut_why != NULL);
+  EXPECT_EQ_I(file_size(path), off[N - 1]);
+  /* The last record's length damaged: nothing follows it, so it is a torn tail. */
+  write_log(path, N, off);
+  flip(path, off[N - 1] + 8 + 2, 0x40);
+  EXPECT_OK(reopen(path, &cora_fp, &rep));
+  EXPECT_EQ_I(rep.replayed, N - 1);
+  EXPECT_EQ_I(rep.cut_offset, off[N - 1]);
+  EXPECT_EQ_I(rep.cut_bytes, off[N] - off[N - 1]);
+  /* Zeros after the last record (the file system extended the file before the crash). */
+  write_log(path, N, off);
+  {
+    size_t len = 0;
+    char *data = ng_test_read_file(path, &len);
+    char *grown = calloc(len + 100, 1);
+    if (data && grown) {
+      memcpy(grown, data, len);
+      EXPECT_TRUE(ng_test_write_file(path, grown, len + 100));
+    }
+    free(data);
+    free(grown);
+  }
+  EXPECT_OK(reopen(path, &cora_fp, &rep));
+  EXPECT_EQ_I(rep.replayed, N);
+  EXPECT_EQ_I(rep.cut_offset, off[N]);
+  EXPECT_EQ_I(rep.cut_bytes, 100);
+  EXPECT_OK(reopen(path, &cora_fp, &rep)); /* and the next start finds nothing to cut */
+  EXPECT_EQ_I(rep.cut_offset, -1);
+  EXPECT_EQ_I(rep.replayed, N);
+  /* A damaged record followed by a torn one: the torn one is not valid, so both are cut. */
+  write_log(path, N, off);
+  flip(path, off[N - 2] + 40, 0x01);
+  EXPECT_EQ_I(truncate(path, off[N] - 3), 0);
+  EXPECT_OK(reopen(path, &cora_fp, &rep));
+  EXPECT_EQ_I(rep.replayed, N - 2);
+  EXPECT_EQ_I(rep.cut_offset, off[N - 2]);
+  /* A whole record copied after garbage is a valid successor: refused, not cut. */
+  write_log(path, N, off);
+  {
+    size_t len = 0;
+    char *data = ng_test_read_file(path, &len);
+    const size_t rec = (size_t)(off[N] - off[N - 1]);
+    char *more = calloc(len + 7 + rec, 1);
+    if (data && more) {
+      memcpy(more, data, len);
+      memcpy(more + len + 7, data + off[N - 1], rec); /* 7 bytes of zeros, then a record */
+      EXPECT_TRUE(ng_test_write_file(path, more, len + 7 + rec));
+    }
+    free(data);
+    free(more);
+  }
+  EXPECT_STATUS(reopen(path, &cora_fp, &rep), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("valid record follows");
+}
+
+/* A version-1 log (the format before record headers had their own CRC) still replays, and is
+ * rewritten in the current format; the scan rule holds for it too. */
+static uint32_t crc_of(const void *p, size_t n) {
+  return (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)n);
+}
+
+static void write_v1_log(const char *path, int n, int64_t *off) {
+  const int64_t nodes = cora->info.nodes, dim = cora->info.feature_dim;
+  size_t cap = 32 + (size_t)n * 72, len = 0;
+  char *buf = calloc(cap, 1);
+  memcpy(buf, "NGSRVLOG", 8);
+  const uint32_t version = 1;
+  memcpy(buf + 8, &version, 4);
+  memcpy(buf + 16, &nodes, 8);
+  memcpy(buf + 24, &dim, 8);
+  len = 32;
+  for (int i = 0; i < n; i++) {
+    off[i] = (int64_t)len;
+    char *r = buf + len;
+    const uint32_t magic = 0x5255474eu;
+    const uint64_t plen = 56, seq = (uint64_t)i + 1;
+    const int64_t counts[4] = {0, 1, 0, 0}, src = 300 + i, dst = 50;
+    memcpy(r + 8, &plen, 8);
+    memcpy(r + 16, &seq, 8);
+    memcpy(r + 24, counts, 32);
+    memcpy(r + 56, &src, 8);
+    memcpy(r + 64, &dst, 8);
+    const uint32_t c = crc_of(r + 8, 64);
+    memcpy(r, &magic, 4);
+    memcpy(r + 4, &c, 4);
+    len += 72;
+  }
+  off[n] = (int64_t)len;
+  EXPECT_TRUE(ng_test_write_file(path, buf, len));
+  free(buf);
+}
+
+static void test_v1_log(void) {
+  enum { N = 6 };
+  int64_t off[N + 1];
+  const char *path = tpath("v1.log");
+  write_v1_log(path, N, off);
+  ng_srv_snap *s = base_snap(cora);
+  ng_srv_log log;
+  ng_srv_log_report rep;
+  EXPECT_OK(ng__srv_log_open(&log, path, &s, &cora_fp, &rep));
+  EXPECT_EQ_I(rep.replayed, N);
+  EXPECT_TRUE(rep.migrated);
+  ng_srv_rowview rv;
+  ng__srv_row(&rv, s, 50);
+  EXPECT_EQ_I(ng__srv_rowview_at(&rv, rv.n - 1), 300 + N - 1); /* the updates applied */
+  /* The log goes on in version 2. */
+  int64_t src = 7, dst = 8;
+  ng_graph_update u;
+  memset(&u, 0, sizeof u);
+  u.n_add_edges = 1;
+  u.add_src = &src;
+  u.add_dst = &dst;
+  EXPECT_OK(ng__srv_log_append(&log, &u, cora->info.feature_dim));
+  ng__srv_log_close(&log);
+  ng__srv_snap_unref(s);
+  size_t len = 0;
+  char *data = ng_test_read_file(path, &len);
+  uint32_t version = 0;
+  if (data)
+    memcpy(&version, data + 8, 4);
+  free(data);
+  EXPECT_EQ_I(version, 2);
+  EXPECT_OK(reopen(path, &cora_fp, &rep));
+  EXPECT_EQ_I(rep.replayed, N + 1);
+  EXPECT_TRUE(!rep.migrated);
+  /* A flipped length in a middle record of a version-1 log: refused, the file unchanged. */
+  write_v1_log(path, N, off);
+  flip(path, off[2] + 8 + 2, 0x40);
+  EXPECT_STATUS(reopen(path, &cora_fp, &rep), NG_ERR_FORMAT);
+  EXPECT_EQ_I(file_size(path), off[N]);
+  data = ng_test_read_file(path, &len);
+  if (data)
+    memcpy(&version, data + 8, 4);
+  free(data);
+  EXPECT_EQ_I(version, 1);
+  /* A torn version-1 tail is cut, reported, and the rest rewritten. */
+  write_v1_log(path, N, off);
+  EXPECT_EQ_I(truncate(path, off[N] - 5), 0);
+  EXPECT_OK(reopen(path, &cora_fp, &rep));
+  EXPECT_EQ_I(rep.replayed, N - 1);
+  EXPECT_EQ_I(rep.cut_offset, off[N - 1]);
+  EXPECT_TRUE(rep.migrated);
+}
+
+/* ---- the dataset fingerprint ---- */
+
+static void copy_dataset(const char *dst, const char *src, const char *json) {
+  EXPECT_EQ_I(mkdir(dst, 0755), 0);
+  for (int i = 0; i < NG_ARR_COUNT_; i++) {
+    char from[4096], to[4096];
+    snprintf(from, sizeof from, "%s/%s", src, NG_ARRAY_FILE[i]);
+    snprintf(to, sizeof to, "%s/%s", dst, NG_ARRAY_FILE[i]);
+    size_t len = 0;
+    void *data = ng_test_read_file(from, &len);
+    if (data)
+      EXPECT_TRUE(ng_test_write_file(to, data, len));
+    free(data);
+  }
+  char to[4096];
+  snprintf(to, sizeof to, "%s/dataset.json", dst);
+  EXPECT_TRUE(ng_test_write_file(to, json, strlen(json)));
+}
+
+/* dataset.json of `dir` with its "id" line replaced by `line` ("" drops it). */
+static char *json_with_id(const char *dir, const char *line) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/dataset.json", dir);
+  size_t len = 0;
+  char *text = ng_test_read_file(p, &len);
+  char *at = text ? strstr(text, "\"id\":") : NULL;
+  EXPECT_TRUE(at != NULL);
+  if (!at)
+    return text;
+  char *end = strchr(at, '\n');
+  char *out = calloc(len + strlen(line) + 1, 1);
+  memcpy(out, text, (size_t)(at - text));
+  strcat(out, line);
+  strcat(out, end + 1);
+  free(text);
+  return out;
+}
+
+static void test_fingerprint(void) {
+  /* Every writer draws a new id: the reorder copy of cora has another one. */
+  const char *reordered = tpath("cora-reordered");
+  ng_reorder_opts ro = NG_REORDER_OPTS_INIT;
+  EXPECT_OK(ng_dataset_reorder(reordered, cora, &ro));
+  ng_dataset_t r = ng_test_open_ok(reordered);
+  if (!r)
+    return;
+  EXPECT_TRUE(cora->has_id && r->has_id);
+  EXPECT_TRUE(memcmp(cora->id, r->id, NG_DATASET_ID_BYTES) != 0);
+  ng_srv_fingerprint rfp;
+  ng__srv_fingerprint(&rfp, r);
+  EXPECT_EQ_I(rfp.nodes, cora_fp.nodes);
+  EXPECT_EQ_I(rfp.edges, cora_fp.edges);
+  EXPECT_EQ_I(rfp.dim, cora_fp.dim);
+  /* The reproduction of issue 37, case 6: a log written for cora onto its reorder copy. */
+  int64_t off[4];
+  const char *path = tpath("cora-fp.log");
+  write_log(path, 3, off);
+  ng_srv_log_report rep;
+  EXPECT_OK(reopen(path, &cora_fp, &rep));
+  EXPECT_STATUS(reopen(path, &rfp, &rep), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("written for the dataset with id");
+  EXPECT_EQ_I(file_size(path), off[3]);
+  ng_dataset_close(r);
+
+  /* The same arrays under another id: refused by the id alone. */
+  const char *twin = tpath("cora-twin");
+  char *json = json_with_id(cora->dir, "  \"id\": \"0123456789abcdef0123456789abcdef\",\n");
+  copy_dataset(twin, cora->dir, json);
+  free(json);
+  ng_dataset_t t = ng_test_open_ok(twin);
+  if (t) {
+    ng_srv_fingerprint tfp;
+    ng__srv_fingerprint(&tfp, t);
+    EXPECT_EQ_I(tfp.indptr_crc, cora_fp.indptr_crc);
+    EXPECT_STATUS(reopen(path, &tfp, &rep), NG_ERR_FORMAT);
+    EXPECT_ERR_HAS("0123456789abcdef0123456789abcdef");
+    ng_dataset_close(t);
+  }
+  /* A folder without an id (written before ids) still serves its own log: sizes and indptr. */
+  const char *old = tpath("cora-noid");
+  json = json_with_id(cora->dir, "");
+  copy_dataset(old, cora->dir, json);
+  free(json);
+  ng_dataset_t o = ng_test_open_ok(old);
+  if (o) {
+    EXPECT_TRUE(!o->has_id);
+    ng_srv_fingerprint ofp;
+    ng__srv_fingerprint(&ofp, o);
+    const char *opath = tpath("noid.log");
+    ng_srv_snap *s = base_snap(o);
+    ng_srv_log log;
+    EXPECT_OK(ng__srv_log_open(&log, opath, &s, &ofp, &rep));
+    ng__srv_log_close(&log);
+    ng__srv_snap_unref(s);
+    EXPECT_OK(reopen(opath, &ofp, &rep));
+    /* ... and not a log of a graph of the same counts with other rows. */
+    ng_srv_fingerprint other = ofp;
+    other.indptr_crc ^= 1;
+    EXPECT_STATUS(reopen(opath, &other, &rep), NG_ERR_FORMAT);
+    EXPECT_ERR_HAS("indptr CRC-32");
+    ng_dataset_close(o);
+  }
+  /* An id that is not 32 hex digits is refused on open. */
+  const char *bad = tpath("cora-badid");
+  json = json_with_id(cora->dir, "  \"id\": \"xyz\",\n");
+  copy_dataset(bad, cora->dir, json);
+  free(json);
+  ng_dataset_t b = NULL;
+  EXPECT_STATUS(ng_dataset_open(&b, bad, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("\"id\"");
+}
+
+/* ---- the update path through the engine ---- */
+
+static ng_model_t model;
+static char ckpt[4096];
+
+/* An engine over cora with row normalisation and an untrained GCN (the update path does not
+ * depend on the weights). */
+static ng_engine *row_engine(const char *log) {
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.log_path = log;
+  o.normalize = NG_NORMALIZE_ROW;
+  o.workers = 1;
+  ng_engine *e = NULL;
+  EXPECT_OK(ng_engine_create(&e, cora, model, ckpt, &o));
+  return e;
+}
+
+/* The reproduction of issue 37, case 5: finite rows that are not finite once row-normalised. */
+static void test_nonfinite_after_normalisation(void) {
+  const char *path = tpath("nonfinite.log");
+  unlink(path);
+  ng_engine *e = row_engine(path);
+  if (!e)
+    return;
+  const int64_t dim = cora->info.feature_dim;
+  float *row = calloc((size_t)dim, sizeof(float));
+  const int64_t size0 = file_size(path);
+  int64_t id = 17;
+  ng_graph_update u;
+  memset(&u, 0, sizeof u);
+  u.n_feature_rows = 1;
+  u.feature_ids = &id;
+  u.feature_values = row;
+  /* A row whose only non-zero is the smallest subnormal: its inverse sum overflows. */
+  row[3] = 1.4e-45f;
+  ng_update_result res = NG_UPDATE_RESULT_INIT;
+  EXPECT_STATUS(ng_engine_apply(e, &u, &res), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("node 17");
+  EXPECT_ERR_HAS("normalisation");
+  /* Values near FLT_MAX whose sum is small: the normalised values overflow. */
+  row[3] = 0.0f;
+  row[0] = 3e38f;
+  row[1] = -3e38f;
+  row[2] = 1e-30f;
+  EXPECT_STATUS(ng_engine_apply(e, &u, &res), NG_ERR_INVALID_ARG);
+  /* The same as an added node's row. */
+  u.n_feature_rows = 0;
+  u.add_nodes = 1;
+  u.add_features = row;
+  EXPECT_STATUS(ng_engine_apply(e, &u, &res), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("add_features row 0");
+  EXPECT_EQ_I(file_size(path), size0); /* never logged */
+  ng_engine_stats st;
+  ng_engine_stats_get(&st, e);
+  EXPECT_EQ_I(st.updates, 0);
+  /* A finite row is still taken. */
+  row[0] = 1.0f;
+  row[1] = 2.0f;
+  row[2] = 0.5f;
+  EXPECT_OK(ng_engine_apply(e, &u, &res));
+  EXPECT_TRUE(file_size(path) > size0);
+  ng_engine_destroy(e);
+  free(row);
+}
+
+/* Issue 37, case 14: a repeated edge counts once, an edge the graph has counts not at all, and
+ * an update that changes nothing is answered without a record. */
+static void test_counts_and_empty(void) {
+  const char *path = tpath("counts.log");
+  unlink(path);
+  ng_engine *e = row_engine(path);
+  if (!e)
+    return;
+  const ng_csr *g = &cora->csr;
+  const int64_t v = 5, have = ng__csr_index(g, g->indptr[v]); /* an edge have -> v exists */
+  int64_t src[4] = {1000, 1000, have, 1001}, dst[4] = {v, v, v, v};
+  ng_graph_update u;
+  memset(&u, 0, sizeof u);
+  u.n_add_edges = 4;
+  u.add_src = src;
+  u.add_dst = dst;
+  ng_update_result res = NG_UPDATE_RESULT_INIT;
+  int64_t size = file_size(path);
+  EXPECT_OK(ng_engine_apply(e, &u, &res));
+  EXPECT_EQ_I(res.added_edges, 2); /* 1000 -> v and 1001 -> v */
+  EXPECT_EQ_I(res.added_nodes, 0);
+  EXPECT_EQ_I(res.first_new_id, cora->info.nodes);
+  EXPECT_EQ_I(res.logged, 1);
+  EXPECT_TRUE(file_size(path) > size);
+  /* Nothing to do, and only edges that exist: NG_OK, every count 0, no record. */
+  size = file_size(path);
+  ng_graph_update none;
+  memset(&none, 0, sizeof none);
+  res = (ng_update_result)NG_UPDATE_RESULT_INIT;
+  EXPECT_OK(ng_engine_apply(e, &none, &res));
+  EXPECT_EQ_I(res.logged, 0);
+  EXPECT_EQ_I(res.added_edges + res.removed_edges + res.added_nodes + res.updated_features, 0);
+  EXPECT_EQ_I(res.first_new_id, cora->info.nodes);
+  u.n_add_edges = 3; /* 1000, 1000 and `have` -> v: all there now */
+  EXPECT_OK(ng_engine_apply(e, &u, &res));
+  EXPECT_EQ_I(res.added_edges, 0);
+  EXPECT_EQ_I(res.logged, 0);
+  int64_t first = -1;
+  EXPECT_OK(ng_engine_update(e, &none, &first));
+  EXPECT_EQ_I(first, cora->info.nodes);
+  EXPECT_EQ_I(file_size(path), size);
+  ng_engine_stats st;
+  ng_engine_stats_get(&st, e);
+  EXPECT_EQ_I(st.updates, 1);
+  ng_engine_log_info li = NG_ENGINE_LOG_INFO_INIT;
+  EXPECT_OK(ng_engine_log_info_get(&li, e));
+  EXPECT_EQ_I(li.records, 1);
+  ng_engine_destroy(e);
+}
+
+/* The engine reports what its start cut (the command prints it). */
+static void test_engine_reports_cut(void) {
+  const char *path = tpath("engine-cut.log");
+  unlink(path);
+  ng_engine *e = row_engine(path);
+  if (!e)
+    return;
+  int64_t src = 9, dst = 10;
+  ng_graph_update u;
+  memset(&u, 0, sizeof u);
+  u.n_add_edges = 1;
+  u.add_src = &src;
+  u.add_dst = &dst;
+  EXPECT_OK(ng_engine_update(e, &u, NULL));
+  const int64_t one = file_size(path);
+  src = 11;
+  EXPECT_OK(ng_engine_update(e, &u, NULL));
+  const int64_t two = file_size(path);
+  ng_engine_destroy(e);
+  EXPECT_EQ_I(truncate(path, two - 1), 0);
+  e = row_engine(path);
+  if (!e)
+    return;
+  ng_engine_log_info li = NG_ENGINE_LOG_INFO_INIT;
+  EXPECT_OK(ng_engine_log_info_get(&li, e));
+  EXPECT_EQ_I(li.replayed, 1);
+  EXPECT_EQ_I(li.records, 1);
+  EXPECT_EQ_I(li.cut_offset, one);
+  EXPECT_EQ_I(li.cut_bytes, two - 1 - one);
+  EXPECT_TRUE(li.cut_what[0] != '\0');
+  ng_engine_destroy(e);
+  e = row_engine(path);
+  if (!e)
+    return;
+  li = (ng_engine_log_info)NG_ENGINE_LOG_INFO_INIT;
+  EXPECT_OK(ng_engine_log_info_get(&li, e));
+  EXPECT_EQ_I(li.cut_offset, -1);
+  ng_engine_destroy(e);
+}
+
+int main(void) {
+  cora = ng_test_fetch_cora();
+  if (!cora)
+    return ng_test_summary();
+  ng__srv_fingerprint(&cora_fp, cora);
+  EXPECT_OK(ng_model_create(&model, NG_MODEL_GCN, cora->info.feature_dim));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT;
+  l0.aggregator = NG_AGGREGATOR_GCN;
+  l0.out_dim = cora->info.classes;
+  l0.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(model, &l0));
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.workers = -1;
+  o.normalize = NG_NORMALIZE_ROW;
+  ng_trainer_t tr = NULL;
+  EXPECT_OK(ng_trainer_create(&tr, cora, model, &o));
+  snprintf(ckpt, sizeof ckpt, "%s", tpath("gcn.safetensors"));
+  EXPECT_OK(ng_trainer_save(tr, ckpt));
+  ng_trainer_destroy(tr);
+  RUN_TEST(test_flipped_length_refused);
+  RUN_TEST(test_torn_tail_cut_and_reported);
+  RUN_TEST(test_v1_log);
+  RUN_TEST(test_fingerprint);
+  RUN_TEST(test_nonfinite_after_normalisation);
+  RUN_TEST(test_counts_and_empty);
+  RUN_TEST(test_engine_reports_cut);
+  ng_model_destroy(model);
+  ng_dataset_close(cora);
+  return ng_test_summary();
+}
