@@ -63,10 +63,10 @@ void ng_infer_result_free(ng_infer_result *r) {
   r->cls = NULL;
 }
 
-ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *first_new_id) {
-  if (first_new_id)
-    *first_new_id = atomic_load(&e->nodes);
-  atomic_fetch_add(&e->nodes, u->add_nodes);
+ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_result *out) {
+  const int64_t nodes = atomic_fetch_add(&e->nodes, u->add_nodes);
+  *out = (ng_update_result){
+      sizeof *out, nodes, u->add_nodes, u->n_add_edges, u->n_remove_edges, u->n_feature_rows, 1};
   return NG_OK;
 }
 
