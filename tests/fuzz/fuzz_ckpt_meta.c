@@ -50,8 +50,13 @@ static bool make_original(original *o, ng_model_kind kind, const char *dir, int 
   info.nodes = 11;
   info.feature_dim = 5;
   info.classes = 3;
-  const ng_ckpt_run run = {.epochs_done = 2, .step = 6, .iteration = 0, .batch = 4,
-                           .base_epochs = 0, .base_step = 0, .optimizer = NG_OPTIMIZER_ADAM,
+  const ng_ckpt_run run = {.epochs_done = 2,
+                           .step = 6,
+                           .iteration = 0,
+                           .batch = 4,
+                           .base_epochs = 0,
+                           .base_step = 0,
+                           .optimizer = NG_OPTIMIZER_ADAM,
                            .seed = 12345};
   char path[512];
   snprintf(path, sizeof path, "%s/orig%d.safetensors", dir, index);
