@@ -157,7 +157,7 @@ int cli_runtime_error_detail(ng_status status, const char *detail);
 /// "did you mean ...?" hints.
 const char *cli_suggest(const char *word, const char *const *candidates, size_t n);
 
-/* ---- the options of a model, shared by train, demo and serve (model_opts.c) ---- */
+/* ---- the options of a model, shared by train, demo, embed and serve (model_opts.c) ---- */
 
 #define CLI_MAX_LAYERS 8
 
@@ -213,6 +213,17 @@ int cli_parse_list(const char *command, const char *option, const char *text, do
 /// with *out set, or an exit status after printing the error.
 int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c,
                     const ng_dataset_info *info);
+/// The model and normalisation `embed` and `serve` run: the checkpoint's (its description),
+/// with each model option given on the command line (`spec`'s seen ones) in place of its
+/// setting, so that loading the weights refuses an option that differs, naming it and both
+/// values. A checkpoint that describes no model (format version 1) is built from the options.
+/// Returns CLI_CONTINUE with *out and *normalize set, or an exit status after printing the error.
+int cli_model_for_checkpoint(ng_model_t *out, ng_normalize *normalize, const char *command,
+                             const cli_spec *spec, const cli_model_cfg *c, const char *checkpoint,
+                             const ng_dataset_info *info);
+/// Shows "the checkpoint's" as the default of the model options among `opts` (for `embed` and
+/// `serve`, whose model comes from the checkpoint).
+void cli_model_opts_from_checkpoint(cli_opt *opts, size_t n);
 
 /* ---- progress (progress.c) ---- */
 

@@ -47,8 +47,8 @@ int cmd_serve(int argc, char **argv) {
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
       CLI_OPT_STRING("checkpoint", &checkpoint, "FILE",
-                     "the trained model (train --checkpoint); the model options below must be "
-                     "the ones it was trained with",
+                     "the trained model (train --checkpoint), which describes the model and its "
+                     "feature normalisation; model options given must match it",
                      .required = true),
       CLI_MODEL_OPTS(&net),
       CLI_OPT_STRING("name", &eo.name, "NAME", "the model's name in URLs (/v2/models/NAME)",
@@ -117,9 +117,10 @@ int cmd_serve(int argc, char **argv) {
       .n_opts = N_OPTS(opts),
       .notes = "Endpoints, request and update formats, errors and metrics: docs/serving.md. Node "
                "ids are the dataset's (after `reorder`, not the original ones).",
-      .example = "neargnn serve --dataset data/cora --checkpoint cora.st --fanouts 10,5 --hidden "
-                 "16 --normalize-features row --port 8000 --log cora.log",
+      .example =
+          "neargnn serve --dataset data/cora --checkpoint cora.st --port 8000 --log cora.log",
   };
+  cli_model_opts_from_checkpoint(opts, N_OPTS(opts));
   int rc = cli_parse(&spec, argc, argv);
   if (rc != CLI_CONTINUE)
     return rc;
@@ -135,7 +136,6 @@ int cmd_serve(int argc, char **argv) {
   eo.threads = threads;
   eo.cache_bytes = cache_bytes;
   eo.cache_ratio = cache_ratio;
-  eo.normalize = (ng_normalize)net.normalize;
   ho.port = port;
   ho.max_body_bytes = max_body;
   ho.max_connections = max_connections;
@@ -166,7 +166,8 @@ int cmd_serve(int argc, char **argv) {
     rc = cli_runtime_error(st);
     goto done;
   }
-  if ((rc = cli_build_model(&m, spec.command, &net, &info)) != CLI_CONTINUE)
+  if ((rc = cli_model_for_checkpoint(&m, &eo.normalize, spec.command, &spec, &net, checkpoint,
+                                     &info)) != CLI_CONTINUE)
     goto done;
   const double t0 = cli_now();
   st = ng_engine_create(&engine, ds, m, checkpoint, &eo);

@@ -1110,15 +1110,16 @@ int cmd_embed(int argc, char **argv) {
       .synopsis = "--checkpoint FILE --dataset DIR --out FILE.npy [options]",
       .about = "Writes the embeddings (a layer's output) or logits of every node, or of the "
                "nodes listed in a file, by layer-wise full-neighbour inference with a trained "
-               "checkpoint (docs/inference.md). Give the model options (--model, --fanouts, "
-               "--hidden, --aggregator, --combine, --seed ...) the model was trained with.",
+               "checkpoint (docs/inference.md). The checkpoint describes the model and its "
+               "feature normalisation; model options given must match it.",
       .opts = opts,
       .n_opts = N_OPTS(opts),
       .notes = "Row i of the output is the i-th node of --nodes, or node i (its original id in a "
                "renumbered dataset). Logits' argmax is train --predictions' class.",
-      .example = "neargnn embed --checkpoint cora.ckpt --dataset data/cora --hidden 64 --layer 0 "
-                 "--out cora-emb.npy",
+      .example = "neargnn embed --checkpoint cora.ckpt --dataset data/cora --layer 0 --out "
+                 "cora-emb.npy",
   };
+  cli_model_opts_from_checkpoint(opts, N_OPTS(opts));
   int rc = cli_parse(&spec, argc, argv);
   if (rc != CLI_CONTINUE)
     return rc;
@@ -1135,7 +1136,9 @@ int cmd_embed(int argc, char **argv) {
     rc = cli_runtime_error(st);
     goto done;
   }
-  if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) != CLI_CONTINUE)
+  ng_normalize normalize = NG_NORMALIZE_NONE;
+  if ((rc = cli_model_for_checkpoint(&m, &normalize, spec.command, &spec, &c.net, checkpoint,
+                                     &info)) != CLI_CONTINUE)
     goto done;
   rc = CLI_EXIT_OK;
   if (nodes_file)
@@ -1153,6 +1156,7 @@ int cmd_embed(int argc, char **argv) {
   ng_train_opts o;
   train_opts_of(&o, &c);
   o.workers = -1; /* no training: no worker pool */
+  o.normalize = normalize;
   /* The hybrid modes split workers, which inference has none of: its input layer reads the cold
    * rows by zero-copy (docs/inference.md), so on a GPU they become zerocopy, the default too. */
   const bool gpu = o.device && strcmp(o.device, "cuda") == 0;
@@ -1161,8 +1165,8 @@ int cmd_embed(int argc, char **argv) {
     o.mode = NG_MODE_ZEROCOPY;
   if (st == NG_OK)
     st = ng_trainer_create(&t, ds, m, &o);
-  if (st == NG_OK)
-    st = ng_trainer_load(t, checkpoint);
+  if (st == NG_OK) /* the weights alone: any --seed or --batch, another dataset of its shape */
+    st = ng_trainer_load_weights(t, checkpoint);
   if (st == NG_OK)
     st = ng_trainer_embed_dim(&dim, t, (int32_t)layer);
   if (st == NG_OK) {

@@ -484,8 +484,9 @@ ng_status ng_model_kind_get(ng_model_kind *kind, int64_t *in_dim, ng_model_t mod
 /// set (NG_LAYER_OPTS_INIT).
 ng_status ng_model_layer_get(ng_layer_opts *out, ng_model_t model, int32_t layer);
 /// Builds the model a checkpoint was trained with (kind, input columns, every layer's options),
-/// from the settings ng_trainer_save records in it. NG_ERR_FORMAT for checkpoints written
-/// before neargnn recorded them (the message says how to re-save one).
+/// from the settings ng_trainer_save records in it, after the checks ng_trainer_load makes of
+/// the file (a damaged or edited one is refused). NG_ERR_FORMAT for checkpoints written before
+/// neargnn recorded them (the message says how to re-save one).
 ng_status ng_model_from_checkpoint(ng_model_t *out, const char *path);
 /// A built-in aggregator's name ("mean", "sum", "max", "min", "gcn"), a user aggregator's
 /// name (ng_aggregator_def.name), or "custom".
@@ -530,6 +531,8 @@ typedef enum {
 } ng_cache_placement;
 
 typedef enum {
+  /// The checkpoint's normalisation (ng_engine_opts; the trainer refuses it).
+  NG_NORMALIZE_AUTO = -1,
   NG_NORMALIZE_NONE = 0,
   NG_NORMALIZE_ROW = 1, ///< divide each feature row by its sum (rows summing to 0 stay 0)
 } ng_normalize;
@@ -907,9 +910,10 @@ ng_status ng_trainer_save(ng_trainer_t trainer, const char *path);
 /// Restores a checkpoint saved by ng_trainer_save for the same model shape (tensor names and
 /// shapes are checked); with the same seed and batch, training then continues bit-identically to
 /// an uninterrupted run. A checkpoint taken in the middle of an epoch is refused unless the batch
-/// matches, since the rest of the epoch depends on it; another seed is always refused. Each
-/// tensor's CRC-32 and the counters' consistency are verified (NG_ERR_FORMAT naming the tensor
-/// or the values); checkpoints from before checksums load unverified.
+/// matches, since the rest of the epoch depends on it; another seed is always refused. The
+/// file is read strictly (NG_ERR_FORMAT naming the key, tensor or values): the CRC-32 of its
+/// metadata and of each tensor, every key known and every value in range, and the counters'
+/// consistency. Checkpoints of format version 1 load with the checks their keys allow.
 ng_status ng_trainer_load(ng_trainer_t trainer, const char *path);
 /// Loads only a checkpoint's parameters, for inference (ng_trainer_evaluate, _predict): no
 /// optimizer state, counters, seed or batch are read or checked, and the dataset may be another
@@ -939,7 +943,7 @@ typedef struct {
     sizeof(ng_checkpoint_info), 0, NG_MODEL_SAGE, 0, NG_NORMALIZE_NONE, {0}, 0, 0, 0, 0, 0, 0,     \
         NG_OPTIMIZER_ADAM                                                                          \
   }
-/// Reads what checkpoint `path` records (metadata only; tensors are not verified).
+/// Reads what checkpoint `path` records, after the checks ng_trainer_load makes of the file.
 ng_status ng_checkpoint_info_get(ng_checkpoint_info *out, const char *path);
 /// The header line of the hybrid scheduler's decision log (ng_telemetry.decisions lines are in
 /// this CSV format).

@@ -42,7 +42,9 @@ typedef struct {
   /// The append-only update log (NULL: updates are refused with NG_ERR_UNSUPPORTED). Replayed
   /// by ng_engine_create; every acknowledged update is in it, fsynced.
   const char *log_path;
-  ng_normalize normalize; ///< feature normalisation the model was trained with
+  /// Feature normalisation: AUTO (the default) takes the checkpoint's; another value must be
+  /// the checkpoint's.
+  ng_normalize normalize;
   /// The deadline of a request that gives no timeout_ms, in ms from its admission (default
   /// 1000; 1 to NG_ENGINE_MAX_TIMEOUT_MS). A request that cannot start before its deadline is
   /// refused as busy and never computed.
@@ -55,13 +57,16 @@ typedef struct {
 #define NG_ENGINE_OPTS_INIT                                                                        \
   {                                                                                                \
     sizeof(ng_engine_opts), NULL, "cpu", NG_MODE_AUTO, 0, 0, 0, -1.0, 256, 500, 0, 4096, 0, NULL,  \
-        NG_NORMALIZE_NONE, 1000, 0                                                                 \
+        NG_NORMALIZE_AUTO, 1000, 0                                                                 \
   }
 /// The longest deadline a request or the engine's options may give (one hour, in ms).
 #define NG_ENGINE_MAX_TIMEOUT_MS 3600000
 
-/// Loads the checkpoint into `model`'s shape, opens what the mode needs, replays the update log
-/// and starts the engine's threads. `ds` and `model` are borrowed and must outlive the engine.
+/// Reads the checkpoint (as ng_trainer_load reads it: a damaged or edited file is refused),
+/// loads its weights, opens what the mode needs, replays the update log and starts the engine's
+/// threads. `model` NULL serves the model the checkpoint describes; a given `model` (and
+/// normalisation) must be the checkpoint's: a differing setting is NG_ERR_FORMAT naming it and
+/// both values. `ds` and `model` are borrowed; the engine keeps a copy of the model.
 ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
                            const char *checkpoint, const ng_engine_opts *opts);
 /// Stops admitting, answers every admitted request, stops the threads and frees; NULL accepted.

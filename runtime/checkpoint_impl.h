@@ -1,5 +1,7 @@
-/* The model description a checkpoint carries (runtime/checkpoint.c): written by ng_trainer_save,
- * checked by ng_trainer_load and ng_trainer_load_weights, read by ng_model_from_checkpoint. */
+/* The checkpoint codec (runtime/checkpoint.c): the one writer and the one reader of neargnn
+ * checkpoints. ng_trainer_save writes through it; ng_trainer_load, ng_trainer_load_weights, the
+ * serving engine, ng_model_from_checkpoint and ng_checkpoint_info_get read through it, so every
+ * reader refuses the same damaged or edited files. docs/training.md lists the keys. */
 #ifndef NG_CHECKPOINT_IMPL_H
 #define NG_CHECKPOINT_IMPL_H
 
@@ -7,18 +9,78 @@
 #include "safetensors_impl.h"
 
 #define NG_CHECKPOINT_FORMAT "neargnn-checkpoint"
-/// Metadata entries the description takes at most: kind, in_dim, layers, one per layer,
-/// normalisation and four of the dataset.
-#define NG_CKPT_DESC_MAX (3 + NG_MAX_LAYERS + 1 + 4)
+/// The format version written. Version 2 adds "header_crc", a CRC-32 over every other metadata
+/// entry and the tensor table, and requires the per-tensor CRCs ("checksums"), the epoch base
+/// and the model's description; version 1 files still load, with whatever of these they have.
+#define NG_CHECKPOINT_VERSION 2
 
-/// Writes the description of `m` trained with `normalize` on a dataset of `info` into
-/// meta[0..] and returns the number of entries (0 when `cap` < NG_CKPT_DESC_MAX).
-int ng__ckpt_describe(ng_st_meta *meta, int cap, const struct ng_model *m, ng_normalize normalize,
-                      const ng_dataset_info *info);
-/// Checks a checkpoint's description against the model, normalisation and dataset of this run;
-/// the error names the setting and both values. `weights_only` (inference) skips the fanouts
-/// and the dataset's identity (name, nodes). Checkpoints without a description pass.
-ng_status ng__ckpt_check(const ng_st_file *f, const char *path, const struct ng_model *m,
-                         ng_normalize normalize, const ng_dataset_info *info, bool weights_only);
+/// The model a checkpoint describes (the "model.*", "train.*" and "dataset.*" keys).
+typedef struct {
+  bool described; ///< false for version-1 files written before the description existed
+  ng_model_kind kind;
+  int64_t in_dim;
+  int layers;
+  ng_layer_opts layer[NG_MAX_LAYERS]; ///< user aggregators as their built-in parts
+  char aggregator[NG_MAX_LAYERS][64]; ///< each layer's aggregator name as recorded
+  ng_normalize normalize;
+  char dataset[64];
+  int64_t nodes, feature_dim, classes;
+} ng_ckpt_desc;
+
+/// The run a checkpoint continues (the counters, seed, batch and optimizer).
+typedef struct {
+  int64_t epochs_done, step, iteration, batch;
+  bool has_base; ///< read: the file records base_epochs and base_step (version 1 may not)
+  int64_t base_epochs, base_step;
+  ng_optimizer optimizer;
+  uint64_t seed;
+} ng_ckpt_run;
+
+/// A checkpoint read and verified by ng__ckpt_read: its tensors point into `file`.
+typedef struct {
+  int version;
+  ng_model_kind model; ///< the "model" key
+  ng_ckpt_run run;
+  ng_ckpt_desc desc;
+  bool checksummed; ///< every tensor's CRC-32 was checked (version 1 files may have none)
+  ng_st_file file;
+} ng_ckpt;
+
+/// Writes model `m`'s checkpoint to `path` atomically: `host` holds the parameters, then the
+/// optimizer's two states (m->n_params floats each); the description records `normalize` and
+/// the dataset `info`, and `run` the counters (its has_base is ignored: the base is always
+/// written). Everything is borrowed.
+ng_status ng__ckpt_write(const char *path, const struct ng_model *m, const float *host,
+                         ng_normalize normalize, const ng_dataset_info *info,
+                         const ng_ckpt_run *run);
+/// Maps `path` and reads it strictly: every metadata key known to its version and present
+/// where required, no key twice, every value well-formed and in range (finite
+/// hyper-parameters), the header CRC (version 2) and every tensor's CRC checked, and for a
+/// described checkpoint exactly the tensors its model has. Errors name the file and the key.
+/// Close *out with ng__ckpt_close, also after a failure.
+ng_status ng__ckpt_read(ng_ckpt *out, const char *path);
+/// ng__ckpt_read of a whole file in memory (`buf` borrowed: the tensors point into it); `name`
+/// names it in errors. For the fuzz target.
+ng_status ng__ckpt_parse(ng_ckpt *out, const void *buf, size_t len, const char *name);
+/// Unmaps; accepts a zeroed, failed or closed ng_ckpt.
+void ng__ckpt_close(ng_ckpt *c);
+/// Checks what `c` describes against the model, normalisation and dataset of this run; the
+/// error names the setting (as the command's option) and both values. `weights_only`
+/// (inference) skips the fanouts and the dataset's identity (name, nodes). A checkpoint
+/// without a description is checked by its model kind alone (its shapes by ng__ckpt_tensors).
+ng_status ng__ckpt_verify(const ng_ckpt *c, const char *path, const struct ng_model *m,
+                          ng_normalize normalize, const ng_dataset_info *info, bool weights_only);
+/// Copies `m`'s parameters from `c` into host[0, n_params) and, with `with_state`, the
+/// optimizer's states into host[n_params, 3 n_params); each tensor's name, dtype and shape are
+/// checked.
+ng_status ng__ckpt_tensors(float *host, const ng_ckpt *c, const char *path,
+                           const struct ng_model *m, bool with_state);
+/// Builds the model `c` describes (NG_ERR_FORMAT without a description, NG_ERR_UNSUPPORTED for
+/// a user aggregator, which only the program that defined it has).
+ng_status ng__ckpt_model(ng_model_t *out, const ng_ckpt *c, const char *path);
+/// The header CRC of a checkpoint's metadata (every entry but "header_crc") and tensor table
+/// (names, dtypes, shapes, in order): what "header_crc" holds, as 8 hex digits.
+uint32_t ng__ckpt_header_crc(const ng_st_meta *meta, int n_meta, const ng_st_tensor *tensors,
+                             int n);
 
 #endif /* NG_CHECKPOINT_IMPL_H */

@@ -25,7 +25,6 @@
 #include <string.h>
 
 #define NG_TRAINER_MAGIC 0x6e677472u /* "ngtr" */
-#define NG_CHECKPOINT_VERSION 1
 /* Threads of the sample feed with a device sampler: two lanes hide most of the device's round
  * trips behind each other (docs/sampling.md). */
 #define FEED_LANES 2
@@ -1515,19 +1514,6 @@ static int64_t epoch_iters(int64_t n_train, int64_t batch) {
   return b > 0 ? (n_train + b - 1) / b : 0;
 }
 
-/* The "checksums" metadata value: 8 hex digits per tensor, comma-separated, in the order the
- * checkpoint lists its tensors (parameters, then optimizer.state1 and state2). */
-/* 3 tensors a layer for SAGE/GCN, 4 for GAT (at most NG_GAT_MAX_LAYERS layers). */
-#define CKPT_MAX_TENSORS (3 * NG_MAX_LAYERS + 2)
-_Static_assert(4 * NG_GAT_MAX_LAYERS <= 3 * NG_MAX_LAYERS, "GAT's tensors must fit checksums");
-_Static_assert(CKPT_MAX_TENSORS * 9 <= sizeof(((ng_st_meta *)0)->value),
-               "the checksums of a checkpoint's tensors must fit one metadata value");
-
-static void meta_set(ng_st_meta *m, const char *key, long long value) {
-  ng__strlcpy(m->key, key, sizeof m->key);
-  snprintf(m->value, sizeof m->value, "%lld", value);
-}
-
 ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
   NG_CHECK(trainer_check(t));
   if (!path || !*path)
@@ -1537,91 +1523,82 @@ ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
   float *host = ng__malloc(3 * bytes, "a checkpoint");
   if (!host)
     return NG_ERR_NOMEM;
-  float *params = host, *s1 = host + m->n_params, *s2 = host + 2 * m->n_params;
-  ng_status st = t->be->iface->copy_d2h(t->be, params, t->ex.params, bytes);
+  ng_status st = t->be->iface->copy_d2h(t->be, host, t->ex.params, bytes);
   if (st == NG_OK)
-    st = t->be->iface->copy_d2h(t->be, s1, t->ex.state1, bytes);
+    st = t->be->iface->copy_d2h(t->be, host + m->n_params, t->ex.state1, bytes);
   if (st == NG_OK)
-    st = t->be->iface->copy_d2h(t->be, s2, t->ex.state2, bytes);
-  if (st == NG_OK) {
-    ng_param_tensor pt[NG_LAYER_TENSORS * NG_MAX_LAYERS];
-    int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
-    ng_st_tensor ts[NG_LAYER_TENSORS * NG_MAX_LAYERS + 2];
-    int n = 0;
-    for (int i = 0; i < np; i++, n++) {
-      memset(&ts[n], 0, sizeof ts[n]);
-      ng__strlcpy(ts[n].name, pt[i].name, sizeof ts[n].name);
-      ts[n].dtype = NG_DTYPE_F32;
-      ts[n].ndim = pt[i].ndim;
-      ts[n].shape[0] = pt[i].shape[0];
-      ts[n].shape[1] = pt[i].shape[1];
-      ts[n].data = params + pt[i].offset;
-      ts[n].nbytes = (size_t)(pt[i].ndim == 2 ? pt[i].shape[0] * pt[i].shape[1] : pt[i].shape[0]) *
-                     sizeof(float);
-    }
-    const float *states[2] = {s1, s2};
-    for (int i = 0; i < 2; i++, n++) {
-      memset(&ts[n], 0, sizeof ts[n]);
-      snprintf(ts[n].name, sizeof ts[n].name, "optimizer.state%d", i + 1);
-      ts[n].dtype = NG_DTYPE_F32;
-      ts[n].ndim = 1;
-      ts[n].shape[0] = m->n_params;
-      ts[n].data = states[i];
-      ts[n].nbytes = bytes;
-    }
-    ng_st_meta meta[12 + NG_CKPT_DESC_MAX];
-    memset(meta, 0, sizeof meta);
-    ng__strlcpy(meta[0].key, "format", sizeof meta[0].key);
-    ng__strlcpy(meta[0].value, NG_CHECKPOINT_FORMAT, sizeof meta[0].value);
-    meta_set(&meta[1], "version", NG_CHECKPOINT_VERSION);
-    meta_set(&meta[2], "epochs_done", (long long)t->epochs_done);
-    meta_set(&meta[3], "step", (long long)t->step.steps);
-    meta_set(&meta[4], "model", (long long)m->kind);
-    meta_set(&meta[5], "optimizer", (long long)t->opts.optimizer);
-    meta_set(&meta[6], "iteration", (long long)t->iter_done);
-    meta_set(&meta[7], "batch", (long long)t->opts.batch);
-    ng__strlcpy(meta[8].key, "seed", sizeof meta[8].key);
-    snprintf(meta[8].value, sizeof meta[8].value, "%llu", (unsigned long long)t->opts.seed);
-    meta_set(&meta[9], "base_epochs", (long long)t->base_epochs);
-    meta_set(&meta[10], "base_step", (long long)t->base_step);
-    ng__strlcpy(meta[11].key, "checksums", sizeof meta[11].key);
-    size_t at = 0;
-    for (int i = 0; i < n; i++)
-      at += (size_t)snprintf(meta[11].value + at, sizeof meta[11].value - at, "%s%08x",
-                             i ? "," : "", (unsigned)ng__crc32(ts[i].data, ts[i].nbytes));
-    /* The model's settings, the normalisation and the dataset: load checks them, and
-     * ng_model_from_checkpoint rebuilds the model from them. */
-    int n_meta =
-        12 + ng__ckpt_describe(meta + 12, NG_CKPT_DESC_MAX, m, t->opts.normalize, &t->ds->info);
-    st = ng__st_write(path, ts, n, meta, n_meta);
-  }
+    st = t->be->iface->copy_d2h(t->be, host + 2 * m->n_params, t->ex.state2, bytes);
+  const ng_ckpt_run run = {
+      .epochs_done = t->epochs_done,
+      .step = t->step.steps,
+      .iteration = t->iter_done,
+      .batch = t->opts.batch,
+      .base_epochs = t->base_epochs,
+      .base_step = t->base_step,
+      .optimizer = t->opts.optimizer,
+      .seed = t->opts.seed,
+  };
+  if (st == NG_OK)
+    st = ng__ckpt_write(path, m, host, t->opts.normalize, &t->ds->info, &run);
   free(host);
   return st;
 }
 
-/* A metadata value as an integer in [0, 2^62): counters far from overflowing when incremented. */
-static ng_status meta_int(long long *out, const ng_st_file *f, const char *key, const char *path) {
-  const char *v = ng__st_meta(f, key);
-  char *end = NULL;
-  errno = 0;
-  if (v)
-    *out = strtoll(v, &end, 10);
-  if (!v || !end || *end != '\0' || end == v || errno == ERANGE || *out < 0 || *out >= (1LL << 62))
+/* What resuming needs beyond the model: the same seed and optimizer, the same batch in the
+ * middle of an epoch, and counters that agree with each other and with this dataset's
+ * iterations per epoch. */
+static ng_status check_resume(const ng_trainer_t t, const ng_ckpt_run *r, const char *path) {
+  /* Every later epoch's order, samples and dropout derive from the seed: another one would
+   * continue a different run than the one the checkpoint holds. */
+  if (r->seed != t->opts.seed)
     return ng__err(NG_ERR_FORMAT,
-                   "%s: checkpoint metadata '%s' is missing or not an integer in [0, 2^62)", path,
-                   key);
-  return NG_OK;
-}
-
-static ng_status meta_u64(uint64_t *out, const ng_st_file *f, const char *key, const char *path) {
-  const char *v = ng__st_meta(f, key);
-  char *end = NULL;
-  errno = 0;
-  if (v)
-    *out = strtoull(v, &end, 10);
-  if (!v || !end || *end != '\0' || end == v || errno == ERANGE || v[0] == '-')
-    return ng__err(NG_ERR_FORMAT, "%s: checkpoint metadata '%s' is missing or not an integer", path,
-                   key);
+                   "%s: the checkpoint was trained with seed %llu but this trainer has seed %llu; "
+                   "resume with --seed %llu",
+                   path, (unsigned long long)r->seed, (unsigned long long)t->opts.seed,
+                   (unsigned long long)r->seed);
+  if (r->optimizer != t->opts.optimizer)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the checkpoint was trained with --optimizer %s, this run uses %s; resume "
+                   "with the checkpoint's optimizer (its state is the optimizer's own)",
+                   path, r->optimizer == NG_OPTIMIZER_SGD ? "sgd" : "adam",
+                   t->opts.optimizer == NG_OPTIMIZER_SGD ? "sgd" : "adam");
+  const int64_t n_train = t->ds->info.train, iters = epoch_iters(n_train, r->batch);
+  /* The rest of an epoch replays the epoch's order and samples: they depend on the batch. */
+  if (r->iteration > 0 && r->batch != t->opts.batch)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the checkpoint stops after iteration %lld of an epoch trained with batch "
+                   "%lld; resume it with the same batch (this trainer has %lld)",
+                   path, (long long)r->iteration, (long long)r->batch, (long long)t->opts.batch);
+  /* The counters must agree with each other: an edited or damaged epochs_done would otherwise
+   * skip epochs or report epochs that were never trained. */
+  if (r->iteration >= iters)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: checkpoint metadata iteration %lld is out of range: an epoch of %lld "
+                   "training nodes in batches of %lld has %lld iterations",
+                   path, (long long)r->iteration, (long long)n_train, (long long)r->batch,
+                   (long long)iters);
+  long long want = 0;
+  bool agree;
+  if (r->has_base)
+    agree = r->base_epochs <= r->epochs_done &&
+            !__builtin_mul_overflow(r->epochs_done - r->base_epochs, iters, &want) &&
+            !__builtin_add_overflow(want, r->base_step + r->iteration, &want) && want == r->step;
+  else /* older checkpoints: each epoch had at least one iteration */
+    agree = r->epochs_done + r->iteration <= r->step;
+  if (!agree && r->has_base)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: checkpoint metadata disagrees: epochs_done %lld and iteration %lld with "
+                   "%lld iterations per epoch from epoch %lld (step %lld) make step %lld, but "
+                   "the file says step %lld; the file was edited or is damaged",
+                   path, (long long)r->epochs_done, (long long)r->iteration, (long long)iters,
+                   (long long)r->base_epochs, (long long)r->base_step, want, (long long)r->step);
+  if (!agree)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: checkpoint metadata disagrees: epochs_done %lld and iteration %lld need "
+                   "at least %lld optimizer steps, but the file says step %lld; the file was "
+                   "edited or is damaged",
+                   path, (long long)r->epochs_done, (long long)r->iteration,
+                   (long long)(r->epochs_done + r->iteration), (long long)r->step);
   return NG_OK;
 }
 
@@ -1632,194 +1609,48 @@ static ng_status load_impl(ng_trainer_t t, const char *path, bool weights_only) 
   if (!path || !*path)
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_load: no path");
   drop_logits(t); /* even a failed load may have replaced some parameters */
-  ng_st_file f;
-  NG_CHECK(ng__st_open(&f, path));
   const struct ng_model *m = t->model;
-  ng_status st = NG_OK;
-  const char *fmt = ng__st_meta(&f, "format");
-  long long version = 0, epochs = 0, step = 0, kind = 0, opt = 0, iteration = 0, batch = 0;
-  if (!fmt || strcmp(fmt, NG_CHECKPOINT_FORMAT) != 0) {
-    st = ng__err(NG_ERR_FORMAT, "%s: not a neargnn checkpoint (metadata format is '%s')", path,
-                 fmt ? fmt : "missing");
-    goto done;
-  }
-  NG_CHECK_GOTO(st, meta_int(&version, &f, "version", path), done);
-  NG_CHECK_GOTO(st, meta_int(&epochs, &f, "epochs_done", path), done);
-  NG_CHECK_GOTO(st, meta_int(&step, &f, "step", path), done);
-  NG_CHECK_GOTO(st, meta_int(&kind, &f, "model", path), done);
-  NG_CHECK_GOTO(st, meta_int(&opt, &f, "optimizer", path), done);
-  NG_CHECK_GOTO(st, meta_int(&iteration, &f, "iteration", path), done);
-  NG_CHECK_GOTO(st, meta_int(&batch, &f, "batch", path), done);
-  uint64_t seed = 0;
-  NG_CHECK_GOTO(st, meta_u64(&seed, &f, "seed", path), done);
-  NG_CHECK_GOTO(st, ng__ckpt_check(&f, path, m, t->opts.normalize, &t->ds->info, weights_only),
+  const size_t bytes = (size_t)m->n_params * sizeof(float);
+  ng_ckpt c;
+  NG_CHECK(ng__ckpt_read(&c, path));
+  const ng_ckpt_run *r = &c.run;
+  float *host = NULL;
+  ng_status st;
+  NG_CHECK_GOTO(st, ng__ckpt_verify(&c, path, m, t->opts.normalize, &t->ds->info, weights_only),
                 done);
-  const int64_t n_train = t->ds->info.train, iters = epoch_iters(n_train, batch);
-  long long base_epochs = 0, base_step = 0;
-  const bool has_base = ng__st_meta(&f, "base_epochs") || ng__st_meta(&f, "base_step");
-  if (weights_only)
-    goto counters_checked;
-  /* Every later epoch's order, samples and dropout derive from the seed: another one would
-   * continue a different run than the one the checkpoint holds. */
-  if (seed != t->opts.seed) {
-    st = ng__err(NG_ERR_FORMAT,
-                 "%s: the checkpoint was trained with seed %llu but this trainer has seed %llu; "
-                 "resume with --seed %llu",
-                 path, (unsigned long long)seed, (unsigned long long)t->opts.seed,
-                 (unsigned long long)seed);
-    goto done;
-  }
-  /* The rest of an epoch replays the epoch's order and samples: they depend on the batch. */
-  if (iteration > 0 && batch != t->opts.batch) {
-    st = ng__err(NG_ERR_FORMAT,
-                 "%s: the checkpoint stops after iteration %lld of an epoch trained with batch "
-                 "%lld; resume it with the same batch (this trainer has %lld)",
-                 path, iteration, batch, (long long)t->opts.batch);
-    goto done;
-  }
-  /* The counters must agree with each other: an edited or damaged epochs_done would otherwise
-   * skip epochs or report epochs that were never trained. */
-  if (iteration >= iters) {
-    st = ng__err(NG_ERR_FORMAT,
-                 "%s: checkpoint metadata iteration %lld is out of range: an epoch of %lld "
-                 "training nodes in batches of %lld has %lld iterations",
-                 path, iteration, (long long)n_train, batch, (long long)iters);
-    goto done;
-  }
-  if (has_base) {
-    NG_CHECK_GOTO(st, meta_int(&base_epochs, &f, "base_epochs", path), done);
-    NG_CHECK_GOTO(st, meta_int(&base_step, &f, "base_step", path), done);
-  }
-  long long want = 0;
-  bool agree;
-  if (has_base)
-    agree = base_epochs <= epochs && !__builtin_mul_overflow(epochs - base_epochs, iters, &want) &&
-            !__builtin_add_overflow(want, base_step + iteration, &want) && want == step;
-  else /* older checkpoints: each epoch had at least one iteration */
-    agree = epochs + iteration <= step;
-  if (!agree) {
-    if (has_base)
-      st = ng__err(NG_ERR_FORMAT,
-                   "%s: checkpoint metadata disagrees: epochs_done %lld and iteration %lld with "
-                   "%lld iterations per epoch from epoch %lld (step %lld) make step %lld, but "
-                   "the file says step %lld; the file was edited or is damaged",
-                   path, epochs, iteration, (long long)iters, base_epochs, base_step, want, step);
-    else
-      st = ng__err(NG_ERR_FORMAT,
-                   "%s: checkpoint metadata disagrees: epochs_done %lld and iteration %lld need "
-                   "at least %lld optimizer steps, but the file says step %lld; the file was "
-                   "edited or is damaged",
-                   path, epochs, iteration, epochs + iteration, step);
-    goto done;
-  }
-counters_checked:;
-  /* Per-tensor CRC-32s; checkpoints written before they existed load unverified. */
-  uint32_t sums[CKPT_MAX_TENSORS];
-  int n_sums = -1;
-  const char *sum_text = ng__st_meta(&f, "checksums");
-  if (sum_text) {
-    n_sums = 0;
-    const char *p = sum_text;
-    while (*p && n_sums < CKPT_MAX_TENSORS) {
-      char *end = NULL;
-      unsigned long v = strtoul(p, &end, 16);
-      if (end != p + 8)
-        break;
-      sums[n_sums++] = (uint32_t)v;
-      p = end;
-      if (*p == ',')
-        p++;
-      else
-        break;
-    }
-    if (*p != '\0') {
-      st = ng__err(NG_ERR_FORMAT,
-                   "%s: checkpoint metadata 'checksums' is malformed (want 8 hex digits per "
-                   "tensor, comma-separated)",
-                   path);
-      goto done;
-    }
-  }
-  if (version != NG_CHECKPOINT_VERSION || kind != m->kind ||
-      (!weights_only && opt != t->opts.optimizer) || epochs < 0 || step < 0) {
-    st = ng__err(NG_ERR_FORMAT,
-                 "%s: checkpoint (version %lld, model %lld, optimizer %lld) does not match this "
-                 "trainer (version %d, model %d, optimizer %d)",
-                 path, version, kind, opt, NG_CHECKPOINT_VERSION, (int)m->kind,
-                 (int)t->opts.optimizer);
-    goto done;
-  }
-  size_t bytes = (size_t)m->n_params * sizeof(float);
-  float *host = ng__malloc(3 * bytes, "a checkpoint");
+  if (!weights_only)
+    NG_CHECK_GOTO(st, check_resume(t, r, path), done);
+  host = ng__malloc(3 * bytes, "a checkpoint");
   if (!host) {
     st = NG_ERR_NOMEM;
     goto done;
   }
-  ng_param_tensor pt[NG_LAYER_TENSORS * NG_MAX_LAYERS];
-  int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
-  if (n_sums >= 0 && n_sums != np + 2)
-    st = ng__err(NG_ERR_FORMAT,
-                 "%s: checkpoint metadata 'checksums' lists %d tensors but this model's "
-                 "checkpoint has %d",
-                 path, n_sums, np + 2);
-  for (int i = 0; i < (weights_only ? np : np + 2) && st == NG_OK; i++) {
-    char name[64];
-    int64_t n =
-        i < np ? (pt[i].ndim == 2 ? pt[i].shape[0] * pt[i].shape[1] : pt[i].shape[0]) : m->n_params;
-    float *dst = i < np ? host + pt[i].offset : host + (i - np + 1) * m->n_params;
-    if (i < np)
-      ng__strlcpy(name, pt[i].name, sizeof name);
-    else
-      snprintf(name, sizeof name, "optimizer.state%d", i - np + 1);
-    const ng_st_tensor *tt = ng__st_find(&f, name);
-    /* Shapes, not only sizes: a [out, in] (PyTorch Linear) tensor must not load transposed. */
-    int want_ndim = i < np ? pt[i].ndim : 1;
-    int64_t want0 = i < np ? pt[i].shape[0] : m->n_params, want1 = i < np ? pt[i].shape[1] : 0;
-    bool shape_ok = tt && tt->ndim == want_ndim && tt->shape[0] == want0 &&
-                    (want_ndim == 1 || tt->shape[1] == want1);
-    if (!shape_ok || tt->dtype != NG_DTYPE_F32 || tt->nbytes != (size_t)n * sizeof(float)) {
-      char shape[64];
-      if (want_ndim == 2)
-        snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)want0, (long long)want1);
-      else
-        snprintf(shape, sizeof shape, "[%lld]", (long long)want0);
-      st = ng__err(NG_ERR_FORMAT,
-                   "%s: tensor '%s' is missing or is not float32 of shape %s as this model needs "
-                   "(weights are stored [in, out])",
-                   path, name, shape);
-    } else if (n_sums >= 0 && ng__crc32(tt->data, tt->nbytes) != sums[i]) {
-      st = ng__err(NG_ERR_FORMAT,
-                   "%s: tensor '%s' fails its checksum (CRC-32 %08x, the file says %08x): the "
-                   "file is damaged; use another checkpoint",
-                   path, name, (unsigned)ng__crc32(tt->data, tt->nbytes), (unsigned)sums[i]);
-    } else
-      memcpy(dst, tt->data, tt->nbytes);
-  }
-  if (st == NG_OK)
-    st = t->be->iface->copy_h2d(t->be, t->ex.params, host, bytes);
+  NG_CHECK_GOTO(st, ng__ckpt_tensors(host, &c, path, m, !weights_only), done);
+  st = t->be->iface->copy_h2d(t->be, t->ex.params, host, bytes);
   if (st == NG_OK && !weights_only)
     st = t->be->iface->copy_h2d(t->be, t->ex.state1, host + m->n_params, bytes);
   if (st == NG_OK && !weights_only)
     st = t->be->iface->copy_h2d(t->be, t->ex.state2, host + 2 * m->n_params, bytes);
-  free(host);
   if (st == NG_OK && !weights_only) {
-    t->epochs_done = epochs;
-    t->step.steps = step;
-    t->iter_done = iteration;
+    const int64_t iters = epoch_iters(t->ds->info.train, r->batch);
+    t->epochs_done = r->epochs_done;
+    t->step.steps = r->step;
+    t->iter_done = r->iteration;
     /* The same iterations per epoch continue the file's base; another batch starts one. */
-    bool same = epoch_iters(n_train, t->opts.batch) == iters;
-    if (same && has_base) {
-      t->base_epochs = base_epochs;
-      t->base_step = base_step;
-    } else if (same && step == epochs * iters + iteration) {
+    bool same = epoch_iters(t->ds->info.train, t->opts.batch) == iters;
+    if (same && r->has_base) {
+      t->base_epochs = r->base_epochs;
+      t->base_step = r->base_step;
+    } else if (same && r->step == r->epochs_done * iters + r->iteration) {
       t->base_epochs = t->base_step = 0;
     } else {
-      t->base_epochs = epochs;
-      t->base_step = step - iteration;
+      t->base_epochs = r->epochs_done;
+      t->base_step = r->step - r->iteration;
     }
   }
 done:
-  ng__st_close(&f);
+  free(host);
+  ng__ckpt_close(&c);
   return st;
 }
 

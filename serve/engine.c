@@ -10,7 +10,7 @@
 #include "model_impl.h"
 #include "ng_cpu.h"
 #include "pipeline_impl.h"
-#include "safetensors_impl.h"
+#include "checkpoint_impl.h"
 #ifdef NG_HAVE_CUDA
 #include "ng_cuda.h"
 #endif
@@ -150,79 +150,59 @@ static ng_status make_backend(ng_backend **out, const char *device, int threads)
   return ng__err(NG_ERR_INVALID_ARG, "unknown device '%s' (cpu or cuda)", dev);
 }
 
-/* The checkpoint metadata's names of ng_model_kind (runtime/checkpoint.c). */
-static const char *const KIND_NAME[] = {"sage", "gcn", "gat", "gin", "sage-pool"};
-
-/* Loads the parameters of a checkpoint of ng_trainer_save into the executor: the model kind,
- * each tensor's name, dtype and shape, and (where the file has them) the CRC-32s are checked.
- * The optimizer state and counters are not needed to serve. */
-static ng_status load_params(ng_engine *e, const char *path) {
-  if (!path || !*path)
-    return ng__err(NG_ERR_INVALID_ARG, "engine: no checkpoint given");
-  ng_st_file f;
-  NG_CHECK(ng__st_open(&f, path));
+/* Loads the parameters of checkpoint `c` (read and verified against the engine's model by
+ * ng_engine_create) into the executor. The optimizer state and counters are not needed to
+ * serve. */
+static ng_status load_params(ng_engine *e, const ng_ckpt *c, const char *path) {
   const struct ng_model *m = &e->model;
-  ng_status st = NG_OK;
-  float *host = NULL;
-  const char *fmt = ng__st_meta(&f, "format");
-  const char *kind = ng__st_meta(&f, "model");
-  if (!fmt || strcmp(fmt, "neargnn-checkpoint") != 0) {
-    st = ng__err(NG_ERR_FORMAT, "%s: not a neargnn checkpoint (metadata format is '%s')", path,
-                 fmt ? fmt : "missing");
-    goto done;
-  }
-  if (!kind || atoi(kind) != (int)m->kind) {
-    st = ng__err(NG_ERR_FORMAT,
-                 "%s: the checkpoint holds model kind %s, the engine's model is kind %d (%s)", path,
-                 kind ? kind : "?", (int)m->kind, KIND_NAME[m->kind]);
-    goto done;
-  }
-  ng_param_tensor pt[NG_LAYER_TENSORS * NG_MAX_LAYERS];
-  const int np = ng__model_param_tensors(m, pt, (int)NG_ARRAY_LEN(pt));
-  uint32_t sums[NG_LAYER_TENSORS * NG_MAX_LAYERS + 2];
-  int n_sums = 0;
-  const char *sum_text = ng__st_meta(&f, "checksums");
-  for (const char *p = sum_text; p && *p && n_sums < (int)NG_ARRAY_LEN(sums);) {
-    char *end = NULL;
-    unsigned long v = strtoul(p, &end, 16);
-    if (end != p + 8)
-      break;
-    sums[n_sums++] = (uint32_t)v;
-    p = *end == ',' ? end + 1 : end;
-  }
-  host = ng__malloc((size_t)m->n_params * sizeof(float), "the checkpoint's parameters");
-  if (!host) {
-    st = NG_ERR_NOMEM;
-    goto done;
-  }
-  for (int i = 0; i < np; i++) {
-    const ng_st_tensor *t = ng__st_find(&f, pt[i].name);
-    const int64_t n = pt[i].ndim == 2 ? pt[i].shape[0] * pt[i].shape[1] : pt[i].shape[0];
-    const bool shape_ok = t && t->ndim == pt[i].ndim && t->shape[0] == pt[i].shape[0] &&
-                          (pt[i].ndim == 1 || t->shape[1] == pt[i].shape[1]);
-    if (!shape_ok || t->dtype != NG_DTYPE_F32 || t->nbytes != (size_t)n * sizeof(float)) {
-      st = ng__err(NG_ERR_FORMAT,
-                   "%s: tensor '%s' is missing or is not float32 of shape [%lld%s%lld] as the "
-                   "engine's model needs; build the model as it was trained",
-                   path, pt[i].name, (long long)pt[i].shape[0], pt[i].ndim == 2 ? ", " : "",
-                   pt[i].ndim == 2 ? (long long)pt[i].shape[1] : 0LL);
-      goto done;
-    }
-    if (sum_text && i < n_sums && ng__crc32(t->data, t->nbytes) != sums[i]) {
-      st = ng__err(NG_ERR_FORMAT, "%s: tensor '%s' fails its checksum: the file is damaged", path,
-                   pt[i].name);
-      goto done;
-    }
-    memcpy(host + pt[i].offset, t->data, t->nbytes);
-  }
-  st = e->be->iface->copy_h2d(e->be, e->ex.params, host, (size_t)m->n_params * sizeof(float));
+  float *host = ng__malloc((size_t)m->n_params * sizeof(float), "the checkpoint's parameters");
+  if (!host)
+    return NG_ERR_NOMEM;
+  ng_status st = ng__ckpt_tensors(host, c, path, m, false);
+  if (st == NG_OK)
+    st = e->be->iface->copy_h2d(e->be, e->ex.params, host, (size_t)m->n_params * sizeof(float));
   if (st == NG_OK && ng__model_raw_input(m)) { /* kept: the CPU's part of layer 0 reads them */
     e->host_params = host;
     host = NULL;
   }
-done:
   free(host);
-  ng__st_close(&f);
+  return st;
+}
+
+/* Reads and verifies the checkpoint at the start of ng_engine_create: without a `model` the
+ * engine builds the one the checkpoint describes into *own, and NG_NORMALIZE_AUTO becomes the
+ * checkpoint's normalisation; what is given is checked against the checkpoint as resuming
+ * training checks it (ng__ckpt_verify), so that a differing option is refused, not served. */
+static ng_status open_checkpoint(ng_ckpt *c, struct ng_model *own, const struct ng_model **model,
+                                 ng_normalize *normalize, const struct ng_dataset *ds,
+                                 const char *path) {
+  if (!path || !*path)
+    return ng__err(NG_ERR_INVALID_ARG, "engine: no checkpoint given");
+  NG_CHECK(ng__ckpt_read(c, path));
+  ng_status st = NG_OK;
+  if (!*model) {
+    ng_model_t built = NULL;
+    st = ng__ckpt_model(&built, c, path);
+    if (st == NG_OK) {
+      *own = *built;
+      *model = own;
+      ng_model_destroy(built);
+    }
+  }
+  if (st == NG_OK && *normalize == NG_NORMALIZE_AUTO) {
+    if (c->desc.described)
+      *normalize = c->desc.normalize;
+    else
+      st = ng__err(NG_ERR_INVALID_ARG,
+                   "%s: the checkpoint does not record its feature normalisation; set "
+                   "ng_engine_opts.normalize (--normalize-features) to the one it was trained "
+                   "with",
+                   path);
+  }
+  if (st == NG_OK)
+    st = ng__ckpt_verify(c, path, *model, *normalize, &ds->info, true);
+  if (st != NG_OK)
+    ng__ckpt_close(c);
   return st;
 }
 
@@ -276,7 +256,8 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     return ng__err(NG_ERR_INVALID_ARG, "ng_engine_create: out is NULL");
   *out = NULL;
   NG_CHECK(ng__dataset_check(ds));
-  NG_CHECK(ng__model_check(model));
+  if (model) /* NULL: the model the checkpoint describes */
+    NG_CHECK(ng__model_check(model));
   ng_engine_opts o = NG_ENGINE_OPTS_INIT;
   if (opts) {
     if (opts->size < sizeof opts->size)
@@ -286,13 +267,19 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     memcpy(&o, opts, NG_MIN(opts->size, sizeof o));
     o.size = sizeof o;
   }
-  NG_CHECK(check_opts(&o, ds, model));
-  ng_engine *e = ng__calloc(1, sizeof *e, "the serving engine");
-  if (!e)
-    return NG_ERR_NOMEM;
+  ng_ckpt ck;
+  struct ng_model own;
+  const struct ng_model *mdl = model;
+  NG_CHECK(open_checkpoint(&ck, &own, &mdl, &o.normalize, ds, checkpoint));
+  ng_status st = check_opts(&o, ds, mdl);
+  ng_engine *e = st == NG_OK ? ng__calloc(1, sizeof *e, "the serving engine") : NULL;
+  if (!e) {
+    ng__ckpt_close(&ck);
+    return st == NG_OK ? NG_ERR_NOMEM : st;
+  }
   e->magic = ENGINE_MAGIC;
   e->ds = ds;
-  e->model = *model;
+  e->model = *mdl;
   e->o = o;
   ng__strlcpy(e->name, o.name ? o.name : ds->info.name, sizeof e->name);
   e->o.name = NULL; /* borrowed: not kept */
@@ -312,7 +299,6 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   const ng_dataset_info *info = &ds->info;
   const struct ng_model *m = &e->model;
   const int64_t dim = info->feature_dim;
-  ng_status st = NG_OK;
   e->hub_edges = o.hub_edges > 0 ? o.hub_edges : DEFAULT_HUB_EDGES;
   /* Work per batch: by default four hub requests' worth, so that an ordinary batch costs a
    * bounded time however many small requests it merges. */
@@ -360,7 +346,8 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
 
   NG_CHECK_GOTO(st, make_backend(&e->be, opts ? opts->device : NULL, o.threads), fail);
   NG_CHECK_GOTO(st, ng__exec_create(&e->ex, &e->model, e->be, 0), fail);
-  NG_CHECK_GOTO(st, load_params(e, checkpoint), fail);
+  NG_CHECK_GOTO(st, load_params(e, &ck, checkpoint), fail);
+  ng__ckpt_close(&ck);
   e->mode = ng__mode_resolve(o.mode, e->be);
   NG_CHECK_GOTO(
       st, ng__store_hot_rows(&e->hot, e->be, info->nodes, dim, o.cache_bytes, o.cache_ratio), fail);
@@ -390,6 +377,7 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   *out = e;
   return NG_OK;
 fail:
+  ng__ckpt_close(&ck);
   ng_engine_destroy(e);
   return st;
 }

@@ -1,7 +1,7 @@
 /* End-to-end training on real data (Cora, standard Planetoid split): the published accuracy
  * anchors, bitwise reproducibility across thread counts, and bit-identical resume. */
 #include "ng_test.h"
-#include "safetensors_impl.h"
+#include "checkpoint_impl.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -341,7 +341,8 @@ static void test_resume_is_bit_identical(void) {
   ng_model_destroy(m);
 }
 
-/* Rewrites checkpoint `src` to `dst` with metadata `key` set to `value` (NULL: dropped). */
+/* Rewrites checkpoint `src` to `dst` with metadata `key` set to `value` (NULL: dropped) and the
+ * header CRC recomputed, as a deliberate editor would: the checks below the CRC still hold. */
 static void rewrite_meta(const char *src, const char *dst, const char *key, const char *value) {
   ng_st_file f;
   EXPECT_OK(ng__st_open(&f, src));
@@ -355,6 +356,10 @@ static void rewrite_meta(const char *src, const char *dst, const char *key, cons
       snprintf(meta[n].value, sizeof meta[n].value, "%s", value);
     n++;
   }
+  for (int i = 0; i < n; i++)
+    if (strcmp(meta[i].key, "header_crc") == 0)
+      snprintf(meta[i].value, sizeof meta[i].value, "%08x",
+               (unsigned)ng__ckpt_header_crc(meta, n, f.tensors, f.n));
   EXPECT_OK(ng__st_write(dst, f.tensors, f.n, meta, n));
   ng__st_close(&f);
 }
@@ -410,9 +415,11 @@ static void test_checkpoint_checks(void) {
   EXPECT_STATUS(ng_trainer_load(t2, good), NG_ERR_FORMAT);
   EXPECT_ERR_HAS("seed 21 but this trainer has seed 22");
   ng_trainer_destroy(t2);
-  /* A checkpoint from before checksums loads (unverified), and an edited one is still caught
-   * by the weaker check. */
-  rewrite_meta(good, bad, "checksums", NULL);
+  /* A checkpoint from before checksums (format version 1) loads (unverified), and an edited
+   * one is still caught by the weaker check. */
+  rewrite_meta(good, bad, "version", "1");
+  rewrite_meta(bad, bad, "header_crc", NULL);
+  rewrite_meta(bad, bad, "checksums", NULL);
   rewrite_meta(bad, bad, "base_epochs", NULL);
   rewrite_meta(bad, bad, "base_step", NULL);
   EXPECT_OK(ng_trainer_load(t, bad));

@@ -489,6 +489,17 @@ class Trainer:
         self._h = h
         dataset._trainers.add(self)
 
+    @classmethod
+    def from_checkpoint(cls, dataset, path, progress=None, **options):
+        """A trainer of the model a checkpoint describes, holding its weights, for evaluate,
+        predict and embed. The normalisation is the checkpoint's unless `normalize` is given;
+        a given one that differs, or a damaged or edited file, raises NeargnnError."""
+        model = Model.from_checkpoint(path)
+        options.setdefault("normalize", checkpoint_info(path)["normalize"])
+        tr = cls(dataset, model, progress, **options)
+        tr.load_weights(path)
+        return tr
+
     def _call(self, st):
         if self._errors:
             e = self._errors.pop()

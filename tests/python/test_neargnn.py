@@ -115,6 +115,33 @@ class TestFolder(unittest.TestCase):
         self.assertEqual(e.exception.status, "ERR_FORMAT")
         self.assertIn("--aggregator mean (layer 0), this run uses max", str(e.exception))
 
+    def test_checkpoint_codec(self):
+        """The binding reads checkpoints through the library's codec: Trainer.from_checkpoint
+        takes the model and normalisation from the file; a differing normalisation, a flipped
+        self_loop and a renamed key are refused by every reader (issue 37)."""
+        ds = ng.Dataset.open(CORA)
+        tr, _ = train(ds, epochs=3)
+        path = os.path.join(TMP, "codec.safetensors")
+        tr.save(path)
+        test = ds.split("test")
+        again = ng.Trainer.from_checkpoint(ds, path, workers=-1)
+        np.testing.assert_array_equal(again.predict(test), tr.predict(test))
+        with self.assertRaises(ng.NeargnnError) as e:
+            ng.Trainer.from_checkpoint(ds, path, normalize="none", workers=-1)
+        self.assertIn("--normalize-features row, this run uses none", str(e.exception))
+        raw = open(path, "rb").read()
+        for a, b, needle in ((b"self_loop=0", b"self_loop=1", "metadata fails its checksum"),
+                             (b'"checksums"', b'"chdcksums"', "'chdcksums' is unknown")):
+            bad = os.path.join(TMP, "codec-bad.safetensors")
+            with open(bad, "wb") as f:
+                f.write(raw.replace(a, b))
+            for read in (ng.Model.from_checkpoint, ng.checkpoint_info, tr.load_weights,
+                         lambda p: ng.Trainer.from_checkpoint(ds, p, workers=-1)):
+                with self.assertRaises(ng.NeargnnError) as e:
+                    read(bad)
+                self.assertEqual(e.exception.status, "ERR_FORMAT")
+                self.assertIn(needle, str(e.exception))
+
     def test_gat_checkpoint(self):
         """GAT through the binding: heads and attention dropout reach the library (struct
         layout), training learns, and a checkpoint rebuilds the same model and predictions."""
