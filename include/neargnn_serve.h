@@ -190,6 +190,9 @@ typedef struct {
   int64_t rejected_deadline;
   /// Admitted but refused when their deadline passed before they could start (never computed).
   int64_t timed_out;
+  /// fdatasyncs of the update log by this process. Concurrent updates commit as a group that
+  /// shares one write and one fsync, so this can be below `updates`.
+  int64_t update_syncs;
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 
