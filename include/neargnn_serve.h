@@ -139,7 +139,10 @@ typedef struct {
 
 /// Validates, appends to the log, fsyncs, then publishes the update (blocking). On NG_OK the
 /// update is durable and visible to every request that starts afterwards; no batch sees half of
-/// it. *first_new_id (may be NULL) gets the id of the first added node.
+/// it. Concurrent calls commit as a group that shares one write and one fsync, each update
+/// applied as if the calls were serialised in arrival order; each call still returns only once
+/// its update is durable and published. *first_new_id (may be NULL) gets the id of the first
+/// added node.
 ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *first_new_id);
 
 /// What an update changed (ng_engine_apply).
@@ -195,6 +198,9 @@ typedef struct {
   int64_t rejected_deadline;
   /// Admitted but refused when their deadline passed before they could start (never computed).
   int64_t timed_out;
+  /// fdatasyncs of the update log by this process. Concurrent updates commit as a group that
+  /// shares one write and one fsync, so this can be below `updates`.
+  int64_t update_syncs;
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 

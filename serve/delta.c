@@ -574,14 +574,10 @@ static char *put(char *p, const void *src, size_t n) {
   return p + n;
 }
 
-ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t dim) {
-  const size_t len = payload_bytes(u, dim);
-  if (len == 0)
-    return ng__err(NG_ERR_INVALID_ARG, "update too large to log");
-  char *rec = ng__malloc(REC_HEAD + len, "an update log record");
-  if (!rec)
-    return NG_ERR_NOMEM;
-  const uint64_t seq = log->seq + 1;
+/* Writes update `u`'s record with sequence `seq` at `rec` (payload_bytes(u, dim) + REC_HEAD
+ * bytes). */
+static void encode_record(char *rec, const ng_graph_update *u, int64_t dim, uint64_t seq,
+                          size_t len) {
   char *p = rec + REC_HEAD;
   p = put(p, &seq, 8);
   p = put(p, &u->add_nodes, 8);
@@ -596,19 +592,55 @@ ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t 
   p = put(p, u->feature_ids, (size_t)u->n_feature_rows * 8);
   put(p, u->feature_values, (size_t)(u->n_feature_rows * dim) * sizeof(float));
   make_rec_head(rec, rec + REC_HEAD, len);
-  ng_status st = write_all(log->fd, rec, REC_HEAD + len, log->path);
+}
+
+ng_status ng__srv_log_append_group(ng_srv_log *log, const ng_graph_update *const *u, int n,
+                                   int64_t dim) {
+  if (n <= 0)
+    return NG_OK;
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    const size_t len = payload_bytes(u[i], dim);
+    if (len == 0 || !ng__add_ok(total, REC_HEAD + len, &total))
+      return ng__err(NG_ERR_INVALID_ARG, "update too large to log");
+  }
+  char *buf = ng__malloc(total, "the update log's records");
+  if (!buf)
+    return NG_ERR_NOMEM;
+  /* One record per update, sequence numbers consecutive: replay cannot tell a group from
+   * updates appended one at a time. */
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    const size_t len = payload_bytes(u[i], dim);
+    encode_record(buf + at, u[i], dim, log->seq + 1 + (uint64_t)i, len);
+    at += REC_HEAD + len;
+  }
+  ng_status st = NG_OK;
+  if (log->test_fail_next) {
+    log->test_fail_next = false;
+    st = ng__err(NG_ERR_IO, "%s: cannot write the update log (a test's injected failure)",
+                 log->path);
+  }
+  if (st == NG_OK)
+    st = write_all(log->fd, buf, total, log->path);
   if (st == NG_OK && fdatasync(log->fd) != 0)
     st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot fsync the update log", log->path);
-  free(rec);
+  free(buf);
   if (st != NG_OK) {
-    /* No half record may stay: the next append and every replay start from a whole log. */
+    /* No half record may stay: the next append and every replay start from a whole log. A group
+     * fails as a whole: none of its records may stay, since none is acknowledged. */
     if (ftruncate(log->fd, (off_t)log->length) != 0 || lseek(log->fd, 0, SEEK_END) < 0)
       ng__err_prefix("%s: the log could not be cut back after a failed append", log->path);
     return st;
   }
-  log->seq = seq;
-  log->length += (int64_t)(REC_HEAD + len);
+  log->seq += (uint64_t)n;
+  log->length += (int64_t)total;
+  log->syncs++;
   return NG_OK;
+}
+
+ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t dim) {
+  return ng__srv_log_append_group(log, &u, 1, dim);
 }
 
 /* Whether bytes [off, end) of the file are all zero (a file system may extend a file before

@@ -80,7 +80,16 @@ struct ng_engine {
 
   pthread_mutex_t snap_mu; /* guards `snap` (the pointer, not the snapshot: it is immutable) */
   ng_srv_snap *snap;
-  pthread_mutex_t upd_mu; /* serialises updates */
+  /* Group commit (ng_engine_apply): upd_mu guards the queue of updates waiting for a group,
+   * `leading` and each waiter's answer; the leader works on `log` and publishes `snap` without
+   * it, and is the only thread that does. */
+  pthread_mutex_t upd_mu;
+  pthread_cond_t upd_cv;
+  struct upd_waiter *upd_head, *upd_tail;
+  int upd_queued;
+  bool leading;        /* a leader is committing a group */
+  int group_hold;      /* a test holds the next group open until this many are queued */
+  int64_t log_records; /* records in the log (log.seq, read under upd_mu) */
   ng_srv_log log;
   bool has_log;
   ng_srv_log_report log_rep; /* what the start-up replay found */
@@ -293,6 +302,7 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&e->work_cv, &ca);
+  pthread_cond_init(&e->upd_cv, NULL);
   pthread_cond_init(&e->done_cv, &ca);
   pthread_condattr_destroy(&ca);
   e->log.fd = -1;
@@ -367,6 +377,7 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     NG_CHECK_GOTO(st, ng__srv_log_open(&e->log, opts->log_path, &e->snap, &fp, &e->log_rep), fail);
     e->has_log = true;
     e->stats.updates = 0; /* counts updates of this run */
+    e->log_records = (int64_t)e->log.seq;
   }
   NG_CHECK_GOTO(st, ng__srv_field_create(&e->field), fail);
   if (pthread_create(&e->batcher, NULL, batcher_main, e) != 0) {
@@ -421,6 +432,7 @@ void ng_engine_destroy(ng_engine *e) {
   pthread_cond_destroy(&e->work_cv);
   pthread_cond_destroy(&e->done_cv);
   pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->upd_cv);
   pthread_mutex_destroy(&e->upd_mu);
   pthread_mutex_destroy(&e->snap_mu);
   free(e->host_params);
@@ -1693,6 +1705,89 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
   return NG_OK;
 }
 
+/* ---- updates: group commit ---- */
+
+/* A caller of ng_engine_apply waiting for its update's group (on its own stack). */
+typedef struct upd_waiter {
+  const ng_graph_update *u;
+  struct upd_waiter *next;
+  ng_update_result res;
+  ng_srv_snap *snap; /* the snapshot with this update applied (the leader's, while it commits) */
+  ng_status st;
+  bool done; /* answered (under upd_mu) */
+  char err[512];
+} upd_waiter;
+
+/* The leader's work on one group, without upd_mu: each update is validated and applied in
+ * arrival order onto the snapshot with the ones before it applied (exactly as if serialised); one
+ * that fails is answered with its error and skipped. The records of those that changed something
+ * go to the log in one write and one fdatasync; then the last snapshot is published. */
+static void commit_group(ng_engine *e, upd_waiter *group) {
+  int n = 0, n_logged = 0;
+  for (upd_waiter *w = group; w; w = w->next)
+    n++;
+  const ng_graph_update **logged = malloc((size_t)n * sizeof *logged);
+  if (!logged) {
+    for (upd_waiter *w = group; w; w = w->next) {
+      w->st = NG_ERR_NOMEM;
+      ng__strlcpy(w->err, "engine: out of memory for an update group", sizeof w->err);
+    }
+    return;
+  }
+  ng_srv_snap *base = snap_acquire(e), *cur = base;
+  for (upd_waiter *w = group; w; w = w->next) {
+    ng_srv_snap *next = NULL;
+    ng_srv_changes chg = {0};
+    w->st = ng__srv_snap_apply(&next, cur, w->u, &chg);
+    if (w->st != NG_OK) {
+      ng__strlcpy(w->err, ng_last_error(), sizeof w->err);
+      continue;
+    }
+    /* An update that changes nothing needs no record: replaying it would change nothing. */
+    const bool changed =
+        chg.added_nodes || chg.added_edges || chg.removed_edges || chg.updated_features;
+    w->res = (ng_update_result){sizeof w->res,   cur->nodes,        chg.added_nodes,
+                                chg.added_edges, chg.removed_edges, chg.updated_features,
+                                changed};
+    if (!changed) {
+      ng__srv_snap_unref(next);
+      continue;
+    }
+    logged[n_logged++] = w->u;
+    w->snap = next;
+    cur = next;
+  }
+  ng_status st = ng__srv_log_append_group(&e->log, logged, n_logged, base->dim);
+  if (st != NG_OK) {
+    /* Nothing of the group was acknowledged or published: every update that would have been
+     * logged fails with the write's error (the log was cut back). */
+    const char *why = ng_last_error();
+    for (upd_waiter *w = group; w; w = w->next)
+      if (w->snap) {
+        w->st = st;
+        ng__strlcpy(w->err, why, sizeof w->err);
+      }
+  } else if (n_logged > 0) {
+    /* Publish: batches that start from now on see the group; running ones keep their snapshot. */
+    ng__srv_snap_ref(cur);
+    pthread_mutex_lock(&e->snap_mu);
+    ng_srv_snap *old = e->snap;
+    e->snap = cur;
+    pthread_mutex_unlock(&e->snap_mu);
+    ng__srv_snap_unref(old);
+    pthread_mutex_lock(&e->mu);
+    e->stats.updates += n_logged;
+    e->stats.update_syncs++;
+    pthread_mutex_unlock(&e->mu);
+  }
+  for (upd_waiter *w = group; w; w = w->next) {
+    ng__srv_snap_unref(w->snap);
+    w->snap = NULL;
+  }
+  ng__srv_snap_unref(base);
+  free(logged);
+}
+
 ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_result *out) {
   NG_CHECK(engine_check(e));
   if (out && out->size < sizeof out->size)
@@ -1703,37 +1798,66 @@ ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_resu
   if (!e->has_log)
     return ng__err(NG_ERR_UNSUPPORTED,
                    "engine: updates need a log (ng_engine_opts.log_path) to be durable");
+  if (!u)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_engine_apply: the update is NULL");
+  upd_waiter me = {.u = u};
   pthread_mutex_lock(&e->upd_mu);
-  ng_srv_snap *cur = snap_acquire(e), *next = NULL;
-  ng_srv_changes chg = {0};
-  ng_status st = ng__srv_snap_apply(&next, cur, u, &chg);
-  /* An update that changes nothing needs no record: replaying it would change nothing either. */
-  const bool changed =
-      chg.added_nodes || chg.added_edges || chg.removed_edges || chg.updated_features;
-  if (st == NG_OK && changed)
-    st = ng__srv_log_append(&e->log, u, cur->dim);
-  if (st == NG_OK && out) {
-    ng_update_result r = {sizeof r,          cur->nodes,           chg.added_nodes, chg.added_edges,
-                          chg.removed_edges, chg.updated_features, changed};
-    memcpy((char *)out + sizeof r.size, (char *)&r + sizeof r.size,
-           NG_MIN(out->size, sizeof r) - sizeof r.size);
+  if (e->upd_tail)
+    e->upd_tail->next = &me;
+  else
+    e->upd_head = &me;
+  e->upd_tail = &me;
+  e->upd_queued++;
+  pthread_cond_broadcast(&e->upd_cv); /* a held leader counts the queue */
+  /* Updates that arrive while a leader commits wait for it, then form the next group: the first
+   * of them to wake leads it. */
+  while (!me.done && e->leading)
+    pthread_cond_wait(&e->upd_cv, &e->upd_mu);
+  if (!me.done) {
+    e->leading = true;
+    while (e->group_hold > 0 && e->upd_queued < e->group_hold)
+      pthread_cond_wait(&e->upd_cv, &e->upd_mu);
+    e->group_hold = 0;
+    upd_waiter *group = e->upd_head;
+    e->upd_head = e->upd_tail = NULL;
+    e->upd_queued = 0;
+    pthread_mutex_unlock(&e->upd_mu);
+    commit_group(e, group);
+    pthread_mutex_lock(&e->upd_mu);
+    e->log_records = (int64_t)e->log.seq;
+    for (upd_waiter *w = group, *next; w; w = next) {
+      next = w->next; /* a follower's waiter is gone once it sees done */
+      w->done = true;
+    }
+    e->leading = false;
+    pthread_cond_broadcast(&e->upd_cv);
   }
-  if (st == NG_OK && changed) {
-    /* Publish: batches that start from now on see it; running ones keep their snapshot. */
-    pthread_mutex_lock(&e->snap_mu);
-    ng_srv_snap *old = e->snap;
-    e->snap = next;
-    next = NULL;
-    pthread_mutex_unlock(&e->snap_mu);
-    ng__srv_snap_unref(old);
-    pthread_mutex_lock(&e->mu);
-    e->stats.updates++;
-    pthread_mutex_unlock(&e->mu);
-  }
-  ng__srv_snap_unref(next);
-  ng__srv_snap_unref(cur);
   pthread_mutex_unlock(&e->upd_mu);
-  return st;
+  if (me.st != NG_OK)
+    return ng__err(me.st, "%s", me.err);
+  if (out)
+    memcpy((char *)out + sizeof me.res.size, (char *)&me.res + sizeof me.res.size,
+           NG_MIN(out->size, sizeof me.res) - sizeof me.res.size);
+  return NG_OK;
+}
+
+void ng__engine_test_group_hold(ng_engine *e, int k) {
+  pthread_mutex_lock(&e->upd_mu);
+  e->group_hold = k;
+  pthread_mutex_unlock(&e->upd_mu);
+}
+
+int ng__engine_test_updates_queued(ng_engine *e) {
+  pthread_mutex_lock(&e->upd_mu);
+  const int n = e->upd_queued;
+  pthread_mutex_unlock(&e->upd_mu);
+  return n;
+}
+
+void ng__engine_test_fail_append(ng_engine *e) {
+  pthread_mutex_lock(&e->upd_mu);
+  e->log.test_fail_next = true; /* read by the next leader, after it took upd_mu */
+  pthread_mutex_unlock(&e->upd_mu);
 }
 
 ng_status ng_engine_update(ng_engine *e, const ng_graph_update *u, int64_t *first_new_id) {
@@ -1755,7 +1879,7 @@ ng_status ng_engine_log_info_get(ng_engine_log_info *out, const ng_engine *e) {
   ng_engine_log_info i = NG_ENGINE_LOG_INFO_INIT;
   ng_engine *me = (ng_engine *)e;
   pthread_mutex_lock(&me->upd_mu); /* the record count moves with updates */
-  i.records = (int64_t)e->log.seq;
+  i.records = e->log_records;
   pthread_mutex_unlock(&me->upd_mu);
   i.replayed = e->log_rep.replayed;
   i.cut_offset = e->log_rep.cut_offset;

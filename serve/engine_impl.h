@@ -108,8 +108,10 @@ void ng__srv_fingerprint(ng_srv_fingerprint *out, const struct ng_dataset *ds);
 typedef struct {
   int fd;
   char *path;
-  uint64_t seq;   ///< records in the log
-  int64_t length; ///< bytes of valid log (the header and whole records)
+  uint64_t seq;        ///< records in the log
+  int64_t length;      ///< bytes of valid log (the header and whole records)
+  int64_t syncs;       ///< fdatasyncs of appended records since it was opened
+  bool test_fail_next; ///< a test makes the next append fail as a failed write would
 } ng_srv_log;
 
 /// What ng__srv_log_open found and did.
@@ -131,6 +133,11 @@ ng_status ng__srv_log_open(ng_srv_log *log, const char *path, ng_srv_snap **snap
 /// Appends update `u` as one record and fsyncs it. On failure the log is cut back to where it
 /// was, so that no half record stays.
 ng_status ng__srv_log_append(ng_srv_log *log, const ng_graph_update *u, int64_t dim);
+/// Appends the `n` updates `u` (borrowed) as n records with consecutive sequence numbers, in one
+/// write and one fdatasync (group commit). On failure none of them stays: the log is cut back to
+/// where it was.
+ng_status ng__srv_log_append_group(ng_srv_log *log, const ng_graph_update *const *u, int n,
+                                   int64_t dim);
 void ng__srv_log_close(ng_srv_log *log);
 
 /* ---- receptive fields ---- */
@@ -164,5 +171,13 @@ void ng__engine_test_pause(ng_engine *e, bool paused);
 /// Fixes the measured cost (microseconds per unit of work: estimated field edges plus nodes) that
 /// admission predicts waits with; batches then do not update it. 0 returns to measuring.
 void ng__engine_test_cost(ng_engine *e, double us_per_work);
+/// Holds the next update group open until `k` updates are queued (its leader's included): the
+/// leader takes its group, and so syncs, only then, so that a test can make k concurrent updates
+/// share one fsync deterministically. 0: no hold. Applies to one group.
+void ng__engine_test_group_hold(ng_engine *e, int k);
+/// Updates queued and not yet taken into a group (ng_engine_apply callers waiting).
+int ng__engine_test_updates_queued(ng_engine *e);
+/// Makes the next group's log append fail as a failed write would.
+void ng__engine_test_fail_append(ng_engine *e);
 
 #endif /* NG_SERVE_ENGINE_IMPL_H */

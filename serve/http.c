@@ -942,6 +942,9 @@ char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
           st.cold_rows);
   counter(f, "neargnn_engine_updates_applied_total", "Graph updates acknowledged (durable).",
           "counter", st.updates);
+  counter(f, "neargnn_engine_update_syncs_total",
+          "fsyncs of the update log; concurrent updates share one (group commit).", "counter",
+          st.update_syncs);
   counter(f, "neargnn_engine_queue_depth", "Requests admitted and not yet answered.", "gauge",
           st.queue_depth);
   counter(f, "neargnn_graph_nodes", "Nodes of the served graph (grows with updates).", "gauge",

@@ -2,7 +2,8 @@
  * whose header carries its own CRC, the rule that a damaged record is cut only when no valid
  * record follows it (and that every cut is reported), the dataset fingerprint in the log's
  * header, version-1 logs, and the update path's checks (a row that is not finite after the
- * model's normalisation, what an update counts as changed, an update that changes nothing). */
+ * model's normalisation, what an update counts as changed, an update that changes nothing), and
+ * group commit: concurrent updates that share one fsync, each answered as if serialised. */
 #include "ng_test.h"
 #include "ng_test_fetch.h"
 
@@ -11,6 +12,8 @@
 #include "neargnn_serve.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -544,6 +547,296 @@ static void test_engine_reports_cut(void) {
   ng_engine_destroy(e);
 }
 
+/* ---- group commit (docs/serving-engine.md "Online updates and snapshots") ---- */
+
+/* Copies the log at `src` to `dst`, so that a second engine replays it while the first runs. */
+static void copy_file(const char *dst, const char *src) {
+  size_t len = 0;
+  void *data = ng_test_read_file(src, &len);
+  EXPECT_TRUE(data != NULL);
+  if (data)
+    EXPECT_TRUE(ng_test_write_file(dst, data, len));
+  free(data);
+}
+
+/* Logits of `ids` (full neighbourhood) from `e` into a malloc'ed array of n x classes. */
+static float *logits_of(ng_engine *e, const int64_t *ids, int64_t n) {
+  ng_infer_request rq;
+  memset(&rq, 0, sizeof rq);
+  rq.node_ids = ids;
+  rq.n = n;
+  rq.outputs = NG_OUT_LOGITS;
+  ng_infer_result r;
+  memset(&r, 0, sizeof r);
+  EXPECT_OK(ng_engine_infer(e, &rq, &r));
+  float *out = r.logits;
+  r.logits = NULL;
+  ng_infer_result_free(&r);
+  return out;
+}
+
+/* Whether engines a and b answer `ids` with the same bits. */
+static void expect_same_answers(ng_engine *a, ng_engine *b, const int64_t *ids, int64_t n) {
+  float *la = logits_of(a, ids, n), *lb = logits_of(b, ids, n);
+  EXPECT_TRUE(la && lb);
+  if (la && lb)
+    EXPECT_TRUE(memcmp(la, lb, (size_t)(n * cora->info.classes) * sizeof(float)) == 0);
+  free(la);
+  free(lb);
+}
+
+/* Polls (no timing: the ctest TIMEOUT bounds it) until `k` updates wait in `e`'s queue. */
+static void wait_queued(ng_engine *e, int k) {
+  while (ng__engine_test_updates_queued(e) < k)
+    sched_yield();
+}
+
+enum { GC_THREADS = 8, GC_EACH = 12, GC_TOTAL = GC_THREADS * GC_EACH };
+
+typedef struct {
+  ng_engine *e;
+  int t;
+  int64_t first_new[GC_EACH];
+  int failed;
+} gc_thread;
+
+/* Update k of thread t (index i = t * GC_EACH + k): a node with cora's row i, an edge
+ * 1000 + i -> 10 + t, and node 1500 + i's features replaced by cora's row 300 + i. */
+static void gc_update(ng_graph_update *u, int64_t *src, int64_t *dst, int64_t *fid, int i, int t) {
+  const int64_t dim = cora->info.feature_dim;
+  memset(u, 0, sizeof *u);
+  *src = 1000 + i;
+  *dst = 10 + t;
+  *fid = 1500 + i;
+  u->add_nodes = 1;
+  u->add_features = cora->features + (size_t)i * (size_t)dim;
+  u->n_add_edges = 1;
+  u->add_src = src;
+  u->add_dst = dst;
+  u->n_feature_rows = 1;
+  u->feature_ids = fid;
+  u->feature_values = cora->features + (size_t)(300 + i) * (size_t)dim;
+}
+
+static void *gc_main(void *arg) {
+  gc_thread *g = arg;
+  for (int k = 0; k < GC_EACH; k++) {
+    ng_graph_update u;
+    int64_t src, dst, fid;
+    gc_update(&u, &src, &dst, &fid, g->t * GC_EACH + k, g->t);
+    ng_update_result r = NG_UPDATE_RESULT_INIT;
+    if (ng_engine_apply(g->e, &u, &r) != NG_OK || r.added_nodes != 1 || r.added_edges != 1 ||
+        r.updated_features != 1 || r.logged != 1)
+      g->failed++;
+    g->first_new[k] = r.first_new_id;
+  }
+  return NULL;
+}
+
+/* Many threads updating at once: every update is acknowledged, logged with consecutive sequence
+ * numbers and replays to the same graph (the same bits for every node it touched); the first
+ * GC_THREADS updates form one group (held open until all are queued), so the updates took fewer
+ * fsyncs than there were updates. */
+static void test_group_commit_concurrent(void) {
+  const char *path = tpath("group.log"), *copy = tpath("group-copy.log");
+  unlink(path);
+  unlink(copy);
+  ng_engine *e = row_engine(path);
+  if (!e)
+    return;
+  ng__engine_test_group_hold(e, GC_THREADS);
+  gc_thread g[GC_THREADS];
+  pthread_t th[GC_THREADS];
+  for (int t = 0; t < GC_THREADS; t++) {
+    g[t] = (gc_thread){.e = e, .t = t};
+    EXPECT_TRUE(pthread_create(&th[t], NULL, gc_main, &g[t]) == 0);
+  }
+  for (int t = 0; t < GC_THREADS; t++)
+    pthread_join(th[t], NULL);
+  /* Each added node got its own id, all of them in [2708, 2708 + GC_TOTAL). */
+  const int64_t n0 = cora->info.nodes;
+  bool seen[GC_TOTAL] = {false};
+  for (int t = 0; t < GC_THREADS; t++) {
+    EXPECT_EQ_I(g[t].failed, 0);
+    for (int k = 0; k < GC_EACH; k++) {
+      const int64_t id = g[t].first_new[k];
+      EXPECT_TRUE(id >= n0 && id < n0 + GC_TOTAL);
+      if (id >= n0 && id < n0 + GC_TOTAL) {
+        EXPECT_TRUE(!seen[id - n0]);
+        seen[id - n0] = true;
+      }
+    }
+  }
+  ng_engine_stats st;
+  ng_engine_stats_get(&st, e);
+  EXPECT_EQ_I(st.updates, GC_TOTAL);
+  EXPECT_TRUE(st.update_syncs >= 1);
+  EXPECT_TRUE(st.update_syncs <= GC_TOTAL - GC_THREADS + 1); /* the first group shared one */
+  ng_engine_log_info li = NG_ENGINE_LOG_INFO_INIT;
+  EXPECT_OK(ng_engine_log_info_get(&li, e));
+  EXPECT_EQ_I(li.records, GC_TOTAL);
+  ng_engine_info info;
+  ng_engine_info_get(&info, e);
+  EXPECT_EQ_I(info.nodes, n0 + GC_TOTAL);
+
+  /* A fresh engine replays a copy (a sequence gap would be refused) to the same answers. */
+  copy_file(copy, path);
+  ng_engine *r = row_engine(copy);
+  if (r) {
+    li = (ng_engine_log_info)NG_ENGINE_LOG_INFO_INIT;
+    EXPECT_OK(ng_engine_log_info_get(&li, r));
+    EXPECT_EQ_I(li.replayed, GC_TOTAL);
+    EXPECT_EQ_I(li.cut_offset, -1);
+    int64_t ids[3 * GC_TOTAL + GC_THREADS];
+    int64_t n = 0;
+    for (int i = 0; i < GC_TOTAL; i++) {
+      ids[n++] = n0 + i;   /* added nodes */
+      ids[n++] = 1500 + i; /* replaced rows */
+      ids[n++] = 1000 + i; /* sources of added edges */
+    }
+    for (int t = 0; t < GC_THREADS; t++)
+      ids[n++] = 10 + t; /* their destinations */
+    expect_same_answers(e, r, ids, n);
+    ng_engine_destroy(r);
+  }
+  ng_engine_destroy(e);
+}
+
+typedef struct {
+  ng_engine *e;
+  ng_graph_update u;
+  ng_update_result r;
+  ng_status st;
+  char err[512];
+} one_update;
+
+static void *one_main(void *arg) {
+  one_update *o = arg;
+  o->r = (ng_update_result)NG_UPDATE_RESULT_INIT;
+  o->st = ng_engine_apply(o->e, &o->u, &o->r);
+  ng__strlcpy(o->err, o->st == NG_OK ? "" : ng_last_error(), sizeof o->err);
+  return NULL;
+}
+
+/* Starts one thread per update of `o`, in order: each only once the ones before it are queued,
+ * so that the group holds them in this order (the first leads it, held until all n are queued). */
+static void run_group(ng_engine *e, one_update *o, int n) {
+  pthread_t th[8];
+  ng__engine_test_group_hold(e, n);
+  for (int i = 0; i < n; i++) {
+    o[i].e = e;
+    EXPECT_TRUE(pthread_create(&th[i], NULL, one_main, &o[i]) == 0);
+    if (i + 1 < n)
+      wait_queued(e, i + 1);
+  }
+  for (int i = 0; i < n; i++)
+    pthread_join(th[i], NULL);
+}
+
+/* One group of four: A adds edge 1200 -> 30, B removes it (valid only on A's result: each
+ * update applies onto the ones before it), C removes an edge that does not exist (answered
+ * NG_ERR_INVALID_ARG and skipped), D replaces a feature row. One fsync; A, B, D logged. */
+static void test_group_invalid_member(void) {
+  const char *path = tpath("group-invalid.log"), *copy = tpath("group-invalid-copy.log");
+  unlink(path);
+  unlink(copy);
+  ng_engine *e = row_engine(path);
+  if (!e)
+    return;
+  const int64_t dim = cora->info.feature_dim;
+  int64_t a_src = 1200, a_dst = 30, c_src = 1201, c_dst = 31, d_id = 40;
+  one_update o[4];
+  memset(o, 0, sizeof o);
+  o[0].u.n_add_edges = 1;
+  o[0].u.add_src = &a_src;
+  o[0].u.add_dst = &a_dst;
+  o[1].u.n_remove_edges = 1;
+  o[1].u.remove_src = &a_src;
+  o[1].u.remove_dst = &a_dst;
+  o[2].u.n_remove_edges = 1;
+  o[2].u.remove_src = &c_src;
+  o[2].u.remove_dst = &c_dst;
+  o[3].u.n_feature_rows = 1;
+  o[3].u.feature_ids = &d_id;
+  o[3].u.feature_values = cora->features + 77 * (size_t)dim;
+  run_group(e, o, 4);
+  EXPECT_STATUS(o[0].st, NG_OK);
+  EXPECT_EQ_I(o[0].r.added_edges, 1);
+  EXPECT_STATUS(o[1].st, NG_OK);
+  EXPECT_EQ_I(o[1].r.removed_edges, 1);
+  EXPECT_STATUS(o[2].st, NG_ERR_INVALID_ARG);
+  EXPECT_TRUE(strstr(o[2].err, "node 31 has no neighbour 1201") != NULL);
+  EXPECT_STATUS(o[3].st, NG_OK);
+  EXPECT_EQ_I(o[3].r.updated_features, 1);
+  ng_engine_stats st;
+  ng_engine_stats_get(&st, e);
+  EXPECT_EQ_I(st.updates, 3);
+  EXPECT_EQ_I(st.update_syncs, 1);
+  copy_file(copy, path);
+  ng_engine *r = row_engine(copy);
+  if (r) {
+    ng_engine_log_info li = NG_ENGINE_LOG_INFO_INIT;
+    EXPECT_OK(ng_engine_log_info_get(&li, r));
+    EXPECT_EQ_I(li.replayed, 3);
+    const int64_t ids[] = {30, 31, 40, 1200, 1201};
+    expect_same_answers(e, r, ids, 5);
+    ng_engine_destroy(r);
+  }
+  ng_engine_destroy(e);
+}
+
+/* A group whose append fails fails as a whole: every member that would have been logged gets
+ * the write's error, the log is cut back, nothing is published; the next update goes on with
+ * the next sequence number. */
+static void test_group_failed_append(void) {
+  const char *path = tpath("group-fail.log"), *copy = tpath("group-fail-copy.log");
+  unlink(path);
+  unlink(copy);
+  ng_engine *e = row_engine(path);
+  if (!e)
+    return;
+  const int64_t size0 = file_size(path);
+  int64_t src[3] = {1300, 1301, 1302}, dst[3] = {50, 51, 52};
+  one_update o[3];
+  memset(o, 0, sizeof o);
+  for (int i = 0; i < 3; i++) {
+    o[i].u.n_add_edges = 1;
+    o[i].u.add_src = &src[i];
+    o[i].u.add_dst = &dst[i];
+  }
+  ng__engine_test_fail_append(e);
+  run_group(e, o, 3);
+  for (int i = 0; i < 3; i++) {
+    EXPECT_STATUS(o[i].st, NG_ERR_IO);
+    EXPECT_TRUE(strstr(o[i].err, "injected") != NULL);
+  }
+  EXPECT_EQ_I(file_size(path), size0);
+  ng_engine_stats st;
+  ng_engine_stats_get(&st, e);
+  EXPECT_EQ_I(st.updates, 0);
+  EXPECT_EQ_I(st.update_syncs, 0);
+  /* Nothing was published: removing one of the edges is refused. */
+  ng_graph_update u;
+  memset(&u, 0, sizeof u);
+  u.n_remove_edges = 1;
+  u.remove_src = &src[0];
+  u.remove_dst = &dst[0];
+  EXPECT_STATUS(ng_engine_apply(e, &u, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_OK(ng_engine_apply(e, &o[1].u, NULL));
+  ng_engine_log_info li = NG_ENGINE_LOG_INFO_INIT;
+  EXPECT_OK(ng_engine_log_info_get(&li, e));
+  EXPECT_EQ_I(li.records, 1);
+  copy_file(copy, path);
+  ng_engine *r = row_engine(copy);
+  if (r) {
+    li = (ng_engine_log_info)NG_ENGINE_LOG_INFO_INIT;
+    EXPECT_OK(ng_engine_log_info_get(&li, r));
+    EXPECT_EQ_I(li.replayed, 1);
+    ng_engine_destroy(r);
+  }
+  ng_engine_destroy(e);
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   if (!cora)
@@ -570,6 +863,9 @@ int main(void) {
   RUN_TEST(test_nonfinite_after_normalisation);
   RUN_TEST(test_counts_and_empty);
   RUN_TEST(test_engine_reports_cut);
+  RUN_TEST(test_group_commit_concurrent);
+  RUN_TEST(test_group_invalid_member);
+  RUN_TEST(test_group_failed_append);
   ng_model_destroy(model);
   ng_dataset_close(cora);
   return ng_test_summary();
