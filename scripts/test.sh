@@ -45,7 +45,7 @@ stage_tsan() {
   cmake --preset tsan -DNG_WERROR=ON >/dev/null
   cmake --build --preset tsan -j "$jobs" --target test_sched test_sampler test_runtime \
     test_fetch test_serve_engine test_infer
-  ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch(_[a-z0-9]+)?|serve_engine|infer)$'
+  ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch(_[a-z0-9_]+)?|serve_engine|infer)$'
 }
 
 stage_fuzz() {
