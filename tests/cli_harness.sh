@@ -3,7 +3,7 @@
 # rots: the tiny workload, every mode at 1 and 2 workers, the probes (bench_floor beside the
 # binary, when built) and the report. Checks results.csv's columns and rows, the floors, and that
 # every run of one hot tier ends on the same final loss (the runtime's bit-identity guarantee).
-# $1: the neargnn binary. A few seconds on two cores.
+# $1: the neargnn binary. Under a minute on two idle cores.
 # shellcheck source=tests/lib_cli.sh
 . "$(dirname "$0")/lib_cli.sh"
 HARNESS=$(cd "$(dirname "$0")/../eval/harness" && pwd)
