@@ -68,6 +68,9 @@ enum {
   PHASE_MEASURE = 1,
   PHASE_STOP = 2
 };
+/* Longest wait past a measured interval for a thread to read its first chunk in it: far beyond
+ * any scheduling delay, short of the harness's time limit for a probe. */
+#define MEASURE_WAIT_S 120.0
 
 #ifdef NG_HAVE_CUDA
 static const size_t H2D_BYTES = (size_t)512 << 20;
@@ -266,6 +269,9 @@ typedef struct {
   const host_table *tab;
   const ng_cpu_kernels *k;
   _Atomic int phase;
+  /* Threads that have read a chunk in the measured phase: the phase ends only when all have,
+   * since on a loaded machine a thread can sleep through a short phase and measure nothing. */
+  _Atomic int measured;
   bool deliver;        /* 5: the threads stage their states into their rings */
   int64_t ring_chunks; /* 5: chunks of CHUNK_DST states a ring holds */
 } cpu_shared;
@@ -293,6 +299,7 @@ static void *cpu_main(void *arg) {
   pin_self(t->core);
   const ng_aggr bare = {.reduce = NG_REDUCE_SUM}; /* the partial state's value: no mean */
   int seen = PHASE_WARM;
+  bool counted = false;
   int64_t rows = 0, rows0 = 0;
   double t0 = 0;
   for (int64_t c = 0;; c = c + 1 == t->n_chunks ? 0 : c + 1) {
@@ -323,6 +330,10 @@ static void *cpu_main(void *arg) {
       sh->k->aggr_sum(&bare, &b, sh->tab->table, sh->tab->dim, 0, CHUNK_DST, t->out);
     }
     rows += t->indptr[(c + 1) * CHUNK_DST] - t->indptr[c * CHUNK_DST];
+    if (seen == PHASE_MEASURE && !counted) {
+      counted = true;
+      atomic_fetch_add_explicit(&sh->measured, 1, memory_order_release);
+    }
   }
   return NULL;
 }
@@ -482,8 +493,10 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
   if (!tid)
     return 1;
   /* Threads start in the warm-up phase, which lasts far longer than starting them takes, so
-   * every thread is running when the measured phase begins. */
+   * every thread is usually running when the measured phase begins (and the phase waits for
+   * one that is not). */
   atomic_store(&sh->phase, PHASE_WARM);
+  atomic_store(&sh->measured, 0);
   int started = 0, rc = 0;
   bool invalid = false; /* 5: states were dropped, so no figure */
   for (; started < n; started++) {
@@ -536,6 +549,12 @@ static int measure(cpu_thread *th, int n, cpu_shared *sh, double warm, double se
       atomic_store_explicit(&sh->phase, PHASE_MEASURE, memory_order_release);
       sleep_s(seconds);
     }
+    /* Each thread's rate is its own rows over its own time in the phase, so a thread that got
+     * its core late still gives a true figure once it has read a chunk there. */
+    double t0 = ng__now();
+    while (atomic_load_explicit(&sh->measured, memory_order_acquire) < started &&
+           ng__now() - t0 < MEASURE_WAIT_S)
+      sleep_s(0.001);
   }
   atomic_store_explicit(&sh->phase, PHASE_STOP, memory_order_release);
   double sum = 0;

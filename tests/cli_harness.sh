@@ -3,7 +3,7 @@
 # rots: the tiny workload, every mode at 1 and 2 workers, the probes (bench_floor beside the
 # binary, when built) and the report. Checks results.csv's columns and rows, the floors, and that
 # every run of one hot tier ends on the same final loss (the runtime's bit-identity guarantee).
-# $1: the neargnn binary. A few seconds on two cores.
+# $1: the neargnn binary. Under a minute on two idle cores.
 # shellcheck source=tests/lib_cli.sh
 . "$(dirname "$0")/lib_cli.sh"
 HARNESS=$(cd "$(dirname "$0")/../eval/harness" && pwd)
@@ -53,10 +53,11 @@ for r in rows:
     assert float(r["iter_ms_p99"]) >= float(r["iter_ms_median"]) > 0, f"{name}: iteration times"
     p, t = int(r["partial_workers"]), int(r["transfer_workers"])
     assert p + t == int(r["workers"]), f"{name}: split {p}/{t}"
-    # The whole run: the first iteration comes before the last, both within the run; epoch 0
-    # against the steady epochs; the op profile's device step.
+    # The whole run: the first iteration comes before the last, both within the run (at most
+    # run.py's --run-timeout, 1200 s, however loaded the machine); epoch 0 against the steady
+    # epochs; the op profile's device step.
     first, last = float(r["first_iteration_s"]), float(r["wall_to_last_step_s"])
-    assert 0 < first <= last < 60, f"{name}: first {first}, last {last}"
+    assert 0 < first <= last < 1200, f"{name}: first {first}, last {last}"
     assert float(r["epoch0_ratio"]) > 0 and float(r["device_step_ms"]) > 0, name
     assert r["precision"] == "fp32", f"{name}: precision {r['precision']}"
     # The sampler term: bench_sample's ms per mini-batch over the run's workers, in every mode.
@@ -81,7 +82,9 @@ for r in rows:
     # The GPU probe always runs; bench_floor's host-read term when it is built.
     assert float(r["floor_gpu_ms"]) > 0 and float(r["floor_ms"]) >= float(r["floor_gpu_ms"]), name
     if os.access(floor_bin, os.X_OK):
-        assert float(r["floor_host_ms"]) > 0, f"{name}: no host-read term"
+        assert r["floor_host_ms"] != "", f"{name}: no host-read term (bench_floor failed? " \
+            "its stderr is probes/floor-tiny.txt.err)"
+        assert float(r["floor_host_ms"]) > 0, f"{name}: host-read term {r['floor_host_ms']}"
     assert r["binding"] in ("host", "gpu", "sampler"), f"{name}: binding {r['binding']}"
     if sample_ms is not None:
         assert float(r["floor_ms"]) >= float(r["floor_sampler_ms"]), name

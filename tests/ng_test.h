@@ -64,10 +64,14 @@ void ng_test_fail(const char *file, int line, const char *fmt, ...)
                    (needle));                                                                      \
   } while (0)
 
-/// Runs a test function, printing its name and whether it passed.
+/// Runs a test function, printing its name and whether it passed. The environment variable
+/// NG_TEST_CASES selects cases by name, comma-separated: `a,b` runs only cases a and b,
+/// `-a,-b` every case but a and b (tests/CMakeLists.txt splits long suites this way: the last
+/// entry excludes the cases the others name, so that every case runs in some entry).
 #define RUN_TEST(fn) ng_test_run(#fn, fn)
 void ng_test_run(const char *name, void (*fn)(void));
-/// Prints "N passed, N failed" and returns the process exit code.
+/// Prints "N passed, N failed" and returns the process exit code: 1 when a case failed, when
+/// NG_TEST_CASES names a case the suite does not run, or when it selected none.
 int ng_test_summary(void);
 
 /// A fresh empty folder under $TMPDIR (removed with its content by ng_test_summary()).

@@ -8,34 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-ng_dataset_t ng_test_fetch_cora(void) {
-  char src[4096];
-  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
-  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
-  co.format = NG_FORMAT_PLANETOID;
-  const char *dst = ng_test_path("cora");
-  if (ng_dataset_convert(dst, src, &co) != NG_OK) {
-    fprintf(stderr, "cannot convert %s: %s\n", src, ng_last_error());
-    exit(1);
-  }
-  return ng_test_open_ok(dst);
-}
-
-ng_model_t ng_test_cora_sage(void) {
-  ng_model_t m = NULL;
-  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE, 1433));
-  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
-  l0.out_dim = 16;
-  l0.fanout = 5;
-  l0.dropout = 0.5f;
-  l1.out_dim = 7;
-  l1.fanout = 10;
-  l1.activation = NG_ACT_NONE;
-  EXPECT_OK(ng_model_add_layer(m, &l0));
-  EXPECT_OK(ng_model_add_layer(m, &l1));
-  return m;
-}
-
 bool ng_test_fetch_train(ng_dataset_t ds, const ng_test_fetch_run *r, ng_test_fetch_result *out) {
   memset(out, 0, sizeof *out);
   ng_dataset_info info = NG_DATASET_INFO_INIT;

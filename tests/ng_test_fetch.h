@@ -4,7 +4,7 @@
 #ifndef NG_TEST_FETCH_H
 #define NG_TEST_FETCH_H
 
-#include "ng_test.h"
+#include "ng_test_cora.h"
 
 enum { NG_TEST_FETCH_EPOCHS = 2 };
 
@@ -37,10 +37,6 @@ typedef struct {
   size_t checkpoint_len;
 } ng_test_fetch_result;
 
-/// Cora, converted once into the test's temporary folder.
-ng_dataset_t ng_test_fetch_cora(void);
-/// A small GraphSAGE model for Cora: 1433 -> 16 (fanout 5, dropout 0.5) -> 7 (fanout 10).
-ng_model_t ng_test_cora_sage(void);
 /// Trains two epochs of a 2-layer model (fanouts 10,5, batch 32, hidden 32, seed 7) on `ds`
 /// (GAT: 4 concatenated heads of 8, then 2 averaged heads, attention dropout = dropout).
 /// Returns false (after recording failures) when a call fails.

@@ -110,43 +110,42 @@ static void describe(char *buf, size_t cap, const model_case *mc, const mode_cas
            m->partial_workers, m->threads, m->lookahead, m->device_share, m->ready_window);
 }
 
-static void test_modes_bit_identical(void) {
-  for (size_t m = 0; m < NG_ARRAY_LEN(MODELS); m++) {
-    ng_test_fetch_result ref, r;
-    ng_test_fetch_run run = run_of(&MODELS[m], &MODES[0], 0.3);
-    if (!ng_test_fetch_train(cora, &run, &ref))
+/* Every mode of MODES against the first, for model MODELS[m]. */
+static void modes_bit_identical(size_t m) {
+  ng_test_fetch_result ref, r;
+  ng_test_fetch_run run = run_of(&MODELS[m], &MODES[0], 0.3);
+  if (!ng_test_fetch_train(cora, &run, &ref))
+    return;
+  EXPECT_TRUE(ref.fetch.hot_rows > 0 && ref.fetch.cold_rows > 0);
+  EXPECT_TRUE(isfinite(ref.loss[1]) && ref.loss[1] > 0.0);
+  for (size_t k = 1; k < NG_ARRAY_LEN(MODES); k++) {
+    run = run_of(&MODELS[m], &MODES[k], 0.3);
+    if (!ng_test_fetch_train(cora, &run, &r))
       continue;
-    EXPECT_TRUE(ref.fetch.hot_rows > 0 && ref.fetch.cold_rows > 0);
-    EXPECT_TRUE(isfinite(ref.loss[1]) && ref.loss[1] > 0.0);
-    for (size_t k = 1; k < NG_ARRAY_LEN(MODES); k++) {
-      run = run_of(&MODELS[m], &MODES[k], 0.3);
-      if (!ng_test_fetch_train(cora, &run, &r))
-        continue;
-      char what[192];
-      describe(what, sizeof what, &MODELS[m], &MODES[k]);
-      EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
-      /* Every strategy reads the same rows from each tier. */
-      EXPECT_EQ_I(r.fetch.hot_rows, ref.fetch.hot_rows);
-      EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
-      /* Who read the cold rows: the CPU (partial, batch) or the device (zcopy). */
-      if (MODES[k].mode == NG_MODE_ZEROCOPY)
-        EXPECT_TRUE(r.fetch.zcopy_bytes > 0 && r.fetch.cpu_cold_bytes == 0);
-      if (MODES[k].mode == NG_MODE_PARTIAL || MODES[k].mode == NG_MODE_BASELINE)
-        EXPECT_TRUE(r.fetch.cpu_cold_bytes > 0 && r.fetch.zcopy_bytes == 0);
-      /* PARTIAL workers with the table readable by zero-copy leave the cold self rows to
-       * the device: the same rows as the reference (PARTIAL, all read by the CPU), split. */
-      if (ng_test_fetch_self_zcopy(&run))
-        ng_test_fetch_expect_self_split(&run, &r, &ref);
-      if (MODES[k].mode == NG_MODE_HYBRID_STATIC) {
-        EXPECT_EQ_I(r.workers[0], MODES[k].partial_workers);
-        EXPECT_EQ_I(r.workers[1], MODES[k].workers - MODES[k].partial_workers);
-      }
-      if (MODES[k].workers > 0)
-        EXPECT_EQ_I(r.workers[0] + r.workers[1], MODES[k].workers);
-      free(r.checkpoint);
+    char what[192];
+    describe(what, sizeof what, &MODELS[m], &MODES[k]);
+    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+    /* Every strategy reads the same rows from each tier. */
+    EXPECT_EQ_I(r.fetch.hot_rows, ref.fetch.hot_rows);
+    EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
+    /* Who read the cold rows: the CPU (partial, batch) or the device (zcopy). */
+    if (MODES[k].mode == NG_MODE_ZEROCOPY)
+      EXPECT_TRUE(r.fetch.zcopy_bytes > 0 && r.fetch.cpu_cold_bytes == 0);
+    if (MODES[k].mode == NG_MODE_PARTIAL || MODES[k].mode == NG_MODE_BASELINE)
+      EXPECT_TRUE(r.fetch.cpu_cold_bytes > 0 && r.fetch.zcopy_bytes == 0);
+    /* PARTIAL workers with the table readable by zero-copy leave the cold self rows to
+     * the device: the same rows as the reference (PARTIAL, all read by the CPU), split. */
+    if (ng_test_fetch_self_zcopy(&run))
+      ng_test_fetch_expect_self_split(&run, &r, &ref);
+    if (MODES[k].mode == NG_MODE_HYBRID_STATIC) {
+      EXPECT_EQ_I(r.workers[0], MODES[k].partial_workers);
+      EXPECT_EQ_I(r.workers[1], MODES[k].workers - MODES[k].partial_workers);
     }
-    free(ref.checkpoint);
+    if (MODES[k].workers > 0)
+      EXPECT_EQ_I(r.workers[0] + r.workers[1], MODES[k].workers);
+    free(r.checkpoint);
   }
+  free(ref.checkpoint);
 }
 
 /* With every row hot or every row cold, the input aggregation is one reduction in edge order
@@ -209,56 +208,54 @@ static void test_tier_sizes(void) {
  * with and without input dropout: rows staged as bf16, or converted and dropped on the host);
  * the row-normalised features are not bf16 values, so bf16 and fp32 differ; and the host reads
  * half the bytes of fp32's for the same rows. */
-static void test_bf16_modes_bit_identical(void) {
-  for (size_t m = 0; m < NG_ARRAY_LEN(MODELS); m++) {
-    ng_test_fetch_result ref, r, f32;
-    ng_test_fetch_run run = run_of(&MODELS[m], &MODES[0], 0.3);
-    if (MODELS[m].ag.user) { /* user aggregators read fp32 tables only: refused with the reason */
-      ng_model_t um = NULL;
-      EXPECT_OK(ng_model_create(&um, NG_MODEL_SAGE, 1433));
-      ng_layer_opts l = NG_LAYER_OPTS_INIT;
-      l.out_dim = 7;
-      l.aggregator = MODELS[m].ag;
-      EXPECT_OK(ng_model_add_layer(um, &l));
-      ng_train_opts o = NG_TRAIN_OPTS_INIT;
-      o.precision = NG_PRECISION_BF16;
-      ng_trainer_t t = NULL;
-      EXPECT_STATUS(ng_trainer_create(&t, cora, um, &o), NG_ERR_UNSUPPORTED);
-      EXPECT_ERR_HAS("user-defined");
-      ng_model_destroy(um);
-      continue;
-    }
-    if (!ng_test_fetch_train(cora, &run, &f32))
-      continue;
-    run.precision = NG_PRECISION_BF16;
-    if (!ng_test_fetch_train(cora, &run, &ref)) {
-      free(f32.checkpoint);
-      continue;
-    }
-    EXPECT_TRUE(isfinite(ref.loss[1]) && ref.loss[1] > 0.0);
-    EXPECT_TRUE(ref.checkpoint_len != f32.checkpoint_len ||
-                memcmp(ref.checkpoint, f32.checkpoint, ref.checkpoint_len) != 0);
-    EXPECT_EQ_I(ref.fetch.cold_rows, f32.fetch.cold_rows);
-    EXPECT_EQ_I(2 * ref.fetch.cpu_cold_bytes, f32.fetch.cpu_cold_bytes);
-    for (size_t k = 1; k < NG_ARRAY_LEN(MODES); k++) {
-      run = run_of(&MODELS[m], &MODES[k], 0.3);
-      run.precision = NG_PRECISION_BF16;
-      if (!ng_test_fetch_train(cora, &run, &r))
-        continue;
-      char what[224];
-      describe(what, sizeof what, &MODELS[m], &MODES[k]);
-      strncat(what, ", bf16", sizeof what - strlen(what) - 1);
-      EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
-      EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
-      if (MODES[k].mode == NG_MODE_ZEROCOPY) /* each unique cold row once, 2 bytes a value */
-        EXPECT_TRUE(r.fetch.zcopy_bytes > 0 && r.fetch.zcopy_bytes % (2 * 1433) == 0);
-      if (MODES[k].mode == NG_MODE_PARTIAL)
-        EXPECT_EQ_I(r.fetch.cpu_cold_bytes, ref.fetch.cpu_cold_bytes);
-      free(r.checkpoint);
-    }
-    free(ref.checkpoint);
-    free(f32.checkpoint);
+static void bf16_modes_bit_identical(size_t m) {
+  ng_test_fetch_result ref, r, f32;
+  ng_test_fetch_run run = run_of(&MODELS[m], &MODES[0], 0.3);
+  if (MODELS[m].ag.user) { /* user aggregators read fp32 tables only: refused with the reason */
+    ng_model_t um = NULL;
+    EXPECT_OK(ng_model_create(&um, NG_MODEL_SAGE, 1433));
+    ng_layer_opts l = NG_LAYER_OPTS_INIT;
+    l.out_dim = 7;
+    l.aggregator = MODELS[m].ag;
+    EXPECT_OK(ng_model_add_layer(um, &l));
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.precision = NG_PRECISION_BF16;
+    ng_trainer_t t = NULL;
+    EXPECT_STATUS(ng_trainer_create(&t, cora, um, &o), NG_ERR_UNSUPPORTED);
+    EXPECT_ERR_HAS("user-defined");
+    ng_model_destroy(um);
+    return;
   }
+  if (!ng_test_fetch_train(cora, &run, &f32))
+    return;
+  run.precision = NG_PRECISION_BF16;
+  if (!ng_test_fetch_train(cora, &run, &ref)) {
+    free(f32.checkpoint);
+    return;
+  }
+  EXPECT_TRUE(isfinite(ref.loss[1]) && ref.loss[1] > 0.0);
+  EXPECT_TRUE(ref.checkpoint_len != f32.checkpoint_len ||
+              memcmp(ref.checkpoint, f32.checkpoint, ref.checkpoint_len) != 0);
+  EXPECT_EQ_I(ref.fetch.cold_rows, f32.fetch.cold_rows);
+  EXPECT_EQ_I(2 * ref.fetch.cpu_cold_bytes, f32.fetch.cpu_cold_bytes);
+  for (size_t k = 1; k < NG_ARRAY_LEN(MODES); k++) {
+    run = run_of(&MODELS[m], &MODES[k], 0.3);
+    run.precision = NG_PRECISION_BF16;
+    if (!ng_test_fetch_train(cora, &run, &r))
+      continue;
+    char what[224];
+    describe(what, sizeof what, &MODELS[m], &MODES[k]);
+    strncat(what, ", bf16", sizeof what - strlen(what) - 1);
+    EXPECT_TRUE(ng_test_fetch_same(&ref, &r, what));
+    EXPECT_EQ_I(r.fetch.cold_rows, ref.fetch.cold_rows);
+    if (MODES[k].mode == NG_MODE_ZEROCOPY) /* each unique cold row once, 2 bytes a value */
+      EXPECT_TRUE(r.fetch.zcopy_bytes > 0 && r.fetch.zcopy_bytes % (2 * 1433) == 0);
+    if (MODES[k].mode == NG_MODE_PARTIAL)
+      EXPECT_EQ_I(r.fetch.cpu_cold_bytes, ref.fetch.cpu_cold_bytes);
+    free(r.checkpoint);
+  }
+  free(ref.checkpoint);
+  free(f32.checkpoint);
 }
 
 /* bf16 over the extreme tiers and the cpu mode (every row read in place by the CPU backend):
@@ -479,6 +476,22 @@ static void raw_rows_case(const model_case *mc) {
   ng_model_destroy(m);
 }
 
+/* One case per model of MODELS (in its order), for fp32 and bf16, so that tests/CMakeLists.txt
+ * can spread the suite's longest part over several ctest entries. */
+#define MODEL_CASES(X)                                                                             \
+  X(0, sage_mean) X(1, gcn) X(2, sage_max) X(3, sage_min) X(4, sage_sum) X(5, gin) X(6, sage_user)
+#define COUNT_MODEL(i, id) +1
+_Static_assert(NG_ARRAY_LEN(MODELS) == 0 MODEL_CASES(COUNT_MODEL),
+               "every model of MODELS needs its case in MODEL_CASES");
+#define DEFINE_MODEL_CASES(i, id)                                                                  \
+  static void test_modes_##id(void) {                                                              \
+    modes_bit_identical(i);                                                                        \
+  }                                                                                                \
+  static void test_bf16_modes_##id(void) {                                                         \
+    bf16_modes_bit_identical(i);                                                                   \
+  }
+MODEL_CASES(DEFINE_MODEL_CASES)
+
 static void test_options(void) {
   ng_fetch f = NG_FETCH_BATCH;
   for (int i = 0; i <= NG_FETCH_AUTO; i++) {
@@ -641,9 +654,11 @@ int main(void) {
   RUN_TEST(test_options);
   RUN_TEST(test_features_memory);
   RUN_TEST(test_tier_sizes);
-  RUN_TEST(test_modes_bit_identical);
+#define RUN_MODES(i, id) RUN_TEST(test_modes_##id);
+  MODEL_CASES(RUN_MODES)
   RUN_TEST(test_gat_raw_rows);
-  RUN_TEST(test_bf16_modes_bit_identical);
+#define RUN_BF16_MODES(i, id) RUN_TEST(test_bf16_modes_##id);
+  MODEL_CASES(RUN_BF16_MODES)
   RUN_TEST(test_bf16_tiers);
   RUN_TEST(test_bf16_raw_rows);
   RUN_TEST(test_bf16_file);

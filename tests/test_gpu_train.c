@@ -1,7 +1,7 @@
 /* Training on the GPU (--device cuda) against the CPU: the same model code through the CUDA
  * backend. Cora's accuracy bars hold on the GPU, its losses follow the CPU's within fp32
  * tolerance, and a GPU run repeats bit for bit. Exits 77 (skipped) without CUDA or a GPU. */
-#include "ng_test.h"
+#include "ng_test_cora.h"
 
 #include <stdlib.h>
 
@@ -19,35 +19,18 @@ static ng_dataset_t cora;
 
 /* Kipf & Welling's recipe for GCN; the same with GraphSAGE-mean and fanouts 25,10. */
 static ng_model_t make_model(ng_model_kind kind) {
-  ng_model_t m = NULL;
-  EXPECT_OK(ng_model_create(&m, kind, 1433));
-  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
-  bool gcn = kind == NG_MODEL_GCN;
-  l0.aggregator = l1.aggregator = gcn ? NG_AGGREGATOR_GCN : NG_AGGREGATOR_MEAN;
-  l0.fanout = gcn ? -1 : 10;
-  l1.fanout = gcn ? -1 : 25;
-  l0.out_dim = 16;
-  l1.out_dim = 7;
-  l1.activation = NG_ACT_NONE;
-  l0.dropout = l1.dropout = 0.5f;
-  l0.weight_decay = 5e-4f;
-  EXPECT_OK(ng_model_add_layer(m, &l0));
-  EXPECT_OK(ng_model_add_layer(m, &l1));
-  return m;
+  const bool gcn = kind == NG_MODEL_GCN;
+  return ng_test_cora_recipe_model(kind, gcn ? -1 : 10, gcn ? -1 : 25, 16);
 }
 
 /* Trains on `device` and returns the test accuracy; losses[EPOCHS] receives each epoch's. */
 static double train_with(ng_model_kind kind, const char *device, uint64_t seed, double *losses,
                          ng_precision precision, int op_profile_every) {
   ng_model_t m = make_model(kind);
-  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  ng_train_opts o = ng_test_cora_recipe_opts(seed);
   o.precision = precision;
   o.op_profile_every = op_profile_every;
-  o.batch = 0;
-  o.lr = 0.01;
-  o.seed = seed;
   o.device = device;
-  o.normalize = NG_NORMALIZE_ROW;
   ng_trainer_t t = NULL;
   EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
   double acc = 0.0;
@@ -219,15 +202,9 @@ int main(void) {
     return 77;
   }
   printf("gpu_train: %s\n", desc);
-  char src[4096];
-  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
-  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
-  co.format = NG_FORMAT_PLANETOID;
-  const char *dst = ng_test_path("cora");
-  if (ng_dataset_convert(dst, src, &co) != NG_OK || ng_dataset_open(&cora, dst, NULL) != NG_OK) {
-    fprintf(stderr, "cannot prepare %s: %s\n", src, ng_last_error());
-    return 1;
-  }
+  cora = ng_test_fetch_cora();
+  if (!cora)
+    return ng_test_summary();
   RUN_TEST(test_gcn_cora_on_gpu);
   RUN_TEST(test_sage_cora_on_gpu);
   RUN_TEST(test_tf32_and_op_profile);

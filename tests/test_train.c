@@ -1,29 +1,14 @@
 /* End-to-end training on real data (Cora, standard Planetoid split): the published accuracy
  * anchors, bitwise reproducibility across thread counts, and bit-identical resume. */
-#include "ng_test.h"
 #include "checkpoint_impl.h"
+#include "ng_test_cora.h"
+#include "safetensors_impl.h"
 
 #include <omp.h>
 #include <stdlib.h>
 #include <time.h>
 
 static ng_dataset_t cora;
-
-static void open_cora(void) {
-  char src[4096];
-  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
-  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
-  co.format = NG_FORMAT_PLANETOID;
-  const char *dst = ng_test_path("cora");
-  if (ng_dataset_convert(dst, src, &co) != NG_OK) {
-    fprintf(stderr, "cannot convert %s: %s\n", src, ng_last_error());
-    exit(1);
-  }
-  if (ng_dataset_open(&cora, dst, NULL) != NG_OK) {
-    fprintf(stderr, "cannot open %s: %s\n", dst, ng_last_error());
-    exit(1);
-  }
-}
 
 typedef struct {
   ng_model_kind kind;
@@ -35,36 +20,15 @@ typedef struct {
   int threads;
 } recipe;
 
-/* Kipf & Welling's recipe: 2 layers, dropout 0.5 on each layer's input, weight decay 5e-4 on
- * the first layer, Adam with lr 0.01, row-normalised features. */
+/* Kipf & Welling's recipe (ng_test_cora.h) with r's shape. */
 static ng_model_t make_model(const recipe *r) {
-  ng_dataset_info info = NG_DATASET_INFO_INIT;
-  EXPECT_OK(ng_dataset_info_get(&info, cora));
-  ng_model_t m = NULL;
-  EXPECT_OK(ng_model_create(&m, r->kind, info.feature_dim));
-  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
-  ng_aggregator ag = r->kind == NG_MODEL_GCN ? NG_AGGREGATOR_GCN : NG_AGGREGATOR_MEAN;
-  l0.aggregator = l1.aggregator = ag;
-  l0.fanout = r->fanout[0];
-  l1.fanout = r->fanout[1];
-  l0.out_dim = r->hidden;
-  l1.out_dim = info.classes;
-  l0.activation = NG_ACT_RELU;
-  l1.activation = NG_ACT_NONE;
-  l0.dropout = l1.dropout = 0.5f;
-  l0.weight_decay = 5e-4f;
-  EXPECT_OK(ng_model_add_layer(m, &l0));
-  EXPECT_OK(ng_model_add_layer(m, &l1));
-  return m;
+  return ng_test_cora_recipe_model(r->kind, r->fanout[0], r->fanout[1], r->hidden);
 }
 
 static ng_trainer_t make_trainer(ng_model_t m, const recipe *r) {
-  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  ng_train_opts o = ng_test_cora_recipe_opts(r->seed);
   o.batch = r->batch;
-  o.lr = 0.01;
-  o.seed = r->seed;
   o.threads = r->threads;
-  o.normalize = NG_NORMALIZE_ROW;
   ng_trainer_t t = NULL;
   EXPECT_OK(ng_trainer_create(&t, cora, m, &o));
   return t;
@@ -646,7 +610,7 @@ static void test_bad_options(void) {
 
 int main(void) {
   omp_set_num_threads(2);
-  open_cora();
+  cora = ng_test_fetch_cora();
   RUN_TEST(test_bad_options);
   RUN_TEST(test_op_profile);
   RUN_TEST(test_bitwise_reproducible_across_threads);
