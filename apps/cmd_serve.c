@@ -39,6 +39,7 @@ int cmd_serve(int argc, char **argv) {
   int64_t max_request_nodes = eo.max_request_nodes, hub_edges = eo.hub_edges;
   int64_t request_timeout_ms = eo.request_timeout_ms;
   int64_t cache_bytes = eo.cache_bytes, max_body = ho.max_body_bytes;
+  int64_t embedding_cache = eo.embedding_cache_bytes;
   int64_t min_body_rate = ho.min_body_rate;
   double cache_ratio = eo.cache_ratio, drain_s = ho.drain_timeout_s;
   double header_timeout_s = ho.header_timeout_s;
@@ -82,6 +83,9 @@ int cmd_serve(int argc, char **argv) {
                   "OpenMP threads of the CPU backend; 0 = OMP_NUM_THREADS or all"),
       CLI_OPT_BYTES("gpu-cache-bytes", &cache_bytes, "SIZE", 0,
                     "device memory for hot feature rows; 0 = --cache-ratio or auto"),
+      CLI_OPT_BYTES("embedding-cache", &embedding_cache, "SIZE", 0,
+                    "host memory for cached layer-0 outputs that full-neighbourhood requests "
+                    "reuse (GraphSAGE, GCN, GIN of 2+ layers; exact under updates); 0 = off"),
       CLI_OPT_FLOAT("cache-ratio", &cache_ratio, "R", 0, false, 1, false,
                     "hot rows as a share of the nodes",
                     .default_text = "what fits in half the free device memory; all on cpu"),
@@ -136,6 +140,7 @@ int cmd_serve(int argc, char **argv) {
   eo.threads = threads;
   eo.cache_bytes = cache_bytes;
   eo.cache_ratio = cache_ratio;
+  eo.embedding_cache_bytes = embedding_cache;
   ho.port = port;
   ho.max_body_bytes = max_body;
   ho.max_connections = max_connections;

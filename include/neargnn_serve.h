@@ -53,11 +53,16 @@ typedef struct {
   /// receptive fields plus their nodes (0: 4 x hub_edges). A batch is capped by this and by
   /// max_batch nodes, whichever it reaches first; a request over it alone still runs.
   int64_t max_batch_work;
+  /// Bytes of host memory for the cache of layer-0 outputs that full-neighbourhood requests
+  /// reuse (0: off, the default). Serves models of two layers or more whose input layer
+  /// aggregates raw rows without parameters (GraphSAGE, GCN, GIN); GAT and SAGE-pool run
+  /// without it. Answers are the same bits with or without it on the CPU backend.
+  int64_t embedding_cache_bytes;
 } ng_engine_opts;
 #define NG_ENGINE_OPTS_INIT                                                                        \
   {                                                                                                \
     sizeof(ng_engine_opts), NULL, "cpu", NG_MODE_AUTO, 0, 0, 0, -1.0, 256, 500, 0, 4096, 0, NULL,  \
-        NG_NORMALIZE_AUTO, 1000, 0                                                                 \
+        NG_NORMALIZE_AUTO, 1000, 0, 0                                                              \
   }
 /// The longest deadline a request or the engine's options may give (one hour, in ms).
 #define NG_ENGINE_MAX_TIMEOUT_MS 3600000
@@ -201,6 +206,10 @@ typedef struct {
   /// fdatasyncs of the update log by this process. Concurrent updates commit as a group that
   /// shares one write and one fsync, so this can be below `updates`.
   int64_t update_syncs;
+  /// The cache of layer-0 outputs (embedding_cache_bytes): rows found and rows computed, rows
+  /// evicted to make room and rows removed because an update changed them; rows held now (a
+  /// gauge). All 0 when the cache is off.
+  int64_t cache_hits, cache_misses, cache_evictions, cache_invalidations, cache_entries;
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 

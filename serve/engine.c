@@ -2,6 +2,7 @@
  * the tiered input layer (hot rows in device memory, cold rows by the mode's strategy, hub requests
  * aggregated near the data by CPU threads) and online updates over snapshots.
  * docs/serving-engine.md describes the design. */
+#include "ecache_impl.h"
 #include "engine_impl.h"
 
 #include "dataset_impl.h"
@@ -120,6 +121,8 @@ struct ng_engine {
   growbuf gat_z; /* GAT, SAGE-pool: the rows the CPU projected or pooled, then its states */
   growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
   size_t map_cap;
+  ng_ecache *ecache; /* layer-0 outputs of full-neighbourhood batches (NULL: off) */
+  ng_ecache_work *ecache_work;
 };
 
 static double now_us(void) {
@@ -252,10 +255,10 @@ static ng_status check_opts(ng_engine_opts *o, const struct ng_dataset *ds,
     o->max_request_nodes = 4096;
   if (o->workers < 0 || o->threads < 0 || (unsigned)o->mode > NG_MODE_HYBRID ||
       (unsigned)o->normalize > NG_NORMALIZE_ROW || o->cache_bytes < 0 || o->hub_edges < 0 ||
-      o->max_batch_work < 0)
+      o->max_batch_work < 0 || o->embedding_cache_bytes < 0)
     return ng__err(NG_ERR_INVALID_ARG,
                    "engine options out of range (workers, threads, cache_bytes, hub_edges, "
-                   "max_batch_work >= 0; a known mode and normalisation)");
+                   "max_batch_work, embedding_cache_bytes >= 0; a known mode and normalisation)");
   return NG_OK;
 }
 
@@ -380,6 +383,9 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     e->log_records = (int64_t)e->log.seq;
   }
   NG_CHECK_GOTO(st, ng__srv_field_create(&e->field), fail);
+  NG_CHECK_GOTO(st, ng__ecache_create(&e->ecache, m, e->snap, o.embedding_cache_bytes), fail);
+  if (e->ecache)
+    NG_CHECK_GOTO(st, ng__ecache_work_create(&e->ecache_work), fail);
   if (pthread_create(&e->batcher, NULL, batcher_main, e) != 0) {
     st = ng__err(NG_ERR_INTERNAL, "engine: cannot start the batcher thread");
     goto fail;
@@ -414,6 +420,7 @@ void ng_engine_destroy(ng_engine *e) {
     e->be->iface->free(e->be, e->dev_pack[0].ptr);
     e->be->iface->free(e->be, e->dev_pack[1].ptr);
     e->be->iface->free(e->be, e->work.ptr);
+    ng__ecache_work_destroy(e->ecache_work, e->be);
     ng__exec_destroy(&e->ex);
     ng__backend_destroy(e->be);
   }
@@ -421,6 +428,7 @@ void ng_engine_destroy(ng_engine *e) {
     ng__srv_log_close(&e->log);
   ng__srv_snap_unref(e->snap);
   ng__srv_field_destroy(e->field);
+  ng__ecache_destroy(e->ecache);
   growbuf *host[] = {&e->targets,  &e->target_seeds, &e->map_keys, &e->map_seeds, &e->map_vals,
                      &e->host_i32, &e->host_i64,     &e->host_f,   &e->stage,     &e->pack[0],
                      &e->pack[1],  &e->out_host,     &e->gat_z};
@@ -477,6 +485,13 @@ void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e) {
   *out = e->stats;
   out->queue_depth = e->admitted;
   pthread_mutex_unlock(&me->mu);
+  ng_ecache_stats cs;
+  ng__ecache_stats_get(&cs, me->ecache);
+  out->cache_hits = cs.hits;
+  out->cache_misses = cs.misses;
+  out->cache_evictions = cs.evictions;
+  out->cache_invalidations = cs.invalidations;
+  out->cache_entries = cs.entries;
 }
 
 void ng_infer_result_free(ng_infer_result *r) {
@@ -1314,6 +1329,22 @@ static fetch_kind strategy(const ng_engine *e, bool hub) {
   }
 }
 
+/* The cache's layer-0 rows of missing nodes: the engine's forward pass (serve/ecache.c). */
+typedef struct {
+  ng_engine *e;
+  fetch_kind how;
+} ecache_arg;
+
+static ng_status ecache_layer0(void *arg, const ng_srv_snap *s, const ng_minibatch *mb,
+                               int64_t *hot_rows, int64_t *cold_rows) {
+  const ecache_arg *a = arg;
+  batch_rows rows = {0, 0};
+  ng_status st = forward(a->e, s, mb, a->how, &rows);
+  *hot_rows = rows.hot_rows;
+  *cold_rows = rows.cold_rows;
+  return st;
+}
+
 /* Computes a batch of compatible requests (same sampling) and fills their results. */
 static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
                            batch_rows *rows_out) {
@@ -1323,12 +1354,19 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
   NG_CHECK(batch_targets(e, reqs, n_req, &n_targets));
   ng_srv_snap *s = snap_acquire(e);
   ng_minibatch mb;
-  /* Sampled batches give each target its request's seed; a batch's requests share fanouts. */
-  ng_status st =
-      ng__srv_field_build(&mb, e->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
-                          r0->n_fanouts ? e->target_seeds.ptr : NULL, e->targets.ptr, n_targets);
+  ng_status st = NG_OK;
   batch_rows rows = {0, 0};
-  if (st == NG_OK) {
+  if (e->ecache && r0->n_fanouts == 0) { /* full neighbourhoods from cached layer-0 rows */
+    ecache_arg a = {e, strategy(e, reqs[0]->hub)};
+    const ng_ecache_ctx cx = {&e->ex, e->be, m, e->field, e->gcn, ecache_layer0, &a};
+    st = ng__ecache_forward(e->ecache, e->ecache_work, &cx, s, e->targets.ptr, n_targets,
+                            &rows.hot_rows, &rows.cold_rows);
+  } else {
+    /* Sampled batches give each target its request's seed; a batch's requests share fanouts. */
+    st = ng__srv_field_build(&mb, e->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
+                             r0->n_fanouts ? e->target_seeds.ptr : NULL, e->targets.ptr, n_targets);
+  }
+  if (st == NG_OK && !(e->ecache && r0->n_fanouts == 0)) {
     const fetch_kind how = strategy(e, reqs[0]->hub);
     if (!ng__model_raw_input(m))
       st = forward(e, s, &mb, how, &rows);
@@ -1768,6 +1806,14 @@ static void commit_group(ng_engine *e, upd_waiter *group) {
         ng__strlcpy(w->err, why, sizeof w->err);
       }
   } else if (n_logged > 0) {
+    /* The cached layer-0 rows the group changes go before it is published, update by update in
+     * the log's order (serve/ecache_impl.h). */
+    const ng_srv_snap *before = base;
+    for (upd_waiter *w = group; w; w = w->next)
+      if (w->snap) {
+        ng__ecache_invalidate(e->ecache, before, w->snap, w->u, e->gcn[0]);
+        before = w->snap;
+      }
     /* Publish: batches that start from now on see the group; running ones keep their snapshot. */
     ng__srv_snap_ref(cur);
     pthread_mutex_lock(&e->snap_mu);

@@ -933,6 +933,19 @@ char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
   counter(f, "neargnn_engine_timed_out_total",
           "Requests whose deadline passed before they could start; never computed (503).",
           "counter", st.timed_out);
+  counter(f, "neargnn_engine_embedding_cache_hits_total",
+          "Layer-0 rows of full-neighbourhood batches found in the embedding cache.", "counter",
+          st.cache_hits);
+  counter(f, "neargnn_engine_embedding_cache_misses_total",
+          "Layer-0 rows computed because the embedding cache did not hold them.", "counter",
+          st.cache_misses);
+  counter(f, "neargnn_engine_embedding_cache_evictions_total",
+          "Embedding cache rows evicted to make room.", "counter", st.cache_evictions);
+  counter(f, "neargnn_engine_embedding_cache_invalidations_total",
+          "Embedding cache rows removed because an update changed them.", "counter",
+          st.cache_invalidations);
+  counter(f, "neargnn_engine_embedding_cache_rows", "Rows the embedding cache holds now.", "gauge",
+          st.cache_entries);
   counter(f, "neargnn_engine_batches_total", "Device batches run.", "counter", st.batches);
   counter(f, "neargnn_engine_batch_nodes_total", "Target nodes of those batches.", "counter",
           st.batch_nodes);

@@ -1,0 +1,91 @@
+/* The serving engine's cache of layer-0 outputs (serve/ecache.c; docs/serving-engine.md, "Cached
+ * layer-0 outputs").
+ *
+ * For full-neighbourhood requests on a model whose input layer is a parameter-free aggregation
+ * (GraphSAGE mean/sum/max, GCN, GIN; not GAT or SAGE-pool, ng__model_raw_input) with two layers
+ * or more, the engine keeps each node's layer-0 output (after the activation: what layer 1
+ * reads), tagged with the snapshot version it was computed on. A batch then builds the field of
+ * its targets over layers 1 .. L-1 only, looks up the layer-0 rows of that field's input nodes,
+ * computes the missing ones through the engine's own input path (a field of depth 1, the tiers
+ * and the strategies), inserts them, and runs layers 1 .. from the rows.
+ *
+ * The version rule (why a batch on an older snapshot never lets a newer one read a stale row):
+ * - the cache holds `version`, the newest snapshot whose update it has invalidated;
+ *   ng__ecache_invalidate runs before that snapshot is published, under the cache's lock;
+ * - a row computed on snapshot V is inserted only while `version` == V: once an update's
+ *   invalidation ran, rows of older snapshots are dropped, not inserted;
+ * - a batch on snapshot V reads an entry tagged v only when v <= V: an entry in the cache was
+ *   valid from v through `version` (every update since v that changed it removed it), and
+ *   V <= `version`, so it is valid at V; an entry of a newer snapshot is not read.
+ * So an entry is never read on a snapshot where its inputs differ from where it was computed. */
+#ifndef NG_SERVE_ECACHE_IMPL_H
+#define NG_SERVE_ECACHE_IMPL_H
+
+#include "engine_impl.h"
+#include "model_impl.h"
+
+typedef struct ng_ecache ng_ecache;
+typedef struct ng_ecache_work ng_ecache_work;
+
+/// Counters of the cache (monotonic).
+typedef struct {
+  int64_t hits, misses, evictions, invalidations;
+  int64_t entries, capacity; ///< rows held now, and the most it holds
+} ng_ecache_stats;
+
+/// Whether the cache serves model `m` (two layers or more, an input layer that aggregates raw
+/// rows without parameters).
+bool ng__ecache_supports(const struct ng_model *m);
+
+/// A cache of at most `bytes` of layer-0 rows of model `m` (borrowed), starting at snapshot `s`
+/// (borrowed: its delta rows seed the out-neighbour index of edges that updates added). *out is
+/// NULL when `bytes` is 0 or the model is not supported (the cache is off).
+ng_status ng__ecache_create(ng_ecache **out, const struct ng_model *m, const ng_srv_snap *s,
+                            int64_t bytes);
+void ng__ecache_destroy(ng_ecache *c);
+void ng__ecache_stats_get(ng_ecache_stats *out, ng_ecache *c);
+
+/// Removes every entry that update `u` changes between snapshot `before` and `after` (its
+/// successor, not yet published): a replaced feature row's node and its out-neighbours, an
+/// added or removed edge's destination, and under GCN weights (gcn0: layer 0's) the
+/// out-neighbours of a node whose degree changed. Then sets the cache's version to after's.
+/// Call it, for every published snapshot, after the update is durable and before it is
+/// published. c may be NULL.
+void ng__ecache_invalidate(ng_ecache *c, const ng_srv_snap *before, const ng_srv_snap *after,
+                           const ng_graph_update *u, bool gcn0);
+
+/// How a batch's missing layer-0 rows are computed: `layer0` runs the engine's forward pass of
+/// the model over `mb` (L blocks; block 0 the depth-1 field of the missing nodes, the upper
+/// blocks placeholders) on snapshot `s`; afterwards ex->ws[0].out's first rows are their
+/// layer-0 outputs. *hot_rows and *cold_rows get the input rows it read by tier.
+typedef ng_status (*ng_ecache_layer0_fn)(void *arg, const ng_srv_snap *s, const ng_minibatch *mb,
+                                         int64_t *hot_rows, int64_t *cold_rows);
+
+/// What one batch needs: the executor and backend the engine runs on (borrowed), the field
+/// builder of the batch's upper layers (borrowed), the GCN flags of each layer and the layer-0
+/// callback.
+typedef struct {
+  ng_model_exec *ex;
+  ng_backend *be;
+  const struct ng_model *model;
+  ng_srv_field *field;
+  const bool *gcn;
+  ng_ecache_layer0_fn layer0;
+  void *arg;
+} ng_ecache_ctx;
+
+/// Per-thread memory of ng__ecache_forward (one per thread that runs batches).
+ng_status ng__ecache_work_create(ng_ecache_work **out);
+void ng__ecache_work_destroy(ng_ecache_work *w, ng_backend *be);
+
+/// The forward pass of the full-neighbourhood batch of `n_targets` distinct `targets` on
+/// snapshot `s` from cached layer-0 rows: afterwards ex->ws[l].out holds layer l's output, its
+/// first n_targets rows the targets' (layer 0's too), as the engine's forward leaves them.
+ng_status ng__ecache_forward(ng_ecache *c, ng_ecache_work *w, const ng_ecache_ctx *cx,
+                             const ng_srv_snap *s, const int64_t *targets, int32_t n_targets,
+                             int64_t *hot_rows, int64_t *cold_rows);
+
+/// Test hook: the entry of node v in the cache (its version in *version), or NULL.
+bool ng__ecache_test_has(ng_ecache *c, int64_t v, uint64_t *version);
+
+#endif /* NG_SERVE_ECACHE_IMPL_H */
