@@ -107,17 +107,8 @@ static int write_text(const char *path, const char *text) {
     fputs(text, stdout);
     return CLI_EXIT_OK;
   }
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  int ok = f && fputs(text, f) >= 0;
-  ok = f && fclose(f) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "neargnn: error: cannot write %s: %s\n", path, strerror(errno));
-    unlink(tmp);
-    return CLI_EXIT_RUNTIME;
-  }
-  return CLI_EXIT_OK;
+  const ng_status st = ng_file_write(path, text, strlen(text));
+  return st == NG_OK ? CLI_EXIT_OK : cli_runtime_error(st);
 }
 
 /* ---- evaluate ---- */
@@ -427,9 +418,12 @@ int cmd_predict(int argc, char **argv) {
               logits ? "logits" : "classes", n, out, out_ids ? ", their ids to " : "",
               out_ids ? out_ids : "");
   } else if (st == NG_OK) {
-    FILE *f = out ? fopen(out, "w") : stdout;
+    /* A file is built in memory and written atomically (ng_file_write), as every output. */
+    char *buf = NULL;
+    size_t buf_len = 0;
+    FILE *f = out ? open_memstream(&buf, &buf_len) : stdout;
     if (!f) {
-      fprintf(stderr, "neargnn: error: cannot write %s: %s\n", out, strerror(errno));
+      fprintf(stderr, "neargnn: error: out of memory building %s\n", out);
       rc = CLI_EXIT_RUNTIME;
     } else {
       fprintf(f, logits ? "node" : "node,class");
@@ -446,10 +440,15 @@ int cmd_predict(int argc, char **argv) {
         fputc('\n', f);
       }
       if (out && fclose(f) != 0) {
-        fprintf(stderr, "neargnn: error: cannot write %s: %s\n", out, strerror(errno));
+        fprintf(stderr, "neargnn: error: out of memory building %s\n", out);
         rc = CLI_EXIT_RUNTIME;
+      } else if (out) {
+        const ng_status wst = ng_file_write(out, buf, buf_len);
+        if (wst != NG_OK)
+          rc = cli_runtime_error(wst);
       }
     }
+    free(buf);
   }
   free(lg);
   free(cls);

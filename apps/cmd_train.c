@@ -260,23 +260,12 @@ static int write_json(const char *path, cJSON *root) {
     fprintf(stderr, "neargnn: error: out of memory writing %s\n", path);
     return CLI_EXIT_RUNTIME;
   }
-  char tmp[4096];
-  const int len = snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  if (len < 0 || (size_t)len >= sizeof tmp) {
-    fprintf(stderr, "neargnn: error: cannot write %s: the path is too long\n", path);
-    cJSON_free(text);
-    return CLI_EXIT_RUNTIME;
-  }
-  FILE *f = fopen(tmp, "w");
-  int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-  ok = f && fclose(f) == 0 && ok;
+  /* The terminating NUL becomes the final newline: the text is written, not used as a string. */
+  const size_t len = strlen(text);
+  text[len] = '\n';
+  const ng_status st = ng_file_write(path, text, len + 1);
   cJSON_free(text);
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "neargnn: error: cannot write %s: %s\n", path, strerror(errno));
-    unlink(tmp);
-    return CLI_EXIT_RUNTIME;
-  }
-  return CLI_EXIT_OK;
+  return st == NG_OK ? CLI_EXIT_OK : cli_runtime_error(st);
 }
 
 /* Writes the predicted class of every node as int32 .npy, indexed by the original node ids
@@ -1052,10 +1041,13 @@ static void embed_report(FILE *f, const ng_infer_report *r) {
 }
 
 static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t n, double secs) {
-  FILE *f = fopen(path, "w");
+  /* Built in memory and written atomically (ng_file_write), as every output. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
   if (!f) {
-    fprintf(stderr, "neargnn embed: cannot write %s: %s\n", path, strerror(errno));
-    return NG_ERR_IO;
+    fprintf(stderr, "neargnn embed: out of memory building %s\n", path);
+    return NG_ERR_NOMEM;
   }
   fprintf(f,
           "{\"nodes\": %" PRId64 ", \"seconds\": %.6f, \"producers\": %d, \"slots\": %d, "
@@ -1070,7 +1062,11 @@ static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t 
             l ? ", " : "", r->rows[l], r->chunk[l], r->seconds[l], r->host_seconds[l],
             r->device_seconds[l], r->wait_seconds[l]);
   fprintf(f, "]}\n");
-  return fclose(f) == 0 ? NG_OK : NG_ERR_IO;
+  ng_status st = fclose(f) == 0 ? NG_OK : NG_ERR_NOMEM;
+  if (st == NG_OK)
+    st = ng_file_write(path, buf, len);
+  free(buf);
+  return st;
 }
 
 int cmd_embed(int argc, char **argv) {

@@ -31,6 +31,13 @@ ng_status ng__writer_begin(ng_dataset_writer *w, const char *dst_dir) {
   while (n > 1 && dst_dir[n - 1] == '/')
     n--;
   w->dst_dir = strndup(dst_dir, n);
+  bool exists;
+  ng_status cst = w->dst_dir ? ng__dst_check(w->dst_dir, &exists) : NG_OK;
+  if (cst != NG_OK) { /* the folder it goes into is missing (or not a folder) */
+    free(w->dst_dir);
+    w->dst_dir = NULL;
+    return cst;
+  }
   if (w->dst_dir) /* folders of writers killed before their rename go first */
     ng__tmp_sweep(w->dst_dir);
   w->tmp_dir = w->dst_dir ? ng__tmp_template(w->dst_dir) : NULL;

@@ -1,0 +1,132 @@
+/* Hostile inputs a user can give by mistake or on purpose (issue 37): outputs that are not
+ * regular files, folders that do not exist, ids at the edge of int64, non-finite features and
+ * outputs, files that shrink under a mapping, and malformed dataset.json. */
+#include "core_impl.h"
+#include "dataset_impl.h"
+#include "ng_test.h"
+#include "safetensors_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* ---- atomic writes ---- */
+
+static int64_t count_entries(const char *dir) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  long n = -1;
+  if (p) {
+    if (fscanf(p, "%ld", &n) != 1)
+      n = -1;
+    pclose(p);
+  }
+  return n;
+}
+
+/* Every writer of a file refuses what is not a regular file at its destination, says what it
+ * is, and leaves it (and its folder) as it was. */
+static void expect_refused(const char *dst, const char *kind) {
+  const char payload[] = "new content\n";
+  const int64_t shape[1] = {3};
+  const int32_t vals[3] = {1, 2, 3};
+  const float w[2] = {1.0f, 2.0f};
+  ng_st_tensor t = {
+      .name = "w", .dtype = NG_DTYPE_F32, .ndim = 1, .shape = {2}, .data = w, .nbytes = sizeof w};
+  const int64_t before = count_entries(ng_test_tmpdir());
+  EXPECT_STATUS(ng_file_write(dst, payload, sizeof payload - 1), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS(kind);
+  EXPECT_STATUS(ng_npy_save(dst, 0, NG_INT32, 1, shape, vals), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS(kind);
+  EXPECT_STATUS(ng__st_write(dst, &t, 1, NULL, 0), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS(kind);
+  EXPECT_EQ_I(count_entries(ng_test_tmpdir()), before); /* no temporary left */
+}
+
+static void test_atomic_refuses_irregular(void) {
+  const char *fifo = strdup(ng_test_path("out.fifo"));
+  EXPECT_EQ_I(mkfifo(fifo, 0600), 0);
+  expect_refused(fifo, "is a FIFO");
+  struct stat st;
+  EXPECT_TRUE(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+
+  /* A link to a regular file: refused, and neither the link nor its target changes. */
+  const char *target = strdup(ng_test_path("target.txt"));
+  const char *link = strdup(ng_test_path("out.link"));
+  EXPECT_TRUE(ng_test_write_file(target, "old", 3));
+  EXPECT_EQ_I(symlink(target, link), 0);
+  expect_refused(link, "is a symbolic link");
+  EXPECT_TRUE(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+  char *text = ng_test_read_file(target, NULL);
+  EXPECT_STR(text ? text : "", "old");
+  free(text);
+  /* A dangling link is a link too. */
+  const char *dangling = strdup(ng_test_path("dangling.link"));
+  EXPECT_EQ_I(symlink(ng_test_path("nowhere"), dangling), 0);
+  expect_refused(dangling, "is a symbolic link");
+  EXPECT_TRUE(!ng_test_exists(ng_test_path("nowhere")));
+
+  const char *dir = strdup(ng_test_path("out.dir"));
+  EXPECT_EQ_I(mkdir(dir, 0700), 0);
+  expect_refused(dir, "is a folder");
+
+  const char *sock = strdup(ng_test_path("out.sock"));
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  ng__strlcpy(sa.sun_path, sock, sizeof sa.sun_path);
+  if (fd >= 0 && strlen(sock) < sizeof sa.sun_path &&
+      bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+    expect_refused(sock, "is a socket");
+  if (fd >= 0)
+    close(fd);
+  free((void *)fifo);
+  free((void *)target);
+  free((void *)link);
+  free((void *)dangling);
+  free((void *)dir);
+  free((void *)sock);
+}
+
+static void test_atomic_replaces_regular(void) {
+  const char *dst = strdup(ng_test_path("regular.txt"));
+  EXPECT_TRUE(ng_test_write_file(dst, "old content", 11));
+  EXPECT_OK(ng_file_write(dst, "new", 3));
+  size_t len = 0;
+  char *text = ng_test_read_file(dst, &len);
+  EXPECT_STR(text ? text : "", "new");
+  free(text);
+  struct stat st;
+  EXPECT_TRUE(stat(dst, &st) == 0 && (st.st_mode & 0777) == 0644);
+  free((void *)dst);
+}
+
+static void test_missing_folder(void) {
+  const char *dst = strdup(ng_test_path("no-such-folder/out.json"));
+  EXPECT_STATUS(ng_file_write(dst, "x", 1), NG_ERR_NOT_FOUND);
+  EXPECT_ERR_HAS("no-such-folder does not exist");
+  EXPECT_ERR_HAS("mkdir -p");
+  /* A dataset folder inside a missing folder: the same message, nothing created. */
+  char src[4096];
+  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
+  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
+  co.format = NG_FORMAT_PLANETOID;
+  const char *out = strdup(ng_test_path("data/cora"));
+  EXPECT_STATUS(ng_dataset_convert(out, src, &co), NG_ERR_NOT_FOUND);
+  EXPECT_ERR_HAS("data does not exist");
+  EXPECT_TRUE(!ng_test_exists(ng_test_path("data")));
+  free((void *)dst);
+  free((void *)out);
+}
+
+int main(void) {
+  RUN_TEST(test_atomic_refuses_irregular);
+  RUN_TEST(test_atomic_replaces_regular);
+  RUN_TEST(test_missing_folder);
+  return ng_test_summary();
+}
