@@ -633,13 +633,25 @@ static ng_status check_splits(const struct ng_dataset *ds) {
   return st;
 }
 
+static int64_t scan_negative_i64(const void *ctx, int64_t lo, int64_t hi) {
+  const int64_t *a = ctx;
+  bool bad = false;
+  for (int64_t i = lo; i < hi; i++)
+    bad |= a[i] < 0;
+  if (bad)
+    for (int64_t i = lo; i < hi; i++)
+      if (a[i] < 0)
+        return i;
+  return -1;
+}
+
 /* The source ids of renumbered datasets are non-negative (their uniqueness is the converter's
  * promise and is not checked: it would need a sort of the whole array). */
 static ng_status check_orig_ids(const struct ng_dataset *ds) {
   if (!ds->info.orig_ids)
     return NG_OK;
-  range_ctx rc = {ds->arrays[NG_ARR_ORIG_ID].data, INT64_MAX, 0};
-  int64_t bad = first_bad(ds->info.nodes, scan_range_i64, &rc);
+  /* Every non-negative int64 is a valid source id, INT64_MAX included (docs/convert.md). */
+  int64_t bad = first_bad(ds->info.nodes, scan_negative_i64, ds->arrays[NG_ARR_ORIG_ID].data);
   if (bad >= 0)
     return ng__err(NG_ERR_FORMAT, "%s/%s: orig_id[%lld] = %lld is negative; re-run neargnn convert",
                    ds->dir, NG_ARRAY_FILE[NG_ARR_ORIG_ID], (long long)bad,

@@ -24,7 +24,8 @@ ng_status ng__writer_begin(ng_dataset_writer *w, const char *dst_dir) {
   if (!dst_dir || !*dst_dir)
     return ng__err(NG_ERR_INVALID_ARG, "no output folder given");
   struct stat st;
-  if (stat(dst_dir, &st) == 0)
+  /* lstat: a dangling symbolic link is there too, and would make the final rename fail. */
+  if (lstat(dst_dir, &st) == 0)
     return ng__err(NG_ERR_EXISTS, "%s already exists; remove it or choose another output folder",
                    dst_dir);
   size_t n = strlen(dst_dir);
@@ -152,6 +153,15 @@ ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta) {
     char *json = ng__path_join(w->tmp_dir, "dataset.json");
     st = json ? write_json(json, meta) : NG_ERR_NOMEM;
     free(json);
+  }
+  if (st == NG_OK) {
+    /* The folder must open before it is published: a converter that wrote something the open
+     * refuses (a bug, or an input at a limit nobody thought of) leaves nothing behind. */
+    ng_dataset_t ds = NULL;
+    st = ng_dataset_open(&ds, w->tmp_dir, NULL);
+    ng_dataset_close(ds);
+    if (st != NG_OK)
+      ng__err_prefix("%s: the dataset written fails its own check, so it was not kept", w->dst_dir);
   }
   if (st == NG_OK) {
     /* mkdtemp made the folder private (0700); a finished dataset gets ordinary permissions. */

@@ -124,9 +124,91 @@ static void test_missing_folder(void) {
   free((void *)out);
 }
 
+/* ---- conversions ---- */
+
+/* The largest id the docs accept, 2^63-1: converted, opened, kept as the original id. */
+static void test_snap_int64_max(void) {
+  const char *src = strdup(ng_test_path("max.txt"));
+  const char text[] = "0 5\n5 9223372036854775807\n9223372036854775807 0\n";
+  EXPECT_TRUE(ng_test_write_file(src, text, sizeof text - 1));
+  const char *dst = strdup(ng_test_path("max"));
+  ng_convert_opts o = NG_CONVERT_OPTS_INIT;
+  o.format = NG_FORMAT_SNAP;
+  EXPECT_OK(ng_dataset_convert(dst, src, &o));
+  ng_dataset_t ds = NULL;
+  EXPECT_OK(ng_dataset_open(&ds, dst, NULL));
+  const int64_t *orig = NULL;
+  if (ds)
+    EXPECT_OK(ng_dataset_orig_ids(&orig, ds));
+  if (orig) {
+    EXPECT_EQ_I(ds->info.nodes, 3);
+    EXPECT_EQ_I(orig[0], 0);
+    EXPECT_EQ_I(orig[1], 5);
+    EXPECT_EQ_I(orig[2], INT64_MAX);
+  }
+  ng_dataset_close(ds);
+  free((void *)src);
+  free((void *)dst);
+}
+
+/* A conversion that fails, at any step, leaves nothing at the output path or beside it. */
+static void test_failed_conversion_leaves_nothing(void) {
+  const char *dir = strdup(ng_test_path("convfail"));
+  EXPECT_EQ_I(mkdir(dir, 0700), 0);
+  char src[4200], dst[4200];
+  snprintf(src, sizeof src, "%s/edges.txt", dir);
+  snprintf(dst, sizeof dst, "%s/out", dir);
+  /* An id past int64: refused on the second pass's line. */
+  const char text[] = "0 1\n1 2\n2 9223372036854775808\n";
+  EXPECT_TRUE(ng_test_write_file(src, text, sizeof text - 1));
+  ng_convert_opts o = NG_CONVERT_OPTS_INIT;
+  o.format = NG_FORMAT_SNAP;
+  EXPECT_STATUS(ng_dataset_convert(dst, src, &o), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("edges.txt:3");
+  EXPECT_EQ_I(count_entries(dir), 1); /* edges.txt only */
+  free((void *)dir);
+}
+
+/* A writer whose arrays the open would refuse (here an edge to a node that does not exist, as a
+ * converter bug would write) publishes nothing: the folder is checked before its rename. */
+static void test_writer_checks_before_publishing(void) {
+  const char *dir = strdup(ng_test_path("badwrite"));
+  EXPECT_EQ_I(mkdir(dir, 0700), 0);
+  char dst[4200];
+  snprintf(dst, sizeof dst, "%s/out", dir);
+  ng_dataset_writer w;
+  EXPECT_OK(ng__writer_begin(&w, dst));
+  ng_npy *ptr = NULL, *idx = NULL;
+  const int64_t nptr = 3, nidx = 1;
+  EXPECT_OK(ng__writer_array(&ptr, &w, NG_ARR_INDPTR, NG_DTYPE_I64, 1, &nptr));
+  EXPECT_OK(ng__writer_array(&idx, &w, NG_ARR_INDICES, NG_DTYPE_I32, 1, &nidx));
+  if (!ptr || !idx) {
+    ng__writer_abort(&w);
+    return;
+  }
+  const int64_t indptr[3] = {0, 1, 1};
+  memcpy(ptr->data, indptr, sizeof indptr);
+  ((int32_t *)idx->data)[0] = 5; /* node 5 of 2 */
+  ng_dataset_meta meta;
+  memset(&meta, 0, sizeof meta);
+  meta.info = (ng_dataset_info)NG_DATASET_INFO_INIT;
+  ng__strlcpy(meta.info.name, "bad", sizeof meta.info.name);
+  meta.info.nodes = 2;
+  meta.info.edges = 1;
+  meta.info.index_bytes = 4;
+  EXPECT_STATUS(ng__writer_commit(&w, &meta), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("fails its own check, so it was not kept");
+  EXPECT_ERR_HAS("indices.npy");
+  EXPECT_EQ_I(count_entries(dir), 0);
+  free((void *)dir);
+}
+
 int main(void) {
   RUN_TEST(test_atomic_refuses_irregular);
   RUN_TEST(test_atomic_replaces_regular);
   RUN_TEST(test_missing_folder);
+  RUN_TEST(test_snap_int64_max);
+  RUN_TEST(test_failed_conversion_leaves_nothing);
+  RUN_TEST(test_writer_checks_before_publishing);
   return ng_test_summary();
 }
