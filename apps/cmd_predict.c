@@ -28,6 +28,7 @@ typedef struct {
   int32_t threads;
   int64_t eval_chunk;
   int progress;
+  int check_features; /* an index of CLI_CHECK_FEATURES_NAMES */
 } infer_cfg;
 
 // clang-format off
@@ -43,6 +44,7 @@ typedef struct {
       CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 0, INT32_MAX / 2,                           \
                   "nodes per chunk of layer-wise full-neighbour inference; 0 = per layer "         \
                   "(docs/inference.md)"),                                                          \
+      CLI_OPT_CHECK_FEATURES(&(c)->check_features),                                                \
       CLI_OPT_PROGRESS(&(c)->progress)
 // clang-format on
 
@@ -69,7 +71,7 @@ static ng_status session_open(session *s, const infer_cfg *c, const char *comman
   s->ck = (ng_checkpoint_info)NG_CHECKPOINT_INFO_INIT;
   TRY(ng_checkpoint_info_get(&s->ck, c->checkpoint));
   TRY(ng_model_from_checkpoint(&s->model, c->checkpoint));
-  TRY(ng_dataset_open(&s->ds, c->dataset, NULL));
+  TRY(cli_dataset_open(&s->ds, c->dataset, c->check_features));
   TRY(ng_dataset_info_get(&s->info, s->ds));
   if (strcmp(s->ck.dataset, s->info.name) != 0 || s->ck.nodes != s->info.nodes)
     fprintf(stderr,

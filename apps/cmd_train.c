@@ -832,8 +832,10 @@ int cmd_train(int argc, char **argv) {
   const char *every = NULL;
   int progress = CLI_PROGRESS_AUTO;
   int32_t ranks = 1;
+  int check_features = 0;
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
+      CLI_OPT_CHECK_FEATURES(&check_features),
       TRAIN_OPTS(&c),
       CLI_OPT_STRING("checkpoint", &files.checkpoint, "FILE",
                      "write model + optimizer state here at the end (safetensors), also after "
@@ -891,7 +893,7 @@ int cmd_train(int argc, char **argv) {
     c.comm = NULL;
   }
   ng_dataset_t ds = NULL;
-  st = ng_dataset_open(&ds, dataset, NULL);
+  st = cli_dataset_open(&ds, dataset, check_features);
   if (st != NG_OK) {
     ng_comm_destroy(c.comm);
     return cli_runtime_error(st);
@@ -1081,12 +1083,14 @@ int cmd_embed(int argc, char **argv) {
   runtime_defaults(&c);
   const char *dataset = NULL, *checkpoint = NULL, *nodes_file = NULL, *out = NULL;
   int64_t layer = -1, device_bytes = 0;
+  int check_features = 0;
   const char *json = NULL;
   int progress = CLI_PROGRESS_AUTO;
   cli_opt opts[] = {
       CLI_OPT_STRING("checkpoint", &checkpoint, "FILE", "the trained model (from train)",
                      .required = true),
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
+      CLI_OPT_CHECK_FEATURES(&check_features),
       CLI_OPT_STRING("out", &out, "FILE", "the .npy to write (float32 [nodes, dim])",
                      .required = true),
       CLI_OPT_INT("layer", &layer, "K", -1, 7,
@@ -1119,7 +1123,7 @@ int cmd_embed(int argc, char **argv) {
   if (rc != CLI_CONTINUE)
     return rc;
   ng_dataset_t ds = NULL;
-  ng_status st = ng_dataset_open(&ds, dataset, NULL);
+  ng_status st = cli_dataset_open(&ds, dataset, check_features);
   if (st != NG_OK)
     return cli_runtime_error(st);
   ng_dataset_info info = NG_DATASET_INFO_INIT;

@@ -45,7 +45,8 @@ const char *ng_version(void);
   X(ERR_CUDA, "CUDA error")                                                                        \
   X(ERR_CUBLAS, "cuBLAS error")                                                                    \
   X(ERR_DNNL, "oneDNN error")                                                                      \
-  X(ERR_INTERNAL, "internal error (a bug in neargnn: please report it)")
+  X(ERR_INTERNAL, "internal error (a bug in neargnn: please report it)")                           \
+  X(ERR_NONFINITE, "non-finite result (NaN or infinity)")
 
 typedef enum {
 #define NG_STATUS_ENUM_(name, desc) NG_##name,

@@ -710,7 +710,7 @@ static ng_status sample_features(const struct ng_dataset *ds) {
   return ng__err(NG_ERR_FORMAT,
                  "%s/%s: features[%lld, %lld] is %s (found by the check of %lld sampled rows on "
                  "open); replace non-finite values (numpy: numpy.nan_to_num), and run with "
-                 "--check-features (ng_open_opts.check_features) to find them all",
+                 "--check-features full (ng_open_opts.check_features) to find them all",
                  ds->dir, NG_ARRAY_FILE[NG_ARR_FEATURES], (long long)(first / dim),
                  (long long)(first % dim), what, (long long)samples);
 }

@@ -34,4 +34,30 @@ has err "the folder $TMP/data does not exist; create it first (mkdir -p $TMP/dat
 [ -e "$TMP/data" ] && fail "convert created $TMP/data"
 ls "$TMP" | grep -q '\.tmp-' && fail "a temporary was left behind: $(ls "$TMP")"
 
+# A NaN in a row that open's sample skips (row 1 of 10000): --check-features full finds it, and
+# inference whose output is NaN fails naming the node instead of printing class 0 or a NaN loss.
+run 0 generate --out "$TMP/g" --nodes 10000 --avg-degree 4 --dim 8 --classes 3 --seed 5 --progress none
+cp -r "$TMP/g" "$TMP/gnan"
+python3 - "$TMP/gnan/features.npy" <<'PY' || fail "cannot plant a NaN"
+import struct, sys
+with open(sys.argv[1], "r+b") as f:
+    head = f.read(10)
+    off = 10 + struct.unpack("<H", head[8:10])[0]
+    f.seek(off + (1 * 8 + 3) * 4)
+    f.write(struct.pack("<f", float("nan")))
+PY
+gc=(--model sage --fanouts 5,5 --hidden 8 --batch 0 --seed 3 --progress none --eval-every 0 --epochs 1)
+run 1 train --dataset "$TMP/gnan" "${gc[@]}" --check-features full
+has err "features[1, 3] is NaN"
+run 0 train --dataset "$TMP/g" "${gc[@]}" --checkpoint "$TMP/g.ck"
+run 1 predict --checkpoint "$TMP/g.ck" --dataset "$TMP/gnan" --nodes 0,1 --progress none
+has err "NaN or infinite for node(s) 1"
+run 1 predict --checkpoint "$TMP/g.ck" --dataset "$TMP/gnan" --split all --progress none
+has err "non-finite result"
+run 1 evaluate --checkpoint "$TMP/g.ck" --dataset "$TMP/gnan" --progress none
+has err "NaN or infinite for node(s)"
+run 1 evaluate --checkpoint "$TMP/g.ck" --dataset "$TMP/gnan" --progress none --check-features full
+has err "features[1, 3] is NaN"
+run 0 evaluate --checkpoint "$TMP/g.ck" --dataset "$TMP/g" --progress none --check-features full
+
 cli_finish

@@ -203,6 +203,96 @@ static void test_writer_checks_before_publishing(void) {
   free((void *)dir);
 }
 
+/* ---- non-finite features and outputs ---- */
+
+/* A generated dataset of 10000 nodes (more than the 4098 rows open samples) with a NaN at
+ * features[row, 3]; returns the folder (static buffer). */
+static const char *nan_dataset(const char *name, int64_t row) {
+  static char dir[4200];
+  snprintf(dir, sizeof dir, "%s", ng_test_path(name));
+  ng_generate_opts g = NG_GENERATE_OPTS_INIT;
+  g.nodes = 10000;
+  g.avg_degree = 4;
+  g.feature_dim = 8;
+  g.classes = 3;
+  g.seed = 5;
+  EXPECT_OK(ng_dataset_generate(dir, &g));
+  char path[4300];
+  snprintf(path, sizeof path, "%s/features.npy", dir);
+  size_t len = 0;
+  unsigned char *npy = ng_test_read_file(path, &len);
+  if (!npy)
+    return dir;
+  const size_t off = 10 + (size_t)(npy[8] | npy[9] << 8); /* .npy version 1 header */
+  const float nan = NAN;
+  memcpy(npy + off + ((size_t)row * 8 + 3) * sizeof(float), &nan, sizeof nan);
+  EXPECT_TRUE(ng_test_write_file(path, npy, len));
+  free(npy);
+  return dir;
+}
+
+static void test_check_features_full(void) {
+  /* Row 1 falls between the sampled rows 0 and 2 (10000 rows, 4098 samples). */
+  const char *dir = nan_dataset("nan1", 1);
+  ng_dataset_t ds = NULL;
+  EXPECT_OK(ng_dataset_open(&ds, dir, NULL)); /* the sample misses it */
+  ng_dataset_close(ds);
+  ds = NULL;
+  ng_open_opts oo = NG_OPEN_OPTS_INIT;
+  oo.check_features = 1;
+  EXPECT_STATUS(ng_dataset_open(&ds, dir, &oo), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("features[1, 3] is NaN");
+  ng_dataset_close(ds);
+}
+
+/* Inference whose output is not finite is an error naming the nodes, not class 0 or a NaN loss. */
+static void test_nonfinite_output(void) {
+  const int64_t row = 1;
+  const char *dir = nan_dataset("nan2", row);
+  ng_dataset_t ds = NULL;
+  EXPECT_OK(ng_dataset_open(&ds, dir, NULL));
+  if (!ds)
+    return;
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE, 8));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.out_dim = 8;
+  l1.out_dim = 3;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.threads = 2;
+  o.workers = -1;
+  o.temp_dir = ng_test_tmpdir();
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, ds, m, &o));
+  if (t) {
+    int32_t *cls = ng_test_xmalloc(10000 * sizeof *cls);
+    EXPECT_STATUS(ng_trainer_predict(cls, t), NG_ERR_NONFINITE);
+    EXPECT_ERR_HAS("NaN or infinite for node(s) 1");
+    free(cls);
+    /* The node itself, through the subset path. */
+    const int64_t nodes[2] = {0, row};
+    float logits[6];
+    EXPECT_STATUS(ng_trainer_predict_nodes(logits, NULL, t, nodes, 2), NG_ERR_NONFINITE);
+    EXPECT_ERR_HAS("node(s) 1");
+    /* Evaluation over every split: the node's receptive field is in at least one of them. */
+    int failed = 0;
+    for (int s = 0; s < 3; s++) {
+      double acc = 0, loss = 0;
+      const ng_status st = ng_trainer_evaluate(&acc, &loss, t, (ng_split)s);
+      EXPECT_TRUE(st == NG_OK || st == NG_ERR_NONFINITE);
+      EXPECT_TRUE(st != NG_OK || isfinite(loss));
+      failed += st == NG_ERR_NONFINITE;
+    }
+    EXPECT_TRUE(failed > 0);
+  }
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+}
+
 int main(void) {
   RUN_TEST(test_atomic_refuses_irregular);
   RUN_TEST(test_atomic_replaces_regular);
@@ -210,5 +300,7 @@ int main(void) {
   RUN_TEST(test_snap_int64_max);
   RUN_TEST(test_failed_conversion_leaves_nothing);
   RUN_TEST(test_writer_checks_before_publishing);
+  RUN_TEST(test_check_features_full);
+  RUN_TEST(test_nonfinite_output);
   return ng_test_summary();
 }
