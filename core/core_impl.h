@@ -129,6 +129,22 @@ ng_status ng__file_open_regular(int *out_fd, size_t *out_len, const char *path,
 /// "path: file of N bytes is too short to be <kind>", followed by "; <short_fix>" when not NULL.
 ng_status ng__file_map(void **out_map, size_t *out_len, const char *path, size_t min_len,
                        const char *kind, const char *short_fix, bool populate);
+/// As ng__file_map, and watches the mapping (ng__map_watch): end the watch with ng__map_unwatch
+/// before unmapping it.
+ng_status ng__file_map_watched(void **out_map, size_t *out_len, const char *path, size_t min_len,
+                               const char *kind, const char *short_fix, bool populate);
+/// Watches the read-only shared mapping [map, map + len) of the file open as `fd` (taken: closed
+/// by ng__map_unwatch) named `path`: ng__map_verify then reports it shrinking, and a SIGBUS in it
+/// (a read past the file's new end) prints a line naming the file before the process ends as it
+/// would have without the watch (docs/guarantees.md, "Files that shrink"). A process-wide
+/// SIGBUS handler is installed with the first watch; it chains to the one it replaced.
+void ng__map_watch(const void *map, size_t len, int fd, const char *path);
+/// Ends the watch of the mapping starting at `map` (nothing when it is not watched).
+void ng__map_unwatch(const void *map);
+/// NG_ERR_IO naming the file when the watched mapping holding `p` lost bytes since it was mapped
+/// (its file was truncated: reading them would raise SIGBUS); NG_OK otherwise, and when `p` is
+/// in no watched mapping.
+ng_status ng__map_verify(const void *p);
 
 /// Rate-limits progress callbacks: calls `fn` at most every `interval` seconds (and always for
 /// the final step). Returns NG_ERR_INTERRUPTED when the callback asks to stop.

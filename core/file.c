@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -55,10 +56,12 @@ ng_status ng__file_open_regular(int *out_fd, size_t *out_len, const char *path,
   return NG_OK;
 }
 
-ng_status ng__file_map(void **out_map, size_t *out_len, const char *path, size_t min_len,
-                       const char *kind, const char *short_fix, bool populate) {
+static ng_status map_file(void **out_map, size_t *out_len, const char *path, size_t min_len,
+                          const char *kind, const char *short_fix, bool populate, int *out_fd) {
   *out_map = NULL;
   *out_len = 0;
+  if (out_fd)
+    *out_fd = -1;
   int fd;
   size_t len;
   NG_CHECK(ng__file_open_regular(&fd, &len, path, NULL, NULL));
@@ -71,11 +74,27 @@ ng_status ng__file_map(void **out_map, size_t *out_len, const char *path, size_t
   }
   void *map = mmap(NULL, len, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
   int e = errno;
-  close(fd);
+  if (map == MAP_FAILED || !out_fd)
+    close(fd);
   if (map == MAP_FAILED)
     return ng__err_errno(NG_ERR_IO, e, "%s: mmap", path);
+  if (out_fd)
+    *out_fd = fd;
   *out_map = map;
   *out_len = len;
+  return NG_OK;
+}
+
+ng_status ng__file_map(void **out_map, size_t *out_len, const char *path, size_t min_len,
+                       const char *kind, const char *short_fix, bool populate) {
+  return map_file(out_map, out_len, path, min_len, kind, short_fix, populate, NULL);
+}
+
+ng_status ng__file_map_watched(void **out_map, size_t *out_len, const char *path, size_t min_len,
+                               const char *kind, const char *short_fix, bool populate) {
+  int fd = -1;
+  NG_CHECK(map_file(out_map, out_len, path, min_len, kind, short_fix, populate, &fd));
+  ng__map_watch(*out_map, *out_len, fd, path);
   return NG_OK;
 }
 
@@ -306,4 +325,120 @@ ng_status ng__atomic_write(const char *dst, const void *data, size_t len) {
   if (fd >= 0 && close(fd) != 0 && st == NG_OK)
     st = ng__err_errno(NG_ERR_IO, errno, "%s: close", tmp);
   return ng__atomic_end(tmp, dst, st);
+}
+
+/* ---- mapped files that shrink ---- */
+
+/* A watched mapping. `lo` is written last on registration and cleared first on removal, so that
+ * the SIGBUS handler, which takes no lock, sees a slot either whole or empty. */
+#define WATCH_SLOTS 256
+typedef struct {
+  _Atomic uintptr_t lo;
+  size_t len;
+  int fd;
+  char path[240];
+} map_watch;
+
+static map_watch watches[WATCH_SLOTS];
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static struct sigaction prev_bus;
+
+static void put(const char *s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = write(STDERR_FILENO, s, n);
+    if (w <= 0)
+      return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+/* A read past the end of a file that shrank under its mapping. Only async-signal-safe calls:
+ * the line names the file, then the previous disposition takes over (for the default, the
+ * return re-runs the faulting read, which ends the process with SIGBUS as without the watch). */
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+  const uintptr_t a = (uintptr_t)si->si_addr;
+  for (int i = 0; i < WATCH_SLOTS; i++) {
+    const uintptr_t lo = watches[i].lo;
+    if (lo && a >= lo && a - lo < watches[i].len) {
+      put("neargnn: fatal: ");
+      put(watches[i].path);
+      put(" shrank while mapped (truncated or rewritten in place by another program); "
+          "reading it raised SIGBUS\n");
+      break;
+    }
+  }
+  if ((prev_bus.sa_flags & SA_SIGINFO) && prev_bus.sa_sigaction) {
+    prev_bus.sa_sigaction(sig, si, uc);
+  } else if (prev_bus.sa_handler != SIG_DFL && prev_bus.sa_handler != SIG_IGN) {
+    prev_bus.sa_handler(sig);
+  } else {
+    signal(SIGBUS, SIG_DFL);
+  }
+}
+
+static void install_sigbus(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &prev_bus);
+}
+
+void ng__map_watch(const void *map, size_t len, int fd, const char *path) {
+  pthread_once(&bus_once, install_sigbus);
+  pthread_mutex_lock(&watch_mu);
+  int i = 0;
+  while (i < WATCH_SLOTS && watches[i].lo)
+    i++;
+  if (i < WATCH_SLOTS) {
+    watches[i].len = len;
+    watches[i].fd = fd;
+    ng__strlcpy(watches[i].path, path, sizeof watches[i].path);
+    watches[i].lo = (uintptr_t)map;
+    fd = -1;
+  }
+  pthread_mutex_unlock(&watch_mu);
+  if (fd >= 0) /* every slot taken: this mapping goes unwatched */
+    close(fd);
+}
+
+void ng__map_unwatch(const void *map) {
+  if (!map)
+    return;
+  pthread_mutex_lock(&watch_mu);
+  for (int i = 0; i < WATCH_SLOTS; i++)
+    if (watches[i].lo == (uintptr_t)map) {
+      watches[i].lo = 0;
+      close(watches[i].fd);
+      watches[i].fd = -1;
+      break;
+    }
+  pthread_mutex_unlock(&watch_mu);
+}
+
+ng_status ng__map_verify(const void *p) {
+  if (!p)
+    return NG_OK;
+  const uintptr_t a = (uintptr_t)p;
+  ng_status st = NG_OK;
+  pthread_mutex_lock(&watch_mu);
+  for (int i = 0; i < WATCH_SLOTS; i++) {
+    const uintptr_t lo = watches[i].lo;
+    if (!lo || a < lo || a - lo >= watches[i].len)
+      continue;
+    struct stat sb;
+    if (fstat(watches[i].fd, &sb) == 0 && (uint64_t)sb.st_size < (uint64_t)watches[i].len)
+      st = ng__err(NG_ERR_IO,
+                   "%s: the file shrank from %zu to %lld bytes while in use (truncated or "
+                   "rewritten in place by another program); stopped before reading past its end. "
+                   "Replace dataset files by writing a new file and renaming it, never in place",
+                   watches[i].path, watches[i].len, (long long)sb.st_size);
+    break;
+  }
+  pthread_mutex_unlock(&watch_mu);
+  return st;
 }

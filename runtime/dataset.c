@@ -725,6 +725,12 @@ ng_status ng__dataset_validate(const struct ng_dataset *ds, bool all_features) {
   return all_features ? check_features(ds) : sample_features(ds);
 }
 
+ng_status ng__dataset_verify_maps(const struct ng_dataset *ds) {
+  for (int i = 0; i < NG_ARR_COUNT_; i++)
+    NG_CHECK(ng__map_verify(ds->arrays[i].map));
+  return NG_OK;
+}
+
 ng_status ng__dataset_check(ng_dataset_t ds) {
   if (!ds)
     return ng__err(NG_ERR_INVALID_ARG, "dataset handle is NULL; open one with ng_dataset_open");

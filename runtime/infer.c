@@ -226,6 +226,18 @@ static size_t align_up(size_t x) {
   return (x + ALIGN_BYTES - 1) / ALIGN_BYTES * ALIGN_BYTES;
 }
 
+/* The memory-mapped inputs a chunk reads (the topology, layer 0's feature table) still have
+ * every byte they had when mapped: a file truncated under the run ends it with an error naming
+ * the file, checked before each chunk's reads rather than met as SIGBUS in them. */
+static ng_status inputs_intact(const layer_job *j) {
+  const ng_csr *g = j->c->graph;
+  NG_CHECK(ng__map_verify(g->indptr));
+  NG_CHECK(ng__map_verify(g->idx32 ? (const void *)g->idx32 : (const void *)g->idx64));
+  if (j->layer == 0)
+    NG_CHECK(ng__map_verify(j->input16 ? (const void *)j->input16 : (const void *)j->input));
+  return NG_OK;
+}
+
 /* A host-memory backend's chunk: the block re-addressed to the rows of the input table, and the
  * destinations' own rows (in place when they are consecutive rows of the table). */
 static ng_status produce_direct(layer_job *j, slot *s) {
@@ -279,6 +291,7 @@ static ng_status produce_direct(layer_job *j, slot *s) {
 static ng_status produce(layer_job *j, slot *s) {
   const ng_infer_ctx *c = j->c;
   ng_backend *be = j->be;
+  NG_CHECK(inputs_intact(j));
   NG_CHECK(ng__host_reserve((void **)&s->ids, &s->ids_cap, (size_t)s->n * sizeof *s->ids,
                             "inference ids"));
   for (int64_t i = 0; i < s->n; i++)
@@ -749,7 +762,9 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
     if (!ok)
       break; /* a producer failed: its error follows */
     const int probe = adapt_begin(&team, k);
-    st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL, async ? (int)(k % 2) : -1);
+    st = inputs_intact(j); /* the computation reads the table in place too */
+    if (st == NG_OK)
+      st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL, async ? (int)(k % 2) : -1);
     adapt_end(&team, k, probe, ng__now() - t1, (double)cur->n + (double)cur->mb.blocks[0].nnz);
     /* Asynchronous: chunk k - 1's staging slot goes back once the device is done with it (its
      * block landed), while chunk k's ops are queued behind it; chunk k's goes back next time. */

@@ -1190,6 +1190,8 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   NG_CHECK(trainer_check(t));
   if (!out || out->size < sizeof(ng_epoch_stats))
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_epoch: stats missing or from an older header");
+  /* A dataset file truncated under the run stops it here, naming the file (docs/guarantees.md). */
+  NG_CHECK(ng__dataset_verify_maps(t->ds));
   const ng_dataset_info *info = &t->ds->info;
   int64_t n_train = info->train;
   int64_t batch = train_batch(t);

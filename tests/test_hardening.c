@@ -4,15 +4,18 @@
 #include "core_impl.h"
 #include "dataset_impl.h"
 #include "ng_test.h"
+#include "npy_impl.h"
 #include "safetensors_impl.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- atomic writes ---- */
@@ -293,6 +296,96 @@ static void test_nonfinite_output(void) {
   ng_dataset_close(ds);
 }
 
+/* ---- files that shrink under a run ---- */
+
+static void test_truncated_features(void) {
+  char src[4096];
+  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
+  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
+  co.format = NG_FORMAT_PLANETOID;
+  const char *dir = strdup(ng_test_path("cora-trunc"));
+  EXPECT_OK(ng_dataset_convert(dir, src, &co));
+  ng_dataset_t ds = NULL;
+  EXPECT_OK(ng_dataset_open(&ds, dir, NULL));
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE, ds ? ds->info.feature_dim : 1));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT, l1 = NG_LAYER_OPTS_INIT;
+  l0.out_dim = 8;
+  l0.fanout = 5;
+  l1.out_dim = ds ? ds->info.classes : 1;
+  l1.fanout = 5;
+  l1.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  EXPECT_OK(ng_model_add_layer(m, &l1));
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.threads = 2;
+  o.batch = 512;
+  o.features_memory = NG_FEATURES_MAPPED; /* the trainer reads the file's mapping */
+  o.temp_dir = ng_test_tmpdir();
+  ng_trainer_t t = NULL;
+  if (ds)
+    EXPECT_OK(ng_trainer_create(&t, ds, m, &o));
+  if (t) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/features.npy", dir);
+    struct stat sb;
+    EXPECT_EQ_I(stat(path, &sb), 0);
+    EXPECT_EQ_I(truncate(path, sb.st_size / 2), 0);
+    int32_t *cls = ng_test_xmalloc((size_t)ds->info.nodes * sizeof *cls);
+    EXPECT_STATUS(ng_trainer_predict(cls, t), NG_ERR_IO);
+    EXPECT_ERR_HAS("features.npy: the file shrank from");
+    free(cls);
+    ng_epoch_stats es = NG_EPOCH_STATS_INIT;
+    EXPECT_STATUS(ng_trainer_epoch(&es, t), NG_ERR_IO);
+    EXPECT_ERR_HAS("features.npy: the file shrank from");
+  }
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+  free((void *)dir);
+}
+
+/* A read past the end of a watched file that shrank between the check and the read: the process
+ * still ends with SIGBUS, after a line naming the file (in a child process). */
+static void test_sigbus_names_file(void) {
+  const char *path = strdup(ng_test_path("bus.npy"));
+  const int64_t shape[1] = {1 << 16};
+  int32_t *vals = ng_test_xmalloc((size_t)shape[0] * sizeof *vals);
+  memset(vals, 1, (size_t)shape[0] * sizeof *vals);
+  EXPECT_OK(ng_npy_save(path, 0, NG_INT32, 1, shape, vals));
+  free(vals);
+  int pipefd[2];
+  EXPECT_EQ_I(pipe(pipefd), 0);
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipefd[1], STDERR_FILENO);
+    ng_npy a;
+    if (ng__npy_map(&a, path, false) != NG_OK || truncate(path, 64) != 0)
+      _exit(3);
+    volatile const int32_t *p = a.data;
+    int32_t sum = 0;
+    for (int64_t i = 0; i < shape[0]; i += 1024)
+      sum += p[i];
+    _exit(sum == 0 ? 4 : 5); /* not reached: the read past the end raised SIGBUS */
+  }
+  close(pipefd[1]);
+  char out[1024] = "";
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < sizeof out && (r = read(pipefd[0], out + got, sizeof out - 1 - got)) > 0)
+    got += (size_t)r;
+  out[got] = '\0';
+  close(pipefd[0]);
+  int status = 0;
+  EXPECT_EQ_I(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);
+  EXPECT_TRUE(strstr(out, "bus.npy shrank while mapped") != NULL);
+  if (!strstr(out, "bus.npy shrank while mapped"))
+    fprintf(stderr, "child's stderr: %s\n", out);
+  free((void *)path);
+}
+
 int main(void) {
   RUN_TEST(test_atomic_refuses_irregular);
   RUN_TEST(test_atomic_replaces_regular);
@@ -302,5 +395,7 @@ int main(void) {
   RUN_TEST(test_writer_checks_before_publishing);
   RUN_TEST(test_check_features_full);
   RUN_TEST(test_nonfinite_output);
+  RUN_TEST(test_truncated_features);
+  RUN_TEST(test_sigbus_names_file);
   return ng_test_summary();
 }
