@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -133,6 +134,40 @@ static ng_status print_estimate(ng_memory_estimate *e, ng_dataset_t ds, ng_model
     fprintf(stderr, "; %.2f GiB available", gib(e->available));
   fputc('\n', stderr);
   return NG_OK;
+}
+
+/* The ranks of this launcher (--ranks N, one host) hold N copies of what one rank needs besides
+ * the files they map together (the topology, and the feature table unless a rank owns a copy):
+ * refused, on every rank before any allocation, when that exceeds --max-host-memory or else the
+ * memory available. */
+static int check_ranks_memory(ng_dataset_t ds, ng_model_t m, const train_cfg *c,
+                              const char *command) {
+  const char *env = getenv("NG_RANKS");
+  const int ranks = env && c->comm ? ng_comm_size(c->comm) : 1;
+  if (ranks <= 1)
+    return CLI_CONTINUE;
+  ng_train_opts o;
+  train_opts_of(&o, c);
+  ng_memory_estimate e = NG_MEMORY_ESTIMATE_INIT;
+  const ng_status st = ng_trainer_estimate_memory(&e, ds, m, &o);
+  if (st != NG_OK)
+    return cli_runtime_error(st);
+  const bool owned = o.normalize == NG_NORMALIZE_ROW || o.features_memory == NG_FEATURES_COPY;
+  const int64_t shared = e.topology + (owned ? 0 : e.features);
+  const int64_t each = e.host_total - shared;
+  const int64_t total = shared + (int64_t)ranks * each;
+  const int64_t limit = o.max_host_memory > 0 ? o.max_host_memory : e.available;
+  if (limit <= 0 || total <= limit)
+    return CLI_CONTINUE;
+  const int64_t fit = each > 0 && limit > shared ? (limit - shared) / each : 0;
+  if (ng_comm_rank(c->comm) == 0)
+    fprintf(stderr,
+            "neargnn %s: error: --ranks %d: the ranks' memory estimate is %.2f GiB (%.2f shared "
+            "+ %d x %.2f), above %s %.2f GiB; use --ranks %lld or fewer, or fewer workers\n",
+            command, ranks, gib(total), gib(shared), ranks, gib(each),
+            o.max_host_memory > 0 ? "--max-host-memory" : "the memory available", gib(limit),
+            (long long)(fit > 1 ? fit : 1));
+  return CLI_EXIT_RUNTIME;
 }
 
 static void report_memory(cJSON *root, const ng_memory_estimate *e) {
@@ -882,8 +917,17 @@ int cmd_train(int argc, char **argv) {
     return rc;
   if (every && (rc = parse_every(&files, spec.command, every)) != CLI_CONTINUE)
     return rc;
-  if (ranks > 1 && !cli_launched_rank())
+  if (ranks > 1 && !cli_launched_rank()) {
+    /* Every rank runs its own workers and device thread: ranks sharing cores make no progress. */
+    cpu_set_t set;
+    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (cores > 0 && ranks > cores)
+      return cli_usage_error(spec.command,
+                             "--ranks %d: every rank needs a core of its own, and this process "
+                             "may use %d; use --ranks %d or fewer",
+                             (int)ranks, cores, cores);
     return cli_launch(spec.command, argc, argv, ranks);
+  }
   /* One rank of several (this launcher's, or mpirun's), or a plain run. */
   ng_status st = ng_comm_create(&c.comm, "auto");
   if (st != NG_OK)
@@ -903,7 +947,8 @@ int cmd_train(int argc, char **argv) {
   st = ng_dataset_info_get(&info, ds);
   if (st != NG_OK) {
     rc = cli_runtime_error(st);
-  } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE) {
+  } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE &&
+             (rc = check_ranks_memory(ds, m, &c, spec.command)) == CLI_CONTINUE) {
     rc = run_training(ds, m, &c, spec.command, progress, &files);
   }
   ng_model_destroy(m);

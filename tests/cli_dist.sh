@@ -70,9 +70,12 @@ run 2 train "${common[@]}" --cache-placement sideways
 has err "sideways"
 
 # Three ranks: slices of 21/21/22, 21/21/22 and 4/4/4 targets; gradients scaled by 1/3-ish.
-run 0 train "${common[@]}" --ranks 3 --checkpoint "$TMP/three.st"
-"$PY" "$CMP" "$TMP/one.st" "$TMP/three.st" --rel 1e-6 >"$TMP/cmp" 2>&1 ||
-  fail "3 ranks vs one process: $(cat "$TMP/cmp")"
+# Every rank needs a core (tests/cli_hardening.sh checks the refusal).
+if [ "$(nproc)" -ge 3 ]; then
+  run 0 train "${common[@]}" --ranks 3 --checkpoint "$TMP/three.st"
+  "$PY" "$CMP" "$TMP/one.st" "$TMP/three.st" --rel 1e-6 >"$TMP/cmp" 2>&1 ||
+    fail "3 ranks vs one process: $(cat "$TMP/cmp")"
+fi
 
 # The ranks of one host split its cores: two ranks' workers never share a core.
 if [ "$(nproc)" -ge 2 ]; then

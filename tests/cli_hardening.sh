@@ -60,4 +60,15 @@ run 1 evaluate --checkpoint "$TMP/g.ck" --dataset "$TMP/gnan" --progress none --
 has err "features[1, 3] is NaN"
 run 0 evaluate --checkpoint "$TMP/g.ck" --dataset "$TMP/g" --progress none --check-features full
 
+# --ranks: every rank needs a core, and the ranks' memory estimate must fit the limit.
+cores=$(nproc)
+run 2 train "${common[@]}" --ranks $((cores + 1))
+has err "every rank needs a core of its own, and this process may use $cores; use --ranks $cores or fewer"
+if [ "$cores" -ge 2 ]; then
+  run 0 train "${common[@]}" --max-host-memory 3G
+  run 1 train "${common[@]}" --ranks 2 --max-host-memory 3G
+  has err "--ranks 2: the ranks' memory estimate is"
+  has err "above --max-host-memory 3.00 GiB; use --ranks 1 or fewer"
+fi
+
 cli_finish
