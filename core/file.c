@@ -48,8 +48,9 @@ ng_status ng__file_open_regular(int *out_fd, size_t *out_len, const char *path,
   if (!S_ISREG(st.st_mode)) {
     close(fd);
     if (irregular_fix)
-      return ng__err(NG_ERR_FORMAT, "%s: not a regular file; %s", path, irregular_fix);
-    return ng__err(NG_ERR_FORMAT, "%s: not a regular file", path);
+      return ng__err(NG_ERR_FORMAT, "%s: is %s, not a regular file; %s", path,
+                     ng__file_kind(st.st_mode), irregular_fix);
+    return ng__err(NG_ERR_FORMAT, "%s: is %s, not a regular file", path, ng__file_kind(st.st_mode));
   }
   *out_fd = fd;
   *out_len = (size_t)st.st_size;

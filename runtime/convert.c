@@ -31,7 +31,8 @@ ng_status ng__lines_open(ng_lines *r, const char *path, ng_progress *progress, c
   if (stat(path, &st) != 0)
     return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", path);
   if (!S_ISREG(st.st_mode))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: not a regular file", path);
+    return ng__err(NG_ERR_INVALID_ARG, "%s: is %s, not a regular file", path,
+                   ng__file_kind(st.st_mode));
   r->file_bytes = (double)st.st_size;
   r->buf = ng__malloc(READ_CHUNK + 1, "a text read buffer");
   if (!r->buf)
@@ -668,11 +669,11 @@ ng_status ng_dataset_convert(const char *dst_dir, const char *src, const ng_conv
     return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", src);
   bool want_file = c.opts.format == NG_FORMAT_SNAP;
   if (want_file && !S_ISREG(st_src.st_mode))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: the snap format reads an edge-list file, not a folder",
-                   src);
+    return ng__err(NG_ERR_INVALID_ARG, "%s: is %s; the snap format reads an edge-list file", src,
+                   ng__file_kind(st_src.st_mode));
   if (!want_file && !S_ISDIR(st_src.st_mode))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: the %s format reads a folder, not a file", src,
-                   FORMAT_NAME[c.opts.format]);
+    return ng__err(NG_ERR_INVALID_ARG, "%s: is %s; the %s format reads a folder", src,
+                   ng__file_kind(st_src.st_mode), FORMAT_NAME[c.opts.format]);
   c.src = src;
   ng__progress_init(&c.progress, c.opts.progress, c.opts.progress_ctx);
   ng_dataset_info info = NG_DATASET_INFO_INIT;

@@ -339,7 +339,8 @@ static ng_status map_array(ng_npy *out, const char *dir, ng_array_id id, const a
     goto cleanup;
   }
   if (!S_ISREG(sb.st_mode)) {
-    st = ng__err(NG_ERR_FORMAT, "%s: not a regular file; replace it with the .npy array", path);
+    st = ng__err(NG_ERR_FORMAT, "%s: is %s, not a regular file; replace it with the .npy array",
+                 path, ng__file_kind(sb.st_mode));
     goto cleanup;
   }
   st = ng__npy_map(out, path, populate);
@@ -778,9 +779,9 @@ ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts
   }
   if (!S_ISDIR(sb.st_mode))
     return ng__err(NG_ERR_FORMAT,
-                   "%s: not a folder; a dataset is a folder holding dataset.json and .npy arrays "
-                   "(docs/dataset-format.md)",
-                   dir);
+                   "%s: is %s, not a folder; a dataset is a folder holding dataset.json and .npy "
+                   "arrays (docs/dataset-format.md)",
+                   dir, ng__file_kind(sb.st_mode));
 
   struct ng_dataset *ds = ng__calloc(1, sizeof *ds, "a dataset handle");
   if (!ds)

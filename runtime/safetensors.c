@@ -383,10 +383,14 @@ static ng_status parse_header(ng_st_file *out, const char *text, size_t hlen,
     t->data = data + s->begin;
     size_t esize = ng__dtype_size(t->dtype);
     if ((uintptr_t)t->data % esize != 0) {
+      /* The file's byte, not only the data offset: a header whose length leaves the data section
+       * misaligned misplaces a tensor at data offset 0 too. */
       st = ng__err(NG_ERR_FORMAT,
-                   "%s: tensor '%s' starts at data offset %llu, not aligned to its %zu-byte "
-                   "elements; re-save the file with safetensors",
-                   name, t->name, (unsigned long long)s->begin, esize);
+                   "%s: tensor '%s' starts at byte %llu of the file (data offset %llu after a "
+                   "%zu-byte header), not aligned to its %zu-byte elements; re-save the file with "
+                   "safetensors",
+                   name, t->name, (unsigned long long)(8 + hlen + s->begin),
+                   (unsigned long long)s->begin, hlen, esize);
       goto cleanup;
     }
     /* A C bool holding anything but 0 or 1 is undefined behaviour to read. */

@@ -867,7 +867,7 @@ static void test_bad_snap(void) {
   EXPECT_TRUE(truncate(gz, st.st_size / 2) == 0);
   expect_failure(NG_FORMAT_SNAP, gz, NULL, NG_ERR_FORMAT, "corrupt or truncated gzip data");
   expect_failure(NG_FORMAT_SNAP, ng_test_tmpdir(), NULL, NG_ERR_INVALID_ARG,
-                 "reads an edge-list file, not a folder");
+                 "is a folder; the snap format reads an edge-list file");
 }
 
 static void test_bad_ogb(void) {

@@ -386,6 +386,53 @@ static void test_sigbus_names_file(void) {
   free((void *)path);
 }
 
+/* ---- messages ---- */
+
+/* A safetensors header whose length leaves the data section misaligned names the tensor's byte
+ * in the file, not "data offset 0". */
+static void test_misaligned_header_names_offset(void) {
+  const char json[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+  const size_t hlen = sizeof json - 1; /* 54: the data starts at byte 62 */
+  unsigned char *buf = ng_test_xmalloc(8 + hlen + 4);
+  for (int i = 0; i < 8; i++)
+    buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+  memcpy(buf + 8, json, hlen);
+  memset(buf + 8 + hlen, 0, 4);
+  ng_st_file f;
+  EXPECT_STATUS(ng__st_parse(&f, buf, 8 + hlen + 4, "m.safetensors"), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("tensor 'w' starts at byte 62 of the file (data offset 0 after a 54-byte header)");
+  free(buf);
+}
+
+/* What a path is, when it is not what was expected: a FIFO is named as one. */
+static void test_fifo_named(void) {
+  const char *fifo = strdup(ng_test_path("ds.fifo"));
+  EXPECT_EQ_I(mkfifo(fifo, 0600), 0);
+  ng_dataset_t ds = NULL;
+  EXPECT_STATUS(ng_dataset_open(&ds, fifo, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("is a FIFO (named pipe), not a folder");
+  ng_convert_opts o = NG_CONVERT_OPTS_INIT;
+  o.format = NG_FORMAT_SNAP;
+  EXPECT_STATUS(ng_dataset_convert(ng_test_path("fifo-out"), fifo, &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("is a FIFO (named pipe); the snap format reads an edge-list file");
+  o.format = NG_FORMAT_PLANETOID;
+  EXPECT_STATUS(ng_dataset_convert(ng_test_path("fifo-out"), fifo, &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("is a FIFO (named pipe); the planetoid format reads a folder");
+  /* A FIFO in place of an array of a dataset folder. */
+  char src[4096];
+  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
+  const char *dir = strdup(ng_test_path("cora-fifo"));
+  EXPECT_OK(ng_dataset_convert(dir, src, &o));
+  char path[4200];
+  snprintf(path, sizeof path, "%s/labels.npy", dir);
+  EXPECT_EQ_I(unlink(path), 0);
+  EXPECT_EQ_I(mkfifo(path, 0600), 0);
+  EXPECT_STATUS(ng_dataset_open(&ds, dir, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("labels.npy: is a FIFO (named pipe), not a regular file");
+  free((void *)fifo);
+  free((void *)dir);
+}
+
 int main(void) {
   RUN_TEST(test_atomic_refuses_irregular);
   RUN_TEST(test_atomic_replaces_regular);
@@ -397,5 +444,7 @@ int main(void) {
   RUN_TEST(test_nonfinite_output);
   RUN_TEST(test_truncated_features);
   RUN_TEST(test_sigbus_names_file);
+  RUN_TEST(test_misaligned_header_names_offset);
+  RUN_TEST(test_fifo_named);
   return ng_test_summary();
 }
