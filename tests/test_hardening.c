@@ -433,6 +433,69 @@ static void test_fifo_named(void) {
   free((void *)dir);
 }
 
+/* ---- dataset.json ---- */
+
+/* Cora's folder with dataset.json rewritten by `edit` (a sed expression); returns the folder. */
+static const char *cora_json(const char *name, const char *edit) {
+  static char dir[4200];
+  snprintf(dir, sizeof dir, "%s", ng_test_path(name));
+  char src[4096];
+  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
+  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
+  co.format = NG_FORMAT_PLANETOID;
+  EXPECT_OK(ng_dataset_convert(dir, src, &co));
+  char cmd[9000];
+  snprintf(cmd, sizeof cmd, "sed -i '%s' '%s/dataset.json'", edit, dir);
+  EXPECT_EQ_I(system(cmd), 0);
+  return dir;
+}
+
+static void expect_json_refused(const char *name, const char *edit, const char *needle) {
+  const char *dir = cora_json(name, edit);
+  ng_dataset_t ds = NULL;
+  EXPECT_STATUS(ng_dataset_open(&ds, dir, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS(needle);
+  ng_dataset_close(ds);
+}
+
+static void test_json_strict(void) {
+  expect_json_refused("j_exp", "s/\"nodes\":\t2708/\"nodes\": 2.708e3/",
+                      "\"nodes\" is 2.708e3; it must be an integer written in plain digits");
+  expect_json_refused("j_dup", "s/\"nodes\":\t2708,/\"nodes\": 2708, \"nodes\": 2709,/",
+                      "key \"nodes\" appears twice");
+  expect_json_refused("j_trail", "$ s/}/} trailing/", "unexpected text after the JSON object");
+  expect_json_refused("j_nulesc", "s/\"name\":\t\"cora\"/\"name\": \"co\\\\u0000ra\"/",
+                      "the escape \\u0000");
+  /* 2^53 + 1 is named as written, not as the double it rounds to. */
+  expect_json_refused("j_big", "s/\"edges\":\t[0-9]*/\"edges\": 9007199254740993/",
+                      "\"edges\" is 9007199254740993; it must be an integer of at most 2^53");
+  expect_json_refused("j_split", "s/\"val\":\t500/\"val\": 5e2/", "\"splits.val\" is 5e2");
+  /* A NUL byte inside a string. */
+  const char *dir = cora_json("j_nul", "s/\"name\":\t\"cora\"/\"name\": \"coXra\"/");
+  char path[4300];
+  snprintf(path, sizeof path, "%s/dataset.json", dir);
+  size_t len = 0;
+  char *text = ng_test_read_file(path, &len);
+  char *x = text ? strstr(text, "coXra") : NULL;
+  if (x) {
+    x[2] = '\0';
+    EXPECT_TRUE(ng_test_write_file(path, text, len));
+  }
+  free(text);
+  ng_dataset_t ds = NULL;
+  EXPECT_STATUS(ng_dataset_open(&ds, dir, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("is a NUL byte");
+
+  /* 65536 classes beside Cora's 7: a 65536-wide output layer; up to 2 x 7 + 8 are accepted. */
+  expect_json_refused("j_classes", "s/\"classes\":\t7/\"classes\": 65536/",
+                      "\"classes\" is 65536 but the largest label in labels.npy is 6");
+  dir = cora_json("j_classes22", "s/\"classes\":\t7/\"classes\": 22/");
+  EXPECT_OK(ng_dataset_open(&ds, dir, NULL));
+  ng_dataset_close(ds);
+  ds = NULL;
+  expect_json_refused("j_classes23", "s/\"classes\":\t7/\"classes\": 23/", "set \"classes\" to 7");
+}
+
 int main(void) {
   RUN_TEST(test_atomic_refuses_irregular);
   RUN_TEST(test_atomic_replaces_regular);
@@ -446,5 +509,6 @@ int main(void) {
   RUN_TEST(test_sigbus_names_file);
   RUN_TEST(test_misaligned_header_names_offset);
   RUN_TEST(test_fifo_named);
+  RUN_TEST(test_json_strict);
   return ng_test_summary();
 }
