@@ -220,10 +220,12 @@ static int parse_nodes(int64_t **out, int64_t *n, const char *text) {
   char line[256];
   const char *p = text;
   int rc = CLI_CONTINUE;
+  long long line_no = 0;
   while (ids && rc == CLI_CONTINUE) {
     if (f) {
       if (!fgets(line, sizeof line, f))
         break;
+      line_no++;
       char *hash = strchr(line, '#');
       if (hash)
         *hash = '\0';
@@ -239,7 +241,12 @@ static int parse_nodes(int64_t **out, int64_t *n, const char *text) {
     errno = 0;
     long long v = strtoll(p, &end, 10);
     if (end == p || errno || v < 0) {
-      rc = cli_usage_error("predict", "--nodes: '%.40s' is not a list of node ids", p);
+      /* A file's text is not echoed: the path may name anything (a link to a secret). */
+      if (f)
+        rc = cli_usage_error("predict", "--nodes %s, line %lld: not a node id (one per line)", text,
+                             line_no);
+      else
+        rc = cli_usage_error("predict", "--nodes: '%.40s' is not a list of node ids", p);
       break;
     }
     if (len == cap) {

@@ -55,8 +55,11 @@ ng_status ng_node_list_load(int64_t **out, int64_t *n, const char *path) {
     while (end && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
       end++;
     if (end == p || errno || !end || *end != '\0' || v < 0) {
-      st = ng__err(NG_ERR_FORMAT, "%s:%" PRId64 ": '%.40s' is not a node id (one per line)", path,
-                   line_no, p);
+      /* The file's text is not echoed: the path may name anything (a link to a secret). */
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s:%" PRId64 ": not a node id (one non-negative integer per line); the line "
+                   "stops parsing at column %zu",
+                   path, line_no, (size_t)((end && end != p ? end : p) - line) + 1);
       break;
     }
     if (*n == cap) {

@@ -71,4 +71,18 @@ if [ "$cores" -ge 2 ]; then
   has err "above --max-host-memory 3.00 GiB; use --ranks 1 or fewer"
 fi
 
+# Parse errors name the file, line and column, never the text (a link to a secret leaks nothing).
+printf 'SECRET-LINE root:x:0:0\n' >"$TMP/secret"
+ln -s "$TMP/secret" "$TMP/edges.txt"
+run 1 convert --format snap --in "$TMP/edges.txt" --out "$TMP/leak" --progress none
+has err "edges.txt:1: expected two node ids"
+grep -q SECRET "$TMP/err" && fail "convert echoed the file's text: $(cat "$TMP/err")"
+run 1 embed --checkpoint "$TMP/ck.safetensors" --dataset "$TMP/cora" --hidden 8 --fanouts 5,5 \
+  --seed 3 --nodes "$TMP/edges.txt" --out "$TMP/emb.npy" --progress none
+has err "edges.txt:1: not a node id"
+grep -q SECRET "$TMP/err" && fail "embed --nodes echoed the file's text: $(cat "$TMP/err")"
+run 2 predict --checkpoint "$TMP/ck.safetensors" --dataset "$TMP/cora" --nodes "@$TMP/edges.txt"
+has err "line 1: not a node id"
+grep -q SECRET "$TMP/err" && fail "predict --nodes @FILE echoed the file's text: $(cat "$TMP/err")"
+
 cli_finish
