@@ -496,6 +496,40 @@ static void test_json_strict(void) {
   expect_json_refused("j_classes23", "s/\"classes\":\t7/\"classes\": 23/", "set \"classes\" to 7");
 }
 
+/* --device cuda where it cannot run says why and what to use instead. */
+static void test_no_gpu_message(void) {
+  int count = 0;
+  char desc[256];
+  if (ng_has_cuda() && (ng_cuda_devices(&count, desc, sizeof desc) != NG_OK || count > 0))
+    return; /* a GPU is there: nothing to refuse */
+  char src[4096];
+  snprintf(src, sizeof src, "%s/cora", ng_test_data_dir());
+  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
+  co.format = NG_FORMAT_PLANETOID;
+  const char *dir = strdup(ng_test_path("cora-cuda"));
+  EXPECT_OK(ng_dataset_convert(dir, src, &co));
+  ng_dataset_t ds = NULL;
+  EXPECT_OK(ng_dataset_open(&ds, dir, NULL));
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE, ds ? ds->info.feature_dim : 1));
+  ng_layer_opts l = NG_LAYER_OPTS_INIT;
+  l.out_dim = 7;
+  l.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l));
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.device = "cuda";
+  ng_trainer_t t = NULL;
+  if (ds)
+    EXPECT_STATUS(ng_trainer_create(&t, ds, m, &o), NG_ERR_UNSUPPORTED);
+  EXPECT_ERR_HAS(ng_has_cuda() ? "no CUDA device (no GPU, or no NVIDIA driver loaded); use "
+                                 "--device cpu"
+                               : "this build of neargnn has no CUDA backend");
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+  free((void *)dir);
+}
+
 int main(void) {
   RUN_TEST(test_atomic_refuses_irregular);
   RUN_TEST(test_atomic_replaces_regular);
@@ -510,5 +544,6 @@ int main(void) {
   RUN_TEST(test_misaligned_header_names_offset);
   RUN_TEST(test_fifo_named);
   RUN_TEST(test_json_strict);
+  RUN_TEST(test_no_gpu_message);
   return ng_test_summary();
 }
