@@ -360,14 +360,17 @@ static void put(const char *s) {
  * the line names the file, then the previous disposition takes over (for the default, the
  * return re-runs the faulting read, which ends the process with SIGBUS as without the watch). */
 static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+  /* Once: a previous handler that returns makes the read fault again. */
+  static volatile sig_atomic_t told;
   const uintptr_t a = (uintptr_t)si->si_addr;
-  for (int i = 0; i < WATCH_SLOTS; i++) {
+  for (int i = 0; i < WATCH_SLOTS && !told; i++) {
     const uintptr_t lo = watches[i].lo;
     if (lo && a >= lo && a - lo < watches[i].len) {
       put("neargnn: fatal: ");
       put(watches[i].path);
       put(" shrank while mapped (truncated or rewritten in place by another program); "
           "reading it raised SIGBUS\n");
+      told = 1;
       break;
     }
   }
