@@ -379,7 +379,11 @@ static void test_sigbus_names_file(void) {
   close(pipefd[0]);
   int status = 0;
   EXPECT_EQ_I(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);
+  /* Killed by SIGBUS; or, under a sanitizer, by its SIGBUS handler (which ours chains to) with
+   * its own failing status, never by reaching the child's exits. */
+  EXPECT_TRUE(WIFSIGNALED(status) ? WTERMSIG(status) == SIGBUS
+                                  : WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
+                                        (WEXITSTATUS(status) < 3 || WEXITSTATUS(status) > 5));
   EXPECT_TRUE(strstr(out, "bus.npy shrank while mapped") != NULL);
   if (!strstr(out, "bus.npy shrank while mapped"))
     fprintf(stderr, "child's stderr: %s\n", out);
