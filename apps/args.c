@@ -29,6 +29,14 @@ int cli_usage_error(const char *command, const char *fmt, ...) {
   return CLI_EXIT_USAGE;
 }
 
+const char *const CLI_CHECK_FEATURES_NAMES[] = {"sample", "full", NULL};
+
+ng_status cli_dataset_open(ng_dataset_t *out, const char *dir, int check) {
+  ng_open_opts oo = NG_OPEN_OPTS_INIT;
+  oo.check_features = check == 1;
+  return ng_dataset_open(out, dir, &oo);
+}
+
 int cli_runtime_error(ng_status status) {
   return cli_runtime_error_detail(status, ng_last_error());
 }

@@ -147,6 +147,16 @@ int cli_usage_error(const char *command, const char *fmt, ...) CLI_PRINTF(2, 3);
 int cli_runtime_error(ng_status status);
 /// Whether this process is a rank started by a launcher (neargnn's --ranks, or mpirun).
 bool cli_launched_rank(void);
+/// The values of --check-features on commands that open a dataset: how open looks for NaN and
+/// infinity in the features (a sample of rows, or every row).
+extern const char *const CLI_CHECK_FEATURES_NAMES[];
+#define CLI_OPT_CHECK_FEATURES(ptr)                                                                \
+  CLI_OPT_CHOICE("check-features", ptr, "HOW", CLI_CHECK_FEATURES_NAMES,                           \
+                 "NaN/Inf check of the features on open: sample (4098 rows spread over the "       \
+                 "table) or full (every row; reads the whole table)")
+/// Opens the dataset folder `dir` with the --check-features choice `check` (an index of
+/// CLI_CHECK_FEATURES_NAMES).
+ng_status cli_dataset_open(ng_dataset_t *out, const char *dir, int check);
 /// Runs `ranks` copies of `neargnn ARGV...` (argv[0] is the command) on this host as the ranks of
 /// one data-parallel run (apps/launch.c); returns the first failing rank's exit status, or 0.
 int cli_launch(const char *command, int argc, char **argv, int ranks);

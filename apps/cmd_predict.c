@@ -28,6 +28,7 @@ typedef struct {
   int32_t threads;
   int64_t eval_chunk;
   int progress;
+  int check_features; /* an index of CLI_CHECK_FEATURES_NAMES */
 } infer_cfg;
 
 // clang-format off
@@ -43,6 +44,7 @@ typedef struct {
       CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 0, INT32_MAX / 2,                           \
                   "nodes per chunk of layer-wise full-neighbour inference; 0 = per layer "         \
                   "(docs/inference.md)"),                                                          \
+      CLI_OPT_CHECK_FEATURES(&(c)->check_features),                                                \
       CLI_OPT_PROGRESS(&(c)->progress)
 // clang-format on
 
@@ -69,7 +71,7 @@ static ng_status session_open(session *s, const infer_cfg *c, const char *comman
   s->ck = (ng_checkpoint_info)NG_CHECKPOINT_INFO_INIT;
   TRY(ng_checkpoint_info_get(&s->ck, c->checkpoint));
   TRY(ng_model_from_checkpoint(&s->model, c->checkpoint));
-  TRY(ng_dataset_open(&s->ds, c->dataset, NULL));
+  TRY(cli_dataset_open(&s->ds, c->dataset, c->check_features));
   TRY(ng_dataset_info_get(&s->info, s->ds));
   if (strcmp(s->ck.dataset, s->info.name) != 0 || s->ck.nodes != s->info.nodes)
     fprintf(stderr,
@@ -107,17 +109,8 @@ static int write_text(const char *path, const char *text) {
     fputs(text, stdout);
     return CLI_EXIT_OK;
   }
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  int ok = f && fputs(text, f) >= 0;
-  ok = f && fclose(f) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "neargnn: error: cannot write %s: %s\n", path, strerror(errno));
-    unlink(tmp);
-    return CLI_EXIT_RUNTIME;
-  }
-  return CLI_EXIT_OK;
+  const ng_status st = ng_file_write(path, text, strlen(text));
+  return st == NG_OK ? CLI_EXIT_OK : cli_runtime_error(st);
 }
 
 /* ---- evaluate ---- */
@@ -227,10 +220,12 @@ static int parse_nodes(int64_t **out, int64_t *n, const char *text) {
   char line[256];
   const char *p = text;
   int rc = CLI_CONTINUE;
+  long long line_no = 0;
   while (ids && rc == CLI_CONTINUE) {
     if (f) {
       if (!fgets(line, sizeof line, f))
         break;
+      line_no++;
       char *hash = strchr(line, '#');
       if (hash)
         *hash = '\0';
@@ -246,7 +241,12 @@ static int parse_nodes(int64_t **out, int64_t *n, const char *text) {
     errno = 0;
     long long v = strtoll(p, &end, 10);
     if (end == p || errno || v < 0) {
-      rc = cli_usage_error("predict", "--nodes: '%.40s' is not a list of node ids", p);
+      /* A file's text is not echoed: the path may name anything (a link to a secret). */
+      if (f)
+        rc = cli_usage_error("predict", "--nodes %s, line %lld: not a node id (one per line)", text,
+                             line_no);
+      else
+        rc = cli_usage_error("predict", "--nodes: '%.40s' is not a list of node ids", p);
       break;
     }
     if (len == cap) {
@@ -427,9 +427,12 @@ int cmd_predict(int argc, char **argv) {
               logits ? "logits" : "classes", n, out, out_ids ? ", their ids to " : "",
               out_ids ? out_ids : "");
   } else if (st == NG_OK) {
-    FILE *f = out ? fopen(out, "w") : stdout;
+    /* A file is built in memory and written atomically (ng_file_write), as every output. */
+    char *buf = NULL;
+    size_t buf_len = 0;
+    FILE *f = out ? open_memstream(&buf, &buf_len) : stdout;
     if (!f) {
-      fprintf(stderr, "neargnn: error: cannot write %s: %s\n", out, strerror(errno));
+      fprintf(stderr, "neargnn: error: out of memory building %s\n", out);
       rc = CLI_EXIT_RUNTIME;
     } else {
       fprintf(f, logits ? "node" : "node,class");
@@ -446,10 +449,15 @@ int cmd_predict(int argc, char **argv) {
         fputc('\n', f);
       }
       if (out && fclose(f) != 0) {
-        fprintf(stderr, "neargnn: error: cannot write %s: %s\n", out, strerror(errno));
+        fprintf(stderr, "neargnn: error: out of memory building %s\n", out);
         rc = CLI_EXIT_RUNTIME;
+      } else if (out) {
+        const ng_status wst = ng_file_write(out, buf, buf_len);
+        if (wst != NG_OK)
+          rc = cli_runtime_error(wst);
       }
     }
+    free(buf);
   }
   free(lg);
   free(cls);

@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -135,6 +136,40 @@ static ng_status print_estimate(ng_memory_estimate *e, ng_dataset_t ds, ng_model
   return NG_OK;
 }
 
+/* The ranks of this launcher (--ranks N, one host) hold N copies of what one rank needs besides
+ * the files they map together (the topology, and the feature table unless a rank owns a copy):
+ * refused, on every rank before any allocation, when that exceeds --max-host-memory or else the
+ * memory available. */
+static int check_ranks_memory(ng_dataset_t ds, ng_model_t m, const train_cfg *c,
+                              const char *command) {
+  const char *env = getenv("NG_RANKS");
+  const int ranks = env && c->comm ? ng_comm_size(c->comm) : 1;
+  if (ranks <= 1)
+    return CLI_CONTINUE;
+  ng_train_opts o;
+  train_opts_of(&o, c);
+  ng_memory_estimate e = NG_MEMORY_ESTIMATE_INIT;
+  const ng_status st = ng_trainer_estimate_memory(&e, ds, m, &o);
+  if (st != NG_OK)
+    return cli_runtime_error(st);
+  const bool owned = o.normalize == NG_NORMALIZE_ROW || o.features_memory == NG_FEATURES_COPY;
+  const int64_t shared = e.topology + (owned ? 0 : e.features);
+  const int64_t each = e.host_total - shared;
+  const int64_t total = shared + (int64_t)ranks * each;
+  const int64_t limit = o.max_host_memory > 0 ? o.max_host_memory : e.available;
+  if (limit <= 0 || total <= limit)
+    return CLI_CONTINUE;
+  const int64_t fit = each > 0 && limit > shared ? (limit - shared) / each : 0;
+  if (ng_comm_rank(c->comm) == 0)
+    fprintf(stderr,
+            "neargnn %s: error: --ranks %d: the ranks' memory estimate is %.2f GiB (%.2f shared "
+            "+ %d x %.2f), above %s %.2f GiB; use --ranks %lld or fewer, or fewer workers\n",
+            command, ranks, gib(total), gib(shared), ranks, gib(each),
+            o.max_host_memory > 0 ? "--max-host-memory" : "the memory available", gib(limit),
+            (long long)(fit > 1 ? fit : 1));
+  return CLI_EXIT_RUNTIME;
+}
+
 static void report_memory(cJSON *root, const ng_memory_estimate *e) {
   cJSON *j = cJSON_AddObjectToObject(root, "memory");
   if (!j)
@@ -260,23 +295,12 @@ static int write_json(const char *path, cJSON *root) {
     fprintf(stderr, "neargnn: error: out of memory writing %s\n", path);
     return CLI_EXIT_RUNTIME;
   }
-  char tmp[4096];
-  const int len = snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  if (len < 0 || (size_t)len >= sizeof tmp) {
-    fprintf(stderr, "neargnn: error: cannot write %s: the path is too long\n", path);
-    cJSON_free(text);
-    return CLI_EXIT_RUNTIME;
-  }
-  FILE *f = fopen(tmp, "w");
-  int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-  ok = f && fclose(f) == 0 && ok;
+  /* The terminating NUL becomes the final newline: the text is written, not used as a string. */
+  const size_t len = strlen(text);
+  text[len] = '\n';
+  const ng_status st = ng_file_write(path, text, len + 1);
   cJSON_free(text);
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "neargnn: error: cannot write %s: %s\n", path, strerror(errno));
-    unlink(tmp);
-    return CLI_EXIT_RUNTIME;
-  }
-  return CLI_EXIT_OK;
+  return st == NG_OK ? CLI_EXIT_OK : cli_runtime_error(st);
 }
 
 /* Writes the predicted class of every node as int32 .npy, indexed by the original node ids
@@ -843,8 +867,10 @@ int cmd_train(int argc, char **argv) {
   const char *every = NULL;
   int progress = CLI_PROGRESS_AUTO;
   int32_t ranks = 1;
+  int check_features = 0;
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
+      CLI_OPT_CHECK_FEATURES(&check_features),
       TRAIN_OPTS(&c),
       CLI_OPT_STRING("checkpoint", &files.checkpoint, "FILE",
                      "write model + optimizer state here at the end (safetensors), also after "
@@ -891,8 +917,17 @@ int cmd_train(int argc, char **argv) {
     return rc;
   if (every && (rc = parse_every(&files, spec.command, every)) != CLI_CONTINUE)
     return rc;
-  if (ranks > 1 && !cli_launched_rank())
+  if (ranks > 1 && !cli_launched_rank()) {
+    /* Every rank runs its own workers and device thread: ranks sharing cores make no progress. */
+    cpu_set_t set;
+    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (cores > 0 && ranks > cores)
+      return cli_usage_error(spec.command,
+                             "--ranks %d: every rank needs a core of its own, and this process "
+                             "may use %d; use --ranks %d or fewer",
+                             (int)ranks, cores, cores);
     return cli_launch(spec.command, argc, argv, ranks);
+  }
   /* One rank of several (this launcher's, or mpirun's), or a plain run. */
   ng_status st = ng_comm_create(&c.comm, "auto");
   if (st != NG_OK)
@@ -902,7 +937,7 @@ int cmd_train(int argc, char **argv) {
     c.comm = NULL;
   }
   ng_dataset_t ds = NULL;
-  st = ng_dataset_open(&ds, dataset, NULL);
+  st = cli_dataset_open(&ds, dataset, check_features);
   if (st != NG_OK) {
     ng_comm_destroy(c.comm);
     return cli_runtime_error(st);
@@ -912,7 +947,8 @@ int cmd_train(int argc, char **argv) {
   st = ng_dataset_info_get(&info, ds);
   if (st != NG_OK) {
     rc = cli_runtime_error(st);
-  } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE) {
+  } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE &&
+             (rc = check_ranks_memory(ds, m, &c, spec.command)) == CLI_CONTINUE) {
     rc = run_training(ds, m, &c, spec.command, progress, &files);
   }
   ng_model_destroy(m);
@@ -1052,10 +1088,13 @@ static void embed_report(FILE *f, const ng_infer_report *r) {
 }
 
 static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t n, double secs) {
-  FILE *f = fopen(path, "w");
+  /* Built in memory and written atomically (ng_file_write), as every output. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
   if (!f) {
-    fprintf(stderr, "neargnn embed: cannot write %s: %s\n", path, strerror(errno));
-    return NG_ERR_IO;
+    fprintf(stderr, "neargnn embed: out of memory building %s\n", path);
+    return NG_ERR_NOMEM;
   }
   fprintf(f,
           "{\"nodes\": %" PRId64 ", \"seconds\": %.6f, \"producers\": %d, \"slots\": %d, "
@@ -1070,7 +1109,11 @@ static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t 
             l ? ", " : "", r->rows[l], r->chunk[l], r->seconds[l], r->host_seconds[l],
             r->device_seconds[l], r->wait_seconds[l]);
   fprintf(f, "]}\n");
-  return fclose(f) == 0 ? NG_OK : NG_ERR_IO;
+  ng_status st = fclose(f) == 0 ? NG_OK : NG_ERR_NOMEM;
+  if (st == NG_OK)
+    st = ng_file_write(path, buf, len);
+  free(buf);
+  return st;
 }
 
 int cmd_embed(int argc, char **argv) {
@@ -1085,12 +1128,14 @@ int cmd_embed(int argc, char **argv) {
   runtime_defaults(&c);
   const char *dataset = NULL, *checkpoint = NULL, *nodes_file = NULL, *out = NULL;
   int64_t layer = -1, device_bytes = 0;
+  int check_features = 0;
   const char *json = NULL;
   int progress = CLI_PROGRESS_AUTO;
   cli_opt opts[] = {
       CLI_OPT_STRING("checkpoint", &checkpoint, "FILE", "the trained model (from train)",
                      .required = true),
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
+      CLI_OPT_CHECK_FEATURES(&check_features),
       CLI_OPT_STRING("out", &out, "FILE", "the .npy to write (float32 [nodes, dim])",
                      .required = true),
       CLI_OPT_INT("layer", &layer, "K", -1, 7,
@@ -1124,7 +1169,7 @@ int cmd_embed(int argc, char **argv) {
   if (rc != CLI_CONTINUE)
     return rc;
   ng_dataset_t ds = NULL;
-  ng_status st = ng_dataset_open(&ds, dataset, NULL);
+  ng_status st = cli_dataset_open(&ds, dataset, check_features);
   if (st != NG_OK)
     return cli_runtime_error(st);
   ng_dataset_info info = NG_DATASET_INFO_INIT;

@@ -96,6 +96,26 @@ char *ng__tmp_template(const char *dst);
 /// Removes the temporary files and folders of `dst` whose writing process has died (best
 /// effort; those of live processes stay). Returns how many it removed.
 int ng__tmp_sweep(const char *dst);
+/// What a file of st_mode `mode` is, for messages: "a regular file", "a folder", "a FIFO (named
+/// pipe)", "a character device", "a symbolic link", ...
+const char *ng__file_kind(unsigned mode);
+/// Checks that the file `dst` may be replaced by an atomic write (docs/guarantees.md, "Atomic
+/// writes"): it is absent or a regular file (*exists tells which), and its folder exists. A
+/// symbolic link, folder, device, FIFO or socket at `dst` is NG_ERR_INVALID_ARG naming what it
+/// is; a missing folder is NG_ERR_NOT_FOUND naming the folder and how to create it.
+ng_status ng__dst_check(const char *dst, bool *exists);
+/// Begins an atomic write of the file `dst`: checks it (ng__dst_check), removes dead writers'
+/// temporaries and returns in *out_tmp the path of a temporary file beside it that does not
+/// exist yet; the caller creates it exclusively (O_CREAT | O_EXCL), writes it, and hands *out_tmp
+/// to ng__atomic_end, which frees it.
+ng_status ng__atomic_begin(char **out_tmp, const char *dst);
+/// Ends an atomic write: with `st` NG_OK, syncs the temporary file, checks `dst` again, renames
+/// the temporary over it (never over something that appeared at an absent `dst` meanwhile) and
+/// syncs the folder; otherwise, or when one of those fails, removes the temporary. Frees `tmp`
+/// (NULL: returns `st`). Returns `st`, or the status of the step that failed.
+ng_status ng__atomic_end(char *tmp, const char *dst, ng_status st);
+/// Writes `len` bytes of `data` to the file `dst` atomically (ng__atomic_begin/end).
+ng_status ng__atomic_write(const char *dst, const void *data, size_t len);
 /// Whether `path` names an existing regular file.
 bool ng__file_exists(const char *path);
 /// Opens `path` read-only (never blocking on a FIFO) and checks that it is a regular file; on
@@ -109,6 +129,22 @@ ng_status ng__file_open_regular(int *out_fd, size_t *out_len, const char *path,
 /// "path: file of N bytes is too short to be <kind>", followed by "; <short_fix>" when not NULL.
 ng_status ng__file_map(void **out_map, size_t *out_len, const char *path, size_t min_len,
                        const char *kind, const char *short_fix, bool populate);
+/// As ng__file_map, and watches the mapping (ng__map_watch): end the watch with ng__map_unwatch
+/// before unmapping it.
+ng_status ng__file_map_watched(void **out_map, size_t *out_len, const char *path, size_t min_len,
+                               const char *kind, const char *short_fix, bool populate);
+/// Watches the read-only shared mapping [map, map + len) of the file open as `fd` (taken: closed
+/// by ng__map_unwatch) named `path`: ng__map_verify then reports it shrinking, and a SIGBUS in it
+/// (a read past the file's new end) prints a line naming the file before the process ends as it
+/// would have without the watch (docs/guarantees.md, "Files that shrink"). A process-wide
+/// SIGBUS handler is installed with the first watch; it chains to the one it replaced.
+void ng__map_watch(const void *map, size_t len, int fd, const char *path);
+/// Ends the watch of the mapping starting at `map` (nothing when it is not watched).
+void ng__map_unwatch(const void *map);
+/// NG_ERR_IO naming the file when the watched mapping holding `p` lost bytes since it was mapped
+/// (its file was truncated: reading them would raise SIGBUS); NG_OK otherwise, and when `p` is
+/// in no watched mapping.
+ng_status ng__map_verify(const void *p);
 
 /// Rate-limits progress callbacks: calls `fn` at most every `interval` seconds (and always for
 /// the final step). Returns NG_ERR_INTERRUPTED when the callback asks to stop.

@@ -45,7 +45,8 @@ const char *ng_version(void);
   X(ERR_CUDA, "CUDA error")                                                                        \
   X(ERR_CUBLAS, "cuBLAS error")                                                                    \
   X(ERR_DNNL, "oneDNN error")                                                                      \
-  X(ERR_INTERNAL, "internal error (a bug in neargnn: please report it)")
+  X(ERR_INTERNAL, "internal error (a bug in neargnn: please report it)")                           \
+  X(ERR_NONFINITE, "non-finite result (NaN or infinity)")
 
 typedef enum {
 #define NG_STATUS_ENUM_(name, desc) NG_##name,
@@ -948,6 +949,12 @@ ng_status ng_checkpoint_info_get(ng_checkpoint_info *out, const char *path);
 /// The header line of the hybrid scheduler's decision log (ng_telemetry.decisions lines are in
 /// this CSV format).
 const char *ng_telemetry_decisions_header(void);
+/// Writes `len` bytes of `data` (borrowed) to the file `path` atomically: a temporary file beside
+/// it, synced and renamed into place. `path` must be absent or a regular file, in an existing
+/// folder: a symbolic link, folder, device or FIFO there is refused (NG_ERR_INVALID_ARG, the
+/// message says what it is), a missing folder is NG_ERR_NOT_FOUND naming it
+/// (docs/guarantees.md, "Atomic writes").
+ng_status ng_file_write(const char *path, const void *data, size_t len);
 /// Writes `data` as a NumPy .npy file (C order) atomically: NG_INT32 / NG_INT64 elements, or
 /// float32 when `is_float` is non-zero (then `type` is ignored). `shape` has `ndim` (1 or 2)
 /// entries; `data` is borrowed.

@@ -21,20 +21,16 @@ ng_status ng_npy_save(const char *path, int is_float, ng_int_type type, int ndim
   if (!path || !*path || !shape || ndim < 1 || ndim > 2 || (unsigned)type > NG_INT64)
     return ng__err(NG_ERR_INVALID_ARG,
                    "ng_npy_save: a path, 1 or 2 dimensions and an element type are needed");
-  size_t n = strlen(path) + 32;
-  char *tmp = ng__malloc(n, "a temporary path");
-  if (!tmp)
-    return NG_ERR_NOMEM;
-  snprintf(tmp, n, "%s.tmp-%ld", path, (long)getpid());
-  unlink(tmp); /* a leftover of a killed run with this pid */
+  char *tmp;
+  NG_CHECK(ng__atomic_begin(&tmp, path));
   const ng_dtype dtype = is_float ? NG_DTYPE_F32 : type == NG_INT64 ? NG_DTYPE_I64 : NG_DTYPE_I32;
-  ng_status st = ng__npy_write(tmp, dtype, ndim, shape, data);
-  if (st == NG_OK && rename(tmp, path) != 0)
-    st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot rename the written array into place", path);
-  if (st != NG_OK)
-    unlink(tmp);
-  free(tmp);
-  return st;
+  return ng__atomic_end(tmp, path, ng__npy_write(tmp, dtype, ndim, shape, data));
+}
+
+ng_status ng_file_write(const char *path, const void *data, size_t len) {
+  if (!path || !*path || (len > 0 && !data))
+    return ng__err(NG_ERR_INVALID_ARG, "ng_file_write: a path and the data are needed");
+  return ng__atomic_write(path, data, len);
 }
 
 ng_status ng_cuda_devices(int *count, char *desc, size_t cap) {

@@ -15,8 +15,6 @@
 /* Text is read in chunks of READ_CHUNK bytes; a line longer than MAX_LINE is an error rather
  * than a reason to hold an arbitrary amount of memory. */
 enum { READ_CHUNK = 1 << 20, MAX_LINE = 1 << 26, GZ_BUFFER = 1 << 18 };
-/* Error messages quote at most this many characters of the offending text. */
-enum { EXCERPT_CHARS = 40 };
 
 /* ---------------------------------------------------------------------------------------- */
 /* Line reader                                                                              */
@@ -31,7 +29,8 @@ ng_status ng__lines_open(ng_lines *r, const char *path, ng_progress *progress, c
   if (stat(path, &st) != 0)
     return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", path);
   if (!S_ISREG(st.st_mode))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: not a regular file", path);
+    return ng__err(NG_ERR_INVALID_ARG, "%s: is %s, not a regular file", path,
+                   ng__file_kind(st.st_mode));
   r->file_bytes = (double)st.st_size;
   r->buf = ng__malloc(READ_CHUNK + 1, "a text read buffer");
   if (!r->buf)
@@ -138,18 +137,6 @@ ng_status ng__lines_next(ng_lines *r, char **line) {
 /* ---------------------------------------------------------------------------------------- */
 /* Parsing                                                                                  */
 /* ---------------------------------------------------------------------------------------- */
-
-const char *ng__excerpt(char *buf, size_t cap, const char *text) {
-  size_t n = 0;
-  for (; text[n] && n < EXCERPT_CHARS && n + 4 < cap; n++)
-    buf[n] = (text[n] >= 0x20 && text[n] < 0x7f) ? text[n] : '?';
-  if (text[n] && n + 4 <= cap) {
-    memcpy(buf + n, "...", 3);
-    n += 3;
-  }
-  buf[n] = '\0';
-  return buf;
-}
 
 static inline bool is_digit(char c) {
   return c >= '0' && c <= '9';
@@ -266,14 +253,12 @@ ng_status ng__parse_edge(const ng_lines *r, const char *line, ng_sep sep, int64_
   ok = ok && ng__parse_u63(&p, dst);
   if (ok)
     p = ng__skip_blanks(p);
-  if (!ok || *p != '\0') {
-    char ex[64];
+  if (!ok || *p != '\0')
     return ng__err(NG_ERR_FORMAT,
-                   "%s:%lld: expected two node ids (integers from 0 to 2^63-1) separated by %s, "
-                   "got '%s'",
+                   "%s:%lld: expected two node ids (integers from 0 to 2^63-1) separated by %s; "
+                   "the line stops parsing at column %zu",
                    r->path, (long long)r->line, sep == NG_SEP_COMMA ? "a comma" : "blanks",
-                   ng__excerpt(ex, sizeof ex, line));
-  }
+                   ng__column(line, p));
   *is_edge = true;
   return NG_OK;
 }
@@ -445,9 +430,9 @@ ng_status ng__conv_split(ng_conv *c, ng_array_id id, const char *path, int64_t n
     int64_t v;
     bool ok = ng__parse_u63(&p, &v);
     if (!ok || *ng__skip_blanks(p) != '\0') {
-      char ex[64];
-      st = ng__err(NG_ERR_FORMAT, "%s:%lld: expected one node id per line, got '%s'", path,
-                   (long long)r.line, ng__excerpt(ex, sizeof ex, line));
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s:%lld: expected one node id per line; the line stops parsing at column %zu",
+                   path, (long long)r.line, ng__column(line, p));
       goto done;
     }
     if (v >= nodes) {
@@ -668,11 +653,11 @@ ng_status ng_dataset_convert(const char *dst_dir, const char *src, const ng_conv
     return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", src);
   bool want_file = c.opts.format == NG_FORMAT_SNAP;
   if (want_file && !S_ISREG(st_src.st_mode))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: the snap format reads an edge-list file, not a folder",
-                   src);
+    return ng__err(NG_ERR_INVALID_ARG, "%s: is %s; the snap format reads an edge-list file", src,
+                   ng__file_kind(st_src.st_mode));
   if (!want_file && !S_ISDIR(st_src.st_mode))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: the %s format reads a folder, not a file", src,
-                   FORMAT_NAME[c.opts.format]);
+    return ng__err(NG_ERR_INVALID_ARG, "%s: is %s; the %s format reads a folder", src,
+                   ng__file_kind(st_src.st_mode), FORMAT_NAME[c.opts.format]);
   c.src = src;
   ng__progress_init(&c.progress, c.opts.progress, c.opts.progress_ctx);
   ng_dataset_info info = NG_DATASET_INFO_INIT;

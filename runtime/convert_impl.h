@@ -49,9 +49,11 @@ void ng__lines_close(ng_lines *r);
 /// Bytes of the file consumed so far (compressed bytes for gzip files).
 double ng__lines_done(const ng_lines *r);
 
-/// Writes a printable excerpt of `text` (at most about 40 characters, quoted by the caller)
-/// into `buf` of `cap` bytes, for error messages.
-const char *ng__excerpt(char *buf, size_t cap, const char *text);
+/// The 1-based column of `at` in `line`, for error messages: they name the file, line and column
+/// but never echo the text, which may be anything the path points to (a link to a secret).
+static inline size_t ng__column(const char *line, const char *at) {
+  return (size_t)(at - line) + 1;
+}
 /// Skips blanks (spaces and tabs).
 static inline const char *ng__skip_blanks(const char *p) {
   while (*p == ' ' || *p == '\t')

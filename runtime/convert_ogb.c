@@ -72,9 +72,10 @@ static ng_status read_node_count(ng_conv *c, const char *path, int64_t *nodes) {
       goto done;
     }
     if (!ng__parse_u63(&p, &n) || *ng__skip_blanks(p) != '\0' || n < 1 || n >= ((int64_t)1 << 62)) {
-      char ex[64];
-      st = ng__err(NG_ERR_FORMAT, "%s:%lld: expected the node count (an integer >= 1), got '%s'",
-                   path, (long long)r.line, ng__excerpt(ex, sizeof ex, line));
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s:%lld: expected the node count (an integer >= 1); the line stops parsing at "
+                   "column %zu",
+                   path, (long long)r.line, ng__column(line, p));
       goto done;
     }
     *nodes = n;
@@ -94,7 +95,6 @@ static ng_status read_features(ng_conv *c, const char *path, int64_t nodes) {
   ng_status st = NG_OK;
   float *out = NULL;
   int64_t dim = 0, row = 0;
-  char ex[64];
   for (;;) {
     char *line;
     NG_CHECK_GOTO(st, ng__lines_next(&r, &line), done);
@@ -123,23 +123,23 @@ static ng_status read_features(ng_conv *c, const char *path, int64_t nodes) {
       p = ng__skip_blanks(p);
       const char *tok = p;
       if (!ng__parse_float(&p, &dst[j])) {
-        st = ng__err(NG_ERR_FORMAT, "%s:%lld: value %lld: expected a finite number, got '%s'", path,
-                     (long long)r.line, (long long)j + 1, ng__excerpt(ex, sizeof ex, tok));
+        st = ng__err(NG_ERR_FORMAT, "%s:%lld: value %lld (column %zu): expected a finite number",
+                     path, (long long)r.line, (long long)j + 1, ng__column(line, tok));
         goto done;
       }
       if (!isfinite(dst[j])) {
-        st = ng__err(NG_ERR_FORMAT, "%s:%lld: value %lld ('%s') does not fit float32", path,
-                     (long long)r.line, (long long)j + 1, ng__excerpt(ex, sizeof ex, tok));
+        st = ng__err(NG_ERR_FORMAT, "%s:%lld: value %lld (column %zu) does not fit float32", path,
+                     (long long)r.line, (long long)j + 1, ng__column(line, tok));
         goto done;
       }
       p = ng__skip_blanks(p);
       bool last = j + 1 == dim;
       if (last ? *p != '\0' : *p != ',') {
-        st = ng__err(NG_ERR_FORMAT,
-                     "%s:%lld: expected %lld comma-separated numbers (as on the first line); "
-                     "trouble after value %lld: '%s'",
-                     path, (long long)r.line, (long long)dim, (long long)j + 1,
-                     ng__excerpt(ex, sizeof ex, p));
+        st =
+            ng__err(NG_ERR_FORMAT,
+                    "%s:%lld: expected %lld comma-separated numbers (as on the first line); "
+                    "trouble after value %lld, at column %zu",
+                    path, (long long)r.line, (long long)dim, (long long)j + 1, ng__column(line, p));
         goto done;
       }
       p += !last;
@@ -202,11 +202,10 @@ static ng_status read_labels(ng_conv *c, const char *path, int64_t nodes, int32_
       goto done;
     }
     if (!ok || *ng__skip_blanks(p) != '\0') {
-      char ex[64];
       st = ng__err(NG_ERR_FORMAT,
-                   "%s:%lld: expected a class id (an integer from 0), or nan for no label, "
-                   "got '%s'",
-                   path, (long long)r.line, ng__excerpt(ex, sizeof ex, line));
+                   "%s:%lld: expected a class id (an integer from 0), or nan for no label; the "
+                   "line stops parsing at column %zu",
+                   path, (long long)r.line, ng__column(line, p));
       goto done;
     }
     out[row++] = (int32_t)y;

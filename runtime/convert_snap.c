@@ -286,7 +286,8 @@ ng_status ng__convert_snap(ng_conv *c) {
   uint64_t digest;
   NG_CHECK_GOTO(st, ids_init(&t), done);
   NG_CHECK_GOTO(st, collect_ids(c, &r, &t, &digest), done);
-  bool dense = t.distinct == t.max_id + 1;
+  /* The largest id may be INT64_MAX, whose successor does not exist: never dense then. */
+  bool dense = t.max_id < INT64_MAX && t.distinct == t.max_id + 1;
   int64_t nodes = dense ? t.max_id + 1 : t.distinct;
   ng_npy *ptr_npy;
   int64_t shape = nodes + 1;

@@ -21,6 +21,8 @@ enum { SCAN_BLOCK = 1 << 16 };
 #define JSON_MAX_COUNT ((double)((int64_t)1 << 53))
 
 static const char *const SPLIT_NAME[3] = {"train", "val", "test"};
+/* Classes beyond twice the labels in use that a dataset may declare (check_labels). */
+enum { CLASS_SLACK = 8 };
 
 /* ---- dataset.json ---- */
 
@@ -83,10 +85,80 @@ static const char *json_type_name(const cJSON *item) {
   return "invalid";
 }
 
+/* The source text of the numbers of dataset.json's objects ("nodes", "splits.val"): cJSON keeps
+ * doubles only, which cannot tell 9007199254740993 from 2^53 nor 2.708e3 from 2708. */
+enum { NUM_TOKS = 64 };
+typedef struct {
+  int n;
+  struct {
+    char key[64];  /* the key path, objects joined with '.' */
+    char text[41]; /* the number as written (cut at 40 characters) */
+  } t[NUM_TOKS];
+} num_toks;
+
+static void scan_numbers(num_toks *nt, const char *t, size_t len) {
+  enum { DEPTH = 8 };
+  char keys[DEPTH][32];
+  bool obj[DEPTH];
+  int depth = 0; /* open containers; those past DEPTH are counted but not tracked */
+  bool expect_key = false;
+  nt->n = 0;
+  for (size_t i = 0; i < len;) {
+    const char c = t[i];
+    if (c == '{' || c == '[') {
+      if (depth < DEPTH) {
+        obj[depth] = c == '{';
+        keys[depth][0] = '\0';
+      }
+      depth++;
+      expect_key = c == '{';
+      i++;
+    } else if (c == '}' || c == ']') {
+      depth -= depth > 0;
+      i++;
+    } else if (c == ',') {
+      expect_key = depth > 0 && depth <= DEPTH && obj[depth - 1];
+      i++;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      while (j < len && t[j] != '"')
+        j += t[j] == '\\' ? 2 : 1;
+      if (expect_key && depth > 0 && depth <= DEPTH) {
+        const size_t k = NG_MIN(j - i - 1, sizeof keys[0] - 1);
+        memcpy(keys[depth - 1], t + i + 1, k);
+        keys[depth - 1][k] = '\0';
+      }
+      expect_key = false;
+      i = j + 1;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t j = i;
+      while (j < len && (strchr("+-.eE", t[j]) || (t[j] >= '0' && t[j] <= '9')))
+        j++;
+      bool plain = depth > 0 && depth <= DEPTH && nt->n < NUM_TOKS;
+      for (int d = 0; plain && d < depth; d++)
+        plain = obj[d];
+      if (plain) { /* a value of an object nested in objects only */
+        char *key = nt->t[nt->n].key;
+        size_t at = 0;
+        for (int d = 0; d < depth && at < sizeof nt->t[0].key; d++)
+          at += (size_t)snprintf(key + at, sizeof nt->t[0].key - at, "%s%s", d ? "." : "", keys[d]);
+        const size_t k = NG_MIN(j - i, sizeof nt->t[0].text - 1);
+        memcpy(nt->t[nt->n].text, t + i, k);
+        nt->t[nt->n].text[k] = '\0';
+        nt->n++;
+      }
+      i = j;
+    } else {
+      i++;
+    }
+  }
+}
+
 /* A required non-negative integer key of `obj`; `prefix` names the enclosing object in messages
- * ("splits." or ""). */
+ * ("splits." or ""). Written as plain digits and at most 2^53, so that the double cJSON holds is
+ * the number written. */
 static ng_status json_count(int64_t *out, const cJSON *obj, const char *prefix, const char *key,
-                            const char *path) {
+                            const char *path, const num_toks *nt) {
   const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!item)
     return ng__err(NG_ERR_FORMAT,
@@ -99,10 +171,49 @@ static ng_status json_count(int64_t *out, const cJSON *obj, const char *prefix, 
   if (!(d >= 0.0))
     return ng__err(NG_ERR_FORMAT, "%s: \"%s%s\" is %g; counts must be non-negative", path, prefix,
                    key, d);
-  if (d != floor(d) || d > JSON_MAX_COUNT)
-    return ng__err(NG_ERR_FORMAT, "%s: \"%s%s\" is %.17g; it must be an integer of at most 2^53",
-                   path, prefix, key, d);
-  *out = (int64_t)d;
+  char full[96];
+  snprintf(full, sizeof full, "%s%s", prefix, key);
+  const char *text = NULL;
+  for (int i = 0; i < nt->n && !text; i++)
+    if (strcmp(nt->t[i].key, full) == 0)
+      text = nt->t[i].text;
+  char shown[48];
+  if (text)
+    snprintf(shown, sizeof shown, "%s", text);
+  else
+    snprintf(shown, sizeof shown, "%.17g", d);
+  if (d > JSON_MAX_COUNT)
+    return ng__err(NG_ERR_FORMAT, "%s: \"%s\" is %s; it must be an integer of at most 2^53", path,
+                   full, shown);
+  bool digits = text && *text;
+  for (const char *c = text; digits && *c; c++)
+    digits = *c >= '0' && *c <= '9';
+  if (d != floor(d) || !digits)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: \"%s\" is %s; it must be an integer written in plain digits (no "
+                   "fraction, no exponent)",
+                   path, full, shown);
+  /* Exactly: 9007199254740993 reads as the double 2^53. */
+  int64_t v = 0;
+  for (const char *c = text; *c; c++)
+    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *c - '0', &v) ||
+        v > ((int64_t)1 << 53))
+      return ng__err(NG_ERR_FORMAT, "%s: \"%s\" is %s; it must be an integer of at most 2^53", path,
+                     full, shown);
+  *out = v;
+  return NG_OK;
+}
+
+/* A key that appears twice in one object: cJSON would keep the first silently. */
+static ng_status json_no_duplicates(const cJSON *item, const char *path) {
+  for (const cJSON *a = item ? item->child : NULL; a; a = a->next) {
+    if (cJSON_IsObject(item) && a->string)
+      for (const cJSON *b = a->next; b; b = b->next)
+        if (b->string && strcmp(a->string, b->string) == 0)
+          return ng__err(NG_ERR_FORMAT, "%s: key \"%.64s\" appears twice in one object", path,
+                         a->string);
+    NG_CHECK(json_no_duplicates(a, path));
+  }
   return NG_OK;
 }
 
@@ -157,7 +268,7 @@ static ng_status parse_id(uint8_t id[NG_DATASET_ID_BYTES], bool *has_id, const c
 }
 
 static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char *dir,
-                            const char *path) {
+                            const char *path, const num_toks *nt) {
   if (!cJSON_IsObject(root))
     return ng__err(NG_ERR_FORMAT, "%s: the top level is %s; it must be a JSON object", path,
                    json_type_name(root));
@@ -169,7 +280,7 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
                    "\"; this folder is not a neargnn dataset",
                    path, format);
   int64_t version = 0;
-  NG_CHECK(json_count(&version, root, "", "version", path));
+  NG_CHECK(json_count(&version, root, "", "version", path, nt));
   if (version > NG_DATASET_VERSION)
     return ng__err(NG_ERR_UNSUPPORTED,
                    "%s: dataset format version %lld is newer than this neargnn reads (%d); "
@@ -188,11 +299,11 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
   /* The public struct documents truncation, so a long name is cut, never an error. */
   ng__strlcpy(info->name, name, sizeof info->name);
 
-  NG_CHECK(json_count(&info->nodes, root, "", "nodes", path));
-  NG_CHECK(json_count(&info->edges, root, "", "edges", path));
-  NG_CHECK(json_count(&info->feature_dim, root, "", "feature_dim", path));
+  NG_CHECK(json_count(&info->nodes, root, "", "nodes", path, nt));
+  NG_CHECK(json_count(&info->edges, root, "", "edges", path, nt));
+  NG_CHECK(json_count(&info->feature_dim, root, "", "feature_dim", path, nt));
   int64_t classes = 0;
-  NG_CHECK(json_count(&classes, root, "", "classes", path));
+  NG_CHECK(json_count(&classes, root, "", "classes", path, nt));
   if (classes > NG_MAX_CLASSES)
     return ng__err(NG_ERR_FORMAT,
                    "%s: \"classes\" is %lld; at most %d are accepted (the output layer and its "
@@ -252,7 +363,7 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
   int64_t *count[3] = {&info->train, &info->val, &info->test};
   int64_t total = 0;
   for (int s = 0; s < 3; s++) {
-    NG_CHECK(json_count(count[s], splits, "splits.", SPLIT_NAME[s], path));
+    NG_CHECK(json_count(count[s], splits, "splits.", SPLIT_NAME[s], path, nt));
     if (*count[s] > 0 && info->classes == 0)
       return ng__err(NG_ERR_FORMAT,
                      "%s: \"splits.%s\" is %lld but \"classes\" is 0: split nodes need labels; "
@@ -279,6 +390,19 @@ static ng_status load_json(struct ng_dataset *ds) {
   ng_status st = read_small_file(&text, &len, path);
   if (st != NG_OK)
     goto cleanup;
+  /* A NUL byte, or the escape of one, would end a string early in cJSON's copy of it. */
+  const char *nul = memchr(text, '\0', len);
+  const char *esc = NULL;
+  for (size_t i = 0; i + 5 < len && !esc; i++)
+    if (text[i] == '\\' && (text[i + 1] == 'u' || text[i + 1] == 'U') &&
+        strncmp(text + i + 2, "0000", 4) == 0)
+      esc = text + i;
+  if (nul || esc) {
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: byte %zu is %s; dataset.json holds text without NUL characters", path,
+                 (size_t)((nul ? nul : esc) - text), nul ? "a NUL byte" : "the escape \\u0000");
+    goto cleanup;
+  }
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
   if (!root) {
@@ -294,7 +418,22 @@ static ng_status load_json(struct ng_dataset *ds) {
                  line, col);
     goto cleanup;
   }
-  st = parse_json(info, root, dir, path);
+  /* Only whitespace may follow the object. */
+  for (const char *p = end; st == NG_OK && p < text + len; p++)
+    if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: unexpected text after the JSON object, at byte %zu; fix or re-create it",
+                   path, (size_t)(p - text));
+  if (st == NG_OK)
+    st = json_no_duplicates(root, path);
+  num_toks *nt = st == NG_OK ? ng__malloc(sizeof *nt, "dataset.json's numbers") : NULL;
+  if (st == NG_OK && !nt)
+    st = NG_ERR_NOMEM;
+  if (st == NG_OK) {
+    scan_numbers(nt, text, len);
+    st = parse_json(info, root, dir, path, nt);
+  }
+  free(nt);
   if (st == NG_OK)
     st = parse_id(ds->id, &ds->has_id, root, path);
   cJSON_Delete(root);
@@ -369,7 +508,8 @@ static ng_status map_array(ng_npy *out, const char *dir, ng_array_id id, const a
     goto cleanup;
   }
   if (!S_ISREG(sb.st_mode)) {
-    st = ng__err(NG_ERR_FORMAT, "%s: not a regular file; replace it with the .npy array", path);
+    st = ng__err(NG_ERR_FORMAT, "%s: is %s, not a regular file; replace it with the .npy array",
+                 path, ng__file_kind(sb.st_mode));
     goto cleanup;
   }
   st = ng__npy_map(out, path, populate);
@@ -572,6 +712,24 @@ static ng_status check_labels(const struct ng_dataset *ds) {
                    "fix the labels or \"classes\" in dataset.json",
                    ds->dir, NG_ARRAY_FILE[NG_ARR_LABELS], (long long)bad, ds->labels[bad],
                    ds->info.classes);
+  /* The output layer is `classes` wide: a count far above the labels (a hand-edited 65536 for 7
+   * real classes) would train and store a layer of mostly dead columns. The converters' rule,
+   * with the largest label in place of the distinct ones: at most 2 x (largest + 1) + 8. */
+  int32_t top = -1;
+  const int64_t n = ds->info.nodes;
+  const int32_t *lab = ds->labels;
+#pragma omp parallel for schedule(static) reduction(max : top) if (n > SCAN_BLOCK)
+  for (int64_t i = 0; i < n; i++)
+    top = lab[i] > top ? lab[i] : top;
+  const int64_t used = (int64_t)top + 1;
+  if (ds->info.classes > 2 * used + CLASS_SLACK)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: \"classes\" is %d but the largest label in %s is %d: the output layer "
+                   "would be %d wide for %lld classes in use; set \"classes\" to %lld in "
+                   "dataset.json (at most twice the labels in use, plus %d, are accepted)",
+                   ds->dir, ds->info.classes, NG_ARRAY_FILE[NG_ARR_LABELS], (int)top,
+                   ds->info.classes, (long long)used, (long long)NG_MAX(used, (int64_t)1),
+                   CLASS_SLACK);
   return NG_OK;
 }
 
@@ -663,13 +821,25 @@ static ng_status check_splits(const struct ng_dataset *ds) {
   return st;
 }
 
+static int64_t scan_negative_i64(const void *ctx, int64_t lo, int64_t hi) {
+  const int64_t *a = ctx;
+  bool bad = false;
+  for (int64_t i = lo; i < hi; i++)
+    bad |= a[i] < 0;
+  if (bad)
+    for (int64_t i = lo; i < hi; i++)
+      if (a[i] < 0)
+        return i;
+  return -1;
+}
+
 /* The source ids of renumbered datasets are non-negative (their uniqueness is the converter's
  * promise and is not checked: it would need a sort of the whole array). */
 static ng_status check_orig_ids(const struct ng_dataset *ds) {
   if (!ds->info.orig_ids)
     return NG_OK;
-  range_ctx rc = {ds->arrays[NG_ARR_ORIG_ID].data, INT64_MAX, 0};
-  int64_t bad = first_bad(ds->info.nodes, scan_range_i64, &rc);
+  /* Every non-negative int64 is a valid source id, INT64_MAX included (docs/convert.md). */
+  int64_t bad = first_bad(ds->info.nodes, scan_negative_i64, ds->arrays[NG_ARR_ORIG_ID].data);
   if (bad >= 0)
     return ng__err(NG_ERR_FORMAT, "%s/%s: orig_id[%lld] = %lld is negative; re-run neargnn convert",
                    ds->dir, NG_ARRAY_FILE[NG_ARR_ORIG_ID], (long long)bad,
@@ -728,7 +898,7 @@ static ng_status sample_features(const struct ng_dataset *ds) {
   return ng__err(NG_ERR_FORMAT,
                  "%s/%s: features[%lld, %lld] is %s (found by the check of %lld sampled rows on "
                  "open); replace non-finite values (numpy: numpy.nan_to_num), and run with "
-                 "--check-features (ng_open_opts.check_features) to find them all",
+                 "--check-features full (ng_open_opts.check_features) to find them all",
                  ds->dir, NG_ARRAY_FILE[NG_ARR_FEATURES], (long long)(first / dim),
                  (long long)(first % dim), what, (long long)samples);
 }
@@ -741,6 +911,12 @@ ng_status ng__dataset_validate(const struct ng_dataset *ds, bool all_features) {
   NG_CHECK(check_splits(ds));
   NG_CHECK(check_orig_ids(ds));
   return all_features ? check_features(ds) : sample_features(ds);
+}
+
+ng_status ng__dataset_verify_maps(const struct ng_dataset *ds) {
+  for (int i = 0; i < NG_ARR_COUNT_; i++)
+    NG_CHECK(ng__map_verify(ds->arrays[i].map));
+  return NG_OK;
 }
 
 ng_status ng__dataset_check(ng_dataset_t ds) {
@@ -790,9 +966,9 @@ ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts
   }
   if (!S_ISDIR(sb.st_mode))
     return ng__err(NG_ERR_FORMAT,
-                   "%s: not a folder; a dataset is a folder holding dataset.json and .npy arrays "
-                   "(docs/dataset-format.md)",
-                   dir);
+                   "%s: is %s, not a folder; a dataset is a folder holding dataset.json and .npy "
+                   "arrays (docs/dataset-format.md)",
+                   dir, ng__file_kind(sb.st_mode));
 
   struct ng_dataset *ds = ng__calloc(1, sizeof *ds, "a dataset handle");
   if (!ds)

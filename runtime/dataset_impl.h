@@ -66,6 +66,10 @@ struct ng_dataset {
 /// with `all_features`, else a fixed sample of rows). Messages name `ds->dir` as the folder.
 ng_status ng__dataset_validate(const struct ng_dataset *ds, bool all_features);
 
+/// NG_ERR_IO naming the file when one of the dataset's mapped arrays was truncated since it was
+/// opened (ng__map_verify): checked before work that reads them, instead of meeting SIGBUS.
+ng_status ng__dataset_verify_maps(const struct ng_dataset *ds);
+
 /// Checks a handle at the API edge: NULL or closed handles are reported, not followed.
 ng_status ng__dataset_check(ng_dataset_t ds);
 

@@ -25,13 +25,21 @@ ng_status ng__writer_begin(ng_dataset_writer *w, const char *dst_dir) {
   if (!dst_dir || !*dst_dir)
     return ng__err(NG_ERR_INVALID_ARG, "no output folder given");
   struct stat st;
-  if (stat(dst_dir, &st) == 0)
+  /* lstat: a dangling symbolic link is there too, and would make the final rename fail. */
+  if (lstat(dst_dir, &st) == 0)
     return ng__err(NG_ERR_EXISTS, "%s already exists; remove it or choose another output folder",
                    dst_dir);
   size_t n = strlen(dst_dir);
   while (n > 1 && dst_dir[n - 1] == '/')
     n--;
   w->dst_dir = strndup(dst_dir, n);
+  bool exists;
+  ng_status cst = w->dst_dir ? ng__dst_check(w->dst_dir, &exists) : NG_OK;
+  if (cst != NG_OK) { /* the folder it goes into is missing (or not a folder) */
+    free(w->dst_dir);
+    w->dst_dir = NULL;
+    return cst;
+  }
   if (w->dst_dir) /* folders of writers killed before their rename go first */
     ng__tmp_sweep(w->dst_dir);
   w->tmp_dir = w->dst_dir ? ng__tmp_template(w->dst_dir) : NULL;
@@ -169,6 +177,15 @@ ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta) {
     char *json = ng__path_join(w->tmp_dir, "dataset.json");
     st = json ? write_json(json, meta) : NG_ERR_NOMEM;
     free(json);
+  }
+  if (st == NG_OK) {
+    /* The folder must open before it is published: a converter that wrote something the open
+     * refuses (a bug, or an input at a limit nobody thought of) leaves nothing behind. */
+    ng_dataset_t ds = NULL;
+    st = ng_dataset_open(&ds, w->tmp_dir, NULL);
+    ng_dataset_close(ds);
+    if (st != NG_OK)
+      ng__err_prefix("%s: the dataset written fails its own check, so it was not kept", w->dst_dir);
   }
   if (st == NG_OK) {
     /* mkdtemp made the folder private (0700); a finished dataset gets ordinary permissions. */

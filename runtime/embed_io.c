@@ -55,8 +55,11 @@ ng_status ng_node_list_load(int64_t **out, int64_t *n, const char *path) {
     while (end && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
       end++;
     if (end == p || errno || !end || *end != '\0' || v < 0) {
-      st = ng__err(NG_ERR_FORMAT, "%s:%" PRId64 ": '%.40s' is not a node id (one per line)", path,
-                   line_no, p);
+      /* The file's text is not echoed: the path may name anything (a link to a secret). */
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s:%" PRId64 ": not a node id (one non-negative integer per line); the line "
+                   "stops parsing at column %zu",
+                   path, line_no, (size_t)((end && end != p ? end : p) - line) + 1);
       break;
     }
     if (*n == cap) {
@@ -142,18 +145,18 @@ ng_status ng_trainer_embed_npy(const char *path, ng_trainer_t trainer, const int
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_embed_npy: path is NULL");
   int64_t dim = 0;
   NG_CHECK(ng_trainer_embed_dim(&dim, trainer, opts ? opts->layer : -1));
-  char tmp[4200];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld-embed", path, (long)getpid()) >= (int)sizeof tmp)
-    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_embed_npy: path too long");
-  unlink(tmp);
+  char *tmp;
+  NG_CHECK(ng__atomic_begin(&tmp, path));
   const int64_t shape[2] = {n, dim};
   ng_npy a;
-  NG_CHECK(ng__npy_create(&a, tmp, NG_DTYPE_F32, 2, shape));
+  ng_status st = ng__npy_create(&a, tmp, NG_DTYPE_F32, 2, shape);
+  if (st != NG_OK)
+    return ng__atomic_end(tmp, path, st);
   writeback w = {.fd = nodes ? -1 : open(tmp, O_RDWR | O_CLOEXEC),
                  .data = a.data,
                  .offset = (size_t)((char *)a.data - (char *)a.map),
                  .row = (size_t)dim * sizeof(float)};
-  ng_status st = ng__trainer_embed(a.data, trainer, nodes, n, opts, rows_written, &w);
+  st = ng__trainer_embed(a.data, trainer, nodes, n, opts, rows_written, &w);
   const double t0 = ng__now();
   if (st == NG_OK)
     st = ng__npy_sync(&a, tmp);
@@ -162,9 +165,5 @@ ng_status ng_trainer_embed_npy(const char *path, ng_trainer_t trainer, const int
   if (w.fd >= 0)
     close(w.fd);
   ng__npy_close(&a);
-  if (st == NG_OK && rename(tmp, path) != 0)
-    st = ng__err(NG_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-  if (st != NG_OK)
-    unlink(tmp);
-  return st;
+  return ng__atomic_end(tmp, path, st);
 }

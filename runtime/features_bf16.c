@@ -65,12 +65,8 @@ static ng_status try_map(ng_bf16_table *out, const char *path, const char *src_p
  * file renamed into place. */
 static ng_status write_file(const char *path, const char *src_path, const float *src, int64_t nodes,
                             int64_t dim, int threads, ng_progress *progress) {
-  const size_t n = strlen(path) + 32;
-  char *tmp = ng__malloc(n, "a temporary path");
-  if (!tmp)
-    return NG_ERR_NOMEM;
-  snprintf(tmp, n, "%s.tmp-%ld", path, (long)getpid());
-  unlink(tmp); /* a leftover of a killed run with this pid */
+  char *tmp;
+  NG_CHECK(ng__atomic_begin(&tmp, path));
   ng_npy w;
   const int64_t shape[2] = {nodes, dim};
   ng_status st = ng__npy_create(&w, tmp, NG_DTYPE_U16, 2, shape);
@@ -97,13 +93,7 @@ static ng_status write_file(const char *path, const char *src_path, const float 
     if (utimensat(AT_FDCWD, tmp, times, 0) != 0)
       st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot set its modification time", tmp);
   }
-  if (st == NG_OK && rename(tmp, path) != 0)
-    st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot rename the written bf16 table into place",
-                       path);
-  if (st != NG_OK)
-    unlink(tmp);
-  free(tmp);
-  return st;
+  return ng__atomic_end(tmp, path, st);
 }
 
 ng_status ng__bf16_table_open(ng_bf16_table *out, const struct ng_dataset *ds, const float *src,

@@ -218,11 +218,24 @@ typedef struct {
   layer_buf *in_buf;  /* the input's buffer when it is a previous layer's host output */
   int64_t chunk;      /* destinations per chunk (infer_chunk) */
   bool out_rows_done; /* the chunks write the caller's `out`: tell c->rows_done */
+  bool check_finite;  /* the requested layer: its rows must be finite (check_rows) */
 } layer_job;
 
 /* Bytes of the block arrays in `pack`, each aligned. */
 static size_t align_up(size_t x) {
   return (x + ALIGN_BYTES - 1) / ALIGN_BYTES * ALIGN_BYTES;
+}
+
+/* The memory-mapped inputs a chunk reads (the topology, layer 0's feature table) still have
+ * every byte they had when mapped: a file truncated under the run ends it with an error naming
+ * the file, checked before each chunk's reads rather than met as SIGBUS in them. */
+static ng_status inputs_intact(const layer_job *j) {
+  const ng_csr *g = j->c->graph;
+  NG_CHECK(ng__map_verify(g->indptr));
+  NG_CHECK(ng__map_verify(g->idx32 ? (const void *)g->idx32 : (const void *)g->idx64));
+  if (j->layer == 0)
+    NG_CHECK(ng__map_verify(j->input16 ? (const void *)j->input16 : (const void *)j->input));
+  return NG_OK;
 }
 
 /* A host-memory backend's chunk: the block re-addressed to the rows of the input table, and the
@@ -278,6 +291,7 @@ static ng_status produce_direct(layer_job *j, slot *s) {
 static ng_status produce(layer_job *j, slot *s) {
   const ng_infer_ctx *c = j->c;
   ng_backend *be = j->be;
+  NG_CHECK(inputs_intact(j));
   NG_CHECK(ng__host_reserve((void **)&s->ids, &s->ids_cap, (size_t)s->n * sizeof *s->ids,
                             "inference ids"));
   for (int64_t i = 0; i < s->n; i++)
@@ -659,6 +673,47 @@ static void adapt_end(adapt_team *a, int64_t k, int probe, double secs, double w
     a->best = a->w[1] * a->s[0] > a->w[0] * a->s[1] ? 1 : a->most;
 }
 
+/* An output row that is not finite is an error, not a prediction: argmax over NaN is class 0
+ * and a loss over it NaN, which a caller would take for a result. The message names the first
+ * few such nodes of the chunk (dataset ids). */
+#define NONFINITE_NAMED 5
+
+static ng_status check_rows(const layer_job *j, const float *rows, int64_t first, int64_t n,
+                            int64_t dim) {
+  const uint32_t *bits = (const uint32_t *)rows;
+  const int64_t count = n * dim;
+  bool bad = false;
+  for (int64_t i = 0; i < count; i++) /* exponent all ones: NaN or infinity (vectorisable) */
+    bad |= (bits[i] & 0x7f800000u) == 0x7f800000u;
+  if (!bad)
+    return NG_OK;
+  char list[160] = "";
+  size_t at = 0;
+  int named = 0;
+  int64_t total = 0;
+  for (int64_t r = 0; r < n; r++) {
+    bool row_bad = false;
+    for (int64_t k = 0; k < dim; k++)
+      row_bad |= (bits[r * dim + k] & 0x7f800000u) == 0x7f800000u;
+    if (!row_bad)
+      continue;
+    total++;
+    if (named < NONFINITE_NAMED && at < sizeof list) {
+      int w = snprintf(list + at, sizeof list - at, "%s%lld", named ? ", " : "",
+                       (long long)set_id(j->dst_set, first + r));
+      at += w > 0 ? (size_t)w : 0;
+      named++;
+    }
+  }
+  char more[48] = "";
+  if (total > named)
+    snprintf(more, sizeof more, " and %lld more", (long long)(total - named));
+  return ng__err(NG_ERR_NONFINITE,
+                 "the output of layer %d is NaN or infinite for node(s) %s%s; check the features "
+                 "(--check-features full) and the model's weights",
+                 j->layer, list, more);
+}
+
 /* Runs layer `j->layer` over its destination set into `dst` (host rows in the set's order) or
  * j->out_dev, with `n_prod` producers over `n_slots` slots. */
 static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *slots, int n_slots,
@@ -707,7 +762,9 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
     if (!ok)
       break; /* a producer failed: its error follows */
     const int probe = adapt_begin(&team, k);
-    st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL, async ? (int)(k % 2) : -1);
+    st = inputs_intact(j); /* the computation reads the table in place too */
+    if (st == NG_OK)
+      st = compute(j, cur, d, dst ? dst + cur->first * out_dim : NULL, async ? (int)(k % 2) : -1);
     adapt_end(&team, k, probe, ng__now() - t1, (double)cur->n + (double)cur->mb.blocks[0].nnz);
     /* Asynchronous: chunk k - 1's staging slot goes back once the device is done with it (its
      * block landed), while chunk k's ops are queued behind it; chunk k's goes back next time. */
@@ -723,6 +780,8 @@ static ng_status run_layer(layer_job *j, float *dst, layer_buf *dst_buf, slot *s
         stats->cold_rows += cur->split ? cur->n_cold : cur->mb.blocks[0].n_src;
       }
     }
+    if (j->check_finite && dst && st == NG_OK)
+      st = check_rows(j, dst + cur->first * out_dim, cur->first, cur->n, out_dim);
     if (dst_buf && st == NG_OK)
       buf_trim(dst_buf, &dst_buf->dropped_at, (size_t)cur->n * out_row, c->host_bytes);
     if (j->out_rows_done && st == NG_OK)
@@ -1009,6 +1068,7 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
         .in_buf = l > 0 && !src_dev ? src_buf : NULL,
         .chunk = chunk_of[l],
         .out_rows_done = dst && dst == out && c->rows_done,
+        .check_finite = l == layer,
     };
     j.cfg.fanout[0] = -1;
     j.cfg.gcn_weights[0] = L->ag.weighted || L->ag.self_loop;

@@ -243,7 +243,8 @@ ng_status ng__npy_map(ng_npy *out, const char *path, bool populate) {
   memset(out, 0, sizeof *out);
   void *map;
   size_t len;
-  NG_CHECK(ng__file_map(&map, &len, path, 10, "a .npy file", NULL, populate));
+  /* Watched: a dataset array truncated under a run is reported, not a crash (ng__map_verify). */
+  NG_CHECK(ng__file_map_watched(&map, &len, path, 10, "a .npy file", NULL, populate));
   ng_status st2 = ng__npy_parse_header(&out->hdr, map, len, path);
   if (st2 == NG_OK) {
     size_t want = out->hdr.data_offset + out->hdr.nbytes;
@@ -258,6 +259,7 @@ ng_status ng__npy_map(ng_npy *out, const char *path, bool populate) {
                     len - want);
   }
   if (st2 != NG_OK) {
+    ng__map_unwatch(map);
     munmap(map, len);
     memset(out, 0, sizeof *out);
     return st2;
@@ -402,8 +404,10 @@ ng_status ng__npy_shrink(ng_npy *npy, const char *path, int64_t new_dim0) {
 }
 
 void ng__npy_close(ng_npy *npy) {
-  if (npy && npy->map)
+  if (npy && npy->map) {
+    ng__map_unwatch(npy->map);
     munmap(npy->map, npy->map_len);
+  }
   if (npy)
     memset(npy, 0, sizeof *npy);
 }

@@ -383,10 +383,14 @@ static ng_status parse_header(ng_st_file *out, const char *text, size_t hlen,
     t->data = data + s->begin;
     size_t esize = ng__dtype_size(t->dtype);
     if ((uintptr_t)t->data % esize != 0) {
+      /* The file's byte, not only the data offset: a header whose length leaves the data section
+       * misaligned misplaces a tensor at data offset 0 too. */
       st = ng__err(NG_ERR_FORMAT,
-                   "%s: tensor '%s' starts at data offset %llu, not aligned to its %zu-byte "
-                   "elements; re-save the file with safetensors",
-                   name, t->name, (unsigned long long)s->begin, esize);
+                   "%s: tensor '%s' starts at byte %llu of the file (data offset %llu after a "
+                   "%zu-byte header), not aligned to its %zu-byte elements; re-save the file with "
+                   "safetensors",
+                   name, t->name, (unsigned long long)(8 + hlen + s->begin),
+                   (unsigned long long)s->begin, hlen, esize);
       goto cleanup;
     }
     /* A C bool holding anything but 0 or 1 is undefined behaviour to read. */
@@ -610,55 +614,17 @@ static ng_status write_all(int fd, const void *buf, size_t len, const char *path
   return NG_OK;
 }
 
-/* Makes the rename of `path` durable: a rename lives in the folder, not in the file. */
-static ng_status fsync_parent(const char *path) {
-  char *dir = strdup(path);
-  if (!dir)
-    return ng__err(NG_ERR_NOMEM, "%s: out of memory", path);
-  char *slash = strrchr(dir, '/');
-  const char *d = ".";
-  if (slash) {
-    *slash = '\0';
-    d = slash == dir ? "/" : dir;
-  }
-  ng_status st = NG_OK;
-  int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  /* EINVAL: file systems that cannot sync a folder have nothing to make durable. */
-  if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
-    st = ng__err_errno(NG_ERR_IO, errno,
-                       "%s: written, but syncing its folder %s failed, so the new file may not "
-                       "survive a crash",
-                       path, d);
-  if (fd >= 0)
-    close(fd);
-  free(dir);
-  return st;
-}
-
 /* Writes header and data to a temporary file beside `path`, then renames it into place. */
 static ng_status write_atomic(const char *path, const void *head, size_t head_len,
                               const ng_st_tensor *tensors, const int *order, int n) {
-  size_t plen = strlen(path);
-  if (path[plen - 1] == '/')
-    return ng__err(NG_ERR_INVALID_ARG, "%s: names a folder; give the path of a file", path);
-  /* Temporary files of writers killed before their rename go first. */
-  ng__tmp_sweep(path);
-  char *tmp = ng__tmp_template(path);
-  if (!tmp)
-    return NG_ERR_NOMEM;
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) {
-    ng_status st = ng__err_errno(NG_ERR_IO, errno,
-                                 "%s: cannot create a temporary file beside it (does the folder "
-                                 "exist, and is it writable?)",
-                                 path);
-    free(tmp);
-    return st;
-  }
+  char *tmp;
+  NG_CHECK(ng__atomic_begin(&tmp, path));
   ng_status st = NG_OK;
-  /* mkostemp creates the file 0600; a checkpoint is an ordinary file that others may read. */
-  if (fchmod(fd, 0644) != 0)
-    st = ng__err_errno(NG_ERR_IO, errno, "%s: chmod", tmp);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    st = ng__err_errno(NG_ERR_IO, errno,
+                       "%s: cannot create a temporary file beside it (is the folder writable?)",
+                       path);
   if (st == NG_OK)
     st = write_all(fd, head, head_len, path);
   for (int i = 0; st == NG_OK && i < n; i++) {
@@ -666,19 +632,9 @@ static ng_status write_atomic(const char *path, const void *head, size_t head_le
     if (t->nbytes)
       st = write_all(fd, t->data, t->nbytes, path);
   }
-  if (st == NG_OK && fsync(fd) != 0)
-    st = ng__err_errno(NG_ERR_IO, errno, "%s: fsync", tmp);
-  if (close(fd) != 0 && st == NG_OK)
+  if (fd >= 0 && close(fd) != 0 && st == NG_OK)
     st = ng__err_errno(NG_ERR_IO, errno, "%s: close", tmp);
-  if (st == NG_OK && rename(tmp, path) != 0)
-    st = ng__err_errno(NG_ERR_IO, errno, "%s: cannot rename the temporary file %s over it", path,
-                       tmp);
-  if (st != NG_OK)
-    unlink(tmp);
-  else
-    st = fsync_parent(path);
-  free(tmp);
-  return st;
+  return ng__atomic_end(tmp, path, st);
 }
 
 ng_status ng__st_write(const char *path, const ng_st_tensor *tensors, int n, const ng_st_meta *meta,

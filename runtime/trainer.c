@@ -264,9 +264,14 @@ static ng_status make_backend(ng_backend **out, const ng_train_opts *o) {
      * sees one GPU only was given its own by its launcher (CUDA_VISIBLE_DEVICES). */
     int device = 0, count = 0;
     char desc[8];
+    /* No GPU, or no driver: said so, rather than as the runtime's first error code
+     * (cudaErrorInsufficientDriver, cudaErrorNoDevice). */
+    NG_CHECK(ng__cuda_devices(&count, desc, sizeof desc));
+    if (count == 0)
+      return ng__err(NG_ERR_UNSUPPORTED, "device 'cuda': no CUDA device (no GPU, or no NVIDIA "
+                                         "driver loaded); use --device cpu");
     const int local = o->comm ? ng_comm_local_size(o->comm) : 1;
     if (local > 1) {
-      NG_CHECK(ng__cuda_devices(&count, desc, sizeof desc));
       if (count > 1 && count < local)
         return ng__err(NG_ERR_INVALID_ARG,
                        "%d ranks on this host but %d GPUs: one rank per GPU (fewer --ranks, or "
@@ -1189,6 +1194,8 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   NG_CHECK(trainer_check(t));
   if (!out || out->size < sizeof(ng_epoch_stats))
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_epoch: stats missing or from an older header");
+  /* A dataset file truncated under the run stops it here, naming the file (docs/guarantees.md). */
+  NG_CHECK(ng__dataset_verify_maps(t->ds));
   const ng_dataset_info *info = &t->ds->info;
   int64_t n_train = info->train;
   int64_t batch = train_batch(t);

@@ -120,12 +120,12 @@ ng_status ng__trace_write(const ng_trace *t, const char *path) {
       origin = NG_MIN(origin, t->tracks[i].v[j].t0);
   if (origin == INT64_MAX)
     origin = 0;
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-    return ng__err(NG_ERR_INVALID_ARG, "trace: path \"%s\" is too long", path);
-  FILE *f = fopen(tmp, "w");
+  char *tmp;
+  NG_CHECK(ng__atomic_begin(&tmp, path));
+  FILE *f = fopen(tmp, "wx");
   if (!f)
-    return ng__err_errno(NG_ERR_IO, errno, "trace: cannot create \"%s\"", tmp);
+    return ng__atomic_end(tmp, path,
+                          ng__err_errno(NG_ERR_IO, errno, "trace: cannot create \"%s\"", tmp));
   fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
   bool first = true;
   for (int i = 0; i < t->n_tracks; i++) {
@@ -157,14 +157,8 @@ ng_status ng__trace_write(const ng_trace *t, const char *path) {
   }
   fputs("\n]}\n", f);
   const bool ok = !ferror(f);
-  if (fclose(f) != 0 || !ok) {
-    remove(tmp);
-    return ng__err_errno(NG_ERR_IO, errno, "trace: cannot write \"%s\"", tmp);
-  }
-  if (rename(tmp, path) != 0) {
-    const int e = errno;
-    remove(tmp);
-    return ng__err_errno(NG_ERR_IO, e, "trace: cannot rename \"%s\" to \"%s\"", tmp, path);
-  }
-  return NG_OK;
+  ng_status st = NG_OK;
+  if (fclose(f) != 0 || !ok)
+    st = ng__err_errno(NG_ERR_IO, errno, "trace: cannot write \"%s\"", tmp);
+  return ng__atomic_end(tmp, path, st);
 }
