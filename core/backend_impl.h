@@ -146,7 +146,10 @@ static inline int64_t ng_attn_state_cols(const ng_attn *a) {
   return (int64_t)a->heads * (a->head_dim + 2);
 }
 
-typedef enum { NG_OPT_SGD = 0, NG_OPT_ADAM = 1 } ng_optimizer_kind;
+/// The optimizer of a step, numbered as the public ng_optimizer, so that an
+/// ng_train_opts.optimizer means the same thing here. Only the public value is ever stored (a
+/// checkpoint's "optimizer").
+typedef enum { NG_OPT_ADAM = NG_OPTIMIZER_ADAM, NG_OPT_SGD = NG_OPTIMIZER_SGD } ng_optimizer_kind;
 
 /// Hyper-parameters of one optimizer step (weight decay is L2: grad += weight_decay * param).
 typedef struct {

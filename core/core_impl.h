@@ -34,8 +34,6 @@ ng_status ng__err(ng_status status, const char *fmt, ...) NG_PRINTF(2, 3);
 ng_status ng__err_errno(ng_status status, int errnum, const char *fmt, ...) NG_PRINTF(3, 4);
 /// Prefixes the current ng_last_error() with "prefix: " (adds context on the way up).
 void ng__err_prefix(const char *fmt, ...) NG_PRINTF(1, 2);
-/// Clears the calling thread's error message.
-void ng__err_clear(void);
 
 /// Returns from the enclosing function when `call` fails, keeping its status and message.
 #define NG_CHECK(call)                                                                             \

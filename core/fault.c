@@ -10,7 +10,6 @@ typedef struct {
   atomic_bool armed;
   atomic_int_least64_t left;  /* matching calls until the one that fails (1: the next) */
   atomic_int_least64_t fired; /* failures injected */
-  atomic_int_least64_t calls; /* matching calls seen while armed */
   atomic_size_t used;         /* bytes granted since arming (backend ops) */
   bool counting;              /* nth > 0 was given */
   bool sticky;
@@ -29,7 +28,6 @@ static void arm(fault *f, int64_t nth, bool sticky, size_t max_bytes) {
   f->max_bytes = max_bytes;
   atomic_store(&f->left, nth);
   atomic_store(&f->fired, 0);
-  atomic_store(&f->calls, 0);
   atomic_store(&f->used, 0);
   atomic_store(&f->armed, nth > 0 || max_bytes > 0);
 }
@@ -39,7 +37,6 @@ static void arm(fault *f, int64_t nth, bool sticky, size_t max_bytes) {
 static bool hit(fault *f, size_t bytes) {
   if (NG_LIKELY(!atomic_load_explicit(&f->armed, memory_order_acquire)))
     return false;
-  atomic_fetch_add(&f->calls, 1);
   bool fail = false;
   if (f->counting) {
     const int64_t left = atomic_fetch_sub(&f->left, 1);
@@ -65,10 +62,6 @@ void ng__fault_alloc(int64_t nth, const char *match, bool sticky) {
 
 int64_t ng__fault_alloc_fired(void) {
   return atomic_load(&alloc_fault.fired);
-}
-
-int64_t ng__fault_alloc_calls(void) {
-  return atomic_load(&alloc_fault.calls);
 }
 
 bool ng__fault_alloc_hit(const char *what) {

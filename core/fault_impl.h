@@ -20,9 +20,6 @@ extern "C" {
 void ng__fault_alloc(int64_t nth, const char *match, bool sticky);
 /// Allocations failed by injection since the last ng__fault_alloc().
 int64_t ng__fault_alloc_fired(void);
-/// Matching allocations seen since the last ng__fault_alloc() (failed or not) while it is armed:
-/// arm with a large `nth` to count the allocations of a call before sweeping them.
-int64_t ng__fault_alloc_calls(void);
 /// Whether core's allocator must fail this allocation of `what` (called by the allocator).
 bool ng__fault_alloc_hit(const char *what);
 

@@ -44,10 +44,6 @@ const char *ng_last_error(void) {
   return tls_msg;
 }
 
-void ng__err_clear(void) {
-  tls_msg[0] = '\0';
-}
-
 ng_status ng__err(ng_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -1,9 +1,9 @@
 /* Node-wise uniform neighbour sampling without replacement into message-flow blocks.
  *
- * Sampling runs from the targets outwards, one block at a time. One open-addressing table maps
- * global node ids to local ids for the whole mini-batch, so a node keeps one local id in every
- * layer and each layer's node list is a prefix of the next-lower one. The table lives in the
- * arena and is emptied in O(1) per mini-batch by a generation stamp.
+ * Sampling runs from the targets outwards, one block at a time. One open-addressing table
+ * (core/idmap.h) maps global node ids to local ids for the whole mini-batch, so a node keeps one
+ * local id in every layer and each layer's node list is a prefix of the next-lower one. The
+ * table lives in the arena and is emptied in O(1) per mini-batch by a generation stamp.
  *
  * Within a row, k of n positions are drawn with Floyd's algorithm over m = min(k, n - k)
  * positions (the kept ones when k <= n / 2, the excluded ones otherwise) and sorted, so a row
@@ -14,6 +14,7 @@
  * Each (block, destination) pair draws from its own stream, ng_hash3(seed, block, global id),
  * which makes the result independent of batch composition, order and thread. */
 #include "sampler_impl.h"
+#include "idmap.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -35,14 +36,6 @@ typedef struct {
   size_t cap; /* bytes */
 } ng_gbuf;
 
-/* One slot of the dedup table: a slot is occupied in the current mini-batch iff its stamp
- * equals the arena's generation, so starting a mini-batch clears the table in O(1). */
-typedef struct {
-  int64_t key;
-  int32_t val;
-  uint32_t stamp;
-} ng_slot;
-
 typedef struct {
   ng_gbuf indptr, indices, edge_w, self_w, t_indptr, t_dst, t_eid;
 } ng_layer_bufs;
@@ -55,9 +48,7 @@ struct ng_sample_arena {
   ng_gbuf set;     /* int64 hash set of drawn positions (large draws), -1 = empty */
   ng_gbuf src_deg; /* double deg + 1 of every source (GCN weights) */
   ng_gbuf cursor;  /* int32 fill cursors of the transpose */
-  ng_slot *table;
-  size_t table_cap; /* slots, a power of two (0 before the first mini-batch) */
-  uint32_t gen;
+  ng_idmap table;  /* global -> local ids of the mini-batch (cleared at each one) */
 };
 
 /* Grows `b` to hold at least `bytes`, at least doubling, keeping its content. */
@@ -112,7 +103,7 @@ void ng__sample_arena_destroy(ng_sample_arena *arena) {
   gbuf_free(&arena->set);
   gbuf_free(&arena->src_deg);
   gbuf_free(&arena->cursor);
-  free(arena->table);
+  ng__idmap_free(&arena->table);
   free(arena);
 }
 
@@ -121,67 +112,13 @@ size_t ng__sample_arena_bytes(const ng_sample_arena *arena) {
     return 0;
   size_t bytes = sizeof *arena + arena->node_ids.cap + arena->gid.cap + arena->pos.cap +
                  arena->set.cap + arena->src_deg.cap + arena->cursor.cap +
-                 arena->table_cap * sizeof(ng_slot);
+                 ng__idmap_bytes(&arena->table);
   for (int l = 0; l < NG_MAX_LAYERS; l++) {
     const ng_layer_bufs *lb = &arena->layer[l];
     bytes += lb->indptr.cap + lb->indices.cap + lb->edge_w.cap + lb->self_w.cap + lb->t_indptr.cap +
              lb->t_dst.cap + lb->t_eid.cap;
   }
   return bytes;
-}
-
-/* ---- the dedup table ---- */
-
-/* Multiplicative hashing with the high half folded down, so that runs of consecutive ids (common
- * in rows and in renumbered graphs) spread over the table. */
-static inline size_t slot_of(int64_t key, size_t mask) {
-  uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
-  return (size_t)(h ^ (h >> 32)) & mask;
-}
-
-/* Makes room for `nodes` distinct nodes at load <= 1/2 (the table never shrinks), re-inserting the
- * `n_cur` nodes of the current mini-batch (local id i is ids[i]) into the larger table. */
-static ng_status table_reserve(ng_sample_arena *a, size_t nodes, const int64_t *ids,
-                               int32_t n_cur) {
-  size_t need = nodes * 2;
-  if (NG_LIKELY(need <= a->table_cap))
-    return NG_OK;
-  size_t cap = a->table_cap ? a->table_cap * 2 : 1024;
-  while (cap < need)
-    cap *= 2;
-  ng_slot *t = ng__calloc(cap, sizeof *t, "sampler dedup table");
-  if (!t)
-    return NG_ERR_NOMEM;
-  free(a->table);
-  a->table = t;
-  a->table_cap = cap;
-  /* Every stamp of the fresh table is 0, which no mini-batch uses as its generation. */
-  size_t mask = cap - 1;
-  for (int32_t i = 0; i < n_cur; i++) {
-    size_t h = slot_of(ids[i], mask);
-    while (t[h].stamp == a->gen)
-      h = (h + 1) & mask;
-    t[h] = (ng_slot){.key = ids[i], .val = i, .stamp = a->gen};
-  }
-  return NG_OK;
-}
-
-/* The local id of global node `key`, appending it to ids[] when it is new. */
-static inline int32_t table_add(ng_slot *t, size_t mask, uint32_t gen, int64_t key, int64_t *ids,
-                                int32_t *n_cur) {
-  size_t h = slot_of(key, mask);
-  for (;;) {
-    ng_slot *s = &t[h];
-    if (s->stamp != gen) {
-      int32_t id = (*n_cur)++;
-      *s = (ng_slot){.key = key, .val = id, .stamp = gen};
-      ids[id] = key;
-      return id;
-    }
-    if (s->key == key)
-      return s->val;
-    h = (h + 1) & mask;
-  }
 }
 
 /* ---- drawing m of n row positions without replacement (Floyd's algorithm), sorted ---- */
@@ -236,12 +173,12 @@ static void draw_large(int64_t *pos, int64_t m, int64_t n, ng_rng *r, int64_t *s
   int64_t len = 0;
   for (int64_t j = n - m; j < n; j++) {
     int64_t t = (int64_t)ng_rng_below(r, (uint64_t)j + 1);
-    size_t h = slot_of(t, mask);
+    size_t h = ng__idmap_hash(t, mask);
     while (set[h] != -1 && set[h] != t)
       h = (h + 1) & mask;
     if (set[h] == t) {
       /* t is taken: insert j, which is new because every drawn position is below j. */
-      h = slot_of(j, mask);
+      h = ng__idmap_hash(j, mask);
       while (set[h] != -1)
         h = (h + 1) & mask;
       set[h] = j;
@@ -254,7 +191,7 @@ static void draw_large(int64_t *pos, int64_t m, int64_t n, ng_rng *r, int64_t *s
   /* Clearing only the used slots keeps the cost O(m). Each search probes until it finds its own
    * key, passing over slots already cleared, so clearing does not break later searches. */
   for (int64_t i = 0; i < m; i++) {
-    size_t h = slot_of(pos[i], mask);
+    size_t h = ng__idmap_hash(pos[i], mask);
     while (set[h] != pos[i])
       h = (h + 1) & mask;
     set[h] = -1;
@@ -422,20 +359,18 @@ static ng_status dedup_edges(ng_sample_arena *a, const ng_csr *g, int l, ng_gbuf
   NG_CHECK(gbuf_reserve(indices, (size_t)NG_MAX(nnz, 1) * sizeof(int32_t), "block indices"));
   NG_CHECK(gbuf_reserve(&a->node_ids, most * sizeof(int64_t), "node ids"));
   int64_t *ids = a->node_ids.ptr;
-  NG_CHECK(table_reserve(a, most, ids, *n_cur));
-  ng_slot *t = a->table;
-  size_t mask = a->table_cap - 1;
-  uint32_t gen = a->gen;
+  NG_CHECK(ng__idmap_reserve(&a->table, most, ids, *n_cur, "sampler dedup table"));
+  const ng_idmap_view map = ng__idmap_view(&a->table);
   const int64_t *gid = a->gid.ptr;
   int32_t *idx = indices->ptr;
   int32_t n = *n_cur;
   int64_t e = 0;
   for (; e + PREFETCH_SLOT < nnz; e++) {
-    __builtin_prefetch(&t[slot_of(gid[e + PREFETCH_SLOT], mask)]);
-    idx[e] = table_add(t, mask, gen, gid[e], ids, &n);
+    ng__idmap_prefetch(map, gid[e + PREFETCH_SLOT]);
+    idx[e] = ng__idmap_add(map, gid[e], ids, &n);
   }
   for (; e < nnz; e++)
-    idx[e] = table_add(t, mask, gen, gid[e], ids, &n);
+    idx[e] = ng__idmap_add(map, gid[e], ids, &n);
   *n_cur = n;
   return NG_OK;
 }
@@ -500,15 +435,11 @@ ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler
                    (int)n_targets);
   const ng_csr *g = cfg->graph;
 
-  /* A new generation empties the dedup table; on wrap-around the stamps are really cleared. */
-  if (++arena->gen == 0) {
-    if (arena->table)
-      memset(arena->table, 0, arena->table_cap * sizeof *arena->table);
-    arena->gen = 1;
-  }
+  ng__idmap_clear(&arena->table);
   NG_CHECK(gbuf_reserve(&arena->node_ids, (size_t)n_targets * sizeof(int64_t), "node ids"));
   int64_t *ids = arena->node_ids.ptr;
-  NG_CHECK(table_reserve(arena, (size_t)n_targets, ids, 0));
+  NG_CHECK(ng__idmap_reserve(&arena->table, (size_t)n_targets, ids, 0, "sampler dedup table"));
+  const ng_idmap_view map = ng__idmap_view(&arena->table);
   int32_t n_cur = 0;
   for (int32_t i = 0; i < n_targets; i++) {
     int64_t v = targets[i];
@@ -517,7 +448,7 @@ ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler
                      "sampler: targets[%d] = %lld is not a node id of the graph (0 .. %lld)",
                      (int)i, (long long)v, (long long)g->nodes - 1);
     int32_t before = n_cur;
-    int32_t id = table_add(arena->table, arena->table_cap - 1, arena->gen, v, ids, &n_cur);
+    int32_t id = ng__idmap_add(map, v, ids, &n_cur);
     if (n_cur == before)
       return ng__err(NG_ERR_INVALID_ARG,
                      "sampler: targets[%d] = %lld repeats targets[%d]; targets must be distinct",

@@ -3,7 +3,9 @@
  * built-in aggregators' instances, compiled by nvcc with the library, gpu/backend_cuda_uagg.cu)
  * and into the string ng__agg_template_src, which gpu/backend_cuda_uagg.cu hands to NVRTC behind
  * a user aggregator's source at run time. It therefore includes nothing, names no type of the
- * library, and writes pragmas as _Pragma.
+ * library, and writes pragmas as _Pragma. The one thing it takes from outside is core/rng.h's
+ * shared part (ng_mix64, ng_dropout_keep): nvcc sees it through backend_cuda_impl.h, NVRTC as
+ * the string ng__rng_src, which backend_cuda_uagg.cu puts in front of this text.
  *
  * An aggregator enters as a struct A with enum S (state floats a feature) and static device
  * functions init, acc, merge, fin (and grad unless linear), which forward to the user's
@@ -44,16 +46,8 @@ struct drop {
   float scale;
 };
 
-__device__ __forceinline__ u64 mix64(u64 x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 __device__ __forceinline__ bool kept(const drop &dr, u64 i) {
-  const u64 h = mix64(dr.key ^ (i >> 1));
-  return (u32)(h >> ((i & 1) * 32)) >= dr.threshold;
+  return ng_dropout_keep(dr.key, i, dr.threshold);
 }
 
 /* V values of a row at p as floats: fp32 (V = 4: one 16-byte load) or bf16 (unsigned short,
@@ -122,8 +116,8 @@ __device__ __forceinline__ void load(float (&x)[T][V], const E *row, i64 j0, i64
  * and the columns only, so they are computed before the row's loads are issued: one register a
  * row while the loads are in flight, rather than the hash's 64-bit temporaries after them.
  * With V = 4 the four elements of a chunk start at a multiple of 4 (dim and j are), so they
- * are the two halves of two hashes (element i takes half i & 1 of mix64(key ^ (i >> 1))): two
- * mix64 for four elements instead of four, the same bits. */
+ * are the two halves of two hashes (element i takes half i & 1 of ng_mix64(key ^ (i >> 1))): two
+ * ng_mix64 for four elements instead of four, the same bits. */
 template <int V, int T>
 __device__ __forceinline__ u32 keep_bits(const drop &dr, i64 r, i64 j0, i64 span, i64 dim) {
   static_assert(V * T <= 32, "one bit a value");
@@ -132,7 +126,8 @@ __device__ __forceinline__ u32 keep_bits(const drop &dr, i64 r, i64 j0, i64 span
   for (int k = 0; k < T; k++) {
     const u64 base = (u64)(r * dim + j0 + k * span);
     if constexpr (V == 4) {
-      const u64 h0 = mix64(dr.key ^ (base >> 1)), h1 = mix64(dr.key ^ ((base >> 1) + 1));
+      const u64 h0 = ng_mix64(dr.key ^ (base >> 1));
+      const u64 h1 = ng_mix64(dr.key ^ ((base >> 1) + 1));
       keep |= (u32)((u32)h0 >= dr.threshold) << (4 * k);
       keep |= (u32)((u32)(h0 >> 32) >= dr.threshold) << (4 * k + 1);
       keep |= (u32)((u32)h1 >= dr.threshold) << (4 * k + 2);

@@ -75,7 +75,7 @@ __device__ inline void apply_drop(const in_drop &dr, float *x, int64_t row, int6
     return;
   const uint64_t base = (uint64_t)(row * dim + j);
   for (int k = 0; k < V; k++)
-    x[k] = dev_dropout_keep(dr.key, base + k, dr.threshold) ? __fmul_rn(x[k], dr.scale) : 0.0f;
+    x[k] = ng_dropout_keep(dr.key, base + k, dr.threshold) ? __fmul_rn(x[k], dr.scale) : 0.0f;
 }
 
 /* The coefficient of transposed edge t, exactly as ngk_bwd_coef computes it. */

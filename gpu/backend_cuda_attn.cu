@@ -45,7 +45,7 @@ __device__ inline void slot_of(const ng_block &b, int32_t d, int64_t i, int32_t 
 __device__ inline float dropped(const attn_dev &a, float x, int64_t slot, int k) {
   if (a.drop_p == 0.0f)
     return x;
-  return dev_dropout_keep(a.key, (uint64_t)slot * (uint64_t)a.heads + (uint64_t)k, a.threshold)
+  return ng_dropout_keep(a.key, (uint64_t)slot * (uint64_t)a.heads + (uint64_t)k, a.threshold)
              ? x * a.scale
              : 0.0f;
 }

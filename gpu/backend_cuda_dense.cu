@@ -138,7 +138,7 @@ __global__ void k_dropout_fwd(float *x, uint8_t *mask, int64_t n, uint64_t key, 
                               float scale) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    const bool keep = dev_dropout_keep(key, (uint64_t)i, threshold);
+    const bool keep = ng_dropout_keep(key, (uint64_t)i, threshold);
     mask[i] = keep;
     x[i] = keep ? __fmul_rn(x[i], scale) : 0.0f;
   }

@@ -302,19 +302,6 @@ template <int V> __device__ inline void ldi(int32_t *o, const int32_t *p) {
   }
 }
 
-/* The dropout rule of core/rng.h (ng_mix64 and ng_dropout_keep), copied literally for device
- * code: rng.h is host C. tests/test_gpu_parity.c checks that the masks agree bit for bit. */
-__device__ inline uint64_t dev_mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-__device__ inline bool dev_dropout_keep(uint64_t key, uint64_t i, uint32_t threshold) {
-  uint64_t h = dev_mix64(key ^ (i >> 1));
-  return (uint32_t)(h >> ((i & 1) * 32)) >= threshold;
-}
-
 /* ---- the ops of each family, for the table (backend_cuda.cu) ---- */
 
 /// backend_cuda_sample.cu: the device sampler.

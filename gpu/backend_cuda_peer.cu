@@ -47,7 +47,7 @@ __global__ void k_gather_parts(float *__restrict__ dst, parts_arg parts, int n_p
       if (drop)
 #pragma unroll
         for (int k = 0; k < V; k++)
-          v[k] = dev_dropout_keep(key, base + j + k, threshold) ? __fmul_rn(v[k], scale) : 0.0f;
+          v[k] = ng_dropout_keep(key, base + j + k, threshold) ? __fmul_rn(v[k], scale) : 0.0f;
       st<V>(out + j, v);
     }
   }

@@ -125,52 +125,6 @@ template <typename T> T *as(dbuf &b) {
   return static_cast<T *>(b.p);
 }
 
-/* ---- the CPU's random numbers (core/rng.h), on the device: copied literally, as dev_mix64 ---- */
-
-__device__ __forceinline__ uint64_t d_hash3(uint64_t a, uint64_t b, uint64_t c) {
-  return dev_mix64(dev_mix64(dev_mix64(a) ^ b) ^ c);
-}
-
-struct d_rng {
-  uint64_t s[4];
-};
-
-__device__ __forceinline__ void d_rng_seed(d_rng *r, uint64_t seed) {
-  for (int i = 0; i < 4; i++)
-    r->s[i] = dev_mix64(seed + (uint64_t)i * 0x632be59bd9b4e019ULL);
-}
-
-__device__ __forceinline__ uint64_t d_rotl(uint64_t x, int k) {
-  return (x << k) | (x >> (64 - k));
-}
-
-__device__ __forceinline__ uint64_t d_rng_next(d_rng *r) {
-  uint64_t *s = r->s;
-  const uint64_t result = d_rotl(s[1] * 5, 7) * 9;
-  const uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = d_rotl(s[3], 45);
-  return result;
-}
-
-/* Lemire's multiply-shift with rejection, as ng_rng_below. */
-__device__ __forceinline__ uint64_t d_rng_below(d_rng *r, uint64_t n) {
-  uint64_t x = d_rng_next(r);
-  uint64_t low = x * n;
-  if (low < n) {
-    const uint64_t threshold = (0 - n) % n;
-    while (low < threshold) {
-      x = d_rng_next(r);
-      low = x * n;
-    }
-  }
-  return __umul64hi(x, n);
-}
-
 /* ---- kernels ---- */
 
 __device__ __forceinline__ int64_t d_index(const int32_t *i32, const int64_t *i64, int64_t e) {
@@ -179,7 +133,7 @@ __device__ __forceinline__ int64_t d_index(const int32_t *i32, const int64_t *i6
 
 __device__ __forceinline__ uint32_t d_slot_of(int64_t key, size_t mask) {
   /* the CPU's slot_of is a host detail; any hash works here, the numbering does not use it */
-  return (uint32_t)((dev_mix64((uint64_t)key)) & mask);
+  return (uint32_t)((ng_mix64((uint64_t)key)) & mask);
 }
 
 /* Finds or inserts `key`; returns its slot. The table never fills (cap >= 2 x nodes). */
@@ -260,14 +214,14 @@ __global__ void k_draw(const int64_t *ids, int32_t n_dst, const int64_t *gp, con
       out[i] = d_index(i32, i64, row + i);
     return;
   }
-  d_rng r;
-  d_rng_seed(&r, d_hash3(seed, (uint64_t)layer, (uint64_t)v));
+  ng_rng r;
+  ng_rng_seed(&r, ng_hash3(seed, (uint64_t)layer, (uint64_t)v));
   const bool exclude = k > n / 2;
   const int64_t m = exclude ? n - k : k;
   if (n <= 64) {
     uint64_t mask = 0;
     for (int64_t j = n - m; j < n; j++) {
-      const uint64_t t = d_rng_below(&r, (uint64_t)j + 1);
+      const uint64_t t = ng_rng_below(&r, (uint64_t)j + 1);
       mask |= (mask >> t & 1u) ? 1ull << j : 1ull << t;
     }
     if (exclude)
@@ -280,7 +234,7 @@ __global__ void k_draw(const int64_t *ids, int32_t n_dst, const int64_t *gp, con
   int64_t *p = pos + off[d];
   int64_t len = 0;
   for (int64_t j = n - m; j < n; j++) {
-    const int64_t t = (int64_t)d_rng_below(&r, (uint64_t)j + 1);
+    const int64_t t = (int64_t)ng_rng_below(&r, (uint64_t)j + 1);
     int64_t lo = 0, hi = len;
     while (lo < hi) {
       const int64_t mid = (lo + hi) >> 1;

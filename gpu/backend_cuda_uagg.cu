@@ -229,7 +229,7 @@ static bool nvrtc_load() {
 }
 
 /* The program NVRTC compiles for `u`: the user's functions in a namespace, the ops struct, the
- * template. */
+ * random numbers of core/rng.h, the template. */
 static std::string program_source(const ng_aggregator_def *u) {
   std::string s = "#define NG_AGG_FN __device__ __forceinline__\n"
                   "#define INFINITY __int_as_float(0x7f800000)\n"
@@ -253,6 +253,14 @@ static std::string program_source(const ng_aggregator_def *u) {
                : " static __device__ __forceinline__ float grad(const float *s, float n,"
                  " float x, float w, float y) { return ng_user::agg_grad(s, n, x, w, y); }\n");
   s += ops;
+  /* core/rng.h's shared part, which the template's input dropout calls (ng_dropout_keep), in the
+   * template's namespace: NVRTC has no <stdint.h>, and the names stay out of the user's way. */
+  s += "namespace ng_aggt {\n"
+       "typedef unsigned long long uint64_t;\n"
+       "typedef unsigned int uint32_t;\n"
+       "#define NG_RNG_FN static __device__ __forceinline__\n";
+  s += ng__rng_src;
+  s += "\n}\n";
   s += ng__agg_template_src;
   s += "\n";
   return s;

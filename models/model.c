@@ -226,7 +226,8 @@ int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int 
   return n;
 }
 
-void ng__model_init_params(const struct ng_model *m, float *params, uint64_t seed) {
+/* Glorot-uniform weights and zero biases from `seed`, into host memory params[n_params]. */
+static void init_params(const struct ng_model *m, float *params, uint64_t seed) {
   memset(params, 0, (size_t)m->n_params * sizeof *params);
   ng_param_tensor t[NG_LAYER_TENSORS * NG_MAX_LAYERS];
   int n = ng__model_param_tensors(m, t, (int)NG_ARRAY_LEN(t));
@@ -275,7 +276,7 @@ ng_status ng__exec_create(ng_model_exec *ex, const struct ng_model *m, ng_backen
     ng__exec_destroy(ex);
     return NG_ERR_NOMEM;
   }
-  ng__model_init_params(m, host, seed);
+  init_params(m, host, seed);
   ng_status st = BE(ex)->copy_h2d(be, ex->params, host, bytes);
   free(host);
   if (st != NG_OK)

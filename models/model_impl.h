@@ -76,9 +76,6 @@ typedef struct {
 /// count.
 int ng__model_param_tensors(const struct ng_model *m, ng_param_tensor *out, int cap);
 
-/// Glorot-uniform weights and zero biases from `seed`, into host memory params[n_params].
-void ng__model_init_params(const struct ng_model *m, float *params, uint64_t seed);
-
 /// Per-layer workspace of one mini-batch, carved from an exec's device arena.
 typedef struct {
   const float *input; ///< [n_src, in] the layer's input (features or previous layer's out)

@@ -30,7 +30,8 @@ const char *ng__dtype_name(ng_dtype dtype) {
   return (unsigned)dtype < NG_DTYPE_COUNT_ ? DTYPES[dtype].name : "unknown";
 }
 
-const char *ng__dtype_descr(ng_dtype dtype) {
+/* NumPy's descr string ("<f4"). */
+static const char *dtype_descr(ng_dtype dtype) {
   static const char *const full[NG_DTYPE_COUNT_] = {
       [NG_DTYPE_F32] = "<f4",  [NG_DTYPE_F64] = "<f8", [NG_DTYPE_I32] = "<i4",
       [NG_DTYPE_I64] = "<i8",  [NG_DTYPE_U8] = "|u1",  [NG_DTYPE_I8] = "|i1",
@@ -277,7 +278,7 @@ static size_t format_header(char *buf, size_t cap, ng_dtype dtype, int ndim, con
                             size_t fixed_total) {
   char dict[256];
   int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                   ng__dtype_descr(dtype));
+                   dtype_descr(dtype));
   for (int i = 0; i < ndim; i++)
     n += snprintf(dict + n, sizeof dict - (size_t)n, "%lld%s", (long long)shape[i],
                   ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));

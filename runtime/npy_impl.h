@@ -20,8 +20,6 @@ typedef enum {
 
 /// Bytes per element of `dtype`.
 size_t ng__dtype_size(ng_dtype dtype);
-/// NumPy's descr string ("<f4").
-const char *ng__dtype_descr(ng_dtype dtype);
 /// A readable name ("float32").
 const char *ng__dtype_name(ng_dtype dtype);
 

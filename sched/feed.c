@@ -2,7 +2,6 @@
 #include "feed_impl.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +34,6 @@ struct ng_feed {
   feed_lane *lane;   /* [o.lanes] */
   int started;       /* threads started */
   bool stopping;
-  _Atomic int64_t positions, edges, ns;
 };
 
 /* Waits until slot `k` is free for position `seq` (or the feed stops): false when stopping. A
@@ -78,9 +76,6 @@ static void *feed_main(void *arg) {
     if (f->o.trace)
       ng__trace_span(f->o.trace, f->o.track + me->lane, NG_SPAN_SAMPLE, seq,
                      (int)NG_MIN(edges, (int64_t)INT32_MAX), t0, t1);
-    atomic_fetch_add(&f->positions, 1);
-    atomic_fetch_add(&f->edges, edges);
-    atomic_fetch_add(&f->ns, t1 - t0);
     pthread_mutex_lock(&f->mu);
     s->seq = seq;
     s->mb = mb;
@@ -178,10 +173,4 @@ void ng__feed_stop(ng_feed *f) {
   free(f->thread);
   free(f->lane);
   free(f);
-}
-
-void ng__feed_counts(const ng_feed *f, int64_t *positions, int64_t *edges, int64_t *ns) {
-  *positions = atomic_load(&f->positions);
-  *edges = atomic_load(&f->edges);
-  *ns = atomic_load(&f->ns);
 }

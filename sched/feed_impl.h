@@ -53,8 +53,5 @@ void ng__feed_close(ng_feed *f);
 /// Closes the feed, joins its threads and frees it (its host buffers too); NULL accepted. No
 /// worker may be inside ng__feed_get any more.
 void ng__feed_stop(ng_feed *f);
-/// Positions sampled, their edges and the time they took (the feed threads' wall time in
-/// sampler_run, summed), for the trace summary and the report.
-void ng__feed_counts(const ng_feed *f, int64_t *positions, int64_t *edges, int64_t *ns);
 
 #endif /* NG_FEED_IMPL_H */

@@ -237,8 +237,6 @@ void ng__trace_name(ng_trace *t, int track, const char *name);
 /// (tracing off): costs a branch then.
 void ng__trace_span(ng_trace *t, int track, ng_span_kind kind, int64_t iter, int arg, int64_t t0,
                     int64_t t1);
-/// The lower-case name of a span kind ("sample", "loss wait", ...).
-const char *ng__span_name(ng_span_kind k);
 /// Spans recorded and dropped so far, over all tracks.
 void ng__trace_counts(const ng_trace *t, int64_t *recorded, int64_t *dropped);
 /// Writes the trace as Chrome trace-event JSON (Perfetto, chrome://tracing) to `path`: one

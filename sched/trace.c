@@ -30,10 +30,6 @@ static const char *const SPAN_NAMES[NG_SPAN_COUNT] = {
     "stop",      "epoch",   "prepare",   "feed wait",  "slot grow",
 };
 
-const char *ng__span_name(ng_span_kind k) {
-  return k >= 0 && k < NG_SPAN_COUNT ? SPAN_NAMES[k] : "?";
-}
-
 ng_status ng__trace_create(ng_trace **out, int tracks, int64_t max_spans) {
   *out = NULL;
   if (tracks < 1 || max_spans < 1)

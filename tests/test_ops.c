@@ -1248,6 +1248,9 @@ static void test_opt(void) {
   EXPECT_STATUS(be->iface->opt_step(be, &mom, &w, &gr, NULL, NULL, 1), NG_ERR_INVALID_ARG);
   ng_opt_hp unknown = {.kind = (ng_optimizer_kind)5, .lr = 0.1f};
   EXPECT_STATUS(be->iface->opt_step(be, &unknown, &w, &gr, NULL, NULL, 1), NG_ERR_INVALID_ARG);
+  /* The backend's optimizer kinds are the public ng_optimizer's values. */
+  EXPECT_EQ_I(NG_OPT_ADAM, NG_OPTIMIZER_ADAM);
+  EXPECT_EQ_I(NG_OPT_SGD, NG_OPTIMIZER_SGD);
   omp_set_num_threads(2);
   ng__backend_destroy(be);
 }
