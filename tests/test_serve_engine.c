@@ -1368,6 +1368,53 @@ static void test_slow_hub(void) {
   pthread_mutex_destroy(&mu);
 }
 
+/* Admission predicts a request's wait from the work ahead of it on its own lane: with a hub
+ * request queued (the lanes held) and a cost that makes any work ahead a wait of over an hour,
+ * an ordinary request is admitted (nothing is ahead of it on the main lane), and a second hub
+ * request is refused (the first is ahead of it on the hub lane). */
+static void test_admission_per_lane(void) {
+  const ng_csr *g = &cora->csr;
+  int64_t hub = 0;
+  for (int64_t v = 1; v < info.nodes; v++)
+    if (two_hop(g, v) > two_hop(g, hub))
+      hub = v;
+  const int64_t ord = 0;
+  EXPECT_TRUE(two_hop(g, ord) < two_hop(g, hub) - 1);
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.max_delay_us = 0;
+  o.workers = 2;
+  o.hub_edges = two_hop(g, hub) - 1;
+  o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
+  o.normalize = sage.normalize;
+  ng_engine *e = NULL;
+  EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+  if (!e)
+    return;
+  ng__engine_test_pause(e, true);
+  ng__engine_test_cost(e, 1e9); /* 1,000 s per unit of work */
+  timed h = {e, hub, 0, NG_ERR_INTERNAL, ""}, q = {e, ord, 0, NG_ERR_INTERNAL, ""};
+  pthread_t th[2];
+  pthread_create(&th[0], NULL, timed_main, &h); /* nothing ahead of it: admitted */
+  await_depth(e, 1);
+  pthread_create(&th[1], NULL, timed_main, &q); /* the hub is on the other lane: admitted */
+  await_depth(e, 2);
+  timed h2 = {e, hub, 0, NG_ERR_INTERNAL, ""};
+  timed_main(&h2); /* the first hub is ahead of it: refused at once */
+  EXPECT_STATUS(h2.st, NG_ERR_STATE);
+  EXPECT_TRUE(strstr(h2.err, "predicted wait") != NULL);
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.rejected_deadline, 1);
+  EXPECT_EQ_I(s.requests, 2);
+  EXPECT_EQ_I(s.hub_requests, 1);
+  ng__engine_test_pause(e, false);
+  for (int k = 0; k < 2; k++)
+    pthread_join(th[k], NULL);
+  EXPECT_OK(h.st);
+  EXPECT_OK(q.st);
+  ng_engine_destroy(e);
+}
+
 /* A generated power-law graph with real hubs, MAX (SAGE) and weighted (GCN) aggregation: hub
  * requests are told apart from ordinary ones, and every mode answers both with the same bits
  * under a simulated cold tier (the host's partial reduction of MAX and of weighted sums agrees
@@ -1826,6 +1873,7 @@ int main(void) {
   RUN_TEST(test_bad_requests);
   RUN_TEST(test_generated_hubs);
   RUN_TEST(test_slow_hub);
+  RUN_TEST(test_admission_per_lane);
   RUN_TEST(test_gat_split);
   RUN_TEST(test_gin_matches_trainer);
   RUN_TEST(test_pool_split);
