@@ -1,6 +1,7 @@
-/* The serving engine (include/neargnn_serve.h): checkpoint loading, admission, dynamic batching,
- * the tiered input layer (hot rows in device memory, cold rows by the mode's strategy, hub requests
- * aggregated near the data by CPU threads) and online updates over snapshots.
+/* The serving engine (include/neargnn_serve.h): checkpoint loading, admission, dynamic batching
+ * on two lanes (ordinary batches, and hub requests on a lane of their own), the tiered input layer
+ * (hot rows in device memory, cold rows by the mode's strategy, hub requests aggregated near the
+ * data by CPU threads) and online updates over snapshots.
  * docs/serving-engine.md describes the design. */
 #include "engine_impl.h"
 
@@ -114,12 +115,12 @@ struct ng_engine {
   bool has_log;
   ng_srv_log_report log_rep; /* what the start-up replay found */
 
-  pthread_mutex_t mu; /* the queue, the counters, every pending's done/status */
-  pthread_cond_t work_cv, done_cv;
-  bool cost_fixed;  /* a test fixed us_per_work: batches do not update it */
-  bool paused;      /* a test holds the batcher (ng__engine_test_pause) */
-  int64_t admitted; /* admitted, not yet answered */
-  int64_t callers;  /* threads inside ng_engine_infer */
+  pthread_mutex_t mu; /* the lanes' queues and costs, the counters, every pending's done/status */
+  pthread_cond_t work_cv, done_cv; /* work_cv: both lanes wait on it for requests */
+  bool cost_fixed;                 /* a test fixed us_per_work: batches do not update it */
+  bool paused;                     /* a test holds both lanes (ng__engine_test_pause) */
+  int64_t admitted;                /* admitted, not yet answered */
+  int64_t callers;                 /* threads inside ng_engine_infer */
   bool stopping;
   ng_engine_stats stats;
   /* Test hook (ng__engine_test_hold_hub): a hub batch waits on done_cv while hold_hub. */
