@@ -8,7 +8,8 @@
 ///
 /// Threading: every function may be called from any thread at the same time, except create and
 /// destroy. ng_engine_infer and ng_engine_update block the calling thread until their answer is
-/// ready; the engine's own threads (batcher, device thread, CPU workers) do the work.
+/// ready; the engine's own threads (two lanes, each a batcher and device thread, and CPU workers)
+/// do the work.
 #ifndef NEARGNN_SERVE_H
 #define NEARGNN_SERVE_H
 

@@ -1,6 +1,7 @@
-/* The serving engine (include/neargnn_serve.h): checkpoint loading, admission, dynamic batching,
- * the tiered input layer (hot rows in device memory, cold rows by the mode's strategy, hub requests
- * aggregated near the data by CPU threads) and online updates over snapshots.
+/* The serving engine (include/neargnn_serve.h): checkpoint loading, admission, dynamic batching
+ * on two lanes (ordinary batches, and hub requests on a lane of their own), the tiered input layer
+ * (hot rows in device memory, cold rows by the mode's strategy, hub requests aggregated near the
+ * data by CPU threads) and online updates over snapshots.
  * docs/serving-engine.md describes the design. */
 #include "ecache_impl.h"
 #include "engine_impl.h"
@@ -37,7 +38,7 @@ typedef struct pending {
   ng_infer_result *res;
   int32_t fanout[NG_ENGINE_MAX_LAYERS]; /* resolved: -1 = every neighbour */
   int32_t emb_layer;
-  bool hub;
+  bool hub;   /* served by the hub lane */
   bool taken; /* in a batch: computed whatever its deadline does from now on */
   bool done;
   ng_status st;
@@ -54,14 +55,44 @@ typedef struct {
   size_t cap;
 } growbuf;
 
+/* An execution lane: a thread with what a batch needs of its own (a backend instance, an
+ * executor, a field builder, staging and device scratch) and its queue. The model's parameters
+ * and the hot tier belong to the main lane; the hub lane's executor and kernels read them,
+ * never write or free them. */
+enum { LANE_MAIN, LANE_HUB, N_LANES };
+
+typedef struct lane {
+  struct ng_engine *e;
+  int id;           /* LANE_MAIN or LANE_HUB */
+  ng_backend *be;   /* its own instance: one backend runs one thread's queue at a time */
+  ng_model_exec ex; /* the hub lane's borrows the main lane's parameters (ex.params) */
+  /* Its queue (under e->mu): the admitted requests it has not taken, oldest first. */
+  pending *head, *tail;
+  int64_t queued_nodes;
+  int64_t queued_work;  /* the work of the queued requests */
+  int64_t running_work; /* the work of the batch computing now */
+  /* Measured cost: an EWMA of a batch's compute time per unit of work on this lane (0 until its
+   * first batch, or what a test set with ng__engine_test_cost). Admission predicts a request's
+   * wait as the work ahead of it on its lane times this. */
+  double us_per_work;
+  pthread_t thread;
+  bool started;
+  /* The lane thread's memory. */
+  ng_srv_field *field;
+  growbuf targets, target_seeds, map_keys, map_seeds, map_vals, host_i32, host_i64, host_f, stage,
+      work, out_host;
+  growbuf gat_z; /* GAT, SAGE-pool: the rows the CPU projected or pooled, then its states */
+  growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
+  size_t map_cap;
+  ng_ecache_work *ecache_work; /* the cache's scratch for this lane's batches */
+} lane;
+
 struct ng_engine {
   uint32_t magic;
   struct ng_dataset *ds;
   struct ng_model model; /* a copy: the caller's may change */
   ng_engine_opts o;
   char name[64];
-  ng_backend *be;
-  ng_model_exec ex;
   ng_store store;
   bool store_open;
   ng_mode mode; /* resolved */
@@ -95,34 +126,22 @@ struct ng_engine {
   bool has_log;
   ng_srv_log_report log_rep; /* what the start-up replay found */
 
-  pthread_mutex_t mu; /* the queue, the counters, every pending's done/status */
-  pthread_cond_t work_cv, done_cv;
-  pending *head, *tail;
-  int64_t queued_nodes;
-  int64_t queued_work;  /* the work of the queued requests */
-  int64_t running_work; /* the work of the batch computing now */
-  /* Measured cost: an EWMA of a batch's compute time per unit of work (0 until the first batch,
-   * or what a test set with ng__engine_test_cost). Admission predicts a request's wait as the
-   * work ahead of it times this. */
-  double us_per_work;
-  bool cost_fixed;  /* a test fixed us_per_work: batches do not update it */
-  bool paused;      /* a test holds the batcher (ng__engine_test_pause) */
-  int64_t admitted; /* admitted, not yet answered */
-  int64_t callers;  /* threads inside ng_engine_infer */
+  pthread_mutex_t mu; /* the lanes' queues and costs, the counters, every pending's done/status */
+  pthread_cond_t work_cv, done_cv; /* work_cv: both lanes wait on it for requests */
+  bool cost_fixed;                 /* a test fixed us_per_work: batches do not update it */
+  bool paused;                     /* a test holds both lanes (ng__engine_test_pause) */
+  int64_t admitted;                /* admitted, not yet answered */
+  int64_t callers;                 /* threads inside ng_engine_infer */
   bool stopping;
   ng_engine_stats stats;
-  pthread_t batcher;
-  bool started;
+  /* Test hook (ng__engine_test_hold_hub): a hub batch waits on done_cv while hold_hub. */
+  bool hold_hub;
+  int hub_held; /* hub batches waiting in the hook now */
 
-  /* The batcher thread's memory. */
-  ng_srv_field *field;
-  growbuf targets, target_seeds, map_keys, map_seeds, map_vals, host_i32, host_i64, host_f, stage,
-      work, out_host;
-  growbuf gat_z; /* GAT, SAGE-pool: the rows the CPU projected or pooled, then its states */
-  growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
-  size_t map_cap;
+  /* The two lanes (docs/serving-engine.md, "Lanes"): LANE_MAIN runs ordinary batches and owns the
+   * engine's backend, executor and hot tier; LANE_HUB runs hub requests one at a time. */
+  lane lanes[N_LANES];
   ng_ecache *ecache; /* layer-0 outputs of full-neighbourhood batches (NULL: off) */
-  ng_ecache_work *ecache_work;
 };
 
 static double now_us(void) {
@@ -172,7 +191,9 @@ static ng_status load_params(ng_engine *e, const ng_ckpt *c, const char *path) {
     return NG_ERR_NOMEM;
   ng_status st = ng__ckpt_tensors(host, c, path, m, false);
   if (st == NG_OK)
-    st = e->be->iface->copy_h2d(e->be, e->ex.params, host, (size_t)m->n_params * sizeof(float));
+    st = e->lanes[LANE_MAIN].be->iface->copy_h2d(e->lanes[LANE_MAIN].be,
+                                                 e->lanes[LANE_MAIN].ex.params, host,
+                                                 (size_t)m->n_params * sizeof(float));
   if (st == NG_OK && ng__model_raw_input(m)) { /* kept: the CPU's part of layer 0 reads them */
     e->host_params = host;
     host = NULL;
@@ -218,7 +239,7 @@ static ng_status open_checkpoint(ng_ckpt *c, struct ng_model *own, const struct 
   return st;
 }
 
-static void *batcher_main(void *arg);
+static void *lane_main(void *arg);
 
 static ng_status check_opts(ng_engine_opts *o, const struct ng_dataset *ds,
                             const struct ng_model *m) {
@@ -357,15 +378,21 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     e->base_x = e->features_owned;
   }
 
-  NG_CHECK_GOTO(st, make_backend(&e->be, opts ? opts->device : NULL, o.threads), fail);
-  NG_CHECK_GOTO(st, ng__exec_create(&e->ex, &e->model, e->be, 0), fail);
+  for (int k = 0; k < N_LANES; k++) {
+    e->lanes[k].e = e;
+    e->lanes[k].id = k;
+  }
+  lane *main_ln = &e->lanes[LANE_MAIN];
+  NG_CHECK_GOTO(st, make_backend(&main_ln->be, opts ? opts->device : NULL, o.threads), fail);
+  NG_CHECK_GOTO(st, ng__exec_create(&main_ln->ex, &e->model, main_ln->be, 0), fail);
   NG_CHECK_GOTO(st, load_params(e, &ck, checkpoint), fail);
   ng__ckpt_close(&ck);
-  e->mode = ng__mode_resolve(o.mode, e->be);
+  e->mode = ng__mode_resolve(o.mode, main_ln->be);
   NG_CHECK_GOTO(
-      st, ng__store_hot_rows(&e->hot, e->be, info->nodes, dim, o.cache_bytes, o.cache_ratio), fail);
+      st, ng__store_hot_rows(&e->hot, main_ln->be, info->nodes, dim, o.cache_bytes, o.cache_ratio),
+      fail);
   NG_CHECK_GOTO(st,
-                ng__store_open(&e->store, e->be, e->base_x, info->nodes, dim, e->hot,
+                ng__store_open(&e->store, main_ln->be, e->base_x, info->nodes, dim, e->hot,
                                e->mode == NG_MODE_ZEROCOPY || e->mode == NG_MODE_HYBRID
                                    ? NG_FETCH_ZCOPY
                                    : NG_FETCH_BATCH,
@@ -382,15 +409,28 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     e->stats.updates = 0; /* counts updates of this run */
     e->log_records = (int64_t)e->log.seq;
   }
-  NG_CHECK_GOTO(st, ng__srv_field_create(&e->field), fail);
+  /* The hub lane: a backend instance of its own (its own queues; on CUDA its own streams and
+   * cuBLAS handle in the same context), whose executor reads the main lane's parameters. Both
+   * the parameters and the hot tier were uploaded with synchronous copies above, so its kernels
+   * see them whole. */
+  lane *hub_ln = &e->lanes[LANE_HUB];
+  NG_CHECK_GOTO(st, make_backend(&hub_ln->be, opts ? opts->device : NULL, o.threads), fail);
+  hub_ln->ex.model = &e->model;
+  hub_ln->ex.be = hub_ln->be;
+  hub_ln->ex.params = main_ln->ex.params;
   NG_CHECK_GOTO(st, ng__ecache_create(&e->ecache, m, e->snap, o.embedding_cache_bytes), fail);
-  if (e->ecache)
-    NG_CHECK_GOTO(st, ng__ecache_work_create(&e->ecache_work), fail);
-  if (pthread_create(&e->batcher, NULL, batcher_main, e) != 0) {
-    st = ng__err(NG_ERR_INTERNAL, "engine: cannot start the batcher thread");
-    goto fail;
+  for (int k = 0; k < N_LANES; k++) {
+    lane *ln = &e->lanes[k];
+    NG_CHECK_GOTO(st, ng__srv_field_create(&ln->field), fail);
+    if (e->ecache)
+      NG_CHECK_GOTO(st, ng__ecache_work_create(&ln->ecache_work), fail);
+    if (pthread_create(&ln->thread, NULL, lane_main, ln) != 0) {
+      st = ng__err(NG_ERR_INTERNAL, "engine: cannot start the %s lane's thread",
+                   k == LANE_MAIN ? "main" : "hub");
+      goto fail;
+    }
+    ln->started = true;
   }
-  e->started = true;
   *out = e;
   return NG_OK;
 fail:
@@ -406,34 +446,48 @@ void ng_engine_destroy(ng_engine *e) {
   e->stopping = true;
   pthread_cond_broadcast(&e->work_cv);
   pthread_mutex_unlock(&e->mu);
-  if (e->started)
-    pthread_join(e->batcher, NULL);
+  for (int k = 0; k < N_LANES; k++)
+    if (e->lanes[k].started)
+      pthread_join(e->lanes[k].thread, NULL);
   /* Callers woken by the last batch leave ng_engine_infer before the lock goes. */
   pthread_mutex_lock(&e->mu);
   while (e->callers > 0)
     pthread_cond_wait(&e->done_cv, &e->mu);
   pthread_mutex_unlock(&e->mu);
   e->magic = 0;
-  if (e->be) {
-    if (e->store_open)
+  /* The hub lane first: its executor borrows the main lane's parameters, so only its arena is
+   * its own. */
+  for (int k = N_LANES - 1; k >= 0; k--) {
+    lane *ln = &e->lanes[k];
+    ng_backend *be = ln->be;
+    if (!be)
+      continue;
+    if (k == LANE_MAIN && e->store_open)
       ng__store_close(&e->store);
-    e->be->iface->free(e->be, e->dev_pack[0].ptr);
-    e->be->iface->free(e->be, e->dev_pack[1].ptr);
-    e->be->iface->free(e->be, e->work.ptr);
-    ng__ecache_work_destroy(e->ecache_work, e->be);
-    ng__exec_destroy(&e->ex);
-    ng__backend_destroy(e->be);
+    be->iface->free(be, ln->dev_pack[0].ptr);
+    be->iface->free(be, ln->dev_pack[1].ptr);
+    be->iface->free(be, ln->work.ptr);
+    ng__ecache_work_destroy(ln->ecache_work, be);
+    if (k == LANE_MAIN)
+      ng__exec_destroy(&ln->ex);
+    else
+      be->iface->free(be, ln->ex.arena);
+    ng__backend_destroy(be);
   }
   if (e->has_log)
     ng__srv_log_close(&e->log);
   ng__srv_snap_unref(e->snap);
-  ng__srv_field_destroy(e->field);
   ng__ecache_destroy(e->ecache);
-  growbuf *host[] = {&e->targets,  &e->target_seeds, &e->map_keys, &e->map_seeds, &e->map_vals,
-                     &e->host_i32, &e->host_i64,     &e->host_f,   &e->stage,     &e->pack[0],
-                     &e->pack[1],  &e->out_host,     &e->gat_z};
-  for (size_t i = 0; i < NG_ARRAY_LEN(host); i++)
-    free(host[i]->ptr);
+  for (int k = 0; k < N_LANES; k++) {
+    lane *ln = &e->lanes[k];
+    ng__srv_field_destroy(ln->field);
+    growbuf *host[] = {&ln->targets,  &ln->target_seeds, &ln->map_keys, &ln->map_seeds,
+                       &ln->map_vals, &ln->host_i32,     &ln->host_i64, &ln->host_f,
+                       &ln->stage,    &ln->pack[0],      &ln->pack[1],  &ln->out_host,
+                       &ln->gat_z};
+    for (size_t i = 0; i < NG_ARRAY_LEN(host); i++)
+      free(host[i]->ptr);
+  }
   if (e->features_owned)
     ng__big_free(e->features_owned,
                  (size_t)e->ds->info.nodes * (size_t)e->ds->info.feature_dim * sizeof(float));
@@ -532,8 +586,8 @@ static int pack_upper_blocks(pack_item *items, int n, const ng_minibatch *mb, ng
   return n;
 }
 
-static ng_status upload(ng_engine *e, pack_item *items, int n, int slot) {
-  if (e->be->iface->host_memory) {
+static ng_status upload(lane *ln, pack_item *items, int n, int slot) {
+  if (ln->be->iface->host_memory) {
     for (int i = 0; i < n; i++)
       *items[i].dst = items[i].src;
     return NG_OK;
@@ -542,9 +596,9 @@ static ng_status upload(ng_engine *e, pack_item *items, int n, int slot) {
   for (int i = 0; i < n; i++)
     total += (items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
   total = NG_MAX(total, (size_t)ALIGN);
-  growbuf *host = &e->pack[slot], *dev = &e->dev_pack[slot];
+  growbuf *host = &ln->pack[slot], *dev = &ln->dev_pack[slot];
   NG_CHECK(ng__host_reserve(&host->ptr, &host->cap, total, "the batch's staging buffer"));
-  NG_CHECK(ng__bk_reserve(e->be, &dev->ptr, &dev->cap, total));
+  NG_CHECK(ng__bk_reserve(ln->be, &dev->ptr, &dev->cap, total));
   size_t at = 0;
   for (int i = 0; i < n; i++) {
     if (items[i].bytes)
@@ -552,7 +606,7 @@ static ng_status upload(ng_engine *e, pack_item *items, int n, int slot) {
     *items[i].dst = items[i].src ? (char *)dev->ptr + at : NULL;
     at += (items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
   }
-  return e->be->iface->copy_h2d(e->be, dev->ptr, host->ptr, NG_MAX(at, (size_t)ALIGN));
+  return ln->be->iface->copy_h2d(ln->be, dev->ptr, host->ptr, NG_MAX(at, (size_t)ALIGN));
 }
 
 /* Carves `bytes` from a bump pointer (NULL base: sizing). */
@@ -613,9 +667,10 @@ typedef struct {
 
 /* The forward pass of one receptive field `mb` on snapshot `s` with cold rows fetched by `how`:
  * afterwards ex->ws[l].out holds layer l's output, its first n_targets rows the targets'. */
-static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb, fetch_kind how,
+static ng_status forward(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb, fetch_kind how,
                          batch_rows *rows) {
-  ng_backend *be = e->be;
+  ng_engine *e = ln->e;
+  ng_backend *be = ln->be;
   const struct ng_backend_i *B = be->iface;
   const ng_block *b0 = &mb->blocks[0];
   const int32_t nd = b0->n_dst, ns = b0->n_src;
@@ -629,22 +684,22 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
       2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd + (size_t)ns;
   const size_t need_i64 = 2 * (size_t)nd + 3 * (size_t)ns;
   const size_t need_f = 2 * (size_t)nnz;
-  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
                             "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
                             "the batch's id arrays"));
-  NG_CHECK(ng__host_reserve(&e->host_f.ptr, &e->host_f.cap, (need_f + 1) * sizeof(float),
+  NG_CHECK(ng__host_reserve(&ln->host_f.ptr, &ln->host_f.cap, (need_f + 1) * sizeof(float),
                             "the batch's edge weights"));
-  int32_t *cold_pos = e->host_i32.ptr;
+  int32_t *cold_pos = ln->host_i32.ptr;
   int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
   int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
   int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
   int32_t *zc_pos = self_cold_pos + nd, *st_pos = zc_pos + ns;
-  int64_t *self_hot_ids = e->host_i64.ptr, *self_cold_ids = self_hot_ids + nd;
+  int64_t *self_hot_ids = ln->host_i64.ptr, *self_cold_ids = self_hot_ids + nd;
   int64_t *zc_ids = self_cold_ids + nd, *iota = zc_ids + ns;
   const float **row_ptr = (const float **)(iota + ns); /* [ns] host row of each cold source */
   _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
-  float *h_ew = e->host_f.ptr, *c_ew = h_ew + nnz;
+  float *h_ew = ln->host_f.ptr, *c_ew = h_ew + nnz;
 
   int32_t n_cold = 0;
   for (int32_t i = 0; i < ns; i++) {
@@ -711,9 +766,9 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
   carve(NULL, &wbytes, st_rows);
   carve(NULL, &wbytes, st_rows);
   carve(NULL, &wbytes, cold_rows_b);
-  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
   size_t at = 0;
-  char *w = e->work.ptr;
+  char *w = ln->work.ptr;
   ng_pstate hot = {carve(w, &at, st_rows), carve(w, &at, st_cnt), nd, dim};
   ng_pstate cold = {carve(w, &at, st_rows), carve(w, &at, st_cnt), nd, dim};
   float *agg = carve(w, &at, st_rows), *self = carve(w, &at, st_rows);
@@ -742,7 +797,7 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
   ITEM(self_cold_pos, (size_t)n_self_cold * 4, &scp);
   ITEM(self_cold_ids, (size_t)n_self_cold * 8, &sci);
   ni = pack_upper_blocks(items, ni, mb, &dmb, 0);
-  NG_CHECK(upload(e, items, ni, 0));
+  NG_CHECK(upload(ln, items, ni, 0));
   NG_CHECK(B->aggr_partial(be, &e->bare, &hb, e->store.cache, &hot));
   NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
 
@@ -756,11 +811,11 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
     n_staged = n_self_cold;
     const size_t bytes =
         (size_t)nd * row_b + (size_t)nd * sizeof(int32_t) + (size_t)n_staged * row_b + 3 * ALIGN;
-    NG_CHECK(ng__host_reserve(&e->stage.ptr, &e->stage.cap, bytes, "the cold rows' staging"));
+    NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, bytes, "the cold rows' staging"));
     size_t sat = 0;
-    p_val = carve(e->stage.ptr, &sat, (size_t)nd * row_b);
-    p_cnt = carve(e->stage.ptr, &sat, (size_t)nd * sizeof(int32_t));
-    staged = carve(e->stage.ptr, &sat, (size_t)n_staged * row_b);
+    p_val = carve(ln->stage.ptr, &sat, (size_t)nd * row_b);
+    p_cnt = carve(ln->stage.ptr, &sat, (size_t)nd * sizeof(int32_t));
+    staged = carve(ln->stage.ptr, &sat, (size_t)n_staged * row_b);
     if (nc > 0)
       host_partial(&e->bare, c_indptr, c_idx, weighted ? c_ew : NULL, row_ptr, nd, dim, p_val,
                    p_cnt, e->workers);
@@ -769,9 +824,9 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
   } else {
     /* TRANSFER stages every cold row; ZCOPY only those of the delta (replaced or added rows):
      * the device reads the base table's rows from host memory itself. */
-    NG_CHECK(ng__host_reserve(&e->stage.ptr, &e->stage.cap, (size_t)n_cold * row_b + ALIGN,
+    NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, (size_t)n_cold * row_b + ALIGN,
                               "the cold rows' staging"));
-    staged = e->stage.ptr;
+    staged = ln->stage.ptr;
     for (int32_t i = 0; i < ns; i++) {
       const int32_t p = cold_pos[i];
       if (p < 0)
@@ -797,7 +852,7 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
   ITEM(st_pos, how == FETCH_PARTIAL ? 0 : (size_t)n_staged * 4, &stp);
   ITEM(iota, how == FETCH_PARTIAL ? 0 : (size_t)n_staged * 8, &iota_dev);
 #undef ITEM
-  NG_CHECK(upload(e, items, ni, 1));
+  NG_CHECK(upload(ln, items, ni, 1));
 
   /* The cold part and the rest, in the order of sched/feature_store.c whatever the strategy:
    * hot partial, cold partial, merge, finalize, self loop. */
@@ -823,7 +878,7 @@ static ng_status forward(ng_engine *e, const ng_srv_snap *s, const ng_minibatch 
   NG_CHECK(B->pstate_finalize(be, &e->bare, &hot, agg));
   if (e->model.layers[0].ag.self_loop)
     NG_CHECK(B->add_self_loop(be, agg, b0_self_w, self, nd, dim));
-  return ng__exec_forward(&e->ex, &dmb, agg, self, false, 0);
+  return ng__exec_forward(&ln->ex, &dmb, agg, self, false, 0);
 }
 
 /* ---- GAT: the input layer's attention in online-softmax parts ---- */
@@ -880,9 +935,10 @@ static void split_edges(const ng_block *b0, int32_t nd, const int32_t *hot_pos,
  * (attn_state's order, cpu/attn.c). Only the destinations' projections and those states cross to
  * the device, which computes the hot part's state (self slot and hot edges), merges the two
  * (attn_merge), adds the bias and the activation and runs the upper layers as usual. */
-static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
+static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
                              batch_rows *rows) {
-  ng_backend *be = e->be;
+  ng_engine *e = ln->e;
+  ng_backend *be = ln->be;
   const struct ng_backend_i *B = be->iface;
   const ng_layer *L0 = &e->model.layers[0];
   const ng_attn *at = &e->at0;
@@ -896,14 +952,14 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
    * host rows the CPU projects (the destinations first, then the cold sources). */
   const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz;
   const size_t need_i64 = 2 * (size_t)ns;
-  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
                             "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
                             "the batch's id arrays"));
-  int32_t *hot_pos = e->host_i32.ptr, *z_pos = hot_pos + ns;
+  int32_t *hot_pos = ln->host_i32.ptr, *z_pos = hot_pos + ns;
   int32_t *h_indptr = z_pos + ns, *c_indptr = h_indptr + nd + 1;
   int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
-  int64_t *hot_ids = e->host_i64.ptr;
+  int64_t *hot_ids = ln->host_i64.ptr;
   const float **row_ptr = (const float **)(hot_ids + ns);
   _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
 
@@ -944,18 +1000,18 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
   dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
   for (int l = 0; l < mb->n_layers; l++)
     dmb.blocks[l + 1] = mb->blocks[l];
-  NG_CHECK(ng__exec_prepare_upper(&e->ex, &dmb));
-  float *z_hot = e->ex.ws[0].z, *out0 = e->ex.ws[0].out;
+  NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
+  float *z_hot = ln->ex.ws[0].z, *out0 = ln->ex.ws[0].out;
 
   const size_t hot_x_b = (size_t)n_hot * (size_t)dim * sizeof(float);
   const size_t state_b = (size_t)nd * (size_t)cols * sizeof(float);
   size_t wbytes = 0;
   carve(NULL, &wbytes, hot_x_b);
   carve(NULL, &wbytes, state_b);
-  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
   size_t at_w = 0;
-  float *hot_x = carve(e->work.ptr, &at_w, hot_x_b);
-  float *h_state = carve(e->work.ptr, &at_w, state_b);
+  float *hot_x = carve(ln->work.ptr, &at_w, hot_x_b);
+  float *h_state = carve(ln->work.ptr, &at_w, state_b);
 
   /* First copy: the hot sub-block, the hot ids and the upper blocks; the device then gathers
    * and projects the hot rows while the CPU works on its part. */
@@ -969,8 +1025,8 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
   ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
   ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
   ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
-  NG_CHECK(upload(e, items, ni, 0));
-  const float *P = e->ex.params;
+  NG_CHECK(upload(ln, items, ni, 0));
+  const float *P = ln->ex.params;
   if (n_hot > 0) {
     NG_CHECK(B->scatter_rows(be, hot_x, NULL, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
     NG_CHECK(B->gemm(be, false, false, n_hot, kf, dim, 1.0f, hot_x, dim, P + L0->off_w, kf, 0.0f,
@@ -979,10 +1035,10 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
 
   /* The CPU's part: each row it needs projected once, then the cold edges' states. */
   const size_t z_floats = (size_t)n_z * (size_t)kf, st_floats = (size_t)nd * (size_t)cols;
-  NG_CHECK(ng__host_reserve(&e->gat_z.ptr, &e->gat_z.cap,
+  NG_CHECK(ng__host_reserve(&ln->gat_z.ptr, &ln->gat_z.cap,
                             (z_floats + st_floats) * sizeof(float) + ALIGN,
                             "the projected rows of the CPU's part"));
-  float *z_host = e->gat_z.ptr, *c_state = z_host + z_floats;
+  float *z_host = ln->gat_z.ptr, *c_state = z_host + z_floats;
   const float *hp = e->host_params;
   host_project(row_ptr, n_z, dim, hp + L0->off_w, kf, z_host, e->workers);
   const ng_block cb = {
@@ -998,13 +1054,13 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
   ITEM(z_host, (size_t)nd * (size_t)kf * sizeof(float), &z_dst_dev);
   ITEM(c_state, state_b, &c_state_dev);
 #undef ITEM
-  NG_CHECK(upload(e, items, ni, 1));
+  NG_CHECK(upload(ln, items, ni, 1));
   NG_CHECK(B->attn_state(be, at, &hb, z_hot, z_dst_dev, P + L0->off_att_src, P + L0->off_att_dst,
                          true, h_state));
   NG_CHECK(B->attn_merge(be, at, nd, h_state, c_state_dev, out0));
   NG_CHECK(B->bias_act_fwd(be, out0, L0->off_b >= 0 ? P + L0->off_b : NULL, nd, L0->out_dim,
                            L0->o.activation));
-  return ng__exec_forward_upper(&e->ex, &dmb);
+  return ng__exec_forward_upper(&ln->ex, &dmb);
 }
 
 /* ---- SAGE-pool: the input layer's pooled max in partial states ---- */
@@ -1015,9 +1071,10 @@ static ng_status forward_gat(ng_engine *e, const ng_srv_snap *s, const ng_miniba
  * the host copy of the weights and reduce the cold edges into a max state (host_partial); the
  * device merges the states, finalizes them and combines them with the destinations' own rows
  * (hot ones from its tier, cold ones staged), then runs the upper layers. */
-static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
+static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
                               batch_rows *rows) {
-  ng_backend *be = e->be;
+  ng_engine *e = ln->e;
+  ng_backend *be = ln->be;
   const struct ng_backend_i *B = be->iface;
   const ng_layer *L0 = &e->model.layers[0];
   const ng_block *b0 = &mb->blocks[0];
@@ -1030,15 +1087,15 @@ static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minib
    * sub-blocks; the destinations' own rows by tier; the hot ids; the cold rows. */
   const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd;
   const size_t need_i64 = 3 * (size_t)ns + 2 * (size_t)nd;
-  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
                             "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
                             "the batch's id arrays"));
-  int32_t *hot_pos = e->host_i32.ptr, *cold_pos = hot_pos + ns;
+  int32_t *hot_pos = ln->host_i32.ptr, *cold_pos = hot_pos + ns;
   int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
   int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
   int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
-  int64_t *hot_ids = e->host_i64.ptr, *self_hot_ids = hot_ids + ns, *iota = self_hot_ids + nd;
+  int64_t *hot_ids = ln->host_i64.ptr, *self_hot_ids = hot_ids + ns, *iota = self_hot_ids + nd;
   const float **row_ptr = (const float **)(iota + nd); /* [ns]: cold rows, then pre rows */
   const float **pre_ptr = row_ptr + ns;
   _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
@@ -1080,8 +1137,8 @@ static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minib
   dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
   for (int l = 0; l < mb->n_layers; l++)
     dmb.blocks[l + 1] = mb->blocks[l];
-  NG_CHECK(ng__exec_prepare_upper(&e->ex, &dmb));
-  float *pre_hot = e->ex.ws[0].pre, *agg = e->ex.ws[0].agg, *out0 = e->ex.ws[0].out;
+  NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
+  float *pre_hot = ln->ex.ws[0].pre, *agg = ln->ex.ws[0].agg, *out0 = ln->ex.ws[0].out;
 
   const size_t hot_x_b = (size_t)n_hot * row_b, st_rows = (size_t)nd * (size_t)pd * sizeof(float);
   const size_t st_cnt = (size_t)nd * sizeof(int32_t), self_b = (size_t)nd * row_b;
@@ -1090,11 +1147,11 @@ static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minib
   carve(NULL, &wbytes, st_rows);
   carve(NULL, &wbytes, st_cnt);
   carve(NULL, &wbytes, self_b);
-  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
   size_t at_w = 0;
-  float *hot_x = carve(e->work.ptr, &at_w, hot_x_b);
-  ng_pstate hot = {carve(e->work.ptr, &at_w, st_rows), carve(e->work.ptr, &at_w, st_cnt), nd, pd};
-  float *self = carve(e->work.ptr, &at_w, self_b);
+  float *hot_x = carve(ln->work.ptr, &at_w, hot_x_b);
+  ng_pstate hot = {carve(ln->work.ptr, &at_w, st_rows), carve(ln->work.ptr, &at_w, st_cnt), nd, pd};
+  float *self = carve(ln->work.ptr, &at_w, self_b);
 
   ng_block hb = {.n_dst = nd, .n_src = NG_MAX(n_hot, nd), .nnz = nh};
   const int64_t *hot_ids_dev = NULL, *shi = NULL, *iota_dev = NULL;
@@ -1109,8 +1166,8 @@ static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minib
   ITEM(n_self_hot ? self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
   ITEM(n_self_hot ? self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
   ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
-  NG_CHECK(upload(e, items, ni, 0));
-  const float *P = e->ex.params;
+  NG_CHECK(upload(ln, items, ni, 0));
+  const float *P = ln->ex.params;
   if (n_hot > 0) {
     NG_CHECK(B->scatter_rows(be, hot_x, NULL, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
     NG_CHECK(B->gemm(be, false, false, n_hot, pd, dim, 1.0f, hot_x, dim, P + L0->off_w_pre, pd,
@@ -1125,12 +1182,12 @@ static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minib
   const size_t pre_floats = (size_t)n_cold * (size_t)pd, st_floats = (size_t)nd * (size_t)pd;
   const size_t bytes =
       (pre_floats + st_floats) * sizeof(float) + st_cnt + (size_t)n_self_cold * row_b + 4 * ALIGN;
-  NG_CHECK(ng__host_reserve(&e->gat_z.ptr, &e->gat_z.cap, bytes, "the pooled rows of the CPU"));
+  NG_CHECK(ng__host_reserve(&ln->gat_z.ptr, &ln->gat_z.cap, bytes, "the pooled rows of the CPU"));
   size_t sat = 0;
-  float *pre_cold = carve(e->gat_z.ptr, &sat, pre_floats * sizeof(float));
-  float *p_val = carve(e->gat_z.ptr, &sat, st_floats * sizeof(float));
-  int32_t *p_cnt = carve(e->gat_z.ptr, &sat, st_cnt);
-  float *staged = carve(e->gat_z.ptr, &sat, (size_t)n_self_cold * row_b);
+  float *pre_cold = carve(ln->gat_z.ptr, &sat, pre_floats * sizeof(float));
+  float *p_val = carve(ln->gat_z.ptr, &sat, st_floats * sizeof(float));
+  int32_t *p_cnt = carve(ln->gat_z.ptr, &sat, st_cnt);
+  float *staged = carve(ln->gat_z.ptr, &sat, (size_t)n_self_cold * row_b);
   const float *hp = e->host_params;
   host_project(row_ptr, n_cold, dim, hp + L0->off_w_pre, pd, pre_cold, e->workers);
   const float *b_pre = hp + L0->off_b_pre;
@@ -1156,35 +1213,36 @@ static ng_status forward_pool(ng_engine *e, const ng_srv_snap *s, const ng_minib
   ITEM(n_self_cold ? self_cold_pos : NULL, (size_t)n_self_cold * 4, &scp);
   ITEM(n_self_cold ? iota : NULL, (size_t)n_self_cold * 8, &iota_dev);
 #undef ITEM
-  NG_CHECK(upload(e, items, ni, 1));
+  NG_CHECK(upload(ln, items, ni, 1));
   ng_pstate cold = {(float *)pval_dev, (int32_t *)pcnt_dev, nd, pd};
   if (nc > 0)
     NG_CHECK(B->pstate_merge(be, &e->bare, &hot, &cold));
   NG_CHECK(B->pstate_finalize(be, &e->bare, &hot, agg));
   if (n_self_cold > 0)
     NG_CHECK(B->scatter_rows(be, self, scp, staged_dev, iota_dev, n_self_cold, dim, 0.0f, 0));
-  NG_CHECK(ng__exec_pool_combine(&e->ex, 0, nd, self, agg, out0));
-  return ng__exec_forward_upper(&e->ex, &dmb);
+  NG_CHECK(ng__exec_pool_combine(&ln->ex, 0, nd, self, agg, out0));
+  return ng__exec_forward_upper(&ln->ex, &dmb);
 }
 
 /* The forward pass of a model whose input layer reads raw rows (GAT, SAGE-pool:
  * ng__model_raw_input) in every strategy but PARTIAL: the device assembles every source row of
  * the input layer, hot ones from its tier and cold ones staged by the host, and runs the model as
  * the trainer's evaluation does. */
-static ng_status forward_raw_input(ng_engine *e, const ng_srv_snap *s, const ng_minibatch *mb,
+static ng_status forward_raw_input(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
                                    batch_rows *rows) {
-  ng_backend *be = e->be;
+  ng_engine *e = ln->e;
+  ng_backend *be = ln->be;
   const struct ng_backend_i *B = be->iface;
   const ng_block *b0 = &mb->blocks[0];
   const int32_t ns = b0->n_src;
   const int64_t dim = s->dim, *gid = mb->node_ids;
   const size_t row_b = (size_t)dim * sizeof(float);
-  NG_CHECK(ng__host_reserve(&e->host_i32.ptr, &e->host_i32.cap, (2 * (size_t)ns + 1) * 4,
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (2 * (size_t)ns + 1) * 4,
                             "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&e->host_i64.ptr, &e->host_i64.cap, (2 * (size_t)ns + 1) * 8,
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (2 * (size_t)ns + 1) * 8,
                             "the batch's id arrays"));
-  int32_t *hot_at = e->host_i32.ptr, *cold_at = hot_at + ns;
-  int64_t *hot_ids = e->host_i64.ptr, *iota = hot_ids + ns;
+  int32_t *hot_at = ln->host_i32.ptr, *cold_at = hot_at + ns;
+  int64_t *hot_ids = ln->host_i64.ptr, *iota = hot_ids + ns;
   int32_t n_hot = 0, n_cold = 0;
   for (int32_t i = 0; i < ns; i++) {
     if (gid[i] < e->hot && !ng__srv_has_overlay(s, gid[i])) {
@@ -1196,9 +1254,9 @@ static ng_status forward_raw_input(ng_engine *e, const ng_srv_snap *s, const ng_
   }
   rows->hot_rows = n_hot;
   rows->cold_rows = n_cold;
-  NG_CHECK(ng__host_reserve(&e->stage.ptr, &e->stage.cap, (size_t)n_cold * row_b + ALIGN,
+  NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, (size_t)n_cold * row_b + ALIGN,
                             "the cold rows' staging"));
-  float *staged = e->stage.ptr;
+  float *staged = ln->stage.ptr;
   for (int32_t j = 0; j < n_cold; j++) {
     bool overlay = false;
     memcpy(staged + (int64_t)j * dim, ng__srv_feature(s, gid[cold_at[j]], &overlay), row_b);
@@ -1211,8 +1269,8 @@ static ng_status forward_raw_input(ng_engine *e, const ng_srv_snap *s, const ng_
   dmb.n_targets = mb->n_targets;
   dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
   const size_t x_b = (size_t)ns * row_b;
-  NG_CHECK(ng__bk_reserve(be, &e->work.ptr, &e->work.cap, NG_MAX(x_b, (size_t)ALIGN)));
-  float *x = e->work.ptr;
+  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(x_b, (size_t)ALIGN)));
+  float *x = ln->work.ptr;
   const int32_t *hot_at_dev = NULL, *cold_at_dev = NULL;
   const int64_t *hot_ids_dev = NULL, *iota_dev = NULL;
   const float *staged_dev = NULL;
@@ -1231,7 +1289,7 @@ static ng_status forward_raw_input(ng_engine *e, const ng_srv_snap *s, const ng_
     ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
     ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
   }
-  NG_CHECK(upload(e, items, ni, 0));
+  NG_CHECK(upload(ln, items, ni, 0));
   if (n_hot > 0)
     NG_CHECK(B->scatter_rows(be, x, hot_at_dev, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
   ni = 0;
@@ -1239,10 +1297,10 @@ static ng_status forward_raw_input(ng_engine *e, const ng_srv_snap *s, const ng_
   ITEM(n_cold ? iota : NULL, (size_t)n_cold * 8, &iota_dev);
   ITEM(n_cold ? staged : NULL, (size_t)n_cold * row_b, &staged_dev);
 #undef ITEM
-  NG_CHECK(upload(e, items, ni, 1));
+  NG_CHECK(upload(ln, items, ni, 1));
   if (n_cold > 0)
     NG_CHECK(B->scatter_rows(be, x, cold_at_dev, staged_dev, iota_dev, n_cold, dim, 0.0f, 0));
-  return ng__exec_forward(&e->ex, &dmb, NULL, x, false, 0);
+  return ng__exec_forward(&ln->ex, &dmb, NULL, x, false, 0);
 }
 
 /* The batch's distinct targets: a small open-addressing map from a key to its place among them.
@@ -1257,26 +1315,26 @@ static uint64_t seed_of(const ng_infer_request *r) {
   return r->n_fanouts ? r->seed : 0;
 }
 
-static ng_status batch_targets(ng_engine *e, pending **reqs, int n_req, int32_t *n_targets) {
+static ng_status batch_targets(lane *ln, pending **reqs, int n_req, int32_t *n_targets) {
   int64_t total = 0;
   for (int i = 0; i < n_req; i++)
     total += reqs[i]->req->n;
   size_t cap = 64;
   while (cap < (size_t)total * 2)
     cap *= 2;
-  NG_CHECK(ng__host_reserve(&e->targets.ptr, &e->targets.cap, (size_t)total * sizeof(int64_t),
+  NG_CHECK(ng__host_reserve(&ln->targets.ptr, &ln->targets.cap, (size_t)total * sizeof(int64_t),
                             "the batch's targets"));
-  NG_CHECK(ng__host_reserve(&e->target_seeds.ptr, &e->target_seeds.cap,
+  NG_CHECK(ng__host_reserve(&ln->target_seeds.ptr, &ln->target_seeds.cap,
                             (size_t)total * sizeof(uint64_t), "the batch's targets"));
-  NG_CHECK(ng__host_reserve(&e->map_keys.ptr, &e->map_keys.cap, cap * sizeof(int64_t),
+  NG_CHECK(ng__host_reserve(&ln->map_keys.ptr, &ln->map_keys.cap, cap * sizeof(int64_t),
                             "the batch's target map"));
-  NG_CHECK(ng__host_reserve(&e->map_seeds.ptr, &e->map_seeds.cap, cap * sizeof(uint64_t),
+  NG_CHECK(ng__host_reserve(&ln->map_seeds.ptr, &ln->map_seeds.cap, cap * sizeof(uint64_t),
                             "the batch's target map"));
-  NG_CHECK(ng__host_reserve(&e->map_vals.ptr, &e->map_vals.cap, cap * sizeof(int32_t),
+  NG_CHECK(ng__host_reserve(&ln->map_vals.ptr, &ln->map_vals.cap, cap * sizeof(int32_t),
                             "the batch's target map"));
-  int64_t *keys = e->map_keys.ptr, *targets = e->targets.ptr;
-  uint64_t *kseeds = e->map_seeds.ptr, *seeds = e->target_seeds.ptr;
-  int32_t *vals = e->map_vals.ptr;
+  int64_t *keys = ln->map_keys.ptr, *targets = ln->targets.ptr;
+  uint64_t *kseeds = ln->map_seeds.ptr, *seeds = ln->target_seeds.ptr;
+  int32_t *vals = ln->map_vals.ptr;
   memset(keys, 0xff, cap * sizeof *keys);
   int32_t n = 0;
   for (int i = 0; i < n_req; i++) {
@@ -1296,16 +1354,16 @@ static ng_status batch_targets(ng_engine *e, pending **reqs, int n_req, int32_t 
       }
     }
   }
-  e->map_cap = cap;
+  ln->map_cap = cap;
   *n_targets = n;
   return NG_OK;
 }
 
-static int32_t target_of(const ng_engine *e, int64_t v, uint64_t seed) {
-  const int64_t *keys = e->map_keys.ptr;
-  const uint64_t *kseeds = e->map_seeds.ptr;
-  const int32_t *vals = e->map_vals.ptr;
-  const size_t cap = e->map_cap;
+static int32_t target_of(const lane *ln, int64_t v, uint64_t seed) {
+  const int64_t *keys = ln->map_keys.ptr;
+  const uint64_t *kseeds = ln->map_seeds.ptr;
+  const int32_t *vals = ln->map_vals.ptr;
+  const size_t cap = ln->map_cap;
   size_t h = target_slot(v, seed, cap - 1);
   while (keys[h] != v || kseeds[h] != seed)
     h = (h + 1) & (cap - 1);
@@ -1331,7 +1389,7 @@ static fetch_kind strategy(const ng_engine *e, bool hub) {
 
 /* The cache's layer-0 rows of missing nodes: the engine's forward pass (serve/ecache.c). */
 typedef struct {
-  ng_engine *e;
+  lane *ln;
   fetch_kind how;
 } ecache_arg;
 
@@ -1339,43 +1397,44 @@ static ng_status ecache_layer0(void *arg, const ng_srv_snap *s, const ng_minibat
                                int64_t *hot_rows, int64_t *cold_rows) {
   const ecache_arg *a = arg;
   batch_rows rows = {0, 0};
-  ng_status st = forward(a->e, s, mb, a->how, &rows);
+  ng_status st = forward(a->ln, s, mb, a->how, &rows);
   *hot_rows = rows.hot_rows;
   *cold_rows = rows.cold_rows;
   return st;
 }
 
 /* Computes a batch of compatible requests (same sampling) and fills their results. */
-static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
-                           batch_rows *rows_out) {
+static ng_status run_batch(lane *ln, pending **reqs, int n_req, double t0, batch_rows *rows_out) {
+  ng_engine *e = ln->e;
   const struct ng_model *m = &e->model;
   const ng_infer_request *r0 = reqs[0]->req;
   int32_t n_targets = 0;
-  NG_CHECK(batch_targets(e, reqs, n_req, &n_targets));
+  NG_CHECK(batch_targets(ln, reqs, n_req, &n_targets));
   ng_srv_snap *s = snap_acquire(e);
   ng_minibatch mb;
   ng_status st = NG_OK;
   batch_rows rows = {0, 0};
   if (e->ecache && r0->n_fanouts == 0) { /* full neighbourhoods from cached layer-0 rows */
-    ecache_arg a = {e, strategy(e, reqs[0]->hub)};
-    const ng_ecache_ctx cx = {&e->ex, e->be, m, e->field, e->gcn, ecache_layer0, &a};
-    st = ng__ecache_forward(e->ecache, e->ecache_work, &cx, s, e->targets.ptr, n_targets,
+    ecache_arg a = {ln, strategy(e, reqs[0]->hub)};
+    const ng_ecache_ctx cx = {&ln->ex, ln->be, m, ln->field, e->gcn, ecache_layer0, &a};
+    st = ng__ecache_forward(e->ecache, ln->ecache_work, &cx, s, ln->targets.ptr, n_targets,
                             &rows.hot_rows, &rows.cold_rows);
   } else {
     /* Sampled batches give each target its request's seed; a batch's requests share fanouts. */
-    st = ng__srv_field_build(&mb, e->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
-                             r0->n_fanouts ? e->target_seeds.ptr : NULL, e->targets.ptr, n_targets);
+    st = ng__srv_field_build(&mb, ln->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
+                             r0->n_fanouts ? ln->target_seeds.ptr : NULL, ln->targets.ptr,
+                             n_targets);
   }
   if (st == NG_OK && !(e->ecache && r0->n_fanouts == 0)) {
     const fetch_kind how = strategy(e, reqs[0]->hub);
     if (!ng__model_raw_input(m))
-      st = forward(e, s, &mb, how, &rows);
+      st = forward(ln, s, &mb, how, &rows);
     else if (how != FETCH_PARTIAL)
-      st = forward_raw_input(e, s, &mb, &rows);
+      st = forward_raw_input(ln, s, &mb, &rows);
     else if (e->gat)
-      st = forward_gat(e, s, &mb, &rows);
+      st = forward_gat(ln, s, &mb, &rows);
     else
-      st = forward_pool(e, s, &mb, &rows);
+      st = forward_pool(ln, s, &mb, &rows);
   }
   ng__srv_snap_unref(s);
   if (st != NG_OK)
@@ -1393,14 +1452,14 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
     if (want[l])
       total += (size_t)n_targets * (size_t)m->layers[l].out_dim;
   }
-  NG_CHECK(ng__host_reserve(&e->out_host.ptr, &e->out_host.cap, total * sizeof(float),
+  NG_CHECK(ng__host_reserve(&ln->out_host.ptr, &ln->out_host.cap, total * sizeof(float),
                             "the batch's outputs"));
-  float *host = e->out_host.ptr;
+  float *host = ln->out_host.ptr;
   for (int l = 0; l < m->n_layers; l++)
     if (want[l])
-      NG_CHECK(
-          e->be->iface->copy_d2h(e->be, host + off[l], e->ex.ws[l].out,
-                                 (size_t)n_targets * (size_t)m->layers[l].out_dim * sizeof(float)));
+      NG_CHECK(ln->be->iface->copy_d2h(ln->be, host + off[l], ln->ex.ws[l].out,
+                                       (size_t)n_targets * (size_t)m->layers[l].out_dim *
+                                           sizeof(float)));
   const double t1 = now_us();
   const int64_t classes = m->layers[m->n_layers - 1].out_dim;
   const float *logits = host + off[m->n_layers - 1];
@@ -1434,7 +1493,7 @@ static ng_status run_batch(ng_engine *e, pending **reqs, int n_req, double t0,
     }
     const uint64_t sd = seed_of(r);
     for (int64_t j = 0; j < r->n; j++) {
-      const int32_t t = target_of(e, r->node_ids[j], sd);
+      const int32_t t = target_of(ln, r->node_ids[j], sd);
       const float *row = logits + (size_t)t * (size_t)classes;
       if (res->logits)
         memcpy(res->logits + j * classes, row, (size_t)classes * sizeof(float));
@@ -1466,18 +1525,23 @@ static bool compatible(const pending *a, const pending *b) {
   return memcmp(a->fanout, b->fanout, sizeof a->fanout) == 0;
 }
 
-/* Unlinks queued request `p` (its predecessor `prev`, NULL at the head) and takes it off the
- * queue's counts. Under e->mu. */
-static void unlink_pending(ng_engine *e, pending *p, pending *prev) {
+/* The lane that serves request `p`: the hub lane for hub requests. */
+static lane *lane_of(ng_engine *e, const pending *p) {
+  return &e->lanes[p->hub ? LANE_HUB : LANE_MAIN];
+}
+
+/* Unlinks queued request `p` (its predecessor `prev` in its lane's queue, NULL at the head) and
+ * takes it off the queue's counts. Under e->mu. */
+static void unlink_pending(lane *ln, pending *p, pending *prev) {
   if (prev)
     prev->next = p->next;
   else
-    e->head = p->next;
-  if (e->tail == p)
-    e->tail = prev;
+    ln->head = p->next;
+  if (ln->tail == p)
+    ln->tail = prev;
   p->next = NULL;
-  e->queued_nodes -= p->req->n;
-  e->queued_work -= p->work;
+  ln->queued_nodes -= p->req->n;
+  ln->queued_work -= p->work;
 }
 
 /* Answers queued request `p`, whose deadline passed before it could start, as busy: it is never
@@ -1493,44 +1557,60 @@ static void expire(ng_engine *e, pending *p, double now) {
   e->stats.timed_out++;
 }
 
-/* The measured cost after a batch of `work` units computed in `us`: an EWMA of the cost per
- * unit, weighted towards recent batches so that it follows the load. Under e->mu. */
-static void measure(ng_engine *e, int64_t work, double us) {
+/* The lane's measured cost after a batch of `work` units computed in `us`: an EWMA of the cost
+ * per unit, weighted towards recent batches so that it follows the load. Under e->mu. */
+static void measure(const ng_engine *e, lane *ln, int64_t work, double us) {
   if (e->cost_fixed || work <= 0)
     return;
   const double per = us / (double)work;
-  e->us_per_work = e->us_per_work > 0.0 ? 0.8 * e->us_per_work + 0.2 * per : per;
+  ln->us_per_work = ln->us_per_work > 0.0 ? 0.8 * ln->us_per_work + 0.2 * per : per;
 }
 
-static void *batcher_main(void *arg) {
-  ng_engine *e = arg;
+/* The test hook's hold (ng__engine_test_hold_hub): a hub batch, once taken, waits here until the
+ * test releases it. Under e->mu. */
+static void hold_hub_batch(ng_engine *e) {
+  if (!e->hold_hub)
+    return;
+  e->hub_held++;
+  pthread_cond_broadcast(&e->done_cv);
+  while (e->hold_hub)
+    pthread_cond_wait(&e->done_cv, &e->mu);
+  e->hub_held--;
+}
+
+/* A lane's thread: it forms batches from its own queue and computes them on its own backend.
+ * The main lane merges compatible ordinary requests; the hub lane runs each hub request alone
+ * and at once (it does not wait max_delay_us). */
+static void *lane_main(void *arg) {
+  lane *ln = arg;
+  ng_engine *e = ln->e;
   pending *batch[1024];
   pthread_mutex_lock(&e->mu);
   for (;;) {
-    while ((!e->head || e->paused) && !e->stopping)
+    while ((!ln->head || e->paused) && !e->stopping)
       pthread_cond_wait(&e->work_cv, &e->mu);
-    if (!e->head)
-      break; /* stopping, and every admitted request is answered */
+    if (!ln->head)
+      break; /* stopping, and every request of this lane is answered */
     /* Wait for others to join the oldest request, up to max_delay_us or a full batch. A hub
      * request runs alone and starts at once. */
-    const double delay_end = e->head->t_enq + (double)e->o.max_delay_us;
-    while (!e->stopping && !e->paused && e->head && !e->head->hub &&
-           e->queued_nodes < e->o.max_batch && e->queued_work < e->o.max_batch_work &&
+    const double delay_end = ln->head->t_enq + (double)e->o.max_delay_us;
+    while (!e->stopping && !e->paused && ln->head && !ln->head->hub &&
+           ln->queued_nodes < e->o.max_batch && ln->queued_work < e->o.max_batch_work &&
            now_us() < delay_end)
-      wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, e->head->deadline_us));
-    if (!e->head || (e->paused && !e->stopping))
-      continue; /* the head left (its deadline passed), or a test paused the batcher */
+      wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, ln->head->deadline_us));
+    if (!ln->head || (e->paused && !e->stopping))
+      continue; /* the head left (its deadline passed), or a test paused the lanes */
     /* Take the oldest request, then every later compatible one that fits; requests whose
      * deadline has passed are answered busy instead, never computed. */
     int n = 0;
     int64_t nodes = 0, work = 0;
-    pending *p = e->head, *prev = NULL;
+    pending *p = ln->head, *prev = NULL;
     const pending *first = NULL;
     const double now = now_us();
     while (p && n < (int)NG_ARRAY_LEN(batch)) {
       pending *next = p->next;
       if (now >= p->deadline_us) {
-        unlink_pending(e, p, prev);
+        unlink_pending(ln, p, prev);
         expire(e, p, now);
         p = next;
         continue;
@@ -1539,7 +1619,7 @@ static void *batcher_main(void *arg) {
           !first || (!first->hub && !p->hub && compatible(first, p) &&
                      nodes + p->req->n <= e->o.max_batch && work + p->work <= e->o.max_batch_work);
       if (take) {
-        unlink_pending(e, p, prev);
+        unlink_pending(ln, p, prev);
         p->taken = true;
         batch[n++] = p;
         nodes += p->req->n;
@@ -1556,21 +1636,23 @@ static void *batcher_main(void *arg) {
     pthread_cond_broadcast(&e->done_cv); /* the callers of expired requests */
     if (n == 0)
       continue;
-    e->running_work = work;
+    ln->running_work = work;
+    if (first->hub)
+      hold_hub_batch(e);
     pthread_mutex_unlock(&e->mu);
 
     const double t0 = now_us();
     batch_rows rows = {0, 0};
-    ng_status st = run_batch(e, batch, n, t0, &rows);
+    ng_status st = run_batch(ln, batch, n, t0, &rows);
     char msg[512] = "";
     if (st != NG_OK)
       snprintf(msg, sizeof msg, "%s", ng_last_error());
     const double t1 = now_us();
 
     pthread_mutex_lock(&e->mu);
-    e->running_work = 0;
+    ln->running_work = 0;
     if (st == NG_OK)
-      measure(e, work, t1 - t0);
+      measure(e, ln, work, t1 - t0);
     e->stats.batches++;
     e->stats.batch_nodes += nodes;
     e->stats.hot_rows += rows.hot_rows;
@@ -1600,9 +1682,27 @@ void ng__engine_test_pause(ng_engine *e, bool paused) {
 
 void ng__engine_test_cost(ng_engine *e, double us_per_work) {
   pthread_mutex_lock(&e->mu);
-  e->us_per_work = us_per_work;
+  for (int k = 0; k < N_LANES; k++)
+    e->lanes[k].us_per_work = us_per_work;
   e->cost_fixed = us_per_work > 0.0;
   pthread_mutex_unlock(&e->mu);
+}
+
+void ng__engine_test_hold_hub(ng_engine *e, bool hold) {
+  pthread_mutex_lock(&e->mu);
+  e->hold_hub = hold;
+  pthread_cond_broadcast(&e->done_cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+bool ng__engine_test_hub_held(ng_engine *e, double timeout_s) {
+  pthread_mutex_lock(&e->mu);
+  const double until = now_us() + timeout_s * 1e6;
+  while (e->hub_held == 0 && now_us() < until)
+    wait_until(&e->done_cv, &e->mu, until);
+  const bool held = e->hub_held > 0;
+  pthread_mutex_unlock(&e->mu);
+  return held;
 }
 
 /* ---- the API ---- */
@@ -1696,7 +1796,8 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
   /* Admission by predicted wait: the work queued and computing ahead of this request at the
    * measured cost. Refused at once when it would start after its deadline: answering busy now
    * costs the client nothing, computing it late would cost the requests behind it. */
-  const double wait_us = (double)(e->queued_work + e->running_work) * e->us_per_work;
+  lane *ln = lane_of(e, &p);
+  const double wait_us = (double)(ln->queued_work + ln->running_work) * ln->us_per_work;
   if (p.t_enq + wait_us > p.deadline_us) {
     e->stats.rejected_deadline++;
     pthread_mutex_unlock(&e->mu);
@@ -1710,23 +1811,23 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
   e->stats.requests++;
   e->stats.request_nodes += req->n;
   e->stats.hub_requests += p.hub;
-  e->queued_nodes += req->n;
-  e->queued_work += p.work;
-  if (e->tail)
-    e->tail->next = &p;
+  ln->queued_nodes += req->n;
+  ln->queued_work += p.work;
+  if (ln->tail)
+    ln->tail->next = &p;
   else
-    e->head = &p;
-  e->tail = &p;
-  pthread_cond_signal(&e->work_cv);
+    ln->head = &p;
+  ln->tail = &p;
+  pthread_cond_broadcast(&e->work_cv); /* both lanes wait on it */
   while (!p.done) {
     if (!p.taken && now_us() >= p.deadline_us) {
       /* Still queued at its deadline: leave the queue unanswered by the device. */
       pending *prev = NULL;
-      for (pending *q = e->head; q && q != &p; q = q->next)
+      for (pending *q = ln->head; q && q != &p; q = q->next)
         prev = q;
-      unlink_pending(e, &p, prev);
+      unlink_pending(ln, &p, prev);
       expire(e, &p, now_us());
-      pthread_cond_signal(&e->work_cv); /* the batcher may be waiting on this head */
+      pthread_cond_broadcast(&e->work_cv); /* its lane may be waiting on this head */
       break;
     }
     if (p.taken)

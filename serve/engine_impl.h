@@ -165,7 +165,7 @@ int64_t ng__srv_field_estimate(const ng_srv_snap *s, int n_layers, const int32_t
 
 /* ---- test hooks (tests/test_serve_engine.c) ---- */
 
-/// Holds the batcher (paused) or lets it go: while held it starts no batch, so that a test can
+/// Holds both lanes (paused) or lets them go: while held they start no batch, so that a test can
 /// let a queued request's deadline pass deterministically. ng_engine_destroy still drains.
 void ng__engine_test_pause(ng_engine *e, bool paused);
 /// Fixes the measured cost (microseconds per unit of work: estimated field edges plus nodes) that
@@ -179,5 +179,12 @@ void ng__engine_test_group_hold(ng_engine *e, int k);
 int ng__engine_test_updates_queued(ng_engine *e);
 /// Makes the next group's log append fail as a failed write would.
 void ng__engine_test_fail_append(ng_engine *e);
+
+/// Arms (hold) or releases the hub hold: while armed, a lane that has taken a hub request waits
+/// before computing it until released, as a hub that computes for ever would. The request is
+/// taken (its deadline no longer applies); ng_engine_destroy waits for it, so release first.
+void ng__engine_test_hold_hub(ng_engine *e, bool hold);
+/// Waits up to `timeout_s` for a hub batch to wait in the hold; returns whether one does.
+bool ng__engine_test_hub_held(ng_engine *e, double timeout_s);
 
 #endif /* NG_SERVE_ENGINE_IMPL_H */

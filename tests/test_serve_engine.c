@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static ng_dataset_t cora;
@@ -1254,6 +1255,166 @@ static int64_t two_hop(const ng_csr *g, int64_t v) {
   return n;
 }
 
+/* A request on its own thread that says when it is answered (slow-hub test). */
+typedef struct {
+  ng_engine *e;
+  int64_t id;
+  ng_status st;
+  bool hub;
+  float logits[16];
+  int *answered; /* under *mu, signalled on *cv */
+  pthread_mutex_t *mu;
+  pthread_cond_t *cv;
+} lane_call;
+
+static void *lane_call_main(void *arg) {
+  lane_call *c = arg;
+  ng_infer_request q;
+  memset(&q, 0, sizeof q);
+  q.node_ids = &c->id;
+  q.n = 1;
+  q.outputs = NG_OUT_LOGITS;
+  ng_infer_result res;
+  c->st = ng_engine_infer(c->e, &q, &res);
+  if (c->st == NG_OK) {
+    c->hub = res.hub != 0;
+    memcpy(c->logits, res.logits, (size_t)NG_MIN(res.classes, 16) * sizeof(float));
+    ng_infer_result_free(&res);
+  }
+  pthread_mutex_lock(c->mu);
+  (*c->answered)++;
+  pthread_cond_broadcast(c->cv);
+  pthread_mutex_unlock(c->mu);
+  return NULL;
+}
+
+/* Waits up to `seconds` for *answered to reach `n`; returns it. */
+static int await_answered(pthread_mutex_t *mu, pthread_cond_t *cv, int *answered, int n,
+                          int seconds) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += seconds;
+  pthread_mutex_lock(mu);
+  while (*answered < n && pthread_cond_timedwait(cv, mu, &until) == 0) {
+  }
+  const int got = *answered;
+  pthread_mutex_unlock(mu);
+  return got;
+}
+
+/* The hub lane: a hub request held inside its batch (a simulated slow hub: the hold hook
+ * blocks it after it was taken, before it computes) does not stop ordinary requests sent after
+ * it from being answered; once released, the hub is answered too. Both with the trainer's bits
+ * (every row hot). Routed to the main lane, the ordinary requests would wait behind the held
+ * hub until the bounded wait fails. */
+static void test_slow_hub(void) {
+  const ng_csr *g = &cora->csr;
+  int64_t hub = 0;
+  for (int64_t v = 1; v < info.nodes; v++)
+    if (two_hop(g, v) > two_hop(g, hub))
+      hub = v;
+  enum { N_ORD = 6 };
+  int64_t ord[N_ORD];
+  int n_ord = 0;
+  for (int64_t v = 0; v < info.nodes && n_ord < N_ORD; v += 97)
+    if (two_hop(g, v) < two_hop(g, hub) / 4)
+      ord[n_ord++] = v;
+  EXPECT_EQ_I(n_ord, N_ORD);
+  ng_engine *e = engine(&sage, NG_MODE_AUTO, -1.0, two_hop(g, hub) - 1, NULL, 0);
+  if (!e)
+    return;
+  ng_engine_info ei;
+  ng_engine_info_get(&ei, e);
+  EXPECT_EQ_I(ei.layers, 2); /* two_hop is the engine's 2-layer estimate */
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+  int hub_answered = 0, ord_answered = 0;
+  lane_call hc = {e, hub, NG_ERR_INTERNAL, false, {0}, &hub_answered, &mu, &cv};
+  lane_call oc[N_ORD];
+  pthread_t hub_th, ord_th[N_ORD];
+  ng__engine_test_hold_hub(e, true);
+  pthread_create(&hub_th, NULL, lane_call_main, &hc);
+  EXPECT_TRUE(ng__engine_test_hub_held(e, 60.0)); /* taken, and held inside its batch */
+  for (int i = 0; i < N_ORD; i++) {
+    oc[i] = (lane_call){e, ord[i], NG_ERR_INTERNAL, false, {0}, &ord_answered, &mu, &cv};
+    pthread_create(&ord_th[i], NULL, lane_call_main, &oc[i]);
+  }
+  /* Bounded generously: answered at once with the lane, never without it. */
+  const int got = await_answered(&mu, &cv, &ord_answered, N_ORD, 30);
+  EXPECT_EQ_I(got, N_ORD);
+  pthread_mutex_lock(&mu);
+  EXPECT_EQ_I(hub_answered, 0); /* the hub is still held */
+  pthread_mutex_unlock(&mu);
+  ng__engine_test_hold_hub(e, false);
+  pthread_join(hub_th, NULL);
+  for (int i = 0; i < N_ORD; i++)
+    pthread_join(ord_th[i], NULL);
+  const int64_t C = info.classes;
+  EXPECT_OK(hc.st);
+  EXPECT_TRUE(hc.hub);
+  EXPECT_SAME_BITS(hc.logits, sage.ref + hub * C, C, "the hub, on the hub lane");
+  for (int i = 0; i < N_ORD; i++) {
+    EXPECT_OK(oc[i].st);
+    EXPECT_TRUE(!oc[i].hub);
+    EXPECT_SAME_BITS(oc[i].logits, sage.ref + ord[i] * C, C, "an ordinary request beside it");
+  }
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.hub_requests, 1);
+  EXPECT_EQ_I(s.requests, 1 + N_ORD);
+  EXPECT_EQ_I(s.queue_depth, 0);
+  ng_engine_destroy(e);
+  pthread_cond_destroy(&cv);
+  pthread_mutex_destroy(&mu);
+}
+
+/* Admission predicts a request's wait from the work ahead of it on its own lane: with a hub
+ * request queued (the lanes held) and a cost that makes any work ahead a wait of over an hour,
+ * an ordinary request is admitted (nothing is ahead of it on the main lane), and a second hub
+ * request is refused (the first is ahead of it on the hub lane). */
+static void test_admission_per_lane(void) {
+  const ng_csr *g = &cora->csr;
+  int64_t hub = 0;
+  for (int64_t v = 1; v < info.nodes; v++)
+    if (two_hop(g, v) > two_hop(g, hub))
+      hub = v;
+  const int64_t ord = 0;
+  EXPECT_TRUE(two_hop(g, ord) < two_hop(g, hub) - 1);
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.max_delay_us = 0;
+  o.workers = 2;
+  o.hub_edges = two_hop(g, hub) - 1;
+  o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
+  o.normalize = sage.normalize;
+  ng_engine *e = NULL;
+  EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+  if (!e)
+    return;
+  ng__engine_test_pause(e, true);
+  ng__engine_test_cost(e, 1e9); /* 1,000 s per unit of work */
+  timed h = {e, hub, 0, NG_ERR_INTERNAL, ""}, q = {e, ord, 0, NG_ERR_INTERNAL, ""};
+  pthread_t th[2];
+  pthread_create(&th[0], NULL, timed_main, &h); /* nothing ahead of it: admitted */
+  await_depth(e, 1);
+  pthread_create(&th[1], NULL, timed_main, &q); /* the hub is on the other lane: admitted */
+  await_depth(e, 2);
+  timed h2 = {e, hub, 0, NG_ERR_INTERNAL, ""};
+  timed_main(&h2); /* the first hub is ahead of it: refused at once */
+  EXPECT_STATUS(h2.st, NG_ERR_STATE);
+  EXPECT_TRUE(strstr(h2.err, "predicted wait") != NULL);
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.rejected_deadline, 1);
+  EXPECT_EQ_I(s.requests, 2);
+  EXPECT_EQ_I(s.hub_requests, 1);
+  ng__engine_test_pause(e, false);
+  for (int k = 0; k < 2; k++)
+    pthread_join(th[k], NULL);
+  EXPECT_OK(h.st);
+  EXPECT_OK(q.st);
+  ng_engine_destroy(e);
+}
+
 /* A generated power-law graph with real hubs, MAX (SAGE) and weighted (GCN) aggregation: hub
  * requests are told apart from ordinary ones, and every mode answers both with the same bits
  * under a simulated cold tier (the host's partial reduction of MAX and of weighted sums agrees
@@ -1711,6 +1872,8 @@ int main(void) {
   RUN_TEST(test_batch_work_cap);
   RUN_TEST(test_bad_requests);
   RUN_TEST(test_generated_hubs);
+  RUN_TEST(test_slow_hub);
+  RUN_TEST(test_admission_per_lane);
   RUN_TEST(test_gat_split);
   RUN_TEST(test_gin_matches_trainer);
   RUN_TEST(test_pool_split);
