@@ -399,33 +399,27 @@ static ng_status sample_iter(ng_runtime *rt, ng_sample_arena *arena, const ng_ep
   return ng__sample(mb, arena, rt->sampler, p->order + begin, n, seed);
 }
 
-typedef struct {
-  ng_runtime *rt;
-  int track; /* the worker's trace track */
-  int64_t iter;
-  ng_slots *slots;
-  void **buf;
-} reserve_ctx;
-
-/* Page-locked memory is slow to allocate and its release may wait for the device, so a slot
- * that must grow grows once to a sixteenth above the largest package any worker has seen. Every
- * byte of it is resident (pinned), and a mini-batch of a fixed batch size varies by a few
- * percent: a quarter (as before) cost 15% of the staging for growth that never came. */
-static ng_status slot_reserve(void *ctx, size_t bytes, void **base) {
-  reserve_ctx *rc = ctx;
+/* Makes the slot `*buf` of `slots` hold a package of `bytes` after its header, and gives where
+ * the package goes, in *base. Page-locked memory is slow to allocate and its release may wait
+ * for the device, so a slot that must grow grows once to a sixteenth above the largest package
+ * any worker has seen. Every byte of it is resident (pinned), and a mini-batch of a fixed batch
+ * size varies by a few percent: a quarter (as before) cost 15% of the staging for growth that
+ * never came. The growth is a span of iteration `iter` on trace track `track`. */
+static ng_status slot_reserve(ng_runtime *rt, ng_slots *slots, void **buf, int track, int64_t iter,
+                              size_t bytes, void **base) {
   const size_t need = ITEM_HEADER + bytes;
-  _Atomic size_t *largest = &rc->rt->largest_pkg; /* the largest package any worker has seen */
+  _Atomic size_t *largest = &rt->largest_pkg; /* the largest package any worker has seen */
   size_t seen = atomic_load(largest);
   while (need > seen && !atomic_compare_exchange_weak(largest, &seen, need))
     ;
-  if (ng__slots_bytes(rc->slots, *rc->buf) < need) {
+  if (ng__slots_bytes(slots, *buf) < need) {
     const size_t big = NG_MAX(need, atomic_load(largest));
-    const int64_t t0 = span_start(rc->rt);
-    NG_CHECK(ng__slots_grow(rc->slots, rc->buf, ng__slot_size(big)));
-    atomic_fetch_add_explicit(&rc->rt->slot_grows, 1, memory_order_relaxed);
-    span_end(rc->rt, rc->track, NG_SPAN_SLOT_GROW, rc->iter, 0, t0);
+    const int64_t t0 = span_start(rt);
+    NG_CHECK(ng__slots_grow(slots, buf, ng__slot_size(big)));
+    atomic_fetch_add_explicit(&rt->slot_grows, 1, memory_order_relaxed);
+    span_end(rt, track, NG_SPAN_SLOT_GROW, iter, 0, t0);
   }
-  *base = (char *)*rc->buf + ITEM_HEADER;
+  *base = (char *)*buf + ITEM_HEADER;
   return NG_OK;
 }
 
@@ -514,9 +508,9 @@ ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float d
     if (want[g])
       continue;
     const ng_fetch_cfg cfg = group_cfg(rt, g, 1);
-    size_t bytes = 0;
-    st = ng__fetch_bytes(&bytes, &cfg, &mb, drop_p, &rt->w[0].scratch);
-    want[g] = NG_MIN(ng__slot_size(ITEM_HEADER + bytes), cap); /* as slot_reserve grows a slot */
+    ng_fetch_plan fp;
+    st = ng__fetch_plan(&fp, &cfg, &mb, drop_p, &rt->w[0].scratch);
+    want[g] = NG_MIN(ng__slot_size(ITEM_HEADER + fp.bytes), cap); /* as slot_reserve grows one */
   }
   if (host)
     rt->be->iface->host_free(rt->be, host);
@@ -614,10 +608,16 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
       rt->feed ? span_end(rt, track, NG_SPAN_FEED_WAIT, i, 0, t0)
                : span_end(rt, track, NG_SPAN_SAMPLE, i, (int)NG_MIN(edges, (int64_t)INT32_MAX), t0);
   const ng_fetch_cfg cfg = group_cfg(rt, group, rt->n_threads ? 1 : rt->o.omp_threads);
-  reserve_ctx rc = {rt, track, i, w->slots, buf};
+  /* The package is planned (its size), its slot made to hold it, then filled. */
+  ng_fetch_plan plan;
   ng_fetch_pkg pkg;
-  const ng_status fetched = ng__fetch_prepare(
-      &pkg, &cfg, &mb, rt->drop_p, ng__exec_input_drop_key(seed), &w->scratch, slot_reserve, &rc);
+  void *base = NULL;
+  ng_status fetched = ng__fetch_plan(&plan, &cfg, &mb, rt->drop_p, &w->scratch);
+  if (fetched == NG_OK)
+    fetched = slot_reserve(rt, w->slots, buf, track, i, plan.bytes, &base);
+  if (fetched == NG_OK)
+    fetched =
+        ng__fetch_fill(&pkg, &plan, &cfg, &mb, ng__exec_input_drop_key(seed), &w->scratch, base);
   if (rt->feed) /* the package holds its own copy of the blocks */
     ng__feed_release(rt->feed, seq);
   NG_CHECK(fetched);

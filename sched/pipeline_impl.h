@@ -135,7 +135,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
 /// growth at a time (docs/scheduler.md, "Staging slots"): samples iteration plan->first of
 /// `plan` (the device sampler's lane 0, or the CPU sampler with worker 0's arena; the same
 /// blocks the epoch will sample), measures the package each group's strategy makes of it
-/// (ng__fetch_bytes, with input dropout `drop_p`), and grows the first NG_SLOT_PRESIZE slots of
+/// (ng__fetch_plan, with input dropout `drop_p`), and grows the first NG_SLOT_PRESIZE slots of
 /// every worker to its group's size x (1 + 1/NG_SLOT_GROWTH_DEN) plus the item header, at most
 /// `cap` bytes each, one thread a worker (bound to the workers' cores, so that the pages are
 /// first touched on their NUMA node). A larger package later still grows its slot on demand.
