@@ -83,15 +83,9 @@ struct ng_trainer {
   ng_mode mode;                /* resolved */
   ng_prof prof;                /* the op profile (ng_train_opts.op_profile_every) */
   ng_startup_times startup;
-  /* The epoch in progress (iter_done, the runtime's report of each iteration, updates it). */
-  double loss_sum;
-  int64_t correct, edges;
-  ng_fetch_stats fetch_epoch;
+  /* The epoch in progress, which the runtime counts each finished iteration into. */
+  ng_epoch_tally tally;
   ng_progress prog;
-  int64_t iters_total;
-  double *iter_ms; /* [iters_total] time between iterations finishing, this epoch */
-  int64_t n_iter_ms;
-  double last_done;
   growbuf labels, eval_out;    /* backend memory */
   growbuf stage, stage_labels; /* host staging for backends with their own memory */
   char *temp_dir;              /* inference's temporary files (ng_train_opts.temp_dir, copied) */
@@ -99,7 +93,7 @@ struct ng_trainer {
    * inference over both receptive fields serves both evaluations (they overlap mostly). */
   float *eval_logits;
   ng_memory_estimate mem; /* the estimate the trainer was created under */
-  ng_dist_train dist;     /* the ranks of a data-parallel run (ng_train_opts.comm) */
+  ng_grad_reduce dist;    /* the ranks of a data-parallel run (ng_train_opts.comm) */
   char dist_cpuset[1024]; /* this rank's share of its host's cores, or "" */
 };
 
@@ -376,10 +370,8 @@ static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
   };
   const int64_t n_train = info->train, batch = o.batch ? NG_MIN(o.batch, n_train) : n_train;
   NG_CHECK(ng__dist_setup(&t->dist, o.comm, t->be, n_train, batch, t->model->n_params));
-  if (t->dist.ranks > 1) {
-    t->step.reduce = ng__dist_reduce;
-    t->step.reduce_ctx = &t->dist;
-  }
+  if (t->dist.ranks > 1)
+    t->step.reduce = &t->dist;
   return NG_OK;
 }
 
@@ -1006,7 +998,7 @@ void ng_trainer_destroy(ng_trainer_t t) {
     ng__big_free(t->features_owned,
                  (size_t)t->ds->info.nodes * (size_t)t->ds->info.feature_dim * sizeof(float));
   free(t->perm);
-  free(t->iter_ms);
+  free(t->tally.iter_ms);
   free(t->stage.ptr);
   free(t->temp_dir);
   free(t->stage_labels.ptr);
@@ -1141,33 +1133,10 @@ static int64_t nearest_rank(int64_t n, double q) {
   return NG_MAX((int64_t)0, NG_MIN(n, r) - 1);
 }
 
-/* Iteration `iter` is done (in order): count it, move the counters, report progress. The
- * counters move before the progress callback may stop the epoch, so that a checkpoint written
- * after the stop resumes at the next iteration. */
-static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct, int64_t edges,
-                           const ng_fetch_stats *f) {
-  ng_trainer_t t = ctx;
-  t->loss_sum += loss * ng__dist_loss_weight(&t->dist, iter);
-  t->correct += correct;
-  t->edges += edges;
-  ng__fetch_stats_add(&t->fetch_epoch, f);
-  const double now = ng__now();
-  t->iter_ms[t->n_iter_ms++] = (now - t->last_done) * 1e3;
-  t->last_done = now;
-  t->iter_done = iter + 1;
-  if (t->iter_done == t->iters_total) {
-    t->epochs_done++;
-    t->iter_done = 0;
-  }
-  return ng__progress(&t->prog, "train", (double)(iter + 1), (double)t->iters_total,
-                      iter + 1 == t->iters_total);
-}
-
-/* Shuffles `epoch`'s training ids into its buffer. The runtime calls it on a worker for the
- * epoch after the one it trains (ng_epoch_plan.prepare), which it publishes only once the
- * epoch before that is done with the buffer. */
-static void shuffle_order(void *ctx, int64_t epoch) {
-  ng_trainer_t t = ctx;
+/* Shuffles `epoch`'s training ids into its buffer. The runtime does the same on a worker for
+ * the epoch after the one it trains (ng_epoch_plan.shuffle_ids), which it publishes only once
+ * the epoch before that is done with the buffer. */
+static void shuffle_order(ng_trainer_t t, int64_t epoch) {
   const int64_t n_train = t->ds->info.train;
   ng__epoch_shuffle(t->perm + (epoch % 2) * n_train, t->ds->split[NG_SPLIT_TRAIN], n_train,
                     t->opts.seed, epoch);
@@ -1214,27 +1183,33 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                    "run with a smaller batch?)",
                    (long long)epoch, (long long)first, (long long)iters);
   ng__progress_init(&t->prog, t->opts.progress, t->opts.progress_ctx);
-  t->iters_total = iters;
-  t->loss_sum = 0.0;
-  t->correct = t->edges = 0;
-  t->fetch_epoch = (ng_fetch_stats){0};
-  double *ms = realloc(t->iter_ms, (size_t)iters * sizeof *ms);
+  double *ms = realloc(t->tally.iter_ms, (size_t)iters * sizeof *ms);
   if (!ms)
     return ng__err(NG_ERR_NOMEM, "out of memory for %lld iteration times", (long long)iters);
-  t->iter_ms = ms;
-  t->n_iter_ms = 0;
-  t->last_done = ng__now();
+  ng_epoch_tally *ty = &t->tally;
+  *ty = (ng_epoch_tally){.iter_ms = ms,
+                         .last_done = ng__now(),
+                         .done = first,
+                         .iters = iters,
+                         .prog = &t->prog,
+                         .ranks = &t->dist};
   const ng_epoch_plan plan = epoch_plan(t, batch, epoch, first, order);
   /* The next order's buffer held the last epoch's, which no worker reads any more. */
   ng_epoch_plan next = epoch_plan(t, batch, epoch + 1, 0, t->perm + ((epoch + 1) % 2) * n_train);
-  next.prepare = order_written(t, epoch + 1) ? NULL : shuffle_order;
-  next.prepare_ctx = t;
-  const ng_iter_sink sink = {iter_done, t};
+  next.shuffle_ids = order_written(t, epoch + 1) ? NULL : t->ds->split[NG_SPLIT_TRAIN];
+  next.order_epoch = &t->perm_epoch[(epoch + 1) % 2];
   double t0 = ng__now();
   int workers[2] = {0, 0};
   double share = 0.0;
-  ng_status st = ng__runtime_epoch(t->rt, &plan, &next, &t->step, &sink,
-                                   t->model->layers[0].o.dropout, workers, &share);
+  ng_status st = ng__runtime_epoch(t->rt, &plan, &next, &t->step, ty, t->model->layers[0].o.dropout,
+                                   workers, &share);
+  /* The iterations counted stay done, whatever stopped the epoch (the progress callback, an
+   * error): an epoch stopped resumes at the next one, here or from a checkpoint. */
+  t->iter_done = ty->done;
+  if (t->iter_done == iters) {
+    t->epochs_done++;
+    t->iter_done = 0;
+  }
   if (st != NG_OK) {
     if (st != NG_ERR_INTERRUPTED)
       ng__err_prefix("epoch %lld", (long long)epoch);
@@ -1243,21 +1218,21 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   double secs = ng__now() - t0;
   int64_t ran = iters - first, targets = n_train - first * batch;
   double allreduce_ms = 0.0;
-  NG_CHECK(ng__dist_epoch_end(&t->dist, &t->loss_sum, &t->correct, &t->edges, &allreduce_ms));
+  NG_CHECK(ng__dist_epoch_end(&t->dist, &ty->loss_sum, &ty->correct, &ty->edges, &allreduce_ms));
   out->epoch = epoch;
   out->iterations = ran;
-  out->loss = t->loss_sum / (double)ran;
-  out->train_acc = (double)t->correct / (double)targets;
+  out->loss = ty->loss_sum / (double)ran;
+  out->train_acc = (double)ty->correct / (double)targets;
   out->seconds = secs;
   out->it_per_s = secs > 0 ? (double)ran / secs : 0.0;
-  out->sampled_edges = t->edges;
-  out->fetch = t->fetch_epoch;
+  out->sampled_edges = ty->edges;
+  out->fetch = ty->fetch;
   out->workers[0] = workers[0];
   out->workers[1] = workers[1];
   out->device_share = share;
-  qsort(t->iter_ms, (size_t)t->n_iter_ms, sizeof *t->iter_ms, cmp_double);
-  out->iter_ms_median = t->n_iter_ms ? t->iter_ms[(t->n_iter_ms - 1) / 2] : 0.0;
-  out->iter_ms_p99 = t->n_iter_ms ? t->iter_ms[nearest_rank(t->n_iter_ms, 0.99)] : 0.0;
+  qsort(ty->iter_ms, (size_t)ty->n_iter_ms, sizeof *ty->iter_ms, cmp_double);
+  out->iter_ms_median = ty->n_iter_ms ? ty->iter_ms[(ty->n_iter_ms - 1) / 2] : 0.0;
+  out->iter_ms_p99 = ty->n_iter_ms ? ty->iter_ms[nearest_rank(ty->n_iter_ms, 0.99)] : 0.0;
   out->ranks = t->dist.ranks;
   out->allreduce_ms = allreduce_ms;
   return NG_OK;

@@ -50,7 +50,7 @@ typedef struct {
 typedef struct {
   ng_epoch_plan plan;
   int64_t seq0;
-  bool ready; /* its order is written (see ng_epoch_plan.prepare) */
+  bool ready; /* its order is written (see ng_epoch_plan.shuffle_ids) */
 } rt_plan;
 
 /* Where the order of plans[1] stands when the caller left it to the workers. */
@@ -635,14 +635,17 @@ static ng_status produce(ng_runtime *rt, rt_worker *w, int index, int track, con
 }
 
 /* Writes the order of plans[1], which the caller left to the workers, on worker track `track`
- * (ng_epoch_plan.prepare). plan_mu is held on entry and on return, but not while the order is
- * written; plans[] stay as they are meanwhile (plan_epoch and ng__runtime_settle wait). */
+ * (ng_epoch_plan.shuffle_ids). plan_mu is held on entry and on return, but not while the order
+ * is written; plans[] stay as they are meanwhile (plan_epoch and ng__runtime_settle wait). */
 static void prepare_next(ng_runtime *rt, int track) {
   rt->prep = PREP_RUNNING;
   const ng_epoch_plan p = rt->plans[1].plan;
   pthread_mutex_unlock(&rt->plan_mu);
   const int64_t t0 = span_start(rt);
-  p.prepare(p.prepare_ctx, p.epoch);
+  /* The caller's buffer, left to be written (the plan's readers see it const). */
+  ng__epoch_shuffle((int64_t *)p.order, p.shuffle_ids, p.n_train, p.seed, p.epoch);
+  if (p.order_epoch)
+    *p.order_epoch = p.epoch;
   span_end(rt, track, NG_SPAN_PREPARE, p.epoch, 0, t0);
   pthread_mutex_lock(&rt->plan_mu);
   rt->prep = PREP_NONE;
@@ -1064,19 +1067,34 @@ static ng_status plan_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
     pthread_cond_broadcast(&rt->plan_cv);
   }
   if (next && next->iters > next->first) {
-    rt->plans[1] = (rt_plan){*next, rt->seq_end, !next->prepare};
+    rt->plans[1] = (rt_plan){*next, rt->seq_end, !next->shuffle_ids};
     rt->n_plans = 2;
     rt->seq_end += next->iters - next->first;
-    rt->prep = next->prepare ? PREP_PENDING : PREP_NONE;
+    rt->prep = next->shuffle_ids ? PREP_PENDING : PREP_NONE;
     pthread_cond_broadcast(&rt->plan_cv);
   }
   pthread_mutex_unlock(&rt->plan_mu);
   return NG_OK;
 }
 
-/* Reads the loss of `iter` (whose step is queued), reports the iteration to the sink and hands
+/* Iteration `iter` is done (in order): counts it into the tally, then reports progress, which
+ * may stop the epoch. */
+static ng_status tally_iter(ng_epoch_tally *t, int64_t iter, double loss, int64_t correct,
+                            int64_t edges, const ng_fetch_stats *f) {
+  t->loss_sum += loss * ng__grad_loss_weight(t->ranks, iter);
+  t->correct += correct;
+  t->edges += edges;
+  ng__fetch_stats_add(&t->fetch, f);
+  const double now = ng__now();
+  t->iter_ms[t->n_iter_ms++] = (now - t->last_done) * 1e3;
+  t->last_done = now;
+  t->done = iter + 1;
+  return ng__progress(t->prog, "train", (double)(iter + 1), (double)t->iters, iter + 1 == t->iters);
+}
+
+/* Reads the loss of `iter` (whose step is queued), adds the iteration to the tally and hands
  * its package back: its copy is done, since the loss came after it. */
-static ng_status finish_prev(ng_runtime *rt, ng_train_step *step, const ng_iter_sink *sink,
+static ng_status finish_prev(ng_runtime *rt, ng_train_step *step, ng_epoch_tally *tally,
                              int64_t iter, rt_item *it, int64_t *pcie, int64_t *cpu_cold,
                              int64_t *done) {
   double loss = 0.0;
@@ -1086,7 +1104,7 @@ static ng_status finish_prev(ng_runtime *rt, ng_train_step *step, const ng_iter_
     *pcie += it->pkg.stats.h2d_bytes + it->pkg.stats.zcopy_bytes;
     *cpu_cold += it->pkg.stats.cpu_cold_bytes;
     ++*done;
-    st = sink->done(sink->ctx, iter, loss, correct, it->edges, &it->pkg.stats);
+    st = tally_iter(tally, iter, loss, correct, it->edges, &it->pkg.stats);
   }
   release(rt, it);
   return st;
@@ -1101,7 +1119,7 @@ typedef struct {
   ng_runtime *rt;
   const ng_epoch_plan *plan;
   ng_train_step *step;
-  const ng_iter_sink *sink;
+  ng_epoch_tally *tally;
   int depth;                           /* the slots in use, lookahead + 1 */
   rt_item *ahead[NG_BACKEND_MARKS];    /* the package in slot k */
   ng_fetch_pkg view[NG_BACKEND_MARKS]; /* the same as the device sees it */
@@ -1155,11 +1173,11 @@ static ng_status begin_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng
 /* Starts the device loop's state: nothing taken yet, and the counters the controller and the
  * telemetry measure from. */
 static void loop_init(epoch_loop *L, ng_runtime *rt, const ng_epoch_plan *plan, ng_train_step *step,
-                      const ng_iter_sink *sink, bool went_on) {
+                      ng_epoch_tally *tally, bool went_on) {
   L->rt = rt;
   L->plan = plan;
   L->step = step;
-  L->sink = sink;
+  L->tally = tally;
   L->done = L->pcie = L->cpu_cold = 0;
   snap(rt, &L->ctl0, L->done, L->pcie, L->cpu_cold);
   L->tel0 = L->ctl0;
@@ -1222,7 +1240,8 @@ static ng_status device_iteration(epoch_loop *L, int64_t i) {
   tk = device_span(rt, NG_SPAN_FORWARD, i, tk);
   L->fwd_unread = st == NG_OK;
   if (st == NG_OK && L->prev) {
-    st = finish_prev(rt, L->step, L->sink, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold, &L->done);
+    st =
+        finish_prev(rt, L->step, L->tally, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold, &L->done);
     failed = L->prev_iter;
     L->prev = NULL;
     tk = device_span(rt, NG_SPAN_LOSS_WAIT, L->prev_iter, tk);
@@ -1246,7 +1265,8 @@ static ng_status device_iteration(epoch_loop *L, int64_t i) {
   if (st == NG_OK && i + 1 == plan->iters) {
     failed = i;
     const int64_t t_last = span_start(rt);
-    st = finish_prev(rt, L->step, L->sink, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold, &L->done);
+    st =
+        finish_prev(rt, L->step, L->tally, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold, &L->done);
     L->prev = NULL;
     device_span(rt, NG_SPAN_LOSS_WAIT, i, t_last);
   }
@@ -1348,7 +1368,7 @@ static void unwind_failure(epoch_loop *L, ng_status st) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", ng_last_error());
   if (L->prev) {
-    (void)finish_prev(rt, L->step, L->sink, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold,
+    (void)finish_prev(rt, L->step, L->tally, L->prev_iter, L->prev, &L->pcie, &L->cpu_cold,
                       &L->done);
     L->prev = NULL;
   }
@@ -1362,7 +1382,7 @@ static void unwind_failure(epoch_loop *L, ng_status st) {
 }
 
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
-                            ng_train_step *step, const ng_iter_sink *sink, float drop_p,
+                            ng_train_step *step, ng_epoch_tally *tally, float drop_p,
                             int workers_out[2], double *share_out) {
   const int64_t t_epoch = span_start(rt);
   rt->epoch_ran = true;
@@ -1372,7 +1392,7 @@ ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_
   /* The device loop (see epoch_loop): the first packages are copied ahead, then each
    * iteration is queued, and the controller and the telemetry run between iterations. */
   epoch_loop L;
-  loop_init(&L, rt, plan, step, sink, went_on);
+  loop_init(&L, rt, plan, step, tally, went_on);
   if (st == NG_OK)
     st = fill_ahead(&L);
   for (int64_t i = plan->first; st == NG_OK && i < plan->iters; i++) {

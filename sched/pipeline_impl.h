@@ -17,16 +17,18 @@ typedef struct {
   int64_t n_train, batch;
   int64_t epoch, first, iters;
   uint64_t seed; ///< the run's seed (iteration seeds derive from it)
-  /// A `next` plan's order may be left to the workers (the trainer's shuffle, which would
-  /// otherwise keep the device idle between two epochs): when `prepare` is set, the first
-  /// worker between two iterations (or waiting for a plan) after the call publishes the plan
-  /// calls prepare(prepare_ctx, epoch) to write `order`, at most once, and no worker reads
-  /// the order before it returns. Nothing calls it without workers, or when no worker comes
-  /// by before the caller settles it (ng__runtime_settle), which the caller must do before
-  /// the next call. Ignored on the current plan; plans compare equal whatever their
-  /// `prepare`.
-  void (*prepare)(void *ctx, int64_t epoch);
-  void *prepare_ctx;
+  /// A `next` plan's order may be left to the workers (the epoch's shuffle, which would
+  /// otherwise keep the device idle between two epochs): when `shuffle_ids` is set, `order` is
+  /// the caller's writable buffer of n_train ids, and the first worker between two iterations
+  /// (or waiting for a plan) after the call publishes the plan writes the shuffle of
+  /// shuffle_ids into it (ng__epoch_shuffle with the plan's seed and epoch), then sets
+  /// *order_epoch (when given) to `epoch`, at most once; no worker reads the order before.
+  /// Nothing writes it without workers, or when no worker comes by before the caller settles
+  /// it (ng__runtime_settle), which the caller must do before the next call; *order_epoch
+  /// tells the caller whether it was written. Ignored on the current plan; plans compare equal
+  /// whatever their `shuffle_ids`.
+  const int64_t *shuffle_ids;
+  int64_t *order_epoch;
   /// Data-parallel runs (docs/distributed.md): iteration i's global batch, order[i * batch ..
   /// + n_i), is cut into `ranks` slices and this process trains slice `rank` of it
   /// (ng__plan_slice). ranks 0 or 1: the whole batch.
@@ -47,14 +49,27 @@ static inline void ng__plan_slice(const ng_epoch_plan *p, int64_t i, int64_t *be
   *n = (int32_t)(hi - lo);
 }
 
-/// Per-iteration results the runtime reports back, in iteration order.
+/// An epoch's running totals, handed down by the caller as data: the device thread adds each
+/// finished iteration to them, in iteration order, and then reports progress (phase "train",
+/// `done` of `iters` iterations) through `prog`, whose callback (the user's) may stop the epoch
+/// with NG_ERR_INTERRUPTED. The totals move before that call, and the iterations counted stay
+/// counted whatever the epoch call returns, so that a checkpoint written after a stop resumes
+/// at iteration `done`.
 typedef struct {
-  /// Called by the device thread after iteration `iter` finished; a status other than NG_OK
-  /// (e.g. NG_ERR_INTERRUPTED from a progress callback) stops the epoch after it.
-  ng_status (*done)(void *ctx, int64_t iter, double loss, int64_t correct, int64_t edges,
-                    const ng_fetch_stats *fetch);
-  void *ctx;
-} ng_iter_sink;
+  double loss_sum; ///< the iterations' mean losses, each weighted by the rank's share of it
+  int64_t correct; ///< correct predictions
+  int64_t edges;   ///< sampled edges
+  ng_fetch_stats fetch;
+  double *iter_ms;   ///< the caller's [plan->iters]: ms between iterations finishing
+  int64_t n_iter_ms; ///< entries of iter_ms written
+  double last_done;  ///< ng__now() when the last iteration finished (the caller sets the start)
+  int64_t done;      ///< iterations of the epoch finished (plan->first at the start)
+  int64_t iters;     ///< the epoch's iterations (plan->iters), progress's total
+  ng_progress *prog; ///< borrowed: the user's progress callback, or one without
+  /// borrowed: a data-parallel run's ranks, which weight each rank's loss by its share of the
+  /// global batch (ng__grad_loss_weight); NULL in a run of one process.
+  const ng_grad_reduce *ranks;
+} ng_epoch_tally;
 
 typedef struct {
   ng_mode mode; ///< resolved: never AUTO
@@ -108,8 +123,8 @@ ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
 void ng__runtime_destroy(ng_runtime *rt);
 
 /// Runs iterations plan->first .. plan->iters-1, each on the device by `step`
-/// (train_step_impl.h), and reports each to `sink` in order. For each iteration the device
-/// thread calls ng__train_step_forward, then reads the previous iteration's loss
+/// (train_step_impl.h), and adds each to `tally` in order (reporting progress). For each iteration
+/// the device thread calls ng__train_step_forward, then reads the previous iteration's loss
 /// (ng__train_step_result), then ng__train_step_backward: the runtime keeps at most two losses
 /// unread, so that the device always has work queued while the host waits. Packages are copied
 /// (and prefetched, ng__train_step_prefetch) `lookahead` iterations ahead, each in slot
@@ -128,7 +143,7 @@ void ng__runtime_destroy(ng_runtime *rt);
 /// `next`'s order must stay unchanged until the next call returns, or until ng__runtime_stop();
 /// `plan`'s until this call returns (every position of it has been taken by then).
 ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
-                            ng_train_step *step, const ng_iter_sink *sink, float drop_p,
+                            ng_train_step *step, ng_epoch_tally *tally, float drop_p,
                             int workers_out[2], double *share_out);
 
 /// Sizes the staging slots before the first epoch, so that it does not page-lock them one
@@ -159,10 +174,10 @@ int64_t ng__runtime_slot_grows(const ng_runtime *rt);
 /// when none run. Afterwards no thread reads the orders of earlier plans.
 void ng__runtime_stop(ng_runtime *rt);
 
-/// Settles the last call's `next` order that was left to the workers (ng_epoch_plan.prepare):
+/// Settles the last call's `next` order that was left to the workers (ng_epoch_plan.shuffle_ids):
 /// waits while a worker writes it, or takes it back when none has begun. Afterwards no worker
 /// writes it, and what a worker wrote is visible to the caller; whether it was written, the
-/// caller tells from its own state (prepare records it). Required before the next call; for
+/// caller tells from *order_epoch. Required before the next call; for
 /// the caller's thread, between calls.
 void ng__runtime_settle(ng_runtime *rt);
 

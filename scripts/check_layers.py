@@ -28,7 +28,7 @@ BELOW = {
     "gpu": ["include", "core"],
     "models": ["include", "core"],
     "dist": ["include", "core"],
-    "sched": ["include", "core", "cpu", "gpu", "models"],
+    "sched": ["include", "core", "cpu", "gpu", "models", "dist"],
     "runtime": ["include", "core", "cpu", "gpu", "models", "dist", "sched"],
     "serve": ["include", "core", "cpu", "gpu", "models", "dist", "sched", "runtime"],
     "apps": ["include"],
