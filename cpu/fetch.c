@@ -191,7 +191,7 @@ static void stage(float *staged, uint16_t *staged16, const ng_fetch_cfg *cfg, co
 static ng_status check_cfg(const ng_fetch_cfg *cfg) {
   if ((unsigned)cfg->mode > NG_FETCH_ZCOPY)
     return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy %d", (int)cfg->mode);
-  /* The runtime checks the user's share (ng__runtime_create); this is the layout's own need. */
+  /* The runtime checks the user's share (ng__pipeline_create); this is the layout's own need. */
   if (cfg->device_share > 0.0 && !(cfg->mode == NG_FETCH_PARTIAL && cfg->self_zcopy))
     return ng__err(NG_ERR_INVALID_ARG,
                    "a device share (%g) needs the partial strategy with the device reading the "

@@ -78,7 +78,7 @@ struct ng_trainer {
   ng_store store_eval;
   ng_cache_info cache;         /* the hot tier's placement and why */
   ng_fetch_cfg fetch;          /* the host side of the input layer */
-  ng_runtime *rt;              /* workers, ready ring, controller */
+  ng_pipeline *rt;             /* workers, ready ring, controller */
   ng_dev_sampler *dev_sampler; /* the device sampler (ng_train_opts.sampler), or NULL */
   ng_mode mode;                /* resolved */
   ng_prof prof;                /* the op profile (ng_train_opts.op_profile_every) */
@@ -614,7 +614,7 @@ static int64_t train_batch(const struct ng_trainer *t) {
 }
 
 /* Sizes the workers' first staging slots from the first epoch's first mini-batch before it
- * begins (ng__runtime_presize): page-locked one growth at a time, they cost the first epoch
+ * begins (ng__pipeline_presize): page-locked one growth at a time, they cost the first epoch
  * 1.5-3.8 s of worker time on W4 (43-48 growths of 65-110 MB). Each slot stays within what
  * the memory estimate counts for it, (1 + 1/NG_SLOT_GROWTH_DEN) x package_bytes. Not without
  * workers (workers -1): inference and prediction make such trainers and never train (a slot of
@@ -631,7 +631,7 @@ static ng_status presize_staging(struct ng_trainer *t) {
   const size_t cap = ng__slot_size((size_t)t->mem.package_bytes);
   const double t0 = ng__now();
   size_t slot = 0;
-  NG_CHECK(ng__runtime_presize(t->rt, &plan, t->model->layers[0].o.dropout, cap, &slot));
+  NG_CHECK(ng__pipeline_presize(t->rt, &plan, t->model->layers[0].o.dropout, cap, &slot));
   t->startup.staging_s = ng__now() - t0;
   t->startup.staging_slot_bytes = (int64_t)slot;
   return NG_OK;
@@ -674,7 +674,7 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
     NG_CHECK(ng__dist_cpuset(t->dist_cpuset, sizeof t->dist_cpuset, t->dist.comm, t->be));
     cpuset = t->dist_cpuset;
   }
-  ng_runtime_opts ro = {
+  ng_pipeline_opts ro = {
       .mode = t->mode,
       .cpuset = cpuset,
       .transfer = transfer,
@@ -697,7 +697,7 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
    * when it is awake: by default it takes one from the workers. */
   if (t->dev_sampler && o.workers == 0 && ro.workers > 1)
     ro.workers--;
-  NG_CHECK(ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro));
+  NG_CHECK(ng__pipeline_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro));
   return presize_staging(t);
 }
 
@@ -984,7 +984,7 @@ void ng_trainer_destroy(ng_trainer_t t) {
     growbuf_free(t->be, &t->labels);
     ng__train_step_free(&t->step);
     growbuf_free(t->be, &t->eval_out);
-    ng__runtime_destroy(t->rt);
+    ng__pipeline_destroy(t->rt);
     if (t->dev_sampler)
       t->be->iface->sampler_destroy(t->be, t->dev_sampler);
     ng__store_close(&t->store);
@@ -1040,7 +1040,7 @@ ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t t) {
   return NG_OK;
 }
 
-struct ng_runtime *ng__trainer_runtime(ng_trainer_t t, ng_memory_estimate *mem) {
+struct ng_pipeline *ng__trainer_pipeline(ng_trainer_t t, ng_memory_estimate *mem) {
   if (trainer_check(t) != NG_OK)
     return NULL;
   if (mem)
@@ -1057,7 +1057,7 @@ const char *ng_trainer_sampler(ng_trainer_t t) {
 }
 
 const char *ng_trainer_placement(ng_trainer_t t) {
-  return trainer_check(t) == NG_OK ? ng__runtime_placement(t->rt) : "";
+  return trainer_check(t) == NG_OK ? ng__pipeline_placement(t->rt) : "";
 }
 
 ng_status ng_trainer_write_trace(ng_trainer_t t, const char *path, int64_t *spans,
@@ -1067,8 +1067,8 @@ ng_status ng_trainer_write_trace(ng_trainer_t t, const char *path, int64_t *span
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_write_trace: a path is required");
   /* Workers going on with the next epoch still record: they stop first (the next epoch then
    * starts a pool). */
-  ng__runtime_stop(t->rt);
-  return ng__runtime_write_trace(t->rt, path, spans, dropped);
+  ng__pipeline_stop(t->rt);
+  return ng__pipeline_write_trace(t->rt, path, spans, dropped);
 }
 
 ng_status ng_trainer_op_profile(ng_op_time *out, int cap, int *n, int64_t *iterations,
@@ -1170,12 +1170,12 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   int64_t iters = (n_train + batch - 1) / batch, first = t->iter_done;
   /* Workers going on with another epoch than this one (after a load or a stopped epoch) stop
    * before an order they may read is rewritten. */
-  if (ng__runtime_ahead(t->rt) != epoch || first != 0)
-    ng__runtime_stop(t->rt);
+  if (ng__pipeline_ahead(t->rt) != epoch || first != 0)
+    ng__pipeline_stop(t->rt);
   /* This epoch's order was left to the workers during the last one: a worker wrote it, or
    * none began and it is written here. The next one's is left to them again (the device
    * thread waited 4-5 ms for W1's 600k ids between two epochs when it shuffled them here). */
-  ng__runtime_settle(t->rt);
+  ng__pipeline_settle(t->rt);
   const int64_t *order = epoch_order(t, epoch, n_train);
   if (first >= iters)
     return ng__err(NG_ERR_STATE,
@@ -1201,8 +1201,8 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   double t0 = ng__now();
   int workers[2] = {0, 0};
   double share = 0.0;
-  ng_status st = ng__runtime_epoch(t->rt, &plan, &next, &t->step, ty, t->model->layers[0].o.dropout,
-                                   workers, &share);
+  ng_status st = ng__pipeline_epoch(t->rt, &plan, &next, &t->step, ty,
+                                    t->model->layers[0].o.dropout, workers, &share);
   /* The iterations counted stay done, whatever stopped the epoch (the progress callback, an
    * error): an epoch stopped resumes at the next one, here or from a checkpoint. */
   t->iter_done = ty->done;
@@ -1316,7 +1316,7 @@ ng_status ng__trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, in
   const int layer = io.layer < 0 ? t->model->n_layers - 1 : io.layer;
   /* Workers going on with the next epoch sample and fetch on every core: inference waits for
    * no one, so they stop (the next epoch starts a pool again). */
-  ng__runtime_stop(t->rt);
+  ng__pipeline_stop(t->rt);
   ng_infer_ctx c = infer_ctx(t, &io);
   c.rows_done = rows_done;
   c.rows_done_ctx = rows_done_ctx;

@@ -213,7 +213,7 @@ typedef enum {
   NG_SPAN_CONTROL,    ///< the controller's step and the telemetry
   NG_SPAN_START,      ///< starting the workers' pool for an epoch
   NG_SPAN_STOP,       ///< joining the pool (after the last epoch, a failure or to start afresh)
-  NG_SPAN_EPOCH,      ///< a whole call of ng__runtime_epoch, around the device thread's spans
+  NG_SPAN_EPOCH,      ///< a whole call of ng__pipeline_epoch, around the device thread's spans
   NG_SPAN_PREPARE,    ///< a worker writing the next epoch's order (ng_epoch_plan.shuffle_ids)
   NG_SPAN_FEED_WAIT,  ///< a worker waiting for its iteration's blocks from the sample feed
   NG_SPAN_SLOT_GROW,  ///< a worker growing a staging slot (page-locking it), inside its fetch
