@@ -27,12 +27,12 @@ BELOW = {
     "cpu": ["include", "core"],
     "gpu": ["include", "core"],
     "models": ["include", "core"],
-    "dist": ["include", "core"],
-    "sched": ["include", "core", "cpu", "gpu", "models", "dist"],
-    "runtime": ["include", "core", "cpu", "gpu", "models", "dist", "sched"],
-    "serve": ["include", "core", "cpu", "gpu", "models", "dist", "sched", "runtime"],
+    "comm": ["include", "core"],
+    "sched": ["include", "core", "cpu", "gpu", "models", "comm"],
+    "runtime": ["include", "core", "cpu", "gpu", "models", "comm", "sched"],
+    "serve": ["include", "core", "cpu", "gpu", "models", "comm", "sched", "runtime"],
     "apps": ["include"],
-    "eval": ["include", "core", "cpu", "gpu", "models", "dist", "sched", "runtime", "serve"],
+    "eval": ["include", "core", "cpu", "gpu", "models", "comm", "sched", "runtime", "serve"],
 }
 SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
