@@ -6,6 +6,7 @@
 #include "ng_cpu.h"
 #include "safetensors_impl.h"
 #include "pipeline_impl.h"
+#include "pool_impl.h"
 #include "trainer_impl.h"
 #include "infer_impl.h"
 #include "trainer_dist_impl.h"

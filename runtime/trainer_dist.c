@@ -1,6 +1,6 @@
 /* The trainer's data-parallel side; see trainer_dist_impl.h and docs/distributed.md. */
 #include "trainer_dist_impl.h"
-#include "sched_impl.h"
+#include "pool_impl.h"
 
 #include <omp.h>
 #include <sched.h>

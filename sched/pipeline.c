@@ -3,7 +3,11 @@
  * and docs/scheduler.md. */
 #include "pipeline_impl.h"
 
+#include "ctrl_impl.h"
 #include "feed_impl.h"
+#include "pool_impl.h"
+#include "ring_impl.h"
+#include "trace_impl.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -315,7 +319,7 @@ ng_status ng__pipeline_create(ng_pipeline **out, ng_backend *be, ng_store *store
    * all-PARTIAL; the GPU-bound and CPU-bound rules bring an emptied group back. */
   co.min_per_group = 0;
   /* The device share: fixed in hybrid-static; hybrid moves it in steps, up to half of the
-   * destinations, while every worker is PARTIAL (sched_impl.h, moves_share in ctrl.c). */
+   * destinations, while every worker is PARTIAL (ctrl_impl.h, moves_share in ctrl.c). */
   co.initial_share = share;
   co.share_steps = pl->o.mode == NG_MODE_HYBRID && fetch->self_zcopy ? NG_CTRL_SHARE_DEN / 2 : 0;
   NG_CHECK_GOTO(st, ng__ctrl_init(&pl->ctrl, &co, pl->n_threads), fail);

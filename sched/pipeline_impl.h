@@ -6,8 +6,6 @@
 #ifndef NG_PIPELINE_IMPL_H
 #define NG_PIPELINE_IMPL_H
 
-#include "sched_impl.h"
-
 #include <stdatomic.h>
 #include "feature_store_impl.h"
 #include "train_step_impl.h"

@@ -7,7 +7,7 @@
 
 #include "comm_impl.h"
 #include "pipeline_impl.h"
-#include "sched_impl.h"
+#include "pool_impl.h"
 
 #include <arpa/inet.h>
 #include <math.h>

@@ -9,7 +9,7 @@
 
 #include "core_impl.h"
 #include "fault_impl.h"
-#include "sched_impl.h"
+#include "pool_impl.h"
 #include "pipeline_impl.h"
 
 #include <stdlib.h>
