@@ -29,14 +29,7 @@ static void *take(layout *l, size_t bytes) {
   return l->base && bytes ? l->base + at : NULL;
 }
 
-typedef struct {
-  int64_t hot_nnz, cold_nnz, n_staged;
-  int64_t n_hot_rows; /* cfg.hot_gather: the hot local nodes */
-  int32_t n_self_hot, n_self_cold;
-  int32_t n_host_dst; /* destinations whose cold edges the host reduces (PARTIAL) */
-  int64_t host_nnz;   /* their cold edges */
-  bool staged_bf16;   /* staged rows stay bf16 (a bf16 table and no input dropout) */
-} counts;
+typedef struct ng_fetch_counts counts;
 
 /* The arrays of blocks 1.. and the labels, after the input layer's. */
 static void carve_rest(ng_fetch_pkg *p, layout *l, const ng_minibatch *mb) {
@@ -198,7 +191,7 @@ static void stage(float *staged, uint16_t *staged16, const ng_fetch_cfg *cfg, co
 static ng_status check_cfg(const ng_fetch_cfg *cfg) {
   if ((unsigned)cfg->mode > NG_FETCH_ZCOPY)
     return ng__err(NG_ERR_INVALID_ARG, "unknown fetch strategy %d", (int)cfg->mode);
-  /* The runtime checks the user's share (ng__runtime_create); this is the layout's own need. */
+  /* The runtime checks the user's share (ng__pipeline_create); this is the layout's own need. */
   if (cfg->device_share > 0.0 && !(cfg->mode == NG_FETCH_PARTIAL && cfg->self_zcopy))
     return ng__err(NG_ERR_INVALID_ARG,
                    "a device share (%g) needs the partial strategy with the device reading the "
@@ -258,7 +251,7 @@ static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_miniba
   return NG_OK;
 }
 
-/* The bytes the package of counts `c` takes (what lay_out asks `reserve` for); `out` is
+/* The bytes the package of counts `c` takes (the memory lay_out carves); `out` is
  * scratch. */
 static size_t package_bytes(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
                             const counts *c) {
@@ -268,13 +261,11 @@ static size_t package_bytes(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
   return NG_MAX(l.used, (size_t)1);
 }
 
-/* Sizes the package, takes its memory from `reserve`, carves it into the package's arrays and
- * copies in what passes through unchanged (blocks 1.. and the labels). */
-static ng_status lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                         const counts *c, ng_fetch_reserve_fn reserve, void *reserve_ctx) {
+/* Carves the package's memory at `base` (package_bytes long) into its arrays and copies in
+ * what passes through unchanged (blocks 1.. and the labels). */
+static void lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                    const counts *c, void *base) {
   const int32_t nd = mb->blocks[0].n_dst;
-  void *base = NULL;
-  NG_CHECK(reserve(reserve_ctx, package_bytes(out, cfg, mb, c), &base));
   layout l = (layout){base, 0};
   carve(out, &l, cfg, nd, c);
   carve_rest(out, &l, mb);
@@ -289,7 +280,6 @@ static ng_status lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_mi
   out->n_staged = c->n_staged;
   out->n_hot_rows = cfg->hot_gather ? c->n_hot_rows : 0;
   out->n_host_dst = c->n_host_dst;
-  return NG_OK;
 }
 
 /* Pass 2: writes the input block's edges into the hot and the cold sub-block, in edge order
@@ -449,35 +439,30 @@ static void count_stats(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, int32_t nd, 
   out->stats.zcopy_bytes = device_rows * row_bytes;
 }
 
-/* What ng__fetch_prepare and its dry run ng__fetch_bytes both start from: the configuration
- * checked and the counts the layout needs, so that the two sizes cannot drift apart. Staged
- * rows travel as bf16 from a bf16 table unless input dropout applies (it drops them in fp32). */
-static ng_status plan_counts(counts *c, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                             float drop_p, ng_fetch_scratch *scratch) {
+ng_status ng__fetch_plan(ng_fetch_plan *plan, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                         float drop_p, ng_fetch_scratch *scratch) {
+  memset(plan, 0, sizeof *plan);
   NG_CHECK(check_cfg(cfg));
-  NG_CHECK(count_tiers(c, cfg, mb, scratch));
-  c->staged_bf16 = cfg->features_bf16 != NULL && drop_p == 0.0f;
-  return NG_OK;
-}
-
-ng_status ng__fetch_bytes(size_t *bytes, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                          float drop_p, ng_fetch_scratch *scratch) {
-  *bytes = 0;
   counts c;
-  NG_CHECK(plan_counts(&c, cfg, mb, drop_p, scratch));
-  ng_fetch_pkg scratch_pkg;
-  memset(&scratch_pkg, 0, sizeof scratch_pkg);
-  *bytes = package_bytes(&scratch_pkg, cfg, mb, &c);
+  NG_CHECK(count_tiers(&c, cfg, mb, scratch));
+  /* Staged rows travel as bf16 from a bf16 table unless input dropout applies (it drops them
+   * in fp32). */
+  c.staged_bf16 = cfg->features_bf16 != NULL && drop_p == 0.0f;
+  ng_fetch_pkg sizing;
+  memset(&sizing, 0, sizeof sizing);
+  plan->c = c;
+  plan->drop_p = drop_p;
+  plan->bytes = package_bytes(&sizing, cfg, mb, &c);
   return NG_OK;
 }
 
-ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                            float drop_p, uint64_t drop_key, ng_fetch_scratch *scratch,
-                            ng_fetch_reserve_fn reserve, void *reserve_ctx) {
+ng_status ng__fetch_fill(ng_fetch_pkg *out, const ng_fetch_plan *plan, const ng_fetch_cfg *cfg,
+                         const ng_minibatch *mb, uint64_t drop_key, ng_fetch_scratch *scratch,
+                         void *base) {
   memset(out, 0, sizeof *out);
-  counts c;
-  NG_CHECK(plan_counts(&c, cfg, mb, drop_p, scratch));
-  NG_CHECK(lay_out(out, cfg, mb, &c, reserve, reserve_ctx));
+  const counts c = plan->c;
+  const float drop_p = plan->drop_p;
+  lay_out(out, cfg, mb, &c, base);
   split_edges(out, cfg, mb, &c, scratch);
   finish_blocks(out, cfg, mb, &c);
   split_self(out, cfg, mb, scratch);

@@ -111,10 +111,6 @@ typedef struct {
   ng_fetch_stats stats;  ///< h2d_bytes is left to whoever copies the package
 } ng_fetch_pkg;
 
-/// Host memory for packages: `reserve` must make `*base` at least `bytes` long (keeping or
-/// moving its contents does not matter), e.g. a growable pinned buffer.
-typedef ng_status (*ng_fetch_reserve_fn)(void *ctx, size_t bytes, void **base);
-
 /// Per-thread scratch of the host work, reused across iterations (no steady-state allocation).
 typedef struct {
   int32_t *stage_pos; ///< [n_src] position of each cold local node among the staged rows
@@ -138,17 +134,35 @@ static inline void ng__fetch_stats_add(ng_fetch_stats *acc, const ng_fetch_stats
   acc->destinations += f->destinations;
 }
 
-/// Builds the package of mini-batch `mb` (its blocks[0] is the input layer) with input dropout
-/// (drop_p, drop_key) into memory from `reserve`.
-ng_status ng__fetch_prepare(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                            float drop_p, uint64_t drop_key, ng_fetch_scratch *scratch,
-                            ng_fetch_reserve_fn reserve, void *reserve_ctx);
+/// What one package will be, before any of it is written (ng__fetch_plan): its size, which the
+/// caller gets memory of (a staging slot), and the counts its layout follows.
+typedef struct {
+  size_t bytes; ///< the memory ng__fetch_fill writes the package into (at least 1)
+  float drop_p; ///< the input dropout it was planned with
+  /// The layout's counts (cpu/fetch.c; ng__fetch_fill's alone).
+  struct ng_fetch_counts {
+    int64_t hot_nnz, cold_nnz, n_staged;
+    int64_t n_hot_rows; ///< cfg.hot_gather: the hot local nodes
+    int32_t n_self_hot, n_self_cold;
+    int32_t n_host_dst; ///< destinations whose cold edges the host reduces (PARTIAL)
+    int64_t host_nnz;   ///< their cold edges
+    bool staged_bf16;   ///< staged rows stay bf16 (a bf16 table and no input dropout)
+  } c;
+} ng_fetch_plan;
 
-/// The bytes ng__fetch_prepare would ask `reserve` for with these arguments (a dry run: only
-/// its counting pass, which grows `scratch` as the real one would; nothing is read from the
-/// feature table). The runtime sizes its staging slots from it before the first epoch.
-ng_status ng__fetch_bytes(size_t *bytes, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                          float drop_p, ng_fetch_scratch *scratch);
+/// Plans the package of mini-batch `mb` (its blocks[0] is the input layer) with input dropout
+/// `drop_p`: checks the configuration and counts what each tier gets (the first pass; nothing
+/// is read from the feature table), writing `*plan` and the positions `scratch` keeps for the
+/// fill. Run on its own, it is the dry run that sizes staging slots before the first epoch.
+ng_status ng__fetch_plan(ng_fetch_plan *plan, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                         float drop_p, ng_fetch_scratch *scratch);
+
+/// Writes the package `plan` describes into `base` (host memory of at least plan->bytes, which
+/// the caller owns) with input dropout keyed by `drop_key`. `cfg`, `mb` and `scratch` must be
+/// those of the plan, with no other plan made over `scratch` in between.
+ng_status ng__fetch_fill(ng_fetch_pkg *out, const ng_fetch_plan *plan, const ng_fetch_cfg *cfg,
+                         const ng_minibatch *mb, uint64_t drop_key, ng_fetch_scratch *scratch,
+                         void *base);
 
 /// The same package seen at `dev_base`, where a copy of its bytes lives.
 void ng__fetch_rebase(ng_fetch_pkg *dev, const ng_fetch_pkg *host, void *dev_base);

@@ -1,7 +1,7 @@
 /* Small public calls the command needs besides training (so that it includes only neargnn.h):
  * writing .npy arrays, the scheduler's telemetry header, the CUDA devices this build sees. */
 #include "npy_impl.h"
-#include "sched_impl.h"
+#include "ctrl_impl.h"
 #ifdef NG_HAVE_CUDA
 #include "ng_cuda.h"
 #endif

@@ -7,7 +7,7 @@
  * resident pages are dropped as the layer goes on, so that host memory stays bounded whatever
  * the graph's size. */
 #include "infer_impl.h"
-#include "sched_impl.h"
+#include "pool_impl.h"
 
 #include "bf16.h"
 

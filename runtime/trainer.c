@@ -6,6 +6,7 @@
 #include "ng_cpu.h"
 #include "safetensors_impl.h"
 #include "pipeline_impl.h"
+#include "pool_impl.h"
 #include "trainer_impl.h"
 #include "infer_impl.h"
 #include "trainer_dist_impl.h"
@@ -77,20 +78,14 @@ struct ng_trainer {
   ng_store store_eval;
   ng_cache_info cache;         /* the hot tier's placement and why */
   ng_fetch_cfg fetch;          /* the host side of the input layer */
-  ng_runtime *rt;              /* workers, ready ring, controller */
+  ng_pipeline *rt;             /* workers, ready ring, controller */
   ng_dev_sampler *dev_sampler; /* the device sampler (ng_train_opts.sampler), or NULL */
   ng_mode mode;                /* resolved */
   ng_prof prof;                /* the op profile (ng_train_opts.op_profile_every) */
   ng_startup_times startup;
-  /* The epoch in progress (iter_done, the runtime's report of each iteration, updates it). */
-  double loss_sum;
-  int64_t correct, edges;
-  ng_fetch_stats fetch_epoch;
+  /* The epoch in progress, which the runtime counts each finished iteration into. */
+  ng_epoch_tally tally;
   ng_progress prog;
-  int64_t iters_total;
-  double *iter_ms; /* [iters_total] time between iterations finishing, this epoch */
-  int64_t n_iter_ms;
-  double last_done;
   growbuf labels, eval_out;    /* backend memory */
   growbuf stage, stage_labels; /* host staging for backends with their own memory */
   char *temp_dir;              /* inference's temporary files (ng_train_opts.temp_dir, copied) */
@@ -98,7 +93,7 @@ struct ng_trainer {
    * inference over both receptive fields serves both evaluations (they overlap mostly). */
   float *eval_logits;
   ng_memory_estimate mem; /* the estimate the trainer was created under */
-  ng_dist_train dist;     /* the ranks of a data-parallel run (ng_train_opts.comm) */
+  ng_grad_reduce dist;    /* the ranks of a data-parallel run (ng_train_opts.comm) */
   char dist_cpuset[1024]; /* this rank's share of its host's cores, or "" */
 };
 
@@ -380,10 +375,8 @@ static ng_status setup_device(struct ng_trainer *t, const ng_train_opts *opts) {
   };
   const int64_t n_train = info->train, batch = o.batch ? NG_MIN(o.batch, n_train) : n_train;
   NG_CHECK(ng__dist_setup(&t->dist, o.comm, t->be, n_train, batch, t->model->n_params));
-  if (t->dist.ranks > 1) {
-    t->step.reduce = ng__dist_reduce;
-    t->step.reduce_ctx = &t->dist;
-  }
+  if (t->dist.ranks > 1)
+    t->step.reduce = &t->dist;
   return NG_OK;
 }
 
@@ -626,7 +619,7 @@ static int64_t train_batch(const struct ng_trainer *t) {
 }
 
 /* Sizes the workers' first staging slots from the first epoch's first mini-batch before it
- * begins (ng__runtime_presize): page-locked one growth at a time, they cost the first epoch
+ * begins (ng__pipeline_presize): page-locked one growth at a time, they cost the first epoch
  * 1.5-3.8 s of worker time on W4 (43-48 growths of 65-110 MB). Each slot stays within what
  * the memory estimate counts for it, (1 + 1/NG_SLOT_GROWTH_DEN) x package_bytes. Not without
  * workers (workers -1): inference and prediction make such trainers and never train (a slot of
@@ -643,7 +636,7 @@ static ng_status presize_staging(struct ng_trainer *t) {
   const size_t cap = ng__slot_size((size_t)t->mem.package_bytes);
   const double t0 = ng__now();
   size_t slot = 0;
-  NG_CHECK(ng__runtime_presize(t->rt, &plan, t->model->layers[0].o.dropout, cap, &slot));
+  NG_CHECK(ng__pipeline_presize(t->rt, &plan, t->model->layers[0].o.dropout, cap, &slot));
   t->startup.staging_s = ng__now() - t0;
   t->startup.staging_slot_bytes = (int64_t)slot;
   return NG_OK;
@@ -686,7 +679,7 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
     NG_CHECK(ng__dist_cpuset(t->dist_cpuset, sizeof t->dist_cpuset, t->dist.comm, t->be));
     cpuset = t->dist_cpuset;
   }
-  ng_runtime_opts ro = {
+  ng_pipeline_opts ro = {
       .mode = t->mode,
       .cpuset = cpuset,
       .transfer = transfer,
@@ -709,7 +702,7 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
    * when it is awake: by default it takes one from the workers. */
   if (t->dev_sampler && o.workers == 0 && ro.workers > 1)
     ro.workers--;
-  NG_CHECK(ng__runtime_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro));
+  NG_CHECK(ng__pipeline_create(&t->rt, t->be, &t->store, &t->cfg, &t->fetch, &ro));
   return presize_staging(t);
 }
 
@@ -996,7 +989,7 @@ void ng_trainer_destroy(ng_trainer_t t) {
     growbuf_free(t->be, &t->labels);
     ng__train_step_free(&t->step);
     growbuf_free(t->be, &t->eval_out);
-    ng__runtime_destroy(t->rt);
+    ng__pipeline_destroy(t->rt);
     if (t->dev_sampler)
       t->be->iface->sampler_destroy(t->be, t->dev_sampler);
     ng__store_close(&t->store);
@@ -1010,7 +1003,7 @@ void ng_trainer_destroy(ng_trainer_t t) {
     ng__big_free(t->features_owned,
                  (size_t)t->ds->info.nodes * (size_t)t->ds->info.feature_dim * sizeof(float));
   free(t->perm);
-  free(t->iter_ms);
+  free(t->tally.iter_ms);
   free(t->stage.ptr);
   free(t->temp_dir);
   free(t->stage_labels.ptr);
@@ -1052,7 +1045,7 @@ ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t t) {
   return NG_OK;
 }
 
-struct ng_runtime *ng__trainer_runtime(ng_trainer_t t, ng_memory_estimate *mem) {
+struct ng_pipeline *ng__trainer_pipeline(ng_trainer_t t, ng_memory_estimate *mem) {
   if (trainer_check(t) != NG_OK)
     return NULL;
   if (mem)
@@ -1069,7 +1062,7 @@ const char *ng_trainer_sampler(ng_trainer_t t) {
 }
 
 const char *ng_trainer_placement(ng_trainer_t t) {
-  return trainer_check(t) == NG_OK ? ng__runtime_placement(t->rt) : "";
+  return trainer_check(t) == NG_OK ? ng__pipeline_placement(t->rt) : "";
 }
 
 ng_status ng_trainer_write_trace(ng_trainer_t t, const char *path, int64_t *spans,
@@ -1079,8 +1072,8 @@ ng_status ng_trainer_write_trace(ng_trainer_t t, const char *path, int64_t *span
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_write_trace: a path is required");
   /* Workers going on with the next epoch still record: they stop first (the next epoch then
    * starts a pool). */
-  ng__runtime_stop(t->rt);
-  return ng__runtime_write_trace(t->rt, path, spans, dropped);
+  ng__pipeline_stop(t->rt);
+  return ng__pipeline_write_trace(t->rt, path, spans, dropped);
 }
 
 ng_status ng_trainer_op_profile(ng_op_time *out, int cap, int *n, int64_t *iterations,
@@ -1145,33 +1138,10 @@ static int64_t nearest_rank(int64_t n, double q) {
   return NG_MAX((int64_t)0, NG_MIN(n, r) - 1);
 }
 
-/* Iteration `iter` is done (in order): count it, move the counters, report progress. The
- * counters move before the progress callback may stop the epoch, so that a checkpoint written
- * after the stop resumes at the next iteration. */
-static ng_status iter_done(void *ctx, int64_t iter, double loss, int64_t correct, int64_t edges,
-                           const ng_fetch_stats *f) {
-  ng_trainer_t t = ctx;
-  t->loss_sum += loss * ng__dist_loss_weight(&t->dist, iter);
-  t->correct += correct;
-  t->edges += edges;
-  ng__fetch_stats_add(&t->fetch_epoch, f);
-  const double now = ng__now();
-  t->iter_ms[t->n_iter_ms++] = (now - t->last_done) * 1e3;
-  t->last_done = now;
-  t->iter_done = iter + 1;
-  if (t->iter_done == t->iters_total) {
-    t->epochs_done++;
-    t->iter_done = 0;
-  }
-  return ng__progress(&t->prog, "train", (double)(iter + 1), (double)t->iters_total,
-                      iter + 1 == t->iters_total);
-}
-
-/* Shuffles `epoch`'s training ids into its buffer. The runtime calls it on a worker for the
- * epoch after the one it trains (ng_epoch_plan.prepare), which it publishes only once the
- * epoch before that is done with the buffer. */
-static void shuffle_order(void *ctx, int64_t epoch) {
-  ng_trainer_t t = ctx;
+/* Shuffles `epoch`'s training ids into its buffer. The runtime does the same on a worker for
+ * the epoch after the one it trains (ng_epoch_plan.shuffle_ids), which it publishes only once
+ * the epoch before that is done with the buffer. */
+static void shuffle_order(ng_trainer_t t, int64_t epoch) {
   const int64_t n_train = t->ds->info.train;
   ng__epoch_shuffle(t->perm + (epoch % 2) * n_train, t->ds->split[NG_SPLIT_TRAIN], n_train,
                     t->opts.seed, epoch);
@@ -1207,12 +1177,12 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   int64_t iters = (n_train + batch - 1) / batch, first = t->iter_done;
   /* Workers going on with another epoch than this one (after a load or a stopped epoch) stop
    * before an order they may read is rewritten. */
-  if (ng__runtime_ahead(t->rt) != epoch || first != 0)
-    ng__runtime_stop(t->rt);
+  if (ng__pipeline_ahead(t->rt) != epoch || first != 0)
+    ng__pipeline_stop(t->rt);
   /* This epoch's order was left to the workers during the last one: a worker wrote it, or
    * none began and it is written here. The next one's is left to them again (the device
    * thread waited 4-5 ms for W1's 600k ids between two epochs when it shuffled them here). */
-  ng__runtime_settle(t->rt);
+  ng__pipeline_settle(t->rt);
   const int64_t *order = epoch_order(t, epoch, n_train);
   if (first >= iters)
     return ng__err(NG_ERR_STATE,
@@ -1220,27 +1190,33 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
                    "run with a smaller batch?)",
                    (long long)epoch, (long long)first, (long long)iters);
   ng__progress_init(&t->prog, t->opts.progress, t->opts.progress_ctx);
-  t->iters_total = iters;
-  t->loss_sum = 0.0;
-  t->correct = t->edges = 0;
-  t->fetch_epoch = (ng_fetch_stats){0};
-  double *ms = realloc(t->iter_ms, (size_t)iters * sizeof *ms);
+  double *ms = realloc(t->tally.iter_ms, (size_t)iters * sizeof *ms);
   if (!ms)
     return ng__err(NG_ERR_NOMEM, "out of memory for %lld iteration times", (long long)iters);
-  t->iter_ms = ms;
-  t->n_iter_ms = 0;
-  t->last_done = ng__now();
+  ng_epoch_tally *ty = &t->tally;
+  *ty = (ng_epoch_tally){.iter_ms = ms,
+                         .last_done = ng__now(),
+                         .done = first,
+                         .iters = iters,
+                         .prog = &t->prog,
+                         .ranks = &t->dist};
   const ng_epoch_plan plan = epoch_plan(t, batch, epoch, first, order);
   /* The next order's buffer held the last epoch's, which no worker reads any more. */
   ng_epoch_plan next = epoch_plan(t, batch, epoch + 1, 0, t->perm + ((epoch + 1) % 2) * n_train);
-  next.prepare = order_written(t, epoch + 1) ? NULL : shuffle_order;
-  next.prepare_ctx = t;
-  const ng_iter_sink sink = {iter_done, t};
+  next.shuffle_ids = order_written(t, epoch + 1) ? NULL : t->ds->split[NG_SPLIT_TRAIN];
+  next.order_epoch = &t->perm_epoch[(epoch + 1) % 2];
   double t0 = ng__now();
   int workers[2] = {0, 0};
   double share = 0.0;
-  ng_status st = ng__runtime_epoch(t->rt, &plan, &next, &t->step, &sink,
-                                   t->model->layers[0].o.dropout, workers, &share);
+  ng_status st = ng__pipeline_epoch(t->rt, &plan, &next, &t->step, ty,
+                                    t->model->layers[0].o.dropout, workers, &share);
+  /* The iterations counted stay done, whatever stopped the epoch (the progress callback, an
+   * error): an epoch stopped resumes at the next one, here or from a checkpoint. */
+  t->iter_done = ty->done;
+  if (t->iter_done == iters) {
+    t->epochs_done++;
+    t->iter_done = 0;
+  }
   if (st != NG_OK) {
     if (st != NG_ERR_INTERRUPTED)
       ng__err_prefix("epoch %lld", (long long)epoch);
@@ -1249,21 +1225,21 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   double secs = ng__now() - t0;
   int64_t ran = iters - first, targets = n_train - first * batch;
   double allreduce_ms = 0.0;
-  NG_CHECK(ng__dist_epoch_end(&t->dist, &t->loss_sum, &t->correct, &t->edges, &allreduce_ms));
+  NG_CHECK(ng__dist_epoch_end(&t->dist, &ty->loss_sum, &ty->correct, &ty->edges, &allreduce_ms));
   out->epoch = epoch;
   out->iterations = ran;
-  out->loss = t->loss_sum / (double)ran;
-  out->train_acc = (double)t->correct / (double)targets;
+  out->loss = ty->loss_sum / (double)ran;
+  out->train_acc = (double)ty->correct / (double)targets;
   out->seconds = secs;
   out->it_per_s = secs > 0 ? (double)ran / secs : 0.0;
-  out->sampled_edges = t->edges;
-  out->fetch = t->fetch_epoch;
+  out->sampled_edges = ty->edges;
+  out->fetch = ty->fetch;
   out->workers[0] = workers[0];
   out->workers[1] = workers[1];
   out->device_share = share;
-  qsort(t->iter_ms, (size_t)t->n_iter_ms, sizeof *t->iter_ms, cmp_double);
-  out->iter_ms_median = t->n_iter_ms ? t->iter_ms[(t->n_iter_ms - 1) / 2] : 0.0;
-  out->iter_ms_p99 = t->n_iter_ms ? t->iter_ms[nearest_rank(t->n_iter_ms, 0.99)] : 0.0;
+  qsort(ty->iter_ms, (size_t)ty->n_iter_ms, sizeof *ty->iter_ms, cmp_double);
+  out->iter_ms_median = ty->n_iter_ms ? ty->iter_ms[(ty->n_iter_ms - 1) / 2] : 0.0;
+  out->iter_ms_p99 = ty->n_iter_ms ? ty->iter_ms[nearest_rank(ty->n_iter_ms, 0.99)] : 0.0;
   out->ranks = t->dist.ranks;
   out->allreduce_ms = allreduce_ms;
   return NG_OK;
@@ -1347,7 +1323,7 @@ ng_status ng__trainer_embed(float *out, ng_trainer_t t, const int64_t *nodes, in
   const int layer = io.layer < 0 ? t->model->n_layers - 1 : io.layer;
   /* Workers going on with the next epoch sample and fetch on every core: inference waits for
    * no one, so they stop (the next epoch starts a pool again). */
-  ng__runtime_stop(t->rt);
+  ng__pipeline_stop(t->rt);
   ng_infer_ctx c = infer_ctx(t, &io);
   c.rows_done = rows_done;
   c.rows_done_ctx = rows_done_ctx;

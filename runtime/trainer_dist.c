@@ -1,6 +1,6 @@
 /* The trainer's data-parallel side; see trainer_dist_impl.h and docs/distributed.md. */
 #include "trainer_dist_impl.h"
-#include "sched_impl.h"
+#include "pool_impl.h"
 
 #include <omp.h>
 #include <sched.h>
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-ng_status ng__dist_setup(ng_dist_train *d, struct ng_comm *comm, ng_backend *be, int64_t n_train,
+ng_status ng__dist_setup(ng_grad_reduce *d, struct ng_comm *comm, ng_backend *be, int64_t n_train,
                          int64_t batch, int64_t n_params) {
-  *d = (ng_dist_train){.rank = 0, .ranks = 1, .be = be, .n_train = n_train, .batch = batch};
+  *d = (ng_grad_reduce){.rank = 0, .ranks = 1, .be = be, .n_train = n_train, .batch = batch};
   if (!comm)
     return NG_OK;
   NG_CHECK(ng__comm_check(comm));
@@ -68,45 +68,7 @@ ng_status ng__dist_setup(ng_dist_train *d, struct ng_comm *comm, ng_backend *be,
   return NG_OK;
 }
 
-/* The size of iteration `iter`'s global batch, and this rank's share of it. */
-static void shares(const ng_dist_train *d, int64_t iter, int64_t *n_i, int64_t *n_local) {
-  const int64_t b = iter * d->batch;
-  *n_i = NG_MIN(d->batch, d->n_train - b);
-  *n_local = *n_i * (d->rank + 1) / d->ranks - *n_i * d->rank / d->ranks;
-}
-
-double ng__dist_loss_weight(const ng_dist_train *d, int64_t iter) {
-  if (d->ranks <= 1)
-    return 1.0;
-  int64_t n_i, n_local;
-  shares(d, iter, &n_i, &n_local);
-  return (double)n_local / (double)n_i;
-}
-
-ng_status ng__dist_reduce(void *ctx, float *grads, int64_t n_grads, int32_t n_local, int64_t iter) {
-  ng_dist_train *d = ctx;
-  int64_t n_i, mine;
-  shares(d, iter, &n_i, &mine);
-  if (mine != n_local)
-    return ng__err(NG_ERR_STATE, "distributed: iteration %lld has %d targets on rank %d, not %lld",
-                   (long long)iter, (int)n_local, d->rank, (long long)mine);
-  /* The loss's gradient is the mean over the rank's targets: times n_local / n_i, summed over
-   * the ranks, it is the mean over the global batch (exact when n_i / n_local is a power of
-   * two, as with an even split over 2^k ranks). */
-  const float scale = (float)((double)n_local / (double)n_i);
-  if (d->device)
-    return d->be->iface->allreduce(d->be, grads, n_grads, scale);
-  const double t0 = ng__now();
-  if (scale != 1.0f)
-    for (int64_t i = 0; i < n_grads; i++)
-      grads[i] *= scale;
-  NG_CHECK(ng__comm_allreduce_f32(d->comm, grads, n_grads));
-  d->wall_ms += (ng__now() - t0) * 1e3;
-  d->count++;
-  return NG_OK;
-}
-
-ng_status ng__dist_epoch_end(ng_dist_train *d, double *loss_sum, int64_t *correct, int64_t *edges,
+ng_status ng__dist_epoch_end(ng_grad_reduce *d, double *loss_sum, int64_t *correct, int64_t *edges,
                              double *allreduce_ms) {
   *allreduce_ms = 0.0;
   if (d->ranks <= 1)

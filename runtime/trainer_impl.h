@@ -17,6 +17,6 @@ ng_status ng__trainer_embed(float *out, ng_trainer_t trainer, const int64_t *nod
 
 /// For tests: the trainer's runtime (its workers' staging slots, sched/pipeline_impl.h) and the
 /// memory estimate it was created under (*mem, may be NULL).
-struct ng_runtime *ng__trainer_runtime(ng_trainer_t trainer, ng_memory_estimate *mem);
+struct ng_pipeline *ng__trainer_pipeline(ng_trainer_t trainer, ng_memory_estimate *mem);
 
 #endif /* NG_TRAINER_IMPL_H */

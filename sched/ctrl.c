@@ -1,6 +1,6 @@
 /* The feedback controller: pure logic over per-period samples, moving one worker at a time
  * towards the group with the higher per-thread throughput (docs/scheduler.md states the rule). */
-#include "sched_impl.h"
+#include "ctrl_impl.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
 #define NG_FEED_IMPL_H
 
 #include "backend_impl.h"
-#include "sched_impl.h"
+#include "trace_impl.h"
 
 /// What the feed samples at ring position `seq`: its targets (valid until the feed calls again),
 /// their count and the iteration's seed. Returns false when there is none to sample (the pool

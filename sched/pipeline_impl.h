@@ -1,11 +1,10 @@
-/* The hybrid runtime (sched/pipeline.c): runs an epoch's iterations with pinned worker threads
- * that sample and fetch (each by its group's strategy) and a device thread that consumes them in
- * iteration order, copying packages up to three iterations ahead, while the feedback controller
- * moves workers between the PARTIAL and TRANSFER groups. docs/scheduler.md describes it. */
+/* The pipeline of the hybrid runtime (sched/pipeline.c): runs an epoch's iterations with pinned
+ * worker threads that sample and fetch (each by its group's strategy) and a device thread that
+ * consumes them in iteration order, copying packages up to three iterations ahead, while the
+ * feedback controller moves workers between the PARTIAL and TRANSFER groups. docs/scheduler.md
+ * describes it. */
 #ifndef NG_PIPELINE_IMPL_H
 #define NG_PIPELINE_IMPL_H
-
-#include "sched_impl.h"
 
 #include <stdatomic.h>
 #include "feature_store_impl.h"
@@ -17,16 +16,18 @@ typedef struct {
   int64_t n_train, batch;
   int64_t epoch, first, iters;
   uint64_t seed; ///< the run's seed (iteration seeds derive from it)
-  /// A `next` plan's order may be left to the workers (the trainer's shuffle, which would
-  /// otherwise keep the device idle between two epochs): when `prepare` is set, the first
-  /// worker between two iterations (or waiting for a plan) after the call publishes the plan
-  /// calls prepare(prepare_ctx, epoch) to write `order`, at most once, and no worker reads
-  /// the order before it returns. Nothing calls it without workers, or when no worker comes
-  /// by before the caller settles it (ng__runtime_settle), which the caller must do before
-  /// the next call. Ignored on the current plan; plans compare equal whatever their
-  /// `prepare`.
-  void (*prepare)(void *ctx, int64_t epoch);
-  void *prepare_ctx;
+  /// A `next` plan's order may be left to the workers (the epoch's shuffle, which would
+  /// otherwise keep the device idle between two epochs): when `shuffle_ids` is set, `order` is
+  /// the caller's writable buffer of n_train ids, and the first worker between two iterations
+  /// (or waiting for a plan) after the call publishes the plan writes the shuffle of
+  /// shuffle_ids into it (ng__epoch_shuffle with the plan's seed and epoch), then sets
+  /// *order_epoch (when given) to `epoch`, at most once; no worker reads the order before.
+  /// Nothing writes it without workers, or when no worker comes by before the caller settles
+  /// it (ng__pipeline_settle), which the caller must do before the next call; *order_epoch
+  /// tells the caller whether it was written. Ignored on the current plan; plans compare equal
+  /// whatever their `shuffle_ids`.
+  const int64_t *shuffle_ids;
+  int64_t *order_epoch;
   /// Data-parallel runs (docs/distributed.md): iteration i's global batch, order[i * batch ..
   /// + n_i), is cut into `ranks` slices and this process trains slice `rank` of it
   /// (ng__plan_slice). ranks 0 or 1: the whole batch.
@@ -47,14 +48,27 @@ static inline void ng__plan_slice(const ng_epoch_plan *p, int64_t i, int64_t *be
   *n = (int32_t)(hi - lo);
 }
 
-/// Per-iteration results the runtime reports back, in iteration order.
+/// An epoch's running totals, handed down by the caller as data: the device thread adds each
+/// finished iteration to them, in iteration order, and then reports progress (phase "train",
+/// `done` of `iters` iterations) through `prog`, whose callback (the user's) may stop the epoch
+/// with NG_ERR_INTERRUPTED. The totals move before that call, and the iterations counted stay
+/// counted whatever the epoch call returns, so that a checkpoint written after a stop resumes
+/// at iteration `done`.
 typedef struct {
-  /// Called by the device thread after iteration `iter` finished; a status other than NG_OK
-  /// (e.g. NG_ERR_INTERRUPTED from a progress callback) stops the epoch after it.
-  ng_status (*done)(void *ctx, int64_t iter, double loss, int64_t correct, int64_t edges,
-                    const ng_fetch_stats *fetch);
-  void *ctx;
-} ng_iter_sink;
+  double loss_sum; ///< the iterations' mean losses, each weighted by the rank's share of it
+  int64_t correct; ///< correct predictions
+  int64_t edges;   ///< sampled edges
+  ng_fetch_stats fetch;
+  double *iter_ms;   ///< the caller's [plan->iters]: ms between iterations finishing
+  int64_t n_iter_ms; ///< entries of iter_ms written
+  double last_done;  ///< ng__now() when the last iteration finished (the caller sets the start)
+  int64_t done;      ///< iterations of the epoch finished (plan->first at the start)
+  int64_t iters;     ///< the epoch's iterations (plan->iters), progress's total
+  ng_progress *prog; ///< borrowed: the user's progress callback, or one without
+  /// borrowed: a data-parallel run's ranks, which weight each rank's loss by its share of the
+  /// global batch (ng__grad_loss_weight); NULL in a run of one process.
+  const ng_grad_reduce *ranks;
+} ng_epoch_tally;
 
 typedef struct {
   ng_mode mode; ///< resolved: never AUTO
@@ -76,7 +90,7 @@ typedef struct {
   /// worker samples its iterations itself.
   ng_dev_sampler *dev_sampler;
   int feed_lanes; ///< threads (and sampler lanes) of the sample feed; the sampler has as many
-} ng_runtime_opts;
+} ng_pipeline_opts;
 
 /// A staging slot that must grow takes 1 + 1 / NG_SLOT_GROWTH_DEN of the largest package seen
 /// (sched/pipeline.c; the memory estimate counts it, runtime/trainer.c).
@@ -87,7 +101,7 @@ static inline size_t ng__slot_size(size_t need) {
   return need + need / NG_SLOT_GROWTH_DEN;
 }
 
-/// The staging slots of each worker that ng__runtime_presize sizes before the first epoch: as
+/// The staging slots of each worker that ng__pipeline_presize sizes before the first epoch: as
 /// many as a worker fills before its first package's copy frees one (W4: 43-48 slots of 15
 /// workers grew in the first epoch, ~0-2 in each later one). When the device is the bottleneck
 /// the workers fill the ready window and use more of their S slots, but then a growth is off
@@ -98,19 +112,19 @@ static inline size_t ng__slot_size(size_t need) {
 /// The deepest lookahead: one package slot per backend mark, one of them the computing one.
 #define NG_LOOKAHEAD_MAX (NG_BACKEND_MARKS - 1)
 
-typedef struct ng_runtime ng_runtime;
+typedef struct ng_pipeline ng_pipeline;
 
-/// Sets up a runtime over a backend, its store, the sampler and fetch configurations (all
+/// Sets up a pipeline over a backend, its store, the sampler and fetch configurations (all
 /// borrowed until destroy). Staging memory comes from be->host_alloc and persists across epochs.
-ng_status ng__runtime_create(ng_runtime **out, ng_backend *be, ng_store *store,
-                             const ng_sampler_cfg *sampler, const ng_fetch_cfg *fetch,
-                             const ng_runtime_opts *opts);
-void ng__runtime_destroy(ng_runtime *rt);
+ng_status ng__pipeline_create(ng_pipeline **out, ng_backend *be, ng_store *store,
+                              const ng_sampler_cfg *sampler, const ng_fetch_cfg *fetch,
+                              const ng_pipeline_opts *opts);
+void ng__pipeline_destroy(ng_pipeline *rt);
 
 /// Runs iterations plan->first .. plan->iters-1, each on the device by `step`
-/// (train_step_impl.h), and reports each to `sink` in order. For each iteration the device
-/// thread calls ng__train_step_forward, then reads the previous iteration's loss
-/// (ng__train_step_result), then ng__train_step_backward: the runtime keeps at most two losses
+/// (train_step_impl.h), and adds each to `tally` in order (reporting progress). For each iteration
+/// the device thread calls ng__train_step_forward, then reads the previous iteration's loss
+/// (ng__train_step_result), then ng__train_step_backward: the pipeline keeps at most two losses
 /// unread, so that the device always has work queued while the host waits. Packages are copied
 /// (and prefetched, ng__train_step_prefetch) `lookahead` iterations ahead, each in slot
 /// iter % (lookahead + 1). On an
@@ -125,64 +139,64 @@ void ng__runtime_destroy(ng_runtime *rt);
 /// caller does whatever it does between epochs (bounded by the ready window), so that the next
 /// call finds its first packages ready instead of waiting for a pool to start and fill. A call
 /// whose plan is not that `next` (a resumed epoch, another order) discards that work first.
-/// `next`'s order must stay unchanged until the next call returns, or until ng__runtime_stop();
+/// `next`'s order must stay unchanged until the next call returns, or until ng__pipeline_stop();
 /// `plan`'s until this call returns (every position of it has been taken by then).
-ng_status ng__runtime_epoch(ng_runtime *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
-                            ng_train_step *step, const ng_iter_sink *sink, float drop_p,
-                            int workers_out[2], double *share_out);
+ng_status ng__pipeline_epoch(ng_pipeline *rt, const ng_epoch_plan *plan, const ng_epoch_plan *next,
+                             ng_train_step *step, ng_epoch_tally *tally, float drop_p,
+                             int workers_out[2], double *share_out);
 
 /// Sizes the staging slots before the first epoch, so that it does not page-lock them one
 /// growth at a time (docs/scheduler.md, "Staging slots"): samples iteration plan->first of
 /// `plan` (the device sampler's lane 0, or the CPU sampler with worker 0's arena; the same
 /// blocks the epoch will sample), measures the package each group's strategy makes of it
-/// (ng__fetch_bytes, with input dropout `drop_p`), and grows the first NG_SLOT_PRESIZE slots of
+/// (ng__fetch_plan, with input dropout `drop_p`), and grows the first NG_SLOT_PRESIZE slots of
 /// every worker to its group's size x (1 + 1/NG_SLOT_GROWTH_DEN) plus the item header, at most
 /// `cap` bytes each, one thread a worker (bound to the workers' cores, so that the pages are
 /// first touched on their NUMA node). A larger package later still grows its slot on demand.
 /// *slot_bytes receives the largest size asked (0: none; a slot already as large stays).
 /// NG_ERR_STATE once an epoch ran; an allocation refused is reported with the worker and the bytes,
 /// and the slots stay usable.
-ng_status ng__runtime_presize(ng_runtime *rt, const ng_epoch_plan *plan, float drop_p, size_t cap,
-                              size_t *slot_bytes);
+ng_status ng__pipeline_presize(ng_pipeline *rt, const ng_epoch_plan *plan, float drop_p, size_t cap,
+                               size_t *slot_bytes);
 
-/// For tests: when 0, ng__runtime_presize sizes nothing (every slot grows on demand, as before
+/// For tests: when 0, ng__pipeline_presize sizes nothing (every slot grows on demand, as before
 /// it); when > 0, it makes slots of at most this many bytes (an undersized probe); -1 (the
 /// default): no limit of its own.
-extern _Atomic int64_t ng__runtime_presize_limit;
+extern _Atomic int64_t ng__pipeline_presize_limit;
 
 /// For tests: the capacity of the free slot of `worker` that its j-th acquire from now takes
-/// (0: none); the slots grown on demand since ng__runtime_create.
-size_t ng__runtime_slot_bytes(const ng_runtime *rt, int worker, int j);
-int64_t ng__runtime_slot_grows(const ng_runtime *rt);
+/// (0: none); the slots grown on demand since ng__pipeline_create.
+size_t ng__pipeline_slot_bytes(const ng_pipeline *rt, int worker, int j);
+int64_t ng__pipeline_slot_grows(const ng_pipeline *rt);
 
 /// Stops workers left running for an expected next epoch and discards their work; does nothing
 /// when none run. Afterwards no thread reads the orders of earlier plans.
-void ng__runtime_stop(ng_runtime *rt);
+void ng__pipeline_stop(ng_pipeline *rt);
 
-/// Settles the last call's `next` order that was left to the workers (ng_epoch_plan.prepare):
+/// Settles the last call's `next` order that was left to the workers (ng_epoch_plan.shuffle_ids):
 /// waits while a worker writes it, or takes it back when none has begun. Afterwards no worker
 /// writes it, and what a worker wrote is visible to the caller; whether it was written, the
-/// caller tells from its own state (prepare records it). Required before the next call; for
+/// caller tells from *order_epoch. Required before the next call; for
 /// the caller's thread, between calls.
-void ng__runtime_settle(ng_runtime *rt);
+void ng__pipeline_settle(ng_pipeline *rt);
 
 /// The epoch whose iterations workers left running produce ahead (the last call's `next`), or
 /// -1 when none do. For the caller's thread, between calls.
-int64_t ng__runtime_ahead(const ng_runtime *rt);
+int64_t ng__pipeline_ahead(const ng_pipeline *rt);
 
-/// Writes the timeline recorded so far (ng_runtime_opts.trace_spans) to `path` as Chrome
+/// Writes the timeline recorded so far (ng_pipeline_opts.trace_spans) to `path` as Chrome
 /// trace-event JSON (ng__trace_write), with the spans written and dropped in `*spans` and
 /// `*dropped` (each may be NULL); NG_ERR_STATE when none was recorded. Not during an epoch.
-ng_status ng__runtime_write_trace(const ng_runtime *rt, const char *path, int64_t *spans,
-                                  int64_t *dropped);
+ng_status ng__pipeline_write_trace(const ng_pipeline *rt, const char *path, int64_t *spans,
+                                   int64_t *dropped);
 
 /// The placement of the last epoch's threads (one line), or "".
-const char *ng__runtime_placement(const ng_runtime *rt);
+const char *ng__pipeline_placement(const ng_pipeline *rt);
 
-/// For tests: when >= 0, the worker that produces iteration ng__runtime_fault_iter of epoch
-/// ng__runtime_fault_epoch fails with NG_ERR_IO (as a bad row or an allocation failure would),
+/// For tests: when >= 0, the worker that produces iteration ng__pipeline_fault_iter of epoch
+/// ng__pipeline_fault_epoch fails with NG_ERR_IO (as a bad row or an allocation failure would),
 /// so that error handling can be exercised.
-extern _Atomic int64_t ng__runtime_fault_epoch, ng__runtime_fault_iter;
+extern _Atomic int64_t ng__pipeline_fault_epoch, ng__pipeline_fault_iter;
 
 /// Resolves AUTO choices: the mode for the backend, the TRANSFER strategy for the row size.
 ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be);

@@ -1,7 +1,7 @@
 /* Worker pool: chooses cores with hwloc (near the GPU's PCI device when it is known, physical
  * cores before hyperthreads), starts one thread per worker behind a gate, and lets each bind
  * itself to its core. */
-#include "sched_impl.h"
+#include "pool_impl.h"
 
 #include "fault_impl.h"
 

@@ -2,7 +2,7 @@
  * the staging slot pools (buffers a worker fills and the device thread gives back). One mutex
  * per object; producers beyond the window wait on the condition variable of the slot their
  * iteration will occupy, so a take wakes only the producers it lets in. */
-#include "sched_impl.h"
+#include "ring_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>

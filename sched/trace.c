@@ -1,6 +1,7 @@
 /* The runtime's timeline: per-thread arrays of spans, appended without locks by the one thread
  * that owns a track, written out as Chrome trace-event JSON once the threads have stopped. */
-#include "sched_impl.h"
+#include "ctrl_impl.h"
+#include "trace_impl.h"
 
 #include <errno.h>
 #include <stdio.h>

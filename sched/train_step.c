@@ -50,8 +50,8 @@ ng_status ng__train_step_forward(ng_train_step *ts, int64_t iter, uint64_t seed,
 static ng_status backward_ops(ng_train_step *ts, int64_t iter, const ng_fetch_pkg *pkg) {
   NG_CHECK(ng__exec_backward(ts->ex, &pkg->mb, ts->d_logits));
   if (ts->reduce)
-    NG_CHECK(ts->reduce(ts->reduce_ctx, ts->ex->grads, ts->ex->model->n_params, pkg->mb.n_targets,
-                        iter));
+    NG_CHECK(ng__grad_reduce(ts->reduce, ts->ex->grads, ts->ex->model->n_params, pkg->mb.n_targets,
+                             iter));
   ng_opt_hp hp = ts->hp;
   hp.step = ts->steps + 1;
   return ng__exec_step(ts->ex, &hp);
@@ -90,6 +90,43 @@ ng_status ng__train_step_result(ng_train_step *ts, int64_t iter, double *loss, i
                  "no feature is NaN or infinite (neargnn info DIR --check-features reads every "
                  "value and names the first bad row; opening samples only some rows)",
                  *loss);
+}
+
+void ng__grad_share(const ng_grad_reduce *g, int64_t iter, int64_t *n_i, int64_t *n_local) {
+  const int64_t b = iter * g->batch;
+  *n_i = NG_MIN(g->batch, g->n_train - b);
+  *n_local = *n_i * (g->rank + 1) / g->ranks - *n_i * g->rank / g->ranks;
+}
+
+double ng__grad_loss_weight(const ng_grad_reduce *g, int64_t iter) {
+  if (!g || g->ranks <= 1)
+    return 1.0;
+  int64_t n_i, n_local;
+  ng__grad_share(g, iter, &n_i, &n_local);
+  return (double)n_local / (double)n_i;
+}
+
+ng_status ng__grad_reduce(ng_grad_reduce *g, float *grads, int64_t n_grads, int32_t n_local,
+                          int64_t iter) {
+  int64_t n_i, mine;
+  ng__grad_share(g, iter, &n_i, &mine);
+  if (mine != n_local)
+    return ng__err(NG_ERR_STATE, "distributed: iteration %lld has %d targets on rank %d, not %lld",
+                   (long long)iter, (int)n_local, g->rank, (long long)mine);
+  /* The loss's gradient is the mean over the rank's targets: times n_local / n_i, summed over
+   * the ranks, it is the mean over the global batch (exact when n_i / n_local is a power of
+   * two, as with an even split over 2^k ranks). */
+  const float scale = (float)((double)n_local / (double)n_i);
+  if (g->device)
+    return g->be->iface->allreduce(g->be, grads, n_grads, scale);
+  const double t0 = ng__now();
+  if (scale != 1.0f)
+    for (int64_t i = 0; i < n_grads; i++)
+      grads[i] *= scale;
+  NG_CHECK(ng__comm_allreduce_f32(g->comm, grads, n_grads));
+  g->wall_ms += (ng__now() - t0) * 1e3;
+  g->count++;
+  return NG_OK;
 }
 
 void ng__train_step_free(ng_train_step *ts) {

@@ -5,8 +5,38 @@
 #ifndef NG_TRAIN_STEP_IMPL_H
 #define NG_TRAIN_STEP_IMPL_H
 
+#include "comm_impl.h"
 #include "feature_store_impl.h"
 #include "model_impl.h"
+
+/// A data-parallel run's gradient all-reduce (docs/distributed.md), handed down as data: the
+/// trainer joins the ranks and fills it (runtime/trainer_dist.c, ng__dist_setup), the train step
+/// sums the gradients over `comm` (or the backend's device communicator) between an iteration's
+/// backward pass and its optimizer step, and the trainer reads and resets the timings at the end
+/// of an epoch.
+typedef struct {
+  struct ng_comm *comm;   ///< borrowed; NULL: one process
+  int rank, ranks;        ///< 0 and 1 in one process
+  ng_backend *be;         ///< borrowed
+  bool device;            ///< the backend reduces on the device (NCCL), not the communicator
+  int64_t n_train, batch; ///< the global batch (resolved: <= n_train)
+  double wall_ms;         ///< host all-reduce time this epoch (communicator)
+  int64_t count;          ///< all-reduces this epoch
+} ng_grad_reduce;
+
+/// The size of iteration `iter`'s global batch (*n_i) and this rank's share of it (*n_local):
+/// slice r of n_i targets is [floor(n_i r / R), floor(n_i (r + 1) / R)), as ng__plan_slice.
+void ng__grad_share(const ng_grad_reduce *g, int64_t iter, int64_t *n_i, int64_t *n_local);
+
+/// The weight of this rank's mean loss of iteration `iter` in the iteration's global mean loss
+/// (n_local / n_i); 1 when `g` is NULL or a run of one rank.
+double ng__grad_loss_weight(const ng_grad_reduce *g, int64_t iter);
+
+/// The rank's gradients (backend memory, n_grads floats, of its `n_local` targets of iteration
+/// `iter`) scaled by its share of the iteration's global batch (n_local / n_i) and summed over
+/// the ranks.
+ng_status ng__grad_reduce(ng_grad_reduce *g, float *grads, int64_t n_grads, int32_t n_local,
+                          int64_t iter);
 
 /// What the device side of training needs, handed down by the trainer as data. The trainer
 /// fills the borrowed pointers, `classes` and `hp` once, and reads or restores `steps` (its
@@ -26,11 +56,10 @@ typedef struct {
   int64_t prof_every; ///< time the ops of one iteration in this many (0: none)
   int64_t prof_iter;  ///< the iteration being timed, or -1
   int64_t forwards;   ///< forward passes this trainer queued (its first is never timed)
-  /// Data-parallel runs: called between iteration `iter`'s backward and its optimizer step with
-  /// the gradients (backend memory, n_grads floats) of the rank's `n_local` targets, to sum them
-  /// over the ranks (docs/distributed.md); NULL in a run of one process.
-  ng_status (*reduce)(void *ctx, float *grads, int64_t n_grads, int32_t n_local, int64_t iter);
-  void *reduce_ctx;
+  /// borrowed: a data-parallel run's ranks, over which the gradients are summed between each
+  /// iteration's backward pass and its optimizer step (ng__grad_reduce); NULL in a run of one
+  /// process.
+  ng_grad_reduce *reduce;
 } ng_train_step;
 
 /// Queues, right after iteration `iter`'s package copy (in package slot `slot`) and while the

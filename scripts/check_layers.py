@@ -45,12 +45,12 @@ BELOW = {
     "cpu": ["include", "core"],
     "gpu": ["include", "core"],
     "models": ["include", "core"],
-    "dist": ["include", "core"],
-    "sched": ["include", "core", "cpu", "gpu", "models"],
-    "runtime": ["include", "core", "cpu", "gpu", "models", "dist", "sched"],
-    "serve": ["include", "core", "cpu", "gpu", "models", "dist", "sched", "runtime"],
+    "comm": ["include", "core"],
+    "sched": ["include", "core", "cpu", "gpu", "models", "comm"],
+    "runtime": ["include", "core", "cpu", "gpu", "models", "comm", "sched"],
+    "serve": ["include", "core", "cpu", "gpu", "models", "comm", "sched", "runtime"],
     "apps": ["include"],
-    "eval": ["include", "core", "cpu", "gpu", "models", "dist", "sched", "runtime", "serve"],
+    "eval": ["include", "core", "cpu", "gpu", "models", "comm", "sched", "runtime", "serve"],
 }
 # Folders whose quoted includes must all resolve inside the tree. eval/'s programs also use the
 # tests' helpers (tests/ng_test_agg.h), which lie outside the layers.

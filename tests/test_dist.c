@@ -7,7 +7,7 @@
 
 #include "comm_impl.h"
 #include "pipeline_impl.h"
-#include "sched_impl.h"
+#include "pool_impl.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -37,6 +37,13 @@ static void test_plan_slice(void) {
             int64_t begin;
             int32_t n;
             ng__plan_slice(&p, i, &begin, &n);
+            /* The gradient all-reduce scales by the same share (sched/train_step.c). */
+            const ng_grad_reduce g = {
+                .rank = r, .ranks = ranks, .n_train = p.n_train, .batch = p.batch};
+            int64_t g_ni, g_local;
+            ng__grad_share(&g, i, &g_ni, &g_local);
+            EXPECT_EQ_I(g_ni, ni);
+            EXPECT_EQ_I(g_local, n);
             EXPECT_EQ_I(begin, next);
             EXPECT_TRUE(n >= ni / ranks && n <= ni / ranks + 1);
             next += n;

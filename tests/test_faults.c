@@ -9,7 +9,7 @@
 
 #include "core_impl.h"
 #include "fault_impl.h"
-#include "sched_impl.h"
+#include "pool_impl.h"
 #include "pipeline_impl.h"
 
 #include <stdlib.h>
@@ -201,7 +201,7 @@ static void test_backend_ops(void) {
 }
 
 /* Packages larger than a staging slot's first MiB (the whole training set a batch): the slots
- * sized at set-up (ng__runtime_presize, one thread a worker) are refused with a clear error
+ * sized at set-up (ng__pipeline_presize, one thread a worker) are refused with a clear error
  * from ng_trainer_create, at every allocation, and without that sizing their growth in the
  * epoch is refused as clearly. */
 static void test_staging_sized(void) {
@@ -231,11 +231,11 @@ static void test_staging_sized(void) {
       printf("  sizing refused: %s\n", ng_last_error());
   }
   EXPECT_EQ_I(sizing, NG_SLOT_PRESIZE); /* the PARTIAL worker's slots (the TRANSFER one's fit) */
-  atomic_store(&ng__runtime_presize_limit, 0);
+  atomic_store(&ng__pipeline_presize_limit, 0);
   /* Inline (baseline: every package stages its cold rows), so that the growth is certain. */
   const int grown = sweep(h, AT_EPOCH, 200, FAULTS_STRIDE, false, -1) +
                     sweep(h, AT_EPOCH, 200, FAULTS_STRIDE, true, -1);
-  atomic_store(&ng__runtime_presize_limit, -1);
+  atomic_store(&ng__pipeline_presize_limit, -1);
   printf("  host_alloc failure points at epoch, slots not sized at set-up: %d\n", grown);
   EXPECT_TRUE(grown > 0);
   big_batch = false;

@@ -258,21 +258,24 @@ static void test_bench_file(void) {
 typedef struct {
   void *p;
   size_t cap;
-  size_t asked; /* the last reserve's bytes */
+  size_t asked; /* the last plan's bytes */
 } host_buf;
 
-static ng_status reserve(void *ctx, size_t bytes, void **base) {
-  host_buf *b = ctx;
-  b->asked = bytes;
-  if (bytes > b->cap) {
+/* Plans the package of `mb`, makes `b` hold it and fills it there, as the pipeline does with a
+ * staging slot. */
+static ng_status fetch_into(ng_fetch_pkg *pkg, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                            float drop_p, uint64_t key, ng_fetch_scratch *sc, host_buf *b) {
+  ng_fetch_plan plan;
+  NG_CHECK(ng__fetch_plan(&plan, cfg, mb, drop_p, sc));
+  b->asked = plan.bytes;
+  if (plan.bytes > b->cap) {
     free(b->p);
-    b->p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    b->cap = b->p ? bytes : 0;
+    b->p = aligned_alloc(64, (plan.bytes + 63) & ~(size_t)63);
+    b->cap = b->p ? plan.bytes : 0;
     if (!b->p)
       return NG_ERR_NOMEM;
   }
-  *base = b->p;
-  return NG_OK;
+  return ng__fetch_fill(pkg, &plan, cfg, mb, key, sc, b->p);
 }
 
 enum { NODES = 3000, DIM = 24, TARGETS = 200 };
@@ -286,13 +289,16 @@ static void input_of(ng_store *st, const ng_fetch_cfg *cfg, const ng_minibatch *
   memset(&sc, 0, sizeof sc);
   host_buf buf = {NULL, 0, 0};
   ng_fetch_pkg pkg;
-  EXPECT_OK(ng__fetch_prepare(&pkg, cfg, mb, drop_p, key, &sc, reserve, &buf));
+  EXPECT_OK(fetch_into(&pkg, cfg, mb, drop_p, key, &sc, &buf));
   *n_hot_rows = pkg.n_hot_rows;
-  /* The dry run (the runtime sizes its staging slots by it) asks for the same bytes, in every
-   * strategy, precision, dropout and hot list. */
-  size_t dry = 0;
-  EXPECT_OK(ng__fetch_bytes(&dry, cfg, mb, drop_p, &sc));
-  EXPECT_TRUE(dry == buf.asked && dry >= pkg.bytes && dry > 0);
+  /* The plan alone (the runtime sizes its staging slots by it) gives the same bytes again, and
+   * the package fits them, in every strategy, precision, dropout and hot list. */
+  ng_fetch_plan dry;
+  ng_fetch_scratch dry_sc;
+  memset(&dry_sc, 0, sizeof dry_sc);
+  EXPECT_OK(ng__fetch_plan(&dry, cfg, mb, drop_p, &dry_sc));
+  ng__fetch_scratch_free(&dry_sc);
+  EXPECT_TRUE(dry.bytes == buf.asked && dry.bytes >= pkg.bytes && dry.bytes > 0);
   if (cfg->hot_gather) { /* the list: each hot local node once, in local order */
     int64_t k = 0, bad = 0;
     for (int32_t s = 0; s < mb->blocks[0].n_src; s++)
@@ -447,7 +453,7 @@ static void test_input_bits(void) {
     memset(&scr, 0, sizeof scr);
     host_buf buf = {NULL, 0, 0};
     ng_fetch_pkg pkg;
-    EXPECT_OK(ng__fetch_prepare(&pkg, &cfg, &mb, 0.0f, 0, &scr, reserve, &buf));
+    EXPECT_OK(fetch_into(&pkg, &cfg, &mb, 0.0f, 0, &scr, &buf));
     const float *a, *s;
     EXPECT_STATUS(ng__store_input(&lone, &cases[0].ag, &pkg, 0.0f, 0, -1, &a, &s), NG_ERR_STATE);
     EXPECT_ERR_HAS("part 1 of the hot tier is not attached");
@@ -518,7 +524,7 @@ static void test_partial_states(void) {
                                 .threads = 1,
                                 .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
                                 .labels = labels};
-      EXPECT_OK(ng__fetch_prepare(&pkg[k], &cfg, &mb, 0.0f, 0, &scr[k], reserve, &buf[k]));
+      EXPECT_OK(fetch_into(&pkg[k], &cfg, &mb, 0.0f, 0, &scr[k], &buf[k]));
       const float *pa = NULL, *ps = NULL;
       EXPECT_OK(ng__store_input(&st, &ag, &pkg[k], 0.0f, 0, -1, &pa, &ps));
       if (pa && ps) {

@@ -124,8 +124,8 @@ static void test_worker_failure(void) {
   /* Iteration 4 of epoch 1 fails. The workers reach it while the device still runs epoch 0
    * (they go on with the next epoch), which must not be disturbed: the failure surfaces in
    * order, after iterations 0-3 of epoch 1 are trained. */
-  atomic_store(&ng__runtime_fault_epoch, 1);
-  atomic_store(&ng__runtime_fault_iter, 4);
+  atomic_store(&ng__pipeline_fault_epoch, 1);
+  atomic_store(&ng__pipeline_fault_iter, 4);
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;
   EXPECT_OK(ng_trainer_epoch(&s, t));
   EXPECT_EQ_I(s.iterations, 9);
@@ -134,8 +134,8 @@ static void test_worker_failure(void) {
   EXPECT_ERR_HAS("worker");
   EXPECT_ERR_HAS("iteration 4");
   EXPECT_EQ_I(ng_trainer_epochs_done(t), 1);
-  atomic_store(&ng__runtime_fault_iter, -1);
-  atomic_store(&ng__runtime_fault_epoch, -1);
+  atomic_store(&ng__pipeline_fault_iter, -1);
+  atomic_store(&ng__pipeline_fault_epoch, -1);
   /* The state is consistent: the rest of the epoch, from the failed iteration on, completes
    * the same weights. */
   EXPECT_OK(ng_trainer_epoch(&s, t));
@@ -147,13 +147,13 @@ static void test_worker_failure(void) {
 
   /* Inline (no worker threads), the same order: iterations 0-3 train, then the failure. */
   t = make(NG_MODE_BASELINE, -1, 0.01, NULL, NULL, NULL, NULL);
-  atomic_store(&ng__runtime_fault_epoch, 0);
-  atomic_store(&ng__runtime_fault_iter, 4);
+  atomic_store(&ng__pipeline_fault_epoch, 0);
+  atomic_store(&ng__pipeline_fault_iter, 4);
   EXPECT_STATUS(ng_trainer_epoch(&s, t), NG_ERR_IO);
   EXPECT_ERR_HAS("injected failure");
   EXPECT_ERR_HAS("iteration 4");
-  atomic_store(&ng__runtime_fault_iter, -1);
-  atomic_store(&ng__runtime_fault_epoch, -1);
+  atomic_store(&ng__pipeline_fault_iter, -1);
+  atomic_store(&ng__pipeline_fault_epoch, -1);
   EXPECT_OK(ng_trainer_epoch(&s, t));
   EXPECT_EQ_I(s.iterations, 5);
   EXPECT_OK(ng_trainer_epoch(&s, t));
@@ -602,11 +602,11 @@ static void test_estimate_bounds_package(void) {
       if (!t)
         continue;
       ng_memory_estimate mem = NG_MEMORY_ESTIMATE_INIT;
-      ng_runtime *rt = ng__trainer_runtime(t, &mem);
+      ng_pipeline *rt = ng__trainer_pipeline(t, &mem);
       const ng_epoch_plan plan = {
           .order = train, .n_train = n_train, .batch = n_train, .iters = 1, .seed = 11};
       size_t slot = 0;
-      EXPECT_OK(ng__runtime_presize(rt, &plan, 0.5f, SIZE_MAX, &slot));
+      EXPECT_OK(ng__pipeline_presize(rt, &plan, 0.5f, SIZE_MAX, &slot));
       if (slot > ng__slot_size((size_t)mem.package_bytes + 4096))
         ng_test_fail(__FILE__, __LINE__,
                      "%s, %s model, cache ratio %g: a slot of %zu bytes for the package, above "
@@ -625,11 +625,11 @@ static uint8_t *train_staging(ng_trainer_t t, int epochs, size_t *len, int64_t *
     ng_epoch_stats s = NG_EPOCH_STATS_INIT;
     EXPECT_OK(ng_trainer_epoch(&s, t));
   }
-  *grows = ng__runtime_slot_grows(ng__trainer_runtime(t, NULL));
+  *grows = ng__pipeline_slot_grows(ng__trainer_pipeline(t, NULL));
   return checkpoint(t, "staging.safetensors", len);
 }
 
-/* The staging slots are sized before the first epoch (ng__runtime_presize): after set-up each
+/* The staging slots are sized before the first epoch (ng__pipeline_presize): after set-up each
  * worker's first NG_SLOT_PRESIZE slots hold the first mini-batch's package (+ 1/16), within
  * what the memory estimate counts; an epoch of that one mini-batch grows no slot; an undersized
  * probe, or none, leaves the growth to the epoch as before; the bits never change. */
@@ -643,7 +643,7 @@ static void test_presized_slots(void) {
       {NG_MODE_HYBRID_STATIC, 2, NG_SAMPLER_CPU}, {NG_MODE_BASELINE, -1, NG_SAMPLER_CPU},
       {NG_MODE_BASELINE, -1, NG_SAMPLER_DEVICE},
   };
-  const size_t initial = (size_t)1 << 20; /* a slot's size at ng__runtime_create */
+  const size_t initial = (size_t)1 << 20; /* a slot's size at ng__pipeline_create */
   for (size_t c = 0; c < NG_TEST_LEN(cases); c++) {
     const int workers = cases[c].workers, n = workers > 0 ? workers : 1;
     printf("  %s, %d workers, %s sampler\n", ng_mode_name(cases[c].mode), workers,
@@ -653,7 +653,7 @@ static void test_presized_slots(void) {
     if (!t)
       continue;
     ng_memory_estimate mem = NG_MEMORY_ESTIMATE_INIT;
-    ng_runtime *rt = ng__trainer_runtime(t, &mem);
+    ng_pipeline *rt = ng__trainer_pipeline(t, &mem);
     ng_startup_times su;
     EXPECT_OK(ng_trainer_startup(&su, t));
     size_t slot = (size_t)su.staging_slot_bytes;
@@ -661,13 +661,13 @@ static void test_presized_slots(void) {
       /* Inline (how inference and prediction make trainers): the trainer sizes nothing; the
        * runtime would, before the first epoch (plan: the training ids in their order). */
       EXPECT_EQ_I(su.staging_slot_bytes, 0);
-      EXPECT_TRUE(ng__runtime_slot_bytes(rt, 0, 0) == initial);
+      EXPECT_TRUE(ng__pipeline_slot_bytes(rt, 0, 0) == initial);
       const int64_t *train = NULL;
       int64_t n_train = 0;
       EXPECT_OK(ng_dataset_split(&train, &n_train, cora, NG_SPLIT_TRAIN));
       const ng_epoch_plan plan = {
           .order = train, .n_train = n_train, .batch = n_train, .iters = 1, .seed = 11};
-      EXPECT_OK(ng__runtime_presize(rt, &plan, 0.5f, SIZE_MAX, &slot));
+      EXPECT_OK(ng__pipeline_presize(rt, &plan, 0.5f, SIZE_MAX, &slot));
     } else {
       EXPECT_TRUE(su.staging_s > 0.0);
     }
@@ -680,7 +680,7 @@ static void test_presized_slots(void) {
     size_t largest = 0;
     for (int w = 0; w < n; w++) {
       for (int j = 0; j < NG_SLOT_PRESIZE; j++) {
-        const size_t b = ng__runtime_slot_bytes(rt, w, j);
+        const size_t b = ng__pipeline_slot_bytes(rt, w, j);
         largest = b > largest ? b : largest;
         /* One strategy for every worker, or the hybrid's PARTIAL one (worker 0, the larger
          * package) and its TRANSFER one (ids only: its first 1 MiB suffices). */
@@ -689,7 +689,7 @@ static void test_presized_slots(void) {
         else
           EXPECT_TRUE(b >= initial && b <= slot);
       }
-      EXPECT_TRUE(ng__runtime_slot_bytes(rt, w, NG_SLOT_PRESIZE) == initial);
+      EXPECT_TRUE(ng__pipeline_slot_bytes(rt, w, NG_SLOT_PRESIZE) == initial);
     }
     EXPECT_TRUE(largest == slot);
     /* The epoch of that one mini-batch fits in the slots made: no growth (inline, the plan's
@@ -698,20 +698,20 @@ static void test_presized_slots(void) {
     EXPECT_OK(ng_trainer_epoch(&s, t));
     EXPECT_EQ_I(s.iterations, 1);
     if (workers > 0)
-      EXPECT_EQ_I(ng__runtime_slot_grows(rt), 0);
+      EXPECT_EQ_I(ng__pipeline_slot_grows(rt), 0);
     ng_trainer_destroy(t);
 
     /* Several iterations, sized or not, or undersized: the same bits; the slots grow on demand
      * where they must. */
     size_t ref_len = 0, len = 0;
     int64_t grows_none = 0, grows_small = 0, grows_sized = 0;
-    atomic_store(&ng__runtime_presize_limit, 0);
+    atomic_store(&ng__pipeline_presize_limit, 0);
     t = make_staging(cases[c].mode, workers, 48, cases[c].sampler);
     EXPECT_OK(ng_trainer_startup(&su, t));
     EXPECT_EQ_I(su.staging_slot_bytes, 0);
     uint8_t *ref = t ? train_staging(t, 2, &ref_len, &grows_none) : NULL;
     ng_trainer_destroy(t);
-    atomic_store(&ng__runtime_presize_limit, (int64_t)initial + 4096);
+    atomic_store(&ng__pipeline_presize_limit, (int64_t)initial + 4096);
     t = make_staging(cases[c].mode, workers, 48, cases[c].sampler);
     EXPECT_OK(ng_trainer_startup(&su, t));
     EXPECT_EQ_I(su.staging_slot_bytes, workers > 0 ? (int64_t)initial + 4096 : 0);
@@ -719,7 +719,7 @@ static void test_presized_slots(void) {
     EXPECT_TRUE(ref && small && len == ref_len && memcmp(small, ref, len) == 0);
     free(small);
     ng_trainer_destroy(t);
-    atomic_store(&ng__runtime_presize_limit, -1);
+    atomic_store(&ng__pipeline_presize_limit, -1);
     t = make_staging(cases[c].mode, workers, 48, cases[c].sampler);
     uint8_t *sized = t ? train_staging(t, 2, &len, &grows_sized) : NULL;
     EXPECT_TRUE(ref && sized && len == ref_len && memcmp(sized, ref, len) == 0);
@@ -737,13 +737,13 @@ static void test_presized_slots(void) {
     return;
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;
   EXPECT_OK(ng_trainer_epoch(&s, t));
-  ng_runtime *rt = ng__trainer_runtime(t, NULL);
-  ng__runtime_stop(rt);
-  ng__runtime_settle(rt);
+  ng_pipeline *rt = ng__trainer_pipeline(t, NULL);
+  ng__pipeline_stop(rt);
+  ng__pipeline_settle(rt);
   const int64_t order[48] = {0};
   const ng_epoch_plan plan = {.order = order, .n_train = 48, .batch = 48, .iters = 1};
   size_t slot = 0;
-  EXPECT_STATUS(ng__runtime_presize(rt, &plan, 0.0f, SIZE_MAX, &slot), NG_ERR_STATE);
+  EXPECT_STATUS(ng__pipeline_presize(rt, &plan, 0.0f, SIZE_MAX, &slot), NG_ERR_STATE);
   ng_trainer_destroy(t);
 }
 

@@ -2,7 +2,9 @@
  * staging slots, worker pool placement and the feedback controller. Threads that could hang are
  * joined with a deadline, and an alarm ends the whole suite, so a bug fails instead of hanging. */
 #include "ng_test.h"
-#include "sched_impl.h"
+#include "ctrl_impl.h"
+#include "pool_impl.h"
+#include "ring_impl.h"
 
 #include <hwloc.h>
 

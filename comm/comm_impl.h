@@ -1,7 +1,8 @@
 /* The ranks of a data-parallel run (docs/distributed.md): a small communicator with the few
  * collectives training needs, over TCP sockets (the built-in launcher) or MPI (mpirun), and a
- * group of one rank. The layer sits above core/ only; the runtime (runtime/) drives it, and the
- * CUDA backend's NCCL all-reduce (gpu/backend_cuda_nccl.cu) gets its unique id through it.
+ * group of one rank. The layer sits above core/ only; the train step (sched/) sums gradients
+ * over it, the runtime (runtime/) joins the ranks with it, and the CUDA backend's NCCL
+ * all-reduce (gpu/backend_cuda_nccl.cu) gets its unique id through it.
  *
  * Determinism: every reduction sums the ranks' contributions in rank order, ((x0 + x1) + x2) ...,
  * on one rank, which sends the result to all: every rank gets the same bits, run after run. */
