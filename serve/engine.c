@@ -18,6 +18,7 @@
 #endif
 
 #include <errno.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1403,6 +1404,37 @@ static ng_status ecache_layer0(void *arg, const ng_srv_snap *s, const ng_minibat
   return st;
 }
 
+/* A request's answer must be finite: a NaN or infinity (a feature row that overflows the model,
+ * a damaged weight) is an error naming the first nodes it reached, never a 200 with null logits
+ * or class 0 (docs/guarantees.md). Checks the rows the request reads: its logits, and its
+ * embedding layer's rows when it asked for them (ed > 0). */
+static ng_status answer_finite(pending *p, const float *logits, int64_t classes, const float *emb,
+                               int64_t ed, const lane *ln, uint64_t sd) {
+  const ng_infer_request *r = p->req;
+  int64_t bad[3], n_bad = 0;
+  for (int64_t j = 0; j < r->n; j++) {
+    const int32_t t = target_of(ln, r->node_ids[j], sd);
+    bool ok = true;
+    for (int64_t c = 0; c < classes && ok; c++)
+      ok = isfinite(logits[(size_t)t * (size_t)classes + (size_t)c]);
+    for (int64_t c = 0; c < ed && ok; c++)
+      ok = isfinite(emb[(size_t)t * (size_t)ed + (size_t)c]);
+    if (!ok && n_bad++ < 3)
+      bad[n_bad - 1] = r->node_ids[j];
+  }
+  if (n_bad == 0)
+    return NG_OK;
+  char ids[96] = "";
+  for (int64_t i = 0; i < NG_MIN(n_bad, 3); i++)
+    snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%lld", i ? ", " : "",
+             (long long)bad[i]);
+  snprintf(p->err, sizeof p->err,
+           "engine: the answer is not finite (NaN or infinity) for %lld of the request's %lld "
+           "nodes (%s%s): a feature row or a weight overflows the model",
+           (long long)n_bad, (long long)r->n, ids, n_bad > 3 ? ", ..." : "");
+  return NG_ERR_NONFINITE;
+}
+
 /* Computes a batch of compatible requests (same sampling) and fills their results. */
 static ng_status run_batch(lane *ln, pending **reqs, int n_req, double t0, batch_rows *rows_out) {
   ng_engine *e = ln->e;
@@ -1510,7 +1542,9 @@ static ng_status run_batch(lane *ln, pending **reqs, int n_req, double t0, batch
         res->cls[j] = best;
       }
     }
-    p->st = NG_OK;
+    p->st = answer_finite(p, logits, classes, host + off[p->emb_layer], res->embedding_dim, ln, sd);
+    if (p->st != NG_OK)
+      ng_infer_result_free(res);
   }
   return NG_OK;
 }

@@ -565,6 +565,45 @@ static float *one_logits(ng_engine *e, int64_t v) {
   return logits_of(e, &v, 1, NULL);
 }
 
+/* A feature row that is finite (so it is logged: the GCN model normalises nothing) but overflows
+ * the model makes the answers that read it NaN or infinity: those requests fail with
+ * NG_ERR_NONFINITE naming the node (the HTTP front answers 500), never 200 with null logits, and
+ * requests that do not read it are answered as before. */
+static void test_nonfinite_answer(void) {
+  const int64_t C = info.classes;
+  ng_engine *e = engine(&gcn, NG_MODE_AUTO, -1.0, 0, tpath("nonfinite.log"), 0);
+  if (!e)
+    return;
+  const int64_t v = 7, far = 2000;
+  float *before = one_logits(e, far);
+  float *big = ng_test_xmalloc((size_t)info.feature_dim * sizeof(float));
+  for (int64_t c = 0; c < info.feature_dim; c++)
+    big[c] = 3e38f;
+  ng_graph_update up;
+  memset(&up, 0, sizeof up);
+  up.n_feature_rows = 1;
+  up.feature_ids = &v;
+  up.feature_values = big;
+  EXPECT_OK(ng_engine_update(e, &up, NULL));
+  ng_infer_request r;
+  memset(&r, 0, sizeof r);
+  r.node_ids = &v;
+  r.n = 1;
+  r.outputs = NG_OUT_LOGITS | NG_OUT_CLASS;
+  r.embedding_layer = -1;
+  ng_infer_result res;
+  EXPECT_STATUS(ng_engine_infer(e, &r, &res), NG_ERR_NONFINITE);
+  EXPECT_ERR_HAS("not finite");
+  EXPECT_ERR_HAS("(7)");
+  float *after = one_logits(e, far);
+  if (before && after)
+    EXPECT_SAME_BITS(after, before, C, "a node that does not read the row");
+  free(before);
+  free(after);
+  free(big);
+  ng_engine_destroy(e);
+}
+
 static void test_updates_visible(void) {
   const int64_t C = info.classes;
   const char *log = tpath("updates.log");
@@ -1863,6 +1902,7 @@ int main(void) {
   RUN_TEST(test_field_seeds);
   RUN_TEST(test_sampled_seeds_batch);
   RUN_TEST(test_updates_visible);
+  RUN_TEST(test_nonfinite_answer);
   RUN_TEST(test_snapshot_isolation);
   RUN_TEST(test_log_replay);
   RUN_TEST(test_queue_full);
