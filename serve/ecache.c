@@ -35,6 +35,9 @@ struct ng_ecache {
   int32_t *index; /* [index_cap] slot of a node, -1: empty */
   size_t index_cap;
   uint64_t version; /* the newest snapshot whose update was invalidated */
+  /* The index of added edges could not be extended (out of memory): the changed entries of later
+   * updates could not be found, so the cache neither serves nor keeps rows from then on. */
+  bool broken;
   ng_ecache_stats st;
   /* The out-neighbour index (updates only, under the engine's update lock): the base graph's
    * transpose, built at the first update that needs it, and the destinations of added edges. */
@@ -360,7 +363,9 @@ void ng__ecache_invalidate(ng_ecache *c, const ng_srv_snap *before, const ng_srv
     st = build_transpose(c);
   pthread_mutex_lock(&c->mu);
   if (st != NG_OK) {
-    /* Without the index the changed entries cannot be found: empty the cache (exact, slower). */
+    /* Without the index the changed entries cannot be found, now or for later updates: empty
+     * the cache and stop using it (exact, slower). */
+    c->broken = true;
     for (int64_t s = 0; s < c->capacity; s++)
       if (c->node[s] >= 0) {
         slot_drop(c, s);
@@ -523,7 +528,7 @@ ng_status ng__ecache_forward(ng_ecache *c, ng_ecache_work *w, const ng_ecache_ct
   for (int32_t i = 0; i < need; i++) {
     const size_t h = index_find(c, ids[i]);
     const int32_t slot = c->index[h];
-    if (slot >= 0 && c->ver[slot] <= s->version) {
+    if (slot >= 0 && !c->broken && c->ver[slot] <= s->version) {
       memcpy(rows + (size_t)i * (size_t)dim, c->rows + (size_t)slot * (size_t)dim, row_b);
       c->ref[slot] = 1;
       c->st.hits++;
@@ -544,7 +549,7 @@ ng_status ng__ecache_forward(ng_ecache *c, ng_ecache_work *w, const ng_ecache_ct
       memcpy(rows + (size_t)miss_at[j] * (size_t)dim, got + (size_t)j * (size_t)dim, row_b);
     /* Inserted only while no later update has been invalidated (the version rule). */
     pthread_mutex_lock(&c->mu);
-    if (c->version == s->version) {
+    if (c->version == s->version && !c->broken) {
       for (int32_t j = 0; j < n_miss; j++) {
         size_t h = index_find(c, miss_ids[j]);
         int64_t slot = c->index[h];

@@ -1542,7 +1542,9 @@ static ng_status run_batch(lane *ln, pending **reqs, int n_req, double t0, batch
         res->cls[j] = best;
       }
     }
-    p->st = answer_finite(p, logits, classes, host + off[p->emb_layer], res->embedding_dim, ln, sd);
+    p->st =
+        answer_finite(p, logits, classes, res->embedding_dim > 0 ? host + off[p->emb_layer] : NULL,
+                      res->embedding_dim, ln, sd);
     if (p->st != NG_OK)
       ng_infer_result_free(res);
   }
