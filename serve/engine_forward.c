@@ -1,0 +1,1008 @@
+/* One batch of the serving engine: the targets' receptive field, the tiered input layer (hot
+ * rows in device memory, cold rows by the mode's strategy, or aggregated near the data by CPU
+ * threads), the model's forward and the answers. docs/serving-engine.md describes the design. */
+#include "engine_state_impl.h"
+
+#include "ng_cpu.h"
+#include "pipeline_impl.h"
+#ifdef NG_HAVE_CUDA
+#include "ng_cuda.h"
+#endif
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- one device batch ---- */
+
+/* Packs host arrays into one buffer copied to the device in one transfer (a host-memory backend
+ * reads them where they are). */
+typedef struct {
+  const void *src;
+  size_t bytes;
+  const void **dst;
+} pack_item;
+
+/* Adds blocks 1.. of `mb` (their indptr, indices, edge and self weights) to the items at n, to
+ * land in dmb's blocks `shift` further on (the raw-input layouts put an identity block first).
+ * Returns the new count. */
+static int pack_upper_blocks(pack_item *items, int n, const ng_minibatch *mb, ng_minibatch *dmb,
+                             int shift) {
+  for (int l = 1; l < mb->n_layers; l++) {
+    const ng_block *b = &mb->blocks[l];
+    ng_block *db = &dmb->blocks[l + shift];
+    items[n++] = (pack_item){b->indptr, ((size_t)b->n_dst + 1) * 4, (const void **)&db->indptr};
+    items[n++] = (pack_item){b->indices, (size_t)b->nnz * 4, (const void **)&db->indices};
+    items[n++] =
+        (pack_item){b->edge_w, b->edge_w ? (size_t)b->nnz * 4 : 0, (const void **)&db->edge_w};
+    items[n++] =
+        (pack_item){b->self_w, b->self_w ? (size_t)b->n_dst * 4 : 0, (const void **)&db->self_w};
+  }
+  return n;
+}
+
+static ng_status upload(lane *ln, pack_item *items, int n, int slot) {
+  if (ln->be->iface->host_memory) {
+    for (int i = 0; i < n; i++)
+      *items[i].dst = items[i].src;
+    return NG_OK;
+  }
+  size_t total = 0;
+  for (int i = 0; i < n; i++)
+    total += (items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
+  total = NG_MAX(total, (size_t)ALIGN);
+  growbuf *host = &ln->pack[slot], *dev = &ln->dev_pack[slot];
+  NG_CHECK(ng__host_reserve(&host->ptr, &host->cap, total, "the batch's staging buffer"));
+  NG_CHECK(ng__bk_reserve(ln->be, &dev->ptr, &dev->cap, total));
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    if (items[i].bytes)
+      memcpy((char *)host->ptr + at, items[i].src, items[i].bytes);
+    *items[i].dst = items[i].src ? (char *)dev->ptr + at : NULL;
+    at += (items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
+  }
+  return ln->be->iface->copy_h2d(ln->be, dev->ptr, host->ptr, NG_MAX(at, (size_t)ALIGN));
+}
+
+/* Carves `bytes` from a bump pointer (NULL base: sizing). */
+static void *carve(char *base, size_t *at, size_t bytes) {
+  void *p = base ? base + *at : NULL;
+  *at += (bytes + ALIGN - 1) / ALIGN * ALIGN;
+  return p;
+}
+
+/* FETCH_AUTO (HYBRID's ordinary batches): PARTIAL when the batch has enough cold edges and
+ * aggregating them near the data at least halves what crosses PCIe, else ZCOPY (see forward). */
+typedef enum { FETCH_TRANSFER, FETCH_ZCOPY, FETCH_PARTIAL, FETCH_AUTO } fetch_kind;
+
+/* FETCH_AUTO's rule: partial aggregation when the cold edges are at least this many and at
+ * least twice the destinations (a state per destination then replaces two rows or more). Below
+ * it, handing the batch to the CPU threads costs more than the device's zero-copy reads. The
+ * serving benchmark on W4 (eval/results/2026-11-25-h100-serve.md) chose it. */
+#define AUTO_PARTIAL_MIN_EDGES 256
+
+/* The cold edges' partial state of destinations [0, nd) on the host: each destination reduced
+ * over its cold edges in edge order, in the operation order of cpu/kernels_impl.h (so the device
+ * reducing staged rows gives the same bits), by `threads` threads over destinations. */
+static void host_partial(const ng_aggr *ag, const int32_t *indptr, const int32_t *src_local,
+                         const float *ew, const float *const *rows_of_local, int32_t nd,
+                         int64_t dim, float *val, int32_t *count, int threads) {
+#pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
+  for (int32_t d = 0; d < nd; d++) {
+    float *acc = val + (int64_t)d * dim;
+    const int32_t b = indptr[d], n = indptr[d + 1] - b;
+    count[d] = n;
+    for (int64_t c = 0; c < dim; c++)
+      acc[c] = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+      const float *x = rows_of_local[src_local[b + i]];
+      const float w = ew ? ew[b + i] : 1.0f;
+      if (ag->reduce == NG_REDUCE_SUM) {
+        if (ew)
+          for (int64_t c = 0; c < dim; c++)
+            acc[c] = acc[c] + w * x[c];
+        else
+          for (int64_t c = 0; c < dim; c++)
+            acc[c] = acc[c] + x[c];
+      } else {
+        const bool is_max = ag->reduce == NG_REDUCE_MAX;
+        for (int64_t c = 0; c < dim; c++) {
+          const float v = ew ? w * x[c] : x[c];
+          if (i == 0 || (is_max ? v > acc[c] : v < acc[c]))
+            acc[c] = v;
+        }
+      }
+    }
+  }
+}
+
+/* The forward pass of one receptive field `mb` on snapshot `s` with cold rows fetched by `how`:
+ * afterwards ex->ws[l].out holds layer l's output, its first n_targets rows the targets'. */
+static ng_status forward(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb, fetch_kind how,
+                         batch_rows *rows) {
+  ng_engine *e = ln->e;
+  ng_backend *be = ln->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t nd = b0->n_dst, ns = b0->n_src;
+  const int64_t dim = s->dim, nnz = b0->nnz;
+  const int64_t *gid = mb->node_ids;
+  const bool weighted = b0->edge_w != NULL;
+
+  /* Host arrays: per source its cold position (-1: hot) and row; the two sub-blocks; the self
+   * rows by tier; the rows the device gathers by zero-copy and those staged by the host. */
+  const size_t need_i32 =
+      2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd + (size_t)ns;
+  const size_t need_i64 = 2 * (size_t)nd + 3 * (size_t)ns;
+  const size_t need_f = 2 * (size_t)nnz;
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+                            "the batch's id arrays"));
+  NG_CHECK(ng__host_reserve(&ln->host_f.ptr, &ln->host_f.cap, (need_f + 1) * sizeof(float),
+                            "the batch's edge weights"));
+  int32_t *cold_pos = ln->host_i32.ptr;
+  int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
+  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
+  int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
+  int32_t *zc_pos = self_cold_pos + nd, *st_pos = zc_pos + ns;
+  int64_t *self_hot_ids = ln->host_i64.ptr, *self_cold_ids = self_hot_ids + nd;
+  int64_t *zc_ids = self_cold_ids + nd, *iota = zc_ids + ns;
+  const float **row_ptr = (const float **)(iota + ns); /* [ns] host row of each cold source */
+  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
+  float *h_ew = ln->host_f.ptr, *c_ew = h_ew + nnz;
+
+  int32_t n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    bool overlay = false;
+    const float *row = ng__srv_feature(s, gid[i], &overlay);
+    if (gid[i] < e->hot && !overlay) {
+      cold_pos[i] = -1;
+    } else {
+      row_ptr[n_cold] = row;
+      cold_pos[i] = n_cold++;
+    }
+  }
+  rows->hot_rows = ns - n_cold;
+  rows->cold_rows = n_cold;
+  int64_t nh = 0, nc = 0;
+  h_indptr[0] = c_indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
+      const int32_t src = b0->indices[ed];
+      if (cold_pos[src] < 0) {
+        h_idx[nh] = (int32_t)gid[src];
+        if (weighted)
+          h_ew[nh] = b0->edge_w[ed];
+        nh++;
+      } else {
+        c_idx[nc] = cold_pos[src];
+        if (weighted)
+          c_ew[nc] = b0->edge_w[ed];
+        nc++;
+      }
+    }
+    h_indptr[d + 1] = (int32_t)nh;
+    c_indptr[d + 1] = (int32_t)nc;
+  }
+  int32_t n_self_hot = 0, n_self_cold = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    if (cold_pos[d] < 0) {
+      self_hot_pos[n_self_hot] = d;
+      self_hot_ids[n_self_hot++] = gid[d];
+    } else {
+      self_cold_pos[n_self_cold] = d;
+      /* TRANSFER, ZCOPY: the row among the cold rows; PARTIAL stages the cold self rows alone,
+       * in this order. */
+      self_cold_ids[n_self_cold] = how == FETCH_PARTIAL ? n_self_cold : cold_pos[d];
+      n_self_cold++;
+    }
+  }
+
+  const size_t row_b = (size_t)dim * sizeof(float);
+  const float *zc_table = e->store.host_dev ? e->store.host_dev : B->host_memory ? e->base_x : NULL;
+  if (how == FETCH_AUTO)
+    how = nc >= AUTO_PARTIAL_MIN_EDGES && nc >= 2 * (int64_t)nd ? FETCH_PARTIAL : FETCH_ZCOPY;
+  if (how == FETCH_ZCOPY && !zc_table)
+    how = FETCH_TRANSFER;
+
+  /* Device memory: hot state, cold state, aggregation, self rows, the cold rows. */
+  const size_t st_rows = (size_t)nd * row_b, st_cnt = (size_t)nd * sizeof(int32_t);
+  const size_t cold_rows_b = (size_t)(how == FETCH_PARTIAL ? 0 : n_cold) * row_b;
+  size_t wbytes = 0;
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_cnt);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_cnt);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, cold_rows_b);
+  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  size_t at = 0;
+  char *w = ln->work.ptr;
+  ng_pstate hot = {carve(w, &at, st_rows), carve(w, &at, st_cnt), nd, dim};
+  ng_pstate cold = {carve(w, &at, st_rows), carve(w, &at, st_cnt), nd, dim};
+  float *agg = carve(w, &at, st_rows), *self = carve(w, &at, st_rows);
+  float *cold_dev = carve(w, &at, cold_rows_b);
+
+  /* First copy: the blocks. The device then starts on the hot part while the host works on
+   * the cold one (on the CUDA backend the ops are queued and return at once). */
+  ng_block hb = {.n_dst = nd, .n_src = (int32_t)NG_MAX(e->hot, (int64_t)nd), .nnz = nh};
+  ng_block cb = {.n_dst = nd, .n_src = NG_MAX(n_cold, nd), .nnz = nc};
+  ng_minibatch dmb = *mb;
+  const float *b0_self_w = NULL, *staged_dev = NULL, *pval_dev = NULL;
+  const int32_t *pcnt_dev = NULL, *shp = NULL, *scp = NULL, *zcp = NULL, *stp = NULL;
+  const int64_t *shi = NULL, *sci = NULL, *zci = NULL, *iota_dev = NULL;
+  pack_item items[16 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(weighted ? h_ew : NULL, weighted ? (size_t)nh * 4 : 0, &hb.edge_w);
+  ITEM(c_indptr, ((size_t)nd + 1) * 4, &cb.indptr);
+  ITEM(nc ? c_idx : NULL, (size_t)nc * 4, &cb.indices);
+  ITEM(weighted ? c_ew : NULL, weighted ? (size_t)nc * 4 : 0, &cb.edge_w);
+  ITEM(b0->self_w, b0->self_w ? (size_t)nd * 4 : 0, &b0_self_w);
+  ITEM(self_hot_pos, (size_t)n_self_hot * 4, &shp);
+  ITEM(self_hot_ids, (size_t)n_self_hot * 8, &shi);
+  ITEM(self_cold_pos, (size_t)n_self_cold * 4, &scp);
+  ITEM(self_cold_ids, (size_t)n_self_cold * 8, &sci);
+  ni = pack_upper_blocks(items, ni, mb, &dmb, 0);
+  NG_CHECK(upload(ln, items, ni, 0));
+  NG_CHECK(B->aggr_partial(be, &e->bare, &hb, e->store.cache, &hot));
+  NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
+
+  /* The host's part, by strategy. */
+  int32_t n_staged = 0, n_zc = 0;
+  float *staged = NULL, *p_val = NULL;
+  int32_t *p_cnt = NULL;
+  if (how == FETCH_PARTIAL) {
+    /* The CPU threads reduce the cold edges near the data; only the states and the cold self
+     * rows cross to the device. */
+    n_staged = n_self_cold;
+    const size_t bytes =
+        (size_t)nd * row_b + (size_t)nd * sizeof(int32_t) + (size_t)n_staged * row_b + 3 * ALIGN;
+    NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, bytes, "the cold rows' staging"));
+    size_t sat = 0;
+    p_val = carve(ln->stage.ptr, &sat, (size_t)nd * row_b);
+    p_cnt = carve(ln->stage.ptr, &sat, (size_t)nd * sizeof(int32_t));
+    staged = carve(ln->stage.ptr, &sat, (size_t)n_staged * row_b);
+    if (nc > 0)
+      host_partial(&e->bare, c_indptr, c_idx, weighted ? c_ew : NULL, row_ptr, nd, dim, p_val,
+                   p_cnt, e->workers);
+    for (int32_t i = 0; i < n_self_cold; i++)
+      memcpy(staged + (int64_t)i * dim, row_ptr[cold_pos[self_cold_pos[i]]], row_b);
+  } else {
+    /* TRANSFER stages every cold row; ZCOPY only those of the delta (replaced or added rows):
+     * the device reads the base table's rows from host memory itself. */
+    NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, (size_t)n_cold * row_b + ALIGN,
+                              "the cold rows' staging"));
+    staged = ln->stage.ptr;
+    for (int32_t i = 0; i < ns; i++) {
+      const int32_t p = cold_pos[i];
+      if (p < 0)
+        continue;
+      if (how == FETCH_ZCOPY && !ng__srv_has_overlay(s, gid[i])) {
+        zc_pos[n_zc] = p;
+        zc_ids[n_zc++] = gid[i];
+      } else {
+        memcpy(staged + (int64_t)n_staged * dim, row_ptr[p], row_b);
+        st_pos[n_staged] = p;
+        iota[n_staged] = n_staged;
+        n_staged++;
+      }
+    }
+  }
+  /* Second copy: what the host made of the cold rows. */
+  ni = 0;
+  ITEM(staged, (size_t)n_staged * row_b, &staged_dev);
+  ITEM(p_val, p_val ? st_rows : 0, &pval_dev);
+  ITEM(p_cnt, p_cnt ? st_cnt : 0, &pcnt_dev);
+  ITEM(zc_pos, (size_t)n_zc * 4, &zcp);
+  ITEM(zc_ids, (size_t)n_zc * 8, &zci);
+  ITEM(st_pos, how == FETCH_PARTIAL ? 0 : (size_t)n_staged * 4, &stp);
+  ITEM(iota, how == FETCH_PARTIAL ? 0 : (size_t)n_staged * 8, &iota_dev);
+#undef ITEM
+  NG_CHECK(upload(ln, items, ni, 1));
+
+  /* The cold part and the rest, in the order of sched/feature_store.c whatever the strategy:
+   * hot partial, cold partial, merge, finalize, self loop. */
+  const float *cold_src = NULL;
+  if (how != FETCH_PARTIAL && n_cold > 0) {
+    if (n_zc > 0)
+      NG_CHECK(B->scatter_rows(be, cold_dev, zcp, zc_table, zci, n_zc, dim, 0.0f, 0));
+    if (n_staged > 0)
+      NG_CHECK(B->scatter_rows(be, cold_dev, stp, staged_dev, iota_dev, n_staged, dim, 0.0f, 0));
+    cold_src = cold_dev;
+  }
+  if (nc > 0) {
+    if (how == FETCH_PARTIAL) {
+      cold.val = (float *)pval_dev;
+      cold.count = (int32_t *)pcnt_dev;
+    } else {
+      NG_CHECK(B->aggr_partial(be, &e->bare, &cb, cold_src, &cold));
+    }
+    NG_CHECK(B->pstate_merge(be, &e->bare, &hot, &cold));
+  }
+  NG_CHECK(B->scatter_rows(be, self, scp, how == FETCH_PARTIAL ? staged_dev : cold_src, sci,
+                           n_self_cold, dim, 0.0f, 0));
+  NG_CHECK(B->pstate_finalize(be, &e->bare, &hot, agg));
+  if (e->model.layers[0].ag.self_loop)
+    NG_CHECK(B->add_self_loop(be, agg, b0_self_w, self, nd, dim));
+  return ng__exec_forward(&ln->ex, &dmb, agg, self, false, 0);
+}
+
+/* ---- GAT: the input layer's attention in online-softmax parts ---- */
+
+/* z [n, kf] = rows[r] W for r < n (W [in, kf] row-major on the host), by `threads` threads over
+ * rows. A row sums its products in the order of its input columns, skipping zero inputs (they add
+ * nothing: an accumulator that starts at +0 never becomes -0, so the bits are the same; bag-of-
+ * words features are mostly zeros), so its bits do not depend on the thread count. */
+static void host_project(const float *const *rows, int64_t n, int64_t in, const float *W,
+                         int64_t kf, float *z, int threads) {
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads) if (threads > 1)
+  for (int64_t r = 0; r < n; r++) {
+    float *o = z + r * kf;
+    const float *h = rows[r];
+    for (int64_t c = 0; c < kf; c++)
+      o[c] = 0.0f;
+    for (int64_t k = 0; k < in; k++) {
+      const float x = h[k];
+      if (x == 0.0f)
+        continue;
+      const float *w = W + k * kf;
+      for (int64_t c = 0; c < kf; c++)
+        o[c] = o[c] + x * w[c];
+    }
+  }
+}
+
+/* The input block's edges split by where their source lies: a source with hot_pos >= 0 goes to
+ * the hot CSR as that position, the others to the cold CSR as cold_pos; *nh and *nc edges. */
+static void split_edges(const ng_block *b0, int32_t nd, const int32_t *hot_pos,
+                        const int32_t *cold_pos, int32_t *h_indptr, int32_t *h_idx,
+                        int32_t *c_indptr, int32_t *c_idx, int64_t *nh, int64_t *nc) {
+  int64_t h = 0, c = 0;
+  h_indptr[0] = c_indptr[0] = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
+      const int32_t src = b0->indices[ed];
+      if (hot_pos[src] >= 0)
+        h_idx[h++] = hot_pos[src];
+      else
+        c_idx[c++] = cold_pos[src];
+    }
+    h_indptr[d + 1] = (int32_t)h;
+    c_indptr[d + 1] = (int32_t)c;
+  }
+  *nh = h;
+  *nc = c;
+}
+
+/* The forward pass of a GAT model (docs/serving-engine.md, "GAT"): the input layer's sources are
+ * split by tier. The device gathers the hot rows from its tier and projects them (z = h W); the
+ * CPU workers project, with the host copy of the fixed weights, every destination's row and each
+ * cold source's row once, and reduce each destination's cold edges into an online-softmax state
+ * (attn_state's order, cpu/attn.c). Only the destinations' projections and those states cross to
+ * the device, which computes the hot part's state (self slot and hot edges), merges the two
+ * (attn_merge), adds the bias and the activation and runs the upper layers as usual. */
+static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
+                             batch_rows *rows) {
+  ng_engine *e = ln->e;
+  ng_backend *be = ln->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_layer *L0 = &e->model.layers[0];
+  const ng_attn *at = &e->at0;
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t nd = b0->n_dst, ns = b0->n_src;
+  const int64_t dim = s->dim, nnz = b0->nnz, kf = L0->cols, cols = ng_attn_state_cols(at);
+  const int64_t *gid = mb->node_ids;
+
+  /* Host arrays: per source its place among the hot rows (-1: cold) and among the CPU's
+   * projected rows (-1: hot and not a destination); the two sub-blocks; the hot rows' ids; the
+   * host rows the CPU projects (the destinations first, then the cold sources). */
+  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz;
+  const size_t need_i64 = 2 * (size_t)ns;
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+                            "the batch's id arrays"));
+  int32_t *hot_pos = ln->host_i32.ptr, *z_pos = hot_pos + ns;
+  int32_t *h_indptr = z_pos + ns, *c_indptr = h_indptr + nd + 1;
+  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
+  int64_t *hot_ids = ln->host_i64.ptr;
+  const float **row_ptr = (const float **)(hot_ids + ns);
+  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
+
+  int32_t n_hot = 0, n_z = nd, n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    bool overlay = false;
+    const float *row = ng__srv_feature(s, gid[i], &overlay);
+    const bool hot = gid[i] < e->hot && !overlay;
+    z_pos[i] = -1;
+    if (i < nd) {
+      row_ptr[i] = row;
+      z_pos[i] = i;
+    }
+    if (hot) {
+      hot_pos[i] = n_hot;
+      hot_ids[n_hot++] = gid[i];
+    } else {
+      hot_pos[i] = -1;
+      n_cold++;
+      if (i >= nd) {
+        row_ptr[n_z] = row;
+        z_pos[i] = n_z++;
+      }
+    }
+  }
+  rows->hot_rows = n_hot;
+  rows->cold_rows = n_cold;
+  int64_t nh = 0, nc = 0;
+  split_edges(b0, nd, hot_pos, z_pos, h_indptr, h_idx, c_indptr, c_idx, &nh, &nc);
+
+  /* The model's layout (ng__model_raw_input): an identity block, then the field's blocks. The
+   * workspace gives layer 0's output rows and its z, which holds the hot rows' projections. */
+  ng_minibatch dmb;
+  memset(&dmb, 0, sizeof dmb);
+  dmb.n_layers = mb->n_layers + 1;
+  dmb.node_ids = mb->node_ids;
+  dmb.n_targets = mb->n_targets;
+  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  for (int l = 0; l < mb->n_layers; l++)
+    dmb.blocks[l + 1] = mb->blocks[l];
+  NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
+  float *z_hot = ln->ex.ws[0].z, *out0 = ln->ex.ws[0].out;
+
+  const size_t hot_x_b = (size_t)n_hot * (size_t)dim * sizeof(float);
+  const size_t state_b = (size_t)nd * (size_t)cols * sizeof(float);
+  size_t wbytes = 0;
+  carve(NULL, &wbytes, hot_x_b);
+  carve(NULL, &wbytes, state_b);
+  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  size_t at_w = 0;
+  float *hot_x = carve(ln->work.ptr, &at_w, hot_x_b);
+  float *h_state = carve(ln->work.ptr, &at_w, state_b);
+
+  /* First copy: the hot sub-block, the hot ids and the upper blocks; the device then gathers
+   * and projects the hot rows while the CPU works on its part. */
+  ng_block hb = {.n_dst = nd, .n_src = NG_MAX(n_hot, nd), .nnz = nh};
+  const int64_t *hot_ids_dev = NULL;
+  const float *z_dst_dev = NULL, *c_state_dev = NULL;
+  pack_item items[8 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
+  NG_CHECK(upload(ln, items, ni, 0));
+  const float *P = ln->ex.params;
+  if (n_hot > 0) {
+    NG_CHECK(B->scatter_rows(be, hot_x, NULL, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
+    NG_CHECK(B->gemm(be, false, false, n_hot, kf, dim, 1.0f, hot_x, dim, P + L0->off_w, kf, 0.0f,
+                     z_hot, kf));
+  }
+
+  /* The CPU's part: each row it needs projected once, then the cold edges' states. */
+  const size_t z_floats = (size_t)n_z * (size_t)kf, st_floats = (size_t)nd * (size_t)cols;
+  NG_CHECK(ng__host_reserve(&ln->gat_z.ptr, &ln->gat_z.cap,
+                            (z_floats + st_floats) * sizeof(float) + ALIGN,
+                            "the projected rows of the CPU's part"));
+  float *z_host = ln->gat_z.ptr, *c_state = z_host + z_floats;
+  const float *hp = e->host_params;
+  host_project(row_ptr, n_z, dim, hp + L0->off_w, kf, z_host, e->workers);
+  const ng_block cb = {
+      .n_dst = nd, .n_src = NG_MAX(n_z, nd), .nnz = nc, .indptr = c_indptr, .indices = c_idx};
+  const int threads = e->workers;
+#pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
+  for (int32_t d = 0; d < nd; d++)
+    ng__attn_state_rows(at, &cb, z_host, z_host, hp + L0->off_att_src, hp + L0->off_att_dst, false,
+                        c_state, d, d + 1);
+
+  /* Second copy: the destinations' projections and the cold states. */
+  ni = 0;
+  ITEM(z_host, (size_t)nd * (size_t)kf * sizeof(float), &z_dst_dev);
+  ITEM(c_state, state_b, &c_state_dev);
+#undef ITEM
+  NG_CHECK(upload(ln, items, ni, 1));
+  NG_CHECK(B->attn_state(be, at, &hb, z_hot, z_dst_dev, P + L0->off_att_src, P + L0->off_att_dst,
+                         true, h_state));
+  NG_CHECK(B->attn_merge(be, at, nd, h_state, c_state_dev, out0));
+  NG_CHECK(B->bias_act_fwd(be, out0, L0->off_b >= 0 ? P + L0->off_b : NULL, nd, L0->out_dim,
+                           L0->o.activation));
+  return ng__exec_forward_upper(&ln->ex, &dmb);
+}
+
+/* ---- SAGE-pool: the input layer's pooled max in partial states ---- */
+
+/* The forward pass of a SAGE-pool model with the input layer split by tier (PARTIAL): the
+ * device gathers its hot rows, pools them (pre = ReLU(h W_pool + b_pool)) and reduces each
+ * destination's hot edges into a max state; the CPU workers pool each cold source row once with
+ * the host copy of the weights and reduce the cold edges into a max state (host_partial); the
+ * device merges the states, finalizes them and combines them with the destinations' own rows
+ * (hot ones from its tier, cold ones staged), then runs the upper layers. */
+static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
+                              batch_rows *rows) {
+  ng_engine *e = ln->e;
+  ng_backend *be = ln->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_layer *L0 = &e->model.layers[0];
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t nd = b0->n_dst, ns = b0->n_src;
+  const int64_t dim = s->dim, nnz = b0->nnz, pd = L0->pre_dim;
+  const int64_t *gid = mb->node_ids;
+  const size_t row_b = (size_t)dim * sizeof(float);
+
+  /* Host arrays: per source its place among the hot rows or among the cold ones; the two
+   * sub-blocks; the destinations' own rows by tier; the hot ids; the cold rows. */
+  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd;
+  const size_t need_i64 = 3 * (size_t)ns + 2 * (size_t)nd;
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+                            "the batch's id arrays"));
+  int32_t *hot_pos = ln->host_i32.ptr, *cold_pos = hot_pos + ns;
+  int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
+  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
+  int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
+  int64_t *hot_ids = ln->host_i64.ptr, *self_hot_ids = hot_ids + ns, *iota = self_hot_ids + nd;
+  const float **row_ptr = (const float **)(iota + nd); /* [ns]: cold rows, then pre rows */
+  const float **pre_ptr = row_ptr + ns;
+  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
+
+  int32_t n_hot = 0, n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    bool overlay = false;
+    const float *row = ng__srv_feature(s, gid[i], &overlay);
+    hot_pos[i] = cold_pos[i] = -1;
+    if (gid[i] < e->hot && !overlay) {
+      hot_pos[i] = n_hot;
+      hot_ids[n_hot++] = gid[i];
+    } else {
+      row_ptr[n_cold] = row;
+      cold_pos[i] = n_cold++;
+    }
+  }
+  rows->hot_rows = n_hot;
+  rows->cold_rows = n_cold;
+  int64_t nh = 0, nc = 0;
+  split_edges(b0, nd, hot_pos, cold_pos, h_indptr, h_idx, c_indptr, c_idx, &nh, &nc);
+  int32_t n_self_hot = 0, n_self_cold = 0;
+  for (int32_t d = 0; d < nd; d++) {
+    if (hot_pos[d] >= 0) {
+      self_hot_pos[n_self_hot] = d;
+      self_hot_ids[n_self_hot++] = gid[d];
+    } else {
+      self_cold_pos[n_self_cold] = d;
+      iota[n_self_cold] = n_self_cold;
+      n_self_cold++;
+    }
+  }
+
+  ng_minibatch dmb;
+  memset(&dmb, 0, sizeof dmb);
+  dmb.n_layers = mb->n_layers + 1;
+  dmb.node_ids = mb->node_ids;
+  dmb.n_targets = mb->n_targets;
+  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  for (int l = 0; l < mb->n_layers; l++)
+    dmb.blocks[l + 1] = mb->blocks[l];
+  NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
+  float *pre_hot = ln->ex.ws[0].pre, *agg = ln->ex.ws[0].agg, *out0 = ln->ex.ws[0].out;
+
+  const size_t hot_x_b = (size_t)n_hot * row_b, st_rows = (size_t)nd * (size_t)pd * sizeof(float);
+  const size_t st_cnt = (size_t)nd * sizeof(int32_t), self_b = (size_t)nd * row_b;
+  size_t wbytes = 0;
+  carve(NULL, &wbytes, hot_x_b);
+  carve(NULL, &wbytes, st_rows);
+  carve(NULL, &wbytes, st_cnt);
+  carve(NULL, &wbytes, self_b);
+  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
+  size_t at_w = 0;
+  float *hot_x = carve(ln->work.ptr, &at_w, hot_x_b);
+  ng_pstate hot = {carve(ln->work.ptr, &at_w, st_rows), carve(ln->work.ptr, &at_w, st_cnt), nd, pd};
+  float *self = carve(ln->work.ptr, &at_w, self_b);
+
+  ng_block hb = {.n_dst = nd, .n_src = NG_MAX(n_hot, nd), .nnz = nh};
+  const int64_t *hot_ids_dev = NULL, *shi = NULL, *iota_dev = NULL;
+  const int32_t *shp = NULL, *scp = NULL, *pcnt_dev = NULL;
+  const float *pval_dev = NULL, *staged_dev = NULL;
+  pack_item items[12 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  ITEM(n_self_hot ? self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
+  ITEM(n_self_hot ? self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
+  ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
+  NG_CHECK(upload(ln, items, ni, 0));
+  const float *P = ln->ex.params;
+  if (n_hot > 0) {
+    NG_CHECK(B->scatter_rows(be, hot_x, NULL, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
+    NG_CHECK(B->gemm(be, false, false, n_hot, pd, dim, 1.0f, hot_x, dim, P + L0->off_w_pre, pd,
+                     0.0f, pre_hot, pd));
+    NG_CHECK(B->bias_act_fwd(be, pre_hot, P + L0->off_b_pre, n_hot, pd, NG_ACT_RELU));
+  }
+  NG_CHECK(B->aggr_partial(be, &e->bare, &hb, pre_hot, &hot));
+  if (n_self_hot > 0)
+    NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
+
+  /* The CPU's part: each cold row pooled once, its cold edges' max states, the cold self rows. */
+  const size_t pre_floats = (size_t)n_cold * (size_t)pd, st_floats = (size_t)nd * (size_t)pd;
+  const size_t bytes =
+      (pre_floats + st_floats) * sizeof(float) + st_cnt + (size_t)n_self_cold * row_b + 4 * ALIGN;
+  NG_CHECK(ng__host_reserve(&ln->gat_z.ptr, &ln->gat_z.cap, bytes, "the pooled rows of the CPU"));
+  size_t sat = 0;
+  float *pre_cold = carve(ln->gat_z.ptr, &sat, pre_floats * sizeof(float));
+  float *p_val = carve(ln->gat_z.ptr, &sat, st_floats * sizeof(float));
+  int32_t *p_cnt = carve(ln->gat_z.ptr, &sat, st_cnt);
+  float *staged = carve(ln->gat_z.ptr, &sat, (size_t)n_self_cold * row_b);
+  const float *hp = e->host_params;
+  host_project(row_ptr, n_cold, dim, hp + L0->off_w_pre, pd, pre_cold, e->workers);
+  const float *b_pre = hp + L0->off_b_pre;
+  const int threads = e->workers;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int32_t r = 0; r < n_cold; r++) { /* bias then ReLU, as bias_act_fwd */
+    float *x = pre_cold + (int64_t)r * pd;
+    for (int64_t c = 0; c < pd; c++) {
+      const float v = x[c] + b_pre[c];
+      x[c] = v > 0.0f ? v : 0.0f;
+    }
+  }
+  for (int32_t r = 0; r < n_cold; r++)
+    pre_ptr[r] = pre_cold + (int64_t)r * pd;
+  host_partial(&e->bare, c_indptr, c_idx, NULL, pre_ptr, nd, pd, p_val, p_cnt, e->workers);
+  for (int32_t i = 0; i < n_self_cold; i++)
+    memcpy(staged + (int64_t)i * dim, row_ptr[cold_pos[self_cold_pos[i]]], row_b);
+
+  ni = 0;
+  ITEM(p_val, st_floats * sizeof(float), &pval_dev);
+  ITEM(p_cnt, st_cnt, &pcnt_dev);
+  ITEM(n_self_cold ? staged : NULL, (size_t)n_self_cold * row_b, &staged_dev);
+  ITEM(n_self_cold ? self_cold_pos : NULL, (size_t)n_self_cold * 4, &scp);
+  ITEM(n_self_cold ? iota : NULL, (size_t)n_self_cold * 8, &iota_dev);
+#undef ITEM
+  NG_CHECK(upload(ln, items, ni, 1));
+  ng_pstate cold = {(float *)pval_dev, (int32_t *)pcnt_dev, nd, pd};
+  if (nc > 0)
+    NG_CHECK(B->pstate_merge(be, &e->bare, &hot, &cold));
+  NG_CHECK(B->pstate_finalize(be, &e->bare, &hot, agg));
+  if (n_self_cold > 0)
+    NG_CHECK(B->scatter_rows(be, self, scp, staged_dev, iota_dev, n_self_cold, dim, 0.0f, 0));
+  NG_CHECK(ng__exec_pool_combine(&ln->ex, 0, nd, self, agg, out0));
+  return ng__exec_forward_upper(&ln->ex, &dmb);
+}
+
+/* The forward pass of a model whose input layer reads raw rows (GAT, SAGE-pool:
+ * ng__model_raw_input) in every strategy but PARTIAL: the device assembles every source row of
+ * the input layer, hot ones from its tier and cold ones staged by the host, and runs the model as
+ * the trainer's evaluation does. */
+static ng_status forward_raw_input(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
+                                   batch_rows *rows) {
+  ng_engine *e = ln->e;
+  ng_backend *be = ln->be;
+  const struct ng_backend_i *B = be->iface;
+  const ng_block *b0 = &mb->blocks[0];
+  const int32_t ns = b0->n_src;
+  const int64_t dim = s->dim, *gid = mb->node_ids;
+  const size_t row_b = (size_t)dim * sizeof(float);
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (2 * (size_t)ns + 1) * 4,
+                            "the batch's index arrays"));
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (2 * (size_t)ns + 1) * 8,
+                            "the batch's id arrays"));
+  int32_t *hot_at = ln->host_i32.ptr, *cold_at = hot_at + ns;
+  int64_t *hot_ids = ln->host_i64.ptr, *iota = hot_ids + ns;
+  int32_t n_hot = 0, n_cold = 0;
+  for (int32_t i = 0; i < ns; i++) {
+    if (gid[i] < e->hot && !ng__srv_has_overlay(s, gid[i])) {
+      hot_at[n_hot] = i;
+      hot_ids[n_hot++] = gid[i];
+    } else {
+      cold_at[n_cold++] = i;
+    }
+  }
+  rows->hot_rows = n_hot;
+  rows->cold_rows = n_cold;
+  NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, (size_t)n_cold * row_b + ALIGN,
+                            "the cold rows' staging"));
+  float *staged = ln->stage.ptr;
+  for (int32_t j = 0; j < n_cold; j++) {
+    bool overlay = false;
+    memcpy(staged + (int64_t)j * dim, ng__srv_feature(s, gid[cold_at[j]], &overlay), row_b);
+    iota[j] = j;
+  }
+  ng_minibatch dmb;
+  memset(&dmb, 0, sizeof dmb);
+  dmb.n_layers = mb->n_layers + 1;
+  dmb.node_ids = mb->node_ids;
+  dmb.n_targets = mb->n_targets;
+  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  const size_t x_b = (size_t)ns * row_b;
+  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(x_b, (size_t)ALIGN)));
+  float *x = ln->work.ptr;
+  const int32_t *hot_at_dev = NULL, *cold_at_dev = NULL;
+  const int64_t *hot_ids_dev = NULL, *iota_dev = NULL;
+  const float *staged_dev = NULL;
+  pack_item items[8 + 4 * NG_MAX_LAYERS];
+  int ni = 0;
+#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
+  ITEM(n_hot ? hot_at : NULL, (size_t)n_hot * 4, &hot_at_dev);
+  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  for (int l = 0; l < mb->n_layers; l++) {
+    const ng_block *src_b = &mb->blocks[l];
+    ng_block *db = &dmb.blocks[l + 1];
+    *db = *src_b;
+    db->t_indptr = db->t_dst = db->t_eid = NULL; /* no backward pass */
+    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
+    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
+    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
+    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
+  }
+  NG_CHECK(upload(ln, items, ni, 0));
+  if (n_hot > 0)
+    NG_CHECK(B->scatter_rows(be, x, hot_at_dev, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
+  ni = 0;
+  ITEM(n_cold ? cold_at : NULL, (size_t)n_cold * 4, &cold_at_dev);
+  ITEM(n_cold ? iota : NULL, (size_t)n_cold * 8, &iota_dev);
+  ITEM(n_cold ? staged : NULL, (size_t)n_cold * row_b, &staged_dev);
+#undef ITEM
+  NG_CHECK(upload(ln, items, ni, 1));
+  if (n_cold > 0)
+    NG_CHECK(B->scatter_rows(be, x, cold_at_dev, staged_dev, iota_dev, n_cold, dim, 0.0f, 0));
+  return ng__exec_forward(&ln->ex, &dmb, NULL, x, false, 0);
+}
+
+/* The batch's distinct targets: a small open-addressing map from a key to its place among them.
+ * The key is the node id, and for sampled requests (node, seed): a node asked for with two
+ * seeds is two targets, each drawing its field with its request's seed. */
+static size_t target_slot(int64_t v, uint64_t seed, size_t mask) {
+  uint64_t hv = (uint64_t)v * 0x9e3779b97f4a7c15ULL ^ seed * 0xc2b2ae3d27d4eb4fULL;
+  return (size_t)(hv ^ (hv >> 32)) & mask;
+}
+
+static uint64_t seed_of(const ng_infer_request *r) {
+  return r->n_fanouts ? r->seed : 0;
+}
+
+static ng_status batch_targets(lane *ln, pending **reqs, int n_req, int32_t *n_targets) {
+  int64_t total = 0;
+  for (int i = 0; i < n_req; i++)
+    total += reqs[i]->req->n;
+  size_t cap = 64;
+  while (cap < (size_t)total * 2)
+    cap *= 2;
+  NG_CHECK(ng__host_reserve(&ln->targets.ptr, &ln->targets.cap, (size_t)total * sizeof(int64_t),
+                            "the batch's targets"));
+  NG_CHECK(ng__host_reserve(&ln->target_seeds.ptr, &ln->target_seeds.cap,
+                            (size_t)total * sizeof(uint64_t), "the batch's targets"));
+  NG_CHECK(ng__host_reserve(&ln->map_keys.ptr, &ln->map_keys.cap, cap * sizeof(int64_t),
+                            "the batch's target map"));
+  NG_CHECK(ng__host_reserve(&ln->map_seeds.ptr, &ln->map_seeds.cap, cap * sizeof(uint64_t),
+                            "the batch's target map"));
+  NG_CHECK(ng__host_reserve(&ln->map_vals.ptr, &ln->map_vals.cap, cap * sizeof(int32_t),
+                            "the batch's target map"));
+  int64_t *keys = ln->map_keys.ptr, *targets = ln->targets.ptr;
+  uint64_t *kseeds = ln->map_seeds.ptr, *seeds = ln->target_seeds.ptr;
+  int32_t *vals = ln->map_vals.ptr;
+  memset(keys, 0xff, cap * sizeof *keys);
+  int32_t n = 0;
+  for (int i = 0; i < n_req; i++) {
+    const ng_infer_request *r = reqs[i]->req;
+    const uint64_t sd = seed_of(r);
+    for (int64_t j = 0; j < r->n; j++) {
+      const int64_t v = r->node_ids[j];
+      size_t h = target_slot(v, sd, cap - 1);
+      while (keys[h] != -1 && (keys[h] != v || kseeds[h] != sd))
+        h = (h + 1) & (cap - 1);
+      if (keys[h] == -1) {
+        keys[h] = v;
+        kseeds[h] = sd;
+        vals[h] = n;
+        seeds[n] = sd;
+        targets[n++] = v;
+      }
+    }
+  }
+  ln->map_cap = cap;
+  *n_targets = n;
+  return NG_OK;
+}
+
+static int32_t target_of(const lane *ln, int64_t v, uint64_t seed) {
+  const int64_t *keys = ln->map_keys.ptr;
+  const uint64_t *kseeds = ln->map_seeds.ptr;
+  const int32_t *vals = ln->map_vals.ptr;
+  const size_t cap = ln->map_cap;
+  size_t h = target_slot(v, seed, cap - 1);
+  while (keys[h] != v || kseeds[h] != seed)
+    h = (h + 1) & (cap - 1);
+  return vals[h];
+}
+
+/* Which strategy fetches the cold rows of a batch: the mode's, and near-data partial
+ * aggregation for hub requests in the modes that have it. */
+static fetch_kind strategy(const ng_engine *e, bool hub) {
+  switch (e->mode) {
+  case NG_MODE_BASELINE:
+    return FETCH_TRANSFER;
+  case NG_MODE_ZEROCOPY:
+    return FETCH_ZCOPY;
+  case NG_MODE_PARTIAL:
+    return FETCH_PARTIAL;
+  case NG_MODE_HYBRID:
+    return hub ? FETCH_PARTIAL : FETCH_AUTO;
+  default: /* CPU, HYBRID_STATIC */
+    return hub ? FETCH_PARTIAL : FETCH_TRANSFER;
+  }
+}
+
+/* The cache's layer-0 rows of missing nodes: the engine's forward pass (serve/ecache.c). */
+typedef struct {
+  lane *ln;
+  fetch_kind how;
+} ecache_arg;
+
+static ng_status ecache_layer0(void *arg, const ng_srv_snap *s, const ng_minibatch *mb,
+                               int64_t *hot_rows, int64_t *cold_rows) {
+  const ecache_arg *a = arg;
+  batch_rows rows = {0, 0};
+  ng_status st = forward(a->ln, s, mb, a->how, &rows);
+  *hot_rows = rows.hot_rows;
+  *cold_rows = rows.cold_rows;
+  return st;
+}
+
+/* A request's answer must be finite: a NaN or infinity (a feature row that overflows the model,
+ * a damaged weight) is an error naming the first nodes it reached, never a 200 with null logits
+ * or class 0 (docs/guarantees.md). Checks the rows the request reads: its logits, and its
+ * embedding layer's rows when it asked for them (ed > 0). */
+static ng_status answer_finite(pending *p, const float *logits, int64_t classes, const float *emb,
+                               int64_t ed, const lane *ln, uint64_t sd) {
+  const ng_infer_request *r = p->req;
+  int64_t bad[3], n_bad = 0;
+  for (int64_t j = 0; j < r->n; j++) {
+    const int32_t t = target_of(ln, r->node_ids[j], sd);
+    bool ok = true;
+    for (int64_t c = 0; c < classes && ok; c++)
+      ok = isfinite(logits[(size_t)t * (size_t)classes + (size_t)c]);
+    for (int64_t c = 0; c < ed && ok; c++)
+      ok = isfinite(emb[(size_t)t * (size_t)ed + (size_t)c]);
+    if (!ok && n_bad++ < 3)
+      bad[n_bad - 1] = r->node_ids[j];
+  }
+  if (n_bad == 0)
+    return NG_OK;
+  char ids[96] = "";
+  for (int64_t i = 0; i < NG_MIN(n_bad, 3); i++)
+    snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%lld", i ? ", " : "",
+             (long long)bad[i]);
+  snprintf(p->err, sizeof p->err,
+           "engine: the answer is not finite (NaN or infinity) for %lld of the request's %lld "
+           "nodes (%s%s): a feature row or a weight overflows the model",
+           (long long)n_bad, (long long)r->n, ids, n_bad > 3 ? ", ..." : "");
+  return NG_ERR_NONFINITE;
+}
+
+/* Computes a batch of compatible requests (same sampling) and fills their results. */
+ng_status ng__engine_run_batch(lane *ln, pending **reqs, int n_req, double t0,
+                               batch_rows *rows_out) {
+  ng_engine *e = ln->e;
+  const struct ng_model *m = &e->model;
+  const ng_infer_request *r0 = reqs[0]->req;
+  int32_t n_targets = 0;
+  NG_CHECK(batch_targets(ln, reqs, n_req, &n_targets));
+  ng_srv_snap *s = ng__engine_snap_acquire(e);
+  ng_minibatch mb;
+  ng_status st = NG_OK;
+  batch_rows rows = {0, 0};
+  if (e->ecache && r0->n_fanouts == 0) { /* full neighbourhoods from cached layer-0 rows */
+    ecache_arg a = {ln, strategy(e, reqs[0]->hub)};
+    const ng_ecache_ctx cx = {&ln->ex, ln->be, m, ln->field, e->gcn, ecache_layer0, &a};
+    st = ng__ecache_forward(e->ecache, ln->ecache_work, &cx, s, ln->targets.ptr, n_targets,
+                            &rows.hot_rows, &rows.cold_rows);
+  } else {
+    /* Sampled batches give each target its request's seed; a batch's requests share fanouts. */
+    st = ng__srv_field_build(&mb, ln->field, s, m->n_layers, reqs[0]->fanout, e->gcn,
+                             r0->n_fanouts ? ln->target_seeds.ptr : NULL, ln->targets.ptr,
+                             n_targets);
+  }
+  if (st == NG_OK && !(e->ecache && r0->n_fanouts == 0)) {
+    const fetch_kind how = strategy(e, reqs[0]->hub);
+    if (!ng__model_raw_input(m))
+      st = forward(ln, s, &mb, how, &rows);
+    else if (how != FETCH_PARTIAL)
+      st = forward_raw_input(ln, s, &mb, &rows);
+    else if (e->gat)
+      st = forward_gat(ln, s, &mb, &rows);
+    else
+      st = forward_pool(ln, s, &mb, &rows);
+  }
+  ng__srv_snap_unref(s);
+  if (st != NG_OK)
+    return st;
+  *rows_out = rows;
+  /* The outputs the batch's requests want, copied back once per layer. */
+  bool want[NG_MAX_LAYERS] = {false};
+  want[m->n_layers - 1] = true;
+  for (int i = 0; i < n_req; i++)
+    if (reqs[i]->req->outputs & NG_OUT_EMBEDDING)
+      want[reqs[i]->emb_layer] = true;
+  size_t off[NG_MAX_LAYERS], total = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    off[l] = total;
+    if (want[l])
+      total += (size_t)n_targets * (size_t)m->layers[l].out_dim;
+  }
+  NG_CHECK(ng__host_reserve(&ln->out_host.ptr, &ln->out_host.cap, total * sizeof(float),
+                            "the batch's outputs"));
+  float *host = ln->out_host.ptr;
+  for (int l = 0; l < m->n_layers; l++)
+    if (want[l])
+      NG_CHECK(ln->be->iface->copy_d2h(ln->be, host + off[l], ln->ex.ws[l].out,
+                                       (size_t)n_targets * (size_t)m->layers[l].out_dim *
+                                           sizeof(float)));
+  const double t1 = now_us();
+  const int64_t classes = m->layers[m->n_layers - 1].out_dim;
+  const float *logits = host + off[m->n_layers - 1];
+  for (int i = 0; i < n_req; i++) {
+    pending *p = reqs[i];
+    const ng_infer_request *r = p->req;
+    ng_infer_result *res = p->res;
+    const unsigned outs = r->outputs ? r->outputs : NG_OUT_LOGITS;
+    res->n = r->n;
+    res->classes = classes;
+    res->embedding_dim = (outs & NG_OUT_EMBEDDING) ? m->layers[p->emb_layer].out_dim : 0;
+    res->hub = p->hub;
+    res->batch_nodes = n_targets;
+    res->hot_rows = rows.hot_rows;
+    res->cold_rows = rows.cold_rows;
+    res->queue_us = t0 - p->t_enq;
+    res->compute_us = t1 - t0;
+    if (outs & NG_OUT_LOGITS)
+      res->logits = malloc((size_t)r->n * (size_t)classes * sizeof(float) + 1);
+    if (outs & NG_OUT_EMBEDDING)
+      res->embedding = malloc((size_t)r->n * (size_t)res->embedding_dim * sizeof(float) + 1);
+    if (outs & NG_OUT_CLASS)
+      res->cls = malloc((size_t)r->n * sizeof(int64_t) + 1);
+    if (((outs & NG_OUT_LOGITS) && !res->logits) ||
+        ((outs & NG_OUT_EMBEDDING) && !res->embedding) || ((outs & NG_OUT_CLASS) && !res->cls)) {
+      ng_infer_result_free(res);
+      p->st = NG_ERR_NOMEM;
+      snprintf(p->err, sizeof p->err, "engine: out of memory for the answer of %lld nodes",
+               (long long)r->n);
+      continue;
+    }
+    const uint64_t sd = seed_of(r);
+    for (int64_t j = 0; j < r->n; j++) {
+      const int32_t t = target_of(ln, r->node_ids[j], sd);
+      const float *row = logits + (size_t)t * (size_t)classes;
+      if (res->logits)
+        memcpy(res->logits + j * classes, row, (size_t)classes * sizeof(float));
+      if (res->embedding) {
+        const int64_t ed = res->embedding_dim;
+        memcpy(res->embedding + j * ed, host + off[p->emb_layer] + (size_t)t * (size_t)ed,
+               (size_t)ed * sizeof(float));
+      }
+      if (res->cls) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < classes; c++)
+          if (row[c] > row[best])
+            best = c;
+        res->cls[j] = best;
+      }
+    }
+    p->st =
+        answer_finite(p, logits, classes, res->embedding_dim > 0 ? host + off[p->emb_layer] : NULL,
+                      res->embedding_dim, ln, sd);
+    if (p->st != NG_OK)
+      ng_infer_result_free(res);
+  }
+  return NG_OK;
+}
+
+/* Whether two requests may share a device batch: full neighbourhoods, or the same fanouts
+ * (whatever their seeds: each target draws with its own request's seed, batch_targets). */

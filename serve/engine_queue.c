@@ -1,0 +1,327 @@
+/* The serving engine's admission and lanes: deadlines, admission by predicted wait, batching of
+ * compatible requests, and the lane threads that run the batches. docs/serving-engine.md. */
+#include "engine_state_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool compatible(const pending *a, const pending *b) {
+  if (a->req->n_fanouts != b->req->n_fanouts)
+    return false;
+  if (a->req->n_fanouts == 0)
+    return true;
+  return memcmp(a->fanout, b->fanout, sizeof a->fanout) == 0;
+}
+
+/* The lane that serves request `p`: the hub lane for hub requests. */
+static lane *lane_of(ng_engine *e, const pending *p) {
+  return &e->lanes[p->hub ? LANE_HUB : LANE_MAIN];
+}
+
+/* Unlinks queued request `p` (its predecessor `prev` in its lane's queue, NULL at the head) and
+ * takes it off the queue's counts. Under e->mu. */
+static void unlink_pending(lane *ln, pending *p, pending *prev) {
+  if (prev)
+    prev->next = p->next;
+  else
+    ln->head = p->next;
+  if (ln->tail == p)
+    ln->tail = prev;
+  p->next = NULL;
+  ln->queued_nodes -= p->req->n;
+  ln->queued_work -= p->work;
+}
+
+/* Answers queued request `p`, whose deadline passed before it could start, as busy: it is never
+ * computed. Under e->mu, with p already unlinked. */
+static void expire(ng_engine *e, pending *p, double now) {
+  p->st = NG_ERR_STATE;
+  snprintf(p->err, sizeof p->err,
+           "engine busy: the request waited %.1f ms and could not start before its deadline "
+           "(timeout_ms %lld); retry later",
+           (now - p->t_enq) / 1e3, (long long)p->timeout_ms);
+  p->done = true;
+  e->admitted--;
+  e->stats.timed_out++;
+}
+
+/* The lane's measured cost after a batch of `work` units computed in `us`: an EWMA of the cost
+ * per unit, weighted towards recent batches so that it follows the load. Under e->mu. */
+static void measure(const ng_engine *e, lane *ln, int64_t work, double us) {
+  if (e->cost_fixed || work <= 0)
+    return;
+  const double per = us / (double)work;
+  ln->us_per_work = ln->us_per_work > 0.0 ? 0.8 * ln->us_per_work + 0.2 * per : per;
+}
+
+/* The test hook's hold (ng__engine_test_hold_hub): a hub batch, once taken, waits here until the
+ * test releases it. Under e->mu. */
+static void hold_hub_batch(ng_engine *e) {
+  if (!e->hold_hub)
+    return;
+  e->hub_held++;
+  pthread_cond_broadcast(&e->done_cv);
+  while (e->hold_hub)
+    pthread_cond_wait(&e->done_cv, &e->mu);
+  e->hub_held--;
+}
+
+/* A lane's thread: it forms batches from its own queue and computes them on its own backend.
+ * The main lane merges compatible ordinary requests; the hub lane runs each hub request alone
+ * and at once (it does not wait max_delay_us). */
+void *ng__engine_lane_main(void *arg) {
+  lane *ln = arg;
+  ng_engine *e = ln->e;
+  pending *batch[1024];
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    while ((!ln->head || e->paused) && !e->stopping)
+      pthread_cond_wait(&e->work_cv, &e->mu);
+    if (!ln->head)
+      break; /* stopping, and every request of this lane is answered */
+    /* Wait for others to join the oldest request, up to max_delay_us or a full batch. A hub
+     * request runs alone and starts at once. */
+    const double delay_end = ln->head->t_enq + (double)e->o.max_delay_us;
+    while (!e->stopping && !e->paused && ln->head && !ln->head->hub &&
+           ln->queued_nodes < e->o.max_batch && ln->queued_work < e->o.max_batch_work &&
+           now_us() < delay_end)
+      wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, ln->head->deadline_us));
+    if (!ln->head || (e->paused && !e->stopping))
+      continue; /* the head left (its deadline passed), or a test paused the lanes */
+    /* Take the oldest request, then every later compatible one that fits; requests whose
+     * deadline has passed are answered busy instead, never computed. */
+    int n = 0;
+    int64_t nodes = 0, work = 0;
+    pending *p = ln->head, *prev = NULL;
+    const pending *first = NULL;
+    const double now = now_us();
+    while (p && n < (int)NG_ARRAY_LEN(batch)) {
+      pending *next = p->next;
+      if (now >= p->deadline_us) {
+        unlink_pending(ln, p, prev);
+        expire(e, p, now);
+        p = next;
+        continue;
+      }
+      const bool take =
+          !first || (!first->hub && !p->hub && compatible(first, p) &&
+                     nodes + p->req->n <= e->o.max_batch && work + p->work <= e->o.max_batch_work);
+      if (take) {
+        unlink_pending(ln, p, prev);
+        p->taken = true;
+        batch[n++] = p;
+        nodes += p->req->n;
+        work += p->work;
+        if (!first)
+          first = p;
+      } else {
+        prev = p;
+      }
+      if (first && (first->hub || nodes >= e->o.max_batch || work >= e->o.max_batch_work))
+        break;
+      p = next;
+    }
+    pthread_cond_broadcast(&e->done_cv); /* the callers of expired requests */
+    if (n == 0)
+      continue;
+    ln->running_work = work;
+    if (first->hub)
+      hold_hub_batch(e);
+    pthread_mutex_unlock(&e->mu);
+
+    const double t0 = now_us();
+    batch_rows rows = {0, 0};
+    ng_status st = ng__engine_run_batch(ln, batch, n, t0, &rows);
+    char msg[512] = "";
+    if (st != NG_OK)
+      snprintf(msg, sizeof msg, "%s", ng_last_error());
+    const double t1 = now_us();
+
+    pthread_mutex_lock(&e->mu);
+    ln->running_work = 0;
+    if (st == NG_OK)
+      measure(e, ln, work, t1 - t0);
+    e->stats.batches++;
+    e->stats.batch_nodes += nodes;
+    e->stats.hot_rows += rows.hot_rows;
+    e->stats.cold_rows += rows.cold_rows;
+    for (int i = 0; i < n; i++) {
+      pending *q = batch[i];
+      if (st != NG_OK) {
+        ng_infer_result_free(q->res);
+        q->st = st;
+        snprintf(q->err, sizeof q->err, "%s", msg);
+      }
+      q->done = true;
+    }
+    e->admitted -= n;
+    pthread_cond_broadcast(&e->done_cv);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+void ng__engine_test_pause(ng_engine *e, bool paused) {
+  pthread_mutex_lock(&e->mu);
+  e->paused = paused;
+  pthread_cond_broadcast(&e->work_cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+void ng__engine_test_cost(ng_engine *e, double us_per_work) {
+  pthread_mutex_lock(&e->mu);
+  for (int k = 0; k < N_LANES; k++)
+    e->lanes[k].us_per_work = us_per_work;
+  e->cost_fixed = us_per_work > 0.0;
+  pthread_mutex_unlock(&e->mu);
+}
+
+void ng__engine_test_hold_hub(ng_engine *e, bool hold) {
+  pthread_mutex_lock(&e->mu);
+  e->hold_hub = hold;
+  pthread_cond_broadcast(&e->done_cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+bool ng__engine_test_hub_held(ng_engine *e, double timeout_s) {
+  pthread_mutex_lock(&e->mu);
+  const double until = now_us() + timeout_s * 1e6;
+  while (e->hub_held == 0 && now_us() < until)
+    wait_until(&e->done_cv, &e->mu, until);
+  const bool held = e->hub_held > 0;
+  pthread_mutex_unlock(&e->mu);
+  return held;
+}
+
+/* ---- the API ---- */
+
+/* Checks a request against the engine and the current node count. */
+static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending *p) {
+  const struct ng_model *m = &e->model;
+  if (!r)
+    return ng__err(NG_ERR_INVALID_ARG, "request is NULL");
+  if (r->n < 1 || r->n > e->o.max_request_nodes || !r->node_ids)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "request has %lld node ids; send 1 to %lld (max_request_nodes)", (long long)r->n,
+                   (long long)e->o.max_request_nodes);
+  if (r->outputs & ~(unsigned)(NG_OUT_LOGITS | NG_OUT_EMBEDDING | NG_OUT_CLASS))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "request outputs 0x%x: unknown bits (logits 1, embedding "
+                   "2, class 4)",
+                   r->outputs);
+  p->emb_layer = r->embedding_layer >= 0 ? r->embedding_layer : NG_MAX(0, m->n_layers - 2);
+  if ((r->outputs & NG_OUT_EMBEDDING) && p->emb_layer >= m->n_layers)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "embedding_layer %d does not exist: the model has layers 0 .. %d",
+                   (int)r->embedding_layer, m->n_layers - 1);
+  if (r->n_fanouts != 0 && r->n_fanouts != m->n_layers)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "request gives %d fanouts; give one per layer (%d) or none (full "
+                   "neighbourhood)",
+                   (int)r->n_fanouts, m->n_layers);
+  for (int l = 0; l < m->n_layers; l++) {
+    p->fanout[l] = r->n_fanouts ? r->fanout[l] : -1;
+    if (p->fanout[l] == 0 || p->fanout[l] < -1)
+      return ng__err(NG_ERR_INVALID_ARG, "fanout %d of layer %d: use a positive count or -1 (all)",
+                     (int)p->fanout[l], l);
+  }
+  if (r->timeout_ms < 0 || r->timeout_ms > NG_ENGINE_MAX_TIMEOUT_MS)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "timeout_ms %lld: give 1 to %d ms, or 0 for the engine's default (%lld ms)",
+                   (long long)r->timeout_ms, NG_ENGINE_MAX_TIMEOUT_MS,
+                   (long long)e->o.request_timeout_ms);
+  p->timeout_ms = r->timeout_ms ? r->timeout_ms : e->o.request_timeout_ms;
+  ng_srv_snap *s = ng__engine_snap_acquire(e);
+  ng_status st = NG_OK;
+  for (int64_t j = 0; j < r->n; j++) {
+    if (r->node_ids[j] < 0 || r->node_ids[j] >= s->nodes) {
+      st = ng__err(NG_ERR_INVALID_ARG, "node_ids[%lld] = %lld is not a node (0 .. %lld)",
+                   (long long)j, (long long)r->node_ids[j], (long long)s->nodes - 1);
+      break;
+    }
+  }
+  if (st == NG_OK) {
+    const int64_t edges =
+        ng__srv_field_estimate(s, m->n_layers, p->fanout, r->node_ids, r->n, e->hub_edges);
+    p->hub = edges > e->hub_edges;
+    p->work = edges + r->n;
+  }
+  ng__srv_snap_unref(s);
+  return st;
+}
+
+ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_result *res) {
+  NG_CHECK(ng__engine_check(e));
+  if (!res)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_engine_infer: result is NULL");
+  memset(res, 0, sizeof *res);
+  pending p;
+  memset(&p, 0, sizeof p);
+  NG_CHECK(check_request(e, req, &p));
+  p.req = req;
+  p.res = res;
+  p.t_enq = now_us();
+  p.deadline_us = p.t_enq + (double)p.timeout_ms * 1e3;
+  pthread_mutex_lock(&e->mu);
+  if (e->stopping) {
+    pthread_mutex_unlock(&e->mu);
+    return ng__err(NG_ERR_STATE, "engine is draining: no new requests");
+  }
+  if (e->admitted >= e->o.queue_cap) {
+    e->stats.rejected_busy++;
+    pthread_mutex_unlock(&e->mu);
+    return ng__err(NG_ERR_STATE, "engine busy: %d requests admitted and not answered (queue_cap)",
+                   e->o.queue_cap);
+  }
+  /* Admission by predicted wait: the work queued and computing ahead of this request at the
+   * measured cost. Refused at once when it would start after its deadline: answering busy now
+   * costs the client nothing, computing it late would cost the requests behind it. */
+  lane *ln = lane_of(e, &p);
+  const double wait_us = (double)(ln->queued_work + ln->running_work) * ln->us_per_work;
+  if (p.t_enq + wait_us > p.deadline_us) {
+    e->stats.rejected_deadline++;
+    pthread_mutex_unlock(&e->mu);
+    return ng__err(NG_ERR_STATE,
+                   "engine busy: the predicted wait, %.1f ms, passes the request's deadline "
+                   "(timeout_ms %lld); retry later",
+                   wait_us / 1e3, (long long)p.timeout_ms);
+  }
+  e->admitted++;
+  e->callers++;
+  e->stats.requests++;
+  e->stats.request_nodes += req->n;
+  e->stats.hub_requests += p.hub;
+  ln->queued_nodes += req->n;
+  ln->queued_work += p.work;
+  if (ln->tail)
+    ln->tail->next = &p;
+  else
+    ln->head = &p;
+  ln->tail = &p;
+  pthread_cond_broadcast(&e->work_cv); /* both lanes wait on it */
+  while (!p.done) {
+    if (!p.taken && now_us() >= p.deadline_us) {
+      /* Still queued at its deadline: leave the queue unanswered by the device. */
+      pending *prev = NULL;
+      for (pending *q = ln->head; q && q != &p; q = q->next)
+        prev = q;
+      unlink_pending(ln, &p, prev);
+      expire(e, &p, now_us());
+      pthread_cond_broadcast(&e->work_cv); /* its lane may be waiting on this head */
+      break;
+    }
+    if (p.taken)
+      pthread_cond_wait(&e->done_cv, &e->mu);
+    else
+      wait_until(&e->done_cv, &e->mu, p.deadline_us);
+  }
+  e->callers--;
+  if (e->stopping)
+    pthread_cond_broadcast(&e->done_cv);
+  pthread_mutex_unlock(&e->mu);
+  if (p.st != NG_OK)
+    return ng__err(p.st, "%s", p.err);
+  return NG_OK;
+}
