@@ -13,8 +13,11 @@
 #include "npy_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -735,6 +738,84 @@ static ng_status check_meta(const char *path, const struct ng_dataset *ds, const
   return st;
 }
 
+/* Reads the rows of a float32 .npy [rows, dim] with pread, through a window of consecutive rows
+ * (one row when they are read out of order): the file is never mapped, so its pages do not count
+ * in the server's resident memory, whose bound holds the cache but not its source. */
+typedef struct {
+  int fd;
+  const char *path;
+  size_t data_offset, row_b;
+  int64_t rows;
+  char *win;
+  int64_t win_first, win_n, win_cap;
+} row_reader;
+
+static ng_status reader_open(row_reader *rr, const char *path, int64_t rows, int64_t dim,
+                             bool in_order) {
+  memset(rr, 0, sizeof *rr);
+  rr->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (rr->fd < 0)
+    return ng__err_errno(NG_ERR_IO, errno, "embedding cache prefill: %s", path);
+  rr->path = path;
+  char head[4096];
+  const ssize_t got = pread(rr->fd, head, sizeof head, 0);
+  ng_npy_header hdr;
+  struct stat sb;
+  ng_status st = got < 0 ? ng__err_errno(NG_ERR_IO, errno, "%s", path)
+                         : ng__npy_parse_header(&hdr, head, (size_t)got, path);
+  if (st == NG_OK &&
+      (hdr.dtype != NG_DTYPE_F32 || hdr.ndim != 2 || hdr.shape[0] != rows || hdr.shape[1] != dim))
+    st = ng__err(NG_ERR_FORMAT, "%s: %s of %d dimensions [%lld, ...], not float32 [%lld, %lld]",
+                 path, ng__dtype_name(hdr.dtype), hdr.ndim, (long long)hdr.shape[0],
+                 (long long)rows, (long long)dim);
+  if (st == NG_OK && (fstat(rr->fd, &sb) || (size_t)sb.st_size != hdr.data_offset + hdr.nbytes))
+    st = ng__err(NG_ERR_FORMAT, "%s: %lld bytes, not the %zu its header implies (cut short?)", path,
+                 (long long)sb.st_size, hdr.data_offset + hdr.nbytes);
+  if (st == NG_OK) {
+    rr->data_offset = hdr.data_offset;
+    rr->row_b = (size_t)dim * sizeof(float);
+    rr->rows = rows;
+    rr->win_cap = in_order ? NG_MAX((int64_t)1, (int64_t)((4 << 20) / rr->row_b)) : 1;
+    rr->win = ng__malloc((size_t)rr->win_cap * rr->row_b, "the prefill's read window");
+    if (!rr->win)
+      st = NG_ERR_NOMEM;
+  }
+  if (st != NG_OK) {
+    close(rr->fd);
+    rr->fd = -1;
+  }
+  return st;
+}
+
+/* Row r into dst. */
+static ng_status reader_row(row_reader *rr, int64_t r, float *dst) {
+  if (r < rr->win_first || r >= rr->win_first + rr->win_n) {
+    const int64_t n = NG_MIN(rr->win_cap, rr->rows - r);
+    const size_t want = (size_t)n * rr->row_b;
+    size_t done = 0;
+    while (done < want) {
+      const ssize_t k = pread(rr->fd, rr->win + done, want - done,
+                              (off_t)(rr->data_offset + (size_t)r * rr->row_b + done));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return k < 0 ? ng__err_errno(NG_ERR_IO, errno, "%s", rr->path)
+                     : ng__err(NG_ERR_IO, "%s: ends early", rr->path);
+      done += (size_t)k;
+    }
+    rr->win_first = r;
+    rr->win_n = n;
+  }
+  memcpy(dst, rr->win + (size_t)(r - rr->win_first) * rr->row_b, rr->row_b);
+  return NG_OK;
+}
+
+static void reader_close(row_reader *rr) {
+  if (rr->fd >= 0)
+    close(rr->fd);
+  free(rr->win);
+}
+
 static void bit_set(uint8_t *bits, int64_t v) {
   bits[v >> 3] = (uint8_t)(bits[v >> 3] | (1u << (v & 7)));
 }
@@ -757,18 +838,12 @@ ng_status ng__ecache_prefill(ng_ecache *c, int64_t *rows, const char *path,
     return ng__err(NG_ERR_INVALID_ARG, "embedding cache prefill: the cache is off; give it a size "
                                        "(embedding_cache_bytes, --embedding-cache SIZE)");
   NG_CHECK(check_meta(path, ds, checkpoint, c->dim));
-  ng_npy npy;
-  NG_CHECK(ng__npy_map(&npy, path, false));
   const int64_t nodes = c->base->nodes, dim = c->dim;
-  if (npy.hdr.dtype != NG_DTYPE_F32 || npy.hdr.ndim != 2 || npy.hdr.shape[0] != nodes ||
-      npy.hdr.shape[1] != dim) {
-    ng__npy_close(&npy);
-    return ng__err(NG_ERR_FORMAT, "%s: %s of %d dimensions, not float32 [%lld, %lld]", path,
-                   ng__dtype_name(npy.hdr.dtype), npy.hdr.ndim, (long long)nodes, (long long)dim);
-  }
   /* Row r of the file is node r, or, in a renumbered dataset, the node whose original id is r
    * (as neargnn embed writes every node). */
   const int64_t *orig = ds->info.orig_ids ? ds->arrays[NG_ARR_ORIG_ID].data : NULL;
+  row_reader rr;
+  NG_CHECK(reader_open(&rr, path, nodes, dim, orig == NULL));
   ng_status st = NG_OK;
   /* What the replayed updates changed since the base (the snapshot's delta): nodes whose own
    * inputs changed (their neighbour row or feature row replaced: `own`), and nodes whose change
@@ -795,8 +870,8 @@ ng_status ng__ecache_prefill(ng_ecache *c, int64_t *rows, const char *path,
     }
   }
   const ng_csr *g = c->base;
-  const size_t row_b = (size_t)dim * sizeof(float);
   int64_t loaded = 0;
+  /* The lanes have not started: nobody waits for the lock while the rows are read. */
   pthread_mutex_lock(&c->mu);
   for (int64_t v = 0; v < nodes && c->n_free > 0 && st == NG_OK && !c->broken; v++) {
     if (changed) {
@@ -816,19 +891,19 @@ ng_status ng__ecache_prefill(ng_ecache *c, int64_t *rows, const char *path,
     c->ver[slot] = c->version;
     c->ref[slot] = 0; /* not yet used: the first evicted */
     const int64_t r = orig ? orig[v] : v;
-    if (r < 0 || r >= nodes) {
-      st = ng__err(NG_ERR_FORMAT, "%s: node %lld's original id %lld has no row", path, (long long)v,
-                   (long long)r);
+    st = r < 0 || r >= nodes ? ng__err(NG_ERR_FORMAT, "%s: node %lld's original id %lld has no row",
+                                       path, (long long)v, (long long)r)
+                             : reader_row(&rr, r, c->rows + (size_t)slot * (size_t)dim);
+    if (st != NG_OK) {
       slot_drop(c, slot);
       break;
     }
-    memcpy(c->rows + (size_t)slot * (size_t)dim, (const char *)npy.data + (size_t)r * row_b, row_b);
     loaded++;
   }
   pthread_mutex_unlock(&c->mu);
   free(own);
   free(reach);
-  ng__npy_close(&npy);
+  reader_close(&rr);
   *rows = loaded;
   return st;
 }

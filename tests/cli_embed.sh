@@ -128,36 +128,45 @@ serve_start() {
     sleep 0.05
   done
 }
-serve_start --dataset "$TMP/cora" --checkpoint "$TMP/ck.safetensors" \
-  --embedding-cache 4M --embedding-cache-prefill "$TMP/l0.npy"
-if [ -z "$SURL" ]; then
-  fail "serve with a prefill did not start: $(cat "$TMP/serve.err")"
-else
-  $PY - "$SURL" "$TMP" <<'PY' || fail "the prefilled server disagrees with embed (see above)"
-import json, sys, urllib.request
+# prefilled DATASET CHECKPOINT ROWS LOGITS: serve with ROWS prefilled; every node cached at start,
+# answers equal to embed's LOGITS (rows in original ids: on a renumbered dataset, node v's row is
+# its original id's), and no layer-0 row computed by the server.
+prefilled() {
+  serve_start --dataset "$1" --checkpoint "$2" --embedding-cache 4M --embedding-cache-prefill "$3"
+  if [ -z "$SURL" ]; then
+    fail "serve with a prefill of $3 did not start: $(cat "$TMP/serve.err")"
+    return
+  fi
+  $PY - "$SURL" "$1" "$4" <<'PY' || fail "the server prefilled with $3 disagrees with embed"
+import json, os, sys, urllib.request
 import numpy as np
-url, d = sys.argv[1], sys.argv[2]
+url, ds, logits = sys.argv[1:4]
 base = url.split("/v2/models/")[0]
 def metric(name):
     for line in urllib.request.urlopen(base + "/metrics", timeout=120).read().decode().splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
             return float(line.split()[-1])
 assert metric("neargnn_engine_embedding_cache_rows") == 2708, metric("neargnn_engine_embedding_cache_rows")
-lg = np.load(d + "/logits.npy")
+lg = np.load(logits)
+orig = np.load(ds + "/orig_id.npy") if os.path.exists(ds + "/orig_id.npy") else np.arange(2708)
 ids = [0, 5, 17, 1000, 2707]
 body = json.dumps({"inputs": [{"name": "node_ids", "datatype": "INT64", "shape": [len(ids)],
                                "data": ids}], "outputs": [{"name": "logits"}]}).encode()
 req = urllib.request.Request(url + "/infer", data=body, headers={"Content-Type": "application/json"})
 out = json.load(urllib.request.urlopen(req, timeout=120))["outputs"][0]
 got = np.array(out["data"], dtype=np.float32).reshape(len(ids), 7)
-assert np.array_equal(got, lg[ids]), (got, lg[ids])
+assert np.array_equal(got, lg[orig[ids]]), (got, lg[orig[ids]])
 assert metric("neargnn_engine_embedding_cache_misses_total") == 0
 assert metric("neargnn_engine_embedding_cache_hits_total") > 0
 PY
-fi
-kill -TERM "$SPID" 2>/dev/null
-wait "$SPID" 2>/dev/null || fail "serve with a prefill did not stop cleanly: $(cat "$TMP/serve.err")"
-SPID=
+  kill -TERM "$SPID" 2>/dev/null
+  wait "$SPID" 2>/dev/null || fail "serve with a prefill did not stop cleanly: $(cat "$TMP/serve.err")"
+  SPID=
+}
+prefilled "$TMP/cora" "$TMP/ck.safetensors" "$TMP/l0.npy" "$TMP/logits.npy"
+run 0 embed --checkpoint "$TMP/ck-r.safetensors" --dataset "$TMP/cora-r" "${model[@]}" --layer 0 \
+  --for-serve --out "$TMP/l0-r.npy" --progress none
+prefilled "$TMP/cora-r" "$TMP/ck-r.safetensors" "$TMP/l0-r.npy" "$TMP/logits-r.npy"
 # Another checkpoint of the same shape, and another dataset (renumbered): refused at start.
 run 1 serve --dataset "$TMP/cora" --checkpoint "$TMP/ck-r.safetensors" --port 0 \
   --embedding-cache 4M --embedding-cache-prefill "$TMP/l0.npy"

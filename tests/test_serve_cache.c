@@ -680,6 +680,24 @@ static void test_prefill_bounds_and_refusals(void) {
   EXPECT_STATUS(engine_prefilled(&a, &sage, (int64_t)1 << 20, path, NULL), NG_ERR_FORMAT);
   EXPECT_ERR_HAS("another dataset");
   EXPECT_TRUE(a == NULL);
+  /* Rows cut short (a copy without its last row), beside a true description. */
+  const char *cut = tpath("cut.npy");
+  copy_file(cut, path);
+  FILE *cf = fopen(cut, "r+b");
+  EXPECT_TRUE(cf && fseek(cf, 0, SEEK_END) == 0);
+  if (cf) {
+    EXPECT_EQ_I(ftruncate(fileno(cf), ftell(cf) - 16 * 4), 0);
+    fclose(cf);
+  }
+  EXPECT_OK(ng__prefill_meta(meta, sizeof meta, cora, sage.ckpt, 16));
+  snprintf(mpath, sizeof mpath, "%s%s", cut, NG_PREFILL_SUFFIX);
+  f = fopen(mpath, "w");
+  if (f) {
+    fputs(meta, f);
+    fclose(f);
+  }
+  EXPECT_STATUS(engine_prefilled(&a, &sage, (int64_t)1 << 20, cut, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("cut short");
 
   /* One layer: the cache serves models of two layers or more. */
   trained one;
