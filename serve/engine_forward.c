@@ -92,7 +92,9 @@ static const float *snap_overlay_row(const void *ctx, int64_t v) {
 }
 
 /* cpu/fetch.c's scratch in the lane's host buffers, which engine.c frees with the lane: lent to
- * one package and taken back (scratch_return) after it. */
+ * a package's plan and again to its fill, and taken back (scratch_return) after each. The hot
+ * rows' positions (split_raw's list of hot rows) borrow the second upload's staging buffer,
+ * which no batch uses before its package is filled. */
 static ng_fetch_scratch scratch_lend(lane *ln) {
   return (ng_fetch_scratch){.stage_pos = ln->host_i32.ptr,
                             .cap = ln->host_i32.cap,
@@ -101,7 +103,9 @@ static ng_fetch_scratch scratch_lend(lane *ln) {
                             .overlaid = ln->host_f.ptr,
                             .overlaid_cap = ln->host_f.cap,
                             .rows = ln->stage.ptr,
-                            .rows_cap = ln->stage.cap};
+                            .rows_cap = ln->stage.cap,
+                            .hot_pos = ln->pack[1].ptr,
+                            .hot_cap = ln->pack[1].cap};
 }
 
 static void scratch_return(lane *ln, const ng_fetch_scratch *sc) {
@@ -109,6 +113,7 @@ static void scratch_return(lane *ln, const ng_fetch_scratch *sc) {
   ln->host_i64 = (growbuf){sc->stage_ids, sc->ids_cap};
   ln->host_f = (growbuf){sc->overlaid, sc->overlaid_cap};
   ln->stage = (growbuf){sc->rows, sc->rows_cap};
+  ln->pack[1] = (growbuf){sc->hot_pos, sc->hot_cap};
 }
 
 /* The engine's store as lane `ln` computes an input layer with it (sched/feature_store.c): the
@@ -245,35 +250,51 @@ static void host_project(const float *const *rows, int64_t n, int64_t in, const 
   }
 }
 
-/* The input block's edges split by where their source lies: a source with hot_pos >= 0 goes to
- * the hot CSR as that position, the others to the cold CSR as cold_pos; *nh and *nc edges. */
-static void split_edges(const ng_block *b0, int32_t nd, const int32_t *hot_pos,
-                        const int32_t *cold_pos, int32_t *h_indptr, int32_t *h_idx,
-                        int32_t *c_indptr, int32_t *c_idx, int64_t *nh, int64_t *nc) {
-  int64_t h = 0, c = 0;
-  h_indptr[0] = c_indptr[0] = 0;
-  for (int32_t d = 0; d < nd; d++) {
-    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
-      const int32_t src = b0->indices[ed];
-      if (hot_pos[src] >= 0)
-        h_idx[h++] = hot_pos[src];
-      else
-        c_idx[c++] = cold_pos[src];
-    }
-    h_indptr[d + 1] = (int32_t)h;
-    c_indptr[d + 1] = (int32_t)c;
-  }
-  *nh = h;
-  *nc = c;
+/* The input block of a GAT or SAGE-pool field split by tier, by cpu/fetch.c as it splits
+ * training's (BATCH, the hot rows listed, the snapshot's rows read through its overlay): the hot
+ * local nodes' ids (pkg->hot_ids, which the device gathers from its tier) and the hot sub-block
+ * over their positions; the staged rows, each cold local node's row once, and the cold
+ * sub-block over them; the self rows by tier (a hot one by its position among the hot rows).
+ * Training has no split of these layers (its raw-input models read raw rows, as
+ * forward_raw_input does): only the split is shared, what the CPU does with the cold rows is
+ * serving's (docs/serving-engine.md). The package lives in the lane's output buffer, which the
+ * batch fills only after its forward; the lane's index buffers are free again afterwards. */
+static ng_status split_raw(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
+                           ng_fetch_pkg *pkg, batch_rows *rows) {
+  ng_engine *e = ln->e;
+  const ng_fetch_cfg cfg = {
+      .mode = NG_FETCH_BATCH,
+      .hot = e->hot,
+      .features = s->base_x,
+      .nodes = s->nodes,
+      .dim = s->dim,
+      .overlay = {s->feats.n > 0 ? snap_overlay_row : NULL, s},
+      .ag = {.reduce = NG_REDUCE_SUM}, /* the split alone: these layers read no edge weights */
+      .threads = e->workers,
+      .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
+      .hot_gather = true,
+  };
+  ng_fetch_plan plan;
+  NG_CHECK(plan_package(&plan, ln, &cfg, mb));
+  NG_CHECK(ng__host_reserve(&ln->out_host.ptr, &ln->out_host.cap, plan.bytes + ALIGN,
+                            "the batch's input package"));
+  void *base = (void *)(((uintptr_t)ln->out_host.ptr + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
+  ng_fetch_scratch sc = scratch_lend(ln);
+  const ng_status st = ng__fetch_fill(pkg, &plan, &cfg, mb, 0, &sc, base);
+  scratch_return(ln, &sc);
+  rows->hot_rows = mb->blocks[0].n_src - plan.c.cold_nodes;
+  rows->cold_rows = plan.c.cold_nodes;
+  return st;
 }
 
 /* The forward pass of a GAT model (docs/serving-engine.md, "GAT"): the input layer's sources are
- * split by tier. The device gathers the hot rows from its tier and projects them (z = h W); the
- * CPU workers project, with the host copy of the fixed weights, every destination's row and each
- * cold source's row once, and reduce each destination's cold edges into an online-softmax state
- * (attn_state's order, cpu/attn.c). Only the destinations' projections and those states cross to
- * the device, which computes the hot part's state (self slot and hot edges), merges the two
- * (attn_merge), adds the bias and the activation and runs the upper layers as usual. */
+ * split by tier (split_raw). The device gathers the hot rows from its tier and projects them
+ * (z = h W); the CPU workers project, with the host copy of the fixed weights, every
+ * destination's row and each cold source's row once, and reduce each destination's cold edges
+ * into an online-softmax state (attn_state's order, cpu/attn.c). Only the destinations'
+ * projections and those states cross to the device, which computes the hot part's state (self
+ * slot and hot edges), merges the two (attn_merge), adds the bias and the activation and runs
+ * the upper layers as usual. */
 static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
                              batch_rows *rows) {
   ng_engine *e = ln->e;
@@ -281,53 +302,43 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   const struct ng_backend_i *B = be->iface;
   const ng_layer *L0 = &e->model.layers[0];
   const ng_attn *at = &e->at0;
-  const ng_block *b0 = &mb->blocks[0];
-  const int32_t nd = b0->n_dst, ns = b0->n_src;
-  const int64_t dim = s->dim, nnz = b0->nnz, kf = L0->cols, cols = ng_attn_state_cols(at);
-  const int64_t *gid = mb->node_ids;
+  const int32_t nd = mb->blocks[0].n_dst;
+  const int64_t dim = s->dim, kf = L0->cols, cols = ng_attn_state_cols(at);
+  ng_fetch_pkg pkg;
+  NG_CHECK(split_raw(ln, s, mb, &pkg, rows));
+  const int32_t n_hot = (int32_t)pkg.n_hot_rows;
+  const int64_t n_st = pkg.n_staged, nh = pkg.hot.nnz, nc = pkg.cold.nnz;
 
-  /* Host arrays: per source its place among the hot rows (-1: cold) and among the CPU's
-   * projected rows (-1: hot and not a destination); the two sub-blocks; the hot rows' ids; the
-   * host rows the CPU projects (the destinations first, then the cold sources). */
-  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz;
-  const size_t need_i64 = 2 * (size_t)ns;
-  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+  /* The rows the CPU projects: the destinations' (a hot one is the base table's row, which the
+   * hot tier holds; a cold one is staged), then the staged rows that are not destinations. The
+   * cold edges index them through zrow (a staged row's projected row). */
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap,
+                            ((size_t)n_st + (size_t)nc + 1) * sizeof(int32_t),
                             "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
-                            "the batch's id arrays"));
-  int32_t *hot_pos = ln->host_i32.ptr, *z_pos = hot_pos + ns;
-  int32_t *h_indptr = z_pos + ns, *c_indptr = h_indptr + nd + 1;
-  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
-  int64_t *hot_ids = ln->host_i64.ptr;
-  const float **row_ptr = (const float **)(hot_ids + ns);
-  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
-
-  int32_t n_hot = 0, n_z = nd, n_cold = 0;
-  for (int32_t i = 0; i < ns; i++) {
-    bool overlay = false;
-    const float *row = ng__srv_feature(s, gid[i], &overlay);
-    const bool hot = gid[i] < e->hot && !overlay;
-    z_pos[i] = -1;
-    if (i < nd) {
-      row_ptr[i] = row;
-      z_pos[i] = i;
-    }
-    if (hot) {
-      hot_pos[i] = n_hot;
-      hot_ids[n_hot++] = gid[i];
-    } else {
-      hot_pos[i] = -1;
-      n_cold++;
-      if (i >= nd) {
-        row_ptr[n_z] = row;
-        z_pos[i] = n_z++;
-      }
-    }
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap,
+                            ((size_t)nd + (size_t)n_st + 1) * sizeof(const float *),
+                            "the rows the CPU projects"));
+  int32_t *zrow = ln->host_i32.ptr, *c_idx = zrow + n_st;
+  const float **row_ptr = ln->host_i64.ptr;
+  for (int32_t i = 0; i < pkg.n_self_hot; i++) {
+    const int32_t d = pkg.self_hot_pos[i];
+    row_ptr[d] = s->base_x + mb->node_ids[d] * dim;
   }
-  rows->hot_rows = n_hot;
-  rows->cold_rows = n_cold;
-  int64_t nh = 0, nc = 0;
-  split_edges(b0, nd, hot_pos, z_pos, h_indptr, h_idx, c_indptr, c_idx, &nh, &nc);
+  for (int64_t r = 0; r < n_st; r++)
+    zrow[r] = -1;
+  for (int32_t i = 0; i < pkg.n_self_cold; i++) {
+    const int32_t d = pkg.self_cold_pos[i];
+    row_ptr[d] = pkg.staged + pkg.self_cold_ids[i] * dim;
+    zrow[pkg.self_cold_ids[i]] = d;
+  }
+  int32_t n_z = nd;
+  for (int64_t r = 0; r < n_st; r++)
+    if (zrow[r] < 0) {
+      row_ptr[n_z] = pkg.staged + r * dim;
+      zrow[r] = n_z++;
+    }
+  for (int64_t k = 0; k < nc; k++)
+    c_idx[k] = zrow[pkg.cold.indices[k]];
 
   /* The model's layout (ng__model_raw_input): an identity block, then the field's blocks. The
    * workspace gives layer 0's output rows and its z, which holds the hot rows' projections. */
@@ -336,7 +347,8 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   dmb.n_layers = mb->n_layers + 1;
   dmb.node_ids = mb->node_ids;
   dmb.n_targets = mb->n_targets;
-  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  dmb.blocks[0] = (ng_block){
+      .n_dst = mb->blocks[0].n_src, .n_src = mb->blocks[0].n_src, .indptr = mb->blocks[0].indptr};
   for (int l = 0; l < mb->n_layers; l++)
     dmb.blocks[l + 1] = mb->blocks[l];
   NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
@@ -360,9 +372,9 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   pack_item items[8 + 4 * NG_MAX_LAYERS];
   int ni = 0;
 #define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
-  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
-  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
-  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  ITEM(pkg.hot.indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? pkg.hot.indices : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? pkg.hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
   ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
   NG_CHECK(upload(ln, items, ni, 0));
   const float *P = ln->ex.params;
@@ -380,8 +392,11 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   float *z_host = ln->gat_z.ptr, *c_state = z_host + z_floats;
   const float *hp = e->host_params;
   host_project(row_ptr, n_z, dim, hp + L0->off_w, kf, z_host, e->workers);
-  const ng_block cb = {
-      .n_dst = nd, .n_src = NG_MAX(n_z, nd), .nnz = nc, .indptr = c_indptr, .indices = c_idx};
+  const ng_block cb = {.n_dst = nd,
+                       .n_src = NG_MAX(n_z, nd),
+                       .nnz = nc,
+                       .indptr = pkg.cold.indptr,
+                       .indices = c_idx};
   const int threads = e->workers;
 #pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
   for (int32_t d = 0; d < nd; d++)
@@ -404,75 +419,45 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
 
 /* ---- SAGE-pool: the input layer's pooled max in partial states ---- */
 
-/* The forward pass of a SAGE-pool model with the input layer split by tier (PARTIAL): the
- * device gathers its hot rows, pools them (pre = ReLU(h W_pool + b_pool)) and reduces each
- * destination's hot edges into a max state; the CPU workers pool each cold source row once with
- * the host copy of the weights and reduce the cold edges into a max state (the CPU kernels); the
- * device merges the states, finalizes them and combines them with the destinations' own rows
- * (hot ones from its tier, cold ones staged), then runs the upper layers. */
+/* The forward pass of a SAGE-pool model with the input layer split by tier (PARTIAL,
+ * split_raw): the device gathers its hot rows, pools them (pre = ReLU(h W_pool + b_pool)) and
+ * reduces each destination's hot edges into a max state; the CPU workers pool each cold row
+ * once with the host copy of the weights and reduce the cold edges into a max state (the CPU
+ * kernels); the device merges the states, finalizes them and combines them with the
+ * destinations' own rows (hot ones from its gathered rows, cold ones staged), then runs the
+ * upper layers. */
 static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
                               batch_rows *rows) {
   ng_engine *e = ln->e;
   ng_backend *be = ln->be;
   const struct ng_backend_i *B = be->iface;
   const ng_layer *L0 = &e->model.layers[0];
-  const ng_block *b0 = &mb->blocks[0];
-  const int32_t nd = b0->n_dst, ns = b0->n_src;
-  const int64_t dim = s->dim, nnz = b0->nnz, pd = L0->pre_dim;
-  const int64_t *gid = mb->node_ids;
+  const int32_t nd = mb->blocks[0].n_dst;
+  const int64_t dim = s->dim, pd = L0->pre_dim;
   const size_t row_b = (size_t)dim * sizeof(float);
-
-  /* Host arrays: per source its place among the hot rows or among the cold ones; the two
-   * sub-blocks; the destinations' own rows by tier; the hot ids; the cold rows. */
-  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd;
-  const size_t need_i64 = 3 * (size_t)ns + 2 * (size_t)nd;
-  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
-                            "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+  ng_fetch_pkg pkg;
+  NG_CHECK(split_raw(ln, s, mb, &pkg, rows));
+  const int32_t n_hot = (int32_t)pkg.n_hot_rows, n_cold = (int32_t)pkg.n_staged;
+  const int32_t n_self_hot = pkg.n_self_hot, n_self_cold = pkg.n_self_cold;
+  const int64_t nh = pkg.hot.nnz, nc = pkg.cold.nnz;
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap,
+                            ((size_t)n_cold + (size_t)n_self_cold + 1) * sizeof(int64_t),
                             "the batch's id arrays"));
-  int32_t *hot_pos = ln->host_i32.ptr, *cold_pos = hot_pos + ns;
-  int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
-  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
-  int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
-  int64_t *hot_ids = ln->host_i64.ptr, *self_hot_ids = hot_ids + ns, *iota = self_hot_ids + nd;
-  const float **row_ptr = (const float **)(iota + nd); /* [ns]: the cold rows */
+  const float **row_ptr = ln->host_i64.ptr; /* [n_cold] the staged (cold) rows */
+  int64_t *iota = (int64_t *)(row_ptr + n_cold);
   _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
-
-  int32_t n_hot = 0, n_cold = 0;
-  for (int32_t i = 0; i < ns; i++) {
-    bool overlay = false;
-    const float *row = ng__srv_feature(s, gid[i], &overlay);
-    hot_pos[i] = cold_pos[i] = -1;
-    if (gid[i] < e->hot && !overlay) {
-      hot_pos[i] = n_hot;
-      hot_ids[n_hot++] = gid[i];
-    } else {
-      row_ptr[n_cold] = row;
-      cold_pos[i] = n_cold++;
-    }
-  }
-  rows->hot_rows = n_hot;
-  rows->cold_rows = n_cold;
-  int64_t nh = 0, nc = 0;
-  split_edges(b0, nd, hot_pos, cold_pos, h_indptr, h_idx, c_indptr, c_idx, &nh, &nc);
-  int32_t n_self_hot = 0, n_self_cold = 0;
-  for (int32_t d = 0; d < nd; d++) {
-    if (hot_pos[d] >= 0) {
-      self_hot_pos[n_self_hot] = d;
-      self_hot_ids[n_self_hot++] = gid[d];
-    } else {
-      self_cold_pos[n_self_cold] = d;
-      iota[n_self_cold] = n_self_cold;
-      n_self_cold++;
-    }
-  }
+  for (int32_t r = 0; r < n_cold; r++)
+    row_ptr[r] = pkg.staged + (int64_t)r * dim;
+  for (int32_t i = 0; i < n_self_cold; i++)
+    iota[i] = i;
 
   ng_minibatch dmb;
   memset(&dmb, 0, sizeof dmb);
   dmb.n_layers = mb->n_layers + 1;
   dmb.node_ids = mb->node_ids;
   dmb.n_targets = mb->n_targets;
-  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  dmb.blocks[0] = (ng_block){
+      .n_dst = mb->blocks[0].n_src, .n_src = mb->blocks[0].n_src, .indptr = mb->blocks[0].indptr};
   for (int l = 0; l < mb->n_layers; l++)
     dmb.blocks[l + 1] = mb->blocks[l];
   NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
@@ -498,11 +483,11 @@ static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch
   pack_item items[12 + 4 * NG_MAX_LAYERS];
   int ni = 0;
 #define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
-  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
-  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
-  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
-  ITEM(n_self_hot ? self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
-  ITEM(n_self_hot ? self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
+  ITEM(pkg.hot.indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? pkg.hot.indices : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? pkg.hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  ITEM(n_self_hot ? pkg.self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
+  ITEM(n_self_hot ? pkg.self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
   ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
   NG_CHECK(upload(ln, items, ni, 0));
   const float *P = ln->ex.params;
@@ -513,8 +498,8 @@ static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch
     NG_CHECK(B->bias_act_fwd(be, pre_hot, P + L0->off_b_pre, n_hot, pd, NG_ACT_RELU));
   }
   NG_CHECK(B->aggr_partial(be, &e->bare, &hb, pre_hot, &hot));
-  if (n_self_hot > 0)
-    NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
+  if (n_self_hot > 0) /* the hot destinations' own rows, by their place among the hot rows */
+    NG_CHECK(B->scatter_rows(be, self, shp, hot_x, shi, n_self_hot, dim, 0.0f, 0));
 
   /* The CPU's part: each cold row pooled once, its cold edges' max states, the cold self rows. */
   const size_t pre_floats = (size_t)n_cold * (size_t)pd, st_floats = (size_t)nd * (size_t)pd;
@@ -541,20 +526,23 @@ static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch
   /* The cold edges' max states over the pooled rows, with the CPU kernels training reduces
    * with (cpu/kernels_impl.h's order, the device's too). */
   const ng_cpu_kernels *kern = ng__cpu_kernels(ng__cpu_isa_best());
-  const ng_block cb = {
-      .n_dst = nd, .n_src = NG_MAX(n_cold, nd), .nnz = nc, .indptr = c_indptr, .indices = c_idx};
+  const ng_block cb = {.n_dst = nd,
+                       .n_src = NG_MAX(n_cold, nd),
+                       .nnz = nc,
+                       .indptr = pkg.cold.indptr,
+                       .indices = pkg.cold.indices};
   ng_pstate cs = {p_val, p_cnt, nd, pd};
 #pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
   for (int32_t d = 0; d < nd; d++)
     ng__cpu_aggr_partial_rows(kern, &e->bare, &cb, pre_cold, pd, d, d + 1, &cs, false);
   for (int32_t i = 0; i < n_self_cold; i++)
-    memcpy(staged + (int64_t)i * dim, row_ptr[cold_pos[self_cold_pos[i]]], row_b);
+    memcpy(staged + (int64_t)i * dim, pkg.staged + pkg.self_cold_ids[i] * dim, row_b);
 
   ni = 0;
   ITEM(p_val, st_floats * sizeof(float), &pval_dev);
   ITEM(p_cnt, st_cnt, &pcnt_dev);
   ITEM(n_self_cold ? staged : NULL, (size_t)n_self_cold * row_b, &staged_dev);
-  ITEM(n_self_cold ? self_cold_pos : NULL, (size_t)n_self_cold * 4, &scp);
+  ITEM(n_self_cold ? pkg.self_cold_pos : NULL, (size_t)n_self_cold * 4, &scp);
   ITEM(n_self_cold ? iota : NULL, (size_t)n_self_cold * 8, &iota_dev);
 #undef ITEM
   NG_CHECK(upload(ln, items, ni, 1));
