@@ -211,7 +211,7 @@ static void stage(float *staged, uint16_t *staged16, const ng_fetch_cfg *cfg, co
     } else if (t16) {
       for (int64_t i = i0; i < i1; i++)
         ng__cpu_drop_row_bf16(staged + i * dim, t16 + ids[i] * dim, ids[i], dim, drop_p, drop_key);
-    } else if (overlay) { /* no dropout with an overlay (check_cfg) */
+    } else if (overlay) { /* no dropout with an overlay (ng__fetch_plan refuses it) */
       for (int64_t i = i0; i < i1; i++)
         memcpy(staged + i * dim, row_of(cfg, ids[i]), (size_t)dim * sizeof(float));
     } else if (drop_p == 0.0f) {
