@@ -425,7 +425,9 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
  * once with the host copy of the weights and reduce the cold edges into a max state (the CPU
  * kernels); the device merges the states, finalizes them and combines them with the
  * destinations' own rows (hot ones from its gathered rows, cold ones staged), then runs the
- * upper layers. */
+ * upper layers. Training has no equivalent of the pooled states (it sends this layer raw rows),
+ * so their reductions, merge and finalize are the backend's ops called here, not
+ * sched/feature_store.c's input layer, which reduces feature rows. */
 static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
                               batch_rows *rows) {
   ng_engine *e = ln->e;
