@@ -31,6 +31,7 @@ _SPLITS = {"train": 0, "val": 1, "test": 2}
 _FEATURES_MEMORY = {"auto": 0, "mapped": 1, "copy": 2}
 _PRECISION = {"fp32": 0, "tf32": 1, "bf16": 2}
 _FORMATS = {"planetoid": 0, "snap": 1, "ogb": 2}
+_FEATURE_FILLS = {"none": 0, "random": 1}
 _INT32, _INT64 = 0, 1
 
 
@@ -117,13 +118,34 @@ def _progress_callback(fn, errors):
     return _lib.PROGRESS_FN(call)
 
 
-def convert(dst, src, format="planetoid", name=None, undirected=False, progress=None):
+def convert(dst, src, *args, format="planetoid", name=None, undirected=False, features="none",
+            feature_dim=None, classes=None, train_frac=None, val_frac=None, test_frac=None,
+            split=None, seed=None, progress=None):
     """Converts planetoid, SNAP or OGB data at `src` into a dataset folder `dst` (which must not
-    exist); see docs/convert.md."""
+    exist); see docs/convert.md. The destination comes first, as in ng_dataset_convert(dst, src,
+    opts); the options are keyword-only and are ng_convert_opts' fields (those left at None keep
+    NG_CONVERT_OPTS_INIT's value): format ("planetoid", "snap", "ogb"), name, undirected,
+    features ("none", or "random" for SNAP), feature_dim, classes, train_frac, val_frac,
+    test_frac, split (OGB's scheme), seed."""
+    if args:
+        raise TypeError(f"convert(dst, src, *, format=..., ...): the options are keyword-only; "
+                        f"got {len(args)} more positional argument(s) {args!r} (for example "
+                        f"format={args[0]!r})")
+    if os.path.exists(dst) and not os.path.exists(src):
+        raise ValueError(f"convert(dst, src): the destination comes first (as in "
+                         f"ng_dataset_convert); {os.fspath(dst)!r} exists and {os.fspath(src)!r} "
+                         f"does not: are they swapped?")
     o = _lib.init(_LIB, _lib.ConvertOpts)
     o.format = _choice(_FORMATS, format, "format")
     o.name = name.encode() if name else None
     o.undirected = int(bool(undirected))
+    o.features = _choice(_FEATURE_FILLS, features, "features")
+    for key, value in (("feature_dim", feature_dim), ("classes", classes),
+                       ("train_frac", train_frac), ("val_frac", val_frac),
+                       ("test_frac", test_frac), ("seed", seed)):
+        if value is not None:
+            setattr(o, key, value)
+    o.split = split.encode() if split else None
     errors = []
     o.progress = _progress_callback(progress, errors)
     st = _LIB.ng_dataset_convert(os.fsencode(dst), os.fsencode(src), ctypes.byref(o))
