@@ -220,9 +220,9 @@ extern const char *const CLI_COMBINE_NAMES[];
                      "none, or row: divide each feature row by its sum (Kipf & Welling)"),         \
       CLI_OPT_INT("heads", &(c)->heads, "K", 1, 1024,                                              \
                   "GAT: attention heads of each hidden layer, concatenated (hidden layers have "   \
-                  "heads x hidden columns; default 8)"),                                           \
+                  "heads x hidden columns)", .default_text = "8"),                                 \
       CLI_OPT_INT("output-heads", &(c)->output_heads, "K", 1, 1024,                                \
-                  "GAT: attention heads of the output layer, averaged (default 1)"),               \
+                  "GAT: attention heads of the output layer, averaged", .default_text = "1"),      \
       CLI_OPT_FLOAT("attn-dropout", &(c)->attn_dropout, "P", 0, false, 1, true,                    \
                     "GAT: dropout on the attention coefficients in training")
 // clang-format on

@@ -830,7 +830,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                     "inference keeps a layer's outputs up to SIZE in memory, larger ones in a "    \
                     "memory-mapped temporary file; 0 = 1G"),                                       \
       CLI_OPT_STRING("temp-dir", &(c)->temp_dir, "DIR",                                            \
-                     "folder of inference's temporary files (default $TMPDIR or /tmp)"),           \
+                     "folder of inference's temporary files", .default_text = "$TMPDIR or /tmp"),  \
       CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 0, INT32_MAX / 2,                           \
                   "nodes per chunk in layer-wise full-neighbour inference; 0 = per layer: "        \
                   "65536 where the GPU reads the layer's input rows itself, else 4096"),           \
