@@ -31,6 +31,46 @@ int cli_usage_error(const char *command, const char *fmt, ...) {
 
 const char *const CLI_CHECK_FEATURES_NAMES[] = {"sample", "full", NULL};
 
+/* The choices of an option over an enum of the library, in the enum's order, read once from its
+ * name function (which names unknown values "?" or NULL): `first`, when not NULL, takes the place
+ * of value 0's name. */
+#define CLI_ENUM_CHOICES(fn, enum_t, first)                                                        \
+  static const char *names[CLI_MAX_CHOICES + 1];                                                   \
+  const char *name;                                                                                \
+  if (!names[0])                                                                                   \
+    for (int i = 0; i < CLI_MAX_CHOICES && (name = fn((enum_t)i)) && strcmp(name, "?"); i++)       \
+      names[i] = i == 0 && (first) ? (first) : name;                                               \
+  return names
+
+const char *const *cli_model_names(void) {
+  CLI_ENUM_CHOICES(ng_model_name, ng_model_kind, NULL);
+}
+const char *const *cli_mode_names(void) {
+  CLI_ENUM_CHOICES(ng_mode_name, ng_mode, NULL);
+}
+const char *const *cli_transfer_names(void) {
+  CLI_ENUM_CHOICES(ng_fetch_name, ng_fetch, "-");
+}
+const char *const *cli_optimizer_names(void) {
+  CLI_ENUM_CHOICES(ng_optimizer_name, ng_optimizer, NULL);
+}
+const char *const *cli_normalize_names(void) {
+  CLI_ENUM_CHOICES(ng_normalize_name, ng_normalize, NULL);
+}
+const char *const *cli_cache_placement_names(void) {
+  CLI_ENUM_CHOICES(ng_cache_placement_name, ng_cache_placement, NULL);
+}
+
+const char *const *cli_aggregator_names(void) {
+  static const char *names[CLI_MAX_CHOICES + 1];
+  if (!names[0]) {
+    names[0] = "auto";
+    for (int i = 0; i < CLI_MAX_CHOICES - 1 && ng_aggregator_builtin_name(i); i++)
+      names[i + 1] = ng_aggregator_builtin_name(i);
+  }
+  return names;
+}
+
 ng_status cli_dataset_open(ng_dataset_t *out, const char *dir, int check) {
   ng_open_opts oo = NG_OPEN_OPTS_INIT;
   oo.check_features = check == 1;
@@ -424,6 +464,21 @@ static void describe_default(const cli_opt *o, char *buf, size_t cap) {
   }
 }
 
+/* "a, b or c": the help of a choice option that has none of its own. */
+static const char *choice_list(char *buf, size_t cap, const char *const *choices) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; choices && choices[i] && len < cap; i++) {
+    int w = snprintf(buf + len, cap - len, "%s%s",
+                     i == 0           ? ""
+                     : choices[i + 1] ? ", "
+                                      : " or ",
+                     choices[i]);
+    len += w > 0 ? (size_t)w : 0;
+  }
+  return buf;
+}
+
 void cli_print_help(const cli_spec *spec, FILE *out) {
   fprintf(out, "usage: neargnn %s %s\n\n", spec->command, spec->synopsis);
   print_wrapped(out, spec->about, 0, 0);
@@ -434,14 +489,16 @@ void cli_print_help(const cli_spec *spec, FILE *out) {
     snprintf(left, sizeof left, "  --%s%s%s", o->name, o->metavar ? " " : "",
              o->metavar ? o->metavar : "");
     describe_default(o, def, sizeof def);
+    char choices[256];
+    const char *help = o->help ? o->help : choice_list(choices, sizeof choices, o->choices);
     for (char *c = def; *c; c++)
       *c = *c == ' ' ? NBSP : *c; /* keep "(default: ...)" on one line */
     if (o->required)
-      snprintf(text, sizeof text, "%s (required)", o->help);
+      snprintf(text, sizeof text, "%s (required)", help);
     else if (def[0])
-      snprintf(text, sizeof text, "%s (default:%c%s)", o->help, NBSP, def);
+      snprintf(text, sizeof text, "%s (default:%c%s)", help, NBSP, def);
     else
-      snprintf(text, sizeof text, "%s", o->help);
+      snprintf(text, sizeof text, "%s", help);
     int col = fprintf(out, "%s", left);
     if (col >= HELP_INDENT) {
       fputc('\n', out);

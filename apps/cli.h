@@ -66,7 +66,7 @@ typedef struct {
   void *dst;                  ///< where the value goes; its value before parsing is the default
   size_t width;               ///< CLI_INT: sizeof *dst (4 or 8)
   const char *metavar;        ///< the value's placeholder in the usage text ("N", "DIR")
-  const char *help;           ///< one line of help
+  const char *help;           ///< one line of help; NULL for a choice: its list of choices
   int64_t ilo, ihi;           ///< CLI_INT, CLI_BYTES: inclusive range
   double flo, fhi;            ///< CLI_FLOAT: range
   bool flo_open, fhi_open;    ///< CLI_FLOAT: the bound itself is excluded
@@ -183,21 +183,32 @@ typedef struct {
   double attn_dropout;         ///< GAT: dropout on the attention coefficients
 } cli_model_cfg;
 
-extern const char *const CLI_MODEL_NAMES[];
-extern const char *const CLI_AGGR_NAMES[];
+/// The most choices of an option over a library enum.
+#define CLI_MAX_CHOICES 15
+/// The choices of the options over the library's enums, NULL-terminated and in the enum's order
+/// (a choice's index is its value), read from the library's name functions (ng_model_name, ...)
+/// so that the command repeats none of its names. cli_aggregator_names() is "auto", then the
+/// built-ins (ng_aggregator_builtin_name); cli_transfer_names() names NG_FETCH_PARTIAL "-" (no
+/// transfer way).
+const char *const *cli_model_names(void);
+const char *const *cli_aggregator_names(void);
+const char *const *cli_normalize_names(void);
+const char *const *cli_optimizer_names(void);
+const char *const *cli_mode_names(void);
+const char *const *cli_transfer_names(void);
+const char *const *cli_cache_placement_names(void);
 extern const char *const CLI_COMBINE_NAMES[];
-extern const char *const CLI_NORMALIZE_NAMES[];
 
 /// The options of a cli_model_cfg `c` (a pointer), for a command's option table.
 // clang-format off
 #define CLI_MODEL_OPTS(c)                                                                          \
-  CLI_OPT_CHOICE("model", &(c)->model, "M", CLI_MODEL_NAMES, "sage, gcn, gat, gin or sage-pool"),     \
+  CLI_OPT_CHOICE("model", &(c)->model, "M", cli_model_names(), NULL),                              \
       CLI_OPT_STRING("fanouts", &(c)->fanouts, "LIST",                                             \
                      "neighbours sampled per hop, from the targets outwards (25,10: 25 of each "   \
                      "target, then 10 of each of those, as PyG's num_neighbors); the output "      \
                      "layer takes the first value; -1 = all; one value per layer"),                \
       CLI_OPT_INT("hidden", &(c)->hidden, "H", 1, INT32_MAX, "hidden layer width"),                \
-      CLI_OPT_CHOICE("aggregator", &(c)->aggregator, "A", CLI_AGGR_NAMES,                              \
+      CLI_OPT_CHOICE("aggregator", &(c)->aggregator, "A", cli_aggregator_names(),                  \
                      "neighbour aggregator; auto = mean for sage, gcn for gcn"),                   \
       CLI_OPT_CHOICE("combine", &(c)->combine, "C", CLI_COMBINE_NAMES,                                 \
                      "GraphSAGE: sum (h Ws + agg Wn) or concat ([h Ws || agg Wn])"),               \
@@ -205,13 +216,13 @@ extern const char *const CLI_NORMALIZE_NAMES[];
                     "dropout on every layer's input in training"),                                 \
       CLI_OPT_STRING("weight-decay", &(c)->weight_decay, "LIST",                                   \
                      "L2 coefficient: one value, or one per layer from the input (5e-4,0)"),       \
-      CLI_OPT_CHOICE("normalize-features", &(c)->normalize, "N", CLI_NORMALIZE_NAMES,                  \
+      CLI_OPT_CHOICE("normalize-features", &(c)->normalize, "N", cli_normalize_names(),            \
                      "none, or row: divide each feature row by its sum (Kipf & Welling)"),         \
       CLI_OPT_INT("heads", &(c)->heads, "K", 1, 1024,                                              \
                   "GAT: attention heads of each hidden layer, concatenated (hidden layers have "   \
-                  "heads x hidden columns; default 8)"),                                           \
+                  "heads x hidden columns)", .default_text = "8"),                                 \
       CLI_OPT_INT("output-heads", &(c)->output_heads, "K", 1, 1024,                                \
-                  "GAT: attention heads of the output layer, averaged (default 1)"),               \
+                  "GAT: attention heads of the output layer, averaged", .default_text = "1"),      \
       CLI_OPT_FLOAT("attn-dropout", &(c)->attn_dropout, "P", 0, false, 1, true,                    \
                     "GAT: dropout on the attention coefficients in training")
 // clang-format on

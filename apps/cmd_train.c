@@ -15,17 +15,15 @@
 
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *const OPTIMIZER_NAMES[] = {"adam", "sgd", NULL};
+#define OPTIMIZER_NAMES cli_optimizer_names()
 static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
-/* In the order of ng_cache_placement. */
-static const char *const CACHE_PLACEMENT_NAMES[] = {"replicated", "partitioned", "auto", NULL};
+#define CACHE_PLACEMENT_NAMES cli_cache_placement_names()
 static const char *const PRECISION_NAMES[] = {"fp32", "tf32", "bf16", NULL};
 /* In ng_sampler_kind's order; "gpu" is the device sampler's name on the cuda device. */
 static const char *const SAMPLER_NAMES[] = {"auto", "cpu", "gpu", NULL};
-/* In the order of ng_mode and ng_fetch. */
-static const char *const MODE_NAMES[] = {"auto",    "cpu",           "baseline", "zerocopy",
-                                         "partial", "hybrid-static", "hybrid",   NULL};
-static const char *const TRANSFER_NAMES[] = {"-", "batch", "zcopy", "auto", NULL};
+/* From the library's name tables (cli.h). */
+#define MODE_NAMES cli_mode_names()
+#define TRANSFER_NAMES cli_transfer_names()
 
 /* What `train` and `demo` share: the model and how it is trained. */
 typedef struct {
@@ -769,7 +767,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       CLI_OPT_INT("batch", &(c)->batch, "B", 0, INT32_MAX,                                         \
                   "target nodes per mini-batch; 0 = the whole training split"),                    \
       CLI_OPT_FLOAT("lr", &(c)->lr, "F", 0, true, INFINITY, false, "learning rate"),               \
-      CLI_OPT_CHOICE("optimizer", &(c)->optimizer, "O", OPTIMIZER_NAMES, "adam or sgd"),           \
+      CLI_OPT_CHOICE("optimizer", &(c)->optimizer, "O", OPTIMIZER_NAMES, NULL),                   \
       CLI_OPT_FLOAT("momentum", &(c)->momentum, "F", 0, false, 1, true, "SGD momentum"),           \
       CLI_OPT_INT("eval-every", &(c)->eval_every, "N", 0, INT32_MAX,                               \
                   "validation accuracy every N epochs (full-neighbour inference); 0 = only at "    \
@@ -832,7 +830,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                     "inference keeps a layer's outputs up to SIZE in memory, larger ones in a "    \
                     "memory-mapped temporary file; 0 = 1G"),                                       \
       CLI_OPT_STRING("temp-dir", &(c)->temp_dir, "DIR",                                            \
-                     "folder of inference's temporary files (default $TMPDIR or /tmp)"),           \
+                     "folder of inference's temporary files", .default_text = "$TMPDIR or /tmp"),  \
       CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 0, INT32_MAX / 2,                           \
                   "nodes per chunk in layer-wise full-neighbour inference; 0 = per layer: "        \
                   "65536 where the GPU reads the layer's input rows itself, else 4096"),           \

@@ -8,10 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const CLI_MODEL_NAMES[] = {"sage", "gcn", "gat", "gin", "sage-pool", NULL};
-const char *const CLI_AGGR_NAMES[] = {"auto", "mean", "sum", "max", "min", "gcn", NULL};
 const char *const CLI_COMBINE_NAMES[] = {"sum", "concat", NULL};
-const char *const CLI_NORMALIZE_NAMES[] = {"none", "row", NULL};
 
 int cli_parse_list(const char *command, const char *option, const char *text, double *out, int *n) {
   *n = 0;
@@ -35,21 +32,12 @@ int cli_parse_list(const char *command, const char *option, const char *text, do
   return CLI_CONTINUE;
 }
 
+/* The aggregator of --aggregator choice `choice` (an index of cli_aggregator_names(); 0 = auto). */
 static ng_aggregator aggregator_of(int choice, int model) {
-  switch (choice) {
-  case 1:
-    return NG_AGGREGATOR_MEAN;
-  case 2:
-    return NG_AGGREGATOR_SUM;
-  case 3:
-    return NG_AGGREGATOR_MAX;
-  case 4:
-    return NG_AGGREGATOR_MIN;
-  case 5:
-    return NG_AGGREGATOR_GCN;
-  default:
-    return model == NG_MODEL_GCN ? NG_AGGREGATOR_GCN : NG_AGGREGATOR_MEAN;
-  }
+  ng_aggregator a = model == NG_MODEL_GCN ? NG_AGGREGATOR_GCN : NG_AGGREGATOR_MEAN;
+  if (choice > 0) /* every choice but auto is a built-in's name, which parses */
+    (void)ng_aggregator_parse(&a, cli_aggregator_names()[choice]);
+  return a;
 }
 
 int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c,

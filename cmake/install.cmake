@@ -10,12 +10,41 @@ install(TARGETS neargnn_shared neargnn_lib neargnn
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES include/neargnn.h include/neargnn_serve.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
-# What a static link needs besides libneargnn.a. pkg-config knows hwloc, zlib and cJSON by their
-# own .pc files (Requires.private; libmicrohttpd for the serving layer, neargnn_serve.h);
-# oneDNN, OpenMP and CUDA have none on Debian.
-set(NG_PC_REQUIRES_PRIVATE "hwloc zlib libcjson libmicrohttpd")
+# What a static link needs besides libneargnn.a (Libs.private): each dependency as this build
+# found and linked it. A shared library brings its own dependencies (libhwloc.so its libudev.so.1),
+# so it needs only its -l; a static archive also needs the libraries its pkg-config file lists
+# for a static link (libhwloc.a: -ludev). Not Requires.private: `pkg-config --static` would then
+# add every dependency's static dependencies whatever kind of library was found, -ludev among
+# them, and the link fails where only the shared libudev is installed (no libudev-dev).
+# oneDNN, OpenMP and CUDA have no .pc file on Debian; CUDA's libraries are in the configured
+# toolkit's folder.
+find_package(PkgConfig QUIET)
+function(ng_pc_lib path pc_name)
+  get_filename_component(dir "${path}" DIRECTORY)
+  get_filename_component(name "${path}" NAME_WE)
+  string(REGEX REPLACE "^lib" "" name "${name}")
+  set(flags " -l${name}")
+  string(FIND " ${NG_PC_LIBS_PRIVATE} " " -L${dir} " known)
+  if(known EQUAL -1)
+    set(flags " -L${dir}${flags}")
+  endif()
+  if(path MATCHES "\\.a$" AND PKG_CONFIG_FOUND)
+    pkg_check_modules(NG_PC_${name} QUIET ${pc_name})
+    foreach(lib ${NG_PC_${name}_STATIC_LIBRARIES})
+      if(NOT lib STREQUAL name)
+        string(APPEND flags " -l${lib}")
+      endif()
+    endforeach()
+  endif()
+  set(NG_PC_LIBS_PRIVATE "${NG_PC_LIBS_PRIVATE}${flags}" PARENT_SCOPE)
+endfunction()
 get_filename_component(NG_DNNL_LIBDIR "${DNNL_LIBRARY}" DIRECTORY)
 set(NG_PC_LIBS_PRIVATE "-L${NG_DNNL_LIBDIR} -ldnnl ${OpenMP_C_FLAGS} -lpthread -lm")
+ng_pc_lib("${HWLOC_LIBRARY}" hwloc)
+ng_pc_lib("${CJSON_LIBRARY}" libcjson)
+ng_pc_lib("${MHD_LIBRARY}" libmicrohttpd)
+list(GET ZLIB_LIBRARIES 0 NG_ZLIB_LIBRARY)
+ng_pc_lib("${NG_ZLIB_LIBRARY}" zlib)
 if(NG_HAVE_MPI)
   foreach(lib ${MPI_C_LIBRARIES})
     string(APPEND NG_PC_LIBS_PRIVATE " ${lib}")

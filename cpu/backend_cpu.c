@@ -19,6 +19,7 @@
 #include <math.h>
 #include <unistd.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -490,6 +491,37 @@ static gemm_plan plan_gemm(int64_t m, int64_t n, int64_t k, bool trans_a) {
   return nr >= nc ? (gemm_plan){SPLIT_ROWS, rows, nr} : (gemm_plan){SPLIT_COLS, cols, nc};
 }
 
+/* The scratch of sgemm_rows' padded tail: one grow-only buffer per thread, as the row parts run on
+ * the OpenMP team's threads and several threads (workers, the device thread, serving's) may
+ * multiply at once; a buffer per call was an allocation on every product's hot path. A thread's
+ * buffer is freed when the thread exits (pad_key's destructor); the main thread's lives as long
+ * as the process. */
+static _Thread_local float *pad_buf;
+static _Thread_local size_t pad_cap; /* floats */
+static pthread_key_t pad_key;
+static pthread_once_t pad_once = PTHREAD_ONCE_INIT;
+static bool pad_key_ok;
+
+static void pad_key_init(void) {
+  pad_key_ok = pthread_key_create(&pad_key, free) == 0;
+}
+
+/* The calling thread's scratch of at least `floats` floats (contents unspecified), or NULL. */
+static float *pad_scratch(size_t floats) {
+  if (floats > pad_cap) {
+    float *p = malloc(floats * sizeof *p);
+    if (!p)
+      return NULL;
+    free(pad_buf);
+    pad_buf = p;
+    pad_cap = floats;
+    pthread_once(&pad_once, pad_key_init);
+    if (pad_key_ok)
+      (void)pthread_setspecific(pad_key, p);
+  }
+  return pad_buf;
+}
+
 /* dnnl_sgemm, except that an untransposed A is always handed over as a whole multiple of
  * GEMM_ROW_BLOCK rows (the rest zero, computed and dropped). oneDNN computes the rows of a product
  * in register blocks whose tail (m not a multiple of the block) and one-row (gemv) kernels sum in
@@ -509,23 +541,27 @@ static dnnl_status_t sgemm_rows(char ta, char tb, int64_t m, int64_t n, int64_t 
     if (st != dnnl_success)
       return st;
   }
-  /* The last rows, padded to one whole block (copied: at most GEMM_ROW_BLOCK - 1 rows). */
+  /* The last rows, padded to one whole block (copied: at most GEMM_ROW_BLOCK - 1 rows). The
+   * padding rows are zero, as the block's other rows' bits do not depend on them but a NaN or a
+   * subnormal left there by an earlier product would slow the block down. */
   const float *at = a + head * lda;
   float *ct = c + head * ldc;
-  float *a2 = calloc((size_t)(GEMM_ROW_BLOCK * (k + n)), sizeof(float));
+  float *a2 = pad_scratch((size_t)(GEMM_ROW_BLOCK * (k + n)));
   if (!a2)
     return dnnl_out_of_memory;
   float *c2 = a2 + GEMM_ROW_BLOCK * k;
   for (int64_t i = 0; i < tail; i++)
     memcpy(a2 + i * k, at + i * lda, (size_t)k * sizeof(float));
-  if (beta != 0.0f)
+  memset(a2 + tail * k, 0, (size_t)((GEMM_ROW_BLOCK - tail) * k) * sizeof(float));
+  if (beta != 0.0f) {
     for (int64_t i = 0; i < tail; i++)
       memcpy(c2 + i * n, ct + i * ldc, (size_t)n * sizeof(float));
+    memset(c2 + tail * n, 0, (size_t)((GEMM_ROW_BLOCK - tail) * n) * sizeof(float));
+  }
   dnnl_status_t st = dnnl_sgemm('N', tb, GEMM_ROW_BLOCK, n, k, alpha, a2, k, b, ldb, beta, c2, n);
   if (st == dnnl_success)
     for (int64_t i = 0; i < tail; i++)
       memcpy(ct + i * ldc, c2 + i * n, (size_t)n * sizeof(float));
-  free(a2);
   return st;
 }
 

@@ -97,6 +97,8 @@ typedef struct {
 } ng_open_opts;
 #define NG_OPEN_OPTS_INIT                                                                          \
   { sizeof(ng_open_opts), 0, 0 }
+/// NG_OPEN_OPTS_INIT into *out, for bindings that cannot expand the macro (python/neargnn).
+void ng_open_opts_init(ng_open_opts *out);
 
 /// Counts of an open dataset.
 typedef struct {
@@ -266,6 +268,8 @@ typedef struct {
     sizeof(ng_convert_opts), NG_FORMAT_PLANETOID, NULL, 0, NG_FEATURES_NONE, 0, 0, 0.1, 0.1, 0.2,  \
         NULL, 1, NULL, NULL                                                                        \
   }
+/// NG_CONVERT_OPTS_INIT into *out, for bindings that cannot expand the macro (python/neargnn).
+void ng_convert_opts_init(ng_convert_opts *out);
 
 /// Converts the dataset at `src` (a folder, or for SNAP a file) into folder `dst_dir`, which
 /// must not exist. Streams the input with memory bounded by the output's size, removes self
@@ -467,6 +471,8 @@ typedef struct {
     sizeof(ng_layer_opts), 10, NG_AGGREGATOR_MEAN, 16, NG_ACT_RELU, 0.0f, 0.0f, NG_SAGE_SUM, 1, 1, \
         0.0f                                                                                       \
   }
+/// NG_LAYER_OPTS_INIT into *out, for bindings that cannot expand the macro (python/neargnn).
+void ng_layer_opts_init(ng_layer_opts *out);
 
 typedef struct ng_model *ng_model_t;
 
@@ -492,6 +498,17 @@ ng_status ng_model_from_checkpoint(ng_model_t *out, const char *path);
 /// A built-in aggregator's name ("mean", "sum", "max", "min", "gcn"), a user aggregator's
 /// name (ng_aggregator_def.name), or "custom".
 const char *ng_aggregator_name(ng_aggregator aggregator);
+/// The built-in aggregator `name` ("mean", "sum", "max", "min", "gcn") into *out;
+/// NG_ERR_INVALID_ARG for another name (the message lists them).
+ng_status ng_aggregator_parse(ng_aggregator *out, const char *name);
+/// The name of built-in aggregator number `index` (0, 1, ...: "mean", "sum", "max", "min",
+/// "gcn"), or NULL past the last: the list ng_aggregator_parse reads.
+const char *ng_aggregator_builtin_name(int32_t index);
+/// The name of a model family ("sage", "gcn", "gat", "gin", "sage-pool"; "?" when unknown), as
+/// checkpoints record it and ng_model_parse reads it.
+const char *ng_model_name(ng_model_kind kind);
+/// Parses a model family's name into *out; NG_ERR_INVALID_ARG for an unknown name.
+ng_status ng_model_parse(ng_model_kind *out, const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Training                                                                                    */
@@ -731,6 +748,8 @@ typedef struct {
         1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25, 0, 0,    \
         NULL, NULL, NG_CACHE_REPLICATED, NULL                                                      \
   }
+/// NG_TRAIN_OPTS_INIT into *out, for bindings that cannot expand the macro (python/neargnn).
+void ng_train_opts_init(ng_train_opts *out);
 
 /// What one epoch did.
 typedef struct {
@@ -849,6 +868,8 @@ typedef struct {
 } ng_infer_opts;
 #define NG_INFER_OPTS_INIT                                                                         \
   { sizeof(ng_infer_opts), -1, 0, 0, NULL, NULL, NULL, 0, NULL }
+/// NG_INFER_OPTS_INIT into *out, for bindings that cannot expand the macro (python/neargnn).
+void ng_infer_opts_init(ng_infer_opts *out);
 
 /// Columns of layer `layer`'s output (-1: the last layer, i.e. the classes) into *dim.
 ng_status ng_trainer_embed_dim(int64_t *dim, ng_trainer_t trainer, int32_t layer);
@@ -1009,6 +1030,9 @@ typedef struct {
 ng_status ng_trainer_cache_info(ng_cache_info *out, ng_trainer_t trainer);
 /// The name of a placement ("replicated", "partitioned", "auto"), or NULL.
 const char *ng_cache_placement_name(ng_cache_placement p);
+/// Parses a placement's name ("replicated", "partitioned", "auto") into *out;
+/// NG_ERR_INVALID_ARG otherwise.
+ng_status ng_cache_placement_parse(ng_cache_placement *out, const char *name);
 /// Where ng_trainer_create's time went, in seconds (ng_trainer_startup).
 typedef struct {
   double features_copy_s; ///< copying the feature table into huge pages (features_memory), or 0
@@ -1025,6 +1049,15 @@ typedef struct {
 ng_status ng_trainer_startup(ng_startup_times *out, ng_trainer_t trainer);
 /// Destroys a trainer; NULL is accepted.
 void ng_trainer_destroy(ng_trainer_t trainer);
+/// The name of an optimizer ("adam", "sgd"; "?" when unknown), as ng_optimizer_parse reads it.
+const char *ng_optimizer_name(ng_optimizer optimizer);
+/// Parses an optimizer's name into *out; NG_ERR_INVALID_ARG for an unknown name.
+ng_status ng_optimizer_parse(ng_optimizer *out, const char *name);
+/// The name of a feature normalisation ("none", "row"; "?" for NG_NORMALIZE_AUTO and unknown
+/// values), as checkpoints record it and ng_normalize_parse reads it.
+const char *ng_normalize_name(ng_normalize normalize);
+/// Parses a normalisation's name ("none", "row") into *out; NG_ERR_INVALID_ARG otherwise.
+ng_status ng_normalize_parse(ng_normalize *out, const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Hot-set reordering                                                                          */

@@ -1007,23 +1007,3 @@ ng_status ng_model_layer_get(ng_layer_opts *out, ng_model_t m, int32_t layer) {
   *out = m->layers[layer].o;
   return NG_OK;
 }
-
-const char *ng_aggregator_name(ng_aggregator a) {
-  if (a.user)
-    return a.user->name ? a.user->name : "custom";
-  static const struct {
-    const char *name;
-    ng_aggregator a;
-  } builtin[] = {{"mean", NG_AGGREGATOR_MEAN},
-                 {"sum", NG_AGGREGATOR_SUM},
-                 {"max", NG_AGGREGATOR_MAX},
-                 {"min", NG_AGGREGATOR_MIN},
-                 {"gcn", NG_AGGREGATOR_GCN}};
-  for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
-    const ng_aggregator *b = &builtin[i].a;
-    if (b->reduce == a.reduce && b->edge_weight == a.edge_weight && b->finalize == a.finalize &&
-        (b->self_loop != 0) == (a.self_loop != 0))
-      return builtin[i].name;
-  }
-  return "custom";
-}

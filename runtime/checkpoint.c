@@ -5,6 +5,7 @@
  * flipped byte renamed is unknown, a value that one changed fails the header CRC, a tensor
  * that one changed fails its own CRC. docs/training.md lists the keys. */
 #include "checkpoint_impl.h"
+#include "names_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,23 +14,17 @@
 #include <string.h>
 #include <zlib.h>
 
-static const char *const KIND_NAME[] = {"sage", "gcn", "gat", "gin", "sage-pool"};
-static const char *const NORMALIZE_NAME[] = {"none", "row"};
-static const char *const REDUCE_NAME[] = {"sum", "max", "min"};
-static const char *const WEIGHT_NAME[] = {"none", "gcn_norm"};
-static const char *const FINALIZE_NAME[] = {"none", "mean"};
-static const char *const COMBINE_NAME[] = {"sum", "concat"};
-static const char *const ACT_NAME[] = {"none", "relu"};
+/* The strings a checkpoint records, from the one name table of each enum (core/names_impl.h). */
+static const char *const KIND_NAME[] = {NG_MODEL_NAMES(NG_NAME_ONLY)};
+static const char *const NORMALIZE_NAME[] = {NG_NORMALIZE_NAMES(NG_NAME_ONLY)};
+static const char *const REDUCE_NAME[] = {NG_REDUCE_NAMES(NG_NAME_ONLY)};
+static const char *const WEIGHT_NAME[] = {NG_EDGE_WEIGHT_NAMES(NG_NAME_ONLY)};
+static const char *const FINALIZE_NAME[] = {NG_FINALIZE_NAMES(NG_NAME_ONLY)};
+static const char *const COMBINE_NAME[] = {NG_COMBINE_NAMES(NG_NAME_ONLY)};
+static const char *const ACT_NAME[] = {NG_ACTIVATION_NAMES(NG_NAME_ONLY)};
 
 #define NAME_OF(table, v) ((unsigned)(v) < NG_ARRAY_LEN(table) ? (table)[(unsigned)(v)] : "?")
-
-static int index_of(const char *const *table, size_t n, const char *name) {
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(table[i], name) == 0)
-      return (int)i;
-  return -1;
-}
-#define INDEX_OF(table, name) index_of(table, NG_ARRAY_LEN(table), name)
+#define INDEX_OF(table, name) ng__name_index(table, (int)NG_ARRAY_LEN(table), name)
 
 /* The header CRC's key. It is written first: a value before it that a damaged quote extended
  * over it would otherwise hide it, and with it every check of version 2. */
@@ -299,11 +294,10 @@ static ng_status split_fields(char vals[F_COUNT][64], bool have[F_COUNT], const 
 /* Whether `name` is a built-in aggregator's (or "custom", a combination of built-in parts), not
  * a user aggregator's, whose functions only the program that defined it has. */
 static bool builtin_aggregator(const char *name) {
-  static const char *const NAMES[] = {"mean", "sum", "max", "min", "gcn", "custom"};
-  for (size_t i = 0; i < NG_ARRAY_LEN(NAMES); i++)
-    if (strcmp(name, NAMES[i]) == 0)
+  for (int32_t i = 0; ng_aggregator_builtin_name(i); i++)
+    if (strcmp(name, ng_aggregator_builtin_name(i)) == 0)
       return true;
-  return false;
+  return strcmp(name, "custom") == 0;
 }
 
 /* Parses a layer's description into `o` and its aggregator's name. */

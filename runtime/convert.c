@@ -56,12 +56,14 @@ void ng__lines_close(ng_lines *r) {
   memset(r, 0, sizeof *r);
 }
 
-double ng__lines_done(const ng_lines *r) {
+/* Bytes of the file consumed so far (compressed bytes for gzip files). */
+static double lines_done(const ng_lines *r) {
   z_off_t off = r->gz ? gzoffset(r->gz) : 0;
   return off > 0 ? (double)off : 0.0;
 }
 
-ng_status ng__lines_rewind(ng_lines *r, const char *phase) {
+/* Starts again from the first line (second passes) under a new progress phase. */
+static ng_status lines_rewind(ng_lines *r, const char *phase) {
   if (gzrewind(r->gz) != 0)
     return ng__err(NG_ERR_IO, "%s: cannot read the file a second time", r->path);
   r->len = r->pos = 0;
@@ -130,7 +132,7 @@ ng_status ng__lines_next(ng_lines *r, char **line) {
       r->eof = true;
     }
     r->len += (size_t)n;
-    NG_CHECK(ng__progress(r->progress, r->phase, ng__lines_done(r), r->file_bytes, false));
+    NG_CHECK(ng__progress(r->progress, r->phase, lines_done(r), r->file_bytes, false));
   }
 }
 
@@ -235,8 +237,10 @@ bool ng__parse_float(const char **pp, float *out) {
   return true;
 }
 
-ng_status ng__parse_edge(const ng_lines *r, const char *line, ng_sep sep, int64_t *src,
-                         int64_t *dst, bool *is_edge) {
+/* Parses one edge line: *is_edge is false for blank lines and (NG_SEP_BLANKS) '#' comments; a
+ * malformed line is NG_ERR_FORMAT naming the file, the line number and the text. */
+static ng_status parse_edge(const ng_lines *r, const char *line, ng_sep sep, int64_t *src,
+                            int64_t *dst, bool *is_edge) {
   *is_edge = false;
   const char *p = ng__skip_blanks(line);
   if (*p == '\0' || (sep == NG_SEP_BLANKS && *p == '#'))
@@ -271,7 +275,7 @@ ng_status ng__lines_next_edge(ng_lines *r, ng_sep sep, int64_t *src, int64_t *ds
       *got = false;
       return NG_OK;
     }
-    NG_CHECK(ng__parse_edge(r, line, sep, src, dst, got));
+    NG_CHECK(parse_edge(r, line, sep, src, dst, got));
     if (*got)
       return NG_OK;
   }
@@ -311,7 +315,7 @@ ng_status ng__conv_fill_edges(ng_conv *c, ng_lines *r, ng_sep sep, int64_t *ptr,
   int32_t *idx32 = wide ? NULL : idx_npy->data;
   int64_t *idx64 = wide ? idx_npy->data : NULL;
   /* ptr[v] is row v's write cursor; it ends at the start of row v + 1. */
-  NG_CHECK(ng__lines_rewind(r, "edges (pass 2 of 2)"));
+  NG_CHECK(lines_rewind(r, "edges (pass 2 of 2)"));
   uint64_t digest2 = 0;
   int64_t written = 0;
   for (;;) {

@@ -42,12 +42,8 @@ ng_status ng__lines_open(ng_lines *r, const char *path, ng_progress *progress, c
 /// The next line, NUL-terminated in place without its end of line ("\n" or "\r\n"); *line is
 /// NULL at the end of the file. Fails on read errors, corrupt gzip data and interruption.
 ng_status ng__lines_next(ng_lines *r, char **line);
-/// Starts again from the first line (second passes) under a new progress phase.
-ng_status ng__lines_rewind(ng_lines *r, const char *phase);
 /// Closes; accepts a zeroed or closed reader.
 void ng__lines_close(ng_lines *r);
-/// Bytes of the file consumed so far (compressed bytes for gzip files).
-double ng__lines_done(const ng_lines *r);
 
 /// The 1-based column of `at` in `line`, for error messages: they name the file, line and column
 /// but never echo the text, which may be anything the path points to (a link to a secret).
@@ -74,11 +70,8 @@ typedef enum {
   NG_SEP_COMMA,      ///< exactly one comma (CSV)
 } ng_sep;
 
-/// Parses one edge line: *is_edge is false for blank lines and (NG_SEP_BLANKS) '#' comments;
-/// a malformed line is NG_ERR_FORMAT naming the file, the line number and the text.
-ng_status ng__parse_edge(const ng_lines *r, const char *line, ng_sep sep, int64_t *src,
-                         int64_t *dst, bool *is_edge);
-/// Reads lines up to the next edge, skipping what ng__parse_edge() says is not one; *got is
+/// Reads lines up to the next edge, skipping blank lines and (NG_SEP_BLANKS) '#'
+/// comments; *got is
 /// false at the end of the input.
 ng_status ng__lines_next_edge(ng_lines *r, ng_sep sep, int64_t *src, int64_t *dst, bool *got);
 

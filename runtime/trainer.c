@@ -1543,8 +1543,7 @@ static ng_status check_resume(const ng_trainer_t t, const ng_ckpt_run *r, const 
     return ng__err(NG_ERR_FORMAT,
                    "%s: the checkpoint was trained with --optimizer %s, this run uses %s; resume "
                    "with the checkpoint's optimizer (its state is the optimizer's own)",
-                   path, r->optimizer == NG_OPTIMIZER_SGD ? "sgd" : "adam",
-                   t->opts.optimizer == NG_OPTIMIZER_SGD ? "sgd" : "adam");
+                   path, ng_optimizer_name(r->optimizer), ng_optimizer_name(t->opts.optimizer));
   const int64_t n_train = t->ds->info.train, iters = epoch_iters(n_train, r->batch);
   /* The rest of an epoch replays the epoch's order and samples: they depend on the batch. */
   if (r->iteration > 0 && r->batch != t->opts.batch)

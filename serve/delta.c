@@ -1,6 +1,7 @@
 /* Versioned graph deltas over the immutable base dataset, and their durable log. */
 #include "dataset_impl.h"
 #include "engine_impl.h"
+#include "idmap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,11 +13,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
-/* ---- the node -> row map ---- */
+/* ---- the node -> row map ----
+ *
+ * Not an ng_idmap (core/idmap.h): its values are reference-counted rows that a snapshot's
+ * successor shares (map_clone), a put replaces a value in place, and the layer-0 cache
+ * (serve/ecache.c) walks its slots; it shares the id tables' hash. */
 
 static size_t map_slot(int64_t key, size_t mask) {
-  uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
-  return (size_t)(h ^ (h >> 32)) & mask;
+  return ng__idmap_hash(key, mask);
 }
 
 static void *map_get(const ng_srv_map *m, int64_t key) {

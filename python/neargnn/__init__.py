@@ -28,20 +28,10 @@ _LIB, _LIB_PATH = _lib.load()
 _lib.bind(_LIB)
 
 _SPLITS = {"train": 0, "val": 1, "test": 2}
-_KINDS = {"sage": 0, "gcn": 1, "gat": 2, "gin": 3, "sage-pool": 4}
-_AGGREGATORS = {  # reduce, edge_weight, finalize, self_loop (include/neargnn.h's built-ins)
-    "sum": (0, 0, 0, 0), "mean": (0, 0, 1, 0), "max": (1, 0, 0, 0), "min": (2, 0, 0, 0),
-    "gcn": (0, 1, 0, 1),
-}
-_COMBINES = {"sum": 0, "concat": 1}
-_OPTIMIZERS = {"adam": 0, "sgd": 1}
-_NORMALIZE = {"none": 0, "row": 1}
-_MODES = {"auto": 0, "cpu": 1, "baseline": 2, "zerocopy": 3, "partial": 4, "hybrid-static": 5,
-          "hybrid": 6}
-_FETCH = {"partial": 0, "batch": 1, "zcopy": 2, "auto": 3}
 _FEATURES_MEMORY = {"auto": 0, "mapped": 1, "copy": 2}
 _PRECISION = {"fp32": 0, "tf32": 1, "bf16": 2}
 _FORMATS = {"planetoid": 0, "snap": 1, "ogb": 2}
+_FEATURE_FILLS = {"none": 0, "random": 1}
 _INT32, _INT64 = 0, 1
 
 
@@ -65,6 +55,36 @@ def _choice(table, value, what):
     if value not in table:
         raise ValueError(f"{what} must be one of {', '.join(table)} (got {value!r})")
     return table[value]
+
+
+def _enum_names(name_fn):
+    """{name: value} of a C enum, from its name function (ng_mode_name, ...), which names the
+    values 0, 1, ... and then "?": the library's tables (core/names_impl.h) are the only copy."""
+    table, value = {}, 0
+    while (name := name_fn(value)) not in (None, b"?"):
+        table[name.decode()] = value
+        value += 1
+    return table
+
+
+def _builtin_aggregators():
+    """{name: ng_aggregator} of the built-in aggregators, as ng_aggregator_parse makes them."""
+    table, i = {}, 0
+    while (name := _LIB.ng_aggregator_builtin_name(i)) is not None:
+        a = _lib.Aggregator()
+        _check(_LIB.ng_aggregator_parse(ctypes.byref(a), name))
+        table[name.decode()] = (a.reduce, a.edge_weight, a.finalize, a.self_loop)
+        i += 1
+    return table
+
+
+_KINDS = _enum_names(_LIB.ng_model_name)
+_AGGREGATORS = _builtin_aggregators()  # reduce, edge_weight, finalize, self_loop
+_COMBINES = {"sum": 0, "concat": 1}
+_OPTIMIZERS = _enum_names(_LIB.ng_optimizer_name)
+_NORMALIZE = _enum_names(_LIB.ng_normalize_name)
+_MODES = _enum_names(_LIB.ng_mode_name)
+_FETCH = _enum_names(_LIB.ng_fetch_name)
 
 
 def version():
@@ -98,15 +118,34 @@ def _progress_callback(fn, errors):
     return _lib.PROGRESS_FN(call)
 
 
-def convert(dst, src, format="planetoid", name=None, undirected=False, progress=None):
+def convert(dst, src, *args, format="planetoid", name=None, undirected=False, features="none",
+            feature_dim=None, classes=None, train_frac=None, val_frac=None, test_frac=None,
+            split=None, seed=None, progress=None):
     """Converts planetoid, SNAP or OGB data at `src` into a dataset folder `dst` (which must not
-    exist); see docs/convert.md."""
-    o = _lib.ConvertOpts()
-    o.size = ctypes.sizeof(o)
+    exist); see docs/convert.md. The destination comes first, as in ng_dataset_convert(dst, src,
+    opts); the options are keyword-only and are ng_convert_opts' fields (those left at None keep
+    NG_CONVERT_OPTS_INIT's value): format ("planetoid", "snap", "ogb"), name, undirected,
+    features ("none", or "random" for SNAP), feature_dim, classes, train_frac, val_frac,
+    test_frac, split (OGB's scheme), seed."""
+    if args:
+        raise TypeError(f"convert(dst, src, *, format=..., ...): the options are keyword-only; "
+                        f"got {len(args)} more positional argument(s) {args!r} (for example "
+                        f"format={args[0]!r})")
+    if os.path.exists(dst) and not os.path.exists(src):
+        raise ValueError(f"convert(dst, src): the destination comes first (as in "
+                         f"ng_dataset_convert); {os.fspath(dst)!r} exists and {os.fspath(src)!r} "
+                         f"does not: are they swapped?")
+    o = _lib.init(_LIB, _lib.ConvertOpts)
     o.format = _choice(_FORMATS, format, "format")
     o.name = name.encode() if name else None
     o.undirected = int(bool(undirected))
-    o.train_frac, o.val_frac, o.test_frac, o.seed = 0.1, 0.1, 0.2, 1
+    o.features = _choice(_FEATURE_FILLS, features, "features")
+    for key, value in (("feature_dim", feature_dim), ("classes", classes),
+                       ("train_frac", train_frac), ("val_frac", val_frac),
+                       ("test_frac", test_frac), ("seed", seed)):
+        if value is not None:
+            setattr(o, key, value)
+    o.split = split.encode() if split else None
     errors = []
     o.progress = _progress_callback(progress, errors)
     st = _LIB.ng_dataset_convert(os.fsencode(dst), os.fsencode(src), ctypes.byref(o))
@@ -134,7 +173,8 @@ class Dataset:
     @classmethod
     def open(cls, path, check_features=False):
         """Opens (memory-maps and validates) the dataset folder `path`."""
-        o = _lib.OpenOpts(ctypes.sizeof(_lib.OpenOpts), int(bool(check_features)), 0)
+        o = _lib.init(_LIB, _lib.OpenOpts)
+        o.check_features = int(bool(check_features))
         h = ctypes.c_void_p()
         _check(_LIB.ng_dataset_open(ctypes.byref(h), os.fsencode(path), ctypes.byref(o)))
         return cls(h.value)
@@ -385,8 +425,7 @@ class Model:
         """Appends a layer (layers go from the input towards the output). GAT layers use
         `heads` and `attn_dropout`, and `combine` "concat" (heads side by side) or "sum" (heads
         averaged)."""
-        o = _lib.LayerOpts()
-        o.size = ctypes.sizeof(o)
+        o = _lib.init(_LIB, _lib.LayerOpts)
         o.fanout, o.out_dim = int(fanout), int(out_dim)
         o.aggregator = _lib.Aggregator(*_choice(_AGGREGATORS, aggregator, "aggregator"))
         o.activation = _choice({"none": 0, "relu": 1}, activation, "activation")
@@ -423,8 +462,7 @@ class Model:
         _check(_LIB.ng_model_shape(ctypes.byref(n), ctypes.byref(p), self._h))
         out = []
         for l in range(n.value):
-            o = _lib.LayerOpts()
-            o.size = ctypes.sizeof(o)
+            o = _lib.init(_LIB, _lib.LayerOpts)
             _check(_LIB.ng_model_layer_get(ctypes.byref(o), self._h, l))
             out.append({
                 "out_dim": o.out_dim, "fanout": o.fanout,
@@ -469,7 +507,7 @@ class Trainer:
     def __init__(self, dataset, model, progress=None, **options):
         self._h = ctypes.c_void_p()
         self.dataset, self.model = dataset, model
-        o = _lib.train_opts_default()
+        o = _lib.init(_LIB, _lib.TrainOpts)
         names = {f[0] for f in _lib.TrainOpts._fields_} - {
             "size", "progress", "progress_ctx", "telemetry", "telemetry_ctx"}
         for key, value in options.items():
@@ -565,7 +603,7 @@ class Trainer:
             ids = np.ascontiguousarray(nodes, dtype=np.int64)
             n = ids.shape[0]
         out = np.empty((n, dim.value), np.float32)
-        opts = _lib.infer_opts_default()
+        opts = _lib.init(_LIB, _lib.InferOpts)
         opts.layer = int(layer)
         self._call(_LIB.ng_trainer_embed(out.ctypes.data, self._h,
                                          None if ids is None else ids.ctypes.data, n,

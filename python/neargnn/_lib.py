@@ -3,9 +3,9 @@ prototypes of the functions the package calls.
 
 ctypes (the standard library) rather than cffi: the package then needs no compiler and no build
 step, imports wherever numpy does, and a wheel-less install is copying this folder. The price is
-that the structs below mirror the header by hand: tests/python checks them through what they
-carry (options that change training, counts read back, bit-identical results against the C
-path), which a wrong layout would break.
+that the structs below mirror the header by hand: tests/python/test_tables.py compares each
+one's field offsets and size with the compiler's (tests/python/layout.c). Their defaults are not
+repeated here: the library's ng_<struct>_init functions fill them from the NG_*_INIT macros.
 """
 
 import ctypes
@@ -119,19 +119,11 @@ class TrainOpts(ctypes.Structure):
                 ("cache_placement", c_enum), ("cache_bench", c_char_p)]
 
 
-def train_opts_default():
-    """NG_TRAIN_OPTS_INIT."""
-    o = TrainOpts()
-    o.size = ctypes.sizeof(TrainOpts)
-    o.batch, o.lr, o.optimizer, o.momentum, o.seed, o.threads = 1024, 0.01, 0, 0.9, 1, 0
-    o.device, o.normalize, o.eval_chunk = b"cpu", 0, 0
-    o.mode, o.cache_bytes, o.cache_ratio, o.workers, o.cpuset = 0, 0, -1.0, 0, None
-    o.transfer, o.partial_workers, o.period_ms, o.threshold = 3, -1, 50.0, 0.10
-    o.telemetry_s, o.lookahead, o.features_memory, o.device_share = 1.0, 3, 0, 0.0
-    o.trace_spans, o.ready_window, o.precision, o.op_profile_every = 0, 0, 0, 0
-    o.sampler, o.sampler_memory_share = 0, 0.25
-    o.max_host_memory, o.infer_host_bytes, o.temp_dir, o.comm = 0, 0, None, None
-    o.cache_placement, o.cache_bench = 0, None
+def init(lib, cls):
+    """A `cls` holding its C initializer's values (NG_TRAIN_OPTS_INIT, ...), from the library's
+    ng_<struct>_init function."""
+    o = cls()
+    getattr(lib, _INITS[cls])(ctypes.byref(o))
     return o
 
 
@@ -155,15 +147,6 @@ class InferOpts(ctypes.Structure):
                 ("progress_ctx", c_void_p), ("device_bytes", c_int64), ("report", c_void_p)]
 
 
-def infer_opts_default():
-    """NG_INFER_OPTS_INIT."""
-    o = InferOpts()
-    o.size = ctypes.sizeof(InferOpts)
-    o.layer, o.chunk, o.host_bytes, o.temp_dir, o.progress_ctx = -1, 0, 0, None, None
-    o.device_bytes, o.report = 0, None
-    return o
-
-
 class CheckpointInfo(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("described", c_int32), ("kind", c_enum),
                 ("layers", c_int32), ("normalize", c_enum), ("dataset", ctypes.c_char * 64),
@@ -173,6 +156,10 @@ class CheckpointInfo(ctypes.Structure):
 
 
 P = ctypes.POINTER
+# The mirrors that have a C initializer, and its function.
+_INITS = {OpenOpts: "ng_open_opts_init", ConvertOpts: "ng_convert_opts_init",
+          LayerOpts: "ng_layer_opts_init", TrainOpts: "ng_train_opts_init",
+          InferOpts: "ng_infer_opts_init"}
 _PROTOTYPES = {
     "ng_version": (c_char_p, []),
     "ng_status_name": (c_char_p, [c_int]),
@@ -194,6 +181,18 @@ _PROTOTYPES = {
     "ng_model_from_checkpoint": (c_int, [P(c_void_p), c_char_p]),
     "ng_model_destroy": (None, [c_void_p]),
     "ng_aggregator_name": (c_char_p, [Aggregator]),
+    "ng_aggregator_parse": (c_int, [P(Aggregator), c_char_p]),
+    "ng_aggregator_builtin_name": (c_char_p, [c_int32]),
+    "ng_model_name": (c_char_p, [c_enum]),
+    "ng_model_parse": (c_int, [P(c_enum), c_char_p]),
+    "ng_mode_name": (c_char_p, [c_enum]),
+    "ng_mode_parse": (c_int, [P(c_enum), c_char_p]),
+    "ng_fetch_name": (c_char_p, [c_enum]),
+    "ng_fetch_parse": (c_int, [P(c_enum), c_char_p]),
+    "ng_optimizer_name": (c_char_p, [c_enum]),
+    "ng_optimizer_parse": (c_int, [P(c_enum), c_char_p]),
+    "ng_normalize_name": (c_char_p, [c_enum]),
+    "ng_normalize_parse": (c_int, [P(c_enum), c_char_p]),
     "ng_trainer_create": (c_int, [P(c_void_p), c_void_p, c_void_p, P(TrainOpts)]),
     "ng_trainer_epoch": (c_int, [P(EpochStats), c_void_p]),
     "ng_trainer_evaluate": (c_int, [P(c_double), P(c_double), c_void_p, c_int]),
@@ -207,6 +206,7 @@ _PROTOTYPES = {
     "ng_trainer_destroy": (None, [c_void_p]),
     "ng_checkpoint_info_get": (c_int, [P(CheckpointInfo), c_char_p]),
 }
+_PROTOTYPES.update({fn: (None, [P(cls)]) for cls, fn in _INITS.items()})
 
 
 def bind(lib):

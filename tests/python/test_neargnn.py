@@ -206,6 +206,30 @@ class TestFolder(unittest.TestCase):
         ds.close()
 
 
+class TestConvert(unittest.TestCase):
+    def test_snap_options_reach_the_library(self):
+        src = os.path.join(TMP, "ring.txt")
+        with open(src, "w") as f:
+            f.write("# a ring of 40 nodes\n" + "".join(f"{i} {(i + 1) % 40}\n" for i in range(40)))
+        dst = os.path.join(TMP, "ring")
+        ng.convert(dst, src, format="snap", undirected=True, features="random", feature_dim=6,
+                   classes=3, train_frac=0.5, val_frac=0.25, test_frac=0.25, seed=5)
+        ds = ng.Dataset.open(dst)
+        self.assertEqual((ds.nodes, ds.edges, ds.feature_dim, ds.classes), (40, 80, 6, 3))
+        self.assertEqual((ds.train, ds.val, ds.test), (20, 10, 10))
+        ds.close()
+
+    def test_wrong_forms(self):
+        src = os.path.join(DATA, "cora")
+        with self.assertRaisesRegex(TypeError, "keyword-only.*format='snap'"):
+            ng.convert(os.path.join(TMP, "never"), src, "snap")
+        self.assertFalse(os.path.exists(os.path.join(TMP, "never")))
+        with self.assertRaisesRegex(ValueError, "destination comes first.*swapped"):
+            ng.convert(src, os.path.join(TMP, "missing"))
+        with self.assertRaisesRegex(ValueError, "features must be one of none, random"):
+            ng.convert(os.path.join(TMP, "never"), src, features="zeros")
+
+
 class TestArrays(unittest.TestCase):
     def test_zero_copy(self):
         """The dataset reads the caller's arrays: the library's feature pointer is the array's,
