@@ -211,6 +211,9 @@ typedef struct {
   /// evicted to make room and rows removed because an update changed them; rows held now (a
   /// gauge). All 0 when the cache is off.
   int64_t cache_hits, cache_misses, cache_evictions, cache_invalidations, cache_entries;
+  /// Requests taken into a device batch (computed, or computing now). A request refused,
+  /// expired or cancelled while queued is never counted here.
+  int64_t computed;
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 

@@ -111,6 +111,7 @@ void *ng__engine_lane_main(void *arg) {
       if (take) {
         unlink_pending(ln, p, prev);
         p->taken = true;
+        e->stats.computed++;
         batch[n++] = p;
         nodes += p->req->n;
         work += p->work;

@@ -933,6 +933,9 @@ char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
   counter(f, "neargnn_engine_timed_out_total",
           "Requests whose deadline passed before they could start; never computed (503).",
           "counter", st.timed_out);
+  counter(f, "neargnn_engine_computed_total",
+          "Requests taken into a device batch (computed, or computing now).", "counter",
+          st.computed);
   counter(f, "neargnn_engine_embedding_cache_hits_total",
           "Layer-0 rows of full-neighbourhood batches found in the embedding cache.", "counter",
           st.cache_hits);

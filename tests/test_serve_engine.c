@@ -1091,6 +1091,7 @@ static void test_deadline_expires(void) {
   ng_engine_stats_get(&s, e);
   EXPECT_EQ_I(s.timed_out, 1);
   EXPECT_EQ_I(s.batches, 0);
+  EXPECT_EQ_I(s.computed, 0);
   EXPECT_EQ_I(s.queue_depth, 1);
   ng__engine_test_pause(e, false);
   pthread_join(th[0], NULL);
@@ -1098,6 +1099,7 @@ static void test_deadline_expires(void) {
   ng_engine_stats_get(&s, e);
   EXPECT_EQ_I(s.batches, 1);
   EXPECT_EQ_I(s.batch_nodes, 1); /* the expired request was not computed */
+  EXPECT_EQ_I(s.computed, 1);
   EXPECT_EQ_I(s.timed_out, 1);
   EXPECT_EQ_I(s.queue_depth, 0);
   ng_engine_destroy(e);
