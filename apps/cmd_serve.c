@@ -34,6 +34,7 @@ int cmd_serve(int argc, char **argv) {
   const char *dataset = NULL, *checkpoint = NULL, *mode = "auto";
   int32_t max_batch = eo.max_batch, max_delay_us = eo.max_delay_us, queue = eo.queue_cap;
   int32_t workers = eo.workers, threads = eo.threads, port = ho.port;
+  int32_t serve_workers = eo.serve_workers;
   int32_t max_connections = ho.max_connections, per_client = ho.max_connections_per_client;
   int32_t health_connections = ho.health_connections;
   int64_t max_request_nodes = eo.max_request_nodes, hub_edges = eo.hub_edges;
@@ -79,6 +80,10 @@ int cmd_serve(int argc, char **argv) {
                      "the append-only update log: replayed at start, every acknowledged update "
                      "fsynced to it; without it updates are refused"),
       CLI_OPT_INT("workers", &workers, "N", 0, 4096, "CPU worker threads; 0 = all cores but one"),
+      CLI_OPT_INT("serve-workers", &serve_workers, "N", 0, NG_ENGINE_MAX_SERVE_WORKERS,
+                  "main-lane workers, each computing ordinary batches on its own backend "
+                  "instance so that one batch is built while another runs; 0 = 2 on cuda, 1 on "
+                  "cpu"),
       CLI_OPT_INT("threads", &threads, "T", 0, 4096,
                   "OpenMP threads of the CPU backend; 0 = OMP_NUM_THREADS or all"),
       CLI_OPT_BYTES("gpu-cache-bytes", &cache_bytes, "SIZE", 0,
@@ -137,6 +142,7 @@ int cmd_serve(int argc, char **argv) {
   eo.hub_edges = hub_edges;
   eo.request_timeout_ms = request_timeout_ms;
   eo.workers = workers;
+  eo.serve_workers = serve_workers;
   eo.threads = threads;
   eo.cache_bytes = cache_bytes;
   eo.cache_ratio = cache_ratio;

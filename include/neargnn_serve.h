@@ -8,8 +8,8 @@
 ///
 /// Threading: every function may be called from any thread at the same time, except create and
 /// destroy. ng_engine_infer and ng_engine_update block the calling thread until their answer is
-/// ready; the engine's own threads (two lanes, each a batcher and device thread, and CPU workers)
-/// do the work.
+/// ready; the engine's own threads (its lanes: main-lane workers and a hub lane, each a batcher
+/// and device thread; and CPU workers) do the work.
 #ifndef NEARGNN_SERVE_H
 #define NEARGNN_SERVE_H
 
@@ -59,12 +59,19 @@ typedef struct {
   /// aggregates raw rows without parameters (GraphSAGE, GCN, GIN); GAT and SAGE-pool run
   /// without it. Answers are the same bits with or without it on the CPU backend.
   int64_t embedding_cache_bytes;
+  /// Main-lane workers: threads that each take ordinary batches from the one queue and compute
+  /// them on a backend instance of their own (on CUDA its own streams), so that one batch is
+  /// built on the host while another runs on the device (0: 2 on "cuda", 1 on "cpu"; at most
+  /// NG_ENGINE_MAX_SERVE_WORKERS). Answers are the same bits whichever worker computes them.
+  int serve_workers;
 } ng_engine_opts;
 #define NG_ENGINE_OPTS_INIT                                                                        \
   {                                                                                                \
     sizeof(ng_engine_opts), NULL, "cpu", NG_MODE_AUTO, 0, 0, 0, -1.0, 256, 500, 0, 4096, 0, NULL,  \
-        NG_NORMALIZE_AUTO, 1000, 0, 0                                                              \
+        NG_NORMALIZE_AUTO, 1000, 0, 0, 0                                                           \
   }
+/// The most main-lane workers (ng_engine_opts.serve_workers).
+#define NG_ENGINE_MAX_SERVE_WORKERS 64
 /// The longest deadline a request or the engine's options may give (one hour, in ms).
 #define NG_ENGINE_MAX_TIMEOUT_MS 3600000
 

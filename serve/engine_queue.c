@@ -15,23 +15,23 @@ static bool compatible(const pending *a, const pending *b) {
   return memcmp(a->fanout, b->fanout, sizeof a->fanout) == 0;
 }
 
-/* The lane that serves request `p`: the hub lane for hub requests. */
-static lane *lane_of(ng_engine *e, const pending *p) {
-  return &e->lanes[p->hub ? LANE_HUB : LANE_MAIN];
+/* The queue that serves request `p`: the hub lane's for hub requests. */
+static queue *queue_of(ng_engine *e, const pending *p) {
+  return &e->queues[p->hub ? Q_HUB : Q_MAIN];
 }
 
-/* Unlinks queued request `p` (its predecessor `prev` in its lane's queue, NULL at the head) and
- * takes it off the queue's counts. Under e->mu. */
-static void unlink_pending(lane *ln, pending *p, pending *prev) {
+/* Unlinks queued request `p` (its predecessor `prev` in queue `q`, NULL at the head) and takes it
+ * off the queue's counts. Under e->mu. */
+static void unlink_pending(queue *q, pending *p, pending *prev) {
   if (prev)
     prev->next = p->next;
   else
-    ln->head = p->next;
-  if (ln->tail == p)
-    ln->tail = prev;
+    q->head = p->next;
+  if (q->tail == p)
+    q->tail = prev;
   p->next = NULL;
-  ln->queued_nodes -= p->req->n;
-  ln->queued_work -= p->work;
+  q->queued_nodes -= p->req->n;
+  q->queued_work -= p->work;
 }
 
 /* Answers queued request `p`, whose deadline passed before it could start, as busy: it is never
@@ -47,13 +47,15 @@ static void expire(ng_engine *e, pending *p, double now) {
   e->stats.timed_out++;
 }
 
-/* The lane's measured cost after a batch of `work` units computed in `us`: an EWMA of the cost
- * per unit, weighted towards recent batches so that it follows the load. Under e->mu. */
-static void measure(const ng_engine *e, lane *ln, int64_t work, double us) {
+/* The queue's measured cost after one of its lanes computed a batch of `work` units in `us`: an
+ * EWMA of the cost per unit, weighted towards recent batches so that it follows the load. With
+ * several workers each batch is timed on its own worker, concurrent batches included, so the
+ * cost is a worker's and the queue drains `lanes` times as fast. Under e->mu. */
+static void measure(const ng_engine *e, queue *q, int64_t work, double us) {
   if (e->cost_fixed || work <= 0)
     return;
   const double per = us / (double)work;
-  ln->us_per_work = ln->us_per_work > 0.0 ? 0.8 * ln->us_per_work + 0.2 * per : per;
+  q->us_per_work = q->us_per_work > 0.0 ? 0.8 * q->us_per_work + 0.2 * per : per;
 }
 
 /* The test hook's hold (ng__engine_test_hold_hub): a hub batch, once taken, waits here until the
@@ -68,39 +70,42 @@ static void hold_hub_batch(ng_engine *e) {
   e->hub_held--;
 }
 
-/* A lane's thread: it forms batches from its own queue and computes them on its own backend.
- * The main lane merges compatible ordinary requests; the hub lane runs each hub request alone
+/* A lane's thread: it forms batches from its queue and computes them on its own backend. The
+ * main-lane workers share one queue and merge compatible ordinary requests; while one computes,
+ * the next free one forms and builds the next batch. The hub lane runs each hub request alone
  * and at once (it does not wait max_delay_us). */
 void *ng__engine_lane_main(void *arg) {
   lane *ln = arg;
   ng_engine *e = ln->e;
+  queue *qu = ln->q;
   pending *batch[1024];
   pthread_mutex_lock(&e->mu);
   for (;;) {
-    while ((!ln->head || e->paused) && !e->stopping)
+    while ((!qu->head || e->paused) && !e->stopping)
       pthread_cond_wait(&e->work_cv, &e->mu);
-    if (!ln->head)
-      break; /* stopping, and every request of this lane is answered */
+    if (!qu->head)
+      break; /* stopping, and every request of this queue is taken */
     /* Wait for others to join the oldest request, up to max_delay_us or a full batch. A hub
      * request runs alone and starts at once. */
-    const double delay_end = ln->head->t_enq + (double)e->o.max_delay_us;
-    while (!e->stopping && !e->paused && ln->head && !ln->head->hub &&
-           ln->queued_nodes < e->o.max_batch && ln->queued_work < e->o.max_batch_work &&
+    const double delay_end = qu->head->t_enq + (double)e->o.max_delay_us;
+    while (!e->stopping && !e->paused && qu->head && !qu->head->hub &&
+           qu->queued_nodes < e->o.max_batch && qu->queued_work < e->o.max_batch_work &&
            now_us() < delay_end)
-      wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, ln->head->deadline_us));
-    if (!ln->head || (e->paused && !e->stopping))
-      continue; /* the head left (its deadline passed), or a test paused the lanes */
+      wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, qu->head->deadline_us));
+    if (!qu->head || (e->paused && !e->stopping))
+      continue; /* the head left (its deadline passed, or another worker took it), or a test
+                 * paused the lanes */
     /* Take the oldest request, then every later compatible one that fits; requests whose
      * deadline has passed are answered busy instead, never computed. */
     int n = 0;
     int64_t nodes = 0, work = 0;
-    pending *p = ln->head, *prev = NULL;
+    pending *p = qu->head, *prev = NULL;
     const pending *first = NULL;
     const double now = now_us();
     while (p && n < (int)NG_ARRAY_LEN(batch)) {
       pending *next = p->next;
       if (now >= p->deadline_us) {
-        unlink_pending(ln, p, prev);
+        unlink_pending(qu, p, prev);
         expire(e, p, now);
         p = next;
         continue;
@@ -109,7 +114,7 @@ void *ng__engine_lane_main(void *arg) {
           !first || (!first->hub && !p->hub && compatible(first, p) &&
                      nodes + p->req->n <= e->o.max_batch && work + p->work <= e->o.max_batch_work);
       if (take) {
-        unlink_pending(ln, p, prev);
+        unlink_pending(qu, p, prev);
         p->taken = true;
         e->stats.computed++;
         batch[n++] = p;
@@ -127,7 +132,10 @@ void *ng__engine_lane_main(void *arg) {
     pthread_cond_broadcast(&e->done_cv); /* the callers of expired requests */
     if (n == 0)
       continue;
-    ln->running_work = work;
+    qu->running_work += work;
+    /* What is left may make another batch: a free worker of this queue forms it now. */
+    if (qu->head && qu->lanes > 1)
+      pthread_cond_broadcast(&e->work_cv);
     if (first->hub)
       hold_hub_batch(e);
     pthread_mutex_unlock(&e->mu);
@@ -141,9 +149,9 @@ void *ng__engine_lane_main(void *arg) {
     const double t1 = now_us();
 
     pthread_mutex_lock(&e->mu);
-    ln->running_work = 0;
+    qu->running_work -= work;
     if (st == NG_OK)
-      measure(e, ln, work, t1 - t0);
+      measure(e, qu, work, t1 - t0);
     e->stats.batches++;
     e->stats.batch_nodes += nodes;
     e->stats.hot_rows += rows.hot_rows;
@@ -173,8 +181,8 @@ void ng__engine_test_pause(ng_engine *e, bool paused) {
 
 void ng__engine_test_cost(ng_engine *e, double us_per_work) {
   pthread_mutex_lock(&e->mu);
-  for (int k = 0; k < N_LANES; k++)
-    e->lanes[k].us_per_work = us_per_work;
+  for (int k = 0; k < N_QUEUES; k++)
+    e->queues[k].us_per_work = us_per_work;
   e->cost_fixed = us_per_work > 0.0;
   pthread_mutex_unlock(&e->mu);
 }
@@ -277,10 +285,12 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
                    e->o.queue_cap);
   }
   /* Admission by predicted wait: the work queued and computing ahead of this request at the
-   * measured cost. Refused at once when it would start after its deadline: answering busy now
-   * costs the client nothing, computing it late would cost the requests behind it. */
-  lane *ln = lane_of(e, &p);
-  const double wait_us = (double)(ln->queued_work + ln->running_work) * ln->us_per_work;
+   * measured cost, shared by the queue's workers. Refused at once when it would start after its
+   * deadline: answering busy now costs the client nothing, computing it late would cost the
+   * requests behind it. */
+  queue *qu = queue_of(e, &p);
+  const double wait_us =
+      (double)(qu->queued_work + qu->running_work) * qu->us_per_work / (double)qu->lanes;
   if (p.t_enq + wait_us > p.deadline_us) {
     e->stats.rejected_deadline++;
     pthread_mutex_unlock(&e->mu);
@@ -294,21 +304,21 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
   e->stats.requests++;
   e->stats.request_nodes += req->n;
   e->stats.hub_requests += p.hub;
-  ln->queued_nodes += req->n;
-  ln->queued_work += p.work;
-  if (ln->tail)
-    ln->tail->next = &p;
+  qu->queued_nodes += req->n;
+  qu->queued_work += p.work;
+  if (qu->tail)
+    qu->tail->next = &p;
   else
-    ln->head = &p;
-  ln->tail = &p;
+    qu->head = &p;
+  qu->tail = &p;
   pthread_cond_broadcast(&e->work_cv); /* both lanes wait on it */
   while (!p.done) {
     if (!p.taken && now_us() >= p.deadline_us) {
       /* Still queued at its deadline: leave the queue unanswered by the device. */
       pending *prev = NULL;
-      for (pending *q = ln->head; q && q != &p; q = q->next)
+      for (pending *q = qu->head; q && q != &p; q = q->next)
         prev = q;
-      unlink_pending(ln, &p, prev);
+      unlink_pending(qu, &p, prev);
       expire(e, &p, now_us());
       pthread_cond_broadcast(&e->work_cv); /* its lane may be waiting on this head */
       break;

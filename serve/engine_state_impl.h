@@ -43,26 +43,32 @@ typedef struct {
   size_t cap;
 } growbuf;
 
-/* An execution lane: a thread with what a batch needs of its own (a backend instance, an
- * executor, a field builder, staging and device scratch) and its queue. The model's parameters
- * and the hot tier belong to the main lane; the hub lane's executor and kernels read them,
- * never write or free them. */
-enum { LANE_MAIN, LANE_HUB, N_LANES };
-
-typedef struct lane {
-  struct ng_engine *e;
-  int id;           /* LANE_MAIN or LANE_HUB */
-  ng_backend *be;   /* its own instance: one backend runs one thread's queue at a time */
-  ng_model_exec ex; /* the hub lane's borrows the main lane's parameters (ex.params) */
-  /* Its queue (under e->mu): the admitted requests it has not taken, oldest first. */
+/* A queue of admitted requests, oldest first, that one or more lanes take batches from; its
+ * fields are under e->mu. */
+typedef struct queue {
   pending *head, *tail;
   int64_t queued_nodes;
   int64_t queued_work;  /* the work of the queued requests */
-  int64_t running_work; /* the work of the batch computing now */
-  /* Measured cost: an EWMA of a batch's compute time per unit of work on this lane (0 until its
-   * first batch, or what a test set with ng__engine_test_cost). Admission predicts a request's
-   * wait as the work ahead of it on its lane times this. */
+  int64_t running_work; /* the work of the batches its lanes compute now */
+  /* Measured cost: an EWMA of a batch's compute time per unit of work on one of its lanes (0
+   * until its first batch, or what a test set with ng__engine_test_cost). Admission predicts a
+   * request's wait as the work ahead of it on its queue times this, over its lane count. */
   double us_per_work;
+  int lanes; /* the lanes that take from it */
+} queue;
+enum { Q_MAIN, Q_HUB, N_QUEUES };
+
+/* An execution lane: a thread with what a batch needs of its own (a backend instance, an
+ * executor, a field builder, staging and device scratch) and the queue it takes batches from.
+ * The model's parameters and the hot tier belong to lane 0 (the first main-lane worker); the
+ * other lanes' executors and kernels read them, never write or free them. */
+typedef struct lane {
+  struct ng_engine *e;
+  int id;           /* its index in e->lanes: 0 .. n_main - 1 main workers, then the hub lane */
+  bool hub;         /* the hub lane */
+  queue *q;         /* the queue it takes batches from */
+  ng_backend *be;   /* its own instance: one backend runs one thread's queue at a time */
+  ng_model_exec ex; /* every lane but lane 0 borrows lane 0's parameters (ex.params) */
   pthread_t thread;
   bool started;
   /* The lane thread's memory. */
@@ -85,7 +91,7 @@ struct ng_engine {
   bool store_open;
   ng_mode mode; /* resolved */
   int64_t hot;
-  int workers;
+  int workers;         /* CPU worker threads (ng_engine_opts.workers) */
   const float *base_x; /* the table the model reads: the mapping or features_owned */
   float *features_owned;
   int64_t hub_edges;
@@ -115,9 +121,9 @@ struct ng_engine {
   ng_srv_log_report log_rep; /* what the start-up replay found */
 
   pthread_mutex_t mu; /* the lanes' queues and costs, the counters, every pending's done/status */
-  pthread_cond_t work_cv, done_cv; /* work_cv: both lanes wait on it for requests */
+  pthread_cond_t work_cv, done_cv; /* work_cv: every lane waits on it for requests */
   bool cost_fixed;                 /* a test fixed us_per_work: batches do not update it */
-  bool paused;                     /* a test holds both lanes (ng__engine_test_pause) */
+  bool paused;                     /* a test holds every lane (ng__engine_test_pause) */
   int64_t admitted;                /* admitted, not yet answered */
   int64_t callers;                 /* threads inside ng_engine_infer */
   bool stopping;
@@ -126,9 +132,12 @@ struct ng_engine {
   bool hold_hub;
   int hub_held; /* hub batches waiting in the hook now */
 
-  /* The two lanes (docs/serving-engine.md, "Lanes"): LANE_MAIN runs ordinary batches and owns the
-   * engine's backend, executor and hot tier; LANE_HUB runs hub requests one at a time. */
-  lane lanes[N_LANES];
+  /* The queues and lanes (docs/serving-engine.md, "Lanes"): n_main main-lane workers take
+   * ordinary batches from queues[Q_MAIN], lane 0 owning the engine's parameters and hot tier;
+   * the hub lane, lanes[n_main], takes hub requests one at a time from queues[Q_HUB]. */
+  queue queues[N_QUEUES];
+  lane *lanes; /* [n_lanes] */
+  int n_lanes, n_main;
   ng_ecache *ecache; /* layer-0 outputs of full-neighbourhood batches (NULL: off) */
 };
 

@@ -33,6 +33,13 @@ typedef struct {
 static trained sage, gcn, gat, gin, pool;
 static const float *cora_features(int64_t v);
 
+/* The main-lane workers of the suite's engines: NG_TEST_SERVE_WORKERS (e.g. 2 or 3) runs every
+ * exactness test with batches spread over several workers; unset, the engine's default. */
+static int serve_workers(void) {
+  const char *v = getenv("NG_TEST_SERVE_WORKERS");
+  return v ? atoi(v) : 0;
+}
+
 /* A path in the test's folder that stays valid (ng_test_path's buffer is reused). */
 static const char *tpath(const char *name) {
   static char paths[32][4096];
@@ -80,6 +87,7 @@ static ng_engine *engine(const trained *t, ng_mode mode, double cache_ratio, int
   o.log_path = log_path;
   o.max_delay_us = max_delay_us;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   /* Deadlines far off: these tests check answers, under sanitizers on a loaded machine too
    * (the deadline tests give their own). */
   o.request_timeout_ms = 60 * 1000;
@@ -230,7 +238,8 @@ static void *call_main(void *arg) {
       q.seed = c->seed;
       ng_infer_result res;
       if (ng_engine_infer(c->e, &q, &res) != NG_OK) {
-        c->bad++;
+        if (c->bad++ == 0)
+          fprintf(stderr, "  request of %lld nodes: %s\n", (long long)q.n, ng_last_error());
         continue;
       }
       if (memcmp(res.logits, c->want + (int64_t)i * C, (size_t)(q.n * C) * sizeof(float)) != 0)
@@ -528,6 +537,7 @@ static void test_sampled_seeds_batch(void) {
   o.max_delay_us = 30 * 1000 * 1000;
   o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   o.normalize = sage.normalize;
   ng_engine *e = NULL;
   EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
@@ -1064,6 +1074,7 @@ static ng_engine *paused_engine(int max_batch) {
   o.max_batch = max_batch;
   o.max_delay_us = 0;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   o.normalize = sage.normalize;
   ng_engine *e = NULL;
   EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
@@ -1161,6 +1172,7 @@ static void test_batch_work_cap(void) {
   o.max_batch_work = work[0] + work[1];
   o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   o.normalize = sage.normalize;
   ng_engine *e = NULL;
   EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
@@ -1220,6 +1232,91 @@ static void test_deadline_args(void) {
   ng_engine *x = NULL;
   EXPECT_STATUS(ng_engine_create(&x, cora, sage.model, sage.ckpt, &o), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("request_timeout_ms");
+}
+
+/* Several main-lane workers take batches from one queue at once: every answer is the same bits
+ * as the trainer's, whichever worker computed it and whatever it was batched with. */
+static void test_workers_same_bits(void) {
+  const int64_t C = info.classes;
+  for (int workers = 2; workers <= 3; workers++) {
+    ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+    o.serve_workers = workers;
+    o.max_batch = 3; /* small batches: many of them, spread over the workers */
+    o.queue_cap = 64;
+    o.max_delay_us = 200;
+    o.workers = 2;
+    o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
+    o.normalize = sage.normalize;
+    ng_engine *e = NULL;
+    EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+    if (!e)
+      return;
+    float *want = ng_test_xmalloc((size_t)n_probe * (size_t)C * sizeof(float));
+    for (int i = 0; i < n_probe; i++)
+      memcpy(want + i * C, sage.ref + probe[i] * C, (size_t)C * sizeof(float));
+    concurrent(e, want, 6, 2, 0, 0);
+    ng_engine_stats s;
+    ng_engine_stats_get(&s, e);
+    EXPECT_EQ_I(s.computed, s.requests);
+    EXPECT_TRUE(s.batches >= s.batch_nodes / 3); /* no batch over max_batch */
+    EXPECT_EQ_I(s.queue_depth, 0);
+    free(want);
+    ng_engine_destroy(e);
+  }
+}
+
+/* Admission counts the main lane's workers: the same work ahead predicts half the wait with two
+ * workers, so a deadline between the two predictions is admitted with two workers and refused
+ * with one. */
+static void test_admission_workers(void) {
+  ng_srv_snap *snap = NULL;
+  EXPECT_OK(
+      ng__srv_snap_base(&snap, &cora->csr, cora->features, info.feature_dim, NG_NORMALIZE_NONE));
+  if (!snap)
+    return;
+  const int32_t full[2] = {-1, -1};
+  const int64_t ahead_id = 1358;
+  const int64_t work = ng__srv_field_estimate(snap, 2, full, &ahead_id, 1, INT64_MAX) + 1;
+  ng__srv_snap_unref(snap);
+  for (int workers = 1; workers <= 2; workers++) {
+    ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+    o.serve_workers = workers;
+    o.max_delay_us = 0;
+    o.workers = 2;
+    o.normalize = sage.normalize;
+    ng_engine *e = NULL;
+    EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+    if (!e)
+      return;
+    ng__engine_test_pause(e, true);
+    /* The request ahead predicts a wait of 1,000 s for one worker, 500 s for two. */
+    ng__engine_test_cost(e, 1e9 / (double)work);
+    timed ahead = {e, ahead_id, NG_ENGINE_MAX_TIMEOUT_MS, NG_ERR_INTERNAL, ""};
+    pthread_t th[2];
+    pthread_create(&th[0], NULL, timed_main, &ahead);
+    await_depth(e, 1);
+    timed next = {e, 3, 700 * 1000, NG_ERR_INTERNAL, ""};
+    if (workers == 1) {
+      timed_main(&next); /* refused at once */
+      EXPECT_STATUS(next.st, NG_ERR_STATE);
+      EXPECT_TRUE(strstr(next.err, "predicted wait") != NULL);
+    } else {
+      pthread_create(&th[1], NULL, timed_main, &next);
+      await_depth(e, 2); /* admitted */
+    }
+    ng_engine_stats s;
+    ng_engine_stats_get(&s, e);
+    EXPECT_EQ_I(s.rejected_deadline, workers == 1);
+    EXPECT_EQ_I(s.requests, workers == 1 ? 1 : 2);
+    ng__engine_test_pause(e, false);
+    pthread_join(th[0], NULL);
+    EXPECT_OK(ahead.st);
+    if (workers == 2) {
+      pthread_join(th[1], NULL);
+      EXPECT_OK(next.st);
+    }
+    ng_engine_destroy(e);
+  }
 }
 
 static void test_bad_requests(void) {
@@ -1424,6 +1521,7 @@ static void test_admission_per_lane(void) {
   ng_engine_opts o = NG_ENGINE_OPTS_INIT;
   o.max_delay_us = 0;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   o.hub_edges = two_hop(g, hub) - 1;
   o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
   o.normalize = sage.normalize;
@@ -1513,6 +1611,7 @@ static void test_generated_hubs(void) {
       eo.cache_ratio = 0.25;
       eo.hub_edges = threshold;
       eo.workers = 2;
+      eo.serve_workers = serve_workers();
       ng_engine *e = NULL;
       EXPECT_OK(ng_engine_create(&e, ds, t.model, t.ckpt, &eo));
       if (!e)
@@ -1845,6 +1944,7 @@ static void test_raw_input_updates(void) {
       o.mode = raw ? NG_MODE_BASELINE : NG_MODE_PARTIAL;
       o.cache_ratio = 0.5;
       o.workers = 2;
+      o.serve_workers = serve_workers();
       o.normalize = models[k]->normalize;
       char name[64];
       snprintf(name, sizeof name, "raw-input-%zu-%d.log", k, raw);
@@ -1913,6 +2013,8 @@ int main(void) {
   RUN_TEST(test_deadline_args);
   RUN_TEST(test_batch_work_cap);
   RUN_TEST(test_bad_requests);
+  RUN_TEST(test_workers_same_bits);
+  RUN_TEST(test_admission_workers);
   RUN_TEST(test_generated_hubs);
   RUN_TEST(test_slow_hub);
   RUN_TEST(test_admission_per_lane);
