@@ -8,8 +8,9 @@
 ///
 /// Threading: every function may be called from any thread at the same time, except create and
 /// destroy. ng_engine_infer and ng_engine_update block the calling thread until their answer is
-/// ready; the engine's own threads (its lanes: main-lane workers and a hub lane, each a batcher
-/// and device thread; and CPU workers) do the work.
+/// ready (ng_engine_submit is ng_engine_infer without the wait); the engine's own threads (its
+/// lanes: main-lane workers and a hub lane, each a batcher and device thread; and CPU workers) do
+/// the work.
 #ifndef NEARGNN_SERVE_H
 #define NEARGNN_SERVE_H
 
@@ -129,13 +130,43 @@ typedef struct {
 } ng_infer_result;
 void ng_infer_result_free(ng_infer_result *r);
 
-/// Answers one request (blocking). Errors: NG_ERR_INVALID_ARG for a bad id, layer, fanout or
-/// timeout (ng_last_error() says which); NG_ERR_STATE ("busy", the caller answers 503) when the
-/// admission queue is full, when the wait predicted from the queued work and the measured cost
-/// would pass the request's deadline (refused at once), when the deadline passes before the
-/// request starts (it is then never computed), or while the engine drains. Same request on an
-/// unchanged graph: same bits, whatever it is batched with.
+/// Answers one request (blocking): ng_engine_submit, then a wait for its callback. Errors:
+/// NG_ERR_INVALID_ARG for a bad id, layer, fanout or timeout (ng_last_error() says which);
+/// NG_ERR_STATE ("busy", the caller answers 503) when the admission queue is full, when the wait
+/// predicted from the queued work and the measured cost would pass the request's deadline
+/// (refused at once), when the deadline passes before the request starts (answered at its
+/// deadline, never computed), or while the engine drains. Same request on an unchanged graph:
+/// same bits, whatever it is batched with and whichever lane computes it.
 ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_result *res);
+
+/// A request's answer, called once for every request ng_engine_submit admitted. `status`:
+/// NG_OK (*res is filled; the caller frees it with ng_infer_result_free), NG_ERR_STATE (busy:
+/// its deadline passed before it could start; never computed), NG_ERR_INTERRUPTED (cancelled:
+/// dropped from the queue, or computed and its answer discarded), NG_ERR_NONFINITE or another
+/// error of its batch; *res holds nothing but on NG_OK. `message` says why (empty on NG_OK; valid
+/// during the call only). It runs on an engine thread, or on the thread of ng_engine_cancel for a
+/// request cancelled while queued, possibly before ng_engine_submit has returned; it must return
+/// quickly (it holds up the thread that answers other requests), and may call ng_engine_submit
+/// and ng_engine_cancel but not ng_engine_destroy.
+typedef void (*ng_infer_done_fn)(void *user, ng_status status, const char *message);
+/// Names an admitted request for ng_engine_cancel (never 0; not reused by one engine).
+typedef uint64_t ng_infer_ticket;
+
+/// Admits one request without waiting for its answer: the answer comes through `done(user,
+/// ...)`. `req` (and its node ids) and `res` are borrowed until the callback has run. On NG_OK
+/// the request is admitted, *ticket (may be NULL) names it and `done` will be called exactly
+/// once; on an error nothing was admitted and `done` is never called. Errors: as
+/// ng_engine_infer's at admission (a bad request, a full queue, a predicted wait past the
+/// deadline, draining), all returned at once.
+ng_status ng_engine_submit(ng_engine *e, const ng_infer_request *req, ng_infer_result *res,
+                           ng_infer_done_fn done, void *user, ng_infer_ticket *ticket);
+
+/// Cancels an admitted request that is not answered yet: one still queued is dropped, never
+/// computed, and its callback runs (NG_ERR_INTERRUPTED) before this returns; one already in a
+/// batch is computed and its answer discarded, its callback running (NG_ERR_INTERRUPTED) when
+/// the batch ends. Returns NG_OK, or NG_ERR_NOT_FOUND when no such request waits or computes
+/// (answered already, or being answered now: its callback brings the answer).
+ng_status ng_engine_cancel(ng_engine *e, ng_infer_ticket ticket);
 
 /// One online update. Node ids of added nodes are assigned in order from the current count.
 typedef struct {
@@ -221,6 +252,9 @@ typedef struct {
   /// Requests taken into a device batch (computed, or computing now). A request refused,
   /// expired or cancelled while queued is never counted here.
   int64_t computed;
+  /// Requests cancelled (ng_engine_cancel; the HTTP front's client went away): dropped from the
+  /// queue, or computed and their answer discarded.
+  int64_t cancelled;
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 

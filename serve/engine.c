@@ -188,7 +188,9 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   pthread_cond_init(&e->work_cv, &ca);
   pthread_cond_init(&e->upd_cv, NULL);
   pthread_cond_init(&e->done_cv, &ca);
+  pthread_cond_init(&e->clock_cv, &ca);
   pthread_condattr_destroy(&ca);
+  e->clock_until = INFINITY;
   e->log.fd = -1;
   const ng_dataset_info *info = &ds->info;
   const struct ng_model *m = &e->model;
@@ -312,6 +314,11 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     }
     ln->started = true;
   }
+  if (pthread_create(&e->clock, NULL, ng__engine_clock_main, e) != 0) {
+    st = ng__err(NG_ERR_INTERNAL, "engine: cannot start the deadline clock's thread");
+    goto fail;
+  }
+  e->clock_started = true;
   *out = e;
   return NG_OK;
 fail:
@@ -330,11 +337,14 @@ void ng_engine_destroy(ng_engine *e) {
   for (int k = 0; k < e->n_lanes; k++)
     if (e->lanes[k].started)
       pthread_join(e->lanes[k].thread, NULL);
-  /* Callers woken by the last batch leave ng_engine_infer before the lock goes. */
+  /* The lanes answered every admitted request (each callback has returned); the clock, which
+   * may still be calling those of expired ones, stops last. */
   pthread_mutex_lock(&e->mu);
-  while (e->callers > 0)
-    pthread_cond_wait(&e->done_cv, &e->mu);
+  e->clock_stop = true;
+  pthread_cond_signal(&e->clock_cv);
   pthread_mutex_unlock(&e->mu);
+  if (e->clock_started)
+    pthread_join(e->clock, NULL);
   e->magic = 0;
   /* Lane 0 last: the others' executors borrow its parameters, so only their arenas are their
    * own. */
@@ -374,6 +384,7 @@ void ng_engine_destroy(ng_engine *e) {
                  (size_t)e->ds->info.nodes * (size_t)e->ds->info.feature_dim * sizeof(float));
   pthread_cond_destroy(&e->work_cv);
   pthread_cond_destroy(&e->done_cv);
+  pthread_cond_destroy(&e->clock_cv);
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->upd_cv);
   pthread_mutex_destroy(&e->upd_mu);

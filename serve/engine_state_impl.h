@@ -20,23 +20,29 @@
 #define DEFAULT_HUB_EDGES 100000
 #define ALIGN 64
 
-/* One admitted request, on its caller's stack until answered. */
+/* One admitted request (ng_engine_submit allocates it; it is freed once its callback ran). */
 typedef struct pending {
-  const ng_infer_request *req;
-  ng_infer_result *res;
+  const ng_infer_request *req; /* borrowed from the caller until the callback */
+  ng_infer_result *res;        /* the caller's */
+  ng_infer_done_fn done_fn;
+  void *user;
+  ng_infer_ticket ticket;
   int32_t fanout[NG_ENGINE_MAX_LAYERS]; /* resolved: -1 = every neighbour */
   int32_t emb_layer;
-  bool hub;   /* served by the hub lane */
-  bool taken; /* in a batch: computed whatever its deadline does from now on */
-  bool done;
+  bool hub;       /* served by the hub lane */
+  bool taken;     /* in a batch: computed whatever its deadline does from now on */
+  bool cancelled; /* cancelled while in a batch: computed, its answer discarded */
   ng_status st;
   char err[512];
   double t_enq;
   double deadline_us; /* now_us() time by which it must start */
   int64_t timeout_ms;
   int64_t work; /* the estimated edges of its field, plus its nodes (the cost model's unit) */
-  struct pending *next;
+  struct pending *next; /* its queue's next, or the next of a list of answered ones */
 } pending;
+
+/* The most requests one batch takes. */
+#define MAX_BATCH_REQUESTS 1024
 
 typedef struct {
   void *ptr;
@@ -79,6 +85,9 @@ typedef struct lane {
   growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
   size_t map_cap;
   ng_ecache_work *ecache_work; /* the cache's scratch for this lane's batches */
+  /* The batch computing now (under e->mu), where ng_engine_cancel finds its requests. */
+  pending *batch[MAX_BATCH_REQUESTS];
+  int n_batch;
 } lane;
 
 struct ng_engine {
@@ -121,12 +130,20 @@ struct ng_engine {
   ng_srv_log_report log_rep; /* what the start-up replay found */
 
   pthread_mutex_t mu; /* the lanes' queues and costs, the counters, every pending's done/status */
-  pthread_cond_t work_cv, done_cv; /* work_cv: every lane waits on it for requests */
-  bool cost_fixed;                 /* a test fixed us_per_work: batches do not update it */
-  bool paused;                     /* a test holds every lane (ng__engine_test_pause) */
-  int64_t admitted;                /* admitted, not yet answered */
-  int64_t callers;                 /* threads inside ng_engine_infer */
+  pthread_cond_t work_cv; /* every lane waits on it for requests */
+  pthread_cond_t done_cv; /* the test hooks' waits */
+  bool cost_fixed;        /* a test fixed us_per_work: batches do not update it */
+  bool paused;            /* a test holds every lane (ng__engine_test_pause) */
+  int64_t admitted;       /* admitted, not yet answered */
+  uint64_t next_ticket;   /* the ticket of the next admitted request (from 1) */
   bool stopping;
+  /* The clock thread answers queued requests at their deadline (engine_queue.c, clock_main): it
+   * sleeps on clock_cv until clock_until, the earliest deadline it knows of; admission wakes it
+   * when a request's deadline is earlier. */
+  pthread_t clock;
+  bool clock_started, clock_stop;
+  pthread_cond_t clock_cv;
+  double clock_until;
   ng_engine_stats stats;
   /* Test hook (ng__engine_test_hold_hub): a hub batch waits on done_cv while hold_hub. */
   bool hold_hub;
@@ -174,5 +191,7 @@ ng_status ng__engine_run_batch(lane *ln, pending **reqs, int n_req, double t0,
 ng_status ng__engine_check(const ng_engine *e);
 /// A lane's thread (engine_queue.c).
 void *ng__engine_lane_main(void *arg);
+/// The clock thread (engine_queue.c): answers queued requests busy at their deadline.
+void *ng__engine_clock_main(void *arg);
 
 #endif

@@ -1116,6 +1116,152 @@ static void test_deadline_expires(void) {
   ng_engine_destroy(e);
 }
 
+static int64_t two_hop(const ng_csr *g, int64_t v);
+
+/* A request's callback (ng_engine_submit): how often it ran, and its last status. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int calls;
+  ng_status st;
+  char msg[512];
+} recorder;
+
+static void record_done(void *user, ng_status st, const char *message) {
+  recorder *r = user;
+  pthread_mutex_lock(&r->mu);
+  r->calls++;
+  r->st = st;
+  snprintf(r->msg, sizeof r->msg, "%s", message);
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void recorder_init(recorder *r) {
+  memset(r, 0, sizeof *r);
+  r->st = NG_ERR_INTERNAL;
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
+}
+
+static int recorder_calls(recorder *r) {
+  pthread_mutex_lock(&r->mu);
+  const int n = r->calls;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+/* One request of one node, submitted: NG_OK and its ticket, or the refusal. */
+static ng_status submit_one(ng_engine *e, const int64_t *id, int64_t timeout_ms,
+                            ng_infer_result *res, recorder *r, ng_infer_ticket *t) {
+  static ng_infer_request reqs[8]; /* borrowed until the callback: kept here */
+  static int next;
+  ng_infer_request *q = &reqs[next++ % 8];
+  memset(q, 0, sizeof *q);
+  q->node_ids = id;
+  q->n = 1;
+  q->outputs = NG_OUT_LOGITS;
+  q->timeout_ms = timeout_ms;
+  return ng_engine_submit(e, q, res, record_done, r, t);
+}
+
+/* Cancelling a queued request (the lanes held) drops it: its callback runs once, before
+ * ng_engine_cancel returns, with NG_ERR_INTERRUPTED, and it is never computed; the ticket is then
+ * unknown. A request beside it is answered as usual once the lanes go on. */
+static void test_cancel_queued(void) {
+  ng_engine *e = paused_engine(64);
+  if (!e)
+    return;
+  const int64_t ids[2] = {7, 8};
+  recorder rc[2];
+  ng_infer_result res[2];
+  ng_infer_ticket t[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    recorder_init(&rc[k]);
+    EXPECT_OK(submit_one(e, &ids[k], 0, &res[k], &rc[k], &t[k]));
+  }
+  EXPECT_TRUE(t[0] != 0 && t[1] != 0 && t[0] != t[1]);
+  EXPECT_OK(ng_engine_cancel(e, t[0]));
+  EXPECT_EQ_I(recorder_calls(&rc[0]), 1); /* answered before cancel returned */
+  EXPECT_STATUS(rc[0].st, NG_ERR_INTERRUPTED);
+  EXPECT_TRUE(res[0].logits == NULL);
+  EXPECT_STATUS(ng_engine_cancel(e, t[0]), NG_ERR_NOT_FOUND);
+  EXPECT_STATUS(ng_engine_cancel(e, 0), NG_ERR_NOT_FOUND);
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.cancelled, 1);
+  EXPECT_EQ_I(s.computed, 0);
+  EXPECT_EQ_I(s.queue_depth, 1);
+  ng__engine_test_pause(e, false);
+  pthread_mutex_lock(&rc[1].mu);
+  while (rc[1].calls == 0)
+    pthread_cond_wait(&rc[1].cv, &rc[1].mu);
+  pthread_mutex_unlock(&rc[1].mu);
+  EXPECT_OK(rc[1].st);
+  const int64_t C = info.classes;
+  if (res[1].logits)
+    EXPECT_SAME_BITS(res[1].logits, sage.ref + ids[1] * C, C, "the request beside it");
+  ng_infer_result_free(&res[1]);
+  ng_engine_destroy(e); /* every callback has run once destroy returns */
+  EXPECT_EQ_I(recorder_calls(&rc[0]), 1);
+  EXPECT_EQ_I(recorder_calls(&rc[1]), 1);
+  for (int k = 0; k < 2; k++) {
+    pthread_cond_destroy(&rc[k].cv);
+    pthread_mutex_destroy(&rc[k].mu);
+  }
+}
+
+/* A request cancelled inside its batch (a hub request held there by the test hook) is computed
+ * and its answer discarded: its callback runs once, when the batch ends, with
+ * NG_ERR_INTERRUPTED. Meanwhile, with the hub lane busy, a second hub request queued behind it is
+ * answered busy at its deadline by the clock, never computed. */
+static void test_cancel_in_batch(void) {
+  const ng_csr *g = &cora->csr;
+  int64_t hub = 0;
+  for (int64_t v = 1; v < info.nodes; v++)
+    if (two_hop(g, v) > two_hop(g, hub))
+      hub = v;
+  ng_engine *e = engine(&sage, NG_MODE_AUTO, -1.0, two_hop(g, hub) - 1, NULL, 0);
+  if (!e)
+    return;
+  recorder rc;
+  recorder_init(&rc);
+  ng_infer_result res;
+  ng_infer_ticket t = 0;
+  ng__engine_test_hold_hub(e, true);
+  EXPECT_OK(submit_one(e, &hub, 0, &res, &rc, &t));
+  EXPECT_TRUE(ng__engine_test_hub_held(e, 60.0)); /* taken, and held inside its batch */
+  EXPECT_OK(ng_engine_cancel(e, t));
+  EXPECT_EQ_I(recorder_calls(&rc), 0); /* its batch has not ended */
+  /* The lane is held: the queued request behind it can only be answered by the clock. */
+  timed late = {e, hub, 20, NG_ERR_INTERNAL, ""};
+  timed_main(&late);
+  EXPECT_STATUS(late.st, NG_ERR_STATE);
+  EXPECT_TRUE(strstr(late.err, "deadline (timeout_ms 20)") != NULL);
+  EXPECT_EQ_I(recorder_calls(&rc), 0); /* still held */
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.timed_out, 1);
+  EXPECT_EQ_I(s.computed, 1);
+  ng__engine_test_hold_hub(e, false);
+  pthread_mutex_lock(&rc.mu);
+  while (rc.calls == 0)
+    pthread_cond_wait(&rc.cv, &rc.mu);
+  pthread_mutex_unlock(&rc.mu);
+  EXPECT_STATUS(rc.st, NG_ERR_INTERRUPTED);
+  EXPECT_TRUE(res.logits == NULL);
+  EXPECT_STATUS(ng_engine_cancel(e, t), NG_ERR_NOT_FOUND);
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.cancelled, 1);
+  EXPECT_EQ_I(s.computed, 1);
+  EXPECT_EQ_I(s.batches, 1);
+  EXPECT_EQ_I(s.queue_depth, 0);
+  ng_engine_destroy(e);
+  EXPECT_EQ_I(recorder_calls(&rc), 1);
+  pthread_cond_destroy(&rc.cv);
+  pthread_mutex_destroy(&rc.mu);
+}
+
 /* Admission by predicted wait: with work queued ahead and a (fixed) large measured cost, a
  * request whose deadline the wait would pass is refused at once, not queued; with nothing
  * ahead the same cost predicts no wait and the request is admitted. */
@@ -2009,6 +2155,8 @@ int main(void) {
   RUN_TEST(test_log_replay);
   RUN_TEST(test_queue_full);
   RUN_TEST(test_deadline_expires);
+  RUN_TEST(test_cancel_queued);
+  RUN_TEST(test_cancel_in_batch);
   RUN_TEST(test_admission_by_wait);
   RUN_TEST(test_deadline_args);
   RUN_TEST(test_batch_work_cap);
