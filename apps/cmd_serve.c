@@ -97,7 +97,7 @@ int cmd_serve(int argc, char **argv) {
       CLI_OPT_BYTES("max-body", &max_body, "SIZE", 1024,
                     "largest request body; larger ones get 413 unread"),
       CLI_OPT_INT("max-connections", &max_connections, "N", 1, 65536,
-                  "open connections at once for any request (one thread each)"),
+                  "open connections at once for any request"),
       CLI_OPT_INT("health-connections", &health_connections, "N", 0, 65536,
                   "connections beyond --max-connections that answer only health checks and "
                   "/metrics (other requests there get 503)"),

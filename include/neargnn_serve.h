@@ -270,7 +270,9 @@ typedef struct {
   /// Body bytes held at once across connections (default 4 x the max), charged as they arrive:
   /// past it, a body is dropped as it comes and answered 503.
   int64_t max_buffered_bytes;
-  int max_connections;    ///< open connections for any request, one thread each (default 512)
+  /// Open connections for any request (default 512). A request waiting for the engine holds its
+  /// connection, not a thread: a pool of event-loop threads serves every connection.
+  int max_connections;
   int retry_after_s;      ///< the Retry-After of a 503 (default 1)
   double drain_timeout_s; ///< ng_http_server_stop's longest wait for requests in flight (30 s)
   /// A request's headers must be complete this long after its connection opened or answered the
@@ -291,7 +293,9 @@ typedef struct {
 #define NG_HTTP_OPTS_INIT                                                                          \
   { sizeof(ng_http_opts), NULL, 8000, (int64_t)16 << 20, 0, 512, 1, 30.0, 10.0, 1024, 5.0, 64, 16 }
 
-/// Starts listening and answering in libmicrohttpd's threads (one per connection, keep-alive).
+/// Starts listening and answering in libmicrohttpd's threads (a pool of event loops, keep-alive;
+/// an infer request waits for the engine with its connection suspended, and is cancelled if its
+/// client closes the connection meanwhile).
 /// `engine` is borrowed and must outlive the server. Returns NG_ERR_IO when the address cannot
 /// be bound (ng_last_error() says which), NG_ERR_INVALID_ARG for bad options.
 ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts);
