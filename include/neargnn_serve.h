@@ -83,7 +83,8 @@ typedef struct {
 /// both values. `ds` and `model` are borrowed; the engine keeps a copy of the model.
 ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
                            const char *checkpoint, const ng_engine_opts *opts);
-/// Stops admitting, answers every admitted request, stops the threads and frees; NULL accepted.
+/// Stops admitting, answers every admitted request (their callbacks have all returned when it
+/// returns), stops the threads and frees; NULL accepted.
 void ng_engine_destroy(ng_engine *e);
 
 /// What the metadata endpoint reports.

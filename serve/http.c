@@ -657,11 +657,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   if (r->k)
     set_phase(s, r->k, PH_HEADERS);
   release(s, r);
-  /* A submitted request is answered by now: libmicrohttpd completes no suspended connection. */
-  if (r->submitted) {
-    ng_infer_result_free(&r->res);
-    ng__http_infer_clear(&r->in);
-  }
+  /* A submitted request is answered by now: libmicrohttpd completes no suspended connection.
+   * One refused at admission has its parsed form only. */
+  ng_infer_result_free(&r->res);
+  ng__http_infer_clear(&r->in);
   pthread_mutex_destroy(&r->mu);
   free(r);
   atomic_fetch_sub(&s->in_flight, 1);
