@@ -32,6 +32,7 @@ int cmd_serve(int argc, char **argv) {
   ng_engine_opts eo = NG_ENGINE_OPTS_INIT;
   ng_http_opts ho = NG_HTTP_OPTS_INIT;
   const char *dataset = NULL, *checkpoint = NULL, *mode = "auto";
+  const char *prefill = NULL;
   int32_t max_batch = eo.max_batch, max_delay_us = eo.max_delay_us, queue = eo.queue_cap;
   int32_t workers = eo.workers, threads = eo.threads, port = ho.port;
   int32_t serve_workers = eo.serve_workers;
@@ -91,6 +92,10 @@ int cmd_serve(int argc, char **argv) {
       CLI_OPT_BYTES("embedding-cache", &embedding_cache, "SIZE", 0,
                     "host memory for cached layer-0 outputs that full-neighbourhood requests "
                     "reuse (GraphSAGE, GCN, GIN of 2+ layers; exact under updates); 0 = off"),
+      CLI_OPT_STRING("embedding-cache-prefill", &prefill, "FILE",
+                     "load layer-0 rows into the embedding cache at start: the .npy of neargnn "
+                     "embed --layer 0 --for-serve (same dataset and checkpoint; rows the log's "
+                     "updates changed are left out; until the cache is full)"),
       CLI_OPT_FLOAT("cache-ratio", &cache_ratio, "R", 0, false, 1, false,
                     "hot rows as a share of the nodes",
                     .default_text = "what fits in half the free device memory; all on cpu"),
@@ -147,6 +152,7 @@ int cmd_serve(int argc, char **argv) {
   eo.cache_bytes = cache_bytes;
   eo.cache_ratio = cache_ratio;
   eo.embedding_cache_bytes = embedding_cache;
+  eo.embedding_cache_prefill = prefill;
   ho.port = port;
   ho.max_body_bytes = max_body;
   ho.max_connections = max_connections;

@@ -1116,6 +1116,84 @@ static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t 
   return st;
 }
 
+/* The hash that names a file in FILE.prefill.json: the same lines as ng__prefill_hash_file
+ * (serve/ecache.c), which the server checks it with; the command sees the public API only, and
+ * tests/cli_embed.sh checks that both agree. */
+static uint64_t prefill_mix(uint64_t h, uint64_t w) {
+  h ^= w;
+  h *= 0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 29);
+}
+
+static int prefill_hash_file(uint64_t *out, const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return -1;
+  enum { CHUNK = 1 << 20 }; /* a multiple of 8: words never straddle two reads */
+  unsigned char *buf = malloc(CHUNK);
+  uint64_t h = 0xcbf29ce484222325ULL, total = 0;
+  size_t n;
+  while (buf && (n = fread(buf, 1, CHUNK, f)) > 0) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w = 0;
+      for (int b = 7; b >= 0; b--)
+        w = w << 8 | buf[i + (size_t)b];
+      h = prefill_mix(h, w);
+    }
+    if (i < n) {
+      uint64_t w = 0;
+      for (size_t b = n; b > i; b--)
+        w = w << 8 | buf[b - 1];
+      h = prefill_mix(h, w);
+    }
+    total += n;
+  }
+  const int bad = !buf || ferror(f);
+  free(buf);
+  fclose(f);
+  *out = prefill_mix(h, total);
+  return bad ? -1 : 0;
+}
+
+/* Writes OUT.prefill.json beside embed's rows of layer 0: the dataset (its dataset.json and
+ * indptr.npy) and the checkpoint they were computed from, by hash, which `serve
+ * --embedding-cache-prefill OUT` checks before it loads them (docs/serving.md). */
+static int write_prefill_meta(const char *out, const char *dataset, const char *checkpoint,
+                              const ng_dataset_info *info, int64_t dim) {
+  const char *rel[2] = {"dataset.json", "indptr.npy"};
+  uint64_t h[3];
+  char path[4200];
+  for (int k = 0; k < 3; k++) {
+    if (k < 2)
+      snprintf(path, sizeof path, "%s/%s", dataset, rel[k]);
+    else
+      snprintf(path, sizeof path, "%s", checkpoint);
+    if (prefill_hash_file(&h[k], path)) {
+      fprintf(stderr, "neargnn embed: error: cannot read %s: %s\n", path, strerror(errno));
+      return CLI_EXIT_RUNTIME;
+    }
+  }
+  char meta[512];
+  const int n =
+      snprintf(meta, sizeof meta,
+               "{\"format\":\"neargnn-embedding-prefill\",\"version\":1,\"layer\":0,"
+               "\"nodes\":%" PRId64 ",\"dim\":%" PRId64 ",\"ids\":\"%s\","
+               "\"dataset_json\":\"%016llx\",\"indptr\":\"%016llx\","
+               "\"checkpoint\":\"%016llx\"}\n",
+               info->nodes, dim, info->orig_ids ? "original" : "dataset", (unsigned long long)h[0],
+               (unsigned long long)h[1], (unsigned long long)h[2]);
+  snprintf(path, sizeof path, "%s.prefill.json", out);
+  ng_status st = ng_file_write(path, meta, (size_t)n);
+  if (st != NG_OK)
+    return cli_runtime_error(st);
+  fprintf(stderr,
+          "neargnn embed: %s names the dataset and checkpoint for serve "
+          "--embedding-cache-prefill\n",
+          path);
+  return CLI_EXIT_OK;
+}
+
 int cmd_embed(int argc, char **argv) {
   train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
                  .batch = 1024,
@@ -1128,7 +1206,7 @@ int cmd_embed(int argc, char **argv) {
   runtime_defaults(&c);
   const char *dataset = NULL, *checkpoint = NULL, *nodes_file = NULL, *out = NULL;
   int64_t layer = -1, device_bytes = 0;
-  int check_features = 0;
+  int check_features = 0, for_serve = 0;
   const char *json = NULL;
   int progress = CLI_PROGRESS_AUTO;
   cli_opt opts[] = {
@@ -1147,6 +1225,9 @@ int cmd_embed(int argc, char **argv) {
                   "GPU memory for the cold input rows and intermediate layers kept resident "
                   "(each row crosses PCIe once); 0 = what is free less a margin, -1 = none"),
       CLI_OPT_STRING("json", &json, "FILE", "also write the per-layer figures as JSON"),
+      CLI_OPT_FLAG("for-serve", &for_serve,
+                   "also write FILE.prefill.json, naming the dataset and checkpoint, so that serve "
+                   "--embedding-cache-prefill FILE loads these rows (needs --layer 0, every node)"),
       TRAIN_OPTS(&c),
       CLI_OPT_PROGRESS(&progress),
   };
@@ -1168,6 +1249,10 @@ int cmd_embed(int argc, char **argv) {
   int rc = cli_parse(&spec, argc, argv);
   if (rc != CLI_CONTINUE)
     return rc;
+  /* The server caches layer 0's output of any node it is asked for: the rows of every node. */
+  if (for_serve && (layer != 0 || nodes_file))
+    return cli_usage_error(spec.command, "--for-serve writes the rows the server caches: layer 0 "
+                                         "of every node (--layer 0, no --nodes)");
   ng_dataset_t ds = NULL;
   ng_status st = cli_dataset_open(&ds, dataset, check_features);
   if (st != NG_OK)
@@ -1236,6 +1321,8 @@ int cmd_embed(int argc, char **argv) {
     }
     if (st == NG_OK && json)
       st = embed_json(json, &rep, n, secs);
+    if (st == NG_OK && for_serve)
+      rc = write_prefill_meta(out, dataset, checkpoint, &info, dim);
   }
   if (st == NG_ERR_INTERRUPTED)
     rc = CLI_EXIT_INTERRUPTED;

@@ -29,7 +29,10 @@ typedef struct {
 /// use, ng__idmap_reserve() makes room before adding, ng__idmap_free() releases it.
 typedef struct {
   ng_idmap_slot *slot;
-  size_t cap;   ///< slots, a power of two (0 before the first ng__idmap_reserve)
+  size_t cap; ///< slots allocated, a power of two (0 before the first ng__idmap_reserve)
+  /// Slots in use, a power of two <= cap: ids hash and probe within them. cap unless
+  /// ng__idmap_restart shrank the window, which the next reserve grows back to what it needs.
+  size_t used;
   uint32_t gen; ///< the stamp of occupied slots; 0 only before the first ng__idmap_clear
 } ng_idmap;
 
@@ -56,9 +59,19 @@ static inline void ng__idmap_clear(ng_idmap *m) {
   }
 }
 
-/// Makes room for `nodes` distinct ids in all at load <= 1/2 (the table never shrinks). Growing
-/// re-inserts the `n` ids added since the last clear, ids[0, n) (ids[i] has local index i).
-/// NG_ERR_NOMEM names `what`.
+/// Empties the table, as ng__idmap_clear, and shrinks the slots in use to none, so that the next
+/// use works within the slots it reserves, not within the whole allocation, which stays: a small
+/// use after a large one then probes a working set of its own size (serving's receptive fields,
+/// whose sizes vary by orders of magnitude from one request to the next). ng__idmap_reserve
+/// before adding.
+static inline void ng__idmap_restart(ng_idmap *m) {
+  ng__idmap_clear(m);
+  m->used = 0;
+}
+
+/// Makes room for `nodes` distinct ids in all at load <= 1/2 (the allocation never shrinks).
+/// Growing re-inserts the `n` ids added since the last clear, ids[0, n) (ids[i] has local index
+/// i). NG_ERR_NOMEM names `what`.
 ng_status ng__idmap_reserve(ng_idmap *m, size_t nodes, const int64_t *ids, int32_t n,
                             const char *what);
 
@@ -71,7 +84,7 @@ static inline size_t ng__idmap_bytes(const ng_idmap *m) {
 }
 
 static inline ng_idmap_view ng__idmap_view(const ng_idmap *m) {
-  return (ng_idmap_view){m->slot, m->cap - 1, m->gen};
+  return (ng_idmap_view){m->slot, m->used - 1, m->gen};
 }
 
 /// The local index of `key`; a new key gets index *n, is written to ids[*n] and *n grows by

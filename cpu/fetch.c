@@ -14,6 +14,8 @@ void ng__fetch_scratch_free(ng_fetch_scratch *s) {
   free(s->stage_pos);
   free(s->stage_ids);
   free(s->hot_pos);
+  free(s->overlaid);
+  free(s->rows);
   memset(s, 0, sizeof *s);
 }
 
@@ -32,7 +34,7 @@ static void *take(layout *l, size_t bytes) {
 typedef struct ng_fetch_counts counts;
 
 /* The arrays of blocks 1.. and the labels, after the input layer's. */
-static void carve_rest(ng_fetch_pkg *p, layout *l, const ng_minibatch *mb) {
+static void carve_rest(ng_fetch_pkg *p, layout *l, const ng_minibatch *mb, bool labels) {
   const size_t i32 = sizeof(int32_t);
   p->mb.n_layers = mb->n_layers;
   p->mb.n_targets = mb->n_targets;
@@ -52,7 +54,7 @@ static void carve_rest(ng_fetch_pkg *p, layout *l, const ng_minibatch *mb) {
     b->t_dst = h->t_dst ? take(l, nnz * i32) : NULL;
     b->t_eid = h->t_eid ? take(l, nnz * i32) : NULL;
   }
-  p->labels = take(l, (size_t)mb->n_targets * i32);
+  p->labels = labels ? take(l, (size_t)mb->n_targets * i32) : NULL;
 }
 
 /* Copies blocks 1.. and the targets' labels into the carved package. */
@@ -78,7 +80,7 @@ static void fill_rest(ng_fetch_pkg *p, const ng_minibatch *mb, const int32_t *la
         memcpy((void *)a[i].dst, a[i].src, a[i].bytes);
   }
   int32_t *lab = (int32_t *)p->labels;
-  for (int32_t i = 0; i < mb->n_targets; i++)
+  for (int32_t i = 0; lab && i < mb->n_targets; i++)
     lab[i] = labels[mb->node_ids[i]];
 }
 
@@ -137,8 +139,18 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
   }
 }
 
-/* PARTIAL: reduces the cold edges of the host's destinations into the package's state. */
-static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, float drop_p, uint64_t drop_key) {
+/* Node v's row: the overlay's when it holds one, else the table's. */
+static inline const float *row_of(const ng_fetch_cfg *cfg, int64_t v) {
+  const float *r = cfg->overlay.row ? cfg->overlay.row(cfg->overlay.ctx, v) : NULL;
+  return r ? r : cfg->features + v * cfg->dim;
+}
+
+/* PARTIAL: reduces the cold edges of the host's destinations into the package's state, from the
+ * table (`src` NULL: the edges hold global ids) or from the cold rows gathered through an
+ * overlay (the edges hold their positions). The same kernels either way, hence the same bits
+ * for the same row values. */
+static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, const float *src, float drop_p,
+                        uint64_t drop_key) {
   ng_aggr bare = cfg->ag;
   bare.mean = false; /* MEAN divides and the self loop is added after the merge */
   bare.self_loop = false;
@@ -155,16 +167,38 @@ static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, float drop_p, 
       ng__cpu_aggr_partial_rows_bf16(&bare, &p->cold, cfg->features_bf16, cfg->dim, d0, d1,
                                      &p->cold_state);
     else
-      ng__cpu_aggr_partial_rows(cfg->kernels, &bare, &p->cold, cfg->features, cfg->dim, d0, d1,
-                                &p->cold_state, cfg->stream_rows);
+      ng__cpu_aggr_partial_rows(cfg->kernels, &bare, &p->cold, src ? src : cfg->features, cfg->dim,
+                                d0, d1, &p->cold_state, cfg->stream_rows);
   }
+}
+
+/* PARTIAL over overlaid rows: the rows of the cold local nodes, each read through the overlay,
+ * gathered into scratch->rows at their stage_pos, the table reduce_cold then reads. */
+static ng_status gather_cold(const ng_fetch_cfg *cfg, const ng_minibatch *mb, const counts *c,
+                             ng_fetch_scratch *scratch) {
+  const int64_t dim = cfg->dim;
+  const size_t row_b = (size_t)dim * sizeof(float);
+  NG_CHECK(ng__host_reserve((void **)&scratch->rows, &scratch->rows_cap,
+                            NG_MAX((size_t)c->cold_nodes * row_b, (size_t)1),
+                            "the cold rows read through the overlay"));
+  const int32_t ns = mb->blocks[0].n_src;
+  const int32_t *pos = scratch->stage_pos;
+  float *rows = scratch->rows;
+  const int threads = cfg->threads;
+#pragma omp parallel for schedule(static)                                                          \
+    num_threads(threads) if (threads > 1 && ns > FETCH_CHUNK_ROWS)
+  for (int32_t s = 0; s < ns; s++)
+    if (pos[s] >= 0)
+      memcpy(rows + (int64_t)pos[s] * dim, row_of(cfg, mb->node_ids[s]), row_b);
+  return NG_OK;
 }
 
 /* Copies rows ids[0..n) of the table into staged rows 0..n: with streaming stores when they go
  * to a DMA engine, or through the input dropout. A bf16 table stages bf16 rows as they are
- * (staged16) without dropout, else converted fp32 rows. */
+ * (staged16) without dropout, else converted fp32 rows. `overlay`: some row of the package is
+ * the overlay's, so each is read through it. */
 static void stage(float *staged, uint16_t *staged16, const ng_fetch_cfg *cfg, const int64_t *ids,
-                  int64_t n, float drop_p, uint64_t drop_key) {
+                  int64_t n, float drop_p, uint64_t drop_key, bool overlay) {
   const int64_t dim = cfg->dim;
   const int64_t chunks = (n + FETCH_CHUNK_ROWS - 1) / FETCH_CHUNK_ROWS;
   const int threads = cfg->threads;
@@ -177,6 +211,9 @@ static void stage(float *staged, uint16_t *staged16, const ng_fetch_cfg *cfg, co
     } else if (t16) {
       for (int64_t i = i0; i < i1; i++)
         ng__cpu_drop_row_bf16(staged + i * dim, t16 + ids[i] * dim, ids[i], dim, drop_p, drop_key);
+    } else if (overlay) { /* no dropout with an overlay (ng__fetch_plan refuses it) */
+      for (int64_t i = i0; i < i1; i++)
+        memcpy(staged + i * dim, row_of(cfg, ids[i]), (size_t)dim * sizeof(float));
     } else if (drop_p == 0.0f) {
       (cfg->stream_rows ? cfg->kernels->stage_rows : cfg->kernels->gather_rows)(
           staged + i0 * dim, cfg->features, ids + i0, i1 - i0, dim);
@@ -197,6 +234,9 @@ static ng_status check_cfg(const ng_fetch_cfg *cfg) {
                    "a device share (%g) needs the partial strategy with the device reading the "
                    "table by zero-copy (self_zcopy)",
                    cfg->device_share);
+  if (cfg->overlay.row && cfg->features_bf16)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "a row overlay replaces fp32 rows; this package reads a bf16 table");
   return NG_OK;
 }
 
@@ -206,49 +246,102 @@ static bool stages_nodes(const ng_fetch_cfg *cfg) {
   return cfg->mode != NG_FETCH_PARTIAL;
 }
 
+/* Whether local node s's row is read from the hot tier: its id is below H and, with an overlay
+ * (`ovl`, a flag per local node), the overlay does not replace it. The bodies below that test it
+ * are inlined with a constant `with_ovl`, so that the plain table's loops (training's, and a
+ * serving batch that reads no overlaid row) compile to the id test alone. */
+#define NG_FETCH_INLINE static inline __attribute__((always_inline))
+
+NG_FETCH_INLINE bool hot_node(const int64_t *gid, const uint8_t *ovl, int64_t H, int32_t s,
+                              bool with_ovl) {
+  return gid[s] < H && !(with_ovl && ovl[s]);
+}
+
+/* The flags of the local nodes the overlay replaces, in scratch->overlaid, and how many; 0
+ * without an overlay (nothing is looked up). */
+static ng_status mark_overlaid(int64_t *n, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                               ng_fetch_scratch *scratch) {
+  *n = 0;
+  if (!cfg->overlay.row)
+    return NG_OK;
+  const int32_t ns = mb->blocks[0].n_src;
+  NG_CHECK(ng__host_reserve((void **)&scratch->overlaid, &scratch->overlaid_cap,
+                            (size_t)NG_MAX(ns, 1), "the fetch scratch"));
+  int64_t k = 0;
+  for (int32_t s = 0; s < ns; s++) {
+    const bool o = cfg->overlay.row(cfg->overlay.ctx, mb->node_ids[s]) != NULL;
+    scratch->overlaid[s] = o;
+    k += o;
+  }
+  *n = k;
+  return NG_OK;
+}
+
 /* Pass 1: how many edges, self rows and staged rows each tier gets, which the layout needs
  * before anything is written. PARTIAL: the host reduces the cold edges of the first
  * destinations, the device those of the last device_share of them, from rows staged one per
  * edge after the self rows. */
-static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                             ng_fetch_scratch *scratch) {
+NG_FETCH_INLINE ng_status count_in(counts *c, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                                   ng_fetch_scratch *scratch, const uint8_t *ovl, bool with_ovl) {
   const ng_block *b = &mb->blocks[0];
   const int64_t *gid = mb->node_ids;
   const int64_t H = cfg->hot;
   const int32_t nd = b->n_dst, ns = b->n_src;
   const bool staging = stages_nodes(cfg);
   /* A local copy, which the compiler can keep in registers over the loops. */
-  counts n = {0, 0, 0, 0, 0, 0, 0, 0, false};
+  counts n;
+  memset(&n, 0, sizeof n);
   n.n_host_dst = staging ? 0 : nd - (int32_t)(cfg->device_share * (double)nd);
   const int32_t host_end = b->indptr[n.n_host_dst]; /* the host's destinations' edges */
   for (int64_t e = 0; e < b->nnz; e++) {
-    const bool hot = gid[b->indices[e]] < H;
+    const bool hot = hot_node(gid, ovl, H, b->indices[e], with_ovl);
     n.hot_nnz += hot;
     n.host_nnz += !hot && e < host_end;
   }
   n.cold_nnz = b->nnz - n.hot_nnz;
   for (int32_t d = 0; d < nd; d++)
-    n.n_self_hot += gid[d] < H;
+    n.n_self_hot += hot_node(gid, ovl, H, d, with_ovl);
   n.n_self_cold = nd - n.n_self_hot;
-  if (staging) {
-    /* Every cold local node is staged once: each non-destination source is some edge's source
-     * and each destination needs its self row. */
+  /* Staged modes stage every cold local node once (each non-destination source is some edge's
+   * source and each destination needs its self row); PARTIAL over overlaid rows gathers them
+   * the same way into the table its reduction reads. */
+  const bool positions = staging || with_ovl;
+  if (positions)
     NG_CHECK(ng__host_reserve((void **)&scratch->stage_pos, &scratch->cap,
                               (size_t)ns * sizeof(int32_t), "the fetch scratch"));
-    for (int32_t s = 0; s < ns; s++)
-      scratch->stage_pos[s] = gid[s] >= H ? (int32_t)n.n_staged++ : -1;
-  } else {
-    n.n_staged = n.n_self_cold + (n.cold_nnz - n.host_nnz);
+  for (int32_t s = 0; s < ns; s++) {
+    const bool cold = !hot_node(gid, ovl, H, s, with_ovl);
+    if (positions)
+      scratch->stage_pos[s] = cold ? (int32_t)n.cold_nodes : -1;
+    n.cold_nodes += cold;
   }
+  n.n_staged = staging ? n.cold_nodes : n.n_self_cold + (n.cold_nnz - n.host_nnz);
   if (cfg->hot_gather) {
     /* Every hot local node is gathered once, as the cold ones are staged once. */
     NG_CHECK(ng__host_reserve((void **)&scratch->hot_pos, &scratch->hot_cap,
                               (size_t)ns * sizeof(int32_t), "the fetch scratch"));
     for (int32_t s = 0; s < ns; s++)
-      scratch->hot_pos[s] = gid[s] < H ? (int32_t)n.n_hot_rows++ : -1;
+      scratch->hot_pos[s] = hot_node(gid, ovl, H, s, with_ovl) ? (int32_t)n.n_hot_rows++ : -1;
   }
   *c = n;
   return NG_OK;
+}
+
+static ng_status count_tiers(counts *c, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                             ng_fetch_scratch *scratch) {
+  int64_t overlaid = 0;
+  NG_CHECK(mark_overlaid(&overlaid, cfg, mb, scratch));
+  if (overlaid > 0)
+    NG_CHECK(count_in(c, cfg, mb, scratch, scratch->overlaid, true));
+  else
+    NG_CHECK(count_in(c, cfg, mb, scratch, NULL, false));
+  c->overlaid = overlaid;
+  return NG_OK;
+}
+
+/* The overlay flags the passes after the count test: NULL when no local node is overlaid. */
+static const uint8_t *overlaid_of(const counts *c, const ng_fetch_scratch *scratch) {
+  return c->overlaid > 0 ? scratch->overlaid : NULL;
 }
 
 /* The bytes the package of counts `c` takes (the memory lay_out carves); `out` is
@@ -257,7 +350,7 @@ static size_t package_bytes(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng
                             const counts *c) {
   layout l = {NULL, 0};
   carve(out, &l, cfg, mb->blocks[0].n_dst, c);
-  carve_rest(out, &l, mb);
+  carve_rest(out, &l, mb, cfg->labels != NULL);
   return NG_MAX(l.used, (size_t)1);
 }
 
@@ -268,7 +361,7 @@ static void lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibat
   const int32_t nd = mb->blocks[0].n_dst;
   layout l = (layout){base, 0};
   carve(out, &l, cfg, nd, c);
-  carve_rest(out, &l, mb);
+  carve_rest(out, &l, mb, cfg->labels != NULL);
   fill_rest(out, mb, cfg->labels);
   out->base = base;
   out->bytes = l.used;
@@ -283,9 +376,11 @@ static void lay_out(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibat
 }
 
 /* Pass 2: writes the input block's edges into the hot and the cold sub-block, in edge order
- * within each destination. */
-static void split_edges(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                        const counts *c, const ng_fetch_scratch *scratch) {
+ * within each destination. The host's PARTIAL edges address the table by global id, or over
+ * overlaid rows the gathered cold rows by position. */
+NG_FETCH_INLINE void split_in(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                              const counts *c, const ng_fetch_scratch *scratch, const uint8_t *ovl,
+                              bool with_ovl) {
   const ng_block *b = &mb->blocks[0];
   const int64_t *gid = mb->node_ids;
   const int64_t H = cfg->hot;
@@ -306,7 +401,7 @@ static void split_edges(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_min
     for (int32_t e = b->indptr[d]; e < b->indptr[d + 1]; e++) {
       const int32_t s = b->indices[e];
       const int64_t g = gid[s];
-      if (g < H) {
+      if (hot_node(gid, ovl, H, s, with_ovl)) {
         if (hw)
           hw[nh] = b->edge_w[e];
         hi[nh++] = hot_pos ? hot_pos[s] : (int32_t)g;
@@ -316,7 +411,7 @@ static void split_edges(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_min
         if (staging) {
           ci[nc++] = scratch->stage_pos[s];
         } else if (host) {
-          ci[nc++] = (int32_t)g;
+          ci[nc++] = with_ovl ? scratch->stage_pos[s] : (int32_t)g;
         } else {
           dev_ids[nz] = g;
           ci[nc++] = nz++;
@@ -326,6 +421,15 @@ static void split_edges(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_min
     hp[d + 1] = nh;
     cp[d + 1] = nc;
   }
+}
+
+static void split_edges(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
+                        const counts *c, const ng_fetch_scratch *scratch) {
+  const uint8_t *ovl = overlaid_of(c, scratch);
+  if (ovl)
+    split_in(out, cfg, mb, c, scratch, ovl, true);
+  else
+    split_in(out, cfg, mb, c, scratch, NULL, false);
 }
 
 /* Completes the two sub-blocks split_edges wrote (their counts, the self-loop weights) and
@@ -369,7 +473,8 @@ static void finish_blocks(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_m
 /* Splits the self rows (the destinations' own features) by tier: a hot one reads the hot
  * cache at its global id, a cold one the staged rows. */
 static void split_self(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
-                       const ng_fetch_scratch *scratch) {
+                       const counts *c, const ng_fetch_scratch *scratch) {
+  const uint8_t *ovl = overlaid_of(c, scratch);
   const int64_t *gid = mb->node_ids;
   const int64_t H = cfg->hot;
   const int32_t nd = mb->blocks[0].n_dst;
@@ -379,7 +484,7 @@ static void split_self(ng_fetch_pkg *out, const ng_fetch_cfg *cfg, const ng_mini
   int32_t a = 0, z = 0;
   for (int32_t d = 0; d < nd; d++) {
     const int64_t g = gid[d];
-    if (g < H) {
+    if (hot_node(gid, ovl, H, d, ovl != NULL)) {
       shp[a] = d;
       shi[a++] = cfg->hot_gather ? scratch->hot_pos[d] : g;
     } else {
@@ -443,6 +548,11 @@ ng_status ng__fetch_plan(ng_fetch_plan *plan, const ng_fetch_cfg *cfg, const ng_
                          float drop_p, ng_fetch_scratch *scratch) {
   memset(plan, 0, sizeof *plan);
   NG_CHECK(check_cfg(cfg));
+  if (cfg->overlay.row && drop_p != 0.0f)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "input dropout (%g) over a row overlay: dropout is keyed by the rows the "
+                   "package reads, which an overlay's gathered rows renumber; serve without it",
+                   (double)drop_p);
   counts c;
   NG_CHECK(count_tiers(&c, cfg, mb, scratch));
   /* Staged rows travel as bf16 from a bf16 table unless input dropout applies (it drops them
@@ -462,10 +572,15 @@ ng_status ng__fetch_fill(ng_fetch_pkg *out, const ng_fetch_plan *plan, const ng_
   memset(out, 0, sizeof *out);
   const counts c = plan->c;
   const float drop_p = plan->drop_p;
+  if (c.overlaid > 0 && device_reads(cfg))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "fetch: %lld rows of the mini-batch are the overlay's, which the device "
+                   "cannot read from the host table; plan it with the rows staged (batch)",
+                   (long long)c.overlaid);
   lay_out(out, cfg, mb, &c, base);
   split_edges(out, cfg, mb, &c, scratch);
   finish_blocks(out, cfg, mb, &c);
-  split_self(out, cfg, mb, scratch);
+  split_self(out, cfg, mb, &c, scratch);
   if (cfg->hot_gather) {
     int64_t *hid = (int64_t *)out->hot_ids;
     for (int32_t s = 0; s < mb->blocks[0].n_src; s++)
@@ -478,12 +593,15 @@ ng_status ng__fetch_fill(ng_fetch_pkg *out, const ng_fetch_plan *plan, const ng_
   /* The host reads of the cold tier: the staged rows (BATCH's cold sources, PARTIAL's cold self
    * rows) and PARTIAL's reduction. */
   if (!device_reads(cfg))
-    stage((float *)out->staged, (uint16_t *)out->staged16, cfg, ids, c.n_staged, drop_p, drop_key);
+    stage((float *)out->staged, (uint16_t *)out->staged16, cfg, ids, c.n_staged, drop_p, drop_key,
+          c.overlaid > 0);
   const bool states = host_states(cfg, &c);
   out->cold_state.n_dst = states ? c.n_host_dst : 0;
   out->cold_state.dim = cfg->dim;
+  if (states && c.overlaid > 0)
+    NG_CHECK(gather_cold(cfg, mb, &c, scratch));
   if (states)
-    reduce_cold(out, cfg, drop_p, drop_key);
+    reduce_cold(out, cfg, c.overlaid > 0 ? scratch->rows : NULL, drop_p, drop_key);
   count_stats(out, cfg, mb->blocks[0].n_dst, &c);
   return NG_OK;
 }

@@ -16,6 +16,18 @@
 #include "kernels_impl.h"
 #include "sampler_impl.h"
 
+/// An overlay over the feature table: the rows that replace some of the table's, or that add rows
+/// past its end (serving's snapshot, serve/delta.c: rows an update replaced or added). The input
+/// layer reads a row through it wherever it reads the table by node id, and a row it holds is
+/// cold even when its id is below H (the hot tier holds the table's row). Training has none
+/// (`row` NULL): every row is the table's, and the split and the reads are the plain pointer
+/// computations, decided once per package.
+typedef struct {
+  /// Node v's row when the overlay holds one (borrowed for the package's fill), else NULL.
+  const float *(*row)(const void *ctx, int64_t v);
+  const void *ctx;
+} ng_row_overlay;
+
 /// What a fetcher needs to know about the run (borrowed pointers).
 typedef struct {
   ng_fetch mode;
@@ -25,11 +37,18 @@ typedef struct {
   /// `features`: staged rows travel as bf16 (half the bytes; fp32 when input dropout applies,
   /// converted and dropped here) and PARTIAL reduces converted rows into fp32 states. NULL: fp32.
   const uint16_t *features_bf16;
+  /// nodes: the ids the mini-batches may hold (the table's rows, and with an overlay the rows
+  /// it adds past them).
   int64_t nodes, dim;
+  /// Rows read from the overlay instead of the table (fp32 tables without input dropout; the
+  /// device never reads an overlaid row from host memory itself: ng__fetch_fill refuses such a
+  /// package, see ng_fetch_plan.c.overlaid). Zero: the plain table.
+  ng_row_overlay overlay;
   ng_aggr ag;  ///< the input layer's aggregator (drop_p/drop_key are set per iteration)
   int threads; ///< OpenMP threads for the host work (1 in pinned workers)
   const ng_cpu_kernels *kernels;
-  const int32_t *labels; ///< the dataset's labels [nodes]: the targets' go into the package
+  /// The dataset's labels [nodes]: the targets' go into the package. NULL (serving): none.
+  const int32_t *labels;
   /// PARTIAL leaves the cold self rows to the device, which reads them from host memory by
   /// zero-copy (set when the device has a zero-copy view of the table and rows are large
   /// enough for zero-copy to run at the link's rate): the host then reads each cold
@@ -119,6 +138,13 @@ typedef struct {
   size_t ids_cap;     ///< bytes
   int32_t *hot_pos;   ///< cfg.hot_gather: [n_src] position of each hot local node among hot_ids
   size_t hot_cap;     ///< bytes
+  /// With an overlay: [n_src] whether each local node's row is the overlay's, and PARTIAL's
+  /// cold rows gathered through it into a table of their own (rows by stage_pos), which the
+  /// host's reduction then reads with the kernels training uses.
+  uint8_t *overlaid;
+  size_t overlaid_cap; ///< bytes
+  float *rows;
+  size_t rows_cap; ///< bytes
 } ng_fetch_scratch;
 
 void ng__fetch_scratch_free(ng_fetch_scratch *s);
@@ -147,6 +173,11 @@ typedef struct {
     int32_t n_host_dst; ///< destinations whose cold edges the host reduces (PARTIAL)
     int64_t host_nnz;   ///< their cold edges
     bool staged_bf16;   ///< staged rows stay bf16 (a bf16 table and no input dropout)
+    int64_t cold_nodes; ///< local nodes whose rows are cold (the overlaid ones included)
+    /// Local nodes whose rows the overlay holds (all cold). A package the device would read
+    /// rows of from host memory (ZCOPY, PARTIAL's self_zcopy) cannot have any: plan it again
+    /// with the rows staged (BATCH).
+    int64_t overlaid;
   } c;
 } ng_fetch_plan;
 

@@ -384,15 +384,18 @@ static ng_status fill_gcn(ng_sample_arena *a, ng_layer_bufs *lb, ng_block *b, co
   double *deg1 = a->src_deg.ptr;
   for (int32_t i = 0; i < b->n_src; i++)
     deg1[i] = (double)(g->indptr[ids[i] + 1] - g->indptr[ids[i]]) + 1.0;
-  float *ew = lb->edge_w.ptr, *sw = lb->self_w.ptr;
-  for (int32_t d = 0; d < b->n_dst; d++) {
-    sw[d] = (float)(1.0 / deg1[d]);
-    for (int32_t e = b->indptr[d]; e < b->indptr[d + 1]; e++)
-      ew[e] = (float)(1.0 / sqrt(deg1[d] * deg1[b->indices[e]]));
-  }
-  b->edge_w = ew;
-  b->self_w = sw;
+  ng__gcn_weights(b, deg1, lb->edge_w.ptr, lb->self_w.ptr);
   return NG_OK;
+}
+
+void ng__gcn_weights(ng_block *b, const double *deg1, float *edge_w, float *self_w) {
+  for (int32_t d = 0; d < b->n_dst; d++) {
+    self_w[d] = (float)(1.0 / deg1[d]);
+    for (int32_t e = b->indptr[d]; e < b->indptr[d + 1]; e++)
+      edge_w[e] = (float)(1.0 / sqrt(deg1[d] * deg1[b->indices[e]]));
+  }
+  b->edge_w = edge_w;
+  b->self_w = self_w;
 }
 
 /* The transpose by a counting sort over sources; scanning edges in order keeps each source's

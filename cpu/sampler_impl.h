@@ -36,6 +36,13 @@ size_t ng__sample_arena_bytes(const ng_sample_arena *arena);
 ng_status ng__sample(ng_minibatch *out, ng_sample_arena *arena, const ng_sampler_cfg *cfg,
                      const int64_t *targets, int32_t n_targets, uint64_t seed);
 
+/// The GCN weights of block `b` (its indptr and indices set) into edge_w [nnz] and self_w [n_dst],
+/// which become b->edge_w and b->self_w: from deg1[i], the full-graph degree of local source i
+/// plus one, edge (d, s) weighs 1 / sqrt(deg1[d] deg1[s]) and d's self loop 1 / deg1[d], computed
+/// in double and rounded once. The sampler's, and serving's receptive fields' (serve/field.c,
+/// with a snapshot's degrees), so that both give the same bits.
+void ng__gcn_weights(ng_block *b, const double *deg1, float *edge_w, float *self_w);
+
 /// Floyd's algorithm: m distinct positions of [0, n) (0 < m <= n) drawn from `r`, sorted, into
 /// pos[0, m). The row draw of the sampler (for m up to its small-draw limit) and of serving's
 /// sampled receptive fields.

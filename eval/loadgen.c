@@ -4,6 +4,7 @@
  *   loadgen --url http://127.0.0.1:8000/v2/models/w4 --rate 20000 --duration 10 --nodes N
  *           [--mix full:0.9,hub:0.1] [--hubs FILE] [--tophubs FILE] [--fanouts 10,5]
  *           [--connections 128] [--threads 2] [--timeout-ms 100] [--json FILE]
+ *           [--updates RATE --update-kind features|edges|mix --dim D]
  *   loadgen --serve-trivial PORT [--host ADDR] [--threads T]
  *
  * Open loop: the intended send time of every request is fixed before the first one goes out
@@ -25,7 +26,17 @@
  * plus the timeout: the request is abandoned, its connection closed and reopened (the server
  * sees the disconnect), and every request carries "parameters":{"timeout_ms": T} so that the
  * server knows the deadline too. A request whose deadline passes before a connection is free is
- * abandoned without being sent.
+ * abandoned without being sent. --deadline-slack-ms S makes the client wait S longer before it
+ * gives up, so that answers the server sends after the deadline are seen and counted
+ * (answered_after_deadline) rather than cut off unseen.
+ *
+ * With --updates RATE, graph updates (POST .../graph) go out alongside, open loop as well, at
+ * RATE per second (Poisson) on connections and threads of their own: each one replaces a random
+ * node's feature row with --dim random values, or adds an edge between two random nodes. Their
+ * latencies (from the intended send time) are reported apart from the inference classes. They
+ * carry no deadline (the update API takes none) and the client never gives up on one before the
+ * drain ends: an update abandoned by the client might still be applied, and the count of
+ * acknowledged updates must be what the server applied.
  *
  * Exit status: 0 when the run completed (whatever the server answered), 1 when the server could
  * not be reached at the start or the generator failed, 2 on a usage error. */
@@ -89,14 +100,22 @@ static const char *const cls_name[CLS_COUNT] = {"full", "sampled", "hub", "tophu
 /* What became of a request. UNSENT requests are abandoned ones that never left the generator. */
 enum { OUT_PENDING, OUT_OK, OUT_503, OUT_STATUS, OUT_CONN, OUT_ABANDONED, OUT_UNSENT };
 
+/* What an update does (the class of an update worker's request). */
+enum { UPD_FEATURES, UPD_EDGES, UPD_MIX };
+static const char *const upd_name[3] = {"features", "edges", "mix"};
+/* Characters of one random feature value as sent, "0.dddd," */
+#define VALUE_CHARS 7
+
 typedef struct {
-  int64_t due;  /* intended send time, ns after the start */
-  int64_t node; /* the node id asked for */
-  int64_t lat;  /* ns from `due` to the end of the answer (OK, 503 and STATUS) */
-  int64_t lag;  /* ns from `due` to the send (sent requests) */
+  int64_t due;   /* intended send time, ns after the start */
+  int64_t node;  /* the node id asked for */
+  int64_t lat;   /* ns from `due` to the end of the answer (OK, 503 and STATUS) */
+  int64_t lag;   /* ns from `due` to the send (sent requests) */
+  int64_t node2; /* an added edge's destination (updates) */
   int16_t status;
-  uint8_t cls;
+  uint8_t cls; /* the class; UPD_FEATURES or UPD_EDGES for an update */
   uint8_t outcome;
+  uint8_t after_deadline; /* answered later than timeout_ms after it was sent */
 } req_t;
 
 typedef struct {
@@ -104,7 +123,8 @@ typedef struct {
   socklen_t addr_len;
   char host[256]; /* as given, for the Host header and the report */
   int port;
-  char path[768]; /* .../infer */
+  char path[768];  /* .../infer */
+  char gpath[768]; /* .../graph */
   char url[1100];
   double rate, duration, warmup, drain;
   int poisson;
@@ -117,6 +137,12 @@ typedef struct {
   double mix[CLS_COUNT];
   uint64_t seed;
   char outputs[256]; /* the JSON of "outputs", or empty for all of them */
+  int64_t slack_ms;  /* wait past a deadline before giving up */
+  /* Updates: rate (0: none), what they change, the feature width, connections and threads. */
+  double update_rate;
+  int update_kind;
+  int64_t dim;
+  int update_connections, update_threads;
 } opts_t;
 
 static _Noreturn void usage_error(const char *fmt, ...) {
@@ -372,6 +398,7 @@ static void parse_url(opts_t *o, const char *url) {
   if (len + 7 > sizeof o->path)
     usage_error("--url: path too long");
   snprintf(o->path, sizeof o->path, "%.*s/infer", (int)len, p);
+  snprintf(o->gpath, sizeof o->gpath, "%.*s/graph", (int)len, p);
 }
 
 static void help(void) {
@@ -382,7 +409,8 @@ static void help(void) {
       "Open-loop KServe v2 infer load; latency from each request's intended send time.\n"
       "  --url URL           the model's URL, http://HOST:PORT/v2/models/NAME (as serve prints)\n"
       "  --host/--port/--model  the same in parts (host 127.0.0.1)\n"
-      "  --rate R            offered requests per second (required)\n"
+      "  --rate R            offered infer requests per second (required; 0 with --updates:\n"
+      "                      updates alone)\n"
       "  --duration S        seconds of arrivals (10)\n"
       "  --warmup S          seconds at the start left out of the statistics (0)\n"
       "  --arrivals A        poisson (default) or constant\n"
@@ -390,6 +418,8 @@ static void help(void) {
       "  --threads T         generator threads, each with its own epoll (2)\n"
       "  --timeout-ms MS     give up on a request after MS from its intended time, and send\n"
       "                      parameters.timeout_ms MS (0: never)\n"
+      "  --deadline-slack-ms S  with --timeout-ms, wait S more before giving up, so that\n"
+      "                      answers after the deadline are seen and counted (0)\n"
       "  --drain S           after the last arrival, longest wait for answers (10); then the\n"
       "                      requests still out count as abandoned\n"
       "  --mix SPEC          class weights, e.g. full:0.9,hub:0.1; classes: full (a uniform node\n"
@@ -403,6 +433,14 @@ static void help(void) {
       "  --outputs LIST      outputs asked for: class (default), logits, embedding, or all\n"
       "  --seed S            seed of the schedule, the nodes and the sampling seeds (1)\n"
       "  --json FILE         the report as JSON to FILE (- or default: stdout)\n"
+      "  --updates R         also send graph updates (POST .../graph) at R per second, open\n"
+      "                      loop, on connections of their own; reported apart ('updates')\n"
+      "  --update-kind K     features (a random node's row replaced by --dim random values),\n"
+      "                      edges (an edge added between two random nodes of [0, --nodes)),\n"
+      "                      or mix (each at random, half and half); default features\n"
+      "  --dim D             the feature width (the model's feature_dim; needed for features)\n"
+      "  --update-connections C  connections of the updates (16)\n"
+      "  --update-threads T  threads of the updates (1)\n"
       "  --serve-trivial PORT  serve a fixed 200 answer to every request on PORT (0: any free\n"
       "                      port; prints 'listening on URL'), until SIGTERM or SIGINT\n",
       stdout);
@@ -584,8 +622,8 @@ typedef struct {
   int want_out;     /* registered for EPOLLOUT */
   int64_t retry_at; /* C_DOWN: when to reconnect */
   req_t *req;       /* C_BUSY: the request in flight */
-  char out[REQ_BUF];
-  size_t out_len, out_off;
+  char *out;        /* [out_cap]: the request being sent */
+  size_t out_cap, out_len, out_off;
   char *in;
   size_t in_len;
   resp_parser_t ps;
@@ -593,7 +631,10 @@ typedef struct {
 
 typedef struct {
   int id;
+  int upd;     /* sends graph updates, not infer requests */
+  int n_peers; /* threads of its kind, id in [0, n_peers) */
   const opts_t *o;
+  rng_t values; /* feature values of updates */
   req_t *reqs;
   size_t n_reqs, next;
   conn_t *conns;
@@ -623,8 +664,12 @@ static void worker_fail(worker_t *w, const char *what, int e) {
 static int build_schedule(worker_t *w) {
   const opts_t *o = w->o;
   rng_t r;
-  rng_seed(&r, o->seed * (uint64_t)0x100000001B3 + (uint64_t)w->id);
-  double rate = o->rate / o->threads;
+  /* Update threads draw from streams of their own: adding updates leaves the infer schedule as
+   * it was. */
+  rng_seed(&r, o->seed * (uint64_t)0x100000001B3 + (uint64_t)w->id + (w->upd ? 0x5bd1e995u : 0));
+  rng_seed(&w->values, splitmix64(o->seed) ^ (uint64_t)w->id);
+  const double total_rate = w->upd ? o->update_rate : o->rate;
+  double rate = total_rate / w->n_peers;
   double mean = rate * o->duration;
   size_t cap = (size_t)(mean + 10 * sqrt(mean) + 16);
   w->reqs = malloc(cap * sizeof *w->reqs);
@@ -638,7 +683,7 @@ static int build_schedule(worker_t *w) {
     if (o->poisson)
       t += -log1p(-rng_u01(&r)) / rate;
     else /* thread i sends at (k T + i) / rate: evenly spaced over all threads */
-      t = ((double)k * o->threads + w->id) / o->rate;
+      t = ((double)k * w->n_peers + w->id) / total_rate;
     if (t >= o->duration)
       break;
     if (w->n_reqs == cap) {
@@ -651,6 +696,16 @@ static int build_schedule(worker_t *w) {
     req_t *q = &w->reqs[w->n_reqs++];
     memset(q, 0, sizeof *q);
     q->due = (int64_t)(t * (double)NS_PER_S);
+    if (w->upd) {
+      int kind = o->update_kind;
+      if (kind == UPD_MIX)
+        kind = rng_u01(&r) < 0.5 ? UPD_FEATURES : UPD_EDGES;
+      q->cls = (uint8_t)kind;
+      q->node = rng_below(&r, o->nodes);
+      /* A destination other than the source (nodes > 1 when edges are asked for). */
+      q->node2 = (q->node + 1 + rng_below(&r, o->nodes - 1)) % o->nodes;
+      continue;
+    }
     double u = rng_u01(&r);
     int c = 0;
     while (c < CLS_COUNT - 1 && (u >= cum[c] || o->mix[c] == 0))
@@ -749,9 +804,16 @@ static void finish(worker_t *w, req_t *q, int outcome, int status, int64_t now) 
 /* A complete answer with this status. */
 static void answered(worker_t *w, req_t *q, int status, int64_t now) {
   int outcome = status / 100 == 2 ? OUT_OK : status == 503 ? OUT_503 : OUT_STATUS;
-  /* An answer after the client's deadline is one the client no longer waited for. */
-  if (w->o->timeout_ms > 0 && now - q->due > w->o->timeout_ms * NS_PER_MS)
-    outcome = OUT_ABANDONED;
+  /* An answer after the client's deadline is one the client no longer waited for. The server's
+   * deadline runs from when the request reached it, so the answer came after that one too when
+   * more than the timeout passed since the send (seen only with --deadline-slack-ms: otherwise
+   * the client gives up first). */
+  if (!w->upd && w->o->timeout_ms > 0) {
+    const int64_t limit = w->o->timeout_ms * NS_PER_MS;
+    if (now - q->due > limit)
+      outcome = OUT_ABANDONED;
+    q->after_deadline = now - (q->due + q->lag) > limit;
+  }
   finish(w, q, outcome, status, now);
 }
 
@@ -781,9 +843,70 @@ static int conn_write(worker_t *w, int ci) {
   return 0;
 }
 
+/* Room for an update's header block in front of its body (the path is at most 768 bytes, the
+ * host 256). */
+#define UPD_HEAD 1280
+
+/* The bytes of an update request's buffer: the header block, the body's fixed text and its
+ * values. */
+static size_t update_buf_bytes(const opts_t *o) {
+  return UPD_HEAD + 256 + (size_t)o->dim * VALUE_CHARS;
+}
+
+/* Formats graph update q into the connection's buffer: the body first, behind room for the
+ * header block, whose length is known only then; the header goes right in front of it, and the
+ * send starts there. Feature values are random in [0, 1) with four decimals, written digit by
+ * digit: a few ns each, where printf's %g would cost the generator its rate on wide rows. */
+static void format_update(worker_t *w, conn_t *c, const req_t *q) {
+  const opts_t *o = w->o;
+  char *body = c->out + UPD_HEAD, *p = body;
+  if (q->cls == UPD_EDGES) {
+    p += sprintf(p, "{\"add_edges\":[[%lld,%lld]]}", (long long)q->node, (long long)q->node2);
+  } else {
+    p += sprintf(p, "{\"update_features\":{\"ids\":[%lld],\"values\":[[", (long long)q->node);
+    for (int64_t j = 0; j < o->dim; j++) {
+      uint32_t v = (uint32_t)(rng_next(&w->values) >> 32) % 10000u;
+      p[0] = '0';
+      p[1] = '.';
+      p[2] = (char)('0' + v / 1000);
+      p[3] = (char)('0' + v / 100 % 10);
+      p[4] = (char)('0' + v / 10 % 10);
+      p[5] = (char)('0' + v % 10);
+      p[6] = ',';
+      p += VALUE_CHARS;
+    }
+    if (o->dim > 0)
+      p--; /* the last comma */
+    p += sprintf(p, "]]}}");
+  }
+  char head[UPD_HEAD];
+  int hl = snprintf(head, sizeof head,
+                    "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %zu\r\n\r\n",
+                    o->gpath, o->host, o->port, (size_t)(p - body));
+  if (hl >= (int)sizeof head)
+    hl = (int)sizeof head - 1;
+  memcpy(body - hl, head, (size_t)hl);
+  c->out_off = (size_t)(UPD_HEAD - hl);
+  c->out_len = (size_t)(p - c->out);
+}
+
 static void conn_send(worker_t *w, int ci, req_t *q, int64_t now) {
   const opts_t *o = w->o;
   conn_t *c = &w->conns[ci];
+  if (w->upd) {
+    format_update(w, c, q);
+    memset(&c->ps, 0, sizeof c->ps);
+    c->req = q;
+    c->state = C_BUSY;
+    w->n_busy++;
+    q->lag = now - q->due;
+    if (conn_write(w, ci)) {
+      finish(w, q, OUT_CONN, 0, now);
+      conn_reopen(w, ci, now);
+    }
+    return;
+  }
   char body[BODY_BUF];
   size_t n = (size_t)snprintf(body, sizeof body,
                               "{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\","
@@ -810,11 +933,11 @@ static void conn_send(worker_t *w, int ci, req_t *q, int64_t now) {
     n += (size_t)snprintf(body + n, sizeof body - n, "}");
   }
   n += (size_t)snprintf(body + n, sizeof body - n, "}");
-  int hl = snprintf(c->out, sizeof c->out,
+  int hl = snprintf(c->out, c->out_cap,
                     "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
                     "Content-Length: %zu\r\n\r\n%s",
                     o->path, o->host, o->port, n, body);
-  c->out_len = (size_t)hl < sizeof c->out ? (size_t)hl : sizeof c->out - 1;
+  c->out_len = (size_t)hl < c->out_cap ? (size_t)hl : c->out_cap - 1;
   c->out_off = 0;
   memset(&c->ps, 0, sizeof c->ps);
   c->req = q;
@@ -919,9 +1042,10 @@ static void conn_event(worker_t *w, int ci, uint32_t ev) {
     conn_read(w, ci);
 }
 
-/* Abandons in-flight requests past their deadline (closing their connections, which the server
- * sees as a disconnect) and queued ones that can no longer be sent in time. */
-static void expire(worker_t *w, int64_t now, int64_t limit) {
+/* Abandons in-flight requests past their deadline and slack (`limit`; closing their connections,
+ * which the server sees as a disconnect) and queued ones that can no longer be sent before their
+ * deadline (`unsent_limit`). */
+static void expire(worker_t *w, int64_t now, int64_t limit, int64_t unsent_limit) {
   for (int ci = 0; ci < w->n_conns; ci++) {
     conn_t *c = &w->conns[ci];
     if (c->state == C_BUSY && now - c->req->due > limit) {
@@ -929,7 +1053,7 @@ static void expire(worker_t *w, int64_t now, int64_t limit) {
       conn_reopen(w, ci, now);
     }
   }
-  while (w->next < w->n_reqs && now - w->reqs[w->next].due > limit) {
+  while (w->next < w->n_reqs && now - w->reqs[w->next].due > unsent_limit) {
     finish(w, &w->reqs[w->next], OUT_UNSENT, 0, now);
     w->next++;
   }
@@ -975,7 +1099,9 @@ static int wait_until(worker_t *w, struct epoll_event *evs, int64_t target) {
 
 static void run_loop(worker_t *w) {
   const opts_t *o = w->o;
-  const int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms * NS_PER_MS : -1;
+  /* Updates carry no deadline: only the drain's end abandons them. */
+  const int64_t timeout = !w->upd && o->timeout_ms > 0 ? o->timeout_ms * NS_PER_MS : -1;
+  const int64_t give_up = timeout > 0 ? timeout + o->slack_ms * NS_PER_MS : -1;
   const int64_t end = (int64_t)(o->duration * (double)NS_PER_S);
   const int64_t drain_end = end + (int64_t)(o->drain * (double)NS_PER_S);
   int64_t next_scan = 0;
@@ -983,11 +1109,11 @@ static void run_loop(worker_t *w) {
   for (;;) {
     int64_t now = now_rel(w);
     if (timeout > 0 && now >= next_scan) {
-      expire(w, now, timeout);
+      expire(w, now, give_up, timeout);
       next_scan = now + SCAN_NS;
     }
     if (now >= drain_end) { /* the server did not answer in time: what is left is abandoned */
-      expire(w, now, -1);
+      expire(w, now, -1, -1);
       break;
     }
     for (int ci = 0; w->n_down && ci < w->n_conns; ci++)
@@ -1046,8 +1172,10 @@ static void *worker_main(void *arg) {
   w->conns = calloc((size_t)w->n_conns, sizeof *w->conns);
   w->free_stack = calloc((size_t)w->n_conns, sizeof *w->free_stack);
   char *inbufs = malloc((size_t)w->n_conns * IN_BUF);
+  const size_t out_cap = w->upd ? update_buf_bytes(o) : REQ_BUF;
+  char *outbufs = malloc((size_t)w->n_conns * out_cap);
   w->armed = -1;
-  if (ok && (w->ep < 0 || w->tfd < 0 || !w->conns || !w->free_stack || !inbufs)) {
+  if (ok && (w->ep < 0 || w->tfd < 0 || !w->conns || !w->free_stack || !inbufs || !outbufs)) {
     snprintf(w->err, sizeof w->err, "cannot set up the thread: %s", strerror(errno));
     ok = 0;
   }
@@ -1061,6 +1189,8 @@ static void *worker_main(void *arg) {
       w->conns[ci].fd = -1;
       w->conns[ci].state = C_CONNECTING;
       w->conns[ci].in = inbufs + (size_t)ci * IN_BUF;
+      w->conns[ci].out = outbufs + (size_t)ci * out_cap;
+      w->conns[ci].out_cap = out_cap;
       conn_open(w, ci, 0);
     }
     /* A refused connection is tried again (a server whose listen queue overflowed refuses some
@@ -1106,6 +1236,7 @@ static void *worker_main(void *arg) {
   if (w->tfd >= 0)
     close(w->tfd);
   free(inbufs);
+  free(outbufs);
   return NULL;
 }
 
@@ -1144,11 +1275,61 @@ static lat_t latency_stats(int64_t *v, size_t n) {
 }
 
 typedef struct {
-  size_t scheduled, sent, ok, refused, errors, abandoned, unsent, late, good;
+  size_t scheduled, sent, ok, refused, errors, abandoned, unsent, late, good, after_deadline;
   size_t by_status[MAX_STATUS], conn_errors;
   int64_t *ok_lat, *refused_lat, *lag;
   size_t n_ok_lat, n_refused_lat, n_lag;
 } tally_t;
+
+static int tally_alloc(tally_t *t, size_t n) {
+  t->ok_lat = malloc((n + 1) * sizeof(int64_t));
+  t->refused_lat = malloc((n + 1) * sizeof(int64_t));
+  t->lag = malloc((n + 1) * sizeof(int64_t));
+  return t->ok_lat && t->refused_lat && t->lag ? 0 : -1;
+}
+
+static void tally_free(tally_t *t) {
+  free(t->ok_lat);
+  free(t->refused_lat);
+  free(t->lag);
+}
+
+/* Counts request q in x; `timeout` (ns) bounds the answers that count as goodput. */
+static void tally_add(tally_t *x, const req_t *q, int64_t timeout) {
+  x->scheduled++;
+  if (q->outcome != OUT_UNSENT) {
+    x->sent++;
+    x->lag[x->n_lag++] = q->lag;
+    x->late += q->lag > LATE_NS;
+  }
+  x->after_deadline += q->after_deadline;
+  switch (q->outcome) {
+  case OUT_OK:
+    x->ok++;
+    x->good += q->lat <= timeout;
+    x->ok_lat[x->n_ok_lat++] = q->lat;
+    break;
+  case OUT_503:
+    x->refused++;
+    x->refused_lat[x->n_refused_lat++] = q->lat;
+    break;
+  case OUT_STATUS:
+    x->errors++;
+    x->by_status[q->status >= 0 && q->status < MAX_STATUS ? q->status : 0]++;
+    break;
+  case OUT_CONN:
+    x->errors++;
+    x->conn_errors++;
+    break;
+  case OUT_UNSENT:
+    x->unsent++;
+    x->abandoned++;
+    break;
+  default: /* OUT_ABANDONED; OUT_PENDING cannot remain after the drain */
+    x->abandoned++;
+    break;
+  }
+}
 
 static void json_lat(FILE *f, const char *key, const lat_t *s) {
   if (!s->count) {
@@ -1167,9 +1348,10 @@ static void json_class(FILE *f, const char *name, tally_t *t, double span) {
   fprintf(f,
           "\"%s\":{\"scheduled\":%zu,\"sent\":%zu,\"ok\":%zu,\"refused_503\":%zu,"
           "\"errors\":%zu,\"abandoned\":%zu,\"abandoned_unsent\":%zu,\"late_sends\":%zu,"
-          "\"achieved_rate\":%.3f,\"goodput_rate\":%.3f,\"errors_by_status\":{",
+          "\"answered_after_deadline\":%zu,\"achieved_rate\":%.3f,\"goodput_rate\":%.3f,"
+          "\"errors_by_status\":{",
           name, t->scheduled, t->sent, t->ok, t->refused, t->errors, t->abandoned, t->unsent,
-          t->late, (double)t->ok / span, (double)t->good / span);
+          t->late, t->after_deadline, (double)t->ok / span, (double)t->good / span);
   const char *sep = "";
   for (int s = 0; s < MAX_STATUS; s++)
     if (t->by_status[s]) {
@@ -1193,72 +1375,43 @@ static void table_row(const char *name, tally_t *t, double span) {
           (double)t->good / span, ok.p50, ok.p90, ok.p99, ok.p999, ok.max, ref.p99);
 }
 
-static int report(const opts_t *o, worker_t *ws, double wall, const char *json_path) {
-  tally_t t[CLS_COUNT + 1];
+/* ws[0, n_infer) send infer requests, ws[n_infer, n_workers) updates. */
+static int report(const opts_t *o, worker_t *ws, int n_infer, int n_workers, double wall,
+                  const char *json_path) {
+  tally_t t[CLS_COUNT + 1], tu;
   memset(t, 0, sizeof t);
-  size_t total = 0;
-  for (int i = 0; i < o->threads; i++)
-    total += ws[i].n_reqs;
-  for (int c = 0; c <= CLS_COUNT; c++) {
-    t[c].ok_lat = malloc((total + 1) * sizeof(int64_t));
-    t[c].refused_lat = malloc((total + 1) * sizeof(int64_t));
-    t[c].lag = malloc((total + 1) * sizeof(int64_t));
-    if (!t[c].ok_lat || !t[c].refused_lat || !t[c].lag) {
-      fprintf(stderr, "loadgen: out of memory for the report\n");
-      return 1;
-    }
+  memset(&tu, 0, sizeof tu);
+  size_t total = 0, total_u = 0;
+  for (int i = 0; i < n_workers; i++)
+    *(i < n_infer ? &total : &total_u) += ws[i].n_reqs;
+  int bad_alloc = tally_alloc(&tu, total_u);
+  for (int c = 0; c <= CLS_COUNT; c++)
+    bad_alloc |= tally_alloc(&t[c], total);
+  if (bad_alloc) {
+    fprintf(stderr, "loadgen: out of memory for the report\n");
+    return 1;
   }
   const int64_t warm = (int64_t)(o->warmup * (double)NS_PER_S);
   const int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms * NS_PER_MS : INT64_MAX;
   size_t warmup_skipped = 0;
   uint64_t connect_errors = 0;
   int64_t last_end = 0; /* when the last measured request was answered or given up */
-  for (int i = 0; i < o->threads; i++) {
+  for (int i = 0; i < n_workers; i++) {
     connect_errors += ws[i].connect_errors;
     for (size_t k = 0; k < ws[i].n_reqs; k++) {
       const req_t *q = &ws[i].reqs[k];
       if (q->due < warm) {
-        warmup_skipped++;
+        warmup_skipped += i < n_infer;
         continue;
       }
       if (q->due + q->lat > last_end)
         last_end = q->due + q->lat;
-      tally_t *cs[2] = {&t[q->cls], &t[CLS_COUNT]};
-      for (int j = 0; j < 2; j++) {
-        tally_t *x = cs[j];
-        x->scheduled++;
-        if (q->outcome != OUT_UNSENT) {
-          x->sent++;
-          x->lag[x->n_lag++] = q->lag;
-          x->late += q->lag > LATE_NS;
-        }
-        switch (q->outcome) {
-        case OUT_OK:
-          x->ok++;
-          x->good += q->lat <= timeout;
-          x->ok_lat[x->n_ok_lat++] = q->lat;
-          break;
-        case OUT_503:
-          x->refused++;
-          x->refused_lat[x->n_refused_lat++] = q->lat;
-          break;
-        case OUT_STATUS:
-          x->errors++;
-          x->by_status[q->status >= 0 && q->status < MAX_STATUS ? q->status : 0]++;
-          break;
-        case OUT_CONN:
-          x->errors++;
-          x->conn_errors++;
-          break;
-        case OUT_UNSENT:
-          x->unsent++;
-          x->abandoned++;
-          break;
-        default: /* OUT_ABANDONED; OUT_PENDING cannot remain after the drain */
-          x->abandoned++;
-          break;
-        }
+      if (i >= n_infer) {
+        tally_add(&tu, q, INT64_MAX);
+        continue;
       }
+      tally_add(&t[q->cls], q, timeout);
+      tally_add(&t[CLS_COUNT], q, timeout);
     }
   }
   /* Rates are over the measured window: from the end of the warmup to the last answer (or
@@ -1280,9 +1433,10 @@ static int report(const opts_t *o, worker_t *ws, double wall, const char *json_p
           o->url, o->rate, o->poisson ? "poisson" : "constant", o->duration);
   fprintf(f,
           "\"warmup_s\":%.3f,\"measured_s\":%.3f,\"wall_s\":%.3f,\"connections\":%d,"
-          "\"threads\":%d,\"timeout_ms\":%lld,\"nodes\":%lld,\"seed\":%llu,\"fanouts\":[",
+          "\"threads\":%d,\"timeout_ms\":%lld,\"deadline_slack_ms\":%lld,\"nodes\":%lld,"
+          "\"seed\":%llu,\"fanouts\":[",
           o->warmup, span, wall, o->connections, o->threads, (long long)o->timeout_ms,
-          (long long)o->nodes, (unsigned long long)o->seed);
+          (long long)o->slack_ms, (long long)o->nodes, (unsigned long long)o->seed);
   for (int i = 0; i < o->n_fanouts; i++)
     fprintf(f, "%s%d", i ? "," : "", o->fanouts[i]);
   fputs("],\"mix\":{", f);
@@ -1292,13 +1446,14 @@ static int report(const opts_t *o, worker_t *ws, double wall, const char *json_p
       fprintf(f, "%s\"%s\":%.6f", sep, cls_name[c], o->mix[c]);
       sep = ",";
     }
-  fprintf(f,
-          "},\"warmup_requests\":%zu,\"scheduled\":%zu,\"sent\":%zu,\"ok\":%zu,"
-          "\"refused_503\":%zu,\"errors\":%zu,\"abandoned\":%zu,\"achieved_rate\":%.3f,"
-          "\"goodput_rate\":%.3f,\"late_sends\":%zu,\"connect_errors\":%llu,",
-          warmup_skipped, all->scheduled, all->sent, all->ok, all->refused, all->errors,
-          all->abandoned, (double)all->ok / span, (double)all->good / span, all->late,
-          (unsigned long long)connect_errors);
+  fprintf(
+      f,
+      "},\"warmup_requests\":%zu,\"scheduled\":%zu,\"sent\":%zu,\"ok\":%zu,"
+      "\"refused_503\":%zu,\"errors\":%zu,\"abandoned\":%zu,\"answered_after_deadline\":%zu,"
+      "\"achieved_rate\":%.3f,\"goodput_rate\":%.3f,\"late_sends\":%zu,\"connect_errors\":%llu,",
+      warmup_skipped, all->scheduled, all->sent, all->ok, all->refused, all->errors, all->abandoned,
+      all->after_deadline, (double)all->ok / span, (double)all->good / span, all->late,
+      (unsigned long long)connect_errors);
   json_lat(f, "send_lag_ms", &lag);
   fputs(",\"classes\":{", f);
   sep = "";
@@ -1309,7 +1464,21 @@ static int report(const opts_t *o, worker_t *ws, double wall, const char *json_p
     json_class(f, c < CLS_COUNT ? cls_name[c] : "all", &t[c], span);
     sep = ",";
   }
-  fputs("}}\n", f);
+  fputc('}', f);
+  lat_t ulag = latency_stats(tu.lag, tu.n_lag);
+  if (o->update_rate > 0) {
+    fprintf(f,
+            ",\"update_rate\":%.3f,\"update_kind\":\"%s\",\"update_connections\":%d,"
+            "\"update_threads\":%d,\"dim\":%lld,",
+            o->update_rate, upd_name[o->update_kind], o->update_connections, o->update_threads,
+            (long long)o->dim);
+    json_lat(f, "update_send_lag_ms", &ulag);
+    fputc(',', f);
+    json_class(f, "updates", &tu, span);
+  } else {
+    fputs(",\"updates\":null", f);
+  }
+  fputs("}\n", f);
   int bad = ferror(f) != 0;
   if (f != stdout)
     bad |= fclose(f) != 0;
@@ -1330,11 +1499,24 @@ static int report(const opts_t *o, worker_t *ws, double wall, const char *json_p
   for (int c = 0; c <= CLS_COUNT; c++)
     if (c == CLS_COUNT || o->mix[c] > 0)
       table_row(c < CLS_COUNT ? cls_name[c] : "all", &t[c], span);
-  for (int c = 0; c <= CLS_COUNT; c++) {
-    free(t[c].ok_lat);
-    free(t[c].refused_lat);
-    free(t[c].lag);
+  if (o->update_rate > 0)
+    table_row("updates", &tu, span);
+  if (o->timeout_ms > 0) {
+    lat_t ref = latency_stats(all->refused_lat, all->n_refused_lat);
+    fprintf(stderr,
+            "503 answers %zu: p50 %.3f ms, p99 %.3f ms, max %.3f ms; answered after the deadline "
+            "(%lld ms from the send): %zu\n",
+            ref.count, ref.p50, ref.p99, ref.max, (long long)o->timeout_ms, all->after_deadline);
   }
+  if (o->update_rate > 0)
+    fprintf(stderr,
+            "updates (%s) offered %.0f/s: acknowledged %zu of %zu (%.0f/s), send lag p99 %.3f ms "
+            "max %.3f ms\n",
+            upd_name[o->update_kind], o->update_rate, tu.ok, tu.scheduled, (double)tu.ok / span,
+            ulag.p99, ulag.max);
+  tally_free(&tu);
+  for (int c = 0; c <= CLS_COUNT; c++)
+    tally_free(&t[c]);
   return 0;
 }
 
@@ -1359,9 +1541,13 @@ typedef struct tconn {
 typedef struct {
   int listen_fd;
   int ep;
-  uint64_t served;
+  uint64_t served, updates; /* requests answered, of which graph updates (POST .../graph) */
   tconn_t *conns;
 } tserver_t;
+
+/* A connection's input buffer grows up to this: a graph update of a wide feature row is larger
+ * than IN_BUF. */
+#define TRIVIAL_MAX_REQ (16 * 1024 * 1024)
 
 static atomic_int g_stop;
 static char g_resp[512];
@@ -1399,6 +1585,9 @@ static int tconn_serve(tserver_t *s, tconn_t *c) {
     const char *eol = memchr(p, '\r', (size_t)(hend - p));
     if (eol && eol - p >= 8 && !strncmp(eol - 8, "HTTP/1.0", 8))
       http10 = 1;
+    /* "POST /v2/models/NAME/graph HTTP/1.1" */
+    const int graph =
+        eol && eol - p > 20 && !strncmp(p, "POST ", 5) && !strncmp(eol - 15, "/graph ", 7);
     for (p = eol ? eol + 2 : hend; p < hend;) {
       const char *le = memchr(p, '\r', (size_t)(hend - p));
       if (!le || le == p)
@@ -1413,7 +1602,7 @@ static int tconn_serve(tserver_t *s, tconn_t *c) {
       p = le + 2;
     }
     size_t hl = (size_t)(e - (c->in + off));
-    if (cl < 0 || (size_t)cl > c->in_cap)
+    if (cl < 0 || (size_t)cl > TRIVIAL_MAX_REQ)
       return -1;
     if (c->in_len - off < hl + (size_t)cl)
       break;
@@ -1429,6 +1618,7 @@ static int tconn_serve(tserver_t *s, tconn_t *c) {
     memcpy(c->out + c->out_len, g_resp, g_resp_len);
     c->out_len += g_resp_len;
     s->served++;
+    s->updates += (uint64_t)graph;
     if (close_req || http10) {
       c->close_after = 1;
       break;
@@ -1505,8 +1695,15 @@ static void *tserver_main(void *arg) {
           dead = 1;
         else if (k > 0)
           c->in_len += (size_t)k;
-        if (!dead && c->in_len == c->in_cap) /* a request larger than the buffer */
-          dead = 1;
+        if (!dead && c->in_len == c->in_cap) { /* a large request: a larger buffer */
+          char *bigger = c->in_cap < TRIVIAL_MAX_REQ ? realloc(c->in, 2 * c->in_cap) : NULL;
+          if (bigger) {
+            c->in = bigger;
+            c->in_cap *= 2;
+          } else {
+            dead = 1;
+          }
+        }
       }
       if (!dead && tconn_serve(s, c))
         dead = 1;
@@ -1590,14 +1787,16 @@ static int serve_trivial(const char *host, int port, int threads) {
   printf("listening on http://%s%s%s:%d/v2/models/trivial\n", v6 ? "[" : "", host, v6 ? "]" : "",
          port);
   fflush(stdout);
-  uint64_t served = 0;
+  uint64_t served = 0, updates = 0;
   for (int i = 0; i < threads; i++) {
     pthread_join(tids[i], NULL);
     served += srv[i].served;
+    updates += srv[i].updates;
     close(srv[i].listen_fd);
     close(srv[i].ep);
   }
-  fprintf(stderr, "loadgen: trivial endpoint answered %llu requests\n", (unsigned long long)served);
+  fprintf(stderr, "loadgen: trivial endpoint answered %llu requests, %llu of them graph updates\n",
+          (unsigned long long)served, (unsigned long long)updates);
   free(srv);
   free(tids);
   return 0;
@@ -1618,6 +1817,8 @@ int main(int argc, char **argv) {
   o->fanouts[0] = 10;
   o->fanouts[1] = 5;
   o->n_fanouts = 2;
+  o->update_connections = 16;
+  o->update_threads = 1;
   snprintf(o->host, sizeof o->host, "127.0.0.1");
   snprintf(o->outputs, sizeof o->outputs, "[{\"name\":\"class\"}]");
   const char *url = NULL, *model = NULL, *json_path = NULL, *mix = NULL;
@@ -1676,6 +1877,23 @@ int main(int argc, char **argv) {
       o->seed = (uint64_t)parse_int(a, v, 0, INT64_MAX);
     else if (!strcmp(a, "--json"))
       json_path = v;
+    else if (!strcmp(a, "--deadline-slack-ms"))
+      o->slack_ms = parse_int(a, v, 0, 24LL * 3600 * 1000);
+    else if (!strcmp(a, "--updates"))
+      o->update_rate = parse_double(a, v);
+    else if (!strcmp(a, "--update-kind")) {
+      int k = 0;
+      while (k < 3 && strcmp(v, upd_name[k]))
+        k++;
+      if (k == 3)
+        usage_error("--update-kind: '%s' is not features, edges or mix", v);
+      o->update_kind = k;
+    } else if (!strcmp(a, "--dim"))
+      o->dim = parse_int(a, v, 1, 1 << 20);
+    else if (!strcmp(a, "--update-connections"))
+      o->update_connections = (int)parse_int(a, v, 1, MAX_CONNECTIONS);
+    else if (!strcmp(a, "--update-threads"))
+      o->update_threads = (int)parse_int(a, v, 1, MAX_THREADS);
     else if (!strcmp(a, "--serve-trivial"))
       trivial_port = (int)parse_int(a, v, 0, 65535);
     else
@@ -1698,23 +1916,35 @@ int main(int argc, char **argv) {
     if (strlen(model) > 256 || strchr(model, '/'))
       usage_error("--model: '%s' is not a model name", model);
     snprintf(o->path, sizeof o->path, "/v2/models/%s/infer", model);
+    snprintf(o->gpath, sizeof o->gpath, "/v2/models/%s/graph", model);
   }
   int v6 = strchr(o->host, ':') != NULL;
   snprintf(o->url, sizeof o->url, "http://%s%s%s:%d%s", v6 ? "[" : "", o->host, v6 ? "]" : "",
            o->port, o->path);
-  if (!have_rate || !(o->rate > 0))
-    usage_error("--rate must be given and positive");
+  if (o->update_rate < 0)
+    usage_error("--updates must not be negative");
+  if (!have_rate || !(o->rate > 0 || (o->rate == 0 && o->update_rate > 0)))
+    usage_error("--rate must be given and positive (or 0 with --updates)");
   if (!(o->duration > 0) || o->warmup < 0 || o->warmup >= o->duration || o->drain < 0)
     usage_error("need --duration > 0, 0 <= --warmup < --duration and --drain >= 0");
   if (o->threads > o->connections)
     usage_error("--threads %d is more than --connections %d", o->threads, o->connections);
-  if (o->rate * o->duration > 1e9)
+  if ((o->rate + o->update_rate) * o->duration > 1e9)
     usage_error("--rate x --duration is over 10^9 requests");
+  if (o->update_rate > 0) {
+    if (o->nodes < 1 || (o->update_kind != UPD_FEATURES && o->nodes < 2))
+      usage_error("--updates needs --nodes N (at least 2 for edges)");
+    if (o->update_kind != UPD_EDGES && o->dim < 1)
+      usage_error("--updates of features need --dim D (the model's feature_dim)");
+    if (o->update_threads > o->update_connections)
+      usage_error("--update-threads %d is more than --update-connections %d", o->update_threads,
+                  o->update_connections);
+  }
   if (mix)
     parse_mix(o, mix);
   else
     o->mix[fanouts_given ? CLS_SAMPLED : CLS_FULL] = 1;
-  if ((o->mix[CLS_FULL] > 0 || o->mix[CLS_SAMPLED] > 0) && o->nodes < 1)
+  if (o->rate > 0 && (o->mix[CLS_FULL] > 0 || o->mix[CLS_SAMPLED] > 0) && o->nodes < 1)
     usage_error("classes full and sampled need --nodes N");
   if (o->mix[CLS_HUB] > 0) {
     if (!hubs)
@@ -1728,17 +1958,26 @@ int main(int argc, char **argv) {
   }
   resolve(o);
 
-  worker_t *ws = calloc((size_t)o->threads, sizeof *ws);
-  pthread_t *tids = calloc((size_t)o->threads, sizeof *tids);
-  if (!ws || !tids || pthread_barrier_init(&g_barrier, NULL, (unsigned)o->threads + 1)) {
+  /* The infer threads first, then the update threads. */
+  const int n_infer = o->rate > 0 ? o->threads : 0;
+  const int n_upd = o->update_rate > 0 ? o->update_threads : 0;
+  const int n_workers = n_infer + n_upd;
+  worker_t *ws = calloc((size_t)n_workers, sizeof *ws);
+  pthread_t *tids = calloc((size_t)n_workers, sizeof *tids);
+  if (!ws || !tids || pthread_barrier_init(&g_barrier, NULL, (unsigned)n_workers + 1)) {
     fprintf(stderr, "loadgen: cannot set up the threads\n");
     return 1;
   }
-  for (int i = 0; i < o->threads; i++) {
-    ws[i].id = i;
+  for (int i = 0; i < n_workers; i++) {
+    const int upd = i >= n_infer, id = upd ? i - n_infer : i;
+    const int peers = upd ? n_upd : n_infer;
+    const int conns = upd ? o->update_connections : o->connections;
+    ws[i].id = id;
+    ws[i].upd = upd;
+    ws[i].n_peers = peers;
     ws[i].o = o;
     ws[i].ep = ws[i].tfd = -1;
-    ws[i].n_conns = o->connections / o->threads + (i < o->connections % o->threads);
+    ws[i].n_conns = conns / peers + (id < conns % peers);
     if (pthread_create(&tids[i], NULL, worker_main, &ws[i])) {
       fprintf(stderr, "loadgen: cannot start thread %d\n", i);
       return 1;
@@ -1746,7 +1985,7 @@ int main(int argc, char **argv) {
   }
   pthread_barrier_wait(&g_barrier);
   int failed = 0;
-  for (int i = 0; i < o->threads; i++)
+  for (int i = 0; i < n_workers; i++)
     if (ws[i].err[0]) {
       if (!failed)
         fprintf(stderr, "loadgen: %s\n", ws[i].err);
@@ -1755,16 +1994,16 @@ int main(int argc, char **argv) {
   g_t0 = mono_ns() + START_DELAY_NS;
   g_abort = failed;
   pthread_barrier_wait(&g_barrier);
-  for (int i = 0; i < o->threads; i++)
+  for (int i = 0; i < n_workers; i++)
     pthread_join(tids[i], NULL);
   double wall = (double)(mono_ns() - g_t0) / 1e9;
-  for (int i = 0; i < o->threads && !failed; i++)
+  for (int i = 0; i < n_workers && !failed; i++)
     if (ws[i].err[0]) {
       fprintf(stderr, "loadgen: %s\n", ws[i].err);
       failed = 1;
     }
-  int rc = failed ? 1 : report(o, ws, wall, json_path);
-  for (int i = 0; i < o->threads; i++) {
+  int rc = failed ? 1 : report(o, ws, n_infer, n_workers, wall, json_path);
+  for (int i = 0; i < n_workers; i++) {
     free(ws[i].reqs);
     free(ws[i].conns);
     free(ws[i].free_stack);

@@ -29,14 +29,32 @@
 #   LOADGEN       the generator (default: loadgen beside BINARY)
 #   SERVE_ARGS    more options for serve (--max-batch, --hub-edges, --workers ...)
 #   LOADGEN_ARGS  more options for the generator (--arrivals constant, --outputs ...)
-# Writes OUT_DIR/MODE/MIX/rate-R.json (the generator's reports), OUT_DIR/MODE/serve.{out,err}
-# and metrics.txt, summary.csv (one row a point), summary.json (per mode and mix: peak goodput,
-# the largest rate with p99 <= 10 ms, p99s at 5,000 req/s by class, the overload point),
+#   DEADLINE_SLACK_MS  clients wait this long past TIMEOUT_MS before giving up, so that answers
+#                 sent after the deadline are seen and counted (100)
+#   UPDATES       graph updates per second (0: none, the default). With it, serve runs with
+#                 --log OUT_DIR/MODE/updates.log (fsynced: each update durable before its
+#                 answer), and after the mixes one more run per mode sends mix (a) at UPDATES_AT
+#                 with UPDATES updates/s beside it, on connections of their own
+#   UPDATES_AT    the infer rate of that run (default: half of mix (a)'s peak goodput in the
+#                 same mode, i.e. half saturation; needs mix a in MIXES then)
+#   UPDATE_KIND   features (a random node's row replaced), edges (an edge added) or mix (half
+#                 each; the default)
+#   UPDATE_CONNECTIONS, UPDATE_THREADS  the updates' connections (64) and generator threads (2)
+# Memory: at the end of every run the server's /proc/PID/status is read: its peak RSS (VmHWM),
+# set beside the bound features + topology + embedding cache + 2 GiB, computed from the
+# dataset's files (features.npy, indptr.npy + indices.npy), --embedding-cache in SERVE_ARGS, and
+# the checkpoint: when it normalises rows, the server holds a normalised copy of the features
+# beside the mapped file, and the features count twice.
+# Writes OUT_DIR/MODE/MIX/rate-R.json (the generator's reports, with "server_memory" added),
+# OUT_DIR/MODE/updates/rate-R-updates-U.json, OUT_DIR/MODE/serve.{out,err} and metrics.txt,
+# summary.csv (one row a point), summary.json (per mode and mix: peak goodput, the largest rate
+# with p99 <= 10 ms, p99s at 5,000 req/s by class, the overload point with its refusal latency
+# and answers after the deadline; per mode: peak RSS against the bound, and the updates run),
 # summary.md (the same as tables) and, when gnuplot is installed, mix-X.png: p50, p99, p99.9
 # and goodput against offered load, one line a mode. Needs python3 (with numpy if there: faster).
 set -euo pipefail
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then
-  sed -n '2,35p' "$0" >&2
+  sed -n '2,55p' "$0" >&2
   exit 2
 fi
 dataset=$1
@@ -54,12 +72,73 @@ connections=${CONNECTIONS:-512}
 threads=${THREADS:-4}
 timeout_ms=${TIMEOUT_MS:-1000}
 fanouts=${FANOUTS:-10,5}
+slack_ms=${DEADLINE_SLACK_MS:-100}
+updates=${UPDATES:-0}
+updates_at=${UPDATES_AT:-}
+update_kind=${UPDATE_KIND:-mix}
+update_connections=${UPDATE_CONNECTIONS:-64}
+update_threads=${UPDATE_THREADS:-2}
 loadgen=${LOADGEN:-$(dirname "$bin")/loadgen}
 [ -d "$dataset" ] || { echo "serve_bench: no dataset folder $dataset" >&2; exit 2; }
 [ -f "$checkpoint" ] || { echo "serve_bench: no checkpoint $checkpoint" >&2; exit 2; }
 [ -x "$bin" ] || { echo "serve_bench: $bin is not executable" >&2; exit 2; }
 [ -x "$loadgen" ] || { echo "serve_bench: no load generator at $loadgen (LOADGEN=)" >&2; exit 2; }
+case $update_kind in features | edges | mix) ;; *)
+  echo "serve_bench: UPDATE_KIND '$update_kind' is not features, edges or mix" >&2
+  exit 2
+  ;;
+esac
+if [ "$updates" != 0 ] && [ -z "$updates_at" ] && ! echo " ${MIXES:-a} " | grep -q " a "; then
+  echo "serve_bench: UPDATES without UPDATES_AT needs mix a (its peak sets the load)" >&2
+  exit 2
+fi
 mkdir -p "$out"
+
+# The memory bound of the served process, from the dataset's files, the embedding cache's size
+# and the checkpoint's feature normalisation: OUT_DIR/memory-bound.json; prints the feature width.
+# shellcheck disable=SC2086 # SERVE_ARGS is a list of options
+dim=$(python3 - "$dataset" "$checkpoint" "$out" ${SERVE_ARGS:-} <<'PY'
+import ast, json, os, re, struct, sys
+ds, ckpt, out, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+GIB = 1 << 30
+
+def npy(name):
+    """(shape, data bytes) of DIR/name, from its header."""
+    with open(os.path.join(ds, name), "rb") as f:
+        head = f.read(12)
+        major = head[6]
+        hl = struct.unpack("<H", head[8:10])[0] if major == 1 else struct.unpack("<I", head[8:12])[0]
+        start = 10 if major == 1 else 12
+        f.seek(start)
+        d = ast.literal_eval(f.read(hl).decode("latin1"))
+    return tuple(d["shape"]), os.path.getsize(os.path.join(ds, name)) - start - hl
+
+def size(s):  # as the command reads SIZE: powers of 1024
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?)([KMGTkmgt]?)(i?B)?", s)
+    if not m:
+        raise SystemExit("serve_bench: --embedding-cache %s: not a size" % s)
+    return int(float(m.group(1)) * 1024 ** ("KMGT".find(m.group(2).upper()) + 1 if m.group(2) else 1))
+
+has_f32 = os.path.exists(os.path.join(ds, "features.npy"))
+shape, features = npy("features.npy" if has_f32 else "features.bf16.npy")
+topology = npy("indptr.npy")[1] + npy("indices.npy")[1]
+cache = 0
+for i, a in enumerate(args):
+    if a == "--embedding-cache" and i + 1 < len(args):
+        cache = size(args[i + 1])
+    elif a.startswith("--embedding-cache="):
+        cache = size(a.split("=", 1)[1])
+with open(ckpt, "rb") as f:  # safetensors: an 8-byte length, then the JSON header
+    n = struct.unpack("<Q", f.read(8))[0]
+    meta = json.loads(f.read(n)).get("__metadata__", {})
+copies = 2 if meta.get("train.normalize") == "row" else 1
+bound = copies * features + topology + cache + 2 * GIB
+json.dump({"features_bytes": features, "feature_copies": copies, "topology_bytes": topology,
+           "embedding_cache_bytes": cache, "allowance_bytes": 2 * GIB, "bound_bytes": bound},
+          open(os.path.join(out, "memory-bound.json"), "w"), indent=1)
+print(shape[1] if len(shape) == 2 else 0)
+PY
+) || exit 2
 
 # The node count and the hub lists, from the row lengths (in-degrees) of the served graph.
 nodes=$(python3 - "$dataset" "$out" <<'PY'
@@ -103,6 +182,24 @@ mix_args() {
 }
 for mix in $mixes; do mix_args "$mix" >/dev/null || exit 2; done
 
+# server_memory REPORT: adds the server's memory now (VmHWM: its peak RSS so far; VmRSS, RssAnon,
+# RssFile), in bytes, to the generator's report as "server_memory".
+server_memory() {
+  cp "/proc/$server_pid/status" "$1.status" 2>/dev/null || return 0
+  python3 - "$1" "$1.status" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+mem = {}
+for line in open(sys.argv[2]):
+    k, _, v = line.partition(":")
+    if k in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem"):
+        mem[k] = int(v.split()[0]) * 1024  # kB
+r["server_memory"] = mem
+json.dump(r, open(sys.argv[1], "w"))
+PY
+  rm -f "$1.status"
+}
+
 server_pid=
 stop_server() {
   if [ -n "$server_pid" ]; then
@@ -119,8 +216,9 @@ point() {
   # shellcheck disable=SC2046,SC2086 # the mix's and LOADGEN_ARGS's options are lists
   "$loadgen" --url "$4" --rate "$3" --duration "$duration" --warmup "$warmup" \
     --connections "$connections" --threads "$threads" --timeout-ms "$timeout_ms" \
-    --nodes "$nodes" $(mix_args "$2") ${LOADGEN_ARGS:-} --json "$report" \
-    2>"$out/$1/$2/rate-$3.txt"
+    --deadline-slack-ms "$slack_ms" --nodes "$nodes" $(mix_args "$2") ${LOADGEN_ARGS:-} \
+    --json "$report" 2>"$out/$1/$2/rate-$3.txt"
+  server_memory "$report"
   python3 - "$report" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -135,10 +233,16 @@ PY
 
 for mode in $modes; do
   mkdir -p "$out/$mode"
+  # Updates need the log; a fresh one, so that the mixes run on the dataset as it is.
+  log_args=()
+  if [ "$updates" != 0 ]; then
+    rm -f "$out/$mode/updates.log"
+    log_args=(--log "$out/$mode/updates.log")
+  fi
   # The generator's connections all come from one address: no per-client cap.
   # shellcheck disable=SC2086 # MODEL_ARGS and SERVE_ARGS are lists of options
   "$bin" serve --dataset "$dataset" --checkpoint "$checkpoint" ${MODEL_ARGS:-} --device "$device" \
-    --mode "$mode" --port 0 --max-connections-per-client 0 ${SERVE_ARGS:-} \
+    --mode "$mode" --port 0 --max-connections-per-client 0 "${log_args[@]}" ${SERVE_ARGS:-} \
     >"$out/$mode/serve.out" 2>"$out/$mode/serve.err" &
   server_pid=$!
   url=
@@ -155,6 +259,7 @@ for mode in $modes; do
     continue
   fi
   echo "==> $mode at $url" >&2
+  peak_a=0
   for mix in $mixes; do
     mkdir -p "$out/$mode/$mix"
     peak=0
@@ -174,7 +279,38 @@ for mode in $modes; do
           ;;
       esac
     done
+    [ "$mix" = a ] && peak_a=$peak
   done
+  # Updates beside mix (a) at half saturation (or UPDATES_AT), after the mixes: they change
+  # the graph, which the mixes' points must not see.
+  if [ "$updates" != 0 ]; then
+    at=${updates_at:-$((peak_a / 2))}
+    mkdir -p "$out/$mode/updates"
+    report="$out/$mode/updates/rate-$at-updates-$updates.json"
+    if [ "$at" -gt 0 ]; then
+      # shellcheck disable=SC2086 # LOADGEN_ARGS is a list of options
+      "$loadgen" --url "$url" --rate "$at" --duration "$duration" --warmup "$warmup" \
+        --connections "$connections" --threads "$threads" --timeout-ms "$timeout_ms" \
+        --deadline-slack-ms "$slack_ms" --nodes "$nodes" --mix full:1 --updates "$updates" \
+        --update-kind "$update_kind" --dim "$dim" --update-connections "$update_connections" \
+        --update-threads "$update_threads" ${LOADGEN_ARGS:-} --json "$report" \
+        2>"${report%.json}.txt" || echo "    $mode updates: the generator failed" >&2
+      server_memory "$report"
+      python3 - "$report" <<'PY' >&2 || true
+import json, sys
+r = json.load(open(sys.argv[1]))
+u, f = r["updates"], r["classes"]["full"]
+lat = lambda c, q: "%.2f" % c["latency_ms"][q] if c["latency_ms"] else "-"
+print("    updates %.0f/s (%s) beside (a) at %.0f/s: acknowledged %.0f/s, p50 %s p99 %s p99.9 %s ms, "
+      "errors %d; ordinary p99 %s ms, goodput %.0f/s" % (
+          r["update_rate"], r["update_kind"], r["offered_rate"], u["achieved_rate"],
+          lat(u, "p50"), lat(u, "p99"), lat(u, "p999"), u["errors"] + u["abandoned"],
+          lat(f, "p99"), f["goodput_rate"]))
+PY
+    else
+      echo "    $mode updates: no load to run them beside (mix a's peak is 0; set UPDATES_AT)" >&2
+    fi
+  fi
   if command -v curl >/dev/null; then
     curl -s "${url%/v2/models/*}/metrics" >"$out/$mode/metrics.txt" 2>/dev/null || true
   fi
@@ -193,6 +329,10 @@ HUB = {"c": "hub", "d": "tophub"}  # the class of a mix's hub requests
 def lat(c, q):
     return (c or {}).get("latency_ms") and c["latency_ms"].get(q)
 
+def mem(r):
+    return (r.get("server_memory") or {}).get("VmHWM")
+
+bound = json.load(open(os.path.join(out, "memory-bound.json")))
 rows, summary = [], {}
 for mode in modes:
     for mix in mixes:
@@ -214,7 +354,11 @@ for mode in modes:
                 "refused_503": a["refused_503"],
                 "refused_p99": (a["refused_latency_ms"] or {}).get("p99"),
                 "errors": a["errors"], "abandoned": a["abandoned"],
-                "late_sends": r["late_sends"], "sent": a["sent"]})
+                "late_sends": r["late_sends"], "sent": a["sent"],
+                "refused_p50": (a["refused_latency_ms"] or {}).get("p50"),
+                "refused_max": (a["refused_latency_ms"] or {}).get("max"),
+                "answered_after_deadline": a.get("answered_after_deadline"),
+                "server_vm_hwm": mem(r), "rss_bound": bound["bound_bytes"]})
         pts.sort(key=lambda p: p["offered"])
         rows += pts
         if not pts:
@@ -232,12 +376,44 @@ for mode in modes:
             "at_5000": at5k[0] if at5k else None,
             "overload": ({"point": over[0],
                           "goodput_over_peak": over[0]["goodput"] / peak["goodput"]
-                          if peak["goodput"] else None} if over else None),
+                          if peak["goodput"] else None,
+                          "refused_503": over[0]["refused_503"],
+                          "refused_latency_ms": {k: over[0]["refused_" + k]
+                                                 for k in ("p50", "p99", "max")},
+                          "every_refusal_within_5ms": over[0]["refused_max"] is None
+                          or over[0]["refused_max"] <= 5.0,
+                          "answered_after_deadline": over[0]["answered_after_deadline"]}
+                         if over else None),
         }
+    # Memory: the server's peak RSS over the mode's runs against the bound.
+    hwm = [p["server_vm_hwm"] for p in rows if p["mode"] == mode and p["server_vm_hwm"]]
+    upd = []
+    for path in glob.glob(os.path.join(out, mode, "updates", "rate-*.json")):
+        try:
+            r = json.load(open(path))
+        except ValueError:
+            continue
+        if mem(r):
+            hwm.append(mem(r))
+        u, f = r.get("updates") or {}, r["classes"].get("full") or {}
+        ul = u.get("latency_ms") or {}
+        upd.append({"offered": r["offered_rate"], "update_rate": r.get("update_rate"),
+                    "update_kind": r.get("update_kind"), "acknowledged": u.get("ok"),
+                    "acknowledged_rate": u.get("achieved_rate"),
+                    "update_errors": (u.get("errors") or 0) + (u.get("abandoned") or 0),
+                    "update_errors_by_status": u.get("errors_by_status"),
+                    "update_p50": ul.get("p50"), "update_p99": ul.get("p99"),
+                    "update_p999": ul.get("p999"), "update_max": ul.get("max"),
+                    "ordinary_p99": lat(f, "p99"), "goodput": f.get("goodput_rate")})
+    summary.setdefault(mode, {})["memory"] = dict(
+        bound, peak_vm_hwm_bytes=max(hwm) if hwm else None,
+        within_bound=(max(hwm) <= bound["bound_bytes"]) if hwm else None)
+    summary[mode]["updates"] = sorted(upd, key=lambda x: x["offered"])
 
 fields = ["mode", "mix", "offered", "achieved", "goodput", "p50", "p90", "p99", "p999", "max",
           "ordinary_p99", "hub_p99", "refused_503", "refused_p99", "errors", "abandoned",
-          "late_sends", "sent"]
+          "late_sends", "sent", "refused_p50", "refused_max", "answered_after_deadline",
+          "server_vm_hwm", "rss_bound"]
 with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=fields)
     w.writeheader()
@@ -252,8 +428,9 @@ md = ["# Serving benchmark", "",
       "", "| mode | mix | peak goodput /s | max rate with p99 <= 10 ms | ordinary / hub p99 at "
       "5,000 /s | goodput at 2x saturation | 503 p99 there |", "| --- | --- | --- | --- | --- "
       "| --- | --- |"]
+MIXES_ONLY = lambda by_mix: {k: v for k, v in by_mix.items() if k not in ("memory", "updates")}
 for mode, by_mix in summary.items():
-    for mix, s in by_mix.items():
+    for mix, s in MIXES_ONLY(by_mix).items():
         p5 = s["at_5000"] or {}
         ov = s["overload"] or {}
         md.append("| %s | %s (%s) | %.0f | %s | %s / %s | %s | %s |" % (
@@ -263,7 +440,46 @@ for mode, by_mix in summary.items():
             ("%.0f%% of peak" % (100 * ov["goodput_over_peak"])
              if ov.get("goodput_over_peak") is not None else "-"),
             fmt((ov.get("point") or {}).get("refused_p99"))))
-md += ["", "Every point: `summary.csv`; every report: `MODE/MIX/rate-R.json`."]
+GIB = float(1 << 30)
+md += ["", "Refusals and deadlines at 2x saturation (latency from the intended send time; after "
+       "the deadline: answers, of any status, later than the timeout after their send):", "",
+       "| mode | mix | 503s | 503 p50 / p99 / max ms | every 503 within 5 ms | answered after "
+       "the deadline |", "| --- | --- | --- | --- | --- | --- |"]
+for mode, by_mix in summary.items():
+    for mix, s in MIXES_ONLY(by_mix).items():
+        ov = s["overload"]
+        if not ov:
+            continue
+        rl = ov["refused_latency_ms"]
+        md.append("| %s | %s | %d | %s / %s / %s | %s | %s |" % (
+            mode, mix, ov["refused_503"], fmt(rl["p50"]), fmt(rl["p99"]), fmt(rl["max"]),
+            "yes" if ov["every_refusal_within_5ms"] else "no",
+            fmt(ov["answered_after_deadline"], "%d")))
+md += ["", "Memory: the server's peak RSS (VmHWM) over a mode's runs, and the bound features "
+       "(x2 when the checkpoint normalises rows: the copy beside the mapping) + topology + "
+       "embedding cache + 2 GiB:", "", "| mode | peak RSS GiB | bound GiB | features x copies / "
+       "topology / cache GiB | within |", "| --- | --- | --- | --- | --- |"]
+for mode, by_mix in summary.items():
+    m = by_mix["memory"]
+    md.append("| %s | %s | %.2f | %.2f x %d / %.2f / %.2f | %s |" % (
+        mode, fmt(m["peak_vm_hwm_bytes"] / GIB if m["peak_vm_hwm_bytes"] else None),
+        m["bound_bytes"] / GIB, m["features_bytes"] / GIB, m["feature_copies"],
+        m["topology_bytes"] / GIB, m["embedding_cache_bytes"] / GIB,
+        "-" if m["within_bound"] is None else "yes" if m["within_bound"] else "no"))
+upd_rows = [(mode, u) for mode, by_mix in summary.items() for u in by_mix["updates"]]
+if upd_rows:
+    md += ["", "Updates beside mix (a) (each durable before its answer; latency from the intended "
+           "send time):", "", "| mode | (a) offered /s | updates offered /s (kind) | acknowledged "
+           "/s | update p50 / p99 / p99.9 ms | update errors | ordinary p99 ms | (a) goodput /s |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for mode, u in upd_rows:
+        md.append("| %s | %.0f | %.0f (%s) | %s | %s / %s / %s | %d | %s | %s |" % (
+            mode, u["offered"], u["update_rate"] or 0, u["update_kind"],
+            fmt(u["acknowledged_rate"], "%.0f"), fmt(u["update_p50"]), fmt(u["update_p99"]),
+            fmt(u["update_p999"]), u["update_errors"], fmt(u["ordinary_p99"]),
+            fmt(u["goodput"], "%.0f")))
+md += ["", "Every point: `summary.csv`; every report: `MODE/MIX/rate-R.json`, "
+       "`MODE/updates/rate-R-updates-U.json`."]
 with open(os.path.join(out, "summary.md"), "w") as f:
     f.write("\n".join(md) + "\n")
 print("\n".join(md))

@@ -60,6 +60,14 @@ typedef struct {
   /// aggregates raw rows without parameters (GraphSAGE, GCN, GIN); GAT and SAGE-pool run
   /// without it. Answers are the same bits with or without it on the CPU backend.
   int64_t embedding_cache_bytes;
+  /// Rows to load into that cache at start (NULL: none): a float32 .npy of every node's layer-0
+  /// output, as `neargnn embed --layer 0 --for-serve` writes it, with the FILE.prefill.json
+  /// beside it naming the dataset and checkpoint they were computed from (another dataset or
+  /// checkpoint is refused with NG_ERR_FORMAT). Rows that updates replayed from the log changed
+  /// are left out; rows are taken in node order until the cache is full. Needs
+  /// embedding_cache_bytes > 0 and a model the cache serves (NG_ERR_INVALID_ARG otherwise).
+  /// Borrowed; read by ng_engine_create only.
+  const char *embedding_cache_prefill;
   /// Main-lane workers: threads that each take ordinary batches from the one queue and compute
   /// them on a backend instance of their own (on CUDA its own streams), so that one batch is
   /// built on the host while another runs on the device (0: 2 on "cuda", 1 on "cpu"; at most
@@ -69,7 +77,7 @@ typedef struct {
 #define NG_ENGINE_OPTS_INIT                                                                        \
   {                                                                                                \
     sizeof(ng_engine_opts), NULL, "cpu", NG_MODE_AUTO, 0, 0, 0, -1.0, 256, 500, 0, 4096, 0, NULL,  \
-        NG_NORMALIZE_AUTO, 1000, 0, 0, 0                                                           \
+        NG_NORMALIZE_AUTO, 1000, 0, 0, NULL, 0                                                     \
   }
 /// The most main-lane workers (ng_engine_opts.serve_workers).
 #define NG_ENGINE_MAX_SERVE_WORKERS 64

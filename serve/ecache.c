@@ -9,7 +9,15 @@
  * it moves, an invalidation for the removal of the entries an update changes. */
 #include "ecache_impl.h"
 
+#include "dataset_impl.h"
+#include "npy_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -577,4 +585,325 @@ ng_status ng__ecache_forward(ng_ecache *c, ng_ecache_work *w, const ng_ecache_ct
   NG_CHECK(ng__exec_prepare_upper(cx->ex, &dmb));
   NG_CHECK(cx->be->iface->copy_h2d(cx->be, cx->ex->ws[0].out, rows, (size_t)need * row_b));
   return ng__exec_forward_upper(cx->ex, &dmb);
+}
+
+/* ---- prefill ---- */
+
+static uint64_t hash_mix(uint64_t h, uint64_t w) {
+  h ^= w;
+  h *= 0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 29);
+}
+
+ng_status ng__prefill_hash_file(uint64_t *out, const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return ng__err_errno(NG_ERR_IO, errno, "%s", path);
+  enum { CHUNK = 1 << 20 }; /* a multiple of 8: words never straddle two reads */
+  unsigned char *buf = ng__malloc(CHUNK, "a file's hash");
+  if (!buf) {
+    fclose(f);
+    return NG_ERR_NOMEM;
+  }
+  uint64_t h = 0xcbf29ce484222325ULL, total = 0;
+  size_t n;
+  while ((n = fread(buf, 1, CHUNK, f)) > 0) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w = 0;
+      for (int b = 7; b >= 0; b--)
+        w = w << 8 | buf[i + (size_t)b];
+      h = hash_mix(h, w);
+    }
+    if (i < n) { /* the last partial word (only the file's end is short) */
+      uint64_t w = 0;
+      for (size_t b = n; b > i; b--)
+        w = w << 8 | buf[b - 1];
+      h = hash_mix(h, w);
+    }
+    total += n;
+  }
+  const bool failed = ferror(f) != 0;
+  free(buf);
+  fclose(f);
+  if (failed)
+    return ng__err(NG_ERR_IO, "%s: read error", path);
+  *out = hash_mix(h, total);
+  return NG_OK;
+}
+
+ng_status ng__prefill_meta(char *buf, size_t cap, const struct ng_dataset *ds,
+                           const char *checkpoint, int64_t dim) {
+  if (!ds->dir)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "embedding cache prefill: the dataset was built in memory, not opened from a "
+                   "folder, so no file can name it");
+  uint64_t h[3];
+  const char *rel[2] = {"dataset.json", "indptr.npy"};
+  for (int k = 0; k < 2; k++) {
+    char *p = ng__path_join(ds->dir, rel[k]);
+    if (!p)
+      return NG_ERR_NOMEM;
+    const ng_status st = ng__prefill_hash_file(&h[k], p);
+    free(p);
+    NG_CHECK(st);
+  }
+  NG_CHECK(ng__prefill_hash_file(&h[2], checkpoint));
+  const bool orig = ds->info.orig_ids != 0;
+  const int n =
+      snprintf(buf, cap,
+               "{\"format\":\"%s\",\"version\":%d,\"layer\":0,\"nodes\":%lld,\"dim\":%lld,"
+               "\"ids\":\"%s\",\"dataset_json\":\"%016llx\",\"indptr\":\"%016llx\","
+               "\"checkpoint\":\"%016llx\"}\n",
+               NG_PREFILL_FORMAT, NG_PREFILL_VERSION, (long long)ds->info.nodes, (long long)dim,
+               orig ? "original" : "dataset", (unsigned long long)h[0], (unsigned long long)h[1],
+               (unsigned long long)h[2]);
+  if (n < 0 || (size_t)n >= cap)
+    return ng__err(NG_ERR_INTERNAL, "embedding cache prefill: description over %zu bytes", cap);
+  return NG_OK;
+}
+
+/* The value of "key" in the one-line JSON object `json` (a string without its quotes, or a
+ * number), into `out`; false when the key is missing. */
+static bool meta_value(char *out, size_t cap, const char *json, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(json, pat);
+  if (!p)
+    return false;
+  p += strlen(pat);
+  while (*p == ' ')
+    p++;
+  const bool quoted = *p == '"';
+  p += quoted;
+  const size_t len = quoted ? strcspn(p, "\"") : strcspn(p, ",} \n");
+  if (len >= cap)
+    return false;
+  memcpy(out, p, len);
+  out[len] = 0;
+  return true;
+}
+
+/* Checks `path`.prefill.json against what rows for this engine would have. */
+static ng_status check_meta(const char *path, const struct ng_dataset *ds, const char *checkpoint,
+                            int64_t dim) {
+  char want[512], got[1024];
+  NG_CHECK(ng__prefill_meta(want, sizeof want, ds, checkpoint, dim));
+  const size_t pl = strlen(path) + sizeof NG_PREFILL_SUFFIX;
+  char *meta = ng__malloc(pl, "the prefill's description");
+  if (!meta)
+    return NG_ERR_NOMEM;
+  snprintf(meta, pl, "%s%s", path, NG_PREFILL_SUFFIX);
+  FILE *f = fopen(meta, "r");
+  if (!f) {
+    const ng_status st = ng__err_errno(NG_ERR_IO, errno,
+                                       "embedding cache prefill: %s (written beside the rows by "
+                                       "neargnn embed --layer 0 --for-serve)",
+                                       meta);
+    free(meta);
+    return st;
+  }
+  const size_t n = fread(got, 1, sizeof got - 1, f);
+  fclose(f);
+  got[n] = 0;
+  static const char *const keys[] = {"format", "version",      "layer",  "nodes",     "dim",
+                                     "ids",    "dataset_json", "indptr", "checkpoint"};
+  ng_status st = NG_OK;
+  for (size_t k = 0; k < sizeof keys / sizeof *keys && st == NG_OK; k++) {
+    char a[128], b[128];
+    meta_value(a, sizeof a, want, keys[k]);
+    if (!meta_value(b, sizeof b, got, keys[k]))
+      st = ng__err(NG_ERR_FORMAT, "%s: no \"%s\": not a description of embedding cache rows", meta,
+                   keys[k]);
+    else if (strcmp(a, b) == 0)
+      continue;
+    else if (k < 3)
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: \"%s\" is %s, not %s: not rows of layer 0 as this version of neargnn "
+                   "embed --for-serve writes them",
+                   meta, keys[k], b, a);
+    else if (k < 8)
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: the rows were computed on another dataset (\"%s\" is %s there, %s for %s); "
+                   "write them again with neargnn embed --layer 0 --for-serve --dataset %s",
+                   meta, keys[k], b, a, ds->dir, ds->dir);
+    else
+      st = ng__err(NG_ERR_FORMAT,
+                   "%s: the rows were computed with another checkpoint than %s (its hash is %s "
+                   "there, %s here); write them again with neargnn embed --layer 0 --for-serve "
+                   "--checkpoint %s",
+                   meta, checkpoint, b, a, checkpoint);
+  }
+  free(meta);
+  return st;
+}
+
+/* Reads the rows of a float32 .npy [rows, dim] with pread, through a window of consecutive rows
+ * (one row when they are read out of order): the file is never mapped, so its pages do not count
+ * in the server's resident memory, whose bound holds the cache but not its source. */
+typedef struct {
+  int fd;
+  const char *path;
+  size_t data_offset, row_b;
+  int64_t rows;
+  char *win;
+  int64_t win_first, win_n, win_cap;
+} row_reader;
+
+static ng_status reader_open(row_reader *rr, const char *path, int64_t rows, int64_t dim,
+                             bool in_order) {
+  memset(rr, 0, sizeof *rr);
+  rr->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (rr->fd < 0)
+    return ng__err_errno(NG_ERR_IO, errno, "embedding cache prefill: %s", path);
+  rr->path = path;
+  char head[4096];
+  const ssize_t got = pread(rr->fd, head, sizeof head, 0);
+  ng_npy_header hdr;
+  struct stat sb;
+  ng_status st = got < 0 ? ng__err_errno(NG_ERR_IO, errno, "%s", path)
+                         : ng__npy_parse_header(&hdr, head, (size_t)got, path);
+  if (st == NG_OK &&
+      (hdr.dtype != NG_DTYPE_F32 || hdr.ndim != 2 || hdr.shape[0] != rows || hdr.shape[1] != dim))
+    st = ng__err(NG_ERR_FORMAT, "%s: %s of %d dimensions [%lld, ...], not float32 [%lld, %lld]",
+                 path, ng__dtype_name(hdr.dtype), hdr.ndim, (long long)hdr.shape[0],
+                 (long long)rows, (long long)dim);
+  if (st == NG_OK && (fstat(rr->fd, &sb) || (size_t)sb.st_size != hdr.data_offset + hdr.nbytes))
+    st = ng__err(NG_ERR_FORMAT, "%s: %lld bytes, not the %zu its header implies (cut short?)", path,
+                 (long long)sb.st_size, hdr.data_offset + hdr.nbytes);
+  if (st == NG_OK) {
+    rr->data_offset = hdr.data_offset;
+    rr->row_b = (size_t)dim * sizeof(float);
+    rr->rows = rows;
+    rr->win_cap = in_order ? NG_MAX((int64_t)1, (int64_t)((4 << 20) / rr->row_b)) : 1;
+    rr->win = ng__malloc((size_t)rr->win_cap * rr->row_b, "the prefill's read window");
+    if (!rr->win)
+      st = NG_ERR_NOMEM;
+  }
+  if (st != NG_OK) {
+    close(rr->fd);
+    rr->fd = -1;
+  }
+  return st;
+}
+
+/* Row r into dst. */
+static ng_status reader_row(row_reader *rr, int64_t r, float *dst) {
+  if (r < rr->win_first || r >= rr->win_first + rr->win_n) {
+    const int64_t n = NG_MIN(rr->win_cap, rr->rows - r);
+    const size_t want = (size_t)n * rr->row_b;
+    size_t done = 0;
+    while (done < want) {
+      const ssize_t k = pread(rr->fd, rr->win + done, want - done,
+                              (off_t)(rr->data_offset + (size_t)r * rr->row_b + done));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return k < 0 ? ng__err_errno(NG_ERR_IO, errno, "%s", rr->path)
+                     : ng__err(NG_ERR_IO, "%s: ends early", rr->path);
+      done += (size_t)k;
+    }
+    rr->win_first = r;
+    rr->win_n = n;
+  }
+  memcpy(dst, rr->win + (size_t)(r - rr->win_first) * rr->row_b, rr->row_b);
+  return NG_OK;
+}
+
+static void reader_close(row_reader *rr) {
+  if (rr->fd >= 0)
+    close(rr->fd);
+  free(rr->win);
+}
+
+static void bit_set(uint8_t *bits, int64_t v) {
+  bits[v >> 3] = (uint8_t)(bits[v >> 3] | (1u << (v & 7)));
+}
+
+static bool bit_get(const uint8_t *bits, int64_t v) {
+  return (bits[v >> 3] >> (v & 7)) & 1u;
+}
+
+ng_status ng__ecache_prefill(ng_ecache *c, int64_t *rows, const char *path,
+                             const struct ng_model *m, const ng_srv_snap *s,
+                             const struct ng_dataset *ds, const char *checkpoint, bool gcn0) {
+  *rows = 0;
+  if (!c && !ng__ecache_supports(m))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "embedding cache prefill: the cache does not serve this model (it needs two "
+                   "layers or more and an input layer that aggregates raw rows without "
+                   "parameters: GraphSAGE, GCN, GIN; not GAT or SAGE-pool), so there is nothing "
+                   "to prefill");
+  if (!c)
+    return ng__err(NG_ERR_INVALID_ARG, "embedding cache prefill: the cache is off; give it a size "
+                                       "(embedding_cache_bytes, --embedding-cache SIZE)");
+  NG_CHECK(check_meta(path, ds, checkpoint, c->dim));
+  const int64_t nodes = c->base->nodes, dim = c->dim;
+  /* Row r of the file is node r, or, in a renumbered dataset, the node whose original id is r
+   * (as neargnn embed writes every node). */
+  const int64_t *orig = ds->info.orig_ids ? ds->arrays[NG_ARR_ORIG_ID].data : NULL;
+  row_reader rr;
+  NG_CHECK(reader_open(&rr, path, nodes, dim, orig == NULL));
+  ng_status st = NG_OK;
+  /* What the replayed updates changed since the base (the snapshot's delta): nodes whose own
+   * inputs changed (their neighbour row or feature row replaced: `own`), and nodes whose change
+   * reaches whoever aggregates them (`reach`: a replaced feature row; under GCN weights also a
+   * replaced neighbour row, whose length is the node's degree in its readers' edge weights). */
+  uint8_t *own = NULL, *reach = NULL;
+  const size_t bits = ((size_t)nodes + 7) / 8;
+  const bool changed = s->rows.n > 0 || s->feats.n > 0;
+  if (st == NG_OK && changed) {
+    own = ng__calloc(bits, 1, "the prefill's changed nodes");
+    reach = ng__calloc(bits, 1, "the prefill's changed nodes");
+    if (!own || !reach)
+      st = NG_ERR_NOMEM;
+  }
+  for (int k = 0; k < 2 && st == NG_OK && changed; k++) {
+    const ng_srv_map *map = k ? &s->feats : &s->rows;
+    for (size_t i = 0; i < map->cap; i++) {
+      const int64_t v = map->keys[i];
+      if (v < 0 || v >= nodes) /* empty, or an added node (none of its rows is in the file) */
+        continue;
+      bit_set(own, v);
+      if (k == 1 || gcn0)
+        bit_set(reach, v);
+    }
+  }
+  const ng_csr *g = c->base;
+  int64_t loaded = 0;
+  /* The lanes have not started: nobody waits for the lock while the rows are read. */
+  pthread_mutex_lock(&c->mu);
+  for (int64_t v = 0; v < nodes && c->n_free > 0 && st == NG_OK && !c->broken; v++) {
+    if (changed) {
+      /* A node whose row was not replaced aggregates its base row on `s` too. */
+      bool dirty = bit_get(own, v);
+      for (int64_t e = g->indptr[v]; e < g->indptr[v + 1] && !dirty; e++)
+        dirty = bit_get(reach, ng__csr_index(g, e));
+      if (dirty)
+        continue;
+    }
+    const size_t h = index_find(c, v);
+    if (c->index[h] >= 0)
+      continue;
+    const int64_t slot = c->free_slots[--c->n_free];
+    c->index[h] = (int32_t)slot;
+    c->node[slot] = v;
+    c->ver[slot] = c->version;
+    c->ref[slot] = 0; /* not yet used: the first evicted */
+    const int64_t r = orig ? orig[v] : v;
+    st = r < 0 || r >= nodes ? ng__err(NG_ERR_FORMAT, "%s: node %lld's original id %lld has no row",
+                                       path, (long long)v, (long long)r)
+                             : reader_row(&rr, r, c->rows + (size_t)slot * (size_t)dim);
+    if (st != NG_OK) {
+      slot_drop(c, slot);
+      break;
+    }
+    loaded++;
+  }
+  pthread_mutex_unlock(&c->mu);
+  free(own);
+  free(reach);
+  reader_close(&rr);
+  *rows = loaded;
+  return st;
 }

@@ -85,6 +85,41 @@ ng_status ng__ecache_forward(ng_ecache *c, ng_ecache_work *w, const ng_ecache_ct
                              const ng_srv_snap *s, const int64_t *targets, int32_t n_targets,
                              int64_t *hot_rows, int64_t *cold_rows);
 
+/* ---- prefill (`neargnn embed --layer 0 --for-serve`, `serve --embedding-cache-prefill`) ---- */
+
+/// The format of the file beside a prefill's rows, FILE.prefill.json, which names what they were
+/// computed from.
+#define NG_PREFILL_FORMAT "neargnn-embedding-prefill"
+#define NG_PREFILL_VERSION 1
+#define NG_PREFILL_SUFFIX ".prefill.json"
+
+/// The hash that names a file's bytes in FILE.prefill.json (64 bits; a check that the same file
+/// is meant, not a defence against a forged one): little-endian 8-byte words w mixed as
+/// h = ((h ^ w) * 0x9E3779B97F4A7C15) ^ (h >> 29) from h = 0xcbf29ce484222325, the last partial
+/// word zero-padded, then the byte count mixed in the same way. `neargnn embed` writes it with
+/// its own copy of these lines (apps/ sees the public API only); tests/cli_embed.sh checks that
+/// both agree.
+ng_status ng__prefill_hash_file(uint64_t *out, const char *path);
+
+/// Writes into `buf` (cap bytes) the FILE.prefill.json that rows of layer 0 of `dim` columns
+/// for every node of `ds`, computed with `checkpoint`, have: what `neargnn embed --for-serve`
+/// writes. NG_ERR_INVALID_ARG for a dataset without a folder.
+ng_status ng__prefill_meta(char *buf, size_t cap, const struct ng_dataset *ds,
+                           const char *checkpoint, int64_t dim);
+
+/// Loads the layer-0 rows of `path` (a float32 .npy [nodes, dim] of every base node, as `neargnn
+/// embed --layer 0` writes it) into the cache at the engine's start, after its log was replayed
+/// into snapshot `s`. `path`.prefill.json must name the same dataset `ds` and the same
+/// `checkpoint` (NG_ERR_FORMAT naming what differs otherwise). Rows are taken in node order
+/// until the cache is full; a row that the replayed updates changed (its node's neighbour row or
+/// feature row replaced, or a neighbour's feature row replaced, or under GCN weights (gcn0) a
+/// neighbour's degree) is left out, so that every entry equals what the engine computes on `s`.
+/// c NULL (the cache is off, or the model is one it does not serve) is NG_ERR_INVALID_ARG saying
+/// which. *rows gets the rows loaded.
+ng_status ng__ecache_prefill(ng_ecache *c, int64_t *rows, const char *path,
+                             const struct ng_model *m, const ng_srv_snap *s,
+                             const struct ng_dataset *ds, const char *checkpoint, bool gcn0);
+
 /// Test hook: the entry of node v in the cache (its version in *version), or NULL.
 bool ng__ecache_test_has(ng_ecache *c, int64_t v, uint64_t *version);
 

@@ -178,6 +178,7 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   e->o.name = NULL; /* borrowed: not kept */
   e->o.device = NULL;
   e->o.log_path = NULL;
+  e->o.embedding_cache_prefill = NULL;
   pthread_mutex_init(&e->snap_mu, NULL);
   pthread_mutex_init(&e->upd_mu, NULL);
   pthread_mutex_init(&e->mu, NULL);
@@ -299,6 +300,13 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     ln->ex.params = main_ln->ex.params;
   }
   NG_CHECK_GOTO(st, ng__ecache_create(&e->ecache, m, e->snap, o.embedding_cache_bytes), fail);
+  if (o.embedding_cache_prefill) { /* after the replay: rows it changed are left out */
+    int64_t prefilled = 0;
+    NG_CHECK_GOTO(st,
+                  ng__ecache_prefill(e->ecache, &prefilled, o.embedding_cache_prefill, m, e->snap,
+                                     ds, checkpoint, e->gcn[0]),
+                  fail);
+  }
   for (int k = 0; k < e->n_lanes; k++) {
     lane *ln = &e->lanes[k];
     NG_CHECK_GOTO(st, ng__srv_field_create(&ln->field), fail);

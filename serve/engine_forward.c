@@ -83,255 +83,146 @@ typedef enum { FETCH_TRANSFER, FETCH_ZCOPY, FETCH_PARTIAL, FETCH_AUTO } fetch_ki
  * serving benchmark on W4 (eval/results/2026-11-25-h100-serve.md) chose it. */
 #define AUTO_PARTIAL_MIN_EDGES 256
 
-/* The cold edges' partial state of destinations [0, nd) on the host: each destination reduced
- * over its cold edges in edge order, in the operation order of cpu/kernels_impl.h (so the device
- * reducing staged rows gives the same bits), by `threads` threads over destinations. */
-static void host_partial(const ng_aggr *ag, const int32_t *indptr, const int32_t *src_local,
-                         const float *ew, const float *const *rows_of_local, int32_t nd,
-                         int64_t dim, float *val, int32_t *count, int threads) {
-#pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
-  for (int32_t d = 0; d < nd; d++) {
-    float *acc = val + (int64_t)d * dim;
-    const int32_t b = indptr[d], n = indptr[d + 1] - b;
-    count[d] = n;
-    for (int64_t c = 0; c < dim; c++)
-      acc[c] = 0.0f;
-    for (int32_t i = 0; i < n; i++) {
-      const float *x = rows_of_local[src_local[b + i]];
-      const float w = ew ? ew[b + i] : 1.0f;
-      if (ag->reduce == NG_REDUCE_SUM) {
-        if (ew)
-          for (int64_t c = 0; c < dim; c++)
-            acc[c] = acc[c] + w * x[c];
-        else
-          for (int64_t c = 0; c < dim; c++)
-            acc[c] = acc[c] + x[c];
-      } else {
-        const bool is_max = ag->reduce == NG_REDUCE_MAX;
-        for (int64_t c = 0; c < dim; c++) {
-          const float v = ew ? w * x[c] : x[c];
-          if (i == 0 || (is_max ? v > acc[c] : v < acc[c]))
-            acc[c] = v;
-        }
-      }
-    }
-  }
+/* Node v's row in snapshot `ctx` when the delta replaced or added it, else NULL: the overlay
+ * through which cpu/fetch.c reads the snapshot's rows over the base table. */
+static const float *snap_overlay_row(const void *ctx, int64_t v) {
+  bool overlay = false;
+  const float *row = ng__srv_feature(ctx, v, &overlay);
+  return overlay ? row : NULL;
+}
+
+/* cpu/fetch.c's scratch in the lane's host buffers, which engine.c frees with the lane: lent to
+ * a package's plan and again to its fill, and taken back (scratch_return) after each. The hot
+ * rows' positions (split_raw's list of hot rows) borrow the second upload's staging buffer,
+ * which no batch uses before its package is filled. */
+static ng_fetch_scratch scratch_lend(lane *ln) {
+  return (ng_fetch_scratch){.stage_pos = ln->host_i32.ptr,
+                            .cap = ln->host_i32.cap,
+                            .stage_ids = ln->host_i64.ptr,
+                            .ids_cap = ln->host_i64.cap,
+                            .overlaid = ln->host_f.ptr,
+                            .overlaid_cap = ln->host_f.cap,
+                            .rows = ln->stage.ptr,
+                            .rows_cap = ln->stage.cap,
+                            .hot_pos = ln->pack[1].ptr,
+                            .hot_cap = ln->pack[1].cap};
+}
+
+static void scratch_return(lane *ln, const ng_fetch_scratch *sc) {
+  ln->host_i32 = (growbuf){sc->stage_pos, sc->cap};
+  ln->host_i64 = (growbuf){sc->stage_ids, sc->ids_cap};
+  ln->host_f = (growbuf){sc->overlaid, sc->overlaid_cap};
+  ln->stage = (growbuf){sc->rows, sc->rows_cap};
+  ln->pack[1] = (growbuf){sc->hot_pos, sc->hot_cap};
+}
+
+/* The engine's store as lane `ln` computes an input layer with it (sched/feature_store.c): the
+ * engine's tables (the hot tier, the zero-copy view of the base table), read through the lane's
+ * backend into the lane's device memory (ln->work; ln->dev_pack[1] for the rows the device reads
+ * from host memory), so that the two lanes share nothing they write. store_return takes the
+ * memory back. */
+static ng_store store_lend(lane *ln) {
+  ng_store st = ln->e->store;
+  st.be = ln->be;
+  st.cache_owned = NULL; /* the engine's: never freed or written through this copy */
+  st.registered = NULL;
+  st.hot_rows = NULL;
+  st.hot_rows_cap = 0;
+  memset(st.part_opened, 0, sizeof st.part_opened);
+  st.prof = NULL;
+  st.work = ln->work.ptr;
+  st.work_cap = ln->work.cap;
+  memset(st.pre, 0, sizeof st.pre);
+  st.pre[NG_STORE_SLOTS].buf = ln->dev_pack[1].ptr;
+  st.pre[NG_STORE_SLOTS].cap = ln->dev_pack[1].cap;
+  return st;
+}
+
+static void store_return(lane *ln, const ng_store *st) {
+  ln->work = (growbuf){st->work, st->work_cap};
+  ln->dev_pack[1] = (growbuf){st->pre[NG_STORE_SLOTS].buf, st->pre[NG_STORE_SLOTS].cap};
+}
+
+/* Plans the package of `mb` with strategy cfg->mode. */
+static ng_status plan_package(ng_fetch_plan *plan, lane *ln, const ng_fetch_cfg *cfg,
+                              const ng_minibatch *mb) {
+  ng_fetch_scratch sc = scratch_lend(ln);
+  const ng_status st = ng__fetch_plan(plan, cfg, mb, 0.0f, &sc);
+  scratch_return(ln, &sc);
+  return st;
 }
 
 /* The forward pass of one receptive field `mb` on snapshot `s` with cold rows fetched by `how`:
- * afterwards ex->ws[l].out holds layer l's output, its first n_targets rows the targets'. */
+ * afterwards ex->ws[l].out holds layer l's output, its first n_targets rows the targets'. The
+ * input layer is training's: cpu/fetch.c splits it by tier and does the host's part (staging,
+ * or PARTIAL's reduction near the data) reading the snapshot's rows through its overlay, and
+ * sched/feature_store.c computes it on the device in training's order (hot partial, cold
+ * partial, merge, finalize, self loop), so that the same rows give the trainer's bits in every
+ * strategy. */
 static ng_status forward(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb, fetch_kind how,
                          batch_rows *rows) {
   ng_engine *e = ln->e;
   ng_backend *be = ln->be;
   const struct ng_backend_i *B = be->iface;
-  const ng_block *b0 = &mb->blocks[0];
-  const int32_t nd = b0->n_dst, ns = b0->n_src;
-  const int64_t dim = s->dim, nnz = b0->nnz;
-  const int64_t *gid = mb->node_ids;
-  const bool weighted = b0->edge_w != NULL;
-
-  /* Host arrays: per source its cold position (-1: hot) and row; the two sub-blocks; the self
-   * rows by tier; the rows the device gathers by zero-copy and those staged by the host. */
-  const size_t need_i32 =
-      2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd + (size_t)ns;
-  const size_t need_i64 = 2 * (size_t)nd + 3 * (size_t)ns;
-  const size_t need_f = 2 * (size_t)nnz;
-  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
-                            "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
-                            "the batch's id arrays"));
-  NG_CHECK(ng__host_reserve(&ln->host_f.ptr, &ln->host_f.cap, (need_f + 1) * sizeof(float),
-                            "the batch's edge weights"));
-  int32_t *cold_pos = ln->host_i32.ptr;
-  int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
-  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
-  int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
-  int32_t *zc_pos = self_cold_pos + nd, *st_pos = zc_pos + ns;
-  int64_t *self_hot_ids = ln->host_i64.ptr, *self_cold_ids = self_hot_ids + nd;
-  int64_t *zc_ids = self_cold_ids + nd, *iota = zc_ids + ns;
-  const float **row_ptr = (const float **)(iota + ns); /* [ns] host row of each cold source */
-  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
-  float *h_ew = ln->host_f.ptr, *c_ew = h_ew + nnz;
-
-  int32_t n_cold = 0;
-  for (int32_t i = 0; i < ns; i++) {
-    bool overlay = false;
-    const float *row = ng__srv_feature(s, gid[i], &overlay);
-    if (gid[i] < e->hot && !overlay) {
-      cold_pos[i] = -1;
-    } else {
-      row_ptr[n_cold] = row;
-      cold_pos[i] = n_cold++;
-    }
-  }
-  rows->hot_rows = ns - n_cold;
-  rows->cold_rows = n_cold;
-  int64_t nh = 0, nc = 0;
-  h_indptr[0] = c_indptr[0] = 0;
-  for (int32_t d = 0; d < nd; d++) {
-    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
-      const int32_t src = b0->indices[ed];
-      if (cold_pos[src] < 0) {
-        h_idx[nh] = (int32_t)gid[src];
-        if (weighted)
-          h_ew[nh] = b0->edge_w[ed];
-        nh++;
-      } else {
-        c_idx[nc] = cold_pos[src];
-        if (weighted)
-          c_ew[nc] = b0->edge_w[ed];
-        nc++;
-      }
-    }
-    h_indptr[d + 1] = (int32_t)nh;
-    c_indptr[d + 1] = (int32_t)nc;
-  }
-  int32_t n_self_hot = 0, n_self_cold = 0;
-  for (int32_t d = 0; d < nd; d++) {
-    if (cold_pos[d] < 0) {
-      self_hot_pos[n_self_hot] = d;
-      self_hot_ids[n_self_hot++] = gid[d];
-    } else {
-      self_cold_pos[n_self_cold] = d;
-      /* TRANSFER, ZCOPY: the row among the cold rows; PARTIAL stages the cold self rows alone,
-       * in this order. */
-      self_cold_ids[n_self_cold] = how == FETCH_PARTIAL ? n_self_cold : cold_pos[d];
-      n_self_cold++;
-    }
-  }
-
-  const size_t row_b = (size_t)dim * sizeof(float);
-  const float *zc_table = e->store.host_dev ? e->store.host_dev : B->host_memory ? e->base_x : NULL;
-  if (how == FETCH_AUTO)
+  const int32_t nd = mb->blocks[0].n_dst;
+  ng_fetch_cfg cfg = {
+      .mode = NG_FETCH_PARTIAL,
+      .hot = e->hot,
+      .features = s->base_x,
+      .nodes = s->nodes,
+      .dim = s->dim,
+      /* A snapshot without replaced or added rows reads the base table alone. */
+      .overlay = {s->feats.n > 0 ? snap_overlay_row : NULL, s},
+      .ag = *ng__model_input_aggr(&e->model),
+      .threads = e->workers,
+      .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
+  };
+  ng_fetch_plan plan;
+  bool planned = false;
+  if (how == FETCH_AUTO) {
+    NG_CHECK(plan_package(&plan, ln, &cfg, mb));
+    const int64_t nc = plan.c.cold_nnz;
     how = nc >= AUTO_PARTIAL_MIN_EDGES && nc >= 2 * (int64_t)nd ? FETCH_PARTIAL : FETCH_ZCOPY;
-  if (how == FETCH_ZCOPY && !zc_table)
-    how = FETCH_TRANSFER;
+    planned = how == FETCH_PARTIAL;
+  }
+  /* ZCOPY needs the device's view of the base table; otherwise, and for a batch that reads rows
+   * of the delta (which the device cannot read from host memory), the host stages the rows. */
+  cfg.mode = how == FETCH_PARTIAL                               ? NG_FETCH_PARTIAL
+             : how == FETCH_ZCOPY && ng__store_zcopy(&e->store) ? NG_FETCH_ZCOPY
+                                                                : NG_FETCH_BATCH;
+  if (!planned)
+    NG_CHECK(plan_package(&plan, ln, &cfg, mb));
+  if (cfg.mode == NG_FETCH_ZCOPY && plan.c.overlaid > 0) {
+    cfg.mode = NG_FETCH_BATCH;
+    NG_CHECK(plan_package(&plan, ln, &cfg, mb));
+  }
+  rows->hot_rows = mb->blocks[0].n_src - plan.c.cold_nodes;
+  rows->cold_rows = plan.c.cold_nodes;
 
-  /* Device memory: hot state, cold state, aggregation, self rows, the cold rows. */
-  const size_t st_rows = (size_t)nd * row_b, st_cnt = (size_t)nd * sizeof(int32_t);
-  const size_t cold_rows_b = (size_t)(how == FETCH_PARTIAL ? 0 : n_cold) * row_b;
-  size_t wbytes = 0;
-  carve(NULL, &wbytes, st_rows);
-  carve(NULL, &wbytes, st_cnt);
-  carve(NULL, &wbytes, st_rows);
-  carve(NULL, &wbytes, st_cnt);
-  carve(NULL, &wbytes, st_rows);
-  carve(NULL, &wbytes, st_rows);
-  carve(NULL, &wbytes, cold_rows_b);
-  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(wbytes, (size_t)ALIGN)));
-  size_t at = 0;
-  char *w = ln->work.ptr;
-  ng_pstate hot = {carve(w, &at, st_rows), carve(w, &at, st_cnt), nd, dim};
-  ng_pstate cold = {carve(w, &at, st_rows), carve(w, &at, st_cnt), nd, dim};
-  float *agg = carve(w, &at, st_rows), *self = carve(w, &at, st_rows);
-  float *cold_dev = carve(w, &at, cold_rows_b);
-
-  /* First copy: the blocks. The device then starts on the hot part while the host works on
-   * the cold one (on the CUDA backend the ops are queued and return at once). */
-  ng_block hb = {.n_dst = nd, .n_src = (int32_t)NG_MAX(e->hot, (int64_t)nd), .nnz = nh};
-  ng_block cb = {.n_dst = nd, .n_src = NG_MAX(n_cold, nd), .nnz = nc};
-  ng_minibatch dmb = *mb;
-  const float *b0_self_w = NULL, *staged_dev = NULL, *pval_dev = NULL;
-  const int32_t *pcnt_dev = NULL, *shp = NULL, *scp = NULL, *zcp = NULL, *stp = NULL;
-  const int64_t *shi = NULL, *sci = NULL, *zci = NULL, *iota_dev = NULL;
-  pack_item items[16 + 4 * NG_MAX_LAYERS];
-  int ni = 0;
-#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
-  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
-  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
-  ITEM(weighted ? h_ew : NULL, weighted ? (size_t)nh * 4 : 0, &hb.edge_w);
-  ITEM(c_indptr, ((size_t)nd + 1) * 4, &cb.indptr);
-  ITEM(nc ? c_idx : NULL, (size_t)nc * 4, &cb.indices);
-  ITEM(weighted ? c_ew : NULL, weighted ? (size_t)nc * 4 : 0, &cb.edge_w);
-  ITEM(b0->self_w, b0->self_w ? (size_t)nd * 4 : 0, &b0_self_w);
-  ITEM(self_hot_pos, (size_t)n_self_hot * 4, &shp);
-  ITEM(self_hot_ids, (size_t)n_self_hot * 8, &shi);
-  ITEM(self_cold_pos, (size_t)n_self_cold * 4, &scp);
-  ITEM(self_cold_ids, (size_t)n_self_cold * 8, &sci);
-  ni = pack_upper_blocks(items, ni, mb, &dmb, 0);
-  NG_CHECK(upload(ln, items, ni, 0));
-  NG_CHECK(B->aggr_partial(be, &e->bare, &hb, e->store.cache, &hot));
-  NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
-
-  /* The host's part, by strategy. */
-  int32_t n_staged = 0, n_zc = 0;
-  float *staged = NULL, *p_val = NULL;
-  int32_t *p_cnt = NULL;
-  if (how == FETCH_PARTIAL) {
-    /* The CPU threads reduce the cold edges near the data; only the states and the cold self
-     * rows cross to the device. */
-    n_staged = n_self_cold;
-    const size_t bytes =
-        (size_t)nd * row_b + (size_t)nd * sizeof(int32_t) + (size_t)n_staged * row_b + 3 * ALIGN;
-    NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, bytes, "the cold rows' staging"));
-    size_t sat = 0;
-    p_val = carve(ln->stage.ptr, &sat, (size_t)nd * row_b);
-    p_cnt = carve(ln->stage.ptr, &sat, (size_t)nd * sizeof(int32_t));
-    staged = carve(ln->stage.ptr, &sat, (size_t)n_staged * row_b);
-    if (nc > 0)
-      host_partial(&e->bare, c_indptr, c_idx, weighted ? c_ew : NULL, row_ptr, nd, dim, p_val,
-                   p_cnt, e->workers);
-    for (int32_t i = 0; i < n_self_cold; i++)
-      memcpy(staged + (int64_t)i * dim, row_ptr[cold_pos[self_cold_pos[i]]], row_b);
+  /* The package in the lane's staging memory, aligned as a staging slot is, then on the device
+   * in one copy (a host-memory backend reads it where it is). */
+  NG_CHECK(ng__host_reserve(&ln->pack[0].ptr, &ln->pack[0].cap, plan.bytes + ALIGN,
+                            "the batch's input package"));
+  void *base = (void *)(((uintptr_t)ln->pack[0].ptr + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
+  ng_fetch_pkg pkg, dev;
+  ng_fetch_scratch sc = scratch_lend(ln);
+  const ng_status filled = ng__fetch_fill(&pkg, &plan, &cfg, mb, 0, &sc, base);
+  scratch_return(ln, &sc);
+  NG_CHECK(filled);
+  if (B->host_memory) {
+    dev = pkg;
   } else {
-    /* TRANSFER stages every cold row; ZCOPY only those of the delta (replaced or added rows):
-     * the device reads the base table's rows from host memory itself. */
-    NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, (size_t)n_cold * row_b + ALIGN,
-                              "the cold rows' staging"));
-    staged = ln->stage.ptr;
-    for (int32_t i = 0; i < ns; i++) {
-      const int32_t p = cold_pos[i];
-      if (p < 0)
-        continue;
-      if (how == FETCH_ZCOPY && !ng__srv_has_overlay(s, gid[i])) {
-        zc_pos[n_zc] = p;
-        zc_ids[n_zc++] = gid[i];
-      } else {
-        memcpy(staged + (int64_t)n_staged * dim, row_ptr[p], row_b);
-        st_pos[n_staged] = p;
-        iota[n_staged] = n_staged;
-        n_staged++;
-      }
-    }
+    NG_CHECK(ng__bk_reserve(be, &ln->dev_pack[0].ptr, &ln->dev_pack[0].cap, pkg.bytes));
+    NG_CHECK(B->copy_h2d(be, ln->dev_pack[0].ptr, base, pkg.bytes));
+    ng__fetch_rebase(&dev, &pkg, ln->dev_pack[0].ptr);
   }
-  /* Second copy: what the host made of the cold rows. */
-  ni = 0;
-  ITEM(staged, (size_t)n_staged * row_b, &staged_dev);
-  ITEM(p_val, p_val ? st_rows : 0, &pval_dev);
-  ITEM(p_cnt, p_cnt ? st_cnt : 0, &pcnt_dev);
-  ITEM(zc_pos, (size_t)n_zc * 4, &zcp);
-  ITEM(zc_ids, (size_t)n_zc * 8, &zci);
-  ITEM(st_pos, how == FETCH_PARTIAL ? 0 : (size_t)n_staged * 4, &stp);
-  ITEM(iota, how == FETCH_PARTIAL ? 0 : (size_t)n_staged * 8, &iota_dev);
-#undef ITEM
-  NG_CHECK(upload(ln, items, ni, 1));
-
-  /* The cold part and the rest, in the order of sched/feature_store.c whatever the strategy:
-   * hot partial, cold partial, merge, finalize, self loop. */
-  const float *cold_src = NULL;
-  if (how != FETCH_PARTIAL && n_cold > 0) {
-    if (n_zc > 0)
-      NG_CHECK(B->scatter_rows(be, cold_dev, zcp, zc_table, zci, n_zc, dim, 0.0f, 0));
-    if (n_staged > 0)
-      NG_CHECK(B->scatter_rows(be, cold_dev, stp, staged_dev, iota_dev, n_staged, dim, 0.0f, 0));
-    cold_src = cold_dev;
-  }
-  if (nc > 0) {
-    if (how == FETCH_PARTIAL) {
-      cold.val = (float *)pval_dev;
-      cold.count = (int32_t *)pcnt_dev;
-    } else {
-      NG_CHECK(B->aggr_partial(be, &e->bare, &cb, cold_src, &cold));
-    }
-    NG_CHECK(B->pstate_merge(be, &e->bare, &hot, &cold));
-  }
-  NG_CHECK(B->scatter_rows(be, self, scp, how == FETCH_PARTIAL ? staged_dev : cold_src, sci,
-                           n_self_cold, dim, 0.0f, 0));
-  NG_CHECK(B->pstate_finalize(be, &e->bare, &hot, agg));
-  if (e->model.layers[0].ag.self_loop)
-    NG_CHECK(B->add_self_loop(be, agg, b0_self_w, self, nd, dim));
-  return ng__exec_forward(&ln->ex, &dmb, agg, self, false, 0);
+  const float *agg = NULL, *self = NULL;
+  ng_store st = store_lend(ln);
+  const ng_status in =
+      ng__store_input(&st, ng__model_input_aggr(&e->model), &dev, 0.0f, 0, -1, &agg, &self);
+  store_return(ln, &st);
+  NG_CHECK(in);
+  return ng__exec_forward(&ln->ex, &dev.mb, agg, self, false, 0);
 }
 
 /* ---- GAT: the input layer's attention in online-softmax parts ---- */
@@ -359,35 +250,51 @@ static void host_project(const float *const *rows, int64_t n, int64_t in, const 
   }
 }
 
-/* The input block's edges split by where their source lies: a source with hot_pos >= 0 goes to
- * the hot CSR as that position, the others to the cold CSR as cold_pos; *nh and *nc edges. */
-static void split_edges(const ng_block *b0, int32_t nd, const int32_t *hot_pos,
-                        const int32_t *cold_pos, int32_t *h_indptr, int32_t *h_idx,
-                        int32_t *c_indptr, int32_t *c_idx, int64_t *nh, int64_t *nc) {
-  int64_t h = 0, c = 0;
-  h_indptr[0] = c_indptr[0] = 0;
-  for (int32_t d = 0; d < nd; d++) {
-    for (int32_t ed = b0->indptr[d]; ed < b0->indptr[d + 1]; ed++) {
-      const int32_t src = b0->indices[ed];
-      if (hot_pos[src] >= 0)
-        h_idx[h++] = hot_pos[src];
-      else
-        c_idx[c++] = cold_pos[src];
-    }
-    h_indptr[d + 1] = (int32_t)h;
-    c_indptr[d + 1] = (int32_t)c;
-  }
-  *nh = h;
-  *nc = c;
+/* The input block of a GAT or SAGE-pool field split by tier, by cpu/fetch.c as it splits
+ * training's (BATCH, the hot rows listed, the snapshot's rows read through its overlay): the hot
+ * local nodes' ids (pkg->hot_ids, which the device gathers from its tier) and the hot sub-block
+ * over their positions; the staged rows, each cold local node's row once, and the cold
+ * sub-block over them; the self rows by tier (a hot one by its position among the hot rows).
+ * Training has no split of these layers (its raw-input models read raw rows, as
+ * forward_raw_input does): only the split is shared, what the CPU does with the cold rows is
+ * serving's (docs/serving-engine.md). The package lives in the lane's output buffer, which the
+ * batch fills only after its forward; the lane's index buffers are free again afterwards. */
+static ng_status split_raw(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
+                           ng_fetch_pkg *pkg, batch_rows *rows) {
+  ng_engine *e = ln->e;
+  const ng_fetch_cfg cfg = {
+      .mode = NG_FETCH_BATCH,
+      .hot = e->hot,
+      .features = s->base_x,
+      .nodes = s->nodes,
+      .dim = s->dim,
+      .overlay = {s->feats.n > 0 ? snap_overlay_row : NULL, s},
+      .ag = {.reduce = NG_REDUCE_SUM}, /* the split alone: these layers read no edge weights */
+      .threads = e->workers,
+      .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
+      .hot_gather = true,
+  };
+  ng_fetch_plan plan;
+  NG_CHECK(plan_package(&plan, ln, &cfg, mb));
+  NG_CHECK(ng__host_reserve(&ln->out_host.ptr, &ln->out_host.cap, plan.bytes + ALIGN,
+                            "the batch's input package"));
+  void *base = (void *)(((uintptr_t)ln->out_host.ptr + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
+  ng_fetch_scratch sc = scratch_lend(ln);
+  const ng_status st = ng__fetch_fill(pkg, &plan, &cfg, mb, 0, &sc, base);
+  scratch_return(ln, &sc);
+  rows->hot_rows = mb->blocks[0].n_src - plan.c.cold_nodes;
+  rows->cold_rows = plan.c.cold_nodes;
+  return st;
 }
 
 /* The forward pass of a GAT model (docs/serving-engine.md, "GAT"): the input layer's sources are
- * split by tier. The device gathers the hot rows from its tier and projects them (z = h W); the
- * CPU workers project, with the host copy of the fixed weights, every destination's row and each
- * cold source's row once, and reduce each destination's cold edges into an online-softmax state
- * (attn_state's order, cpu/attn.c). Only the destinations' projections and those states cross to
- * the device, which computes the hot part's state (self slot and hot edges), merges the two
- * (attn_merge), adds the bias and the activation and runs the upper layers as usual. */
+ * split by tier (split_raw). The device gathers the hot rows from its tier and projects them
+ * (z = h W); the CPU workers project, with the host copy of the fixed weights, every
+ * destination's row and each cold source's row once, and reduce each destination's cold edges
+ * into an online-softmax state (attn_state's order, cpu/attn.c). Only the destinations'
+ * projections and those states cross to the device, which computes the hot part's state (self
+ * slot and hot edges), merges the two (attn_merge), adds the bias and the activation and runs
+ * the upper layers as usual. */
 static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
                              batch_rows *rows) {
   ng_engine *e = ln->e;
@@ -395,53 +302,43 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   const struct ng_backend_i *B = be->iface;
   const ng_layer *L0 = &e->model.layers[0];
   const ng_attn *at = &e->at0;
-  const ng_block *b0 = &mb->blocks[0];
-  const int32_t nd = b0->n_dst, ns = b0->n_src;
-  const int64_t dim = s->dim, nnz = b0->nnz, kf = L0->cols, cols = ng_attn_state_cols(at);
-  const int64_t *gid = mb->node_ids;
+  const int32_t nd = mb->blocks[0].n_dst;
+  const int64_t dim = s->dim, kf = L0->cols, cols = ng_attn_state_cols(at);
+  ng_fetch_pkg pkg;
+  NG_CHECK(split_raw(ln, s, mb, &pkg, rows));
+  const int32_t n_hot = (int32_t)pkg.n_hot_rows;
+  const int64_t n_st = pkg.n_staged, nh = pkg.hot.nnz, nc = pkg.cold.nnz;
 
-  /* Host arrays: per source its place among the hot rows (-1: cold) and among the CPU's
-   * projected rows (-1: hot and not a destination); the two sub-blocks; the hot rows' ids; the
-   * host rows the CPU projects (the destinations first, then the cold sources). */
-  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz;
-  const size_t need_i64 = 2 * (size_t)ns;
-  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
+  /* The rows the CPU projects: the destinations' (a hot one is the base table's row, which the
+   * hot tier holds; a cold one is staged), then the staged rows that are not destinations. The
+   * cold edges index them through zrow (a staged row's projected row). */
+  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap,
+                            ((size_t)n_st + (size_t)nc + 1) * sizeof(int32_t),
                             "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
-                            "the batch's id arrays"));
-  int32_t *hot_pos = ln->host_i32.ptr, *z_pos = hot_pos + ns;
-  int32_t *h_indptr = z_pos + ns, *c_indptr = h_indptr + nd + 1;
-  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
-  int64_t *hot_ids = ln->host_i64.ptr;
-  const float **row_ptr = (const float **)(hot_ids + ns);
-  _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
-
-  int32_t n_hot = 0, n_z = nd, n_cold = 0;
-  for (int32_t i = 0; i < ns; i++) {
-    bool overlay = false;
-    const float *row = ng__srv_feature(s, gid[i], &overlay);
-    const bool hot = gid[i] < e->hot && !overlay;
-    z_pos[i] = -1;
-    if (i < nd) {
-      row_ptr[i] = row;
-      z_pos[i] = i;
-    }
-    if (hot) {
-      hot_pos[i] = n_hot;
-      hot_ids[n_hot++] = gid[i];
-    } else {
-      hot_pos[i] = -1;
-      n_cold++;
-      if (i >= nd) {
-        row_ptr[n_z] = row;
-        z_pos[i] = n_z++;
-      }
-    }
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap,
+                            ((size_t)nd + (size_t)n_st + 1) * sizeof(const float *),
+                            "the rows the CPU projects"));
+  int32_t *zrow = ln->host_i32.ptr, *c_idx = zrow + n_st;
+  const float **row_ptr = ln->host_i64.ptr;
+  for (int32_t i = 0; i < pkg.n_self_hot; i++) {
+    const int32_t d = pkg.self_hot_pos[i];
+    row_ptr[d] = s->base_x + mb->node_ids[d] * dim;
   }
-  rows->hot_rows = n_hot;
-  rows->cold_rows = n_cold;
-  int64_t nh = 0, nc = 0;
-  split_edges(b0, nd, hot_pos, z_pos, h_indptr, h_idx, c_indptr, c_idx, &nh, &nc);
+  for (int64_t r = 0; r < n_st; r++)
+    zrow[r] = -1;
+  for (int32_t i = 0; i < pkg.n_self_cold; i++) {
+    const int32_t d = pkg.self_cold_pos[i];
+    row_ptr[d] = pkg.staged + pkg.self_cold_ids[i] * dim;
+    zrow[pkg.self_cold_ids[i]] = d;
+  }
+  int32_t n_z = nd;
+  for (int64_t r = 0; r < n_st; r++)
+    if (zrow[r] < 0) {
+      row_ptr[n_z] = pkg.staged + r * dim;
+      zrow[r] = n_z++;
+    }
+  for (int64_t k = 0; k < nc; k++)
+    c_idx[k] = zrow[pkg.cold.indices[k]];
 
   /* The model's layout (ng__model_raw_input): an identity block, then the field's blocks. The
    * workspace gives layer 0's output rows and its z, which holds the hot rows' projections. */
@@ -450,7 +347,8 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   dmb.n_layers = mb->n_layers + 1;
   dmb.node_ids = mb->node_ids;
   dmb.n_targets = mb->n_targets;
-  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  dmb.blocks[0] = (ng_block){
+      .n_dst = mb->blocks[0].n_src, .n_src = mb->blocks[0].n_src, .indptr = mb->blocks[0].indptr};
   for (int l = 0; l < mb->n_layers; l++)
     dmb.blocks[l + 1] = mb->blocks[l];
   NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
@@ -474,9 +372,9 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   pack_item items[8 + 4 * NG_MAX_LAYERS];
   int ni = 0;
 #define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
-  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
-  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
-  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  ITEM(pkg.hot.indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? pkg.hot.indices : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? pkg.hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
   ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
   NG_CHECK(upload(ln, items, ni, 0));
   const float *P = ln->ex.params;
@@ -494,8 +392,11 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   float *z_host = ln->gat_z.ptr, *c_state = z_host + z_floats;
   const float *hp = e->host_params;
   host_project(row_ptr, n_z, dim, hp + L0->off_w, kf, z_host, e->workers);
-  const ng_block cb = {
-      .n_dst = nd, .n_src = NG_MAX(n_z, nd), .nnz = nc, .indptr = c_indptr, .indices = c_idx};
+  const ng_block cb = {.n_dst = nd,
+                       .n_src = NG_MAX(n_z, nd),
+                       .nnz = nc,
+                       .indptr = pkg.cold.indptr,
+                       .indices = c_idx};
   const int threads = e->workers;
 #pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
   for (int32_t d = 0; d < nd; d++)
@@ -518,76 +419,47 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
 
 /* ---- SAGE-pool: the input layer's pooled max in partial states ---- */
 
-/* The forward pass of a SAGE-pool model with the input layer split by tier (PARTIAL): the
- * device gathers its hot rows, pools them (pre = ReLU(h W_pool + b_pool)) and reduces each
- * destination's hot edges into a max state; the CPU workers pool each cold source row once with
- * the host copy of the weights and reduce the cold edges into a max state (host_partial); the
- * device merges the states, finalizes them and combines them with the destinations' own rows
- * (hot ones from its tier, cold ones staged), then runs the upper layers. */
+/* The forward pass of a SAGE-pool model with the input layer split by tier (PARTIAL,
+ * split_raw): the device gathers its hot rows, pools them (pre = ReLU(h W_pool + b_pool)) and
+ * reduces each destination's hot edges into a max state; the CPU workers pool each cold row
+ * once with the host copy of the weights and reduce the cold edges into a max state (the CPU
+ * kernels); the device merges the states, finalizes them and combines them with the
+ * destinations' own rows (hot ones from its gathered rows, cold ones staged), then runs the
+ * upper layers. Training has no equivalent of the pooled states (it sends this layer raw rows),
+ * so their reductions, merge and finalize are the backend's ops called here, not
+ * sched/feature_store.c's input layer, which reduces feature rows. */
 static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
                               batch_rows *rows) {
   ng_engine *e = ln->e;
   ng_backend *be = ln->be;
   const struct ng_backend_i *B = be->iface;
   const ng_layer *L0 = &e->model.layers[0];
-  const ng_block *b0 = &mb->blocks[0];
-  const int32_t nd = b0->n_dst, ns = b0->n_src;
-  const int64_t dim = s->dim, nnz = b0->nnz, pd = L0->pre_dim;
-  const int64_t *gid = mb->node_ids;
+  const int32_t nd = mb->blocks[0].n_dst;
+  const int64_t dim = s->dim, pd = L0->pre_dim;
   const size_t row_b = (size_t)dim * sizeof(float);
-
-  /* Host arrays: per source its place among the hot rows or among the cold ones; the two
-   * sub-blocks; the destinations' own rows by tier; the hot ids; the cold rows. */
-  const size_t need_i32 = 2 * (size_t)ns + 2 * ((size_t)nd + 1) + 2 * (size_t)nnz + 2 * (size_t)nd;
-  const size_t need_i64 = 3 * (size_t)ns + 2 * (size_t)nd;
-  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (need_i32 + 1) * sizeof(int32_t),
-                            "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (need_i64 + 1) * sizeof(int64_t),
+  ng_fetch_pkg pkg;
+  NG_CHECK(split_raw(ln, s, mb, &pkg, rows));
+  const int32_t n_hot = (int32_t)pkg.n_hot_rows, n_cold = (int32_t)pkg.n_staged;
+  const int32_t n_self_hot = pkg.n_self_hot, n_self_cold = pkg.n_self_cold;
+  const int64_t nh = pkg.hot.nnz, nc = pkg.cold.nnz;
+  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap,
+                            ((size_t)n_cold + (size_t)n_self_cold + 1) * sizeof(int64_t),
                             "the batch's id arrays"));
-  int32_t *hot_pos = ln->host_i32.ptr, *cold_pos = hot_pos + ns;
-  int32_t *h_indptr = cold_pos + ns, *c_indptr = h_indptr + nd + 1;
-  int32_t *h_idx = c_indptr + nd + 1, *c_idx = h_idx + nnz;
-  int32_t *self_hot_pos = c_idx + nnz, *self_cold_pos = self_hot_pos + nd;
-  int64_t *hot_ids = ln->host_i64.ptr, *self_hot_ids = hot_ids + ns, *iota = self_hot_ids + nd;
-  const float **row_ptr = (const float **)(iota + nd); /* [ns]: cold rows, then pre rows */
-  const float **pre_ptr = row_ptr + ns;
+  const float **row_ptr = ln->host_i64.ptr; /* [n_cold] the staged (cold) rows */
+  int64_t *iota = (int64_t *)(row_ptr + n_cold);
   _Static_assert(sizeof(const float *) == sizeof(int64_t), "row pointers fill int64 slots");
-
-  int32_t n_hot = 0, n_cold = 0;
-  for (int32_t i = 0; i < ns; i++) {
-    bool overlay = false;
-    const float *row = ng__srv_feature(s, gid[i], &overlay);
-    hot_pos[i] = cold_pos[i] = -1;
-    if (gid[i] < e->hot && !overlay) {
-      hot_pos[i] = n_hot;
-      hot_ids[n_hot++] = gid[i];
-    } else {
-      row_ptr[n_cold] = row;
-      cold_pos[i] = n_cold++;
-    }
-  }
-  rows->hot_rows = n_hot;
-  rows->cold_rows = n_cold;
-  int64_t nh = 0, nc = 0;
-  split_edges(b0, nd, hot_pos, cold_pos, h_indptr, h_idx, c_indptr, c_idx, &nh, &nc);
-  int32_t n_self_hot = 0, n_self_cold = 0;
-  for (int32_t d = 0; d < nd; d++) {
-    if (hot_pos[d] >= 0) {
-      self_hot_pos[n_self_hot] = d;
-      self_hot_ids[n_self_hot++] = gid[d];
-    } else {
-      self_cold_pos[n_self_cold] = d;
-      iota[n_self_cold] = n_self_cold;
-      n_self_cold++;
-    }
-  }
+  for (int32_t r = 0; r < n_cold; r++)
+    row_ptr[r] = pkg.staged + (int64_t)r * dim;
+  for (int32_t i = 0; i < n_self_cold; i++)
+    iota[i] = i;
 
   ng_minibatch dmb;
   memset(&dmb, 0, sizeof dmb);
   dmb.n_layers = mb->n_layers + 1;
   dmb.node_ids = mb->node_ids;
   dmb.n_targets = mb->n_targets;
-  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
+  dmb.blocks[0] = (ng_block){
+      .n_dst = mb->blocks[0].n_src, .n_src = mb->blocks[0].n_src, .indptr = mb->blocks[0].indptr};
   for (int l = 0; l < mb->n_layers; l++)
     dmb.blocks[l + 1] = mb->blocks[l];
   NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
@@ -613,11 +485,11 @@ static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch
   pack_item items[12 + 4 * NG_MAX_LAYERS];
   int ni = 0;
 #define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
-  ITEM(h_indptr, ((size_t)nd + 1) * 4, &hb.indptr);
-  ITEM(nh ? h_idx : NULL, (size_t)nh * 4, &hb.indices);
-  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
-  ITEM(n_self_hot ? self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
-  ITEM(n_self_hot ? self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
+  ITEM(pkg.hot.indptr, ((size_t)nd + 1) * 4, &hb.indptr);
+  ITEM(nh ? pkg.hot.indices : NULL, (size_t)nh * 4, &hb.indices);
+  ITEM(n_hot ? pkg.hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
+  ITEM(n_self_hot ? pkg.self_hot_pos : NULL, (size_t)n_self_hot * 4, &shp);
+  ITEM(n_self_hot ? pkg.self_hot_ids : NULL, (size_t)n_self_hot * 8, &shi);
   ni = pack_upper_blocks(items, ni, mb, &dmb, 1);
   NG_CHECK(upload(ln, items, ni, 0));
   const float *P = ln->ex.params;
@@ -628,8 +500,8 @@ static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch
     NG_CHECK(B->bias_act_fwd(be, pre_hot, P + L0->off_b_pre, n_hot, pd, NG_ACT_RELU));
   }
   NG_CHECK(B->aggr_partial(be, &e->bare, &hb, pre_hot, &hot));
-  if (n_self_hot > 0)
-    NG_CHECK(B->scatter_rows(be, self, shp, e->store.cache, shi, n_self_hot, dim, 0.0f, 0));
+  if (n_self_hot > 0) /* the hot destinations' own rows, by their place among the hot rows */
+    NG_CHECK(B->scatter_rows(be, self, shp, hot_x, shi, n_self_hot, dim, 0.0f, 0));
 
   /* The CPU's part: each cold row pooled once, its cold edges' max states, the cold self rows. */
   const size_t pre_floats = (size_t)n_cold * (size_t)pd, st_floats = (size_t)nd * (size_t)pd;
@@ -653,17 +525,26 @@ static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch
       x[c] = v > 0.0f ? v : 0.0f;
     }
   }
-  for (int32_t r = 0; r < n_cold; r++)
-    pre_ptr[r] = pre_cold + (int64_t)r * pd;
-  host_partial(&e->bare, c_indptr, c_idx, NULL, pre_ptr, nd, pd, p_val, p_cnt, e->workers);
+  /* The cold edges' max states over the pooled rows, with the CPU kernels training reduces
+   * with (cpu/kernels_impl.h's order, the device's too). */
+  const ng_cpu_kernels *kern = ng__cpu_kernels(ng__cpu_isa_best());
+  const ng_block cb = {.n_dst = nd,
+                       .n_src = NG_MAX(n_cold, nd),
+                       .nnz = nc,
+                       .indptr = pkg.cold.indptr,
+                       .indices = pkg.cold.indices};
+  ng_pstate cs = {p_val, p_cnt, nd, pd};
+#pragma omp parallel for schedule(dynamic, 8) num_threads(threads) if (threads > 1)
+  for (int32_t d = 0; d < nd; d++)
+    ng__cpu_aggr_partial_rows(kern, &e->bare, &cb, pre_cold, pd, d, d + 1, &cs, false);
   for (int32_t i = 0; i < n_self_cold; i++)
-    memcpy(staged + (int64_t)i * dim, row_ptr[cold_pos[self_cold_pos[i]]], row_b);
+    memcpy(staged + (int64_t)i * dim, pkg.staged + pkg.self_cold_ids[i] * dim, row_b);
 
   ni = 0;
   ITEM(p_val, st_floats * sizeof(float), &pval_dev);
   ITEM(p_cnt, st_cnt, &pcnt_dev);
   ITEM(n_self_cold ? staged : NULL, (size_t)n_self_cold * row_b, &staged_dev);
-  ITEM(n_self_cold ? self_cold_pos : NULL, (size_t)n_self_cold * 4, &scp);
+  ITEM(n_self_cold ? pkg.self_cold_pos : NULL, (size_t)n_self_cold * 4, &scp);
   ITEM(n_self_cold ? iota : NULL, (size_t)n_self_cold * 8, &iota_dev);
 #undef ITEM
   NG_CHECK(upload(ln, items, ni, 1));
@@ -678,82 +559,24 @@ static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch
 }
 
 /* The forward pass of a model whose input layer reads raw rows (GAT, SAGE-pool:
- * ng__model_raw_input) in every strategy but PARTIAL: the device assembles every source row of
- * the input layer, hot ones from its tier and cold ones staged by the host, and runs the model as
- * the trainer's evaluation does. */
+ * ng__model_raw_input) in every strategy but PARTIAL, as the trainer lays it out: an identity
+ * block first (each of the field's input sources a destination without edges), whose input
+ * layer (forward) delivers every source's raw row from its tier, then the field's blocks. */
 static ng_status forward_raw_input(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
-                                   batch_rows *rows) {
-  ng_engine *e = ln->e;
-  ng_backend *be = ln->be;
-  const struct ng_backend_i *B = be->iface;
-  const ng_block *b0 = &mb->blocks[0];
-  const int32_t ns = b0->n_src;
-  const int64_t dim = s->dim, *gid = mb->node_ids;
-  const size_t row_b = (size_t)dim * sizeof(float);
-  NG_CHECK(ng__host_reserve(&ln->host_i32.ptr, &ln->host_i32.cap, (2 * (size_t)ns + 1) * 4,
-                            "the batch's index arrays"));
-  NG_CHECK(ng__host_reserve(&ln->host_i64.ptr, &ln->host_i64.cap, (2 * (size_t)ns + 1) * 8,
-                            "the batch's id arrays"));
-  int32_t *hot_at = ln->host_i32.ptr, *cold_at = hot_at + ns;
-  int64_t *hot_ids = ln->host_i64.ptr, *iota = hot_ids + ns;
-  int32_t n_hot = 0, n_cold = 0;
-  for (int32_t i = 0; i < ns; i++) {
-    if (gid[i] < e->hot && !ng__srv_has_overlay(s, gid[i])) {
-      hot_at[n_hot] = i;
-      hot_ids[n_hot++] = gid[i];
-    } else {
-      cold_at[n_cold++] = i;
-    }
-  }
-  rows->hot_rows = n_hot;
-  rows->cold_rows = n_cold;
-  NG_CHECK(ng__host_reserve(&ln->stage.ptr, &ln->stage.cap, (size_t)n_cold * row_b + ALIGN,
-                            "the cold rows' staging"));
-  float *staged = ln->stage.ptr;
-  for (int32_t j = 0; j < n_cold; j++) {
-    bool overlay = false;
-    memcpy(staged + (int64_t)j * dim, ng__srv_feature(s, gid[cold_at[j]], &overlay), row_b);
-    iota[j] = j;
-  }
+                                   fetch_kind how, batch_rows *rows) {
+  const int32_t ns = mb->blocks[0].n_src;
+  NG_CHECK(ng__host_reserve(&ln->gat_z.ptr, &ln->gat_z.cap, ((size_t)ns + 1) * sizeof(int32_t),
+                            "the identity block"));
+  memset(ln->gat_z.ptr, 0, ((size_t)ns + 1) * sizeof(int32_t));
   ng_minibatch dmb;
   memset(&dmb, 0, sizeof dmb);
   dmb.n_layers = mb->n_layers + 1;
   dmb.node_ids = mb->node_ids;
   dmb.n_targets = mb->n_targets;
-  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = b0->indptr};
-  const size_t x_b = (size_t)ns * row_b;
-  NG_CHECK(ng__bk_reserve(be, &ln->work.ptr, &ln->work.cap, NG_MAX(x_b, (size_t)ALIGN)));
-  float *x = ln->work.ptr;
-  const int32_t *hot_at_dev = NULL, *cold_at_dev = NULL;
-  const int64_t *hot_ids_dev = NULL, *iota_dev = NULL;
-  const float *staged_dev = NULL;
-  pack_item items[8 + 4 * NG_MAX_LAYERS];
-  int ni = 0;
-#define ITEM(ptr, bytes, dstp) items[ni++] = (pack_item){(ptr), (bytes), (const void **)(dstp)}
-  ITEM(n_hot ? hot_at : NULL, (size_t)n_hot * 4, &hot_at_dev);
-  ITEM(n_hot ? hot_ids : NULL, (size_t)n_hot * 8, &hot_ids_dev);
-  for (int l = 0; l < mb->n_layers; l++) {
-    const ng_block *src_b = &mb->blocks[l];
-    ng_block *db = &dmb.blocks[l + 1];
-    *db = *src_b;
-    db->t_indptr = db->t_dst = db->t_eid = NULL; /* no backward pass */
-    ITEM(src_b->indptr, ((size_t)src_b->n_dst + 1) * 4, &db->indptr);
-    ITEM(src_b->indices, (size_t)src_b->nnz * 4, &db->indices);
-    ITEM(src_b->edge_w, src_b->edge_w ? (size_t)src_b->nnz * 4 : 0, &db->edge_w);
-    ITEM(src_b->self_w, src_b->self_w ? (size_t)src_b->n_dst * 4 : 0, &db->self_w);
-  }
-  NG_CHECK(upload(ln, items, ni, 0));
-  if (n_hot > 0)
-    NG_CHECK(B->scatter_rows(be, x, hot_at_dev, e->store.cache, hot_ids_dev, n_hot, dim, 0.0f, 0));
-  ni = 0;
-  ITEM(n_cold ? cold_at : NULL, (size_t)n_cold * 4, &cold_at_dev);
-  ITEM(n_cold ? iota : NULL, (size_t)n_cold * 8, &iota_dev);
-  ITEM(n_cold ? staged : NULL, (size_t)n_cold * row_b, &staged_dev);
-#undef ITEM
-  NG_CHECK(upload(ln, items, ni, 1));
-  if (n_cold > 0)
-    NG_CHECK(B->scatter_rows(be, x, cold_at_dev, staged_dev, iota_dev, n_cold, dim, 0.0f, 0));
-  return ng__exec_forward(&ln->ex, &dmb, NULL, x, false, 0);
+  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = ln->gat_z.ptr};
+  for (int l = 0; l < mb->n_layers; l++)
+    dmb.blocks[l + 1] = mb->blocks[l];
+  return forward(ln, s, &dmb, how == FETCH_PARTIAL ? FETCH_TRANSFER : how, rows);
 }
 
 /* The batch's distinct targets: a small open-addressing map from a key to its place among them.
@@ -915,7 +738,7 @@ ng_status ng__engine_run_batch(lane *ln, pending **reqs, int n_req, double t0,
     if (!ng__model_raw_input(m))
       st = forward(ln, s, &mb, how, &rows);
     else if (how != FETCH_PARTIAL)
-      st = forward_raw_input(ln, s, &mb, &rows);
+      st = forward_raw_input(ln, s, &mb, how, &rows);
     else if (e->gat)
       st = forward_gat(ln, s, &mb, &rows);
     else

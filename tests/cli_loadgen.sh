@@ -4,8 +4,13 @@
 # a small Python server that checks each request's KServe body and answers with 503s, chunked
 # bodies, Connection: close and bodies that run to the end of the connection (the generator's
 # HTTP parsing and its counts by class), and with --timeout-ms against a server that stalls one
-# class (abandoned, never counted as answered). Counts only: no latency or rate is asserted.
-# $1: the neargnn binary; the generator is built beside it (NG_LOADGEN overrides).
+# class (abandoned, never counted as answered). Graph updates (--updates): against the trivial
+# endpoint (each counted by it), the checking server (each body checked: a feature row of --dim
+# values or an edge between two nodes), and a real `neargnn serve --log` on Cora, whose update
+# counter moves by exactly the updates the generator reports acknowledged. Counts only: no
+# latency or rate is asserted.
+# $1: the neargnn binary; the generator is built beside it (NG_LOADGEN overrides);
+# NG_DATA_DIR: the real datasets.
 # shellcheck source=tests/lib_cli.sh
 . "$(dirname "$0")/lib_cli.sh"
 LG=${NG_LOADGEN:-$(dirname "$BIN")/loadgen}
@@ -70,6 +75,12 @@ lg --rate 10 --port 1 --model m --mix sampled:1
 [ $? = 2 ] && grep -q -- "--nodes" "$TMP/lg.err" || fail "sampled without --nodes: $(cat "$TMP/lg.err")"
 lg --rate 10 --nodes 10 --url http://127.0.0.1/v2/models/m --threads 4 --connections 2
 [ $? = 2 ] || fail "more threads than connections: $(cat "$TMP/lg.err")"
+lg --rate 10 --nodes 10 --port 1 --model m --updates 10
+[ $? = 2 ] && grep -q -- "--dim" "$TMP/lg.err" || fail "updates without --dim: $(cat "$TMP/lg.err")"
+lg --rate 10 --nodes 10 --port 1 --model m --updates 10 --update-kind bogus
+[ $? = 2 ] && grep -q "update-kind" "$TMP/lg.err" || fail "bad --update-kind: $(cat "$TMP/lg.err")"
+lg --rate 0 --nodes 10 --port 1 --model m
+[ $? = 2 ] && grep -q -- "--rate" "$TMP/lg.err" || fail "--rate 0 alone: $(cat "$TMP/lg.err")"
 
 # ---- the trivial endpoint: everything answered, each class counted ----
 "$LG" --serve-trivial 0 --threads 1 >"$TMP/trivial.out" 2>"$TMP/trivial.err" &
@@ -100,9 +111,30 @@ import json, sys
 a, b = (json.load(open(p))["classes"] for p in sys.argv[1:3])
 assert {k: v["scheduled"] for k, v in a.items()} == {k: v["scheduled"] for k, v in b.items()}
 PY
+# Updates beside the infer stream, then updates alone (--rate 0): each answered and counted
+# apart from the classes, and the endpoint counts them as graph updates.
+lg --url "$URL" --rate 100 --duration 1 --connections 2 --threads 1 --nodes 1000 \
+  --updates 300 --update-kind mix --dim 64 --update-connections 3 ||
+  fail "$LAST: exit $?: $(cat "$TMP/lg.err")"
+check "$CONSERVED
+u = r['updates']
+assert r['update_rate'] == 300 and r['update_kind'] == 'mix' and r['dim'] == 64, r
+assert u['scheduled'] > 100 and u['sent'] == u['scheduled'] == u['ok'], u
+assert u['latency_ms']['count'] == u['ok'] and u['errors'] == u['abandoned'] == 0, u
+assert r['classes']['all']['ok'] == r['classes']['all']['scheduled'] > 0, r"
+grep -q "^updates " "$TMP/lg.err" || fail "$LAST: no updates row: $(cat "$TMP/lg.err")"
+ACKED=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['updates']['ok'])" "$TMP/r.json")
+lg --url "$URL" --rate 0 --duration 1 --nodes 1000 --updates 200 --dim 1433 ||
+  fail "$LAST: exit $?: $(cat "$TMP/lg.err")"
+check "u = r['updates']
+assert u['scheduled'] > 50 and u['ok'] == u['scheduled'], u
+assert r['scheduled'] == 0 and r['updates'] is not None, r"
+ACKED=$((ACKED + $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['updates']['ok'])" "$TMP/r.json")))
 stop
 [ "$SRC" = 0 ] || fail "the trivial endpoint exited $SRC on SIGTERM"
 grep -q "answered" "$TMP/trivial.err" || fail "trivial endpoint: $(cat "$TMP/trivial.err")"
+grep -q "answered [0-9]* requests, $ACKED of them graph updates" "$TMP/trivial.err" ||
+  fail "the trivial endpoint did not count $ACKED graph updates: $(cat "$TMP/trivial.err")"
 # Nothing listens on that port now: the generator says so and exits 1.
 lg --url "$URL" --rate 10 --duration 1 --nodes 10 --connections 1 --threads 1
 [ $? = 1 ] && grep -q "cannot connect" "$TMP/lg.err" || fail "closed port: $(cat "$TMP/lg.err")"
@@ -116,6 +148,7 @@ hubs = {int(x) for x in open(sys.argv[1]) if x.strip() and not x.startswith("#")
 top = {int(x) for x in open(sys.argv[2]) if x.strip() and not x.startswith("#")}
 stall = sys.argv[3] == "stall"  # top nodes answered after 1 s
 want_timeout = int(sys.argv[4])
+dim = int(sys.argv[5]) if len(sys.argv) > 5 else 0  # the feature width updates must have
 BODY = b'{"model_name":"m","outputs":[{"name":"class","datatype":"INT64","shape":[1],"data":[1]}]}'
 
 
@@ -139,6 +172,25 @@ class H(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/v2/models/m/graph":
+            try:  # one feature row of `dim` values in [0, 1), or one edge between two nodes
+                q = json.loads(body)
+                if "add_edges" in q:
+                    assert list(q) == ["add_edges"], q
+                    ((s, d),) = q["add_edges"]
+                    assert 0 <= s < 1000 and 0 <= d < 1000 and s != d, q
+                else:
+                    assert list(q) == ["update_features"], q
+                    f = q["update_features"]
+                    ((v,),) = [f["ids"]]
+                    ((row,),) = [f["values"]]
+                    assert 0 <= v < 1000 and len(row) == dim, (v, len(row))
+                    assert all(0 <= x < 1 for x in row), row
+            except (AssertionError, ValueError, KeyError, TypeError) as e:
+                self.send_error(400, "bad update: %r" % (e,))
+                return
+            self.fixed(200)
+            return
         try:
             q = json.loads(body)
             assert self.path == "/v2/models/m/infer", self.path
@@ -186,7 +238,7 @@ srv.daemon_threads = True
 print("listening on http://127.0.0.1:%d/v2/models/m" % srv.server_address[1], flush=True)
 srv.serve_forever()
 PY
-python3 "$TMP/server.py" "$TMP/hubs.txt" "$TMP/top.txt" normal 0 >"$TMP/py.out" 2>"$TMP/py.err" &
+python3 "$TMP/server.py" "$TMP/hubs.txt" "$TMP/top.txt" normal 0 16 >"$TMP/py.out" 2>"$TMP/py.err" &
 SPID=$!
 URL=$(wait_url "$TMP/py.out")
 [ -n "$URL" ] || { echo "FAIL: the Python server did not start: $(cat "$TMP/py.err")" >&2; exit 1; }
@@ -201,6 +253,12 @@ h = c['hub']
 assert h['scheduled'] > 0 and h['refused_503'] == h['scheduled'] and h['ok'] == 0, h
 assert h['refused_latency_ms']['count'] == h['refused_503'] and h['latency_ms'] is None, h
 assert r['errors'] == 0 and r['abandoned'] == 0, r"
+# Update bodies as the server checks them: both kinds, none refused.
+lg --url "$URL" --rate 20 --duration 1 --connections 2 --threads 1 --nodes 1000 \
+  --updates 100 --update-kind mix --dim 16 --update-connections 2
+check "$CONSERVED
+u = r['updates']
+assert u['scheduled'] > 20 and u['ok'] == u['scheduled'] and u['errors'] == 0, u"
 # An error status is counted by its code: the sampled class at a path the server refuses.
 lg --url "${URL%/m}/other" --rate 100 --duration 1 --connections 2 --threads 1 --nodes 1000
 check "$CONSERVED
@@ -223,6 +281,72 @@ assert r['timeout_ms'] == 300 and r['errors'] == 0, r
 f = r['classes']['full']
 assert r['measured_s'] >= r['duration_s'] - r['warmup_s'], r
 assert abs(f['goodput_rate'] * r['measured_s'] - f['ok']) < 1, r"
+# --deadline-slack-ms: the client waits past the deadline, and the stalled answers (1 s after
+# their send, past the 300 ms deadline) are seen and counted as answered after it.
+lg --url "$URL" --rate 20 --duration 1 --connections 64 --threads 2 --nodes 1000 \
+  --mix tophub:1 --tophubs "$TMP/top.txt" --timeout-ms 300 --deadline-slack-ms 20000 --drain 60 ||
+  fail "$LAST: exit $?: $(cat "$TMP/lg.err")"
+check "$CONSERVED
+t = r['classes']['tophub']
+assert t['scheduled'] > 0 and t['sent'] == t['scheduled'] == t['abandoned'], t
+assert t['answered_after_deadline'] == t['scheduled'] and t['ok'] == 0, t
+assert r['answered_after_deadline'] == t['answered_after_deadline'] and r['deadline_slack_ms'] == 20000, r"
+grep -q "answered after the deadline" "$TMP/lg.err" || fail "$LAST: no deadline line: $(cat "$TMP/lg.err")"
 stop
+
+# ---- updates against `neargnn serve --log` on Cora: its counter moves by what was acknowledged ----
+DATA=${NG_DATA_DIR:-../shared/data}
+"$BIN" convert --format planetoid --in "$DATA/cora" --out "$TMP/cora" --progress none >/dev/null ||
+  { echo "FAIL: cannot convert $DATA/cora" >&2; exit 1; }
+# shellcheck disable=SC2054 # "10,5" is one value
+model=(--model sage --fanouts 10,5 --hidden 16 --normalize-features row)
+"$BIN" train --dataset "$TMP/cora" "${model[@]}" --batch 256 --epochs 1 --eval-every 0 \
+  --progress none --checkpoint "$TMP/ck.st" >/dev/null 2>"$TMP/train.err" ||
+  { echo "FAIL: train: $(cat "$TMP/train.err")" >&2; exit 1; }
+"$BIN" serve --dataset "$TMP/cora" --checkpoint "$TMP/ck.st" "${model[@]}" --host 127.0.0.1 \
+  --port 0 --threads 2 --workers 1 --log "$TMP/updates.log" >"$TMP/serve.out" 2>"$TMP/serve.err" &
+SPID=$!
+URL=$(wait_url "$TMP/serve.out")
+for _ in $(seq 1 1200); do # a sanitizer's build starts slowly
+  [ -n "$URL" ] && break
+  kill -0 "$SPID" 2>/dev/null || break
+  sleep 0.05
+  URL=$(sed -n 's/^listening on //p' "$TMP/serve.out" | head -n 1)
+done
+[ -n "$URL" ] || { echo "FAIL: serve did not start: $(cat "$TMP/serve.err")" >&2; exit 1; }
+# applied: the server's neargnn_engine_updates_applied_total.
+applied() {
+  python3 - "${URL%/v2/models/*}/metrics" <<'PY'
+import sys, urllib.request
+for line in urllib.request.urlopen(sys.argv[1], timeout=60).read().decode().splitlines():
+    if line.startswith("neargnn_engine_updates_applied_total"):
+        print(int(float(line.split()[-1])))
+PY
+}
+BEFORE=$(applied)
+# Feature rows: every acknowledged one is a logged update. No client deadline and a long drain:
+# an update the client gave up on might still be applied.
+lg --url "$URL" --rate 20 --duration 2 --connections 2 --threads 1 --nodes 2708 \
+  --updates 100 --update-kind features --dim 1433 --update-connections 4 --drain 300 ||
+  fail "$LAST: exit $?: $(cat "$TMP/lg.err")"
+check "$CONSERVED
+u = r['updates']
+assert u['scheduled'] > 50 and u['ok'] == u['scheduled'] and u['errors'] == u['abandoned'] == 0, u
+assert r['classes']['all']['ok'] == r['classes']['all']['scheduled'], r"
+ACKED=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['updates']['ok'])" "$TMP/r.json")
+AFTER=$(applied)
+[ -n "$BEFORE" ] && [ -n "$AFTER" ] && [ $((AFTER - BEFORE)) = "$ACKED" ] ||
+  fail "the server applied $BEFORE -> $AFTER updates, the generator reports $ACKED acknowledged"
+# Edges: all answered 200 (an edge the graph has is answered too, and not counted as applied).
+lg --url "$URL" --rate 0 --duration 1 --nodes 2708 --updates 100 --update-kind edges --drain 300 ||
+  fail "$LAST: exit $?: $(cat "$TMP/lg.err")"
+check "u = r['updates']
+assert u['scheduled'] > 20 and u['ok'] == u['scheduled'] and u['errors'] == 0, u"
+EDGES=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['updates']['ok'])" "$TMP/r.json")
+LAST_APPLIED=$(applied)
+[ -n "$LAST_APPLIED" ] && [ $((LAST_APPLIED - AFTER)) -le "$EDGES" ] && [ $((LAST_APPLIED - AFTER)) -gt 0 ] ||
+  fail "edges: the server applied $AFTER -> $LAST_APPLIED updates for $EDGES acknowledged"
+stop
+[ "$SRC" = 0 ] || fail "serve exited $SRC on SIGTERM: $(cat "$TMP/serve.err")"
 
 cli_finish

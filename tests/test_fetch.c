@@ -1,12 +1,17 @@
 /* The tiered input layer and the hybrid runtime on the CPU backend (which plays the device
  * here, so CI runs it): every mode (baseline, zerocopy, partial, hybrid-static, hybrid), every
  * worker count (inline, 1, 3) and thread count gives bit-identical losses and weights, the two
- * extreme tiers give the same bits as each other, and the fetch counters add up.
- * tests/test_gpu_fetch.c checks the same on CUDA. */
+ * extreme tiers give the same bits as each other, and the fetch counters add up. The input
+ * layer over a row overlay (serving's snapshot: rows an update replaced) gives the bits of the
+ * table with those rows written in. tests/test_gpu_fetch.c checks the same on CUDA. */
 #include "ng_test_agg.h"
 #include "ng_test_fetch.h"
 
 #include "core_impl.h"
+#include "feature_store_impl.h"
+#include "ng_cpu.h"
+#include "ng_test_graph.h"
+#include "sampler_impl.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -649,11 +654,182 @@ static void test_features_memory(void) {
   ng_model_destroy(m);
 }
 
+/* ---- the input layer over a row overlay (serve/engine_forward.c reads snapshots so) ---- */
+
+enum { OV_NODES = 3000, OV_DIM = 16, OV_TARGETS = 160, OV_EVERY = 7 };
+
+/* Every OV_EVERY-th node's row is the overlay's. */
+typedef struct {
+  const float *rows; /* [OV_NODES, OV_DIM]: the overlay's rows, read for overlaid nodes only */
+} ov_ctx;
+
+static const float *ov_row(const void *ctx, int64_t v) {
+  const ov_ctx *o = ctx;
+  return v % OV_EVERY == 3 ? o->rows + v * OV_DIM : NULL;
+}
+
+/* The input layer's aggregation and self rows of `mb` through `st` (CPU backend: the package is
+ * its own device view); false when the package was refused. */
+static bool ov_input(ng_store *st, const ng_fetch_cfg *cfg, const ng_minibatch *mb, float *agg,
+                     float *self, ng_fetch_plan *plan) {
+  ng_fetch_scratch sc;
+  memset(&sc, 0, sizeof sc);
+  ng_fetch_pkg pkg;
+  bool ok = ng__fetch_plan(plan, cfg, mb, 0.0f, &sc) == NG_OK;
+  void *buf = ok ? aligned_alloc(64, (plan->bytes + 63) & ~(size_t)63) : NULL;
+  ok = buf && ng__fetch_fill(&pkg, plan, cfg, mb, 0, &sc, buf) == NG_OK;
+  const float *a = NULL, *s = NULL;
+  if (ok)
+    EXPECT_OK(ng__store_input(st, &cfg->ag, &pkg, 0.0f, 0, -1, &a, &s));
+  if (a && s) {
+    const size_t bytes = (size_t)pkg.n_dst * OV_DIM * sizeof(float);
+    memcpy(agg, a, bytes);
+    memcpy(self, s, bytes);
+  }
+  free(buf);
+  ng__fetch_scratch_free(&sc);
+  return ok;
+}
+
+/* The overlay's rows are read wherever the table would be, in the host's staging and in its
+ * partial reduction, and an overlaid row below H is cold (the hot tier holds the table's row):
+ * every strategy and hot-tier size gives the bits of a plain table with the overlay's rows
+ * written in. The rows are small integers, so that sums are exact and moving a row from the hot
+ * to the cold part (which reorders the additions) keeps the bits. */
+static void test_overlay_rows(void) {
+  ng_backend *be = NULL;
+  EXPECT_OK(ng__backend_cpu_create(&be, 2));
+  if (!be)
+    return;
+  ng_csr g;
+  ng_test_random_graph(&g, OV_NODES, 19);
+  ng_rng r;
+  ng_rng_seed(&r, 23);
+  const size_t n = (size_t)OV_NODES * OV_DIM;
+  float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *xr = malloc(n * sizeof *xr);
+  for (size_t i = 0; i < n; i++) {
+    x[i] = (float)(int)(ng_rng_below(&r, 9)) - 4.0f;
+    y[i] = (float)(int)(ng_rng_below(&r, 9)) - 4.0f + 0.5f; /* never equal to x's */
+  }
+  const ov_ctx ctx = {y};
+  for (int64_t v = 0; v < OV_NODES; v++) {
+    const float *o = ov_row(&ctx, v);
+    memcpy(xr + v * OV_DIM, o ? o : x + v * OV_DIM, OV_DIM * sizeof(float));
+  }
+  int64_t targets[OV_TARGETS];
+  ng_test_pick_targets(targets, OV_TARGETS, OV_NODES, 29);
+  ng_sample_arena *arena = NULL;
+  EXPECT_OK(ng__sample_arena_create(&arena));
+  const struct {
+    const char *name;
+    ng_aggr ag;
+  } aggs[] = {
+      {"mean", {.reduce = NG_REDUCE_SUM, .mean = true}},
+      {"sum", {.reduce = NG_REDUCE_SUM}},
+      {"max", {.reduce = NG_REDUCE_MAX}},
+  };
+  const ng_fetch modes[] = {NG_FETCH_BATCH, NG_FETCH_PARTIAL};
+  const int64_t hots[] = {0, 1000, OV_NODES};
+  const size_t out_bytes = (size_t)OV_TARGETS * OV_DIM * sizeof(float);
+  float *ref_a = malloc(out_bytes), *ref_s = malloc(out_bytes);
+  float *got_a = malloc(out_bytes), *got_s = malloc(out_bytes);
+  float *old_a = malloc(out_bytes), *old_s = malloc(out_bytes);
+  ng_sampler_cfg scfg = {.graph = &g, .n_layers = 1, .fanout = {8}};
+  ng_minibatch mb;
+  EXPECT_OK(ng__sample(&mb, arena, &scfg, targets, OV_TARGETS, 31));
+  /* What the overlay should show: the local nodes it replaces, and the cold ones. */
+  int64_t overlaid = 0;
+  for (int32_t s = 0; s < mb.blocks[0].n_src; s++)
+    overlaid += ov_row(&ctx, mb.node_ids[s]) != NULL;
+  EXPECT_TRUE(overlaid > 0);
+  int compared = 0;
+  for (size_t a = 0; a < NG_ARRAY_LEN(aggs); a++)
+    for (size_t h = 0; h < NG_ARRAY_LEN(hots); h++) {
+      const int64_t H = hots[h];
+      ng_store plain, over;
+      EXPECT_OK(ng__store_open(&plain, be, xr, OV_NODES, OV_DIM, H, NG_FETCH_BATCH, false));
+      EXPECT_OK(ng__store_open(&over, be, x, OV_NODES, OV_DIM, H, NG_FETCH_BATCH, false));
+      int64_t cold = 0;
+      for (int32_t s = 0; s < mb.blocks[0].n_src; s++)
+        cold += mb.node_ids[s] >= H || ov_row(&ctx, mb.node_ids[s]) != NULL;
+      for (size_t m = 0; m < NG_ARRAY_LEN(modes); m++) {
+        ng_fetch_cfg cfg = {.mode = modes[m],
+                            .hot = H,
+                            .features = xr,
+                            .nodes = OV_NODES,
+                            .dim = OV_DIM,
+                            .ag = aggs[a].ag,
+                            .threads = 2,
+                            .kernels = ng__cpu_kernels(ng__cpu_isa_best())};
+        ng_fetch_plan plan;
+        EXPECT_TRUE(ov_input(&plain, &cfg, &mb, ref_a, ref_s, &plan));
+        EXPECT_EQ_I(plan.c.overlaid, 0);
+        /* The table under the overlay alone reads other rows: the comparison can fail. */
+        cfg.features = x;
+        EXPECT_TRUE(ov_input(&over, &cfg, &mb, old_a, old_s, &plan));
+        EXPECT_TRUE(memcmp(old_a, ref_a, out_bytes) != 0);
+        cfg.overlay = (ng_row_overlay){ov_row, &ctx};
+        memset(got_a, 0xff, out_bytes);
+        memset(got_s, 0xff, out_bytes);
+        EXPECT_TRUE(ov_input(&over, &cfg, &mb, got_a, got_s, &plan));
+        EXPECT_EQ_I(plan.c.overlaid, overlaid);
+        EXPECT_EQ_I(plan.c.cold_nodes, cold);
+        if (memcmp(got_a, ref_a, out_bytes) != 0 || memcmp(got_s, ref_s, out_bytes) != 0)
+          ng_test_fail(__FILE__, __LINE__,
+                       "%s, %s, hot %lld: the input layer over the overlay differs from the "
+                       "table with its rows written in",
+                       aggs[a].name, ng_fetch_name(modes[m]), (long long)H);
+        compared++;
+      }
+      ng__store_close(&plain);
+      ng__store_close(&over);
+    }
+  EXPECT_EQ_I(compared, 3 * 3 * 2);
+  /* The device cannot read an overlaid row from host memory (ZCOPY), and input dropout is not
+   * keyed over the rows an overlay gathers: both are refused, naming why. */
+  ng_fetch_cfg zc = {.mode = NG_FETCH_ZCOPY,
+                     .hot = 0,
+                     .features = x,
+                     .nodes = OV_NODES,
+                     .dim = OV_DIM,
+                     .overlay = {ov_row, &ctx},
+                     .ag = aggs[1].ag,
+                     .threads = 1,
+                     .kernels = ng__cpu_kernels(ng__cpu_isa_best())};
+  ng_fetch_scratch sc;
+  memset(&sc, 0, sizeof sc);
+  ng_fetch_plan plan;
+  EXPECT_OK(ng__fetch_plan(&plan, &zc, &mb, 0.0f, &sc));
+  EXPECT_EQ_I(plan.c.overlaid, overlaid);
+  void *buf = aligned_alloc(64, (plan.bytes + 63) & ~(size_t)63);
+  ng_fetch_pkg pkg;
+  EXPECT_STATUS(ng__fetch_fill(&pkg, &plan, &zc, &mb, 0, &sc, buf), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("overlay");
+  zc.mode = NG_FETCH_PARTIAL;
+  EXPECT_STATUS(ng__fetch_plan(&plan, &zc, &mb, 0.5f, &sc), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("dropout");
+  free(buf);
+  ng__fetch_scratch_free(&sc);
+  free(ref_a);
+  free(ref_s);
+  free(got_a);
+  free(got_s);
+  free(old_a);
+  free(old_s);
+  ng__sample_arena_destroy(arena);
+  free(x);
+  free(y);
+  free(xr);
+  ng__csr_free(&g);
+  ng__backend_destroy(be);
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   RUN_TEST(test_options);
   RUN_TEST(test_features_memory);
   RUN_TEST(test_tier_sizes);
+  RUN_TEST(test_overlay_rows);
 #define RUN_MODES(i, id) RUN_TEST(test_modes_##id);
   MODEL_CASES(RUN_MODES)
   RUN_TEST(test_gat_raw_rows);

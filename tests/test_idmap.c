@@ -1,6 +1,6 @@
 /* The id -> local index table (core/idmap.h): numbering in order of first appearance, lookups,
- * growth that keeps every index, clearing by generation (and its wrap-around), against a plain
- * array as the reference. */
+ * growth that keeps every index, clearing by generation (and its wrap-around), restarting in a
+ * small window of a large allocation, against a plain array as the reference. */
 #include "ng_test.h"
 #include "idmap.h"
 #include "rng.h"
@@ -10,14 +10,18 @@
 /* Adds n ids drawn from [0, range) (repeats included) in `batches` uses of one table, growing
  * it as the sampler does (room for everything seen so far plus the next id), and checks every
  * answer against first[] (the local index of each id in the current use, -1 when absent). */
-static void check_uses(ng_idmap *m, int64_t range, int64_t n, int batches, uint64_t seed) {
+static void check_uses(ng_idmap *m, int64_t range, int64_t n, int batches, uint64_t seed,
+                       bool restart) {
   int32_t *first = ng_test_xmalloc((size_t)range * sizeof *first);
   int64_t *ids = ng_test_xmalloc((size_t)(range + 1) * sizeof *ids);
   ng_rng r;
   ng_rng_seed(&r, seed);
   int bad = 0;
   for (int b = 0; b < batches; b++) {
-    ng__idmap_clear(m);
+    if (restart)
+      ng__idmap_restart(m);
+    else
+      ng__idmap_clear(m);
     for (int64_t i = 0; i < range; i++)
       first[i] = -1;
     int32_t count = 0;
@@ -36,7 +40,7 @@ static void check_uses(ng_idmap *m, int64_t range, int64_t n, int batches, uint6
     const ng_idmap_view v = ng__idmap_view(m);
     for (int64_t k = 0; k < range; k++)
       bad += ng__idmap_find(v, k) != first[k];
-    EXPECT_TRUE(m->cap >= 2 * (size_t)count);
+    EXPECT_TRUE(m->used >= 2 * (size_t)count && m->cap >= m->used);
   }
   EXPECT_EQ_I(bad, 0);
   free(first);
@@ -46,7 +50,7 @@ static void check_uses(ng_idmap *m, int64_t range, int64_t n, int batches, uint6
 static void test_numbering(void) {
   ng_idmap m = {0};
   EXPECT_EQ_I(ng__idmap_find(ng__idmap_view(&m), 3), -1);
-  check_uses(&m, 5000, 20000, 3, 1);
+  check_uses(&m, 5000, 20000, 3, 1, false);
   /* Ids far beyond int32 and a table that grows from its first size several times. */
   ng_idmap big = {0};
   ng__idmap_clear(&big);
@@ -66,6 +70,33 @@ static void test_numbering(void) {
   ng__idmap_free(NULL);
 }
 
+/* A restart after a large use: the next, small use works within a small window of the
+ * allocation, which grows back (re-inserting what it holds) as the use grows, every index kept;
+ * a large use after small ones reuses the allocation. */
+static void test_restart(void) {
+  ng_idmap m = {0};
+  check_uses(&m, 40000, 30000, 1, 5, false);
+  const size_t big = m.cap;
+  EXPECT_TRUE(big >= 32768);
+  ng__idmap_restart(&m);
+  int64_t ids[200];
+  int32_t n = 0;
+  EXPECT_OK(ng__idmap_reserve(&m, 200, ids, n, "test table"));
+  EXPECT_TRUE(m.used == 1024 && m.cap == big);
+  for (int i = 0; i < 200; i++)
+    EXPECT_EQ_I(ng__idmap_add(ng__idmap_view(&m), 5 * (int64_t)i + 1, ids, &n), i);
+  /* Nothing of the large use shows through the small window. */
+  EXPECT_EQ_I(ng__idmap_find(ng__idmap_view(&m), 0), -1);
+  EXPECT_EQ_I(ng__idmap_find(ng__idmap_view(&m), 2), -1);
+  /* Small and growing uses, then large ones, each after a restart. */
+  check_uses(&m, 5000, 600, 4, 6, true);
+  EXPECT_TRUE(m.used < big && m.cap == big);
+  check_uses(&m, 50000, 15000, 2, 7, true);
+  EXPECT_TRUE(m.cap == big);
+  ng__idmap_free(&m);
+  EXPECT_TRUE(m.used == 0);
+}
+
 /* A clear is a new generation; when the generation wraps around the slots are really cleared,
  * so that no slot of an old use looks occupied. */
 static void test_generation_wrap(void) {
@@ -82,12 +113,13 @@ static void test_generation_wrap(void) {
   n = 0;
   EXPECT_EQ_I(ng__idmap_add(ng__idmap_view(&m), 7, ids, &n), 0);
   EXPECT_EQ_I(ng__idmap_add(ng__idmap_view(&m), 42, ids, &n), 1);
-  check_uses(&m, 300, 1000, 4, 9);
+  check_uses(&m, 300, 1000, 4, 9, false);
   ng__idmap_free(&m);
 }
 
 int main(void) {
   RUN_TEST(test_numbering);
   RUN_TEST(test_generation_wrap);
+  RUN_TEST(test_restart);
   return ng_test_summary();
 }

@@ -3,12 +3,16 @@
  * rows, edges added and removed, nodes added) interleaved with requests they equal, bit for bit,
  * those of an engine without the cache that applied the same updates; GraphSAGE (mean) and GCN
  * (whose weights follow degrees), every row hot or half of them cold, hub requests included;
- * hits happen, and a budget of a few rows evicts and stays exact. */
+ * hits happen, and a budget of a few rows evicts and stays exact. A cache prefilled from the
+ * trainer's layer-wise layer-0 rows (serve --embedding-cache-prefill) answers with the same bits
+ * too, with updates replayed from the log before it and applied after; a budget bounds it, and
+ * rows of another checkpoint or dataset are refused. */
 #include "ng_test.h"
 #include "ng_test_fetch.h"
 
 #include "dataset_impl.h"
 #include "ecache_impl.h"
+#include "engine_state_impl.h"
 #include "neargnn_serve.h"
 #include "rng.h"
 #include "trainer_impl.h"
@@ -477,6 +481,239 @@ static void test_concurrent_updates(void) {
   ng_engine_destroy(b);
 }
 
+/* ---- prefill (serve --embedding-cache-prefill) from the trainer's layer-wise embeddings ---- */
+
+/* Writes what `neargnn embed --layer 0 --for-serve` writes: the trainer's layer-0 output of every
+ * node, by layer-wise full-neighbour inference from the checkpoint, and the description beside
+ * it. */
+static void write_prefill(const trained *t, const char *path) {
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.workers = -1;
+  o.normalize = t->normalize;
+  ng_trainer_t tr = NULL;
+  EXPECT_OK(ng_trainer_create(&tr, cora, t->model, &o));
+  EXPECT_OK(ng_trainer_load_weights(tr, t->ckpt));
+  ng_infer_opts io = NG_INFER_OPTS_INIT;
+  io.layer = 0;
+  unlink(path);
+  EXPECT_OK(ng_trainer_embed_npy(path, tr, NULL, info.nodes, &io));
+  ng_trainer_destroy(tr);
+  char meta[512], mpath[4200];
+  EXPECT_OK(ng__prefill_meta(meta, sizeof meta, cora, t->ckpt, 16));
+  snprintf(mpath, sizeof mpath, "%s%s", path, NG_PREFILL_SUFFIX);
+  FILE *f = fopen(mpath, "w");
+  EXPECT_TRUE(f != NULL);
+  if (f) {
+    fputs(meta, f);
+    fclose(f);
+  }
+}
+
+static ng_status engine_prefilled(ng_engine **out, const trained *t, int64_t cache_bytes,
+                                  const char *prefill, const char *log) {
+  ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.embedding_cache_bytes = cache_bytes;
+  o.embedding_cache_prefill = prefill;
+  o.log_path = log;
+  o.max_delay_us = 0;
+  o.workers = 2;
+  o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
+  o.normalize = t->normalize;
+  *out = NULL;
+  return ng_engine_create(out, cora, t->model, t->ckpt, &o);
+}
+
+static void copy_file(const char *dst, const char *src) {
+  FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+  EXPECT_TRUE(in && out);
+  char buf[65536];
+  size_t n;
+  while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+    EXPECT_EQ_I(fwrite(buf, 1, n, out), n);
+  if (in)
+    fclose(in);
+  if (out)
+    fclose(out);
+}
+
+/* Every node of engines a and b, in chunks: the same bits. */
+static bool same_everywhere(ng_engine *a, ng_engine *b, int64_t nodes, const char *what) {
+  int64_t all[256];
+  bool ok = true;
+  for (int64_t c0 = 0; c0 < nodes && ok; c0 += 256) {
+    const int64_t n = NG_MIN(256, nodes - c0);
+    for (int64_t i = 0; i < n; i++)
+      all[i] = c0 + i;
+    ok = same_answer(a, b, all, n, what);
+  }
+  return ok;
+}
+
+/* A cache prefilled from the trainer's rows answers every node with the bits of an engine
+ * without the cache, and computes no layer-0 row itself. */
+static void check_prefill_exact(const trained *t, const char *file) {
+  const char *path = tpath(file);
+  write_prefill(t, path);
+  ng_engine *a = NULL, *b = engine(t, -1.0, 0, 0, NULL);
+  EXPECT_OK(engine_prefilled(&a, t, (int64_t)64 << 20, path, NULL));
+  if (!a || !b) {
+    ng_engine_destroy(a);
+    ng_engine_destroy(b);
+    return;
+  }
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, a);
+  EXPECT_EQ_I(s.cache_entries, info.nodes);
+  same_everywhere(a, b, info.nodes, "prefilled, every node");
+  ng_engine_stats_get(&s, a);
+  EXPECT_EQ_I(s.cache_misses, 0);
+  EXPECT_TRUE(s.cache_hits >= info.nodes);
+  ng_engine_destroy(a);
+  ng_engine_destroy(b);
+}
+
+static void test_prefill_exact(void) {
+  check_prefill_exact(&sage, "sage-l0.npy");
+  check_prefill_exact(&gcn, "gcn-l0.npy");
+}
+
+/* Updates logged after the rows were written: replayed at start, the rows they changed are left
+ * out, and every answer equals an uncached engine's on the same log; so do the answers after
+ * more updates while both run. */
+static void check_prefill_updates(const trained *t, const char *file, uint64_t seed) {
+  const char *path = tpath(file), *log_a = tpath("prefill-a.log"), *log_b = tpath("prefill-b.log");
+  write_prefill(t, path);
+  ng_engine *w = engine(t, -1.0, 0, 0, log_b);
+  if (!w)
+    return;
+  gen g;
+  memset(&g, 0, sizeof g);
+  ng_rng_seed(&g.r, seed);
+  g.nodes = info.nodes;
+  g.feat = ng_test_xmalloc(4 * (size_t)info.feature_dim * sizeof(float));
+  ng_graph_update u;
+  for (int i = 0; i < 25; i++) {
+    random_update(&g, &u, pick(&g, g.nodes));
+    EXPECT_OK(ng_engine_apply(w, &u, NULL));
+    g.nodes += u.add_nodes;
+  }
+  ng_engine_destroy(w);
+  copy_file(log_a, log_b);
+  ng_engine *a = NULL, *b = NULL;
+  EXPECT_OK(engine_prefilled(&a, t, (int64_t)64 << 20, path, log_a));
+  EXPECT_OK(engine_prefilled(&b, t, 0, NULL, log_b));
+  if (a && b) {
+    ng_engine_stats s;
+    ng_engine_stats_get(&s, a);
+    /* The updated nodes' rows, and their readers', are not taken. */
+    EXPECT_TRUE(s.cache_entries > info.nodes / 2);
+    EXPECT_TRUE(s.cache_entries < info.nodes);
+    bool ok = same_everywhere(a, b, g.nodes, "prefilled after replayed updates");
+    ng_engine_stats_get(&s, a);
+    EXPECT_TRUE(s.cache_misses > 0);
+    for (int i = 0; i < 15 && ok; i++) {
+      const int64_t focus = pick(&g, g.nodes);
+      random_update(&g, &u, focus);
+      EXPECT_OK(ng_engine_apply(a, &u, NULL));
+      EXPECT_OK(ng_engine_apply(b, &u, NULL));
+      g.nodes += u.add_nodes;
+      int64_t ids[8] = {focus};
+      for (int k = 1; k < 8; k++)
+        ids[k] = near_node(&g, focus);
+      ok = same_answer(a, b, ids, 8, "prefilled, after a live update");
+    }
+    if (ok)
+      same_everywhere(a, b, g.nodes, "prefilled, every node after live updates");
+  }
+  free(g.feat);
+  free(g.es);
+  free(g.ed);
+  ng_engine_destroy(a);
+  ng_engine_destroy(b);
+}
+
+static void test_prefill_updates(void) {
+  check_prefill_updates(&sage, "sage-l0u.npy", 31);
+  check_prefill_updates(&gcn, "gcn-l0u.npy", 32);
+}
+
+/* A budget of 100 rows takes the first 100 and stays exact; rows of another checkpoint or
+ * dataset, a missing description, a cache that is off and a model the cache does not serve are
+ * refused, naming the cause. */
+static void test_prefill_bounds_and_refusals(void) {
+  const char *path = tpath("sage-l0b.npy");
+  write_prefill(&sage, path);
+  const int64_t row = 16 * 4 + 8 + 8 + 1 + 8 + 8;
+  ng_engine *a = NULL, *b = engine(&sage, -1.0, 0, 0, NULL);
+  EXPECT_OK(engine_prefilled(&a, &sage, 100 * row, path, NULL));
+  if (a && b) {
+    ng_engine_stats s;
+    ng_engine_stats_get(&s, a);
+    EXPECT_EQ_I(s.cache_entries, 100);
+    /* In node order: the first 100 nodes. */
+    EXPECT_TRUE(ng__ecache_test_has(a->ecache, 99, NULL));
+    EXPECT_TRUE(!ng__ecache_test_has(a->ecache, 100, NULL));
+    same_everywhere(a, b, 600, "prefilled into 100 rows");
+  }
+  ng_engine_destroy(a);
+  ng_engine_destroy(b);
+
+  EXPECT_STATUS(engine_prefilled(&a, &gcn, (int64_t)1 << 20, path, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("another checkpoint");
+  EXPECT_STATUS(engine_prefilled(&a, &sage, 0, path, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("cache is off");
+  EXPECT_STATUS(engine_prefilled(&a, &sage, (int64_t)1 << 20, tpath("none.npy"), NULL), NG_ERR_IO);
+  EXPECT_ERR_HAS("none.npy.prefill.json");
+  /* The description of another dataset (its indptr differs). */
+  char meta[512], mpath[4200];
+  EXPECT_OK(ng__prefill_meta(meta, sizeof meta, cora, sage.ckpt, 16));
+  char *at = strstr(meta, "\"indptr\":\"");
+  EXPECT_TRUE(at != NULL);
+  if (at)
+    at[10] = at[10] == '0' ? '1' : '0';
+  snprintf(mpath, sizeof mpath, "%s%s", path, NG_PREFILL_SUFFIX);
+  FILE *f = fopen(mpath, "w");
+  if (f) {
+    fputs(meta, f);
+    fclose(f);
+  }
+  EXPECT_STATUS(engine_prefilled(&a, &sage, (int64_t)1 << 20, path, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("another dataset");
+  EXPECT_TRUE(a == NULL);
+  /* Rows cut short (a copy without its last row), beside a true description. */
+  const char *cut = tpath("cut.npy");
+  copy_file(cut, path);
+  FILE *cf = fopen(cut, "r+b");
+  EXPECT_TRUE(cf && fseek(cf, 0, SEEK_END) == 0);
+  if (cf) {
+    EXPECT_EQ_I(ftruncate(fileno(cf), ftell(cf) - 16 * 4), 0);
+    fclose(cf);
+  }
+  EXPECT_OK(ng__prefill_meta(meta, sizeof meta, cora, sage.ckpt, 16));
+  snprintf(mpath, sizeof mpath, "%s%s", cut, NG_PREFILL_SUFFIX);
+  f = fopen(mpath, "w");
+  if (f) {
+    fputs(meta, f);
+    fclose(f);
+  }
+  EXPECT_STATUS(engine_prefilled(&a, &sage, (int64_t)1 << 20, cut, NULL), NG_ERR_FORMAT);
+  EXPECT_ERR_HAS("cut short");
+
+  /* One layer: the cache serves models of two layers or more. */
+  trained one;
+  ng_model_t m = NULL;
+  EXPECT_OK(ng_model_create(&m, NG_MODEL_SAGE, info.feature_dim));
+  ng_layer_opts l0 = NG_LAYER_OPTS_INIT;
+  l0.out_dim = info.classes;
+  l0.activation = NG_ACT_NONE;
+  EXPECT_OK(ng_model_add_layer(m, &l0));
+  train(&one, m, "one.safetensors", NG_NORMALIZE_ROW);
+  EXPECT_STATUS(engine_prefilled(&a, &one, (int64_t)1 << 20, path, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("does not serve this model");
+  ng_model_destroy(one.model);
+  free(one.ref);
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   EXPECT_OK(ng_dataset_info_get(&info, cora));
@@ -490,6 +727,9 @@ int main(void) {
   RUN_TEST(test_tiny_budget);
   RUN_TEST(test_options);
   RUN_TEST(test_concurrent_updates);
+  RUN_TEST(test_prefill_exact);
+  RUN_TEST(test_prefill_updates);
+  RUN_TEST(test_prefill_bounds_and_refusals);
   ng_model_destroy(sage.model);
   ng_model_destroy(gcn.model);
   free(sage.ref);
