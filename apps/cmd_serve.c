@@ -35,6 +35,7 @@ int cmd_serve(int argc, char **argv) {
   const char *prefill = NULL;
   int32_t max_batch = eo.max_batch, max_delay_us = eo.max_delay_us, queue = eo.queue_cap;
   int32_t workers = eo.workers, threads = eo.threads, port = ho.port;
+  int32_t serve_workers = eo.serve_workers;
   int32_t max_connections = ho.max_connections, per_client = ho.max_connections_per_client;
   int32_t health_connections = ho.health_connections;
   int64_t max_request_nodes = eo.max_request_nodes, hub_edges = eo.hub_edges;
@@ -80,6 +81,10 @@ int cmd_serve(int argc, char **argv) {
                      "the append-only update log: replayed at start, every acknowledged update "
                      "fsynced to it; without it updates are refused"),
       CLI_OPT_INT("workers", &workers, "N", 0, 4096, "CPU worker threads; 0 = all cores but one"),
+      CLI_OPT_INT("serve-workers", &serve_workers, "N", 0, NG_ENGINE_MAX_SERVE_WORKERS,
+                  "main-lane workers, each computing ordinary batches on its own backend "
+                  "instance so that one batch is built while another runs; 0 = 2 on cuda, 1 on "
+                  "cpu"),
       CLI_OPT_INT("threads", &threads, "T", 0, 4096,
                   "OpenMP threads of the CPU backend; 0 = OMP_NUM_THREADS or all"),
       CLI_OPT_BYTES("gpu-cache-bytes", &cache_bytes, "SIZE", 0,
@@ -97,7 +102,7 @@ int cmd_serve(int argc, char **argv) {
       CLI_OPT_BYTES("max-body", &max_body, "SIZE", 1024,
                     "largest request body; larger ones get 413 unread"),
       CLI_OPT_INT("max-connections", &max_connections, "N", 1, 65536,
-                  "open connections at once for any request (one thread each)"),
+                  "open connections at once for any request"),
       CLI_OPT_INT("health-connections", &health_connections, "N", 0, 65536,
                   "connections beyond --max-connections that answer only health checks and "
                   "/metrics (other requests there get 503)"),
@@ -142,6 +147,7 @@ int cmd_serve(int argc, char **argv) {
   eo.hub_edges = hub_edges;
   eo.request_timeout_ms = request_timeout_ms;
   eo.workers = workers;
+  eo.serve_workers = serve_workers;
   eo.threads = threads;
   eo.cache_bytes = cache_bytes;
   eo.cache_ratio = cache_ratio;

@@ -8,8 +8,9 @@
 ///
 /// Threading: every function may be called from any thread at the same time, except create and
 /// destroy. ng_engine_infer and ng_engine_update block the calling thread until their answer is
-/// ready; the engine's own threads (two lanes, each a batcher and device thread, and CPU workers)
-/// do the work.
+/// ready (ng_engine_submit is ng_engine_infer without the wait); the engine's own threads (its
+/// lanes: main-lane workers and a hub lane, each a batcher and device thread; and CPU workers) do
+/// the work.
 #ifndef NEARGNN_SERVE_H
 #define NEARGNN_SERVE_H
 
@@ -67,12 +68,19 @@ typedef struct {
   /// embedding_cache_bytes > 0 and a model the cache serves (NG_ERR_INVALID_ARG otherwise).
   /// Borrowed; read by ng_engine_create only.
   const char *embedding_cache_prefill;
+  /// Main-lane workers: threads that each take ordinary batches from the one queue and compute
+  /// them on a backend instance of their own (on CUDA its own streams), so that one batch is
+  /// built on the host while another runs on the device (0: 2 on "cuda", 1 on "cpu"; at most
+  /// NG_ENGINE_MAX_SERVE_WORKERS). Answers are the same bits whichever worker computes them.
+  int serve_workers;
 } ng_engine_opts;
 #define NG_ENGINE_OPTS_INIT                                                                        \
   {                                                                                                \
     sizeof(ng_engine_opts), NULL, "cpu", NG_MODE_AUTO, 0, 0, 0, -1.0, 256, 500, 0, 4096, 0, NULL,  \
-        NG_NORMALIZE_AUTO, 1000, 0, 0, NULL                                                        \
+        NG_NORMALIZE_AUTO, 1000, 0, 0, NULL, 0                                                     \
   }
+/// The most main-lane workers (ng_engine_opts.serve_workers).
+#define NG_ENGINE_MAX_SERVE_WORKERS 64
 /// The longest deadline a request or the engine's options may give (one hour, in ms).
 #define NG_ENGINE_MAX_TIMEOUT_MS 3600000
 
@@ -83,7 +91,8 @@ typedef struct {
 /// both values. `ds` and `model` are borrowed; the engine keeps a copy of the model.
 ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
                            const char *checkpoint, const ng_engine_opts *opts);
-/// Stops admitting, answers every admitted request, stops the threads and frees; NULL accepted.
+/// Stops admitting, answers every admitted request (their callbacks have all returned when it
+/// returns), stops the threads and frees; NULL accepted.
 void ng_engine_destroy(ng_engine *e);
 
 /// What the metadata endpoint reports.
@@ -130,13 +139,43 @@ typedef struct {
 } ng_infer_result;
 void ng_infer_result_free(ng_infer_result *r);
 
-/// Answers one request (blocking). Errors: NG_ERR_INVALID_ARG for a bad id, layer, fanout or
-/// timeout (ng_last_error() says which); NG_ERR_STATE ("busy", the caller answers 503) when the
-/// admission queue is full, when the wait predicted from the queued work and the measured cost
-/// would pass the request's deadline (refused at once), when the deadline passes before the
-/// request starts (it is then never computed), or while the engine drains. Same request on an
-/// unchanged graph: same bits, whatever it is batched with.
+/// Answers one request (blocking): ng_engine_submit, then a wait for its callback. Errors:
+/// NG_ERR_INVALID_ARG for a bad id, layer, fanout or timeout (ng_last_error() says which);
+/// NG_ERR_STATE ("busy", the caller answers 503) when the admission queue is full, when the wait
+/// predicted from the queued work and the measured cost would pass the request's deadline
+/// (refused at once), when the deadline passes before the request starts (answered at its
+/// deadline, never computed), or while the engine drains. Same request on an unchanged graph:
+/// same bits, whatever it is batched with and whichever lane computes it.
 ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_result *res);
+
+/// A request's answer, called once for every request ng_engine_submit admitted. `status`:
+/// NG_OK (*res is filled; the caller frees it with ng_infer_result_free), NG_ERR_STATE (busy:
+/// its deadline passed before it could start; never computed), NG_ERR_INTERRUPTED (cancelled:
+/// dropped from the queue, or computed and its answer discarded), NG_ERR_NONFINITE or another
+/// error of its batch; *res holds nothing but on NG_OK. `message` says why (empty on NG_OK; valid
+/// during the call only). It runs on an engine thread, or on the thread of ng_engine_cancel for a
+/// request cancelled while queued, possibly before ng_engine_submit has returned; it must return
+/// quickly (it holds up the thread that answers other requests), and may call ng_engine_submit
+/// and ng_engine_cancel but not ng_engine_destroy.
+typedef void (*ng_infer_done_fn)(void *user, ng_status status, const char *message);
+/// Names an admitted request for ng_engine_cancel (never 0; not reused by one engine).
+typedef uint64_t ng_infer_ticket;
+
+/// Admits one request without waiting for its answer: the answer comes through `done(user,
+/// ...)`. `req` (and its node ids) and `res` are borrowed until the callback has run. On NG_OK
+/// the request is admitted, *ticket (may be NULL) names it and `done` will be called exactly
+/// once; on an error nothing was admitted and `done` is never called. Errors: as
+/// ng_engine_infer's at admission (a bad request, a full queue, a predicted wait past the
+/// deadline, draining), all returned at once.
+ng_status ng_engine_submit(ng_engine *e, const ng_infer_request *req, ng_infer_result *res,
+                           ng_infer_done_fn done, void *user, ng_infer_ticket *ticket);
+
+/// Cancels an admitted request that is not answered yet: one still queued is dropped, never
+/// computed, and its callback runs (NG_ERR_INTERRUPTED) before this returns; one already in a
+/// batch is computed and its answer discarded, its callback running (NG_ERR_INTERRUPTED) when
+/// the batch ends. Returns NG_OK, or NG_ERR_NOT_FOUND when no such request waits or computes
+/// (answered already, or being answered now: its callback brings the answer).
+ng_status ng_engine_cancel(ng_engine *e, ng_infer_ticket ticket);
 
 /// One online update. Node ids of added nodes are assigned in order from the current count.
 typedef struct {
@@ -219,6 +258,12 @@ typedef struct {
   /// evicted to make room and rows removed because an update changed them; rows held now (a
   /// gauge). All 0 when the cache is off.
   int64_t cache_hits, cache_misses, cache_evictions, cache_invalidations, cache_entries;
+  /// Requests taken into a device batch (computed, or computing now). A request refused,
+  /// expired or cancelled while queued is never counted here.
+  int64_t computed;
+  /// Requests cancelled (ng_engine_cancel; the HTTP front's client went away): dropped from the
+  /// queue, or computed and their answer discarded.
+  int64_t cancelled;
 } ng_engine_stats;
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e);
 
@@ -234,7 +279,9 @@ typedef struct {
   /// Body bytes held at once across connections (default 4 x the max), charged as they arrive:
   /// past it, a body is dropped as it comes and answered 503.
   int64_t max_buffered_bytes;
-  int max_connections;    ///< open connections for any request, one thread each (default 512)
+  /// Open connections for any request (default 512). A request waiting for the engine holds its
+  /// connection, not a thread: a pool of event-loop threads serves every connection.
+  int max_connections;
   int retry_after_s;      ///< the Retry-After of a 503 (default 1)
   double drain_timeout_s; ///< ng_http_server_stop's longest wait for requests in flight (30 s)
   /// A request's headers must be complete this long after its connection opened or answered the
@@ -255,7 +302,9 @@ typedef struct {
 #define NG_HTTP_OPTS_INIT                                                                          \
   { sizeof(ng_http_opts), NULL, 8000, (int64_t)16 << 20, 0, 512, 1, 30.0, 10.0, 1024, 5.0, 64, 16 }
 
-/// Starts listening and answering in libmicrohttpd's threads (one per connection, keep-alive).
+/// Starts listening and answering in libmicrohttpd's threads (a pool of event loops, keep-alive;
+/// an infer request waits for the engine with its connection suspended, and is cancelled if its
+/// client closes the connection meanwhile).
 /// `engine` is borrowed and must outlive the server. Returns NG_ERR_IO when the address cannot
 /// be bound (ng_last_error() says which), NG_ERR_INVALID_ARG for bad options.
 ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng_http_opts *opts);

@@ -49,9 +49,8 @@ static ng_status load_params(ng_engine *e, const ng_ckpt *c, const char *path) {
     return NG_ERR_NOMEM;
   ng_status st = ng__ckpt_tensors(host, c, path, m, false);
   if (st == NG_OK)
-    st = e->lanes[LANE_MAIN].be->iface->copy_h2d(e->lanes[LANE_MAIN].be,
-                                                 e->lanes[LANE_MAIN].ex.params, host,
-                                                 (size_t)m->n_params * sizeof(float));
+    st = e->lanes[0].be->iface->copy_h2d(e->lanes[0].be, e->lanes[0].ex.params, host,
+                                         (size_t)m->n_params * sizeof(float));
   if (st == NG_OK && ng__model_raw_input(m)) { /* kept: the CPU's part of layer 0 reads them */
     e->host_params = host;
     host = NULL;
@@ -130,6 +129,11 @@ static ng_status check_opts(ng_engine_opts *o, const struct ng_dataset *ds,
                    (long long)o->request_timeout_ms, NG_ENGINE_MAX_TIMEOUT_MS);
   if (o->max_request_nodes <= 0)
     o->max_request_nodes = 4096;
+  if (o->serve_workers < 0 || o->serve_workers > NG_ENGINE_MAX_SERVE_WORKERS)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "engine: serve_workers %d: give 1 to %d main-lane workers, or 0 for the "
+                   "default (2 on a GPU, 1 on the CPU)",
+                   o->serve_workers, NG_ENGINE_MAX_SERVE_WORKERS);
   if (o->workers < 0 || o->threads < 0 || (unsigned)o->mode > NG_MODE_HYBRID ||
       (unsigned)o->normalize > NG_NORMALIZE_ROW || o->cache_bytes < 0 || o->hub_edges < 0 ||
       o->max_batch_work < 0 || o->embedding_cache_bytes < 0)
@@ -185,7 +189,9 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   pthread_cond_init(&e->work_cv, &ca);
   pthread_cond_init(&e->upd_cv, NULL);
   pthread_cond_init(&e->done_cv, &ca);
+  pthread_cond_init(&e->clock_cv, &ca);
   pthread_condattr_destroy(&ca);
+  e->clock_until = INFINITY;
   e->log.fd = -1;
   const ng_dataset_info *info = &ds->info;
   const struct ng_model *m = &e->model;
@@ -235,11 +241,27 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     e->base_x = e->features_owned;
   }
 
-  for (int k = 0; k < N_LANES; k++) {
+  /* The lanes: n_main main-lane workers taking ordinary batches from one queue, then the hub
+   * lane. On a GPU two workers let one batch's CPU build (the field, the host's part of the input
+   * layer) overlap another's device work, each on its own backend instance (its own streams); on
+   * the CPU backend the workers would share the same cores, so one is the default. */
+  const char *dev = opts && opts->device ? opts->device : "cpu";
+  e->n_main = o.serve_workers > 0 ? o.serve_workers : strcmp(dev, "cuda") == 0 ? 2 : 1;
+  e->lanes = ng__calloc((size_t)e->n_main + 1, sizeof *e->lanes, "the engine's lanes");
+  if (!e->lanes) {
+    st = NG_ERR_NOMEM;
+    goto fail;
+  }
+  e->n_lanes = e->n_main + 1;
+  e->queues[Q_MAIN].lanes = e->n_main;
+  e->queues[Q_HUB].lanes = 1;
+  for (int k = 0; k < e->n_lanes; k++) {
     e->lanes[k].e = e;
     e->lanes[k].id = k;
+    e->lanes[k].hub = k == e->n_main;
+    e->lanes[k].q = &e->queues[k == e->n_main ? Q_HUB : Q_MAIN];
   }
-  lane *main_ln = &e->lanes[LANE_MAIN];
+  lane *main_ln = &e->lanes[0];
   NG_CHECK_GOTO(st, make_backend(&main_ln->be, opts ? opts->device : NULL, o.threads), fail);
   NG_CHECK_GOTO(st, ng__exec_create(&main_ln->ex, &e->model, main_ln->be, 0), fail);
   NG_CHECK_GOTO(st, load_params(e, &ck, checkpoint), fail);
@@ -266,15 +288,17 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     e->stats.updates = 0; /* counts updates of this run */
     e->log_records = (int64_t)e->log.seq;
   }
-  /* The hub lane: a backend instance of its own (its own queues; on CUDA its own streams and
-   * cuBLAS handle in the same context), whose executor reads the main lane's parameters. Both
-   * the parameters and the hot tier were uploaded with synchronous copies above, so its kernels
-   * see them whole. */
-  lane *hub_ln = &e->lanes[LANE_HUB];
-  NG_CHECK_GOTO(st, make_backend(&hub_ln->be, opts ? opts->device : NULL, o.threads), fail);
-  hub_ln->ex.model = &e->model;
-  hub_ln->ex.be = hub_ln->be;
-  hub_ln->ex.params = main_ln->ex.params;
+  /* The other lanes (further main-lane workers, the hub lane): each a backend instance of its
+   * own (its own queues; on CUDA its own streams and cuBLAS handle in the same context), whose
+   * executor reads lane 0's parameters. Both the parameters and the hot tier were uploaded with
+   * synchronous copies above, so their kernels see them whole. */
+  for (int k = 1; k < e->n_lanes; k++) {
+    lane *ln = &e->lanes[k];
+    NG_CHECK_GOTO(st, make_backend(&ln->be, opts ? opts->device : NULL, o.threads), fail);
+    ln->ex.model = &e->model;
+    ln->ex.be = ln->be;
+    ln->ex.params = main_ln->ex.params;
+  }
   NG_CHECK_GOTO(st, ng__ecache_create(&e->ecache, m, e->snap, o.embedding_cache_bytes), fail);
   if (o.embedding_cache_prefill) { /* after the replay: rows it changed are left out */
     int64_t prefilled = 0;
@@ -283,18 +307,26 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
                                      ds, checkpoint, e->gcn[0]),
                   fail);
   }
-  for (int k = 0; k < N_LANES; k++) {
+  for (int k = 0; k < e->n_lanes; k++) {
     lane *ln = &e->lanes[k];
     NG_CHECK_GOTO(st, ng__srv_field_create(&ln->field), fail);
     if (e->ecache)
       NG_CHECK_GOTO(st, ng__ecache_work_create(&ln->ecache_work), fail);
+  }
+  for (int k = 0; k < e->n_lanes; k++) {
+    lane *ln = &e->lanes[k];
     if (pthread_create(&ln->thread, NULL, ng__engine_lane_main, ln) != 0) {
-      st = ng__err(NG_ERR_INTERNAL, "engine: cannot start the %s lane's thread",
-                   k == LANE_MAIN ? "main" : "hub");
+      st = ng__err(NG_ERR_INTERNAL, "engine: cannot start lane %d's thread (%s)", k,
+                   ln->hub ? "hub" : "main");
       goto fail;
     }
     ln->started = true;
   }
+  if (pthread_create(&e->clock, NULL, ng__engine_clock_main, e) != 0) {
+    st = ng__err(NG_ERR_INTERNAL, "engine: cannot start the deadline clock's thread");
+    goto fail;
+  }
+  e->clock_started = true;
   *out = e;
   return NG_OK;
 fail:
@@ -310,29 +342,32 @@ void ng_engine_destroy(ng_engine *e) {
   e->stopping = true;
   pthread_cond_broadcast(&e->work_cv);
   pthread_mutex_unlock(&e->mu);
-  for (int k = 0; k < N_LANES; k++)
+  for (int k = 0; k < e->n_lanes; k++)
     if (e->lanes[k].started)
       pthread_join(e->lanes[k].thread, NULL);
-  /* Callers woken by the last batch leave ng_engine_infer before the lock goes. */
+  /* The lanes answered every admitted request (each callback has returned); the clock, which
+   * may still be calling those of expired ones, stops last. */
   pthread_mutex_lock(&e->mu);
-  while (e->callers > 0)
-    pthread_cond_wait(&e->done_cv, &e->mu);
+  e->clock_stop = true;
+  pthread_cond_signal(&e->clock_cv);
   pthread_mutex_unlock(&e->mu);
+  if (e->clock_started)
+    pthread_join(e->clock, NULL);
   e->magic = 0;
-  /* The hub lane first: its executor borrows the main lane's parameters, so only its arena is
-   * its own. */
-  for (int k = N_LANES - 1; k >= 0; k--) {
+  /* Lane 0 last: the others' executors borrow its parameters, so only their arenas are their
+   * own. */
+  for (int k = e->n_lanes - 1; k >= 0; k--) {
     lane *ln = &e->lanes[k];
     ng_backend *be = ln->be;
     if (!be)
       continue;
-    if (k == LANE_MAIN && e->store_open)
+    if (k == 0 && e->store_open)
       ng__store_close(&e->store);
     be->iface->free(be, ln->dev_pack[0].ptr);
     be->iface->free(be, ln->dev_pack[1].ptr);
     be->iface->free(be, ln->work.ptr);
     ng__ecache_work_destroy(ln->ecache_work, be);
-    if (k == LANE_MAIN)
+    if (k == 0)
       ng__exec_destroy(&ln->ex);
     else
       be->iface->free(be, ln->ex.arena);
@@ -342,7 +377,7 @@ void ng_engine_destroy(ng_engine *e) {
     ng__srv_log_close(&e->log);
   ng__srv_snap_unref(e->snap);
   ng__ecache_destroy(e->ecache);
-  for (int k = 0; k < N_LANES; k++) {
+  for (int k = 0; k < e->n_lanes; k++) {
     lane *ln = &e->lanes[k];
     ng__srv_field_destroy(ln->field);
     growbuf *host[] = {&ln->targets,  &ln->target_seeds, &ln->map_keys, &ln->map_seeds,
@@ -357,11 +392,13 @@ void ng_engine_destroy(ng_engine *e) {
                  (size_t)e->ds->info.nodes * (size_t)e->ds->info.feature_dim * sizeof(float));
   pthread_cond_destroy(&e->work_cv);
   pthread_cond_destroy(&e->done_cv);
+  pthread_cond_destroy(&e->clock_cv);
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->upd_cv);
   pthread_mutex_destroy(&e->upd_mu);
   pthread_mutex_destroy(&e->snap_mu);
   free(e->host_params);
+  free(e->lanes);
   free(e);
 }
 

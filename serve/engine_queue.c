@@ -1,8 +1,14 @@
 /* The serving engine's admission and lanes: deadlines, admission by predicted wait, batching of
- * compatible requests, and the lane threads that run the batches. docs/serving-engine.md. */
+ * compatible requests, the lane threads that run the batches, the clock thread that answers
+ * requests at their deadline, and cancellation. docs/serving-engine.md.
+ *
+ * A request's answer is its callback, always called without e->mu held: whoever answers it (a
+ * lane at the end of its batch, the clock or a lane at its deadline, ng_engine_cancel) takes it
+ * off the queue or the batch under e->mu, then calls the callback and frees it afterwards. */
 #include "engine_state_impl.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,45 +21,57 @@ static bool compatible(const pending *a, const pending *b) {
   return memcmp(a->fanout, b->fanout, sizeof a->fanout) == 0;
 }
 
-/* The lane that serves request `p`: the hub lane for hub requests. */
-static lane *lane_of(ng_engine *e, const pending *p) {
-  return &e->lanes[p->hub ? LANE_HUB : LANE_MAIN];
+/* The queue that serves request `p`: the hub lane's for hub requests. */
+static queue *queue_of(ng_engine *e, const pending *p) {
+  return &e->queues[p->hub ? Q_HUB : Q_MAIN];
 }
 
-/* Unlinks queued request `p` (its predecessor `prev` in its lane's queue, NULL at the head) and
- * takes it off the queue's counts. Under e->mu. */
-static void unlink_pending(lane *ln, pending *p, pending *prev) {
+/* Unlinks queued request `p` (its predecessor `prev` in queue `q`, NULL at the head) and takes it
+ * off the queue's counts. Under e->mu. */
+static void unlink_pending(queue *q, pending *p, pending *prev) {
   if (prev)
     prev->next = p->next;
   else
-    ln->head = p->next;
-  if (ln->tail == p)
-    ln->tail = prev;
+    q->head = p->next;
+  if (q->tail == p)
+    q->tail = prev;
   p->next = NULL;
-  ln->queued_nodes -= p->req->n;
-  ln->queued_work -= p->work;
+  q->queued_nodes -= p->req->n;
+  q->queued_work -= p->work;
 }
 
 /* Answers queued request `p`, whose deadline passed before it could start, as busy: it is never
- * computed. Under e->mu, with p already unlinked. */
+ * computed. Under e->mu, with p already unlinked; `finish` calls its callback later. */
 static void expire(ng_engine *e, pending *p, double now) {
   p->st = NG_ERR_STATE;
   snprintf(p->err, sizeof p->err,
            "engine busy: the request waited %.1f ms and could not start before its deadline "
            "(timeout_ms %lld); retry later",
            (now - p->t_enq) / 1e3, (long long)p->timeout_ms);
-  p->done = true;
   e->admitted--;
   e->stats.timed_out++;
 }
 
-/* The lane's measured cost after a batch of `work` units computed in `us`: an EWMA of the cost
- * per unit, weighted towards recent batches so that it follows the load. Under e->mu. */
-static void measure(const ng_engine *e, lane *ln, int64_t work, double us) {
+/* Calls the callbacks of a list of answered requests (linked by `next`) and frees them. Without
+ * e->mu: a callback may call into the engine. */
+static void finish(pending *list) {
+  while (list) {
+    pending *p = list;
+    list = p->next;
+    p->done_fn(p->user, p->st, p->st == NG_OK ? "" : p->err);
+    free(p);
+  }
+}
+
+/* The queue's measured cost after one of its lanes computed a batch of `work` units in `us`: an
+ * EWMA of the cost per unit, weighted towards recent batches so that it follows the load. With
+ * several workers each batch is timed on its own worker, concurrent batches included, so the
+ * cost is a worker's and the queue drains `lanes` times as fast. Under e->mu. */
+static void measure(const ng_engine *e, queue *q, int64_t work, double us) {
   if (e->cost_fixed || work <= 0)
     return;
   const double per = us / (double)work;
-  ln->us_per_work = ln->us_per_work > 0.0 ? 0.8 * ln->us_per_work + 0.2 * per : per;
+  q->us_per_work = q->us_per_work > 0.0 ? 0.8 * q->us_per_work + 0.2 * per : per;
 }
 
 /* The test hook's hold (ng__engine_test_hold_hub): a hub batch, once taken, waits here until the
@@ -68,40 +86,44 @@ static void hold_hub_batch(ng_engine *e) {
   e->hub_held--;
 }
 
-/* A lane's thread: it forms batches from its own queue and computes them on its own backend.
- * The main lane merges compatible ordinary requests; the hub lane runs each hub request alone
+/* A lane's thread: it forms batches from its queue and computes them on its own backend. The
+ * main-lane workers share one queue and merge compatible ordinary requests; while one computes,
+ * the next free one forms and builds the next batch. The hub lane runs each hub request alone
  * and at once (it does not wait max_delay_us). */
 void *ng__engine_lane_main(void *arg) {
   lane *ln = arg;
   ng_engine *e = ln->e;
-  pending *batch[1024];
+  queue *qu = ln->q;
   pthread_mutex_lock(&e->mu);
   for (;;) {
-    while ((!ln->head || e->paused) && !e->stopping)
+    while ((!qu->head || e->paused) && !e->stopping)
       pthread_cond_wait(&e->work_cv, &e->mu);
-    if (!ln->head)
-      break; /* stopping, and every request of this lane is answered */
+    if (!qu->head)
+      break; /* stopping, and every request of this queue is taken */
     /* Wait for others to join the oldest request, up to max_delay_us or a full batch. A hub
      * request runs alone and starts at once. */
-    const double delay_end = ln->head->t_enq + (double)e->o.max_delay_us;
-    while (!e->stopping && !e->paused && ln->head && !ln->head->hub &&
-           ln->queued_nodes < e->o.max_batch && ln->queued_work < e->o.max_batch_work &&
+    const double delay_end = qu->head->t_enq + (double)e->o.max_delay_us;
+    while (!e->stopping && !e->paused && qu->head && !qu->head->hub &&
+           qu->queued_nodes < e->o.max_batch && qu->queued_work < e->o.max_batch_work &&
            now_us() < delay_end)
-      wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, ln->head->deadline_us));
-    if (!ln->head || (e->paused && !e->stopping))
-      continue; /* the head left (its deadline passed), or a test paused the lanes */
+      wait_until(&e->work_cv, &e->mu, NG_MIN(delay_end, qu->head->deadline_us));
+    if (!qu->head || (e->paused && !e->stopping))
+      continue; /* the head left (its deadline passed, or another worker took it), or a test
+                 * paused the lanes */
     /* Take the oldest request, then every later compatible one that fits; requests whose
      * deadline has passed are answered busy instead, never computed. */
     int n = 0;
     int64_t nodes = 0, work = 0;
-    pending *p = ln->head, *prev = NULL;
+    pending *p = qu->head, *prev = NULL, *expired = NULL;
     const pending *first = NULL;
     const double now = now_us();
-    while (p && n < (int)NG_ARRAY_LEN(batch)) {
+    while (p && n < MAX_BATCH_REQUESTS) {
       pending *next = p->next;
       if (now >= p->deadline_us) {
-        unlink_pending(ln, p, prev);
+        unlink_pending(qu, p, prev);
         expire(e, p, now);
+        p->next = expired;
+        expired = p;
         p = next;
         continue;
       }
@@ -109,9 +131,10 @@ void *ng__engine_lane_main(void *arg) {
           !first || (!first->hub && !p->hub && compatible(first, p) &&
                      nodes + p->req->n <= e->o.max_batch && work + p->work <= e->o.max_batch_work);
       if (take) {
-        unlink_pending(ln, p, prev);
+        unlink_pending(qu, p, prev);
         p->taken = true;
-        batch[n++] = p;
+        e->stats.computed++;
+        ln->batch[n++] = p;
         nodes += p->req->n;
         work += p->work;
         if (!first)
@@ -123,41 +146,105 @@ void *ng__engine_lane_main(void *arg) {
         break;
       p = next;
     }
-    pthread_cond_broadcast(&e->done_cv); /* the callers of expired requests */
-    if (n == 0)
+    ln->n_batch = n;
+    if (n == 0) {
+      pthread_mutex_unlock(&e->mu);
+      finish(expired);
+      pthread_mutex_lock(&e->mu);
       continue;
-    ln->running_work = work;
+    }
+    qu->running_work += work;
+    /* What is left may make another batch: a free worker of this queue forms it now. */
+    if (qu->head && qu->lanes > 1)
+      pthread_cond_broadcast(&e->work_cv);
     if (first->hub)
       hold_hub_batch(e);
     pthread_mutex_unlock(&e->mu);
+    finish(expired);
 
     const double t0 = now_us();
     batch_rows rows = {0, 0};
-    ng_status st = ng__engine_run_batch(ln, batch, n, t0, &rows);
+    ng_status st = ng__engine_run_batch(ln, ln->batch, n, t0, &rows);
     char msg[512] = "";
     if (st != NG_OK)
       snprintf(msg, sizeof msg, "%s", ng_last_error());
     const double t1 = now_us();
 
     pthread_mutex_lock(&e->mu);
-    ln->running_work = 0;
+    qu->running_work -= work;
     if (st == NG_OK)
-      measure(e, ln, work, t1 - t0);
+      measure(e, qu, work, t1 - t0);
     e->stats.batches++;
     e->stats.batch_nodes += nodes;
     e->stats.hot_rows += rows.hot_rows;
     e->stats.cold_rows += rows.cold_rows;
-    for (int i = 0; i < n; i++) {
-      pending *q = batch[i];
+    pending *answered = NULL;
+    for (int i = n - 1; i >= 0; i--) {
+      pending *q = ln->batch[i];
       if (st != NG_OK) {
         ng_infer_result_free(q->res);
         q->st = st;
         snprintf(q->err, sizeof q->err, "%s", msg);
       }
-      q->done = true;
+      if (q->cancelled) { /* computed; the answer has no one to go to */
+        ng_infer_result_free(q->res);
+        q->st = NG_ERR_INTERRUPTED;
+        snprintf(q->err, sizeof q->err, "request cancelled while its batch computed");
+        e->stats.cancelled++;
+      }
+      q->next = answered;
+      answered = q;
     }
+    ln->n_batch = 0;
     e->admitted -= n;
-    pthread_cond_broadcast(&e->done_cv);
+    pthread_mutex_unlock(&e->mu);
+    finish(answered);
+    pthread_mutex_lock(&e->mu);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+/* The clock thread: it answers every queued request busy at its deadline, even while every lane
+ * is computing (a lane only looks at its queue between batches), so that a refusal comes when
+ * the deadline passes, not a batch later. It sleeps until the earliest deadline of the queued
+ * requests; admission wakes it for an earlier one. */
+void *ng__engine_clock_main(void *arg) {
+  ng_engine *e = arg;
+  pthread_mutex_lock(&e->mu);
+  while (!e->clock_stop) {
+    const double now = now_us();
+    double next = INFINITY;
+    pending *expired = NULL;
+    for (int k = 0; k < N_QUEUES; k++) {
+      queue *qu = &e->queues[k];
+      pending *prev = NULL;
+      for (pending *p = qu->head; p;) {
+        pending *nx = p->next;
+        if (now >= p->deadline_us) {
+          unlink_pending(qu, p, prev);
+          expire(e, p, now);
+          p->next = expired;
+          expired = p;
+        } else {
+          next = NG_MIN(next, p->deadline_us);
+          prev = p;
+        }
+        p = nx;
+      }
+    }
+    if (expired) {
+      pthread_cond_broadcast(&e->work_cv); /* a lane may be waiting on a head that left */
+      pthread_mutex_unlock(&e->mu);
+      finish(expired);
+      pthread_mutex_lock(&e->mu);
+      continue;
+    }
+    e->clock_until = next;
+    if (next == INFINITY)
+      pthread_cond_wait(&e->clock_cv, &e->mu);
+    else
+      wait_until(&e->clock_cv, &e->mu, next);
   }
   pthread_mutex_unlock(&e->mu);
   return NULL;
@@ -172,8 +259,8 @@ void ng__engine_test_pause(ng_engine *e, bool paused) {
 
 void ng__engine_test_cost(ng_engine *e, double us_per_work) {
   pthread_mutex_lock(&e->mu);
-  for (int k = 0; k < N_LANES; k++)
-    e->lanes[k].us_per_work = us_per_work;
+  for (int k = 0; k < N_QUEUES; k++)
+    e->queues[k].us_per_work = us_per_work;
   e->cost_fixed = us_per_work > 0.0;
   pthread_mutex_unlock(&e->mu);
 }
@@ -252,76 +339,147 @@ static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending 
   return st;
 }
 
-ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_result *res) {
+ng_status ng_engine_submit(ng_engine *e, const ng_infer_request *req, ng_infer_result *res,
+                           ng_infer_done_fn done, void *user, ng_infer_ticket *ticket) {
   NG_CHECK(ng__engine_check(e));
-  if (!res)
-    return ng__err(NG_ERR_INVALID_ARG, "ng_engine_infer: result is NULL");
+  if (ticket)
+    *ticket = 0;
+  if (!res || !done)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_engine_submit: %s is NULL", res ? "done" : "result");
   memset(res, 0, sizeof *res);
-  pending p;
-  memset(&p, 0, sizeof p);
-  NG_CHECK(check_request(e, req, &p));
-  p.req = req;
-  p.res = res;
-  p.t_enq = now_us();
-  p.deadline_us = p.t_enq + (double)p.timeout_ms * 1e3;
+  pending *p = ng__calloc(1, sizeof *p, "a request's queue entry");
+  if (!p)
+    return NG_ERR_NOMEM;
+  ng_status st = check_request(e, req, p);
+  if (st != NG_OK) {
+    free(p);
+    return st;
+  }
+  p->req = req;
+  p->res = res;
+  p->done_fn = done;
+  p->user = user;
+  p->t_enq = now_us();
+  p->deadline_us = p->t_enq + (double)p->timeout_ms * 1e3;
   pthread_mutex_lock(&e->mu);
-  if (e->stopping) {
-    pthread_mutex_unlock(&e->mu);
-    return ng__err(NG_ERR_STATE, "engine is draining: no new requests");
-  }
-  if (e->admitted >= e->o.queue_cap) {
-    e->stats.rejected_busy++;
-    pthread_mutex_unlock(&e->mu);
-    return ng__err(NG_ERR_STATE, "engine busy: %d requests admitted and not answered (queue_cap)",
-                   e->o.queue_cap);
-  }
+  queue *qu = queue_of(e, p);
   /* Admission by predicted wait: the work queued and computing ahead of this request at the
-   * measured cost. Refused at once when it would start after its deadline: answering busy now
-   * costs the client nothing, computing it late would cost the requests behind it. */
-  lane *ln = lane_of(e, &p);
-  const double wait_us = (double)(ln->queued_work + ln->running_work) * ln->us_per_work;
-  if (p.t_enq + wait_us > p.deadline_us) {
+   * measured cost, shared by the queue's workers. Refused at once when it would start after its
+   * deadline: answering busy now costs the client nothing, computing it late would cost the
+   * requests behind it. */
+  const double wait_us =
+      (double)(qu->queued_work + qu->running_work) * qu->us_per_work / (double)qu->lanes;
+  if (e->stopping) {
+    st = ng__err(NG_ERR_STATE, "engine is draining: no new requests");
+  } else if (e->admitted >= e->o.queue_cap) {
+    e->stats.rejected_busy++;
+    st = ng__err(NG_ERR_STATE, "engine busy: %d requests admitted and not answered (queue_cap)",
+                 e->o.queue_cap);
+  } else if (p->t_enq + wait_us > p->deadline_us) {
     e->stats.rejected_deadline++;
-    pthread_mutex_unlock(&e->mu);
-    return ng__err(NG_ERR_STATE,
-                   "engine busy: the predicted wait, %.1f ms, passes the request's deadline "
-                   "(timeout_ms %lld); retry later",
-                   wait_us / 1e3, (long long)p.timeout_ms);
+    st = ng__err(NG_ERR_STATE,
+                 "engine busy: the predicted wait, %.1f ms, passes the request's deadline "
+                 "(timeout_ms %lld); retry later",
+                 wait_us / 1e3, (long long)p->timeout_ms);
   }
+  if (st != NG_OK) {
+    pthread_mutex_unlock(&e->mu);
+    free(p);
+    return st;
+  }
+  p->ticket = ++e->next_ticket;
+  if (ticket)
+    *ticket = p->ticket;
   e->admitted++;
-  e->callers++;
   e->stats.requests++;
   e->stats.request_nodes += req->n;
-  e->stats.hub_requests += p.hub;
-  ln->queued_nodes += req->n;
-  ln->queued_work += p.work;
-  if (ln->tail)
-    ln->tail->next = &p;
+  e->stats.hub_requests += p->hub;
+  qu->queued_nodes += req->n;
+  qu->queued_work += p->work;
+  if (qu->tail)
+    qu->tail->next = p;
   else
-    ln->head = &p;
-  ln->tail = &p;
-  pthread_cond_broadcast(&e->work_cv); /* both lanes wait on it */
-  while (!p.done) {
-    if (!p.taken && now_us() >= p.deadline_us) {
-      /* Still queued at its deadline: leave the queue unanswered by the device. */
-      pending *prev = NULL;
-      for (pending *q = ln->head; q && q != &p; q = q->next)
-        prev = q;
-      unlink_pending(ln, &p, prev);
-      expire(e, &p, now_us());
-      pthread_cond_broadcast(&e->work_cv); /* its lane may be waiting on this head */
-      break;
-    }
-    if (p.taken)
-      pthread_cond_wait(&e->done_cv, &e->mu);
-    else
-      wait_until(&e->done_cv, &e->mu, p.deadline_us);
+    qu->head = p;
+  qu->tail = p;
+  pthread_cond_broadcast(&e->work_cv); /* every lane waits on it */
+  if (p->deadline_us < e->clock_until) {
+    e->clock_until = p->deadline_us;
+    pthread_cond_signal(&e->clock_cv);
   }
-  e->callers--;
-  if (e->stopping)
-    pthread_cond_broadcast(&e->done_cv);
   pthread_mutex_unlock(&e->mu);
-  if (p.st != NG_OK)
-    return ng__err(p.st, "%s", p.err);
   return NG_OK;
+}
+
+ng_status ng_engine_cancel(ng_engine *e, ng_infer_ticket ticket) {
+  NG_CHECK(ng__engine_check(e));
+  pthread_mutex_lock(&e->mu);
+  for (int k = 0; k < N_QUEUES; k++) {
+    queue *qu = &e->queues[k];
+    pending *prev = NULL;
+    for (pending *p = qu->head; p; prev = p, p = p->next) {
+      if (p->ticket != ticket)
+        continue;
+      unlink_pending(qu, p, prev);
+      p->st = NG_ERR_INTERRUPTED;
+      snprintf(p->err, sizeof p->err, "request cancelled while queued; it was not computed");
+      e->admitted--;
+      e->stats.cancelled++;
+      pthread_cond_broadcast(&e->work_cv); /* a lane may be waiting on this head */
+      pthread_mutex_unlock(&e->mu);
+      finish(p);
+      return NG_OK;
+    }
+  }
+  for (int k = 0; k < e->n_lanes; k++) {
+    lane *ln = &e->lanes[k];
+    for (int i = 0; i < ln->n_batch; i++) {
+      if (ln->batch[i]->ticket != ticket)
+        continue;
+      ln->batch[i]->cancelled = true;
+      pthread_mutex_unlock(&e->mu);
+      return NG_OK;
+    }
+  }
+  pthread_mutex_unlock(&e->mu);
+  return ng__err(NG_ERR_NOT_FOUND,
+                 "ticket %llu: no such request queued or computing (answered already?)",
+                 (unsigned long long)ticket);
+}
+
+/* ng_engine_infer's wait for its own request's callback. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  ng_status st;
+  char err[512];
+} sync_call;
+
+static void sync_done(void *user, ng_status st, const char *message) {
+  sync_call *c = user;
+  pthread_mutex_lock(&c->mu);
+  c->st = st;
+  snprintf(c->err, sizeof c->err, "%s", message);
+  c->done = true;
+  pthread_cond_signal(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_result *res) {
+  sync_call c = {.done = false};
+  pthread_mutex_init(&c.mu, NULL);
+  pthread_cond_init(&c.cv, NULL);
+  ng_status st = ng_engine_submit(e, req, res, sync_done, &c, NULL);
+  if (st == NG_OK) {
+    pthread_mutex_lock(&c.mu);
+    while (!c.done)
+      pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    st = c.st;
+  }
+  pthread_cond_destroy(&c.cv);
+  pthread_mutex_destroy(&c.mu);
+  if (st != NG_OK && c.done)
+    return ng__err(st, "%s", c.err);
+  return st;
 }

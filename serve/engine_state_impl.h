@@ -20,49 +20,61 @@
 #define DEFAULT_HUB_EDGES 100000
 #define ALIGN 64
 
-/* One admitted request, on its caller's stack until answered. */
+/* One admitted request (ng_engine_submit allocates it; it is freed once its callback ran). */
 typedef struct pending {
-  const ng_infer_request *req;
-  ng_infer_result *res;
+  const ng_infer_request *req; /* borrowed from the caller until the callback */
+  ng_infer_result *res;        /* the caller's */
+  ng_infer_done_fn done_fn;
+  void *user;
+  ng_infer_ticket ticket;
   int32_t fanout[NG_ENGINE_MAX_LAYERS]; /* resolved: -1 = every neighbour */
   int32_t emb_layer;
-  bool hub;   /* served by the hub lane */
-  bool taken; /* in a batch: computed whatever its deadline does from now on */
-  bool done;
+  bool hub;       /* served by the hub lane */
+  bool taken;     /* in a batch: computed whatever its deadline does from now on */
+  bool cancelled; /* cancelled while in a batch: computed, its answer discarded */
   ng_status st;
   char err[512];
   double t_enq;
   double deadline_us; /* now_us() time by which it must start */
   int64_t timeout_ms;
   int64_t work; /* the estimated edges of its field, plus its nodes (the cost model's unit) */
-  struct pending *next;
+  struct pending *next; /* its queue's next, or the next of a list of answered ones */
 } pending;
+
+/* The most requests one batch takes. */
+#define MAX_BATCH_REQUESTS 1024
 
 typedef struct {
   void *ptr;
   size_t cap;
 } growbuf;
 
-/* An execution lane: a thread with what a batch needs of its own (a backend instance, an
- * executor, a field builder, staging and device scratch) and its queue. The model's parameters
- * and the hot tier belong to the main lane; the hub lane's executor and kernels read them,
- * never write or free them. */
-enum { LANE_MAIN, LANE_HUB, N_LANES };
-
-typedef struct lane {
-  struct ng_engine *e;
-  int id;           /* LANE_MAIN or LANE_HUB */
-  ng_backend *be;   /* its own instance: one backend runs one thread's queue at a time */
-  ng_model_exec ex; /* the hub lane's borrows the main lane's parameters (ex.params) */
-  /* Its queue (under e->mu): the admitted requests it has not taken, oldest first. */
+/* A queue of admitted requests, oldest first, that one or more lanes take batches from; its
+ * fields are under e->mu. */
+typedef struct queue {
   pending *head, *tail;
   int64_t queued_nodes;
   int64_t queued_work;  /* the work of the queued requests */
-  int64_t running_work; /* the work of the batch computing now */
-  /* Measured cost: an EWMA of a batch's compute time per unit of work on this lane (0 until its
-   * first batch, or what a test set with ng__engine_test_cost). Admission predicts a request's
-   * wait as the work ahead of it on its lane times this. */
+  int64_t running_work; /* the work of the batches its lanes compute now */
+  /* Measured cost: an EWMA of a batch's compute time per unit of work on one of its lanes (0
+   * until its first batch, or what a test set with ng__engine_test_cost). Admission predicts a
+   * request's wait as the work ahead of it on its queue times this, over its lane count. */
   double us_per_work;
+  int lanes; /* the lanes that take from it */
+} queue;
+enum { Q_MAIN, Q_HUB, N_QUEUES };
+
+/* An execution lane: a thread with what a batch needs of its own (a backend instance, an
+ * executor, a field builder, staging and device scratch) and the queue it takes batches from.
+ * The model's parameters and the hot tier belong to lane 0 (the first main-lane worker); the
+ * other lanes' executors and kernels read them, never write or free them. */
+typedef struct lane {
+  struct ng_engine *e;
+  int id;           /* its index in e->lanes: 0 .. n_main - 1 main workers, then the hub lane */
+  bool hub;         /* the hub lane */
+  queue *q;         /* the queue it takes batches from */
+  ng_backend *be;   /* its own instance: one backend runs one thread's queue at a time */
+  ng_model_exec ex; /* every lane but lane 0 borrows lane 0's parameters (ex.params) */
   pthread_t thread;
   bool started;
   /* The lane thread's memory. */
@@ -73,6 +85,9 @@ typedef struct lane {
   growbuf pack[2], dev_pack[2]; /* the blocks, then the host's cold part (two copies a batch) */
   size_t map_cap;
   ng_ecache_work *ecache_work; /* the cache's scratch for this lane's batches */
+  /* The batch computing now (under e->mu), where ng_engine_cancel finds its requests. */
+  pending *batch[MAX_BATCH_REQUESTS];
+  int n_batch;
 } lane;
 
 struct ng_engine {
@@ -85,7 +100,7 @@ struct ng_engine {
   bool store_open;
   ng_mode mode; /* resolved */
   int64_t hot;
-  int workers;
+  int workers;         /* CPU worker threads (ng_engine_opts.workers) */
   const float *base_x; /* the table the model reads: the mapping or features_owned */
   float *features_owned;
   int64_t hub_edges;
@@ -115,20 +130,31 @@ struct ng_engine {
   ng_srv_log_report log_rep; /* what the start-up replay found */
 
   pthread_mutex_t mu; /* the lanes' queues and costs, the counters, every pending's done/status */
-  pthread_cond_t work_cv, done_cv; /* work_cv: both lanes wait on it for requests */
-  bool cost_fixed;                 /* a test fixed us_per_work: batches do not update it */
-  bool paused;                     /* a test holds both lanes (ng__engine_test_pause) */
-  int64_t admitted;                /* admitted, not yet answered */
-  int64_t callers;                 /* threads inside ng_engine_infer */
+  pthread_cond_t work_cv; /* every lane waits on it for requests */
+  pthread_cond_t done_cv; /* the test hooks' waits */
+  bool cost_fixed;        /* a test fixed us_per_work: batches do not update it */
+  bool paused;            /* a test holds every lane (ng__engine_test_pause) */
+  int64_t admitted;       /* admitted, not yet answered */
+  uint64_t next_ticket;   /* the ticket of the next admitted request (from 1) */
   bool stopping;
+  /* The clock thread answers queued requests at their deadline (engine_queue.c, clock_main): it
+   * sleeps on clock_cv until clock_until, the earliest deadline it knows of; admission wakes it
+   * when a request's deadline is earlier. */
+  pthread_t clock;
+  bool clock_started, clock_stop;
+  pthread_cond_t clock_cv;
+  double clock_until;
   ng_engine_stats stats;
   /* Test hook (ng__engine_test_hold_hub): a hub batch waits on done_cv while hold_hub. */
   bool hold_hub;
   int hub_held; /* hub batches waiting in the hook now */
 
-  /* The two lanes (docs/serving-engine.md, "Lanes"): LANE_MAIN runs ordinary batches and owns the
-   * engine's backend, executor and hot tier; LANE_HUB runs hub requests one at a time. */
-  lane lanes[N_LANES];
+  /* The queues and lanes (docs/serving-engine.md, "Lanes"): n_main main-lane workers take
+   * ordinary batches from queues[Q_MAIN], lane 0 owning the engine's parameters and hot tier;
+   * the hub lane, lanes[n_main], takes hub requests one at a time from queues[Q_HUB]. */
+  queue queues[N_QUEUES];
+  lane *lanes; /* [n_lanes] */
+  int n_lanes, n_main;
   ng_ecache *ecache; /* layer-0 outputs of full-neighbourhood batches (NULL: off) */
 };
 
@@ -165,5 +191,7 @@ ng_status ng__engine_run_batch(lane *ln, pending **reqs, int n_req, double t0,
 ng_status ng__engine_check(const ng_engine *e);
 /// A lane's thread (engine_queue.c).
 void *ng__engine_lane_main(void *arg);
+/// The clock thread (engine_queue.c): answers queued requests busy at their deadline.
+void *ng__engine_clock_main(void *arg);
 
 #endif

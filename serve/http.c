@@ -1,7 +1,11 @@
 /* The HTTP front of the serving mode (http_impl.h, docs/serving.md): KServe v2 endpoints on
- * libmicrohttpd, one thread per connection (keep-alive). A request's thread parses the body,
- * calls the engine, which blocks it until its batch is done, and answers; the engine merges the
- * requests of concurrent connections into device batches. Bodies are bounded twice: one body
+ * libmicrohttpd, a pool of event-loop threads serving every connection (keep-alive). An infer
+ * request's body is parsed and submitted to the engine (ng_engine_submit), and its connection
+ * is suspended (MHD_suspend_connection) until the engine's callback resumes it with the answer,
+ * so that a waiting request holds no thread; the engine merges the requests of concurrent
+ * connections into device batches. A client that goes away while its request waits cancels it:
+ * libmicrohttpd does not watch a suspended connection, so the sweeper thread (below) looks for
+ * the end of its input and calls ng_engine_cancel. Bodies are bounded twice: one body
  * may not pass max_body_bytes (413, unread), and the bodies held at once may not pass
  * max_buffered_bytes (503, charged as the bytes arrive), so that memory stays bounded whatever
  * the load.
@@ -15,6 +19,7 @@
 #include "http_impl.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -45,6 +50,9 @@ static const char *const EP_NAMES[EP_COUNT] = {"health_live",    "health_ready",
                                                "model_metadata", "model_ready",  "infer",
                                                "graph",          "metrics",      "other"};
 
+/* The most event-loop threads of the server (half the cores, at least two). */
+#define HTTP_MAX_THREADS 8
+
 /* The status codes the server answers with; anything else is counted as "other". */
 static const unsigned CODES[] = {200, 400, 404, 405, 413, 500, 501, 503};
 #define N_CODES (NG_ARRAY_LEN(CODES) + 1)
@@ -62,9 +70,10 @@ typedef struct {
 } histogram;
 
 /* Where a connection is, for the sweeper: waiting for a request's headers (since its accept or
- * its previous answer), receiving a body (the sweeper measures its rate window by window), or
- * busy with a request whose body is complete (computing or sending the answer: no deadline). */
-typedef enum { PH_HEADERS, PH_BODY, PH_BUSY } conn_phase;
+ * its previous answer), receiving a body (the sweeper measures its rate window by window), busy
+ * with a request whose body is complete (computing or sending the answer: no deadline), or
+ * suspended while the engine has its request (the sweeper cancels it if the client goes away). */
+typedef enum { PH_HEADERS, PH_BODY, PH_BUSY, PH_WAIT } conn_phase;
 
 /* One connection from accept to close: libmicrohttpd's socket context. */
 typedef struct conn {
@@ -73,6 +82,7 @@ typedef struct conn {
   bool reserved; /* accepted with every ordinary slot taken: health checks and /metrics only */
   bool shut;     /* the sweeper shut it down; it closes through libmicrohttpd */
   conn_phase phase;
+  ng_infer_ticket ticket;       /* PH_WAIT: the engine's name of its request (0: cancelled) */
   double since;                 /* start of the header wait, or of the body's rate window */
   _Atomic int64_t window_bytes; /* body bytes received since `since` (PH_BODY) */
 } conn;
@@ -87,6 +97,8 @@ struct ng_http_server {
   int64_t feature_dim;
   atomic_int draining;
   _Atomic int64_t in_flight, buffered;
+  _Atomic int64_t suspended; /* connections suspended while the engine has their request */
+  _Atomic int64_t cancelled; /* infer requests cancelled because their client went away */
   _Atomic int64_t requests[EP_COUNT][N_CODES];
   histogram latency[EP_COUNT];
   histogram infer_path[2]; /* successful infers: ordinary, hub */
@@ -122,6 +134,19 @@ typedef struct {
   const char *route_message; /* static text */
   unsigned code;             /* the status answered */
   int hub;                   /* infer: -1 not known, 0 ordinary, 1 hub */
+  /* An infer request submitted to the engine: its parsed form and its result are the engine's
+   * until the callback (infer_done), which may run on any thread, before the handler has
+   * suspended the connection included; `mu` orders the two. */
+  ng_http_server *s;
+  struct MHD_Connection *c;
+  bool submitted;
+  ng_http_infer in;
+  ng_infer_result res;
+  pthread_mutex_t mu;
+  bool engine_done; /* the callback ran (under mu) */
+  bool suspended;   /* the handler suspended the connection and the callback has not resumed it */
+  ng_status st;     /* the engine's answer, and its message */
+  char msg[1024];
 } request;
 
 static double now_s(void) {
@@ -152,15 +177,20 @@ static bool reserve(ng_http_server *s, request *r, int64_t bytes) {
 }
 
 /* Moves a request's connection to `ph`, starting its clock (a new header wait, or the body's
- * first rate window). */
-static void set_phase(ng_http_server *s, conn *k, conn_phase ph) {
+ * first rate window); `ticket` names the engine's request in PH_WAIT. */
+static void set_phase_ticket(ng_http_server *s, conn *k, conn_phase ph, ng_infer_ticket ticket) {
   if (!k)
     return;
   pthread_mutex_lock(&s->mu);
   k->phase = ph;
+  k->ticket = ticket;
   k->since = now_s();
   atomic_store(&k->window_bytes, 0);
   pthread_mutex_unlock(&s->mu);
+}
+
+static void set_phase(ng_http_server *s, conn *k, conn_phase ph) {
+  set_phase_ticket(s, k, ph, 0);
 }
 
 static void release(ng_http_server *s, request *r) {
@@ -233,41 +263,87 @@ static unsigned code_of(ng_status st) {
   }
 }
 
-static enum MHD_Result engine_error(ng_http_server *s, struct MHD_Connection *c, request *r,
-                                    ng_status st) {
+static enum MHD_Result engine_error_msg(ng_http_server *s, struct MHD_Connection *c, request *r,
+                                        ng_status st, const char *detail) {
   char msg[1200];
-  const char *detail = ng_last_error();
   snprintf(msg, sizeof msg, "%s%s%s", ng_status_str(st), *detail ? ": " : "", detail);
   return reply_error(s, c, r, code_of(st), msg);
 }
 
+static enum MHD_Result engine_error(ng_http_server *s, struct MHD_Connection *c, request *r,
+                                    ng_status st) {
+  return engine_error_msg(s, c, r, st, ng_last_error());
+}
+
+/* The engine's answer to a submitted request (ng_infer_done_fn), on an engine thread or the
+ * sweeper's: it resumes the connection if the handler suspended it, and libmicrohttpd then calls
+ * the handler again, which answers. Nothing of `r` is touched after the resume: the connection's
+ * thread may answer and free it at once. */
+static void infer_done(void *user, ng_status st, const char *message) {
+  request *r = user;
+  ng_http_server *s = r->s;
+  pthread_mutex_lock(&r->mu);
+  r->st = st;
+  snprintf(r->msg, sizeof r->msg, "%s", message);
+  r->engine_done = true;
+  const bool resume = r->suspended;
+  r->suspended = false;
+  if (resume)
+    MHD_resume_connection(r->c);
+  pthread_mutex_unlock(&r->mu);
+  if (resume)
+    atomic_fetch_sub(&s->suspended, 1);
+}
+
+/* An infer request: its first call parses and submits it, then suspends the connection until the
+ * engine answers (unless it already has); the call after the resume answers. A request cancelled
+ * because its client went away closes the connection without an answer. */
 static enum MHD_Result do_infer(ng_http_server *s, struct MHD_Connection *c, request *r) {
-  ng_http_infer in;
-  ng_status st = ng__parse_infer_request(&in, r->body, r->len, s->layers);
-  release(s, r); /* the body is parsed: its memory goes back to the budget before the wait */
-  if (st != NG_OK)
-    return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, ng_last_error());
-  ng_infer_result res;
-  memset(&res, 0, sizeof res);
-  st = ng_engine_infer(s->engine, &in.req, &res);
-  enum MHD_Result ret;
-  if (st != NG_OK) {
-    ret = engine_error(s, c, r, st);
-  } else {
-    r->hub = res.hub ? 1 : 0;
-    size_t i = 0;
-    while (i < NG_ARRAY_LEN(BATCH_BOUNDS) && (double)res.batch_nodes > BATCH_BOUNDS[i])
-      i++;
-    atomic_fetch_add_explicit(&s->batch_bucket[i], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->batch_sum, res.batch_nodes, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->batch_count, 1, memory_order_relaxed);
-    size_t len = 0;
-    char *body = ng__infer_response_json(&len, s->name, in.id, in.req.outputs, &res);
-    ret = reply_json(s, c, r, body, len);
+  if (!r->submitted) {
+    ng_status st = ng__parse_infer_request(&r->in, r->body, r->len, s->layers);
+    release(s, r); /* the body is parsed: its memory goes back to the budget before the wait */
+    if (st != NG_OK)
+      return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, ng_last_error());
+    r->s = s;
+    r->c = c;
+    ng_infer_ticket ticket = 0;
+    st = ng_engine_submit(s->engine, &r->in.req, &r->res, infer_done, r, &ticket);
+    if (st != NG_OK) /* refused at admission: answered at once */
+      return engine_error(s, c, r, st);
+    r->submitted = true;
+    pthread_mutex_lock(&r->mu);
+    const bool wait = !r->engine_done;
+    if (wait) {
+      MHD_suspend_connection(c);
+      r->suspended = true;
+      atomic_fetch_add(&s->suspended, 1);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (wait) {
+      /* The resume is handled by this thread once the handler returns, so the connection is in
+       * PH_WAIT before its answer moves it on. */
+      set_phase_ticket(s, r->k, PH_WAIT, ticket);
+      return MHD_YES;
+    }
   }
-  ng_infer_result_free(&res);
-  ng__http_infer_clear(&in);
-  return ret;
+  pthread_mutex_lock(&r->mu);
+  const ng_status st = r->st;
+  pthread_mutex_unlock(&r->mu);
+  if (st == NG_ERR_INTERRUPTED)
+    return MHD_NO; /* cancelled: the client is gone */
+  if (st != NG_OK)
+    return engine_error_msg(s, c, r, st, r->msg);
+  const ng_infer_result *res = &r->res;
+  r->hub = res->hub ? 1 : 0;
+  size_t i = 0;
+  while (i < NG_ARRAY_LEN(BATCH_BOUNDS) && (double)res->batch_nodes > BATCH_BOUNDS[i])
+    i++;
+  atomic_fetch_add_explicit(&s->batch_bucket[i], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->batch_sum, res->batch_nodes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->batch_count, 1, memory_order_relaxed);
+  size_t len = 0;
+  char *body = ng__infer_response_json(&len, s->name, r->in.id, r->in.req.outputs, res);
+  return reply_json(s, c, r, body, len);
 }
 
 static enum MHD_Result do_graph(ng_http_server *s, struct MHD_Connection *c, request *r) {
@@ -479,6 +555,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       return MHD_NO;
     r->t0 = now_s();
     r->hub = -1;
+    pthread_mutex_init(&r->mu, NULL);
     *con_cls = r;
     atomic_fetch_add(&s->in_flight, 1);
     const union MHD_ConnectionInfo *ci =
@@ -541,6 +618,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   /* The request is complete: computing and sending its answer has no deadline. */
   set_phase(s, r->k, PH_BUSY);
+  if (r->submitted) /* resumed: the engine answered */
+    return do_infer(s, c, r);
   if (r->too_large)
     return too_large(s, c, r);
   if (r->route_code)
@@ -578,6 +657,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   if (r->k)
     set_phase(s, r->k, PH_HEADERS);
   release(s, r);
+  /* A submitted request is answered by now: libmicrohttpd completes no suspended connection.
+   * One refused at admission has its parsed form only. */
+  ng_infer_result_free(&r->res);
+  ng__http_infer_clear(&r->in);
+  pthread_mutex_destroy(&r->mu);
   free(r);
   atomic_fetch_sub(&s->in_flight, 1);
 }
@@ -637,12 +721,47 @@ static void shut_slow(ng_http_server *s, conn *k, int what) {
   atomic_fetch_add_explicit(&s->slow_closed[what], 1, memory_order_relaxed);
 }
 
+/* Whether the client of a connection went away: the end of its input (it closed its socket) or
+ * an error. Bytes waiting (a pipelined next request) are left where they are. */
+static bool peer_gone(MHD_socket fd) {
+  if (fd == MHD_INVALID_SOCKET)
+    return false;
+  char b;
+  const ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Cancels the engine's requests of suspended connections whose client went away (`all`: of
+ * every suspended connection). The tickets are collected under s->mu and cancelled without it:
+ * a cancel runs the request's callback, which resumes its connection. A ticket that was answered
+ * meanwhile is no longer known to the engine, and its cancel does nothing. */
+static void cancel_waiting(ng_http_server *s, bool all) {
+  enum { BATCH = 64 };
+  ng_infer_ticket gone[BATCH];
+  for (;;) {
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (conn *k = s->conns; k && n < BATCH; k = k->next)
+      if (k->phase == PH_WAIT && k->ticket && (all || peer_gone(k->fd))) {
+        gone[n++] = k->ticket;
+        k->ticket = 0;
+      }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < n; i++)
+      if (ng_engine_cancel(s->engine, gone[i]) == NG_OK)
+        atomic_fetch_add_explicit(&s->cancelled, 1, memory_order_relaxed);
+    if (n < BATCH)
+      return;
+  }
+}
+
 /* The deadlines that libmicrohttpd's idle timeout cannot give: every tick, a connection whose
  * headers are later than header_timeout_s, or whose body brought less than min_body_rate per
- * second over its last window of body_window_s, is shut down. */
+ * second over its last window of body_window_s, is shut down; and the requests of suspended
+ * connections whose client went away are cancelled (at most a tick, 50 ms, after it left). */
 static void *sweeper(void *arg) {
   ng_http_server *s = arg;
-  double tick = NG_MIN(0.25, NG_MIN(s->o.header_timeout_s, s->o.body_window_s) / 4);
+  double tick = NG_MIN(0.05, NG_MIN(s->o.header_timeout_s, s->o.body_window_s) / 4);
   tick = NG_MAX(tick, 0.005);
   pthread_mutex_lock(&s->mu);
   while (!s->stop) {
@@ -666,6 +785,11 @@ static void *sweeper(void *arg) {
         else
           k->since = now;
       }
+    }
+    if (atomic_load(&s->suspended) > 0 && !s->stop) {
+      pthread_mutex_unlock(&s->mu);
+      cancel_waiting(s, false);
+      pthread_mutex_lock(&s->mu);
     }
   }
   pthread_mutex_unlock(&s->mu);
@@ -754,16 +878,23 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
     return ng__err(NG_ERR_NOMEM, "http server: cannot create a mutex");
   }
 
-  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+  /* A pool of event-loop threads (epoll where there is one): suspending a connection while the
+   * engine has its request is not available with a thread per connection, and a waiting request
+   * then holds no thread. The handlers never block for long: an infer waits suspended, an
+   * update for its group's fsync only. */
+  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
   if (v6)
     flags |= MHD_USE_IPv6;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const unsigned pool = (unsigned)NG_MAX(2, NG_MIN(HTTP_MAX_THREADS, cores / 2));
   s->daemon =
       MHD_start_daemon(flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                        (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
                        (unsigned)o.max_connections + (unsigned)o.health_connections,
                        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o.max_connections_per_client,
-                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_THREAD_POOL_SIZE,
+                       pool, MHD_OPTION_END);
   if (!s->daemon) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
@@ -804,6 +935,13 @@ int ng_http_server_stop(ng_http_server *s) {
   while (atomic_load(&s->in_flight) > 0 && now_s() < deadline)
     nanosleep(&tick, NULL);
   const int left = (int)atomic_load(&s->in_flight);
+  /* libmicrohttpd must not stop with a connection suspended: the requests the engine still has
+   * are cancelled, and their callbacks resume their connections (one in a batch when the batch
+   * ends; one submitted a moment ago, whose connection was not yet marked, on the next round). */
+  while (atomic_load(&s->suspended) > 0) {
+    cancel_waiting(s, true);
+    nanosleep(&tick, NULL);
+  }
   /* The sweeper watches slow clients through the drain, and stops before the connections close. */
   pthread_mutex_lock(&s->mu);
   s->stop = true;
@@ -900,6 +1038,11 @@ char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
           atomic_load(&s->buffered));
   counter(f, "neargnn_http_connections", "Connections open now.", "gauge",
           atomic_load(&s->connections));
+  counter(f, "neargnn_http_waiting", "Connections suspended while the engine has their request.",
+          "gauge", atomic_load(&s->suspended));
+  counter(f, "neargnn_http_cancelled_total",
+          "Infer requests cancelled because their client went away before the answer.", "counter",
+          atomic_load(&s->cancelled));
   fputs("# HELP neargnn_http_slow_closed_total Connections closed for headers later than "
         "--header-timeout-s or a body slower than --min-body-rate.\n"
         "# TYPE neargnn_http_slow_closed_total counter\n",
@@ -933,6 +1076,12 @@ char *ng__http_metrics_text(size_t *len, ng_http_server *s) {
   counter(f, "neargnn_engine_timed_out_total",
           "Requests whose deadline passed before they could start; never computed (503).",
           "counter", st.timed_out);
+  counter(f, "neargnn_engine_computed_total",
+          "Requests taken into a device batch (computed, or computing now).", "counter",
+          st.computed);
+  counter(f, "neargnn_engine_cancelled_total",
+          "Requests cancelled: dropped from the queue, or computed and their answer discarded.",
+          "counter", st.cancelled);
   counter(f, "neargnn_engine_embedding_cache_hits_total",
           "Layer-0 rows of full-neighbourhood batches found in the embedding cache.", "counter",
           st.cache_hits);

@@ -33,6 +33,13 @@ typedef struct {
 static trained sage, gcn, gat, gin, pool;
 static const float *cora_features(int64_t v);
 
+/* The main-lane workers of the suite's engines: NG_TEST_SERVE_WORKERS (e.g. 2 or 3) runs every
+ * exactness test with batches spread over several workers; unset, the engine's default. */
+static int serve_workers(void) {
+  const char *v = getenv("NG_TEST_SERVE_WORKERS");
+  return v ? atoi(v) : 0;
+}
+
 /* A path in the test's folder that stays valid (ng_test_path's buffer is reused). */
 static const char *tpath(const char *name) {
   static char paths[32][4096];
@@ -80,6 +87,7 @@ static ng_engine *engine(const trained *t, ng_mode mode, double cache_ratio, int
   o.log_path = log_path;
   o.max_delay_us = max_delay_us;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   /* Deadlines far off: these tests check answers, under sanitizers on a loaded machine too
    * (the deadline tests give their own). */
   o.request_timeout_ms = 60 * 1000;
@@ -230,7 +238,8 @@ static void *call_main(void *arg) {
       q.seed = c->seed;
       ng_infer_result res;
       if (ng_engine_infer(c->e, &q, &res) != NG_OK) {
-        c->bad++;
+        if (c->bad++ == 0)
+          fprintf(stderr, "  request of %lld nodes: %s\n", (long long)q.n, ng_last_error());
         continue;
       }
       if (memcmp(res.logits, c->want + (int64_t)i * C, (size_t)(q.n * C) * sizeof(float)) != 0)
@@ -528,6 +537,7 @@ static void test_sampled_seeds_batch(void) {
   o.max_delay_us = 30 * 1000 * 1000;
   o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   o.normalize = sage.normalize;
   ng_engine *e = NULL;
   EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
@@ -1064,6 +1074,7 @@ static ng_engine *paused_engine(int max_batch) {
   o.max_batch = max_batch;
   o.max_delay_us = 0;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   o.normalize = sage.normalize;
   ng_engine *e = NULL;
   EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
@@ -1091,6 +1102,7 @@ static void test_deadline_expires(void) {
   ng_engine_stats_get(&s, e);
   EXPECT_EQ_I(s.timed_out, 1);
   EXPECT_EQ_I(s.batches, 0);
+  EXPECT_EQ_I(s.computed, 0);
   EXPECT_EQ_I(s.queue_depth, 1);
   ng__engine_test_pause(e, false);
   pthread_join(th[0], NULL);
@@ -1098,9 +1110,156 @@ static void test_deadline_expires(void) {
   ng_engine_stats_get(&s, e);
   EXPECT_EQ_I(s.batches, 1);
   EXPECT_EQ_I(s.batch_nodes, 1); /* the expired request was not computed */
+  EXPECT_EQ_I(s.computed, 1);
   EXPECT_EQ_I(s.timed_out, 1);
   EXPECT_EQ_I(s.queue_depth, 0);
   ng_engine_destroy(e);
+}
+
+static int64_t two_hop(const ng_csr *g, int64_t v);
+
+/* A request's callback (ng_engine_submit): how often it ran, and its last status. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int calls;
+  ng_status st;
+  char msg[512];
+} recorder;
+
+static void record_done(void *user, ng_status st, const char *message) {
+  recorder *r = user;
+  pthread_mutex_lock(&r->mu);
+  r->calls++;
+  r->st = st;
+  snprintf(r->msg, sizeof r->msg, "%s", message);
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void recorder_init(recorder *r) {
+  memset(r, 0, sizeof *r);
+  r->st = NG_ERR_INTERNAL;
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
+}
+
+static int recorder_calls(recorder *r) {
+  pthread_mutex_lock(&r->mu);
+  const int n = r->calls;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+/* One request of one node, submitted: NG_OK and its ticket, or the refusal. */
+static ng_status submit_one(ng_engine *e, const int64_t *id, int64_t timeout_ms,
+                            ng_infer_result *res, recorder *r, ng_infer_ticket *t) {
+  static ng_infer_request reqs[8]; /* borrowed until the callback: kept here */
+  static int next;
+  ng_infer_request *q = &reqs[next++ % 8];
+  memset(q, 0, sizeof *q);
+  q->node_ids = id;
+  q->n = 1;
+  q->outputs = NG_OUT_LOGITS;
+  q->timeout_ms = timeout_ms;
+  return ng_engine_submit(e, q, res, record_done, r, t);
+}
+
+/* Cancelling a queued request (the lanes held) drops it: its callback runs once, before
+ * ng_engine_cancel returns, with NG_ERR_INTERRUPTED, and it is never computed; the ticket is then
+ * unknown. A request beside it is answered as usual once the lanes go on. */
+static void test_cancel_queued(void) {
+  ng_engine *e = paused_engine(64);
+  if (!e)
+    return;
+  const int64_t ids[2] = {7, 8};
+  recorder rc[2];
+  ng_infer_result res[2];
+  ng_infer_ticket t[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    recorder_init(&rc[k]);
+    EXPECT_OK(submit_one(e, &ids[k], 0, &res[k], &rc[k], &t[k]));
+  }
+  EXPECT_TRUE(t[0] != 0 && t[1] != 0 && t[0] != t[1]);
+  EXPECT_OK(ng_engine_cancel(e, t[0]));
+  EXPECT_EQ_I(recorder_calls(&rc[0]), 1); /* answered before cancel returned */
+  EXPECT_STATUS(rc[0].st, NG_ERR_INTERRUPTED);
+  EXPECT_TRUE(res[0].logits == NULL);
+  EXPECT_STATUS(ng_engine_cancel(e, t[0]), NG_ERR_NOT_FOUND);
+  EXPECT_STATUS(ng_engine_cancel(e, 0), NG_ERR_NOT_FOUND);
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.cancelled, 1);
+  EXPECT_EQ_I(s.computed, 0);
+  EXPECT_EQ_I(s.queue_depth, 1);
+  ng__engine_test_pause(e, false);
+  pthread_mutex_lock(&rc[1].mu);
+  while (rc[1].calls == 0)
+    pthread_cond_wait(&rc[1].cv, &rc[1].mu);
+  pthread_mutex_unlock(&rc[1].mu);
+  EXPECT_OK(rc[1].st);
+  const int64_t C = info.classes;
+  if (res[1].logits)
+    EXPECT_SAME_BITS(res[1].logits, sage.ref + ids[1] * C, C, "the request beside it");
+  ng_infer_result_free(&res[1]);
+  ng_engine_destroy(e); /* every callback has run once destroy returns */
+  EXPECT_EQ_I(recorder_calls(&rc[0]), 1);
+  EXPECT_EQ_I(recorder_calls(&rc[1]), 1);
+  for (int k = 0; k < 2; k++) {
+    pthread_cond_destroy(&rc[k].cv);
+    pthread_mutex_destroy(&rc[k].mu);
+  }
+}
+
+/* A request cancelled inside its batch (a hub request held there by the test hook) is computed
+ * and its answer discarded: its callback runs once, when the batch ends, with
+ * NG_ERR_INTERRUPTED. Meanwhile, with the hub lane busy, a second hub request queued behind it is
+ * answered busy at its deadline by the clock, never computed. */
+static void test_cancel_in_batch(void) {
+  const ng_csr *g = &cora->csr;
+  int64_t hub = 0;
+  for (int64_t v = 1; v < info.nodes; v++)
+    if (two_hop(g, v) > two_hop(g, hub))
+      hub = v;
+  ng_engine *e = engine(&sage, NG_MODE_AUTO, -1.0, two_hop(g, hub) - 1, NULL, 0);
+  if (!e)
+    return;
+  recorder rc;
+  recorder_init(&rc);
+  ng_infer_result res;
+  ng_infer_ticket t = 0;
+  ng__engine_test_hold_hub(e, true);
+  EXPECT_OK(submit_one(e, &hub, 0, &res, &rc, &t));
+  EXPECT_TRUE(ng__engine_test_hub_held(e, 60.0)); /* taken, and held inside its batch */
+  EXPECT_OK(ng_engine_cancel(e, t));
+  EXPECT_EQ_I(recorder_calls(&rc), 0); /* its batch has not ended */
+  /* The lane is held: the queued request behind it can only be answered by the clock. */
+  timed late = {e, hub, 20, NG_ERR_INTERNAL, ""};
+  timed_main(&late);
+  EXPECT_STATUS(late.st, NG_ERR_STATE);
+  EXPECT_TRUE(strstr(late.err, "deadline (timeout_ms 20)") != NULL);
+  EXPECT_EQ_I(recorder_calls(&rc), 0); /* still held */
+  ng_engine_stats s;
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.timed_out, 1);
+  EXPECT_EQ_I(s.computed, 1);
+  ng__engine_test_hold_hub(e, false);
+  pthread_mutex_lock(&rc.mu);
+  while (rc.calls == 0)
+    pthread_cond_wait(&rc.cv, &rc.mu);
+  pthread_mutex_unlock(&rc.mu);
+  EXPECT_STATUS(rc.st, NG_ERR_INTERRUPTED);
+  EXPECT_TRUE(res.logits == NULL);
+  EXPECT_STATUS(ng_engine_cancel(e, t), NG_ERR_NOT_FOUND);
+  ng_engine_stats_get(&s, e);
+  EXPECT_EQ_I(s.cancelled, 1);
+  EXPECT_EQ_I(s.computed, 1);
+  EXPECT_EQ_I(s.batches, 1);
+  EXPECT_EQ_I(s.queue_depth, 0);
+  ng_engine_destroy(e);
+  EXPECT_EQ_I(recorder_calls(&rc), 1);
+  pthread_cond_destroy(&rc.cv);
+  pthread_mutex_destroy(&rc.mu);
 }
 
 /* Admission by predicted wait: with work queued ahead and a (fixed) large measured cost, a
@@ -1159,6 +1318,7 @@ static void test_batch_work_cap(void) {
   o.max_batch_work = work[0] + work[1];
   o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   o.normalize = sage.normalize;
   ng_engine *e = NULL;
   EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
@@ -1218,6 +1378,91 @@ static void test_deadline_args(void) {
   ng_engine *x = NULL;
   EXPECT_STATUS(ng_engine_create(&x, cora, sage.model, sage.ckpt, &o), NG_ERR_INVALID_ARG);
   EXPECT_ERR_HAS("request_timeout_ms");
+}
+
+/* Several main-lane workers take batches from one queue at once: every answer is the same bits
+ * as the trainer's, whichever worker computed it and whatever it was batched with. */
+static void test_workers_same_bits(void) {
+  const int64_t C = info.classes;
+  for (int workers = 2; workers <= 3; workers++) {
+    ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+    o.serve_workers = workers;
+    o.max_batch = 3; /* small batches: many of them, spread over the workers */
+    o.queue_cap = 64;
+    o.max_delay_us = 200;
+    o.workers = 2;
+    o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
+    o.normalize = sage.normalize;
+    ng_engine *e = NULL;
+    EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+    if (!e)
+      return;
+    float *want = ng_test_xmalloc((size_t)n_probe * (size_t)C * sizeof(float));
+    for (int i = 0; i < n_probe; i++)
+      memcpy(want + i * C, sage.ref + probe[i] * C, (size_t)C * sizeof(float));
+    concurrent(e, want, 6, 2, 0, 0);
+    ng_engine_stats s;
+    ng_engine_stats_get(&s, e);
+    EXPECT_EQ_I(s.computed, s.requests);
+    EXPECT_TRUE(s.batches >= s.batch_nodes / 3); /* no batch over max_batch */
+    EXPECT_EQ_I(s.queue_depth, 0);
+    free(want);
+    ng_engine_destroy(e);
+  }
+}
+
+/* Admission counts the main lane's workers: the same work ahead predicts half the wait with two
+ * workers, so a deadline between the two predictions is admitted with two workers and refused
+ * with one. */
+static void test_admission_workers(void) {
+  ng_srv_snap *snap = NULL;
+  EXPECT_OK(
+      ng__srv_snap_base(&snap, &cora->csr, cora->features, info.feature_dim, NG_NORMALIZE_NONE));
+  if (!snap)
+    return;
+  const int32_t full[2] = {-1, -1};
+  const int64_t ahead_id = 1358;
+  const int64_t work = ng__srv_field_estimate(snap, 2, full, &ahead_id, 1, INT64_MAX) + 1;
+  ng__srv_snap_unref(snap);
+  for (int workers = 1; workers <= 2; workers++) {
+    ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+    o.serve_workers = workers;
+    o.max_delay_us = 0;
+    o.workers = 2;
+    o.normalize = sage.normalize;
+    ng_engine *e = NULL;
+    EXPECT_OK(ng_engine_create(&e, cora, sage.model, sage.ckpt, &o));
+    if (!e)
+      return;
+    ng__engine_test_pause(e, true);
+    /* The request ahead predicts a wait of 1,000 s for one worker, 500 s for two. */
+    ng__engine_test_cost(e, 1e9 / (double)work);
+    timed ahead = {e, ahead_id, NG_ENGINE_MAX_TIMEOUT_MS, NG_ERR_INTERNAL, ""};
+    pthread_t th[2];
+    pthread_create(&th[0], NULL, timed_main, &ahead);
+    await_depth(e, 1);
+    timed next = {e, 3, 700 * 1000, NG_ERR_INTERNAL, ""};
+    if (workers == 1) {
+      timed_main(&next); /* refused at once */
+      EXPECT_STATUS(next.st, NG_ERR_STATE);
+      EXPECT_TRUE(strstr(next.err, "predicted wait") != NULL);
+    } else {
+      pthread_create(&th[1], NULL, timed_main, &next);
+      await_depth(e, 2); /* admitted */
+    }
+    ng_engine_stats s;
+    ng_engine_stats_get(&s, e);
+    EXPECT_EQ_I(s.rejected_deadline, workers == 1);
+    EXPECT_EQ_I(s.requests, workers == 1 ? 1 : 2);
+    ng__engine_test_pause(e, false);
+    pthread_join(th[0], NULL);
+    EXPECT_OK(ahead.st);
+    if (workers == 2) {
+      pthread_join(th[1], NULL);
+      EXPECT_OK(next.st);
+    }
+    ng_engine_destroy(e);
+  }
 }
 
 static void test_bad_requests(void) {
@@ -1422,6 +1667,7 @@ static void test_admission_per_lane(void) {
   ng_engine_opts o = NG_ENGINE_OPTS_INIT;
   o.max_delay_us = 0;
   o.workers = 2;
+  o.serve_workers = serve_workers();
   o.hub_edges = two_hop(g, hub) - 1;
   o.request_timeout_ms = NG_ENGINE_MAX_TIMEOUT_MS;
   o.normalize = sage.normalize;
@@ -1511,6 +1757,7 @@ static void test_generated_hubs(void) {
       eo.cache_ratio = 0.25;
       eo.hub_edges = threshold;
       eo.workers = 2;
+      eo.serve_workers = serve_workers();
       ng_engine *e = NULL;
       EXPECT_OK(ng_engine_create(&e, ds, t.model, t.ckpt, &eo));
       if (!e)
@@ -1843,6 +2090,7 @@ static void test_raw_input_updates(void) {
       o.mode = raw ? NG_MODE_BASELINE : NG_MODE_PARTIAL;
       o.cache_ratio = 0.5;
       o.workers = 2;
+      o.serve_workers = serve_workers();
       o.normalize = models[k]->normalize;
       char name[64];
       snprintf(name, sizeof name, "raw-input-%zu-%d.log", k, raw);
@@ -1907,10 +2155,14 @@ int main(void) {
   RUN_TEST(test_log_replay);
   RUN_TEST(test_queue_full);
   RUN_TEST(test_deadline_expires);
+  RUN_TEST(test_cancel_queued);
+  RUN_TEST(test_cancel_in_batch);
   RUN_TEST(test_admission_by_wait);
   RUN_TEST(test_deadline_args);
   RUN_TEST(test_batch_work_cap);
   RUN_TEST(test_bad_requests);
+  RUN_TEST(test_workers_same_bits);
+  RUN_TEST(test_admission_workers);
   RUN_TEST(test_generated_hubs);
   RUN_TEST(test_slow_hub);
   RUN_TEST(test_admission_per_lane);

@@ -26,13 +26,31 @@
 #define FAKE_DIM 3
 #define FAKE_CLASSES 4
 
+/* A request the fake holds (fake_hold) until fake_release answers it. */
+typedef struct fake_job {
+  const ng_infer_request *req;
+  ng_infer_result *res;
+  ng_infer_done_fn done;
+  void *user;
+  ng_infer_ticket ticket;
+  struct fake_job *next;
+} fake_job;
+
 struct ng_engine {
   atomic_llong nodes;
-  atomic_int busy;     /* infer answers NG_ERR_STATE (queue full) */
-  atomic_int delay_ms; /* infer sleeps this long first (for the drain test) */
+  atomic_int busy; /* submit refuses with NG_ERR_STATE (queue full) */
   atomic_llong requests, updates;
+  atomic_llong computed, cancelled;
   ng_infer_request last; /* the last request seen (ids not kept) */
+  /* Under fake_mu: while `hold`, submitted requests wait in `held` for fake_release, as queued
+   * requests wait for a paused engine; otherwise they are answered inside ng_engine_submit (the
+   * callback may run before submit returns). */
+  bool hold;
+  fake_job *held;
+  int n_held;
+  uint64_t tickets;
 };
+static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* A deterministic logit of (node, class) that is not all zeros and has a unique argmax. */
 static float fake_logit(int64_t v, int64_t c) {
@@ -51,22 +69,8 @@ void ng_engine_info_get(ng_engine_info *out, const ng_engine *e) {
   out->ready = 1;
 }
 
-ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_result *res) {
-  memset(res, 0, sizeof *res);
-  const int d = atomic_load(&e->delay_ms);
-  if (d > 0) {
-    const struct timespec ts = {d / 1000, (long)(d % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-  }
-  if (atomic_load(&e->busy))
-    return ng__err(NG_ERR_STATE, "admission queue full (1024 requests)");
-  const int64_t nodes = atomic_load(&e->nodes);
-  for (int64_t i = 0; i < req->n; i++)
-    if (req->node_ids[i] < 0 || req->node_ids[i] >= nodes)
-      return ng__err(NG_ERR_INVALID_ARG, "node id %" PRId64 " is not in [0, %" PRId64 ")",
-                     req->node_ids[i], nodes);
-  e->last = *req;
-  e->last.node_ids = NULL;
+/* The fake's answer to an admitted request. */
+static void fake_compute(ng_engine *e, const ng_infer_request *req, ng_infer_result *res) {
   const unsigned out = req->outputs ? req->outputs : NG_OUT_LOGITS;
   res->n = req->n;
   res->classes = FAKE_CLASSES;
@@ -92,8 +96,102 @@ ng_status ng_engine_infer(ng_engine *e, const ng_infer_request *req, ng_infer_re
   res->batch_nodes = req->n;
   res->hot_rows = 2 * req->n;
   res->cold_rows = req->n;
+  atomic_fetch_add(&e->computed, 1);
+}
+
+ng_status ng_engine_submit(ng_engine *e, const ng_infer_request *req, ng_infer_result *res,
+                           ng_infer_done_fn done, void *user, ng_infer_ticket *ticket) {
+  memset(res, 0, sizeof *res);
+  if (atomic_load(&e->busy))
+    return ng__err(NG_ERR_STATE, "admission queue full (1024 requests)");
+  const int64_t nodes = atomic_load(&e->nodes);
+  for (int64_t i = 0; i < req->n; i++)
+    if (req->node_ids[i] < 0 || req->node_ids[i] >= nodes)
+      return ng__err(NG_ERR_INVALID_ARG, "node id %" PRId64 " is not in [0, %" PRId64 ")",
+                     req->node_ids[i], nodes);
   atomic_fetch_add(&e->requests, 1);
+  pthread_mutex_lock(&fake_mu);
+  e->last = *req;
+  e->last.node_ids = NULL;
+  const ng_infer_ticket t = ++e->tickets;
+  if (ticket)
+    *ticket = t;
+  if (e->hold) {
+    fake_job *j = calloc(1, sizeof *j);
+    *j = (fake_job){req, res, done, user, t, e->held};
+    e->held = j;
+    e->n_held++;
+    pthread_mutex_unlock(&fake_mu);
+    return NG_OK;
+  }
+  pthread_mutex_unlock(&fake_mu);
+  fake_compute(e, req, res);
+  done(user, NG_OK, "");
   return NG_OK;
+}
+
+ng_status ng_engine_cancel(ng_engine *e, ng_infer_ticket ticket) {
+  pthread_mutex_lock(&fake_mu);
+  for (fake_job **p = &e->held; *p; p = &(*p)->next) {
+    fake_job *j = *p;
+    if (j->ticket != ticket)
+      continue;
+    *p = j->next;
+    e->n_held--;
+    pthread_mutex_unlock(&fake_mu);
+    atomic_fetch_add(&e->cancelled, 1);
+    j->done(j->user, NG_ERR_INTERRUPTED, "request cancelled while queued");
+    free(j);
+    return NG_OK;
+  }
+  pthread_mutex_unlock(&fake_mu);
+  return ng__err(NG_ERR_NOT_FOUND, "no such request");
+}
+
+/* Holds the requests submitted from now on. */
+static void fake_hold(ng_engine *e) {
+  pthread_mutex_lock(&fake_mu);
+  e->hold = true;
+  pthread_mutex_unlock(&fake_mu);
+}
+
+/* Stops holding, and answers the held requests. */
+static void fake_release(ng_engine *e) {
+  pthread_mutex_lock(&fake_mu);
+  e->hold = false;
+  fake_job *j = e->held;
+  e->held = NULL;
+  e->n_held = 0;
+  pthread_mutex_unlock(&fake_mu);
+  while (j) {
+    fake_job *next = j->next;
+    fake_compute(e, j->req, j->res);
+    j->done(j->user, NG_OK, "");
+    free(j);
+    j = next;
+  }
+}
+
+static int fake_held(ng_engine *e) {
+  pthread_mutex_lock(&fake_mu);
+  const int n = e->n_held;
+  pthread_mutex_unlock(&fake_mu);
+  return n;
+}
+
+/* Waits (bounded: 30 s) until `*v` reaches `want`; returns its last value. */
+static int64_t await_count(atomic_llong *v, int64_t want) {
+  const struct timespec ts = {0, 2 * 1000000L};
+  for (int i = 0; i < 15000 && atomic_load(v) < want; i++)
+    nanosleep(&ts, NULL);
+  return atomic_load(v);
+}
+
+static int await_held(ng_engine *e, int want) {
+  const struct timespec ts = {0, 2 * 1000000L};
+  for (int i = 0; i < 15000 && fake_held(e) < want; i++)
+    nanosleep(&ts, NULL);
+  return fake_held(e);
 }
 
 void ng_infer_result_free(ng_infer_result *r) {
@@ -120,6 +218,8 @@ void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e) {
   memset(out, 0, sizeof *out);
   out->requests = atomic_load(&((ng_engine *)e)->requests);
   out->updates = atomic_load(&((ng_engine *)e)->updates);
+  out->computed = atomic_load(&((ng_engine *)e)->computed);
+  out->cancelled = atomic_load(&((ng_engine *)e)->cancelled);
   out->queue_depth = 3;
 }
 
@@ -536,6 +636,14 @@ static void *slow_infer(void *arg) {
   return NULL;
 }
 
+/* Answers the fake's held requests 100 ms from now (while the server drains). */
+static void *release_later(void *arg) {
+  const struct timespec ts = {0, 100 * 1000000L};
+  nanosleep(&ts, NULL);
+  fake_release(arg);
+  return NULL;
+}
+
 static void test_server(void) {
   ng_engine eng = {.nodes = 100};
   ng_http_server *s = NULL;
@@ -709,17 +817,62 @@ static void test_server(void) {
   answer_free(&a);
 
   /* Drain: a request in flight when the server stops is answered; then nothing listens. */
-  atomic_store(&eng.delay_ms, 300);
+  fake_hold(&eng);
   slow_call call = {.port = port};
-  pthread_t th;
+  pthread_t th, rel;
   pthread_create(&th, NULL, slow_infer, &call);
-  const struct timespec wait = {0, 100 * 1000000L};
-  nanosleep(&wait, NULL);
+  EXPECT_EQ_I(await_held(&eng, 1), 1); /* with the engine, its connection suspended */
+  pthread_create(&rel, NULL, release_later, &eng);
   EXPECT_EQ_I(ng_http_server_stop(s), 0);
+  pthread_join(rel, NULL);
   pthread_join(th, NULL);
   EXPECT_EQ_I(call.a.status, 200);
   answer_free(&call.a);
   EXPECT_TRUE(connect_to(port) < 0);
+}
+
+/* A client that closes its connection while its request waits for the engine (held, as by a
+ * paused engine) cancels it: the engine never computes it. A request whose client stays is
+ * answered once the engine goes on, on the same kind of suspended connection. */
+static void test_disconnect_cancels(void) {
+  ng_engine eng = {.nodes = 10};
+  ng_http_server *s = NULL;
+  ng_http_opts o = NG_HTTP_OPTS_INIT;
+  o.port = 0;
+  EXPECT_OK(ng_http_server_start(&s, &eng, &o));
+  if (!s)
+    return;
+  const int port = ng_http_server_port(s);
+  const char *body = INFER_BODY("3", 1);
+  char req[1024];
+  const int n = snprintf(req, sizeof req,
+                         "POST /v2/models/fake/infer HTTP/1.1\r\nHost: x\r\n"
+                         "Content-Length: %zu\r\n\r\n%s",
+                         strlen(body), body);
+  fake_hold(&eng);
+  int gone = connect_to(port);
+  EXPECT_TRUE(gone >= 0 && send_all(gone, req, (size_t)n));
+  EXPECT_EQ_I(await_held(&eng, 1), 1); /* submitted; its connection suspended */
+  close(gone);
+  EXPECT_EQ_I(await_count(&eng.cancelled, 1), 1); /* the sweeper saw the client leave */
+  EXPECT_EQ_I(fake_held(&eng), 0);
+  static const char *const waiting0[] = {"neargnn_http_waiting 0",
+                                         "neargnn_http_cancelled_total 1"};
+  EXPECT_TRUE(metrics_show(port, waiting0, NG_TEST_LEN(waiting0), NULL));
+  /* A client that stays: answered after the engine goes on. */
+  int stays = connect_to(port);
+  EXPECT_TRUE(stays >= 0 && send_all(stays, req, (size_t)n));
+  EXPECT_EQ_I(await_held(&eng, 1), 1);
+  fake_release(&eng);
+  http_answer a;
+  EXPECT_TRUE(read_answer(stays, &a));
+  EXPECT_EQ_I(a.status, 200);
+  EXPECT_TRUE(a.body && strstr(a.body, "\"class\""));
+  answer_free(&a);
+  close(stays);
+  EXPECT_EQ_I(atomic_load(&eng.computed), 1); /* the cancelled one never was */
+  EXPECT_EQ_I(atomic_load(&eng.cancelled), 1);
+  EXPECT_EQ_I(ng_http_server_stop(s), 0);
 }
 
 /* The bodies held at once are bounded, charged as their bytes arrive: while 36 KB of one
@@ -808,6 +961,7 @@ int main(void) {
   RUN_TEST(test_infer_response);
   RUN_TEST(test_server);
   RUN_TEST(test_body_budget);
+  RUN_TEST(test_disconnect_cancels);
   RUN_TEST(test_port_in_use);
   return ng_test_summary();
 }
