@@ -433,6 +433,13 @@ ng_status ng_link_trainer_create(ng_link_trainer_t *out, ng_dataset_t ds, ng_mod
   /* The host work of an iteration runs on this thread (the parts are driven directly). */
   ng_train_opts inner = o;
   inner.workers = -1;
+  /* The hybrid modes' pipeline wants two groups of workers; it is never started (the trainer's
+   * epochs do not run), so two idle ones satisfy it. */
+  if (o.mode == NG_MODE_HYBRID || o.mode == NG_MODE_HYBRID_STATIC) {
+    inner.workers = 2;
+    inner.partial_workers = 1;
+    inner.cpuset = NULL;
+  }
   inner.batch = 0;
   inner.progress = NULL;
   inner.telemetry = NULL;
