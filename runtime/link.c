@@ -207,7 +207,7 @@ static ng_status score_pairs(ng_link_trainer_t t, float *s, const float *h, cons
   return st;
 }
 
-/* The gradient of the mean loss over the pairs' scores `s` (labels: the first n_pos are 1)
+/* The gradient of the loss over the pairs' scores `s` (labels: the first n_pos are 1)
  * into dh [targets, dim] (zeroed here) and, for the MLP, t->mlp_g. Serial, in pair order: the
  * sums do not depend on the thread count. Returns the mean loss and the correct count. */
 static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u, const int32_t *v,
@@ -223,9 +223,12 @@ static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u,
   for (int64_t i = 0; i < n; i++) {
     const int y = i < n_pos;
     const float x = t->scores[i];
-    l += bce(x, y);
+    /* Positives and negatives weigh one half each, whatever K (GAE's pos_weight balance): with
+     * one negative per positive this is the plain mean. */
+    const double w = 0.5 / (double)(y ? n_pos : n - n_pos);
+    l += w * bce(x, y);
     ok += (x > 0) == (y == 1);
-    const float g = (float)((1.0 / (1.0 + exp(-(double)x)) - y) / (double)n);
+    const float g = (float)((1.0 / (1.0 + exp(-(double)x)) - y) * w);
     const float *a = h + (int64_t)u[i] * d, *b = h + (int64_t)v[i] * d;
     float *da = t->dh + (int64_t)u[i] * d, *db = t->dh + (int64_t)v[i] * d;
     if (!t->mlp) {
@@ -255,7 +258,7 @@ static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u,
       db[c] += dp * a[c];
     }
   }
-  *loss = l / (double)n;
+  *loss = l;
   *correct = ok;
 }
 
