@@ -258,7 +258,8 @@ typedef struct {
       CLI_OPT_CHOICE("decoder", &(l)->decoder, "D", CLI_DECODER_NAMES,                             \
                      "--task link: dot, or mlp over h_u * h_v"),                                   \
       CLI_OPT_CHOICE("neg", &(l)->neg, "N", CLI_NEG_NAMES,                                         \
-                     "--task link: negatives uniform, or by degree^0.75"),                         \
+                     "--task link: negatives uniform (both ends), or the source kept and the "     \
+                     "destination by degree^0.75"),                         \
       CLI_OPT_INT("neg-per-pos", &(l)->neg_per_pos, "K", 1, 1024,                                  \
                   "--task link: training negatives per positive edge"),                            \
       CLI_OPT_INT("embed-dim", &(l)->embed_dim, "D", 0, INT32_MAX,                                 \

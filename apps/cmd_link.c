@@ -12,6 +12,7 @@
 const char *const CLI_TASK_NAMES[] = {"node", "link", NULL};
 const char *const CLI_DECODER_NAMES[] = {"dot", "mlp", NULL};
 const char *const CLI_NEG_NAMES[] = {"uniform", "degree", NULL};
+static const char *const NEG_SOURCE_NAMES[] = {"source", "uniform", NULL};
 
 int cmd_split_edges(int argc, char **argv) {
   ng_split_edges_opts o = NG_SPLIT_EDGES_OPTS_INIT;
@@ -26,6 +27,10 @@ int cmd_split_edges(int argc, char **argv) {
                     "share of the edges held out for test"),
       CLI_OPT_INT("neg-per-pos", &o.neg_per_pos, "K", 1, 100000,
                   "fixed negatives per held-out positive (non-edges of the full graph)"),
+      CLI_OPT_CHOICE("neg-source", &o.neg_source, "S", NEG_SOURCE_NAMES,
+                     "the held-out negatives: source (the positive's source and a uniform "
+                     "destination: OGB's MRR and Hits@K) or uniform (both ends uniform: the "
+                     "Planetoid protocol's AUC and AP)"),
       CLI_OPT_UINT64("seed", &o.seed, "S", "the split and the negatives derive from it"),
       CLI_OPT_FLAG("undirected", &undirected,
                    "edges are node pairs stored both ways: hold out {u, v} and remove both "
@@ -57,10 +62,10 @@ int cmd_split_edges(int argc, char **argv) {
   if (st != NG_OK)
     return cli_runtime_error(st);
   printf("split %s/links: %" PRId64 " train, %" PRId64 " val, %" PRId64
-         " test edges (%s), %d negatives per held-out edge, message-passing graph %" PRId64
+         " test edges (%s), %d %s negatives per held-out edge, message-passing graph %" PRId64
          " entries\n",
          dataset, info.train, info.val, info.test, info.undirected ? "undirected" : "directed",
-         (int)info.neg_per_pos, info.mp_edges);
+         (int)info.neg_per_pos, NEG_SOURCE_NAMES[info.neg_source], info.mp_edges);
   return CLI_EXIT_OK;
 }
 

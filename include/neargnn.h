@@ -1075,9 +1075,13 @@ typedef struct {
   /// holding it out removes both entries. -1 (the default): dataset.json's "undirected".
   int32_t undirected;
   int threads; ///< OpenMP threads (0: the OpenMP default); the output never depends on it
+  /// The held-out negatives' sources: 0 (the default) the positive's own, with a destination
+  /// drawn uniformly (OGB's corruption, for MRR and Hits@K); 1 both ends drawn uniformly (the
+  /// Planetoid protocol's random non-edges, for AUC and AP).
+  int32_t neg_source;
 } ng_split_edges_opts;
 #define NG_SPLIT_EDGES_OPTS_INIT                                                                   \
-  { sizeof(ng_split_edges_opts), 0.05, 0.10, 100, 1, -1, 0 }
+  { sizeof(ng_split_edges_opts), 0.05, 0.10, 100, 1, -1, 0, 0 }
 
 /// What a split holds (ng_dataset_split_edges, ng_link_info).
 typedef struct {
@@ -1088,14 +1092,15 @@ typedef struct {
   int32_t undirected;  ///< 1: edges are node pairs stored both ways
   int64_t mp_edges;    ///< adjacency entries of the message-passing graph (links/indices.npy)
   uint64_t seed;       ///< the split's seed
+  int32_t neg_source;  ///< ng_split_edges_opts.neg_source
 } ng_link_split_info;
 #define NG_LINK_SPLIT_INFO_INIT                                                                    \
-  { sizeof(ng_link_split_info), 0, 0, 0, 0, 0, 0, 0 }
+  { sizeof(ng_link_split_info), 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /// Splits the edges of the dataset folder `dir` for link prediction and writes the split into
 /// `dir`/links/ (docs/dataset-format.md, "Link splits"): training, validation and test positive
-/// edges, K fixed negatives per held-out positive (destinations that are not neighbours of its
-/// source in the full graph, nor the source itself), and the message-passing graph, the
+/// edges, K fixed negatives per held-out positive (node pairs that are neither self loops nor
+/// edges of the full graph; see opts->neg_source), and the message-passing graph, the
 /// dataset's CSR without the validation and test edges, which link training samples from so
 /// that no held-out edge leaks. Deterministic from opts->seed (any thread count). An existing
 /// links/ is replaced; the new one appears whole or not at all. `info` (may be NULL) receives the
@@ -1109,11 +1114,12 @@ typedef enum {
   NG_LINK_DECODER_MLP = 1, ///< w2 . relu(W1 (h_u (.) h_v) + b1) + b2 (hidden width mlp_hidden)
 } ng_link_decoder;
 
-/// How training negatives are drawn (ng_link_opts.neg): the source of each positive is kept and
-/// its destination replaced.
+/// How training negatives are drawn (ng_link_opts.neg).
 typedef enum {
-  NG_LINK_NEG_UNIFORM = 0, ///< a node drawn uniformly
-  NG_LINK_NEG_DEGREE = 1,  ///< a node drawn in proportion to degree^0.75 (word2vec's rule)
+  NG_LINK_NEG_UNIFORM = 0, ///< both ends drawn uniformly (PyG's binary negative sampling)
+  /// the positive's source kept, its destination drawn in proportion to degree^0.75 (word2vec's
+  /// rule, degrees of the message-passing graph)
+  NG_LINK_NEG_DEGREE = 1,
 } ng_link_neg;
 
 /// Options of link training, beside the ng_train_opts of the GNN.

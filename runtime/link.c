@@ -317,10 +317,10 @@ static ng_status map_links(ng_link_trainer_t t, const char *dir) {
   for (int i = NG_LINK_ARR_TRAIN_POS; i < NG_LINK_ARR_COUNT_; i++) {
     const ng_npy_header *h = &t->arr[i].hdr;
     const bool neg = i == NG_LINK_ARR_VAL_NEG || i == NG_LINK_ARR_TEST_NEG;
-    if (h->dtype != NG_DTYPE_I64 || h->ndim != 2 || (!neg && h->shape[1] != 2) ||
+    if (h->dtype != NG_DTYPE_I64 || h->ndim != (neg ? 3 : 2) || h->shape[h->ndim - 1] != 2 ||
         (neg && h->shape[0] != t->arr[i - 1].hdr.shape[0]) || (neg && k >= 0 && h->shape[1] != k))
-      return ng__err(NG_ERR_FORMAT, "%s/links/%s: int64 [n, %s] expected", dir, NG_LINK_FILE[i],
-                     neg ? "K (one row per positive)" : "2");
+      return ng__err(NG_ERR_FORMAT, "%s/links/%s: int64 %s expected", dir, NG_LINK_FILE[i],
+                     neg ? "[n, K, 2] (K pairs per positive)" : "[n, 2]");
     if (neg)
       k = h->shape[1];
     const int64_t *a = t->arr[i].data, cnt = ng__npy_count(h);
@@ -336,6 +336,15 @@ static ng_status map_links(ng_link_trainer_t t, const char *dir) {
   t->info.neg_per_pos = (int32_t)k;
   t->info.mp_edges = ix->shape[0];
   t->info.undirected = t->ds->info.undirected;
+  /* Whether the negatives keep their positive's source (links.json says it too). */
+  const ng_link_pair *vp = t->arr[NG_LINK_ARR_TEST_POS].data,
+                     *vn = t->arr[NG_LINK_ARR_TEST_NEG].data;
+  t->info.neg_source = 0;
+  for (int64_t i = 0; i < t->info.test * k; i++)
+    if (vn[i].u != vp[i / k].u) {
+      t->info.neg_source = 1;
+      break;
+    }
   if (t->info.train == 0)
     return ng__err(NG_ERR_INVALID_ARG, "%s/links: no training edges", dir);
   return NG_OK;
@@ -574,8 +583,9 @@ static void draw_negatives(ng_link_trainer_t t, uint64_t seed, int64_t n_pos) {
     ng_rng r;
     ng_rng_seed(&r, ng_hash3(seed, PURPOSE_NEG, (uint64_t)j));
     for (int32_t q = 0; q < k; q++) {
-      int64_t v;
+      int64_t u = t->pairs[j].u, v;
       if (!t->deg_cdf) {
+        u = (int64_t)ng_rng_below(&r, (uint64_t)nodes);
         v = (int64_t)ng_rng_below(&r, (uint64_t)nodes);
       } else {
         const double x = ng_rng_uniform(&r) * total;
@@ -589,7 +599,7 @@ static void draw_negatives(ng_link_trainer_t t, uint64_t seed, int64_t n_pos) {
         }
         v = lo;
       }
-      t->pairs[n_pos + j * k + q] = (ng_link_pair){t->pairs[j].u, v};
+      t->pairs[n_pos + j * k + q] = (ng_link_pair){u, v};
     }
   }
 }
@@ -748,11 +758,10 @@ ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng
   if (n == 0)
     return ng__err(NG_ERR_INVALID_ARG, "link evaluation: the %s split holds no edges",
                    split == NG_SPLIT_VAL ? "val" : "test");
-  const ng_link_pair *pos = t->arr[pa].data;
-  const int64_t *neg = t->arr[pa + 1].data;
+  const ng_link_pair *pos = t->arr[pa].data, *neg = t->arr[pa + 1].data;
   /* The nodes needed, sorted and unique: their embeddings by layer-wise inference. */
   const int64_t total = n * (1 + k);
-  int64_t *ids = ng__malloc((size_t)(n * (2 + k)) * sizeof *ids, "the evaluated nodes");
+  int64_t *ids = ng__malloc((size_t)(2 * total) * sizeof *ids, "the evaluated nodes");
   int32_t *u = ng__malloc((size_t)total * sizeof *u, "the pair rows");
   int32_t *v = ng__malloc((size_t)total * sizeof *v, "the pair rows");
   float *s = ng__malloc((size_t)total * sizeof *s, "the scores");
@@ -767,8 +776,10 @@ ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng
     ids[m++] = pos[i].u;
     ids[m++] = pos[i].v;
   }
-  for (int64_t i = 0; i < n * k; i++)
-    ids[m++] = neg[i];
+  for (int64_t i = 0; i < n * k; i++) {
+    ids[m++] = neg[i].u;
+    ids[m++] = neg[i].v;
+  }
   qsort(ids, (size_t)m, sizeof *ids, i64_cmp);
   int64_t w = 0;
   for (int64_t i = 0; i < m; i++)
@@ -789,8 +800,8 @@ ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng
     u[i] = row_of(ids, m, pos[i].u);
     v[i] = row_of(ids, m, pos[i].v);
     for (int64_t j = 0; j < k; j++) {
-      u[n + i * k + j] = u[i];
-      v[n + i * k + j] = row_of(ids, m, neg[i * k + j]);
+      u[n + i * k + j] = row_of(ids, m, neg[i * k + j].u);
+      v[n + i * k + j] = row_of(ids, m, neg[i * k + j].v);
     }
   }
   NG_CHECK_GOTO(st, score_pairs(t, s, h, u, v, total), done);

@@ -17,9 +17,9 @@ typedef enum {
   NG_LINK_ARR_INDICES,    ///< int32 or int64 (the dataset's index dtype) [mp_edges]
   NG_LINK_ARR_TRAIN_POS,  ///< int64 [train, 2]
   NG_LINK_ARR_VAL_POS,    ///< int64 [val, 2]
-  NG_LINK_ARR_VAL_NEG,    ///< int64 [val, K]: negative destinations of each positive's source
+  NG_LINK_ARR_VAL_NEG,    ///< int64 [val, K, 2]: each positive's K negative pairs
   NG_LINK_ARR_TEST_POS,   ///< int64 [test, 2]
-  NG_LINK_ARR_TEST_NEG,   ///< int64 [test, K]
+  NG_LINK_ARR_TEST_NEG,   ///< int64 [test, K, 2]
   NG_LINK_ARR_COUNT_
 } ng_link_array;
 

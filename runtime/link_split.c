@@ -73,39 +73,40 @@ static ng_status candidates(ng_link_pair **out, int64_t *n_out, const ng_csr *g,
   return NG_OK;
 }
 
-/* K negatives of each positive pos[i] (its source kept): destinations drawn uniformly from the
- * stream ng_hash3(seed, PURPOSE_NEG, base + i), redrawn while they are the source or a
- * neighbour of it in the full graph (`all`, sorted). */
-static ng_status negatives(int64_t *neg, const ng_link_pair *pos, int64_t n, int32_t k,
-                           const ng_link_pair *all, int64_t n_all, bool undirected, int64_t nodes,
-                           uint64_t seed, int64_t base, int threads) {
+/* K negatives of each positive pos[i] into neg[i * K .. + K) (pairs): with `keep_source` its
+ * source and a destination drawn uniformly (OGB's corruption), else both ends drawn uniformly
+ * (the Planetoid protocol's random non-edges), from the stream ng_hash3(seed, PURPOSE_NEG, i);
+ * redrawn while the pair is a self loop or an edge of the full graph (`all`, sorted). */
+static ng_status negatives(ng_link_pair *neg, const ng_link_pair *pos, int64_t n, int32_t k,
+                           bool keep_source, const ng_link_pair *all, int64_t n_all,
+                           bool undirected, int64_t nodes, uint64_t seed, int threads) {
   int64_t bad = -1;
 #pragma omp parallel for schedule(static) num_threads(threads) reduction(max : bad)
   for (int64_t i = 0; i < n; i++) {
     ng_rng r;
-    ng_rng_seed(&r, ng_hash3(seed, PURPOSE_NEG, (uint64_t)(base + i)));
-    const int64_t s = pos[i].u;
+    ng_rng_seed(&r, ng_hash3(seed, PURPOSE_NEG, (uint64_t)i));
     for (int32_t j = 0; j < k; j++) {
-      int64_t v = -1;
-      for (int d = 0; d < NEG_MAX_DRAWS && v < 0; d++) {
+      ng_link_pair q = {-1, -1};
+      for (int d = 0; d < NEG_MAX_DRAWS && q.u < 0; d++) {
+        const int64_t a = keep_source ? pos[i].u : (int64_t)ng_rng_below(&r, (uint64_t)nodes);
         const int64_t c = (int64_t)ng_rng_below(&r, (uint64_t)nodes);
-        const bool edge = undirected ? ng__link_pair_find(all, n_all, NG_MIN(s, c), NG_MAX(s, c))
-                                     : ng__link_pair_find(all, n_all, s, c);
-        if (c != s && !edge)
-          v = c;
+        const bool edge = undirected ? ng__link_pair_find(all, n_all, NG_MIN(a, c), NG_MAX(a, c))
+                                     : ng__link_pair_find(all, n_all, a, c);
+        if (c != a && !edge)
+          q = (ng_link_pair){a, c};
       }
-      if (v < 0) {
+      if (q.u < 0) {
         bad = NG_MAX(bad, i);
-        v = s;
+        q = pos[i];
       }
-      neg[i * k + j] = v;
+      neg[i * k + j] = q;
     }
   }
   if (bad >= 0)
     return ng__err(NG_ERR_INVALID_ARG,
-                   "split-edges: node %lld (source of a held-out edge) has no non-neighbour found "
-                   "in %d draws; a graph this dense has no negatives to hold out",
-                   (long long)pos[bad].u, NEG_MAX_DRAWS);
+                   "split-edges: no non-edge found in %d draws for the negatives of held-out edge "
+                   "(%lld, %lld); a graph this dense has no negatives to hold out",
+                   NEG_MAX_DRAWS, (long long)pos[bad].u, (long long)pos[bad].v);
   return NG_OK;
 }
 
@@ -191,11 +192,13 @@ static ng_status write_json(const char *dir, const ng_link_split_info *in, doubl
   fprintf(f,
           "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"seed\": %llu,\n"
           "  \"val_share\": %.17g,\n  \"test_share\": %.17g,\n  \"undirected\": %s,\n"
-          "  \"neg_per_pos\": %d,\n  \"train\": %lld,\n  \"val\": %lld,\n  \"test\": %lld,\n"
+          "  \"neg_per_pos\": %d,\n  \"neg_source\": \"%s\",\n  \"train\": %lld,\n  \"val\": "
+          "%lld,\n  \"test\": %lld,\n"
           "  \"mp_edges\": %lld\n}\n",
           NG_LINK_FORMAT, NG_LINK_VERSION, (unsigned long long)in->seed, val, test,
-          in->undirected ? "true" : "false", (int)in->neg_per_pos, (long long)in->train,
-          (long long)in->val, (long long)in->test, (long long)in->mp_edges);
+          in->undirected ? "true" : "false", (int)in->neg_per_pos,
+          in->neg_source ? "uniform" : "source", (long long)in->train, (long long)in->val,
+          (long long)in->test, (long long)in->mp_edges);
   const bool bad = ferror(f) != 0;
   const bool closed = fclose(f) == 0;
   ng_status st = NG_OK;
@@ -236,10 +239,10 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
     return ng__err(NG_ERR_INVALID_ARG, "ng_dataset_split_edges: dir is NULL");
   if (!(o.val >= 0.0 && o.val < 1.0) || !(o.test >= 0.0 && o.test < 1.0) ||
       !(o.val + o.test < 1.0) || o.neg_per_pos < 1 || o.threads < 0 || o.undirected < -1 ||
-      o.undirected > 1)
+      (unsigned)o.neg_source > 1 || o.undirected > 1)
     return ng__err(NG_ERR_INVALID_ARG,
                    "split-edges: val %g and test %g must be in [0, 1) and sum below 1, "
-                   "neg_per_pos %d >= 1, threads >= 0, undirected -1, 0 or 1",
+                   "neg_per_pos %d >= 1, threads >= 0, undirected -1, 0 or 1, neg_source 0 or 1",
                    o.val, o.test, (int)o.neg_per_pos);
   const int threads = o.threads > 0 ? o.threads : omp_get_max_threads();
   ng_dataset_t ds = NULL;
@@ -247,7 +250,8 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
   const ng_csr *g = &ds->csr;
   const bool undirected = o.undirected < 0 ? ds->info.undirected : o.undirected == 1;
   ng_link_pair *all = NULL, *order = NULL;
-  int64_t *perm = NULL, *neg = NULL, *indptr = NULL;
+  int64_t *perm = NULL, *indptr = NULL;
+  ng_link_pair *neg = NULL;
   void *indices = NULL;
   char *tmp = NULL, *dst = NULL, *old = NULL;
   int64_t n_all = 0;
@@ -288,8 +292,8 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
     goto done;
   }
   NG_CHECK_GOTO(st,
-                negatives(neg, order, n_neg, o.neg_per_pos, all, n_all, undirected, g->nodes,
-                          o.seed, 0, threads),
+                negatives(neg, order, n_neg, o.neg_per_pos, o.neg_source == 0, all, n_all,
+                          undirected, g->nodes, o.seed, threads),
                 done);
   /* val and test are adjacent and each sorted: one sorted list of the held-out pairs needs
    * them merged, which a copy and a sort do simply. */
@@ -320,11 +324,12 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
   out.val = n_val;
   out.test = n_test;
   out.neg_per_pos = o.neg_per_pos;
+  out.neg_source = o.neg_source;
   out.undirected = undirected;
   out.mp_edges = indptr[g->nodes];
   out.seed = o.seed;
   const int64_t ip_shape[1] = {g->nodes + 1}, ix_shape[1] = {indptr[g->nodes]};
-  const int64_t vn_shape[2] = {n_val, k}, tn_shape[2] = {n_test, k};
+  const int64_t vn_shape[3] = {n_val, k, 2}, tn_shape[3] = {n_test, k, 2};
   NG_CHECK_GOTO(st, write_array(tmp, NG_LINK_ARR_INDPTR, NG_DTYPE_I64, 1, ip_shape, indptr), fail);
   NG_CHECK_GOTO(st,
                 write_array(tmp, NG_LINK_ARR_INDICES, g->idx32 ? NG_DTYPE_I32 : NG_DTYPE_I64, 1,
@@ -332,10 +337,10 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
                 fail);
   NG_CHECK_GOTO(st, write_pairs(tmp, NG_LINK_ARR_TRAIN_POS, train, n_train), fail);
   NG_CHECK_GOTO(st, write_pairs(tmp, NG_LINK_ARR_VAL_POS, val, n_val), fail);
-  NG_CHECK_GOTO(st, write_array(tmp, NG_LINK_ARR_VAL_NEG, NG_DTYPE_I64, 2, vn_shape, neg), fail);
+  NG_CHECK_GOTO(st, write_array(tmp, NG_LINK_ARR_VAL_NEG, NG_DTYPE_I64, 3, vn_shape, neg), fail);
   NG_CHECK_GOTO(st, write_pairs(tmp, NG_LINK_ARR_TEST_POS, test, n_test), fail);
   NG_CHECK_GOTO(
-      st, write_array(tmp, NG_LINK_ARR_TEST_NEG, NG_DTYPE_I64, 2, tn_shape, neg + n_val * k), fail);
+      st, write_array(tmp, NG_LINK_ARR_TEST_NEG, NG_DTYPE_I64, 3, tn_shape, neg + n_val * k), fail);
   NG_CHECK_GOTO(st, write_json(tmp, &out, o.val, o.test), fail);
   /* An existing split moves aside under a temporary name first (ng__tmp_sweep removes it if we
    * die before the end), so that links/ is always a whole split. */

@@ -11,7 +11,7 @@ run 1 train --dataset "$TMP/cora" --task link --epochs 1 --progress none
 has err "split-edges"
 run 0 split-edges --dataset "$TMP/cora" --val 0.05 --test 0.1 --seed 2 --neg-per-pos 10 \
   --undirected
-has out "4488 train, 263 val, 527 test edges (undirected), 10 negatives"
+has out "4488 train, 263 val, 527 test edges (undirected), 10 source negatives"
 for f in links.json indptr.npy indices.npy train_pos.npy val_pos.npy val_neg.npy test_pos.npy \
   test_neg.npy; do
   [ -s "$TMP/cora/links/$f" ] || fail "split-edges wrote no links/$f"
@@ -40,6 +40,7 @@ run 0 train --dataset "$TMP/cora" --task link --fanouts 5,5 --hidden 16 --batch 
 has out "test: auc"
 # Usage and runtime errors.
 run 2 split-edges --dataset "$TMP/cora" --val 1.5
+run 2 split-edges --dataset "$TMP/cora" --neg-source random
 run 2 split-edges --dataset "$TMP/cora" --undirected --directed
 run 1 split-edges --dataset "$TMP/cora" --val 0.6 --test 0.5
 has err "sum below 1"

@@ -133,9 +133,9 @@ static void test_split_edges(void) {
     return;
   const ng_link_pair *train = (const ng_link_pair *)tr, *val = (const ng_link_pair *)va,
                      *test = (const ng_link_pair *)te;
-  const int64_t *vneg = (const int64_t *)vn, *tneg = (const int64_t *)tn;
+  const ng_link_pair *vneg = (const ng_link_pair *)vn, *tneg = (const ng_link_pair *)tn;
   EXPECT_EQ_I(lt, (size_t)info.train * 16);
-  EXPECT_EQ_I(lvn, (size_t)info.val * 7 * 8);
+  EXPECT_EQ_I(lvn, (size_t)info.val * 7 * 16);
   EXPECT_EQ_I(lx, (size_t)info.mp_edges * 4);
   EXPECT_EQ_I(ip[2708], info.mp_edges);
   /* The message-passing graph holds every training pair both ways and no held-out pair in
@@ -152,7 +152,7 @@ static void test_split_edges(void) {
                  train[i].u >= train[i].v;
   const ng_link_pair *held[2] = {val, test};
   const int64_t n_held[2] = {info.val, info.test};
-  const int64_t *negs[2] = {vneg, tneg};
+  const ng_link_pair *negs[2] = {vneg, tneg};
   /* The full graph's pairs, to check that negatives are non-edges. */
   ng_dataset_t d2 = ng_test_open_ok(dir);
   ng_link_pair *all = ng_test_xmalloc(10556 * sizeof *all);
@@ -176,8 +176,9 @@ static void test_split_edges(void) {
                   ng__link_pair_find(mp, info.mp_edges, p.v, p.u) || p.u >= p.v ||
                   !ng__link_pair_find(all, 10556, p.u, p.v);
       for (int j = 0; j < 7; j++) {
-        const int64_t v = negs[s][i * 7 + j];
-        bad_neg += v == p.u || v < 0 || v >= 2708 || ng__link_pair_find(all, 10556, p.u, v);
+        const ng_link_pair q = negs[s][i * 7 + j];
+        bad_neg += q.u != p.u || q.v == q.u || q.v < 0 || q.v >= 2708 ||
+                   ng__link_pair_find(all, 10556, q.u, q.v);
       }
     }
   EXPECT_EQ_I(bad_train, 0);
@@ -199,6 +200,24 @@ static void test_split_edges(void) {
   va2 = read_links(dir, NG_LINK_ARR_VAL_POS, &lv2);
   EXPECT_TRUE(va2 && lv2 == lv && memcmp(va2, va, lv) != 0);
   free(va2);
+  /* Uniform sources: negatives are random non-edges, most with another source. */
+  o.neg_source = 1;
+  EXPECT_OK(ng_dataset_split_edges(&info, dir, &o));
+  EXPECT_EQ_I(info.neg_source, 1);
+  vn2 = read_links(dir, NG_LINK_ARR_TEST_NEG, &lvn2);
+  size_t lte2;
+  char *te2 = read_links(dir, NG_LINK_ARR_TEST_POS, &lte2);
+  const ng_link_pair *un = (const ng_link_pair *)vn2, *test2 = (const ng_link_pair *)te2;
+  int64_t other = 0, bad_uniform = 0;
+  for (int64_t i = 0; vn2 && te2 && i < info.test * 7; i++) {
+    other += un[i].u != test2[i / 7].u;
+    bad_uniform += un[i].u == un[i].v || ng__link_pair_find(all, 10556, un[i].u, un[i].v);
+  }
+  EXPECT_TRUE(other > info.test * 7 * 9 / 10);
+  EXPECT_EQ_I(bad_uniform, 0);
+  free(vn2);
+  free(te2);
+  o.neg_source = 0;
   /* Bad options are refused before anything is written. */
   o.val = 0.6;
   o.test = 0.5;
@@ -337,6 +356,7 @@ static void test_gae_cora(void) {
     so.val = 0.05;
     so.test = 0.10;
     so.neg_per_pos = 1;
+    so.neg_source = 1; /* random non-edges, as GAE's test_edges_false */
     so.seed = seeds[i];
     EXPECT_OK(ng_dataset_split_edges(NULL, dir, &so));
     ng_dataset_t ds = ng_test_open_ok(dir);
