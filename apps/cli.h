@@ -248,6 +248,7 @@ typedef struct {
   int decoder, neg;    ///< indices of CLI_DECODER_NAMES, CLI_NEG_NAMES
   int32_t neg_per_pos; ///< training negatives per positive
   int64_t embed_dim;   ///< the last layer's width (0: --hidden)
+  int self_pairs;      ///< --self-pairs
 } cli_link_cfg;
 
 // clang-format off
@@ -263,7 +264,9 @@ typedef struct {
       CLI_OPT_INT("neg-per-pos", &(l)->neg_per_pos, "K", 1, 1024,                                  \
                   "--task link: training negatives per positive edge"),                            \
       CLI_OPT_INT("embed-dim", &(l)->embed_dim, "D", 0, INT32_MAX,                                 \
-                  "--task link: the embedding's width, the last layer's (0: --hidden)")
+                  "--task link: the embedding's width, the last layer's (0: --hidden)"),          \
+      CLI_OPT_FLAG("self-pairs", &(l)->self_pairs,                                                 \
+                   "--task link: each node paired with itself is a positive too (GAE's A + I)")
 // clang-format on
 
 /// Trains `m` for link prediction on `ds` for `epochs` epochs, with validation metrics every

@@ -106,6 +106,7 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
   lo.decoder = (ng_link_decoder)l->decoder;
   lo.neg = (ng_link_neg)l->neg;
   lo.neg_per_pos = l->neg_per_pos;
+  lo.self_pairs = l->self_pairs;
   ng_link_trainer_t t = NULL;
   ng_status st = ng_link_trainer_create(&t, ds, m, o, &lo);
   if (st != NG_OK)

@@ -1129,9 +1129,12 @@ typedef struct {
   ng_link_neg neg;         ///< UNIFORM (default) or DEGREE
   int32_t neg_per_pos;     ///< negatives per positive in training (>= 1; default 1)
   int32_t mlp_hidden;      ///< the MLP decoder's hidden width (default 64)
+  /// 1: each mini-batch's targets (its pairs' endpoints) paired with themselves are positives
+  /// too, as GAE reconstructs A + I; 0 (the default): only the edges.
+  int32_t self_pairs;
 } ng_link_opts;
 #define NG_LINK_OPTS_INIT                                                                          \
-  { sizeof(ng_link_opts), NG_LINK_DECODER_DOT, NG_LINK_NEG_UNIFORM, 1, 64 }
+  { sizeof(ng_link_opts), NG_LINK_DECODER_DOT, NG_LINK_NEG_UNIFORM, 1, 64, 0 }
 
 /// Ranking and classification figures of a split's held-out positives against their fixed
 /// negatives (ng_link_trainer_evaluate, ng_link_metrics_compute).

@@ -395,10 +395,11 @@ static ng_status make_degree_cdf(ng_link_trainer_t t) {
 
 static ng_status check_link_opts(const ng_link_opts *lo) {
   if ((unsigned)lo->decoder > NG_LINK_DECODER_MLP || (unsigned)lo->neg > NG_LINK_NEG_DEGREE ||
-      lo->neg_per_pos < 1 || lo->neg_per_pos > 1024 || lo->mlp_hidden < 1 || lo->mlp_hidden > 65536)
+      lo->neg_per_pos < 1 || lo->neg_per_pos > 1024 || lo->mlp_hidden < 1 ||
+      lo->mlp_hidden > 65536 || (unsigned)lo->self_pairs > 1)
     return ng__err(NG_ERR_INVALID_ARG,
                    "link options out of range (decoder dot or mlp, negatives uniform or degree, "
-                   "neg_per_pos in [1, 1024], mlp_hidden in [1, 65536])");
+                   "neg_per_pos in [1, 1024], mlp_hidden in [1, 65536], self_pairs 0 or 1)");
   return NG_OK;
 }
 
@@ -623,10 +624,18 @@ static ng_status link_iter(ng_link_trainer_t t, int64_t iter, uint64_t seed, int
   if (m > INT32_MAX)
     return ng__err(NG_ERR_INVALID_ARG, "a link mini-batch of %lld endpoints is too large",
                    (long long)m);
+  /* Rows of the pairs: the positives, then (with self_pairs) every target with itself as a
+   * positive too, then the negatives. */
+  const int64_t n_self = t->lo.self_pairs ? m : 0;
   for (int64_t i = 0; i < n; i++) {
-    t->pos_u[i] = row_of(t->seeds, m, t->pairs[i].u);
-    t->pos_v[i] = row_of(t->seeds, m, t->pairs[i].v);
+    const int64_t at = i < n_pos ? i : i + n_self;
+    t->pos_u[at] = row_of(t->seeds, m, t->pairs[i].u);
+    t->pos_v[at] = row_of(t->seeds, m, t->pairs[i].v);
   }
+  for (int64_t i = 0; i < n_self; i++)
+    t->pos_u[n_pos + i] = t->pos_v[n_pos + i] = (int32_t)i;
+  n += n_self;
+  n_pos += n_self;
   ng_minibatch mb;
   NG_CHECK(ng__sample(&mb, t->p.arena, t->p.sampler, t->seeds, (int32_t)m, seed));
   for (int l = 0; l < mb.n_layers; l++)
@@ -692,9 +701,11 @@ ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
   const int64_t iters = (n_train + batch - 1) / batch;
   if (!t->order) {
     t->order = ng__malloc((size_t)n_train * sizeof *t->order, "the edge order");
-    t->pairs = ng__malloc((size_t)batch * (size_t)(1 + k) * sizeof *t->pairs, "the pairs");
-    t->pos_u = ng__malloc((size_t)batch * (size_t)(1 + k) * sizeof *t->pos_u, "the pair rows");
-    t->pos_v = ng__malloc((size_t)batch * (size_t)(1 + k) * sizeof *t->pos_v, "the pair rows");
+    /* Pair rows: the pairs and at most one self pair per endpoint. */
+    const size_t pairs = (size_t)batch * (size_t)(1 + k), rows = 3 * pairs;
+    t->pairs = ng__malloc(pairs * sizeof *t->pairs, "the pairs");
+    t->pos_u = ng__malloc(rows * sizeof *t->pos_u, "the pair rows");
+    t->pos_v = ng__malloc(rows * sizeof *t->pos_v, "the pair rows");
     if (!t->order || !t->pairs || !t->pos_u || !t->pos_v)
       return NG_ERR_NOMEM;
     for (int64_t i = 0; i < n_train; i++)

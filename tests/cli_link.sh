@@ -36,7 +36,7 @@ assert t["hits10"] <= t["hits50"] <= t["hits100"] == 1.0, t
 ' "$TMP/hybrid.json" || fail "train --task link: bad JSON summary"
 # The MLP decoder with degree negatives trains too.
 run 0 train --dataset "$TMP/cora" --task link --fanouts 5,5 --hidden 16 --batch 2048 --epochs 1 \
-  --eval-every 0 --decoder mlp --neg degree --neg-per-pos 2 --progress none
+  --eval-every 0 --decoder mlp --neg degree --neg-per-pos 2 --self-pairs --progress none
 has out "test: auc"
 # Usage and runtime errors.
 run 2 split-edges --dataset "$TMP/cora" --val 1.5
