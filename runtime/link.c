@@ -447,8 +447,8 @@ ng_status ng_link_trainer_create(ng_link_trainer_t *out, ng_dataset_t ds, ng_mod
   ng_train_opts inner = o;
   inner.workers = -1;
   /* The hybrid modes' pipeline wants two groups of workers; it is never started (the trainer's
-   * epochs do not run), so two idle ones satisfy it. */
-  if (o.mode == NG_MODE_HYBRID || o.mode == NG_MODE_HYBRID_STATIC) {
+   * epochs do not run), so two idle ones satisfy it. AUTO is HYBRID on a GPU. */
+  if (o.mode == NG_MODE_AUTO || o.mode == NG_MODE_HYBRID || o.mode == NG_MODE_HYBRID_STATIC) {
     inner.workers = 2;
     inner.partial_workers = 1;
     inner.cpuset = NULL;
