@@ -770,49 +770,52 @@ ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng
     return ng__err(NG_ERR_INVALID_ARG, "link evaluation: the %s split holds no edges",
                    split == NG_SPLIT_VAL ? "val" : "test");
   const ng_link_pair *pos = t->arr[pa].data, *neg = t->arr[pa + 1].data;
-  /* The nodes needed, sorted and unique: their embeddings by layer-wise inference. */
-  const int64_t total = n * (1 + k);
-  int64_t *ids = ng__malloc((size_t)(2 * total) * sizeof *ids, "the evaluated nodes");
+  /* The nodes needed, in id order, each once (a map over the nodes, not a sort of the pairs'
+   * ends: linear in both), and their embeddings by layer-wise inference. */
+  const int64_t total = n * (1 + k), nodes = t->ds->info.nodes;
+  int32_t *row = ng__malloc((size_t)nodes * sizeof *row, "the evaluated nodes' rows");
   int32_t *u = ng__malloc((size_t)total * sizeof *u, "the pair rows");
   int32_t *v = ng__malloc((size_t)total * sizeof *v, "the pair rows");
   float *s = ng__malloc((size_t)total * sizeof *s, "the scores");
+  int64_t *ids = NULL;
   float *h = NULL;
   ng_status st = NG_OK;
-  if (!ids || !u || !v || !s) {
+  if (!row || !u || !v || !s) {
     st = NG_ERR_NOMEM;
     goto done;
   }
+  memset(row, 0xff, (size_t)nodes * sizeof *row); /* -1: not needed */
+  for (int64_t i = 0; i < n; i++)
+    row[pos[i].u] = row[pos[i].v] = 0;
+  for (int64_t i = 0; i < n * k; i++)
+    row[neg[i].u] = row[neg[i].v] = 0;
   int64_t m = 0;
-  for (int64_t i = 0; i < n; i++) {
-    ids[m++] = pos[i].u;
-    ids[m++] = pos[i].v;
-  }
-  for (int64_t i = 0; i < n * k; i++) {
-    ids[m++] = neg[i].u;
-    ids[m++] = neg[i].v;
-  }
-  qsort(ids, (size_t)m, sizeof *ids, i64_cmp);
-  int64_t w = 0;
-  for (int64_t i = 0; i < m; i++)
-    if (w == 0 || ids[w - 1] != ids[i])
-      ids[w++] = ids[i];
-  m = w;
+  for (int64_t x = 0; x < nodes; x++)
+    m += row[x] == 0;
+  ids = ng__malloc((size_t)m * sizeof *ids, "the evaluated nodes");
   h = ng__malloc((size_t)m * (size_t)t->dim * sizeof *h, "the evaluated embeddings");
-  if (!h) {
+  if (!ids || !h) {
     st = NG_ERR_NOMEM;
     goto done;
   }
+  m = 0;
+  for (int64_t x = 0; x < nodes; x++)
+    if (row[x] == 0) {
+      ids[m] = x;
+      row[x] = (int32_t)m++;
+    }
   ng_infer_opts io = NG_INFER_OPTS_INIT;
   io.progress = t->opts.progress;
   io.progress_ctx = t->opts.progress_ctx;
   NG_CHECK_GOTO(st, ng_trainer_embed(h, t->tr, ids, m, &io), done);
   /* Row i: positive i; rows n + i k + j: its negatives. */
+#pragma omp parallel for schedule(static) num_threads(t->p.threads)
   for (int64_t i = 0; i < n; i++) {
-    u[i] = row_of(ids, m, pos[i].u);
-    v[i] = row_of(ids, m, pos[i].v);
+    u[i] = row[pos[i].u];
+    v[i] = row[pos[i].v];
     for (int64_t j = 0; j < k; j++) {
-      u[n + i * k + j] = row_of(ids, m, neg[i * k + j].u);
-      v[n + i * k + j] = row_of(ids, m, neg[i * k + j].v);
+      u[n + i * k + j] = row[neg[i * k + j].u];
+      v[n + i * k + j] = row[neg[i * k + j].v];
     }
   }
   NG_CHECK_GOTO(st, score_pairs(t, s, h, u, v, total), done);
@@ -821,9 +824,10 @@ ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng
   *out = r;
 done:
   free(h);
+  free(ids);
   free(s);
   free(v);
   free(u);
-  free(ids);
+  free(row);
   return st;
 }
