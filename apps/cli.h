@@ -46,6 +46,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_split_edges(int argc, char **argv);
 
 /* ---- options (args.c) ---- */
 
@@ -245,6 +246,45 @@ int cli_model_for_checkpoint(ng_model_t *out, ng_normalize *normalize, const cha
 /// Shows "the checkpoint's" as the default of the model options among `opts` (for `embed` and
 /// `serve`, whose model comes from the checkpoint).
 void cli_model_opts_from_checkpoint(cli_opt *opts, size_t n);
+
+/* ---- link prediction (cmd_link.c) ---- */
+
+extern const char *const CLI_TASK_NAMES[];
+extern const char *const CLI_DECODER_NAMES[];
+extern const char *const CLI_NEG_NAMES[];
+
+/// What `train --task link` adds to the training options.
+typedef struct {
+  int task;            ///< 0 node classification, 1 link prediction
+  int decoder, neg;    ///< indices of CLI_DECODER_NAMES, CLI_NEG_NAMES
+  int32_t neg_per_pos; ///< training negatives per positive
+  int64_t embed_dim;   ///< the last layer's width (0: --hidden)
+  int self_pairs;      ///< --self-pairs
+} cli_link_cfg;
+
+// clang-format off
+#define CLI_LINK_OPTS(l)                                                                           \
+  CLI_OPT_CHOICE("task", &(l)->task, "T", CLI_TASK_NAMES,                                          \
+                 "node (classification) or link (prediction on DIR/links from split-edges; the "   \
+                 "last layer is the --embed-dim wide embedding, --batch counts positive edges)"),  \
+      CLI_OPT_CHOICE("decoder", &(l)->decoder, "D", CLI_DECODER_NAMES,                             \
+                     "--task link: dot, or mlp over h_u * h_v"),                                   \
+      CLI_OPT_CHOICE("neg", &(l)->neg, "N", CLI_NEG_NAMES,                                         \
+                     "--task link: negatives uniform (both ends), or the source kept and the "     \
+                     "destination by degree^0.75"),                         \
+      CLI_OPT_INT("neg-per-pos", &(l)->neg_per_pos, "K", 1, 1024,                                  \
+                  "--task link: training negatives per positive edge"),                            \
+      CLI_OPT_INT("embed-dim", &(l)->embed_dim, "D", 0, INT32_MAX,                                 \
+                  "--task link: the embedding's width, the last layer's (0: --hidden)"),          \
+      CLI_OPT_FLAG("self-pairs", &(l)->self_pairs,                                                 \
+                   "--task link: each node paired with itself is a positive too (GAE's A + I)")
+// clang-format on
+
+/// Trains `m` for link prediction on `ds` for `epochs` epochs, with validation metrics every
+/// `eval_every` epochs and the test metrics at the end (printed; also into `json` when set).
+/// Returns the exit status.
+int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const cli_link_cfg *l,
+                   int64_t epochs, int64_t eval_every, const char *json);
 
 /* ---- progress (progress.c) ---- */
 

@@ -866,10 +866,12 @@ int cmd_train(int argc, char **argv) {
   int progress = CLI_PROGRESS_AUTO;
   int32_t ranks = 1;
   int check_features = 0;
+  cli_link_cfg link = {.neg_per_pos = 1};
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
       CLI_OPT_CHECK_FEATURES(&check_features),
       TRAIN_OPTS(&c),
+      CLI_LINK_OPTS(&link),
       CLI_OPT_STRING("checkpoint", &files.checkpoint, "FILE",
                      "write model + optimizer state here at the end (safetensors), also after "
                      "Ctrl-C"),
@@ -943,7 +945,17 @@ int cmd_train(int argc, char **argv) {
   ng_dataset_info info = NG_DATASET_INFO_INIT;
   ng_model_t m = NULL;
   st = ng_dataset_info_get(&info, ds);
-  if (st != NG_OK) {
+  if (st == NG_OK && link.task == 1) {
+    /* Link prediction (cmd_link.c): the last layer is the embedding, not the classes. */
+    ng_dataset_info shape = info;
+    shape.classes = (int32_t)(link.embed_dim > 0 ? link.embed_dim : c.net.hidden);
+    ng_train_opts o;
+    train_opts_of(&o, &c);
+    if (c.comm || ranks > 1)
+      rc = cli_usage_error(spec.command, "--task link runs in one process (no --ranks)");
+    else if ((rc = cli_build_model(&m, spec.command, &c.net, &shape)) == CLI_CONTINUE)
+      rc = cli_train_link(ds, m, &o, &link, c.epochs, c.eval_every, files.json);
+  } else if (st != NG_OK) {
     rc = cli_runtime_error(st);
   } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE &&
              (rc = check_ranks_memory(ds, m, &c, spec.command)) == CLI_CONTINUE) {

@@ -11,6 +11,8 @@ static const cli_command COMMANDS[] = {
     {"generate", "generate a synthetic power-law dataset with learnable classes", cmd_generate},
     {"convert", "convert planetoid, SNAP or OGB data into a dataset folder", cmd_convert},
     {"info", "show counts, degree statistics and memory footprint of a dataset", cmd_info},
+    {"split-edges", "split a dataset's edges for link prediction (held-out edges, negatives)",
+     cmd_split_edges},
     {"reorder", "renumber a dataset so that its hot nodes come first", cmd_reorder},
     {"train", "train a GraphSAGE, GCN, GAT, GIN or SAGE-pool model on a dataset", cmd_train},
     {"evaluate", "accuracy and loss of a checkpoint on a dataset's splits", cmd_evaluate},

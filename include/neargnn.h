@@ -1096,6 +1096,124 @@ typedef struct {
 /// be NULL for defaults.
 ng_status ng_dataset_reorder(const char *dst_dir, ng_dataset_t src, const ng_reorder_opts *opts);
 
+/* ---- link prediction (docs/link-prediction.md) ---- */
+
+/// Options of ng_dataset_split_edges().
+typedef struct {
+  size_t size;         ///< sizeof(ng_split_edges_opts)
+  double val, test;    ///< shares of the edges held out for validation and test, each in [0, 1)
+  int32_t neg_per_pos; ///< K: fixed negatives written per held-out positive (>= 1)
+  uint64_t seed;       ///< the split and the negatives derive from it alone
+  /// 1: the graph stores every edge both ways; an edge {u, v} (u < v) is one candidate, and
+  /// holding it out removes both entries. -1 (the default): dataset.json's "undirected".
+  int32_t undirected;
+  int threads; ///< OpenMP threads (0: the OpenMP default); the output never depends on it
+  /// The held-out negatives' sources: 0 (the default) the positive's own, with a destination
+  /// drawn uniformly (OGB's corruption, for MRR and Hits@K); 1 both ends drawn uniformly (the
+  /// Planetoid protocol's random non-edges, for AUC and AP).
+  int32_t neg_source;
+} ng_split_edges_opts;
+#define NG_SPLIT_EDGES_OPTS_INIT                                                                   \
+  { sizeof(ng_split_edges_opts), 0.05, 0.10, 100, 1, -1, 0, 0 }
+
+/// What a split holds (ng_dataset_split_edges, ng_link_info).
+typedef struct {
+  size_t size;         ///< sizeof(ng_link_split_info), set by the caller
+  int64_t train;       ///< positive training edges (the message-passing graph's candidates)
+  int64_t val, test;   ///< held-out positives
+  int32_t neg_per_pos; ///< K fixed negatives per held-out positive
+  int32_t undirected;  ///< 1: edges are node pairs stored both ways
+  int64_t mp_edges;    ///< adjacency entries of the message-passing graph (links/indices.npy)
+  uint64_t seed;       ///< the split's seed
+  int32_t neg_source;  ///< ng_split_edges_opts.neg_source
+} ng_link_split_info;
+#define NG_LINK_SPLIT_INFO_INIT                                                                    \
+  { sizeof(ng_link_split_info), 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/// Splits the edges of the dataset folder `dir` for link prediction and writes the split into
+/// `dir`/links/ (docs/dataset-format.md, "Link splits"): training, validation and test positive
+/// edges, K fixed negatives per held-out positive (node pairs that are neither self loops nor
+/// edges of the full graph; see opts->neg_source), and the message-passing graph, the
+/// dataset's CSR without the validation and test edges, which link training samples from so
+/// that no held-out edge leaks. Deterministic from opts->seed (any thread count). An existing
+/// links/ is replaced; the new one appears whole or not at all. `info` (may be NULL) receives the
+/// counts. `opts` may be NULL for defaults.
+ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
+                                 const ng_split_edges_opts *opts);
+
+/// The decoder that scores a node pair from its two embeddings (ng_link_opts.decoder).
+typedef enum {
+  NG_LINK_DECODER_DOT = 0, ///< <h_u, h_v>
+  NG_LINK_DECODER_MLP = 1, ///< w2 . relu(W1 (h_u (.) h_v) + b1) + b2 (hidden width mlp_hidden)
+} ng_link_decoder;
+
+/// How training negatives are drawn (ng_link_opts.neg).
+typedef enum {
+  NG_LINK_NEG_UNIFORM = 0, ///< both ends drawn uniformly (PyG's binary negative sampling)
+  /// the positive's source kept, its destination drawn in proportion to degree^0.75 (word2vec's
+  /// rule, degrees of the message-passing graph)
+  NG_LINK_NEG_DEGREE = 1,
+} ng_link_neg;
+
+/// Options of link training, beside the ng_train_opts of the GNN.
+typedef struct {
+  size_t size;             ///< sizeof(ng_link_opts)
+  ng_link_decoder decoder; ///< DOT (default) or MLP
+  ng_link_neg neg;         ///< UNIFORM (default) or DEGREE
+  int32_t neg_per_pos;     ///< negatives per positive in training (>= 1; default 1)
+  int32_t mlp_hidden;      ///< the MLP decoder's hidden width (default 64)
+  /// 1: each mini-batch's targets (its pairs' endpoints) paired with themselves are positives
+  /// too, as GAE reconstructs A + I; 0 (the default): only the edges.
+  int32_t self_pairs;
+} ng_link_opts;
+#define NG_LINK_OPTS_INIT                                                                          \
+  { sizeof(ng_link_opts), NG_LINK_DECODER_DOT, NG_LINK_NEG_UNIFORM, 1, 64, 0 }
+
+/// Ranking and classification figures of a split's held-out positives against their fixed
+/// negatives (ng_link_trainer_evaluate, ng_link_metrics_compute).
+typedef struct {
+  size_t size;   ///< sizeof(ng_link_metrics), set by the caller
+  double auc;    ///< ROC AUC over all positive and negative scores (ties count one half)
+  double ap;     ///< average precision over the same scores (tied scores form one step)
+  double mrr;    ///< mean over positives of 1 / rank among itself and its K negatives
+  double hits10; ///< share of positives whose rank is at most 10
+  double hits50, hits100;
+  double loss; ///< mean BCE-with-logits over the positives and negatives
+  int64_t positives, negatives;
+} ng_link_metrics;
+#define NG_LINK_METRICS_INIT                                                                       \
+  { sizeof(ng_link_metrics), 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/// The metrics of `n` positive scores `pos[n]`, each against its `k` negatives `neg[n * k]` (row
+/// i: positive i's). A positive's rank is 1 + the negatives scored above it + half of those
+/// scored equal (OGB's optimistic/pessimistic mean); AUC counts ties one half; AP takes tied
+/// scores as one threshold. n >= 1, k >= 1; non-finite scores are refused.
+ng_status ng_link_metrics_compute(ng_link_metrics *out, const float *pos, const float *neg,
+                                  int64_t n, int32_t k);
+
+typedef struct ng_link_trainer *ng_link_trainer_t;
+
+/// Creates a link-prediction trainer for `model` (its last layer's output is the node
+/// embedding) on the dataset folder `ds` (opened with ng_dataset_open; borrowed, it must outlive
+/// the trainer) and its split links/ (ng_dataset_split_edges). The GNN runs on the split's
+/// message-passing graph with the runtime of node training (`opts`: batch is positive edges per
+/// mini-batch, 0 = all of them at once, i.e. full-batch with full fanouts); `lopts` (NULL:
+/// defaults) chooses the decoder and the negatives.
+ng_status ng_link_trainer_create(ng_link_trainer_t *out, ng_dataset_t ds, ng_model_t model,
+                                 const ng_train_opts *opts, const ng_link_opts *lopts);
+/// Trains one epoch over the shuffled positive training edges: each mini-batch samples the
+/// neighbourhoods of its pairs' endpoints as one seed set, scores the pairs with the decoder and
+/// steps on BCE with logits. out->train_acc is the share of pairs on the right side of 0.
+ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t trainer);
+/// Evaluates split NG_SPLIT_VAL or NG_SPLIT_TEST: embeddings of every node by full-neighbour
+/// layer-wise inference on the message-passing graph, then the held-out positives and their
+/// fixed negatives scored by the decoder.
+ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t trainer, ng_split split);
+/// The split's counts (links/links.json) into *out.
+ng_status ng_link_info(ng_link_split_info *out, ng_link_trainer_t trainer);
+/// Accepts NULL.
+void ng_link_trainer_destroy(ng_link_trainer_t trainer);
+
 #ifdef __cplusplus
 }
 #endif

@@ -285,11 +285,18 @@ static ng_status make_backend(ng_backend **out, const ng_train_opts *o) {
 }
 
 /* Checks the model against the dataset and the options' ranges, before anything is allocated. */
-static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model_t model) {
+static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model_t model,
+                            bool for_link) {
   const ng_train_opts o = *opts;
   const ng_dataset_info *info = &ds->info;
   if (model->n_layers == 0)
     return ng__err(NG_ERR_INVALID_ARG, "the model has no layers");
+  /* A link trainer's last layer is the node embedding, whatever the class count. */
+  if (for_link && model->in_dim != info->feature_dim)
+    return ng__err(NG_ERR_INVALID_ARG, "the model expects %lld input columns, the dataset has %lld",
+                   (long long)model->in_dim, (long long)info->feature_dim);
+  if (for_link)
+    goto options;
   if (info->feature_dim == 0 || info->classes == 0)
     return ng__err(NG_ERR_INVALID_ARG, "dataset '%s' has no %s: training needs features and labels",
                    info->name, info->feature_dim == 0 ? "features" : "labels");
@@ -302,6 +309,7 @@ static ng_status check_opts(const ng_train_opts *opts, ng_dataset_t ds, ng_model
                    (long long)model->layers[model->n_layers - 1].out_dim, (int)info->classes);
   if (info->train == 0)
     return ng__err(NG_ERR_INVALID_ARG, "dataset '%s' has no training split", info->name);
+options:
   if (o.batch < 0 || !(o.lr > 0.0) || o.eval_chunk < 0 || o.eval_chunk > INT32_MAX / 2 ||
       o.threads < 0 || (unsigned)o.optimizer > NG_OPTIMIZER_SGD ||
       (unsigned)o.normalize > NG_NORMALIZE_ROW)
@@ -879,7 +887,7 @@ ng_status ng_trainer_estimate_memory(ng_memory_estimate *out, ng_dataset_t ds, n
   NG_CHECK(ng__model_check(model));
   ng_train_opts o;
   NG_CHECK(merge_opts(&o, opts));
-  NG_CHECK(check_opts(&o, ds, model));
+  NG_CHECK(check_opts(&o, ds, model, false));
   return estimate_memory(out, ds, model, &o, NULL);
 }
 
@@ -887,8 +895,8 @@ static void human_bytes(char *buf, size_t cap, int64_t b) {
   snprintf(buf, cap, "%.2f GiB", (double)b / (double)((int64_t)1 << 30));
 }
 
-ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
-                            const ng_train_opts *opts) {
+static ng_status trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
+                                const ng_train_opts *opts, bool for_link) {
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_create: out is NULL");
   *out = NULL;
@@ -896,7 +904,7 @@ ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model
   NG_CHECK(ng__model_check(model));
   ng_train_opts o;
   NG_CHECK(merge_opts(&o, opts));
-  NG_CHECK(check_opts(&o, ds, model));
+  NG_CHECK(check_opts(&o, ds, model, for_link));
   if (o.comm) {
     NG_CHECK(ng__comm_check(o.comm));
     /* The ranks of a host split its cores (docs/distributed.md). */
@@ -975,6 +983,35 @@ too_large : {
 fail:
   ng_trainer_destroy(t);
   return st;
+}
+
+ng_status ng_trainer_create(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
+                            const ng_train_opts *opts) {
+  return trainer_create(out, ds, model, opts, false);
+}
+
+ng_status ng__trainer_create_link(ng_trainer_t *out, ng_dataset_t ds, ng_model_t model,
+                                  const ng_train_opts *opts) {
+  return trainer_create(out, ds, model, opts, true);
+}
+
+ng_status ng__trainer_parts(ng_trainer_parts *out, ng_trainer_t t) {
+  NG_CHECK(trainer_check(t));
+  *out = (ng_trainer_parts){.be = t->be,
+                            .ex = &t->ex,
+                            .sampler = &t->cfg,
+                            .arena = t->arena,
+                            .store = &t->store,
+                            .fetch = &t->fetch,
+                            .step = &t->step,
+                            .mode = t->mode,
+                            .threads = omp_threads(&t->opts)};
+  return NG_OK;
+}
+
+void ng__trainer_params_changed(ng_trainer_t t) {
+  if (trainer_check(t) == NG_OK)
+    drop_logits(t);
 }
 
 void ng_trainer_destroy(ng_trainer_t t) {

@@ -654,3 +654,9 @@ def checkpoint_info(path):
             "feature_dim": c.feature_dim, "classes": c.classes, "epochs_done": c.epochs_done,
             "seed": c.seed, "batch": c.batch,
             "optimizer": {v: n for n, v in _OPTIMIZERS.items()}.get(c.optimizer)}
+
+
+# Link prediction lives in its own module (it uses the names above).
+from .link import LinkTrainer, split_edges  # noqa: E402
+
+__all__ += ["LinkTrainer", "split_edges"]
