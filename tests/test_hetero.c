@@ -1,0 +1,450 @@
+/* Heterogeneous datasets: a small hand-built folder (two node types, three relations) opened and
+ * described through the public API, each validation rule refused with its message, and the
+ * homogeneous layout read as one type and one relation. */
+#include "hetero_impl.h"
+#include "ng_test.h"
+#include "ng_test_cora.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- the fixture ----
+ * paper: 6 nodes, 3 features, 2 classes (the target); author: 4 nodes, no features.
+ * (author, writes, paper): rows are papers, entries authors.
+ * (paper, cites, paper) and (paper, written_by, author): rows are authors, entries papers. */
+
+static const char *const BASE_JSON =
+    "{\n"
+    "  \"format\": \"neargnn-dataset\",\n"
+    "  \"version\": 1,\n"
+    "  \"name\": \"tiny-hetero\",\n"
+    "  \"index_dtype\": \"int32\",\n"
+    "  \"node_types\": [\n"
+    "    {\"name\": \"paper\", \"count\": 6, \"feature_dim\": 3, \"classes\": 2},\n"
+    "    {\"name\": \"author\", \"count\": 4, \"feature_dim\": 0}\n"
+    "  ],\n"
+    "  \"edge_types\": [\n"
+    "    {\"src\": \"author\", \"relation\": \"writes\", \"dst\": \"paper\", \"edges\": 7},\n"
+    "    {\"src\": \"paper\", \"relation\": \"cites\", \"dst\": \"paper\", \"edges\": 5},\n"
+    "    {\"src\": \"paper\", \"relation\": \"written_by\", \"dst\": \"author\", \"edges\": 7}\n"
+    "  ],\n"
+    "  \"splits\": {\"train\": 2, \"val\": 1, \"test\": 1}\n"
+    "}\n";
+
+/* writes: paper p is written by these authors. */
+static const int64_t WRITES_PTR[7] = {0, 2, 3, 4, 5, 6, 7};
+static const int32_t WRITES_IDX[7] = {0, 1, 1, 2, 3, 0, 2};
+static const int64_t CITES_PTR[7] = {0, 0, 1, 3, 4, 5, 5};
+static const int32_t CITES_IDX[5] = {0, 0, 1, 2, 3};
+/* written_by: author a wrote these papers (the reverse of writes). */
+static const int64_t WBY_PTR[5] = {0, 2, 4, 6, 7};
+static const int32_t WBY_IDX[7] = {0, 5, 0, 1, 2, 5, 3};
+static const int32_t LABELS[6] = {0, 1, 1, -1, 0, 1};
+static const int64_t TRAIN[2] = {0, 1};
+static const int64_t VAL[1] = {2};
+static const int64_t TEST[1] = {4};
+
+static void put(const char *dir, const char *file, ng_dtype dtype, int ndim, int64_t d0, int64_t d1,
+                const void *data) {
+  char *path = ng__path_join(dir, file);
+  unlink(path);
+  int64_t shape[2] = {d0, d1};
+  ng_status st = ng__npy_write(path, dtype, ndim, shape, data);
+  if (st != NG_OK)
+    ng_test_fail(__FILE__, __LINE__, "writing %s: %s", path, ng_last_error());
+  free(path);
+}
+
+static void put_json(const char *dir, const char *text) {
+  char *path = ng__path_join(dir, "dataset.json");
+  if (!ng_test_write_file(path, text, strlen(text)))
+    ng_test_fail(__FILE__, __LINE__, "writing %s", path);
+  free(path);
+}
+
+/* `text` with its first `from` replaced by `to` (the test's own JSON, so `from` must occur). */
+static char *replaced(const char *text, const char *from, const char *to) {
+  const char *at = strstr(text, from);
+  if (!at) {
+    ng_test_fail(__FILE__, __LINE__, "\"%s\" not in the JSON", from);
+    at = text + strlen(text);
+  }
+  size_t a = (size_t)(at - text), f = strlen(from) <= strlen(at) ? strlen(from) : 0;
+  char *out = ng_test_xmalloc(strlen(text) + strlen(to) + 1);
+  memcpy(out, text, a);
+  strcpy(out + a, to);
+  strcat(out, at + f);
+  return out;
+}
+
+static float feature_value(int64_t row, int64_t col) {
+  return (float)(row * 10 + col) * 0.25f - 3.0f;
+}
+
+/* A fresh copy of the fixture in folder `name` (under the test's temporary folder). */
+static const char *fixture(const char *name) {
+  static char dir[512];
+  snprintf(dir, sizeof dir, "%s", ng_test_path(name));
+  mkdir(dir, 0755);
+  float feats[6 * 3];
+  for (int64_t r = 0; r < 6; r++)
+    for (int64_t c = 0; c < 3; c++)
+      feats[r * 3 + c] = feature_value(r, c);
+  put(dir, "paper.features.npy", NG_DTYPE_F32, 2, 6, 3, feats);
+  put(dir, "paper.labels.npy", NG_DTYPE_I32, 1, 6, 0, LABELS);
+  put(dir, "author.writes.paper.indptr.npy", NG_DTYPE_I64, 1, 7, 0, WRITES_PTR);
+  put(dir, "author.writes.paper.indices.npy", NG_DTYPE_I32, 1, 7, 0, WRITES_IDX);
+  put(dir, "paper.cites.paper.indptr.npy", NG_DTYPE_I64, 1, 7, 0, CITES_PTR);
+  put(dir, "paper.cites.paper.indices.npy", NG_DTYPE_I32, 1, 5, 0, CITES_IDX);
+  put(dir, "paper.written_by.author.indptr.npy", NG_DTYPE_I64, 1, 5, 0, WBY_PTR);
+  put(dir, "paper.written_by.author.indices.npy", NG_DTYPE_I32, 1, 7, 0, WBY_IDX);
+  put(dir, "train_idx.npy", NG_DTYPE_I64, 1, 2, 0, TRAIN);
+  put(dir, "val_idx.npy", NG_DTYPE_I64, 1, 1, 0, VAL);
+  put(dir, "test_idx.npy", NG_DTYPE_I64, 1, 1, 0, TEST);
+  put_json(dir, BASE_JSON);
+  return dir;
+}
+
+/* Expects opening `dir` to fail with `status` and a message holding `needle`. */
+static void expect_refused(const char *dir, ng_status status, const char *needle, int line) {
+  ng_hetero_t ds = NULL;
+  ng_status st = ng_hetero_open(&ds, dir, NULL);
+  if (st != status)
+    ng_test_fail(__FILE__, line, "open %s: got %s, expected %s (last error: %s)", dir,
+                 ng_status_name(st), ng_status_name(status), ng_last_error());
+  else if (!strstr(ng_last_error(), needle))
+    ng_test_fail(__FILE__, line, "last error \"%s\" lacks \"%s\"", ng_last_error(), needle);
+  if (ds)
+    ng_test_fail(__FILE__, line, "a refused open returned a handle");
+  ng_hetero_close(ds);
+}
+#define EXPECT_REFUSED(dir, status, needle) expect_refused(dir, status, needle, __LINE__)
+
+/* The fixture with dataset.json's `from` replaced by `to`, expected refused. */
+static void expect_json_refused(const char *from, const char *to, ng_status status,
+                                const char *needle, int line) {
+  const char *dir = fixture("json");
+  char *text = replaced(BASE_JSON, from, to);
+  put_json(dir, text);
+  free(text);
+  expect_refused(dir, status, needle, line);
+}
+#define EXPECT_JSON_REFUSED(from, to, status, needle)                                              \
+  expect_json_refused(from, to, status, needle, __LINE__)
+
+/* ---- cases ---- */
+
+static void test_open_and_describe(void) {
+  const char *dir = fixture("ok");
+  ng_hetero_t ds = NULL;
+  ng_open_opts oo = NG_OPEN_OPTS_INIT;
+  oo.check_features = 1;
+  EXPECT_OK(ng_hetero_open(&ds, dir, &oo));
+  if (!ds)
+    return;
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  EXPECT_OK(ng_hetero_info_get(&info, ds));
+  EXPECT_STR(info.name, "tiny-hetero");
+  EXPECT_EQ_I(info.node_types, 2);
+  EXPECT_EQ_I(info.edge_types, 3);
+  EXPECT_EQ_I(info.nodes, 10);
+  EXPECT_EQ_I(info.edges, 19);
+  EXPECT_EQ_I(info.target, 0);
+  EXPECT_EQ_I(info.classes, 2);
+  EXPECT_EQ_I(info.index_bytes, 4);
+  EXPECT_EQ_I(info.homogeneous, 0);
+  EXPECT_EQ_I(info.train, 2);
+  EXPECT_EQ_I(info.val, 1);
+  EXPECT_EQ_I(info.test, 1);
+
+  ng_node_type_info nt = NG_NODE_TYPE_INFO_INIT;
+  EXPECT_OK(ng_hetero_node_type(&nt, ds, 1));
+  EXPECT_STR(nt.name, "author");
+  EXPECT_EQ_I(nt.count, 4);
+  EXPECT_EQ_I(nt.feature_dim, 0);
+  EXPECT_EQ_I(nt.classes, 0);
+  EXPECT_OK(ng_hetero_node_type(&nt, ds, 0));
+  EXPECT_STR(nt.name, "paper");
+  EXPECT_EQ_I(nt.count, 6);
+  EXPECT_EQ_I(nt.feature_dim, 3);
+  EXPECT_EQ_I(nt.classes, 2);
+  EXPECT_STATUS(ng_hetero_node_type(&nt, ds, 2), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("node type 2 is out of range");
+
+  ng_edge_type_info et = NG_EDGE_TYPE_INFO_INIT;
+  EXPECT_OK(ng_hetero_edge_type(&et, ds, 2));
+  EXPECT_STR(et.relation, "written_by");
+  EXPECT_EQ_I(et.src_type, 0);
+  EXPECT_EQ_I(et.dst_type, 1);
+  EXPECT_EQ_I(et.edges, 7);
+  EXPECT_STATUS(ng_hetero_edge_type(&et, ds, -1), NG_ERR_INVALID_ARG);
+
+  int32_t t = -5, r = -5;
+  EXPECT_OK(ng_hetero_find_node_type(&t, ds, "author"));
+  EXPECT_EQ_I(t, 1);
+  EXPECT_STATUS(ng_hetero_find_node_type(&t, ds, "venue"), NG_ERR_NOT_FOUND);
+  EXPECT_ERR_HAS("the types are paper, author");
+  EXPECT_OK(ng_hetero_find_edge_type(&r, ds, "paper", "cites", "paper"));
+  EXPECT_EQ_I(r, 1);
+  EXPECT_STATUS(ng_hetero_find_edge_type(&r, ds, "author", "cites", "paper"), NG_ERR_NOT_FOUND);
+
+  const float *f = NULL;
+  EXPECT_OK(ng_hetero_features(&f, ds, 0));
+  EXPECT_TRUE(f != NULL);
+  for (int64_t row = 0; f && row < 6; row++)
+    for (int64_t c = 0; c < 3; c++)
+      EXPECT_NEAR(f[row * 3 + c], feature_value(row, c), 0.0);
+  EXPECT_OK(ng_hetero_features(&f, ds, 1));
+  EXPECT_TRUE(f == NULL);
+  const int32_t *lab = NULL;
+  EXPECT_OK(ng_hetero_labels(&lab, ds));
+  for (int i = 0; lab && i < 6; i++)
+    EXPECT_EQ_I(lab[i], LABELS[i]);
+
+  const int64_t *ptr = NULL;
+  const void *idx = NULL;
+  int32_t ib = 0;
+  EXPECT_OK(ng_hetero_csr(&ptr, &idx, &ib, ds, 0));
+  EXPECT_EQ_I(ib, 4);
+  for (int i = 0; ptr && i < 7; i++)
+    EXPECT_EQ_I(ptr[i], WRITES_PTR[i]);
+  for (int i = 0; idx && i < 7; i++)
+    EXPECT_EQ_I(((const int32_t *)idx)[i], WRITES_IDX[i]);
+
+  const int64_t *ids = NULL;
+  int64_t n = -1;
+  EXPECT_OK(ng_hetero_split(&ids, &n, ds, 2));
+  EXPECT_EQ_I(n, 1);
+  EXPECT_EQ_I(ids ? ids[0] : -1, 4);
+  EXPECT_STATUS(ng_hetero_split(&ids, &n, ds, 3), NG_ERR_INVALID_ARG);
+
+  /* A caller built against a smaller struct gets only its fields. */
+  struct {
+    size_t size;
+    char name[64];
+    int32_t node_types;
+  } small = {offsetof(ng_hetero_info, edge_types), {0}, -7};
+  EXPECT_OK(ng_hetero_info_get((ng_hetero_info *)&small, ds));
+  EXPECT_EQ_I(small.node_types, 2);
+
+  /* The homogeneous reader names the call that reads this folder. */
+  ng_dataset_t homo = NULL;
+  EXPECT_STATUS(ng_dataset_open(&homo, dir, NULL), NG_ERR_UNSUPPORTED);
+  EXPECT_ERR_HAS("ng_hetero_open");
+  ng_hetero_close(ds);
+}
+
+static void test_handles(void) {
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  EXPECT_STATUS(ng_hetero_info_get(&info, NULL), NG_ERR_INVALID_ARG);
+  EXPECT_STATUS(ng_hetero_open(NULL, "x", NULL), NG_ERR_INVALID_ARG);
+  ng_hetero_t ds = NULL;
+  EXPECT_STATUS(ng_hetero_open(&ds, ng_test_path("absent"), NULL), NG_ERR_NOT_FOUND);
+  EXPECT_ERR_HAS("no such dataset folder");
+  ng_open_opts bad = NG_OPEN_OPTS_INIT;
+  bad.size = 0;
+  EXPECT_STATUS(ng_hetero_open(&ds, fixture("handles"), &bad), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("NG_OPEN_OPTS_INIT");
+  info.size = 0;
+  EXPECT_OK(ng_hetero_open(&ds, fixture("handles"), NULL));
+  EXPECT_STATUS(ng_hetero_info_get(&info, ds), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("_INIT");
+  ng_hetero_close(ds);
+  ng_hetero_close(NULL);
+}
+
+static void test_json_refusals(void) {
+  EXPECT_JSON_REFUSED("{\"name\": \"author\",", "{\"name\": \"paper\",", NG_ERR_FORMAT,
+                      "node type \"paper\" is named twice");
+  EXPECT_JSON_REFUSED("{\"src\": \"paper\", \"relation\": \"cites\"",
+                      "{\"src\": \"author\", \"relation\": \"writes\"", NG_ERR_FORMAT,
+                      "edge type (author, writes, paper) is listed twice");
+  EXPECT_JSON_REFUSED(
+      "{\"src\": \"paper\", \"relation\": \"written_by\"",
+      "{\"src\": \"venue\", \"relation\": \"written_by\"", NG_ERR_FORMAT,
+      "\"src\" is \"venue\", which is not a node type; the types are paper, author");
+  EXPECT_JSON_REFUSED("\"name\": \"author\"", "\"name\": \"au.thor\"", NG_ERR_FORMAT,
+                      "names are 1 to 31 letters");
+  EXPECT_JSON_REFUSED("\"feature_dim\": 0}", "\"feature_dim\": 0, \"classes\": 3}", NG_ERR_FORMAT,
+                      "node types \"paper\" and \"author\" both have \"classes\"");
+  EXPECT_JSON_REFUSED("\"count\": 6", "\"count\": 6e0", NG_ERR_FORMAT, "plain digits");
+  EXPECT_JSON_REFUSED("\"count\": 6", "\"count\": 6.0", NG_ERR_FORMAT, "plain digits");
+  EXPECT_JSON_REFUSED("\"count\": 6", "\"count\": -6", NG_ERR_FORMAT, "non-negative");
+  EXPECT_JSON_REFUSED("\"count\": 4", "\"count\": 9007199254740993", NG_ERR_FORMAT, "at most 2^53");
+  EXPECT_JSON_REFUSED("\"count\": 4", "\"count\": 2147483648", NG_ERR_FORMAT,
+                      "\"author\" has 2147483648 nodes");
+  EXPECT_JSON_REFUSED("\"count\": 4", "\"count\": \"4\"", NG_ERR_FORMAT, "\"count\" is a string");
+  EXPECT_JSON_REFUSED(", \"feature_dim\": 0}", "}", NG_ERR_FORMAT,
+                      "node type \"author\": key \"feature_dim\" is missing");
+  EXPECT_JSON_REFUSED("\"node_types\": [", "\"node_types\": {\"a\": [", NG_ERR_FORMAT,
+                      "not valid JSON");
+  EXPECT_JSON_REFUSED("\"edges\": 5}", "\"edges\": 5, \"edges\": 5}", NG_ERR_FORMAT,
+                      "appears twice in one object");
+  EXPECT_JSON_REFUSED("\"version\": 1", "\"version\": 2", NG_ERR_UNSUPPORTED, "upgrade neargnn");
+  EXPECT_JSON_REFUSED("\"index_dtype\": \"int32\"", "\"index_dtype\": \"uint8\"", NG_ERR_FORMAT,
+                      "\"int32\" or \"int64\"");
+  EXPECT_JSON_REFUSED("\"train\": 2, \"val\": 1, \"test\": 1",
+                      "\"train\": 4, \"val\": 1, \"test\": 2", NG_ERR_FORMAT,
+                      "the splits hold 7 nodes together but the target type");
+  EXPECT_JSON_REFUSED(", \"classes\": 2}", "}", NG_ERR_FORMAT,
+                      "\"splits.train\" is 2 but no node type has \"classes\"");
+  EXPECT_JSON_REFUSED("\"edge_types\": [", "\"edge_typos\": [", NG_ERR_FORMAT,
+                      "key \"edge_types\" is missing");
+  EXPECT_JSON_REFUSED("\"classes\": 2}", "\"classes\": 70000}", NG_ERR_FORMAT, "at most 65536");
+  EXPECT_JSON_REFUSED("\"classes\": 2}", "\"classes\": 13}", NG_ERR_FORMAT,
+                      "its largest label is 1");
+}
+
+static void test_array_refusals(void) {
+  const char *dir;
+  /* Counts that disagree: dataset.json against an array's shape. */
+  dir = fixture("counts");
+  {
+    char *text = replaced(BASE_JSON, "\"count\": 6", "\"count\": 7");
+    put_json(dir, text);
+    free(text);
+  }
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT,
+                 "paper.features.npy: shape [6, 3], but dataset.json implies "
+                 "[7, 3]");
+  dir = fixture("edges");
+  {
+    char *text = replaced(BASE_JSON, "\"edges\": 5", "\"edges\": 4");
+    put_json(dir, text);
+    free(text);
+  }
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT,
+                 "paper.cites.paper.indices.npy: shape [5], but dataset.json "
+                 "implies [4]");
+  /* A feature table for a type that has none. */
+  dir = fixture("extra");
+  float f[4 * 2] = {1, 2, 3, 4, 5, 6, 7, 8};
+  put(dir, "author.features.npy", NG_DTYPE_F32, 2, 4, 2, f);
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT,
+                 "author.features.npy: present but dataset.json says its "
+                 "type's \"feature_dim\" is 0");
+  /* Labels on a type that is not the target. */
+  dir = fixture("extra_labels");
+  put(dir, "author.labels.npy", NG_DTYPE_I32, 1, 4, 0, LABELS);
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "author.labels.npy: present");
+  /* A relation's file missing, or of the wrong dtype. */
+  dir = fixture("missing");
+  char *path = ng__path_join(dir, "paper.written_by.author.indices.npy");
+  unlink(path);
+  free(path);
+  EXPECT_REFUSED(dir, NG_ERR_NOT_FOUND, "paper.written_by.author.indices.npy: missing");
+  dir = fixture("dtype");
+  put(dir, "paper.cites.paper.indptr.npy", NG_DTYPE_I32, 1, 7, 0,
+      (const int32_t[]){0, 0, 1, 3, 4, 5, 5});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "dtype int32, but it must be int64");
+}
+
+static void test_csr_refusals(void) {
+  const char *dir = fixture("range");
+  /* Author ids are [0, 4): 4 is a paper id's range, not an author's. */
+  put(dir, "author.writes.paper.indices.npy", NG_DTYPE_I32, 1, 7, 0,
+      (const int32_t[]){0, 1, 1, 2, 3, 4, 2});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT,
+                 "author.writes.paper.indices.npy: indices[5] = 4 (in row 4, a \"paper\" node) is "
+                 "not a \"author\" id in [0, 4)");
+  dir = fixture("negative");
+  put(dir, "paper.written_by.author.indices.npy", NG_DTYPE_I32, 1, 7, 0,
+      (const int32_t[]){0, 5, 0, 1, -2, 5, 3});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "indices[4] = -2 (in row 2, a \"author\" node)");
+  dir = fixture("monotone");
+  put(dir, "paper.cites.paper.indptr.npy", NG_DTYPE_I64, 1, 7, 0,
+      (const int64_t[]){0, 2, 1, 3, 4, 5, 5});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "indptr[2] = 1 < indptr[1] = 2: not monotone");
+  dir = fixture("first");
+  put(dir, "paper.cites.paper.indptr.npy", NG_DTYPE_I64, 1, 7, 0,
+      (const int64_t[]){1, 1, 1, 3, 4, 5, 5});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "indptr[0] = 1, but it must be 0");
+  dir = fixture("last");
+  put(dir, "paper.cites.paper.indptr.npy", NG_DTYPE_I64, 1, 7, 0,
+      (const int64_t[]){0, 0, 1, 3, 4, 4, 4});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT,
+                 "indptr[6] = 4, but dataset.json says \"edges\": 5 for (paper, cites, paper)");
+}
+
+static void test_label_split_feature_refusals(void) {
+  const char *dir = fixture("labels");
+  put(dir, "paper.labels.npy", NG_DTYPE_I32, 1, 6, 0, (const int32_t[]){0, 1, 2, -1, 0, 1});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "labels[2] = 2 is outside [-1, 2)");
+  dir = fixture("split_range");
+  put(dir, "val_idx.npy", NG_DTYPE_I64, 1, 1, 0, (const int64_t[]){6});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "val_idx.npy: entry 0 is 6, not a \"paper\" id in [0, 6)");
+  dir = fixture("split_unlabelled");
+  put(dir, "test_idx.npy", NG_DTYPE_I64, 1, 1, 0, (const int64_t[]){3});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "test_idx.npy: entry 0 is node 3, which is unlabelled");
+  dir = fixture("split_twice");
+  put(dir, "train_idx.npy", NG_DTYPE_I64, 1, 2, 0, (const int64_t[]){1, 1});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "train_idx.npy: node 1 appears twice (entry 1)");
+  dir = fixture("split_overlap");
+  put(dir, "test_idx.npy", NG_DTYPE_I64, 1, 1, 0, (const int64_t[]){0});
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "test_idx.npy: node 0 (entry 0) is also in the train split");
+  dir = fixture("nonfinite");
+  float feats[6 * 3];
+  for (int i = 0; i < 18; i++)
+    feats[i] = (float)i;
+  feats[5 * 3 + 1] = NAN;
+  put(dir, "paper.features.npy", NG_DTYPE_F32, 2, 6, 3, feats);
+  EXPECT_REFUSED(dir, NG_ERR_FORMAT, "paper.features.npy: row 5, column 1 is nan");
+}
+
+/* A homogeneous folder reads as one node type and one relation, with the dataset's arrays. */
+static void test_homogeneous_as_one_type(void) {
+  ng_dataset_t cora = ng_test_fetch_cora();
+  ng_dataset_info ci = NG_DATASET_INFO_INIT;
+  EXPECT_OK(ng_dataset_info_get(&ci, cora));
+  ng_hetero_t ds = NULL;
+  EXPECT_OK(ng_hetero_open(&ds, cora->dir, NULL));
+  if (!ds) {
+    ng_dataset_close(cora);
+    return;
+  }
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  EXPECT_OK(ng_hetero_info_get(&info, ds));
+  EXPECT_EQ_I(info.homogeneous, 1);
+  EXPECT_EQ_I(info.node_types, 1);
+  EXPECT_EQ_I(info.edge_types, 1);
+  EXPECT_EQ_I(info.nodes, ci.nodes);
+  EXPECT_EQ_I(info.edges, ci.edges);
+  EXPECT_EQ_I(info.classes, ci.classes);
+  EXPECT_EQ_I(info.target, 0);
+  EXPECT_EQ_I(info.train, ci.train);
+  ng_node_type_info nt = NG_NODE_TYPE_INFO_INIT;
+  EXPECT_OK(ng_hetero_node_type(&nt, ds, 0));
+  EXPECT_STR(nt.name, "node");
+  EXPECT_EQ_I(nt.feature_dim, ci.feature_dim);
+  ng_edge_type_info et = NG_EDGE_TYPE_INFO_INIT;
+  EXPECT_OK(ng_hetero_edge_type(&et, ds, 0));
+  EXPECT_STR(et.relation, "to");
+  EXPECT_EQ_I(et.src_type, 0);
+  EXPECT_EQ_I(et.dst_type, 0);
+  EXPECT_EQ_I(et.edges, ci.edges);
+  const int64_t *ptr = NULL;
+  const void *idx = NULL;
+  int32_t ib = 0;
+  EXPECT_OK(ng_hetero_csr(&ptr, &idx, &ib, ds, 0));
+  /* Its own mapping of the same files. */
+  EXPECT_TRUE(ptr && memcmp(ptr, cora->csr.indptr, sizeof(int64_t) * (size_t)(ci.nodes + 1)) == 0);
+  EXPECT_EQ_I(ib, ci.index_bytes);
+  const float *f = NULL, *cf = NULL;
+  EXPECT_OK(ng_hetero_features(&f, ds, 0));
+  EXPECT_OK(ng_dataset_features(&cf, cora));
+  EXPECT_TRUE(f && cf && memcmp(f, cf, sizeof(float) * (size_t)(ci.nodes * ci.feature_dim)) == 0);
+  ng_hetero_close(ds);
+  ng_dataset_close(cora);
+}
+
+int main(void) {
+  RUN_TEST(test_open_and_describe);
+  RUN_TEST(test_handles);
+  RUN_TEST(test_json_refusals);
+  RUN_TEST(test_array_refusals);
+  RUN_TEST(test_csr_refusals);
+  RUN_TEST(test_label_split_feature_refusals);
+  RUN_TEST(test_homogeneous_as_one_type);
+  return ng_test_summary();
+}
