@@ -1176,6 +1176,52 @@ ng_status ng_hetero_csr(const int64_t **indptr, const void **indices, int32_t *i
 /// Split `split` (0 train, 1 val, 2 test): ids of the target type. Borrowed; NULL when empty.
 ng_status ng_hetero_split(const int64_t **ids, int64_t *n, ng_hetero_t ds, int split);
 
+/// Options of ng_hetero_generate(): a heterogeneous graph whose node types, feature widths and
+/// relations are given as text (the command line's `--types` and `--relations`; presets from
+/// ng_hetero_preset()), with labels on the target type planted so that they are learnable from
+/// the relations: every node of every type has a latent class, and each entry of a relation's
+/// row comes, with probability `homophily`, from the row node's class.
+typedef struct {
+  size_t size;      ///< sizeof(ng_hetero_generate_opts)
+  const char *name; ///< dataset.json "name" (copied); NULL gives "generated-hetero"
+  /// Node types, comma-separated `NAME:COUNT:DIM` (COUNT takes k, M, G; DIM 0: no features),
+  /// e.g. "paper:736389:128,author:1134649:0".
+  const char *types;
+  /// Edge types, comma-separated `SRC:RELATION:DST:DEGREE`: DEGREE is the mean number of
+  /// entries per DST row (neighbours of type SRC each DST node aggregates from), e.g.
+  /// "author:writes:paper:9.7".
+  const char *relations;
+  const char *target;      ///< the labelled type's name; NULL: the first type
+  double scale;            ///< every type's COUNT is multiplied by this (> 0; 1: as written)
+  int32_t classes;         ///< classes of the target type (1 to 65536)
+  double homophily;        ///< probability that an entry comes from the row node's class [0, 1]
+  double feature_noise;    ///< standard deviation of the noise around each class's mean feature
+  double train_frac;       ///< share of target nodes in the training split
+  double val_frac;         ///< share in the validation split
+  double test_frac;        ///< share in the test split
+  uint64_t seed;           ///< the output depends only on the options and this seed
+  int threads;             ///< OpenMP threads (0: the OpenMP default); never changes the output
+  ng_progress_fn progress; ///< optional progress callback
+  void *progress_ctx;      ///< passed to `progress`
+} ng_hetero_generate_opts;
+#define NG_HETERO_GENERATE_OPTS_INIT                                                               \
+  {                                                                                                \
+    sizeof(ng_hetero_generate_opts), NULL, NULL, NULL, NULL, 1.0, 16, 0.7, 1.0, 0.1, 0.1, 0.2, 1,  \
+        0, NULL, NULL                                                                              \
+  }
+
+/// The `types`, `relations` and `target` text of a named shape: "mag" (ogbn-mag's four types and
+/// its relations with written_by, the reverse of writes, at ogbn-mag's counts) or "igbh"
+/// (IGBH's four types at 1024 features, at about IGBH-small's counts). The strings are static.
+/// NG_ERR_NOT_FOUND names the presets for another name.
+ng_status ng_hetero_preset(const char **types, const char **relations, const char **target,
+                           const char *preset);
+
+/// Generates a heterogeneous dataset into folder `dst_dir`, which must not exist; written
+/// atomically, as ng_dataset_generate. Every draw is a function of (seed, purpose, type or
+/// relation, node) through core/rng.h, so the files do not depend on the thread count.
+ng_status ng_hetero_generate(const char *dst_dir, const ng_hetero_generate_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -438,6 +438,196 @@ static void test_homogeneous_as_one_type(void) {
   ng_dataset_close(cora);
 }
 
+/* ---- the generator ---- */
+
+static const char GEN_TYPES[] = "paper:3000:8,author:5000:0,venue:7:0";
+static const char GEN_RELATIONS[] =
+    "author:writes:paper:3,paper:written_by:author:1.8,paper:cites:paper:5,venue:hosts:paper:1";
+
+static ng_hetero_generate_opts gen_opts(int threads) {
+  ng_hetero_generate_opts o = NG_HETERO_GENERATE_OPTS_INIT;
+  o.types = GEN_TYPES;
+  o.relations = GEN_RELATIONS;
+  o.classes = 5;
+  o.homophily = 0.6;
+  o.seed = 11;
+  o.threads = threads;
+  return o;
+}
+
+static bool same_file(const char *a_dir, const char *b_dir, const char *file) {
+  char *a = ng__path_join(a_dir, file), *b = ng__path_join(b_dir, file);
+  size_t la = 0, lb = 0;
+  void *da = ng_test_read_file(a, &la), *db = ng_test_read_file(b, &lb);
+  bool same = da && db && la == lb && memcmp(da, db, la) == 0;
+  free(da);
+  free(db);
+  free(a);
+  free(b);
+  return same;
+}
+
+/* The files depend on the seed only: one thread and three write the same bytes. */
+static void test_generate_deterministic(void) {
+  char one[512], three[512], other[512];
+  snprintf(one, sizeof one, "%s", ng_test_path("gen1"));
+  snprintf(three, sizeof three, "%s", ng_test_path("gen3"));
+  snprintf(other, sizeof other, "%s", ng_test_path("gen_seed"));
+  ng_hetero_generate_opts o = gen_opts(1);
+  EXPECT_OK(ng_hetero_generate(one, &o));
+  o = gen_opts(3);
+  EXPECT_OK(ng_hetero_generate(three, &o));
+  o.seed = 12;
+  EXPECT_OK(ng_hetero_generate(other, &o));
+  static const char *const FILES[] = {"paper.features.npy",
+                                      "paper.labels.npy",
+                                      "author.writes.paper.indptr.npy",
+                                      "author.writes.paper.indices.npy",
+                                      "paper.cites.paper.indices.npy",
+                                      "venue.hosts.paper.indices.npy",
+                                      "train_idx.npy",
+                                      "test_idx.npy"};
+  for (size_t i = 0; i < NG_TEST_LEN(FILES); i++) {
+    if (!same_file(one, three, FILES[i]))
+      ng_test_fail(__FILE__, __LINE__, "%s differs between 1 and 3 threads", FILES[i]);
+    if (same_file(one, other, FILES[i]))
+      ng_test_fail(__FILE__, __LINE__, "%s is the same for seeds 11 and 12", FILES[i]);
+  }
+  /* The folder is written atomically and exists: a second run to it is refused. */
+  o = gen_opts(1);
+  EXPECT_STATUS(ng_hetero_generate(one, &o), NG_ERR_EXISTS);
+}
+
+/* What the options ask for: counts, dimensions, degrees, shares; labels planted in the
+ * relations: an entry of a row comes from the row node's class with probability homophily, so
+ * the papers a paper cites share its label at about h + (1 - h) / C. */
+static void test_generate_shape_and_planted_labels(void) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", ng_test_path("gen_shape"));
+  ng_hetero_generate_opts o = gen_opts(2);
+  EXPECT_OK(ng_hetero_generate(dir, &o));
+  ng_hetero_t ds = NULL;
+  ng_open_opts oo = NG_OPEN_OPTS_INIT;
+  oo.check_features = 1;
+  EXPECT_OK(ng_hetero_open(&ds, dir, &oo));
+  if (!ds)
+    return;
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  EXPECT_OK(ng_hetero_info_get(&info, ds));
+  EXPECT_EQ_I(info.node_types, 3);
+  EXPECT_EQ_I(info.edge_types, 4);
+  EXPECT_EQ_I(info.nodes, 8007);
+  EXPECT_EQ_I(info.target, 0);
+  EXPECT_EQ_I(info.classes, 5);
+  /* Shares 0.1, 0.1, 0.2 of 3000 papers: binomial, far inside +-20%. */
+  EXPECT_NEAR(info.train, 300, 60);
+  EXPECT_NEAR(info.val, 300, 60);
+  EXPECT_NEAR(info.test, 600, 120);
+  ng_node_type_info nt = NG_NODE_TYPE_INFO_INIT;
+  EXPECT_OK(ng_hetero_node_type(&nt, ds, 2));
+  EXPECT_STR(nt.name, "venue");
+  EXPECT_EQ_I(nt.count, 7);
+  EXPECT_EQ_I(nt.feature_dim, 0);
+  const double degree[4] = {3, 1.8, 5, 1};
+  const int64_t rows[4] = {3000, 5000, 3000, 3000};
+  for (int32_t r = 0; r < 4; r++) {
+    ng_edge_type_info et = NG_EDGE_TYPE_INFO_INIT;
+    EXPECT_OK(ng_hetero_edge_type(&et, ds, r));
+    EXPECT_NEAR((double)et.edges / (double)rows[r], degree[r], 0.1 * degree[r]);
+  }
+  const int32_t *labels = NULL;
+  EXPECT_OK(ng_hetero_labels(&labels, ds));
+  int64_t per_class[5] = {0};
+  for (int64_t v = 0; labels && v < 3000; v++) {
+    EXPECT_TRUE(labels[v] >= 0 && labels[v] < 5);
+    per_class[labels[v] >= 0 && labels[v] < 5 ? labels[v] : 0]++;
+  }
+  for (int c = 0; c < 5; c++)
+    EXPECT_EQ_I(per_class[c], 600); /* equal ranges of a permutation */
+  int32_t cites = -1;
+  EXPECT_OK(ng_hetero_find_edge_type(&cites, ds, "paper", "cites", "paper"));
+  const int64_t *ptr = NULL;
+  const void *idx = NULL;
+  int32_t ib = 0;
+  EXPECT_OK(ng_hetero_csr(&ptr, &idx, &ib, ds, cites));
+  int64_t same = 0, total = 0;
+  for (int64_t v = 0; ptr && labels && v < 3000; v++)
+    for (int64_t e = ptr[v]; e < ptr[v + 1]; e++, total++)
+      same += labels[((const int32_t *)idx)[e]] == labels[v];
+  EXPECT_TRUE(total > 10000);
+  EXPECT_NEAR((double)same / (double)total, 0.6 + 0.4 / 5, 0.03);
+  /* Features: each class's mean, so a paper's features lean to its class. */
+  const float *x = NULL;
+  EXPECT_OK(ng_hetero_features(&x, ds, 0));
+  EXPECT_TRUE(x != NULL);
+  ng_hetero_close(ds);
+}
+
+static void test_generate_presets_and_refusals(void) {
+  const char *types = NULL, *rels = NULL, *target = NULL;
+  EXPECT_OK(ng_hetero_preset(&types, &rels, &target, "mag"));
+  EXPECT_TRUE(types && strstr(types, "paper:736389:128") && strstr(types, "field_of_study"));
+  EXPECT_TRUE(rels && strstr(rels, "author:writes:paper"));
+  EXPECT_STR(target, "paper");
+  EXPECT_OK(ng_hetero_preset(&types, &rels, &target, "igbh"));
+  EXPECT_TRUE(types && strstr(types, ":1024"));
+  EXPECT_STATUS(ng_hetero_preset(&types, &rels, &target, "dblp"), NG_ERR_NOT_FOUND);
+  EXPECT_ERR_HAS("the presets are mag, igbh");
+
+  /* MAG at 1/1000 scale: every count scaled and rounded, the relations as the preset's. */
+  EXPECT_OK(ng_hetero_preset(&types, &rels, &target, "mag"));
+  ng_hetero_generate_opts o = NG_HETERO_GENERATE_OPTS_INIT;
+  o.types = types;
+  o.relations = rels;
+  o.target = target;
+  o.scale = 0.001;
+  o.classes = 8;
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", ng_test_path("gen_mag"));
+  EXPECT_OK(ng_hetero_generate(dir, &o));
+  ng_hetero_t ds = NULL;
+  EXPECT_OK(ng_hetero_open(&ds, dir, NULL));
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  EXPECT_OK(ng_hetero_info_get(&info, ds));
+  EXPECT_EQ_I(info.node_types, 4);
+  EXPECT_EQ_I(info.edge_types, 5);
+  EXPECT_EQ_I(info.nodes, 736 + 1135 + 9 + 60);
+  ng_hetero_close(ds);
+
+  struct {
+    const char *types, *relations, *target, *needle;
+  } bad[] = {
+      {"paper:10:4,paper:5:0", "paper:cites:paper:2", NULL, "node type \"paper\" is named twice"},
+      {"paper:10", "paper:cites:paper:2", NULL, "expected NAME:COUNT:DIM"},
+      {"paper:ten:4", "paper:cites:paper:2", NULL, "COUNT a positive count"},
+      {"pa.per:10:4", "paper:cites:paper:2", NULL, "NAME is 1 to 31"},
+      {"paper:10:4", "paper:cites:venue:2", NULL, "\"venue\" is not one of the node types"},
+      {"paper:10:4", "paper:cites:paper:-1", NULL, "DEGREE is the mean entries per DST row"},
+      {"paper:10:4", "paper:cites:paper:2,paper:cites:paper:3", NULL,
+       "relation (paper, cites, paper) is listed twice"},
+      {"paper:10:4", "paper:cites:paper", NULL, "expected SRC:RELATION:DST:DEGREE"},
+      {"paper:10:4", "paper:cites:paper:2", "author", "target \"author\" is not one of"},
+      {"", "paper:cites:paper:2", NULL, "no node types given"},
+  };
+  for (size_t i = 0; i < NG_TEST_LEN(bad); i++) {
+    ng_hetero_generate_opts b = NG_HETERO_GENERATE_OPTS_INIT;
+    b.types = bad[i].types;
+    b.relations = bad[i].relations;
+    b.target = bad[i].target;
+    snprintf(dir, sizeof dir, "%s", ng_test_path("gen_bad"));
+    ng_status st = ng_hetero_generate(dir, &b);
+    if (st != NG_ERR_INVALID_ARG || !strstr(ng_last_error(), bad[i].needle))
+      ng_test_fail(__FILE__, __LINE__, "case %zu: got %s \"%s\", expected \"%s\"", i,
+                   ng_status_name(st), ng_last_error(), bad[i].needle);
+    EXPECT_TRUE(!ng_test_exists(dir));
+  }
+  ng_hetero_generate_opts b = gen_opts(1);
+  b.classes = 0;
+  snprintf(dir, sizeof dir, "%s", ng_test_path("gen_bad"));
+  EXPECT_STATUS(ng_hetero_generate(dir, &b), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("classes 0");
+}
+
 int main(void) {
   RUN_TEST(test_open_and_describe);
   RUN_TEST(test_handles);
@@ -446,5 +636,8 @@ int main(void) {
   RUN_TEST(test_csr_refusals);
   RUN_TEST(test_label_split_feature_refusals);
   RUN_TEST(test_homogeneous_as_one_type);
+  RUN_TEST(test_generate_deterministic);
+  RUN_TEST(test_generate_shape_and_planted_labels);
+  RUN_TEST(test_generate_presets_and_refusals);
   return ng_test_summary();
 }

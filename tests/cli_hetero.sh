@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `neargnn generate --hetero`: a custom graph's summary lists its types and relations with the
+# counts asked for, the same seed writes the same bytes whatever --threads, a preset scales, and
+# options that belong to the other generator are usage errors. $1: the neargnn binary.
+# shellcheck source=SCRIPTDIR/lib_cli.sh
+source "$(dirname "$0")/lib_cli.sh"
+
+TYPES=paper:2000:16,author:3k:0
+RELS=author:writes:paper:4,paper:written_by:author:2.5,paper:cites:paper:6
+run 0 generate --out "$TMP/h1" --hetero custom --types "$TYPES" --relations "$RELS" \
+  --classes 4 --seed 3 --threads 1 --progress none --name tiny-h
+[ "$(field generated)" = "$TMP/h1" ] || fail "summary does not name the folder: $(cat "$TMP/out")"
+[ "$(field name)" = tiny-h ] || fail "summary: name '$(field name)', expected tiny-h"
+[ "$(field nodes)" = 5000 ] || fail "summary: nodes '$(field nodes)', expected 5000"
+[ "$(field classes)" = 4 ] || fail "summary: classes '$(field classes)', expected 4"
+has out "paper: 2000 nodes, 16 features (target)"
+has out "author: 3000 nodes, 0 features"
+# Mean 4 entries per paper: about 8000, never 0.
+WRITES=$(sed -n 's/^relation   (author, writes, paper): \([0-9]*\) edges$/\1/p' "$TMP/out")
+[ "${WRITES:-0}" -gt 7000 ] && [ "${WRITES:-0}" -lt 9000 ] || fail "writes: '$WRITES' edges"
+grep -q '"node_types"' "$TMP/h1/dataset.json" || fail "dataset.json lacks node_types"
+
+run 0 generate --out "$TMP/h2" --hetero custom --types "$TYPES" --relations "$RELS" \
+  --classes 4 --seed 3 --threads 2 --progress none --name tiny-h
+for f in "$TMP"/h1/*.npy; do
+  cmp -s "$f" "$TMP/h2/$(basename "$f")" || fail "$(basename "$f") differs with --threads 2"
+done
+
+# A preset at 1/1000 of ogbn-mag's size: its four types, paper the target.
+run 0 generate --out "$TMP/mag" --hetero mag --scale 0.001 --progress none
+[ "$(field nodes)" = 1940 ] || fail "mag at 0.001: nodes '$(field nodes)', expected 1940"
+has out "paper: 736 nodes, 128 features (target)"
+has out "(institution, affiliated_with, author)"
+
+# The homogeneous reader names the call for this folder; info is a runtime error, not a crash.
+run 1 info "$TMP/h1"
+has err "ng_hetero_open"
+
+run 2 generate --out "$TMP/x" --hetero mag --nodes 10
+has err "--nodes applies to homogeneous graphs"
+run 2 generate --out "$TMP/x" --types "$TYPES"
+has err "--types applies with --hetero only"
+run 2 generate --out "$TMP/x" --hetero custom --types "$TYPES"
+has err "--hetero custom needs --types and --relations"
+run 2 generate --out "$TMP/x" --hetero dblp
+has err "the shapes are mag, igbh and custom"
+run 2 generate --out "$TMP/x" --hetero custom --types "$TYPES" --relations paper:cites:venue:2
+has err "\"venue\" is not one of the node types"
+[ ! -e "$TMP/x" ] || fail "a refused generate left $TMP/x"
+run 1 generate --out "$TMP/h1" --hetero mag --scale 0.001 --progress none
+has err "already exists"
+
+cli_finish
