@@ -92,7 +92,7 @@ static int check_split_sum(const char *command, double train, double val, double
 /* ---- generate ---- */
 
 /* What generate --hetero wrote: per node type and per relation, read back from the dataset. */
-static int print_written_hetero(const char *out, double seconds) {
+static int print_written_hetero(const char *verb, const char *out, double seconds) {
   ng_hetero_t ds = NULL;
   ng_status st = ng_hetero_open(&ds, out, NULL);
   ng_hetero_info info = NG_HETERO_INFO_INIT;
@@ -102,7 +102,7 @@ static int print_written_hetero(const char *out, double seconds) {
     ng_hetero_close(ds);
     return cli_runtime_error(st);
   }
-  printf("%-10s %s\n", "generated", out);
+  printf("%-10s %s\n", verb, out);
   printf("%-10s %s\n", "name", info.name);
   printf("%-10s %" PRId64 "\n", "nodes", info.nodes);
   printf("%-10s %" PRId64 "\n", "edges", info.edges);
@@ -204,7 +204,7 @@ static int generate_hetero(const cli_spec *spec, const char *shape, const char *
     return cli_usage_error(spec->command, "%s", ng_last_error());
   if (st != NG_OK)
     return write_failed(st, out);
-  return print_written_hetero(out, seconds);
+  return print_written_hetero("generated", out, seconds);
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -390,13 +390,19 @@ int cmd_convert(int argc, char **argv) {
   cli_progress_begin(&pr, spec.command, (cli_progress_mode)progress);
   o.progress = cli_progress_cb;
   o.progress_ctx = &pr;
+  /* An OGB folder with raw/relations/ is heterogeneous (ogbn-mag). */
+  struct stat sb;
+  char rel_dir[4096];
+  snprintf(rel_dir, sizeof rel_dir, "%s/raw/relations", in);
+  const bool hetero = o.format == NG_FORMAT_OGB && stat(rel_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
   double t0 = cli_now();
-  ng_status st = ng_dataset_convert(out, in, &o);
+  ng_status st = hetero ? ng_hetero_convert_ogb(out, in, &o) : ng_dataset_convert(out, in, &o);
   double seconds = cli_now() - t0;
   cli_progress_end(&pr, st);
   if (st != NG_OK)
     return write_failed(st, out);
-  return print_written("converted", out, seconds);
+  return hetero ? print_written_hetero("converted", out, seconds)
+                : print_written("converted", out, seconds);
 }
 
 /* ---- info ---- */

@@ -1222,6 +1222,14 @@ ng_status ng_hetero_preset(const char **types, const char **relations, const cha
 /// relation, node) through core/rng.h, so the files do not depend on the thread count.
 ng_status ng_hetero_generate(const char *dst_dir, const ng_hetero_generate_opts *opts);
 
+/// Converts an OGB heterogeneous node-property folder (ogbn-mag's layout: raw/num-node-dict,
+/// raw/relations/<src>___<rel>___<dst>/edge.csv.gz, raw/node-feat/<type>/,
+/// raw/node-label/<type>/, split/<scheme>/<type>/) into the heterogeneous dataset `dst_dir`,
+/// which must not exist; written atomically. Of `opts` (may be NULL): `name`, `split` (the
+/// scheme), `undirected` (adds each relation's reverse, rev_<relation>; a relation within one
+/// type is stored both ways) and the progress callback are used. `src` is borrowed.
+ng_status ng_hetero_convert_ogb(const char *dst_dir, const char *src, const ng_convert_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

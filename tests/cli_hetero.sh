@@ -50,4 +50,24 @@ has err "\"venue\" is not one of the node types"
 run 1 generate --out "$TMP/h1" --hetero mag --scale 0.001 --progress none
 has err "already exists"
 
+# convert --format ogb on a folder with raw/relations/ (ogbn-mag's layout) writes the
+# heterogeneous layout; --undirected adds the reverse relations.
+O="$TMP/ogb"
+gz() { mkdir -p "$(dirname "$O/$1")" && printf "$2" | gzip -c >"$O/$1"; }
+gz raw/num-node-dict.csv.gz 'author,paper\n3,4\n'
+gz raw/relations/author___writes___paper/edge.csv.gz '0,0\n1,0\n1,1\n2,3\n'
+gz raw/relations/paper___cites___paper/edge.csv.gz '1,0\n2,0\n3,2\n'
+gz raw/node-feat/paper/node-feat.csv.gz '0.5,1\n-2,3.25\n4,5\n6e-1,-7\n'
+gz raw/node-label/paper/node-label.csv.gz '0\n1\nnan\n1\n'
+gz split/time/paper/train.csv.gz '0\n1\n'
+gz split/time/paper/valid.csv.gz '3\n'
+gz split/time/paper/test.csv.gz ''
+run 0 convert --format ogb --in "$O" --out "$TMP/mag_small" --undirected --progress none
+[ "$(field converted)" = "$TMP/mag_small" ] || fail "summary does not name the folder"
+[ "$(field nodes)" = 7 ] || fail "converted: nodes '$(field nodes)', expected 7"
+has out "paper: 4 nodes, 2 features (target)"
+has out "(paper, rev_writes, author): 4 edges"
+has out "(paper, cites, paper): 6 edges"
+[ "$(field splits)" = "train 2, val 1, test 0" ] || fail "converted: splits '$(field splits)'"
+
 cli_finish

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /* ---- the fixture ----
  * paper: 6 nodes, 3 features, 2 classes (the target); author: 4 nodes, no features.
@@ -628,6 +629,184 @@ static void test_generate_presets_and_refusals(void) {
   EXPECT_ERR_HAS("classes 0");
 }
 
+/* ---- the OGB heterogeneous converter ---- */
+
+/* Writes `text` gzip-compressed to `dir`/`rel`, creating the folders on the way. */
+static void put_gz(const char *dir, const char *rel, const char *text) {
+  char *path = ng__path_join(dir, rel);
+  for (char *p = path + strlen(dir) + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      mkdir(path, 0755);
+      *p = '/';
+    }
+  gzFile gz = gzopen(path, "wb");
+  const size_t n = strlen(text);
+  if (!gz || (n && gzwrite(gz, text, (unsigned)n) != (int)n) || gzclose(gz) != Z_OK)
+    ng_test_fail(__FILE__, __LINE__, "writing %s", path);
+  free(path);
+}
+
+/* A tiny ogbn-mag-like folder: 3 authors, 2 institutions, 4 papers (2 features, labelled). */
+static const char *ogb_folder(const char *name) {
+  static char dir[512];
+  snprintf(dir, sizeof dir, "%s", ng_test_path(name));
+  mkdir(dir, 0755);
+  put_gz(dir, "raw/num-node-dict.csv.gz", "author,institution,paper\n3,2,4\n");
+  put_gz(dir, "raw/relations/author___writes___paper/edge.csv.gz", "0,0\n1,0\n1,1\n2,3\n0,0\n");
+  put_gz(dir, "raw/relations/paper___cites___paper/edge.csv.gz", "1,0\n2,0\n3,2\n");
+  put_gz(dir, "raw/relations/author___affiliated_with___institution/edge.csv.gz", "0,1\n2,0\n");
+  put_gz(dir, "raw/node-feat/paper/node-feat.csv.gz", "0.5,1\n-2,3.25\n4,5\n6e-1,-7\n");
+  put_gz(dir, "raw/node-label/paper/node-label.csv.gz", "0\n1\nnan\n1\n");
+  put_gz(dir, "split/time/paper/train.csv.gz", "0\n1\n");
+  put_gz(dir, "split/time/paper/valid.csv.gz", "3\n");
+  put_gz(dir, "split/time/paper/test.csv.gz", "");
+  return dir;
+}
+
+/* Relation `rel` of `ds` is (src, relation, dst) with exactly these rows. */
+static void expect_relation(ng_hetero_t ds, const char *src, const char *relation, const char *dst,
+                            const int64_t *ptr, int64_t rows, const int32_t *idx, int line) {
+  int32_t r = -1;
+  if (ng_hetero_find_edge_type(&r, ds, src, relation, dst) != NG_OK) {
+    ng_test_fail(__FILE__, line, "(%s, %s, %s): %s", src, relation, dst, ng_last_error());
+    return;
+  }
+  const int64_t *p = NULL;
+  const void *ix = NULL;
+  int32_t ib = 0;
+  EXPECT_OK(ng_hetero_csr(&p, &ix, &ib, ds, r));
+  for (int64_t v = 0; p && v <= rows; v++)
+    if (p[v] != ptr[v])
+      ng_test_fail(__FILE__, line, "(%s, %s, %s): indptr[%lld] = %lld, expected %lld", src,
+                   relation, dst, (long long)v, (long long)p[v], (long long)ptr[v]);
+  for (int64_t e = 0; p && ib == 4 && e < ptr[rows]; e++)
+    if (((const int32_t *)ix)[e] != idx[e])
+      ng_test_fail(__FILE__, line, "(%s, %s, %s): indices[%lld] = %d, expected %d", src, relation,
+                   dst, (long long)e, ((const int32_t *)ix)[e], idx[e]);
+}
+#define EXPECT_RELATION(ds, s, r, d, ptr, rows, idx)                                               \
+  expect_relation(ds, s, r, d, ptr, rows, idx, __LINE__)
+
+static void test_convert_ogb(void) {
+  const char *src = ogb_folder("ogb_mag");
+  char out[512];
+  snprintf(out, sizeof out, "%s", ng_test_path("ogb_mag_out"));
+  ng_convert_opts co = NG_CONVERT_OPTS_INIT;
+  co.format = NG_FORMAT_OGB;
+  EXPECT_OK(ng_hetero_convert_ogb(out, src, &co));
+  ng_hetero_t ds = NULL;
+  ng_open_opts oo = NG_OPEN_OPTS_INIT;
+  oo.check_features = 1;
+  EXPECT_OK(ng_hetero_open(&ds, out, &oo));
+  if (!ds)
+    return;
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  EXPECT_OK(ng_hetero_info_get(&info, ds));
+  EXPECT_STR(info.name, "ogb_mag");
+  EXPECT_EQ_I(info.node_types, 3);
+  EXPECT_EQ_I(info.edge_types, 3);
+  EXPECT_EQ_I(info.nodes, 9);
+  EXPECT_EQ_I(info.edges, 4 + 3 + 2); /* the repeated 0,0 of writes is dropped */
+  EXPECT_EQ_I(info.target, 2);
+  EXPECT_EQ_I(info.classes, 2);
+  EXPECT_EQ_I(info.train, 2);
+  EXPECT_EQ_I(info.val, 1);
+  EXPECT_EQ_I(info.test, 0);
+  /* Relations in folder-name order. */
+  ng_edge_type_info et = NG_EDGE_TYPE_INFO_INIT;
+  EXPECT_OK(ng_hetero_edge_type(&et, ds, 0));
+  EXPECT_STR(et.relation, "affiliated_with");
+  EXPECT_OK(ng_hetero_edge_type(&et, ds, 2));
+  EXPECT_STR(et.relation, "cites");
+  EXPECT_RELATION(ds, "author", "writes", "paper", ((const int64_t[]){0, 2, 3, 3, 4}), 4,
+                  ((const int32_t[]){0, 1, 1, 2}));
+  EXPECT_RELATION(ds, "paper", "cites", "paper", ((const int64_t[]){0, 2, 2, 3, 3}), 4,
+                  ((const int32_t[]){1, 2, 3}));
+  EXPECT_RELATION(ds, "author", "affiliated_with", "institution", ((const int64_t[]){0, 1, 2}), 2,
+                  ((const int32_t[]){2, 0}));
+  const float *x = NULL;
+  EXPECT_OK(ng_hetero_features(&x, ds, 2));
+  const float want[8] = {0.5f, 1, -2, 3.25f, 4, 5, 0.6f, -7};
+  for (int i = 0; x && i < 8; i++)
+    EXPECT_NEAR(x[i], want[i], 0.0);
+  EXPECT_OK(ng_hetero_features(&x, ds, 0));
+  EXPECT_TRUE(x == NULL);
+  const int32_t *y = NULL;
+  EXPECT_OK(ng_hetero_labels(&y, ds));
+  const int32_t want_y[4] = {0, 1, -1, 1};
+  for (int i = 0; y && i < 4; i++)
+    EXPECT_EQ_I(y[i], want_y[i]);
+  ng_hetero_close(ds);
+
+  /* undirected: each relation's reverse; cites (within papers) both ways. */
+  snprintf(out, sizeof out, "%s", ng_test_path("ogb_mag_undirected"));
+  co.undirected = 1;
+  co.name = "mag-u";
+  EXPECT_OK(ng_hetero_convert_ogb(out, src, &co));
+  EXPECT_OK(ng_hetero_open(&ds, out, NULL));
+  if (!ds)
+    return;
+  EXPECT_OK(ng_hetero_info_get(&info, ds));
+  EXPECT_STR(info.name, "mag-u");
+  EXPECT_EQ_I(info.edge_types, 5);
+  EXPECT_RELATION(ds, "paper", "rev_writes", "author", ((const int64_t[]){0, 1, 3, 4}), 3,
+                  ((const int32_t[]){0, 0, 1, 3}));
+  EXPECT_RELATION(ds, "institution", "rev_affiliated_with", "author",
+                  ((const int64_t[]){0, 1, 1, 2}), 3, ((const int32_t[]){1, 0}));
+  EXPECT_RELATION(ds, "paper", "cites", "paper", ((const int64_t[]){0, 2, 3, 5, 6}), 4,
+                  ((const int32_t[]){1, 2, 0, 0, 3, 2}));
+  ng_hetero_close(ds);
+}
+
+static void test_convert_ogb_refusals(void) {
+  struct {
+    const char *file, *text, *needle;
+    ng_status status;
+  } bad[] = {
+      {"raw/relations/author___writes___paper/edge.csv.gz", "0,0\n3,1\n",
+       "edge.csv.gz:2: source id 3 is not a \"author\" node (it has 3)", NG_ERR_FORMAT},
+      {"raw/relations/author___writes___paper/edge.csv.gz", "0,4\n",
+       "destination id 4 is not a \"paper\" node", NG_ERR_FORMAT},
+      {"raw/relations/venue___hosts___paper/edge.csv.gz", "0,0\n", "\"venue\" is not a node type",
+       NG_ERR_FORMAT},
+      {"raw/relations/authorwritespaper/edge.csv.gz", "0,0\n", "<src>___<relation>___<dst>",
+       NG_ERR_FORMAT},
+      {"raw/num-node-dict.csv.gz", "author,institution,paper\n3,2\n",
+       "expected 3 comma-separated node counts", NG_ERR_FORMAT},
+      {"raw/num-node-dict.csv.gz", "author,author,paper\n3,2,4\n",
+       "node type \"author\" is named twice", NG_ERR_FORMAT},
+      {"raw/node-label/paper/node-label.csv.gz", "0\n1\nx\n1\n",
+       "node-label.csv.gz:3: expected one class id", NG_ERR_FORMAT},
+      {"raw/node-label/paper/node-label.csv.gz", "0\n1\n", "2 label lines but", NG_ERR_FORMAT},
+      {"raw/node-feat/paper/node-feat.csv.gz", "1,2\n3\n4,5\n6,7\n",
+       "expected 2 comma-separated numbers", NG_ERR_FORMAT},
+      {"raw/node-label/author/node-label.csv.gz", "0\n0\n0\n", "labels on a second type",
+       NG_ERR_UNSUPPORTED},
+      {"split/time/paper/test.csv.gz", "2\n", "node 2 has no label", NG_ERR_FORMAT},
+      {"split/time/paper/test.csv.gz", "1\n", "node 1 is listed twice or in two splits",
+       NG_ERR_FORMAT},
+  };
+  for (size_t i = 0; i < NG_TEST_LEN(bad); i++) {
+    char name[32], out[512];
+    snprintf(name, sizeof name, "ogb_bad%zu", i);
+    const char *src = ogb_folder(name);
+    put_gz(src, bad[i].file, bad[i].text);
+    snprintf(out, sizeof out, "%s_out", src);
+    ng_status st = ng_hetero_convert_ogb(out, src, NULL);
+    if (st != bad[i].status || !strstr(ng_last_error(), bad[i].needle))
+      ng_test_fail(__FILE__, __LINE__, "case %zu: got %s \"%s\", expected %s \"%s\"", i,
+                   ng_status_name(st), ng_last_error(), ng_status_name(bad[i].status),
+                   bad[i].needle);
+    EXPECT_TRUE(!ng_test_exists(out));
+  }
+  /* A homogeneous OGB folder is not this converter's. */
+  char out[512];
+  snprintf(out, sizeof out, "%s", ng_test_path("ogb_none_out"));
+  EXPECT_STATUS(ng_hetero_convert_ogb(out, ng_test_path("ogb_none"), NULL), NG_ERR_NOT_FOUND);
+  EXPECT_ERR_HAS("raw/relations/<src>___<relation>___<dst>");
+}
+
 int main(void) {
   RUN_TEST(test_open_and_describe);
   RUN_TEST(test_handles);
@@ -639,5 +818,7 @@ int main(void) {
   RUN_TEST(test_generate_deterministic);
   RUN_TEST(test_generate_shape_and_planted_labels);
   RUN_TEST(test_generate_presets_and_refusals);
+  RUN_TEST(test_convert_ogb);
+  RUN_TEST(test_convert_ogb_refusals);
   return ng_test_summary();
 }
