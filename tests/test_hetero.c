@@ -5,11 +5,22 @@
 #include "ng_test.h"
 #include "ng_test_cora.h"
 #include "rng.h"
+#include "sampler_hetero_impl.h"
+#include "sampler_impl.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+/* Cora, converted once per process (ng_test_fetch_cora converts into a fixed folder) and
+ * closed by main. */
+static ng_dataset_t cora_handle;
+static ng_dataset_t cora_once(void) {
+  if (!cora_handle)
+    cora_handle = ng_test_fetch_cora();
+  return cora_handle;
+}
 
 /* ---- the fixture ----
  * paper: 6 nodes, 3 features, 2 classes (the target); author: 4 nodes, no features.
@@ -396,15 +407,13 @@ static void test_label_split_feature_refusals(void) {
 
 /* A homogeneous folder reads as one node type and one relation, with the dataset's arrays. */
 static void test_homogeneous_as_one_type(void) {
-  ng_dataset_t cora = ng_test_fetch_cora();
+  ng_dataset_t cora = cora_once();
   ng_dataset_info ci = NG_DATASET_INFO_INIT;
   EXPECT_OK(ng_dataset_info_get(&ci, cora));
   ng_hetero_t ds = NULL;
   EXPECT_OK(ng_hetero_open(&ds, cora->dir, NULL));
-  if (!ds) {
-    ng_dataset_close(cora);
+  if (!ds)
     return;
-  }
   ng_hetero_info info = NG_HETERO_INFO_INIT;
   EXPECT_OK(ng_hetero_info_get(&info, ds));
   EXPECT_EQ_I(info.homogeneous, 1);
@@ -437,7 +446,6 @@ static void test_homogeneous_as_one_type(void) {
   EXPECT_OK(ng_dataset_features(&cf, cora));
   EXPECT_TRUE(f && cf && memcmp(f, cf, sizeof(float) * (size_t)(ci.nodes * ci.feature_dim)) == 0);
   ng_hetero_close(ds);
-  ng_dataset_close(cora);
 }
 
 /* ---- the generator ---- */
@@ -970,7 +978,7 @@ static ng_status build_cora_hetero(const char *dir, ng_dataset_t cora) {
 }
 
 static void test_cora_with_authors(void) {
-  ng_dataset_t cora = ng_test_fetch_cora();
+  ng_dataset_t cora = cora_once();
   char dir[512];
   snprintf(dir, sizeof dir, "%s", ng_test_path("cora_hetero"));
   EXPECT_OK(build_cora_hetero(dir, cora));
@@ -979,7 +987,6 @@ static void test_cora_with_authors(void) {
   oo.check_features = 1;
   EXPECT_OK(ng_hetero_open(&ds, dir, &oo));
   if (!ds) {
-    ng_dataset_close(cora);
     return;
   }
   ng_hetero_info info = NG_HETERO_INFO_INIT;
@@ -1007,7 +1014,6 @@ static void test_cora_with_authors(void) {
   EXPECT_OK(ng_hetero_labels(&labels, ds));
   if (!wp || !bp || !labels) {
     ng_hetero_close(ds);
-    ng_dataset_close(cora);
     return;
   }
   /* Every paper has 1 to 3 authors; most share its label as their home class. */
@@ -1032,7 +1038,173 @@ static void test_cora_with_authors(void) {
     }
   EXPECT_EQ_I(matched, wp[2708]);
   ng_hetero_close(ds);
-  ng_dataset_close(cora);
+}
+
+/* ---- per-relation sampling ---- */
+
+typedef struct {
+  const ng_csr *csr[8];
+  int32_t src[8], dst[8];
+  ng_hetero_sampler_cfg cfg;
+} sample_setup;
+
+static void setup_sampler(sample_setup *s, ng_hetero_t ds, int32_t layers, const int32_t *fanouts) {
+  memset(s, 0, sizeof *s);
+  for (int32_t r = 0; r < ds->info.edge_types; r++) {
+    s->csr[r] = &ds->etypes[r].csr;
+    s->src[r] = ds->etypes[r].src;
+    s->dst[r] = ds->etypes[r].dst;
+  }
+  s->cfg = (ng_hetero_sampler_cfg){ds->info.node_types,
+                                   ds->info.edge_types,
+                                   layers,
+                                   ds->info.target,
+                                   s->csr,
+                                   s->src,
+                                   s->dst,
+                                   fanouts};
+}
+
+/* The rule every sampler follows, written out: destination v of block l over relation r keeps
+ * every position when its fanout k is -1 or at least the row length n; else Floyd's draw of
+ * min(k, n - k) positions from stream ng_hash3(ng_hash2(seed, l), r, v), the kept positions
+ * when k <= n - k, the excluded ones otherwise. */
+static int64_t expected_row(int64_t *out, const ng_csr *g, int64_t v, int32_t k, int32_t l,
+                            int32_t r, uint64_t seed) {
+  const int64_t lo = g->indptr[v], n = g->indptr[v + 1] - lo;
+  const int64_t take = k < 0 || k >= n ? n : k;
+  const int64_t m = take == n ? 0 : NG_MIN(take, n - take);
+  int64_t *pos = ng_test_xmalloc(sizeof(int64_t) * (size_t)NG_MAX(m, 1));
+  if (m > 0) {
+    ng_rng rng;
+    ng_rng_seed(&rng, ng_hash3(ng_hash2(seed, (uint64_t)l), (uint64_t)r, (uint64_t)v));
+    ng__floyd_sorted(pos, m, n, &rng);
+  }
+  int64_t len = 0;
+  for (int64_t p = 0, next = 0; p < n; p++) {
+    const bool drawn = next < m && pos[next] == p;
+    next += drawn;
+    if (m == 0 || drawn == (m == take))
+      out[len++] = ng__csr_index(g, lo + p);
+  }
+  free(pos);
+  return len;
+}
+
+/* Every block of `mb` as the rule says, the layer lists nested, the counts consistent. */
+static void check_minibatch(const ng_hetero_minibatch *mb, const sample_setup *s, uint64_t seed,
+                            const int64_t *targets, int32_t n_targets) {
+  const ng_hetero_sampler_cfg *c = &s->cfg;
+  const int32_t T = c->n_types, R = c->n_rels, L = c->n_layers;
+  EXPECT_EQ_I(mb->n_nodes[L * T + c->target_type], n_targets);
+  for (int32_t i = 0; i < n_targets; i++)
+    EXPECT_EQ_I(mb->node_ids[c->target_type][i], targets[i]);
+  for (int32_t l = 0; l < L; l++)
+    for (int32_t t = 0; t < T; t++)
+      EXPECT_TRUE(mb->n_nodes[l * T + t] >= mb->n_nodes[(l + 1) * T + t]);
+  int64_t *want = ng_test_xmalloc(sizeof(int64_t) * 100000);
+  int64_t bad = 0;
+  for (int32_t l = 0; l < L; l++)
+    for (int32_t r = 0; r < R; r++) {
+      const ng_block *b = &mb->blocks[l * R + r];
+      EXPECT_EQ_I(b->n_dst, mb->n_nodes[(l + 1) * T + c->rel_dst[r]]);
+      EXPECT_EQ_I(b->n_src, mb->n_nodes[l * T + c->rel_src[r]]);
+      EXPECT_EQ_I(b->nnz, b->indptr[b->n_dst]);
+      for (int32_t d = 0; d < b->n_dst; d++) {
+        const int64_t v = mb->node_ids[c->rel_dst[r]][d];
+        const int64_t len = expected_row(want, c->csr[r], v, c->fanouts[l * R + r], l, r, seed);
+        bool ok = b->indptr[d + 1] - b->indptr[d] == len;
+        for (int64_t j = 0; ok && j < len; j++) {
+          const int32_t u = b->indices[b->indptr[d] + j];
+          ok = u >= 0 && u < b->n_src && mb->node_ids[c->rel_src[r]][u] == want[j];
+        }
+        bad += !ok;
+      }
+    }
+  EXPECT_EQ_I(bad, 0);
+  free(want);
+}
+
+static void test_sample_per_relation(void) {
+  ng_dataset_t cora = cora_once();
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", ng_test_path("cora_hetero_sample"));
+  EXPECT_OK(build_cora_hetero(dir, cora));
+  ng_hetero_t ds = NULL;
+  EXPECT_OK(ng_hetero_open(&ds, dir, NULL));
+  if (!ds)
+    return;
+  /* Relations: cites, writes, written_by. Block 1 (output): cites 3, writes all, written_by 0;
+   * block 0 (input): cites 2, writes 1, written_by 2 (authors reached in block 1 are none:
+   * written_by's destinations are authors, sampled only from writes). */
+  const int32_t fanouts[2 * 3] = {2, 1, 2, 3, -1, 0};
+  sample_setup su;
+  setup_sampler(&su, ds, 2, fanouts);
+  const int64_t targets[5] = {1701, 12, 2000, 7, 333};
+  const uint64_t seed = 0x5eedu;
+  ng_hetero_minibatch mb, again, other;
+  EXPECT_OK(ng__hetero_sample(&mb, &su.cfg, targets, 5, seed));
+  if (mb.n_layers == 2) {
+    check_minibatch(&mb, &su, seed, targets, 5);
+    /* Authors appear in layer 1 (from writes) and feed written_by in block 0. */
+    EXPECT_TRUE(mb.n_nodes[1 * 2 + 1] > 0);
+    EXPECT_TRUE(mb.blocks[0 * 3 + 2].nnz > 0);
+    EXPECT_EQ_I(mb.blocks[1 * 3 + 2].nnz, 0);
+  }
+  /* The same seed: the same bytes; another seed: other draws. */
+  EXPECT_OK(ng__hetero_sample(&again, &su.cfg, targets, 5, seed));
+  EXPECT_OK(ng__hetero_sample(&other, &su.cfg, targets, 5, seed + 1));
+  bool same = again.n_layers == 2, differs = false;
+  for (int32_t i = 0; same && i < 6; i++) {
+    same = mb.blocks[i].nnz == again.blocks[i].nnz &&
+           memcmp(mb.blocks[i].indices, again.blocks[i].indices,
+                  sizeof(int32_t) * (size_t)mb.blocks[i].nnz) == 0;
+    differs |= other.n_layers == 2 && (mb.blocks[i].nnz != other.blocks[i].nnz ||
+                                       memcmp(mb.blocks[i].indices, other.blocks[i].indices,
+                                              sizeof(int32_t) * (size_t)mb.blocks[i].nnz) != 0);
+  }
+  EXPECT_TRUE(same);
+  EXPECT_TRUE(differs);
+  check_minibatch(&other, &su, seed + 1, targets, 5);
+  ng__hetero_minibatch_free(&again);
+  ng__hetero_minibatch_free(&other);
+  /* A target's neighbours do not depend on the batch around it. */
+  ng_hetero_minibatch alone;
+  EXPECT_OK(ng__hetero_sample(&alone, &su.cfg, &targets[2], 1, seed));
+  if (alone.n_layers == 2 && mb.n_layers == 2) {
+    const ng_block *a = &alone.blocks[1 * 3 + 0], *b = &mb.blocks[1 * 3 + 0];
+    const int64_t len = a->indptr[1];
+    EXPECT_EQ_I(len, b->indptr[3] - b->indptr[2]);
+    for (int64_t j = 0; j < len && j < b->indptr[3] - b->indptr[2]; j++)
+      EXPECT_EQ_I(alone.node_ids[0][a->indices[j]], mb.node_ids[0][b->indices[b->indptr[2] + j]]);
+  }
+  ng__hetero_minibatch_free(&alone);
+  ng__hetero_minibatch_free(&mb);
+
+  /* Large fanouts (more than half a row) draw the excluded positions instead: the rule holds. */
+  const int32_t wide[3] = {-1, 2, 3};
+  setup_sampler(&su, ds, 1, wide);
+  int64_t many[200];
+  for (int i = 0; i < 200; i++)
+    many[i] = (int64_t)i * 13;
+  EXPECT_OK(ng__hetero_sample(&mb, &su.cfg, many, 200, 99));
+  if (mb.n_layers == 1)
+    check_minibatch(&mb, &su, 99, many, 200);
+  ng__hetero_minibatch_free(&mb);
+
+  /* Refusals: a repeated target, a fanout below -1. */
+  EXPECT_STATUS(ng__hetero_sample(&mb, &su.cfg, (const int64_t[]){4, 4}, 2, 1), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("negative or repeated");
+  EXPECT_TRUE(mb.n_layers == 0 && mb.blocks == NULL);
+  const int32_t neg[3] = {-2, 1, 1};
+  setup_sampler(&su, ds, 1, neg);
+  EXPECT_STATUS(ng__hetero_sample(&mb, &su.cfg, targets, 1, 1), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("fanout -2");
+  const int32_t ok[3] = {1, 1, 1};
+  setup_sampler(&su, ds, 1, ok);
+  EXPECT_STATUS(ng__hetero_sample(&mb, &su.cfg, (const int64_t[]){2708}, 1, 1), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("not a row of relation");
+  ng_hetero_close(ds);
 }
 
 int main(void) {
@@ -1049,5 +1221,7 @@ int main(void) {
   RUN_TEST(test_convert_ogb);
   RUN_TEST(test_convert_ogb_refusals);
   RUN_TEST(test_cora_with_authors);
+  RUN_TEST(test_sample_per_relation);
+  ng_dataset_close(cora_handle);
   return ng_test_summary();
 }
