@@ -589,6 +589,92 @@ static int print_info_json(const char *dir, const ng_dataset_info *in, const ng_
   return CLI_EXIT_OK;
 }
 
+/* info on a heterogeneous folder: its types and relations, as text or one JSON object. */
+static int print_info_hetero(const char *dir, ng_hetero_t ds, bool json, bool checked) {
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  ng_status st = ng_hetero_info_get(&info, ds);
+  cJSON *root = json ? cJSON_CreateObject() : NULL;
+  cJSON *types = root ? cJSON_AddArrayToObject(root, "node_types") : NULL;
+  cJSON *rels = root ? cJSON_AddArrayToObject(root, "edge_types") : NULL;
+  if (st != NG_OK || (json && (!root || !types || !rels))) {
+    cJSON_Delete(root);
+    return cli_runtime_error(st != NG_OK ? st : NG_ERR_NOMEM);
+  }
+  if (!json) {
+    printf("%-10s %s\n", "dataset", dir);
+    printf("%-10s %s\n", "name", info.name);
+    printf("%-10s heterogeneous\n", "layout");
+    printf("%-10s %" PRId64 "\n", "nodes", info.nodes);
+    printf("%-10s %" PRId64 "\n", "edges", info.edges);
+  }
+  ng_node_type_info nt[64];
+  for (int32_t t = 0; t < info.node_types && t < 64 && st == NG_OK; t++) {
+    nt[t] = (ng_node_type_info)NG_NODE_TYPE_INFO_INIT;
+    st = ng_hetero_node_type(&nt[t], ds, t);
+    if (st == NG_OK && !json)
+      printf("%-10s %s: %" PRId64 " nodes, %" PRId64 " features%s\n", "type", nt[t].name,
+             nt[t].count, nt[t].feature_dim, t == info.target ? " (target)" : "");
+    cJSON *e = json ? cJSON_CreateObject() : NULL;
+    if (e && cJSON_AddItemToArray(types, e)) {
+      cJSON_AddStringToObject(e, "name", nt[t].name);
+      cJSON_AddNumberToObject(e, "count", (double)nt[t].count);
+      cJSON_AddNumberToObject(e, "feature_dim", (double)nt[t].feature_dim);
+      cJSON_AddNumberToObject(e, "classes", nt[t].classes);
+    }
+  }
+  for (int32_t r = 0; r < info.edge_types && st == NG_OK; r++) {
+    ng_edge_type_info et = NG_EDGE_TYPE_INFO_INIT;
+    st = ng_hetero_edge_type(&et, ds, r);
+    if (st != NG_OK || et.src_type >= 64 || et.dst_type >= 64)
+      break;
+    const double mean =
+        nt[et.dst_type].count > 0 ? (double)et.edges / (double)nt[et.dst_type].count : 0.0;
+    if (!json)
+      printf("%-10s (%s, %s, %s): %" PRId64 " edges, %.2f per %s\n", "relation",
+             nt[et.src_type].name, et.relation, nt[et.dst_type].name, et.edges, mean,
+             nt[et.dst_type].name);
+    cJSON *e = json ? cJSON_CreateObject() : NULL;
+    if (e && cJSON_AddItemToArray(rels, e)) {
+      cJSON_AddStringToObject(e, "src", nt[et.src_type].name);
+      cJSON_AddStringToObject(e, "relation", et.relation);
+      cJSON_AddStringToObject(e, "dst", nt[et.dst_type].name);
+      cJSON_AddNumberToObject(e, "edges", (double)et.edges);
+      cJSON_AddNumberToObject(e, "mean_per_dst", mean);
+    }
+  }
+  if (st != NG_OK) {
+    cJSON_Delete(root);
+    return cli_runtime_error(st);
+  }
+  if (!json) {
+    printf("%-10s %" PRId32 "\n", "classes", info.classes);
+    printf("%-10s train %" PRId64 ", val %" PRId64 ", test %" PRId64 "\n", "splits", info.train,
+           info.val, info.test);
+    printf("%-10s %s\n", "features", checked ? "every value finite" : "sampled rows finite");
+    return CLI_EXIT_OK;
+  }
+  cJSON_AddStringToObject(root, "dataset", dir);
+  cJSON_AddStringToObject(root, "name", info.name);
+  cJSON_AddStringToObject(root, "layout", "heterogeneous");
+  cJSON_AddNumberToObject(root, "nodes", (double)info.nodes);
+  cJSON_AddNumberToObject(root, "edges", (double)info.edges);
+  cJSON_AddNumberToObject(root, "classes", info.classes);
+  cJSON *splits = cJSON_AddObjectToObject(root, "splits");
+  if (splits) {
+    cJSON_AddNumberToObject(splits, "train", (double)info.train);
+    cJSON_AddNumberToObject(splits, "val", (double)info.val);
+    cJSON_AddNumberToObject(splits, "test", (double)info.test);
+  }
+  cJSON_AddBoolToObject(root, "features_checked", checked);
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text)
+    return cli_runtime_error(NG_ERR_NOMEM);
+  printf("%s\n", text);
+  cJSON_free(text);
+  return CLI_EXIT_OK;
+}
+
 int cmd_info(int argc, char **argv) {
   int check_features = 0, json = 0;
   int64_t gpu_budget = 0;
@@ -626,6 +712,20 @@ int cmd_info(int argc, char **argv) {
   ng_dataset_info info = NG_DATASET_INFO_INIT;
   ng_degree_stats deg = NG_DEGREE_STATS_INIT;
   ng_status st = ng_dataset_open(&ds, dir, &oo);
+  /* The homogeneous reader refuses a heterogeneous folder: describe it with the other one. */
+  if (st == NG_ERR_UNSUPPORTED) {
+    ng_hetero_t h = NULL;
+    ng_status hst = ng_hetero_open(&h, dir, &oo);
+    if (hst != NG_OK)
+      rc = cli_runtime_error(hst);
+    else if (gpu_budget > 0)
+      rc = cli_usage_error(
+          spec.command, "--gpu-memory applies to homogeneous datasets; %s is heterogeneous", dir);
+    else
+      rc = print_info_hetero(dir, h, json != 0, check_features != 0);
+    ng_hetero_close(h);
+    return rc;
+  }
   if (st == NG_OK)
     st = ng_dataset_info_get(&info, ds);
   if (st == NG_OK)

@@ -32,9 +32,22 @@ run 0 generate --out "$TMP/mag" --hetero mag --scale 0.001 --progress none
 has out "paper: 736 nodes, 128 features (target)"
 has out "(institution, affiliated_with, author)"
 
-# The homogeneous reader names the call for this folder; info is a runtime error, not a crash.
-run 1 info "$TMP/h1"
-has err "ng_hetero_open"
+# info describes a heterogeneous folder with the heterogeneous reader.
+run 0 info "$TMP/h1"
+[ "$(field layout)" = heterogeneous ] || fail "info: layout '$(field layout)'"
+[ "$(field nodes)" = 5000 ] || fail "info: nodes '$(field nodes)', expected 5000"
+has out "(author, writes, paper): $WRITES edges"
+[ ! -s "$TMP/err" ] || fail "info on a heterogeneous folder wrote to stderr: $(cat "$TMP/err")"
+run 0 info "$TMP/h1" --json
+has out '"layout":	"heterogeneous"'
+has out '"relation":	"written_by"'
+run 2 info "$TMP/h1" --gpu-memory 1G
+has err "--gpu-memory applies to homogeneous datasets"
+# A broken heterogeneous folder: the heterogeneous reader's refusal, naming the file.
+cp -r "$TMP/h1" "$TMP/broken"
+rm "$TMP/broken/paper.cites.paper.indices.npy"
+run 1 info "$TMP/broken"
+has err "paper.cites.paper.indices.npy: missing"
 
 run 2 generate --out "$TMP/x" --hetero mag --nodes 10
 has err "--nodes applies to homogeneous graphs"
