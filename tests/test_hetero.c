@@ -566,10 +566,35 @@ static void test_generate_shape_and_planted_labels(void) {
       same += labels[((const int32_t *)idx)[e]] == labels[v];
   EXPECT_TRUE(total > 10000);
   EXPECT_NEAR((double)same / (double)total, 0.6 + 0.4 / 5, 0.03);
-  /* Features: each class's mean, so a paper's features lean to its class. */
+  /* Features: each class's mean plus noise, so a paper's features lean to its class: the
+   * nearest class centroid is its label far more often than chance (1/5). */
   const float *x = NULL;
   EXPECT_OK(ng_hetero_features(&x, ds, 0));
   EXPECT_TRUE(x != NULL);
+  if (x && labels) {
+    double centroid[5][8] = {{0}};
+    for (int64_t v = 0; v < 3000; v++)
+      for (int j = 0; j < 8; j++)
+        centroid[labels[v]][j] += x[v * 8 + j] / 600.0;
+    int64_t nearest_is_label = 0;
+    for (int64_t v = 0; v < 3000; v++) {
+      int best = 0;
+      double best_d = INFINITY;
+      for (int c = 0; c < 5; c++) {
+        double d = 0;
+        for (int j = 0; j < 8; j++)
+          d += (x[v * 8 + j] - centroid[c][j]) * (x[v * 8 + j] - centroid[c][j]);
+        if (d < best_d) {
+          best_d = d;
+          best = c;
+        }
+      }
+      nearest_is_label += best == labels[v];
+    }
+    printf("  nearest centroid is the label for %lld of 3000 papers\n",
+           (long long)nearest_is_label);
+    EXPECT_TRUE(nearest_is_label > 3000 * 3 / 10);
+  }
   ng_hetero_close(ds);
 }
 
