@@ -91,10 +91,128 @@ static int check_split_sum(const char *command, double train, double val, double
 
 /* ---- generate ---- */
 
+/* What generate --hetero wrote: per node type and per relation, read back from the dataset. */
+static int print_written_hetero(const char *verb, const char *out, double seconds) {
+  ng_hetero_t ds = NULL;
+  ng_status st = ng_hetero_open(&ds, out, NULL);
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  if (st == NG_OK)
+    st = ng_hetero_info_get(&info, ds);
+  if (st != NG_OK) {
+    ng_hetero_close(ds);
+    return cli_runtime_error(st);
+  }
+  printf("%-10s %s\n", verb, out);
+  printf("%-10s %s\n", "name", info.name);
+  printf("%-10s %" PRId64 "\n", "nodes", info.nodes);
+  printf("%-10s %" PRId64 "\n", "edges", info.edges);
+  for (int32_t t = 0; t < info.node_types && st == NG_OK; t++) {
+    ng_node_type_info nt = NG_NODE_TYPE_INFO_INIT;
+    st = ng_hetero_node_type(&nt, ds, t);
+    printf("%-10s %s: %" PRId64 " nodes, %" PRId64 " features%s\n", "type", nt.name, nt.count,
+           nt.feature_dim, t == info.target ? " (target)" : "");
+  }
+  for (int32_t r = 0; r < info.edge_types && st == NG_OK; r++) {
+    ng_edge_type_info et = NG_EDGE_TYPE_INFO_INIT;
+    ng_node_type_info src = NG_NODE_TYPE_INFO_INIT, dst = NG_NODE_TYPE_INFO_INIT;
+    st = ng_hetero_edge_type(&et, ds, r);
+    if (st == NG_OK)
+      st = ng_hetero_node_type(&src, ds, et.src_type);
+    if (st == NG_OK)
+      st = ng_hetero_node_type(&dst, ds, et.dst_type);
+    if (st == NG_OK)
+      printf("%-10s (%s, %s, %s): %" PRId64 " edges\n", "relation", src.name, et.relation, dst.name,
+             et.edges);
+  }
+  ng_hetero_close(ds);
+  if (st != NG_OK)
+    return cli_runtime_error(st);
+  printf("%-10s %" PRId32 "\n", "classes", info.classes);
+  printf("%-10s train %" PRId64 ", val %" PRId64 ", test %" PRId64 "\n", "splits", info.train,
+         info.val, info.test);
+  int64_t bytes = 0;
+  int err = dir_bytes(out, &bytes);
+  char human[32];
+  cli_fmt_bytes(human, sizeof human, (double)bytes);
+  if (err)
+    printf("%-10s unknown (cannot list %s: %s)\n", "bytes", out, strerror(err));
+  else
+    printf("%-10s %" PRId64 " (%s)\n", "bytes", bytes, human);
+  printf("%-10s %.3f\n", "seconds", seconds);
+  return CLI_EXIT_OK;
+}
+
+static const cli_opt *find_opt(const cli_opt *opts, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(opts[i].name, name) == 0)
+      return &opts[i];
+  return NULL;
+}
+
+/* generate --hetero SHAPE: a preset's (or custom) types and relations, --types and --relations
+ * replacing the preset's; the options shared with the homogeneous generator keep their meaning. */
+static int generate_hetero(const cli_spec *spec, const char *shape, const char *out,
+                           const ng_generate_opts *o, const char *types, const char *relations,
+                           const char *target, double scale, int progress) {
+  static const char *const HOMOGENEOUS_ONLY[] = {"nodes", "avg-degree", "exponent", "dim"};
+  for (size_t i = 0; i < N_OPTS(HOMOGENEOUS_ONLY); i++)
+    if (find_opt(spec->opts, spec->n_opts, HOMOGENEOUS_ONLY[i])->seen)
+      return cli_usage_error(spec->command,
+                             "--%s applies to homogeneous graphs; with --hetero give counts, "
+                             "dimensions and degrees in --types and --relations",
+                             HOMOGENEOUS_ONLY[i]);
+  ng_hetero_generate_opts h = NG_HETERO_GENERATE_OPTS_INIT;
+  if (strcmp(shape, "custom") == 0) {
+    if (!types || !relations)
+      return cli_usage_error(spec->command,
+                             "--hetero custom needs --types and --relations (or use --hetero mag "
+                             "or igbh)");
+  } else if (ng_hetero_preset(&h.types, &h.relations, &h.target, shape) != NG_OK) {
+    return cli_usage_error(spec->command, "--hetero %s: the shapes are mag, igbh and custom",
+                           shape);
+  }
+  if (types)
+    h.types = types;
+  if (relations)
+    h.relations = relations;
+  if (target)
+    h.target = target;
+  else if (types)
+    h.target = NULL; /* the first of the types given */
+  h.scale = scale;
+  h.name = o->name ? o->name : "generated-hetero";
+  if (find_opt(spec->opts, spec->n_opts, "classes")->seen)
+    h.classes = o->classes;
+  if (find_opt(spec->opts, spec->n_opts, "homophily")->seen)
+    h.homophily = o->homophily;
+  if (find_opt(spec->opts, spec->n_opts, "noise")->seen)
+    h.feature_noise = o->feature_noise;
+  h.train_frac = o->train_frac;
+  h.val_frac = o->val_frac;
+  h.test_frac = o->test_frac;
+  h.seed = o->seed;
+  h.threads = o->threads;
+  cli_progress pr;
+  cli_progress_begin(&pr, spec->command, (cli_progress_mode)progress);
+  h.progress = cli_progress_cb;
+  h.progress_ctx = &pr;
+  double t0 = cli_now();
+  ng_status st = ng_hetero_generate(out, &h);
+  double seconds = cli_now() - t0;
+  cli_progress_end(&pr, st);
+  if (st == NG_ERR_INVALID_ARG)
+    return cli_usage_error(spec->command, "%s", ng_last_error());
+  if (st != NG_OK)
+    return write_failed(st, out);
+  return print_written_hetero("generated", out, seconds);
+}
+
 int cmd_generate(int argc, char **argv) {
   ng_generate_opts o = NG_GENERATE_OPTS_INIT;
   const char *out = NULL;
   int progress = CLI_PROGRESS_AUTO;
+  const char *hetero = NULL, *types = NULL, *relations = NULL, *target = NULL;
+  double scale = 1.0;
   cli_opt opts[] = {
       CLI_OPT_STRING("out", &out, "DIR", "output folder; must not exist", .required = true),
       CLI_OPT_INT("nodes", &o.nodes, "N", 2, INT64_MAX,
@@ -120,6 +238,19 @@ int cmd_generate(int argc, char **argv) {
                   "threads; 0: OMP_NUM_THREADS or every core"),
       CLI_OPT_STRING("name", &o.name, "NAME", "dataset name written to dataset.json",
                      .default_text = "generated"),
+      CLI_OPT_STRING("hetero", &hetero, "SHAPE",
+                     "a heterogeneous graph: mag, igbh (presets) or custom "
+                     "(docs/heterogeneous.md)"),
+      CLI_OPT_STRING("types", &types, "LIST",
+                     "--hetero: node types NAME:COUNT:DIM,... (replaces the preset's)"),
+      CLI_OPT_STRING("relations", &relations, "LIST",
+                     "--hetero: relations SRC:RELATION:DST:DEGREE,... (DEGREE: mean entries "
+                     "per DST node; replaces the preset's)"),
+      CLI_OPT_STRING("target", &target, "TYPE",
+                     "--hetero: the labelled node type (default: paper for the presets, else the "
+                     "first type)"),
+      CLI_OPT_FLOAT("scale", &scale, "F", 0, true, INFINITY, false,
+                    "--hetero: multiplies every type's COUNT"),
       CLI_OPT_PROGRESS(&progress),
   };
   cli_spec spec = {
@@ -133,13 +264,24 @@ int cmd_generate(int argc, char **argv) {
       .n_opts = N_OPTS(opts),
       .notes = "Prints a summary (nodes, edges, bytes written, seconds, edges/s) on stdout. "
                "Ctrl-C stops cleanly and writes nothing (exit status 130).",
-      .example = "neargnn generate --out data/pl10m --nodes 10M --avg-degree 20 --dim 256 --seed 7",
+      .example =
+          "neargnn generate --out data/pl10m --nodes 10M --avg-degree 20 --dim 256 --seed 7\n"
+          "neargnn generate --out data/mag --hetero mag --seed 7\n"
+          "neargnn generate --out data/h --hetero custom --types "
+          "paper:100k:128,author:200k:0 --relations "
+          "author:writes:paper:4,paper:written_by:author:2,paper:cites:paper:8",
   };
   int rc = cli_parse(&spec, argc, argv);
   if (rc != CLI_CONTINUE)
     return rc;
   if ((rc = check_split_sum(spec.command, o.train_frac, o.val_frac, o.test_frac)) != CLI_CONTINUE)
     return rc;
+  if (hetero)
+    return generate_hetero(&spec, hetero, out, &o, types, relations, target, scale, progress);
+  static const char *const HETERO_ONLY[] = {"types", "relations", "target", "scale"};
+  for (size_t i = 0; i < N_OPTS(HETERO_ONLY); i++)
+    if (find_opt(opts, N_OPTS(opts), HETERO_ONLY[i])->seen)
+      return cli_usage_error(spec.command, "--%s applies with --hetero only", HETERO_ONLY[i]);
 
   cli_progress pr;
   cli_progress_begin(&pr, spec.command, (cli_progress_mode)progress);
@@ -248,13 +390,19 @@ int cmd_convert(int argc, char **argv) {
   cli_progress_begin(&pr, spec.command, (cli_progress_mode)progress);
   o.progress = cli_progress_cb;
   o.progress_ctx = &pr;
+  /* An OGB folder with raw/relations/ is heterogeneous (ogbn-mag). */
+  struct stat sb;
+  char rel_dir[4096];
+  snprintf(rel_dir, sizeof rel_dir, "%s/raw/relations", in);
+  const bool hetero = o.format == NG_FORMAT_OGB && stat(rel_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
   double t0 = cli_now();
-  ng_status st = ng_dataset_convert(out, in, &o);
+  ng_status st = hetero ? ng_hetero_convert_ogb(out, in, &o) : ng_dataset_convert(out, in, &o);
   double seconds = cli_now() - t0;
   cli_progress_end(&pr, st);
   if (st != NG_OK)
     return write_failed(st, out);
-  return print_written("converted", out, seconds);
+  return hetero ? print_written_hetero("converted", out, seconds)
+                : print_written("converted", out, seconds);
 }
 
 /* ---- info ---- */
@@ -441,6 +589,92 @@ static int print_info_json(const char *dir, const ng_dataset_info *in, const ng_
   return CLI_EXIT_OK;
 }
 
+/* info on a heterogeneous folder: its types and relations, as text or one JSON object. */
+static int print_info_hetero(const char *dir, ng_hetero_t ds, bool json, bool checked) {
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  ng_status st = ng_hetero_info_get(&info, ds);
+  cJSON *root = json ? cJSON_CreateObject() : NULL;
+  cJSON *types = root ? cJSON_AddArrayToObject(root, "node_types") : NULL;
+  cJSON *rels = root ? cJSON_AddArrayToObject(root, "edge_types") : NULL;
+  if (st != NG_OK || (json && (!root || !types || !rels))) {
+    cJSON_Delete(root);
+    return cli_runtime_error(st != NG_OK ? st : NG_ERR_NOMEM);
+  }
+  if (!json) {
+    printf("%-10s %s\n", "dataset", dir);
+    printf("%-10s %s\n", "name", info.name);
+    printf("%-10s heterogeneous\n", "layout");
+    printf("%-10s %" PRId64 "\n", "nodes", info.nodes);
+    printf("%-10s %" PRId64 "\n", "edges", info.edges);
+  }
+  ng_node_type_info nt[64];
+  for (int32_t t = 0; t < info.node_types && t < 64 && st == NG_OK; t++) {
+    nt[t] = (ng_node_type_info)NG_NODE_TYPE_INFO_INIT;
+    st = ng_hetero_node_type(&nt[t], ds, t);
+    if (st == NG_OK && !json)
+      printf("%-10s %s: %" PRId64 " nodes, %" PRId64 " features%s\n", "type", nt[t].name,
+             nt[t].count, nt[t].feature_dim, t == info.target ? " (target)" : "");
+    cJSON *e = json ? cJSON_CreateObject() : NULL;
+    if (e && cJSON_AddItemToArray(types, e)) {
+      cJSON_AddStringToObject(e, "name", nt[t].name);
+      cJSON_AddNumberToObject(e, "count", (double)nt[t].count);
+      cJSON_AddNumberToObject(e, "feature_dim", (double)nt[t].feature_dim);
+      cJSON_AddNumberToObject(e, "classes", nt[t].classes);
+    }
+  }
+  for (int32_t r = 0; r < info.edge_types && st == NG_OK; r++) {
+    ng_edge_type_info et = NG_EDGE_TYPE_INFO_INIT;
+    st = ng_hetero_edge_type(&et, ds, r);
+    if (st != NG_OK || et.src_type >= 64 || et.dst_type >= 64)
+      break;
+    const double mean =
+        nt[et.dst_type].count > 0 ? (double)et.edges / (double)nt[et.dst_type].count : 0.0;
+    if (!json)
+      printf("%-10s (%s, %s, %s): %" PRId64 " edges, %.2f per %s\n", "relation",
+             nt[et.src_type].name, et.relation, nt[et.dst_type].name, et.edges, mean,
+             nt[et.dst_type].name);
+    cJSON *e = json ? cJSON_CreateObject() : NULL;
+    if (e && cJSON_AddItemToArray(rels, e)) {
+      cJSON_AddStringToObject(e, "src", nt[et.src_type].name);
+      cJSON_AddStringToObject(e, "relation", et.relation);
+      cJSON_AddStringToObject(e, "dst", nt[et.dst_type].name);
+      cJSON_AddNumberToObject(e, "edges", (double)et.edges);
+      cJSON_AddNumberToObject(e, "mean_per_dst", mean);
+    }
+  }
+  if (st != NG_OK) {
+    cJSON_Delete(root);
+    return cli_runtime_error(st);
+  }
+  if (!json) {
+    printf("%-10s %" PRId32 "\n", "classes", info.classes);
+    printf("%-10s train %" PRId64 ", val %" PRId64 ", test %" PRId64 "\n", "splits", info.train,
+           info.val, info.test);
+    printf("%-10s %s\n", "features", checked ? "every value finite" : "sampled rows finite");
+    return CLI_EXIT_OK;
+  }
+  cJSON_AddStringToObject(root, "dataset", dir);
+  cJSON_AddStringToObject(root, "name", info.name);
+  cJSON_AddStringToObject(root, "layout", "heterogeneous");
+  cJSON_AddNumberToObject(root, "nodes", (double)info.nodes);
+  cJSON_AddNumberToObject(root, "edges", (double)info.edges);
+  cJSON_AddNumberToObject(root, "classes", info.classes);
+  cJSON *splits = cJSON_AddObjectToObject(root, "splits");
+  if (splits) {
+    cJSON_AddNumberToObject(splits, "train", (double)info.train);
+    cJSON_AddNumberToObject(splits, "val", (double)info.val);
+    cJSON_AddNumberToObject(splits, "test", (double)info.test);
+  }
+  cJSON_AddBoolToObject(root, "features_checked", checked);
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text)
+    return cli_runtime_error(NG_ERR_NOMEM);
+  printf("%s\n", text);
+  cJSON_free(text);
+  return CLI_EXIT_OK;
+}
+
 int cmd_info(int argc, char **argv) {
   int check_features = 0, json = 0;
   int64_t gpu_budget = 0;
@@ -478,6 +712,20 @@ int cmd_info(int argc, char **argv) {
   ng_dataset_info info = NG_DATASET_INFO_INIT;
   ng_degree_stats deg = NG_DEGREE_STATS_INIT;
   ng_status st = ng_dataset_open(&ds, dir, &oo);
+  /* The homogeneous reader refuses a heterogeneous folder: describe it with the other one. */
+  if (st == NG_ERR_UNSUPPORTED) {
+    ng_hetero_t h = NULL;
+    ng_status hst = ng_hetero_open(&h, dir, &oo);
+    if (hst != NG_OK)
+      rc = cli_runtime_error(hst);
+    else if (gpu_budget > 0)
+      rc = cli_usage_error(
+          spec.command, "--gpu-memory applies to homogeneous datasets; %s is heterogeneous", dir);
+    else
+      rc = print_info_hetero(dir, h, json != 0, check_features != 0);
+    ng_hetero_close(h);
+    return rc;
+  }
   if (st == NG_OK)
     st = ng_dataset_info_get(&info, ds);
   if (st == NG_OK)

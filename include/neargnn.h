@@ -1214,6 +1214,140 @@ ng_status ng_link_info(ng_link_split_info *out, ng_link_trainer_t trainer);
 /// Accepts NULL.
 void ng_link_trainer_destroy(ng_link_trainer_t trainer);
 
+/* ---- heterogeneous datasets (docs/heterogeneous.md) ---------------------------------------- */
+
+/// An open heterogeneous dataset: several node types, each with its own count and feature table,
+/// and several edge types (src type, relation, dst type), each a CSR over its destination type.
+typedef struct ng_hetero *ng_hetero_t;
+
+/// Longest node type or relation name, in bytes (names are letters, digits, '_' and '-').
+#define NG_HETERO_NAME_MAX 31
+
+/// Counts of an open heterogeneous dataset.
+typedef struct {
+  size_t size;              ///< sizeof(ng_hetero_info), set by the caller
+  char name[64];            ///< dataset.json "name", NUL-terminated (truncated if longer)
+  int32_t node_types;       ///< number of node types (1 for a homogeneous folder)
+  int32_t edge_types;       ///< number of edge types (1 for a homogeneous folder)
+  int64_t nodes;            ///< nodes of every type together
+  int64_t edges;            ///< stored entries of every edge type together
+  int32_t target;           ///< the labelled node type; -1 when no type has labels
+  int32_t classes;          ///< classes of the target type's labels; 0 without labels
+  int32_t index_bytes;      ///< 4 (int32 indices) or 8 (int64 indices), for every edge type
+  int32_t homogeneous;      ///< 1 when the folder is in the homogeneous layout
+  int64_t train, val, test; ///< sizes of the three splits (ids of the target type)
+} ng_hetero_info;
+#define NG_HETERO_INFO_INIT                                                                        \
+  { sizeof(ng_hetero_info), {0}, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0 }
+
+/// One node type.
+typedef struct {
+  size_t size;                       ///< sizeof(ng_node_type_info), set by the caller
+  char name[NG_HETERO_NAME_MAX + 1]; ///< the type's name
+  int64_t count;                     ///< nodes of this type; their ids are 0 .. count-1
+  int64_t feature_dim;               ///< columns of its feature table; 0: none (learn an embedding)
+  int32_t classes;                   ///< classes of its labels; 0 unless it is the target type
+} ng_node_type_info;
+#define NG_NODE_TYPE_INFO_INIT                                                                     \
+  { sizeof(ng_node_type_info), {0}, 0, 0, 0 }
+
+/// One edge type: a CSR whose rows are the destination type's nodes and whose entries are ids of
+/// the source type (the neighbours a destination node aggregates from over this relation).
+typedef struct {
+  size_t size;                           ///< sizeof(ng_edge_type_info), set by the caller
+  char relation[NG_HETERO_NAME_MAX + 1]; ///< the relation's name
+  int32_t src_type;                      ///< node type of the entries (message senders)
+  int32_t dst_type;                      ///< node type of the rows (message receivers)
+  int64_t edges;                         ///< stored entries
+} ng_edge_type_info;
+#define NG_EDGE_TYPE_INFO_INIT                                                                     \
+  { sizeof(ng_edge_type_info), {0}, 0, 0, 0 }
+
+/// Opens the dataset folder `dir` (borrowed) for reading, validating it as docs/dataset-format.md
+/// says: every count, dtype and shape, every CSR's structure and source-type id range, labels,
+/// splits and (sampled or, with opts->check_features, all) features. A folder in the homogeneous
+/// layout opens as one node type "node" and one edge type (node, "to", node). `opts` may be NULL.
+/// Close with ng_hetero_close(); on failure *out is NULL and ng_last_error() says what and why.
+ng_status ng_hetero_open(ng_hetero_t *out, const char *dir, const ng_open_opts *opts);
+/// Closes a dataset from ng_hetero_open(); accepts NULL.
+void ng_hetero_close(ng_hetero_t ds);
+/// Copies the dataset's counts into `*out` (its `size` set by the caller).
+ng_status ng_hetero_info_get(ng_hetero_info *out, ng_hetero_t ds);
+/// Copies node type `type` (0 .. node_types-1, in dataset.json's order) into `*out`.
+ng_status ng_hetero_node_type(ng_node_type_info *out, ng_hetero_t ds, int32_t type);
+/// Copies edge type `rel` (0 .. edge_types-1, in dataset.json's order) into `*out`.
+ng_status ng_hetero_edge_type(ng_edge_type_info *out, ng_hetero_t ds, int32_t rel);
+/// The index of the node type named `name` (borrowed); NG_ERR_NOT_FOUND lists the names.
+ng_status ng_hetero_find_node_type(int32_t *out, ng_hetero_t ds, const char *name);
+/// The index of edge type (src, relation, dst), all borrowed; NG_ERR_NOT_FOUND when absent.
+ng_status ng_hetero_find_edge_type(int32_t *out, ng_hetero_t ds, const char *src,
+                                   const char *relation, const char *dst);
+/// Node type `type`'s feature table, [count, feature_dim] row-major; NULL when it has none.
+/// Borrowed, valid while `ds` is open.
+ng_status ng_hetero_features(const float **out, ng_hetero_t ds, int32_t type);
+/// The target type's labels, [count], -1 = unlabelled; NULL without labels. Borrowed.
+ng_status ng_hetero_labels(const int32_t **out, ng_hetero_t ds);
+/// Edge type `rel`'s CSR: `*indptr` [dst count + 1] and `*indices` [edges] of `*index_bytes`
+/// bytes each (4: int32, 8: int64). Borrowed, valid while `ds` is open.
+ng_status ng_hetero_csr(const int64_t **indptr, const void **indices, int32_t *index_bytes,
+                        ng_hetero_t ds, int32_t rel);
+/// Split `split` (0 train, 1 val, 2 test): ids of the target type. Borrowed; NULL when empty.
+ng_status ng_hetero_split(const int64_t **ids, int64_t *n, ng_hetero_t ds, int split);
+
+/// Options of ng_hetero_generate(): a heterogeneous graph whose node types, feature widths and
+/// relations are given as text (the command line's `--types` and `--relations`; presets from
+/// ng_hetero_preset()), with labels on the target type planted so that they are learnable from
+/// the relations: every node of every type has a latent class, and each entry of a relation's
+/// row comes, with probability `homophily`, from the row node's class.
+typedef struct {
+  size_t size;      ///< sizeof(ng_hetero_generate_opts)
+  const char *name; ///< dataset.json "name" (copied); NULL gives "generated-hetero"
+  /// Node types, comma-separated `NAME:COUNT:DIM` (COUNT takes k, M, G; DIM 0: no features),
+  /// e.g. "paper:736389:128,author:1134649:0".
+  const char *types;
+  /// Edge types, comma-separated `SRC:RELATION:DST:DEGREE`: DEGREE is the mean number of
+  /// entries per DST row (neighbours of type SRC each DST node aggregates from), e.g.
+  /// "author:writes:paper:9.7".
+  const char *relations;
+  const char *target;      ///< the labelled type's name; NULL: the first type
+  double scale;            ///< every type's COUNT is multiplied by this (> 0; 1: as written)
+  int32_t classes;         ///< classes of the target type (1 to 65536)
+  double homophily;        ///< probability that an entry comes from the row node's class [0, 1]
+  double feature_noise;    ///< standard deviation of the noise around each class's mean feature
+  double train_frac;       ///< share of target nodes in the training split
+  double val_frac;         ///< share in the validation split
+  double test_frac;        ///< share in the test split
+  uint64_t seed;           ///< the output depends only on the options and this seed
+  int threads;             ///< OpenMP threads (0: the OpenMP default); never changes the output
+  ng_progress_fn progress; ///< optional progress callback
+  void *progress_ctx;      ///< passed to `progress`
+} ng_hetero_generate_opts;
+#define NG_HETERO_GENERATE_OPTS_INIT                                                               \
+  {                                                                                                \
+    sizeof(ng_hetero_generate_opts), NULL, NULL, NULL, NULL, 1.0, 16, 0.7, 1.0, 0.1, 0.1, 0.2, 1,  \
+        0, NULL, NULL                                                                              \
+  }
+
+/// The `types`, `relations` and `target` text of a named shape: "mag" (ogbn-mag's four types and
+/// its relations with written_by, the reverse of writes, at ogbn-mag's counts) or "igbh"
+/// (IGBH's four types at 1024 features, at about IGBH-small's counts). The strings are static.
+/// NG_ERR_NOT_FOUND names the presets for another name.
+ng_status ng_hetero_preset(const char **types, const char **relations, const char **target,
+                           const char *preset);
+
+/// Generates a heterogeneous dataset into folder `dst_dir`, which must not exist; written
+/// atomically, as ng_dataset_generate. Every draw is a function of (seed, purpose, type or
+/// relation, node) through core/rng.h, so the files do not depend on the thread count.
+ng_status ng_hetero_generate(const char *dst_dir, const ng_hetero_generate_opts *opts);
+
+/// Converts an OGB heterogeneous node-property folder (ogbn-mag's layout: raw/num-node-dict,
+/// raw/relations/<src>___<rel>___<dst>/edge.csv.gz, raw/node-feat/<type>/,
+/// raw/node-label/<type>/, split/<scheme>/<type>/) into the heterogeneous dataset `dst_dir`,
+/// which must not exist; written atomically. Of `opts` (may be NULL): `name`, `split` (the
+/// scheme), `undirected` (adds each relation's reverse, rev_<relation>; a relation within one
+/// type is stored both ways) and the progress callback are used. `src` is borrowed.
+ng_status ng_hetero_convert_ogb(const char *dst_dir, const char *src, const ng_convert_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

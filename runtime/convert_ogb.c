@@ -4,8 +4,8 @@
  *   raw/node-feat.csv.gz       D comma-separated floats per line (optional)
  *   raw/node-label.csv.gz      one label per line; "nan" or empty = unlabelled (-1)
  *   split/<scheme>/{train,valid,test}.csv.gz   one node id per line
- * Heterogeneous (ogbn-mag) and multi-label (ogbn-proteins) datasets are refused with a clear
- * error. */
+ * Heterogeneous datasets (ogbn-mag) are runtime/convert_hetero.c's; multi-label ones
+ * (ogbn-proteins) are refused with a clear error. */
 #include "convert_impl.h"
 
 #include <dirent.h>
@@ -324,7 +324,7 @@ ng_status ng__convert_ogb(ng_conv *c) {
   if (!ng__file_exists(edge_path)) {
     st = ng__err(NG_ERR_NOT_FOUND,
                  "%s: not found; heterogeneous OGB datasets (raw/relations/, such as ogbn-mag) "
-                 "are not supported",
+                 "convert with ng_hetero_convert_ogb (neargnn convert --format ogb picks it)",
                  edge_path);
     goto done;
   }

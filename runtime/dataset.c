@@ -379,17 +379,15 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
   return NG_OK;
 }
 
-static ng_status load_json(struct ng_dataset *ds) {
-  ng_dataset_info *info = &ds->info;
-  const char *dir = ds->dir;
-  char *path = ng__path_join(dir, "dataset.json");
-  if (!path)
-    return NG_ERR_NOMEM;
+ng_status ng__json_read(cJSON **out_root, char **out_text, size_t *out_len, const char *path) {
+  *out_root = NULL;
+  *out_text = NULL;
+  *out_len = 0;
   char *text = NULL;
   size_t len = 0;
   ng_status st = read_small_file(&text, &len, path);
   if (st != NG_OK)
-    goto cleanup;
+    return st;
   /* A NUL byte, or the escape of one, would end a string early in cJSON's copy of it. */
   const char *nul = memchr(text, '\0', len);
   const char *esc = NULL;
@@ -401,7 +399,8 @@ static ng_status load_json(struct ng_dataset *ds) {
     st = ng__err(NG_ERR_FORMAT,
                  "%s: byte %zu is %s; dataset.json holds text without NUL characters", path,
                  (size_t)((nul ? nul : esc) - text), nul ? "a NUL byte" : "the escape \\u0000");
-    goto cleanup;
+    free(text);
+    return st;
   }
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
@@ -416,7 +415,8 @@ static ng_status load_json(struct ng_dataset *ds) {
     st = ng__err(NG_ERR_FORMAT,
                  "%s: not valid JSON (error near line %zu, column %zu); fix or re-create it", path,
                  line, col);
-    goto cleanup;
+    free(text);
+    return st;
   }
   /* Only whitespace may follow the object. */
   for (const char *p = end; st == NG_OK && p < text + len; p++)
@@ -426,6 +426,35 @@ static ng_status load_json(struct ng_dataset *ds) {
                    path, (size_t)(p - text));
   if (st == NG_OK)
     st = json_no_duplicates(root, path);
+  if (st != NG_OK) {
+    cJSON_Delete(root);
+    free(text);
+    return st;
+  }
+  *out_root = root;
+  *out_text = text;
+  *out_len = len;
+  return NG_OK;
+}
+
+static ng_status load_json(struct ng_dataset *ds) {
+  ng_dataset_info *info = &ds->info;
+  const char *dir = ds->dir;
+  char *path = ng__path_join(dir, "dataset.json");
+  if (!path)
+    return NG_ERR_NOMEM;
+  char *text = NULL;
+  size_t len = 0;
+  cJSON *root = NULL;
+  ng_status st = ng__json_read(&root, &text, &len, path);
+  if (st != NG_OK)
+    goto cleanup;
+  /* A heterogeneous folder has no "nodes": say which call reads it instead of "missing key". */
+  if (cJSON_IsObject(root) && cJSON_GetObjectItemCaseSensitive(root, "node_types"))
+    st = ng__err(NG_ERR_UNSUPPORTED,
+                 "%s: a heterogeneous dataset (it lists \"node_types\"); this reads the "
+                 "homogeneous layout only: open it with ng_hetero_open (docs/heterogeneous.md)",
+                 path);
   num_toks *nt = st == NG_OK ? ng__malloc(sizeof *nt, "dataset.json's numbers") : NULL;
   if (st == NG_OK && !nt)
     st = NG_ERR_NOMEM;
@@ -1123,4 +1152,30 @@ cleanup:
   ng__big_free(indeg, bytes);
   ng__big_free(deg, bytes);
   return st;
+}
+
+/* ---- the checks above, for the heterogeneous layout (runtime/hetero.c) ---- */
+
+ng_status ng__json_parse_id(uint8_t id[NG_DATASET_ID_BYTES], bool *has_id, const cJSON *root,
+                            const char *path) {
+  return parse_id(id, has_id, root, path);
+}
+
+int64_t ng__scan_monotone(const int64_t *a, int64_t n) {
+  range_ctx rc = {a, 0, 0};
+  return first_bad(n, scan_monotone, &rc);
+}
+
+int64_t ng__scan_range(const void *a, int elem_bytes, int64_t n, int64_t low, int64_t limit) {
+  range_ctx rc = {a, limit, low};
+  return first_bad(n, elem_bytes == 8 ? scan_range_i64 : scan_range_i32, &rc);
+}
+
+int64_t ng__scan_nonfinite(const float *x, int64_t n) {
+  finite_ctx fc = {x};
+  return first_bad(n, scan_finite, &fc);
+}
+
+int64_t ng__csr_row_of(const int64_t *indptr, int64_t rows, int64_t e) {
+  return row_of(indptr, rows, e);
 }

@@ -97,7 +97,35 @@ ng_status ng__writer_shrink(ng_dataset_writer *w, ng_array_id id, int64_t new_di
 /// Flushes every array, writes dataset.json from `meta`, and renames the folder into place.
 /// On failure the temporary folder is removed. The writer is finished either way.
 ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta);
+/// The last step of a commit, for writers that write their own arrays and dataset.json into
+/// `w->tmp_dir` (the heterogeneous writer): makes the folder readable, durable, and renames it
+/// into place. On failure the temporary folder is removed. The writer is finished either way.
+ng_status ng__writer_publish(ng_dataset_writer *w);
+/// A fresh random dataset id as 32 lowercase hex digits (dataset.json's "id").
+ng_status ng__dataset_random_id(char hex[2 * NG_DATASET_ID_BYTES + 1]);
 /// Removes the temporary folder and frees the writer; safe after commit and on a zeroed writer.
 void ng__writer_abort(ng_dataset_writer *w);
+
+/* ---- shared with the heterogeneous loader (runtime/hetero.c) ---- */
+
+struct cJSON;
+/// Reads and parses a dataset.json at `path` with the checks every dataset.json gets: a regular
+/// file of at most 1 MiB, no NUL characters, valid JSON with nothing but whitespace after it, no
+/// key twice in one object. On success `*out_root` (cJSON_Delete) and `*out_text` (free, its
+/// `*out_len` bytes, the numbers as written) are the caller's.
+ng_status ng__json_read(struct cJSON **out_root, char **out_text, size_t *out_len,
+                        const char *path);
+/// dataset.json's optional "id" (32 lowercase hex digits) into `id`; `*has_id` false when absent.
+ng_status ng__json_parse_id(uint8_t id[NG_DATASET_ID_BYTES], bool *has_id, const struct cJSON *root,
+                            const char *path);
+/// Parallel scans that return the lowest bad position (-1: none), whatever the thread count:
+/// the first i < n with a[i + 1] < a[i];
+int64_t ng__scan_monotone(const int64_t *a, int64_t n);
+/// the first element of `a` (int32 or int64 by `elem_bytes`) outside [low, limit);
+int64_t ng__scan_range(const void *a, int elem_bytes, int64_t n, int64_t low, int64_t limit);
+/// the first NaN or infinity of x[0 .. n).
+int64_t ng__scan_nonfinite(const float *x, int64_t n);
+/// The row of CSR entry `e`: the last r with indptr[r] <= e (indptr already validated).
+int64_t ng__csr_row_of(const int64_t *indptr, int64_t rows, int64_t e);
 
 #endif /* NG_DATASET_IMPL_H */

@@ -187,7 +187,16 @@ ng_status ng__writer_commit(ng_dataset_writer *w, const ng_dataset_meta *meta) {
     if (st != NG_OK)
       ng__err_prefix("%s: the dataset written fails its own check, so it was not kept", w->dst_dir);
   }
-  if (st == NG_OK) {
+  if (st != NG_OK) {
+    ng__writer_abort(w);
+    return st;
+  }
+  return ng__writer_publish(w);
+}
+
+ng_status ng__writer_publish(ng_dataset_writer *w) {
+  ng_status st = NG_OK;
+  {
     /* mkdtemp made the folder private (0700); a finished dataset gets ordinary permissions. */
     mode_t mask = umask(0);
     umask(mask);
@@ -249,4 +258,8 @@ void ng__writer_abort(ng_dataset_writer *w) {
   free(w->tmp_dir);
   free(w->dst_dir);
   memset(w, 0, sizeof *w);
+}
+
+ng_status ng__dataset_random_id(char hex[2 * NG_DATASET_ID_BYTES + 1]) {
+  return random_id(hex);
 }
