@@ -82,7 +82,7 @@ class LinkTrainer:
                  self_pairs=False, mlp_hidden=64, progress=None, **options):
         self._h = ctypes.c_void_p()
         self.dataset, self.model = dataset, model
-        o = _lib.train_opts_default()
+        o = _lib.init(_LIB, _lib.TrainOpts)
         names = {f[0] for f in _lib.TrainOpts._fields_} - {
             "size", "progress", "progress_ctx", "telemetry", "telemetry_ctx"}
         for key, value in options.items():
