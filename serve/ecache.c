@@ -312,38 +312,51 @@ static ng_status add_edge(ng_ecache *c, int64_t src, int64_t dst) {
   return NG_OK;
 }
 
-/* The base graph's transpose: for each node, the nodes whose base row holds it. Built once, at
- * the first update that needs out-neighbours (edges x 4 + nodes x 8 bytes). */
+/* The base graph's transpose: for each node, the nodes whose base row holds it (edges x 4 +
+ * nodes x 8 bytes). Built by threads over destinations with atomic counters, so a node's readers
+ * land in an order that varies from run to run: invalidation removes them all, and no answer
+ * depends on that order. */
 static ng_status build_transpose(ng_ecache *c) {
   if (c->t_indptr)
     return NG_OK;
   const ng_csr *g = c->base;
-  int64_t *ip = ng__calloc((size_t)g->nodes + 1, sizeof *ip, "the base graph's out-neighbours");
+  const int64_t n = g->nodes;
+  int64_t *ip = ng__calloc((size_t)n + 1, sizeof *ip, "the base graph's out-neighbours");
   int32_t *ix =
       ng__malloc((size_t)NG_MAX(g->nnz, 1) * sizeof *ix, "the base graph's out-neighbours");
-  if (!ip || !ix) {
+  int64_t *at = ng__malloc((size_t)n * sizeof *at + 1, "the base graph's out-neighbours");
+  if (!ip || !ix || !at) {
     free(ip);
     free(ix);
+    free(at);
     return NG_ERR_NOMEM;
   }
-  for (int64_t e = 0; e < g->nnz; e++)
-    ip[ng__csr_index(g, e) + 1]++;
-  for (int64_t v = 0; v < g->nodes; v++)
+#pragma omp parallel for schedule(static)
+  for (int64_t e = 0; e < g->nnz; e++) {
+    const int64_t s = ng__csr_index(g, e);
+#pragma omp atomic
+    ip[s + 1]++;
+  }
+  for (int64_t v = 0; v < n; v++)
     ip[v + 1] += ip[v];
-  int64_t *at = ng__malloc((size_t)g->nodes * sizeof *at + 1, "the base graph's out-neighbours");
-  if (!at) {
-    free(ip);
-    free(ix);
-    return NG_ERR_NOMEM;
-  }
-  memcpy(at, ip, (size_t)g->nodes * sizeof *at);
-  for (int64_t d = 0; d < g->nodes; d++)
-    for (int64_t e = g->indptr[d]; e < g->indptr[d + 1]; e++)
-      ix[at[ng__csr_index(g, e)]++] = (int32_t)d;
+  memcpy(at, ip, (size_t)n * sizeof *at);
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (int64_t d = 0; d < n; d++)
+    for (int64_t e = g->indptr[d]; e < g->indptr[d + 1]; e++) {
+      int64_t slot;
+      const int64_t s = ng__csr_index(g, e);
+#pragma omp atomic capture
+      slot = at[s]++;
+      ix[slot] = (int32_t)d;
+    }
   free(at);
   c->t_indptr = ip;
   c->t_idx = ix;
   return NG_OK;
+}
+
+ng_status ng__ecache_prepare_updates(ng_ecache *c) {
+  return c ? build_transpose(c) : NG_OK;
 }
 
 /* Removes v's out-neighbours: the nodes whose row in the base holds v and those an added edge

@@ -43,6 +43,10 @@ bool ng__ecache_supports(const struct ng_model *m);
 ng_status ng__ecache_create(ng_ecache **out, const struct ng_model *m, const ng_srv_snap *s,
                             int64_t bytes);
 void ng__ecache_destroy(ng_ecache *c);
+/// Builds now what invalidation needs for any update (the base graph's out-neighbours), so that
+/// the first update does not pay for it while requests wait: called at start-up by an engine
+/// that takes updates. c may be NULL (no cache).
+ng_status ng__ecache_prepare_updates(ng_ecache *c);
 void ng__ecache_stats_get(ng_ecache_stats *out, ng_ecache *c);
 
 /// Removes every entry that update `u` changes between snapshot `before` and `after` (its

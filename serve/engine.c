@@ -300,6 +300,8 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
     ln->ex.params = main_ln->ex.params;
   }
   NG_CHECK_GOTO(st, ng__ecache_create(&e->ecache, m, e->snap, o.embedding_cache_bytes), fail);
+  if (e->has_log) /* updates can come: the cache's out-neighbour index, built before the first */
+    NG_CHECK_GOTO(st, ng__ecache_prepare_updates(e->ecache), fail);
   if (o.embedding_cache_prefill) { /* after the replay: rows it changed are left out */
     int64_t prefilled = 0;
     NG_CHECK_GOTO(st,
