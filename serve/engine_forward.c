@@ -119,7 +119,7 @@ static void scratch_return(lane *ln, const ng_fetch_scratch *sc) {
 /* The engine's store as lane `ln` computes an input layer with it (sched/feature_store.c): the
  * engine's tables (the hot tier, the zero-copy view of the base table), read through the lane's
  * backend into the lane's device memory (ln->work; ln->dev_pack[1] for the rows the device reads
- * from host memory), so that the two lanes share nothing they write. store_return takes the
+ * from host memory), so that lanes share nothing they write. store_return takes the
  * memory back. */
 static ng_store store_lend(lane *ln) {
   ng_store st = ln->e->store;
