@@ -5,7 +5,10 @@
  * so that a waiting request holds no thread; the engine merges the requests of concurrent
  * connections into device batches. A client that goes away while its request waits cancels it:
  * libmicrohttpd does not watch a suspended connection, so the sweeper thread (below) looks for
- * the end of its input and calls ng_engine_cancel. Bodies are bounded twice: one body
+ * the end of its input and calls ng_engine_cancel. A graph update waits the same way: its parsed
+ * form goes to a pool of updater threads (below) that call ng_engine_apply, which returns once
+ * the update is durable, and its connection is suspended until they resume it with the answer,
+ * so that no event-loop thread waits for an fsync. Bodies are bounded twice: one body
  * may not pass max_body_bytes (413, unread), and the bodies held at once may not pass
  * max_buffered_bytes (503, charged as the bytes arrive), so that memory stays bounded whatever
  * the load.
@@ -52,6 +55,15 @@ static const char *const EP_NAMES[EP_COUNT] = {"health_live",    "health_ready",
 
 /* The most event-loop threads of the server (half the cores, at least two). */
 #define HTTP_MAX_THREADS 8
+/* The updater threads (a graph update waits in one until it is durable): 4 per event-loop
+ * thread, 16 to 32. The engine's group commit puts every update waiting at once under one
+ * fdatasync, so the updates acknowledged per second are about the updaters waiting at once over
+ * the time of one fsync (a few ms): 16 to 32 give thousands a second; more would add threads
+ * that mostly wait, each with its stack. */
+#define HTTP_MIN_UPDATERS 16
+#define HTTP_MAX_UPDATERS 32
+
+int ng__http_test_threads = 0;
 
 /* The status codes the server answers with; anything else is counted as "other". */
 static const unsigned CODES[] = {200, 400, 404, 405, 413, 500, 501, 503};
@@ -63,6 +75,8 @@ static const double LAT_BOUNDS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.00
 #define N_LAT (NG_ARRAY_LEN(LAT_BOUNDS) + 1)
 static const double BATCH_BOUNDS[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
 #define N_BATCH (NG_ARRAY_LEN(BATCH_BOUNDS) + 1)
+
+struct request;
 
 typedef struct {
   _Atomic int64_t bucket[N_LAT]; /* not cumulative: the writer adds to one */
@@ -116,10 +130,18 @@ struct ng_http_server {
   int ordinary; /* connections in ordinary slots */
   bool stop, sweeper_started;
   pthread_t sweeper;
+  /* The updates waiting for an updater thread (a FIFO through request.qnext), under upd_mu;
+   * upd_cv wakes the updaters (an update queued, or the stop). */
+  pthread_mutex_t upd_mu;
+  pthread_cond_t upd_cv;
+  struct request *upd_head, *upd_tail;
+  bool upd_stop;
+  int n_updaters;
+  pthread_t updaters[HTTP_MAX_UPDATERS];
 };
 
 /* One request between its first and its last call of the access handler. */
-typedef struct {
+typedef struct request {
   endpoint ep;
   conn *k; /* its connection (NULL only when out of memory at accept) */
   double t0;
@@ -147,6 +169,13 @@ typedef struct {
   bool suspended;   /* the handler suspended the connection and the callback has not resumed it */
   ng_status st;     /* the engine's answer, and its message */
   char msg[1024];
+  /* A graph update handed to the updaters (queued): its parsed form, and what ng_engine_apply
+   * answered (written by the updater before infer_done resumes the connection). */
+  bool queued;
+  struct request *qnext;
+  ng_http_update up;
+  ng_update_result ures;
+  int64_t unodes;
 } request;
 
 static double now_s(void) {
@@ -346,26 +375,91 @@ static enum MHD_Result do_infer(ng_http_server *s, struct MHD_Connection *c, req
   return reply_json(s, c, r, body, len);
 }
 
-static enum MHD_Result do_graph(ng_http_server *s, struct MHD_Connection *c, request *r) {
-  ng_http_update up;
-  ng_status st = ng__parse_graph_update(&up, r->body, r->len, s->feature_dim);
-  release(s, r);
-  if (st != NG_OK)
-    return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, ng_last_error());
-  ng_update_result res = NG_UPDATE_RESULT_INIT;
-  st = ng_engine_apply(s->engine, &up.u, &res);
-  enum MHD_Result ret;
-  if (st != NG_OK) {
-    ret = engine_error(s, c, r, st);
-  } else {
-    ng_engine_info info;
-    ng_engine_info_get(&info, s->engine);
-    size_t len = 0;
-    char *body = ng__update_response_json(&len, s->name, up.id, &res, info.nodes);
-    ret = reply_json(s, c, r, body, len);
+/* Applies the queued graph updates, one at a time per thread, until the server stops with the
+ * queue empty. The answer is handed over as an infer's (infer_done resumes the connection);
+ * nothing of `r` is touched after that. A client that went away meanwhile gets no answer, but its
+ * update is applied all the same (it may already be in the log). */
+static void *updater(void *arg) {
+  ng_http_server *s = arg;
+  pthread_mutex_lock(&s->upd_mu);
+  for (;;) {
+    while (!s->upd_head && !s->upd_stop)
+      pthread_cond_wait(&s->upd_cv, &s->upd_mu);
+    request *r = s->upd_head;
+    if (!r)
+      break; /* stopping, and nothing is left */
+    s->upd_head = r->qnext;
+    if (!s->upd_head)
+      s->upd_tail = NULL;
+    pthread_mutex_unlock(&s->upd_mu);
+    r->ures = (ng_update_result)NG_UPDATE_RESULT_INIT;
+    const ng_status st = ng_engine_apply(s->engine, &r->up.u, &r->ures);
+    if (st == NG_OK) {
+      ng_engine_info info;
+      ng_engine_info_get(&info, s->engine);
+      r->unodes = info.nodes;
+    }
+    infer_done(r, st, st == NG_OK ? "" : ng_last_error());
+    pthread_mutex_lock(&s->upd_mu);
   }
-  ng__http_update_clear(&up);
-  return ret;
+  pthread_mutex_unlock(&s->upd_mu);
+  return NULL;
+}
+
+/* Stops the updaters once the queue is empty (they apply what is left first). */
+static void stop_updaters(ng_http_server *s) {
+  pthread_mutex_lock(&s->upd_mu);
+  s->upd_stop = true;
+  pthread_cond_broadcast(&s->upd_cv);
+  pthread_mutex_unlock(&s->upd_mu);
+  for (int i = 0; i < s->n_updaters; i++)
+    pthread_join(s->updaters[i], NULL);
+  s->n_updaters = 0;
+}
+
+/* A graph update: its first call parses it, suspends the connection and queues it for the
+ * updaters; the call after the resume answers. Its body's bytes stay charged to the budget until
+ * the answer, so that the updates waiting at once are bounded as bodies are. */
+static enum MHD_Result do_graph(ng_http_server *s, struct MHD_Connection *c, request *r) {
+  if (!r->queued) {
+    const ng_status st = ng__parse_graph_update(&r->up, r->body, r->len, s->feature_dim);
+    free(r->body); /* parsed: the text goes, its charge stays until the answer */
+    r->body = NULL;
+    r->len = r->cap = 0;
+    if (st != NG_OK) {
+      release(s, r);
+      return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, ng_last_error());
+    }
+    r->s = s;
+    r->c = c;
+    r->queued = true;
+    pthread_mutex_lock(&r->mu);
+    MHD_suspend_connection(c);
+    r->suspended = true;
+    atomic_fetch_add(&s->suspended, 1);
+    pthread_mutex_unlock(&r->mu);
+    /* In PH_WAIT with no ticket: the sweeper leaves it alone (an update is not cancelled). The
+     * resume is handled by this thread once the handler returns. */
+    set_phase(s, r->k, PH_WAIT);
+    pthread_mutex_lock(&s->upd_mu);
+    if (s->upd_tail)
+      s->upd_tail->qnext = r;
+    else
+      s->upd_head = r;
+    s->upd_tail = r;
+    pthread_cond_signal(&s->upd_cv);
+    pthread_mutex_unlock(&s->upd_mu);
+    return MHD_YES;
+  }
+  release(s, r);
+  pthread_mutex_lock(&r->mu);
+  const ng_status st = r->st;
+  pthread_mutex_unlock(&r->mu);
+  if (st != NG_OK)
+    return engine_error_msg(s, c, r, st, r->msg);
+  size_t len = 0;
+  char *body = ng__update_response_json(&len, s->name, r->up.id, &r->ures, r->unodes);
+  return reply_json(s, c, r, body, len);
 }
 
 static enum MHD_Result do_get(ng_http_server *s, struct MHD_Connection *c, request *r) {
@@ -620,6 +714,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   set_phase(s, r->k, PH_BUSY);
   if (r->submitted) /* resumed: the engine answered */
     return do_infer(s, c, r);
+  if (r->queued) /* resumed: the update was applied */
+    return do_graph(s, c, r);
   if (r->too_large)
     return too_large(s, c, r);
   if (r->route_code)
@@ -661,6 +757,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
    * One refused at admission has its parsed form only. */
   ng_infer_result_free(&r->res);
   ng__http_infer_clear(&r->in);
+  ng__http_update_clear(&r->up);
   pthread_mutex_destroy(&r->mu);
   free(r);
   atomic_fetch_sub(&s->in_flight, 1);
@@ -877,16 +974,33 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
     free(s);
     return ng__err(NG_ERR_NOMEM, "http server: cannot create a mutex");
   }
+  pthread_mutex_init(&s->upd_mu, NULL);
+  pthread_cond_init(&s->upd_cv, NULL);
 
   /* A pool of event-loop threads (epoll where there is one): suspending a connection while the
    * engine has its request is not available with a thread per connection, and a waiting request
-   * then holds no thread. The handlers never block for long: an infer waits suspended, an
-   * update for its group's fsync only. */
+   * then holds no thread. The handlers never block: an infer waits suspended, and so does an
+   * update while an updater thread waits for its group's fsync. */
   unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
   if (v6)
     flags |= MHD_USE_IPv6;
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const unsigned pool = (unsigned)NG_MAX(2, NG_MIN(HTTP_MAX_THREADS, cores / 2));
+  const unsigned pool = ng__http_test_threads > 0
+                            ? (unsigned)ng__http_test_threads
+                            : (unsigned)NG_MAX(2, NG_MIN(HTTP_MAX_THREADS, cores / 2));
+  const int updaters = (int)NG_MIN(HTTP_MAX_UPDATERS, NG_MAX(HTTP_MIN_UPDATERS, 4 * pool));
+  for (int i = 0; i < updaters; i++) {
+    if (pthread_create(&s->updaters[i], NULL, updater, s) != 0) {
+      stop_updaters(s);
+      pthread_mutex_destroy(&s->upd_mu);
+      pthread_cond_destroy(&s->upd_cv);
+      pthread_mutex_destroy(&s->mu);
+      pthread_cond_destroy(&s->wake);
+      free(s);
+      return ng__err(NG_ERR_NOMEM, "http server: cannot start the updater threads");
+    }
+    s->n_updaters++;
+  }
   s->daemon =
       MHD_start_daemon(flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                        (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
@@ -896,6 +1010,9 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_THREAD_POOL_SIZE,
                        pool, MHD_OPTION_END);
   if (!s->daemon) {
+    stop_updaters(s);
+    pthread_mutex_destroy(&s->upd_mu);
+    pthread_cond_destroy(&s->upd_cv);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     free(s);
@@ -906,6 +1023,9 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
   }
   if (pthread_create(&s->sweeper, NULL, sweeper, s) != 0) {
     MHD_stop_daemon(s->daemon);
+    stop_updaters(s);
+    pthread_mutex_destroy(&s->upd_mu);
+    pthread_cond_destroy(&s->upd_cv);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     free(s);
@@ -937,11 +1057,16 @@ int ng_http_server_stop(ng_http_server *s) {
   const int left = (int)atomic_load(&s->in_flight);
   /* libmicrohttpd must not stop with a connection suspended: the requests the engine still has
    * are cancelled, and their callbacks resume their connections (one in a batch when the batch
-   * ends; one submitted a moment ago, whose connection was not yet marked, on the next round). */
+   * ends; one submitted a moment ago, whose connection was not yet marked, on the next round).
+   * Updates are not cancelled: the queued ones are applied and answered (an update once given to
+   * ng_engine_apply may be in the log already), and the loop waits for them. */
   while (atomic_load(&s->suspended) > 0) {
     cancel_waiting(s, true);
     nanosleep(&tick, NULL);
   }
+  /* The updaters stop with the queue empty: one queued a moment ago is applied, and resumes its
+   * connection while libmicrohttpd still runs. */
+  stop_updaters(s);
   /* The sweeper watches slow clients through the drain, and stops before the connections close. */
   pthread_mutex_lock(&s->mu);
   s->stop = true;
@@ -950,6 +1075,8 @@ int ng_http_server_stop(ng_http_server *s) {
   if (s->sweeper_started)
     pthread_join(s->sweeper, NULL);
   MHD_stop_daemon(s->daemon);
+  pthread_mutex_destroy(&s->upd_mu);
+  pthread_cond_destroy(&s->upd_cv);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->wake);
   free(s);

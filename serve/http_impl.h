@@ -82,6 +82,10 @@ size_t ng__json_escape(char *dst, size_t cap, const char *s);
 
 /* ---- the server (http.c) ---- */
 
+/// Test only: the event-loop threads of the servers started from now on (0, the default: half
+/// the cores, 2 to 8). Set before ng_http_server_start, from one thread.
+extern int ng__http_test_threads;
+
 /// Writes the Prometheus text of /metrics (the server's counters and the engine's) into a
 /// malloc'd string; NULL when out of memory.
 char *ng__http_metrics_text(size_t *len, ng_http_server *s);

@@ -49,6 +49,11 @@ struct ng_engine {
   fake_job *held;
   int n_held;
   uint64_t tickets;
+  /* Under fake_mu: while upd_hold > 0, ng_engine_apply waits until upd_hold updates wait at once
+   * (as the real engine's group commit held open by ng__engine_test_group_hold), then they all
+   * go on; upd_waiting counts them. Bounded: after 60 s the hold gives up, so that a server
+   * that cannot queue them all fails the test instead of hanging it. */
+  int upd_hold, upd_waiting;
 };
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -202,7 +207,41 @@ void ng_infer_result_free(ng_infer_result *r) {
   r->cls = NULL;
 }
 
+static pthread_cond_t fake_upd_cv = PTHREAD_COND_INITIALIZER;
+
+static int fake_upd_waiting(ng_engine *e) {
+  pthread_mutex_lock(&fake_mu);
+  const int n = e->upd_waiting;
+  pthread_mutex_unlock(&fake_mu);
+  return n;
+}
+
+/* Lets the held updates go on. */
+static void fake_upd_release(ng_engine *e) {
+  pthread_mutex_lock(&fake_mu);
+  e->upd_hold = 0;
+  e->upd_waiting = 0;
+  pthread_cond_broadcast(&fake_upd_cv);
+  pthread_mutex_unlock(&fake_mu);
+}
+
 ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_result *out) {
+  pthread_mutex_lock(&fake_mu);
+  if (e->upd_hold > 0) {
+    e->upd_waiting++;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    while (e->upd_hold > 0 && e->upd_waiting < e->upd_hold &&
+           pthread_cond_timedwait(&fake_upd_cv, &fake_mu, &until) != ETIMEDOUT) {
+    }
+    if (e->upd_hold > 0) { /* the last of the group (or the hold gave up): all go on */
+      e->upd_hold = 0;
+      e->upd_waiting = 0;
+      pthread_cond_broadcast(&fake_upd_cv);
+    }
+  }
+  pthread_mutex_unlock(&fake_mu);
   const int64_t nodes = atomic_load(&e->nodes);
   for (int64_t i = 0; i < u->n_add_edges; i++)
     if (u->add_src[i] >= nodes + u->add_nodes || u->add_dst[i] >= nodes + u->add_nodes)
@@ -936,6 +975,142 @@ static void test_body_budget(void) {
   EXPECT_EQ_I(ng_http_server_stop(s), 0);
 }
 
+/* Sends one request on a fresh keep-alive connection, whose reads give up after 30 s; returns
+ * the socket (-1 on failure). */
+static int send_request(int port, const char *method, const char *path, const char *body) {
+  int fd = connect_to(port);
+  if (fd < 0)
+    return -1;
+  const struct timeval tv = {30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char head[512];
+  const int n = snprintf(head, sizeof head,
+                         "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+                         "Content-Type: application/json\r\n\r\n",
+                         method, path, strlen(body));
+  if (!send_all(fd, head, (size_t)n) || !send_all(fd, body, strlen(body))) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Updates waiting to be durable hold no event-loop thread: with one event-loop thread, and the
+ * engine holding the updates' group open until UPD_K of them wait, UPD_K - 1 updates wait while
+ * an infer request is answered; the last one releases the group and all are answered, durable.
+ * (Were an update to wait on the event-loop thread, the others and the infer would never be
+ * read: the bounded waits below report it.) */
+static void test_updates_do_not_block(void) {
+  enum { UPD_K = 4 };
+  ng_engine eng = {.nodes = 10};
+  ng_http_server *s = NULL;
+  ng_http_opts o = NG_HTTP_OPTS_INIT;
+  o.port = 0;
+  ng__http_test_threads = 1;
+  const ng_status st = ng_http_server_start(&s, &eng, &o);
+  ng__http_test_threads = 0;
+  EXPECT_OK(st);
+  if (!s)
+    return;
+  const int port = ng_http_server_port(s);
+  pthread_mutex_lock(&fake_mu);
+  eng.upd_hold = UPD_K;
+  pthread_mutex_unlock(&fake_mu);
+  const char *upd = "{\"id\":\"u\",\"add_edges\":[[1,2]]}";
+  int fds[UPD_K];
+  for (int i = 0; i < UPD_K - 1; i++) {
+    fds[i] = send_request(port, "POST", "/v2/models/fake/graph", upd);
+    EXPECT_TRUE(fds[i] >= 0);
+  }
+  /* All of them wait in ng_engine_apply at once (bounded: 30 s). */
+  const struct timespec ts = {0, 2 * 1000000L};
+  for (int i = 0; i < 15000 && fake_upd_waiting(&eng) < UPD_K - 1; i++)
+    nanosleep(&ts, NULL);
+  EXPECT_EQ_I(fake_upd_waiting(&eng), UPD_K - 1);
+  /* An infer is answered meanwhile, on the same event-loop thread. */
+  int inf = send_request(port, "POST", "/v2/models/fake/infer", INFER_BODY("3", 1));
+  http_answer a;
+  EXPECT_TRUE(inf >= 0 && read_answer(inf, &a));
+  EXPECT_EQ_I(a.status, 200);
+  EXPECT_TRUE(a.body && strstr(a.body, "\"class\""));
+  answer_free(&a);
+  if (inf >= 0)
+    close(inf);
+  EXPECT_EQ_I(atomic_load(&eng.updates), 0); /* none applied yet */
+  /* The last update releases the group: all are answered 200, durable. */
+  fds[UPD_K - 1] = send_request(port, "POST", "/v2/models/fake/graph", upd);
+  EXPECT_TRUE(fds[UPD_K - 1] >= 0);
+  for (int i = 0; i < UPD_K; i++) {
+    if (fds[i] < 0)
+      continue;
+    EXPECT_TRUE(read_answer(fds[i], &a));
+    EXPECT_EQ_I(a.status, 200);
+    EXPECT_TRUE(a.body && strstr(a.body, "\"durable\":true") && strstr(a.body, "\"id\":\"u\""));
+    answer_free(&a);
+    close(fds[i]);
+  }
+  EXPECT_EQ_I(atomic_load(&eng.updates), UPD_K);
+  static const char *const want[] = {
+      "neargnn_http_requests_total{endpoint=\"graph\",code=\"200\"} 4",
+      "neargnn_http_waiting 0",
+      "neargnn_http_buffered_bytes 0",
+  };
+  char *last = NULL;
+  if (!metrics_show(port, want, NG_TEST_LEN(want), &last))
+    ng_test_fail(__FILE__, __LINE__, "/metrics lacks one of the expected lines:\n%s",
+                 last ? last : "(no answer)");
+  free(last);
+  EXPECT_EQ_I(ng_http_server_stop(s), 0);
+}
+
+/* Releases the fake's held updates 100 ms from now (while the server drains). */
+static void *upd_release_later(void *arg) {
+  const struct timespec ts = {0, 100 * 1000000L};
+  nanosleep(&ts, NULL);
+  fake_upd_release(arg);
+  return NULL;
+}
+
+/* A client that goes away while its update waits: the update is applied all the same, its answer
+ * dropped; and an update waiting when the server stops is applied and answered before the stop
+ * returns (the drain waits for it). */
+static void test_update_disconnect_and_drain(void) {
+  ng_engine eng = {.nodes = 10};
+  ng_http_server *s = NULL;
+  ng_http_opts o = NG_HTTP_OPTS_INIT;
+  o.port = 0;
+  EXPECT_OK(ng_http_server_start(&s, &eng, &o));
+  if (!s)
+    return;
+  const int port = ng_http_server_port(s);
+  pthread_mutex_lock(&fake_mu);
+  eng.upd_hold = 3;
+  pthread_mutex_unlock(&fake_mu);
+  const char *upd = "{\"add_edges\":[[1,2]]}";
+  const int gone = send_request(port, "POST", "/v2/models/fake/graph", upd);
+  const int stays = send_request(port, "POST", "/v2/models/fake/graph", upd);
+  EXPECT_TRUE(gone >= 0 && stays >= 0);
+  const struct timespec ts = {0, 2 * 1000000L};
+  for (int i = 0; i < 15000 && fake_upd_waiting(&eng) < 2; i++)
+    nanosleep(&ts, NULL);
+  EXPECT_EQ_I(fake_upd_waiting(&eng), 2);
+  if (gone >= 0)
+    close(gone);
+  /* The group is released while the server drains: the stop waits for both. */
+  pthread_t rel;
+  pthread_create(&rel, NULL, upd_release_later, &eng);
+  EXPECT_EQ_I(ng_http_server_stop(s), 0);
+  pthread_join(rel, NULL);
+  EXPECT_EQ_I(atomic_load(&eng.updates), 2);
+  http_answer a;
+  EXPECT_TRUE(stays >= 0 && read_answer(stays, &a));
+  EXPECT_EQ_I(a.status, 200);
+  EXPECT_TRUE(a.body && strstr(a.body, "\"durable\":true"));
+  answer_free(&a);
+  if (stays >= 0)
+    close(stays);
+}
+
 /* A port in use is a clear error, not a crash. */
 static void test_port_in_use(void) {
   ng_engine eng = {.nodes = 10};
@@ -963,5 +1138,7 @@ int main(void) {
   RUN_TEST(test_body_budget);
   RUN_TEST(test_disconnect_cancels);
   RUN_TEST(test_port_in_use);
+  RUN_TEST(test_updates_do_not_block);
+  RUN_TEST(test_update_disconnect_and_drain);
   return ng_test_summary();
 }
