@@ -26,6 +26,8 @@
 #define NG_LINK_MAGIC 0x6e676c6bu /* "nglk" */
 /* Purposes of the training streams (ng_hash3(seed, purpose, ...)). */
 enum { PURPOSE_EPOCH = 0x6c6b7431, PURPOSE_NEG = 0x6c6b7432, PURPOSE_MLP = 0x6c6b7433 };
+/* The buffer slot (copy queue and mark, backend_impl.h) of every iteration's package. */
+#define LINK_SLOT 0
 /* Degree^0.75: word2vec's unigram smoothing, which the degree negatives follow. */
 #define DEGREE_POWER 0.75
 
@@ -652,19 +654,32 @@ static ng_status link_iter(ng_link_trainer_t t, int64_t iter, uint64_t seed, int
   ng_fetch_pkg pkg, view;
   NG_CHECK(ng__fetch_fill(&pkg, &plan, &cfg, &mb, ng__exec_input_drop_key(seed), &t->scratch,
                           t->pkg_host));
+  /* Buffer slot LINK_SLOT, ordered as the pipeline orders its slots (sched/pipeline.c, upload
+   * and device_iteration): the package's copy into pkg_dev and the reads of host memory the
+   * prefetch queues behind it (a ZCOPY package's cold rows, a PARTIAL package's cold self rows,
+   * into the store's slot buffer) run on the slot's copy queue, not the ops' queue. They wait
+   * for mark LINK_SLOT, recorded here after every op queued so far (the previous iteration's
+   * backward pass still reads its blocks in pkg_dev and its input rows in the slot buffer), and
+   * the ops wait for them at wait_copy. Without the two the device read packages half-copied and
+   * rows not yet gathered, and overwrote what the previous backward pass read (GPU only: the
+   * CPU backend's copies and ops run at once). */
+  NG_CHECK(be->iface->mark(be, LINK_SLOT));
   if (be->iface->host_memory) {
     view = pkg;
   } else {
     NG_CHECK(ng__bk_reserve(be, &t->pkg_dev, &t->pkg_dev_cap, NG_MAX(pkg.bytes, (size_t)64)));
-    NG_CHECK(be->iface->copy_h2d_async(be, t->pkg_dev, pkg.base, pkg.bytes, 0));
+    NG_CHECK(be->iface->copy_h2d_async(be, t->pkg_dev, pkg.base, pkg.bytes, LINK_SLOT));
     pkg.stats.h2d_bytes = (int64_t)pkg.bytes;
     ng__fetch_rebase(&view, &pkg, t->pkg_dev);
   }
   ng__fetch_stats_add(fstats, &pkg.stats);
-  NG_CHECK(ng__train_step_prefetch(t->p.step, seed, &view, 0));
+  NG_CHECK(ng__train_step_prefetch(t->p.step, seed, &view, LINK_SLOT));
+  /* The package and its host rows have landed before the first op that reads them; pkg_host
+   * may change again once the embeddings' copy below has synchronized past these ops. */
+  NG_CHECK(be->iface->wait_copy(be, LINK_SLOT));
   const float *agg0 = NULL, *self0 = NULL;
   NG_CHECK(ng__store_input(t->p.store, ng__model_input_aggr(t->p.ex->model), &view, L0->o.dropout,
-                           ng__exec_input_drop_key(seed), 0, &agg0, &self0));
+                           ng__exec_input_drop_key(seed), LINK_SLOT, &agg0, &self0));
   NG_CHECK(ng__exec_forward(t->p.ex, &view.mb, agg0, self0, true, seed));
   /* The embeddings come to the host, where the decoder and its gradient run. */
   const size_t hb = (size_t)m * (size_t)t->dim * sizeof(float);
