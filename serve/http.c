@@ -55,13 +55,13 @@ static const char *const EP_NAMES[EP_COUNT] = {"health_live",    "health_ready",
 
 /* The most event-loop threads of the server (half the cores, at least two). */
 #define HTTP_MAX_THREADS 8
-/* The updater threads (a graph update waits in one until it is durable): 4 per event-loop
- * thread, 16 to 32. The engine's group commit puts every update waiting at once under one
+/* The updater threads (a graph update waits in one until it is durable): 16 per event-loop
+ * thread, 64 to 128. The engine's group commit puts every update waiting at once under one
  * fdatasync, so the updates acknowledged per second are about the updaters waiting at once over
- * the time of one fsync (a few ms): 16 to 32 give thousands a second; more would add threads
- * that mostly wait, each with its stack. */
-#define HTTP_MIN_UPDATERS 16
-#define HTTP_MAX_UPDATERS 32
+ * the time of one group's commit (its fsync and each update's snapshot: tens of ms under load,
+ * eval/results). A waiting thread costs its stack's address space, not its pages. */
+#define HTTP_MIN_UPDATERS 64
+#define HTTP_MAX_UPDATERS 128
 
 int ng__http_test_threads = 0;
 
@@ -988,7 +988,7 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
   const unsigned pool = ng__http_test_threads > 0
                             ? (unsigned)ng__http_test_threads
                             : (unsigned)NG_MAX(2, NG_MIN(HTTP_MAX_THREADS, cores / 2));
-  const int updaters = (int)NG_MIN(HTTP_MAX_UPDATERS, NG_MAX(HTTP_MIN_UPDATERS, 4 * pool));
+  const int updaters = (int)NG_MIN(HTTP_MAX_UPDATERS, NG_MAX(HTTP_MIN_UPDATERS, 16 * pool));
   for (int i = 0; i < updaters; i++) {
     if (pthread_create(&s->updaters[i], NULL, updater, s) != 0) {
       stop_updaters(s);
