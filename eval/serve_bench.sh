@@ -368,7 +368,11 @@ for mode in modes:
                  and p["goodput"] >= 0.99 * p["offered"]]
         best = max(under, key=lambda p: p["offered"]) if under else None
         at5k = [p for p in pts if p["offered"] == 5000]
-        over = [p for p in pts if p["offered"] >= 1.9 * peak["goodput"]]
+        # The overload point: the one past the first saturated point (goodput under 90% of
+        # offered), at least 1.9x the best goodput before it; its own goodput may set the peak.
+        sat = [i for i, p in enumerate(pts) if p["goodput"] < 0.9 * p["offered"]]
+        over = [p for i, p in enumerate(pts) if sat and i > sat[0]
+                and p["offered"] >= 1.9 * max(q["goodput"] for q in pts[:i])]
         summary.setdefault(mode, {})[mix] = {
             "peak_goodput": peak["goodput"], "peak_at_offered": peak["offered"],
             "max_rate_p99_le_10ms": best["offered"] if best else None,
