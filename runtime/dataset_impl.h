@@ -115,6 +115,10 @@ struct cJSON;
 /// `*out_len` bytes, the numbers as written) are the caller's.
 ng_status ng__json_read(struct cJSON **out_root, char **out_text, size_t *out_len,
                         const char *path);
+/// Prints `root` (taken: deleted here, on every path) into a new file at `path` with a final
+/// newline, and syncs it; the file must not exist yet. Writers call it inside their temporary
+/// folder.
+ng_status ng__json_write(const char *path, struct cJSON *root);
 /// dataset.json's optional "id" (32 lowercase hex digits) into `id`; `*has_id` false when absent.
 ng_status ng__json_parse_id(uint8_t id[NG_DATASET_ID_BYTES], bool *has_id, const struct cJSON *root,
                             const char *path);

@@ -127,6 +127,10 @@ static ng_status write_json(const char *path, const ng_dataset_meta *meta) {
   }
   cJSON_AddBoolToObject(root, "orig_ids", in->orig_ids != 0);
   cJSON_AddStringToObject(root, "source", meta->source);
+  return ng__json_write(path, root);
+}
+
+ng_status ng__json_write(const char *path, cJSON *root) {
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
   if (!text)

@@ -4,11 +4,9 @@
 #include "hetero_impl.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 ng_status ng__hetero_writer_begin(ng_hetero_writer *hw, const char *dst_dir) {
   memset(hw, 0, sizeof *hw);
@@ -86,24 +84,7 @@ static ng_status write_json(const char *path, const struct ng_hetero *d, const c
     cJSON_AddNumberToObject(splits, "test", (double)d->info.test);
   }
   cJSON_AddStringToObject(root, "source", source ? source : "");
-  char *text = cJSON_Print(root);
-  cJSON_Delete(root);
-  if (!text)
-    return ng__err(NG_ERR_NOMEM, "out of memory printing dataset.json");
-  ng_status st = NG_OK;
-  FILE *f = fopen(path, "wx");
-  if (!f) {
-    st = ng__err_errno(NG_ERR_IO, errno, "%s", path);
-  } else {
-    size_t len = strlen(text);
-    if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) != 0 ||
-        fsync(fileno(f)) != 0)
-      st = ng__err_errno(NG_ERR_IO, errno, "%s: write", path);
-    if (fclose(f) != 0 && st == NG_OK)
-      st = ng__err_errno(NG_ERR_IO, errno, "%s: close", path);
-  }
-  cJSON_free(text);
-  return st;
+  return ng__json_write(path, root);
 }
 
 ng_status ng__hetero_writer_commit(ng_hetero_writer *hw, const struct ng_hetero *desc,
