@@ -970,22 +970,20 @@ void ng_dataset_close(ng_dataset_t ds) {
   free(ds);
 }
 
-ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts *opts) {
-  if (!out)
-    return ng__err(NG_ERR_INVALID_ARG, "ng_dataset_open: out is NULL");
-  *out = NULL;
+ng_status ng__open_args(ng_open_opts *o, const char *fn, const char *dir, const ng_open_opts *opts,
+                        const char *doc) {
   if (!dir || !*dir)
-    return ng__err(NG_ERR_INVALID_ARG, "ng_dataset_open: no dataset folder given");
-  ng_open_opts o = NG_OPEN_OPTS_INIT;
+    return ng__err(NG_ERR_INVALID_ARG, "%s: no dataset folder given", fn);
+  *o = (ng_open_opts)NG_OPEN_OPTS_INIT;
   if (opts) {
     if (opts->size < sizeof opts->size)
       return ng__err(NG_ERR_INVALID_ARG,
-                     "ng_dataset_open: opts->size is %zu; initialise the options with "
+                     "%s: opts->size is %zu; initialise the options with "
                      "NG_OPEN_OPTS_INIT",
-                     opts->size);
+                     fn, opts->size);
     /* A caller built against an older, smaller struct passes fewer fields; newer fields that
      * this library does not know are ignored. */
-    memcpy(&o, opts, NG_MIN(opts->size, sizeof o));
+    memcpy(o, opts, NG_MIN(opts->size, sizeof *o));
   }
   struct stat sb;
   if (stat(dir, &sb) != 0) {
@@ -996,21 +994,33 @@ ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts
   if (!S_ISDIR(sb.st_mode))
     return ng__err(NG_ERR_FORMAT,
                    "%s: is %s, not a folder; a dataset is a folder holding dataset.json and .npy "
-                   "arrays (docs/dataset-format.md)",
-                   dir, ng__file_kind(sb.st_mode));
+                   "arrays (%s)",
+                   dir, ng__file_kind(sb.st_mode), doc);
+  return NG_OK;
+}
+
+ng_status ng__dir_copy(char **out, const char *dir) {
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/')
+    n--;
+  *out = strndup(dir, n);
+  if (!*out)
+    return ng__err(NG_ERR_NOMEM, "out of memory copying a path");
+  return NG_OK;
+}
+
+ng_status ng_dataset_open(ng_dataset_t *out, const char *dir, const ng_open_opts *opts) {
+  if (!out)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_dataset_open: out is NULL");
+  *out = NULL;
+  ng_open_opts o;
+  NG_CHECK(ng__open_args(&o, "ng_dataset_open", dir, opts, "docs/dataset-format.md"));
 
   struct ng_dataset *ds = ng__calloc(1, sizeof *ds, "a dataset handle");
   if (!ds)
     return NG_ERR_NOMEM;
   ng_status st = NG_OK;
-  size_t n = strlen(dir);
-  while (n > 1 && dir[n - 1] == '/')
-    n--;
-  ds->dir = strndup(dir, n);
-  if (!ds->dir) {
-    st = ng__err(NG_ERR_NOMEM, "out of memory copying a path");
-    goto fail;
-  }
+  NG_CHECK_GOTO(st, ng__dir_copy(&ds->dir, dir), fail);
   ds->info.size = sizeof ds->info;
   NG_CHECK_GOTO(st, load_json(ds), fail);
 
@@ -1046,9 +1056,7 @@ fail:
   return st;
 }
 
-/* Copies the caller's share of a versioned struct: its first `*size` bytes, keeping its size
- * field. A caller compiled against an older, smaller struct gets only the fields it knows. */
-static ng_status copy_sized(void *dst, const void *src, size_t full, const char *what) {
+ng_status ng__copy_sized(void *dst, const void *src, size_t full, const char *what) {
   size_t size;
   memcpy(&size, dst, sizeof size);
   if (size < sizeof size)
@@ -1073,7 +1081,7 @@ ng_status ng_dataset_info_get(ng_dataset_info *out, ng_dataset_t ds) {
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_dataset_info_get: out is NULL");
   NG_CHECK(ng__dataset_check(ds));
-  return copy_sized(out, &ds->info, sizeof ds->info, "ng_dataset_info");
+  return ng__copy_sized(out, &ds->info, sizeof ds->info, "ng_dataset_info");
 }
 
 static int cmp_i64_desc(const void *a, const void *b) {
@@ -1100,7 +1108,7 @@ ng_status ng_dataset_degree_stats(ng_degree_stats *out, ng_dataset_t ds) {
   int64_t nodes = g->nodes;
   ng_degree_stats r = NG_DEGREE_STATS_INIT;
   if (nodes == 0)
-    return copy_sized(out, &r, sizeof r, "ng_degree_stats");
+    return ng__copy_sized(out, &r, sizeof r, "ng_degree_stats");
 
   size_t bytes = (size_t)nodes * sizeof(int64_t);
   int64_t *deg = ng__big_alloc(bytes, "row lengths");
@@ -1147,7 +1155,7 @@ ng_status ng_dataset_degree_stats(ng_degree_stats *out, ng_dataset_t ds) {
   r.p50 = percentile(deg, nodes, 50);
   r.p90 = percentile(deg, nodes, 90);
   r.p99 = percentile(deg, nodes, 99);
-  st = copy_sized(out, &r, sizeof r, "ng_degree_stats");
+  st = ng__copy_sized(out, &r, sizeof r, "ng_degree_stats");
 cleanup:
   ng__big_free(indeg, bytes);
   ng__big_free(deg, bytes);

@@ -751,28 +751,8 @@ ng_status ng_hetero_open(ng_hetero_t *out, const char *dir, const ng_open_opts *
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_hetero_open: out is NULL");
   *out = NULL;
-  if (!dir || !*dir)
-    return ng__err(NG_ERR_INVALID_ARG, "ng_hetero_open: no dataset folder given");
-  ng_open_opts o = NG_OPEN_OPTS_INIT;
-  if (opts) {
-    if (opts->size < sizeof opts->size)
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "ng_hetero_open: opts->size is %zu; initialise the options with "
-                     "NG_OPEN_OPTS_INIT",
-                     opts->size);
-    memcpy(&o, opts, NG_MIN(opts->size, sizeof o));
-  }
-  struct stat sb;
-  if (stat(dir, &sb) != 0) {
-    if (errno == ENOENT)
-      return ng__err(NG_ERR_NOT_FOUND, "%s: no such dataset folder", dir);
-    return ng__err_errno(NG_ERR_IO, errno, "%s", dir);
-  }
-  if (!S_ISDIR(sb.st_mode))
-    return ng__err(NG_ERR_FORMAT,
-                   "%s: is %s, not a folder; a dataset is a folder holding dataset.json and .npy "
-                   "arrays (docs/heterogeneous.md)",
-                   dir, ng__file_kind(sb.st_mode));
+  ng_open_opts o;
+  NG_CHECK(ng__open_args(&o, "ng_hetero_open", dir, opts, "docs/heterogeneous.md"));
   struct ng_hetero *ds = ng__calloc(1, sizeof *ds, "a heterogeneous dataset handle");
   if (!ds)
     return NG_ERR_NOMEM;
@@ -780,14 +760,8 @@ ng_status ng_hetero_open(ng_hetero_t *out, const char *dir, const ng_open_opts *
   char *path = NULL, *text = NULL;
   cJSON *root = NULL;
   num_map nums = {0};
-  size_t n = strlen(dir), len = 0;
-  while (n > 1 && dir[n - 1] == '/')
-    n--;
-  ds->dir = strndup(dir, n);
-  if (!ds->dir) {
-    st = ng__err(NG_ERR_NOMEM, "out of memory copying a path");
-    goto fail;
-  }
+  size_t len = 0;
+  NG_CHECK_GOTO(st, ng__dir_copy(&ds->dir, dir), fail);
   ds->info.size = sizeof ds->info;
   ds->info.target = -1;
   path = ng__path_join(ds->dir, "dataset.json");
@@ -832,23 +806,11 @@ fail:
 
 /* ---- accessors ---- */
 
-/* Copies the caller's share of a versioned struct (its first `size` bytes, keeping size). */
-static ng_status copy_sized(void *dst, const void *src, size_t full, const char *what) {
-  size_t size;
-  memcpy(&size, dst, sizeof size);
-  if (size < sizeof size)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: size is %zu; initialise it with its _INIT macro", what,
-                   size);
-  size_t n = NG_MIN(size, full);
-  memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, n - sizeof size);
-  return NG_OK;
-}
-
 ng_status ng_hetero_info_get(ng_hetero_info *out, ng_hetero_t ds) {
   if (!out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_hetero_info_get: out is NULL");
   NG_CHECK(ng__hetero_check(ds));
-  return copy_sized(out, &ds->info, sizeof ds->info, "ng_hetero_info_get: out->size");
+  return ng__copy_sized(out, &ds->info, sizeof ds->info, "ng_hetero_info_get: out->size");
 }
 
 static ng_status check_index(int32_t i, int32_t n, const char *what, const char *call) {
@@ -869,7 +831,7 @@ ng_status ng_hetero_node_type(ng_node_type_info *out, ng_hetero_t ds, int32_t ty
   v.count = nt->count;
   v.feature_dim = nt->feature_dim;
   v.classes = nt->classes;
-  return copy_sized(out, &v, sizeof v, "ng_hetero_node_type: out->size");
+  return ng__copy_sized(out, &v, sizeof v, "ng_hetero_node_type: out->size");
 }
 
 ng_status ng_hetero_edge_type(ng_edge_type_info *out, ng_hetero_t ds, int32_t rel) {
@@ -883,7 +845,7 @@ ng_status ng_hetero_edge_type(ng_edge_type_info *out, ng_hetero_t ds, int32_t re
   v.src_type = et->src;
   v.dst_type = et->dst;
   v.edges = et->csr.nnz;
-  return copy_sized(out, &v, sizeof v, "ng_hetero_edge_type: out->size");
+  return ng__copy_sized(out, &v, sizeof v, "ng_hetero_edge_type: out->size");
 }
 
 ng_status ng_hetero_find_node_type(int32_t *out, ng_hetero_t ds, const char *name) {
