@@ -47,6 +47,24 @@ static int dir_bytes(const char *dir, int64_t *out) {
   return 0;
 }
 
+/* The lines both print_written and print_written_hetero end with: classes, splits, bytes on disk
+ * and time. */
+static void print_written_tail(const char *out, int32_t classes, int64_t train, int64_t val,
+                               int64_t test, double seconds) {
+  printf("%-10s %" PRId32 "\n", "classes", classes);
+  printf("%-10s train %" PRId64 ", val %" PRId64 ", test %" PRId64 "\n", "splits", train, val,
+         test);
+  int64_t bytes = 0;
+  int err = dir_bytes(out, &bytes);
+  char human[32];
+  cli_fmt_bytes(human, sizeof human, (double)bytes);
+  if (err)
+    printf("%-10s unknown (cannot list %s: %s)\n", "bytes", out, strerror(err));
+  else
+    printf("%-10s %" PRId64 " (%s)\n", "bytes", bytes, human);
+  printf("%-10s %.3f\n", "seconds", seconds);
+}
+
 /* Prints what generate/convert wrote: counts read back from the new dataset (which also checks
  * it), bytes on disk, time and rate. */
 static int print_written(const char *verb, const char *out, double seconds) {
@@ -63,18 +81,7 @@ static int print_written(const char *verb, const char *out, double seconds) {
   printf("%-10s %" PRId64 "\n", "nodes", info.nodes);
   printf("%-10s %" PRId64 "\n", "edges", info.edges);
   printf("%-10s %" PRId64 "\n", "features", info.feature_dim);
-  printf("%-10s %" PRId32 "\n", "classes", info.classes);
-  printf("%-10s train %" PRId64 ", val %" PRId64 ", test %" PRId64 "\n", "splits", info.train,
-         info.val, info.test);
-  int64_t bytes = 0;
-  int err = dir_bytes(out, &bytes);
-  char human[32];
-  cli_fmt_bytes(human, sizeof human, (double)bytes);
-  if (err)
-    printf("%-10s unknown (cannot list %s: %s)\n", "bytes", out, strerror(err));
-  else
-    printf("%-10s %" PRId64 " (%s)\n", "bytes", bytes, human);
-  printf("%-10s %.3f\n", "seconds", seconds);
+  print_written_tail(out, info.classes, info.train, info.val, info.test, seconds);
   printf("%-10s %.0f\n", "edges/s", seconds > 0 ? (double)info.edges / seconds : 0.0);
   return CLI_EXIT_OK;
 }
@@ -127,18 +134,7 @@ static int print_written_hetero(const char *verb, const char *out, double second
   ng_hetero_close(ds);
   if (st != NG_OK)
     return cli_runtime_error(st);
-  printf("%-10s %" PRId32 "\n", "classes", info.classes);
-  printf("%-10s train %" PRId64 ", val %" PRId64 ", test %" PRId64 "\n", "splits", info.train,
-         info.val, info.test);
-  int64_t bytes = 0;
-  int err = dir_bytes(out, &bytes);
-  char human[32];
-  cli_fmt_bytes(human, sizeof human, (double)bytes);
-  if (err)
-    printf("%-10s unknown (cannot list %s: %s)\n", "bytes", out, strerror(err));
-  else
-    printf("%-10s %" PRId64 " (%s)\n", "bytes", bytes, human);
-  printf("%-10s %.3f\n", "seconds", seconds);
+  print_written_tail(out, info.classes, info.train, info.val, info.test, seconds);
   return CLI_EXIT_OK;
 }
 
