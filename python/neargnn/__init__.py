@@ -490,6 +490,25 @@ class Model:
         return f"Model({self.kind!r}, in_dim={self.in_dim}, layers={self.layers})"
 
 
+
+def _train_opts(owner, options):
+    """ng_train_opts from keyword options (Trainer's and LinkTrainer's): enums by name, device
+    and cpuset as str; the callback fields are not options. `owner` names the class in the
+    TypeError an unknown option raises."""
+    o = _lib.init(_LIB, _lib.TrainOpts)
+    names = {f[0] for f in _lib.TrainOpts._fields_} - {
+        "size", "progress", "progress_ctx", "telemetry", "telemetry_ctx"}
+    for key, value in options.items():
+        if key not in names:
+            raise TypeError(f"{owner}: unknown option {key!r}")
+        if key in Trainer._ENUMS:
+            value = _choice(Trainer._ENUMS[key], value, key)
+        elif key in ("device", "cpuset"):
+            value = value.encode() if value is not None else None
+        setattr(o, key, value)
+    return o
+
+
 class Trainer:
     """Trains `model` on `dataset` (both stay referenced while the trainer lives).
 
@@ -507,17 +526,7 @@ class Trainer:
     def __init__(self, dataset, model, progress=None, **options):
         self._h = ctypes.c_void_p()
         self.dataset, self.model = dataset, model
-        o = _lib.init(_LIB, _lib.TrainOpts)
-        names = {f[0] for f in _lib.TrainOpts._fields_} - {
-            "size", "progress", "progress_ctx", "telemetry", "telemetry_ctx"}
-        for key, value in options.items():
-            if key not in names:
-                raise TypeError(f"Trainer: unknown option {key!r}")
-            if key in self._ENUMS:
-                value = _choice(self._ENUMS[key], value, key)
-            elif key in ("device", "cpuset"):
-                value = value.encode() if value is not None else None
-            setattr(o, key, value)
+        o = _train_opts("Trainer", options)
         self._errors = []
         self._progress = _progress_callback(progress, self._errors)  # kept alive here
         o.progress = self._progress

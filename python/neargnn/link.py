@@ -6,7 +6,7 @@ import os
 from ctypes import c_double, c_int, c_int32, c_int64, c_size_t, c_uint64, c_void_p
 
 from . import _lib
-from . import _LIB, _check, _choice, _progress_callback, Trainer
+from . import _LIB, _check, _choice, _progress_callback, _train_opts, Trainer
 
 c_enum = ctypes.c_int
 P = ctypes.POINTER
@@ -82,17 +82,7 @@ class LinkTrainer:
                  self_pairs=False, mlp_hidden=64, progress=None, **options):
         self._h = ctypes.c_void_p()
         self.dataset, self.model = dataset, model
-        o = _lib.init(_LIB, _lib.TrainOpts)
-        names = {f[0] for f in _lib.TrainOpts._fields_} - {
-            "size", "progress", "progress_ctx", "telemetry", "telemetry_ctx"}
-        for key, value in options.items():
-            if key not in names:
-                raise TypeError(f"LinkTrainer: unknown option {key!r}")
-            if key in Trainer._ENUMS:
-                value = _choice(Trainer._ENUMS[key], value, key)
-            elif key in ("device", "cpuset"):
-                value = value.encode() if value is not None else None
-            setattr(o, key, value)
+        o = _train_opts("LinkTrainer", options)
         self._errors = []
         self._progress = _progress_callback(progress, self._errors)
         o.progress = self._progress
@@ -104,12 +94,7 @@ class LinkTrainer:
         self._h = h
         dataset._trainers.add(self)
 
-    def _call(self, st):
-        if self._errors:
-            e = self._errors.pop()
-            self._errors.clear()
-            raise e
-        _check(st)
+    _call = Trainer._call
 
     def epoch(self):
         """Trains one epoch; returns epoch, iterations, loss, train_acc, seconds, it_per_s."""
