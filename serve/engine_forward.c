@@ -25,6 +25,19 @@ typedef struct {
   const void **dst;
 } pack_item;
 
+/* The raw-input layout of `mb` in `dmb` (ng__model_raw_input): an identity block over the
+ * first block's sources, its edges `indptr`, then mb's blocks one place further on. */
+static void raw_input_mb(ng_minibatch *dmb, const ng_minibatch *mb, const int32_t *indptr) {
+  memset(dmb, 0, sizeof *dmb);
+  dmb->n_layers = mb->n_layers + 1;
+  dmb->node_ids = mb->node_ids;
+  dmb->n_targets = mb->n_targets;
+  const int32_t ns = mb->blocks[0].n_src;
+  dmb->blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = indptr};
+  for (int l = 0; l < mb->n_layers; l++)
+    dmb->blocks[l + 1] = mb->blocks[l];
+}
+
 /* Adds blocks 1.. of `mb` (their indptr, indices, edge and self weights) to the items at n, to
  * land in dmb's blocks `shift` further on (the raw-input layouts put an identity block first).
  * Returns the new count. */
@@ -343,14 +356,7 @@ static ng_status forward_gat(lane *ln, const ng_srv_snap *s, const ng_minibatch 
   /* The model's layout (ng__model_raw_input): an identity block, then the field's blocks. The
    * workspace gives layer 0's output rows and its z, which holds the hot rows' projections. */
   ng_minibatch dmb;
-  memset(&dmb, 0, sizeof dmb);
-  dmb.n_layers = mb->n_layers + 1;
-  dmb.node_ids = mb->node_ids;
-  dmb.n_targets = mb->n_targets;
-  dmb.blocks[0] = (ng_block){
-      .n_dst = mb->blocks[0].n_src, .n_src = mb->blocks[0].n_src, .indptr = mb->blocks[0].indptr};
-  for (int l = 0; l < mb->n_layers; l++)
-    dmb.blocks[l + 1] = mb->blocks[l];
+  raw_input_mb(&dmb, mb, mb->blocks[0].indptr);
   NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
   float *z_hot = ln->ex.ws[0].z, *out0 = ln->ex.ws[0].out;
 
@@ -454,14 +460,7 @@ static ng_status forward_pool(lane *ln, const ng_srv_snap *s, const ng_minibatch
     iota[i] = i;
 
   ng_minibatch dmb;
-  memset(&dmb, 0, sizeof dmb);
-  dmb.n_layers = mb->n_layers + 1;
-  dmb.node_ids = mb->node_ids;
-  dmb.n_targets = mb->n_targets;
-  dmb.blocks[0] = (ng_block){
-      .n_dst = mb->blocks[0].n_src, .n_src = mb->blocks[0].n_src, .indptr = mb->blocks[0].indptr};
-  for (int l = 0; l < mb->n_layers; l++)
-    dmb.blocks[l + 1] = mb->blocks[l];
+  raw_input_mb(&dmb, mb, mb->blocks[0].indptr);
   NG_CHECK(ng__exec_prepare_upper(&ln->ex, &dmb));
   float *pre_hot = ln->ex.ws[0].pre, *agg = ln->ex.ws[0].agg, *out0 = ln->ex.ws[0].out;
 
@@ -569,13 +568,7 @@ static ng_status forward_raw_input(lane *ln, const ng_srv_snap *s, const ng_mini
                             "the identity block"));
   memset(ln->gat_z.ptr, 0, ((size_t)ns + 1) * sizeof(int32_t));
   ng_minibatch dmb;
-  memset(&dmb, 0, sizeof dmb);
-  dmb.n_layers = mb->n_layers + 1;
-  dmb.node_ids = mb->node_ids;
-  dmb.n_targets = mb->n_targets;
-  dmb.blocks[0] = (ng_block){.n_dst = ns, .n_src = ns, .indptr = ln->gat_z.ptr};
-  for (int l = 0; l < mb->n_layers; l++)
-    dmb.blocks[l + 1] = mb->blocks[l];
+  raw_input_mb(&dmb, mb, ln->gat_z.ptr);
   return forward(ln, s, &dmb, how == FETCH_PARTIAL ? FETCH_TRANSFER : how, rows);
 }
 
