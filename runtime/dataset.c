@@ -69,7 +69,7 @@ static ng_status read_small_file(char **out, size_t *out_len, const char *path) 
   return NG_OK;
 }
 
-static const char *json_type_name(const cJSON *item) {
+const char *ng__json_type_name(const cJSON *item) {
   if (cJSON_IsString(item))
     return "a string";
   if (cJSON_IsNumber(item))
@@ -166,7 +166,7 @@ static ng_status json_count(int64_t *out, const cJSON *obj, const char *prefix, 
                    key);
   if (!cJSON_IsNumber(item))
     return ng__err(NG_ERR_FORMAT, "%s: \"%s%s\" is %s; it must be a non-negative integer", path,
-                   prefix, key, json_type_name(item));
+                   prefix, key, ng__json_type_name(item));
   double d = item->valuedouble;
   if (!(d >= 0.0))
     return ng__err(NG_ERR_FORMAT, "%s: \"%s%s\" is %g; counts must be non-negative", path, prefix,
@@ -226,7 +226,7 @@ static ng_status json_opt_string(const char **out, const cJSON *obj, const char 
     return NG_OK;
   if (!cJSON_IsString(item) || !item->valuestring)
     return ng__err(NG_ERR_FORMAT, "%s: \"%s\" is %s; it must be a string", path, key,
-                   json_type_name(item));
+                   ng__json_type_name(item));
   *out = item->valuestring;
   return NG_OK;
 }
@@ -271,7 +271,7 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
                             const char *path, const num_toks *nt) {
   if (!cJSON_IsObject(root))
     return ng__err(NG_ERR_FORMAT, "%s: the top level is %s; it must be a JSON object", path,
-                   json_type_name(root));
+                   ng__json_type_name(root));
   const char *format = NULL;
   NG_CHECK(json_req_string(&format, root, "format", path));
   if (strcmp(format, NG_DATASET_FORMAT) != 0)
@@ -339,13 +339,13 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
   const cJSON *undirected = cJSON_GetObjectItemCaseSensitive(root, "undirected");
   if (undirected && !cJSON_IsBool(undirected))
     return ng__err(NG_ERR_FORMAT, "%s: \"undirected\" is %s; it must be true or false", path,
-                   json_type_name(undirected));
+                   ng__json_type_name(undirected));
   info->undirected = undirected && cJSON_IsTrue(undirected);
 
   const cJSON *orig_ids = cJSON_GetObjectItemCaseSensitive(root, "orig_ids");
   if (orig_ids && !cJSON_IsBool(orig_ids))
     return ng__err(NG_ERR_FORMAT, "%s: \"orig_ids\" is %s; it must be true or false", path,
-                   json_type_name(orig_ids));
+                   ng__json_type_name(orig_ids));
   info->orig_ids = orig_ids && cJSON_IsTrue(orig_ids);
 
   const char *source = NULL;
@@ -359,7 +359,7 @@ static ng_status parse_json(ng_dataset_info *info, const cJSON *root, const char
                    path);
   if (!cJSON_IsObject(splits))
     return ng__err(NG_ERR_FORMAT, "%s: \"splits\" is %s; it must be an object", path,
-                   json_type_name(splits));
+                   ng__json_type_name(splits));
   int64_t *count[3] = {&info->train, &info->val, &info->test};
   int64_t total = 0;
   for (int s = 0; s < 3; s++) {

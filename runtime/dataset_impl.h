@@ -108,6 +108,8 @@ void ng__writer_abort(ng_dataset_writer *w);
 
 /* ---- shared with the heterogeneous loader (runtime/hetero.c) ---- */
 
+struct cJSON;
+
 /// The argument checks ng_dataset_open and ng_hetero_open share: `dir` given and an existing
 /// folder, `opts` (borrowed, may be NULL) initialised. `*o` gets the defaults with the caller's
 /// fields over them. `fn` names the call and `doc` the format's document in the messages.
@@ -115,12 +117,13 @@ ng_status ng__open_args(ng_open_opts *o, const char *fn, const char *dir, const 
                         const char *doc);
 /// A copy of `dir` (free) without its trailing slashes, into `*out`.
 ng_status ng__dir_copy(char **out, const char *dir);
+/// What a JSON item is, for messages: "a string", "a number", ..., "invalid".
+const char *ng__json_type_name(const struct cJSON *item);
 /// Copies the caller's share of a versioned struct: its first `*size` bytes, keeping its size
 /// field. A caller compiled against an older, smaller struct gets only the fields it knows.
 /// `what` names the struct in the message when its size field is too small.
 ng_status ng__copy_sized(void *dst, const void *src, size_t full, const char *what);
 
-struct cJSON;
 /// Reads and parses a dataset.json at `path` with the checks every dataset.json gets: a regular
 /// file of at most 1 MiB, no NUL characters, valid JSON with nothing but whitespace after it, no
 /// key twice in one object. On success `*out_root` (cJSON_Delete) and `*out_text` (free, its

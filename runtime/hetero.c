@@ -118,22 +118,6 @@ static void free_numbers(num_map *m) {
   free(m->text);
 }
 
-static const char *json_type_name(const cJSON *item) {
-  if (cJSON_IsString(item))
-    return "a string";
-  if (cJSON_IsNumber(item))
-    return "a number";
-  if (cJSON_IsBool(item))
-    return "a boolean";
-  if (cJSON_IsNull(item))
-    return "null";
-  if (cJSON_IsArray(item))
-    return "an array";
-  if (cJSON_IsObject(item))
-    return "an object";
-  return "invalid";
-}
-
 /* The context of messages: the file and the object a key is in ("node_types[1]"). */
 typedef struct {
   const char *path;
@@ -156,7 +140,7 @@ static ng_status jcount(int64_t *out, const cJSON *obj, const char *where, const
   }
   if (!cJSON_IsNumber(item))
     return ng__err(NG_ERR_FORMAT, "%s: %s \"%s\" is %s; it must be a non-negative integer", c->path,
-                   where, key, json_type_name(item));
+                   where, key, ng__json_type_name(item));
   const char *text = NULL;
   for (int64_t i = 0; i < c->nums->n && !text; i++)
     if (c->nums->item[i] == item)
@@ -195,7 +179,7 @@ static ng_status jstring(const char **out, const cJSON *obj, const char *where, 
   }
   if (!cJSON_IsString(item) || !item->valuestring)
     return ng__err(NG_ERR_FORMAT, "%s: %s \"%s\" is %s; it must be a string", c->path, where, key,
-                   json_type_name(item));
+                   ng__json_type_name(item));
   *out = item->valuestring;
   return NG_OK;
 }
@@ -230,7 +214,7 @@ static ng_status parse_node_types(struct ng_hetero *ds, const cJSON *root, const
   const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "node_types");
   if (!cJSON_IsArray(arr))
     return ng__err(NG_ERR_FORMAT, "%s: \"node_types\" is %s; it must be a list of objects", c->path,
-                   json_type_name(arr));
+                   ng__json_type_name(arr));
   int n = cJSON_GetArraySize(arr);
   if (n < 1 || n > NG_HETERO_MAX_NODE_TYPES)
     return ng__err(NG_ERR_FORMAT, "%s: \"node_types\" lists %d types; between 1 and %d are read",
@@ -245,7 +229,7 @@ static ng_status parse_node_types(struct ng_hetero *ds, const cJSON *root, const
     snprintf(where, sizeof where, "node_types[%d]", (int)t);
     if (!cJSON_IsObject(e))
       return ng__err(NG_ERR_FORMAT, "%s: %s is %s; it must be an object {\"name\", \"count\", ...}",
-                     c->path, where, json_type_name(e));
+                     c->path, where, ng__json_type_name(e));
     ng_hetero_ntype *nt = &ds->ntypes[t];
     const char *name = NULL;
     NG_CHECK(jname(&name, e, where, "name", c));
@@ -295,7 +279,7 @@ static ng_status parse_edge_types(struct ng_hetero *ds, const cJSON *root, const
                    c->path);
   if (!cJSON_IsArray(arr))
     return ng__err(NG_ERR_FORMAT, "%s: \"edge_types\" is %s; it must be a list of objects", c->path,
-                   json_type_name(arr));
+                   ng__json_type_name(arr));
   int n = cJSON_GetArraySize(arr);
   if (n < 1 || n > NG_HETERO_MAX_EDGE_TYPES)
     return ng__err(NG_ERR_FORMAT,
@@ -313,7 +297,7 @@ static ng_status parse_edge_types(struct ng_hetero *ds, const cJSON *root, const
       return ng__err(NG_ERR_FORMAT,
                      "%s: %s is %s; it must be an object {\"src\", \"relation\", \"dst\", "
                      "\"edges\"}",
-                     c->path, where, json_type_name(e));
+                     c->path, where, ng__json_type_name(e));
     ng_hetero_etype *et = &ds->etypes[r];
     const char *src = NULL, *rel = NULL, *dst = NULL;
     NG_CHECK(jstring(&src, e, where, "src", true, c));
@@ -356,7 +340,7 @@ static ng_status parse_splits(struct ng_hetero *ds, const cJSON *root, const jct
                    c->path);
   if (!cJSON_IsObject(splits))
     return ng__err(NG_ERR_FORMAT, "%s: \"splits\" is %s; it must be an object", c->path,
-                   json_type_name(splits));
+                   ng__json_type_name(splits));
   int64_t *count[3] = {&ds->info.train, &ds->info.val, &ds->info.test};
   int64_t total = 0;
   for (int s = 0; s < 3; s++) {
@@ -772,7 +756,7 @@ ng_status ng_hetero_open(ng_hetero_t *out, const char *dir, const ng_open_opts *
   NG_CHECK_GOTO(st, ng__json_read(&root, &text, &len, path), fail);
   if (!cJSON_IsObject(root)) {
     st = ng__err(NG_ERR_FORMAT, "%s: the top level is %s; it must be a JSON object", path,
-                 json_type_name(root));
+                 ng__json_type_name(root));
     goto fail;
   }
   if (!cJSON_GetObjectItemCaseSensitive(root, "node_types")) {
