@@ -414,6 +414,19 @@ done:
 /* Split files                                                                              */
 /* ---------------------------------------------------------------------------------------- */
 
+ng_status ng__conv_push_id(int64_t **ids, int64_t *count, int64_t *cap, int64_t v,
+                           const char *path) {
+  if (*count == *cap) {
+    *cap = *cap ? 2 * *cap : 4096;
+    int64_t *bigger = realloc(*ids, (size_t)*cap * sizeof **ids);
+    if (!bigger)
+      return ng__err(NG_ERR_NOMEM, "%s: out of memory holding %lld ids", path, (long long)*cap);
+    *ids = bigger;
+  }
+  (*ids)[(*count)++] = v;
+  return NG_OK;
+}
+
 static const char *const SPLIT_NAME[3] = {"train", "val", "test"};
 
 ng_status ng__conv_split(ng_conv *c, ng_array_id id, const char *path, int64_t nodes,
@@ -457,16 +470,7 @@ ng_status ng__conv_split(ng_conv *c, ng_array_id id, const char *path, int64_t n
       goto done;
     }
     member[v] = (uint8_t)(which + 1);
-    if (count == cap) {
-      cap = cap ? 2 * cap : 4096;
-      int64_t *bigger = realloc(ids, (size_t)cap * sizeof *ids);
-      if (!bigger) {
-        st = ng__err(NG_ERR_NOMEM, "%s: out of memory holding %lld ids", path, (long long)cap);
-        goto done;
-      }
-      ids = bigger;
-    }
-    ids[count++] = v;
+    NG_CHECK_GOTO(st, ng__conv_push_id(&ids, &count, &cap, v, path), done);
   }
   if (count > 0) {
     ng_npy *npy;

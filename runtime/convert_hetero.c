@@ -559,16 +559,7 @@ static ng_status read_split(hconv *c, int which, const char *path, uint8_t *memb
       goto done;
     }
     member[v] = (uint8_t)(which + 1);
-    if (count == cap) {
-      cap = cap ? 2 * cap : 4096;
-      int64_t *bigger = realloc(ids, (size_t)cap * sizeof *ids);
-      if (!bigger) {
-        st = ng__err(NG_ERR_NOMEM, "%s: out of memory holding %lld ids", path, (long long)cap);
-        goto done;
-      }
-      ids = bigger;
-    }
-    ids[count++] = v;
+    NG_CHECK_GOTO(st, ng__conv_push_id(&ids, &count, &cap, v, path), done);
   }
   if (count > 0) {
     ng_npy *npy;

@@ -112,6 +112,10 @@ ng_status ng__conv_edges(ng_conv *c, const char *path, ng_sep sep, int64_t nodes
 ng_status ng__conv_split(ng_conv *c, ng_array_id id, const char *path, int64_t nodes,
                          uint8_t *member, const int32_t *labels);
 
+/// Appends `v` to the growing id list `*ids` (realloc'd, the caller frees it) of `*count` ids
+/// in `*cap` slots; `path` names the file being read in the out-of-memory message.
+ng_status ng__conv_push_id(int64_t **ids, int64_t *count, int64_t *cap, int64_t v,
+                           const char *path);
 /// Sets c->meta.info.classes from `labels` (n entries; -1 = unlabelled, others already checked
 /// to lie in [0, NG_MAX_CLASSES)): the largest label + 1. Refuses labels where nobody has a
 /// label, and sparse labels that would leave most classes empty (see NG_SPARSE_CLASS_FACTOR),
