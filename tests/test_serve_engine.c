@@ -1298,20 +1298,29 @@ static void test_admission_by_wait(void) {
   ng_engine_destroy(e);
 }
 
-/* Batches are capped by estimated work (field edges plus nodes), not by nodes alone: with room
- * for the first two of three queued one-node requests, they make two batches. */
-static void test_batch_work_cap(void) {
+/* The engine's work estimate of each of `ids[n]` as a one-node request of a two-layer model
+ * with full fields on Cora (its field's edges plus its node), into `work`; false when the
+ * snapshot cannot be made (the failure is already reported). */
+static bool full_field_work(int64_t *work, const int64_t *ids, int n) {
   ng_srv_snap *snap = NULL;
   EXPECT_OK(
       ng__srv_snap_base(&snap, &cora->csr, cora->features, info.feature_dim, NG_NORMALIZE_NONE));
   if (!snap)
-    return;
+    return false;
   const int32_t full[2] = {-1, -1};
-  const int64_t ids[3] = {1358, 0, 17};
-  int64_t work[3];
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < n; i++)
     work[i] = ng__srv_field_estimate(snap, 2, full, &ids[i], 1, INT64_MAX) + 1;
   ng__srv_snap_unref(snap);
+  return true;
+}
+
+/* Batches are capped by estimated work (field edges plus nodes), not by nodes alone: with room
+ * for the first two of three queued one-node requests, they make two batches. */
+static void test_batch_work_cap(void) {
+  const int64_t ids[3] = {1358, 0, 17};
+  int64_t work[3];
+  if (!full_field_work(work, ids, 3))
+    return;
   ng_engine_opts o = NG_ENGINE_OPTS_INIT;
   o.max_batch = 64;
   o.max_delay_us = 0;
@@ -1415,15 +1424,10 @@ static void test_workers_same_bits(void) {
  * workers, so a deadline between the two predictions is admitted with two workers and refused
  * with one. */
 static void test_admission_workers(void) {
-  ng_srv_snap *snap = NULL;
-  EXPECT_OK(
-      ng__srv_snap_base(&snap, &cora->csr, cora->features, info.feature_dim, NG_NORMALIZE_NONE));
-  if (!snap)
-    return;
-  const int32_t full[2] = {-1, -1};
   const int64_t ahead_id = 1358;
-  const int64_t work = ng__srv_field_estimate(snap, 2, full, &ahead_id, 1, INT64_MAX) + 1;
-  ng__srv_snap_unref(snap);
+  int64_t work;
+  if (!full_field_work(&work, &ahead_id, 1))
+    return;
   for (int workers = 1; workers <= 2; workers++) {
     ng_engine_opts o = NG_ENGINE_OPTS_INIT;
     o.serve_workers = workers;
