@@ -148,16 +148,24 @@ static void expect_json_refused(const char *from, const char *to, ng_status stat
 
 /* ---- cases ---- */
 
-static void test_open_and_describe(void) {
-  const char *dir = fixture("ok");
+/* Opens `dir` with every check (features included) and reads its info; NULL on failure, which
+ * is already reported. */
+static ng_hetero_t open_checked(const char *dir, ng_hetero_info *info) {
   ng_hetero_t ds = NULL;
   ng_open_opts oo = NG_OPEN_OPTS_INIT;
   oo.check_features = 1;
   EXPECT_OK(ng_hetero_open(&ds, dir, &oo));
+  if (ds)
+    EXPECT_OK(ng_hetero_info_get(info, ds));
+  return ds;
+}
+
+static void test_open_and_describe(void) {
+  const char *dir = fixture("ok");
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  ng_hetero_t ds = open_checked(dir, &info);
   if (!ds)
     return;
-  ng_hetero_info info = NG_HETERO_INFO_INIT;
-  EXPECT_OK(ng_hetero_info_get(&info, ds));
   EXPECT_STR(info.name, "tiny-hetero");
   EXPECT_EQ_I(info.node_types, 2);
   EXPECT_EQ_I(info.edge_types, 3);
@@ -516,14 +524,10 @@ static void test_generate_shape_and_planted_labels(void) {
   snprintf(dir, sizeof dir, "%s", ng_test_path("gen_shape"));
   ng_hetero_generate_opts o = gen_opts(2);
   EXPECT_OK(ng_hetero_generate(dir, &o));
-  ng_hetero_t ds = NULL;
-  ng_open_opts oo = NG_OPEN_OPTS_INIT;
-  oo.check_features = 1;
-  EXPECT_OK(ng_hetero_open(&ds, dir, &oo));
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  ng_hetero_t ds = open_checked(dir, &info);
   if (!ds)
     return;
-  ng_hetero_info info = NG_HETERO_INFO_INIT;
-  EXPECT_OK(ng_hetero_info_get(&info, ds));
   EXPECT_EQ_I(info.node_types, 3);
   EXPECT_EQ_I(info.edge_types, 4);
   EXPECT_EQ_I(info.nodes, 8007);
@@ -729,14 +733,10 @@ static void test_convert_ogb(void) {
   ng_convert_opts co = NG_CONVERT_OPTS_INIT;
   co.format = NG_FORMAT_OGB;
   EXPECT_OK(ng_hetero_convert_ogb(out, src, &co));
-  ng_hetero_t ds = NULL;
-  ng_open_opts oo = NG_OPEN_OPTS_INIT;
-  oo.check_features = 1;
-  EXPECT_OK(ng_hetero_open(&ds, out, &oo));
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  ng_hetero_t ds = open_checked(out, &info);
   if (!ds)
     return;
-  ng_hetero_info info = NG_HETERO_INFO_INIT;
-  EXPECT_OK(ng_hetero_info_get(&info, ds));
   EXPECT_STR(info.name, "ogb_mag");
   EXPECT_EQ_I(info.node_types, 3);
   EXPECT_EQ_I(info.edge_types, 3);
@@ -1007,15 +1007,10 @@ static void test_cora_with_authors(void) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s", ng_test_path("cora_hetero"));
   EXPECT_OK(build_cora_hetero(dir, cora));
-  ng_hetero_t ds = NULL;
-  ng_open_opts oo = NG_OPEN_OPTS_INIT;
-  oo.check_features = 1;
-  EXPECT_OK(ng_hetero_open(&ds, dir, &oo));
-  if (!ds) {
-    return;
-  }
   ng_hetero_info info = NG_HETERO_INFO_INIT;
-  EXPECT_OK(ng_hetero_info_get(&info, ds));
+  ng_hetero_t ds = open_checked(dir, &info);
+  if (!ds)
+    return;
   EXPECT_EQ_I(info.node_types, 2);
   EXPECT_EQ_I(info.edge_types, 3);
   EXPECT_EQ_I(info.nodes, 2708 + CORA_AUTHORS);
