@@ -17,7 +17,7 @@ int main(void) {
   return 77;
 }
 #else
-#include "ng_cuda.h"
+#include "ng_test_gpu.h"
 
 enum { NODES = 20000, DIM = 64, CLASSES = 6, HIDDEN = 32 };
 
@@ -143,13 +143,8 @@ static void test_gcn(void) {
 }
 
 int main(void) {
-  int devices = 0;
-  char desc[512];
-  if (ng__cuda_devices(&devices, desc, sizeof desc) != NG_OK || devices == 0) {
-    printf("skipped: no CUDA device (%s)\n", devices ? ng_last_error() : "none visible");
+  if (!ng_test_gpu_found("gpu_infer"))
     return 77;
-  }
-  printf("gpu_infer: %s\n", desc);
   ng_generate_opts g = NG_GENERATE_OPTS_INIT;
   g.nodes = NODES;
   g.avg_degree = 8;

@@ -17,7 +17,7 @@ int main(void) {
   return 77;
 }
 #else
-#include "ng_cuda.h"
+#include "ng_test_gpu.h"
 
 enum { EPOCHS = 2 };
 
@@ -144,13 +144,8 @@ static void test_modes_on_gpu(void) {
 }
 
 int main(void) {
-  int devices = 0;
-  char desc[512];
-  if (ng__cuda_devices(&devices, desc, sizeof desc) != NG_OK || devices == 0) {
-    printf("skipped: no CUDA device (%s)\n", devices ? ng_last_error() : "none visible");
+  if (!ng_test_gpu_found("gpu_link"))
     return 77;
-  }
-  printf("gpu_link: %s\n", desc);
   cora = ng_test_fetch_cora();
   if (!cora)
     return ng_test_summary();

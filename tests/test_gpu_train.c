@@ -11,7 +11,7 @@ int main(void) {
   return 77;
 }
 #else
-#include "ng_cuda.h"
+#include "ng_test_gpu.h"
 
 enum { EPOCHS = 200, SEEDS = 3 };
 
@@ -195,13 +195,8 @@ static void test_sage_cora_on_gpu(void) {
 }
 
 int main(void) {
-  int devices = 0;
-  char desc[512];
-  if (ng__cuda_devices(&devices, desc, sizeof desc) != NG_OK || devices == 0) {
-    printf("skipped: no CUDA device (%s)\n", devices ? ng_last_error() : "none visible");
+  if (!ng_test_gpu_found("gpu_train"))
     return 77;
-  }
-  printf("gpu_train: %s\n", desc);
   cora = ng_test_fetch_cora();
   if (!cora)
     return ng_test_summary();
