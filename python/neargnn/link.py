@@ -118,12 +118,5 @@ class LinkTrainer:
             _LIB.ng_link_trainer_destroy(self._h)
             self._h = ctypes.c_void_p()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None) and _LIB is not None:
-            self.close()
+    # As Trainer's: a context manager, and closed when collected (each calls this class's close).
+    __enter__, __exit__, __del__ = Trainer.__enter__, Trainer.__exit__, Trainer.__del__
