@@ -40,9 +40,14 @@ static void unlink_pending(queue *q, pending *p, pending *prev) {
   q->queued_work -= p->work;
 }
 
-/* Answers queued request `p`, whose deadline passed before it could start, as busy: it is never
- * computed. Under e->mu, with p already unlinked; `finish` calls its callback later. */
-static void expire(ng_engine *e, pending *p, double now) {
+/* Answers queued request `p` (its predecessor `prev` in queue `qu`), whose deadline passed before
+ * it could start, as busy: it is never computed. Under e->mu: it leaves the queue for the list
+ * *expired, whose callbacks `finish` calls later. */
+static void expire(ng_engine *e, queue *qu, pending *p, pending *prev, double now,
+                   pending **expired) {
+  unlink_pending(qu, p, prev);
+  p->next = *expired;
+  *expired = p;
   p->st = NG_ERR_STATE;
   snprintf(p->err, sizeof p->err,
            "engine busy: the request waited %.1f ms and could not start before its deadline "
@@ -120,10 +125,7 @@ void *ng__engine_lane_main(void *arg) {
     while (p && n < MAX_BATCH_REQUESTS) {
       pending *next = p->next;
       if (now >= p->deadline_us) {
-        unlink_pending(qu, p, prev);
-        expire(e, p, now);
-        p->next = expired;
-        expired = p;
+        expire(e, qu, p, prev, now, &expired);
         p = next;
         continue;
       }
@@ -222,10 +224,7 @@ void *ng__engine_clock_main(void *arg) {
       for (pending *p = qu->head; p;) {
         pending *nx = p->next;
         if (now >= p->deadline_us) {
-          unlink_pending(qu, p, prev);
-          expire(e, p, now);
-          p->next = expired;
-          expired = p;
+          expire(e, qu, p, prev, now, &expired);
         } else {
           next = NG_MIN(next, p->deadline_us);
           prev = p;
