@@ -561,18 +561,8 @@ static ng_status grow(void **p, size_t *cap, size_t bytes, const char *what) {
 /* The cold-row path of iteration `iter` (docs/link-prediction.md): the mode's, and for the
  * hybrid modes PARTIAL and TRANSFER in turn, as two worker groups would share the packages. */
 static ng_fetch strategy(ng_link_trainer_t t, int64_t iter) {
-  const ng_fetch transfer = ng__transfer_resolve(t->opts.transfer, t->ds->info.feature_dim);
-  switch (t->p.mode) {
-  case NG_MODE_ZEROCOPY:
-    return NG_FETCH_ZCOPY;
-  case NG_MODE_PARTIAL:
-    return NG_FETCH_PARTIAL;
-  case NG_MODE_HYBRID_STATIC:
-  case NG_MODE_HYBRID:
-    return iter % 2 == 0 ? NG_FETCH_PARTIAL : transfer;
-  default:
-    return NG_FETCH_BATCH;
-  }
+  return ng__mode_fetch(t->p.mode, iter % 2 == 0,
+                        ng__transfer_resolve(t->opts.transfer, t->ds->info.feature_dim));
 }
 
 /* Draws negatives of positives [0, n_pos) into pairs [n_pos, n_pos (1 + K)): positive j's come

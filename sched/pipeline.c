@@ -159,9 +159,8 @@ ng_fetch ng__transfer_resolve(ng_fetch t, int64_t dim) {
   return dim * (int64_t)sizeof(float) >= 512 ? NG_FETCH_ZCOPY : NG_FETCH_BATCH;
 }
 
-/* The strategy of a group in a mode. */
-static ng_fetch group_fetch(const ng_pipeline *pl, int group) {
-  switch (pl->o.mode) {
+ng_fetch ng__mode_fetch(ng_mode m, bool partial_group, ng_fetch transfer) {
+  switch (m) {
   case NG_MODE_BASELINE:
     return NG_FETCH_BATCH;
   case NG_MODE_ZEROCOPY:
@@ -170,7 +169,7 @@ static ng_fetch group_fetch(const ng_pipeline *pl, int group) {
     return NG_FETCH_PARTIAL;
   case NG_MODE_HYBRID_STATIC:
   case NG_MODE_HYBRID:
-    return group == NG_GROUP_PARTIAL ? NG_FETCH_PARTIAL : pl->o.transfer;
+    return partial_group ? NG_FETCH_PARTIAL : transfer;
   default: /* CPU: every row is hot, nothing is fetched */
     return NG_FETCH_BATCH;
   }
@@ -380,7 +379,7 @@ static int64_t device_span(ng_pipeline *pl, ng_span_kind kind, int64_t iter, int
  * `threads` threads. */
 static ng_fetch_cfg group_cfg(ng_pipeline *pl, int group, int threads) {
   ng_fetch_cfg cfg = pl->fetch;
-  cfg.mode = group_fetch(pl, group);
+  cfg.mode = ng__mode_fetch(pl->o.mode, group == NG_GROUP_PARTIAL, pl->o.transfer);
   cfg.device_share =
       cfg.mode == NG_FETCH_PARTIAL
           ? ng__ctrl_share_frac(atomic_load_explicit(&pl->share, memory_order_relaxed))

@@ -201,5 +201,8 @@ extern _Atomic int64_t ng__pipeline_fault_epoch, ng__pipeline_fault_iter;
 /// Resolves AUTO choices: the mode for the backend, the TRANSFER strategy for the row size.
 ng_mode ng__mode_resolve(ng_mode m, const ng_backend *be);
 ng_fetch ng__transfer_resolve(ng_fetch t, int64_t dim);
+/// The cold-row strategy of a worker group (`partial_group`: the PARTIAL group, else the TRANSFER
+/// one) in mode `m` (resolved); `transfer`: the resolved TRANSFER strategy.
+ng_fetch ng__mode_fetch(ng_mode m, bool partial_group, ng_fetch transfer);
 
 #endif /* NG_PIPELINE_IMPL_H */
