@@ -51,6 +51,12 @@ const char *const *cli_mode_names(void) {
 const char *const *cli_transfer_names(void) {
   CLI_ENUM_CHOICES(ng_fetch_name, ng_fetch, "-");
 }
+const char *const *cli_link_decoder_names(void) {
+  CLI_ENUM_CHOICES(ng_link_decoder_name, ng_link_decoder, NULL);
+}
+const char *const *cli_link_neg_names(void) {
+  CLI_ENUM_CHOICES(ng_link_neg_name, ng_link_neg, NULL);
+}
 const char *const *cli_optimizer_names(void) {
   CLI_ENUM_CHOICES(ng_optimizer_name, ng_optimizer, NULL);
 }

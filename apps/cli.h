@@ -250,13 +250,13 @@ void cli_model_opts_from_checkpoint(cli_opt *opts, size_t n);
 /* ---- link prediction (cmd_link.c) ---- */
 
 extern const char *const CLI_TASK_NAMES[];
-extern const char *const CLI_DECODER_NAMES[];
-extern const char *const CLI_NEG_NAMES[];
+const char *const *cli_link_decoder_names(void);
+const char *const *cli_link_neg_names(void);
 
 /// What `train --task link` adds to the training options.
 typedef struct {
   int task;            ///< 0 node classification, 1 link prediction
-  int decoder, neg;    ///< indices of CLI_DECODER_NAMES, CLI_NEG_NAMES
+  int decoder, neg;    ///< an ng_link_decoder, an ng_link_neg
   int32_t neg_per_pos; ///< training negatives per positive
   int64_t embed_dim;   ///< the last layer's width (0: --hidden)
   int self_pairs;      ///< --self-pairs
@@ -267,9 +267,9 @@ typedef struct {
   CLI_OPT_CHOICE("task", &(l)->task, "T", CLI_TASK_NAMES,                                          \
                  "node (classification) or link (prediction on DIR/links from split-edges; the "   \
                  "last layer is the --embed-dim wide embedding, --batch counts positive edges)"),  \
-      CLI_OPT_CHOICE("decoder", &(l)->decoder, "D", CLI_DECODER_NAMES,                             \
+      CLI_OPT_CHOICE("decoder", &(l)->decoder, "D", cli_link_decoder_names(),                             \
                      "--task link: dot, or mlp over h_u * h_v"),                                   \
-      CLI_OPT_CHOICE("neg", &(l)->neg, "N", CLI_NEG_NAMES,                                         \
+      CLI_OPT_CHOICE("neg", &(l)->neg, "N", cli_link_neg_names(),                                         \
                      "--task link: negatives uniform (both ends), or the source kept and the "     \
                      "destination by degree^0.75"),                         \
       CLI_OPT_INT("neg-per-pos", &(l)->neg_per_pos, "K", 1, 1024,                                  \

@@ -10,8 +10,6 @@
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
 
 const char *const CLI_TASK_NAMES[] = {"node", "link", NULL};
-const char *const CLI_DECODER_NAMES[] = {"dot", "mlp", NULL};
-const char *const CLI_NEG_NAMES[] = {"uniform", "degree", NULL};
 static const char *const NEG_SOURCE_NAMES[] = {"source", "uniform", NULL};
 
 int cmd_split_edges(int argc, char **argv) {
@@ -116,8 +114,8 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
   fprintf(stderr,
           "link training: %" PRId64 " train edges, %" PRId64 " val, %" PRId64
           " test; decoder %s, %d %s negatives per positive\n",
-          info.train, info.val, info.test, CLI_DECODER_NAMES[l->decoder], (int)l->neg_per_pos,
-          CLI_NEG_NAMES[l->neg]);
+          info.train, info.val, info.test, ng_link_decoder_name((ng_link_decoder)l->decoder),
+          (int)l->neg_per_pos, ng_link_neg_name((ng_link_neg)l->neg));
   cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "epochs");
   cJSON_AddStringToObject(root, "task", "link");
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;

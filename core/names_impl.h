@@ -31,6 +31,9 @@
  * normalisation: it has no name and is never recorded. */
 #define NG_NORMALIZE_NAMES(X) X(NG_NORMALIZE_NONE, "none") X(NG_NORMALIZE_ROW, "row")
 
+#define NG_LINK_DECODER_NAMES(X) X(NG_LINK_DECODER_DOT, "dot") X(NG_LINK_DECODER_MLP, "mlp")
+#define NG_LINK_NEG_NAMES(X) X(NG_LINK_NEG_UNIFORM, "uniform") X(NG_LINK_NEG_DEGREE, "degree")
+
 #define NG_CACHE_PLACEMENT_NAMES(X)                                                                \
   X(NG_CACHE_REPLICATED, "replicated") X(NG_CACHE_PARTITIONED, "partitioned")                      \
   X(NG_CACHE_AUTO, "auto")

@@ -1155,6 +1155,13 @@ typedef enum {
   NG_LINK_NEG_DEGREE = 1,
 } ng_link_neg;
 
+/// The names of a decoder ("dot", "mlp") and of a negative sampler ("uniform", "degree"); "?" when
+/// unknown. The parsers read them back (NG_ERR_INVALID_ARG naming the choices).
+const char *ng_link_decoder_name(ng_link_decoder decoder);
+ng_status ng_link_decoder_parse(ng_link_decoder *out, const char *name);
+const char *ng_link_neg_name(ng_link_neg neg);
+ng_status ng_link_neg_parse(ng_link_neg *out, const char *name);
+
 /// Options of link training, beside the ng_train_opts of the GNN.
 typedef struct {
   size_t size;             ///< sizeof(ng_link_opts)

@@ -6,14 +6,12 @@ import os
 from ctypes import c_double, c_int, c_int32, c_int64, c_size_t, c_uint64, c_void_p
 
 from . import _lib
-from . import _LIB, _check, _choice, _progress_callback, _train_opts, Trainer
+from . import _LIB, _check, _choice, _enum_names, _progress_callback, _train_opts, Trainer
 
 c_enum = ctypes.c_int
 P = ctypes.POINTER
 
 _NEG_SOURCES = {"source": 0, "uniform": 1}
-_DECODERS = {"dot": 0, "mlp": 1}
-_NEGS = {"uniform": 0, "degree": 1}
 _SPLITS = {"val": 1, "test": 2}
 
 
@@ -46,9 +44,15 @@ for _name, (_res, _args) in {
                                            P(LinkOpts)]),
         "ng_link_trainer_epoch": (c_int, [P(_lib.EpochStats), c_void_p]),
         "ng_link_trainer_evaluate": (c_int, [P(LinkMetrics), c_void_p, c_int]),
-        "ng_link_trainer_destroy": (None, [c_void_p])}.items():
+        "ng_link_trainer_destroy": (None, [c_void_p]),
+        "ng_link_decoder_name": (ctypes.c_char_p, [c_enum]),
+        "ng_link_neg_name": (ctypes.c_char_p, [c_enum])}.items():
     getattr(_LIB, _name).restype = _res
     getattr(_LIB, _name).argtypes = _args
+
+# The decoder and negative-sampler names, from the library's tables (core/names_impl.h).
+_DECODERS = _enum_names(_LIB.ng_link_decoder_name)
+_NEGS = _enum_names(_LIB.ng_link_neg_name)
 
 _INFO_KEYS = ("train", "val", "test", "neg_per_pos", "undirected", "mp_edges", "seed")
 _METRIC_KEYS = ("auc", "ap", "mrr", "hits10", "hits50", "hits100", "loss", "positives",
