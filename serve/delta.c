@@ -78,18 +78,27 @@ static void feat_unref(void *p) {
     free(f);
 }
 
+/* Grows the table so that `extra` more keys keep its load at most 1/2. */
+static ng_status map_reserve(ng_srv_map *m, size_t extra) {
+  if ((m->n + extra) * 2 <= m->cap)
+    return NG_OK;
+  size_t cap = m->cap ? m->cap : 64;
+  while ((m->n + extra) * 2 > cap)
+    cap *= 2;
+  ng_srv_map bigger;
+  NG_CHECK(map_alloc(&bigger, cap));
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->keys[i] != -1)
+      map_insert_new(&bigger, m->keys[i], m->vals[i]);
+  map_free(m);
+  *m = bigger;
+  return NG_OK;
+}
+
 /* Sets key -> val (val's reference is taken); the value it replaces is released with `unref`.
- * Grows the table to keep its load at most 1/2. */
+ * Cannot fail after map_reserve(m, 1) (or more, for as many new keys). */
 static ng_status map_put(ng_srv_map *m, int64_t key, void *val, void (*unref)(void *)) {
-  if ((m->n + 1) * 2 > m->cap) {
-    ng_srv_map bigger;
-    NG_CHECK(map_alloc(&bigger, m->cap ? m->cap * 2 : 64));
-    for (size_t i = 0; i < m->cap; i++)
-      if (m->keys[i] != -1)
-        map_insert_new(&bigger, m->keys[i], m->vals[i]);
-    map_free(m);
-    *m = bigger;
-  }
+  NG_CHECK(map_reserve(m, 1));
   size_t mask = m->cap - 1;
   for (size_t h = map_slot(key, mask);; h = (h + 1) & mask) {
     if (m->keys[h] == key) {
@@ -247,14 +256,15 @@ static int cmp_edge_op(const void *a, const void *b) {
   return (x->op > y->op) - (x->op < y->op); /* removals first, then additions, each in order */
 }
 
-/* Applies the edge operations of one destination (ops[0, n)) to its row in `s`, into a new row,
- * counting into `chg` the edges it added (an edge already there, or added twice, counts once)
- * and removed. */
-static ng_status edit_row(ng_srv_snap *s, const edge_op *ops, int64_t n, int64_t n_remove,
-                          ng_srv_changes *chg) {
+/* Builds the row of one destination with its edge operations (ops[0, n)) applied to its row in
+ * `s` into *out (a new row; `s` is not changed), counting into `chg` the edges it added (an edge
+ * already there, or added twice, counts once) and removed; *old_len gets the row's length in s. */
+static ng_status edit_row(ng_srv_row **out, int64_t *old_len, const ng_srv_snap *s,
+                          const edge_op *ops, int64_t n, int64_t n_remove, ng_srv_changes *chg) {
   const int64_t v = ops[0].dst;
   ng_srv_rowview rv;
   ng__srv_row(&rv, s, v);
+  *old_len = rv.n;
   int64_t adds = 0;
   for (int64_t i = 0; i < n; i++)
     adds += ops[i].op >= n_remove;
@@ -291,13 +301,11 @@ static ng_status edit_row(ng_srv_snap *s, const edge_op *ops, int64_t n, int64_t
       chg->added_edges++;
     }
   }
-  return map_put(&s->rows, v, r, row_unref);
+  *out = r;
+  return NG_OK;
 }
 
-ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u,
-                             ng_srv_changes *changes) {
-  *out = NULL;
-  ng_srv_changes chg = {0};
+static ng_status check_update(const ng_srv_snap *s, const ng_graph_update *u) {
   if (!u)
     return ng__err(NG_ERR_INVALID_ARG, "update: NULL");
   const int64_t dim = s->dim;
@@ -333,38 +341,68 @@ ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_g
                      (long long)u->feature_ids[i], (long long)nodes - 1);
   NG_CHECK(check_finite(u->add_features, u->add_nodes * dim, "add_features", 0, dim));
   NG_CHECK(check_finite(u->feature_values, u->n_feature_rows * dim, "feature_values", 0, dim));
+  return NG_OK;
+}
 
+ng_status ng__srv_snap_fork(ng_srv_snap **out, const ng_srv_snap *s) {
+  *out = NULL;
   ng_srv_snap *n = ng__calloc(1, sizeof *n, "a graph snapshot");
   if (!n)
     return NG_ERR_NOMEM;
   atomic_init(&n->ref, 1);
-  n->version = s->version + 1;
-  n->nodes = nodes;
+  n->version = s->version;
+  n->nodes = s->nodes;
   n->base = s->base;
   n->base_x = s->base_x;
-  n->dim = dim;
+  n->dim = s->dim;
   n->normalize = s->normalize;
+  ng_status st = map_clone(&n->rows, &s->rows, true);
+  if (st == NG_OK)
+    st = map_clone(&n->feats, &s->feats, false);
+  if (st != NG_OK) {
+    ng__srv_snap_unref(n);
+    return st;
+  }
+  *out = n;
+  return NG_OK;
+}
+
+/* The update is applied in two phases, so that one that fails leaves the snapshot as it was:
+ * first everything that can fail (validation, the new feature and neighbour rows, the maps'
+ * room), then the puts, which cannot. Added nodes, then edges (removals before additions, per
+ * destination in the update's order), then replaced feature rows (a row given twice: the last). */
+ng_status ng__srv_snap_apply_into(ng_srv_snap *s, const ng_graph_update *u, ng_srv_changes *changes,
+                                  ng_srv_resized *resized) {
+  NG_CHECK(check_update(s, u));
+  const int64_t dim = s->dim, n_feats = u->add_nodes + u->n_feature_rows;
+  const int64_t n_ops = u->n_remove_edges + u->n_add_edges;
+  ng_srv_changes chg = {0};
   ng_status st = NG_OK;
   edge_op *ops = NULL;
-  NG_CHECK_GOTO(st, map_clone(&n->rows, &s->rows, true), fail);
-  NG_CHECK_GOTO(st, map_clone(&n->feats, &s->feats, false), fail);
-  /* Added nodes, then edges (removals before additions), then replaced feature rows. */
-  for (int64_t i = 0; i < u->add_nodes; i++) {
-    ng_srv_feat *f = NULL;
-    NG_CHECK_GOTO(st,
-                  make_feat(&f, u->add_features + i * dim, dim, s->normalize, "add_features", i,
-                            s->nodes + i),
-                  fail);
-    st = map_put(&n->feats, s->nodes + i, f, feat_unref);
-    if (st != NG_OK) {
-      feat_unref(f);
-      goto fail;
-    }
+  ng_srv_feat **feats = NULL;
+  ng_srv_row **rows = NULL;
+  int64_t *row_node = NULL, n_rows = 0, n_made = 0;
+  if (resized)
+    resized->n = 0;
+  if (n_feats > 0) {
+    feats = ng__calloc((size_t)n_feats, sizeof *feats, "the update's feature rows");
+    if (!feats)
+      return NG_ERR_NOMEM;
   }
-  const int64_t n_ops = u->n_remove_edges + u->n_add_edges;
+  for (; n_made < n_feats; n_made++) {
+    const bool added = n_made < u->add_nodes;
+    const int64_t i = added ? n_made : n_made - u->add_nodes;
+    NG_CHECK_GOTO(st,
+                  make_feat(&feats[n_made], (added ? u->add_features : u->feature_values) + i * dim,
+                            dim, s->normalize, added ? "add_features" : "feature_values", i,
+                            added ? s->nodes + i : u->feature_ids[i]),
+                  fail);
+  }
   if (n_ops > 0) {
     ops = ng__malloc((size_t)n_ops * sizeof *ops, "the update's edges");
-    if (!ops) {
+    rows = ng__calloc((size_t)n_ops, sizeof *rows, "the update's neighbour rows");
+    row_node = ng__malloc((size_t)n_ops * sizeof *row_node, "the update's neighbour rows");
+    if (!ops || !rows || !row_node) {
       st = NG_ERR_NOMEM;
       goto fail;
     }
@@ -374,36 +412,78 @@ ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_g
       ops[u->n_remove_edges + i] = (edge_op){u->add_dst[i], u->add_src[i], u->n_remove_edges + i};
     qsort(ops, (size_t)n_ops, sizeof *ops, cmp_edge_op);
     for (int64_t a = 0; a < n_ops;) {
-      int64_t b = a + 1;
+      int64_t b = a + 1, old_len = 0;
       while (b < n_ops && ops[b].dst == ops[a].dst)
         b++;
-      NG_CHECK_GOTO(st, edit_row(n, ops + a, b - a, u->n_remove_edges, &chg), fail);
+      NG_CHECK_GOTO(
+          st, edit_row(&rows[n_rows], &old_len, s, ops + a, b - a, u->n_remove_edges, &chg), fail);
+      row_node[n_rows] = ops[a].dst;
+      /* A row of an existing node whose length changed (its degree, in GCN weights). */
+      if (resized && ops[a].dst < s->nodes && rows[n_rows]->n != old_len) {
+        if (resized->n == resized->cap) {
+          const int64_t cap = resized->cap ? 2 * resized->cap : 16;
+          int64_t *ids = realloc(resized->ids, (size_t)cap * sizeof *ids);
+          if (!ids) {
+            n_rows++;
+            st = ng__err(NG_ERR_NOMEM, "out of memory for an update's changed rows");
+            goto fail;
+          }
+          resized->ids = ids;
+          resized->cap = cap;
+        }
+        resized->ids[resized->n++] = ops[a].dst;
+      }
+      n_rows++;
       a = b;
     }
   }
-  for (int64_t i = 0; i < u->n_feature_rows; i++) {
-    ng_srv_feat *f = NULL;
-    NG_CHECK_GOTO(st,
-                  make_feat(&f, u->feature_values + i * dim, dim, s->normalize, "feature_values", i,
-                            u->feature_ids[i]),
-                  fail);
-    st = map_put(&n->feats, u->feature_ids[i], f, feat_unref);
-    if (st != NG_OK) {
-      feat_unref(f);
-      goto fail;
-    }
-  }
-  free(ops);
+  NG_CHECK_GOTO(st, map_reserve(&s->rows, (size_t)n_rows), fail);
+  NG_CHECK_GOTO(st, map_reserve(&s->feats, (size_t)n_feats), fail);
+  /* From here nothing fails. */
+  for (int64_t i = 0; i < n_feats; i++)
+    (void)map_put(&s->feats, i < u->add_nodes ? s->nodes + i : u->feature_ids[i - u->add_nodes],
+                  feats[i], feat_unref);
+  for (int64_t i = 0; i < n_rows; i++)
+    (void)map_put(&s->rows, row_node[i], rows[i], row_unref);
   chg.added_nodes = u->add_nodes;
   chg.updated_features = u->n_feature_rows;
+  s->nodes += u->add_nodes;
+  if (chg.added_nodes || chg.added_edges || chg.removed_edges || chg.updated_features)
+    s->version++;
+  free(ops);
+  free(rows);
+  free(row_node);
+  free(feats);
   if (changes)
     *changes = chg;
-  *out = n;
   return NG_OK;
 fail:
+  for (int64_t i = 0; i < n_rows; i++)
+    row_unref(rows[i]);
+  for (int64_t i = 0; i < n_made; i++)
+    feat_unref(feats[i]);
   free(ops);
-  ng__srv_snap_unref(n);
+  free(rows);
+  free(row_node);
+  free(feats);
+  if (resized)
+    resized->n = 0;
   return st;
+}
+
+ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u,
+                             ng_srv_changes *changes) {
+  *out = NULL;
+  ng_srv_snap *n = NULL;
+  NG_CHECK(check_update(s, u));
+  NG_CHECK(ng__srv_snap_fork(&n, s));
+  ng_status st = ng__srv_snap_apply_into(n, u, changes, NULL);
+  if (st != NG_OK) {
+    ng__srv_snap_unref(n);
+    return st;
+  }
+  *out = n;
+  return NG_OK;
 }
 
 /* ---- the log ----
@@ -706,8 +786,19 @@ static ng_status replay_record(ng_srv_snap **snap, const char *pl, size_t len, u
   u.remove_dst = u.remove_src + u.n_remove_edges;
   u.feature_ids = u.remove_dst + u.n_remove_edges;
   u.feature_values = f + fa;
-  ng_srv_snap *next = NULL;
-  ng_status st = ng__srv_snap_apply(&next, *snap, &u, NULL);
+  /* The records apply in place (one copy for a whole replay, not one per record) once the
+   * snapshot is the replay's own. */
+  ng_status st = NG_OK;
+  if (atomic_load(&(*snap)->ref) != 1) {
+    ng_srv_snap *own = NULL;
+    st = ng__srv_snap_fork(&own, *snap);
+    if (st == NG_OK) {
+      ng__srv_snap_unref(*snap);
+      *snap = own;
+    }
+  }
+  if (st == NG_OK)
+    st = ng__srv_snap_apply_into(*snap, &u, NULL, NULL);
   free(f);
   free(ids);
   if (st != NG_OK) {
@@ -715,8 +806,6 @@ static ng_status replay_record(ng_srv_snap **snap, const char *pl, size_t len, u
                    (unsigned long long)seq, (long long)off);
     return st == NG_ERR_NOMEM ? st : NG_ERR_FORMAT;
   }
-  ng__srv_snap_unref(*snap);
-  *snap = next;
   return NG_OK;
 }
 

@@ -370,8 +370,8 @@ static void remove_readers(ng_ecache *c, int64_t v) {
     remove_node(c, l->ids[i]);
 }
 
-void ng__ecache_invalidate(ng_ecache *c, const ng_srv_snap *before, const ng_srv_snap *after,
-                           const ng_graph_update *u, bool gcn0) {
+void ng__ecache_invalidate(ng_ecache *c, const ng_graph_update *u, const ng_srv_resized *resized,
+                           uint64_t version, bool gcn0) {
   if (!c)
     return;
   /* Outside the lock (updates are serialised by the engine): the index of added edges, and the
@@ -405,21 +405,14 @@ void ng__ecache_invalidate(ng_ecache *c, const ng_srv_snap *before, const ng_srv
     for (int k = 0; k < 2; k++) {
       const int64_t n = k ? u->n_remove_edges : u->n_add_edges;
       const int64_t *dst = k ? u->remove_dst : u->add_dst;
-      for (int64_t i = 0; i < n; i++) {
-        const int64_t d = dst[i];
-        remove_node(c, d);
-        if (gcn0 && d < before->nodes) {
-          ng_srv_rowview a, b;
-          ng__srv_row(&a, before, d);
-          ng__srv_row(&b, after, d);
-          if (a.n != b.n)
-            remove_readers(c, d);
-        }
-      }
+      for (int64_t i = 0; i < n; i++)
+        remove_node(c, dst[i]);
     }
+    for (int64_t i = 0; gcn0 && i < resized->n; i++)
+      remove_readers(c, resized->ids[i]);
     /* Added nodes: nothing of theirs is cached yet. */
   }
-  c->version = after->version;
+  c->version = version;
   pthread_mutex_unlock(&c->mu);
 }
 

@@ -49,14 +49,14 @@ void ng__ecache_destroy(ng_ecache *c);
 ng_status ng__ecache_prepare_updates(ng_ecache *c);
 void ng__ecache_stats_get(ng_ecache_stats *out, ng_ecache *c);
 
-/// Removes every entry that update `u` changes between snapshot `before` and `after` (its
-/// successor, not yet published): a replaced feature row's node and its out-neighbours, an
-/// added or removed edge's destination, and under GCN weights (gcn0: layer 0's) the
-/// out-neighbours of a node whose degree changed. Then sets the cache's version to after's.
-/// Call it, for every published snapshot, after the update is durable and before it is
-/// published. c may be NULL.
-void ng__ecache_invalidate(ng_ecache *c, const ng_srv_snap *before, const ng_srv_snap *after,
-                           const ng_graph_update *u, bool gcn0);
+/// Removes every entry that update `u` changes (`resized`: the nodes whose row length it
+/// changed, from ng__srv_snap_apply_into): a replaced feature row's node and its
+/// out-neighbours, an added or removed edge's destination, and under GCN weights (gcn0: layer
+/// 0's) the out-neighbours of a node whose degree changed. Then sets the cache's version to
+/// `version`, the snapshot's with u applied. Call it for every update, in the log's order, after
+/// the update is durable and before a snapshot with it is published. c may be NULL.
+void ng__ecache_invalidate(ng_ecache *c, const ng_graph_update *u, const ng_srv_resized *resized,
+                           uint64_t version, bool gcn0);
 
 /// How a batch's missing layer-0 rows are computed: `layer0` runs the engine's forward pass of
 /// the model over `mb` (L blocks; block 0 the depth-1 field of the missing nodes, the upper

@@ -82,11 +82,27 @@ typedef struct {
   int64_t added_nodes, added_edges, removed_edges, updated_features;
 } ng_srv_changes;
 
+/// The nodes of the snapshot before an update whose neighbour row's length the update changed
+/// (memory reused from update to update; free `ids` when done).
+typedef struct {
+  int64_t *ids;
+  int64_t n, cap;
+} ng_srv_resized;
+
 /// Validates update `u` against `s` and builds the snapshot with it applied into *out (s is
 /// not changed); *changes (may be NULL) gets what it changed. Errors: NG_ERR_INVALID_ARG naming
 /// the bad entry, a feature row that is not finite after the model's normalisation included.
+/// Costs a copy of s's delta: to apply many updates, fork once and apply them into the fork.
 ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_graph_update *u,
                              ng_srv_changes *changes);
+/// A private copy of `s` (its rows shared, by reference) for ng__srv_snap_apply_into.
+ng_status ng__srv_snap_fork(ng_srv_snap **out, const ng_srv_snap *s);
+/// Applies update `u` to `s` in place: s must be private (from ng__srv_snap_fork, not yet
+/// published). Costs what the update touches, not the delta. On an error s is as it was. Its
+/// version goes up by one when the update changed something. *resized (may be NULL) gets the
+/// nodes whose row length changed.
+ng_status ng__srv_snap_apply_into(ng_srv_snap *s, const ng_graph_update *u, ng_srv_changes *changes,
+                                  ng_srv_resized *resized);
 
 /* ---- the update log ---- */
 

@@ -14,33 +14,40 @@ typedef struct upd_waiter {
   const ng_graph_update *u;
   struct upd_waiter *next;
   ng_update_result res;
-  ng_srv_snap *snap; /* the snapshot with this update applied (the leader's, while it commits) */
+  ng_srv_resized resized; /* the rows whose length it changed (the cache's invalidation) */
+  uint64_t version;       /* the snapshot's version with it applied */
   ng_status st;
-  bool done; /* answered (under upd_mu) */
+  bool logged; /* it changed something, so it has a record in the group's write */
+  bool done;   /* answered (under upd_mu) */
   char err[512];
 } upd_waiter;
 
 /* The leader's work on one group, without upd_mu: each update is validated and applied in
- * arrival order onto the snapshot with the ones before it applied (exactly as if serialised); one
- * that fails is answered with its error and skipped. The records of those that changed something
- * go to the log in one write and one fdatasync; then the last snapshot is published. */
+ * arrival order (exactly as if serialised) onto one private copy of the published snapshot, so a
+ * group costs one copy of the delta and then what its updates touch; one that fails is answered
+ * with its error and leaves the copy as it was. The records of those that changed something go
+ * to the log in one write and one fdatasync; then the copy is published. */
 static void commit_group(ng_engine *e, upd_waiter *group) {
   int n = 0, n_logged = 0;
   for (upd_waiter *w = group; w; w = w->next)
     n++;
   const ng_graph_update **logged = malloc((size_t)n * sizeof *logged);
-  if (!logged) {
+  ng_srv_snap *base = ng__engine_snap_acquire(e), *cur = NULL;
+  ng_status st = logged ? ng__srv_snap_fork(&cur, base) : NG_ERR_NOMEM;
+  ng__srv_snap_unref(base);
+  if (st != NG_OK) {
     for (upd_waiter *w = group; w; w = w->next) {
       w->st = NG_ERR_NOMEM;
       ng__strlcpy(w->err, "engine: out of memory for an update group", sizeof w->err);
     }
+    free(logged);
     return;
   }
-  ng_srv_snap *base = ng__engine_snap_acquire(e), *cur = base;
+  const bool gcn0 = e->gcn[0];
   for (upd_waiter *w = group; w; w = w->next) {
-    ng_srv_snap *next = NULL;
     ng_srv_changes chg = {0};
-    w->st = ng__srv_snap_apply(&next, cur, w->u, &chg);
+    const int64_t first_new_id = cur->nodes;
+    w->st = ng__srv_snap_apply_into(cur, w->u, &chg, e->ecache && gcn0 ? &w->resized : NULL);
     if (w->st != NG_OK) {
       ng__strlcpy(w->err, ng_last_error(), sizeof w->err);
       continue;
@@ -48,41 +55,36 @@ static void commit_group(ng_engine *e, upd_waiter *group) {
     /* An update that changes nothing needs no record: replaying it would change nothing. */
     const bool changed =
         chg.added_nodes || chg.added_edges || chg.removed_edges || chg.updated_features;
-    w->res = (ng_update_result){sizeof w->res,   cur->nodes,        chg.added_nodes,
+    w->res = (ng_update_result){sizeof w->res,   first_new_id,      chg.added_nodes,
                                 chg.added_edges, chg.removed_edges, chg.updated_features,
                                 changed};
-    if (!changed) {
-      ng__srv_snap_unref(next);
-      continue;
+    w->version = cur->version;
+    if (changed) {
+      logged[n_logged++] = w->u;
+      w->logged = true;
     }
-    logged[n_logged++] = w->u;
-    w->snap = next;
-    cur = next;
   }
-  ng_status st = ng__srv_log_append_group(&e->log, logged, n_logged, base->dim);
+  st = ng__srv_log_append_group(&e->log, logged, n_logged, cur->dim);
   if (st != NG_OK) {
     /* Nothing of the group was acknowledged or published: every update that would have been
      * logged fails with the write's error (the log was cut back). */
     const char *why = ng_last_error();
     for (upd_waiter *w = group; w; w = w->next)
-      if (w->snap) {
+      if (w->logged) {
         w->st = st;
         ng__strlcpy(w->err, why, sizeof w->err);
       }
   } else if (n_logged > 0) {
     /* The cached layer-0 rows the group changes go before it is published, update by update in
      * the log's order (serve/ecache_impl.h). */
-    const ng_srv_snap *before = base;
     for (upd_waiter *w = group; w; w = w->next)
-      if (w->snap) {
-        ng__ecache_invalidate(e->ecache, before, w->snap, w->u, e->gcn[0]);
-        before = w->snap;
-      }
+      if (w->logged)
+        ng__ecache_invalidate(e->ecache, w->u, &w->resized, w->version, gcn0);
     /* Publish: batches that start from now on see the group; running ones keep their snapshot. */
-    ng__srv_snap_ref(cur);
     pthread_mutex_lock(&e->snap_mu);
     ng_srv_snap *old = e->snap;
     e->snap = cur;
+    cur = NULL;
     pthread_mutex_unlock(&e->snap_mu);
     ng__srv_snap_unref(old);
     pthread_mutex_lock(&e->mu);
@@ -90,11 +92,9 @@ static void commit_group(ng_engine *e, upd_waiter *group) {
     e->stats.update_syncs++;
     pthread_mutex_unlock(&e->mu);
   }
-  for (upd_waiter *w = group; w; w = w->next) {
-    ng__srv_snap_unref(w->snap);
-    w->snap = NULL;
-  }
-  ng__srv_snap_unref(base);
+  for (upd_waiter *w = group; w; w = w->next)
+    free(w->resized.ids);
+  ng__srv_snap_unref(cur);
   free(logged);
 }
 

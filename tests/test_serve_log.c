@@ -837,6 +837,92 @@ static void test_group_failed_append(void) {
   ng_engine_destroy(e);
 }
 
+/* Whether snapshots a and b hold the same graph: node count, every neighbour row and every
+ * feature row of nodes [0, n). */
+static bool same_graph(const ng_srv_snap *a, const ng_srv_snap *b, int64_t n) {
+  if (a->nodes != b->nodes)
+    return false;
+  for (int64_t v = 0; v < n && v < a->nodes; v++) {
+    ng_srv_rowview x, y;
+    ng__srv_row(&x, a, v);
+    ng__srv_row(&y, b, v);
+    if (x.n != y.n)
+      return false;
+    for (int64_t i = 0; i < x.n; i++)
+      if (ng__srv_rowview_at(&x, i) != ng__srv_rowview_at(&y, i))
+        return false;
+    if (memcmp(ng__srv_feature(a, v, NULL), ng__srv_feature(b, v, NULL),
+               (size_t)a->dim * sizeof(float)) != 0)
+      return false;
+  }
+  return true;
+}
+
+/* Updates applied in place into one fork (what a group commit and a replay do) give the graph
+ * that applying them one snapshot after another gives; one that fails part-way (its feature row
+ * and first edge fine, a later removal not) leaves the fork as it was; *resized names exactly the
+ * existing nodes whose row length changed. */
+static void test_apply_into(void) {
+  const int64_t dim = cora->info.feature_dim, n0 = cora->info.nodes;
+  const ng_csr *g = &cora->csr;
+  const int64_t have = ng__csr_index(g, g->indptr[5]); /* an edge have -> 5 exists */
+  int64_t add_src[3] = {1000, have, n0}, add_dst[3] = {5, 5, 7};
+  int64_t rm_src[2] = {1000, 1999}, rm_dst[2] = {5, 9};
+  int64_t fid[2] = {3, n0};
+  ng_graph_update u[3];
+  memset(u, 0, sizeof u);
+  u[0].add_nodes = 1; /* node n0, with an edge n0 -> 7; 1000 -> 5 added, have -> 5 already there */
+  u[0].add_features = cora->features + 11 * (size_t)dim;
+  u[0].n_add_edges = 3;
+  u[0].add_src = add_src;
+  u[0].add_dst = add_dst;
+  u[1].n_feature_rows = 2; /* rows of 3 and n0 replaced; 1000 -> 5 removed again */
+  u[1].feature_ids = fid;
+  u[1].feature_values = cora->features + 20 * (size_t)dim;
+  u[1].n_remove_edges = 1;
+  u[1].remove_src = rm_src;
+  u[1].remove_dst = rm_dst;
+  ng_graph_update bad = u[1]; /* the same, and a removal of an edge 1999 -> 9 that is not there */
+  bad.n_remove_edges = 2;
+  ng_srv_snap *chain = base_snap(cora), *fork = NULL;
+  EXPECT_OK(ng__srv_snap_fork(&fork, chain));
+  ng_srv_resized rs = {0};
+  for (int i = 0; i < 2; i++) {
+    ng_srv_snap *next = NULL;
+    EXPECT_OK(ng__srv_snap_apply(&next, chain, &u[i], NULL));
+    ng__srv_snap_unref(chain);
+    chain = next;
+    ng_srv_changes chg = {0};
+    EXPECT_OK(ng__srv_snap_apply_into(fork, &u[i], &chg, &rs));
+    /* u[0]: 5 (one longer) and 7 (n0 -> 7); u[1]: 5 (one shorter) */
+    EXPECT_EQ_I(rs.n, i == 0 ? 2 : 1);
+    EXPECT_EQ_I(rs.n > 0 ? rs.ids[0] : -1, 5);
+    if (i == 0)
+      EXPECT_EQ_I(rs.n > 1 ? rs.ids[1] : -1, 7);
+    if (i == 0) {
+      EXPECT_EQ_I(chg.added_edges, 2);
+      EXPECT_EQ_I(chg.added_nodes, 1);
+    }
+    if (i == 1) {
+      /* the bad update changes nothing, reports no row */
+      ng_srv_changes none = {0};
+      EXPECT_STATUS(ng__srv_snap_apply_into(fork, &bad, &none, &rs), NG_ERR_INVALID_ARG);
+      EXPECT_EQ_I(rs.n, 0);
+    }
+    EXPECT_TRUE(same_graph(chain, fork, n0 + 1));
+    EXPECT_EQ_I((int64_t)fork->version, i + 1);
+  }
+  ng_srv_rowview r7;
+  ng__srv_row(&r7, fork, 7);
+  EXPECT_EQ_I(r7.n, g->indptr[8] - g->indptr[7] + 1);
+  bool overlay = false;
+  ng__srv_feature(fork, 3, &overlay);
+  EXPECT_TRUE(overlay);
+  free(rs.ids);
+  ng__srv_snap_unref(fork);
+  ng__srv_snap_unref(chain);
+}
+
 int main(void) {
   cora = ng_test_fetch_cora();
   if (!cora)
@@ -866,6 +952,7 @@ int main(void) {
   RUN_TEST(test_group_commit_concurrent);
   RUN_TEST(test_group_invalid_member);
   RUN_TEST(test_group_failed_append);
+  RUN_TEST(test_apply_into);
   ng_model_destroy(model);
   ng_dataset_close(cora);
   return ng_test_summary();
