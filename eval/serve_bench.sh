@@ -97,7 +97,8 @@ mkdir -p "$out"
 # The memory bound of the served process, from the dataset's files, the embedding cache's size
 # and the checkpoint's feature normalisation: OUT_DIR/memory-bound.json; prints the feature width.
 # shellcheck disable=SC2086 # SERVE_ARGS is a list of options
-dim=$(python3 - "$dataset" "$checkpoint" "$out" ${SERVE_ARGS:-} <<'PY'
+dim=$(UPDATE_SECONDS=$((updates != 0 ? duration + warmup : 0)) UPDATE_RATE=$updates \
+  python3 - "$dataset" "$checkpoint" "$out" ${SERVE_ARGS:-} <<'PY'
 import ast, json, os, re, struct, sys
 ds, ckpt, out, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 GIB = 1 << 30
@@ -132,9 +133,17 @@ with open(ckpt, "rb") as f:  # safetensors: an 8-byte length, then the JSON head
     n = struct.unpack("<Q", f.read(8))[0]
     meta = json.loads(f.read(n)).get("__metadata__", {})
 copies = 2 if meta.get("train.normalize") == "row" else 1
-bound = copies * features + topology + cache + 2 * GIB
+# With updates: the cache's out-neighbour index of the base graph (edges x 4 + nodes x 8, and
+# nodes x 8 of scratch while it is built), and the delta: per update at most one feature row
+# and one copied neighbour row of the average degree (the bench's updates change one row each).
+nodes, edges = npy("indptr.npy")[0][0] - 1, npy("indices.npy")[0][0]
+upd = int(os.environ["UPDATE_RATE"]) * int(os.environ["UPDATE_SECONDS"])
+transpose = edges * 4 + nodes * 16 if upd and cache else 0
+delta = upd * (shape[1] * 4 + 8 * (edges // max(nodes, 1) + 1) + 64)
+bound = copies * features + topology + cache + transpose + delta + 2 * GIB
 json.dump({"features_bytes": features, "feature_copies": copies, "topology_bytes": topology,
-           "embedding_cache_bytes": cache, "allowance_bytes": 2 * GIB, "bound_bytes": bound},
+           "embedding_cache_bytes": cache, "update_index_bytes": transpose,
+           "update_delta_bytes": delta, "allowance_bytes": 2 * GIB, "bound_bytes": bound},
           open(os.path.join(out, "memory-bound.json"), "w"), indent=1)
 print(shape[1] if len(shape) == 2 else 0)
 PY
@@ -461,14 +470,16 @@ for mode, by_mix in summary.items():
             fmt(ov["answered_after_deadline"], "%d")))
 md += ["", "Memory: the server's peak RSS (VmHWM) over a mode's runs, and the bound features "
        "(x2 when the checkpoint normalises rows: the copy beside the mapping) + topology + "
-       "embedding cache + 2 GiB:", "", "| mode | peak RSS GiB | bound GiB | features x copies / "
-       "topology / cache GiB | within |", "| --- | --- | --- | --- | --- |"]
+       "embedding cache + (with updates) the cache's out-neighbour index and the updates' delta "
+       "+ 2 GiB:", "", "| mode | peak RSS GiB | bound GiB | features x copies / topology / cache "
+       "/ index / delta GiB | within |", "| --- | --- | --- | --- | --- |"]
 for mode, by_mix in summary.items():
     m = by_mix["memory"]
-    md.append("| %s | %s | %.2f | %.2f x %d / %.2f / %.2f | %s |" % (
+    md.append("| %s | %s | %.2f | %.2f x %d / %.2f / %.2f / %.2f / %.2f | %s |" % (
         mode, fmt(m["peak_vm_hwm_bytes"] / GIB if m["peak_vm_hwm_bytes"] else None),
         m["bound_bytes"] / GIB, m["features_bytes"] / GIB, m["feature_copies"],
         m["topology_bytes"] / GIB, m["embedding_cache_bytes"] / GIB,
+        m.get("update_index_bytes", 0) / GIB, m.get("update_delta_bytes", 0) / GIB,
         "-" if m["within_bound"] is None else "yes" if m["within_bound"] else "no"))
 upd_rows = [(mode, u) for mode, by_mix in summary.items() for u in by_mix["updates"]]
 if upd_rows:
