@@ -138,7 +138,7 @@ copies = 2 if meta.get("train.normalize") == "row" else 1
 # and one copied neighbour row of the average degree (the bench's updates change one row each).
 nodes, edges = npy("indptr.npy")[0][0] - 1, npy("indices.npy")[0][0]
 upd = int(os.environ["UPDATE_RATE"]) * int(os.environ["UPDATE_SECONDS"])
-transpose = edges * 4 + nodes * 16 if upd and cache else 0
+transpose = edges * 4 + nodes * 24 if upd and cache else 0
 delta = upd * (shape[1] * 4 + 8 * (edges // max(nodes, 1) + 1) + 64)
 bound = copies * features + topology + cache + transpose + delta + 2 * GIB
 json.dump({"features_bytes": features, "feature_copies": copies, "topology_bytes": topology,

@@ -43,6 +43,13 @@ struct ng_ecache {
   int32_t *index; /* [index_cap] slot of a node, -1: empty */
   size_t index_cap;
   uint64_t version; /* the newest snapshot whose update was invalidated */
+  /* [base nodes] the version of the last update that invalidated each node (0: none), once an
+   * update was invalidated: a row computed on an older snapshot may still go in when no update
+   * since changed it (the version rule, serve/ecache_impl.h). NULL: rows go in only while
+   * `version` is their snapshot's. */
+  uint64_t *touched;
+  void (*test_before_insert)(void *); /* ng__ecache_test_before_insert */
+  void *test_arg;
   /* The index of added edges could not be extended (out of memory): the changed entries of later
    * updates could not be found, so the cache neither serves nor keeps rows from then on. */
   bool broken;
@@ -156,6 +163,7 @@ void ng__ecache_destroy(ng_ecache *c) {
   free(c->index);
   free(c->t_indptr);
   free(c->t_idx);
+  free(c->touched);
   for (size_t i = 0; i < c->added.cap; i++)
     if (c->added.keys[i] >= 0)
       free(c->added.vals[i]);
@@ -227,11 +235,18 @@ static int64_t slot_take(ng_ecache *c) {
 }
 
 static void remove_node(ng_ecache *c, int64_t v) {
+  if (c->touched && v < c->base->nodes)
+    c->touched[v] = c->version;
   const size_t h = index_find(c, v);
   if (c->index[h] < 0)
     return;
   slot_drop(c, c->index[h]);
   c->st.invalidations++;
+}
+
+void ng__ecache_test_before_insert(ng_ecache *c, void (*fn)(void *), void *arg) {
+  c->test_before_insert = fn;
+  c->test_arg = arg;
 }
 
 bool ng__ecache_test_has(ng_ecache *c, int64_t v, uint64_t *version) {
@@ -383,6 +398,9 @@ void ng__ecache_invalidate(ng_ecache *c, const ng_graph_update *u, const ng_srv_
   if (st == NG_OK && readers)
     st = build_transpose(c);
   pthread_mutex_lock(&c->mu);
+  c->version = version;           /* before the removals, which record it per node */
+  if (!c->touched && st == NG_OK) /* pages are taken as nodes are touched */
+    c->touched = calloc((size_t)c->base->nodes + 1, sizeof *c->touched);
   if (st != NG_OK) {
     /* Without the index the changed entries cannot be found, now or for later updates: empty
      * the cache and stop using it (exact, slower). */
@@ -412,7 +430,6 @@ void ng__ecache_invalidate(ng_ecache *c, const ng_graph_update *u, const ng_srv_
       remove_readers(c, resized->ids[i]);
     /* Added nodes: nothing of theirs is cached yet. */
   }
-  c->version = version;
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -561,10 +578,16 @@ ng_status ng__ecache_forward(ng_ecache *c, ng_ecache_work *w, const ng_ecache_ct
     NG_CHECK(compute_missing(w, cx, s, miss_ids, n_miss, dim, got, hot_rows, cold_rows));
     for (int32_t j = 0; j < n_miss; j++)
       memcpy(rows + (size_t)miss_at[j] * (size_t)dim, got + (size_t)j * (size_t)dim, row_b);
-    /* Inserted only while no later update has been invalidated (the version rule). */
+    if (c->test_before_insert)
+      c->test_before_insert(c->test_arg);
+    /* Inserted only when no later update changed the row (the version rule). */
     pthread_mutex_lock(&c->mu);
-    if (c->version == s->version && !c->broken) {
+    const bool current = c->version == s->version;
+    if (!c->broken && (current || c->touched)) {
       for (int32_t j = 0; j < n_miss; j++) {
+        const int64_t v = miss_ids[j];
+        if (!current && (v >= c->base->nodes || c->touched[v] > s->version))
+          continue;
         size_t h = index_find(c, miss_ids[j]);
         int64_t slot = c->index[h];
         if (slot < 0) {

@@ -12,8 +12,11 @@
  * The version rule (why a batch on an older snapshot never lets a newer one read a stale row):
  * - the cache holds `version`, the newest snapshot whose update it has invalidated;
  *   ng__ecache_invalidate runs before that snapshot is published, under the cache's lock;
- * - a row computed on snapshot V is inserted only while `version` == V: once an update's
- *   invalidation ran, rows of older snapshots are dropped, not inserted;
+ * - invalidation records, per base node, the version of the last update that changed its row;
+ * - a row of node v computed on snapshot V is inserted (tagged V) only when no update after V
+ *   changed it: while `version` == V, or when v's recorded version is at most V (an added node,
+ *   which has no record, only while `version` == V). So under a steady stream of updates,
+ *   batches that straddle a commit still fill the cache with the rows the commit left alone;
  * - a batch on snapshot V reads an entry tagged v only when v <= V: an entry in the cache was
  *   valid from v through `version` (every update since v that changed it removed it), and
  *   V <= `version`, so it is valid at V; an entry of a newer snapshot is not read.
@@ -124,6 +127,9 @@ ng_status ng__ecache_prefill(ng_ecache *c, int64_t *rows, const char *path,
                              const struct ng_model *m, const ng_srv_snap *s,
                              const struct ng_dataset *ds, const char *checkpoint, bool gcn0);
 
+/// Test hook: fn(arg) runs in a batch that computed missing rows, after it computed them on its
+/// snapshot and before it inserts them (set it while no batch runs; NULL: none).
+void ng__ecache_test_before_insert(ng_ecache *c, void (*fn)(void *), void *arg);
 /// Test hook: the entry of node v in the cache (its version in *version), or NULL.
 bool ng__ecache_test_has(ng_ecache *c, int64_t v, uint64_t *version);
 

@@ -118,7 +118,10 @@ ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_resu
     e->upd_head = &me;
   e->upd_tail = &me;
   e->upd_queued++;
-  pthread_cond_broadcast(&e->upd_cv); /* a held leader counts the queue */
+  /* Only a leader held by a test counts arrivals; followers wait for their group's end, so an
+   * arrival wakes nobody else (a broadcast per arrival would wake every waiting updater). */
+  if (e->group_hold > 0)
+    pthread_cond_broadcast(&e->upd_cv);
   /* Updates that arrive while a leader commits wait for it, then form the next group: the first
    * of them to wake leads it. */
   while (!me.done && e->leading)

@@ -572,6 +572,72 @@ static void check_prefill_exact(const trained *t, const char *file) {
   ng_engine_destroy(b);
 }
 
+/* ---- a batch that straddles a commit ---- */
+
+typedef struct {
+  ng_engine *e;
+  const ng_graph_update *u;
+  int calls;
+} straddle;
+
+static void apply_once(void *arg) {
+  straddle *st = arg;
+  if (st->calls++ == 0)
+    EXPECT_OK(ng_engine_apply(st->e, st->u, NULL));
+}
+
+/* A batch computes its missing rows on snapshot V; before it inserts them, an update (a new
+ * feature row of y, a neighbour of target t) commits. The rows the update changed (y's own and
+ * its readers', t among them) must not go in; the others must, tagged V, so that the cache stays
+ * warm under a stream of commits. Then every answer equals an engine's without the cache. */
+static void test_straddling_batch(void) {
+  ng_engine *a = engine(&sage, -1.0, 0, (int64_t)8 << 20, tpath("straddle_a.log"));
+  ng_engine *b = engine(&sage, -1.0, 0, 0, tpath("straddle_b.log"));
+  if (!a || !b) {
+    ng_engine_destroy(a);
+    ng_engine_destroy(b);
+    return;
+  }
+  const ng_csr *g = &cora->csr;
+  int64_t t = 0;
+  while (g->indptr[t + 1] - g->indptr[t] < 3)
+    t++; /* a target with three neighbours or more */
+  int64_t y = ng__csr_index(g, g->indptr[t]);
+  /* A neighbour z of t that does not read y (and is not y): its row must go in. */
+  int64_t z = -1;
+  for (int64_t e = g->indptr[t] + 1; e < g->indptr[t + 1] && z < 0; e++) {
+    const int64_t c = ng__csr_index(g, e);
+    bool reads_y = c == y;
+    for (int64_t f = g->indptr[c]; f < g->indptr[c + 1]; f++)
+      reads_y |= ng__csr_index(g, f) == y;
+    if (!reads_y)
+      z = c;
+  }
+  EXPECT_TRUE(z >= 0);
+  ng_graph_update u;
+  memset(&u, 0, sizeof u);
+  u.n_feature_rows = 1;
+  u.feature_ids = &y;
+  u.feature_values = cora->features + 17 * (size_t)info.feature_dim;
+  straddle st = {a, &u, 0};
+  const uint64_t v0 = a->snap->version;
+  ng__ecache_test_before_insert(a->ecache, apply_once, &st);
+  int64_t n = 0;
+  free(answer(a, &t, 1, &n)); /* computed on v0, the update commits before the insert */
+  ng__ecache_test_before_insert(a->ecache, NULL, NULL);
+  EXPECT_EQ_I(st.calls, 1);
+  EXPECT_TRUE(a->snap->version == v0 + 1);
+  uint64_t ver = 0;
+  EXPECT_TRUE(!ng__ecache_test_has(a->ecache, t, NULL)); /* reads y */
+  EXPECT_TRUE(!ng__ecache_test_has(a->ecache, y, NULL)); /* y's own row */
+  EXPECT_TRUE(z >= 0 && ng__ecache_test_has(a->ecache, z, &ver));
+  EXPECT_TRUE(ver == v0);
+  EXPECT_OK(ng_engine_apply(b, &u, NULL));
+  same_everywhere(a, b, info.nodes, "every node after a straddling batch");
+  ng_engine_destroy(a);
+  ng_engine_destroy(b);
+}
+
 static void test_prefill_exact(void) {
   check_prefill_exact(&sage, "sage-l0.npy");
   check_prefill_exact(&gcn, "gcn-l0.npy");
@@ -727,6 +793,7 @@ int main(void) {
   RUN_TEST(test_tiny_budget);
   RUN_TEST(test_options);
   RUN_TEST(test_concurrent_updates);
+  RUN_TEST(test_straddling_batch);
   RUN_TEST(test_prefill_exact);
   RUN_TEST(test_prefill_updates);
   RUN_TEST(test_prefill_bounds_and_refusals);
