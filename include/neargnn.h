@@ -1218,6 +1218,25 @@ ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t trainer);
 ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t trainer, ng_split split);
 /// The split's counts (links/links.json) into *out.
 ng_status ng_link_info(ng_link_split_info *out, ng_link_trainer_t trainer);
+/// Writes the trainer's model to the checkpoint `path` (atomically; docs/link-prediction.md,
+/// "Checkpoints"): the GNN's parameters and optimizer states with the same keys and tensors as
+/// ng_trainer_save, plus the decoder: "link.decoder" (and "link.mlp_hidden") in the metadata and,
+/// for the MLP, its weights as the tensors decoder.w1 [dim, hidden], decoder.b1, decoder.w2,
+/// decoder.b2. The serving engine built from it answers pair-score requests; a node-class
+/// trainer's ng_trainer_load_weights and the engine read its GNN as any checkpoint's (the last
+/// layer is then the embedding); ng_trainer_load (resuming node training) refuses it.
+ng_status ng_link_trainer_save(ng_link_trainer_t trainer, const char *path);
+/// Loads the weights of a link checkpoint (ng_link_trainer_save) into the trainer: the GNN's
+/// parameters and the decoder's (not the optimizer's state or the counters). The model, the
+/// feature normalisation and the decoder must be the checkpoint's (NG_ERR_FORMAT naming the
+/// setting otherwise); a node-classification checkpoint is refused.
+ng_status ng_link_trainer_load_weights(ng_link_trainer_t trainer, const char *path);
+/// Scores the `n` pairs (src[i], dst[i]) into scores[n] offline: the embeddings of their ends by
+/// full-neighbour layer-wise inference over the split's message-passing graph (as
+/// ng_link_trainer_evaluate), then the decoder. The serving engine's answer to the same pairs on
+/// the same graph is the same bits on the CPU backend. All arrays are borrowed.
+ng_status ng_link_trainer_score(float *scores, ng_link_trainer_t trainer, const int64_t *src,
+                                const int64_t *dst, int64_t n);
 /// Accepts NULL.
 void ng_link_trainer_destroy(ng_link_trainer_t trainer);
 

@@ -39,6 +39,11 @@ static const char *const DESC_KEYS[] = {
     "model.kind",   "model.in_dim",  "model.layers",        "train.normalize",
     "dataset.name", "dataset.nodes", "dataset.feature_dim", "dataset.classes",
 };
+/* The keys of a link checkpoint (ng__ckpt_write_link), beside the others; version 2 only. */
+static const char *const LINK_KEYS[] = {"link.decoder", "link.mlp_hidden", "link.checksums"};
+/* The MLP decoder's tensors, after the model's and the optimizer's (ng_link_dec's order). */
+static const char *const DEC_TENSOR[] = {"decoder.w1", "decoder.b1", "decoder.w2", "decoder.b2"};
+#define DEC_TENSORS 4
 /* The fields of a "model.layerN" value, in the order they are written. "heads" and
  * "attn_dropout" came with GAT: version-1 files may lack them. */
 enum {
@@ -70,7 +75,9 @@ _Static_assert(4 * NG_GAT_MAX_LAYERS <= 3 * NG_MAX_LAYERS, "GAT's tensors must f
 _Static_assert(5 * NG_POOL_MAX_LAYERS <= 3 * NG_MAX_LAYERS, "SAGE-pool's must fit checksums");
 _Static_assert(CKPT_MAX_TENSORS * 9 <= sizeof(((ng_st_meta *)0)->value),
                "the checksums of a checkpoint's tensors must fit one metadata value");
-_Static_assert(NG_ARRAY_LEN(RUN_KEYS) + NG_ARRAY_LEN(DESC_KEYS) + NG_MAX_LAYERS <= NG_ST_MAX_META,
+_Static_assert(NG_ARRAY_LEN(RUN_KEYS) + NG_ARRAY_LEN(DESC_KEYS) + NG_MAX_LAYERS +
+                       NG_ARRAY_LEN(LINK_KEYS) <=
+                   NG_ST_MAX_META,
                "a checkpoint's metadata must fit a safetensors file's");
 
 /* ---- writing ---- */
@@ -146,9 +153,23 @@ static int describe(ng_st_meta *meta, const struct ng_model *m, ng_normalize nor
   return n;
 }
 
-ng_status ng__ckpt_write(const char *path, const struct ng_model *m, const float *host,
-                         ng_normalize normalize, const ng_dataset_info *info,
-                         const ng_ckpt_run *run) {
+/* The MLP decoder's tensor i (DEC_TENSOR) of `dec`: its shape and its place in dec->mlp. */
+static void dec_tensor(ng_st_tensor *t, const ng_link_dec *dec, int i) {
+  const int64_t d = dec->dim, H = dec->hidden;
+  const int64_t off[DEC_TENSORS] = {0, d * H, d * H + H, d * H + 2 * H};
+  memset(t, 0, sizeof *t);
+  ng__strlcpy(t->name, DEC_TENSOR[i], sizeof t->name);
+  t->dtype = NG_DTYPE_F32;
+  t->ndim = i == 0 ? 2 : 1;
+  t->shape[0] = i == 0 ? d : i == 3 ? 1 : H;
+  t->shape[1] = i == 0 ? H : 0;
+  t->data = dec->mlp ? dec->mlp + off[i] : NULL;
+  t->nbytes = (size_t)(i == 0 ? d * H : t->shape[0]) * sizeof(float);
+}
+
+static ng_status write_ckpt(const char *path, const struct ng_model *m, const float *host,
+                            ng_normalize normalize, const ng_dataset_info *info,
+                            const ng_ckpt_run *run, const ng_link_dec *dec) {
   if (!path || !*path)
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_save: no path");
   ng_param_tensor pt[NG_LAYER_TENSORS * NG_MAX_LAYERS];
@@ -156,7 +177,7 @@ ng_status ng__ckpt_write(const char *path, const struct ng_model *m, const float
   if (np + 2 > CKPT_MAX_TENSORS)
     return ng__err(NG_ERR_INTERNAL, "%s: %d tensors do not fit a checkpoint's checksums", path,
                    np + 2);
-  ng_st_tensor ts[CKPT_MAX_TENSORS];
+  ng_st_tensor ts[CKPT_MAX_TENSORS + DEC_TENSORS];
   int n = 0;
   for (int i = 0; i < np; i++, n++) {
     memset(&ts[n], 0, sizeof ts[n]);
@@ -199,8 +220,42 @@ ng_status ng__ckpt_write(const char *path, const struct ng_model *m, const float
     at += (size_t)snprintf(sums->value + at, sizeof sums->value - at, "%s%08x", i ? "," : "",
                            (unsigned)ng__crc32(ts[i].data, ts[i].nbytes));
   k += describe(meta + k, m, normalize, info);
+  int n_all = n;
+  if (dec) {
+    const bool mlp = dec->decoder == NG_LINK_DECODER_MLP;
+    put(&meta[k++], "link.decoder", "%s", ng_link_decoder_name(dec->decoder));
+    put(&meta[k++], "link.mlp_hidden", "%lld", (long long)(mlp ? dec->hidden : 0));
+    if (mlp) {
+      /* Their CRCs in a key of their own: "checksums" has room for the GNN's alone. */
+      ng_st_meta *ls = &meta[k++];
+      ng__strlcpy(ls->key, "link.checksums", sizeof ls->key);
+      size_t a = 0;
+      for (int i = 0; i < DEC_TENSORS; i++, n_all++) {
+        dec_tensor(&ts[n_all], dec, i);
+        a += (size_t)snprintf(ls->value + a, sizeof ls->value - a, "%s%08x", i ? "," : "",
+                              (unsigned)ng__crc32(ts[n_all].data, ts[n_all].nbytes));
+      }
+    }
+  }
+  n = n_all;
   put(&meta[0], CRC_KEY, "%08x", (unsigned)ng__ckpt_header_crc(meta + 1, k - 1, ts, n));
   return ng__st_write(path, ts, n, meta, k);
+}
+
+ng_status ng__ckpt_write(const char *path, const struct ng_model *m, const float *host,
+                         ng_normalize normalize, const ng_dataset_info *info,
+                         const ng_ckpt_run *run) {
+  return write_ckpt(path, m, host, normalize, info, run, NULL);
+}
+
+ng_status ng__ckpt_write_link(const char *path, const struct ng_model *m, const float *host,
+                              ng_normalize normalize, const ng_dataset_info *info,
+                              const ng_ckpt_run *run, const ng_link_dec *dec) {
+  if (!dec || dec->dim != m->layers[m->n_layers - 1].o.out_dim ||
+      (dec->decoder == NG_LINK_DECODER_MLP && (!dec->mlp || dec->hidden < 1)))
+    return ng__err(NG_ERR_INTERNAL, "%s: a link checkpoint's decoder does not fit its model",
+                   path ? path : "(no path)");
+  return write_ckpt(path, m, host, normalize, info, run, dec);
 }
 
 /* ---- reading ---- */
@@ -376,6 +431,9 @@ static bool known_key(const char *key, int version, int layers) {
   for (size_t i = 0; i < NG_ARRAY_LEN(DESC_KEYS); i++)
     if (strcmp(key, DESC_KEYS[i]) == 0)
       return true;
+  for (size_t i = 0; i < NG_ARRAY_LEN(LINK_KEYS); i++)
+    if (strcmp(key, LINK_KEYS[i]) == 0)
+      return version >= 2;
   return layer_key(key, layers);
 }
 
@@ -399,7 +457,8 @@ static ng_status desc_model(ng_model_t *out, const ng_ckpt_desc *d, const char *
   return NG_OK;
 }
 
-static ng_status read_desc(ng_ckpt_desc *d, const ng_st_file *f, const char *path, int version) {
+static ng_status read_desc(ng_ckpt_desc *d, const ng_st_file *f, const char *path, int version,
+                           bool link) {
   memset(d, 0, sizeof *d);
   const char *kind = ng__st_meta(f, "model.kind");
   bool any = false;
@@ -444,7 +503,8 @@ static ng_status read_desc(ng_ckpt_desc *d, const ng_st_file *f, const char *pat
                    "%s: checkpoint metadata disagrees: model.in_dim %lld, dataset.feature_dim "
                    "%lld; the file was edited or is damaged",
                    path, (long long)d->in_dim, (long long)d->feature_dim);
-  if (d->classes != d->layer[d->layers - 1].out_dim)
+  /* A link model's last layer is the node embedding, whatever the dataset's classes. */
+  if (!link && d->classes != d->layer[d->layers - 1].out_dim)
     return ng__err(NG_ERR_FORMAT,
                    "%s: checkpoint metadata disagrees: dataset.classes %lld, the last layer's "
                    "out_dim %lld; the file was edited or is damaged",
@@ -454,8 +514,9 @@ static ng_status read_desc(ng_ckpt_desc *d, const ng_st_file *f, const char *pat
 
 /* The "checksums" value: 8 hex digits per tensor, comma-separated, in the order of the file's
  * tensor table; each is checked against its tensor's data. */
-static ng_status check_sums(const ng_st_file *f, const char *text, const char *path) {
-  int n = 0;
+static ng_status check_sums(const ng_st_file *f, const char *text, const char *path,
+                            const char *key, int first, int count) {
+  int n = first;
   const char *p = text;
   while (true) {
     uint32_t v = 0;
@@ -466,15 +527,15 @@ static ng_status check_sums(const ng_st_file *f, const char *text, const char *p
                     : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                            : -1;
       if (d < 0)
-        return bad_meta(path, "checksums", text, "8 hex digits per tensor, comma-separated");
+        return bad_meta(path, key, text, "8 hex digits per tensor, comma-separated");
       v = v << 4 | (uint32_t)d;
     }
     p += 8;
-    if (n >= f->n)
+    if (n >= first + count)
       return ng__err(NG_ERR_FORMAT,
-                     "%s: checkpoint metadata 'checksums' lists more than the file's %d tensors; "
-                     "the file was edited or is damaged",
-                     path, f->n);
+                     "%s: checkpoint metadata '%s' lists more than the file's %d tensors; the "
+                     "file was edited or is damaged",
+                     path, key, count);
     const ng_st_tensor *t = &f->tensors[n++];
     const uint32_t got = ng__crc32(t->data, t->nbytes);
     if (got != v)
@@ -485,13 +546,13 @@ static ng_status check_sums(const ng_st_file *f, const char *text, const char *p
     if (*p == '\0')
       break;
     if (*p++ != ',')
-      return bad_meta(path, "checksums", text, "8 hex digits per tensor, comma-separated");
+      return bad_meta(path, key, text, "8 hex digits per tensor, comma-separated");
   }
-  if (n != f->n)
+  if (n != first + count)
     return ng__err(NG_ERR_FORMAT,
-                   "%s: checkpoint metadata 'checksums' lists %d tensors but the file has %d; the "
-                   "file was edited or is damaged",
-                   path, n, f->n);
+                   "%s: checkpoint metadata '%s' lists %d tensors but the file has %d; the file "
+                   "was edited or is damaged",
+                   path, key, n - first, count);
   return NG_OK;
 }
 
@@ -505,12 +566,29 @@ static ng_status check_tensors(const ng_ckpt *c, const char *path) {
   const int64_t n_params = m->n_params;
   ng_model_destroy(m);
   const ng_st_file *f = &c->file;
-  if (f->n != np + 2)
+  const int n_dec = c->link.decoder == NG_LINK_DECODER_MLP ? DEC_TENSORS : 0;
+  if (f->n != np + 2 + n_dec)
     return ng__err(NG_ERR_FORMAT,
                    "%s: the file has %d tensors but the model it describes has %d parameter "
-                   "tensors and 2 optimizer states; the file was edited or is damaged",
-                   path, f->n, np);
-  for (int i = 0; i < f->n; i++) {
+                   "tensors, 2 optimizer states and %d of a decoder; the file was edited or is "
+                   "damaged",
+                   path, f->n, np, n_dec);
+  const ng_link_dec dec = {.decoder = c->link.decoder,
+                           .dim = c->desc.layer[c->desc.layers - 1].out_dim,
+                           .hidden = c->link.hidden};
+  for (int i = np + 2; i < f->n; i++) {
+    ng_st_tensor want;
+    dec_tensor(&want, &dec, i - np - 2);
+    const ng_st_tensor *t = &f->tensors[i];
+    if (strcmp(t->name, want.name) != 0 || t->dtype != NG_DTYPE_F32 || t->ndim != want.ndim ||
+        t->shape[0] != want.shape[0] || (want.ndim == 2 && t->shape[1] != want.shape[1]))
+      return ng__err(NG_ERR_FORMAT,
+                     "%s: tensor %d is '%s', not float32 '%s' of shape [%lld%s%lld] as the "
+                     "decoder the file describes has; the file was edited or is damaged",
+                     path, i, t->name, want.name, (long long)want.shape[0],
+                     want.ndim == 2 ? ", " : "", want.ndim == 2 ? (long long)want.shape[1] : 0LL);
+  }
+  for (int i = 0; i < np + 2; i++) {
     const ng_st_tensor *t = &f->tensors[i];
     char name[64];
     int64_t shape[2] = {n_params, 0};
@@ -531,6 +609,29 @@ static ng_status check_tensors(const ng_ckpt *c, const char *path) {
                      path, i, t->name, name, (long long)shape[0], ndim == 2 ? ", " : "",
                      ndim == 2 ? (long long)shape[1] : 0LL);
   }
+  return NG_OK;
+}
+
+/* The "link.*" keys: none in a node checkpoint, "link.decoder" and "link.mlp_hidden" (and for the
+ * MLP "link.checksums") in a link checkpoint. */
+static ng_status read_link(ng_ckpt_link *l, const ng_st_file *f, const char *path, int version) {
+  memset(l, 0, sizeof *l);
+  const char *name = ng__st_meta(f, "link.decoder");
+  if (!name && !ng__st_meta(f, "link.mlp_hidden") && !ng__st_meta(f, "link.checksums"))
+    return NG_OK;
+  if (version < 2)
+    return ng__err(NG_ERR_FORMAT, "%s: 'link.*' keys in a version-%d checkpoint", path, version);
+  if (!name || ng_link_decoder_parse(&l->decoder, name) != NG_OK)
+    return bad_meta(path, "link.decoder", name, "dot or mlp");
+  const bool mlp = l->decoder == NG_LINK_DECODER_MLP;
+  NG_CHECK(meta_i64(&l->hidden, f, "link.mlp_hidden", path, mlp ? 1 : 0, mlp ? 65536 : 0,
+                    mlp ? "an integer in [1, 65536]" : "0 (the dot decoder has no MLP)"));
+  if (!mlp && ng__st_meta(f, "link.checksums"))
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: 'link.checksums' in a checkpoint of the dot decoder, which has no "
+                   "tensors; the file was edited or is damaged",
+                   path);
+  l->present = true;
   return NG_OK;
 }
 
@@ -595,7 +696,10 @@ static ng_status read_all(ng_ckpt *c, const char *path) {
     NG_CHECK(meta_i64(&r->base_step, f, "base_step", path, 0, cap - 1, want_count));
     r->has_base = true;
   }
-  NG_CHECK(read_desc(&c->desc, f, path, c->version));
+  NG_CHECK(read_link(&c->link, f, path, c->version));
+  NG_CHECK(read_desc(&c->desc, f, path, c->version, c->link.present));
+  if (c->link.present && !c->desc.described)
+    return bad_meta(path, "model.kind", NULL, NULL);
   if (c->version >= 2 && !c->desc.described)
     return bad_meta(path, "model.kind", NULL, NULL);
   if (c->desc.described && c->desc.kind != c->model)
@@ -606,9 +710,21 @@ static ng_status read_all(ng_ckpt *c, const char *path) {
   const char *sums = ng__st_meta(f, "checksums");
   if (!sums && c->version >= 2)
     return bad_meta(path, "checksums", NULL, NULL);
+  const int n_dec = c->link.decoder == NG_LINK_DECODER_MLP ? DEC_TENSORS : 0;
+  if (n_dec && f->n < n_dec)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: a link checkpoint of the MLP decoder holds %d tensors, fewer than the "
+                   "decoder's %d; the file was edited or is damaged",
+                   path, f->n, n_dec);
   if (sums) {
-    NG_CHECK(check_sums(f, sums, path));
+    NG_CHECK(check_sums(f, sums, path, "checksums", 0, f->n - n_dec));
     c->checksummed = true;
+  }
+  if (n_dec) {
+    const char *ls = ng__st_meta(f, "link.checksums");
+    if (!ls)
+      return bad_meta(path, "link.checksums", NULL, NULL);
+    NG_CHECK(check_sums(f, ls, path, "link.checksums", f->n - n_dec, n_dec));
   }
   if (c->desc.described)
     NG_CHECK(check_tensors(c, path));
@@ -704,7 +820,13 @@ ng_status ng__ckpt_verify(const ng_ckpt *c, const char *path, const struct ng_mo
                    "dataset '%s' has %lld",
                    path, (long long)d->in_dim, d->dataset, info->name,
                    (long long)info->feature_dim);
-  if (d->classes != info->classes)
+  if (c->link.present && !weights_only)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: a link-prediction checkpoint (decoder %s) does not resume node training; "
+                   "load its weights (inference, serving) or continue it with the link trainer",
+                   path, ng_link_decoder_name(c->link.decoder));
+  /* A link model's output is an embedding: the dataset's classes do not constrain it. */
+  if (!c->link.present && d->classes != info->classes)
     return ng__err(NG_ERR_FORMAT,
                    "%s: the checkpoint was trained on %lld classes (dataset '%s'), this dataset "
                    "'%s' has %d",
@@ -815,6 +937,26 @@ ng_status ng__ckpt_model(ng_model_t *out, const ng_ckpt *c, const char *path) {
                      "and load the checkpoint into its trainer",
                      path, l, d->aggregator[l]);
   return desc_model(out, d, path);
+}
+
+ng_status ng__ckpt_link_mlp(float *mlp, const ng_ckpt *c, int64_t dim) {
+  if (c->link.decoder != NG_LINK_DECODER_MLP)
+    return ng__err(NG_ERR_INTERNAL, "checkpoint: no MLP decoder to read");
+  const ng_link_dec dec = {.decoder = c->link.decoder, .dim = dim, .hidden = c->link.hidden};
+  int64_t at = 0;
+  for (int i = 0; i < DEC_TENSORS; i++) {
+    ng_st_tensor want;
+    dec_tensor(&want, &dec, i);
+    const ng_st_tensor *t = ng__st_find(&c->file, want.name);
+    if (!t || t->nbytes != want.nbytes)
+      return ng__err(NG_ERR_FORMAT,
+                     "checkpoint: decoder tensor '%s' is missing or does not fit an embedding of "
+                     "%lld columns",
+                     want.name, (long long)dim);
+    memcpy(mlp + at, t->data, t->nbytes);
+    at += (int64_t)(t->nbytes / sizeof(float));
+  }
+  return NG_OK;
 }
 
 /* ---- the public API ---- */

@@ -5,6 +5,7 @@
 #ifndef NG_CHECKPOINT_IMPL_H
 #define NG_CHECKPOINT_IMPL_H
 
+#include "link_impl.h"
 #include "model_impl.h"
 #include "safetensors_impl.h"
 
@@ -36,9 +37,19 @@ typedef struct {
   uint64_t seed;
 } ng_ckpt_run;
 
+/// The decoder of a link checkpoint (ng_link_trainer_save): the "link.*" keys, and for the MLP
+/// the tensors "decoder.w1" [dim, hidden], "decoder.b1" [hidden], "decoder.w2" [hidden],
+/// "decoder.b2" [1] after the model's and the optimizer's.
+typedef struct {
+  bool present; ///< a link checkpoint: the last layer's output is a node embedding
+  ng_link_decoder decoder;
+  int64_t hidden; ///< the MLP's hidden width (0 for the dot product)
+} ng_ckpt_link;
+
 /// A checkpoint read and verified by ng__ckpt_read: its tensors point into `file`.
 typedef struct {
   int version;
+  ng_ckpt_link link;
   ng_model_kind model; ///< the "model" key
   ng_ckpt_run run;
   ng_ckpt_desc desc;
@@ -53,6 +64,15 @@ typedef struct {
 ng_status ng__ckpt_write(const char *path, const struct ng_model *m, const float *host,
                          ng_normalize normalize, const ng_dataset_info *info,
                          const ng_ckpt_run *run);
+/// ng__ckpt_write of a link trainer's GNN, the same keys and tensors, plus its decoder `dec`
+/// (borrowed; dec->dim must be the last layer's width): "link.decoder", "link.mlp_hidden" and,
+/// for the MLP, its four tensors and their CRCs ("link.checksums").
+ng_status ng__ckpt_write_link(const char *path, const struct ng_model *m, const float *host,
+                              ng_normalize normalize, const ng_dataset_info *info,
+                              const ng_ckpt_run *run, const ng_link_dec *dec);
+/// The MLP decoder's parameters of link checkpoint `c` into mlp[dim hidden + 2 hidden + 1] as
+/// ng_link_dec lays them out (W1, b1, w2, b2); `dim` is the last layer's width.
+ng_status ng__ckpt_link_mlp(float *mlp, const ng_ckpt *c, int64_t dim);
 /// Maps `path` and reads it strictly: every metadata key known to its version and present
 /// where required, no key twice, every value well-formed and in range (finite
 /// hyper-parameters), the header CRC (version 2) and every tensor's CRC checked, and for a

@@ -12,6 +12,7 @@
  * Everything random derives from (seed, epoch, iteration, index), every reduction has a fixed
  * order, and every cold-row path gives the same input bits, so the losses do not depend on the
  * mode or the thread count. */
+#include "checkpoint_impl.h"
 #include "dataset_impl.h"
 #include "link_impl.h"
 #include "pipeline_impl.h"
@@ -162,51 +163,25 @@ ng_status ng_link_metrics_compute(ng_link_metrics *out, const float *pos, const 
 
 /* ---- the decoder ---- */
 
+/* The trainer's decoder and its current weights, for the scoring shared with serving
+ * (runtime/link_score.c). */
+static ng_link_dec link_dec(const ng_link_trainer_t t) {
+  return (ng_link_dec){.decoder = t->lo.decoder,
+                       .dim = t->dim,
+                       .hidden = t->lo.decoder == NG_LINK_DECODER_MLP ? t->lo.mlp_hidden : 0,
+                       .mlp = t->mlp};
+}
+
 static float mlp_score(const ng_link_trainer_t t, const float *a, const float *b, float *hid) {
-  const int64_t d = t->dim, H = t->lo.mlp_hidden;
-  const float *W1 = t->mlp, *b1 = W1 + d * H, *w2 = b1 + H, *b2 = w2 + H;
-  float s = *b2;
-  for (int64_t j = 0; j < H; j++) {
-    float z = b1[j];
-    for (int64_t c = 0; c < d; c++)
-      z += a[c] * b[c] * W1[c * H + j];
-    hid[j] = z;
-    s += (z > 0 ? z : 0) * w2[j];
-  }
-  return s;
+  const ng_link_dec dec = link_dec(t);
+  return ng__link_mlp_score(&dec, a, b, hid);
 }
 
 /* Scores of `n` pairs whose ends are rows u[i], v[i] of `h` [*, dim] into s[n]. */
 static ng_status score_pairs(ng_link_trainer_t t, float *s, const float *h, const int32_t *u,
                              const int32_t *v, int64_t n) {
-  const int64_t d = t->dim;
-  if (t->lo.decoder == NG_LINK_DECODER_DOT) {
-#pragma omp parallel for schedule(static) num_threads(t->p.threads)
-    for (int64_t i = 0; i < n; i++) {
-      const float *a = h + (int64_t)u[i] * d, *b = h + (int64_t)v[i] * d;
-      float acc = 0.0f;
-      for (int64_t c = 0; c < d; c++)
-        acc += a[c] * b[c];
-      s[i] = acc;
-    }
-    return NG_OK;
-  }
-  const int64_t H = t->lo.mlp_hidden;
-  ng_status st = NG_OK;
-#pragma omp parallel num_threads(t->p.threads)
-  {
-    float *hid = malloc((size_t)H * sizeof *hid);
-    if (!hid) {
-#pragma omp critical
-      st = ng__err(NG_ERR_NOMEM, "out of memory for the MLP decoder's hidden row");
-    }
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; i++)
-      if (hid)
-        s[i] = mlp_score(t, h + (int64_t)u[i] * d, h + (int64_t)v[i] * d, hid);
-    free(hid);
-  }
-  return st;
+  const ng_link_dec dec = link_dec(t);
+  return ng__link_score(&dec, s, h, u, v, n, t->p.threads);
 }
 
 /* The gradient of the loss over the pairs' scores `s` (labels: the first n_pos are 1)
@@ -834,5 +809,120 @@ done:
   free(v);
   free(u);
   free(row);
+  return st;
+}
+
+/* ---- checkpoints and the scoring of given pairs ---- */
+
+ng_status ng_link_trainer_save(ng_link_trainer_t t, const char *path) {
+  NG_CHECK(link_check(t));
+  if (!path || !*path)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_link_trainer_save: no path");
+  const ng_model_exec *ex = t->p.ex;
+  const struct ng_model *m = ex->model;
+  const size_t bytes = (size_t)m->n_params * sizeof(float);
+  float *host = ng__malloc(3 * bytes, "a checkpoint");
+  if (!host)
+    return NG_ERR_NOMEM;
+  ng_backend *be = t->p.be;
+  /* The GNN exactly as a node checkpoint holds it: its parameters and the optimizer's states. */
+  ng_status st = be->iface->copy_d2h(be, host, ex->params, bytes);
+  if (st == NG_OK)
+    st = be->iface->copy_d2h(be, host + m->n_params, ex->state1, bytes);
+  if (st == NG_OK)
+    st = be->iface->copy_d2h(be, host + 2 * m->n_params, ex->state2, bytes);
+  const ng_ckpt_run run = {
+      .epochs_done = t->epochs,
+      .step = t->p.step->steps,
+      .iteration = 0,
+      .batch = t->opts.batch,
+      .base_epochs = t->epochs,
+      .base_step = t->p.step->steps,
+      .optimizer = t->opts.optimizer,
+      .seed = t->opts.seed,
+  };
+  const ng_link_dec dec = link_dec(t);
+  /* The view's description: the dataset's name, nodes and features, and its classes (1 when
+   * the dataset has no labels); a link model's last layer is the embedding, not the classes. */
+  if (st == NG_OK)
+    st = ng__ckpt_write_link(path, m, host, t->opts.normalize, &t->view->info, &run, &dec);
+  free(host);
+  return st;
+}
+
+ng_status ng_link_trainer_load_weights(ng_link_trainer_t t, const char *path) {
+  NG_CHECK(link_check(t));
+  if (!path || !*path)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_link_trainer_load_weights: no path");
+  const ng_model_exec *ex = t->p.ex;
+  const struct ng_model *m = ex->model;
+  ng_ckpt c;
+  NG_CHECK(ng__ckpt_read(&c, path));
+  float *host = NULL;
+  ng_status st = NG_OK;
+  if (!c.link.present)
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: a node-classification checkpoint; a link trainer loads the checkpoints of "
+                 "ng_link_trainer_save (train --task link --checkpoint)",
+                 path);
+  else if (c.link.decoder != t->lo.decoder ||
+           (t->lo.decoder == NG_LINK_DECODER_MLP && c.link.hidden != t->lo.mlp_hidden))
+    st = ng__err(NG_ERR_FORMAT,
+                 "%s: the checkpoint's decoder is %s (%lld hidden units), this trainer's %s (%d); "
+                 "use the checkpoint's --decoder",
+                 path, ng_link_decoder_name(c.link.decoder), (long long)c.link.hidden,
+                 ng_link_decoder_name(t->lo.decoder), (int)t->lo.mlp_hidden);
+  if (st == NG_OK)
+    st = ng__ckpt_verify(&c, path, m, t->opts.normalize, &t->view->info, true);
+  if (st == NG_OK && !(host = ng__malloc((size_t)m->n_params * sizeof(float), "a checkpoint")))
+    st = NG_ERR_NOMEM;
+  if (st == NG_OK)
+    st = ng__ckpt_tensors(host, &c, path, m, false);
+  if (st == NG_OK && t->mlp)
+    st = ng__ckpt_link_mlp(t->mlp, &c, t->dim);
+  if (st == NG_OK)
+    st = t->p.be->iface->copy_h2d(t->p.be, ex->params, host, (size_t)m->n_params * sizeof(float));
+  ng__trainer_params_changed(t->tr); /* even a failed load may have replaced some */
+  free(host);
+  ng__ckpt_close(&c);
+  return st;
+}
+
+ng_status ng_link_trainer_score(float *scores, ng_link_trainer_t t, const int64_t *src,
+                                const int64_t *dst, int64_t n) {
+  NG_CHECK(link_check(t));
+  if (n < 1 || !scores || !src || !dst)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_link_trainer_score: needs scores[n], src[n] and dst[n] with n >= 1");
+  const int64_t nodes = t->ds->info.nodes;
+  for (int64_t i = 0; i < n; i++)
+    if (src[i] < 0 || src[i] >= nodes || dst[i] < 0 || dst[i] >= nodes)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "ng_link_trainer_score: pair %lld is (%lld, %lld); node ids are 0 .. %lld",
+                     (long long)i, (long long)src[i], (long long)dst[i], (long long)nodes - 1);
+  /* The sources' embeddings, then the destinations' (ng_trainer_embed takes repeats), by
+   * full-neighbour layer-wise inference over the message-passing graph, as evaluation does. */
+  int64_t *ids = ng__malloc(2 * (size_t)n * sizeof *ids, "the pairs' ends");
+  int32_t *u = ng__malloc(2 * (size_t)n * sizeof *u, "the pair rows");
+  float *h = ng__malloc(2 * (size_t)n * (size_t)t->dim * sizeof *h, "the pairs' embeddings");
+  ng_status st = NG_OK;
+  if (!ids || !u || !h || 2 * n > INT32_MAX) {
+    st = !ids || !u || !h ? NG_ERR_NOMEM
+                          : ng__err(NG_ERR_INVALID_ARG, "ng_link_trainer_score: too many pairs");
+    goto done;
+  }
+  memcpy(ids, src, (size_t)n * sizeof *ids);
+  memcpy(ids + n, dst, (size_t)n * sizeof *ids);
+  for (int64_t i = 0; i < 2 * n; i++)
+    u[i] = (int32_t)i;
+  ng_infer_opts io = NG_INFER_OPTS_INIT;
+  io.progress = t->opts.progress;
+  io.progress_ctx = t->opts.progress_ctx;
+  NG_CHECK_GOTO(st, ng_trainer_embed(h, t->tr, ids, 2 * n, &io), done);
+  st = score_pairs(t, scores, h, u, u + n, n);
+done:
+  free(h);
+  free(u);
+  free(ids);
   return st;
 }

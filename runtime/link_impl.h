@@ -33,4 +33,24 @@ typedef struct {
 /// Whether (u, v) is in `sorted[n]` (sorted by u, then v).
 bool ng__link_pair_find(const ng_link_pair *sorted, int64_t n, int64_t u, int64_t v);
 
+/* ---- the decoder (runtime/link_score.c), shared by the trainer and the serving engine ---- */
+
+/// A decoder with its weights (borrowed): the embedding's width `dim` and, for the MLP, its
+/// hidden width and its parameters W1 [dim, hidden], b1 [hidden], w2 [hidden], b2 [1], one after
+/// another in `mlp`.
+typedef struct {
+  ng_link_decoder decoder;
+  int64_t dim, hidden;
+  const float *mlp;
+} ng_link_dec;
+
+/// The MLP's score of embeddings a and b [dim]; hid [hidden] gets the pre-activations.
+float ng__link_mlp_score(const ng_link_dec *dec, const float *a, const float *b, float *hid);
+/// Scores of `n` pairs whose ends are rows u[i], v[i] of `h` [*, dim] into s[n], on up to
+/// `threads` OpenMP threads. A pair's score is the same bits whatever the thread count and
+/// whichever other pairs are scored with it: offline (runtime/link.c) and served
+/// (serve/engine_forward.c) scores of the same embeddings are equal.
+ng_status ng__link_score(const ng_link_dec *dec, float *s, const float *h, const int32_t *u,
+                         const int32_t *v, int64_t n, int threads);
+
 #endif /* NG_LINK_IMPL_H */
