@@ -104,11 +104,15 @@ typedef struct {
   int32_t layers;
   int64_t layer_dim[NG_ENGINE_MAX_LAYERS]; ///< output columns of each layer
   int32_t ready;                           ///< 1 once the engine answers requests
+  /// 1 when the engine serves a link checkpoint (ng_link_trainer_save) and answers pair-score
+  /// requests (the last layer's output is then the node embedding); 0 for node classification.
+  int32_t pair_scores;
+  int32_t decoder; ///< the link decoder (ng_link_decoder) when pair_scores is 1, else 0
 } ng_engine_info;
 void ng_engine_info_get(ng_engine_info *out, const ng_engine *e);
 
 /// Outputs a request asks for (bit mask).
-enum { NG_OUT_LOGITS = 1, NG_OUT_EMBEDDING = 2, NG_OUT_CLASS = 4 };
+enum { NG_OUT_LOGITS = 1, NG_OUT_EMBEDDING = 2, NG_OUT_CLASS = 4, NG_OUT_SCORE = 8 };
 
 typedef struct {
   const int64_t *node_ids; ///< n ids, each in [0, nodes)
@@ -123,6 +127,16 @@ typedef struct {
   /// The request's deadline in ms from its admission (0: the engine's request_timeout_ms; at
   /// most NG_ENGINE_MAX_TIMEOUT_MS). A request that cannot start before it is refused as busy.
   int64_t timeout_ms;
+  /// Pair scores (an engine built from a link checkpoint, ng_link_trainer_save): non-NULL asks
+  /// for the decoder's score of each pair (node_ids[i], dst_ids[i]), i < n, into
+  /// ng_infer_result.score; `outputs` must then be NG_OUT_SCORE (or 0). The pairs' ends, each
+  /// once, are the request's target nodes: their embeddings (the last layer's output) come from
+  /// the batched forward pass of node requests, with the same batching, tiers, deadlines, cache
+  /// and updates, and the decoder scores each pair as the link trainer does offline
+  /// (ng_link_trainer_score: the same bits on the CPU backend). An engine of a node-
+  /// classification checkpoint refuses it (NG_ERR_INVALID_ARG). Appended last: a request
+  /// zero-initialised (memset, `= {0}`) leaves it NULL, a node request.
+  const int64_t *dst_ids;
 } ng_infer_request;
 
 /// A request's answer. The engine allocates the arrays (malloc); ng_infer_result_free frees them.
@@ -136,6 +150,7 @@ typedef struct {
   /// The input rows of the batch it rode in, read from the hot tier and from host memory.
   int64_t hot_rows, cold_rows;
   double queue_us, compute_us; ///< time waiting for a batch, and the batch's compute
+  float *score; ///< [n] the pairs' scores (a pair request: ng_infer_request.dst_ids), or NULL
 } ng_infer_result;
 void ng_infer_result_free(ng_infer_result *r);
 

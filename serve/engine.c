@@ -59,6 +59,25 @@ static ng_status load_params(ng_engine *e, const ng_ckpt *c, const char *path) {
   return st;
 }
 
+/* A link checkpoint's decoder, which scores pair requests (ng_infer_request.dst_ids). */
+static ng_status load_decoder(ng_engine *e, const ng_ckpt *c) {
+  e->link = c->link;
+  if (!c->link.present)
+    return NG_OK;
+  const struct ng_model *m = &e->model;
+  e->dec = (ng_link_dec){.decoder = c->link.decoder,
+                         .dim = m->layers[m->n_layers - 1].out_dim,
+                         .hidden = c->link.hidden};
+  if (c->link.decoder != NG_LINK_DECODER_MLP)
+    return NG_OK;
+  const int64_t d = e->dec.dim, H = e->dec.hidden;
+  e->dec_mlp = ng__malloc((size_t)(d * H + 2 * H + 1) * sizeof(float), "the link decoder");
+  if (!e->dec_mlp)
+    return NG_ERR_NOMEM;
+  e->dec.mlp = e->dec_mlp;
+  return ng__ckpt_link_mlp(e->dec_mlp, c, d);
+}
+
 /* Reads and verifies the checkpoint at the start of ng_engine_create: without a `model` the
  * engine builds the one the checkpoint describes into *own, and NG_NORMALIZE_AUTO becomes the
  * checkpoint's normalisation; what is given is checked against the checkpoint as resuming
@@ -265,6 +284,7 @@ ng_status ng_engine_create(ng_engine **out, ng_dataset_t ds, ng_model_t model,
   NG_CHECK_GOTO(st, make_backend(&main_ln->be, opts ? opts->device : NULL, o.threads), fail);
   NG_CHECK_GOTO(st, ng__exec_create(&main_ln->ex, &e->model, main_ln->be, 0), fail);
   NG_CHECK_GOTO(st, load_params(e, &ck, checkpoint), fail);
+  NG_CHECK_GOTO(st, load_decoder(e, &ck), fail);
   ng__ckpt_close(&ck);
   e->mode = ng__mode_resolve(o.mode, main_ln->be);
   NG_CHECK_GOTO(
@@ -400,6 +420,7 @@ void ng_engine_destroy(ng_engine *e) {
   pthread_mutex_destroy(&e->upd_mu);
   pthread_mutex_destroy(&e->snap_mu);
   free(e->host_params);
+  free(e->dec_mlp);
   free(e->lanes);
   free(e);
 }
@@ -429,6 +450,8 @@ void ng_engine_info_get(ng_engine_info *out, const ng_engine *e) {
   for (int l = 0; l < e->model.n_layers; l++)
     out->layer_dim[l] = e->model.layers[l].out_dim;
   out->ready = 1;
+  out->pair_scores = e->link.present;
+  out->decoder = e->link.present ? (int32_t)e->link.decoder : 0;
 }
 
 void ng_engine_stats_get(ng_engine_stats *out, const ng_engine *e) {
@@ -457,6 +480,8 @@ void ng_infer_result_free(ng_infer_result *r) {
   free(r->logits);
   free(r->embedding);
   free(r->cls);
+  free(r->score);
+  r->score = NULL;
   r->logits = r->embedding = NULL;
   r->cls = NULL;
 }

@@ -703,6 +703,52 @@ static ng_status answer_finite(pending *p, const float *logits, int64_t classes,
   return NG_ERR_NONFINITE;
 }
 
+/* A pair request's answer (its res's common fields set): the score of each of its pairs by the
+ * link decoder that the trainer's offline scoring calls (runtime/link_score.c), from the
+ * embeddings of its ends, the last layer's rows `emb` [batch targets, dim] of this batch. The
+ * ends' rows, then the scores, must be finite. */
+static void answer_pairs(pending *p, const ng_engine *e, const lane *ln, const float *emb,
+                         int64_t dim) {
+  const ng_infer_request *pr = p->pairs_req;
+  ng_infer_result *res = p->res;
+  const int64_t n = pr->n;
+  const uint64_t sd = seed_of(pr);
+  res->n = n;
+  res->classes = 0;
+  res->embedding_dim = 0;
+  res->score = malloc((size_t)n * sizeof(float) + 1);
+  int32_t *uv = malloc(2 * (size_t)n * sizeof *uv + 1);
+  if (!res->score || !uv) {
+    free(uv);
+    ng_infer_result_free(res);
+    p->st = NG_ERR_NOMEM;
+    snprintf(p->err, sizeof p->err, "engine: out of memory for the answer of %lld pairs",
+             (long long)n);
+    return;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    uv[j] = target_of(ln, pr->node_ids[j], sd);
+    uv[n + j] = target_of(ln, pr->dst_ids[j], sd);
+  }
+  /* One thread: the lane's; a pair's score does not depend on the thread count. */
+  p->st = ng__link_score(&e->dec, res->score, emb, uv, uv + n, n, 1);
+  free(uv);
+  if (p->st != NG_OK)
+    snprintf(p->err, sizeof p->err, "%s", ng_last_error());
+  if (p->st == NG_OK)
+    p->st = answer_finite(p, emb, dim, NULL, 0, ln, sd);
+  for (int64_t j = 0; j < n && p->st == NG_OK; j++)
+    if (!isfinite(res->score[j])) {
+      p->st = NG_ERR_NONFINITE;
+      snprintf(p->err, sizeof p->err,
+               "engine: the score of pair %lld (%lld, %lld) is not finite: the decoder's weights "
+               "overflow it",
+               (long long)j, (long long)pr->node_ids[j], (long long)pr->dst_ids[j]);
+    }
+  if (p->st != NG_OK)
+    ng_infer_result_free(res);
+}
+
 /* Computes a batch of compatible requests (same sampling) and fills their results. */
 ng_status ng__engine_run_batch(lane *ln, pending **reqs, int n_req, double t0,
                                batch_rows *rows_out) {
@@ -778,6 +824,10 @@ ng_status ng__engine_run_batch(lane *ln, pending **reqs, int n_req, double t0,
     res->cold_rows = rows.cold_rows;
     res->queue_us = t0 - p->t_enq;
     res->compute_us = t1 - t0;
+    if (p->pairs_req) {
+      answer_pairs(p, e, ln, logits, classes);
+      continue;
+    }
     if (outs & NG_OUT_LOGITS)
       res->logits = malloc((size_t)r->n * (size_t)classes * sizeof(float) + 1);
     if (outs & NG_OUT_EMBEDDING)

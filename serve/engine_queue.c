@@ -64,6 +64,7 @@ static void finish(pending *list) {
     pending *p = list;
     list = p->next;
     p->done_fn(p->user, p->st, p->st == NG_OK ? "" : p->err);
+    free(p->ends);
     free(p);
   }
 }
@@ -283,19 +284,81 @@ bool ng__engine_test_hub_held(ng_engine *e, double timeout_s) {
 
 /* ---- the API ---- */
 
+static int i64_cmp(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* A pair request (r->dst_ids): checks what only pairs need, then makes p->own, the node request
+ * of the pairs' ends (sorted, each once), which the rest of the engine batches and computes as
+ * any node request; the scores are formed when its batch answers (engine_forward.c). */
+static ng_status pair_request(ng_engine *e, const ng_infer_request *r, pending *p) {
+  if (!e->link.present)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "pair scores (dst_ids) need a link-prediction checkpoint (train --task link "
+                   "--checkpoint); this engine serves a node-classification model");
+  if (r->n < 1 || r->n > e->o.max_request_nodes || !r->node_ids)
+    return ng__err(NG_ERR_INVALID_ARG, "request has %lld pairs; send 1 to %lld (max_request_nodes)",
+                   (long long)r->n, (long long)e->o.max_request_nodes);
+  if (r->outputs & ~(unsigned)NG_OUT_SCORE)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "request outputs 0x%x: a pair request (dst_ids) answers \"score\" alone (8)",
+                   r->outputs);
+  p->ends = malloc(2 * (size_t)r->n * sizeof *p->ends);
+  if (!p->ends)
+    return ng__err(NG_ERR_NOMEM, "out of memory for a request of %lld pairs", (long long)r->n);
+  memcpy(p->ends, r->node_ids, (size_t)r->n * sizeof *p->ends);
+  memcpy(p->ends + r->n, r->dst_ids, (size_t)r->n * sizeof *p->ends);
+  qsort(p->ends, 2 * (size_t)r->n, sizeof *p->ends, i64_cmp);
+  int64_t m = 0;
+  for (int64_t i = 0; i < 2 * r->n; i++)
+    if (m == 0 || p->ends[m - 1] != p->ends[i])
+      p->ends[m++] = p->ends[i];
+  p->own = *r;
+  p->own.node_ids = p->ends;
+  p->own.n = m;
+  p->own.outputs = NG_OUT_LOGITS; /* the last layer's rows: the embeddings */
+  p->own.dst_ids = NULL;
+  p->pairs_req = r;
+  return NG_OK;
+}
+
 /* Checks a request against the engine and the current node count. */
 static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending *p) {
   const struct ng_model *m = &e->model;
   if (!r)
     return ng__err(NG_ERR_INVALID_ARG, "request is NULL");
-  if (r->n < 1 || r->n > e->o.max_request_nodes || !r->node_ids)
+  if (r->outputs & NG_OUT_SCORE && !r->dst_ids)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "request asks for \"score\" without pairs: give dst_ids (the pairs' "
+                   "destinations) beside node_ids (their sources)");
+  if (r->dst_ids) {
+    /* Both ends' ids are checked here, to name the array and the pair of a bad one. */
+    ng_status st = pair_request(e, r, p);
+    if (st != NG_OK)
+      return st;
+    ng_srv_snap *s = ng__engine_snap_acquire(e);
+    for (int64_t j = 0; j < 2 * r->n && st == NG_OK; j++) {
+      const int64_t v = j < r->n ? r->node_ids[j] : r->dst_ids[j - r->n];
+      if (v < 0 || v >= s->nodes)
+        st = ng__err(NG_ERR_INVALID_ARG, "%s[%lld] = %lld is not a node (0 .. %lld)",
+                     j < r->n ? "src_ids" : "dst_ids", (long long)(j < r->n ? j : j - r->n),
+                     (long long)v, (long long)s->nodes - 1);
+    }
+    ng__srv_snap_unref(s);
+    if (st != NG_OK)
+      return st;
+    r = &p->own;
+  }
+  if (r->n < 1 || r->n > 2 * e->o.max_request_nodes || !r->node_ids ||
+      (!p->pairs_req && r->n > e->o.max_request_nodes))
     return ng__err(NG_ERR_INVALID_ARG,
                    "request has %lld node ids; send 1 to %lld (max_request_nodes)", (long long)r->n,
                    (long long)e->o.max_request_nodes);
   if (r->outputs & ~(unsigned)(NG_OUT_LOGITS | NG_OUT_EMBEDDING | NG_OUT_CLASS))
     return ng__err(NG_ERR_INVALID_ARG,
-                   "request outputs 0x%x: unknown bits (logits 1, embedding "
-                   "2, class 4)",
+                   "request outputs 0x%x: unknown bits (logits 1, embedding 2, class 4; score 8 "
+                   "with dst_ids)",
                    r->outputs);
   p->emb_layer = r->embedding_layer >= 0 ? r->embedding_layer : NG_MAX(0, m->n_layers - 2);
   if ((r->outputs & NG_OUT_EMBEDDING) && p->emb_layer >= m->n_layers)
@@ -351,10 +414,11 @@ ng_status ng_engine_submit(ng_engine *e, const ng_infer_request *req, ng_infer_r
     return NG_ERR_NOMEM;
   ng_status st = check_request(e, req, p);
   if (st != NG_OK) {
+    free(p->ends);
     free(p);
     return st;
   }
-  p->req = req;
+  p->req = p->pairs_req ? &p->own : req;
   p->res = res;
   p->done_fn = done;
   p->user = user;
@@ -383,6 +447,7 @@ ng_status ng_engine_submit(ng_engine *e, const ng_infer_request *req, ng_infer_r
   }
   if (st != NG_OK) {
     pthread_mutex_unlock(&e->mu);
+    free(p->ends);
     free(p);
     return st;
   }
@@ -391,9 +456,9 @@ ng_status ng_engine_submit(ng_engine *e, const ng_infer_request *req, ng_infer_r
     *ticket = p->ticket;
   e->admitted++;
   e->stats.requests++;
-  e->stats.request_nodes += req->n;
+  e->stats.request_nodes += p->req->n;
   e->stats.hub_requests += p->hub;
-  qu->queued_nodes += req->n;
+  qu->queued_nodes += p->req->n;
   qu->queued_work += p->work;
   if (qu->tail)
     qu->tail->next = p;

@@ -9,6 +9,7 @@
 
 #include "attn_impl.h"
 #include "feature_store_impl.h"
+#include "checkpoint_impl.h"
 #include "model_impl.h"
 
 #include <pthread.h>
@@ -22,8 +23,13 @@
 
 /* One admitted request (ng_engine_submit allocates it; it is freed once its callback ran). */
 typedef struct pending {
-  const ng_infer_request *req; /* borrowed from the caller until the callback */
-  ng_infer_result *res;        /* the caller's */
+  /* Borrowed from the caller until the callback; for a pair request, `own` instead: the pairs'
+   * ends, each once, as a node request of their embeddings (pairs_req is the caller's). */
+  const ng_infer_request *req;
+  const ng_infer_request *pairs_req; /* a pair request: the caller's (src, dst) pairs, or NULL */
+  ng_infer_request own;
+  int64_t *ends;        /* own.node_ids (malloc) */
+  ng_infer_result *res; /* the caller's */
   ng_infer_done_fn done_fn;
   void *user;
   ng_infer_ticket ticket;
@@ -156,6 +162,11 @@ struct ng_engine {
   lane *lanes; /* [n_lanes] */
   int n_lanes, n_main;
   ng_ecache *ecache; /* layer-0 outputs of full-neighbourhood batches (NULL: off) */
+  /* A link checkpoint's decoder (link.present), which scores pair requests (dec.mlp points to
+   * dec_mlp, the MLP's weights). */
+  ng_ckpt_link link;
+  ng_link_dec dec;
+  float *dec_mlp;
 };
 
 typedef struct {

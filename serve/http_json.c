@@ -147,48 +147,99 @@ static ng_status parse_id(char **out, const cJSON *root, const char *what) {
   return *out ? NG_OK : ng__err(NG_ERR_NOMEM, "%s: no memory for the id", what);
 }
 
-static ng_status parse_node_ids(ng_http_infer *out, const cJSON *inputs) {
+/* One INT64 input tensor `in` of shape [n] whose name is `name`: its ids into ids[n] (*n is
+ * its shape's n; ids NULL: only the shape is read). */
+static ng_status parse_ids(int64_t *ids, int64_t *n, const cJSON *in, const char *name) {
   const char *what = "infer request";
-  if (!cJSON_IsArray(inputs) || cJSON_GetArraySize(inputs) != 1)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "%s: \"inputs\" must be an array holding one tensor, \"node_ids\"", what);
-  const cJSON *in = inputs->child;
-  if (!cJSON_IsObject(in))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: inputs[0] must be an object", what);
-  const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
-  if (!cJSON_IsString(name) || strcmp(name->valuestring, "node_ids") != 0)
-    return ng__err(
-        NG_ERR_INVALID_ARG, "%s: unknown input %s%s%s; the model's input is \"node_ids\"", what,
-        cJSON_IsString(name) ? "\"" : "", cJSON_IsString(name) ? name->valuestring : "(no name)",
-        cJSON_IsString(name) ? "\"" : "");
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(in, "datatype");
   if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "INT64") != 0)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: node_ids has datatype %s; it must be \"INT64\"", what,
+    return ng__err(NG_ERR_INVALID_ARG, "%s: %s has datatype %s; it must be \"INT64\"", what, name,
                    cJSON_IsString(dt) ? dt->valuestring : "(none)");
   const cJSON *shape = cJSON_GetObjectItemCaseSensitive(in, "shape");
-  int64_t n = -1;
-  if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 1 || !json_int(shape->child, &n) ||
-      n < 1)
-    return ng__err(NG_ERR_INVALID_ARG, "%s: node_ids must have shape [n] with n >= 1", what);
+  if (!ids) {
+    *n = -1;
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 1 || !json_int(shape->child, n) ||
+        *n < 1)
+      return ng__err(NG_ERR_INVALID_ARG, "%s: %s must have shape [n] with n >= 1", what, name);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(in, "data");
+    if (!cJSON_IsArray(data))
+      return ng__err(NG_ERR_INVALID_ARG, "%s: %s needs \"data\", a flat array of ids", what, name);
+    const int count = cJSON_GetArraySize(data);
+    if ((int64_t)count != *n)
+      return ng__err(NG_ERR_INVALID_ARG, "%s: %s has shape [%" PRId64 "] but %d values in \"data\"",
+                     what, name, *n, count);
+    return NG_OK;
+  }
   const cJSON *data = cJSON_GetObjectItemCaseSensitive(in, "data");
-  if (!cJSON_IsArray(data))
-    return ng__err(NG_ERR_INVALID_ARG, "%s: node_ids needs \"data\", a flat array of ids", what);
-  const int count = cJSON_GetArraySize(data);
-  if ((int64_t)count != n)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "%s: node_ids has shape [%" PRId64 "] but %d values in \"data\"", what, n,
-                   count);
-  out->ids = malloc((size_t)n * sizeof *out->ids);
-  if (!out->ids)
-    return ng__err(NG_ERR_NOMEM, "%s: no memory for %" PRId64 " ids", what, n);
   int64_t i = 0;
   for (const cJSON *v = data->child; v; v = v->next, i++)
-    if (!json_int(v, &out->ids[i]) || out->ids[i] < 0)
+    if (!json_int(v, &ids[i]) || ids[i] < 0)
       return ng__err(NG_ERR_INVALID_ARG,
-                     "%s: node_ids data[%" PRId64 "] is not a node id (a plain integer >= 0: no "
+                     "%s: %s data[%" PRId64 "] is not a node id (a plain integer >= 0: no "
                      "fraction, exponent or -0)",
-                     what, i);
+                     what, name, i);
+  return NG_OK;
+}
+
+/* The input tensor named `name` among `inputs`, or NULL. */
+static const cJSON *input_named(const cJSON *inputs, const char *name) {
+  for (const cJSON *in = inputs->child; in; in = in->next) {
+    const cJSON *nm = cJSON_IsObject(in) ? cJSON_GetObjectItemCaseSensitive(in, "name") : NULL;
+    if (cJSON_IsString(nm) && strcmp(nm->valuestring, name) == 0)
+      return in;
+  }
+  return NULL;
+}
+
+/* "inputs": one tensor "node_ids" (a node request), or two, "src_ids" and "dst_ids" of the same
+ * shape (a pair request: the pairs' sources in req.node_ids, their destinations in
+ * req.dst_ids, both in the one allocation `ids`). */
+static ng_status parse_node_ids(ng_http_infer *out, const cJSON *inputs) {
+  const char *what = "infer request";
+  const int k = cJSON_IsArray(inputs) ? cJSON_GetArraySize(inputs) : -1;
+  if (k != 1 && k != 2)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: \"inputs\" must be an array holding one tensor, \"node_ids\", or two, "
+                   "\"src_ids\" and \"dst_ids\" (pair scores)",
+                   what);
+  for (const cJSON *in = inputs->child; in; in = in->next) {
+    if (!cJSON_IsObject(in))
+      return ng__err(NG_ERR_INVALID_ARG, "%s: every input must be an object", what);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
+    const char *nm = cJSON_IsString(name) ? name->valuestring : NULL;
+    const bool known = nm && (k == 1 ? strcmp(nm, "node_ids") == 0
+                                     : strcmp(nm, "src_ids") == 0 || strcmp(nm, "dst_ids") == 0);
+    if (!known)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "%s: unknown input %s%s%s; the model's inputs are \"node_ids\" alone, or "
+                     "\"src_ids\" and \"dst_ids\" together",
+                     what, nm ? "\"" : "", nm ? nm : "(no name)", nm ? "\"" : "");
+  }
+  const cJSON *src = input_named(inputs, k == 1 ? "node_ids" : "src_ids");
+  const cJSON *dst = k == 2 ? input_named(inputs, "dst_ids") : NULL;
+  if (k == 2 && (!src || !dst))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "%s: a pair request gives \"src_ids\" and \"dst_ids\", "
+                   "one of each",
+                   what);
+  int64_t n = 0, n_dst = 0;
+  NG_CHECK(parse_ids(NULL, &n, src, k == 1 ? "node_ids" : "src_ids"));
+  if (dst) {
+    NG_CHECK(parse_ids(NULL, &n_dst, dst, "dst_ids"));
+    if (n_dst != n)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "%s: src_ids has shape [%" PRId64 "] but dst_ids [%" PRId64
+                     "]; pairs need both of one shape",
+                     what, n, n_dst);
+  }
+  out->ids = malloc((size_t)n * (dst ? 2 : 1) * sizeof *out->ids);
+  if (!out->ids)
+    return ng__err(NG_ERR_NOMEM, "%s: no memory for %" PRId64 " ids", what, n);
+  NG_CHECK(parse_ids(out->ids, &n, src, k == 1 ? "node_ids" : "src_ids"));
+  if (dst)
+    NG_CHECK(parse_ids(out->ids + n, &n, dst, "dst_ids"));
   out->req.node_ids = out->ids;
+  out->req.dst_ids = dst ? out->ids + n : NULL;
   out->req.n = n;
   return NG_OK;
 }
@@ -263,10 +314,11 @@ static ng_status parse_parameters(ng_infer_request *req, const cJSON *params, in
   return NG_OK;
 }
 
-static ng_status parse_outputs(unsigned *mask, const cJSON *outputs) {
+static ng_status parse_outputs(unsigned *mask, const cJSON *outputs, bool pairs) {
   const char *what = "infer request";
-  /* KServe v2: without "outputs", every output of the model is returned. */
-  *mask = NG_OUT_LOGITS | NG_OUT_EMBEDDING | NG_OUT_CLASS;
+  /* KServe v2: without "outputs", every output of the model is returned (a pair request's
+   * one, its scores). */
+  *mask = pairs ? NG_OUT_SCORE : NG_OUT_LOGITS | NG_OUT_EMBEDDING | NG_OUT_CLASS;
   if (!outputs)
     return NG_OK;
   if (!cJSON_IsArray(outputs) || cJSON_GetArraySize(outputs) < 1)
@@ -283,9 +335,13 @@ static ng_status parse_outputs(unsigned *mask, const cJSON *outputs) {
       *mask |= NG_OUT_EMBEDDING;
     else if (s && strcmp(s, "class") == 0)
       *mask |= NG_OUT_CLASS;
+    else if (s && strcmp(s, "score") == 0)
+      *mask |= NG_OUT_SCORE;
     else
       return ng__err(NG_ERR_INVALID_ARG,
-                     "%s: outputs[%d] is not one of \"logits\", \"embedding\", \"class\"", what, k);
+                     "%s: outputs[%d] is not one of \"logits\", \"embedding\", \"class\", "
+                     "\"score\"",
+                     what, k);
   }
   return NG_OK;
 }
@@ -302,7 +358,8 @@ ng_status ng__parse_infer_request(ng_http_infer *out, const char *body, size_t l
   if (st == NG_OK)
     st = parse_parameters(&out->req, cJSON_GetObjectItemCaseSensitive(root, "parameters"), layers);
   if (st == NG_OK)
-    st = parse_outputs(&out->req.outputs, cJSON_GetObjectItemCaseSensitive(root, "outputs"));
+    st = parse_outputs(&out->req.outputs, cJSON_GetObjectItemCaseSensitive(root, "outputs"),
+                       out->req.dst_ids != NULL);
   cJSON_Delete(root);
   if (st != NG_OK)
     ng__http_infer_clear(out);
@@ -663,6 +720,11 @@ char *ng__infer_response_json(size_t *len, const char *model, const char *id, un
     sb_floats(&b, r->embedding, r->n * r->embedding_dim);
     sb_puts(&b, "}");
   }
+  if ((outputs & NG_OUT_SCORE) && r->score) {
+    sb_output_head(&b, &first, "score", "FP32", r->n, -1);
+    sb_floats(&b, r->score, r->n);
+    sb_puts(&b, "}");
+  }
   if ((outputs & NG_OUT_CLASS) && r->cls) {
     sb_output_head(&b, &first, "class", "INT64", r->n, -1);
     sb_puts(&b, "[");
@@ -712,15 +774,25 @@ char *ng__model_metadata_json(size_t *len, const ng_engine_info *info) {
   sb_puts(&b, "{\"name\":");
   sb_str(&b, info->name);
   sb_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"neargnn\","
-              "\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[-1]}],"
-              "\"outputs\":[");
+              "\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[-1]}");
+  /* A link model also takes pairs, and answers their scores. */
+  if (info->pair_scores)
+    sb_puts(&b, ",{\"name\":\"src_ids\",\"datatype\":\"INT64\",\"shape\":[-1]},"
+                "{\"name\":\"dst_ids\",\"datatype\":\"INT64\",\"shape\":[-1]}");
+  sb_puts(&b, "],\"outputs\":[");
   sb_printf(&b, "{\"name\":\"logits\",\"datatype\":\"FP32\",\"shape\":[-1,%d]},",
             (int)info->classes);
   sb_printf(&b, "{\"name\":\"embedding\",\"datatype\":\"FP32\",\"shape\":[-1,%" PRId64 "]},",
             emb_dim);
-  sb_puts(&b, "{\"name\":\"class\",\"datatype\":\"INT64\",\"shape\":[-1]}],");
+  sb_puts(&b, "{\"name\":\"class\",\"datatype\":\"INT64\",\"shape\":[-1]}");
+  if (info->pair_scores)
+    sb_puts(&b, ",{\"name\":\"score\",\"datatype\":\"FP32\",\"shape\":[-1]}");
+  sb_puts(&b, "],");
+  sb_puts(&b, "\"parameters\":{");
+  if (info->pair_scores)
+    sb_printf(&b, "\"decoder\":\"%s\",", ng_link_decoder_name((ng_link_decoder)info->decoder));
   sb_printf(&b,
-            "\"parameters\":{\"nodes\":%" PRId64 ",\"feature_dim\":%" PRId64
+            "\"nodes\":%" PRId64 ",\"feature_dim\":%" PRId64
             ",\"classes\":%d,\"layers\":%d,\"embedding_layer\":%d,\"layer_dims\":[",
             info->nodes, info->feature_dim, (int)info->classes, (int)layers, (int)emb);
   for (int32_t l = 0; l < layers; l++)
