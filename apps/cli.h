@@ -281,10 +281,11 @@ typedef struct {
 // clang-format on
 
 /// Trains `m` for link prediction on `ds` for `epochs` epochs, with validation metrics every
-/// `eval_every` epochs and the test metrics at the end (printed; also into `json` when set).
-/// Returns the exit status.
+/// `eval_every` epochs and the test metrics at the end (printed; also into `json` when set), then
+/// writes the link checkpoint `checkpoint` when set (ng_link_trainer_save). Returns the exit
+/// status.
 int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const cli_link_cfg *l,
-                   int64_t epochs, int64_t eval_every, const char *json);
+                   int64_t epochs, int64_t eval_every, const char *json, const char *checkpoint);
 
 /* ---- progress (progress.c) ---- */
 

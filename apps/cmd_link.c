@@ -99,7 +99,7 @@ static int write_json(const char *path, cJSON *root) {
 }
 
 int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const cli_link_cfg *l,
-                   int64_t epochs, int64_t eval_every, const char *json) {
+                   int64_t epochs, int64_t eval_every, const char *json, const char *checkpoint) {
   ng_link_opts lo = NG_LINK_OPTS_INIT;
   lo.decoder = (ng_link_decoder)l->decoder;
   lo.neg = (ng_link_neg)l->neg;
@@ -150,6 +150,9 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
       cJSON_AddItemToObject(root, "test", metrics_json(&r));
     }
   }
+  /* The GNN and the decoder, for `neargnn serve` (pair scores) and the link trainer's reload. */
+  if (st == NG_OK && checkpoint && (st = ng_link_trainer_save(t, checkpoint)) == NG_OK)
+    fprintf(stderr, "checkpoint: %s\n", checkpoint);
   if (st != NG_OK)
     rc = cli_runtime_error(st);
   else if (json)

@@ -954,7 +954,7 @@ int cmd_train(int argc, char **argv) {
     if (c.comm || ranks > 1)
       rc = cli_usage_error(spec.command, "--task link runs in one process (no --ranks)");
     else if ((rc = cli_build_model(&m, spec.command, &c.net, &shape)) == CLI_CONTINUE)
-      rc = cli_train_link(ds, m, &o, &link, c.epochs, c.eval_every, files.json);
+      rc = cli_train_link(ds, m, &o, &link, c.epochs, c.eval_every, files.json, files.checkpoint);
   } else if (st != NG_OK) {
     rc = cli_runtime_error(st);
   } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE &&
