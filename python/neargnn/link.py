@@ -50,6 +50,14 @@ for _name, (_res, _args) in {
     getattr(_LIB, _name).restype = _res
     getattr(_LIB, _name).argtypes = _args
 
+# Link checkpoints and the offline scoring of given pairs.
+for _name, (_res, _args) in {
+        "ng_link_trainer_save": (c_int, [c_void_p, ctypes.c_char_p]),
+        "ng_link_trainer_load_weights": (c_int, [c_void_p, ctypes.c_char_p]),
+        "ng_link_trainer_score": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_int64])}.items():
+    getattr(_LIB, _name).restype = _res
+    getattr(_LIB, _name).argtypes = _args
+
 # The decoder and negative-sampler names, from the library's tables (core/names_impl.h).
 _DECODERS = _enum_names(_LIB.ng_link_decoder_name)
 _NEGS = _enum_names(_LIB.ng_link_neg_name)
@@ -116,6 +124,30 @@ class LinkTrainer:
         self._call(_LIB.ng_link_trainer_evaluate(ctypes.byref(m), self._h,
                                                  _choice(_SPLITS, split, "split")))
         return {k: getattr(m, k) for k in _METRIC_KEYS}
+
+    def save(self, path):
+        """Writes a link checkpoint: the GNN as Trainer.save writes it, plus the decoder (its
+        name, and the MLP's weights). `neargnn serve` answers pair-score requests from it."""
+        self._call(_LIB.ng_link_trainer_save(self._h, os.fsencode(path)))
+
+    def load_weights(self, path):
+        """Loads a link checkpoint's weights (the GNN's and the decoder's; same model, feature
+        normalisation and decoder)."""
+        self._call(_LIB.ng_link_trainer_load_weights(self._h, os.fsencode(path)))
+
+    def score(self, src, dst):
+        """The decoder's scores of the pairs (src[i], dst[i]) as a float32 array, from
+        full-neighbour layer-wise embeddings over the split's message-passing graph (the bits
+        `neargnn serve` answers on the same graph on the CPU)."""
+        import numpy as np
+        s = np.ascontiguousarray(src, dtype=np.int64).reshape(-1)
+        d = np.ascontiguousarray(dst, dtype=np.int64).reshape(-1)
+        if s.shape != d.shape:
+            raise ValueError("score: src and dst must have the same length")
+        out = np.empty(len(s), dtype=np.float32)
+        self._call(_LIB.ng_link_trainer_score(out.ctypes.data, self._h, s.ctypes.data,
+                                              d.ctypes.data, len(s)))
+        return out
 
     def close(self):
         if self._h:

@@ -50,6 +50,30 @@ class LinkTest(unittest.TestCase):
         with open(out) as f:
             self.assertEqual(json.load(f)["epochs"][1]["loss"].hex(), losses[1].hex())
 
+    def test_save_and_score(self):
+        d = os.path.join(TMP, "cora_ck")
+        shutil.copytree(CORA, d)
+        ng.split_edges(d, neg_per_pos=1, neg_source="uniform", seed=3)
+        ck = os.path.join(TMP, "link.st")
+        src, dst = [1, 2, 3, 2707], [5, 1358, 3, 0]
+        with ng.Dataset.open(d) as ds:
+            model = ng.Model.sage(1433, 8, hidden=[16], fanouts=[5, 5], dropout=0.0)
+            with ng.LinkTrainer(ds, model, decoder="mlp", mlp_hidden=4, batch=1024, seed=4,
+                                threads=2) as t:
+                t.epoch()
+                t.save(ck)
+                want = t.score(src, dst)
+            with ng.LinkTrainer(ds, model, decoder="mlp", mlp_hidden=4, seed=9) as t:
+                self.assertNotEqual(t.score(src, dst).tobytes(), want.tobytes())
+                t.load_weights(ck)
+                self.assertEqual(t.score(src, dst).tobytes(), want.tobytes())
+                with self.assertRaises(ValueError):
+                    t.score([1, 2], [3])
+            with ng.LinkTrainer(ds, model, decoder="dot") as t:
+                with self.assertRaises(ng.NeargnnError):
+                    t.load_weights(ck)
+            model.close()
+
     def test_errors(self):
         with self.assertRaises(ValueError):
             ng.split_edges(CORA, neg_source="random")
