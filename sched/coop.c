@@ -259,7 +259,13 @@ bool ng__coop_exchanges(const ng_coop *co) {
 }
 
 void ng__coop_stats(ng_coop *co, ng_coop_stats *out, bool reset) {
-  *out = co->stats;
-  if (reset)
-    memset(&co->stats, 0, sizeof co->stats);
+  /* Counting workers may be making the next epoch's iterations meanwhile: atomic reads (each
+   * counter on its own; a step counted between two reads shows in one of them only). */
+  int64_t *f[] = {&co->stats.steps, &co->stats.rows_needed, &co->stats.rows_read,
+                  &co->stats.rows_sent, &co->stats.rows_received};
+  int64_t *o[] = {&out->steps, &out->rows_needed, &out->rows_read, &out->rows_sent,
+                  &out->rows_received};
+  for (size_t k = 0; k < NG_ARRAY_LEN(f); k++)
+    *o[k] = reset ? __atomic_exchange_n(f[k], 0, __ATOMIC_RELAXED)
+                  : __atomic_load_n(f[k], __ATOMIC_RELAXED);
 }

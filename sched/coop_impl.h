@@ -80,7 +80,7 @@ ng_status ng__coop_step(ng_coop *co, const ng_minibatch *mb, ng_row_overlay *ovl
 bool ng__coop_exchanges(const ng_coop *co);
 
 /// The figures since ng__coop_create (or the last reset), into *out; with `reset`, zeroes them.
-/// Not while a step runs.
+/// Counting only, steps may run meanwhile (each counter is read atomically).
 void ng__coop_stats(ng_coop *co, ng_coop_stats *out, bool reset);
 
 #endif /* NG_COOP_IMPL_H */
