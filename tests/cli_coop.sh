@@ -5,7 +5,8 @@
 # fewer cold rows from host memory per iteration (the rows both need, once); the figures and the
 # scaling floor in --json and on stdout; the start-up figures in every rank's --json; and the
 # refusals (bf16 tables, input dropout, worker threads, modes whose device reads cold rows).
-# Under mpirun too when CMake found one (NG_MPIEXEC), the same bits.
+# Under mpirun too when CMake found one (NG_MPIEXEC): the same bits with 2 ranks, and with 3
+# whatever the cores.
 # $1: the neargnn binary; NG_DATA_DIR: the real datasets; NG_MPIEXEC: mpirun (optional).
 # shellcheck source=tests/lib_cli.sh
 . "$(dirname "$0")/lib_cli.sh"
@@ -103,6 +104,18 @@ if [ -n "${NG_MPIEXEC:-}" ]; then
   has out "cold rows (cooperative, 2 ranks)"
   cmp -s "$TMP/own-partial.st" "$TMP/coop-mpi.st" ||
     fail "mpirun -n 2 cooperative and the launcher's own wrote different checkpoints"
+  # Three ranks whatever the cores (mpirun oversubscribes where the launcher refuses).
+  for f in own cooperative; do
+    LAST="mpirun -n 3 neargnn train --cold-fetch $f"
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+      "$NG_MPIEXEC" -n 3 --oversubscribe "$BIN" train "${base[@]}" --mode partial \
+      --cold-fetch "$f" --checkpoint "$TMP/mpi3-$f.st" --json "$TMP/mpi3-$f.json" \
+      >"$TMP/out" 2>"$TMP/err" || fail "$LAST failed: $(cat "$TMP/err")"
+  done
+  cmp -s "$TMP/mpi3-own.st" "$TMP/mpi3-cooperative.st" ||
+    fail "mpirun -n 3: cooperative and own wrote different checkpoints"
+  check_json "$TMP/mpi3-own.json" "$TMP/mpi3-cooperative.json" 3 ||
+    fail "mpirun -n 3: cold-row figures wrong"
 fi
 
 # One process: nothing to share, the rank reads its own (the figures still come).
