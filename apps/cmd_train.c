@@ -50,6 +50,7 @@ typedef struct {
   const char *cache_bench;
   int cold_fetch;
   double dram_gbs; /* the host's DRAM read rate for the scaling floor; 0: from cache_bench */
+  double join_s;   /* joining the ranks (ng_comm_create), seconds */
 } train_cfg;
 
 /* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
@@ -500,11 +501,13 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
 }
 
 /* The whole run's figures in the JSON report, from the command's start: what a user waits for. */
-static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *notes) {
+static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *notes,
+                             const train_cfg *c) {
   ng_startup_times su;
   if (ng_trainer_startup(&su, t) == NG_OK) {
     cJSON *js = cJSON_AddObjectToObject(root, "startup");
     if (js) {
+      cJSON_AddNumberToObject(js, "ranks_join_s", c->join_s);
       cJSON_AddNumberToObject(js, "trainer_s", su.total_s);
       cJSON_AddNumberToObject(js, "features_copy_s", su.features_copy_s);
       cJSON_AddNumberToObject(js, "hot_upload_s", su.hot_upload_s);
@@ -804,7 +807,7 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
     report_cold_fetch(t, c, total_s > 0 ? total_it / total_s : 0.0, json ? r.root : NULL, rank);
     report_op_profile(t, json ? r.root : NULL);
     if (json && r.root) {
-      report_whole_run(r.root, t, &notes);
+      report_whole_run(r.root, t, &notes, c);
       report_memory(r.root, &mem);
       add_accuracy(r.root, "val_acc", val);
       add_accuracy(r.root, "test_acc", test);
@@ -1011,7 +1014,9 @@ int cmd_train(int argc, char **argv) {
     return cli_launch(spec.command, argc, argv, ranks);
   }
   /* One rank of several (this launcher's, or mpirun's), or a plain run. */
+  const double join0 = cli_now();
   ng_status st = ng_comm_create(&c.comm, "auto");
+  c.join_s = cli_now() - join0; /* rank 0 waits here for the others to start and connect */
   if (st != NG_OK)
     return cli_runtime_error(st);
   if (ng_comm_size(c.comm) == 1) {

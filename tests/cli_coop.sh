@@ -78,7 +78,8 @@ assert c["targets_per_s"] > 0 and abs(c["floor_ratio"] - c["targets_per_s"] / wa
 assert b["cold_fetch"]["rows_read_per_step"] == c["rows_read_per_step"], (b["cold_fetch"], c)
 for j in (a, b):
     assert j["first_iteration_s"] > 0 and j["startup"]["trainer_s"] > 0, j
-    for k in ("features_copy_s", "hot_upload_s", "register_s", "sampler_s", "staging_s"):
+    for k in ("ranks_join_s", "features_copy_s", "hot_upload_s", "register_s", "sampler_s",
+              "staging_s"):
         assert k in j["startup"], (k, j["startup"])
 PY
 
