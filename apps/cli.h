@@ -198,6 +198,7 @@ const char *const *cli_optimizer_names(void);
 const char *const *cli_mode_names(void);
 const char *const *cli_transfer_names(void);
 const char *const *cli_cache_placement_names(void);
+const char *const *cli_cold_fetch_names(void);
 extern const char *const CLI_COMBINE_NAMES[];
 
 /// The options of a cli_model_cfg `c` (a pointer), for a command's option table.
