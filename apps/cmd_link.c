@@ -118,6 +118,7 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
           (int)l->neg_per_pos, ng_link_neg_name((ng_link_neg)l->neg));
   cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "epochs");
   cJSON_AddStringToObject(root, "task", "link");
+  cJSON_AddNumberToObject(root, "train_edges", (double)info.train);
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;
   for (int64_t e = 0; e < epochs && st == NG_OK; e++) {
     st = ng_link_trainer_epoch(&s, t);
@@ -138,6 +139,13 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
     cJSON_AddNumberToObject(je, "loss", s.loss);
     cJSON_AddNumberToObject(je, "train_acc", s.train_acc);
     cJSON_AddNumberToObject(je, "seconds", s.seconds);
+    cJSON_AddNumberToObject(je, "iterations", (double)s.iterations);
+    cJSON_AddNumberToObject(je, "it_per_s", s.it_per_s);
+    /* Positive training edges per second: every epoch trains each of them once. */
+    cJSON_AddNumberToObject(je, "edges_per_s", s.seconds > 0 ? (double)info.train / s.seconds : 0);
+    char bits[64];
+    snprintf(bits, sizeof bits, "%a", s.loss);
+    cJSON_AddStringToObject(je, "loss_hex", bits);
     if (eval)
       cJSON_AddItemToObject(je, "val", metrics_json(&v));
     cJSON_AddItemToArray(arr, je);
@@ -145,9 +153,14 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && info.test > 0) {
     ng_link_metrics r = NG_LINK_METRICS_INIT;
+    const double t0 = cli_now();
     if ((st = ng_link_trainer_evaluate(&r, t, NG_SPLIT_TEST)) == NG_OK) {
+      const double seconds = cli_now() - t0;
       print_metrics("test", &r);
-      cJSON_AddItemToObject(root, "test", metrics_json(&r));
+      cJSON *jt = metrics_json(&r);
+      /* The whole evaluation: layer-wise embeddings of the nodes named, then the scoring. */
+      cJSON_AddNumberToObject(jt, "seconds", seconds);
+      cJSON_AddItemToObject(root, "test", jt);
     }
   }
   if (st != NG_OK)
