@@ -82,6 +82,8 @@ static cJSON *metrics_json(const ng_link_metrics *m) {
   cJSON_AddNumberToObject(o, "hits50", m->hits50);
   cJSON_AddNumberToObject(o, "hits100", m->hits100);
   cJSON_AddNumberToObject(o, "loss", m->loss);
+  cJSON_AddNumberToObject(o, "positives", (double)m->positives);
+  cJSON_AddNumberToObject(o, "negatives", (double)m->negatives);
   return o;
 }
 
@@ -107,8 +109,12 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
   lo.self_pairs = l->self_pairs;
   ng_link_trainer_t t = NULL;
   ng_status st = ng_link_trainer_create(&t, ds, m, o, &lo);
-  if (st != NG_OK)
+  if (st == NG_OK)
+    st = ng_link_trainer_set_epoch_iters(t, l->epoch_iters);
+  if (st != NG_OK) {
+    ng_link_trainer_destroy(t);
     return cli_runtime_error(st);
+  }
   ng_link_split_info info = NG_LINK_SPLIT_INFO_INIT;
   (void)ng_link_info(&info, t);
   fprintf(stderr,
@@ -141,8 +147,12 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
     cJSON_AddNumberToObject(je, "seconds", s.seconds);
     cJSON_AddNumberToObject(je, "iterations", (double)s.iterations);
     cJSON_AddNumberToObject(je, "it_per_s", s.it_per_s);
-    /* Positive training edges per second: every epoch trains each of them once. */
-    cJSON_AddNumberToObject(je, "edges_per_s", s.seconds > 0 ? (double)info.train / s.seconds : 0);
+    /* Positive training edges per second: the epoch's mini-batches (all of the training edges
+     * unless --epoch-iters caps them) over its seconds. */
+    const int64_t batch = o->batch > 0 ? o->batch : info.train;
+    const double trained =
+        (double)(s.iterations * batch < info.train ? s.iterations * batch : info.train);
+    cJSON_AddNumberToObject(je, "edges_per_s", s.seconds > 0 ? trained / s.seconds : 0);
     char bits[64];
     snprintf(bits, sizeof bits, "%a", s.loss);
     cJSON_AddStringToObject(je, "loss_hex", bits);

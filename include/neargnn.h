@@ -1372,6 +1372,12 @@ typedef struct {
 ng_status ng_dataset_generate_links(const char *dst_dir, const ng_generate_opts *opts,
                                     const ng_generate_links_opts *links);
 
+/// Caps each later epoch of `trainer` at `iters` mini-batches (0, the default: every training
+/// edge once): the epoch trains the first iters x batch positives of its shuffle, which depends
+/// on (seed, epoch), so successive epochs train different edges. For benchmarks on graphs whose
+/// epoch is hundreds of thousands of mini-batches (the L4 workload, docs/eval.md).
+ng_status ng_link_trainer_set_epoch_iters(ng_link_trainer_t trainer, int64_t iters);
+
 #ifdef __cplusplus
 }
 #endif

@@ -157,6 +157,11 @@ static void test_generated_links_predictable(void) {
            (long long)r.positives);
     EXPECT_TRUE(r.positives > 2000);
     EXPECT_TRUE(r.auc > 0.8);
+    /* An epoch capped at 2 mini-batches trains 2 (of about 100). */
+    EXPECT_STATUS(ng_link_trainer_set_epoch_iters(tr, -1), NG_ERR_INVALID_ARG);
+    EXPECT_OK(ng_link_trainer_set_epoch_iters(tr, 2));
+    EXPECT_OK(ng_link_trainer_epoch(&s, tr));
+    EXPECT_EQ_I(s.iterations, 2);
     ng_link_trainer_destroy(tr);
   }
   ng_model_destroy(m);
