@@ -691,9 +691,17 @@ static void fill_row(const gen *g, int64_t v, set_slot *set, draw *dr) {
   ng_rng r;
   ng_rng_seed(&r, ng_hash3(g->seed, STREAM_EDGES, (uint64_t)v));
   const pool *pools[2] = {&g->global, g->use_class ? &g->class_pools[g->group[v]] : &g->global};
+  /* With links the communities are small: a row draws at most as many neighbours from its own
+   * community as it has other members, the rest from all nodes, so that hub rows do not spend
+   * their draws on a community they have exhausted. */
+  const int64_t own_cap = g->links && g->use_global ? pools[1]->n - 1 : INT64_MAX;
+  int64_t n_own = 0;
   for (int64_t i = 0; i < d; i++) {
     /* The source is chosen once per neighbour, so that redraws keep the homophily share. */
     uint32_t own = g->use_class && (!g->use_global || (ng_rng_next(&r) >> 32) < g->h_thresh);
+    if (own && n_own >= own_cap)
+      own = 0;
+    n_own += own;
     const pool *p = pools[own];
     int64_t lo = alias_pick(p->top, (uint64_t)p->nblocks, ng_rng_next(&r)) * ALIAS_BLOCK;
     uint64_t len = (uint64_t)NG_MIN((int64_t)ALIAS_BLOCK, p->n - lo), x = ng_rng_next(&r);
