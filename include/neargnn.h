@@ -1400,6 +1400,29 @@ ng_status ng_hetero_generate(const char *dst_dir, const ng_hetero_generate_opts 
 /// type is stored both ways) and the progress callback are used. `src` is borrowed.
 ng_status ng_hetero_convert_ogb(const char *dst_dir, const char *src, const ng_convert_opts *opts);
 
+/// Options of ng_dataset_generate_links(): the planted communities.
+typedef struct {
+  size_t size;         ///< sizeof(ng_generate_links_opts)
+  int64_t communities; ///< communities, 1 to nodes; 0: about one per 256 nodes, at least `classes`
+} ng_generate_links_opts;
+#define NG_GENERATE_LINKS_OPTS_INIT                                                                \
+  { sizeof(ng_generate_links_opts), 0 }
+
+/// Generates a dataset for link prediction into `dst_dir` (docs/generate.md#links): the graph
+/// of ng_dataset_generate() with the classes replaced, for the edges and the features, by
+/// `links->communities` planted communities (a degree-corrected stochastic block model: a row
+/// draws `homophily` of its entries from its own community, each in proportion to the weights;
+/// every community has its own mean feature). A node's label is its community modulo `classes`.
+/// `links` may be NULL (the defaults). Deterministic from the seed, whatever the thread count.
+ng_status ng_dataset_generate_links(const char *dst_dir, const ng_generate_opts *opts,
+                                    const ng_generate_links_opts *links);
+
+/// Caps each later epoch of `trainer` at `iters` mini-batches (0, the default: every training
+/// edge once): the epoch trains the first iters x batch positives of its shuffle, which depends
+/// on (seed, epoch), so successive epochs train different edges. For benchmarks on graphs whose
+/// epoch is hundreds of thousands of mini-batches (the L4 workload, docs/eval.md).
+ng_status ng_link_trainer_set_epoch_iters(ng_link_trainer_t trainer, int64_t iters);
+
 #ifdef __cplusplus
 }
 #endif
