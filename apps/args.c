@@ -66,6 +66,9 @@ const char *const *cli_normalize_names(void) {
 const char *const *cli_cache_placement_names(void) {
   CLI_ENUM_CHOICES(ng_cache_placement_name, ng_cache_placement, NULL);
 }
+const char *const *cli_cold_fetch_names(void) {
+  CLI_ENUM_CHOICES(ng_cold_fetch_name, ng_cold_fetch, NULL);
+}
 
 const char *const *cli_aggregator_names(void) {
   static const char *names[CLI_MAX_CHOICES + 1];

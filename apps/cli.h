@@ -198,6 +198,7 @@ const char *const *cli_optimizer_names(void);
 const char *const *cli_mode_names(void);
 const char *const *cli_transfer_names(void);
 const char *const *cli_cache_placement_names(void);
+const char *const *cli_cold_fetch_names(void);
 extern const char *const CLI_COMBINE_NAMES[];
 
 /// The options of a cli_model_cfg `c` (a pointer), for a command's option table.
@@ -260,6 +261,7 @@ typedef struct {
   int32_t neg_per_pos; ///< training negatives per positive
   int64_t embed_dim;   ///< the last layer's width (0: --hidden)
   int self_pairs;      ///< --self-pairs
+  int64_t epoch_iters; ///< --epoch-iters: mini-batches per epoch at most (0: all)
 } cli_link_cfg;
 
 // clang-format off
@@ -277,7 +279,9 @@ typedef struct {
       CLI_OPT_INT("embed-dim", &(l)->embed_dim, "D", 0, INT32_MAX,                                 \
                   "--task link: the embedding's width, the last layer's (0: --hidden)"),          \
       CLI_OPT_FLAG("self-pairs", &(l)->self_pairs,                                                 \
-                   "--task link: each node paired with itself is a positive too (GAE's A + I)")
+                   "--task link: each node paired with itself is a positive too (GAE's A + I)"),  \
+      CLI_OPT_INT("epoch-iters", &(l)->epoch_iters, "N", 0, INT64_MAX,                             \
+                  "--task link: at most N mini-batches per epoch (0: every training edge)")
 // clang-format on
 
 /// Trains `m` for link prediction on `ds` for `epochs` epochs, with validation metrics every

@@ -209,6 +209,8 @@ int cmd_generate(int argc, char **argv) {
   int progress = CLI_PROGRESS_AUTO;
   const char *hetero = NULL, *types = NULL, *relations = NULL, *target = NULL;
   double scale = 1.0;
+  int links = 0;
+  ng_generate_links_opts lo = NG_GENERATE_LINKS_OPTS_INIT;
   cli_opt opts[] = {
       CLI_OPT_STRING("out", &out, "DIR", "output folder; must not exist", .required = true),
       CLI_OPT_INT("nodes", &o.nodes, "N", 2, INT64_MAX,
@@ -247,6 +249,11 @@ int cmd_generate(int argc, char **argv) {
                      "first type)"),
       CLI_OPT_FLOAT("scale", &scale, "F", 0, true, INFINITY, false,
                     "--hetero: multiplies every type's COUNT"),
+      CLI_OPT_FLAG("links", &links,
+                   "for link prediction: planted communities shape the edges and the features "
+                   "(docs/generate.md#links)"),
+      CLI_OPT_INT("communities", &lo.communities, "K", 0, INT32_MAX,
+                  "--links: communities; 0: about one per 256 nodes"),
       CLI_OPT_PROGRESS(&progress),
   };
   cli_spec spec = {
@@ -262,6 +269,7 @@ int cmd_generate(int argc, char **argv) {
                "Ctrl-C stops cleanly and writes nothing (exit status 130).",
       .example =
           "neargnn generate --out data/pl10m --nodes 10M --avg-degree 20 --dim 256 --seed 7\n"
+          "neargnn generate --out data/pl10m-links --links --nodes 10M --seed 7\n"
           "neargnn generate --out data/mag --hetero mag --seed 7\n"
           "neargnn generate --out data/h --hetero custom --types "
           "paper:100k:128,author:200k:0 --relations "
@@ -272,6 +280,10 @@ int cmd_generate(int argc, char **argv) {
     return rc;
   if ((rc = check_split_sum(spec.command, o.train_frac, o.val_frac, o.test_frac)) != CLI_CONTINUE)
     return rc;
+  if (hetero && links)
+    return cli_usage_error(spec.command, "--links and --hetero cannot be combined");
+  if (!links && find_opt(opts, N_OPTS(opts), "communities")->seen)
+    return cli_usage_error(spec.command, "--communities applies with --links only");
   if (hetero)
     return generate_hetero(&spec, hetero, out, &o, types, relations, target, scale, progress);
   static const char *const HETERO_ONLY[] = {"types", "relations", "target", "scale"};
@@ -284,7 +296,7 @@ int cmd_generate(int argc, char **argv) {
   o.progress = cli_progress_cb;
   o.progress_ctx = &pr;
   double t0 = cli_now();
-  ng_status st = ng_dataset_generate(out, &o);
+  ng_status st = links ? ng_dataset_generate_links(out, &o, &lo) : ng_dataset_generate(out, &o);
   double seconds = cli_now() - t0;
   cli_progress_end(&pr, st);
   if (st != NG_OK)

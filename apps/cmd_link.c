@@ -82,6 +82,8 @@ static cJSON *metrics_json(const ng_link_metrics *m) {
   cJSON_AddNumberToObject(o, "hits50", m->hits50);
   cJSON_AddNumberToObject(o, "hits100", m->hits100);
   cJSON_AddNumberToObject(o, "loss", m->loss);
+  cJSON_AddNumberToObject(o, "positives", (double)m->positives);
+  cJSON_AddNumberToObject(o, "negatives", (double)m->negatives);
   return o;
 }
 
@@ -107,8 +109,12 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
   lo.self_pairs = l->self_pairs;
   ng_link_trainer_t t = NULL;
   ng_status st = ng_link_trainer_create(&t, ds, m, o, &lo);
-  if (st != NG_OK)
+  if (st == NG_OK)
+    st = ng_link_trainer_set_epoch_iters(t, l->epoch_iters);
+  if (st != NG_OK) {
+    ng_link_trainer_destroy(t);
     return cli_runtime_error(st);
+  }
   ng_link_split_info info = NG_LINK_SPLIT_INFO_INIT;
   (void)ng_link_info(&info, t);
   fprintf(stderr,
@@ -118,6 +124,7 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
           (int)l->neg_per_pos, ng_link_neg_name((ng_link_neg)l->neg));
   cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "epochs");
   cJSON_AddStringToObject(root, "task", "link");
+  cJSON_AddNumberToObject(root, "train_edges", (double)info.train);
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;
   for (int64_t e = 0; e < epochs && st == NG_OK; e++) {
     st = ng_link_trainer_epoch(&s, t);
@@ -138,6 +145,17 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
     cJSON_AddNumberToObject(je, "loss", s.loss);
     cJSON_AddNumberToObject(je, "train_acc", s.train_acc);
     cJSON_AddNumberToObject(je, "seconds", s.seconds);
+    cJSON_AddNumberToObject(je, "iterations", (double)s.iterations);
+    cJSON_AddNumberToObject(je, "it_per_s", s.it_per_s);
+    /* Positive training edges per second: the epoch's mini-batches (all of the training edges
+     * unless --epoch-iters caps them) over its seconds. */
+    const int64_t batch = o->batch > 0 ? o->batch : info.train;
+    const double trained =
+        (double)(s.iterations * batch < info.train ? s.iterations * batch : info.train);
+    cJSON_AddNumberToObject(je, "edges_per_s", s.seconds > 0 ? trained / s.seconds : 0);
+    char bits[64];
+    snprintf(bits, sizeof bits, "%a", s.loss);
+    cJSON_AddStringToObject(je, "loss_hex", bits);
     if (eval)
       cJSON_AddItemToObject(je, "val", metrics_json(&v));
     cJSON_AddItemToArray(arr, je);
@@ -145,9 +163,14 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && info.test > 0) {
     ng_link_metrics r = NG_LINK_METRICS_INIT;
+    const double t0 = cli_now();
     if ((st = ng_link_trainer_evaluate(&r, t, NG_SPLIT_TEST)) == NG_OK) {
+      const double seconds = cli_now() - t0;
       print_metrics("test", &r);
-      cJSON_AddItemToObject(root, "test", metrics_json(&r));
+      cJSON *jt = metrics_json(&r);
+      /* The whole evaluation: layer-wise embeddings of the nodes named, then the scoring. */
+      cJSON_AddNumberToObject(jt, "seconds", seconds);
+      cJSON_AddItemToObject(root, "test", jt);
     }
   }
   /* The GNN and the decoder, for `neargnn serve` (pair scores) and the link trainer's reload. */

@@ -18,6 +18,7 @@
 #define OPTIMIZER_NAMES cli_optimizer_names()
 static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
 #define CACHE_PLACEMENT_NAMES cli_cache_placement_names()
+#define COLD_FETCH_NAMES cli_cold_fetch_names()
 static const char *const PRECISION_NAMES[] = {"fp32", "tf32", "bf16", NULL};
 /* In ng_sampler_kind's order; "gpu" is the device sampler's name on the cuda device. */
 static const char *const SAMPLER_NAMES[] = {"auto", "cpu", "gpu", NULL};
@@ -47,6 +48,9 @@ typedef struct {
   ng_comm_t comm; /* the ranks of a data-parallel run, or NULL */
   int cache_placement;
   const char *cache_bench;
+  int cold_fetch;
+  double dram_gbs; /* the host's DRAM read rate for the scaling floor; 0: from cache_bench */
+  double join_s;   /* joining the ranks (ng_comm_create), seconds */
 } train_cfg;
 
 /* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
@@ -64,6 +68,7 @@ static void runtime_defaults(train_cfg *c) {
   c->device_share = d.device_share;
   c->eval_chunk = d.eval_chunk;
   c->cache_placement = (int)d.cache_placement;
+  c->cold_fetch = (int)d.cold_fetch;
 }
 
 /* The library's options for the configuration `c`. */
@@ -94,6 +99,7 @@ static void train_opts_of(ng_train_opts *o, const train_cfg *c) {
   o->precision = (ng_precision)c->precision;
   o->cache_placement = (ng_cache_placement)c->cache_placement;
   o->cache_bench = c->cache_bench;
+  o->cold_fetch = (ng_cold_fetch)c->cold_fetch;
   o->sampler = (ng_sampler_kind)c->sampler;
   o->op_profile_every = c->op_profile;
   o->max_host_memory = c->max_host_memory;
@@ -495,11 +501,13 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
 }
 
 /* The whole run's figures in the JSON report, from the command's start: what a user waits for. */
-static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *notes) {
+static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *notes,
+                             const train_cfg *c) {
   ng_startup_times su;
   if (ng_trainer_startup(&su, t) == NG_OK) {
     cJSON *js = cJSON_AddObjectToObject(root, "startup");
     if (js) {
+      cJSON_AddNumberToObject(js, "ranks_join_s", c->join_s);
       cJSON_AddNumberToObject(js, "trainer_s", su.total_s);
       cJSON_AddNumberToObject(js, "features_copy_s", su.features_copy_s);
       cJSON_AddNumberToObject(js, "hot_upload_s", su.hot_upload_s);
@@ -528,6 +536,74 @@ static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *
     cJSON_AddNumberToObject(root, "first_iteration_s", notes->first_iter - cli_start_time());
     cJSON_AddNumberToObject(root, "wall_to_last_step_s", notes->last_iter - cli_start_time());
   }
+}
+
+/* The host's DRAM read rate for the scaling floor: --dram-gbs, else the largest cpu_alone_gbs
+ * of the --cache-bench file (bench_floor --json: CPU threads reading rows from the table), else
+ * 0 (unknown). */
+static double dram_gbs(const train_cfg *c) {
+  if (c->dram_gbs > 0.0)
+    return c->dram_gbs;
+  if (!c->cache_bench)
+    return 0.0;
+  FILE *f = fopen(c->cache_bench, "rb");
+  if (!f)
+    return 0.0;
+  char buf[65536];
+  const size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  cJSON *doc = cJSON_ParseWithLength(buf, n);
+  double best = 0.0;
+  const cJSON *row = NULL;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "threads")) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(row, "cpu_alone_gbs");
+    if (cJSON_IsNumber(g) && g->valuedouble > best)
+      best = g->valuedouble;
+  }
+  cJSON_Delete(doc);
+  return best;
+}
+
+/* The cold rows the host read and the scaling floor they set (docs/distributed.md): a line on
+ * stdout for a run of several ranks (rank 0), and "cold_fetch" in the JSON summary. */
+static void report_cold_fetch(ng_trainer_t t, const train_cfg *c, double it_per_s, cJSON *root,
+                              int rank) {
+  ng_cold_fetch_stats cf = NG_COLD_FETCH_STATS_INIT;
+  if (ng_trainer_cold_fetch(&cf, t) != NG_OK || cf.steps == 0)
+    return;
+  const double gbs = dram_gbs(c);
+  const double floor_tps = gbs > 0.0 && cf.bytes_per_target > 0.0
+                               ? gbs * 1e9 / cf.bytes_per_target
+                               : 0.0; /* 0: unknown, or no cold byte (no DRAM bound) */
+  const double tps = it_per_s * (double)c->batch;
+  if (rank == 0 && cf.ranks > 1) {
+    printf("cold rows (%s, %d ranks): %.1f needed, %.1f read from host memory per iteration, "
+           "%.0f B/target",
+           ng_cold_fetch_name(cf.mode), (int)cf.ranks, cf.rows_needed_per_step,
+           cf.rows_read_per_step, cf.bytes_per_target);
+    if (floor_tps > 0.0)
+      printf("; floor %.3g targets/s at %.1f GB/s host DRAM, reached %.3g (%.0f%%)\n", floor_tps,
+             gbs, tps, 100.0 * tps / floor_tps);
+    else
+      printf("; floor: %s\n", cf.bytes_per_target > 0.0
+                                  ? "give --dram-gbs or a bench_floor --json as --cache-bench"
+                                  : "none (no cold row)");
+  }
+  cJSON *j = root ? cJSON_AddObjectToObject(root, "cold_fetch") : NULL;
+  if (!j)
+    return;
+  cJSON_AddStringToObject(j, "mode", ng_cold_fetch_name(cf.mode));
+  cJSON_AddNumberToObject(j, "ranks", cf.ranks);
+  cJSON_AddNumberToObject(j, "steps", (double)cf.steps);
+  cJSON_AddNumberToObject(j, "rows_needed_per_step", cf.rows_needed_per_step);
+  cJSON_AddNumberToObject(j, "rows_read_per_step", cf.rows_read_per_step);
+  cJSON_AddNumberToObject(j, "rows_sent_per_step", cf.rows_sent_per_step);
+  cJSON_AddNumberToObject(j, "row_bytes", (double)cf.row_bytes);
+  cJSON_AddNumberToObject(j, "bytes_per_target", cf.bytes_per_target);
+  cJSON_AddNumberToObject(j, "dram_gbs", gbs);
+  cJSON_AddNumberToObject(j, "floor_targets_per_s", floor_tps);
+  cJSON_AddNumberToObject(j, "targets_per_s", tps);
+  cJSON_AddNumberToObject(j, "floor_ratio", floor_tps > 0.0 ? tps / floor_tps : 0.0);
 }
 
 /* --checkpoint-every N (iterations) or Nm (minutes, a decimal number); needs --checkpoint. */
@@ -728,9 +804,10 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
              ng_trainer_epochs_done(t), c->epochs);
     print_accuracy("val-acc", val);
     print_accuracy("test-acc", test);
+    report_cold_fetch(t, c, total_s > 0 ? total_it / total_s : 0.0, json ? r.root : NULL, rank);
     report_op_profile(t, json ? r.root : NULL);
     if (json && r.root) {
-      report_whole_run(r.root, t, &notes);
+      report_whole_run(r.root, t, &notes, c);
       report_memory(r.root, &mem);
       add_accuracy(r.root, "val_acc", val);
       add_accuracy(r.root, "test_acc", test);
@@ -847,7 +924,15 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
                      "beat 2 x H2D; docs/distributed.md)"),                                        \
       CLI_OPT_STRING("cache-bench", &(c)->cache_bench, "FILE",                                     \
                      "--cache-placement auto: peer_gbs and h2d_gbs from this bench_floor --json "  \
-                     "file instead of a start-up measurement")
+                     "file instead of a start-up measurement; its cpu_alone_gbs is the floor's "   \
+                     "host DRAM rate"),                                                            \
+      CLI_OPT_CHOICE("cold-fetch", &(c)->cold_fetch, "F", COLD_FETCH_NAMES,                        \
+                     "several ranks of one host: own (each reads its cold rows) or cooperative "   \
+                     "(each row read once for the host by its owner rank and sent to the ranks "   \
+                     "that need it; docs/distributed.md)"),                                        \
+      CLI_OPT_FLOAT("dram-gbs", &(c)->dram_gbs, "GBS", 0, false, INFINITY, false,                  \
+                    "the host's DRAM read rate for the scaling floor of the report",               \
+                    .default_text = "--cache-bench's cpu_alone_gbs, else no floor")
 // clang-format on
 
 int cmd_train(int argc, char **argv) {
@@ -929,7 +1014,9 @@ int cmd_train(int argc, char **argv) {
     return cli_launch(spec.command, argc, argv, ranks);
   }
   /* One rank of several (this launcher's, or mpirun's), or a plain run. */
+  const double join0 = cli_now();
   ng_status st = ng_comm_create(&c.comm, "auto");
+  c.join_s = cli_now() - join0; /* rank 0 waits here for the others to start and connect */
   if (st != NG_OK)
     return cli_runtime_error(st);
   if (ng_comm_size(c.comm) == 1) {

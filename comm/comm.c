@@ -72,6 +72,39 @@ ng_status ng__comm_allgather(struct ng_comm *c, const void *in, void *out, size_
   return c->ops->allgather(c, in, out, bytes);
 }
 
+ng_status ng__comm_alltoallv(struct ng_comm *c, const void *send, const size_t *send_bytes,
+                             void *recv, const size_t *recv_bytes) {
+  NG_CHECK(ng__comm_check(c));
+  if (!send_bytes || !recv_bytes)
+    return ng__err(NG_ERR_INVALID_ARG, "all-to-all: the block sizes are NULL");
+  size_t s_off = 0, r_off = 0;
+  for (int q = 0; q < c->rank; q++) {
+    s_off += send_bytes[q];
+    r_off += recv_bytes[q];
+  }
+  if (send_bytes[c->rank] != recv_bytes[c->rank])
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "all-to-all: rank %d sends itself %zu bytes but expects %zu from itself",
+                   c->rank, send_bytes[c->rank], recv_bytes[c->rank]);
+  if (send_bytes[c->rank] > 0)
+    memmove((char *)recv + r_off, (const char *)send + s_off, send_bytes[c->rank]);
+  if (c->size == 1)
+    return NG_OK;
+  return c->ops->alltoallv(c, send, send_bytes, recv, recv_bytes);
+}
+
+ng_status ng__comm_alltoall(struct ng_comm *c, const void *in, void *out, size_t bytes) {
+  NG_CHECK(ng__comm_check(c));
+  size_t *sizes = ng__malloc((size_t)c->size * sizeof *sizes, "the all-to-all's block sizes");
+  if (!sizes)
+    return NG_ERR_NOMEM;
+  for (int q = 0; q < c->size; q++)
+    sizes[q] = bytes;
+  const ng_status st = ng__comm_alltoallv(c, in, sizes, out, sizes);
+  free(sizes);
+  return st;
+}
+
 ng_status ng__comm_barrier(struct ng_comm *c) {
   double x = 0.0;
   return ng__comm_allreduce_f64(c, &x, 1);
@@ -112,7 +145,7 @@ static void one_destroy(struct ng_comm *c) {
   (void)c;
 }
 
-static const ng_comm_ops ONE = {"one", NULL, NULL, NULL, one_destroy};
+static const ng_comm_ops ONE = {"one", NULL, NULL, NULL, NULL, one_destroy};
 
 /* Started by mpirun (Open MPI) or another PMI launcher. */
 static bool under_mpirun(void) {

@@ -24,6 +24,11 @@ typedef struct {
   ng_status (*bcast)(struct ng_comm *c, void *buf, size_t bytes, int root);
   /// Every rank's `bytes` at `in` into out[rank * bytes ..] on every rank.
   ng_status (*allgather)(struct ng_comm *c, const void *in, void *out, size_t bytes);
+  /// All-to-all of blocks of any size: send[send_off[q] .. + send_bytes[q]) goes to rank q, and
+  /// rank p's block for this rank lands at recv[recv_off[p] .. + recv_bytes[p]) (the blocks of
+  /// each side packed in rank order; the self block is copied by the caller, ng__comm_alltoallv).
+  ng_status (*alltoallv)(struct ng_comm *c, const void *send, const size_t *send_bytes, void *recv,
+                         const size_t *recv_bytes);
   void (*destroy)(struct ng_comm *c);
 } ng_comm_ops;
 
@@ -46,6 +51,17 @@ ng_status ng__comm_allreduce_f32(struct ng_comm *c, float *x, int64_t n);
 ng_status ng__comm_allreduce_f64(struct ng_comm *c, double *x, int64_t n);
 ng_status ng__comm_bcast(struct ng_comm *c, void *buf, size_t bytes, int root);
 ng_status ng__comm_allgather(struct ng_comm *c, const void *in, void *out, size_t bytes);
+/// All-to-all of blocks of any size (the cooperative cold fetch's exchange, sched/coop.c):
+/// `send` holds one block for each rank q in rank order, send_bytes[q] bytes each (the block
+/// for this rank included); `recv` receives rank p's block for this rank at the sum of
+/// recv_bytes[0 .. p), recv_bytes[p] bytes long. Every pair must agree on the sizes (p's
+/// send_bytes[q] is q's recv_bytes[p]): exchange them first with ng__comm_alltoall. Blocks are
+/// delivered as sent, byte for byte.
+ng_status ng__comm_alltoallv(struct ng_comm *c, const void *send, const size_t *send_bytes,
+                             void *recv, const size_t *recv_bytes);
+/// All-to-all of `bytes` from each rank to each rank: in[q * bytes ..] to rank q, rank p's at
+/// out[p * bytes ..].
+ng_status ng__comm_alltoall(struct ng_comm *c, const void *in, void *out, size_t bytes);
 /// Waits until every rank has called it.
 ng_status ng__comm_barrier(struct ng_comm *c);
 

@@ -65,6 +65,37 @@ static ng_status m_allgather(struct ng_comm *c, const void *in, void *out, size_
   return NG_OK;
 }
 
+static ng_status m_alltoallv(struct ng_comm *c, const void *send, const size_t *send_bytes,
+                             void *recv, const size_t *recv_bytes) {
+  const int n = c->size;
+  int *v = ng__malloc((size_t)n * 4 * sizeof *v, "the all-to-all's counts");
+  if (!v)
+    return NG_ERR_NOMEM;
+  int *sc = v, *sd = v + n, *rc = v + 2 * n, *rd = v + 3 * n;
+  size_t so = 0, ro = 0;
+  for (int q = 0; q < n; q++) {
+    sc[q] = (int)send_bytes[q];
+    rc[q] = (int)recv_bytes[q];
+    sd[q] = (int)so;
+    rd[q] = (int)ro;
+    so += send_bytes[q];
+    ro += recv_bytes[q];
+  }
+  if (so > (size_t)INT32_MAX || ro > (size_t)INT32_MAX) {
+    free(v);
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "distributed: an all-to-all of %zu bytes sent, %zu received is over MPI's "
+                   "int counts",
+                   so, ro);
+  }
+  /* The self block was copied by the caller; sending it again is harmless (same bytes). */
+  const int rc_mpi = MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
+  free(v);
+  if (rc_mpi != MPI_SUCCESS)
+    return mpi_err(rc_mpi, "MPI_Alltoallv");
+  return NG_OK;
+}
+
 static void m_destroy(struct ng_comm *c) {
   mpi_comm *m = c->impl;
   if (m && m->initialised) {
@@ -77,7 +108,8 @@ static void m_destroy(struct ng_comm *c) {
   c->impl = NULL;
 }
 
-static const ng_comm_ops MPI_OPS = {"mpi", m_allreduce, m_bcast, m_allgather, m_destroy};
+static const ng_comm_ops MPI_OPS = {"mpi",       m_allreduce, m_bcast,
+                                    m_allgather, m_alltoallv, m_destroy};
 
 bool ng__comm_have_mpi(void) {
   return true;

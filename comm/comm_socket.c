@@ -114,6 +114,122 @@ static ng_status s_allgather(struct ng_comm *c, const void *in, void *out, size_
   return NG_OK;
 }
 
+/* Block sizes travel as 64-bit counts. */
+static ng_status check_sizes(const uint64_t *got, const size_t *want, int size, int me) {
+  for (int p = 0; p < size; p++)
+    if (p != me && got[p] != (uint64_t)want[p])
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "distributed: all-to-all: rank %d sends %llu bytes to rank %d, which "
+                     "expects %zu (the ranks disagree on the exchange's sizes)",
+                     p, (unsigned long long)got[p], me, want[p]);
+  return NG_OK;
+}
+
+/* Through rank 0, as the other collectives: every other rank sends it a header of its block
+ * sizes and its blocks for the others; rank 0 keeps them, then sends each rank a header of the
+ * sizes it gets and its blocks in source-rank order. A rank sends everything before it receives
+ * anything and rank 0 receives everything before it sends, so no two ranks wait on each other. */
+static ng_status s_alltoallv(struct ng_comm *c, const void *send, const size_t *send_bytes,
+                             void *recv, const size_t *recv_bytes) {
+  int *fd = sc(c)->fd;
+  const int n = c->size, me = c->rank;
+  const char *src = send;
+  char *dst = recv;
+  uint64_t *hdr = ng__malloc((size_t)n * (size_t)n * sizeof *hdr, "the all-to-all's sizes");
+  size_t *at = ng__malloc((size_t)n * sizeof *at, "the all-to-all's offsets");
+  ng_status st = hdr && at ? NG_OK : NG_ERR_NOMEM;
+  if (st != NG_OK)
+    goto out;
+  if (me != 0) {
+    for (int q = 0; q < n; q++)
+      hdr[q] = send_bytes[q];
+    st = send_all(fd[0], hdr, (size_t)n * sizeof *hdr, 0);
+    size_t off = 0;
+    for (int q = 0; q < n && st == NG_OK; q++) {
+      if (q != me && send_bytes[q] > 0)
+        st = send_all(fd[0], src + off, send_bytes[q], 0);
+      off += send_bytes[q];
+    }
+    if (st == NG_OK)
+      st = recv_all(fd[0], hdr, (size_t)n * sizeof *hdr, 0);
+    if (st == NG_OK)
+      st = check_sizes(hdr, recv_bytes, n, me);
+    off = 0;
+    for (int p = 0; p < n && st == NG_OK; p++) {
+      if (p != me && recv_bytes[p] > 0)
+        st = recv_all(fd[0], dst + off, recv_bytes[p], 0);
+      off += recv_bytes[p];
+    }
+    goto out;
+  }
+  /* Rank 0: row p of hdr is rank p's sizes; rank p's blocks for ranks other than itself are
+   * kept back to back in the scratch, from at[p]. */
+  for (int q = 0; q < n; q++)
+    hdr[q] = send_bytes[q];
+  size_t total = 0;
+  for (int p = 1; p < n && st == NG_OK; p++) {
+    st = recv_all(fd[p], hdr + (size_t)p * (size_t)n, (size_t)n * sizeof *hdr, p);
+    if (st != NG_OK)
+      break;
+    size_t mine = 0;
+    for (int q = 0; q < n; q++)
+      if (q != p)
+        mine += (size_t)hdr[(size_t)p * (size_t)n + (size_t)q];
+    at[p] = total;
+    total += mine;
+    st = ng__host_reserve(&c->scratch, &c->scratch_cap, NG_MAX(total, (size_t)1),
+                          "the all-to-all's blocks");
+    if (st == NG_OK && mine > 0)
+      st = recv_all(fd[p], (char *)c->scratch + at[p], mine, p);
+  }
+  if (st != NG_OK)
+    goto out;
+  {
+    uint64_t *sizes = ng__malloc((size_t)n * sizeof *sizes, "the all-to-all's sizes");
+    if (!sizes) {
+      st = NG_ERR_NOMEM;
+      goto out;
+    }
+    for (int p = 0; p < n; p++)
+      sizes[p] = hdr[(size_t)p * (size_t)n];
+    st = check_sizes(sizes, recv_bytes, n, 0);
+    /* Rank 0's own share: each rank's block for it is the first of its kept blocks. */
+    size_t off = recv_bytes[0];
+    for (int p = 1; p < n && st == NG_OK; p++) {
+      memcpy(dst + off, (char *)c->scratch + at[p], recv_bytes[p]);
+      off += recv_bytes[p];
+    }
+    for (int q = 1; q < n && st == NG_OK; q++) {
+      for (int p = 0; p < n; p++)
+        sizes[p] = hdr[(size_t)p * (size_t)n + (size_t)q];
+      st = send_all(fd[q], sizes, (size_t)n * sizeof *sizes, q);
+      for (int p = 0; p < n && st == NG_OK; p++) {
+        if (p == q || sizes[p] == 0)
+          continue;
+        const char *block = NULL;
+        if (p == 0) {
+          size_t o = 0;
+          for (int k = 0; k < q; k++)
+            o += send_bytes[k];
+          block = src + o;
+        } else { /* rank p's kept blocks skip its own: those for ranks below q, but not p */
+          size_t o = at[p];
+          for (int k = 0; k < q; k++)
+            if (k != p)
+              o += (size_t)hdr[(size_t)p * (size_t)n + (size_t)k];
+          block = (const char *)c->scratch + o;
+        }
+        st = send_all(fd[q], block, (size_t)sizes[p], q);
+      }
+    }
+    free(sizes);
+  }
+out:
+  free(hdr);
+  free(at);
+  return st;
+}
+
 static void s_destroy(struct ng_comm *c) {
   sock_comm *s = sc(c);
   if (!s)
@@ -127,7 +243,8 @@ static void s_destroy(struct ng_comm *c) {
   c->impl = NULL;
 }
 
-static const ng_comm_ops SOCKET = {"socket", s_allreduce, s_bcast, s_allgather, s_destroy};
+static const ng_comm_ops SOCKET = {"socket",    s_allreduce, s_bcast,
+                                   s_allgather, s_alltoallv, s_destroy};
 
 /* An integer environment variable in [lo, hi], or an error naming it. */
 static ng_status env_int(int *out, const char *name, int lo, int hi, int dflt) {

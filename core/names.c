@@ -20,6 +20,7 @@ enum { NG_FETCH_NAMES(NG_INDEX_) };
 enum { NG_OPTIMIZER_NAMES(NG_INDEX_) };
 enum { NG_NORMALIZE_NAMES(NG_INDEX_) };
 enum { NG_CACHE_PLACEMENT_NAMES(NG_INDEX_) };
+enum { NG_COLD_FETCH_NAMES(NG_INDEX_) };
 enum { NG_LINK_DECODER_NAMES(NG_INDEX_) };
 enum { NG_LINK_NEG_NAMES(NG_INDEX_) };
 enum { NG_REDUCE_NAMES(NG_INDEX_) };
@@ -33,6 +34,7 @@ NG_FETCH_NAMES(NG_AT_INDEX_)
 NG_OPTIMIZER_NAMES(NG_AT_INDEX_)
 NG_NORMALIZE_NAMES(NG_AT_INDEX_)
 NG_CACHE_PLACEMENT_NAMES(NG_AT_INDEX_)
+NG_COLD_FETCH_NAMES(NG_AT_INDEX_)
 NG_LINK_DECODER_NAMES(NG_AT_INDEX_)
 NG_LINK_NEG_NAMES(NG_AT_INDEX_)
 NG_REDUCE_NAMES(NG_AT_INDEX_)
@@ -97,6 +99,7 @@ NG_NAME_FUNCTIONS(ng_link_decoder, link_decoder, NG_LINK_DECODER_NAMES, "link de
 NG_NAME_FUNCTIONS(ng_link_neg, link_neg, NG_LINK_NEG_NAMES, "negative sampler", "?")
 NG_NAME_FUNCTIONS(ng_cache_placement, cache_placement, NG_CACHE_PLACEMENT_NAMES, "cache placement",
                   NULL)
+NG_NAME_FUNCTIONS(ng_cold_fetch, cold_fetch, NG_COLD_FETCH_NAMES, "cold fetch", NULL)
 
 static const struct {
   const char *name;

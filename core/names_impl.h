@@ -38,6 +38,9 @@
   X(NG_CACHE_REPLICATED, "replicated") X(NG_CACHE_PARTITIONED, "partitioned")                      \
   X(NG_CACHE_AUTO, "auto")
 
+#define NG_COLD_FETCH_NAMES(X)                                                                     \
+  X(NG_COLD_FETCH_OWN, "own") X(NG_COLD_FETCH_COOPERATIVE, "cooperative")
+
 /* The parts of an aggregator, as checkpoints record them. */
 #define NG_REDUCE_NAMES(X) X(NG_REDUCE_SUM, "sum") X(NG_REDUCE_MAX, "max") X(NG_REDUCE_MIN, "min")
 #define NG_EDGE_WEIGHT_NAMES(X)                                                                    \

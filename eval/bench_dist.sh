@@ -1,43 +1,70 @@
 #!/usr/bin/env bash
 # Data-parallel scaling on the GPUs of one host (docs/distributed.md): W1 and W4 in hybrid mode
-# on 1 and 2 GPUs at the same per-GPU batch (the global batch is GPUs x the workload's), through
-# the harness (eval/harness/run.py --ranks N, the built-in launcher: no MPI needed). Prints and
-# writes to OUT/summary.md, per workload and GPU count: iterations/s, targets/s (iterations/s x
-# the global batch), the speedup over one GPU in targets/s, and the gradient all-reduce's time
-# per iteration (NCCL, device time). Before that, two checks on a small generated graph:
+# on 1, 2, 4 and 8 GPUs (those of GPUS that the host has) at the same per-GPU batch (the global
+# batch is GPUs x the workload's), through the harness (eval/harness/run.py --ranks N, the
+# built-in launcher: no MPI needed), once per precision (PRECISIONS) and, from 2 GPUs on, once
+# per variant (VARIANTS):
+#   - replicated: every GPU caches rows [0, H), every rank reads its own cold rows;
+#   - partitioned: the GPUs cache rows [0, GPUs x H) between them (--cache-placement);
+#   - cooperative: replicated, the cold rows read once for the host by their owner rank and sent
+#     to the ranks that need them (--cold-fetch cooperative; so far the CPU backend's path: on
+#     the GPU the run is refused with the reason, which the summary shows).
+# Prints and writes to OUT/summary.md, per workload, precision, GPU count and variant:
+# iterations/s, targets/s (iterations/s x the global batch), the speedup over one GPU in
+# targets/s, the hit rate, the gradient all-reduce's time per iteration, the host DRAM bytes per
+# target the ranks read (cold_fetch in --json) and the scaling floor they set with the host's
+# DRAM rate (bench_floor's cpu_alone_gbs, passed as --cache-bench), and the share of the floor
+# reached. OUT/plot-<workload>-<precision>.dat holds the plot's data: per GPU count, targets/s of
+# each variant, one GPU x GPUs, and the floor of each variant (gnuplot: `plot for [i=2:*] f u
+# 1:i w lp t columnhead`).
+# Before that, checks on a small generated graph (2 GPUs or more):
 #   - the same seed and GPU count give the same bits (two 2-GPU runs' checkpoints are equal);
 #   - 2 GPUs against 1 at the same global batch: the same parameters within 1e-4 relative
 #     (fp32 rounding: cuBLAS sums a split batch in another order; plain SGD, no dropout);
 #   - the partitioned cache (2 GPUs x 5% of the rows, striped) gives the bits of a replicated
 #     cache of the same 10% on each GPU;
-# and bench_floor's H2D and peer (device 0 -> 1) copy rates, the inputs of the feature cache's
-# choice between replicated and partitioned (docs/distributed.md). Runs of 2 GPUs or more go
-# once per cache placement (PLACEMENTS): each GPU holds the workload's hot tier H, replicated
-# (every GPU rows [0, H)) or partitioned (the GPUs rows [0, GPUs x H) between them).
+# and bench_floor's H2D, peer (device 0 -> 1) and host DRAM rates.
 #
 # Usage: eval/bench_dist.sh [OUT]   (default eval/results/dist-<date>-<time>)
-# Environment: NEARGNN (default build/default/neargnn), GPUS (default "1 2"), WORKLOADS
-#   (default "W1 W4"), EPOCHS (default 3; the harness reports the last half), SCALE (default 1:
-#   the workloads' full size; 0.25 for a quick run), WORKERS (workers per rank, default 0: the
-#   rank's cores but one), DATA (the harness's dataset folder, kept between runs; default
-#   $TMPDIR/neargnn-eval-data), NG_NCCL_LIBRARY (libnccl.so.2; default: found in PyTorch's
-#   environment, /opt/torch/.venv or the python3 on PATH), DEVICE (default cuda; cpu: a smoke
-#   test of the script where there is no GPU), PLACEMENTS (default "replicated partitioned";
-#   add auto to see the rule's choice).
+# Environment: NEARGNN (default build/default/neargnn), GPUS (default "1 2 4 8": the counts
+#   above the host's GPUs are left out), WORKLOADS (default "W1 W4"), PRECISIONS (default
+#   "fp32 bf16"), VARIANTS (default "replicated partitioned cooperative"; add auto to see the
+#   placement rule's choice), EPOCHS (default 3; the harness reports the last half), SCALE
+#   (default 1: the workloads' full size; 0.25 for a quick run), WORKERS (workers per rank,
+#   default 0: the rank's cores but one), DATA (the harness's dataset folder, kept between runs;
+#   default $TMPDIR/neargnn-eval-data), NG_NCCL_LIBRARY (libnccl.so.2; default: found in
+#   PyTorch's environment, /opt/torch/.venv or the python3 on PATH), DEVICE (default cuda; cpu: a
+#   smoke test of the script where there is no GPU, the "GPUs" being CPU ranks), DRAM_GBS (the
+#   host's DRAM read rate for the floor instead of bench_floor's).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${NEARGNN:-$here/build/default/neargnn}
 [ -x "$BIN" ] || { echo "bench_dist: no neargnn at $BIN (build it or set NEARGNN)" >&2; exit 1; }
-GPUS=${GPUS:-1 2}
+GPUS=${GPUS:-1 2 4 8}
 WORKLOADS=${WORKLOADS:-W1 W4}
+PRECISIONS=${PRECISIONS:-fp32 bf16}
 EPOCHS=${EPOCHS:-3}
 SCALE=${SCALE:-1}
 WORKERS=${WORKERS:-0}
 DEVICE=${DEVICE:-cuda} # cpu: a smoke test of this script on a machine without GPUs
-PLACEMENTS=${PLACEMENTS:-replicated partitioned}
+VARIANTS=${VARIANTS:-${PLACEMENTS:-replicated partitioned cooperative}}
 OUT=${1:-$here/eval/results/dist-$(date +%Y-%m-%d-%H%M%S)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+
+# The GPU counts this host can run: as many GPUs as it has (on cpu, as many cores: every rank
+# needs one).
+if [ "$DEVICE" = cuda ]; then
+  have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+else
+  have=$(nproc)
+fi
+lent=
+for g in $GPUS; do
+  if [ "$g" -le "${have:-1}" ]; then lent="$lent $g"; else echo "# $g GPUs: this host has $have, left out"; fi
+done
+GPUS=${lent# }
+[ -n "$GPUS" ] || { echo "bench_dist: none of the GPU counts fits this host" >&2; exit 1; }
 
 # NCCL: PyTorch's wheel ships it as nvidia/nccl/lib/libnccl.so.2 in site-packages.
 if [ -z "${NG_NCCL_LIBRARY:-}" ]; then
@@ -63,13 +90,19 @@ fi
 "$BIN" version | sed 's/^/# /'
 nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader 2>/dev/null | sed 's/^/# GPU /' || true
 
-# bench_floor's H2D and peer rates (a short run: the CPU figures are not needed here).
+# bench_floor's H2D and peer rates, and the host's DRAM rate (its CPU threads reading rows),
+# which the runs' scaling floor divides by their cold bytes per target (--cache-bench).
 floor=$(dirname "$BIN")/bench_floor
+bench=()
 if [ -x "$floor" ]; then
-  "$floor" --seconds 0.2 --table-gib 0.25 --threads 1 --json "$OUT/floor.json" >"$OUT/floor.txt" 2>&1 ||
+  if "$floor" --seconds 0.2 --table-gib 1 --json "$OUT/floor.json" >"$OUT/floor.txt" 2>&1; then
+    bench=(--cache-bench "$OUT/floor.json")
+  else
     echo "# bench_floor failed: $(tail -1 "$OUT/floor.txt")"
+  fi
   grep -E '^# (H2D|peer)' "$OUT/floor.txt" || true
 fi
+[ -n "${DRAM_GBS:-}" ] && bench+=(--dram-gbs "$DRAM_GBS")
 
 # ---- the checks, on a small graph ----
 small=$OUT/small
@@ -133,62 +166,107 @@ fi
 
 # ---- the scaling runs ----
 wl=$(echo "$WORKLOADS" | tr ' ' ',')
-for g in $GPUS; do
-  places=replicated
-  [ "$g" -gt 1 ] && places=$PLACEMENTS
-  for p in $places; do
-    dir=$OUT/gpus-$g
-    [ "$g" -gt 1 ] && [ "$p" != replicated ] && dir=$OUT/gpus-$g-$p
-    echo "# $g GPU(s), cache $p: $wl, hybrid, $WORKERS workers per rank, $EPOCHS epochs"
-    python3 "$here/eval/harness/run.py" --bin "$BIN" --workload "$wl" --modes hybrid \
-      --workers "$WORKERS" --epochs "$EPOCHS" --scale "$SCALE" --ranks "$g" --device "$DEVICE" \
-      --no-floor-probe --no-gpu-probe --no-plots --out "$dir" ${DATA:+--data "$DATA"} \
-      --extra="--cache-placement $p" 2>&1 |
-      grep -E '\] |failed|error' || true
+for prec in $PRECISIONS; do
+  for g in $GPUS; do
+    vars=replicated
+    [ "$g" -gt 1 ] && vars=$VARIANTS
+    for v in $vars; do
+      case $v in
+      cooperative) extra="--cache-placement replicated --cold-fetch cooperative" ;;
+      *) extra="--cache-placement $v" ;;
+      esac
+      dir=$OUT/$prec/gpus-$g-$v
+      echo "# $g GPU(s), $v, $prec: $wl, hybrid, $WORKERS workers per rank, $EPOCHS epochs"
+      python3 "$here/eval/harness/run.py" --bin "$BIN" --workload "$wl" --modes hybrid \
+        --workers "$WORKERS" --epochs "$EPOCHS" --scale "$SCALE" --ranks "$g" --device "$DEVICE" \
+        --precision "$prec" --no-floor-probe --no-gpu-probe --no-plots --out "$dir" \
+        ${DATA:+--data "$DATA"} --extra="$extra ${bench[*]}" 2>&1 |
+        grep -E '\] |failed|error' || true
+    done
   done
 done
 
 # shellcheck disable=SC2086 # one argument per GPU count
-python3 - "$OUT" "$PLACEMENTS" $GPUS <<'PY'
+python3 - "$OUT" "$VARIANTS" "$PRECISIONS" $GPUS <<'PY'
 import csv, glob, json, os, sys
-out, places, gpus = sys.argv[1], sys.argv[2].split(), [int(g) for g in sys.argv[3:]]
-rows = {}
-for g in gpus:
-    for p in (places if g > 1 else ["replicated"]):
-        d = os.path.join(out, f"gpus-{g}" if g == 1 or p == "replicated" else f"gpus-{g}-{p}")
-        path = os.path.join(d, "results.csv")
-        if not os.path.exists(path):
-            continue
-        meta = json.load(open(os.path.join(d, "meta.json")))
-        for r in csv.DictReader(open(path)):
-            if r["status"] != "ok":
-                print(f"{r['workload']} {g} GPU(s) {p}: {r['status']}: {r['error']}")
+out, variants, precs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+gpus = [int(g) for g in sys.argv[4:]]
+rows, notes = {}, []
+for prec in precs:
+    for g in gpus:
+        for v in (variants if g > 1 else ["replicated"]):
+            d = os.path.join(out, prec, f"gpus-{g}-{v}")
+            path = os.path.join(d, "results.csv")
+            if not os.path.exists(path):
                 continue
-            batch = meta["workloads"][r["workload"]]["batch"] * g
-            ips = float(r["it_per_s"])
-            # The placement the run took (auto's choice), from a --json of the workload's run.
-            took = p
-            for js in sorted(glob.glob(os.path.join(d, "runs", r["workload"], "hybrid*.json"))):
-                try:
-                    took = json.load(open(js)).get("cache", {}).get("placement", took)
-                    break
-                except (ValueError, OSError, AttributeError):
-                    pass
-            hit = float(r["hit_rate"]) if r.get("hit_rate") else float("nan")
-            rows[(r["workload"], g, p)] = (ips, batch, ips * batch,
-                                           float(r["allreduce_ms"] or 0), took, hit)
-lines = ["| workload | GPUs | cache | global batch | it/s | targets/s | speedup | hit rate | "
-         "all-reduce ms/it |", "|---|---|---|---|---|---|---|---|---|"]
-for (w, g, p), (ips, batch, tps, ar, took, hit) in sorted(rows.items()):
-    base = rows.get((w, 1, "replicated"))
-    speed = f"{tps / base[2]:.2f}x" if base else "-"
-    cache = p if took == p else f"{p} ({took})"
-    lines.append(f"| {w} | {g} | {cache} | {batch} | {ips:.1f} | {tps:,.0f} | {speed} | "
-                 f"{hit:.1%} | " + (f"{ar:.3f} |" if g > 1 else "- |"))
-text = "\n".join(lines)
+            meta = json.load(open(os.path.join(d, "meta.json")))
+            for r in csv.DictReader(open(path)):
+                if r["status"] != "ok":
+                    # The failing rank's own message says why (the launcher's says which).
+                    why = r["error"]
+                    for err in sorted(glob.glob(os.path.join(d, "runs", r["workload"], "*.err"))):
+                        said = [l.strip() for l in open(err, errors="replace")
+                                if "neargnn: error:" in l]
+                        if said:
+                            why = said[0]
+                            break
+                    notes.append(f"{r['workload']} {prec} {g} GPU(s) {v}: {r['status']}: {why}")
+                    continue
+                batch = meta["workloads"][r["workload"]]["batch"] * g
+                ips = float(r["it_per_s"])
+                # The placement the run took (auto's choice) and its cold rows, from the
+                # workload's --json.
+                took, cold = v, {}
+                for js in sorted(glob.glob(os.path.join(d, "runs", r["workload"], "hybrid*.json"))):
+                    try:
+                        j = json.load(open(js))
+                        took = j.get("cache", {}).get("placement", took)
+                        cold = j.get("cold_fetch", {})
+                        break
+                    except (ValueError, OSError, AttributeError):
+                        pass
+                if v == "cooperative":
+                    took = cold.get("mode", took)
+                hit = float(r["hit_rate"]) if r.get("hit_rate") else float("nan")
+                rows[(r["workload"], prec, g, v)] = dict(
+                    ips=ips, batch=batch, tps=ips * batch, ar=float(r["allreduce_ms"] or 0),
+                    took=took, hit=hit, bpt=cold.get("bytes_per_target", float("nan")),
+                    floor=cold.get("floor_targets_per_s", 0.0))
+lines = ["| workload | precision | GPUs | variant | global batch | it/s | targets/s | speedup | "
+         "GPUs x one | hit rate | all-reduce ms/it | DRAM B/target | floor targets/s | "
+         "of floor |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+for (w, prec, g, v), x in sorted(rows.items()):
+    one = rows.get((w, prec, 1, "replicated"))
+    speed = f"{x['tps'] / one['tps']:.2f}x" if one else "-"
+    ideal = f"{g * one['tps']:,.0f}" if one else "-"
+    name = v if x["took"] == v else f"{v} ({x['took']})"
+    fl = f"{x['floor']:,.0f}" if x["floor"] > 0 else "-"
+    reach = f"{x['tps'] / x['floor']:.0%}" if x["floor"] > 0 else "-"
+    lines.append(f"| {w} | {prec} | {g} | {name} | {x['batch']} | {x['ips']:.1f} | "
+                 f"{x['tps']:,.0f} | {speed} | {ideal} | {x['hit']:.1%} | "
+                 + (f"{x['ar']:.3f}" if g > 1 else "-")
+                 + f" | {x['bpt']:,.0f} | {fl} | {reach} |")
+# The plot's data: per workload and precision, targets/s against GPUs for each variant, one GPU
+# times GPUs, and each variant's floor.
+for w in sorted({k[0] for k in rows}):
+    for prec in precs:
+        one = rows.get((w, prec, 1, "replicated"))
+        if not one:
+            continue
+        cols = ["gpus"] + [f"{v}" for v in variants] + ["ideal"] + [f"floor_{v}" for v in variants]
+        with open(os.path.join(out, f"plot-{w}-{prec}.dat"), "w") as f:
+            f.write("# " + " ".join(cols) + "\n" + " ".join(cols) + "\n")
+            for g in gpus:
+                def get(v, key):
+                    x = rows.get((w, prec, g, "replicated" if g == 1 else v))
+                    return f"{x[key]:.6g}" if x and x[key] == x[key] and x[key] > 0 else "NaN"
+                vals = [str(g)] + [get(v, "tps") for v in variants] + [f"{g * one['tps']:.6g}"]
+                vals += [get(v, "floor") for v in variants]
+                f.write(" ".join(vals) + "\n")
+text = "\n".join(lines + ([""] + notes if notes else []))
 print(text)
 with open(os.path.join(out, "summary.md"), "w") as f:
     f.write("# Data-parallel scaling (eval/bench_dist.sh)\n\n" + text + "\n")
 PY
-echo "# results in $OUT (summary.md; the harness's results.csv under gpus-N/)"
+echo "# results in $OUT (summary.md, plot-*.dat; the harness's results.csv under PRECISION/gpus-N-VARIANT/)"
 exit $status

@@ -548,6 +548,20 @@ typedef enum {
   NG_CACHE_AUTO = 2,
 } ng_cache_placement;
 
+/// Who reads a data-parallel run's cold rows from host memory (ng_train_opts.cold_fetch;
+/// docs/distributed.md, "Cooperative cold fetch").
+typedef enum {
+  /// Every rank reads the cold rows of its own input layers, even those another rank of its host
+  /// reads in the same iteration.
+  NG_COLD_FETCH_OWN = 0,
+  /// The ranks of one host split each iteration's cold rows by owner (row g: rank g mod R),
+  /// each reads the rows it owns that any rank needs, once for the host, and sends them to the
+  /// ranks that need them (the communicator's all-to-all). The same bits as OWN. So far the CPU
+  /// backend's path: fp32 features, no input dropout, the host work inline (workers -1; the
+  /// default workers 0 becomes -1), all ranks on one host.
+  NG_COLD_FETCH_COOPERATIVE = 1,
+} ng_cold_fetch;
+
 typedef enum {
   /// The checkpoint's normalisation (ng_engine_opts; the trainer refuses it).
   NG_NORMALIZE_AUTO = -1,
@@ -738,6 +752,9 @@ typedef struct {
   /// AUTO: the peer and host-to-device rates from this bench_floor --json file ("peer_gbs",
   /// "h2d_gbs", "peer_p2p") instead of measuring them at start-up (NULL: measure).
   const char *cache_bench;
+  /// Who reads the cold rows of a data-parallel run (default OWN; one rank: OWN whatever is
+  /// asked).
+  ng_cold_fetch cold_fetch;
 } ng_train_opts;
 /// The widest ready window (ng_train_opts.ready_window).
 #define NG_READY_WINDOW_MAX 1024
@@ -746,7 +763,7 @@ typedef struct {
     sizeof(ng_train_opts), 1024, 0.01, NG_OPTIMIZER_ADAM, 0.9, 1, 0, "cpu", NG_NORMALIZE_NONE, 0,  \
         NULL, NULL, NG_MODE_AUTO, 0, -1.0, 0, NULL, NG_FETCH_AUTO, -1, 50.0, 0.10, NULL, NULL,     \
         1.0, 3, NG_FEATURES_AUTO, 0.0, 0, 0, NG_PRECISION_FP32, 0, NG_SAMPLER_AUTO, 0.25, 0, 0,    \
-        NULL, NULL, NG_CACHE_REPLICATED, NULL                                                      \
+        NULL, NULL, NG_CACHE_REPLICATED, NULL, NG_COLD_FETCH_OWN                                   \
   }
 /// NG_TRAIN_OPTS_INIT into *out, for bindings that cannot expand the macro (python/neargnn).
 void ng_train_opts_init(ng_train_opts *out);
@@ -1033,6 +1050,34 @@ const char *ng_cache_placement_name(ng_cache_placement p);
 /// Parses a placement's name ("replicated", "partitioned", "auto") into *out;
 /// NG_ERR_INVALID_ARG otherwise.
 ng_status ng_cache_placement_parse(ng_cache_placement *out, const char *name);
+/// The name of a cold-fetch mode ("own", "cooperative"), or NULL.
+const char *ng_cold_fetch_name(ng_cold_fetch f);
+/// Parses a cold-fetch mode's name into *out; NG_ERR_INVALID_ARG otherwise.
+ng_status ng_cold_fetch_parse(ng_cold_fetch *out, const char *name);
+
+/// The cold rows of a trainer's epochs so far, over the ranks of its host (docs/distributed.md):
+/// what the host read from its memory, per iteration and per target, which with the host's DRAM
+/// bandwidth bounds the targets/s any number of GPUs can reach (the scaling floor).
+typedef struct {
+  size_t size;        ///< sizeof(ng_cold_fetch_stats), set by the caller
+  ng_cold_fetch mode; ///< resolved: COOPERATIVE only with several ranks
+  int32_t ranks;      ///< ranks counted (the host's)
+  int64_t steps;      ///< iterations counted on this rank (those made ahead included)
+  /// Distinct cold rows the ranks' input layers needed per iteration, summed over the ranks:
+  /// what they read from host memory without cooperation.
+  double rows_needed_per_step;
+  /// Cold rows the ranks read from host memory per iteration (cooperative: each row once).
+  double rows_read_per_step;
+  double rows_sent_per_step; ///< rows that went from one rank to another per iteration
+  int64_t row_bytes;         ///< bytes of one row as the host table stores it
+  /// rows_read_per_step x row_bytes / the global batch: host DRAM bytes per target.
+  double bytes_per_target;
+} ng_cold_fetch_stats;
+#define NG_COLD_FETCH_STATS_INIT                                                                   \
+  { sizeof(ng_cold_fetch_stats), NG_COLD_FETCH_OWN, 1, 0, 0.0, 0.0, 0.0, 0, 0.0 }
+/// The cold-row figures of `trainer`'s epochs so far into *out (zero before the first epoch).
+ng_status ng_trainer_cold_fetch(ng_cold_fetch_stats *out, ng_trainer_t trainer);
+
 /// Where ng_trainer_create's time went, in seconds (ng_trainer_startup).
 typedef struct {
   double features_copy_s; ///< copying the feature table into huge pages (features_memory), or 0
@@ -1373,6 +1418,29 @@ ng_status ng_hetero_generate(const char *dst_dir, const ng_hetero_generate_opts 
 /// scheme), `undirected` (adds each relation's reverse, rev_<relation>; a relation within one
 /// type is stored both ways) and the progress callback are used. `src` is borrowed.
 ng_status ng_hetero_convert_ogb(const char *dst_dir, const char *src, const ng_convert_opts *opts);
+
+/// Options of ng_dataset_generate_links(): the planted communities.
+typedef struct {
+  size_t size;         ///< sizeof(ng_generate_links_opts)
+  int64_t communities; ///< communities, 1 to nodes; 0: about one per 256 nodes, at least `classes`
+} ng_generate_links_opts;
+#define NG_GENERATE_LINKS_OPTS_INIT                                                                \
+  { sizeof(ng_generate_links_opts), 0 }
+
+/// Generates a dataset for link prediction into `dst_dir` (docs/generate.md#links): the graph
+/// of ng_dataset_generate() with the classes replaced, for the edges and the features, by
+/// `links->communities` planted communities (a degree-corrected stochastic block model: a row
+/// draws `homophily` of its entries from its own community, each in proportion to the weights;
+/// every community has its own mean feature). A node's label is its community modulo `classes`.
+/// `links` may be NULL (the defaults). Deterministic from the seed, whatever the thread count.
+ng_status ng_dataset_generate_links(const char *dst_dir, const ng_generate_opts *opts,
+                                    const ng_generate_links_opts *links);
+
+/// Caps each later epoch of `trainer` at `iters` mini-batches (0, the default: every training
+/// edge once): the epoch trains the first iters x batch positives of its shuffle, which depends
+/// on (seed, epoch), so successive epochs train different edges. For benchmarks on graphs whose
+/// epoch is hundreds of thousands of mini-batches (the L4 workload, docs/eval.md).
+ng_status ng_link_trainer_set_epoch_iters(ng_link_trainer_t trainer, int64_t iters);
 
 #ifdef __cplusplus
 }

@@ -267,6 +267,10 @@ typedef struct {
   int nt;
   uint64_t seed;
   int32_t classes;
+  /* The groups that shape the edges and the features: the classes, or with --links the
+   * communities (labels are then community % classes). */
+  int32_t groups;
+  bool links;
   int64_t feature_dim;
   double inv_alpha;  /* 1 / (exponent - 1): the weights' Pareto tail index, inverted */
   double raw_cap;    /* the largest raw weight (raw weights start at 1) */
@@ -278,20 +282,22 @@ typedef struct {
   int64_t *indptr;
   int32_t *indices;
   int32_t *labels;
+  int32_t *group; /* [n] each node's group: `labels` itself unless links */
+  size_t group_bytes;
   float *features;
   int64_t *split_ids[3];
   int64_t split_size[3];
   int64_t split_end[3]; /* cumulative split sizes: ranks below split_end[s] and above the
                            previous end are in split s */
 
-  float *means; /* [classes, feature_dim] */
+  float *means; /* [groups, feature_dim] */
   ziggurat zig;
-  int32_t *members;   /* node ids grouped by class */
-  int64_t *class_off; /* [classes + 1] */
+  int32_t *members;   /* node ids grouped by group */
+  int64_t *class_off; /* [groups + 1] */
   alias_ent *global_ent, *class_ent, *tops;
   size_t members_bytes, ent_bytes;
   pool global;
-  pool *class_pools;    /* [classes] */
+  pool *class_pools;    /* [groups] */
   int64_t *chunk_stats; /* per-chunk sums, maxima and split counts */
   set_slot *sets;       /* [nt * set_cap] */
   int64_t set_cap;
@@ -339,13 +345,27 @@ static ng_status par_chunks(gen *g, const char *phase, int64_t nchunks, double b
 
 /* ---- classes ---- */
 
-/* Class of node v: its rank in a random permutation, modulo the class count, so that classes
- * are exactly balanced (sizes differ by at most one) and independent of the node id. */
+/* Group of node v: its rank in a random permutation, modulo the group count, so that groups
+ * are exactly balanced (sizes differ by at most one) and independent of the node id. Without
+ * links the groups are the classes; with links they are the communities, and a node's class is
+ * its community modulo the classes, so a class is a union of communities and the edges stay
+ * homophilous in the classes too. */
 static ng_status make_classes(gen *g) {
-  int64_t n = g->n, C = g->classes;
+  int64_t n = g->n, C = g->groups;
+  if (g->links) {
+    g->group_bytes = (size_t)n * sizeof *g->group;
+    g->group = ng__big_alloc(g->group_bytes, "the community of every node");
+    if (!g->group)
+      return NG_ERR_NOMEM;
+  } else {
+    g->group = g->labels;
+  }
 #pragma omp parallel for num_threads(g->nt) schedule(static)
-  for (int64_t v = 0; v < n; v++)
-    g->labels[v] = (int32_t)(perm_fwd(&g->class_perm, v) % C);
+  for (int64_t v = 0; v < n; v++) {
+    g->group[v] = (int32_t)(perm_fwd(&g->class_perm, v) % C);
+    if (g->links)
+      g->labels[v] = g->group[v] % g->classes;
+  }
   g->class_off = ng__calloc((size_t)C + 1, sizeof *g->class_off, "class offsets");
   if (!g->class_off)
     return NG_ERR_NOMEM;
@@ -495,7 +515,7 @@ typedef struct {
 } block_job;
 
 static ng_status make_pools(gen *g) {
-  int64_t n = g->n, C = g->classes;
+  int64_t n = g->n, C = g->groups;
   int64_t npools = (g->use_global ? 1 : 0) + (g->use_class ? C : 0);
   if (npools == 0)
     return NG_OK;
@@ -670,10 +690,18 @@ static void fill_row(const gen *g, int64_t v, set_slot *set, draw *dr) {
   uint64_t mask = cap - 1;
   ng_rng r;
   ng_rng_seed(&r, ng_hash3(g->seed, STREAM_EDGES, (uint64_t)v));
-  const pool *pools[2] = {&g->global, g->use_class ? &g->class_pools[g->labels[v]] : &g->global};
+  const pool *pools[2] = {&g->global, g->use_class ? &g->class_pools[g->group[v]] : &g->global};
+  /* With links the communities are small: a row draws at most as many neighbours from its own
+   * community as it has other members, the rest from all nodes, so that hub rows do not spend
+   * their draws on a community they have exhausted. */
+  const int64_t own_cap = g->links && g->use_global ? pools[1]->n - 1 : INT64_MAX;
+  int64_t n_own = 0;
   for (int64_t i = 0; i < d; i++) {
     /* The source is chosen once per neighbour, so that redraws keep the homophily share. */
     uint32_t own = g->use_class && (!g->use_global || (ng_rng_next(&r) >> 32) < g->h_thresh);
+    if (own && n_own >= own_cap)
+      own = 0;
+    n_own += own;
     const pool *p = pools[own];
     int64_t lo = alias_pick(p->top, (uint64_t)p->nblocks, ng_rng_next(&r)) * ALIAS_BLOCK;
     uint64_t len = (uint64_t)NG_MIN((int64_t)ALIAS_BLOCK, p->n - lo), x = ng_rng_next(&r);
@@ -745,7 +773,7 @@ static ng_status make_edges(gen *g) {
 /* ---- features ---- */
 
 static ng_status make_means(gen *g) {
-  int64_t C = g->classes, D = g->feature_dim;
+  int64_t C = g->groups, D = g->feature_dim;
   zig_init(&g->zig);
   g->means = ng__malloc((size_t)C * (size_t)D * sizeof *g->means, "class mean features");
   if (!g->means)
@@ -775,7 +803,7 @@ static int64_t feature_chunk(gen *g, int64_t c, int tid) {
   for (int64_t v = v0; v < v1; v++) {
     ng_rng r;
     ng_rng_seed(&r, ng_hash3(g->seed, STREAM_FEATURES, (uint64_t)v));
-    const float *mu = g->means + (int64_t)g->labels[v] * D;
+    const float *mu = g->means + (int64_t)g->group[v] * D;
     float *x = g->features + v * D;
     for (int64_t k = 0; k < D; k++)
       x[k] = (float)(mu[k] + noise * zig_normal(&g->zig, &r));
@@ -908,7 +936,7 @@ static void fmt_double(char *buf, size_t cap, double x) {
   }
 }
 
-static void describe(char *out, size_t cap, const ng_generate_opts *o) {
+static void describe(char *out, size_t cap, const ng_generate_opts *o, int64_t communities) {
   char d[6][32];
   const double vals[6] = {o->avg_degree,    o->exponent,   o->homophily,
                           o->feature_noise, o->train_frac, o->val_frac};
@@ -922,11 +950,16 @@ static void describe(char *out, size_t cap, const ng_generate_opts *o) {
            "test_frac=%s seed=%llu",
            GEN_MODEL_VERSION, (long long)o->nodes, d[0], d[1], (int)o->classes, d[2],
            (long long)o->feature_dim, d[3], d[4], d[5], test, (unsigned long long)o->seed);
+  size_t len = strlen(out);
+  if (communities > 0 && len < cap)
+    snprintf(out + len, cap - len, " links communities=%lld", (long long)communities);
 }
 
 /* ---- the public entry point ---- */
 
 static void gen_free(gen *g) {
+  if (g->links)
+    ng__big_free(g->group, g->group_bytes);
   free(g->means);
   free(g->class_off);
   ng__big_free(g->members, g->members_bytes);
@@ -939,21 +972,21 @@ static void gen_free(gen *g) {
   free(g->draws);
 }
 
-ng_status ng_dataset_generate(const char *dst_dir, const ng_generate_opts *opts) {
-  const ng_generate_opts defaults = NG_GENERATE_OPTS_INIT;
-  const ng_generate_opts *o = opts ? opts : &defaults;
-  NG_CHECK(validate(o));
-
+/* Writes the dataset of validated options `o`; `communities` > 0 plants that many communities
+ * (ng_dataset_generate_links), 0 groups the nodes by class. */
+static ng_status generate(const char *dst_dir, const ng_generate_opts *o, int64_t communities) {
   gen g = {.o = o,
            .n = o->nodes,
            .nt = o->threads > 0 ? o->threads : omp_get_max_threads(),
            .seed = o->seed,
            .classes = o->classes,
+           .groups = communities > 0 ? (int32_t)communities : o->classes,
+           .links = communities > 0,
            .feature_dim = o->feature_dim};
   ng__progress_init(&g.progress, o->progress, o->progress_ctx);
-  /* The class pools are needed when some neighbours come from the own class, the global pool
-   * when some come from anywhere; with one class the two are the same. */
-  g.use_class = o->classes > 1 && o->homophily > 0.0;
+  /* The group pools are needed when some neighbours come from the own group, the global pool
+   * when some come from anywhere; with one group the two are the same. */
+  g.use_class = g.groups > 1 && o->homophily > 0.0;
   g.use_global = !g.use_class || o->homophily < 1.0;
   g.h_thresh = (uint64_t)(o->homophily * 4294967296.0);
   perm_init(&g.class_perm, g.n, g.seed, STREAM_CLASS_PERM);
@@ -1021,7 +1054,7 @@ ng_status ng_dataset_generate(const char *dst_dir, const ng_generate_opts *opts)
   meta.info.train = g.split_size[0];
   meta.info.val = g.split_size[1];
   meta.info.test = g.split_size[2];
-  describe(meta.source, sizeof meta.source, o);
+  describe(meta.source, sizeof meta.source, o, communities);
   gen_free(&g);
   return ng__writer_commit(&w, &meta);
 
@@ -1029,4 +1062,42 @@ fail:
   gen_free(&g);
   ng__writer_abort(&w);
   return st;
+}
+
+ng_status ng_dataset_generate(const char *dst_dir, const ng_generate_opts *opts) {
+  const ng_generate_opts defaults = NG_GENERATE_OPTS_INIT;
+  const ng_generate_opts *o = opts ? opts : &defaults;
+  NG_CHECK(validate(o));
+  return generate(dst_dir, o, 0);
+}
+
+/* Communities of about this many nodes when the caller leaves the count to the generator: large
+ * enough that a typical row (tens of entries) fits in its own community, small enough that a
+ * community is a sharp signal of which pairs are edges. */
+#define LINK_COMMUNITY_NODES 256
+
+ng_status ng_dataset_generate_links(const char *dst_dir, const ng_generate_opts *opts,
+                                    const ng_generate_links_opts *links) {
+  const ng_generate_opts defaults = NG_GENERATE_OPTS_INIT;
+  const ng_generate_opts *o = opts ? opts : &defaults;
+  const ng_generate_links_opts ldefaults = NG_GENERATE_LINKS_OPTS_INIT;
+  const ng_generate_links_opts *l = links ? links : &ldefaults;
+  NG_CHECK(validate(o));
+  if (l->size != sizeof(ng_generate_links_opts))
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "generate links options: size is %zu but this library expects %zu; initialise "
+                   "them with NG_GENERATE_LINKS_OPTS_INIT",
+                   l->size, sizeof(ng_generate_links_opts));
+  if (l->communities < 0 || l->communities > o->nodes)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "generate links options: communities is %lld; it must be 0 (one per %d nodes) "
+                   "or in [1, nodes] ([1, %lld])",
+                   (long long)l->communities, LINK_COMMUNITY_NODES, (long long)o->nodes);
+  int64_t k = l->communities;
+  if (k == 0) {
+    k = (o->nodes + LINK_COMMUNITY_NODES / 2) / LINK_COMMUNITY_NODES;
+    if (k < o->classes)
+      k = o->classes;
+  }
+  return generate(dst_dir, o, NG_MIN(k, o->nodes));
 }

@@ -46,6 +46,7 @@ struct ng_link_trainer {
   int64_t dim;     /* the embedding's columns */
   double *deg_cdf; /* NG_LINK_NEG_DEGREE: cumulative degree^0.75 of nodes [0, v] */
   int64_t epochs;
+  int64_t epoch_iters; /* at most this many mini-batches per epoch; 0: all */
   /* Per-iteration host memory, grown to the largest batch. */
   int64_t *order;         /* [train] the epoch's order of positive edges */
   ng_link_pair *pairs;    /* [batch (1 + K)] positives then negatives */
@@ -510,6 +511,17 @@ ng_status ng_link_info(ng_link_split_info *out, ng_link_trainer_t t) {
   return NG_OK;
 }
 
+ng_status ng_link_trainer_set_epoch_iters(ng_link_trainer_t t, int64_t iters) {
+  NG_CHECK(link_check(t));
+  if (iters < 0)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "ng_link_trainer_set_epoch_iters: iters is %lld; it must be 0 (every training "
+                   "edge) or more",
+                   (long long)iters);
+  t->epoch_iters = iters;
+  return NG_OK;
+}
+
 /* ---- one iteration ---- */
 
 static int i64_cmp(const void *a, const void *b) {
@@ -678,7 +690,9 @@ ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
   const double t0 = ng__now();
   const int64_t n_train = t->info.train, k = t->lo.neg_per_pos;
   const int64_t batch = t->opts.batch > 0 ? NG_MIN(t->opts.batch, n_train) : n_train;
-  const int64_t iters = (n_train + batch - 1) / batch;
+  int64_t iters = (n_train + batch - 1) / batch;
+  if (t->epoch_iters > 0 && t->epoch_iters < iters)
+    iters = t->epoch_iters;
   if (!t->order) {
     t->order = ng__malloc((size_t)n_train * sizeof *t->order, "the edge order");
     /* Pair rows: the pairs and at most one self pair per endpoint. */

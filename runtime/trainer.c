@@ -92,9 +92,11 @@ struct ng_trainer {
   /* [val + test, classes]: the logits of the validation then the test split, or NULL. One
    * inference over both receptive fields serves both evaluations (they overlap mostly). */
   float *eval_logits;
-  ng_memory_estimate mem; /* the estimate the trainer was created under */
-  ng_grad_reduce dist;    /* the ranks of a data-parallel run (ng_train_opts.comm) */
-  char dist_cpuset[1024]; /* this rank's share of its host's cores, or "" */
+  ng_memory_estimate mem;   /* the estimate the trainer was created under */
+  ng_grad_reduce dist;      /* the ranks of a data-parallel run (ng_train_opts.comm) */
+  ng_coop *coop;            /* cold-row counter and cooperative fetch (runtime/trainer_dist.c) */
+  ng_cold_fetch_stats cold; /* the last epoch's cold-row figures */
+  char dist_cpuset[1024];   /* this rank's share of its host's cores, or "" */
 };
 
 static void drop_logits(ng_trainer_t t);
@@ -706,6 +708,9 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
       .feed_lanes = FEED_LANES,
   };
   NG_CHECK(resolve_workers(&ro.workers, o.workers, cpuset));
+  NG_CHECK(ng__dist_coop_create(&t->coop, &t->dist, o.cold_fetch, t->mode, &t->fetch, &ro.workers,
+                                o.workers));
+  ro.coop = t->coop;
   /* The sample feed's thread waits on the device most of the time but wants a core of its own
    * when it is awake: by default it takes one from the workers. */
   if (t->dev_sampler && o.workers == 0 && ro.workers > 1)
@@ -1027,6 +1032,7 @@ void ng_trainer_destroy(ng_trainer_t t) {
     ng__train_step_free(&t->step);
     growbuf_free(t->be, &t->eval_out);
     ng__pipeline_destroy(t->rt);
+    ng__coop_destroy(t->coop);
     if (t->dev_sampler)
       t->be->iface->sampler_destroy(t->be, t->dev_sampler);
     ng__store_close(&t->store);
@@ -1279,6 +1285,16 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   out->iter_ms_p99 = ty->n_iter_ms ? ty->iter_ms[nearest_rank(ty->n_iter_ms, 0.99)] : 0.0;
   out->ranks = t->dist.ranks;
   out->allreduce_ms = allreduce_ms;
+  t->cold.size = sizeof t->cold;
+  return ng__dist_coop_epoch(&t->cold, t->coop, &t->dist, &t->fetch, batch);
+}
+
+ng_status ng_trainer_cold_fetch(ng_cold_fetch_stats *out, ng_trainer_t t) {
+  NG_CHECK(trainer_check(t));
+  if (!out || out->size < sizeof(ng_cold_fetch_stats))
+    return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_cold_fetch: stats missing or too small");
+  *out = t->cold;
+  out->size = sizeof *out;
   return NG_OK;
 }
 

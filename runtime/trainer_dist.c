@@ -131,3 +131,64 @@ int ng__dist_threads(struct ng_comm *comm) {
   const int local = comm && comm->local_size > 0 ? comm->local_size : 1;
   return NG_MAX(1, cores / local);
 }
+
+ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_fetch want,
+                               ng_mode mode, const ng_fetch_cfg *fetch, int *workers,
+                               int user_workers) {
+  *out = NULL;
+  if ((unsigned)want > NG_COLD_FETCH_COOPERATIVE)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_train_opts.cold_fetch: unknown mode %d", (int)want);
+  const bool exchange = want == NG_COLD_FETCH_COOPERATIVE && d->ranks > 1;
+  if (exchange && fetch->features_bf16)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "--cold-fetch cooperative exchanges fp32 rows so far; this run reads a bf16 "
+                   "table (--precision bf16): use --cold-fetch own");
+  if (exchange && fetch->hot_gather)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "--cold-fetch cooperative with a partitioned hot tier is not built yet; use "
+                   "--cache-placement replicated");
+  /* The exchanged rows reach the fetch through a row overlay, which the host reads (the
+   * device reads no overlaid row itself), in iterations produced in order (inline). */
+  if (exchange && (mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC ||
+                   mode == NG_MODE_ZEROCOPY || fetch->self_zcopy))
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "--cold-fetch cooperative runs the host work inline, its rows read by the "
+                   "host, so far; mode %s %s: use --mode partial or baseline with it, or "
+                   "--cold-fetch own",
+                   ng_mode_name(mode),
+                   mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC
+                       ? "splits worker threads"
+                       : "has the device read cold rows from host memory");
+  if (exchange && user_workers == 0)
+    *workers = -1;
+  return ng__coop_create(out, d->ranks > 1 ? d->comm : NULL, exchange, fetch->hot,
+                         exchange ? fetch->features : NULL, fetch->nodes, fetch->dim);
+}
+
+ng_status ng__dist_coop_epoch(ng_cold_fetch_stats *out, ng_coop *co, const ng_grad_reduce *d,
+                              const ng_fetch_cfg *fetch, int64_t batch) {
+  const size_t size = out->size;
+  *out = (ng_cold_fetch_stats)NG_COLD_FETCH_STATS_INIT;
+  out->size = size;
+  if (!co)
+    return NG_OK;
+  /* The run's totals, not the epoch's: with worker threads, iterations of the next epoch are
+   * made (and counted) before this one ends, and a run's totals hold each iteration once. */
+  ng_coop_stats cs;
+  ng__coop_stats(co, &cs, false);
+  /* Counts below 2^53 are exact in doubles; every rank ran the same iterations. */
+  double v[3] = {(double)cs.rows_needed, (double)cs.rows_read, (double)cs.rows_sent};
+  if (d->ranks > 1)
+    NG_CHECK(ng__comm_allreduce_f64(d->comm, v, 3));
+  out->mode = ng__coop_exchanges(co) ? NG_COLD_FETCH_COOPERATIVE : NG_COLD_FETCH_OWN;
+  out->ranks = d->ranks;
+  out->steps = cs.steps;
+  const double steps = (double)NG_MAX(cs.steps, (int64_t)1);
+  out->rows_needed_per_step = v[0] / steps;
+  out->rows_read_per_step = v[1] / steps;
+  out->rows_sent_per_step = v[2] / steps;
+  out->row_bytes = fetch->dim * (int64_t)(fetch->features_bf16 ? sizeof(uint16_t) : sizeof(float));
+  out->bytes_per_target =
+      out->rows_read_per_step * (double)out->row_bytes / (double)NG_MAX(batch, (int64_t)1);
+  return NG_OK;
+}

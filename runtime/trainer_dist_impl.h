@@ -5,6 +5,7 @@
 #ifndef NG_TRAINER_DIST_IMPL_H
 #define NG_TRAINER_DIST_IMPL_H
 
+#include "coop_impl.h"
 #include "train_step_impl.h"
 
 /// Joins the ranks of `comm` (NULL or one rank: nothing to do, d->ranks = 1): checks that every
@@ -22,5 +23,20 @@ ng_status ng__dist_epoch_end(ng_grad_reduce *d, double *loss_sum, int64_t *corre
 ng_status ng__dist_cpuset(char *out, size_t cap, struct ng_comm *comm, ng_backend *be);
 /// Threads of a rank when the user set none: the usable cores / the ranks of its host.
 int ng__dist_threads(struct ng_comm *comm);
+
+/// The cold-row counter of every run, and with `want` COOPERATIVE and several ranks the
+/// cooperative cold fetch (docs/distributed.md) over d's communicator, in *out (taken by the
+/// caller: ng__coop_destroy). `fetch` is the host side of the input layer (its hot set, table,
+/// precision). *workers is the pipeline's resolved worker count, `user_workers` the one asked:
+/// cooperation runs the host work inline, so the default (0) becomes -1 there, and a number of
+/// threads asked is left for the pipeline to refuse; so are the hybrid modes (`mode`, resolved),
+/// which split worker threads.
+ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_fetch want,
+                               ng_mode mode, const ng_fetch_cfg *fetch, int *workers,
+                               int user_workers);
+/// The run's cold-row figures of `co` so far, summed over d's ranks (collective with several ranks)
+/// into *out, for a global batch of `batch` targets; keeps out->size.
+ng_status ng__dist_coop_epoch(ng_cold_fetch_stats *out, ng_coop *co, const ng_grad_reduce *d,
+                              const ng_fetch_cfg *fetch, int64_t batch);
 
 #endif /* NG_TRAINER_DIST_IMPL_H */

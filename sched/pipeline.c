@@ -247,6 +247,16 @@ ng_status ng__pipeline_create(ng_pipeline **out, ng_backend *be, ng_store *store
                  ng_mode_name(opts->mode));
     goto fail;
   }
+  if (ng__coop_exchanges(opts->coop) && opts->workers > 0) {
+    /* Each step's exchange is a collective, which the ranks must run for the same iterations
+     * in the same order: the host work inline does, worker threads (iterations in parallel, in
+     * any order) would need an ordered channel of their own, which the GPU path brings. */
+    st = ng__err(NG_ERR_UNSUPPORTED,
+                 "the cooperative cold fetch runs the host work inline (--workers -1) so far; "
+                 "this run has %d worker threads",
+                 opts->workers);
+    goto fail;
+  }
   if (!(opts->device_share >= 0.0 && opts->device_share <= 1.0)) {
     st = ng__err(NG_ERR_INVALID_ARG, "device share %g is not in [0, 1]", opts->device_share);
     goto fail;
@@ -610,12 +620,21 @@ static ng_status produce(ng_pipeline *pl, pl_worker *w, int index, int track,
   const int64_t t1 =
       pl->feed ? span_end(pl, track, NG_SPAN_FEED_WAIT, i, 0, t0)
                : span_end(pl, track, NG_SPAN_SAMPLE, i, (int)NG_MIN(edges, (int64_t)INT32_MAX), t0);
-  const ng_fetch_cfg cfg = group_cfg(pl, group, pl->n_threads ? 1 : pl->o.omp_threads);
+  ng_fetch_cfg cfg = group_cfg(pl, group, pl->n_threads ? 1 : pl->o.omp_threads);
   /* The package is planned (its size), its slot made to hold it, then filled. */
   ng_fetch_plan plan;
   ng_fetch_pkg pkg;
   void *base = NULL;
-  ng_status fetched = ng__fetch_plan(&plan, &cfg, &mb, pl->drop_p, &w->scratch);
+  ng_status fetched = NG_OK;
+  if (ng__coop_exchanges(pl->o.coop) && pl->drop_p != 0.0f)
+    fetched = ng__err(NG_ERR_UNSUPPORTED,
+                      "the cooperative cold fetch does not exchange input dropout's rows yet "
+                      "(input dropout %g); train without it or with --cold-fetch own",
+                      (double)pl->drop_p);
+  if (fetched == NG_OK && pl->o.coop) /* the host's ranks exchange the step's cold rows */
+    fetched = ng__coop_step(pl->o.coop, &mb, &cfg.overlay);
+  if (fetched == NG_OK)
+    fetched = ng__fetch_plan(&plan, &cfg, &mb, pl->drop_p, &w->scratch);
   if (fetched == NG_OK)
     fetched = slot_reserve(pl, w->slots, buf, track, i, plan.bytes, &base);
   if (fetched == NG_OK)

@@ -7,6 +7,7 @@
 #define NG_PIPELINE_IMPL_H
 
 #include <stdatomic.h>
+#include "coop_impl.h"
 #include "feature_store_impl.h"
 #include "train_step_impl.h"
 
@@ -90,6 +91,11 @@ typedef struct {
   /// worker samples its iterations itself.
   ng_dev_sampler *dev_sampler;
   int feed_lanes; ///< threads (and sampler lanes) of the sample feed; the sampler has as many
+  /// A data-parallel run's cold-row figures, and with exchange the cooperative cold fetch
+  /// (sched/coop_impl.h, borrowed): each produced iteration runs ng__coop_step before its
+  /// fetch and reads its cold rows through the step's overlay. Exchange needs the host work
+  /// inline (workers -1). NULL: none.
+  ng_coop *coop;
 } ng_pipeline_opts;
 
 /// A staging slot that must grow takes 1 + 1 / NG_SLOT_GROWTH_DEN of the largest package seen

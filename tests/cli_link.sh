@@ -33,12 +33,33 @@ assert j["task"] == "link" and len(j["epochs"]) == 2, j
 t = j["test"]
 assert 0.5 < t["auc"] <= 1 and 0 < t["ap"] <= 1 and 0 < t["mrr"] <= 1, t
 assert t["hits10"] <= t["hits50"] <= t["hits100"] == 1.0, t
+assert t["seconds"] >= 0, t
+for e in j["epochs"]:
+    assert float.fromhex(e["loss_hex"]) == e["loss"], e
+    assert e["iterations"] > 0 and e["edges_per_s"] > 0 and e["it_per_s"] > 0, e
+assert j["train_edges"] == 4488, j
 ' "$TMP/hybrid.json" || fail "train --task link: bad JSON summary"
 # The MLP decoder with degree negatives trains too.
 run 0 train --dataset "$TMP/cora" --task link --fanouts 5,5 --hidden 16 --batch 2048 --epochs 1 \
   --eval-every 0 --decoder mlp --neg degree --neg-per-pos 2 --self-pairs --progress none
 has out "test: auc"
+# generate --links: the same seed writes the same files; a split of it trains.
+for d in g1 g2; do
+  run 0 generate --links --out "$TMP/$d" --nodes 3000 --avg-degree 8 --dim 16 --communities 20 \
+    --seed 5 --progress none
+done
+for f in indptr.npy indices.npy labels.npy features.npy; do
+  cmp -s "$TMP/g1/$f" "$TMP/g2/$f" || fail "generate --links: $f differs for one seed"
+done
+grep -q 'links communities=20' "$TMP/g1/dataset.json" || fail "dataset.json lacks the communities"
+run 0 split-edges --dataset "$TMP/g1" --val 0 --test 0.05 --neg-per-pos 20 --seed 1
+run 0 train --dataset "$TMP/g1" --task link --fanouts 5,5 --hidden 16 --batch 512 --epochs 1 \
+  --eval-every 0 --progress none
+has out "test: auc"
 # Usage and runtime errors.
+run 2 generate --out "$TMP/g3" --communities 5
+has err "--communities applies with --links only"
+run 2 generate --links --hetero mag --out "$TMP/g3"
 run 2 split-edges --dataset "$TMP/cora" --val 1.5
 run 2 split-edges --dataset "$TMP/cora" --neg-source random
 run 2 split-edges --dataset "$TMP/cora" --undirected --directed

@@ -94,3 +94,69 @@ def resolve(name: str, scale: float = 1.0, nodes: int = 0, iters: int = 0) -> Wo
     if iters > 0:
         return replace(w, nodes=n, iters=iters, train=0.0)
     return replace(w, nodes=n)
+
+
+# ---- link prediction (run_link.py) ----
+
+@dataclass(frozen=True)
+class LinkWorkload:
+    """A link-prediction workload: a graph from `neargnn generate --links`, `held_out` of its
+    edges split off as the test edges with `eval_neg` fixed negatives each (the MRR protocol of
+    ogbl-citation2), and `train --task link` on the rest with `neg_per_pos` uniform negatives per
+    positive. An epoch is capped at `iters` mini-batches (`--epoch-iters`): a full epoch of a
+    16 M-node graph is 230 k of them."""
+    name: str
+    title: str
+    nodes: int
+    dim: int
+    fanouts: str
+    batch: int  # positive edges per mini-batch
+    cache_ratio: float
+    iters: int  # mini-batches per epoch (--epoch-iters)
+    avg_degree: float = 16.0
+    hidden: int = 256
+    seed: int = 3
+    classes: int = 16
+    communities: int = 0  # generate --communities; 0: one per 256 nodes
+    held_out: float = 0.01  # split-edges --test
+    eval_neg: int = 100  # split-edges --neg-per-pos: fixed negatives per test edge
+    neg_per_pos: int = 1  # training negatives per positive (uniform)
+
+    @property
+    def row_bytes(self) -> int:
+        return self.dim * 4
+
+    @property
+    def feature_bytes(self) -> int:
+        return self.nodes * self.row_bytes
+
+    def data_key(self) -> str:
+        return (f"{self.name}-links-n{self.nodes}-deg{self.avg_degree:g}-d{self.dim}"
+                f"-c{self.classes}-k{self.communities}-s{self.seed}"
+                f"-test{self.held_out:g}x{self.eval_neg}")
+
+
+LINK_PRESETS = {
+    # W4's graph (16 M nodes, degree 15, 128-d, 32 classes) with planted communities; 1% of the
+    # edges held out with 100 negatives each; batch 1024 positives + 1 uniform negative each,
+    # 3-hop 15,10,5, hidden 256, hot tier 5% (issue 39's L4).
+    "L4": LinkWorkload("L4", "W4's graph with --links: 1% of edges held out, batch 1024 "
+                       "positives + 1 uniform negative, 3-hop 15,10,5, hidden 256, hot tier 5%",
+                       nodes=16_000_000, dim=128, fanouts="15,10,5", batch=1024,
+                       cache_ratio=0.05, iters=200, avg_degree=15.0, classes=32),
+    # Seconds on two cores: the CI smoke run of run_link.py (tests/cli_harness_link.sh).
+    "ltiny": LinkWorkload("ltiny", "L4's shape at 20 k nodes, 2-hop 10,5, batch 256, 32-d "
+                          "(smoke test)", nodes=20_000, dim=32, fanouts="10,5", batch=256,
+                          cache_ratio=0.10, iters=8, avg_degree=8.0, hidden=32, classes=4,
+                          eval_neg=20),
+}
+
+
+def resolve_link(name: str, scale: float = 1.0, nodes: int = 0, iters: int = 0) -> LinkWorkload:
+    """The link preset `name`, its nodes multiplied by `scale` (or replaced by `nodes`) and its
+    mini-batches per epoch replaced by `iters` when given."""
+    if name not in LINK_PRESETS:
+        raise KeyError(f"unknown link workload '{name}' (known: {', '.join(LINK_PRESETS)})")
+    w = LINK_PRESETS[name]
+    n = nodes if nodes > 0 else max(2, int(round(w.nodes * scale)))
+    return replace(w, nodes=n, iters=iters if iters > 0 else w.iters)

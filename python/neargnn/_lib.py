@@ -116,7 +116,7 @@ class TrainOpts(ctypes.Structure):
                 ("op_profile_every", c_int), ("sampler", c_enum),
                 ("sampler_memory_share", c_double), ("max_host_memory", c_int64),
                 ("infer_host_bytes", c_int64), ("temp_dir", c_char_p), ("comm", c_void_p),
-                ("cache_placement", c_enum), ("cache_bench", c_char_p)]
+                ("cache_placement", c_enum), ("cache_bench", c_char_p), ("cold_fetch", c_enum)]
 
 
 def init(lib, cls):

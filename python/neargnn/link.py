@@ -44,6 +44,7 @@ for _name, (_res, _args) in {
                                            P(LinkOpts)]),
         "ng_link_trainer_epoch": (c_int, [P(_lib.EpochStats), c_void_p]),
         "ng_link_trainer_evaluate": (c_int, [P(LinkMetrics), c_void_p, c_int]),
+        "ng_link_trainer_set_epoch_iters": (c_int, [c_void_p, c_int64]),
         "ng_link_trainer_destroy": (None, [c_void_p]),
         "ng_link_decoder_name": (ctypes.c_char_p, [c_enum]),
         "ng_link_neg_name": (ctypes.c_char_p, [c_enum])}.items():
@@ -87,11 +88,12 @@ def split_edges(path, val=0.05, test=0.1, neg_per_pos=100, seed=1, undirected=No
 class LinkTrainer:
     """Trains `model` (its last layer is the node embedding) for link prediction on `dataset`'s
     split (split_edges first). decoder "dot"/"mlp", neg "uniform"/"degree", neg_per_pos,
-    self_pairs (GAE's A + I), mlp_hidden; the other keyword options are Trainer's (batch counts
-    positive edges, 0 = full batch)."""
+    self_pairs (GAE's A + I), mlp_hidden, epoch_iters (at most that many mini-batches per epoch;
+    0: every training edge); the other keyword options are Trainer's (batch counts positive
+    edges, 0 = full batch)."""
 
     def __init__(self, dataset, model, decoder="dot", neg="uniform", neg_per_pos=1,
-                 self_pairs=False, mlp_hidden=64, progress=None, **options):
+                 self_pairs=False, mlp_hidden=64, epoch_iters=0, progress=None, **options):
         self._h = ctypes.c_void_p()
         self.dataset, self.model = dataset, model
         o = _train_opts("LinkTrainer", options)
@@ -105,6 +107,8 @@ class LinkTrainer:
                                            ctypes.byref(o), ctypes.byref(lo)))
         self._h = h
         dataset._trainers.add(self)
+        if epoch_iters:
+            self._call(_LIB.ng_link_trainer_set_epoch_iters(self._h, epoch_iters))
 
     _call = Trainer._call
 

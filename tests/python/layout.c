@@ -122,6 +122,7 @@ int main(void) {
   FIELD(ng_train_opts, comm);
   FIELD(ng_train_opts, cache_placement);
   FIELD(ng_train_opts, cache_bench);
+  FIELD(ng_train_opts, cold_fetch);
   STRUCT(ng_fetch_stats);
   FIELD(ng_fetch_stats, hot_rows);
   FIELD(ng_fetch_stats, cold_rows);

@@ -74,6 +74,14 @@ class LinkTest(unittest.TestCase):
                     t.load_weights(ck)
             model.close()
 
+    def test_epoch_iters(self):
+        ng.split_edges(CORA, val=0.05, test=0.1, neg_per_pos=1, seed=2, undirected=True)
+        with ng.Dataset.open(CORA) as ds:
+            model = ng.Model.sage(1433, 16, hidden=[16], fanouts=[5, 5])
+            with ng.LinkTrainer(ds, model, batch=256, epoch_iters=3, threads=2) as t:
+                self.assertEqual(t.epoch()["iterations"], 3)  # of 18 without the cap
+            model.close()
+
     def test_errors(self):
         with self.assertRaises(ValueError):
             ng.split_edges(CORA, neg_source="random")
