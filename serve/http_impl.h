@@ -21,7 +21,7 @@
 /// A parsed infer request: `req` is ready for ng_engine_infer (its node_ids point into `ids`).
 typedef struct {
   ng_infer_request req;
-  int64_t *ids; ///< the node ids (malloc, owned)
+  int64_t *ids; ///< the node ids, then a pair request's dst_ids (malloc, owned)
   char *id;     ///< the request's "id" to echo (malloc, owned), NULL when absent
 } ng_http_infer;
 
@@ -30,6 +30,8 @@ typedef struct {
 ///    "data": [...]}], "parameters": {"fanouts": [25, 10], "seed": 7, "embedding_layer": 0,
 ///    "timeout_ms": 200},
 ///    "outputs": [{"name": "logits"}, {"name": "embedding"}, {"name": "class"}]}
+/// or, for pair scores, the two inputs "src_ids" and "dst_ids" of one shape [n] (req.node_ids
+/// and req.dst_ids, both in `ids`) and the output "score" (the default then).
 /// `layers` is the model's layer count (for the default embedding layer, layers - 2, and the
 /// fanout count); 0 skips those checks. Returns NG_OK with *out filled (free it with
 /// ng__http_infer_clear), or NG_ERR_INVALID_ARG with ng_last_error() saying what is wrong and
