@@ -10,6 +10,7 @@
 #include "ng_test_cora.h"
 
 #include "engine_impl.h"
+#include "http_impl.h"
 #include "link_impl.h"
 #include "neargnn_serve.h"
 #include "npy_impl.h"
@@ -638,6 +639,74 @@ static void test_http_pairs(void) {
   ng_engine_destroy(e);
 }
 
+/* The parser and the writer alone: inputs src_ids/dst_ids, the default output, the refusals. */
+static void test_parse_pairs(void) {
+  ng_http_infer r;
+  const char *ok = "{\"inputs\":[{\"name\":\"dst_ids\",\"datatype\":\"INT64\",\"shape\":[2],"
+                   "\"data\":[5,6]},{\"name\":\"src_ids\",\"datatype\":\"INT64\",\"shape\":[2],"
+                   "\"data\":[7,8]}],\"parameters\":{\"timeout_ms\":50}}";
+  EXPECT_OK(ng__parse_infer_request(&r, ok, strlen(ok), 2));
+  EXPECT_EQ_I(r.req.n, 2);
+  EXPECT_TRUE(r.req.dst_ids != NULL);
+  if (r.req.dst_ids) {
+    EXPECT_EQ_I(r.req.node_ids[0], 7);
+    EXPECT_EQ_I(r.req.node_ids[1], 8);
+    EXPECT_EQ_I(r.req.dst_ids[0], 5);
+    EXPECT_EQ_I(r.req.dst_ids[1], 6);
+  }
+  EXPECT_EQ_I(r.req.outputs, NG_OUT_SCORE);
+  EXPECT_EQ_I(r.req.timeout_ms, 50);
+  float score[2] = {1.5f, -0.1f};
+  ng_infer_result res;
+  memset(&res, 0, sizeof res);
+  res.n = 2;
+  res.score = score;
+  size_t len = 0;
+  char *text = ng__infer_response_json(&len, "m", "x", r.req.outputs, &res);
+  EXPECT_TRUE(text && strstr(text, "{\"name\":\"score\",\"datatype\":\"FP32\",\"shape\":[2],"
+                                   "\"data\":[1.5,-0.100000001]}"));
+  free(text);
+  ng__http_infer_clear(&r);
+  /* A node request keeps its one input and its three default outputs. */
+  const char *node = "{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],"
+                     "\"data\":[3]}]}";
+  EXPECT_OK(ng__parse_infer_request(&r, node, strlen(node), 2));
+  EXPECT_TRUE(r.req.dst_ids == NULL);
+  EXPECT_EQ_I(r.req.outputs, NG_OUT_LOGITS | NG_OUT_EMBEDDING | NG_OUT_CLASS);
+  ng__http_infer_clear(&r);
+  static const struct {
+    const char *body, *says;
+  } bad[] = {
+      {"{\"inputs\":[{\"name\":\"src_ids\",\"datatype\":\"INT64\",\"shape\":[2],\"data\":[1,2]},"
+       "{\"name\":\"dst_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[3]}]}",
+       "one shape"},
+      {"{\"inputs\":[{\"name\":\"src_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]},"
+       "{\"name\":\"src_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[3]}]}",
+       "one of each"},
+      {"{\"inputs\":[{\"name\":\"node_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]},"
+       "{\"name\":\"dst_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[3]}]}",
+       "unknown input \"node_ids\""},
+      {"{\"inputs\":[{\"name\":\"src_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]}]}",
+       "unknown input \"src_ids\""},
+      {"{\"inputs\":[{\"name\":\"src_ids\",\"datatype\":\"INT32\",\"shape\":[1],\"data\":[1]},"
+       "{\"name\":\"dst_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[3]}]}",
+       "src_ids has datatype INT32"},
+      {"{\"inputs\":[{\"name\":\"src_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]},"
+       "{\"name\":\"dst_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[3.0]}]}",
+       "dst_ids data[0]"},
+      {"{\"inputs\":[{\"name\":\"src_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[1]},"
+       "{\"name\":\"dst_ids\",\"datatype\":\"INT64\",\"shape\":[1],\"data\":[3]}],"
+       "\"outputs\":[{\"name\":\"scores\"}]}",
+       "\"score\""},
+  };
+  for (size_t i = 0; i < NG_TEST_LEN(bad); i++) {
+    EXPECT_STATUS(ng__parse_infer_request(&r, bad[i].body, strlen(bad[i].body), 2),
+                  NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS(bad[i].says);
+    EXPECT_TRUE(r.ids == NULL); /* nothing half-parsed kept */
+  }
+}
+
 /* ---- set-up ---- */
 
 static void setup(void) {
@@ -690,6 +759,7 @@ static void setup(void) {
 
 int main(void) {
   omp_set_num_threads(2);
+  RUN_TEST(test_parse_pairs);
   cora = ng_test_fetch_cora();
   setup();
   if (!dot.offline || !mlp.offline)
