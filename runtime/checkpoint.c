@@ -823,7 +823,7 @@ ng_status ng__ckpt_verify(const ng_ckpt *c, const char *path, const struct ng_mo
   if (c->link.present && !weights_only)
     return ng__err(NG_ERR_FORMAT,
                    "%s: a link-prediction checkpoint (decoder %s) does not resume node training; "
-                   "load its weights (inference, serving) or continue it with the link trainer",
+                   "load its weights (inference, serving, ng_link_trainer_load_weights)",
                    path, ng_link_decoder_name(c->link.decoder));
   /* A link model's output is an embedding: the dataset's classes do not constrain it. */
   if (!c->link.present && d->classes != info->classes)
