@@ -220,8 +220,9 @@ static void test_checkpoint_reload(void) {
 /* ---- the engine ---- */
 
 static ng_engine *engine_on(ng_dataset_t g, const trained *t, ng_mode mode, double cache_ratio,
-                            int64_t ecache_bytes, const char *log) {
+                            int64_t ecache_bytes, const char *log, int serve_workers) {
   ng_engine_opts o = NG_ENGINE_OPTS_INIT;
+  o.serve_workers = serve_workers;
   o.mode = mode;
   o.cache_ratio = cache_ratio;
   o.workers = 2;
@@ -310,10 +311,10 @@ static int64_t engine_scores(ng_engine *e, float *out, int64_t chunk) {
   return most;
 }
 
-/* Every mode on the CPU backend, every row hot, with and without the embedding cache: the
- * offline scores' bits, whether pair requests ride alone or merged with others. With a cold
- * tier the input layer adds the hot and cold partial sums in another order: every mode then
- * gives the same bits as the others, close to the offline scores. */
+/* Every mode on the CPU backend, every row hot, with and without the embedding cache (with it,
+ * two main-lane workers): the offline scores' bits, whether pair requests ride alone or merged
+ * with others. With a cold tier the input layer adds the hot and cold partial sums in another
+ * order: every mode then gives the same bits as the others, close to the offline scores. */
 static void test_engine_matches_offline(void) {
   const trained *all[] = {&dot, &mlp};
   const ng_mode modes[] = {NG_MODE_AUTO, NG_MODE_BASELINE, NG_MODE_ZEROCOPY, NG_MODE_PARTIAL,
@@ -323,7 +324,7 @@ static void test_engine_matches_offline(void) {
     const trained *t = all[k];
     for (size_t i = 0; i < NG_TEST_LEN(modes); i++)
       for (int cache = 0; cache < 2; cache++) {
-        ng_engine *e = engine_on(mp, t, modes[i], -1.0, cache ? 64 << 20 : 0, NULL);
+        ng_engine *e = engine_on(mp, t, modes[i], -1.0, cache ? 64 << 20 : 0, NULL, 1 + cache);
         if (!e)
           return;
         ng_engine_info ei;
@@ -331,8 +332,8 @@ static void test_engine_matches_offline(void) {
         EXPECT_EQ_I(ei.pair_scores, 1);
         EXPECT_EQ_I(ei.decoder, (int)t->decoder);
         char what[96];
-        snprintf(what, sizeof what, "%s decoder, mode %s, cache %d",
-                 ng_link_decoder_name(t->decoder), ng_mode_name(modes[i]), cache);
+        snprintf(what, sizeof what, "%s decoder, mode %s, cache %d (and %d workers)",
+                 ng_link_decoder_name(t->decoder), ng_mode_name(modes[i]), cache, 1 + cache);
         /* Twice with the cache: the second time its rows are hits. */
         for (int round = 0; round < 1 + cache; round++) {
           memset(got, 0xff, (size_t)n_pairs * sizeof(float));
@@ -350,7 +351,7 @@ static void test_engine_matches_offline(void) {
       }
     float *first = NULL;
     for (size_t i = 1; i < NG_TEST_LEN(modes); i++) {
-      ng_engine *e = engine_on(mp, t, modes[i], 0.3, 0, NULL);
+      ng_engine *e = engine_on(mp, t, modes[i], 0.3, 0, NULL, 0);
       if (!e)
         return;
       float *cold = ng_test_xmalloc((size_t)n_pairs * sizeof(float));
@@ -420,8 +421,8 @@ static void test_after_update(void) {
       char log[4096];
       snprintf(log, sizeof log, "%s", ng_test_path("pairs_update.log"));
       unlink(log);
-      ng_engine *e = engine_on(mp, t, NG_MODE_AUTO, -1.0, cache ? 64 << 20 : 0, log);
-      ng_engine *fresh = engine_on(g1, t, NG_MODE_AUTO, -1.0, 0, NULL);
+      ng_engine *e = engine_on(mp, t, NG_MODE_AUTO, -1.0, cache ? 64 << 20 : 0, log, 0);
+      ng_engine *fresh = engine_on(g1, t, NG_MODE_AUTO, -1.0, 0, NULL, 0);
       if (!e || !fresh) {
         ng_engine_destroy(e);
         ng_engine_destroy(fresh);
@@ -455,7 +456,7 @@ static void test_after_update(void) {
 }
 
 static void test_bad_pair_requests(void) {
-  ng_engine *e = engine_on(mp, &dot, NG_MODE_AUTO, -1.0, 0, NULL);
+  ng_engine *e = engine_on(mp, &dot, NG_MODE_AUTO, -1.0, 0, NULL, 0);
   if (!e)
     return;
   ng_infer_request r;
@@ -566,7 +567,7 @@ static char *pair_body(int64_t n, int64_t n_dst) {
 }
 
 static void test_http_pairs(void) {
-  ng_engine *e = engine_on(mp, &mlp, NG_MODE_AUTO, -1.0, 0, NULL);
+  ng_engine *e = engine_on(mp, &mlp, NG_MODE_AUTO, -1.0, 0, NULL, 0);
   if (!e)
     return;
   ng_http_opts ho = NG_HTTP_OPTS_INIT;
