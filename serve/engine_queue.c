@@ -328,7 +328,7 @@ static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending 
   const struct ng_model *m = &e->model;
   if (!r)
     return ng__err(NG_ERR_INVALID_ARG, "request is NULL");
-  if (r->outputs & NG_OUT_SCORE && !r->dst_ids)
+  if ((r->outputs & NG_OUT_SCORE) && !r->dst_ids)
     return ng__err(NG_ERR_INVALID_ARG,
                    "request asks for \"score\" without pairs: give dst_ids (the pairs' "
                    "destinations) beside node_ids (their sources)");
