@@ -22,6 +22,7 @@ enum { NG_NORMALIZE_NAMES(NG_INDEX_) };
 enum { NG_CACHE_PLACEMENT_NAMES(NG_INDEX_) };
 enum { NG_LINK_DECODER_NAMES(NG_INDEX_) };
 enum { NG_LINK_NEG_NAMES(NG_INDEX_) };
+enum { NG_HETERO_MODEL_NAMES(NG_INDEX_) };
 enum { NG_REDUCE_NAMES(NG_INDEX_) };
 enum { NG_EDGE_WEIGHT_NAMES(NG_INDEX_) };
 enum { NG_FINALIZE_NAMES(NG_INDEX_) };
@@ -35,6 +36,7 @@ NG_NORMALIZE_NAMES(NG_AT_INDEX_)
 NG_CACHE_PLACEMENT_NAMES(NG_AT_INDEX_)
 NG_LINK_DECODER_NAMES(NG_AT_INDEX_)
 NG_LINK_NEG_NAMES(NG_AT_INDEX_)
+NG_HETERO_MODEL_NAMES(NG_AT_INDEX_)
 NG_REDUCE_NAMES(NG_AT_INDEX_)
 NG_EDGE_WEIGHT_NAMES(NG_AT_INDEX_)
 NG_FINALIZE_NAMES(NG_AT_INDEX_)
@@ -95,6 +97,8 @@ NG_NAME_FUNCTIONS(ng_optimizer, optimizer, NG_OPTIMIZER_NAMES, "optimizer", "?")
 NG_NAME_FUNCTIONS(ng_normalize, normalize, NG_NORMALIZE_NAMES, "normalisation", "?")
 NG_NAME_FUNCTIONS(ng_link_decoder, link_decoder, NG_LINK_DECODER_NAMES, "link decoder", "?")
 NG_NAME_FUNCTIONS(ng_link_neg, link_neg, NG_LINK_NEG_NAMES, "negative sampler", "?")
+NG_NAME_FUNCTIONS(ng_hetero_model_kind, hetero_model, NG_HETERO_MODEL_NAMES, "relational model",
+                  "?")
 NG_NAME_FUNCTIONS(ng_cache_placement, cache_placement, NG_CACHE_PLACEMENT_NAMES, "cache placement",
                   NULL)
 
