@@ -1391,11 +1391,12 @@ typedef struct {
   float weight_decay; ///< L2 on every parameter but the embeddings (default 0)
   uint64_t seed;      ///< parameters, shuffles and samples (default 1)
   int32_t threads;    ///< CPU backend threads (0: the default); the bits do not depend on it
+  float dropout;      ///< dropout on every layer's input rows in training (default 0.5)
 } ng_hetero_train_opts;
 #define NG_HETERO_TRAIN_OPTS_INIT                                                                  \
   {                                                                                                \
     sizeof(ng_hetero_train_opts), NG_HETERO_MODEL_RGCN, 2, 64, 0, NULL, NULL, 256, 1024, 0.01f,    \
-        0.0f, 1, 0                                                                                 \
+        0.0f, 1, 0, 0.5f                                                                           \
   }
 
 /// Trains a relational model on the target type of a heterogeneous dataset (CPU backend):

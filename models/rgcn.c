@@ -190,7 +190,8 @@ ng_status ng__rgcn_exec_create(ng_rgcn_exec *ex, const ng_rgcn *m, ng_backend *b
   ex->agg = ng__calloc(lr, sizeof *ex->agg, "the model's workspace");
   ex->views = ng__calloc(lr, sizeof *ex->views, "the model's workspace");
   ex->d_h0 = ng__calloc(t, sizeof *ex->d_h0, "the model's workspace");
-  if (!ex->h || !ex->out || !ex->d_out || !ex->agg || !ex->views || !ex->d_h0) {
+  ex->mask = ng__calloc(lt, sizeof *ex->mask, "the model's workspace");
+  if (!ex->mask || !ex->h || !ex->out || !ex->d_out || !ex->agg || !ex->views || !ex->d_h0) {
     ng__rgcn_exec_destroy(ex);
     return NG_ERR_NOMEM;
   }
@@ -233,6 +234,7 @@ void ng__rgcn_exec_destroy(ng_rgcn_exec *ex) {
   free(ex->agg);
   free(ex->views);
   free(ex->d_h0);
+  free(ex->mask);
   memset(ex, 0, sizeof *ex);
 }
 
@@ -306,6 +308,13 @@ static size_t layout(ng_rgcn_exec *ex, const ng_rgcn_batch *b, char *base) {
     ex->d_h0[t] = take(&c, (size_t)(NODES(b, 0, t) * m->in0[t]) * sizeof(float));
     max_rows = NG_MAX(max_rows, NODES(b, 0, t));
   }
+  for (int32_t l = 0; l < L; l++)
+    for (int32_t t = 0; t < T; t++) {
+      const size_t i = (size_t)l * (size_t)T + (size_t)t;
+      ex->mask[i] = NULL;
+      if (ex->drop_p > 0.0f && m->need[i])
+        ex->mask[i] = take(&c, (size_t)(NODES(b, l, t) * m->in_dim[i]));
+    }
   ex->colsum = take(&c, (size_t)max_out * sizeof(float));
   ex->tmp_dagg = take(&c, (size_t)max_dagg * sizeof(float));
   ex->tmp_dsrc = take(&c, (size_t)max_dsrc * sizeof(float));
@@ -337,10 +346,20 @@ static void fill_transpose(ng_block *v) {
 
 static const ng_aggr MEAN = {.reduce = NG_REDUCE_SUM, .mean = true};
 
-ng_status ng__rgcn_forward(ng_rgcn_exec *ex, const ng_rgcn_batch *b, const float *const *features) {
+/* The dropout key of layer l's input rows of type t. */
+static uint64_t drop_key(uint64_t seed, int32_t l, int32_t t) {
+  return ng_hash3(seed, 0x64726f70 /* "drop" */, ((uint64_t)l << 32) + (uint64_t)t);
+}
+
+ng_status ng__rgcn_forward(ng_rgcn_exec *ex, const ng_rgcn_batch *b, const float *const *features,
+                           float drop_p, uint64_t seed) {
   const ng_rgcn *m = ex->m;
   const int32_t T = m->T, R = m->R, L = m->L;
   ng_backend *be = ex->be;
+  if (!(drop_p >= 0.0f && drop_p < 1.0f))
+    return ng__err(NG_ERR_INVALID_ARG, "relational model: dropout %g; use 0 <= p < 1",
+                   (double)drop_p);
+  ex->drop_p = drop_p;
   NG_CHECK(ng__bk_reserve(be, &ex->arena, &ex->arena_cap, layout(ex, b, NULL)));
   layout(ex, b, ex->arena);
   for (int32_t i = 0; i < L * R; i++)
@@ -358,6 +377,15 @@ ng_status ng__rgcn_forward(ng_rgcn_exec *ex, const ng_rgcn_batch *b, const float
   }
   for (int32_t l = 0; l < L; l++) {
     const int64_t dout = m->out_dim[l];
+    /* Dropout in place on the layer's input rows: below the last layer they are ReLU outputs,
+     * and a kept element keeps its sign, so the ReLU's backward reads the same pattern from
+     * them; a dropped one has no gradient either way. */
+    for (int32_t t = 0; t < T && drop_p > 0.0f; t++) {
+      const size_t i = (size_t)l * (size_t)T + (size_t)t;
+      if (ex->mask[i] && NODES(b, l, t) > 0)
+        NG_CHECK(BE(ex)->dropout_fwd(be, ex->h[i], ex->mask[i], NODES(b, l, t) * m->in_dim[i],
+                                     drop_p, drop_key(seed, l, t)));
+    }
     for (int32_t t = 0; t < T; t++) {
       const size_t i = (size_t)l * (size_t)T + (size_t)t;
       const int64_t nd = NODES(b, l + 1, t), din = m->in_dim[i];
@@ -483,6 +511,14 @@ ng_status ng__rgcn_loss_backward(ng_rgcn_exec *ex, const ng_rgcn_batch *b, const
             BE(ex)->aggr_bwd(be, &MEAN, &ex->views[j], ex->tmp_dagg, NULL, din_s, ex->tmp_dsrc));
         NG_CHECK(BE(ex)->add(be, dh_s, ex->tmp_dsrc, ns * din_s));
       }
+    }
+    /* Layer l's input gradients are complete: through its dropout to the layer below. */
+    for (int32_t t = 0; t < T && ex->drop_p > 0.0f; t++) {
+      const size_t i = (size_t)l * (size_t)T + (size_t)t;
+      float *dh = grad_of_input(ex, l, t);
+      if (ex->mask[i] && dh && NODES(b, l, t) > 0)
+        NG_CHECK(
+            BE(ex)->dropout_bwd(be, dh, ex->mask[i], NODES(b, l, t) * m->in_dim[i], ex->drop_p));
     }
   }
   /* The embedded types' rows are distinct within a mini-batch, so their gradients land in the

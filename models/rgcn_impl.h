@@ -89,10 +89,12 @@ typedef struct {
   ng_block *views; ///< [L * R] the blocks with their transposes (n_src >= n_dst, see rgcn.c)
   float *colsum, *tmp_dagg, *tmp_dsrc;
   int32_t *labels;
-  int64_t *iota; ///< 0, 1, 2 ... (scatter_rows' ids)
-  int32_t *pos;  ///< an embedded type's rows as int32 (scatter_rows' positions)
-  float *logits; ///< [n_targets, classes] == out[L - 1][target]
+  int64_t *iota;  ///< 0, 1, 2 ... (scatter_rows' ids)
+  int32_t *pos;   ///< an embedded type's rows as int32 (scatter_rows' positions)
+  uint8_t **mask; ///< [L * T] dropout decisions on h[l][t] (NULL when not dropping)
+  float *logits;  ///< [n_targets, classes] == out[L - 1][target]
   int32_t n_targets;
+  float drop_p; ///< the last forward pass's dropout (0: none)
 } ng_rgcn_exec;
 
 /// Allocates and initialises the parameters (from `seed`) on `be`, which must keep its memory on
@@ -101,8 +103,10 @@ ng_status ng__rgcn_exec_create(ng_rgcn_exec *ex, const ng_rgcn *m, ng_backend *b
 void ng__rgcn_exec_destroy(ng_rgcn_exec *ex);
 /// Forward pass over `b`: gathers each needed type's layer-0 rows (features[t] [count, dim] in
 /// backend-readable memory, or the type's embedding), then the layers; logits end in
-/// ex->logits. Keeps what the backward pass needs.
-ng_status ng__rgcn_forward(ng_rgcn_exec *ex, const ng_rgcn_batch *b, const float *const *features);
+/// ex->logits. Keeps what the backward pass needs. With `drop_p` > 0 (training), every layer's
+/// input rows h[l][t] go through dropout (op dropout_fwd) keyed by (seed, l, t).
+ng_status ng__rgcn_forward(ng_rgcn_exec *ex, const ng_rgcn_batch *b, const float *const *features,
+                           float drop_p, uint64_t seed);
 /// Cross-entropy of the last forward pass against `labels` [n_targets] (host) and, with
 /// `backward`, the gradients of the mean loss into ex->grads (overwritten). *loss and *correct
 /// as op xent (either may be NULL).

@@ -82,14 +82,14 @@ static ng_status take_opts(ng_hetero_train_opts *o, const ng_hetero_train_opts *
   }
   if (o->layers < 1 || o->layers > NG_MAX_LAYERS || o->hidden < 1 || o->embed_dim < 0 ||
       o->batch_size < 1 || o->eval_batch < 1 || !(o->lr > 0.0f) || !(o->weight_decay >= 0.0f) ||
-      o->threads < 0)
+      o->threads < 0 || !(o->dropout >= 0.0f && o->dropout < 1.0f))
     return ng__err(NG_ERR_INVALID_ARG,
                    "ng_hetero_trainer_create: layers %d (1 to %d), hidden %lld, embed_dim %lld, "
-                   "batch_size %d, eval_batch %d, lr %g, weight_decay %g, threads %d: an option "
-                   "out of range",
+                   "batch_size %d, eval_batch %d, lr %g, weight_decay %g, threads %d, dropout "
+                   "%g: an option out of range",
                    (int)o->layers, NG_MAX_LAYERS, (long long)o->hidden, (long long)o->embed_dim,
                    (int)o->batch_size, (int)o->eval_batch, (double)o->lr, (double)o->weight_decay,
-                   (int)o->threads);
+                   (int)o->threads, (double)o->dropout);
   if (info->target < 0 || info->classes < 1 || info->train < 1)
     return ng__err(NG_ERR_INVALID_ARG,
                    "ng_hetero_trainer_create: dataset '%s' has no labelled target type with a "
@@ -218,7 +218,8 @@ static ng_status run_batch(ng_hetero_trainer_t t, const int64_t *ids, int32_t n,
     t->batch_labels[i] = t->labels[ids[i]];
   double loss = 0.0;
   int64_t right = 0;
-  ng_status st = ng__rgcn_forward(&t->ex, &b, t->features);
+  ng_status st = ng__rgcn_forward(&t->ex, &b, t->features, train ? t->o.dropout : 0.0f,
+                                  ng_hash2(seed, 0x64726f70 /* "drop" */));
   if (st == NG_OK)
     st = ng__rgcn_loss_backward(&t->ex, &b, t->batch_labels, train, &loss, &right);
   if (st == NG_OK && train) {
