@@ -26,7 +26,7 @@ static int cmp_i32(const void *a, const void *b) {
 }
 
 /* Writes the fixture into `dir` through the heterogeneous writer. */
-ng_status ng_test_build_cora_hetero(const char *dir, ng_dataset_t cora, bool normalize) {
+ng_status ng_test_build_cora_hetero(const char *dir, ng_dataset_t cora) {
   const int64_t n = cora->info.nodes, fdim = cora->info.feature_dim;
   /* The authors of each class, in id order. */
   int32_t *by_class = ng_test_xmalloc(sizeof(int32_t) * CORA_AUTHORS);
@@ -140,15 +140,6 @@ ng_status ng_test_build_cora_hetero(const char *dir, ng_dataset_t cora, bool nor
     st = ng__hetero_writer_array(&a, &hw, "paper.features.npy", NG_DTYPE_F32, 2, fshape);
   if (st == NG_OK)
     memcpy(a->data, cora->features, sizeof(float) * (size_t)(n * fdim));
-  if (st == NG_OK && normalize)
-    for (int64_t p = 0; p < n; p++) {
-      float *row = (float *)a->data + p * fdim;
-      double sum = 0.0;
-      for (int64_t c = 0; c < fdim; c++)
-        sum += row[c];
-      for (int64_t c = 0; sum > 0.0 && c < fdim; c++)
-        row[c] = (float)(row[c] / sum);
-    }
   if (st == NG_OK)
     st = ng__hetero_writer_array(&a, &hw, "paper.labels.npy", NG_DTYPE_I32, 1, &n);
   if (st == NG_OK)

@@ -12,8 +12,7 @@ enum { CORA_AUTHORS = 1500, CORA_CLASSES = 7, CORA_MAX_AUTHORS_PER_PAPER = 3 };
 /// The home class of generated author `a`.
 int32_t ng_test_cora_author_class(int64_t a);
 /// Writes Cora with generated authors into `dir` (which must not exist) from the open Cora
-/// dataset `cora` (borrowed); with `normalize`, each paper's features divided by their sum (the
-/// row normalisation of Kipf & Welling's recipe).
-ng_status ng_test_build_cora_hetero(const char *dir, ng_dataset_t cora, bool normalize);
+/// dataset `cora` (borrowed).
+ng_status ng_test_build_cora_hetero(const char *dir, ng_dataset_t cora);
 
 #endif /* NG_TEST_HETERO_H */

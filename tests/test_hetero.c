@@ -846,7 +846,7 @@ static void test_cora_with_authors(void) {
   ng_dataset_t cora = cora_once();
   char dir[512];
   snprintf(dir, sizeof dir, "%s", ng_test_path("cora_hetero"));
-  EXPECT_OK(ng_test_build_cora_hetero(dir, cora, false));
+  EXPECT_OK(ng_test_build_cora_hetero(dir, cora));
   ng_hetero_info info = NG_HETERO_INFO_INIT;
   ng_hetero_t ds = open_checked(dir, &info);
   if (!ds)
@@ -989,7 +989,7 @@ static void test_sample_per_relation(void) {
   ng_dataset_t cora = cora_once();
   char dir[512];
   snprintf(dir, sizeof dir, "%s", ng_test_path("cora_hetero_sample"));
-  EXPECT_OK(ng_test_build_cora_hetero(dir, cora, false));
+  EXPECT_OK(ng_test_build_cora_hetero(dir, cora));
   ng_hetero_t ds = NULL;
   EXPECT_OK(ng_hetero_open(&ds, dir, NULL));
   if (!ds)

@@ -308,7 +308,7 @@ static ng_hetero_t open_cora_hetero(void) {
   cora_homo = ng_test_fetch_cora();
   char dir[512];
   snprintf(dir, sizeof dir, "%s", ng_test_path("cora_hetero"));
-  EXPECT_OK(ng_test_build_cora_hetero(dir, cora_homo, false));
+  EXPECT_OK(ng_test_build_cora_hetero(dir, cora_homo));
   EXPECT_OK(ng_hetero_open(&cora_hetero, dir, NULL));
   return cora_hetero;
 }
