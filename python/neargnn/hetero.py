@@ -68,6 +68,7 @@ class HeteroDataset:
     manager. Trainers over it must be closed first."""
 
     def __init__(self, path):
+        self._h = c_void_p()
         h = c_void_p()
         _check(_LIB.ng_hetero_open(ctypes.byref(h), os.fsencode(path), None))
         self._h = h
