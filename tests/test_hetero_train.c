@@ -429,6 +429,83 @@ static void test_rgcn_beats_gcn(void) {
   EXPECT_TRUE(gcn >= 0.78); /* the baseline is the recipe's, not a broken run */
 }
 
+/* ---- per-type hot tiers ---- */
+
+/* What every plan must satisfy: within the budget; each type's ids distinct and by descending
+ * in-degree (ties by id); and no row left out of a type that still fits scores above a row
+ * taken (score: in-degree over the row's bytes). */
+static void check_plan(const ng_hetero_hot_plan *p, const struct ng_hetero *ds, int64_t budget) {
+  EXPECT_TRUE(p->bytes <= budget);
+  int64_t bytes = 0;
+  double min_taken = INFINITY, max_left = -1.0;
+  for (int32_t t = 0; t < p->n_types; t++) {
+    const int64_t n = ds->ntypes[t].count, row = ds->ntypes[t].feature_dim * 4;
+    bytes += p->hot[t] * row;
+    if (row == 0) {
+      EXPECT_EQ_I(p->hot[t], 0);
+      continue;
+    }
+    double *deg = ng_test_xmalloc(sizeof(double) * (size_t)n);
+    uint8_t *taken = calloc((size_t)n, 1);
+    ng__hetero_source_degree(deg, ds, t);
+    for (int64_t i = 0; i < p->hot[t]; i++) {
+      const int64_t v = p->ids[t][i];
+      EXPECT_TRUE(v >= 0 && v < n && !taken[v]);
+      taken[v] = 1;
+      if (i > 0) {
+        const int64_t u = p->ids[t][i - 1];
+        EXPECT_TRUE(deg[u] > deg[v] || (deg[u] == deg[v] && u < v));
+      }
+      min_taken = fmin(min_taken, deg[v] / (double)row);
+    }
+    if (row <= budget - p->bytes)
+      for (int64_t v = 0; v < n; v++)
+        if (!taken[v])
+          max_left = fmax(max_left, deg[v] / (double)row);
+    free(deg);
+    free(taken);
+  }
+  EXPECT_EQ_I(bytes, p->bytes);
+  EXPECT_TRUE(max_left <= min_taken);
+}
+
+static void test_hot_plan(void) {
+  /* Cora with authors: only papers have feature rows. */
+  ng_hetero_t cora = open_cora_hetero();
+  const int64_t row = 1433 * 4;
+  ng_hetero_hot_plan p;
+  EXPECT_OK(ng__hetero_hot_plan(&p, cora, 10 * row + row / 2));
+  EXPECT_EQ_I(p.hot[0], 10);
+  EXPECT_EQ_I(p.hot[1], 0);
+  EXPECT_EQ_I(p.bytes, 10 * row);
+  check_plan(&p, cora, 10 * row + row / 2);
+  ng__hetero_hot_plan_free(&p);
+  /* Two types of different widths: the narrow type's rows cost a quarter, and both share the
+   * budget by score per byte. */
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", ng_test_path("two_widths"));
+  ng_hetero_generate_opts g = NG_HETERO_GENERATE_OPTS_INIT;
+  g.types = "a:400:4,b:300:16";
+  g.relations = "a:x:b:3,b:y:a:2,a:z:a:2";
+  g.classes = 2;
+  g.seed = 5;
+  EXPECT_OK(ng_hetero_generate(dir, &g));
+  ng_hetero_t ds = NULL;
+  EXPECT_OK(ng_hetero_open(&ds, dir, NULL));
+  const int64_t budgets[4] = {0, 1000, 8000, 1 << 20};
+  for (int i = 0; i < 4; i++) {
+    EXPECT_OK(ng__hetero_hot_plan(&p, ds, budgets[i]));
+    check_plan(&p, ds, budgets[i]);
+    if (budgets[i] == 8000)
+      EXPECT_TRUE(p.hot[0] > 0 && p.hot[1] > 0 && p.hot[0] < 400);
+    if (budgets[i] == 1 << 20) /* everything fits */
+      EXPECT_TRUE(p.hot[0] == 400 && p.hot[1] == 300 && p.bytes == 400 * 16 + 300 * 64);
+    ng__hetero_hot_plan_free(&p);
+  }
+  EXPECT_STATUS(ng__hetero_hot_plan(&p, ds, -1), NG_ERR_INVALID_ARG);
+  ng_hetero_close(ds);
+}
+
 int main(void) {
   RUN_TEST(test_layout);
   RUN_TEST(test_rgcn_forward_reference);
@@ -437,6 +514,7 @@ int main(void) {
   RUN_TEST(test_rsage_gradients);
   RUN_TEST(test_trainer_refusals);
   RUN_TEST(test_train_deterministic);
+  RUN_TEST(test_hot_plan);
   RUN_TEST(test_rgcn_beats_gcn);
   if (cora_hetero)
     ng_hetero_close(cora_hetero);
