@@ -32,7 +32,7 @@ stage_install() { bash scripts/check_install.sh build/default; }
 
 stage_asan() {
   cmake --preset asan -DNG_WERROR=ON >/dev/null
-  cmake --build --preset asan -j "$jobs"
+  cmake --build --preset asan -j "$jobs" --target ng_tests
   ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -j "$jobs"
 }
 
