@@ -7,10 +7,20 @@
 #   NG_TEST_QUICK=1 bash scripts/test.sh   only the release build, its tests and the install
 #                                          check
 # Each stage prints its elapsed time; at the end (or at the first failure) a table gives every
-# stage's time and state, so that a failure also names the stages it kept from running.
+# stage's time and state, so that a failure also names the stages it kept from running, and for
+# each stage that ran tests its 10 slowest, so that a slow suite is seen at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# Each test stage's ctest output, read for the table of its slowest tests.
+ctest_logs=$(mktemp -d "${TMPDIR:-/tmp}/ngtest-XXXXXX")
+
+# ctest over preset $1 with the other arguments, its output also kept for that table.
+run_ctest() {
+  local preset=$1
+  shift
+  ctest --preset "$preset" -j "$jobs" "$@" 2>&1 | tee "$ctest_logs/$preset.log"
+}
 
 stage_setup() { bash scripts/setup.sh; }
 
@@ -27,7 +37,7 @@ stage_release_build() {
   cmake --build --preset default -j "$jobs"
 }
 
-stage_release_tests() { ctest --preset default -j "$jobs"; }
+stage_release_tests() { run_ctest default; }
 
 stage_install() { bash scripts/check_install.sh build/default; }
 
@@ -37,7 +47,7 @@ stage_install() { bash scripts/check_install.sh build/default; }
 stage_asan() {
   cmake --preset asan -DNG_WERROR=ON >/dev/null
   cmake --build --preset asan -j "$jobs" --target ng_tests
-  ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -j "$jobs" -LE accuracy
+  ASAN_OPTIONS=detect_leaks=1 run_ctest asan -LE accuracy
 }
 
 # The suites with threads of their own (scheduler, sampler, the runtime's workers and pipeline,
@@ -51,13 +61,13 @@ stage_tsan() {
   cmake --preset tsan -DNG_WERROR=ON >/dev/null
   cmake --build --preset tsan -j "$jobs" --target test_sched test_sampler test_runtime \
     test_fetch test_serve_engine test_serve_http test_infer
-  ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch(_[a-z0-9_]+)?|serve_engine|serve_http|infer)$'
+  run_ctest tsan -R '^(sched|sampler|runtime|fetch(_[a-z0-9_]+)?|serve_engine|serve_http|infer)$'
 }
 
 stage_fuzz() {
   cmake --preset fuzz -DNG_WERROR=ON >/dev/null
   cmake --build --preset fuzz -j "$jobs" --target fuzz_targets
-  bash tests/fuzz/run.sh build/fuzz "${NG_FUZZ_SECONDS:-20}"
+  NG_FUZZ_JOBS=$jobs bash tests/fuzz/run.sh build/fuzz "${NG_FUZZ_SECONDS:-20}"
 }
 
 # name|function|what the stage does (printed before it runs)
@@ -87,6 +97,22 @@ script_start=$SECONDS
 
 fmt_s() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 
+# The 10 slowest tests of each test stage that ran, from its ctest lines
+# ("12/87 Test #10: fetch ......   Passed    8.70 sec").
+slowest() {
+  local entry log
+  for entry in "release tests|default" "asan|asan" "tsan|tsan"; do
+    log=$ctest_logs/${entry#*|}.log
+    [ -s "$log" ] || continue
+    printf '\n==> the 10 slowest tests: %s\n' "${entry%%|*}"
+    awk '$NF == "sec" && / Test +#[0-9]+: / {
+           for (i = 1; i < NF; i++) if ($i ~ /^#[0-9]+:$/) name = $(i + 1)
+           printf "  %8.1f s  %s\n", $(NF - 1), name
+         }' "$log" | sort -rn | head -n 10 || true
+  done
+  rm -rf "$ctest_logs"
+}
+
 # On any exit: the table of stages, and on a failure which stage failed and which did not run.
 report() {
   local rc=$?
@@ -95,6 +121,7 @@ report() {
     took[current]=$((SECONDS - stage_start))
     state[current]=$([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)")
   fi
+  slowest
   printf '\n==> stages\n'
   local i name
   for i in "${!stages[@]}"; do
