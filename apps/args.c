@@ -57,6 +57,9 @@ const char *const *cli_link_decoder_names(void) {
 const char *const *cli_link_neg_names(void) {
   CLI_ENUM_CHOICES(ng_link_neg_name, ng_link_neg, NULL);
 }
+const char *const *cli_hetero_model_names(void) {
+  CLI_ENUM_CHOICES(ng_hetero_model_name, ng_hetero_model_kind, NULL);
+}
 const char *const *cli_optimizer_names(void) {
   CLI_ENUM_CHOICES(ng_optimizer_name, ng_optimizer, NULL);
 }

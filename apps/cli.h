@@ -47,6 +47,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_split_edges(int argc, char **argv);
+int cmd_train_hetero(int argc, char **argv);
 
 /* ---- options (args.c) ---- */
 
@@ -253,6 +254,8 @@ void cli_model_opts_from_checkpoint(cli_opt *opts, size_t n);
 extern const char *const CLI_TASK_NAMES[];
 const char *const *cli_link_decoder_names(void);
 const char *const *cli_link_neg_names(void);
+/// The relational models (ng_hetero_model_name): train-hetero's --model.
+const char *const *cli_hetero_model_names(void);
 
 /// What `train --task link` adds to the training options.
 typedef struct {

@@ -15,6 +15,7 @@ static const cli_command COMMANDS[] = {
      cmd_split_edges},
     {"reorder", "renumber a dataset so that its hot nodes come first", cmd_reorder},
     {"train", "train a GraphSAGE, GCN, GAT, GIN or SAGE-pool model on a dataset", cmd_train},
+    {"train-hetero", "train R-GCN or R-SAGE on a heterogeneous dataset", cmd_train_hetero},
     {"evaluate", "accuracy and loss of a checkpoint on a dataset's splits", cmd_evaluate},
     {"predict", "classes or logits of a checkpoint for a split or a node list", cmd_predict},
     {"demo", "generate a graph and train on it (the quick tour)", cmd_demo},

@@ -23,6 +23,7 @@ enum { NG_CACHE_PLACEMENT_NAMES(NG_INDEX_) };
 enum { NG_COLD_FETCH_NAMES(NG_INDEX_) };
 enum { NG_LINK_DECODER_NAMES(NG_INDEX_) };
 enum { NG_LINK_NEG_NAMES(NG_INDEX_) };
+enum { NG_HETERO_MODEL_NAMES(NG_INDEX_) };
 enum { NG_REDUCE_NAMES(NG_INDEX_) };
 enum { NG_EDGE_WEIGHT_NAMES(NG_INDEX_) };
 enum { NG_FINALIZE_NAMES(NG_INDEX_) };
@@ -37,6 +38,7 @@ NG_CACHE_PLACEMENT_NAMES(NG_AT_INDEX_)
 NG_COLD_FETCH_NAMES(NG_AT_INDEX_)
 NG_LINK_DECODER_NAMES(NG_AT_INDEX_)
 NG_LINK_NEG_NAMES(NG_AT_INDEX_)
+NG_HETERO_MODEL_NAMES(NG_AT_INDEX_)
 NG_REDUCE_NAMES(NG_AT_INDEX_)
 NG_EDGE_WEIGHT_NAMES(NG_AT_INDEX_)
 NG_FINALIZE_NAMES(NG_AT_INDEX_)
@@ -97,6 +99,8 @@ NG_NAME_FUNCTIONS(ng_optimizer, optimizer, NG_OPTIMIZER_NAMES, "optimizer", "?")
 NG_NAME_FUNCTIONS(ng_normalize, normalize, NG_NORMALIZE_NAMES, "normalisation", "?")
 NG_NAME_FUNCTIONS(ng_link_decoder, link_decoder, NG_LINK_DECODER_NAMES, "link decoder", "?")
 NG_NAME_FUNCTIONS(ng_link_neg, link_neg, NG_LINK_NEG_NAMES, "negative sampler", "?")
+NG_NAME_FUNCTIONS(ng_hetero_model_kind, hetero_model, NG_HETERO_MODEL_NAMES, "relational model",
+                  "?")
 NG_NAME_FUNCTIONS(ng_cache_placement, cache_placement, NG_CACHE_PLACEMENT_NAMES, "cache placement",
                   NULL)
 NG_NAME_FUNCTIONS(ng_cold_fetch, cold_fetch, NG_COLD_FETCH_NAMES, "cold fetch", NULL)

@@ -1442,6 +1442,72 @@ ng_status ng_dataset_generate_links(const char *dst_dir, const ng_generate_opts 
 /// epoch is hundreds of thousands of mini-batches (the L4 workload, docs/eval.md).
 ng_status ng_link_trainer_set_epoch_iters(ng_link_trainer_t trainer, int64_t iters);
 
+/* ---- relational models on heterogeneous datasets (docs/heterogeneous.md#models) ---------- */
+
+/// A relational model: per-relation weights over a heterogeneous mini-batch.
+typedef enum {
+  /// R-GCN (Schlichtkrull et al.): h'_v = act(W_0,t h_v + b_t + sum over relations r into v's
+  /// type t of W_r mean over N_r(v) of h_u), one self weight per node type.
+  NG_HETERO_MODEL_RGCN = 0,
+  /// R-SAGE: one GraphSAGE layer per relation (root weight, neighbour weight and bias of its own,
+  /// as PyG's HeteroConv of SAGEConv), summed over the relations into a type.
+  NG_HETERO_MODEL_RSAGE = 1
+} ng_hetero_model_kind;
+/// "rgcn", "rsage"; "?" for another value.
+const char *ng_hetero_model_name(ng_hetero_model_kind kind);
+/// The kind named `name`; NG_ERR_INVALID_ARG (the message lists the names) for another.
+ng_status ng_hetero_model_parse(ng_hetero_model_kind *out, const char *name);
+
+/// Options of ng_hetero_trainer_create().
+typedef struct {
+  size_t size;                ///< sizeof(ng_hetero_train_opts)
+  ng_hetero_model_kind model; ///< default R-GCN
+  int32_t layers;             ///< hops, 1 to 8 (default 2)
+  int64_t hidden;             ///< columns of the hidden layers (default 64)
+  /// Columns of the learned embedding of each node type without features (default 0: hidden).
+  int64_t embed_dim;
+  /// Fanouts [layers], block 0 (the input layer) first, each for every relation; NULL: 10 each.
+  /// -1 takes every neighbour, 0 none. Borrowed.
+  const int32_t *fanouts;
+  /// Optional [layers * relations]: rel_fanouts[l * relations + r] is relation r's fanout in
+  /// block l, replacing `fanouts`. Borrowed.
+  const int32_t *rel_fanouts;
+  int32_t batch_size; ///< target nodes per mini-batch (default 256)
+  int32_t eval_batch; ///< targets per mini-batch in evaluation (default 1024)
+  float lr;           ///< Adam's learning rate (default 0.01)
+  float weight_decay; ///< L2 on every parameter but the embeddings (default 0)
+  uint64_t seed;      ///< parameters, shuffles and samples (default 1)
+  int32_t threads;    ///< CPU backend threads (0: the default); the bits do not depend on it
+  float dropout;      ///< dropout on every layer's input rows in training (default 0.5)
+} ng_hetero_train_opts;
+#define NG_HETERO_TRAIN_OPTS_INIT                                                                  \
+  {                                                                                                \
+    sizeof(ng_hetero_train_opts), NG_HETERO_MODEL_RGCN, 2, 64, 0, NULL, NULL, 256, 1024, 0.01f,    \
+        0.0f, 1, 0, 0.5f                                                                           \
+  }
+
+/// Trains a relational model on the target type of a heterogeneous dataset (CPU backend):
+/// mini-batches of shuffled training ids, per-relation sampling, cross-entropy, Adam.
+typedef struct ng_hetero_trainer *ng_hetero_trainer_t;
+
+/// A trainer over `ds` (borrowed: keep it open until ng_hetero_trainer_destroy) with `opts`
+/// (NULL: defaults; copied). The dataset needs a target type with classes and a training split.
+ng_status ng_hetero_trainer_create(ng_hetero_trainer_t *out, ng_hetero_t ds,
+                                   const ng_hetero_train_opts *opts);
+/// Destroys a trainer; accepts NULL.
+void ng_hetero_trainer_destroy(ng_hetero_trainer_t t);
+/// One epoch over the training split: *loss the mean of the mini-batches' mean losses,
+/// *accuracy the fraction of training targets predicted right during the epoch (either may be
+/// NULL).
+ng_status ng_hetero_trainer_epoch(double *loss, double *accuracy, ng_hetero_trainer_t t);
+/// Accuracy and mean loss on split `split` with every neighbour of every hop (either output may
+/// be NULL). The result does not depend on threads.
+ng_status ng_hetero_trainer_evaluate(double *accuracy, double *loss, ng_hetero_trainer_t t,
+                                     ng_split split);
+/// The model's parameters (*n floats, borrowed until the next call on the trainer): the
+/// embeddings, then each layer's weights and biases (docs/heterogeneous.md#models).
+ng_status ng_hetero_trainer_params(const float **params, int64_t *n, ng_hetero_trainer_t t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -85,4 +85,25 @@ void ng__hetero_writer_abort(ng_hetero_writer *hw);
 /// Checks a handle at the API edge: NULL or closed handles are reported, not followed.
 ng_status ng__hetero_check(ng_hetero_t ds);
 
+/// A hot tier per node type within one budget (docs/heterogeneous.md#tiering): how many rows of
+/// each type's feature table the device keeps, and which.
+typedef struct {
+  int32_t n_types;
+  int64_t *hot;  ///< [n_types] rows of each type in the hot tier (0 for a type without features)
+  int64_t **ids; ///< [n_types] each type's hot ids, hottest first (NULL when hot is 0)
+  int64_t bytes; ///< bytes the hot rows take, at most the budget
+} ng_hetero_hot_plan;
+
+/// Chooses the hot rows of every type within `budget` bytes. A row's score is the reads a
+/// uniform sampler makes of it per byte it takes: its in-degree summed over the relations whose
+/// source is its type, divided by its type's row bytes (feature_dim * 4), so that for the same
+/// in-degree a narrow type's rows go first (a 128-column row costs an eighth of a 1024-column
+/// one). Rows are taken by descending score (ties: lower type, then lower id) while they fit; a
+/// type whose next row no longer fits takes no more. Free with ng__hetero_hot_plan_free.
+ng_status ng__hetero_hot_plan(ng_hetero_hot_plan *out, const struct ng_hetero *ds, int64_t budget);
+void ng__hetero_hot_plan_free(ng_hetero_hot_plan *p);
+/// The in-degree of every node of type `t` over the relations whose source is `t` into deg
+/// [count] (the score's numerator).
+void ng__hetero_source_degree(double *deg, const struct ng_hetero *ds, int32_t t);
+
 #endif /* NG_HETERO_IMPL_H */

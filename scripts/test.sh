@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
 # Builds neargnn and runs every test that needs no GPU: the README's test command and CI's.
 #   bash scripts/test.sh            set-up, format check, release + CUDA-compile build and tests,
-#                                   the install check, sanitizer builds and tests (asan: all,
-#                                   tsan: the threaded suites), a short fuzzing run
+#                                   the install check, sanitizer builds and tests (asan: all but
+#                                   the accuracy bars, tsan: the threaded suites; docs/usage.md),
+#                                   a short fuzzing run
 #   NG_TEST_QUICK=1 bash scripts/test.sh   only the release build, its tests and the install
 #                                          check
 # Each stage prints its elapsed time; at the end (or at the first failure) a table gives every
-# stage's time and state, so that a failure also names the stages it kept from running.
+# stage's time and state, so that a failure also names the stages it kept from running, and for
+# each stage that ran tests its 10 slowest, so that a slow suite is seen at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# Each test stage's ctest output, read for the table of its slowest tests.
+ctest_logs=$(mktemp -d "${TMPDIR:-/tmp}/ngtest-XXXXXX")
+
+# ctest over preset $1 with the other arguments, its output also kept for that table.
+run_ctest() {
+  local preset=$1
+  shift
+  ctest --preset "$preset" -j "$jobs" "$@" 2>&1 | tee "$ctest_logs/$preset.log"
+}
 
 stage_setup() { bash scripts/setup.sh; }
 
@@ -26,33 +37,37 @@ stage_release_build() {
   cmake --build --preset default -j "$jobs"
 }
 
-stage_release_tests() { ctest --preset default -j "$jobs"; }
+stage_release_tests() { run_ctest default; }
 
 stage_install() { bash scripts/check_install.sh build/default; }
 
+# Every suite but the accuracy bars on Cora (label `accuracy`, tests/CMakeLists.txt): those repeat
+# for hundreds of epochs the paths that shorter cases of the same suites take under ASan, and
+# run in the release stage.
 stage_asan() {
   cmake --preset asan -DNG_WERROR=ON >/dev/null
-  cmake --build --preset asan -j "$jobs"
-  ASAN_OPTIONS=detect_leaks=1 ctest --preset asan -j "$jobs"
+  cmake --build --preset asan -j "$jobs" --target ng_tests
+  ASAN_OPTIONS=detect_leaks=1 run_ctest asan -LE accuracy
 }
 
 # The suites with threads of their own (scheduler, sampler, the runtime's workers and pipeline,
 # the serving engine's lanes, clock, callers and updaters; the HTTP front's event loops, sweeper
 # and updater pool; inference's producer thread), each ctest
 # entry of a split suite included (fetch_*: tests/CMakeLists.txt). OpenMP runs one thread under
-# TSan (tests/CMakeLists.txt). test_train is left out: it exercises the same runtime on Cora
-# through its accuracy bars, which take tens of minutes under TSan.
+# TSan (tests/CMakeLists.txt), and the fetch suites run each model on every 4th mode
+# (NG_TEST_FETCH_STRIDE, tests/test_fetch.c). test_train is left out: it exercises the same
+# runtime on Cora through its accuracy bars, which take tens of minutes under TSan.
 stage_tsan() {
   cmake --preset tsan -DNG_WERROR=ON >/dev/null
   cmake --build --preset tsan -j "$jobs" --target test_sched test_sampler test_runtime \
     test_fetch test_serve_engine test_serve_http test_infer
-  ctest --preset tsan -j "$jobs" -R '^(sched|sampler|runtime|fetch(_[a-z0-9_]+)?|serve_engine|serve_http|infer)$'
+  run_ctest tsan -R '^(sched|sampler|runtime|fetch(_[a-z0-9_]+)?|serve_engine|serve_http|infer)$'
 }
 
 stage_fuzz() {
   cmake --preset fuzz -DNG_WERROR=ON >/dev/null
   cmake --build --preset fuzz -j "$jobs" --target fuzz_targets
-  bash tests/fuzz/run.sh build/fuzz "${NG_FUZZ_SECONDS:-20}"
+  NG_FUZZ_JOBS=$jobs bash tests/fuzz/run.sh build/fuzz "${NG_FUZZ_SECONDS:-20}"
 }
 
 # name|function|what the stage does (printed before it runs)
@@ -82,6 +97,22 @@ script_start=$SECONDS
 
 fmt_s() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 
+# The 10 slowest tests of each test stage that ran, from its ctest lines
+# ("12/87 Test #10: fetch ......   Passed    8.70 sec").
+slowest() {
+  local entry log
+  for entry in "release tests|default" "asan|asan" "tsan|tsan"; do
+    log=$ctest_logs/${entry#*|}.log
+    [ -s "$log" ] || continue
+    printf '\n==> the 10 slowest tests: %s\n' "${entry%%|*}"
+    awk '$NF == "sec" && / Test +#[0-9]+: / {
+           for (i = 1; i < NF; i++) if ($i ~ /^#[0-9]+:$/) name = $(i + 1)
+           printf "  %8.1f s  %s\n", $(NF - 1), name
+         }' "$log" | sort -rn | head -n 10 || true
+  done
+  rm -rf "$ctest_logs"
+}
+
 # On any exit: the table of stages, and on a failure which stage failed and which did not run.
 report() {
   local rc=$?
@@ -90,6 +121,7 @@ report() {
     took[current]=$((SECONDS - stage_start))
     state[current]=$([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)")
   fi
+  slowest
   printf '\n==> stages\n'
   local i name
   for i in "${!stages[@]}"; do

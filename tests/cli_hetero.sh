@@ -83,4 +83,20 @@ has out "(paper, rev_writes, author): 4 edges"
 has out "(paper, cites, paper): 6 edges"
 [ "$(field splits)" = "train 2, val 1, test 0" ] || fail "converted: splits '$(field splits)'"
 
+# train-hetero: R-GCN on a generated graph; the output (the loss bits with %a) is the same for 1
+# and 2 threads; R-SAGE with a whole hop; refusals.
+run 0 train-hetero --data "$TMP/h1" --hidden 16 --fanouts 5,5 --batch 64 --epochs 2 --threads 1
+has out "epoch 2: loss"
+has out "test: acc"
+cp "$TMP/out" "$TMP/train1"
+run 0 train-hetero --data "$TMP/h1" --hidden 16 --fanouts 5,5 --batch 64 --epochs 2 --threads 2
+cmp -s "$TMP/out" "$TMP/train1" || fail "train-hetero: 1 and 2 threads differ: $(cat "$TMP/out")"
+run 0 train-hetero --data "$TMP/h1" --model rsage --hidden 8 --fanouts 3,-1 --epochs 1
+has out "epoch 1: loss"
+run 2 train-hetero --data "$TMP/h1" --model rgat
+has err "unknown value 'rgat' (expected one of: rgcn, rsage)"
+run 2 train-hetero --data "$TMP/h1" --fanouts 5,-2
+has err "--fanouts: -2 is not a count or -1 (all)"
+run 1 train-hetero --data "$TMP/none"
+
 cli_finish

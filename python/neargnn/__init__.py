@@ -669,3 +669,8 @@ def checkpoint_info(path):
 from .link import LinkTrainer, split_edges  # noqa: E402
 
 __all__ += ["LinkTrainer", "split_edges"]
+
+# Heterogeneous graphs and relational models, likewise.
+from .hetero import HeteroDataset, HeteroTrainer, generate_hetero  # noqa: E402
+
+__all__ += ["HeteroDataset", "HeteroTrainer", "generate_hetero"]

@@ -1,0 +1,144 @@
+"""Heterogeneous graphs (docs/heterogeneous.md): the generator, opening a typed dataset and
+training a relational model (R-GCN, R-SAGE), over the C API's ng_hetero_generate,
+ng_hetero_open and ng_hetero_trainer_*."""
+
+import ctypes
+import os
+from ctypes import c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_size_t, c_uint64, \
+    c_void_p
+
+import numpy as np
+
+from . import _LIB, _check, _choice, _enum_names
+
+c_enum = ctypes.c_int
+P = ctypes.POINTER
+
+_SPLITS = {"train": 0, "val": 1, "test": 2}
+
+
+class HeteroGenerateOpts(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("name", c_char_p), ("types", c_char_p),
+                ("relations", c_char_p), ("target", c_char_p), ("scale", c_double),
+                ("classes", c_int32), ("homophily", c_double), ("feature_noise", c_double),
+                ("train_frac", c_double), ("val_frac", c_double), ("test_frac", c_double),
+                ("seed", c_uint64), ("threads", c_int), ("progress", c_void_p),
+                ("progress_ctx", c_void_p)]
+
+
+class HeteroTrainOpts(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("model", c_enum), ("layers", c_int32), ("hidden", c_int64),
+                ("embed_dim", c_int64), ("fanouts", P(c_int32)), ("rel_fanouts", P(c_int32)),
+                ("batch_size", c_int32), ("eval_batch", c_int32), ("lr", c_float),
+                ("weight_decay", c_float), ("seed", c_uint64), ("threads", c_int32),
+                ("dropout", c_float)]
+
+
+for _name, (_res, _args) in {
+        "ng_hetero_generate": (c_int, [c_char_p, P(HeteroGenerateOpts)]),
+        "ng_hetero_open": (c_int, [P(c_void_p), c_char_p, c_void_p]),
+        "ng_hetero_close": (None, [c_void_p]),
+        "ng_hetero_trainer_create": (c_int, [P(c_void_p), c_void_p, P(HeteroTrainOpts)]),
+        "ng_hetero_trainer_destroy": (None, [c_void_p]),
+        "ng_hetero_trainer_epoch": (c_int, [P(c_double), P(c_double), c_void_p]),
+        "ng_hetero_trainer_evaluate": (c_int, [P(c_double), P(c_double), c_void_p, c_int]),
+        "ng_hetero_trainer_params": (c_int, [P(P(c_float)), P(c_int64), c_void_p]),
+        "ng_hetero_model_name": (c_char_p, [c_enum])}.items():
+    getattr(_LIB, _name).restype = _res
+    getattr(_LIB, _name).argtypes = _args
+
+# The model names, from the library's table (core/names_impl.h).
+_MODELS = _enum_names(_LIB.ng_hetero_model_name)
+
+
+def generate_hetero(path, types, relations, target=None, classes=16, homophily=0.7,
+                    noise=1.0, train=0.1, val=0.1, test=0.2, seed=1, scale=1.0, threads=0,
+                    name=None):
+    """Writes a heterogeneous graph into the new folder `path` (neargnn generate --hetero
+    custom): `types` "NAME:COUNT:DIM,...", `relations` "SRC:RELATION:DST:DEGREE,..."."""
+    o = HeteroGenerateOpts(ctypes.sizeof(HeteroGenerateOpts), name and name.encode(),
+                           types.encode(), relations.encode(), target and target.encode(),
+                           scale, classes, homophily, noise, train, val, test, seed, threads,
+                           None, None)
+    _check(_LIB.ng_hetero_generate(os.fsencode(path), ctypes.byref(o)))
+
+
+class HeteroDataset:
+    """An open heterogeneous dataset folder (ng_hetero_open); close() or use as a context
+    manager. Trainers over it must be closed first."""
+
+    def __init__(self, path):
+        self._h = c_void_p()
+        h = c_void_p()
+        _check(_LIB.ng_hetero_open(ctypes.byref(h), os.fsencode(path), None))
+        self._h = h
+
+    def close(self):
+        if self._h:
+            _LIB.ng_hetero_close(self._h)
+            self._h = c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class HeteroTrainer:
+    """Trains a relational model ("rgcn" or "rsage") on the target type of `dataset`
+    (ng_hetero_trainer_*, CPU backend). fanouts: one per hop (block 0 first) for every
+    relation; the other keywords are ng_hetero_train_opts' fields."""
+
+    def __init__(self, dataset, model="rgcn", layers=2, hidden=64, embed_dim=0, fanouts=None,
+                 batch_size=256, eval_batch=1024, lr=0.01, weight_decay=0.0, seed=1, threads=0,
+                 dropout=0.5):
+        self._h = c_void_p()
+        self.dataset = dataset
+        f = None
+        if fanouts is not None:
+            if len(fanouts) != layers:
+                raise ValueError(f"fanouts must have {layers} entries (got {len(fanouts)})")
+            f = (c_int32 * layers)(*fanouts)
+        o = HeteroTrainOpts(ctypes.sizeof(HeteroTrainOpts), _choice(_MODELS, model, "model"),
+                            layers, hidden, embed_dim, f, None, batch_size, eval_batch, lr,
+                            weight_decay, seed, threads, dropout)
+        h = c_void_p()
+        _check(_LIB.ng_hetero_trainer_create(ctypes.byref(h), dataset._h, ctypes.byref(o)))
+        self._h = h
+
+    def epoch(self):
+        """Trains one epoch; returns {"loss", "train_acc"}."""
+        loss, acc = c_double(), c_double()
+        _check(_LIB.ng_hetero_trainer_epoch(ctypes.byref(loss), ctypes.byref(acc), self._h))
+        return {"loss": loss.value, "train_acc": acc.value}
+
+    def evaluate(self, split="test"):
+        """(accuracy, mean loss) on split "train", "val" or "test", every neighbour."""
+        acc, loss = c_double(), c_double()
+        _check(_LIB.ng_hetero_trainer_evaluate(ctypes.byref(acc), ctypes.byref(loss), self._h,
+                                               _choice(_SPLITS, split, "split")))
+        return acc.value, loss.value
+
+    def params(self):
+        """A copy of the parameters as a float32 array."""
+        p, n = P(c_float)(), c_int64()
+        _check(_LIB.ng_hetero_trainer_params(ctypes.byref(p), ctypes.byref(n), self._h))
+        return np.ctypeslib.as_array(p, shape=(n.value,)).copy()
+
+    def close(self):
+        if self._h:
+            _LIB.ng_hetero_trainer_destroy(self._h)
+            self._h = c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
