@@ -411,6 +411,16 @@ ng_status ng__srv_snap_apply_into(ng_srv_snap *s, const ng_graph_update *u, ng_s
     for (int64_t i = 0; i < u->n_add_edges; i++)
       ops[u->n_remove_edges + i] = (edge_op){u->add_dst[i], u->add_src[i], u->n_remove_edges + i};
     qsort(ops, (size_t)n_ops, sizeof *ops, cmp_edge_op);
+    /* At most one resized row per destination, so per edge operation. */
+    if (resized && resized->cap < n_ops) {
+      int64_t *ids = realloc(resized->ids, (size_t)n_ops * sizeof *ids);
+      if (!ids) {
+        st = ng__err(NG_ERR_NOMEM, "out of memory for an update's changed rows");
+        goto fail;
+      }
+      resized->ids = ids;
+      resized->cap = n_ops;
+    }
     for (int64_t a = 0; a < n_ops;) {
       int64_t b = a + 1, old_len = 0;
       while (b < n_ops && ops[b].dst == ops[a].dst)
@@ -419,20 +429,8 @@ ng_status ng__srv_snap_apply_into(ng_srv_snap *s, const ng_graph_update *u, ng_s
           st, edit_row(&rows[n_rows], &old_len, s, ops + a, b - a, u->n_remove_edges, &chg), fail);
       row_node[n_rows] = ops[a].dst;
       /* A row of an existing node whose length changed (its degree, in GCN weights). */
-      if (resized && ops[a].dst < s->nodes && rows[n_rows]->n != old_len) {
-        if (resized->n == resized->cap) {
-          const int64_t cap = resized->cap ? 2 * resized->cap : 16;
-          int64_t *ids = realloc(resized->ids, (size_t)cap * sizeof *ids);
-          if (!ids) {
-            n_rows++;
-            st = ng__err(NG_ERR_NOMEM, "out of memory for an update's changed rows");
-            goto fail;
-          }
-          resized->ids = ids;
-          resized->cap = cap;
-        }
+      if (resized && ops[a].dst < s->nodes && rows[n_rows]->n != old_len)
         resized->ids[resized->n++] = ops[a].dst;
-      }
       n_rows++;
       a = b;
     }
@@ -475,7 +473,6 @@ ng_status ng__srv_snap_apply(ng_srv_snap **out, const ng_srv_snap *s, const ng_g
                              ng_srv_changes *changes) {
   *out = NULL;
   ng_srv_snap *n = NULL;
-  NG_CHECK(check_update(s, u));
   NG_CHECK(ng__srv_snap_fork(&n, s));
   ng_status st = ng__srv_snap_apply_into(n, u, changes, NULL);
   if (st != NG_OK) {

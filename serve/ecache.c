@@ -400,7 +400,7 @@ void ng__ecache_invalidate(ng_ecache *c, const ng_graph_update *u, const ng_srv_
   pthread_mutex_lock(&c->mu);
   c->version = version;           /* before the removals, which record it per node */
   if (!c->touched && st == NG_OK) /* pages are taken as nodes are touched */
-    c->touched = calloc((size_t)c->base->nodes + 1, sizeof *c->touched);
+    c->touched = calloc((size_t)NG_MAX(c->base->nodes, 1), sizeof *c->touched);
   if (st != NG_OK) {
     /* Without the index the changed entries cannot be found, now or for later updates: empty
      * the cache and stop using it (exact, slower). */
@@ -588,13 +588,13 @@ ng_status ng__ecache_forward(ng_ecache *c, ng_ecache_work *w, const ng_ecache_ct
         const int64_t v = miss_ids[j];
         if (!current && (v >= c->base->nodes || c->touched[v] > s->version))
           continue;
-        size_t h = index_find(c, miss_ids[j]);
+        size_t h = index_find(c, v);
         int64_t slot = c->index[h];
         if (slot < 0) {
           slot = slot_take(c);
-          h = index_find(c, miss_ids[j]); /* an eviction may have moved the probe run */
+          h = index_find(c, v); /* an eviction may have moved the probe run */
           c->index[h] = (int32_t)slot;
-          c->node[slot] = miss_ids[j];
+          c->node[slot] = v;
         }
         c->ver[slot] = s->version;
         c->ref[slot] = 1;
