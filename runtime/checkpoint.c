@@ -698,8 +698,6 @@ static ng_status read_all(ng_ckpt *c, const char *path) {
   }
   NG_CHECK(read_link(&c->link, f, path, c->version));
   NG_CHECK(read_desc(&c->desc, f, path, c->version, c->link.present));
-  if (c->link.present && !c->desc.described)
-    return bad_meta(path, "model.kind", NULL, NULL);
   if (c->version >= 2 && !c->desc.described)
     return bad_meta(path, "model.kind", NULL, NULL);
   if (c->desc.described && c->desc.kind != c->model)

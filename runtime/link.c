@@ -173,11 +173,6 @@ static ng_link_dec link_dec(const ng_link_trainer_t t) {
                        .mlp = t->mlp};
 }
 
-static float mlp_score(const ng_link_trainer_t t, const float *a, const float *b, float *hid) {
-  const ng_link_dec dec = link_dec(t);
-  return ng__link_mlp_score(&dec, a, b, hid);
-}
-
 /* Scores of `n` pairs whose ends are rows u[i], v[i] of `h` [*, dim] into s[n]. */
 static ng_status score_pairs(ng_link_trainer_t t, float *s, const float *h, const int32_t *u,
                              const int32_t *v, int64_t n) {
@@ -196,6 +191,7 @@ static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u,
   if (t->mlp)
     memset(t->mlp_g, 0, (size_t)t->mlp_n * sizeof(float));
   float *hid = t->mlp ? t->mlp_g + t->mlp_n : NULL; /* scratch after the gradient */
+  const ng_link_dec dec = link_dec(t);              /* the MLP's forward, for its hidden units */
   double l = 0.0;
   int64_t ok = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -218,7 +214,7 @@ static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u,
     }
     const float *W1 = t->mlp, *w2 = W1 + d * H + H;
     float *gW1 = t->mlp_g, *gb1 = gW1 + d * H, *gw2 = gb1 + H, *gb2 = gw2 + H;
-    (void)mlp_score(t, a, b, hid);
+    (void)ng__link_mlp_score(&dec, a, b, hid);
     *gb2 += g;
     for (int64_t j = 0; j < H; j++) {
       gw2[j] += g * (hid[j] > 0 ? hid[j] : 0);

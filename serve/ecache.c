@@ -398,9 +398,14 @@ void ng__ecache_invalidate(ng_ecache *c, const ng_graph_update *u, const ng_srv_
   if (st == NG_OK && readers)
     st = build_transpose(c);
   pthread_mutex_lock(&c->mu);
-  c->version = version;           /* before the removals, which record it per node */
-  if (!c->touched && st == NG_OK) /* pages are taken as nodes are touched */
+  c->version = version;             /* before the removals, which record it per node */
+  if (!c->touched && st == NG_OK) { /* pages are taken as nodes are touched */
     c->touched = calloc((size_t)NG_MAX(c->base->nodes, 1), sizeof *c->touched);
+    /* Without the record from the first update on, a later insert could not tell a row this
+     * update changed: stop using the cache, as without the index. */
+    if (!c->touched)
+      st = NG_ERR_NOMEM;
+  }
   if (st != NG_OK) {
     /* Without the index the changed entries cannot be found, now or for later updates: empty
      * the cache and stop using it (exact, slower). */

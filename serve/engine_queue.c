@@ -350,8 +350,8 @@ static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending 
       return st;
     r = &p->own;
   }
-  if (r->n < 1 || r->n > 2 * e->o.max_request_nodes || !r->node_ids ||
-      (!p->pairs_req && r->n > e->o.max_request_nodes))
+  /* A pair request's own node request is valid by construction (pair_request). */
+  if (!p->pairs_req && (r->n < 1 || r->n > e->o.max_request_nodes || !r->node_ids))
     return ng__err(NG_ERR_INVALID_ARG,
                    "request has %lld node ids; send 1 to %lld (max_request_nodes)", (long long)r->n,
                    (long long)e->o.max_request_nodes);
@@ -384,7 +384,8 @@ static ng_status check_request(ng_engine *e, const ng_infer_request *r, pending 
   p->timeout_ms = r->timeout_ms ? r->timeout_ms : e->o.request_timeout_ms;
   ng_srv_snap *s = ng__engine_snap_acquire(e);
   ng_status st = NG_OK;
-  for (int64_t j = 0; j < r->n; j++) {
+  /* A pair request's ends were checked above, naming their array (node counts only grow). */
+  for (int64_t j = 0; !p->pairs_req && j < r->n; j++) {
     if (r->node_ids[j] < 0 || r->node_ids[j] >= s->nodes) {
       st = ng__err(NG_ERR_INVALID_ARG, "node_ids[%lld] = %lld is not a node (0 .. %lld)",
                    (long long)j, (long long)r->node_ids[j], (long long)s->nodes - 1);
