@@ -122,7 +122,8 @@ def size(s):  # as the command reads SIZE: powers of 1024
 
 has_f32 = os.path.exists(os.path.join(ds, "features.npy"))
 shape, features = npy("features.npy" if has_f32 else "features.bf16.npy")
-topology = npy("indptr.npy")[1] + npy("indices.npy")[1]
+(ip_shape, ip_bytes), (ix_shape, ix_bytes) = npy("indptr.npy"), npy("indices.npy")
+topology = ip_bytes + ix_bytes
 cache = 0
 for i, a in enumerate(args):
     if a == "--embedding-cache" and i + 1 < len(args):
@@ -134,9 +135,10 @@ with open(ckpt, "rb") as f:  # safetensors: an 8-byte length, then the JSON head
     meta = json.loads(f.read(n)).get("__metadata__", {})
 copies = 2 if meta.get("train.normalize") == "row" else 1
 # With updates: the cache's out-neighbour index of the base graph (edges x 4 + nodes x 8, and
-# nodes x 8 of scratch while it is built), and the delta: per update at most one feature row
-# and one copied neighbour row of the average degree (the bench's updates change one row each).
-nodes, edges = npy("indptr.npy")[0][0] - 1, npy("indices.npy")[0][0]
+# nodes x 8 of scratch while it is built) and its per-node record of the last invalidating
+# update (nodes x 8), and the delta: per update at most one feature row and one copied
+# neighbour row of the average degree (the bench's updates change one row each).
+nodes, edges = ip_shape[0] - 1, ix_shape[0]
 upd = int(os.environ["UPDATE_RATE"]) * int(os.environ["UPDATE_SECONDS"])
 transpose = edges * 4 + nodes * 24 if upd and cache else 0
 delta = upd * (shape[1] * 4 + 8 * (edges // max(nodes, 1) + 1) + 64)
