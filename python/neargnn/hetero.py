@@ -4,17 +4,16 @@ ng_hetero_open and ng_hetero_trainer_*."""
 
 import ctypes
 import os
+import weakref
 from ctypes import c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_size_t, c_uint64, \
     c_void_p
 
 import numpy as np
 
-from . import _LIB, _check, _choice, _enum_names
+from . import _LIB, _SPLITS, NeargnnError, _check, _choice, _enum_names
 
 c_enum = ctypes.c_int
 P = ctypes.POINTER
-
-_SPLITS = {"train": 0, "val": 1, "test": 2}
 
 
 class HeteroGenerateOpts(ctypes.Structure):
@@ -69,11 +68,15 @@ class HeteroDataset:
 
     def __init__(self, path):
         self._h = c_void_p()
+        self._trainers = weakref.WeakSet()  # trainers borrowing this dataset
         h = c_void_p()
         _check(_LIB.ng_hetero_open(ctypes.byref(h), os.fsencode(path), None))
         self._h = h
 
     def close(self):
+        """Closes the dataset (a trainer using it must be closed first)."""
+        if any(t._h for t in self._trainers):
+            raise NeargnnError("ERR_STATE", "a trainer still uses this dataset; close it first")
         if self._h:
             _LIB.ng_hetero_close(self._h)
             self._h = c_void_p()
@@ -85,7 +88,8 @@ class HeteroDataset:
         self.close()
 
     def __del__(self):
-        self.close()
+        if getattr(self, "_h", None) and _LIB is not None:
+            self.close()
 
 
 class HeteroTrainer:
@@ -109,6 +113,7 @@ class HeteroTrainer:
         h = c_void_p()
         _check(_LIB.ng_hetero_trainer_create(ctypes.byref(h), dataset._h, ctypes.byref(o)))
         self._h = h
+        dataset._trainers.add(self)
 
     def epoch(self):
         """Trains one epoch; returns {"loss", "train_acc"}."""
@@ -141,4 +146,5 @@ class HeteroTrainer:
         self.close()
 
     def __del__(self):
-        self.close()
+        if getattr(self, "_h", None) and _LIB is not None:
+            self.close()

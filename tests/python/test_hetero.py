@@ -53,6 +53,14 @@ class HeteroTest(unittest.TestCase):
             with self.assertRaisesRegex(ng.NeargnnError, "layers 0"):
                 ng.HeteroTrainer(ds, layers=0, fanouts=[])
 
+    def test_dataset_outlives_its_trainer(self):
+        ds = ng.HeteroDataset(DATA)
+        t = ng.HeteroTrainer(ds, hidden=8, fanouts=[3, 3], batch_size=64)
+        with self.assertRaisesRegex(ng.NeargnnError, "close it first"):
+            ds.close()
+        t.close()
+        ds.close()
+
 
 if __name__ == "__main__":
     unittest.main()
