@@ -73,12 +73,14 @@ static ng_status take_opts(ng_hetero_train_opts *o, const ng_hetero_train_opts *
   const ng_hetero_train_opts def = NG_HETERO_TRAIN_OPTS_INIT;
   *o = def;
   if (in) {
-    if (in->size < sizeof *in)
+    /* An older caller's smaller struct keeps the defaults of the fields it does not know. */
+    if (in->size < sizeof in->size)
       return ng__err(NG_ERR_INVALID_ARG,
-                     "ng_hetero_trainer_create: opts.size is %zu, expected %zu; initialise the "
-                     "options with NG_HETERO_TRAIN_OPTS_INIT",
-                     in->size, sizeof *in);
-    *o = *in;
+                     "ng_hetero_trainer_create: opts.size is %zu; initialise the options with "
+                     "NG_HETERO_TRAIN_OPTS_INIT",
+                     in->size);
+    memcpy(o, in, NG_MIN(in->size, sizeof *o));
+    o->size = sizeof *o;
   }
   if (o->layers < 1 || o->layers > NG_MAX_LAYERS || o->hidden < 1 || o->embed_dim < 0 ||
       o->batch_size < 1 || o->eval_batch < 1 || !(o->lr > 0.0f) || !(o->weight_decay >= 0.0f) ||
