@@ -708,8 +708,8 @@ static ng_status setup_runtime(struct ng_trainer *t, const ng_train_opts *opts) 
       .feed_lanes = FEED_LANES,
   };
   NG_CHECK(resolve_workers(&ro.workers, o.workers, cpuset));
-  NG_CHECK(ng__dist_coop_create(&t->coop, &t->dist, o.cold_fetch, t->mode, &t->fetch, &ro.workers,
-                                o.workers));
+  NG_CHECK(ng__dist_coop_create(&t->coop, &t->dist, o.cold_fetch, t->mode, &t->fetch,
+                                t->model->layers[0].o.dropout, &ro.workers, o.workers));
   ro.coop = t->coop;
   /* The sample feed's thread waits on the device most of the time but wants a core of its own
    * when it is awake: by default it takes one from the workers. */

@@ -133,8 +133,8 @@ int ng__dist_threads(struct ng_comm *comm) {
 }
 
 ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_fetch want,
-                               ng_mode mode, const ng_fetch_cfg *fetch, int *workers,
-                               int user_workers) {
+                               ng_mode mode, const ng_fetch_cfg *fetch, float input_dropout,
+                               int *workers, int user_workers) {
   *out = NULL;
   if ((unsigned)want > NG_COLD_FETCH_COOPERATIVE)
     return ng__err(NG_ERR_INVALID_ARG, "ng_train_opts.cold_fetch: unknown mode %d", (int)want);
@@ -143,6 +143,11 @@ ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_f
     return ng__err(NG_ERR_UNSUPPORTED,
                    "--cold-fetch cooperative exchanges fp32 rows so far; this run reads a bf16 "
                    "table (--precision bf16): use --cold-fetch own");
+  if (exchange && input_dropout != 0.0f)
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "the cooperative cold fetch does not exchange input dropout's rows yet "
+                   "(input dropout %g); train without it or with --cold-fetch own",
+                   (double)input_dropout);
   if (exchange && fetch->hot_gather)
     return ng__err(NG_ERR_UNSUPPORTED,
                    "--cold-fetch cooperative with a partitioned hot tier is not built yet; use "

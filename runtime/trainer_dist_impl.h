@@ -29,11 +29,12 @@ int ng__dist_threads(struct ng_comm *comm);
 /// caller: ng__coop_destroy). `fetch` is the host side of the input layer (its hot set, table,
 /// precision). *workers is the pipeline's resolved worker count, `user_workers` the one asked:
 /// cooperation runs the host work inline, so the default (0) becomes -1 there, and a number of
-/// threads asked is left for the pipeline to refuse; so are the hybrid modes (`mode`, resolved),
-/// which split worker threads.
+/// threads asked is left for the pipeline to refuse. Refused here: the hybrid and zero-copy
+/// modes (`mode`, resolved), a bf16 table, a partitioned hot tier and input dropout
+/// (`input_dropout`, the first layer's, fixed for the run), whose rows are not exchanged yet.
 ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_fetch want,
-                               ng_mode mode, const ng_fetch_cfg *fetch, int *workers,
-                               int user_workers);
+                               ng_mode mode, const ng_fetch_cfg *fetch, float input_dropout,
+                               int *workers, int user_workers);
 /// The run's cold-row figures of `co` so far, summed over d's ranks (collective with several ranks)
 /// into *out, for a global batch of `batch` targets; keeps out->size.
 ng_status ng__dist_coop_epoch(ng_cold_fetch_stats *out, ng_coop *co, const ng_grad_reduce *d,

@@ -626,12 +626,7 @@ static ng_status produce(ng_pipeline *pl, pl_worker *w, int index, int track,
   ng_fetch_pkg pkg;
   void *base = NULL;
   ng_status fetched = NG_OK;
-  if (ng__coop_exchanges(pl->o.coop) && pl->drop_p != 0.0f)
-    fetched = ng__err(NG_ERR_UNSUPPORTED,
-                      "the cooperative cold fetch does not exchange input dropout's rows yet "
-                      "(input dropout %g); train without it or with --cold-fetch own",
-                      (double)pl->drop_p);
-  if (fetched == NG_OK && pl->o.coop) /* the host's ranks exchange the step's cold rows */
+  if (pl->o.coop) /* the host's ranks exchange the step's cold rows */
     fetched = ng__coop_step(pl->o.coop, &mb, &cfg.overlay);
   if (fetched == NG_OK)
     fetched = ng__fetch_plan(&plan, &cfg, &mb, pl->drop_p, &w->scratch);
