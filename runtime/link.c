@@ -1,5 +1,5 @@
-/* Link prediction: training on edge mini-batches with negatives, and evaluation by AUC, AP, MRR
- * and Hits@K (docs/link-prediction.md).
+/* Link prediction: training on edge mini-batches with negatives (docs/link-prediction.md); the
+ * evaluation and the scoring of given pairs are in runtime/link_eval.c.
  *
  * The link trainer drives a node trainer's parts (ng__trainer_parts) over a view of the dataset
  * whose graph is the split's message-passing graph (links/indptr.npy, indices.npy), so that no
@@ -14,9 +14,8 @@
  * mode or the thread count. */
 #include "checkpoint_impl.h"
 #include "dataset_impl.h"
-#include "link_impl.h"
+#include "link_trainer_impl.h"
 #include "pipeline_impl.h"
-#include "trainer_impl.h"
 
 #include <math.h>
 #include <omp.h>
@@ -24,161 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NG_LINK_MAGIC 0x6e676c6bu /* "nglk" */
 /* Purposes of the training streams (ng_hash3(seed, purpose, ...)). */
 enum { PURPOSE_EPOCH = 0x6c6b7431, PURPOSE_NEG = 0x6c6b7432, PURPOSE_MLP = 0x6c6b7433 };
 /* The buffer slot (copy queue and mark, backend_impl.h) of every iteration's package. */
 #define LINK_SLOT 0
 /* Degree^0.75: word2vec's unigram smoothing, which the degree negatives follow. */
 #define DEGREE_POWER 0.75
-
-struct ng_link_trainer {
-  uint32_t magic;
-  ng_dataset_t ds;   /* borrowed: the user's dataset */
-  ng_dataset_t view; /* the message-passing graph with ds's features */
-  int32_t *labels;   /* the view's labels when ds has none (all 0, never read by a loss) */
-  ng_npy arr[NG_LINK_ARR_COUNT_];
-  ng_link_split_info info;
-  ng_link_opts lo;
-  ng_train_opts opts;
-  ng_trainer_t tr;
-  ng_trainer_parts p;
-  int64_t dim;     /* the embedding's columns */
-  double *deg_cdf; /* NG_LINK_NEG_DEGREE: cumulative degree^0.75 of nodes [0, v] */
-  int64_t epochs;
-  int64_t epoch_iters; /* at most this many mini-batches per epoch; 0: all */
-  /* Per-iteration host memory, grown to the largest batch. */
-  int64_t *order;         /* [train] the epoch's order of positive edges */
-  ng_link_pair *pairs;    /* [batch (1 + K)] positives then negatives */
-  int64_t *seeds;         /* the unique endpoints */
-  int32_t *pos_u, *pos_v; /* [pairs] target rows of each pair's ends */
-  size_t pairs_cap, seeds_cap;
-  float *h, *dh, *scores; /* [targets, dim] embeddings and their gradient; [pairs] */
-  size_t h_cap, dh_cap, scores_cap;
-  void *pkg_host, *pkg_dev, *dlog_dev;
-  size_t pkg_host_cap, pkg_dev_cap, dlog_dev_cap;
-  ng_fetch_scratch scratch;
-  /* The MLP decoder (host): W1 [dim, H], b1 [H], w2 [H], b2, with Adam state. */
-  float *mlp, *mlp_g, *mlp_m, *mlp_v;
-  int64_t mlp_n, mlp_steps;
-};
-
-static ng_status link_check(ng_link_trainer_t t) {
-  if (!t)
-    return ng__err(NG_ERR_INVALID_ARG, "link trainer handle is NULL");
-  if (t->magic != NG_LINK_MAGIC)
-    return ng__err(NG_ERR_INVALID_ARG, "link trainer handle is not a live trainer (destroyed?)");
-  return NG_OK;
-}
-
-/* ---- metrics ---- */
-
-typedef struct {
-  float s;
-  int8_t pos;
-} scored;
-
-static int scored_desc(const void *a, const void *b) {
-  const float x = ((const scored *)a)->s, y = ((const scored *)b)->s;
-  return x > y ? -1 : x < y;
-}
-
-/* log(1 + e^-|x|) + max(-x, 0)-style BCE with logits of score x and label y, stable. */
-static double bce(double x, int y) {
-  const double m = x > 0 ? x : 0;
-  return m - x * y + log1p(exp(-fabs(x)));
-}
-
-ng_status ng_link_metrics_compute(ng_link_metrics *out, const float *pos, const float *neg,
-                                  int64_t n, int32_t k) {
-  if (!out || out->size != sizeof *out)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "ng_link_metrics_compute: out is NULL or out->size is not %zu", sizeof *out);
-  if (!pos || !neg || n < 1 || k < 1)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "ng_link_metrics_compute: needs pos[n], neg[n * k] with n >= 1, k >= 1");
-  const int64_t total = n + n * (int64_t)k;
-  scored *all = ng__malloc((size_t)total * sizeof *all, "the scores to rank");
-  if (!all)
-    return NG_ERR_NOMEM;
-  double loss = 0.0, mrr = 0.0;
-  int64_t hits[3] = {0, 0, 0};
-  const int at[3] = {10, 50, 100};
-  for (int64_t i = 0; i < n; i++) {
-    if (!isfinite(pos[i])) {
-      free(all);
-      return ng__err(NG_ERR_INVALID_ARG, "link metrics: positive score %lld is %g", (long long)i,
-                     pos[i]);
-    }
-    int64_t above = 0, tied = 0;
-    for (int32_t j = 0; j < k; j++) {
-      const float s = neg[i * k + j];
-      if (!isfinite(s)) {
-        free(all);
-        return ng__err(NG_ERR_INVALID_ARG, "link metrics: negative score [%lld, %d] is %g",
-                       (long long)i, (int)j, s);
-      }
-      above += s > pos[i];
-      tied += s == pos[i];
-      all[n + i * k + j] = (scored){s, 0};
-      loss += bce(s, 0);
-    }
-    all[i] = (scored){pos[i], 1};
-    loss += bce(pos[i], 1);
-    const double rank = 1.0 + (double)above + 0.5 * (double)tied;
-    mrr += 1.0 / rank;
-    for (int h = 0; h < 3; h++)
-      hits[h] += rank <= at[h];
-  }
-  /* AUC and AP over the pooled scores, highest first; a run of tied scores is one threshold. */
-  qsort(all, (size_t)total, sizeof *all, scored_desc);
-  const double n_pos = (double)n, n_neg = (double)(n * (int64_t)k);
-  double auc = 0.0, ap = 0.0, tp = 0.0, fp = 0.0;
-  for (int64_t a = 0; a < total;) {
-    int64_t b = a;
-    double gp = 0.0, gn = 0.0;
-    while (b < total && all[b].s == all[a].s) {
-      gp += all[b].pos;
-      gn += !all[b].pos;
-      b++;
-    }
-    /* Positives of this run beat every negative below it and half of the run's. */
-    auc += gp * ((n_neg - fp - gn) + 0.5 * gn);
-    tp += gp;
-    fp += gn;
-    ap += (gp / n_pos) * (tp / (tp + fp));
-    a = b;
-  }
-  free(all);
-  out->auc = auc / (n_pos * n_neg);
-  out->ap = ap;
-  out->mrr = mrr / n_pos;
-  out->hits10 = (double)hits[0] / n_pos;
-  out->hits50 = (double)hits[1] / n_pos;
-  out->hits100 = (double)hits[2] / n_pos;
-  out->loss = loss / (double)total;
-  out->positives = n;
-  out->negatives = n * (int64_t)k;
-  return NG_OK;
-}
-
-/* ---- the decoder ---- */
-
-/* The trainer's decoder and its current weights, for the scoring shared with serving
- * (runtime/link_score.c). */
-static ng_link_dec link_dec(const ng_link_trainer_t t) {
-  return (ng_link_dec){.decoder = t->lo.decoder,
-                       .dim = t->dim,
-                       .hidden = t->lo.decoder == NG_LINK_DECODER_MLP ? t->lo.mlp_hidden : 0,
-                       .mlp = t->mlp};
-}
-
-/* Scores of `n` pairs whose ends are rows u[i], v[i] of `h` [*, dim] into s[n]. */
-static ng_status score_pairs(ng_link_trainer_t t, float *s, const float *h, const int32_t *u,
-                             const int32_t *v, int64_t n) {
-  const ng_link_dec dec = link_dec(t);
-  return ng__link_score(&dec, s, h, u, v, n, t->p.threads);
-}
 
 /* The gradient of the loss over the pairs' scores `s` (labels: the first n_pos are 1)
  * into dh [targets, dim] (zeroed here) and, for the MLP, t->mlp_g. Serial, in pair order: the
@@ -191,7 +41,7 @@ static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u,
   if (t->mlp)
     memset(t->mlp_g, 0, (size_t)t->mlp_n * sizeof(float));
   float *hid = t->mlp ? t->mlp_g + t->mlp_n : NULL; /* scratch after the gradient */
-  const ng_link_dec dec = link_dec(t);              /* the MLP's forward, for its hidden units */
+  const ng_link_dec dec = ng__link_trainer_dec(t);  /* the MLP's forward, for its hidden units */
   double l = 0.0;
   int64_t ok = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -200,7 +50,7 @@ static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u,
     /* Positives and negatives weigh one half each, whatever K (GAE's pos_weight balance): with
      * one negative per positive this is the plain mean. */
     const double w = 0.5 / (double)(y ? n_pos : n - n_pos);
-    l += w * bce(x, y);
+    l += w * ng__link_bce(x, y);
     ok += (x > 0) == (y == 1);
     const float g = (float)((1.0 / (1.0 + exp(-(double)x)) - y) * w);
     const float *a = h + (int64_t)u[i] * d, *b = h + (int64_t)v[i] * d;
@@ -499,7 +349,7 @@ void ng_link_trainer_destroy(ng_link_trainer_t t) {
 }
 
 ng_status ng_link_info(ng_link_split_info *out, ng_link_trainer_t t) {
-  NG_CHECK(link_check(t));
+  NG_CHECK(ng__link_check(t));
   if (!out || out->size != sizeof *out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_link_info: out is NULL or out->size is not %zu",
                    sizeof *out);
@@ -508,7 +358,7 @@ ng_status ng_link_info(ng_link_split_info *out, ng_link_trainer_t t) {
 }
 
 ng_status ng_link_trainer_set_epoch_iters(ng_link_trainer_t t, int64_t iters) {
-  NG_CHECK(link_check(t));
+  NG_CHECK(ng__link_check(t));
   if (iters < 0)
     return ng__err(NG_ERR_INVALID_ARG,
                    "ng_link_trainer_set_epoch_iters: iters is %lld; it must be 0 (every training "
@@ -660,7 +510,7 @@ static ng_status link_iter(ng_link_trainer_t t, int64_t iter, uint64_t seed, int
   NG_CHECK(grow((void **)&t->dh, &t->dh_cap, hb, "the embeddings' gradient"));
   NG_CHECK(grow((void **)&t->scores, &t->scores_cap, (size_t)n * sizeof(float), "the scores"));
   NG_CHECK(be->iface->copy_d2h(be, t->h, t->p.ex->logits, hb));
-  NG_CHECK(score_pairs(t, t->scores, t->h, t->pos_u, t->pos_v, n));
+  NG_CHECK(ng__link_score_rows(t, t->scores, t->h, t->pos_u, t->pos_v, n));
   pair_backward(t, t->h, t->pos_u, t->pos_v, n, n_pos, m, loss, correct);
   if (!isfinite(*loss))
     return ng__err(NG_ERR_NONFINITE,
@@ -679,7 +529,7 @@ static ng_status link_iter(ng_link_trainer_t t, int64_t iter, uint64_t seed, int
 }
 
 ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
-  NG_CHECK(link_check(t));
+  NG_CHECK(ng__link_check(t));
   if (!out || out->size != sizeof *out)
     return ng__err(NG_ERR_INVALID_ARG, "ng_link_trainer_epoch: out is NULL or out->size is not %zu",
                    sizeof *out);
@@ -743,89 +593,10 @@ ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
   return NG_OK;
 }
 
-/* ---- evaluation ---- */
-
-ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng_split split) {
-  NG_CHECK(link_check(t));
-  if (!out || out->size != sizeof *out)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "ng_link_trainer_evaluate: out is NULL or out->size is not %zu", sizeof *out);
-  if (split != NG_SPLIT_VAL && split != NG_SPLIT_TEST)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "link evaluation: split val or test (the training edges have no fixed "
-                   "negatives)");
-  const int pa = split == NG_SPLIT_VAL ? NG_LINK_ARR_VAL_POS : NG_LINK_ARR_TEST_POS;
-  const int64_t n = t->arr[pa].hdr.shape[0], k = t->info.neg_per_pos;
-  if (n == 0)
-    return ng__err(NG_ERR_INVALID_ARG, "link evaluation: the %s split holds no edges",
-                   split == NG_SPLIT_VAL ? "val" : "test");
-  const ng_link_pair *pos = t->arr[pa].data, *neg = t->arr[pa + 1].data;
-  /* The nodes needed, in id order, each once (a map over the nodes, not a sort of the pairs'
-   * ends: linear in both), and their embeddings by layer-wise inference. */
-  const int64_t total = n * (1 + k), nodes = t->ds->info.nodes;
-  int32_t *row = ng__malloc((size_t)nodes * sizeof *row, "the evaluated nodes' rows");
-  int32_t *u = ng__malloc((size_t)total * sizeof *u, "the pair rows");
-  int32_t *v = ng__malloc((size_t)total * sizeof *v, "the pair rows");
-  float *s = ng__malloc((size_t)total * sizeof *s, "the scores");
-  int64_t *ids = NULL;
-  float *h = NULL;
-  ng_status st = NG_OK;
-  if (!row || !u || !v || !s) {
-    st = NG_ERR_NOMEM;
-    goto done;
-  }
-  memset(row, 0xff, (size_t)nodes * sizeof *row); /* -1: not needed */
-  for (int64_t i = 0; i < n; i++)
-    row[pos[i].u] = row[pos[i].v] = 0;
-  for (int64_t i = 0; i < n * k; i++)
-    row[neg[i].u] = row[neg[i].v] = 0;
-  int64_t m = 0;
-  for (int64_t x = 0; x < nodes; x++)
-    m += row[x] == 0;
-  ids = ng__malloc((size_t)m * sizeof *ids, "the evaluated nodes");
-  h = ng__malloc((size_t)m * (size_t)t->dim * sizeof *h, "the evaluated embeddings");
-  if (!ids || !h) {
-    st = NG_ERR_NOMEM;
-    goto done;
-  }
-  m = 0;
-  for (int64_t x = 0; x < nodes; x++)
-    if (row[x] == 0) {
-      ids[m] = x;
-      row[x] = (int32_t)m++;
-    }
-  ng_infer_opts io = NG_INFER_OPTS_INIT;
-  io.progress = t->opts.progress;
-  io.progress_ctx = t->opts.progress_ctx;
-  NG_CHECK_GOTO(st, ng_trainer_embed(h, t->tr, ids, m, &io), done);
-  /* Row i: positive i; rows n + i k + j: its negatives. */
-#pragma omp parallel for schedule(static) num_threads(t->p.threads)
-  for (int64_t i = 0; i < n; i++) {
-    u[i] = row[pos[i].u];
-    v[i] = row[pos[i].v];
-    for (int64_t j = 0; j < k; j++) {
-      u[n + i * k + j] = row[neg[i * k + j].u];
-      v[n + i * k + j] = row[neg[i * k + j].v];
-    }
-  }
-  NG_CHECK_GOTO(st, score_pairs(t, s, h, u, v, total), done);
-  ng_link_metrics r = NG_LINK_METRICS_INIT;
-  NG_CHECK_GOTO(st, ng_link_metrics_compute(&r, s, s + n, n, (int32_t)k), done);
-  *out = r;
-done:
-  free(h);
-  free(ids);
-  free(s);
-  free(v);
-  free(u);
-  free(row);
-  return st;
-}
-
 /* ---- checkpoints and the scoring of given pairs ---- */
 
 ng_status ng_link_trainer_save(ng_link_trainer_t t, const char *path) {
-  NG_CHECK(link_check(t));
+  NG_CHECK(ng__link_check(t));
   if (!path || !*path)
     return ng__err(NG_ERR_INVALID_ARG, "ng_link_trainer_save: no path");
   const ng_model_exec *ex = t->p.ex;
@@ -851,7 +622,7 @@ ng_status ng_link_trainer_save(ng_link_trainer_t t, const char *path) {
       .optimizer = t->opts.optimizer,
       .seed = t->opts.seed,
   };
-  const ng_link_dec dec = link_dec(t);
+  const ng_link_dec dec = ng__link_trainer_dec(t);
   /* The view's description: the dataset's name, nodes and features, and its classes (1 when
    * the dataset has no labels); a link model's last layer is the embedding, not the classes. */
   if (st == NG_OK)
@@ -861,7 +632,7 @@ ng_status ng_link_trainer_save(ng_link_trainer_t t, const char *path) {
 }
 
 ng_status ng_link_trainer_load_weights(ng_link_trainer_t t, const char *path) {
-  NG_CHECK(link_check(t));
+  NG_CHECK(ng__link_check(t));
   if (!path || !*path)
     return ng__err(NG_ERR_INVALID_ARG, "ng_link_trainer_load_weights: no path");
   const ng_model_exec *ex = t->p.ex;
@@ -895,44 +666,5 @@ ng_status ng_link_trainer_load_weights(ng_link_trainer_t t, const char *path) {
   ng__trainer_params_changed(t->tr); /* even a failed load may have replaced some */
   free(host);
   ng__ckpt_close(&c);
-  return st;
-}
-
-ng_status ng_link_trainer_score(float *scores, ng_link_trainer_t t, const int64_t *src,
-                                const int64_t *dst, int64_t n) {
-  NG_CHECK(link_check(t));
-  if (n < 1 || !scores || !src || !dst)
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "ng_link_trainer_score: needs scores[n], src[n] and dst[n] with n >= 1");
-  const int64_t nodes = t->ds->info.nodes;
-  for (int64_t i = 0; i < n; i++)
-    if (src[i] < 0 || src[i] >= nodes || dst[i] < 0 || dst[i] >= nodes)
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "ng_link_trainer_score: pair %lld is (%lld, %lld); node ids are 0 .. %lld",
-                     (long long)i, (long long)src[i], (long long)dst[i], (long long)nodes - 1);
-  /* The sources' embeddings, then the destinations' (ng_trainer_embed takes repeats), by
-   * full-neighbour layer-wise inference over the message-passing graph, as evaluation does. */
-  int64_t *ids = ng__malloc(2 * (size_t)n * sizeof *ids, "the pairs' ends");
-  int32_t *u = ng__malloc(2 * (size_t)n * sizeof *u, "the pair rows");
-  float *h = ng__malloc(2 * (size_t)n * (size_t)t->dim * sizeof *h, "the pairs' embeddings");
-  ng_status st = NG_OK;
-  if (!ids || !u || !h || 2 * n > INT32_MAX) {
-    st = !ids || !u || !h ? NG_ERR_NOMEM
-                          : ng__err(NG_ERR_INVALID_ARG, "ng_link_trainer_score: too many pairs");
-    goto done;
-  }
-  memcpy(ids, src, (size_t)n * sizeof *ids);
-  memcpy(ids + n, dst, (size_t)n * sizeof *ids);
-  for (int64_t i = 0; i < 2 * n; i++)
-    u[i] = (int32_t)i;
-  ng_infer_opts io = NG_INFER_OPTS_INIT;
-  io.progress = t->opts.progress;
-  io.progress_ctx = t->opts.progress_ctx;
-  NG_CHECK_GOTO(st, ng_trainer_embed(h, t->tr, ids, 2 * n, &io), done);
-  st = score_pairs(t, scores, h, u, u + n, n);
-done:
-  free(h);
-  free(u);
-  free(ids);
   return st;
 }
