@@ -60,6 +60,9 @@ ng_status ng__host_reserve(void **p, size_t *cap, size_t bytes, const char *what
 /// 64-byte aligned allocation (cache lines, AVX-512); free with ng__aligned_free().
 void *ng__aligned_alloc(size_t bytes, const char *what);
 void ng__aligned_free(void *ptr);
+/// Sorts a[0, n) ascending and drops repeats: returns how many distinct ids are left at the
+/// front of `a` (the sort-unique of node id sets: a mini-batch's targets, rows to exchange).
+int64_t ng__sort_unique_i64(int64_t *a, int64_t n);
 /// Large anonymous mapping (transparent huge pages advised), zero-filled; free with ng__big_free().
 void *ng__big_alloc(size_t bytes, const char *what);
 void ng__big_free(void *ptr, size_t bytes);

@@ -1,14 +1,17 @@
 /* Link prediction: training on edge mini-batches with negatives (docs/link-prediction.md); the
  * evaluation and the scoring of given pairs are in runtime/link_eval.c.
  *
- * The link trainer drives a node trainer's parts (ng__trainer_parts) over a view of the dataset
- * whose graph is the split's message-passing graph (links/indptr.npy, indices.npy), so that no
- * held-out edge is aggregated over. One iteration: the batch's positive pairs and their
- * negatives; their endpoints, sorted and unique, are the targets of one sampled mini-batch
- * (the sampler of node training, one seed set for both ends); the input layer's package is made
- * by the cold-row path of the iteration (BATCH, ZCOPY or PARTIAL) and finished by the feature
- * store; the GNN's forward pass gives each target's embedding; the decoder scores the pairs; the
- * gradient of the mean BCE with logits flows back into the GNN through its backward pass.
+ * The link trainer drives a node trainer's parts (ng__trainer_parts) and its pipeline over a
+ * view of the dataset whose graph is the split's message-passing graph (links/indptr.npy,
+ * indices.npy), so that no held-out edge is aggregated over. One iteration, as the pipeline
+ * runs it (sched/pipeline.c): on a producer (a worker thread), the batch's positive pairs and
+ * their negatives, whose endpoints, sorted and unique, are the targets of one sampled mini-batch
+ * (make_targets, the plan's ng_target_hook; the sampler of node training, one seed set for both
+ * ends), and the input layer's package by the worker group's cold-row path (BATCH, ZCOPY or
+ * PARTIAL); on the device thread, in iteration order, the feature store finishes the package,
+ * the GNN's forward pass gives each target's embedding, and on the host the decoder scores the
+ * pairs and forms the gradient of the mean BCE with logits (pair_loss, the train step's
+ * ng_host_loss), which flows back into the GNN through its backward pass.
  * Everything random derives from (seed, epoch, iteration, index), every reduction has a fixed
  * order, and every cold-row path gives the same input bits, so the losses do not depend on the
  * mode or the thread count. */
@@ -25,19 +28,23 @@
 
 /* Purposes of the training streams (ng_hash3(seed, purpose, ...)). */
 enum { PURPOSE_EPOCH = 0x6c6b7431, PURPOSE_NEG = 0x6c6b7432, PURPOSE_MLP = 0x6c6b7433 };
-/* The buffer slot (copy queue and mark, backend_impl.h) of every iteration's package. */
-#define LINK_SLOT 0
 /* Degree^0.75: word2vec's unigram smoothing, which the degree negatives follow. */
 #define DEGREE_POWER 0.75
 
-/* The gradient of the loss over the pairs' scores `s` (labels: the first n_pos are 1)
+static ng_status make_targets(void *ctx, int producer, const ng_epoch_plan *p, int64_t i,
+                              const int64_t **targets, int32_t *n_targets, const void **payload,
+                              size_t *payload_bytes);
+static ng_status pair_loss(void *ctx, int64_t iter, const void *payload, const float *h, int64_t m,
+                           int64_t dim, float *dh, double *loss, int64_t *correct);
+
+/* The gradient of the loss over the pairs' scores t->scores (labels: the first n_pos are 1)
  * into dh [targets, dim] (zeroed here) and, for the MLP, t->mlp_g. Serial, in pair order: the
  * sums do not depend on the thread count. Returns the mean loss and the correct count. */
-static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u, const int32_t *v,
-                          int64_t n, int64_t n_pos, int64_t n_targets, double *loss,
-                          int64_t *correct) {
+static void pair_backward(ng_link_trainer_t t, const float *h, float *dh, const int32_t *u,
+                          const int32_t *v, int64_t n, int64_t n_pos, int64_t n_targets,
+                          double *loss, int64_t *correct) {
   const int64_t d = t->dim, H = t->lo.mlp_hidden;
-  memset(t->dh, 0, (size_t)n_targets * (size_t)d * sizeof(float));
+  memset(dh, 0, (size_t)n_targets * (size_t)d * sizeof(float));
   if (t->mlp)
     memset(t->mlp_g, 0, (size_t)t->mlp_n * sizeof(float));
   float *hid = t->mlp ? t->mlp_g + t->mlp_n : NULL; /* scratch after the gradient */
@@ -54,7 +61,7 @@ static void pair_backward(ng_link_trainer_t t, const float *h, const int32_t *u,
     ok += (x > 0) == (y == 1);
     const float g = (float)((1.0 / (1.0 + exp(-(double)x)) - y) * w);
     const float *a = h + (int64_t)u[i] * d, *b = h + (int64_t)v[i] * d;
-    float *da = t->dh + (int64_t)u[i] * d, *db = t->dh + (int64_t)v[i] * d;
+    float *da = dh + (int64_t)u[i] * d, *db = dh + (int64_t)v[i] * d;
     if (!t->mlp) {
       for (int64_t c = 0; c < d; c++) {
         da[c] += g * b[c];
@@ -267,22 +274,27 @@ ng_status ng_link_trainer_create(ng_link_trainer_t *out, ng_dataset_t ds, ng_mod
   NG_CHECK_GOTO(st, make_view(t), fail);
   if (lo.neg == NG_LINK_NEG_DEGREE)
     NG_CHECK_GOTO(st, make_degree_cdf(t), fail);
-  /* The host work of an iteration runs on this thread (the parts are driven directly). */
+  /* The node trainer's pipeline runs the iterations (its workers, ready ring and controller,
+   * with the run's worker options), with the targets and the loss of link prediction handed
+   * down as hooks (ng_link_trainer_epoch). Its workers sample on the CPU: the device
+   * sampler's feed reads its targets from the plan's order, not from the hook. */
   ng_train_opts inner = o;
-  inner.workers = -1;
-  /* The hybrid modes' pipeline wants two groups of workers; it is never started (the trainer's
-   * epochs do not run), so two idle ones satisfy it. AUTO is HYBRID on a GPU. */
-  if (o.mode == NG_MODE_AUTO || o.mode == NG_MODE_HYBRID || o.mode == NG_MODE_HYBRID_STATIC) {
-    inner.workers = 2;
-    inner.partial_workers = 1;
-    inner.cpuset = NULL;
-  }
+  inner.sampler = NG_SAMPLER_CPU;
   inner.batch = 0;
   inner.progress = NULL;
-  inner.telemetry = NULL;
   NG_CHECK_GOTO(st, ng__trainer_create_link(&t->tr, t->view, model, &inner), fail);
   NG_CHECK_GOTO(st, ng__trainer_parts(&t->p, t->tr), fail);
   NG_CHECK_GOTO(st, ng_trainer_embed_dim(&t->dim, t->tr, -1), fail);
+  t->pl = ng__trainer_pipeline(t->tr, NULL);
+  t->n_prod = ng__pipeline_producers(t->pl);
+  t->prod = ng__calloc((size_t)t->n_prod, sizeof *t->prod, "the link producers' buffers");
+  if (!t->prod) {
+    st = NG_ERR_NOMEM;
+    goto fail;
+  }
+  t->targets = (ng_target_hook){.make = make_targets, .ctx = t};
+  t->loss = (ng_host_loss){.loss = pair_loss, .ctx = t, .dim = t->dim};
+  t->p.step->host_loss = &t->loss;
   t->opts = o;
   t->opts.device = NULL;
   t->opts.cpuset = NULL;
@@ -318,29 +330,21 @@ void ng_link_trainer_destroy(ng_link_trainer_t t) {
   if (!t || t->magic != NG_LINK_MAGIC)
     return;
   t->magic = 0;
-  if (t->tr) {
-    ng_backend *be = t->p.be;
-    if (be) {
-      be->iface->free(be, t->pkg_dev);
-      be->iface->free(be, t->dlog_dev);
-    }
-    ng_trainer_destroy(t->tr);
+  ng_trainer_destroy(t->tr);
+  for (int i = 0; t->prod && i < t->n_prod; i++) {
+    free(t->prod[i].pairs);
+    free(t->prod[i].seeds);
+    free(t->prod[i].payload);
   }
-  ng__fetch_scratch_free(&t->scratch);
+  free(t->prod);
   ng_dataset_close(t->view);
   for (int i = 0; i < NG_LINK_ARR_COUNT_; i++)
     ng__npy_close(&t->arr[i]);
   free(t->labels);
   free(t->deg_cdf);
   free(t->order);
-  free(t->pairs);
-  free(t->seeds);
-  free(t->pos_u);
-  free(t->pos_v);
-  free(t->h);
-  free(t->dh);
+  free(t->iter_ms);
   free(t->scores);
-  free(t->pkg_host);
   free(t->mlp);
   free(t->mlp_g);
   free(t->mlp_m);
@@ -368,12 +372,17 @@ ng_status ng_link_trainer_set_epoch_iters(ng_link_trainer_t t, int64_t iters) {
   return NG_OK;
 }
 
-/* ---- one iteration ---- */
+/* ---- one iteration: its targets on a producer, its loss on the device thread ---- */
 
-static int i64_cmp(const void *a, const void *b) {
-  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
+/* The payload of an iteration (ng_target_hook), behind its package in the staging slot: the
+ * pairs' target rows, which the loss on the device thread reads. `u` and `v` [n] follow it:
+ * the positives, then (with self_pairs) every target with itself, then the negatives. */
+typedef struct {
+  int64_t n;     /* pair rows */
+  int64_t n_pos; /* the first n_pos are positives */
+  int64_t m;     /* targets */
+  int64_t pad;   /* the rows start 32 bytes in */
+} link_payload;
 
 static int32_t row_of(const int64_t *seeds, int64_t n, int64_t v) {
   int64_t lo = 0, hi = n;
@@ -391,25 +400,19 @@ static ng_status grow(void **p, size_t *cap, size_t bytes, const char *what) {
   return ng__host_reserve(p, cap, NG_MAX(bytes, (size_t)64), what);
 }
 
-/* The cold-row path of iteration `iter` (docs/link-prediction.md): the mode's, and for the
- * hybrid modes PARTIAL and TRANSFER in turn, as two worker groups would share the packages. */
-static ng_fetch strategy(ng_link_trainer_t t, int64_t iter) {
-  return ng__mode_fetch(t->p.mode, iter % 2 == 0,
-                        ng__transfer_resolve(t->opts.transfer, t->ds->info.feature_dim));
-}
-
 /* Draws negatives of positives [0, n_pos) into pairs [n_pos, n_pos (1 + K)): positive j's come
- * from the stream ng_hash3(iteration seed, PURPOSE_NEG, j). */
-static void draw_negatives(ng_link_trainer_t t, uint64_t seed, int64_t n_pos) {
+ * from the stream ng_hash3(iteration seed, PURPOSE_NEG, j), whoever draws it. */
+static void draw_negatives(ng_link_trainer_t t, ng_link_pair *pairs, uint64_t seed, int64_t n_pos,
+                           int threads) {
   const int32_t k = t->lo.neg_per_pos;
   const int64_t nodes = t->ds->info.nodes;
   const double total = t->deg_cdf ? t->deg_cdf[nodes - 1] : 0.0;
-#pragma omp parallel for schedule(static) num_threads(t->p.threads)
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t j = 0; j < n_pos; j++) {
     ng_rng r;
     ng_rng_seed(&r, ng_hash3(seed, PURPOSE_NEG, (uint64_t)j));
     for (int32_t q = 0; q < k; q++) {
-      int64_t u = t->pairs[j].u, v;
+      int64_t u = pairs[j].u, v;
       if (!t->deg_cdf) {
         u = (int64_t)ng_rng_below(&r, (uint64_t)nodes);
         v = (int64_t)ng_rng_below(&r, (uint64_t)nodes);
@@ -425,107 +428,94 @@ static void draw_negatives(ng_link_trainer_t t, uint64_t seed, int64_t n_pos) {
         }
         v = lo;
       }
-      t->pairs[n_pos + j * k + q] = (ng_link_pair){u, v};
+      pairs[n_pos + j * k + q] = (ng_link_pair){u, v};
     }
   }
 }
 
-/* One training iteration over pairs[0, n) (the first n_pos positive). */
-static ng_status link_iter(ng_link_trainer_t t, int64_t iter, uint64_t seed, int64_t n,
-                           int64_t n_pos, double *loss, int64_t *correct, int64_t *edges,
-                           ng_fetch_stats *fstats) {
-  ng_backend *be = t->p.be;
-  /* The targets: every endpoint once, sorted. */
-  NG_CHECK(grow((void **)&t->seeds, &t->seeds_cap, 2 * (size_t)n * sizeof *t->seeds, "the seeds"));
-  for (int64_t i = 0; i < n; i++) {
-    t->seeds[2 * i] = t->pairs[i].u;
-    t->seeds[2 * i + 1] = t->pairs[i].v;
+/* The pipeline's ng_target_hook (sched/pipeline_impl.h), on a producer (a worker thread, or the
+ * device thread inline): iteration i's positives (the next B of the epoch's order) and their
+ * negatives; their endpoints, sorted and unique, are the targets of the iteration's one sampled
+ * mini-batch; the payload gives each pair the target rows of its two ends. Everything depends on
+ * (seed, epoch, i) only, and the producer's buffers are its own. */
+static ng_status make_targets(void *ctx, int producer, const ng_epoch_plan *p, int64_t i,
+                              const int64_t **targets, int32_t *n_targets, const void **payload,
+                              size_t *payload_bytes) {
+  ng_link_trainer_t t = ctx;
+  ng_link_producer *w = &t->prod[producer];
+  int64_t begin;
+  int32_t nb;
+  ng__plan_slice(p, i, &begin, &nb);
+  const int64_t k = t->lo.neg_per_pos, n = (int64_t)nb * (1 + k);
+  NG_CHECK(grow((void **)&w->pairs, &w->pairs_cap, (size_t)n * sizeof *w->pairs, "the pairs"));
+  NG_CHECK(grow((void **)&w->seeds, &w->seeds_cap, 2 * (size_t)n * sizeof *w->seeds, "the seeds"));
+  const ng_link_pair *pos = t->arr[NG_LINK_ARR_TRAIN_POS].data;
+  for (int64_t j = 0; j < nb; j++)
+    w->pairs[j] = pos[p->order[begin + j]];
+  /* Inline, the producer is the device thread and may spread the draws over its OpenMP
+   * threads; a worker thread has one core. */
+  draw_negatives(t, w->pairs, ng__iter_seed(p->seed, p->epoch, i), nb,
+                 t->n_prod > 1 ? 1 : t->p.threads);
+  for (int64_t j = 0; j < n; j++) {
+    w->seeds[2 * j] = w->pairs[j].u;
+    w->seeds[2 * j + 1] = w->pairs[j].v;
   }
-  qsort(t->seeds, 2 * (size_t)n, sizeof *t->seeds, i64_cmp);
-  int64_t m = 0;
-  for (int64_t i = 0; i < 2 * n; i++)
-    if (m == 0 || t->seeds[m - 1] != t->seeds[i])
-      t->seeds[m++] = t->seeds[i];
+  const int64_t m = ng__sort_unique_i64(w->seeds, 2 * n);
   if (m > INT32_MAX)
     return ng__err(NG_ERR_INVALID_ARG, "a link mini-batch of %lld endpoints is too large",
                    (long long)m);
   /* Rows of the pairs: the positives, then (with self_pairs) every target with itself as a
    * positive too, then the negatives. */
-  const int64_t n_self = t->lo.self_pairs ? m : 0;
-  for (int64_t i = 0; i < n; i++) {
-    const int64_t at = i < n_pos ? i : i + n_self;
-    t->pos_u[at] = row_of(t->seeds, m, t->pairs[i].u);
-    t->pos_v[at] = row_of(t->seeds, m, t->pairs[i].v);
+  const int64_t n_self = t->lo.self_pairs ? m : 0, rows = n + n_self;
+  const size_t bytes = sizeof(link_payload) + 2 * (size_t)rows * sizeof(int32_t);
+  NG_CHECK(grow(&w->payload, &w->payload_cap, bytes, "the pairs' rows"));
+  link_payload *hd = w->payload;
+  *hd = (link_payload){.n = rows, .n_pos = nb + n_self, .m = m};
+  int32_t *u = (int32_t *)(hd + 1), *v = u + rows;
+  for (int64_t j = 0; j < n; j++) {
+    const int64_t at = j < nb ? j : j + n_self;
+    u[at] = row_of(w->seeds, m, w->pairs[j].u);
+    v[at] = row_of(w->seeds, m, w->pairs[j].v);
   }
-  for (int64_t i = 0; i < n_self; i++)
-    t->pos_u[n_pos + i] = t->pos_v[n_pos + i] = (int32_t)i;
-  n += n_self;
-  n_pos += n_self;
-  ng_minibatch mb;
-  NG_CHECK(ng__sample(&mb, t->p.arena, t->p.sampler, t->seeds, (int32_t)m, seed));
-  for (int l = 0; l < mb.n_layers; l++)
-    *edges += mb.blocks[l].nnz;
-  /* The input layer's package by the iteration's cold-row path. */
-  ng_fetch_cfg cfg = *t->p.fetch;
-  cfg.mode = strategy(t, iter);
-  cfg.device_share = 0.0;
-  cfg.threads = t->p.threads;
-  const ng_layer *L0 = &t->p.ex->model->layers[0];
-  ng_fetch_plan plan;
-  NG_CHECK(ng__fetch_plan(&plan, &cfg, &mb, L0->o.dropout, &t->scratch));
-  NG_CHECK(grow(&t->pkg_host, &t->pkg_host_cap, plan.bytes, "a link package"));
-  ng_fetch_pkg pkg, view;
-  NG_CHECK(ng__fetch_fill(&pkg, &plan, &cfg, &mb, ng__exec_input_drop_key(seed), &t->scratch,
-                          t->pkg_host));
-  /* Buffer slot LINK_SLOT, ordered as the pipeline orders its slots (sched/pipeline.c, upload
-   * and device_iteration): the package's copy into pkg_dev and the reads of host memory the
-   * prefetch queues behind it (a ZCOPY package's cold rows, a PARTIAL package's cold self rows,
-   * into the store's slot buffer) run on the slot's copy queue, not the ops' queue. They wait
-   * for mark LINK_SLOT, recorded here after every op queued so far (the previous iteration's
-   * backward pass still reads its blocks in pkg_dev and its input rows in the slot buffer), and
-   * the ops wait for them at wait_copy. Without the two the device read packages half-copied and
-   * rows not yet gathered, and overwrote what the previous backward pass read (GPU only: the
-   * CPU backend's copies and ops run at once). */
-  NG_CHECK(be->iface->mark(be, LINK_SLOT));
-  if (be->iface->host_memory) {
-    view = pkg;
-  } else {
-    NG_CHECK(ng__bk_reserve(be, &t->pkg_dev, &t->pkg_dev_cap, NG_MAX(pkg.bytes, (size_t)64)));
-    NG_CHECK(be->iface->copy_h2d_async(be, t->pkg_dev, pkg.base, pkg.bytes, LINK_SLOT));
-    pkg.stats.h2d_bytes = (int64_t)pkg.bytes;
-    ng__fetch_rebase(&view, &pkg, t->pkg_dev);
-  }
-  ng__fetch_stats_add(fstats, &pkg.stats);
-  NG_CHECK(ng__train_step_prefetch(t->p.step, seed, &view, LINK_SLOT));
-  /* The package and its host rows have landed before the first op that reads them; pkg_host
-   * may change again once the embeddings' copy below has synchronized past these ops. */
-  NG_CHECK(be->iface->wait_copy(be, LINK_SLOT));
-  const float *agg0 = NULL, *self0 = NULL;
-  NG_CHECK(ng__store_input(t->p.store, ng__model_input_aggr(t->p.ex->model), &view, L0->o.dropout,
-                           ng__exec_input_drop_key(seed), LINK_SLOT, &agg0, &self0));
-  NG_CHECK(ng__exec_forward(t->p.ex, &view.mb, agg0, self0, true, seed));
-  /* The embeddings come to the host, where the decoder and its gradient run. */
-  const size_t hb = (size_t)m * (size_t)t->dim * sizeof(float);
-  NG_CHECK(grow((void **)&t->h, &t->h_cap, hb, "the batch's embeddings"));
-  NG_CHECK(grow((void **)&t->dh, &t->dh_cap, hb, "the embeddings' gradient"));
-  NG_CHECK(grow((void **)&t->scores, &t->scores_cap, (size_t)n * sizeof(float), "the scores"));
-  NG_CHECK(be->iface->copy_d2h(be, t->h, t->p.ex->logits, hb));
-  NG_CHECK(ng__link_score_rows(t, t->scores, t->h, t->pos_u, t->pos_v, n));
-  pair_backward(t, t->h, t->pos_u, t->pos_v, n, n_pos, m, loss, correct);
+  for (int64_t j = 0; j < n_self; j++)
+    u[nb + j] = v[nb + j] = (int32_t)j;
+  *targets = w->seeds;
+  *n_targets = (int32_t)m;
+  *payload = w->payload;
+  *payload_bytes = bytes;
+  return NG_OK;
+}
+
+/* The train step's ng_host_loss (sched/train_step_impl.h), on the device thread in iteration
+ * order: the decoder scores the iteration's pairs from its targets' embeddings h, the loss's
+ * gradient goes into dh, and the MLP decoder steps (its weights are read by the next
+ * iteration's scores only, which come after this on the same thread). */
+static ng_status pair_loss(void *ctx, int64_t iter, const void *payload, const float *h, int64_t m,
+                           int64_t dim, float *dh, double *loss, int64_t *correct) {
+  ng_link_trainer_t t = ctx;
+  const link_payload *hd = payload;
+  if (!hd || hd->m != m || dim != t->dim)
+    return ng__err(NG_ERR_INTERNAL,
+                   "link training: iteration %lld's pairs name %lld targets, its mini-batch has "
+                   "%lld",
+                   (long long)iter, hd ? (long long)hd->m : -1LL, (long long)m);
+  const int32_t *u = (const int32_t *)(hd + 1), *v = u + hd->n;
+  NG_CHECK(grow((void **)&t->scores, &t->scores_cap, (size_t)hd->n * sizeof(float), "the scores"));
+  NG_CHECK(ng__link_score_rows(t, t->scores, h, u, v, hd->n));
+  pair_backward(t, h, dh, u, v, hd->n, hd->n_pos, m, loss, correct);
   if (!isfinite(*loss))
     return ng__err(NG_ERR_NONFINITE,
                    "the link training loss is %g at epoch %lld iteration %lld; lower the learning "
                    "rate",
                    *loss, (long long)t->epochs, (long long)iter);
-  NG_CHECK(ng__bk_reserve(be, &t->dlog_dev, &t->dlog_dev_cap, NG_MAX(hb, (size_t)64)));
-  NG_CHECK(be->iface->copy_h2d(be, t->dlog_dev, t->dh, hb));
-  NG_CHECK(ng__exec_backward(t->p.ex, &view.mb, t->dlog_dev));
-  ng_opt_hp hp = t->p.step->hp;
-  hp.step = ++t->p.step->steps;
-  NG_CHECK(ng__exec_step(t->p.ex, &hp));
   if (t->mlp)
     mlp_step(t);
   return NG_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
@@ -541,58 +531,68 @@ ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
     iters = t->epoch_iters;
   if (!t->order) {
     t->order = ng__malloc((size_t)n_train * sizeof *t->order, "the edge order");
-    /* Pair rows: the pairs and at most one self pair per endpoint. */
-    const size_t pairs = (size_t)batch * (size_t)(1 + k), rows = 3 * pairs;
-    t->pairs = ng__malloc(pairs * sizeof *t->pairs, "the pairs");
-    t->pos_u = ng__malloc(rows * sizeof *t->pos_u, "the pair rows");
-    t->pos_v = ng__malloc(rows * sizeof *t->pos_v, "the pair rows");
-    if (!t->order || !t->pairs || !t->pos_u || !t->pos_v)
+    if (!t->order)
       return NG_ERR_NOMEM;
-    for (int64_t i = 0; i < n_train; i++)
-      t->order[i] = i;
   }
-  /* The epoch's order of positives: a shuffle of 0 .. train-1 that depends on (seed, epoch). */
+  NG_CHECK(grow((void **)&t->iter_ms, &t->iter_ms_cap, (size_t)iters * sizeof *t->iter_ms,
+                "the iteration times"));
+  /* The epoch's order of positives: a shuffle of 0 .. train-1 that depends on (seed, epoch).
+   * No worker reads it any more: every epoch's workers stop at its end (no next plan). */
   for (int64_t i = 0; i < n_train; i++)
     t->order[i] = i;
   ng__epoch_shuffle(t->order, t->order, n_train, ng_hash2(t->opts.seed, PURPOSE_EPOCH), t->epochs);
-  const ng_link_pair *pos = t->arr[NG_LINK_ARR_TRAIN_POS].data;
-  double loss_sum = 0.0;
-  int64_t correct = 0, edges = 0, seen = 0;
-  ng_fetch_stats fs = {0};
-  ng_status st = NG_OK;
-  for (int64_t it = 0; it < iters && st == NG_OK; it++) {
-    const int64_t b0 = it * batch, nb = NG_MIN(batch, n_train - b0);
-    for (int64_t j = 0; j < nb; j++)
-      t->pairs[j] = pos[t->order[b0 + j]];
-    const uint64_t seed = ng__iter_seed(t->opts.seed, t->epochs, it);
-    draw_negatives(t, seed, nb);
-    double l = 0.0;
-    int64_t c = 0;
-    st = link_iter(t, it, seed, nb * (1 + k), nb, &l, &c, &edges, &fs);
-    loss_sum += l;
-    correct += c;
-    seen += nb * (1 + k);
-    if (st == NG_OK && t->opts.progress &&
-        t->opts.progress(t->opts.progress_ctx, "train", (double)(it + 1), (double)iters) != 0)
-      st = ng__err(NG_ERR_INTERRUPTED, "link training stopped by the progress callback");
-  }
+  /* The iterations run in the node trainer's pipeline (sched/pipeline.c): producers make each
+   * one's targets and package ahead (make_targets, sampling, the cold-row path of the worker's
+   * group), the device thread consumes them in order and forms each loss on the host
+   * (pair_loss). The workers stop at the epoch's end, as the order is rewritten above and the
+   * evaluation between epochs wants the cores. */
+  const ng_epoch_plan plan = {.order = t->order,
+                              .n_train = n_train,
+                              .batch = batch,
+                              .epoch = t->epochs,
+                              .first = 0,
+                              .iters = iters,
+                              .seed = t->opts.seed,
+                              .targets = &t->targets};
+  ng_progress prog;
+  ng__progress_init(&prog, t->opts.progress, t->opts.progress_ctx);
+  ng_epoch_tally ty = {
+      .iter_ms = t->iter_ms, .last_done = ng__now(), .done = 0, .iters = iters, .prog = &prog};
+  int workers[2] = {0, 0};
+  double share = 0.0;
+  const ng_status st = ng__pipeline_epoch(t->pl, &plan, NULL, t->p.step, &ty,
+                                          t->p.ex->model->layers[0].o.dropout, workers, &share);
   ng__trainer_params_changed(t->tr);
-  NG_CHECK(st);
+  if (st != NG_OK) {
+    if (st != NG_ERR_INTERRUPTED)
+      ng__err_prefix("link training, epoch %lld", (long long)t->epochs);
+    return st;
+  }
   const int64_t epoch = t->epochs++;
   const double secs = ng__now() - t0;
+  /* Pairs trained: every positive of the epoch's mini-batches and its K negatives. */
+  const int64_t seen = NG_MIN(iters * batch, n_train) * (1 + k);
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;
   s.epoch = epoch;
   s.iterations = iters;
-  s.loss = loss_sum / (double)iters;
-  s.train_acc = seen ? (double)correct / (double)seen : 0.0;
+  s.loss = ty.loss_sum / (double)iters;
+  s.train_acc = seen ? (double)ty.correct / (double)seen : 0.0;
   s.seconds = secs;
   s.it_per_s = secs > 0 ? (double)iters / secs : 0.0;
-  s.sampled_edges = edges;
-  s.fetch = fs;
+  s.sampled_edges = ty.edges;
+  s.fetch = ty.fetch;
+  s.workers[0] = workers[0];
+  s.workers[1] = workers[1];
+  s.device_share = share;
+  qsort(ty.iter_ms, (size_t)ty.n_iter_ms, sizeof *ty.iter_ms, cmp_double);
+  s.iter_ms_median = ty.n_iter_ms ? ty.iter_ms[(ty.n_iter_ms - 1) / 2] : 0.0;
+  s.iter_ms_p99 =
+      ty.n_iter_ms
+          ? ty.iter_ms[NG_MIN(ty.n_iter_ms - 1, (int64_t)ceil(0.99 * (double)ty.n_iter_ms) - 1)]
+          : 0.0;
   *out = s;
   return NG_OK;
 }
-
 /* ---- checkpoints and the scoring of given pairs ---- */
 
 ng_status ng_link_trainer_save(ng_link_trainer_t t, const char *path) {

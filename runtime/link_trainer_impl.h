@@ -4,11 +4,21 @@
 #define NG_LINK_TRAINER_IMPL_H
 
 #include "link_impl.h"
+#include "pipeline_impl.h"
 #include "trainer_impl.h"
 
 #include <math.h>
 
 #define NG_LINK_MAGIC 0x6e676c6bu /* "nglk" */
+
+/// A producer's buffers for the iterations it makes (runtime/link.c, make_targets), grown to the
+/// largest: the pairs, their ends (the targets, sorted and unique) and the payload.
+typedef struct {
+  ng_link_pair *pairs; ///< [batch (1 + K)] positives then negatives
+  int64_t *seeds;      ///< the unique endpoints
+  void *payload;       ///< the pairs' target rows, copied into the package's slot
+  size_t pairs_cap, seeds_cap, payload_cap;
+} ng_link_producer;
 
 struct ng_link_trainer {
   uint32_t magic;
@@ -25,17 +35,19 @@ struct ng_link_trainer {
   double *deg_cdf; /* NG_LINK_NEG_DEGREE: cumulative degree^0.75 of nodes [0, v] */
   int64_t epochs;
   int64_t epoch_iters; /* at most this many mini-batches per epoch; 0: all */
-  /* Per-iteration host memory, grown to the largest batch. */
-  int64_t *order;         /* [train] the epoch's order of positive edges */
-  ng_link_pair *pairs;    /* [batch (1 + K)] positives then negatives */
-  int64_t *seeds;         /* the unique endpoints */
-  int32_t *pos_u, *pos_v; /* [pairs] target rows of each pair's ends */
-  size_t pairs_cap, seeds_cap;
-  float *h, *dh, *scores; /* [targets, dim] embeddings and their gradient; [pairs] */
-  size_t h_cap, dh_cap, scores_cap;
-  void *pkg_host, *pkg_dev, *dlog_dev;
-  size_t pkg_host_cap, pkg_dev_cap, dlog_dev_cap;
-  ng_fetch_scratch scratch;
+  /* Training runs in the node trainer's pipeline (runtime/link.c, ng_link_trainer_epoch): the
+   * plan's targets hook makes each iteration's pairs on a producer, the train step's host loss
+   * scores them on the device thread. */
+  struct ng_pipeline *pl; /* borrowed from tr */
+  ng_target_hook targets;
+  ng_host_loss loss;
+  ng_link_producer *prod; /* [n_prod]: each producer's own buffers */
+  int n_prod;
+  int64_t *order;  /* [train] the epoch's order of positive edges */
+  double *iter_ms; /* the epoch's iteration times (ng_epoch_tally) */
+  size_t iter_ms_cap;
+  float *scores; /* [pairs] the device thread's scores of an iteration's pairs */
+  size_t scores_cap;
   /* The MLP decoder (host): W1 [dim, H], b1 [H], w2 [H], b2, with Adam state. */
   float *mlp, *mlp_g, *mlp_m, *mlp_v;
   int64_t mlp_n, mlp_steps;

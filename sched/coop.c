@@ -58,11 +58,7 @@ ng_status ng__coop_serve(float *answers, int64_t *n_read, const int64_t *req, in
                             "the rows other ranks ask for"));
   if (n_req > 0)
     memcpy(b->uniq, req, (size_t)n_req * sizeof(int64_t));
-  qsort(b->uniq, (size_t)n_req, sizeof(int64_t), cmp_i64);
-  int64_t u = 0;
-  for (int64_t k = 0; k < n_req; k++)
-    if (u == 0 || b->uniq[u - 1] != b->uniq[k])
-      b->uniq[u++] = b->uniq[k];
+  const int64_t u = ng__sort_unique_i64(b->uniq, n_req);
   NG_CHECK(ng__host_reserve((void **)&b->rows, &b->rows_cap, NG_MAX((size_t)u * row_b, (size_t)1),
                             "the rows this rank reads for the host"));
   /* The one read from host memory of each row the host needs this step; the answers copy it

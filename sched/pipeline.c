@@ -37,6 +37,9 @@ typedef struct {
   int64_t edges;
   ng_status status; /* not NG_OK: the worker failed this iteration (pl_worker.err says how) */
   ng_fetch_pkg pkg;
+  /* The plan's ng_target_hook's payload of the iteration, behind the package in the same slot
+   * (NULL: none). Only the host reads it: the device copy takes pkg.bytes. */
+  const void *payload;
 } pl_item;
 
 #define ITEM_HEADER (((sizeof(pl_item) + 63) / 64) * 64)
@@ -399,17 +402,31 @@ static ng_fetch_cfg group_cfg(ng_pipeline *pl, int group, int threads) {
 }
 
 /* Samples iteration i of plan p itself (no sample feed): with the device sampler (its lane 0,
- * the blocks in *host of *cap bytes) or the CPU sampler in `arena`. */
-static ng_status sample_iter(ng_pipeline *pl, ng_sample_arena *arena, const ng_epoch_plan *p,
-                             int64_t i, ng_minibatch *mb, void **host, size_t *cap) {
+ * the blocks in *host of *cap bytes) or the CPU sampler in `arena`. The targets are the plan's
+ * order's slice, or what its ng_target_hook makes as producer `producer`, whose payload then
+ * comes back in *payload (else NULL, 0). */
+static ng_status sample_iter(ng_pipeline *pl, ng_sample_arena *arena, int producer,
+                             const ng_epoch_plan *p, int64_t i, ng_minibatch *mb, void **host,
+                             size_t *cap, const void **payload, size_t *payload_bytes) {
   int64_t begin;
   int32_t n; /* this rank's slice of the iteration's batch */
   ng__plan_slice(p, i, &begin, &n);
+  const int64_t *targets = p->order + begin;
+  *payload = NULL;
+  *payload_bytes = 0;
+  if (p->targets)
+    NG_CHECK(
+        p->targets->make(p->targets->ctx, producer, p, i, &targets, &n, payload, payload_bytes));
   const uint64_t seed = ng__iter_seed(p->seed, p->epoch, i);
   if (pl->o.dev_sampler)
-    return pl->be->iface->sampler_run(pl->be, pl->o.dev_sampler, 0, pl->sampler, p->order + begin,
-                                      n, seed, mb, host, cap);
-  return ng__sample(mb, arena, pl->sampler, p->order + begin, n, seed);
+    return pl->be->iface->sampler_run(pl->be, pl->o.dev_sampler, 0, pl->sampler, targets, n, seed,
+                                      mb, host, cap);
+  return ng__sample(mb, arena, pl->sampler, targets, n, seed);
+}
+
+/* Where a package's payload goes behind it in its slot: cache-line aligned. */
+static size_t payload_offset(size_t pkg_bytes) {
+  return (pkg_bytes + 63) / 64 * 64;
 }
 
 /* Makes the slot `*buf` of `slots` hold a package of `bytes` after its header, and gives where
@@ -511,9 +528,11 @@ ng_status ng__pipeline_presize(ng_pipeline *pl, const ng_epoch_plan *plan, float
   ng_minibatch mb;
   void *host = NULL; /* the device sampler's blocks: inline its own buffer, else freed below */
   size_t host_cap = 0;
-  ng_status st = sample_iter(pl, pl->w[0].arena, plan, plan->first, &mb,
+  const void *payload;
+  size_t payload_bytes;
+  ng_status st = sample_iter(pl, pl->w[0].arena, 0, plan, plan->first, &mb,
                              pl->n_threads ? &host : &pl->inline_host,
-                             pl->n_threads ? &host_cap : &pl->inline_cap);
+                             pl->n_threads ? &host_cap : &pl->inline_cap, &payload, &payload_bytes);
   /* Its package by each group's strategy (a dry run: the layout's counting pass only). */
   size_t want[NG_GROUP_COUNT] = {0}; /* the groups the workers are in */
   for (int i = 0; i < n && st == NG_OK; i++) {
@@ -523,7 +542,8 @@ ng_status ng__pipeline_presize(ng_pipeline *pl, const ng_epoch_plan *plan, float
     const ng_fetch_cfg cfg = group_cfg(pl, g, 1);
     ng_fetch_plan fp;
     st = ng__fetch_plan(&fp, &cfg, &mb, drop_p, &pl->w[0].scratch);
-    want[g] = NG_MIN(ng__slot_size(ITEM_HEADER + fp.bytes), cap); /* as slot_reserve grows one */
+    /* as slot_reserve grows one */
+    want[g] = NG_MIN(ng__slot_size(ITEM_HEADER + payload_offset(fp.bytes) + payload_bytes), cap);
   }
   if (host)
     pl->be->iface->host_free(pl->be, host);
@@ -574,6 +594,10 @@ size_t ng__pipeline_slot_bytes(const ng_pipeline *pl, int worker, int j) {
   return ng__slots_next_bytes(pl->w[worker].slots, j);
 }
 
+int ng__pipeline_producers(const ng_pipeline *pl) {
+  return NG_MAX(pl->n_threads, 1);
+}
+
 int64_t ng__pipeline_slot_grows(const ng_pipeline *pl) {
   return atomic_load(&pl->slot_grows);
 }
@@ -606,13 +630,16 @@ static ng_status produce(ng_pipeline *pl, pl_worker *w, int index, int track,
       atomic_load(&ng__pipeline_fault_epoch) == p->epoch)
     return ng__err(NG_ERR_IO, "injected failure (ng__pipeline_fault_iter)");
   ng_minibatch mb;
+  const void *payload = NULL; /* the plan's ng_target_hook's, in the producer's memory */
+  size_t payload_bytes = 0;
   const int64_t t0 = span_start(pl);
   if (pl->feed) {
     const int64_t w0 = ng__now_ns();
     NG_CHECK(ng__feed_get(pl->feed, seq, &mb));
     atomic_fetch_add_explicit(&pl->feed_wait_ns, ng__now_ns() - w0, memory_order_relaxed);
   } else {
-    NG_CHECK(sample_iter(pl, w->arena, p, i, &mb, &pl->inline_host, &pl->inline_cap));
+    NG_CHECK(sample_iter(pl, w->arena, index, p, i, &mb, &pl->inline_host, &pl->inline_cap,
+                         &payload, &payload_bytes));
   }
   int64_t edges = 0; /* the span carries them: the trace's summary gives the sampler's rate */
   for (int l = 0; l < mb.n_layers; l++)
@@ -630,11 +657,15 @@ static ng_status produce(ng_pipeline *pl, pl_worker *w, int index, int track,
     fetched = ng__coop_step(pl->o.coop, &mb, &cfg.overlay);
   if (fetched == NG_OK)
     fetched = ng__fetch_plan(&plan, &cfg, &mb, pl->drop_p, &w->scratch);
+  const size_t at = payload_offset(plan.bytes); /* the payload's place behind the package */
   if (fetched == NG_OK)
-    fetched = slot_reserve(pl, w->slots, buf, track, i, plan.bytes, &base);
+    fetched = slot_reserve(pl, w->slots, buf, track, i,
+                           payload_bytes ? at + payload_bytes : plan.bytes, &base);
   if (fetched == NG_OK)
     fetched =
         ng__fetch_fill(&pkg, &plan, &cfg, &mb, ng__exec_input_drop_key(seed), &w->scratch, base);
+  if (fetched == NG_OK && payload_bytes)
+    memcpy((char *)base + at, payload, payload_bytes);
   if (pl->feed) /* the package holds its own copy of the blocks */
     ng__feed_release(pl->feed, seq);
   NG_CHECK(fetched);
@@ -648,6 +679,7 @@ static ng_status produce(ng_pipeline *pl, pl_worker *w, int index, int track,
   for (int l = 0; l < mb.n_layers; l++)
     it->edges += mb.blocks[l].nnz;
   it->pkg = pkg;
+  it->payload = payload_bytes ? (char *)base + at : NULL;
   return NG_OK;
 }
 
@@ -1053,7 +1085,8 @@ void ng__pipeline_settle(ng_pipeline *pl) {
 static bool same_plan(const ng_epoch_plan *a, const ng_epoch_plan *b) {
   return a->order == b->order && a->n_train == b->n_train && a->batch == b->batch &&
          a->epoch == b->epoch && a->first == b->first && a->iters == b->iters &&
-         a->seed == b->seed && a->rank == b->rank && a->ranks == b->ranks;
+         a->seed == b->seed && a->rank == b->rank && a->ranks == b->ranks &&
+         a->targets == b->targets;
 }
 
 /* Makes the workers produce `plan` from ring position take_seq on: those left running for it
@@ -1161,6 +1194,12 @@ static ng_status begin_epoch(ng_pipeline *pl, const ng_epoch_plan *plan, const n
 
   ng_status st = NG_OK;
   *went_on = false; /* the workers went on into this epoch from the last one */
+  /* The sample feed asks the plan's order for its targets, and the ranks slice the order. */
+  if (plan->targets && (pl->o.dev_sampler || plan->ranks > 1))
+    return ng__err(NG_ERR_UNSUPPORTED,
+                   "targets made per iteration (link prediction) need the CPU sampler and one "
+                   "rank (here: the %s sampler, %d ranks)",
+                   pl->o.dev_sampler ? "device" : "CPU", NG_MAX(plan->ranks, 1));
   if (pl->n_threads > 0) {
     st = plan_epoch(pl, plan, next, drop_p, went_on);
     /* A pool's start and the ring's fill must not count, neither in the judge's window of a
@@ -1253,7 +1292,7 @@ static ng_status device_iteration(epoch_loop *L, int64_t i) {
   tk = device_span(pl, NG_SPAN_COPY_WAIT, i, tk);
   if (st == NG_OK)
     st = ng__train_step_forward(L->step, i, ng__iter_seed(plan->seed, plan->epoch, i), &L->view[k],
-                                k);
+                                ahead[k]->payload, k);
   tk = device_span(pl, NG_SPAN_FORWARD, i, tk);
   L->fwd_unread = st == NG_OK;
   if (st == NG_OK && L->prev) {

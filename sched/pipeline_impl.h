@@ -11,8 +11,30 @@
 #include "feature_store_impl.h"
 #include "train_step_impl.h"
 
-/// What an epoch (or the rest of one) is: iterations [first, iters) over `order`.
+typedef struct ng_epoch_plan ng_epoch_plan;
+
+/// The targets of an iteration that are not a slice of its plan's order, with a payload that
+/// travels with the iteration's package to the device thread: link prediction makes the ends
+/// of the iteration's node pairs its targets and carries the pairs' target rows to the loss
+/// (runtime/link.c, docs/link-prediction.md; the loss is ng_host_loss, train_step_impl.h). An
+/// upward hook (docs/architecture.md lists it): the runtime's function, which the pipeline's
+/// producers call through this table.
 typedef struct {
+  /// Makes iteration `i` of plan `p`: *targets (*n of them, the sampler's seeds), valid until
+  /// the same producer's next call, and *payload (*payload_bytes bytes, 0: none), which the
+  /// pipeline copies behind the package into its staging slot. `producer` is the calling
+  /// producer's index in [0, ng__pipeline_producers()): each producer calls one iteration at
+  /// a time, producers concurrently, so what one writes must be its own. Everything it makes
+  /// must depend on (p, i) only, never on the producer or the timing. An error fails the
+  /// iteration as a failed fetch does.
+  ng_status (*make)(void *ctx, int producer, const ng_epoch_plan *p, int64_t i,
+                    const int64_t **targets, int32_t *n, const void **payload,
+                    size_t *payload_bytes);
+  void *ctx;
+} ng_target_hook;
+
+/// What an epoch (or the rest of one) is: iterations [first, iters) over `order`.
+struct ng_epoch_plan {
   const int64_t *order; ///< the epoch's shuffled training ids
   int64_t n_train, batch;
   int64_t epoch, first, iters;
@@ -33,7 +55,11 @@ typedef struct {
   /// + n_i), is cut into `ranks` slices and this process trains slice `rank` of it
   /// (ng__plan_slice). ranks 0 or 1: the whole batch.
   int rank, ranks;
-} ng_epoch_plan;
+  /// borrowed: where iteration i's targets come from when they are not order[i * batch ..
+  /// + n_i) (ng_target_hook); NULL: from the order. Not with the device sampler, whose feed
+  /// reads the order (NG_ERR_UNSUPPORTED), nor with several ranks.
+  const ng_target_hook *targets;
+};
 
 /// The targets iteration `i` of plan `p` trains on this rank: order[*begin .. *begin + *n).
 /// Slice r of a global batch of n_i targets is [floor(n_i r / R), floor(n_i (r + 1) / R)).
@@ -169,6 +195,10 @@ ng_status ng__pipeline_presize(ng_pipeline *rt, const ng_epoch_plan *plan, float
 /// it); when > 0, it makes slots of at most this many bytes (an undersized probe); -1 (the
 /// default): no limit of its own.
 extern _Atomic int64_t ng__pipeline_presize_limit;
+
+/// The producers of iterations: the worker threads, or 1 (the device thread) inline. A plan's
+/// ng_target_hook is called with producer indices below it.
+int ng__pipeline_producers(const ng_pipeline *rt);
 
 /// For tests: the capacity of the free slot of `worker` that its j-th acquire from now takes
 /// (0: none); the slots grown on demand since ng__pipeline_create.

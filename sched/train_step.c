@@ -2,6 +2,7 @@
 #include "train_step_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
                                   int slot) {
@@ -29,8 +30,44 @@ static ng_status forward_ops(ng_train_step *ts, uint64_t seed, const ng_fetch_pk
   return NG_OK;
 }
 
+/* The ops of a forward whose loss is on the host (ts->host_loss): the outputs come to the host
+ * (a copy that waits for the forward's ops, hence for every op queued before them, the last
+ * iteration's backward pass and step too), the hook forms the loss and its gradient, which goes
+ * back into d_logits. Nothing on the device still reads d_logits then: the last backward pass
+ * that did is done, since the copy of the outputs came after it on the same queue. The loss
+ * joins host_q, which ng__train_step_result reads in order. */
+static ng_status host_loss_ops(ng_train_step *ts, int64_t iter, uint64_t seed,
+                               const ng_fetch_pkg *pkg, const void *payload, int slot) {
+  ng_backend *be = ts->ex->be;
+  const ng_host_loss *hl = ts->host_loss;
+  const ng_layer *L0 = &ts->ex->model->layers[0];
+  const float *agg0 = NULL, *self0 = NULL;
+  NG_CHECK(ng__store_input(ts->store, ng__model_input_aggr(ts->ex->model), pkg, L0->o.dropout,
+                           ng__exec_input_drop_key(seed), slot, &agg0, &self0));
+  NG_CHECK(ng__exec_forward(ts->ex, &pkg->mb, agg0, self0, true, seed));
+  if (ts->host_q_len >= NG_HOST_LOSS_QUEUE)
+    return ng__err(NG_ERR_INTERNAL, "train step: %d host losses unread", ts->host_q_len);
+  const int64_t n = pkg->mb.n_targets;
+  const size_t bytes = NG_MAX((size_t)n * (size_t)hl->dim * sizeof(float), (size_t)64);
+  NG_CHECK(ng__host_reserve((void **)&ts->h, &ts->h_cap, bytes, "the outputs on the host"));
+  NG_CHECK(ng__host_reserve((void **)&ts->dh, &ts->dh_cap, bytes, "the outputs' gradient"));
+  NG_CHECK(ng__bk_reserve(be, &ts->d_logits, &ts->d_logits_cap, bytes));
+  NG_CHECK(
+      be->iface->copy_d2h(be, ts->h, ts->ex->logits, (size_t)n * (size_t)hl->dim * sizeof(float)));
+  double loss = 0.0;
+  int64_t correct = 0;
+  NG_CHECK(hl->loss(hl->ctx, iter, payload, ts->h, n, hl->dim, ts->dh, &loss, &correct));
+  NG_CHECK(
+      be->iface->copy_h2d(be, ts->d_logits, ts->dh, (size_t)n * (size_t)hl->dim * sizeof(float)));
+  const int at = (ts->host_q_head + ts->host_q_len) % NG_HOST_LOSS_QUEUE;
+  ts->host_q[at].loss = loss;
+  ts->host_q[at].correct = correct;
+  ts->host_q_len++;
+  return NG_OK;
+}
+
 ng_status ng__train_step_forward(ng_train_step *ts, int64_t iter, uint64_t seed,
-                                 const ng_fetch_pkg *pkg, int slot) {
+                                 const ng_fetch_pkg *pkg, const void *payload, int slot) {
   /* This trainer's first forward is never timed, wherever a resumed run starts: its buffers
    * grow and its GEMM graphs are captured. */
   const bool timed =
@@ -39,7 +76,8 @@ ng_status ng__train_step_forward(ng_train_step *ts, int64_t iter, uint64_t seed,
   ts->prof_iter = timed ? iter : -1;
   if (timed)
     NG_CHECK(ng__prof_start(ts->prof));
-  const ng_status st = forward_ops(ts, seed, pkg, slot);
+  const ng_status st = ts->host_loss ? host_loss_ops(ts, iter, seed, pkg, payload, slot)
+                                     : forward_ops(ts, seed, pkg, slot);
   /* The pipeline reads the loss of the iteration before between this forward and its backward
    * (nothing of that is timed), and after a failure nothing else may be. */
   ng__prof_pause(ts->prof);
@@ -73,6 +111,15 @@ ng_status ng__train_step_backward(ng_train_step *ts, int64_t iter, const ng_fetc
 
 ng_status ng__train_step_result(ng_train_step *ts, int64_t iter, double *loss, int64_t *correct) {
   ng_backend *be = ts->ex->be;
+  if (ts->host_loss) { /* known since its forward, finite (the hook fails on another) */
+    if (ts->host_q_len == 0)
+      return ng__err(NG_ERR_STATE, "train step: no host loss to read");
+    *loss = ts->host_q[ts->host_q_head].loss;
+    *correct = ts->host_q[ts->host_q_head].correct;
+    ts->host_q_head = (ts->host_q_head + 1) % NG_HOST_LOSS_QUEUE;
+    ts->host_q_len--;
+    return NG_OK;
+  }
   const ng_status st = be->iface->xent_result(be, loss, correct);
   if (st == NG_OK && isfinite(*loss))
     return NG_OK;
@@ -134,4 +181,9 @@ void ng__train_step_free(ng_train_step *ts) {
     ts->ex->be->iface->free(ts->ex->be, ts->d_logits);
   ts->d_logits = NULL;
   ts->d_logits_cap = 0;
+  free(ts->h);
+  free(ts->dh);
+  ts->h = ts->dh = NULL;
+  ts->h_cap = ts->dh_cap = 0;
+  ts->host_q_head = ts->host_q_len = 0;
 }

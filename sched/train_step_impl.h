@@ -38,6 +38,26 @@ double ng__grad_loss_weight(const ng_grad_reduce *g, int64_t iter);
 ng_status ng__grad_reduce(ng_grad_reduce *g, float *grads, int64_t n_grads, int32_t n_local,
                           int64_t iter);
 
+/// The loss of a model whose outputs are scored on the host (link prediction: the targets'
+/// embeddings, scored in pairs by the decoder, runtime/link.c) instead of the device's
+/// cross-entropy over classes. An upward hook (docs/architecture.md lists it): the runtime's
+/// function, which the train step calls on the device thread.
+typedef struct {
+  /// Iteration `iter`'s loss: `h` [n, dim] are its n targets' outputs (on the host),
+  /// `payload` what the plan's ng_target_hook made for the iteration (pipeline_impl.h). Writes
+  /// d loss / d h into dh [n, dim], the iteration's loss and its correct count. Called in
+  /// iteration order, one call at a time; an error (a non-finite loss included) stops the epoch
+  /// before the iteration's backward pass.
+  ng_status (*loss)(void *ctx, int64_t iter, const void *payload, const float *h, int64_t n,
+                    int64_t dim, float *dh, double *loss, int64_t *correct);
+  void *ctx;
+  int64_t dim; ///< the model's output columns
+} ng_host_loss;
+
+/// Results of host losses read ahead of the pipeline's result call: it reads the loss of
+/// iteration i - 1 after queuing i's forward, so at most two are unread.
+#define NG_HOST_LOSS_QUEUE 4
+
 /// What the device side of training needs, handed down by the trainer as data. The trainer
 /// fills the borrowed pointers, `classes` and `hp` once, and reads or restores `steps` (its
 /// checkpoints hold it); the functions below own the rest.
@@ -60,6 +80,17 @@ typedef struct {
   /// iteration's backward pass and its optimizer step (ng__grad_reduce); NULL in a run of one
   /// process.
   ng_grad_reduce *reduce;
+  /// borrowed: the loss on the host (NULL: the device's cross-entropy over `classes`). The
+  /// forward pass then waits for the outputs, brings them to the host and the loss's gradient
+  /// back (the fields below), and the result call reads the queue instead of the backend.
+  const ng_host_loss *host_loss;
+  float *h, *dh; ///< host: the outputs and their gradient, grown to the largest iteration
+  size_t h_cap, dh_cap;
+  struct {
+    double loss;
+    int64_t correct;
+  } host_q[NG_HOST_LOSS_QUEUE]; ///< unread host losses, oldest at host_q_head
+  int host_q_head, host_q_len;
 } ng_train_step;
 
 /// Queues, right after iteration `iter`'s package copy (in package slot `slot`) and while the
@@ -68,11 +99,13 @@ typedef struct {
 ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
                                   int slot);
 /// Queues the input layer, the forward pass and the loss (a deferred xent: nothing waits for
-/// the device) of iteration `iter`. With an op profile, one iteration in
+/// the device) of iteration `iter`. With a host loss (ts->host_loss) it waits for the outputs
+/// instead and computes the loss on the host, with `payload` (the iteration's, from its plan's
+/// ng_target_hook; NULL without one). With an op profile, one iteration in
 /// prof_every has its ops timed, forward and backward (this trainer's first forward left out:
 /// its buffers grow and its GEMM graphs are captured).
 ng_status ng__train_step_forward(ng_train_step *ts, int64_t iter, uint64_t seed,
-                                 const ng_fetch_pkg *pkg, int slot);
+                                 const ng_fetch_pkg *pkg, const void *payload, int slot);
 /// Queues iteration `iter`'s backward pass and optimizer step before its loss is known: the
 /// backend's step guard (backend_impl.h, xent) keeps a non-finite loss from the parameters, and
 /// ng__train_step_result takes the step back out of the count.
