@@ -2,6 +2,7 @@
  * bit-identical training across cold-row paths and thread counts, and Kipf & Welling's GAE
  * recipe on Cora (docs/link-prediction.md). */
 #include "link_impl.h"
+#include "pipeline_impl.h"
 #include "npy_impl.h"
 #include "ng_test.h"
 #include "ng_test_cora.h"
@@ -330,6 +331,118 @@ static void test_bits_across_modes_and_threads(void) {
   ng_dataset_close(ds);
 }
 
+/* Stops an epoch at its third iteration's progress report (ng_progress_fn). */
+static int stop_at_three(void *ctx, const char *phase, double done, double total) {
+  (void)total;
+  int *calls = ctx;
+  ++*calls;
+  return strcmp(phase, "train") == 0 && done >= 3.0;
+}
+
+/* The pipeline's worker threads with several packages in flight: every worker count, depth
+ * (lookahead) and ready window gives the inline run's loss bits, epoch after epoch; a worker's
+ * failure and a stop by the progress callback end the epoch with their error, and the trainer
+ * trains on afterwards. */
+static void test_workers_and_depth(void) {
+  const char *dir = cora_copy("cora_workers");
+  ng_split_edges_opts so = NG_SPLIT_EDGES_OPTS_INIT;
+  so.neg_per_pos = 5;
+  so.seed = 4;
+  EXPECT_OK(ng_dataset_split_edges(NULL, dir, &so));
+  ng_dataset_t ds = ng_test_open_ok(dir);
+  ng_model_t m = link_model(NG_MODEL_SAGE, 4, 4, 16, 16, 0.1f);
+  ng_link_opts lo = NG_LINK_OPTS_INIT;
+  lo.neg_per_pos = 2;
+  lo.self_pairs = 1;
+  /* {mode, workers, lookahead, ready window}: inline first, the reference. */
+  const struct {
+    ng_mode mode;
+    int workers, lookahead, window;
+  } runs[] = {{NG_MODE_BASELINE, -1, 1, 0},
+              {NG_MODE_HYBRID, 3, 3, 2},
+              {NG_MODE_PARTIAL, 2, 2, 0},
+              {NG_MODE_HYBRID_STATIC, 2, 1, 1},
+              {NG_MODE_ZEROCOPY, 1, 3, 0}};
+  double ref[2] = {NAN, NAN};
+  for (size_t r = 0; r < NG_TEST_LEN(runs); r++) {
+    ng_train_opts o = NG_TRAIN_OPTS_INIT;
+    o.batch = 256;
+    o.seed = 9;
+    o.mode = runs[r].mode;
+    o.cache_ratio = 0.25;
+    o.threads = 2;
+    o.workers = runs[r].workers;
+    o.lookahead = runs[r].lookahead;
+    o.ready_window = runs[r].window;
+    if (runs[r].mode == NG_MODE_HYBRID_STATIC)
+      o.partial_workers = 1;
+    ng_link_trainer_t t = NULL;
+    EXPECT_OK(ng_link_trainer_create(&t, ds, m, &o, &lo));
+    if (!t)
+      continue;
+    EXPECT_OK(ng_link_trainer_set_epoch_iters(t, 7));
+    for (int e = 0; e < 2; e++) {
+      ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+      EXPECT_OK(ng_link_trainer_epoch(&s, t));
+      printf("  mode %s workers %d lookahead %d window %d epoch %d: loss %a split %d/%d\n",
+             ng_mode_name(runs[r].mode), runs[r].workers, runs[r].lookahead, runs[r].window, e,
+             s.loss, s.workers[0], s.workers[1]);
+      EXPECT_EQ_I(s.iterations, 7);
+      EXPECT_TRUE(s.sampled_edges > 0);
+      if (runs[r].workers > 0)
+        EXPECT_EQ_I(s.workers[0] + s.workers[1], runs[r].workers);
+      if (r == 0) {
+        ref[e] = s.loss;
+        EXPECT_TRUE(isfinite(s.loss) && s.loss > 0.0);
+      } else {
+        EXPECT_TRUE(memcmp(&s.loss, &ref[e], sizeof s.loss) == 0);
+      }
+    }
+    ng_link_trainer_destroy(t);
+  }
+  /* Errors: the worker that makes iteration 4 of the next epoch fails; then the progress
+   * callback stops an epoch at its third iteration. Each epoch call fails with its reason, the
+   * workers are gone, and the next epoch trains. */
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 256;
+  o.seed = 9;
+  o.mode = NG_MODE_HYBRID;
+  o.cache_ratio = 0.25;
+  o.workers = 3;
+  o.lookahead = 2;
+  int calls = 0;
+  ng_link_trainer_t t = NULL;
+  EXPECT_OK(ng_link_trainer_create(&t, ds, m, &o, &lo));
+  if (t) {
+    EXPECT_OK(ng_link_trainer_set_epoch_iters(t, 7));
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    atomic_store(&ng__pipeline_fault_epoch, 0);
+    atomic_store(&ng__pipeline_fault_iter, 4);
+    EXPECT_STATUS(ng_link_trainer_epoch(&s, t), NG_ERR_IO);
+    EXPECT_ERR_HAS("injected failure");
+    EXPECT_ERR_HAS("iteration 4");
+    atomic_store(&ng__pipeline_fault_epoch, -1);
+    atomic_store(&ng__pipeline_fault_iter, -1);
+    EXPECT_OK(ng_link_trainer_epoch(&s, t));
+    EXPECT_EQ_I(s.epoch, 0);
+    EXPECT_TRUE(isfinite(s.loss));
+    ng_link_trainer_destroy(t);
+  }
+  o.progress = stop_at_three;
+  o.progress_ctx = &calls;
+  t = NULL;
+  EXPECT_OK(ng_link_trainer_create(&t, ds, m, &o, &lo));
+  if (t) {
+    EXPECT_OK(ng_link_trainer_set_epoch_iters(t, 7));
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    EXPECT_STATUS(ng_link_trainer_epoch(&s, t), NG_ERR_INTERRUPTED);
+    EXPECT_TRUE(calls >= 1);
+    ng_link_trainer_destroy(t);
+  }
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+}
+
 static void test_bad_inputs(void) {
   /* A dataset without links/ names the command that makes it. */
   ng_model_t m = link_model(NG_MODEL_SAGE, 5, 5, 16, 16, 0.0f);
@@ -399,6 +512,7 @@ int main(void) {
   RUN_TEST(test_split_edges);
   RUN_TEST(test_bad_inputs);
   RUN_TEST(test_bits_across_modes_and_threads);
+  RUN_TEST(test_workers_and_depth);
   RUN_TEST(test_gae_cora);
   ng_dataset_close(cora);
   return ng_test_summary();
