@@ -137,6 +137,10 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
     /* %a: the loss's exact bits, which every mode and thread count must agree on. */
     printf("epoch %" PRId64 ": loss %.6f (%a)  train acc %.4f  %.1f it/s", s.epoch + 1, s.loss,
            s.loss, s.train_acc, s.it_per_s);
+    /* The controller's split of the workers between PARTIAL and TRANSFER at the epoch's end
+     * (none inline). */
+    if (s.workers[0] + s.workers[1] > 0)
+      printf("  split %d/%d", s.workers[0], s.workers[1]);
     if (eval)
       printf("  val auc %.4f ap %.4f mrr %.4f", v.auc, v.ap, v.mrr);
     printf("\n");
@@ -156,6 +160,11 @@ int cli_train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o, const 
     char bits[64];
     snprintf(bits, sizeof bits, "%a", s.loss);
     cJSON_AddStringToObject(je, "loss_hex", bits);
+    cJSON_AddNumberToObject(je, "iter_ms_median", s.iter_ms_median);
+    cJSON_AddNumberToObject(je, "iter_ms_p99", s.iter_ms_p99);
+    cJSON_AddNumberToObject(je, "partial_workers", s.workers[0]);
+    cJSON_AddNumberToObject(je, "transfer_workers", s.workers[1]);
+    cJSON_AddNumberToObject(je, "device_share", s.device_share);
     if (eval)
       cJSON_AddItemToObject(je, "val", metrics_json(&v));
     cJSON_AddItemToArray(arr, je);

@@ -26,6 +26,22 @@ for mode in baseline hybrid; do
 done
 cmp -s "$TMP/baseline.loss" "$TMP/hybrid.loss" ||
   fail "link loss differs between modes: $(cat "$TMP/baseline.loss") vs $(cat "$TMP/hybrid.loss")"
+# Three workers split by the controller, three packages ahead of the device: the same bits, and
+# the split in the JSON summary.
+run 0 train --dataset "$TMP/cora" --task link --model sage --fanouts 5,5 --hidden 32 \
+  --embed-dim 16 --batch 1024 --epochs 2 --eval-every 1 --mode hybrid --cache-ratio 0.2 \
+  --decoder dot --neg uniform --neg-per-pos 1 --seed 4 --workers 3 --lookahead 3 \
+  --json "$TMP/deep.json" --progress none
+grep '^epoch 2:' "$TMP/out" | sed 's/ *[0-9.]* it\/s.*//' >"$TMP/deep.loss"
+cmp -s "$TMP/baseline.loss" "$TMP/deep.loss" ||
+  fail "link loss differs with 3 workers: $(cat "$TMP/baseline.loss") vs $(cat "$TMP/deep.loss")"
+has out "split "
+python3 -c '
+import json, sys
+for e in json.load(open(sys.argv[1]))["epochs"]:
+    assert e["partial_workers"] + e["transfer_workers"] == 3, e
+    assert e["iter_ms_median"] > 0 and e["iter_ms_p99"] >= e["iter_ms_median"], e
+' "$TMP/deep.json" || fail "train --task link --workers 3: bad split in the JSON summary"
 python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))

@@ -1,9 +1,11 @@
 /* Link prediction on the GPU (--device cuda, runtime/link.c): every cold-row path gives the same
  * loss bits and validation metrics, a run repeats bit for bit, and the losses follow the CPU's
- * within fp32 tolerance. The link trainer drives the node trainer's parts in its own loop; on
- * the CPU backend copies and ops run at once, so only a device shows a loop that lets the ops
- * read a package or its zero-copy rows before they have landed (the zero-copy and hybrid modes
- * then gave other losses than baseline). Exits 77 (skipped) without CUDA or a GPU. */
+ * within fp32 tolerance. The link trainer runs in the node trainer's pipeline (worker threads,
+ * packages copied up to three iterations ahead, each in its own buffer slot); on the CPU
+ * backend copies and ops run at once, so only a device shows an ordering that lets the ops read
+ * a package or its zero-copy rows before they have landed, or a worker rewrite a staging slot
+ * whose copy is in flight (the zero-copy and hybrid modes then gave other losses than
+ * baseline). Exits 77 (skipped) without CUDA or a GPU. */
 #include "ng_test.h"
 #include "ng_test_cora.h"
 
@@ -60,8 +62,9 @@ typedef struct {
 
 /* EPOCHS epochs on `device` in `mode` (with the TRANSFER strategy `transfer`), and the
  * validation metrics after them. */
-static run_result train(ng_dataset_t ds, ng_model_t m, const ng_link_opts *lo, const char *device,
-                        ng_mode mode, ng_fetch transfer) {
+static run_result train_depth(ng_dataset_t ds, ng_model_t m, const ng_link_opts *lo,
+                              const char *device, ng_mode mode, ng_fetch transfer, int workers,
+                              int lookahead) {
   run_result r;
   memset(&r, 0, sizeof r);
   r.val = (ng_link_metrics)NG_LINK_METRICS_INIT;
@@ -72,6 +75,10 @@ static run_result train(ng_dataset_t ds, ng_model_t m, const ng_link_opts *lo, c
   o.cache_ratio = 0.2; /* four fifths of the rows cold: every path reads some */
   o.batch = 1024;
   o.seed = 4;
+  if (workers != 0)
+    o.workers = workers;
+  if (lookahead > 0)
+    o.lookahead = lookahead;
   ng_link_trainer_t t = NULL;
   EXPECT_OK(ng_link_trainer_create(&t, ds, m, &o, lo));
   for (int e = 0; t && e < EPOCHS; e++) {
@@ -87,6 +94,12 @@ static run_result train(ng_dataset_t ds, ng_model_t m, const ng_link_opts *lo, c
          ng_fetch_name(transfer), r.val.auc, r.val.mrr);
   ng_link_trainer_destroy(t);
   return r;
+}
+
+/* The same with the default workers and lookahead. */
+static run_result train(ng_dataset_t ds, ng_model_t m, const ng_link_opts *lo, const char *device,
+                        ng_mode mode, ng_fetch transfer) {
+  return train_depth(ds, m, lo, device, mode, transfer, 0, 0);
 }
 
 static void expect_same(const run_result *a, const run_result *b) {
@@ -128,6 +141,10 @@ static void test_modes_on_gpu(void) {
       const run_result r = train(ds, m, &lo, "cuda", runs[i].mode, runs[i].transfer);
       expect_same(&r, &ref);
     }
+    /* Several workers and three packages copied ahead of the device, each in its own slot:
+     * the deepest ordering, and every buffer slot in use. */
+    const run_result deep = train_depth(ds, m, &lo, "cuda", NG_MODE_HYBRID, NG_FETCH_AUTO, 4, 3);
+    expect_same(&deep, &ref);
     if (variant == 1)
       continue;
     const run_result again = train(ds, m, &lo, "cuda", NG_MODE_BASELINE, NG_FETCH_AUTO);
