@@ -599,19 +599,10 @@ ng_status ng_link_trainer_save(ng_link_trainer_t t, const char *path) {
   NG_CHECK(ng__link_check(t));
   if (!path || !*path)
     return ng__err(NG_ERR_INVALID_ARG, "ng_link_trainer_save: no path");
-  const ng_model_exec *ex = t->p.ex;
-  const struct ng_model *m = ex->model;
-  const size_t bytes = (size_t)m->n_params * sizeof(float);
-  float *host = ng__malloc(3 * bytes, "a checkpoint");
-  if (!host)
-    return NG_ERR_NOMEM;
-  ng_backend *be = t->p.be;
+  const struct ng_model *m = t->p.ex->model;
   /* The GNN exactly as a node checkpoint holds it: its parameters and the optimizer's states. */
-  ng_status st = be->iface->copy_d2h(be, host, ex->params, bytes);
-  if (st == NG_OK)
-    st = be->iface->copy_d2h(be, host + m->n_params, ex->state1, bytes);
-  if (st == NG_OK)
-    st = be->iface->copy_d2h(be, host + 2 * m->n_params, ex->state2, bytes);
+  float *host = NULL;
+  ng_status st = ng__trainer_copy_out(&host, t->tr);
   const ng_ckpt_run run = {
       .epochs_done = t->epochs,
       .step = t->p.step->steps,

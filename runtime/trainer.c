@@ -1550,20 +1550,25 @@ static int64_t epoch_iters(int64_t n_train, int64_t batch) {
   return b > 0 ? (n_train + b - 1) / b : 0;
 }
 
+ng_status ng__trainer_copy_out(float **out, ng_trainer_t t) {
+  const int64_t n = t->model->n_params;
+  const size_t bytes = (size_t)n * sizeof(float);
+  float *host = *out = ng__malloc(3 * bytes, "a checkpoint");
+  ng_status st = host ? t->be->iface->copy_d2h(t->be, host, t->ex.params, bytes) : NG_ERR_NOMEM;
+  if (st == NG_OK)
+    st = t->be->iface->copy_d2h(t->be, host + n, t->ex.state1, bytes);
+  if (st == NG_OK)
+    st = t->be->iface->copy_d2h(t->be, host + 2 * n, t->ex.state2, bytes);
+  return st;
+}
+
 ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
   NG_CHECK(trainer_check(t));
   if (!path || !*path)
     return ng__err(NG_ERR_INVALID_ARG, "ng_trainer_save: no path");
   const struct ng_model *m = t->model;
-  size_t bytes = (size_t)m->n_params * sizeof(float);
-  float *host = ng__malloc(3 * bytes, "a checkpoint");
-  if (!host)
-    return NG_ERR_NOMEM;
-  ng_status st = t->be->iface->copy_d2h(t->be, host, t->ex.params, bytes);
-  if (st == NG_OK)
-    st = t->be->iface->copy_d2h(t->be, host + m->n_params, t->ex.state1, bytes);
-  if (st == NG_OK)
-    st = t->be->iface->copy_d2h(t->be, host + 2 * m->n_params, t->ex.state2, bytes);
+  float *host = NULL;
+  ng_status st = ng__trainer_copy_out(&host, t);
   const ng_ckpt_run run = {
       .epochs_done = t->epochs_done,
       .step = t->step.steps,

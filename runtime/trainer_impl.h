@@ -42,6 +42,9 @@ typedef struct {
   int threads;               ///< OpenMP threads of the host work
 } ng_trainer_parts;
 ng_status ng__trainer_parts(ng_trainer_parts *out, ng_trainer_t t);
+/// The trainer's parameters, then the optimizer's two states, copied to the host as a
+/// checkpoint holds them: *out [3 n_params] (the caller frees it, even on failure).
+ng_status ng__trainer_copy_out(float **out, ng_trainer_t t);
 /// Tells the trainer its parameters changed outside its epochs (its cached inference goes).
 void ng__trainer_params_changed(ng_trainer_t t);
 

@@ -331,6 +331,40 @@ static void test_bits_across_modes_and_threads(void) {
   ng_dataset_close(ds);
 }
 
+/* ng__sort_unique_i64, the sort-unique of a link mini-batch's endpoints: ascending, each id
+ * once, the count of distinct ids, on ids with many repeats and negative ones. */
+static void test_sort_unique(void) {
+  enum { N = 5000 };
+  int64_t *a = malloc(N * sizeof *a), *seen = calloc(2001, sizeof *seen);
+  EXPECT_TRUE(a && seen);
+  if (!a || !seen) {
+    free(a);
+    free(seen);
+    return;
+  }
+  uint64_t x = 88172645463325252ull; /* xorshift64 */
+  int64_t distinct = 0;
+  for (int i = 0; i < N; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    a[i] = (int64_t)(x % 2001) - 1000;
+    distinct += seen[a[i] + 1000]++ == 0;
+  }
+  const int64_t m = ng__sort_unique_i64(a, N);
+  EXPECT_EQ_I(m, distinct);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; i++)
+    bad += !seen[a[i] + 1000] || (i > 0 && a[i - 1] >= a[i]);
+  EXPECT_EQ_I(bad, 0);
+  EXPECT_EQ_I(ng__sort_unique_i64(a, 0), 0);
+  a[0] = 7;
+  EXPECT_EQ_I(ng__sort_unique_i64(a, 1), 1);
+  EXPECT_EQ_I(a[0], 7);
+  free(a);
+  free(seen);
+}
+
 /* Stops an epoch at its third iteration's progress report (ng_progress_fn). */
 static int stop_at_three(void *ctx, const char *phase, double done, double total) {
   (void)total;
@@ -509,6 +543,7 @@ int main(void) {
   omp_set_num_threads(2);
   cora = ng_test_fetch_cora();
   RUN_TEST(test_metrics_hand_computed);
+  RUN_TEST(test_sort_unique);
   RUN_TEST(test_split_edges);
   RUN_TEST(test_bad_inputs);
   RUN_TEST(test_bits_across_modes_and_threads);
