@@ -155,7 +155,9 @@ void ng__pipeline_destroy(ng_pipeline *rt);
 
 /// Runs iterations plan->first .. plan->iters-1, each on the device by `step`
 /// (train_step_impl.h), and adds each to `tally` in order (reporting progress). For each iteration
-/// the device thread calls ng__train_step_forward, then reads the previous iteration's loss
+/// the device thread calls ng__train_step_forward (with the iteration's payload when the plan
+/// has an ng_target_hook: the payload lives in the package's staging slot, which goes back to
+/// its worker only after the iteration's loss was read), then reads the previous iteration's loss
 /// (ng__train_step_result), then ng__train_step_backward: the pipeline keeps at most two losses
 /// unread, so that the device always has work queued while the host waits. Packages are copied
 /// (and prefetched, ng__train_step_prefetch) `lookahead` iterations ahead, each in slot
