@@ -246,6 +246,25 @@ static int rank_main(int r, int lfd, const char *addr) {
         return 3;
   if (rcv[rt] != 0xee)
     return 4;
+  /* Sizes that disagree: rank 1 expects a byte more from rank 2 than rank 2 sends, then rank 2
+   * expects a byte less from itself than it sends itself. Every rank gets the error, naming
+   * the pair, and the ranks stay in step: the collectives after it work (below). */
+  for (int bad = 0; bad < 2; bad++) {
+    size_t rb_bad[SOCK_RANKS];
+    memcpy(rb_bad, rb, sizeof rb);
+    if (bad == 0 && r == 1)
+      rb_bad[2]++;
+    if (bad == 1 && r == 2)
+      rb_bad[2]--;
+    if (ng__comm_alltoallv(c, snd, sb, rcv, rb_bad) != NG_ERR_INVALID_ARG)
+      return 13;
+    const char *want = bad == 0 ? "rank 2 sends 148 bytes to rank 1, which expects 149"
+                                : "rank 2 sends 222 bytes to rank 2, which expects 221";
+    if (!strstr(ng_last_error(), want)) {
+      fprintf(stderr, "rank %d: \"%s\" lacks \"%s\"\n", r, ng_last_error(), want);
+      return 14;
+    }
+  }
   free(snd);
   free(rcv);
   int64_t mine[SOCK_RANKS], theirs[SOCK_RANKS];
