@@ -93,9 +93,7 @@ struct ng_coop {
   size_t answers_cap;
   float *rows; /* [req, dim] the rows that came back, in req's order */
   size_t rows_cap;
-  int64_t *sorted; /* req ascending, and pos[k]: sorted[k]'s row in rows */
-  int64_t *pos;
-  size_t sorted_cap, pos_cap;
+  int64_t *first; /* [ranks + 1] where each owner's block of req starts: the overlay's index */
   int64_t n_req;
   int64_t *n_out, *n_in; /* [ranks] requests to / from each rank */
   size_t *b_out, *b_in;  /* [ranks] bytes to / from each rank */
@@ -141,6 +139,11 @@ ng_status ng__coop_create(ng_coop **out, struct ng_comm *comm, bool exchange, in
     ng__coop_destroy(co);
     return NG_ERR_NOMEM;
   }
+  co->first = ng__calloc(r + 1, sizeof(int64_t), "the exchange's blocks");
+  if (!co->first) {
+    ng__coop_destroy(co);
+    return NG_ERR_NOMEM;
+  }
   co->n_in = co->n_out + r;
   co->b_in = co->b_out + r;
   *out = co;
@@ -155,25 +158,24 @@ void ng__coop_destroy(ng_coop *co) {
   free(co->asked);
   free(co->answers);
   free(co->rows);
-  free(co->sorted);
-  free(co->pos);
+  free(co->first);
   free(co->n_out);
   free(co->b_out);
   ng__coop_serve_free(&co->serve);
   free(co);
 }
 
-/* The overlay: node v's row when it is one of this step's cold rows, else NULL (the table's). */
+/* The overlay: node v's row when it is one of this step's cold rows, else NULL (the table's).
+ * The requests are the index: sorted by owner, each owner's block ascending, and the rows came
+ * back in the requests' order, so v's row is at its position in its owner's block. */
 static const float *overlay_row(const void *ctx, int64_t v) {
   const ng_coop *co = ctx;
   if (v < co->hot)
     return NULL;
-  const int64_t k = find(co->sorted, co->n_req, v);
-  return k < 0 ? NULL : co->rows + co->pos[k] * co->dim;
-}
-
-static int cmp_pair(const void *a, const void *b) {
-  return cmp_i64(a, b); /* pairs (id, position) by id: ids are distinct */
+  const int q = ng__coop_owner(v, co->ranks);
+  const int64_t at = co->first[q];
+  const int64_t k = find(co->req + at, co->first[q + 1] - at, v);
+  return k < 0 ? NULL : co->rows + (at + k) * co->dim;
 }
 
 static ng_status reserve(void *p, size_t *cap, int64_t n, size_t elem, const char *what) {
@@ -237,19 +239,9 @@ ng_status ng__coop_step(ng_coop *co, const ng_minibatch *mb, ng_row_overlay *ovl
   co->stats.rows_read += n_read;
   co->stats.rows_sent += n_asked - co->n_in[me];
   co->stats.rows_received += n - co->n_out[me];
-  /* The overlay's index: (id, position in rows) by id. */
-  NG_CHECK(reserve(&co->sorted, &co->sorted_cap, 2 * n, sizeof(int64_t), "the rows' index"));
-  NG_CHECK(reserve(&co->pos, &co->pos_cap, n, sizeof(int64_t), "the rows' index"));
-  int64_t *pairs = co->sorted; /* (id, position) pairs, sorted, then split in place */
-  for (int64_t k = 0; k < n; k++) {
-    pairs[2 * k] = co->req[k];
-    pairs[2 * k + 1] = k;
-  }
-  qsort(pairs, (size_t)n, 2 * sizeof(int64_t), cmp_pair);
-  for (int64_t k = 0; k < n; k++) {
-    co->pos[k] = pairs[2 * k + 1];
-    pairs[k] = pairs[2 * k]; /* k <= 2k: the id at 2k is read before anything overwrites it */
-  }
+  co->first[0] = 0;
+  for (int q = 0; q < R; q++)
+    co->first[q + 1] = co->first[q] + co->n_out[q];
   *ovl = (ng_row_overlay){overlay_row, co};
   return NG_OK;
 }
