@@ -139,10 +139,6 @@ ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_f
   if ((unsigned)want > NG_COLD_FETCH_COOPERATIVE)
     return ng__err(NG_ERR_INVALID_ARG, "ng_train_opts.cold_fetch: unknown mode %d", (int)want);
   const bool exchange = want == NG_COLD_FETCH_COOPERATIVE && d->ranks > 1;
-  if (exchange && fetch->features_bf16)
-    return ng__err(NG_ERR_UNSUPPORTED,
-                   "--cold-fetch cooperative exchanges fp32 rows so far; this run reads a bf16 "
-                   "table (--precision bf16): use --cold-fetch own");
   if (exchange && input_dropout != 0.0f)
     return ng__err(NG_ERR_UNSUPPORTED,
                    "the cooperative cold fetch does not exchange input dropout's rows yet "
@@ -166,8 +162,10 @@ ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_f
                        : "has the device read cold rows from host memory");
   if (exchange && user_workers == 0)
     *workers = -1;
+  const bool b16 = fetch->features_bf16 != NULL;
   return ng__coop_create(out, d->ranks > 1 ? d->comm : NULL, exchange, fetch->hot,
-                         exchange ? fetch->features : NULL, fetch->nodes, fetch->dim);
+                         exchange && !b16 ? fetch->features : NULL,
+                         exchange && b16 ? fetch->features_bf16 : NULL, fetch->nodes, fetch->dim);
 }
 
 ng_status ng__dist_coop_epoch(ng_cold_fetch_stats *out, ng_coop *co, const ng_grad_reduce *d,
