@@ -604,6 +604,14 @@ static void report_cold_fetch(ng_trainer_t t, const train_cfg *c, double it_per_
   cJSON_AddNumberToObject(j, "floor_targets_per_s", floor_tps);
   cJSON_AddNumberToObject(j, "targets_per_s", tps);
   cJSON_AddNumberToObject(j, "floor_ratio", floor_tps > 0.0 ? tps / floor_tps : 0.0);
+  /* The NUMA placement rule's choice, reported, not applied (docs/distributed.md). */
+  cJSON *p = cJSON_AddObjectToObject(root, "placement");
+  cJSON_AddStringToObject(p, "kind", ng_numa_placement_name(cf.placement));
+  cJSON_AddNumberToObject(p, "numa_nodes", cf.numa_nodes);
+  cJSON_AddNumberToObject(p, "rank_node", cf.rank_node);
+  cJSON_AddNumberToObject(p, "bw_share", cf.placement_bw_share);
+  cJSON_AddNumberToObject(p, "floor_targets_per_s", floor_tps * cf.placement_bw_share);
+  cJSON_AddBoolToObject(p, "applied", false);
 }
 
 /* --checkpoint-every N (iterations) or Nm (minutes, a decimal number); needs --checkpoint. */

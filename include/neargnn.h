@@ -557,7 +557,7 @@ typedef enum {
   /// The ranks of one host split each iteration's cold rows by owner (row g: rank g mod R),
   /// each reads the rows it owns that any rank needs, once for the host, and sends them to the
   /// ranks that need them (the communicator's all-to-all). The same bits as OWN. So far the CPU
-  /// backend's path: fp32 features, no input dropout, the host work inline (workers -1; the
+  /// backend's path: fp32 or bf16 features, no input dropout, the host work inline (workers -1; the
   /// default workers 0 becomes -1), all ranks on one host.
   NG_COLD_FETCH_COOPERATIVE = 1,
 } ng_cold_fetch;
@@ -1072,9 +1072,22 @@ typedef struct {
   int64_t row_bytes;         ///< bytes of one row as the host table stores it
   /// rows_read_per_step x row_bytes / the global batch: host DRAM bytes per target.
   double bytes_per_target;
+  /// The NUMA placement rule's choice for this host (docs/distributed.md, "NUMA placement"),
+  /// reported and not applied: nothing binds memory or threads to it yet.
+  int32_t numa_nodes; ///< the host's NUMA nodes (1 without NUMA information)
+  /// Where the table's rows would sit (ng_numa_placement_name): 0 one node, 1 a replica on
+  /// each node that runs a rank, 2 the rows partitioned over the nodes.
+  int32_t placement;
+  int32_t rank_node; ///< the node whose cores the rule gives this rank's workers (its GPU's)
+  /// The share of the nodes' summed DRAM read rate the placement reaches: the floor over the
+  /// host's DRAM rate is bytes_per_target's times this (1 on one node).
+  double placement_bw_share;
 } ng_cold_fetch_stats;
 #define NG_COLD_FETCH_STATS_INIT                                                                   \
-  { sizeof(ng_cold_fetch_stats), NG_COLD_FETCH_OWN, 1, 0, 0.0, 0.0, 0.0, 0, 0.0 }
+  { sizeof(ng_cold_fetch_stats), NG_COLD_FETCH_OWN, 1, 0, 0.0, 0.0, 0.0, 0, 0.0, 1, 0, 0, 1.0 }
+/// The name of ng_cold_fetch_stats.placement ("one_node", "replica_per_node", "partitioned"),
+/// or "?".
+const char *ng_numa_placement_name(int32_t placement);
 /// The cold-row figures of `trainer`'s epochs so far into *out (zero before the first epoch).
 ng_status ng_trainer_cold_fetch(ng_cold_fetch_stats *out, ng_trainer_t trainer);
 

@@ -79,6 +79,15 @@ want = 10e9 / c["bytes_per_target"]
 assert abs(c["floor_targets_per_s"] - want) <= 1e-9 * want, c
 assert c["targets_per_s"] > 0 and abs(c["floor_ratio"] - c["targets_per_s"] / want) < 1e-9, c
 assert b["cold_fetch"]["rows_read_per_step"] == c["rows_read_per_step"], (b["cold_fetch"], c)
+# The NUMA placement rule's choice (tests/test_placement.c checks the rule itself): reported,
+# not applied; on one node the table stays where it is and the floor is the host's.
+p = a["placement"]
+assert p["numa_nodes"] >= 1 and p["applied"] is False, p
+assert p["kind"] in ("one_node", "replica_per_node", "partitioned"), p
+assert 0 < p["bw_share"] <= 1 + 1e-12, p
+assert abs(p["floor_targets_per_s"] - c["floor_targets_per_s"] * p["bw_share"]) <= 1e-6 * want, p
+if p["numa_nodes"] == 1:
+    assert p["kind"] == "one_node" and p["bw_share"] == 1 and p["rank_node"] == 0, p
 for j in (a, b):
     assert j["first_iteration_s"] > 0 and j["startup"]["trainer_s"] > 0, j
     for k in ("ranks_join_s", "features_copy_s", "hot_upload_s", "register_s", "sampler_s",
