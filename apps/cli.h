@@ -249,6 +249,156 @@ int cli_model_for_checkpoint(ng_model_t *out, ng_normalize *normalize, const cha
 /// `serve`, whose model comes from the checkpoint).
 void cli_model_opts_from_checkpoint(cli_opt *opts, size_t n);
 
+/* ---- training (cmd_train.c): what train, demo (cmd_demo.c) and embed (cmd_embed.c) share ---- */
+
+/// The choices of training options that have no library name table, in their enum's order;
+/// CLI_SAMPLER_NAMES calls the device sampler "gpu" (its name on the cuda device).
+extern const char *const CLI_FEATURES_MEMORY_NAMES[];
+extern const char *const CLI_PRECISION_NAMES[];
+extern const char *const CLI_SAMPLER_NAMES[];
+
+/* What `train` and `demo` share: the model and how it is trained. */
+typedef struct {
+  cli_model_cfg net; /* the model's shape (and its features' normalisation) */
+  int optimizer, features_memory;
+  int64_t batch, epochs, eval_every;
+  double lr, momentum;
+  uint64_t seed;
+  int32_t threads;
+  const char *device;
+  int mode, transfer;
+  int64_t cache_bytes;
+  double cache_ratio; /* < 0: not given */
+  int32_t workers, partial_workers, lookahead, ready_window, op_profile;
+  int precision;
+  int sampler;
+  const char *cpuset;
+  double period_ms, threshold, telemetry_s, device_share;
+  int64_t max_host_memory, infer_host_bytes, eval_chunk;
+  const char *temp_dir;
+  ng_comm_t comm; /* the ranks of a data-parallel run, or NULL */
+  int cache_placement;
+  const char *cache_bench;
+  int cold_fetch;
+  double dram_gbs; /* the host's DRAM read rate for the scaling floor; 0: from cache_bench */
+  double join_s;   /* joining the ranks (ng_comm_create), seconds */
+} cli_train_cfg;
+/// The runtime's settings of `c` at the library's defaults (NG_TRAIN_OPTS_INIT).
+void cli_train_defaults(cli_train_cfg *c);
+/// The library's options for the configuration `c`.
+void cli_train_opts_of(ng_train_opts *o, const cli_train_cfg *c);
+
+/* The options of the model and the training, shared by train and demo. */
+// clang-format off
+#define CLI_TRAIN_OPTS(c)                                                                           \
+  CLI_MODEL_OPTS(&(c)->net),                                                                       \
+      CLI_OPT_INT("epochs", &(c)->epochs, "N", 1, INT32_MAX, "epochs to train"),                   \
+      CLI_OPT_INT("batch", &(c)->batch, "B", 0, INT32_MAX,                                         \
+                  "target nodes per mini-batch; 0 = the whole training split"),                    \
+      CLI_OPT_FLOAT("lr", &(c)->lr, "F", 0, true, INFINITY, false, "learning rate"),               \
+      CLI_OPT_CHOICE("optimizer", &(c)->optimizer, "O", cli_optimizer_names(), NULL),                   \
+      CLI_OPT_FLOAT("momentum", &(c)->momentum, "F", 0, false, 1, true, "SGD momentum"),           \
+      CLI_OPT_INT("eval-every", &(c)->eval_every, "N", 0, INT32_MAX,                               \
+                  "validation accuracy every N epochs (full-neighbour inference); 0 = only at "    \
+                  "the end"),                                                                      \
+      CLI_OPT_UINT64("seed", &(c)->seed, "S",                                                      \
+                     "random seed: same seed, same losses bit for bit, whatever --threads"),       \
+      CLI_OPT_INT("threads", &(c)->threads, "T", 0, 4096,                                          \
+                  "CPU threads; 0 = OMP_NUM_THREADS or all"),                                      \
+      CLI_OPT_STRING("device", &(c)->device, "DEV",                                                \
+                     "cpu, or cuda in a build with the CUDA backend"),                             \
+      CLI_OPT_CHOICE(                                                                              \
+          "mode", &(c)->mode, "M", cli_mode_names(),                                                     \
+          "who fetches cold feature rows and how: cpu, baseline (batched DMA), "                   \
+          "zerocopy, partial (CPU aggregation), hybrid-static or hybrid; auto = hybrid "           \
+          "on cuda, cpu on cpu"),                                                                  \
+      CLI_OPT_INT("workers", &(c)->workers, "N", -1, 4096,                                         \
+                  "worker threads (one per core); 0 = all allowed cores but the device "           \
+                  "thread's; -1 = none (host work between device steps)"),                         \
+      CLI_OPT_STRING("cpuset", &(c)->cpuset, "LIST", "cores for the threads, e.g. 0-15"),          \
+      CLI_OPT_CHOICE("transfer", &(c)->transfer, "T", cli_transfer_names(),                              \
+                     "hybrid modes: the TRANSFER group's way, batch, zcopy or auto (zcopy for "    \
+                     "rows >= 512 B)"),                                                            \
+      CLI_OPT_INT("partial-workers", &(c)->partial_workers, "N", -1, 4096,                         \
+                  "hybrid-static: PARTIAL workers; hybrid: at the start; -1 = half"),              \
+      CLI_OPT_FLOAT("device-share", &(c)->device_share, "F", 0, false, 1, false,                   \
+                    "hybrid-static with zcopy and rows >= 2 KB: share of PARTIAL destinations "    \
+                    "whose cold rows the GPU reads and reduces (32nds; hybrid picks it)"),    \
+      CLI_OPT_FLOAT("period-ms", &(c)->period_ms, "MS", 0, true, INFINITY, false,                  \
+                    "hybrid: how often the scheduler compares the groups"),                        \
+      CLI_OPT_FLOAT("threshold", &(c)->threshold, "F", 0, false, INFINITY, false,                  \
+                    "hybrid: relative throughput difference that moves a worker"),                 \
+      CLI_OPT_FLOAT("telemetry-s", &(c)->telemetry_s, "S", 0, true, INFINITY, false,               \
+                    "--telemetry: seconds per line"),                                              \
+      CLI_OPT_CHOICE("features-memory", &(c)->features_memory, "M", CLI_FEATURES_MEMORY_NAMES,         \
+                     "the host's feature table: mapped (the dataset's file, read in place), "      \
+                     "copy (into huge pages: faster random reads, counted twice in the memory "    \
+                     "estimate); auto = mapped"),                                                  \
+      CLI_OPT_INT("lookahead", &(c)->lookahead, "N", 1, 3,                                         \
+                  "packages copied to the device ahead of the one it computes (1 = double "       \
+                  "buffering)"),                                                                   \
+      CLI_OPT_INT("ready-window", &(c)->ready_window, "N", 0, NG_READY_WINDOW_MAX,                 \
+                  "iterations the workers may have ready ahead of the device; 0 = 4 x "            \
+                  "workers (at least 4)"),                                                         \
+      CLI_OPT_CHOICE("precision", &(c)->precision, "P", CLI_PRECISION_NAMES,                           \
+                     "fp32; tf32 (tensor-core products, cuda only); or bf16: features stored "    \
+                     "in bf16 (half the host, PCIe and hot-tier bytes; features.bf16.npy is "     \
+                     "written beside the dataset on first use), fp32 products; all accumulate "   \
+                     "in fp32"),                                                                   \
+      CLI_OPT_CHOICE("sampler", &(c)->sampler, "S", CLI_SAMPLER_NAMES,                                 \
+                     "who samples the blocks: the workers (cpu), the device (gpu; the workers "    \
+                     "then only fetch), or auto: gpu when the topology fits in a quarter of its "  \
+                     "free memory; the blocks are the same either way"),                          \
+      CLI_OPT_INT("op-profile", &(c)->op_profile, "N", 0, INT32_MAX,                               \
+                  "time every op of the device step on one iteration in N (device events) and "    \
+                  "print the table at the end; 0 = off"),                                          \
+      CLI_OPT_BYTES("max-host-memory", &(c)->max_host_memory, "SIZE", 0,                           \
+                    "refuse a configuration whose host memory estimate (printed at the start, "    \
+                    "docs/memory.md) exceeds SIZE, e.g. 60G; 0 = no limit"),                       \
+      CLI_OPT_BYTES("infer-host-memory", &(c)->infer_host_bytes, "SIZE", 0,                        \
+                    "inference keeps a layer's outputs up to SIZE in memory, larger ones in a "    \
+                    "memory-mapped temporary file; 0 = 1G"),                                       \
+      CLI_OPT_STRING("temp-dir", &(c)->temp_dir, "DIR",                                            \
+                     "folder of inference's temporary files", .default_text = "$TMPDIR or /tmp"),  \
+      CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 0, INT32_MAX / 2,                           \
+                  "nodes per chunk in layer-wise full-neighbour inference; 0 = per layer: "        \
+                  "65536 where the GPU reads the layer's input rows itself, else 4096"),           \
+      CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
+                    "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
+                    "auto"),                                                                       \
+      CLI_OPT_FLOAT("cache-ratio", &(c)->cache_ratio, "R", 0, false, 1, false,                     \
+                    "hot rows as a share of the nodes",                                            \
+                    .default_text = "what fits in half the free device memory; all on cpu"),       \
+      CLI_OPT_CHOICE("cache-placement", &(c)->cache_placement, "P", cli_cache_placement_names(),         \
+                     "several GPUs of one host: replicated (each caches rows [0, H)), "            \
+                     "partitioned (together rows [0, R x H), peers' rows read over NVLink/P2P), " \
+                     "or auto (partitioned when it serves markedly more reads and peer copies "   \
+                     "beat 2 x H2D; docs/distributed.md)"),                                        \
+      CLI_OPT_STRING("cache-bench", &(c)->cache_bench, "FILE",                                     \
+                     "--cache-placement auto: peer_gbs and h2d_gbs from this bench_floor --json "  \
+                     "file instead of a start-up measurement; its cpu_alone_gbs is the floor's "   \
+                     "host DRAM rate"),                                                            \
+      CLI_OPT_CHOICE("cold-fetch", &(c)->cold_fetch, "F", cli_cold_fetch_names(),                        \
+                     "several ranks of one host: own (each reads its cold rows) or cooperative "   \
+                     "(each row read once for the host by its owner rank and sent to the ranks "   \
+                     "that need it; docs/distributed.md)"),                                        \
+      CLI_OPT_FLOAT("dram-gbs", &(c)->dram_gbs, "GBS", 0, false, INFINITY, false,                  \
+                    "the host's DRAM read rate for the scaling floor of the report",               \
+                    .default_text = "--cache-bench's cpu_alone_gbs, else no floor")
+// clang-format on
+
+/* The files a training run reads or writes besides the dataset; NULL: none. */
+typedef struct {
+  const char *checkpoint, *resume, *json, *predictions, *telemetry, *trace;
+  /* --checkpoint-every: after this many iterations, or seconds of training (0: never). */
+  int64_t every_iters;
+  double every_s;
+} cli_train_files;
+/// Trains `c->epochs` epochs of `m` on `ds` and evaluates, printing the run and writing `files`
+/// (progress: a cli_progress_mode); the shared core of train and demo. Returns the exit status.
+int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, const char *command,
+                     int progress, const cli_train_files *files);
+
 /* ---- link prediction (cmd_link.c) ---- */
 
 extern const char *const CLI_TASK_NAMES[];
