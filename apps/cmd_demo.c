@@ -25,15 +25,10 @@ static void remove_tree(const char *dir) {
 }
 
 int cmd_demo(int argc, char **argv) {
-  cli_train_cfg c = {.net = {.fanouts = "10,5", .weight_decay = "0", .hidden = 128, .dropout = 0.2},
-                     .batch = 1024,
+  cli_train_cfg c = {.o = NG_TRAIN_OPTS_INIT,
+                     .net = {.fanouts = "10,5", .weight_decay = "0", .hidden = 128, .dropout = 0.2},
                      .epochs = 2,
-                     .eval_every = 0,
-                     .lr = 0.01,
-                     .momentum = 0.9,
-                     .seed = 1,
-                     .device = "cpu"};
-  cli_train_defaults(&c);
+                     .eval_every = 0};
   ng_generate_opts g = NG_GENERATE_OPTS_INIT;
   g.name = "demo";
   g.nodes = 500000;
@@ -83,8 +78,8 @@ int cmd_demo(int argc, char **argv) {
     rmdir(tmp); /* the generator creates the folder itself, atomically */
     dir = tmp;
   }
-  g.threads = c.threads;
-  g.seed = c.seed;
+  g.threads = c.o.threads;
+  g.seed = c.o.seed;
   printf("generating %" PRId64 " nodes, average degree %g, %" PRId64 "-d features, %d classes\n",
          g.nodes, g.avg_degree, g.feature_dim, (int)g.classes);
   fflush(stdout);
@@ -109,7 +104,7 @@ int cmd_demo(int argc, char **argv) {
   } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE) {
     printf("training GraphSAGE: %" PRId64 " edges, %" PRId64 " training nodes, fanouts %s, "
            "batch %" PRId64 "\n",
-           info.edges, info.train, c.net.fanouts, c.batch);
+           info.edges, info.train, c.net.fanouts, c.o.batch);
     fflush(stdout);
     const cli_train_files none = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
     rc = cli_run_training(ds, m, &c, spec.command, progress, &none);

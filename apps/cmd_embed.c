@@ -134,15 +134,10 @@ static int write_prefill_meta(const char *out, const char *dataset, const char *
 }
 
 int cmd_embed(int argc, char **argv) {
-  cli_train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
-                     .batch = 1024,
+  cli_train_cfg c = {.o = NG_TRAIN_OPTS_INIT,
+                     .net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
                      .epochs = 10,
-                     .eval_every = 1,
-                     .lr = 0.01,
-                     .momentum = 0.9,
-                     .seed = 1,
-                     .device = "cpu"};
-  cli_train_defaults(&c);
+                     .eval_every = 1};
   const char *dataset = NULL, *checkpoint = NULL, *nodes_file = NULL, *out = NULL;
   int64_t layer = -1, device_bytes = 0;
   int check_features = 0, for_serve = 0;
@@ -205,8 +200,7 @@ int cmd_embed(int argc, char **argv) {
     rc = cli_runtime_error(st);
     goto done;
   }
-  ng_normalize normalize = NG_NORMALIZE_NONE;
-  if ((rc = cli_model_for_checkpoint(&m, &normalize, spec.command, &spec, &c.net, checkpoint,
+  if ((rc = cli_model_for_checkpoint(&m, &c.o.normalize, spec.command, &spec, &c.net, checkpoint,
                                      &info)) != CLI_CONTINUE)
     goto done;
   rc = CLI_EXIT_OK;
@@ -222,18 +216,16 @@ int cmd_embed(int argc, char **argv) {
     ids[i] = i;
   if (st == NG_OK)
     st = ng_dataset_ids_of(ids, user_ids ? user_ids : ids, n, ds);
-  ng_train_opts o;
-  cli_train_opts_of(&o, &c);
-  o.workers = -1; /* no training: no worker pool */
-  o.normalize = normalize;
+  ng_train_opts *o = &c.o;
+  o->workers = -1; /* no training: no worker pool */
   /* The hybrid modes split workers, which inference has none of: its input layer reads the cold
    * rows by zero-copy (docs/inference.md), so on a GPU they become zerocopy, the default too. */
-  const bool gpu = o.device && strcmp(o.device, "cuda") == 0;
-  if (o.mode == NG_MODE_HYBRID || o.mode == NG_MODE_HYBRID_STATIC ||
-      (o.mode == NG_MODE_AUTO && gpu))
-    o.mode = NG_MODE_ZEROCOPY;
+  const bool gpu = o->device && strcmp(o->device, "cuda") == 0;
+  if (o->mode == NG_MODE_HYBRID || o->mode == NG_MODE_HYBRID_STATIC ||
+      (o->mode == NG_MODE_AUTO && gpu))
+    o->mode = NG_MODE_ZEROCOPY;
   if (st == NG_OK)
-    st = ng_trainer_create(&t, ds, m, &o);
+    st = ng_trainer_create(&t, ds, m, o);
   if (st == NG_OK) /* the weights alone: any --seed or --batch, another dataset of its shape */
     st = ng_trainer_load_weights(t, checkpoint);
   if (st == NG_OK)

@@ -19,62 +19,6 @@ const char *const CLI_PRECISION_NAMES[] = {"fp32", "tf32", "bf16", NULL};
 /* In ng_sampler_kind's order; "gpu" is the device sampler's name on the cuda device. */
 const char *const CLI_SAMPLER_NAMES[] = {"auto", "cpu", "gpu", NULL};
 
-/* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
-void cli_train_defaults(cli_train_cfg *c) {
-  const ng_train_opts d = NG_TRAIN_OPTS_INIT;
-  c->cache_ratio = d.cache_ratio;
-  c->transfer = (int)d.transfer;
-  c->partial_workers = d.partial_workers;
-  c->period_ms = d.period_ms;
-  c->threshold = d.threshold;
-  c->telemetry_s = d.telemetry_s;
-  c->lookahead = d.lookahead;
-  c->ready_window = d.ready_window;
-  c->features_memory = (int)d.features_memory;
-  c->device_share = d.device_share;
-  c->eval_chunk = d.eval_chunk;
-  c->cache_placement = (int)d.cache_placement;
-  c->cold_fetch = (int)d.cold_fetch;
-}
-
-/* The library's options for the configuration `c`. */
-void cli_train_opts_of(ng_train_opts *o, const cli_train_cfg *c) {
-  *o = (ng_train_opts)NG_TRAIN_OPTS_INIT;
-  o->batch = c->batch;
-  o->lr = c->lr;
-  o->optimizer = (ng_optimizer)c->optimizer;
-  o->momentum = c->momentum;
-  o->seed = c->seed;
-  o->threads = c->threads;
-  o->device = c->device;
-  o->normalize = (ng_normalize)c->net.normalize;
-  o->features_memory = (ng_features_memory)c->features_memory;
-  o->mode = (ng_mode)c->mode;
-  o->transfer = (ng_fetch)c->transfer;
-  o->cache_bytes = c->cache_bytes;
-  o->cache_ratio = c->cache_ratio;
-  o->workers = c->workers;
-  o->partial_workers = c->partial_workers;
-  o->cpuset = c->cpuset;
-  o->period_ms = c->period_ms;
-  o->threshold = c->threshold;
-  o->telemetry_s = c->telemetry_s;
-  o->lookahead = c->lookahead;
-  o->ready_window = c->ready_window;
-  o->device_share = c->device_share;
-  o->precision = (ng_precision)c->precision;
-  o->cache_placement = (ng_cache_placement)c->cache_placement;
-  o->cache_bench = c->cache_bench;
-  o->cold_fetch = (ng_cold_fetch)c->cold_fetch;
-  o->sampler = (ng_sampler_kind)c->sampler;
-  o->op_profile_every = c->op_profile;
-  o->max_host_memory = c->max_host_memory;
-  o->infer_host_bytes = c->infer_host_bytes;
-  o->temp_dir = c->temp_dir;
-  o->eval_chunk = c->eval_chunk;
-  o->comm = c->comm;
-}
-
 /* Peak resident memory of this process so far, in bytes (getrusage: KiB on Linux). */
 static int64_t peak_rss_bytes(void) {
   struct rusage ru;
@@ -113,11 +57,10 @@ static ng_status print_estimate(ng_memory_estimate *e, ng_dataset_t ds, ng_model
 static int check_ranks_memory(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c,
                               const char *command) {
   const char *env = getenv("NG_RANKS");
-  const int ranks = env && c->comm ? ng_comm_size(c->comm) : 1;
+  const int ranks = env && c->o.comm ? ng_comm_size(c->o.comm) : 1;
   if (ranks <= 1)
     return CLI_CONTINUE;
-  ng_train_opts o;
-  cli_train_opts_of(&o, c);
+  const ng_train_opts o = c->o;
   ng_memory_estimate e = NG_MEMORY_ESTIMATE_INIT;
   const ng_status st = ng_trainer_estimate_memory(&e, ds, m, &o);
   if (st != NG_OK)
@@ -130,7 +73,7 @@ static int check_ranks_memory(ng_dataset_t ds, ng_model_t m, const cli_train_cfg
   if (limit <= 0 || total <= limit)
     return CLI_CONTINUE;
   const int64_t fit = each > 0 && limit > shared ? (limit - shared) / each : 0;
-  if (ng_comm_rank(c->comm) == 0)
+  if (ng_comm_rank(c->o.comm) == 0)
     fprintf(stderr,
             "neargnn %s: error: --ranks %d: the ranks' memory estimate is %.2f GiB (%.2f shared "
             "+ %d x %.2f), above %s %.2f GiB; use --ranks %lld or fewer, or fewer workers\n",
@@ -419,18 +362,18 @@ static void report_op_profile(ng_trainer_t t, cJSON *root) {
 static void print_setup(ng_trainer_t t, const cli_train_cfg *c, const ng_dataset_info *info,
                         const char *command) {
   int64_t hot = ng_trainer_hot_rows(t);
-  const bool bf16 = c->precision == NG_PRECISION_BF16;
+  const bool bf16 = c->o.precision == NG_PRECISION_BF16;
   fprintf(stderr,
           "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
           "%s memory; the host reads %s; %s sampler\n",
-          command, ng_mode_name((ng_mode)c->mode), hot, info->nodes,
+          command, ng_mode_name((ng_mode)c->o.mode), hot, info->nodes,
           info->nodes ? 100.0 * (double)hot / (double)info->nodes : 0.0,
-          (double)hot * (double)info->feature_dim * (bf16 ? 2.0 : 4.0) / 1048576.0, c->device,
+          (double)hot * (double)info->feature_dim * (bf16 ? 2.0 : 4.0) / 1048576.0, c->o.device,
           bf16                                 ? "the bf16 table (features.bf16.npy or in memory)"
           : ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
                                                : "the dataset's mapping of the features",
           ng_trainer_sampler(t));
-  const ng_mode mode = (ng_mode)c->mode;
+  const ng_mode mode = (ng_mode)c->o.mode;
   if ((c->net.model == NG_MODEL_GAT || c->net.model == NG_MODEL_SAGE_POOL) && hot < info->nodes &&
       (mode == NG_MODE_AUTO || mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC))
     fprintf(stderr,
@@ -440,8 +383,8 @@ static void print_setup(ng_trainer_t t, const cli_train_cfg *c, const ng_dataset
             "(--transfer decides batched or zero-copy)\n",
             command);
   ng_cache_info ci;
-  if (c->comm && ng_trainer_cache_info(&ci, t) == NG_OK &&
-      (ci.placement == NG_CACHE_PARTITIONED || c->cache_placement != NG_CACHE_REPLICATED))
+  if (c->o.comm && ng_trainer_cache_info(&ci, t) == NG_OK &&
+      (ci.placement == NG_CACHE_PARTITIONED || c->o.cache_placement != NG_CACHE_REPLICATED))
     fprintf(stderr,
             "neargnn %s: cache %s: %" PRId64 " hot rows over %d GPU%s, %" PRId64
             " on this one (%s; chosen in %.3f s)\n",
@@ -502,9 +445,9 @@ static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *
 static double dram_gbs(const cli_train_cfg *c) {
   if (c->dram_gbs > 0.0)
     return c->dram_gbs;
-  if (!c->cache_bench)
+  if (!c->o.cache_bench)
     return 0.0;
-  FILE *f = fopen(c->cache_bench, "rb");
+  FILE *f = fopen(c->o.cache_bench, "rb");
   if (!f)
     return 0.0;
   char buf[65536];
@@ -533,7 +476,7 @@ static void report_cold_fetch(ng_trainer_t t, const cli_train_cfg *c, double it_
   const double floor_tps = gbs > 0.0 && cf.bytes_per_target > 0.0
                                ? gbs * 1e9 / cf.bytes_per_target
                                : 0.0; /* 0: unknown, or no cold byte (no DRAM bound) */
-  const double tps = it_per_s * (double)c->batch;
+  const double tps = it_per_s * (double)c->o.batch;
   if (rank == 0 && cf.ranks > 1) {
     printf("cold rows (%s, %d ranks): %.1f needed, %.1f read from host memory per iteration, "
            "%.0f B/target",
@@ -604,7 +547,7 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
   /* Ranks but the first train and stay quiet: rank 0 prints, evaluates and writes the files
    * (every rank holds the same parameters); each rank writes its own trace and JSON summary
    * (its own epochs' figures: its workers' split, its fetches), FILE.rankR. */
-  const int rank = c->comm ? ng_comm_rank(c->comm) : 0;
+  const int rank = c->o.comm ? ng_comm_rank(c->o.comm) : 0;
   cli_train_files rank_files = *files;
   char rank_trace[4096], rank_json[4096];
   if (rank > 0) {
@@ -617,8 +560,8 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
   }
   const cli_train_files *f = &rank_files;
   const char *checkpoint = f->checkpoint, *json = f->json;
-  ng_train_opts o;
-  cli_train_opts_of(&o, c);
+  /* The command line's options, with this run's trace, telemetry and progress. */
+  ng_train_opts o = c->o;
   o.trace_spans = f->trace ? TRACE_SPANS : 0;
   telemetry_files tf = {NULL, NULL};
   if (f->telemetry) {
@@ -634,7 +577,7 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
                           .every_iters = f->every_iters,
                           .every_s = f->every_s,
                           .saved_at = cli_now(),
-                          .epoch_ends_only = c->comm != NULL};
+                          .epoch_ends_only = c->o.comm != NULL};
   o.progress = note_progress;
   o.progress_ctx = &notes;
   ng_trainer_t t = NULL;
@@ -661,12 +604,12 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
   if (st == NG_OK)
     print_setup(t, c, &info, command);
   ng_cache_info cache;
-  if (st == NG_OK && c->comm && ng_trainer_cache_info(&cache, t) == NG_OK)
+  if (st == NG_OK && c->o.comm && ng_trainer_cache_info(&cache, t) == NG_OK)
     fprintf(stderr,
             "neargnn %s: rank %d of %d (%s; %d on this host), every global batch (--batch) "
             "split between the ranks; feature cache %s\n",
-            command, rank, ng_comm_size(c->comm), ng_comm_kind(c->comm),
-            ng_comm_local_size(c->comm),
+            command, rank, ng_comm_size(c->o.comm), ng_comm_kind(c->o.comm),
+            ng_comm_local_size(c->o.comm),
             cache.placement == NG_CACHE_PARTITIONED
                 ? "partitioned: the ranks' GPUs cache the hot rows between them"
                 : "replicated: every rank caches the same hot rows");
@@ -774,9 +717,9 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
       cJSON_AddNumberToObject(r.root, "it_per_s", total_s > 0 ? total_it / total_s : 0.0);
       cJSON_AddNumberToObject(r.root, "edges_per_s", total_s > 0 ? total_edges / total_s : 0.0);
       char seed[24]; /* as an exact integer: a double would round seeds above 2^53 */
-      snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
+      snprintf(seed, sizeof seed, "%" PRIu64, c->o.seed);
       cJSON_AddRawToObject(r.root, "seed", seed);
-      cJSON_AddNumberToObject(r.root, "ranks", c->comm ? ng_comm_size(c->comm) : 1);
+      cJSON_AddNumberToObject(r.root, "ranks", c->o.comm ? ng_comm_size(c->o.comm) : 1);
       cJSON_AddNumberToObject(r.root, "rank", rank);
       rc = write_json(json, r.root);
     }
@@ -795,15 +738,10 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
 }
 
 int cmd_train(int argc, char **argv) {
-  cli_train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
-                     .batch = 1024,
+  cli_train_cfg c = {.o = NG_TRAIN_OPTS_INIT,
+                     .net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
                      .epochs = 10,
-                     .eval_every = 1,
-                     .lr = 0.01,
-                     .momentum = 0.9,
-                     .seed = 1,
-                     .device = "cpu"};
-  cli_train_defaults(&c);
+                     .eval_every = 1};
   const char *dataset = NULL;
   cli_train_files files = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
   const char *every = NULL;
@@ -874,18 +812,18 @@ int cmd_train(int argc, char **argv) {
   }
   /* One rank of several (this launcher's, or mpirun's), or a plain run. */
   const double join0 = cli_now();
-  ng_status st = ng_comm_create(&c.comm, "auto");
+  ng_status st = ng_comm_create(&c.o.comm, "auto");
   c.join_s = cli_now() - join0; /* rank 0 waits here for the others to start and connect */
   if (st != NG_OK)
     return cli_runtime_error(st);
-  if (ng_comm_size(c.comm) == 1) {
-    ng_comm_destroy(c.comm);
-    c.comm = NULL;
+  if (ng_comm_size(c.o.comm) == 1) {
+    ng_comm_destroy(c.o.comm);
+    c.o.comm = NULL;
   }
   ng_dataset_t ds = NULL;
   st = cli_dataset_open(&ds, dataset, check_features);
   if (st != NG_OK) {
-    ng_comm_destroy(c.comm);
+    ng_comm_destroy(c.o.comm);
     return cli_runtime_error(st);
   }
   ng_dataset_info info = NG_DATASET_INFO_INIT;
@@ -895,12 +833,10 @@ int cmd_train(int argc, char **argv) {
     /* Link prediction (cmd_link.c): the last layer is the embedding, not the classes. */
     ng_dataset_info shape = info;
     shape.classes = (int32_t)(link.embed_dim > 0 ? link.embed_dim : c.net.hidden);
-    ng_train_opts o;
-    cli_train_opts_of(&o, &c);
-    if (c.comm || ranks > 1)
+    if (c.o.comm || ranks > 1)
       rc = cli_usage_error(spec.command, "--task link runs in one process (no --ranks)");
     else if ((rc = cli_build_model(&m, spec.command, &c.net, &shape)) == CLI_CONTINUE)
-      rc = cli_train_link(ds, m, &o, &link, c.epochs, c.eval_every, files.json, files.checkpoint);
+      rc = cli_train_link(ds, m, &c.o, &link, c.epochs, c.eval_every, files.json, files.checkpoint);
   } else if (st != NG_OK) {
     rc = cli_runtime_error(st);
   } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE &&
@@ -909,6 +845,6 @@ int cmd_train(int argc, char **argv) {
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);
-  ng_comm_destroy(c.comm);
+  ng_comm_destroy(c.o.comm);
   return rc;
 }
