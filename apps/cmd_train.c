@@ -445,24 +445,10 @@ static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *
 static double dram_gbs(const cli_train_cfg *c) {
   if (c->dram_gbs > 0.0)
     return c->dram_gbs;
-  if (!c->o.cache_bench)
+  ng_bench_rates r = NG_BENCH_RATES_INIT;
+  if (!c->o.cache_bench || ng_bench_rates_read(&r, c->o.cache_bench) != NG_OK)
     return 0.0;
-  FILE *f = fopen(c->o.cache_bench, "rb");
-  if (!f)
-    return 0.0;
-  char buf[65536];
-  const size_t n = fread(buf, 1, sizeof buf, f);
-  fclose(f);
-  cJSON *doc = cJSON_ParseWithLength(buf, n);
-  double best = 0.0;
-  const cJSON *row = NULL;
-  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "threads")) {
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(row, "cpu_alone_gbs");
-    if (cJSON_IsNumber(g) && g->valuedouble > best)
-      best = g->valuedouble;
-  }
-  cJSON_Delete(doc);
-  return best;
+  return r.dram_gbs;
 }
 
 /* The cold rows the host read and the scaling floor they set (docs/distributed.md): a line on
