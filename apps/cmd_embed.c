@@ -133,6 +133,56 @@ static int write_prefill_meta(const char *out, const char *dataset, const char *
   return CLI_EXIT_OK;
 }
 
+/* The dataset's ids of the rows to write into *ids (n of them): those of the --nodes file (the
+ * user's ids, kept in *user_ids), or every node's. */
+static ng_status embed_ids(int64_t **ids, int64_t **user_ids, int64_t *n, const char *nodes_file,
+                           ng_dataset_t ds, int64_t nodes) {
+  ng_status st = NG_OK;
+  if (nodes_file)
+    st = ng_node_list_load(user_ids, n, nodes_file);
+  else
+    *n = nodes;
+  /* the user's ids (original ones of a renumbered dataset) to the dataset's; without a list,
+   * row v is the node whose user id is v */
+  if (st == NG_OK && !(*ids = malloc((size_t)(*n > 0 ? *n : 1) * sizeof **ids)))
+    st = NG_ERR_NOMEM;
+  for (int64_t i = 0; st == NG_OK && !*user_ids && i < *n; i++)
+    (*ids)[i] = i;
+  if (st == NG_OK)
+    st = ng_dataset_ids_of(*ids, *user_ids ? *user_ids : *ids, *n, ds);
+  return st;
+}
+
+/* Infers layer `layer`'s output (`dim` columns) of the rows `ids` with `device_bytes` of device
+ * memory (ng_infer_opts) and writes it to the .npy `out`, with the progress shown as `progress`
+ * (a cli_progress_mode) says and the figures on stderr (and in `json` when given). */
+static ng_status embed_write(ng_trainer_t t, const int64_t *ids, int64_t n, int64_t dim,
+                             int64_t layer, int64_t device_bytes, const char *out, const char *json,
+                             int progress) {
+  cli_progress pr;
+  cli_progress_begin(&pr, "embed", (cli_progress_mode)progress);
+  ng_infer_opts io = NG_INFER_OPTS_INIT;
+  io.layer = (int32_t)layer;
+  io.progress = cli_progress_cb;
+  io.progress_ctx = &pr;
+  io.device_bytes = device_bytes;
+  ng_infer_report rep = NG_INFER_REPORT_INIT;
+  io.report = &rep;
+  const double t0 = cli_now();
+  ng_status st = ng_trainer_embed_npy(out, t, ids, n, &io);
+  cli_progress_end(&pr, st);
+  const double secs = cli_now() - t0;
+  if (st == NG_OK) {
+    fprintf(stderr, "neargnn embed: %" PRId64 " nodes x %" PRId64 " (%s) written to %s in %.2f s\n",
+            n, dim, layer < 0 ? "logits" : "embeddings", out, secs);
+    embed_report(stderr, &rep);
+  }
+  if (st == NG_OK && json)
+    st = embed_json(json, &rep, n, secs);
+  return st;
+}
+
+/* About 100 lines, a third of them the option table and the help text, which read best whole. */
 int cmd_embed(int argc, char **argv) {
   cli_train_cfg c = {.o = NG_TRAIN_OPTS_INIT,
                      .net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
@@ -204,18 +254,7 @@ int cmd_embed(int argc, char **argv) {
                                      &info)) != CLI_CONTINUE)
     goto done;
   rc = CLI_EXIT_OK;
-  if (nodes_file)
-    st = ng_node_list_load(&user_ids, &n, nodes_file);
-  else
-    n = info.nodes;
-  /* the user's ids (original ones of a renumbered dataset) to the dataset's; without a list,
-   * row v is the node whose user id is v */
-  if (st == NG_OK && !(ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids)))
-    st = NG_ERR_NOMEM;
-  for (int64_t i = 0; st == NG_OK && !user_ids && i < n; i++)
-    ids[i] = i;
-  if (st == NG_OK)
-    st = ng_dataset_ids_of(ids, user_ids ? user_ids : ids, n, ds);
+  st = embed_ids(&ids, &user_ids, &n, nodes_file, ds, info.nodes);
   ng_train_opts *o = &c.o;
   o->workers = -1; /* no training: no worker pool */
   /* The hybrid modes split workers, which inference has none of: its input layer reads the cold
@@ -231,27 +270,7 @@ int cmd_embed(int argc, char **argv) {
   if (st == NG_OK)
     st = ng_trainer_embed_dim(&dim, t, (int32_t)layer);
   if (st == NG_OK) {
-    cli_progress pr;
-    cli_progress_begin(&pr, spec.command, (cli_progress_mode)progress);
-    ng_infer_opts io = NG_INFER_OPTS_INIT;
-    io.layer = (int32_t)layer;
-    io.progress = cli_progress_cb;
-    io.progress_ctx = &pr;
-    io.device_bytes = device_bytes;
-    ng_infer_report rep = NG_INFER_REPORT_INIT;
-    io.report = &rep;
-    const double t0 = cli_now();
-    st = ng_trainer_embed_npy(out, t, ids, n, &io);
-    cli_progress_end(&pr, st);
-    const double secs = cli_now() - t0;
-    if (st == NG_OK) {
-      fprintf(stderr,
-              "neargnn embed: %" PRId64 " nodes x %" PRId64 " (%s) written to %s in %.2f s\n", n,
-              dim, layer < 0 ? "logits" : "embeddings", out, secs);
-      embed_report(stderr, &rep);
-    }
-    if (st == NG_OK && json)
-      st = embed_json(json, &rep, n, secs);
+    st = embed_write(t, ids, n, dim, layer, device_bytes, out, json, progress);
     if (st == NG_OK && for_serve)
       rc = write_prefill_meta(out, dataset, checkpoint, &info, dim);
   }

@@ -527,6 +527,200 @@ static const char *rank_path(char *buf, size_t cap, const char *path, int rank) 
   return buf;
 }
 
+/* One training run's state, which its steps below share (cli_run_training). */
+typedef struct {
+  const cli_train_cfg *c;
+  const char *command;
+  int rank;
+  const cli_train_files *f; /* this rank's files */
+  ng_trainer_t t;
+  ng_dataset_info info;
+  ng_memory_estimate mem;
+  cli_progress pr;
+  progress_notes notes;
+  report r;
+  double total_s, total_it, total_edges, last_loss;
+  double val, test; /* the final accuracies; -1: the split is not there */
+} train_run;
+
+/* The run's start: the memory estimate, the trainer (resumed from --resume), and the lines on
+ * stderr about its set-up. */
+static ng_status start_run(train_run *run, ng_dataset_t ds, ng_model_t m, const ng_train_opts *o) {
+  const cli_train_cfg *c = run->c;
+  const char *command = run->command;
+  const cli_train_files *f = run->f;
+  ng_status st = print_estimate(&run->mem, ds, m, o, command);
+  if (st == NG_OK)
+    st = ng_trainer_create(&run->t, ds, m, o);
+  ng_trainer_t t = run->t;
+  if (st == NG_OK && f->resume) {
+    ng_checkpoint_info ci = NG_CHECKPOINT_INFO_INIT;
+    if (ng_checkpoint_info_get(&ci, f->resume) == NG_OK && !ci.described)
+      fprintf(stderr,
+              "neargnn %s: warning: %s does not record the model's settings (an older "
+              "checkpoint): they cannot be checked against this run's options; this run's "
+              "checkpoint will record them\n",
+              command, f->resume);
+    st = ng_trainer_load(t, f->resume);
+    if (st == NG_OK)
+      fprintf(stderr, "neargnn %s: resumed from %s after epoch %" PRId64 "\n", command, f->resume,
+              ng_trainer_epochs_done(t) - 1);
+  }
+  if (st == NG_OK)
+    st = ng_dataset_info_get(&run->info, ds);
+  if (st == NG_OK)
+    print_setup(t, c, &run->info, command);
+  ng_cache_info cache;
+  if (st == NG_OK && c->o.comm && ng_trainer_cache_info(&cache, t) == NG_OK)
+    fprintf(stderr,
+            "neargnn %s: rank %d of %d (%s; %d on this host), every global batch (--batch) "
+            "split between the ranks; feature cache %s\n",
+            command, run->rank, ng_comm_size(c->o.comm), ng_comm_kind(c->o.comm),
+            ng_comm_local_size(c->o.comm),
+            cache.placement == NG_CACHE_PARTITIONED
+                ? "partitioned: the ranks' GPUs cache the hot rows between them"
+                : "replicated: every rank caches the same hot rows");
+  return st;
+}
+
+/* The epochs up to --epochs, each reported, with the periodic checkpoints. */
+static ng_status train_epochs(train_run *run) {
+  const cli_train_cfg *c = run->c;
+  ng_trainer_t t = run->t;
+  const char *checkpoint = run->f->checkpoint;
+  progress_notes *notes = &run->notes;
+  ng_status st = NG_OK;
+  while (st == NG_OK && ng_trainer_epochs_done(t) < c->epochs) {
+    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+    st = ng_trainer_epoch(&s, t);
+    if (st == NG_ERR_INTERRUPTED && notes->stopped_for_checkpoint && !cli_progress_interrupted()) {
+      notes->stopped_for_checkpoint = false;
+      st = periodic_checkpoint(t, notes, checkpoint);
+      continue; /* the same epoch goes on at its next iteration */
+    }
+    notes->stopped_for_checkpoint = false;
+    if (st != NG_OK)
+      break;
+    double val = -1.0;
+    bool eval_now = run->rank == 0 && run->info.val > 0 && c->eval_every > 0 &&
+                    ((s.epoch + 1) % c->eval_every == 0);
+    if (eval_now)
+      st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
+    if (st != NG_OK)
+      break;
+    cli_progress_clear(&run->pr);
+    if (s.epoch == 0 || s.iterations == 0)
+      fprintf(stderr, "neargnn %s: %s\n", run->command, ng_trainer_placement(t));
+    report_epoch(&run->r, &s, val, ng_trainer_hot_rows(t) < run->info.nodes);
+    run->total_s += s.seconds;
+    run->total_it += (double)s.iterations;
+    run->total_edges += (double)s.sampled_edges;
+    run->last_loss = s.loss;
+    /* Ctrl-C while the line above was printed, or while the library did not report. */
+    if (cli_progress_interrupted())
+      st = NG_ERR_INTERRUPTED;
+    if (st == NG_OK && checkpoint && ng_trainer_epochs_done(t) < c->epochs && checkpoint_due(notes))
+      st = periodic_checkpoint(t, notes, checkpoint);
+  }
+  return st;
+}
+
+/* After the epochs (`st` their status): the checkpoint (*ck its status), the final evaluation
+ * and the predictions. */
+static ng_status finish_run(train_run *run, ng_dataset_t ds, ng_status st, ng_status *ck) {
+  ng_trainer_t t = run->t;
+  const char *command = run->command, *checkpoint = run->f->checkpoint;
+  const ng_dataset_info info = run->info;
+  /* The checkpoint comes before the final evaluation, so that nothing trained is lost if the
+   * evaluation fails; after an interruption it holds every completed iteration, and --resume
+   * continues with the next one. */
+  *ck = NG_OK;
+  if (t && checkpoint && (st == NG_OK || st == NG_ERR_INTERRUPTED)) {
+    *ck = ng_trainer_save(t, checkpoint);
+    if (*ck == NG_OK)
+      fprintf(stderr, "neargnn %s: checkpoint written to %s (%" PRId64 " complete epochs%s)\n",
+              command, checkpoint, ng_trainer_epochs_done(t),
+              st == NG_ERR_INTERRUPTED ? ", and part of the next: --resume continues it" : "");
+  }
+  /* Splits a dataset does not have are reported as such, not evaluated. */
+  run->test = -1.0;
+  run->val = -1.0;
+  if (st == NG_OK && *ck == NG_OK && info.val > 0 && run->rank == 0)
+    st = ng_trainer_evaluate(&run->val, NULL, t, NG_SPLIT_VAL);
+  if (st == NG_OK && *ck == NG_OK && info.test > 0 && run->rank == 0)
+    st = ng_trainer_evaluate(&run->test, NULL, t, NG_SPLIT_TEST);
+  if (st == NG_OK && *ck == NG_OK && run->f->predictions) {
+    st = write_predictions(t, ds, info.nodes, run->f->predictions);
+    if (st == NG_OK)
+      fprintf(stderr, "neargnn %s: predictions written to %s (int32 per node, %s ids)\n", command,
+              run->f->predictions, info.orig_ids ? "original" : "dataset");
+  }
+  return st;
+}
+
+/* The timeline is written whatever happened, an error or Ctrl-C included: it shows where the
+ * run stood. Its own failure is the run's error only when nothing else failed (*st); otherwise
+ * the earlier error's message is kept in earlier[cap] for the report, and the result is true. */
+static bool write_trace(train_run *run, ng_status *st, ng_status ck, char *earlier, size_t cap) {
+  ng_trainer_t t = run->t;
+  const char *trace = run->f->trace;
+  if (!t || !trace)
+    return false;
+  snprintf(earlier, cap, "%s", ng_last_error());
+  int64_t recorded = 0, dropped = 0;
+  const ng_status tr = ng_trainer_write_trace(t, trace, &recorded, &dropped);
+  if (tr == NG_OK) {
+    fprintf(stderr, "neargnn %s: trace of %" PRId64 " spans written to %s%s\n", run->command,
+            recorded, trace, dropped ? " (later spans dropped: the per-thread limit)" : "");
+  } else if (*st == NG_OK && ck == NG_OK) {
+    *st = tr;
+  } else {
+    fprintf(stderr, "neargnn %s: no trace written: %s\n", run->command, ng_last_error());
+    return true;
+  }
+  return false;
+}
+
+/* The summary of a run that succeeded: stdout, and the JSON report when asked for. Returns the
+ * exit status. */
+static int report_run(train_run *run) {
+  const cli_train_cfg *c = run->c;
+  ng_trainer_t t = run->t;
+  const char *json = run->f->json;
+  const double total_s = run->total_s, total_it = run->total_it, total_edges = run->total_edges;
+  cJSON *root = run->r.root;
+  int rc = CLI_EXIT_OK;
+  if (total_it > 0)
+    printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
+           total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
+           total_it, total_s);
+  else /* a resumed run that had every epoch already: only the evaluation below */
+    printf("no epoch trained: the checkpoint has %" PRId64 " of --epochs %" PRId64
+           " (neargnn evaluate reports every split)\n",
+           ng_trainer_epochs_done(t), c->epochs);
+  print_accuracy("val-acc", run->val);
+  print_accuracy("test-acc", run->test);
+  report_cold_fetch(t, c, total_s > 0 ? total_it / total_s : 0.0, json ? root : NULL, run->rank);
+  report_op_profile(t, json ? root : NULL);
+  if (json && root) {
+    report_whole_run(root, t, &run->notes, c);
+    report_memory(root, &run->mem);
+    add_accuracy(root, "val_acc", run->val);
+    add_accuracy(root, "test_acc", run->test);
+    cJSON_AddNumberToObject(root, "final_loss", run->last_loss);
+    cJSON_AddNumberToObject(root, "train_seconds", total_s);
+    cJSON_AddNumberToObject(root, "it_per_s", total_s > 0 ? total_it / total_s : 0.0);
+    cJSON_AddNumberToObject(root, "edges_per_s", total_s > 0 ? total_edges / total_s : 0.0);
+    char seed[24]; /* as an exact integer: a double would round seeds above 2^53 */
+    snprintf(seed, sizeof seed, "%" PRIu64, c->o.seed);
+    cJSON_AddRawToObject(root, "seed", seed);
+    cJSON_AddNumberToObject(root, "ranks", c->o.comm ? ng_comm_size(c->o.comm) : 1);
+    cJSON_AddNumberToObject(root, "rank", run->rank);
+    rc = write_json(json, root);
+  }
+  return rc;
+}
+
 /* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
 int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, const char *command,
                      int progress, const cli_train_files *files) {
@@ -545,7 +739,6 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
       return cli_usage_error(command, "rank %d cannot silence its output", rank);
   }
   const cli_train_files *f = &rank_files;
-  const char *checkpoint = f->checkpoint, *json = f->json;
   /* The command line's options, with this run's trace, telemetry and progress. */
   ng_train_opts o = c->o;
   o.trace_spans = f->trace ? TRACE_SPANS : 0;
@@ -557,158 +750,35 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
     o.telemetry = on_telemetry;
     o.telemetry_ctx = &tf;
   }
-  cli_progress pr;
-  cli_progress_begin(&pr, command, (cli_progress_mode)progress);
-  progress_notes notes = {.show = &pr,
-                          .every_iters = f->every_iters,
-                          .every_s = f->every_s,
-                          .saved_at = cli_now(),
-                          .epoch_ends_only = c->o.comm != NULL};
+  train_run run = {.c = c,
+                   .command = command,
+                   .rank = rank,
+                   .f = f,
+                   .info = NG_DATASET_INFO_INIT,
+                   .mem = NG_MEMORY_ESTIMATE_INIT,
+                   .last_loss = NAN};
+  cli_progress_begin(&run.pr, command, (cli_progress_mode)progress);
+  run.notes = (progress_notes){.show = &run.pr,
+                               .every_iters = f->every_iters,
+                               .every_s = f->every_s,
+                               .saved_at = cli_now(),
+                               .epoch_ends_only = c->o.comm != NULL};
   o.progress = note_progress;
-  o.progress_ctx = &notes;
-  ng_trainer_t t = NULL;
-  ng_memory_estimate mem = NG_MEMORY_ESTIMATE_INIT;
-  ng_status st = print_estimate(&mem, ds, m, &o, command);
+  o.progress_ctx = &run.notes;
+  ng_status st = start_run(&run, ds, m, &o);
+  run.r = (report){cJSON_CreateObject(), NULL};
+  if (run.r.root)
+    run.r.epochs = cJSON_AddArrayToObject(run.r.root, "epochs");
   if (st == NG_OK)
-    st = ng_trainer_create(&t, ds, m, &o);
-  if (st == NG_OK && f->resume) {
-    ng_checkpoint_info ci = NG_CHECKPOINT_INFO_INIT;
-    if (ng_checkpoint_info_get(&ci, f->resume) == NG_OK && !ci.described)
-      fprintf(stderr,
-              "neargnn %s: warning: %s does not record the model's settings (an older "
-              "checkpoint): they cannot be checked against this run's options; this run's "
-              "checkpoint will record them\n",
-              command, f->resume);
-    st = ng_trainer_load(t, f->resume);
-    if (st == NG_OK)
-      fprintf(stderr, "neargnn %s: resumed from %s after epoch %" PRId64 "\n", command, f->resume,
-              ng_trainer_epochs_done(t) - 1);
-  }
-  ng_dataset_info info = NG_DATASET_INFO_INIT;
-  if (st == NG_OK)
-    st = ng_dataset_info_get(&info, ds);
-  if (st == NG_OK)
-    print_setup(t, c, &info, command);
-  ng_cache_info cache;
-  if (st == NG_OK && c->o.comm && ng_trainer_cache_info(&cache, t) == NG_OK)
-    fprintf(stderr,
-            "neargnn %s: rank %d of %d (%s; %d on this host), every global batch (--batch) "
-            "split between the ranks; feature cache %s\n",
-            command, rank, ng_comm_size(c->o.comm), ng_comm_kind(c->o.comm),
-            ng_comm_local_size(c->o.comm),
-            cache.placement == NG_CACHE_PARTITIONED
-                ? "partitioned: the ranks' GPUs cache the hot rows between them"
-                : "replicated: every rank caches the same hot rows");
-  report r = {cJSON_CreateObject(), NULL};
-  if (r.root)
-    r.epochs = cJSON_AddArrayToObject(r.root, "epochs");
-  double total_s = 0, total_it = 0, total_edges = 0, last_loss = NAN;
-  while (st == NG_OK && ng_trainer_epochs_done(t) < c->epochs) {
-    ng_epoch_stats s = NG_EPOCH_STATS_INIT;
-    st = ng_trainer_epoch(&s, t);
-    if (st == NG_ERR_INTERRUPTED && notes.stopped_for_checkpoint && !cli_progress_interrupted()) {
-      notes.stopped_for_checkpoint = false;
-      st = periodic_checkpoint(t, &notes, checkpoint);
-      continue; /* the same epoch goes on at its next iteration */
-    }
-    notes.stopped_for_checkpoint = false;
-    if (st != NG_OK)
-      break;
-    double val = -1.0;
-    bool eval_now =
-        rank == 0 && info.val > 0 && c->eval_every > 0 && ((s.epoch + 1) % c->eval_every == 0);
-    if (eval_now)
-      st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
-    if (st != NG_OK)
-      break;
-    cli_progress_clear(&pr);
-    if (s.epoch == 0 || s.iterations == 0)
-      fprintf(stderr, "neargnn %s: %s\n", command, ng_trainer_placement(t));
-    report_epoch(&r, &s, val, ng_trainer_hot_rows(t) < info.nodes);
-    total_s += s.seconds;
-    total_it += (double)s.iterations;
-    total_edges += (double)s.sampled_edges;
-    last_loss = s.loss;
-    /* Ctrl-C while the line above was printed, or while the library did not report. */
-    if (cli_progress_interrupted())
-      st = NG_ERR_INTERRUPTED;
-    if (st == NG_OK && checkpoint && ng_trainer_epochs_done(t) < c->epochs &&
-        checkpoint_due(&notes))
-      st = periodic_checkpoint(t, &notes, checkpoint);
-  }
-  /* The checkpoint comes before the final evaluation, so that nothing trained is lost if the
-   * evaluation fails; after an interruption it holds every completed iteration, and --resume
-   * continues with the next one. */
+    st = train_epochs(&run);
   ng_status ck = NG_OK;
-  if (t && checkpoint && (st == NG_OK || st == NG_ERR_INTERRUPTED)) {
-    ck = ng_trainer_save(t, checkpoint);
-    if (ck == NG_OK)
-      fprintf(stderr, "neargnn %s: checkpoint written to %s (%" PRId64 " complete epochs%s)\n",
-              command, checkpoint, ng_trainer_epochs_done(t),
-              st == NG_ERR_INTERRUPTED ? ", and part of the next: --resume continues it" : "");
-  }
-  /* Splits a dataset does not have are reported as such, not evaluated. */
-  double test = -1.0, val = -1.0;
-  if (st == NG_OK && ck == NG_OK && info.val > 0 && rank == 0)
-    st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
-  if (st == NG_OK && ck == NG_OK && info.test > 0 && rank == 0)
-    st = ng_trainer_evaluate(&test, NULL, t, NG_SPLIT_TEST);
-  if (st == NG_OK && ck == NG_OK && f->predictions) {
-    st = write_predictions(t, ds, info.nodes, f->predictions);
-    if (st == NG_OK)
-      fprintf(stderr, "neargnn %s: predictions written to %s (int32 per node, %s ids)\n", command,
-              f->predictions, info.orig_ids ? "original" : "dataset");
-  }
-  /* The timeline is written whatever happened, an error or Ctrl-C included: it shows where the
-   * run stood. Its own failure is the run's error only when nothing else failed; otherwise the
-   * earlier error's message is restored for the report below. */
+  st = finish_run(&run, ds, st, &ck);
   char earlier[1024] = "";
-  bool keep_earlier = false;
-  if (t && f->trace) {
-    snprintf(earlier, sizeof earlier, "%s", ng_last_error());
-    int64_t recorded = 0, dropped = 0;
-    const ng_status tr = ng_trainer_write_trace(t, f->trace, &recorded, &dropped);
-    if (tr == NG_OK) {
-      fprintf(stderr, "neargnn %s: trace of %" PRId64 " spans written to %s%s\n", command, recorded,
-              f->trace, dropped ? " (later spans dropped: the per-thread limit)" : "");
-    } else if (st == NG_OK && ck == NG_OK) {
-      st = tr;
-    } else {
-      fprintf(stderr, "neargnn %s: no trace written: %s\n", command, ng_last_error());
-      keep_earlier = true;
-    }
-  }
-  cli_progress_end(&pr, st);
+  const bool keep_earlier = write_trace(&run, &st, ck, earlier, sizeof earlier);
+  cli_progress_end(&run.pr, st);
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && ck == NG_OK) {
-    if (total_it > 0)
-      printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
-             total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
-             total_it, total_s);
-    else /* a resumed run that had every epoch already: only the evaluation below */
-      printf("no epoch trained: the checkpoint has %" PRId64 " of --epochs %" PRId64
-             " (neargnn evaluate reports every split)\n",
-             ng_trainer_epochs_done(t), c->epochs);
-    print_accuracy("val-acc", val);
-    print_accuracy("test-acc", test);
-    report_cold_fetch(t, c, total_s > 0 ? total_it / total_s : 0.0, json ? r.root : NULL, rank);
-    report_op_profile(t, json ? r.root : NULL);
-    if (json && r.root) {
-      report_whole_run(r.root, t, &notes, c);
-      report_memory(r.root, &mem);
-      add_accuracy(r.root, "val_acc", val);
-      add_accuracy(r.root, "test_acc", test);
-      cJSON_AddNumberToObject(r.root, "final_loss", last_loss);
-      cJSON_AddNumberToObject(r.root, "train_seconds", total_s);
-      cJSON_AddNumberToObject(r.root, "it_per_s", total_s > 0 ? total_it / total_s : 0.0);
-      cJSON_AddNumberToObject(r.root, "edges_per_s", total_s > 0 ? total_edges / total_s : 0.0);
-      char seed[24]; /* as an exact integer: a double would round seeds above 2^53 */
-      snprintf(seed, sizeof seed, "%" PRIu64, c->o.seed);
-      cJSON_AddRawToObject(r.root, "seed", seed);
-      cJSON_AddNumberToObject(r.root, "ranks", c->o.comm ? ng_comm_size(c->o.comm) : 1);
-      cJSON_AddNumberToObject(r.root, "rank", rank);
-      rc = write_json(json, r.root);
-    }
+    rc = report_run(&run);
   } else if (st == NG_ERR_INTERRUPTED && ck == NG_OK) {
     fprintf(stderr, "neargnn %s: interrupted\n", command);
     rc = CLI_EXIT_INTERRUPTED;
@@ -717,12 +787,14 @@ int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, cons
   } else {
     rc = cli_runtime_error(st != NG_OK ? st : ck);
   }
-  cJSON_Delete(r.root);
-  ng_trainer_destroy(t);
+  cJSON_Delete(run.r.root);
+  ng_trainer_destroy(run.t);
   close_telemetry(&tf);
   return rc;
 }
 
+/* Over 100 lines with a reason: half of them are the option table and the help text, which read
+ * best whole; the rest starts the ranks and hands over to cli_run_training or cli_train_link. */
 int cmd_train(int argc, char **argv) {
   cli_train_cfg c = {.o = NG_TRAIN_OPTS_INIT,
                      .net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
