@@ -1088,7 +1088,8 @@ typedef struct {
   /// ng_cold_fetch_stats.bytes_per_target gives the scaling floor.
   double dram_gbs;
 } ng_bench_rates;
-#define NG_BENCH_RATES_INIT {sizeof(ng_bench_rates), 0.0, 0.0, 0, 0.0}
+#define NG_BENCH_RATES_INIT                                                                        \
+  { sizeof(ng_bench_rates), 0.0, 0.0, 0, 0.0 }
 /// Reads the rates of the bench_floor --json file `path` into *out (the library's one reader of
 /// the file, which the hot tier's AUTO placement uses too). A figure the file lacks, or a file
 /// that is not JSON, reads as 0; NG_ERR_IO when the file cannot be opened.
