@@ -1091,6 +1091,23 @@ const char *ng_numa_placement_name(int32_t placement);
 /// The cold-row figures of `trainer`'s epochs so far into *out (zero before the first epoch).
 ng_status ng_trainer_cold_fetch(ng_cold_fetch_stats *out, ng_trainer_t trainer);
 
+/// The rates a `bench_floor --json` file records (ng_train_opts.cache_bench), in GB/s; 0: not
+/// in the file.
+typedef struct {
+  size_t size;              ///< sizeof(ng_bench_rates), set by the caller
+  double peer_gbs, h2d_gbs; ///< a GPU reading a peer GPU's memory; host-to-device copies
+  int32_t peer_p2p;         ///< 1: the peer reads went GPU to GPU, not through the host
+  /// The largest "cpu_alone_gbs": CPU threads reading rows from host DRAM, the rate that with
+  /// ng_cold_fetch_stats.bytes_per_target gives the scaling floor.
+  double dram_gbs;
+} ng_bench_rates;
+#define NG_BENCH_RATES_INIT                                                                        \
+  { sizeof(ng_bench_rates), 0.0, 0.0, 0, 0.0 }
+/// Reads the rates of the bench_floor --json file `path` into *out (the library's one reader of
+/// the file, which the hot tier's AUTO placement uses too). A figure the file lacks, or a file
+/// that is not JSON, reads as 0; NG_ERR_IO when the file cannot be opened.
+ng_status ng_bench_rates_read(ng_bench_rates *out, const char *path);
+
 /// Where ng_trainer_create's time went, in seconds (ng_trainer_startup).
 typedef struct {
   double features_copy_s; ///< copying the feature table into huge pages (features_memory), or 0
