@@ -121,11 +121,13 @@ class LinkWorkload(Workload):
 LINK_PRESETS = {
     # W4's graph (16 M nodes, degree 15, 128-d, 32 classes) with planted communities; 1% of the
     # edges held out with 100 negatives each; batch 1024 positives + 1 uniform negative each,
-    # 3-hop 15,10,5, hidden 256, hot tier 5% (issue 39's L4).
+    # 3-hop 15,10,5, hidden 256, hot tier 5% (issue 39's L4). lr 0.001: at 0.003 the 3 layers
+    # of 256 collapse to a constant embedding on generated features (docs/link-prediction.md,
+    # "L4's recipe").
     "L4": LinkWorkload("L4", "W4's graph with --links: 1% of edges held out, batch 1024 "
                        "positives + 1 uniform negative, 3-hop 15,10,5, hidden 256, hot tier 5%",
                        nodes=16_000_000, dim=128, fanouts="15,10,5", batch=1024,
-                       cache_ratio=0.05, iters=200, avg_degree=15.0, classes=32),
+                       cache_ratio=0.05, iters=200, avg_degree=15.0, classes=32, lr=0.001),
     # Seconds on two cores: the CI smoke run of run_link.py (tests/cli_harness_link.sh).
     "ltiny": LinkWorkload("ltiny", "L4's shape at 20 k nodes, 2-hop 10,5, batch 256, 32-d "
                           "(smoke test)", nodes=20_000, dim=32, fanouts="10,5", batch=256,
