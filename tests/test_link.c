@@ -193,6 +193,41 @@ static void test_metrics_against_sort(void) {
   free(pos);
 }
 
+/* The dot decoder's scores (runtime/link_score.c, several pairs summed side by side) are each
+ * pair's float sum in column order, whatever the thread count and wherever the pair falls among
+ * the others: the bits that serving and offline scoring share. */
+static void test_dot_scores_column_order(void) {
+  const int64_t rows = 50, d = 37, n = 203;
+  float *h = malloc((size_t)(rows * d) * sizeof *h);
+  int32_t u[203], v[203];
+  uint64_t x = 99;
+  for (int64_t i = 0; i < rows * d; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    h[i] = (float)((double)(x >> 11) / 9007199254740992.0 - 0.5) * 3.0f;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    u[i] = (int32_t)((i * 7) % rows);
+    v[i] = (int32_t)((i * 13 + 5) % rows);
+  }
+  const ng_link_dec dec = {.decoder = NG_LINK_DECODER_DOT, .dim = d};
+  float s1[203], s3[203], s_off[203];
+  for (int64_t i = 0; i < n; i++)
+    s1[i] = s3[i] = s_off[i] = NAN; /* poisoned */
+  EXPECT_OK(ng__link_score(&dec, s1, h, u, v, n, 1));
+  EXPECT_OK(ng__link_score(&dec, s3, h, u, v, n, 3));
+  EXPECT_OK(ng__link_score(&dec, s_off + 3, h, u + 3, v + 3, n - 3, 2));
+  for (int64_t i = 0; i < n; i++) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < d; c++)
+      acc += h[u[i] * d + c] * h[v[i] * d + c];
+    EXPECT_TRUE(memcmp(&acc, &s1[i], sizeof acc) == 0);
+    EXPECT_TRUE(memcmp(&acc, &s3[i], sizeof acc) == 0);
+    if (i >= 3)
+      EXPECT_TRUE(memcmp(&acc, &s_off[i], sizeof acc) == 0);
+  }
+  free(h);
+}
+
 /* ---- the split ---- */
 
 static int pair_cmp(const void *a, const void *b) {
@@ -499,6 +534,7 @@ int main(void) {
   cora = ng_test_fetch_cora();
   RUN_TEST(test_metrics_hand_computed);
   RUN_TEST(test_metrics_against_sort);
+  RUN_TEST(test_dot_scores_column_order);
   RUN_TEST(test_split_edges);
   RUN_TEST(test_bad_inputs);
   RUN_TEST(test_bits_across_modes_and_threads);
