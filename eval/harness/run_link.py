@@ -253,7 +253,8 @@ def train_cmd(a, w, data, mode, threads, json_path):
            "--batch", str(w.batch), "--hidden", str(w.hidden), "--embed-dim", str(w.hidden),
            "--decoder", "dot", "--neg", "uniform", "--neg-per-pos", str(w.neg_per_pos),
            "--epochs", str(a.epochs), "--epoch-iters", str(w.iters), "--eval-every", "0",
-           "--dropout", "0", "--lr", f"{a.lr or w.lr:g}", "--seed", str(a.seed), "--progress", "none",
+           "--dropout", "0", "--lr", f"{a.lr or w.lr:g}", "--seed", str(a.seed),
+           "--progress", "none",
            "--json", json_path]
     if mode != "cpu":
         cmd += ["--cache-ratio", f"{w.cache_ratio:g}"]
