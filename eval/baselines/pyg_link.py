@@ -237,7 +237,8 @@ def make_parser():
     p.add_argument("--neg-per-pos", type=int, default=1, help="uniform negatives per positive")
     p.add_argument("--hidden", type=int, default=256, help="every layer's width, the "
                    "embedding's too (default 256)")
-    p.add_argument("--lr", type=float, default=0.003, help="Adam learning rate (default 0.003)")
+    p.add_argument("--lr", type=float, default=0.001,
+                   help="Adam learning rate (default 0.001, L4's recipe)")
     p.add_argument("--iters", type=int, default=200, help="timed iterations (default 200)")
     p.add_argument("--warmup", type=int, default=10, help="untimed first iterations")
     p.add_argument("--workers", type=int, default=0,
