@@ -10,7 +10,7 @@
 int cmd_train_hetero(int argc, char **argv) {
   const char *data = NULL, *fanouts = "10,10";
   int model = 0;
-  int32_t epochs = 10, batch = 256, threads = 0;
+  int32_t epochs = 10, batch = 256, threads = 0, bases = 0;
   int64_t hidden = 64, embed_dim = 0;
   double lr = 0.01, weight_decay = 0.0, dropout = 0.5;
   uint64_t seed = 1;
@@ -23,6 +23,9 @@ int cmd_train_hetero(int argc, char **argv) {
       CLI_OPT_INT("hidden", &hidden, "N", 1, 1 << 20, "columns of the hidden layers"),
       CLI_OPT_INT("embed-dim", &embed_dim, "N", 0, 1 << 20,
                   "columns of the embedding of each type without features (0: --hidden)"),
+      CLI_OPT_INT("bases", &bases, "B", 0, 1024,
+                  "R-GCN's basis decomposition: each layer's weights of one input width as "
+                  "combinations of B shared bases (0: a weight per relation)"),
       CLI_OPT_INT("epochs", &epochs, "N", 1, 1000000, "epochs"),
       CLI_OPT_INT("batch", &batch, "N", 1, INT32_MAX, "target nodes per mini-batch"),
       CLI_OPT_FLOAT("lr", &lr, "F", 0, true, 1e9, false, "Adam's learning rate"),
@@ -49,16 +52,10 @@ int cmd_train_hetero(int argc, char **argv) {
   int rc = cli_parse(&spec, argc, argv);
   if (rc != CLI_CONTINUE)
     return rc;
-  double fan[CLI_MAX_LAYERS];
-  int layers = 0;
-  if ((rc = cli_parse_list(spec.command, "fanouts", fanouts, fan, &layers)) != CLI_CONTINUE)
-    return rc;
   int32_t blocks[CLI_MAX_LAYERS];
-  for (int i = 0; i < layers; i++) {
-    if (fan[i] != floor(fan[i]) || fan[i] < -1 || fan[i] > INT32_MAX)
-      return cli_usage_error(spec.command, "--fanouts: %g is not a count or -1 (all)", fan[i]);
-    blocks[layers - 1 - i] = (int32_t)fan[i]; /* from the targets out; block 0 is the input */
-  }
+  int layers = 0;
+  if ((rc = cli_parse_fanouts(spec.command, fanouts, true, blocks, &layers)) != CLI_CONTINUE)
+    return rc;
   ng_hetero_t ds = NULL;
   ng_status st = ng_hetero_open(&ds, data, NULL);
   if (st != NG_OK)
@@ -75,6 +72,7 @@ int cmd_train_hetero(int argc, char **argv) {
   o.dropout = (float)dropout;
   o.seed = seed;
   o.threads = threads;
+  o.bases = bases;
   ng_hetero_info info = NG_HETERO_INFO_INIT;
   ng_hetero_trainer_t t = NULL;
   if ((st = ng_hetero_info_get(&info, ds)) == NG_OK)

@@ -1479,12 +1479,17 @@ typedef struct {
   uint64_t seed;      ///< parameters, shuffles and samples (default 1)
   int32_t threads;    ///< CPU backend threads (0: the default); the bits do not depend on it
   float dropout;      ///< dropout on every layer's input rows in training (default 0.5)
+  /// R-GCN's basis decomposition: 0 (default), a weight per term; B > 0, each layer's weights of
+  /// one input width are combinations of B shared bases (docs/heterogeneous.md#models).
+  int32_t bases;
 } ng_hetero_train_opts;
 #define NG_HETERO_TRAIN_OPTS_INIT                                                                  \
   {                                                                                                \
     sizeof(ng_hetero_train_opts), NG_HETERO_MODEL_RGCN, 2, 64, 0, NULL, NULL, 256, 1024, 0.01f,    \
-        0.0f, 1, 0, 0.5f                                                                           \
+        0.0f, 1, 0, 0.5f, 0                                                                        \
   }
+/// NG_HETERO_TRAIN_OPTS_INIT as a function, for bindings that cannot expand the macro.
+void ng_hetero_train_opts_init(ng_hetero_train_opts *out);
 
 /// Trains a relational model on the target type of a heterogeneous dataset (CPU backend):
 /// mini-batches of shuffled training ids, per-relation sampling, cross-entropy, Adam.

@@ -67,6 +67,11 @@ void ng_hetero_trainer_destroy(ng_hetero_trainer_t t) {
   free(t);
 }
 
+void ng_hetero_train_opts_init(ng_hetero_train_opts *out) {
+  if (out)
+    *out = (ng_hetero_train_opts)NG_HETERO_TRAIN_OPTS_INIT;
+}
+
 /* The options with their defaults filled in, checked against the dataset. */
 static ng_status take_opts(ng_hetero_train_opts *o, const ng_hetero_train_opts *in,
                            const ng_hetero_info *info) {
@@ -179,6 +184,7 @@ ng_status ng_hetero_trainer_create(ng_hetero_trainer_t *out, ng_hetero_t ds,
       .rel_dst = t->rel_dst,
       .hidden = o.hidden,
       .embed_dim = o.embed_dim,
+      .bases = o.bases,
   };
   NG_CHECK_GOTO(st, ng__rgcn_init(&t->model, &spec), done);
   NG_CHECK_GOTO(st, ng__backend_cpu_create(&t->be, o.threads), done);
@@ -221,7 +227,7 @@ static ng_status run_batch(ng_hetero_trainer_t t, const int64_t *ids, int32_t n,
   double loss = 0.0;
   int64_t right = 0;
   ng_status st = ng__rgcn_forward(&t->ex, &b, t->features, train ? t->o.dropout : 0.0f,
-                                  ng_hash2(seed, 0x64726f70 /* "drop" */));
+                                  ng_hash2(seed, 0x64726f70 /* "drop" */), train);
   if (st == NG_OK)
     st = ng__rgcn_loss_backward(&t->ex, &b, t->batch_labels, train, &loss, &right);
   if (st == NG_OK && train) {

@@ -96,7 +96,7 @@ has out "epoch 1: loss"
 run 2 train-hetero --data "$TMP/h1" --model rgat
 has err "unknown value 'rgat' (expected one of: rgcn, rsage)"
 run 2 train-hetero --data "$TMP/h1" --fanouts 5,-2
-has err "--fanouts: -2 is not a count or -1 (all)"
+has err "--fanouts: -2 is not a non-negative integer or -1 (all)"
 run 1 train-hetero --data "$TMP/none"
 
 cli_finish

@@ -2,6 +2,7 @@
 training lowers the loss and beats chance, the parameters are the same bits for 1 and 2
 threads, and bad options are refused with the library's message."""
 
+import ctypes
 import os
 import shutil
 import tempfile
@@ -52,6 +53,32 @@ class HeteroTest(unittest.TestCase):
                 ng.HeteroTrainer(ds, model="rgat")
             with self.assertRaisesRegex(ng.NeargnnError, "layers 0"):
                 ng.HeteroTrainer(ds, layers=0, fanouts=[])
+
+    def test_defaults_come_from_the_library(self):
+        o = ng.hetero.default_train_opts()
+        # The initializer filled the whole mirror: its size is the C struct's.
+        self.assertEqual(o.size, ctypes.sizeof(ng.hetero.HeteroTrainOpts))
+        # NG_HETERO_TRAIN_OPTS_INIT's values (a sample), which Python does not repeat.
+        self.assertEqual((o.layers, o.hidden, o.batch_size, o.eval_batch, o.seed, o.bases),
+                         (2, 64, 256, 1024, 1, 0))
+        self.assertAlmostEqual(o.lr, 0.01)
+        self.assertAlmostEqual(o.dropout, 0.5)
+        with ng.HeteroDataset(DATA) as ds:
+            with self.assertRaisesRegex(TypeError, "unknown option.*hiden"):
+                ng.HeteroTrainer(ds, hiden=8)
+
+    def test_bases(self):
+        """R-GCN with its basis decomposition trains, and has fewer parameters."""
+        with ng.HeteroDataset(DATA) as ds:
+            with ng.HeteroTrainer(ds, hidden=16, fanouts=[5, 5], batch_size=64, seed=2) as t:
+                full = t.params().size
+            with ng.HeteroTrainer(ds, hidden=16, fanouts=[5, 5], batch_size=64, seed=2,
+                                  bases=2) as t:
+                losses = [t.epoch()["loss"] for _ in range(8)]
+                acc, _ = t.evaluate("test")
+                self.assertLess(t.params().size, full)
+        self.assertLess(losses[-1], losses[0])
+        self.assertGreater(acc, 0.6)
 
     def test_dataset_outlives_its_trainer(self):
         ds = ng.HeteroDataset(DATA)
