@@ -10,7 +10,7 @@
 int cmd_train_hetero(int argc, char **argv) {
   const char *data = NULL, *fanouts = "10,10";
   int model = 0;
-  int32_t epochs = 10, batch = 256, threads = 0, bases = 0;
+  int32_t epochs = 10, batch = 256, threads = 0, bases = 0, heads = 4;
   int64_t hidden = 64, embed_dim = 0;
   double lr = 0.01, weight_decay = 0.0, dropout = 0.5;
   uint64_t seed = 1;
@@ -26,6 +26,8 @@ int cmd_train_hetero(int argc, char **argv) {
       CLI_OPT_INT("bases", &bases, "B", 0, 1024,
                   "R-GCN's basis decomposition: each layer's weights of one input width as "
                   "combinations of B shared bases (0: a weight per relation)"),
+      CLI_OPT_INT("heads", &heads, "H", 1, 64,
+                  "R-GAT's attention heads (hidden layers concatenate them: --hidden a multiple)"),
       CLI_OPT_INT("epochs", &epochs, "N", 1, 1000000, "epochs"),
       CLI_OPT_INT("batch", &batch, "N", 1, INT32_MAX, "target nodes per mini-batch"),
       CLI_OPT_FLOAT("lr", &lr, "F", 0, true, 1e9, false, "Adam's learning rate"),
@@ -40,11 +42,12 @@ int cmd_train_hetero(int argc, char **argv) {
   cli_spec spec = {
       .command = "train-hetero",
       .synopsis = "--data DIR [options]",
-      .about = "Trains R-GCN or R-SAGE to classify the target type of a heterogeneous dataset "
-               "(neargnn generate --hetero, convert --format ogb on ogbn-mag) on the CPU: "
-               "mini-batches of training targets, per-relation sampling, cross-entropy, Adam. "
-               "Prints each epoch's loss, training and validation accuracy, then the test "
-               "accuracy with every neighbour.",
+      .about =
+          "Trains R-GCN, R-SAGE or R-GAT to classify the target type of a heterogeneous dataset "
+          "(neargnn generate --hetero, convert --format ogb on ogbn-mag) on the CPU: "
+          "mini-batches of training targets, per-relation sampling, cross-entropy, Adam. "
+          "Prints each epoch's loss, training and validation accuracy, then the test "
+          "accuracy with every neighbour.",
       .opts = opts,
       .n_opts = N_OPTS(opts),
       .example = "neargnn train-hetero --data data/mag --model rgcn --fanouts 10,10 --epochs 3",
@@ -73,6 +76,7 @@ int cmd_train_hetero(int argc, char **argv) {
   o.seed = seed;
   o.threads = threads;
   o.bases = bases;
+  o.heads = heads;
   ng_hetero_info info = NG_HETERO_INFO_INIT;
   ng_hetero_trainer_t t = NULL;
   if ((st = ng_hetero_info_get(&info, ds)) == NG_OK)

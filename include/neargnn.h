@@ -1451,7 +1451,10 @@ typedef enum {
   NG_HETERO_MODEL_RGCN = 0,
   /// R-SAGE: one GraphSAGE layer per relation (root weight, neighbour weight and bias of its own,
   /// as PyG's HeteroConv of SAGEConv), summed over the relations into a type.
-  NG_HETERO_MODEL_RSAGE = 1
+  NG_HETERO_MODEL_RSAGE = 1,
+  /// R-GAT (MLPerf's IGBH model): one GAT layer per relation (its own source and destination
+  /// weights, attention vectors, heads and bias), summed over the relations into a type.
+  NG_HETERO_MODEL_RGAT = 2
 } ng_hetero_model_kind;
 /// "rgcn", "rsage"; "?" for another value.
 const char *ng_hetero_model_name(ng_hetero_model_kind kind);
@@ -1482,11 +1485,14 @@ typedef struct {
   /// R-GCN's basis decomposition: 0 (default), a weight per term; B > 0, each layer's weights of
   /// one input width are combinations of B shared bases (docs/heterogeneous.md#models).
   int32_t bases;
+  /// R-GAT's attention heads (default 4): hidden layers concatenate them (hidden must be a
+  /// multiple), the last layer averages them.
+  int32_t heads;
 } ng_hetero_train_opts;
 #define NG_HETERO_TRAIN_OPTS_INIT                                                                  \
   {                                                                                                \
     sizeof(ng_hetero_train_opts), NG_HETERO_MODEL_RGCN, 2, 64, 0, NULL, NULL, 256, 1024, 0.01f,    \
-        0.0f, 1, 0, 0.5f, 0                                                                        \
+        0.0f, 1, 0, 0.5f, 0, 4                                                                     \
   }
 /// NG_HETERO_TRAIN_OPTS_INIT as a function, for bindings that cannot expand the macro.
 void ng_hetero_train_opts_init(ng_hetero_train_opts *out);

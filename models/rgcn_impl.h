@@ -23,6 +23,7 @@
 
 #define NG_RGCN_MAGIC 0x6e677267u /* "ngrg" */
 #define NG_RGCN_MAX_BASES 1024
+#define NG_RGCN_MAX_HEADS 64
 
 /// What a relational model is built from: the dataset's types and relations and the shape.
 typedef struct {
@@ -39,6 +40,7 @@ typedef struct {
   /// every weight of a layer (self terms, relation weights, R-SAGE's roots) with the same input
   /// width is a combination sum_b a_b V_b of B shared bases of that width.
   int32_t bases;
+  int32_t heads; ///< R-GAT's attention heads (others ignore it)
 } ng_rgcn_spec;
 
 /// The parameter layout. Offsets are in floats into the one parameter buffer; -1 when absent.
@@ -69,6 +71,13 @@ typedef struct {
   int64_t *grp_basis, *grp_coef; ///< [n_groups] offsets into the parameters
   int64_t *grp_derived;          ///< [n_groups] offset into the derived weights
   int64_t n_derived;
+  /* R-GAT: relation r at layer l is a GAT layer whose weight off_w [in_src, heads * head_dim]
+   * maps the source rows, off_root [in_dst, heads * head_dim] the destination rows (for their
+   * scores only), off_att the attention vectors a_src then a_dst [heads * head_dim] each. */
+  int32_t heads;
+  int64_t *head_dim; ///< [L] out_dim / heads below the last layer (heads concatenated), classes on
+                     ///< it (heads averaged)
+  int64_t *off_att;  ///< [L * R]
   int64_t n_params;
   int64_t n_embed; ///< floats of the embeddings (they come first: [0, n_embed))
 } ng_rgcn;
@@ -110,6 +119,11 @@ typedef struct {
   float **d_h0;    ///< [T] gradients of the embedded types' layer-0 rows
   ng_block *views; ///< [L * R] the blocks with their transposes (n_src >= n_dst, see rgcn.c)
   float *colsum, *tmp_dagg, *tmp_dsrc;
+  /* R-GAT, per relation and layer [L * R]: the transformed source and destination rows, the
+   * scores before LeakyReLU and the attention coefficients [nnz, heads]; agg holds the
+   * attention's output [n_dst, heads * head_dim]. Scratch of the backward pass. */
+  float **zs, **zd, **score, **alpha;
+  float *tmp_dzs, *tmp_dzd, *tmp_dg;
   int32_t *labels;
   int64_t *iota;  ///< 0, 1, 2 ... (scatter_rows' ids)
   int32_t *pos;   ///< an embedded type's rows as int32 (scatter_rows' positions)

@@ -185,6 +185,7 @@ ng_status ng_hetero_trainer_create(ng_hetero_trainer_t *out, ng_hetero_t ds,
       .hidden = o.hidden,
       .embed_dim = o.embed_dim,
       .bases = o.bases,
+      .heads = o.heads,
   };
   NG_CHECK_GOTO(st, ng__rgcn_init(&t->model, &spec), done);
   NG_CHECK_GOTO(st, ng__backend_cpu_create(&t->be, o.threads), done);

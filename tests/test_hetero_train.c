@@ -83,7 +83,8 @@ static void small_setup_bases(small *s, ng_hetero_model_kind kind, int32_t bases
                              .rel_dst = G_DST,
                              .hidden = 4,
                              .embed_dim = 3,
-                             .bases = bases};
+                             .bases = bases,
+                             .heads = 2};
   EXPECT_OK(ng__rgcn_init(&s->m, &spec));
   EXPECT_OK(ng__backend_cpu_create(&s->be, 1));
   EXPECT_OK(ng__rgcn_exec_create(&s->ex, &s->m, s->be, 5));
@@ -128,6 +129,52 @@ static double small_loss(small *s, float drop_p) {
   EXPECT_OK(ng__rgcn_forward(&s->ex, &s->b, (const float *const *)s->feat, drop_p, 11, false));
   EXPECT_OK(ng__rgcn_loss_backward(&s->ex, &s->b, s->labels, false, &loss, NULL));
   return loss;
+}
+
+/* R-GAT's term of relation r for output column c of destination v at layer l, from the
+ * definition in double: z = h W per head, scores a_src . z_u + a_dst . z_v, LeakyReLU (0.2),
+ * softmax over v's edges, the weighted sum of z_u; heads concatenated below the last layer,
+ * averaged on it; plus the relation's bias. */
+static double gat_reference(const small *s, const double *w, const double *hs, int64_t din_s,
+                            const double *ht, int64_t din_t, int l, int r, int64_t v, int64_t c) {
+  const ng_rgcn *m = &s->m;
+  const float *p = s->ex.params;
+  const int64_t H = m->heads, D = m->head_dim[l], zw = H * D;
+  const bool last = l == GL - 1;
+  const int64_t j = (int64_t)l * GR + r;
+  const ng_block *b = &s->mb.blocks[j];
+  double out = 0.0;
+  for (int64_t k = last ? 0 : c / D; k < (last ? H : c / D + 1); k++) {
+    const int64_t col = last ? k * D + c : c; /* column of z */
+    double zd_dot = 0.0;
+    for (int64_t q = 0; q < D; q++) {
+      double zdq = 0.0;
+      for (int64_t i = 0; i < din_t; i++)
+        zdq += ht[v * din_t + i] * w[m->off_root[j] + i * zw + k * D + q];
+      zd_dot += zdq * p[m->off_att[j] + zw + k * D + q];
+    }
+    double e[64], zc[64], mx = -INFINITY, sum = 0.0;
+    const int32_t n = b->indptr[v + 1] - b->indptr[v];
+    for (int32_t x = 0; x < n; x++) {
+      const int64_t u = b->indices[b->indptr[v] + x];
+      double sc = zd_dot;
+      for (int64_t q = 0; q < D; q++) {
+        double zq = 0.0;
+        for (int64_t i = 0; i < din_s; i++)
+          zq += hs[u * din_s + i] * w[m->off_w[j] + i * zw + k * D + q];
+        sc += zq * p[m->off_att[j] + k * D + q];
+        if (k * D + q == col)
+          zc[x] = zq;
+      }
+      e[x] = sc > 0.0 ? sc : 0.2 * sc;
+      mx = fmax(mx, e[x]);
+    }
+    for (int32_t x = 0; x < n; x++)
+      sum += exp(e[x] - mx);
+    for (int32_t x = 0; x < n; x++)
+      out += exp(e[x] - mx) / sum * zc[x] / (last ? (double)H : 1.0);
+  }
+  return out + p[m->off_rbias[j] + c];
 }
 
 /* The definition, in double, over the sampled mini-batch: layer-0 rows from the features or
@@ -183,6 +230,10 @@ static double *reference_logits(const small *s) {
             const int32_t src = G_SRC[r];
             const int64_t din_s = m->in_dim[l * T + src];
             const int32_t deg = b->indptr[v + 1] - b->indptr[v];
+            if (m->kind == NG_HETERO_MODEL_RGAT) {
+              o += gat_reference(s, w, h[l][src], din_s, h[l][t], din, l, r, v, c);
+              continue;
+            }
             for (int64_t k = 0; k < din_s; k++) {
               double mean = 0.0;
               for (int32_t e = b->indptr[v]; e < b->indptr[v + 1]; e++)
@@ -229,6 +280,10 @@ static void test_rgcn_forward_reference(void) {
   check_reference(NG_HETERO_MODEL_RGCN, 0);
   check_reference(NG_HETERO_MODEL_RGCN, 1);
   check_reference(NG_HETERO_MODEL_RGCN, 2);
+}
+
+static void test_rgat_forward_reference(void) {
+  check_reference(NG_HETERO_MODEL_RGAT, 0);
 }
 
 static void test_rsage_forward_reference(void) {
@@ -282,6 +337,11 @@ static void test_rgcn_gradients(void) {
   check_gradients(NG_HETERO_MODEL_RGCN, 0.3f, 0);
   check_gradients(NG_HETERO_MODEL_RGCN, 0.0f, 2);
   check_gradients(NG_HETERO_MODEL_RGCN, 0.3f, 1);
+}
+
+static void test_rgat_gradients(void) {
+  check_gradients(NG_HETERO_MODEL_RGAT, 0.0f, 0);
+  check_gradients(NG_HETERO_MODEL_RGAT, 0.3f, 0);
 }
 
 static void test_rsage_gradients(void) {
@@ -380,8 +440,8 @@ static float *train_params(const ng_hetero_train_opts *o, int epochs, int64_t *n
 }
 
 static void test_train_deterministic(void) {
-  for (int k = 0; k < 2; k++) {
-    const ng_hetero_model_kind kind = k ? NG_HETERO_MODEL_RSAGE : NG_HETERO_MODEL_RGCN;
+  for (int k = 0; k < 3; k++) {
+    const ng_hetero_model_kind kind = (ng_hetero_model_kind)k; /* R-GCN, R-SAGE, R-GAT */
     ng_hetero_train_opts o1 = cora_opts(kind, 3, 1), o2 = cora_opts(kind, 3, 2);
     ng_hetero_train_opts other = cora_opts(kind, 4, 1);
     int64_t n1 = 0, n2 = 0, n3 = 0, n4 = 0;
@@ -415,8 +475,16 @@ static void test_trainer_refusals(void) {
   EXPECT_ERR_HAS("fanouts[1] = -3");
   EXPECT_STATUS(ng_hetero_trainer_epoch(NULL, NULL, NULL), NG_ERR_INVALID_ARG);
   ng_hetero_model_kind kind;
-  EXPECT_STATUS(ng_hetero_model_parse(&kind, "rgat"), NG_ERR_INVALID_ARG);
-  EXPECT_ERR_HAS("rgcn or rsage");
+  EXPECT_STATUS(ng_hetero_model_parse(&kind, "rgin"), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("rgat");
+  EXPECT_OK(ng_hetero_model_parse(&kind, "rgat"));
+  EXPECT_EQ_I(kind, NG_HETERO_MODEL_RGAT);
+  o = (ng_hetero_train_opts)NG_HETERO_TRAIN_OPTS_INIT;
+  o.model = NG_HETERO_MODEL_RGAT;
+  o.hidden = 10;
+  o.heads = 4;
+  EXPECT_STATUS(ng_hetero_trainer_create(&t, open_cora_hetero(), &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("hidden must be a multiple of heads");
   EXPECT_OK(ng_hetero_model_parse(&kind, "rsage"));
   EXPECT_EQ_I(kind, NG_HETERO_MODEL_RSAGE);
   EXPECT_STR(ng_hetero_model_name(NG_HETERO_MODEL_RGCN), "rgcn");
@@ -589,8 +657,10 @@ int main(void) {
   RUN_TEST(test_layout);
   RUN_TEST(test_rgcn_forward_reference);
   RUN_TEST(test_rsage_forward_reference);
+  RUN_TEST(test_rgat_forward_reference);
   RUN_TEST(test_rgcn_gradients);
   RUN_TEST(test_rsage_gradients);
+  RUN_TEST(test_rgat_gradients);
   RUN_TEST(test_trainer_refusals);
   RUN_TEST(test_train_deterministic);
   RUN_TEST(test_hot_plan);

@@ -30,7 +30,7 @@ class HeteroTrainOpts(ctypes.Structure):
                 ("embed_dim", c_int64), ("fanouts", P(c_int32)), ("rel_fanouts", P(c_int32)),
                 ("batch_size", c_int32), ("eval_batch", c_int32), ("lr", c_float),
                 ("weight_decay", c_float), ("seed", c_uint64), ("threads", c_int32),
-                ("dropout", c_float), ("bases", c_int32)]
+                ("dropout", c_float), ("bases", c_int32), ("heads", c_int32)]
 
 
 for _name, (_res, _args) in {
@@ -101,13 +101,13 @@ class HeteroDataset:
 
 
 class HeteroTrainer:
-    """Trains a relational model ("rgcn" or "rsage") on the target type of `dataset`
+    """Trains a relational model ("rgcn", "rsage" or "rgat") on the target type of `dataset`
     (ng_hetero_trainer_*, CPU backend). fanouts: one per hop (block 0 first) for every
     relation; the other keywords are ng_hetero_train_opts' fields, and one left out keeps the
     library's default (NG_HETERO_TRAIN_OPTS_INIT, read through ng_hetero_train_opts_init)."""
 
     _FIELDS = ("layers", "hidden", "embed_dim", "batch_size", "eval_batch", "lr",
-               "weight_decay", "seed", "threads", "dropout", "bases")
+               "weight_decay", "seed", "threads", "dropout", "bases", "heads")
 
     def __init__(self, dataset, model=None, fanouts=None, **opts):
         self._h = c_void_p()

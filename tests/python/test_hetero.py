@@ -47,10 +47,17 @@ class HeteroTest(unittest.TestCase):
         self.assertLess(losses[-1], losses[0])
         self.assertGreater(acc, 0.6)
 
+    def test_rgat_trains_and_is_deterministic(self):
+        losses, acc, p1 = self.train("rgat", 1)
+        _, _, p2 = self.train("rgat", 2)
+        self.assertLess(losses[-1], losses[0])
+        self.assertGreater(acc, 0.6)
+        self.assertTrue(np.array_equal(p1, p2))
+
     def test_refusals(self):
         with ng.HeteroDataset(DATA) as ds:
-            with self.assertRaisesRegex(ValueError, "rgcn, rsage"):
-                ng.HeteroTrainer(ds, model="rgat")
+            with self.assertRaisesRegex(ValueError, "rgcn, rsage, rgat"):
+                ng.HeteroTrainer(ds, model="rgin")
             with self.assertRaisesRegex(ng.NeargnnError, "layers 0"):
                 ng.HeteroTrainer(ds, layers=0, fanouts=[])
 
