@@ -1518,6 +1518,17 @@ ng_status ng_hetero_trainer_evaluate(double *accuracy, double *loss, ng_hetero_t
 /// The model's parameters (*n floats, borrowed until the next call on the trainer): the
 /// embeddings, then each layer's weights and biases (docs/heterogeneous.md#models).
 ng_status ng_hetero_trainer_params(const float **params, int64_t *n, ng_hetero_trainer_t t);
+/// Saves the model (parameters, optimizer state, description, the dataset's schema) to `path`
+/// atomically, through the checkpoint codec (docs/heterogeneous.md#checkpoints).
+ng_status ng_hetero_trainer_save(ng_hetero_trainer_t t, const char *path);
+/// Replaces the parameters with those of checkpoint `path`, which must describe the same model
+/// (kind, layers, widths, bases, heads) on a dataset of the same schema; the file is read
+/// strictly (a damaged or edited one is refused) and the trainer is unchanged on failure.
+ng_status ng_hetero_trainer_load_weights(ng_hetero_trainer_t t, const char *path);
+/// Logits [n, classes] (host, caller-allocated) of the target-type nodes `ids` [n], every
+/// neighbour, without dropout: the evaluation's forward pass, in batches of eval_batch.
+ng_status ng_hetero_trainer_predict(float *logits, ng_hetero_trainer_t t, const int64_t *ids,
+                                    int64_t n);
 
 #ifdef __cplusplus
 }

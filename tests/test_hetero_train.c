@@ -576,6 +576,91 @@ static void test_rgcn_beats_gcn(void) {
   EXPECT_TRUE(gcn_union > gcn + 0.03);
 }
 
+/* ---- checkpoints ---- */
+
+static ng_hetero_trainer_t ckpt_trainer(ng_hetero_model_kind kind, uint64_t seed, int64_t hidden) {
+  ng_hetero_train_opts o = cora_opts(kind, seed, 0);
+  o.hidden = hidden;
+  o.bases = kind == NG_HETERO_MODEL_RGCN ? 2 : 0;
+  o.heads = 2;
+  ng_hetero_trainer_t t = NULL;
+  EXPECT_OK(ng_hetero_trainer_create(&t, open_cora_hetero(), &o));
+  return t;
+}
+
+/* Flips one byte of the file at `path` at `at` bytes from its end (at < 0) or its start. */
+static void flip_byte(const char *path, long at) {
+  FILE *f = fopen(path, "r+b");
+  EXPECT_TRUE(f != NULL);
+  if (!f)
+    return;
+  EXPECT_TRUE(fseek(f, at, at < 0 ? SEEK_END : SEEK_SET) == 0);
+  const int c = fgetc(f);
+  EXPECT_TRUE(fseek(f, -1, SEEK_CUR) == 0);
+  fputc(c ^ 0x20, f);
+  fclose(f);
+}
+
+/* Save, load into a fresh trainer (another seed: other initial parameters), the same logits
+ * bits on the test split; a damaged file, a node checkpoint's reader and a different model are
+ * refused. */
+static void test_checkpoint(void) {
+  const int64_t *ids = NULL;
+  int64_t n = 0;
+  EXPECT_OK(ng_hetero_split(&ids, &n, open_cora_hetero(), NG_SPLIT_TEST));
+  for (int k = 0; k < 3; k++) {
+    const ng_hetero_model_kind kind = (ng_hetero_model_kind)k;
+    char path[512];
+    snprintf(path, sizeof path, "%s",
+             ng_test_path(k == 0   ? "rgcn.ckpt"
+                          : k == 1 ? "rsage.ckpt"
+                                   : "rgat.ckpt"));
+    ng_hetero_trainer_t a = ckpt_trainer(kind, 1, 8);
+    EXPECT_OK(ng_hetero_trainer_epoch(NULL, NULL, a));
+    EXPECT_OK(ng_hetero_trainer_save(a, path));
+    float *la = ng_test_xmalloc(sizeof(float) * (size_t)(n * CORA_CLASSES));
+    float *lb = ng_test_xmalloc(sizeof(float) * (size_t)(n * CORA_CLASSES));
+    EXPECT_OK(ng_hetero_trainer_predict(la, a, ids, n));
+    ng_hetero_trainer_t b = ckpt_trainer(kind, 2, 8);
+    EXPECT_OK(ng_hetero_trainer_predict(lb, b, ids, n));
+    EXPECT_TRUE(memcmp(la, lb, sizeof(float) * (size_t)(n * CORA_CLASSES)) != 0);
+    EXPECT_OK(ng_hetero_trainer_load_weights(b, path));
+    EXPECT_OK(ng_hetero_trainer_predict(lb, b, ids, n));
+    EXPECT_TRUE(memcmp(la, lb, sizeof(float) * (size_t)(n * CORA_CLASSES)) == 0);
+    /* The predictions are the evaluation's: the same accuracy. */
+    double acc_a = 0.0, acc_b = 0.0;
+    EXPECT_OK(ng_hetero_trainer_evaluate(&acc_a, NULL, a, NG_SPLIT_TEST));
+    EXPECT_OK(ng_hetero_trainer_evaluate(&acc_b, NULL, b, NG_SPLIT_TEST));
+    EXPECT_TRUE(acc_a == acc_b);
+    /* Another width is refused, naming the option. */
+    ng_hetero_trainer_t c = ckpt_trainer(kind, 1, 16);
+    EXPECT_STATUS(ng_hetero_trainer_load_weights(c, path), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("--hidden");
+    ng_hetero_trainer_destroy(c);
+    /* The node checkpoints' reader refuses it. */
+    ng_model_t model = NULL;
+    EXPECT_TRUE(ng_model_from_checkpoint(&model, path) != NG_OK);
+    /* A flipped byte in the parameters fails their CRC; in the header, its CRC. */
+    flip_byte(path, -5);
+    EXPECT_STATUS(ng_hetero_trainer_load_weights(b, path), NG_ERR_FORMAT);
+    EXPECT_ERR_HAS("checksum");
+    EXPECT_OK(ng_hetero_trainer_save(a, path));
+    flip_byte(path, 200);
+    EXPECT_TRUE(ng_hetero_trainer_load_weights(b, path) != NG_OK);
+    /* b is unchanged by the refusals. */
+    EXPECT_OK(ng_hetero_trainer_predict(lb, b, ids, n));
+    EXPECT_TRUE(memcmp(la, lb, sizeof(float) * (size_t)(n * CORA_CLASSES)) == 0);
+    EXPECT_STATUS(ng_hetero_trainer_load_weights(b, ng_test_path("missing.ckpt")),
+                  NG_ERR_NOT_FOUND);
+    const int64_t bad = 1 << 20;
+    EXPECT_STATUS(ng_hetero_trainer_predict(lb, b, &bad, 1), NG_ERR_INVALID_ARG);
+    free(la);
+    free(lb);
+    ng_hetero_trainer_destroy(a);
+    ng_hetero_trainer_destroy(b);
+  }
+}
+
 /* ---- per-type hot tiers ---- */
 
 /* What every plan must satisfy: within the budget; each type's ids distinct and by descending
@@ -663,6 +748,7 @@ int main(void) {
   RUN_TEST(test_rgat_gradients);
   RUN_TEST(test_trainer_refusals);
   RUN_TEST(test_train_deterministic);
+  RUN_TEST(test_checkpoint);
   RUN_TEST(test_hot_plan);
   RUN_TEST(test_rgcn_beats_gcn);
   if (cora_hetero)

@@ -33,7 +33,16 @@ class HeteroTrainOpts(ctypes.Structure):
                 ("dropout", c_float), ("bases", c_int32), ("heads", c_int32)]
 
 
+class HeteroInfo(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("name", ctypes.c_char * 64), ("node_types", c_int32),
+                ("edge_types", c_int32), ("nodes", c_int64), ("edges", c_int64),
+                ("target", c_int32), ("classes", c_int32), ("index_bytes", c_int32),
+                ("homogeneous", c_int32), ("train", c_int64), ("val", c_int64),
+                ("test", c_int64)]
+
+
 for _name, (_res, _args) in {
+        "ng_hetero_info_get": (c_int, [P(HeteroInfo), c_void_p]),
         "ng_hetero_generate": (c_int, [c_char_p, P(HeteroGenerateOpts)]),
         "ng_hetero_open": (c_int, [P(c_void_p), c_char_p, c_void_p]),
         "ng_hetero_close": (None, [c_void_p]),
@@ -43,6 +52,9 @@ for _name, (_res, _args) in {
         "ng_hetero_trainer_evaluate": (c_int, [P(c_double), P(c_double), c_void_p, c_int]),
         "ng_hetero_trainer_params": (c_int, [P(P(c_float)), P(c_int64), c_void_p]),
         "ng_hetero_train_opts_init": (None, [P(HeteroTrainOpts)]),
+        "ng_hetero_trainer_save": (c_int, [c_void_p, c_char_p]),
+        "ng_hetero_trainer_load_weights": (c_int, [c_void_p, c_char_p]),
+        "ng_hetero_trainer_predict": (c_int, [P(c_float), c_void_p, P(c_int64), c_int64]),
         "ng_hetero_model_name": (c_char_p, [c_enum])}.items():
     getattr(_LIB, _name).restype = _res
     getattr(_LIB, _name).argtypes = _args
@@ -80,6 +92,11 @@ class HeteroDataset:
         h = c_void_p()
         _check(_LIB.ng_hetero_open(ctypes.byref(h), os.fsencode(path), None))
         self._h = h
+        info = HeteroInfo()
+        info.size = ctypes.sizeof(HeteroInfo)
+        _check(_LIB.ng_hetero_info_get(ctypes.byref(info), h))
+        self.classes = info.classes  # the target type's
+        self.target = info.target
 
     def close(self):
         """Closes the dataset (a trainer using it must be closed first)."""
@@ -150,6 +167,23 @@ class HeteroTrainer:
         p, n = P(c_float)(), c_int64()
         _check(_LIB.ng_hetero_trainer_params(ctypes.byref(p), ctypes.byref(n), self._h))
         return np.ctypeslib.as_array(p, shape=(n.value,)).copy()
+
+    def save(self, path):
+        """Saves the model (weights, optimizer state, description) as a checkpoint."""
+        _check(_LIB.ng_hetero_trainer_save(self._h, os.fsencode(path)))
+
+    def load_weights(self, path):
+        """Takes the weights of a checkpoint of the same model and dataset schema."""
+        _check(_LIB.ng_hetero_trainer_load_weights(self._h, os.fsencode(path)))
+
+    def predict(self, ids):
+        """Logits [len(ids), classes] (float32) of target-type nodes, every neighbour."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        n = ids.size
+        out = np.empty((n, self.dataset.classes), dtype=np.float32)
+        _check(_LIB.ng_hetero_trainer_predict(out.ctypes.data_as(P(c_float)), self._h,
+                                              ids.ctypes.data_as(P(c_int64)), n))
+        return out
 
     def close(self):
         if self._h:

@@ -87,6 +87,27 @@ class HeteroTest(unittest.TestCase):
         self.assertLess(losses[-1], losses[0])
         self.assertGreater(acc, 0.6)
 
+    def test_checkpoint(self):
+        """save, load_weights into a trainer of another seed: the same logits bits."""
+        path = os.path.join(TMP, "h.ckpt")
+        ids = np.arange(0, 2000, 7)
+        with ng.HeteroDataset(DATA) as ds:
+            self.assertEqual(ds.classes, 4)
+            with ng.HeteroTrainer(ds, model="rgat", hidden=8, heads=2, fanouts=[3, 3],
+                                  batch_size=64, seed=2) as a:
+                a.epoch()
+                a.save(path)
+                la = a.predict(ids)
+            with ng.HeteroTrainer(ds, model="rgat", hidden=8, heads=2, fanouts=[3, 3],
+                                  seed=5) as b:
+                self.assertFalse(np.array_equal(b.predict(ids), la))
+                b.load_weights(path)
+                self.assertTrue(np.array_equal(b.predict(ids), la))
+                self.assertEqual(la.shape, (ids.size, 4))
+            with ng.HeteroTrainer(ds, model="rgat", hidden=16, heads=2) as c:
+                with self.assertRaisesRegex(ng.NeargnnError, "--hidden"):
+                    c.load_weights(path)
+
     def test_dataset_outlives_its_trainer(self):
         ds = ng.HeteroDataset(DATA)
         t = ng.HeteroTrainer(ds, hidden=8, fanouts=[3, 3], batch_size=64)
