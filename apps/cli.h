@@ -54,7 +54,7 @@ int cmd_train_hetero(int argc, char **argv);
 typedef enum {
   CLI_FLAG,   ///< no value; dst is int, set to 1
   CLI_STRING, ///< dst is const char *, pointing into argv
-  CLI_CHOICE, ///< dst is int: the index of the value in `choices`
+  CLI_CHOICE, ///< dst is int or an enum: the index of the value in `choices`
   CLI_INT,    ///< dst is int32_t/int or int64_t (see `width`); decimal suffixes k, M, G, T
   CLI_UINT64, ///< dst is uint64_t; decimal suffixes k, M, G, T
   CLI_BYTES,  ///< dst is int64_t; binary suffixes K, M, G, T (optionally followed by B or iB)
@@ -84,11 +84,15 @@ typedef struct {
   { .name = (nm), .type = CLI_FLAG, .dst = (ptr), .help = (hlp), __VA_ARGS__ }
 #define CLI_OPT_STRING(nm, ptr, meta, hlp, ...)                                                    \
   { .name = (nm), .type = CLI_STRING, .dst = (ptr), .metavar = (meta), .help = (hlp), __VA_ARGS__ }
+/// A choice among `list`; `ptr` points to an int or an enum of int's size (a library option's
+/// field), which a table entry of another size refuses to compile.
 #define CLI_OPT_CHOICE(nm, ptr, meta, list, hlp, ...)                                              \
   {                                                                                                \
-    .name = (nm), .type = CLI_CHOICE, .dst = (ptr), .metavar = (meta), .choices = (list),          \
-    .help = (hlp), __VA_ARGS__                                                                     \
+    .name = (nm), .type = CLI_CHOICE, .dst = (ptr), .width = CLI_INT_SIZED(ptr),                   \
+    .metavar = (meta), .choices = (list), .help = (hlp), __VA_ARGS__                               \
   }
+/// sizeof(int), or a compile error (an array of negative size) when *ptr is not that size.
+#define CLI_INT_SIZED(ptr) sizeof(char[sizeof *(ptr) == sizeof(int) ? sizeof(int) : -1])
 /// An integer option in [lo, hi]; the destination may be 32 or 64 bits wide.
 #define CLI_OPT_INT(nm, ptr, meta, lo, hi, hlp, ...)                                               \
   {                                                                                                \
@@ -173,12 +177,13 @@ const char *cli_suggest(const char *word, const char *const *candidates, size_t 
 
 #define CLI_MAX_LAYERS 8
 
-/// What the command line says about a model: its shape, and how its input features are
-/// normalised (training and serving must agree on both).
+/// What the command line says about a model: its shape. How its input features are normalised
+/// (training and serving must agree on it too) goes straight into the command's library options
+/// (ng_train_opts.normalize, ng_engine_opts.normalize): see CLI_MODEL_OPTS.
 typedef struct {
   const char *fanouts;      ///< "25,10": hop 1 first (neighbours of the targets), then hop 2
   const char *weight_decay; ///< one value for every layer, or one per layer (input layer first)
-  int model, aggregator, combine, normalize;
+  int model, aggregator, combine;
   int64_t hidden;
   double dropout;
   int64_t heads, output_heads; ///< GAT: heads of the hidden layers (concatenated), of the output
@@ -202,9 +207,10 @@ const char *const *cli_cache_placement_names(void);
 const char *const *cli_cold_fetch_names(void);
 extern const char *const CLI_COMBINE_NAMES[];
 
-/// The options of a cli_model_cfg `c` (a pointer), for a command's option table.
+/// The options of a cli_model_cfg `c` (a pointer), for a command's option table, with
+/// --normalize-features into `norm` (an ng_normalize *: the library options' own field).
 // clang-format off
-#define CLI_MODEL_OPTS(c)                                                                          \
+#define CLI_MODEL_OPTS(c, norm)                                                                    \
   CLI_OPT_CHOICE("model", &(c)->model, "M", cli_model_names(), NULL),                              \
       CLI_OPT_STRING("fanouts", &(c)->fanouts, "LIST",                                             \
                      "neighbours sampled per hop, from the targets outwards (25,10: 25 of each "   \
@@ -219,7 +225,7 @@ extern const char *const CLI_COMBINE_NAMES[];
                     "dropout on every layer's input in training"),                                 \
       CLI_OPT_STRING("weight-decay", &(c)->weight_decay, "LIST",                                   \
                      "L2 coefficient: one value, or one per layer from the input (5e-4,0)"),       \
-      CLI_OPT_CHOICE("normalize-features", &(c)->normalize, "N", cli_normalize_names(),            \
+      CLI_OPT_CHOICE("normalize-features", (norm), "N", cli_normalize_names(),            \
                      "none, or row: divide each feature row by its sum (Kipf & Welling)"),         \
       CLI_OPT_INT("heads", &(c)->heads, "K", 1, 1024,                                              \
                   "GAT: attention heads of each hidden layer, concatenated (hidden layers have "   \
@@ -243,15 +249,146 @@ int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c
                     const ng_dataset_info *info);
 /// The model and normalisation `embed` and `serve` run: the checkpoint's (its description),
 /// with each model option given on the command line (`spec`'s seen ones) in place of its
-/// setting, so that loading the weights refuses an option that differs, naming it and both
-/// values. A checkpoint that describes no model (format version 1) is built from the options.
-/// Returns CLI_CONTINUE with *out and *normalize set, or an exit status after printing the error.
+/// setting (*normalize holds --normalize-features' value on entry, and keeps it when given), so
+/// that loading the weights refuses an option that differs, naming it and both values. A checkpoint
+/// that describes no model (format version 1) is built from the options. Returns CLI_CONTINUE with
+/// *out and *normalize set, or an exit status after printing the error.
 int cli_model_for_checkpoint(ng_model_t *out, ng_normalize *normalize, const char *command,
                              const cli_spec *spec, const cli_model_cfg *c, const char *checkpoint,
                              const ng_dataset_info *info);
 /// Shows "the checkpoint's" as the default of the model options among `opts` (for `embed` and
 /// `serve`, whose model comes from the checkpoint).
 void cli_model_opts_from_checkpoint(cli_opt *opts, size_t n);
+
+/* ---- training (cmd_train.c): what train, demo (cmd_demo.c) and embed (cmd_embed.c) share ---- */
+
+/// The choices of training options that have no library name table, in their enum's order;
+/// CLI_SAMPLER_NAMES calls the device sampler "gpu" (its name on the cuda device).
+extern const char *const CLI_FEATURES_MEMORY_NAMES[];
+extern const char *const CLI_PRECISION_NAMES[];
+extern const char *const CLI_SAMPLER_NAMES[];
+
+/// What `train`, `demo` and `embed` are told: the library's options, which the option table binds
+/// directly (their defaults are NG_TRAIN_OPTS_INIT's), and what only the command reads.
+typedef struct {
+  ng_train_opts o;   ///< --normalize-features and every runtime option; o.comm: the ranks
+  cli_model_cfg net; ///< the model's shape
+  int64_t epochs, eval_every;
+  double dram_gbs; ///< the host's DRAM read rate for the scaling floor; 0: from cache_bench
+  double join_s;   ///< joining the ranks (ng_comm_create), seconds
+} cli_train_cfg;
+
+/* The options of the model and the training, shared by train, demo and embed, bound to the
+ * fields of the cli_train_cfg `c` (a pointer). */
+// clang-format off
+#define CLI_TRAIN_OPTS(c)                                                                           \
+  CLI_MODEL_OPTS(&(c)->net, &(c)->o.normalize),                                                                       \
+      CLI_OPT_INT("epochs", &(c)->epochs, "N", 1, INT32_MAX, "epochs to train"),                   \
+      CLI_OPT_INT("batch", &(c)->o.batch, "B", 0, INT32_MAX,                                         \
+                  "target nodes per mini-batch; 0 = the whole training split"),                    \
+      CLI_OPT_FLOAT("lr", &(c)->o.lr, "F", 0, true, INFINITY, false, "learning rate"),               \
+      CLI_OPT_CHOICE("optimizer", &(c)->o.optimizer, "O", cli_optimizer_names(), NULL),                   \
+      CLI_OPT_FLOAT("momentum", &(c)->o.momentum, "F", 0, false, 1, true, "SGD momentum"),           \
+      CLI_OPT_INT("eval-every", &(c)->eval_every, "N", 0, INT32_MAX,                               \
+                  "validation accuracy every N epochs (full-neighbour inference); 0 = only at "    \
+                  "the end"),                                                                      \
+      CLI_OPT_UINT64("seed", &(c)->o.seed, "S",                                                      \
+                     "random seed: same seed, same losses bit for bit, whatever --threads"),       \
+      CLI_OPT_INT("threads", &(c)->o.threads, "T", 0, 4096,                                          \
+                  "CPU threads; 0 = OMP_NUM_THREADS or all"),                                      \
+      CLI_OPT_STRING("device", &(c)->o.device, "DEV",                                                \
+                     "cpu, or cuda in a build with the CUDA backend"),                             \
+      CLI_OPT_CHOICE(                                                                              \
+          "mode", &(c)->o.mode, "M", cli_mode_names(),                                                     \
+          "who fetches cold feature rows and how: cpu, baseline (batched DMA), "                   \
+          "zerocopy, partial (CPU aggregation), hybrid-static or hybrid; auto = hybrid "           \
+          "on cuda, cpu on cpu"),                                                                  \
+      CLI_OPT_INT("workers", &(c)->o.workers, "N", -1, 4096,                                         \
+                  "worker threads (one per core); 0 = all allowed cores but the device "           \
+                  "thread's; -1 = none (host work between device steps)"),                         \
+      CLI_OPT_STRING("cpuset", &(c)->o.cpuset, "LIST", "cores for the threads, e.g. 0-15"),          \
+      CLI_OPT_CHOICE("transfer", &(c)->o.transfer, "T", cli_transfer_names(),                              \
+                     "hybrid modes: the TRANSFER group's way, batch, zcopy or auto (zcopy for "    \
+                     "rows >= 512 B)"),                                                            \
+      CLI_OPT_INT("partial-workers", &(c)->o.partial_workers, "N", -1, 4096,                         \
+                  "hybrid-static: PARTIAL workers; hybrid: at the start; -1 = half"),              \
+      CLI_OPT_FLOAT("device-share", &(c)->o.device_share, "F", 0, false, 1, false,                   \
+                    "hybrid-static with zcopy and rows >= 2 KB: share of PARTIAL destinations "    \
+                    "whose cold rows the GPU reads and reduces (32nds; hybrid picks it)"),    \
+      CLI_OPT_FLOAT("period-ms", &(c)->o.period_ms, "MS", 0, true, INFINITY, false,                  \
+                    "hybrid: how often the scheduler compares the groups"),                        \
+      CLI_OPT_FLOAT("threshold", &(c)->o.threshold, "F", 0, false, INFINITY, false,                  \
+                    "hybrid: relative throughput difference that moves a worker"),                 \
+      CLI_OPT_FLOAT("telemetry-s", &(c)->o.telemetry_s, "S", 0, true, INFINITY, false,               \
+                    "--telemetry: seconds per line"),                                              \
+      CLI_OPT_CHOICE("features-memory", &(c)->o.features_memory, "M", CLI_FEATURES_MEMORY_NAMES,         \
+                     "the host's feature table: mapped (the dataset's file, read in place), "      \
+                     "copy (into huge pages: faster random reads, counted twice in the memory "    \
+                     "estimate); auto = mapped"),                                                  \
+      CLI_OPT_INT("lookahead", &(c)->o.lookahead, "N", 1, 3,                                         \
+                  "packages copied to the device ahead of the one it computes (1 = double "       \
+                  "buffering)"),                                                                   \
+      CLI_OPT_INT("ready-window", &(c)->o.ready_window, "N", 0, NG_READY_WINDOW_MAX,                 \
+                  "iterations the workers may have ready ahead of the device; 0 = 4 x "            \
+                  "workers (at least 4)"),                                                         \
+      CLI_OPT_CHOICE("precision", &(c)->o.precision, "P", CLI_PRECISION_NAMES,                           \
+                     "fp32; tf32 (tensor-core products, cuda only); or bf16: features stored "    \
+                     "in bf16 (half the host, PCIe and hot-tier bytes; features.bf16.npy is "     \
+                     "written beside the dataset on first use), fp32 products; all accumulate "   \
+                     "in fp32"),                                                                   \
+      CLI_OPT_CHOICE("sampler", &(c)->o.sampler, "S", CLI_SAMPLER_NAMES,                                 \
+                     "who samples the blocks: the workers (cpu), the device (gpu; the workers "    \
+                     "then only fetch), or auto: gpu when the topology fits in a quarter of its "  \
+                     "free memory; the blocks are the same either way"),                          \
+      CLI_OPT_INT("op-profile", &(c)->o.op_profile_every, "N", 0, INT32_MAX,                               \
+                  "time every op of the device step on one iteration in N (device events) and "    \
+                  "print the table at the end; 0 = off"),                                          \
+      CLI_OPT_BYTES("max-host-memory", &(c)->o.max_host_memory, "SIZE", 0,                           \
+                    "refuse a configuration whose host memory estimate (printed at the start, "    \
+                    "docs/memory.md) exceeds SIZE, e.g. 60G; 0 = no limit"),                       \
+      CLI_OPT_BYTES("infer-host-memory", &(c)->o.infer_host_bytes, "SIZE", 0,                        \
+                    "inference keeps a layer's outputs up to SIZE in memory, larger ones in a "    \
+                    "memory-mapped temporary file; 0 = 1G"),                                       \
+      CLI_OPT_STRING("temp-dir", &(c)->o.temp_dir, "DIR",                                            \
+                     "folder of inference's temporary files", .default_text = "$TMPDIR or /tmp"),  \
+      CLI_OPT_INT("eval-chunk", &(c)->o.eval_chunk, "N", 0, INT32_MAX / 2,                           \
+                  "nodes per chunk in layer-wise full-neighbour inference; 0 = per layer: "        \
+                  "65536 where the GPU reads the layer's input rows itself, else 4096"),           \
+      CLI_OPT_BYTES("gpu-cache-bytes", &(c)->o.cache_bytes, "SIZE", 0,                               \
+                    "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
+                    "auto"),                                                                       \
+      CLI_OPT_FLOAT("cache-ratio", &(c)->o.cache_ratio, "R", 0, false, 1, false,                     \
+                    "hot rows as a share of the nodes",                                            \
+                    .default_text = "what fits in half the free device memory; all on cpu"),       \
+      CLI_OPT_CHOICE("cache-placement", &(c)->o.cache_placement, "P", cli_cache_placement_names(),         \
+                     "several GPUs of one host: replicated (each caches rows [0, H)), "            \
+                     "partitioned (together rows [0, R x H), peers' rows read over NVLink/P2P), " \
+                     "or auto (partitioned when it serves markedly more reads and peer copies "   \
+                     "beat 2 x H2D; docs/distributed.md)"),                                        \
+      CLI_OPT_STRING("cache-bench", &(c)->o.cache_bench, "FILE",                                     \
+                     "--cache-placement auto: peer_gbs and h2d_gbs from this bench_floor --json "  \
+                     "file instead of a start-up measurement; its cpu_alone_gbs is the floor's "   \
+                     "host DRAM rate"),                                                            \
+      CLI_OPT_CHOICE("cold-fetch", &(c)->o.cold_fetch, "F", cli_cold_fetch_names(),                        \
+                     "several ranks of one host: own (each reads its cold rows) or cooperative "   \
+                     "(each row read once for the host by its owner rank and sent to the ranks "   \
+                     "that need it; docs/distributed.md)"),                                        \
+      CLI_OPT_FLOAT("dram-gbs", &(c)->dram_gbs, "GBS", 0, false, INFINITY, false,                  \
+                    "the host's DRAM read rate for the scaling floor of the report",               \
+                    .default_text = "--cache-bench's cpu_alone_gbs, else no floor")
+// clang-format on
+
+/* The files a training run reads or writes besides the dataset; NULL: none. */
+typedef struct {
+  const char *checkpoint, *resume, *json, *predictions, *telemetry, *trace;
+  /* --checkpoint-every: after this many iterations, or seconds of training (0: never). */
+  int64_t every_iters;
+  double every_s;
+} cli_train_files;
+/// Trains `c->epochs` epochs of `m` on `ds` and evaluates, printing the run and writing `files`
+/// (progress: a cli_progress_mode); the shared core of train and demo. Returns the exit status.
+int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, const char *command,
+                     int progress, const cli_train_files *files);
 
 /* ---- link prediction (cmd_link.c) ---- */
 

@@ -47,13 +47,16 @@ int cmd_serve(int argc, char **argv) {
   double header_timeout_s = ho.header_timeout_s;
   ho.host = "127.0.0.1";
   eo.device = "cpu";
+  /* --normalize-features: the checkpoint's unless given (cli_model_for_checkpoint); none for a
+   * checkpoint that does not record it. */
+  eo.normalize = NG_NORMALIZE_NONE;
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
       CLI_OPT_STRING("checkpoint", &checkpoint, "FILE",
                      "the trained model (train --checkpoint), which describes the model and its "
                      "feature normalisation; model options given must match it",
                      .required = true),
-      CLI_MODEL_OPTS(&net),
+      CLI_MODEL_OPTS(&net, &eo.normalize),
       CLI_OPT_STRING("name", &eo.name, "NAME", "the model's name in URLs (/v2/models/NAME)",
                      .default_text = "the dataset's name"),
       CLI_OPT_STRING("host", &ho.host, "ADDR",

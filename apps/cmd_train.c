@@ -1,10 +1,9 @@
-/* Training subcommands: `train` (a model on a dataset folder) and `demo` (generate a graph, then
- * train on it: the README's main job). */
+/* `train`: a model on a dataset folder; the training run it shares with `demo` (cmd_demo.c),
+ * and the training options every one of them and `embed` (cmd_embed.c) accept. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
@@ -15,99 +14,10 @@
 
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
 
-#define OPTIMIZER_NAMES cli_optimizer_names()
-static const char *const FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
-#define CACHE_PLACEMENT_NAMES cli_cache_placement_names()
-#define COLD_FETCH_NAMES cli_cold_fetch_names()
-static const char *const PRECISION_NAMES[] = {"fp32", "tf32", "bf16", NULL};
+const char *const CLI_FEATURES_MEMORY_NAMES[] = {"auto", "mapped", "copy", NULL};
+const char *const CLI_PRECISION_NAMES[] = {"fp32", "tf32", "bf16", NULL};
 /* In ng_sampler_kind's order; "gpu" is the device sampler's name on the cuda device. */
-static const char *const SAMPLER_NAMES[] = {"auto", "cpu", "gpu", NULL};
-/* From the library's name tables (cli.h). */
-#define MODE_NAMES cli_mode_names()
-#define TRANSFER_NAMES cli_transfer_names()
-
-/* What `train` and `demo` share: the model and how it is trained. */
-typedef struct {
-  cli_model_cfg net; /* the model's shape (and its features' normalisation) */
-  int optimizer, features_memory;
-  int64_t batch, epochs, eval_every;
-  double lr, momentum;
-  uint64_t seed;
-  int32_t threads;
-  const char *device;
-  int mode, transfer;
-  int64_t cache_bytes;
-  double cache_ratio; /* < 0: not given */
-  int32_t workers, partial_workers, lookahead, ready_window, op_profile;
-  int precision;
-  int sampler;
-  const char *cpuset;
-  double period_ms, threshold, telemetry_s, device_share;
-  int64_t max_host_memory, infer_host_bytes, eval_chunk;
-  const char *temp_dir;
-  ng_comm_t comm; /* the ranks of a data-parallel run, or NULL */
-  int cache_placement;
-  const char *cache_bench;
-  int cold_fetch;
-  double dram_gbs; /* the host's DRAM read rate for the scaling floor; 0: from cache_bench */
-  double join_s;   /* joining the ranks (ng_comm_create), seconds */
-} train_cfg;
-
-/* The runtime's options start at the library's defaults (NG_TRAIN_OPTS_INIT). */
-static void runtime_defaults(train_cfg *c) {
-  const ng_train_opts d = NG_TRAIN_OPTS_INIT;
-  c->cache_ratio = d.cache_ratio;
-  c->transfer = (int)d.transfer;
-  c->partial_workers = d.partial_workers;
-  c->period_ms = d.period_ms;
-  c->threshold = d.threshold;
-  c->telemetry_s = d.telemetry_s;
-  c->lookahead = d.lookahead;
-  c->ready_window = d.ready_window;
-  c->features_memory = (int)d.features_memory;
-  c->device_share = d.device_share;
-  c->eval_chunk = d.eval_chunk;
-  c->cache_placement = (int)d.cache_placement;
-  c->cold_fetch = (int)d.cold_fetch;
-}
-
-/* The library's options for the configuration `c`. */
-static void train_opts_of(ng_train_opts *o, const train_cfg *c) {
-  *o = (ng_train_opts)NG_TRAIN_OPTS_INIT;
-  o->batch = c->batch;
-  o->lr = c->lr;
-  o->optimizer = (ng_optimizer)c->optimizer;
-  o->momentum = c->momentum;
-  o->seed = c->seed;
-  o->threads = c->threads;
-  o->device = c->device;
-  o->normalize = (ng_normalize)c->net.normalize;
-  o->features_memory = (ng_features_memory)c->features_memory;
-  o->mode = (ng_mode)c->mode;
-  o->transfer = (ng_fetch)c->transfer;
-  o->cache_bytes = c->cache_bytes;
-  o->cache_ratio = c->cache_ratio;
-  o->workers = c->workers;
-  o->partial_workers = c->partial_workers;
-  o->cpuset = c->cpuset;
-  o->period_ms = c->period_ms;
-  o->threshold = c->threshold;
-  o->telemetry_s = c->telemetry_s;
-  o->lookahead = c->lookahead;
-  o->ready_window = c->ready_window;
-  o->device_share = c->device_share;
-  o->precision = (ng_precision)c->precision;
-  o->cache_placement = (ng_cache_placement)c->cache_placement;
-  o->cache_bench = c->cache_bench;
-  o->cold_fetch = (ng_cold_fetch)c->cold_fetch;
-  o->sampler = (ng_sampler_kind)c->sampler;
-  o->op_profile_every = c->op_profile;
-  o->max_host_memory = c->max_host_memory;
-  o->infer_host_bytes = c->infer_host_bytes;
-  o->temp_dir = c->temp_dir;
-  o->eval_chunk = c->eval_chunk;
-  o->comm = c->comm;
-}
+const char *const CLI_SAMPLER_NAMES[] = {"auto", "cpu", "gpu", NULL};
 
 /* Peak resident memory of this process so far, in bytes (getrusage: KiB on Linux). */
 static int64_t peak_rss_bytes(void) {
@@ -144,14 +54,13 @@ static ng_status print_estimate(ng_memory_estimate *e, ng_dataset_t ds, ng_model
  * the files they map together (the topology, and the feature table unless a rank owns a copy):
  * refused, on every rank before any allocation, when that exceeds --max-host-memory or else the
  * memory available. */
-static int check_ranks_memory(ng_dataset_t ds, ng_model_t m, const train_cfg *c,
+static int check_ranks_memory(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c,
                               const char *command) {
   const char *env = getenv("NG_RANKS");
-  const int ranks = env && c->comm ? ng_comm_size(c->comm) : 1;
+  const int ranks = env && c->o.comm ? ng_comm_size(c->o.comm) : 1;
   if (ranks <= 1)
     return CLI_CONTINUE;
-  ng_train_opts o;
-  train_opts_of(&o, c);
+  const ng_train_opts o = c->o;
   ng_memory_estimate e = NG_MEMORY_ESTIMATE_INIT;
   const ng_status st = ng_trainer_estimate_memory(&e, ds, m, &o);
   if (st != NG_OK)
@@ -164,7 +73,7 @@ static int check_ranks_memory(ng_dataset_t ds, ng_model_t m, const train_cfg *c,
   if (limit <= 0 || total <= limit)
     return CLI_CONTINUE;
   const int64_t fit = each > 0 && limit > shared ? (limit - shared) / each : 0;
-  if (ng_comm_rank(c->comm) == 0)
+  if (ng_comm_rank(c->o.comm) == 0)
     fprintf(stderr,
             "neargnn %s: error: --ranks %d: the ranks' memory estimate is %.2f GiB (%.2f shared "
             "+ %d x %.2f), above %s %.2f GiB; use --ranks %lld or fewer, or fewer workers\n",
@@ -349,14 +258,6 @@ static void add_accuracy(cJSON *root, const char *key, double acc) {
     cJSON_AddNullToObject(root, key);
 }
 
-/* The files a training run reads or writes besides the dataset; NULL: none. */
-typedef struct {
-  const char *checkpoint, *resume, *json, *predictions, *telemetry, *trace;
-  /* --checkpoint-every: after this many iterations, or seconds of training (0: never). */
-  int64_t every_iters;
-  double every_s;
-} train_files;
-
 /* Spans per thread --trace records: 2^21 (64 MiB per thread at most), some 1,500 epochs of
  * 600 iterations on the device thread, which records the most. */
 #define TRACE_SPANS ((int64_t)1 << 21)
@@ -458,21 +359,21 @@ static void report_op_profile(ng_trainer_t t, cJSON *root) {
 
 /* The lines on stderr before the first epoch: the hot tier and the table the host reads, then
  * where the set-up went. */
-static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_info *info,
+static void print_setup(ng_trainer_t t, const cli_train_cfg *c, const ng_dataset_info *info,
                         const char *command) {
   int64_t hot = ng_trainer_hot_rows(t);
-  const bool bf16 = c->precision == NG_PRECISION_BF16;
+  const bool bf16 = c->o.precision == NG_PRECISION_BF16;
   fprintf(stderr,
           "neargnn %s: mode %s; hot tier %" PRId64 " of %" PRId64 " rows (%.1f%%, %.1f MiB) in "
           "%s memory; the host reads %s; %s sampler\n",
-          command, ng_mode_name((ng_mode)c->mode), hot, info->nodes,
+          command, ng_mode_name((ng_mode)c->o.mode), hot, info->nodes,
           info->nodes ? 100.0 * (double)hot / (double)info->nodes : 0.0,
-          (double)hot * (double)info->feature_dim * (bf16 ? 2.0 : 4.0) / 1048576.0, c->device,
+          (double)hot * (double)info->feature_dim * (bf16 ? 2.0 : 4.0) / 1048576.0, c->o.device,
           bf16                                 ? "the bf16 table (features.bf16.npy or in memory)"
           : ng_trainer_features_copied(t) == 1 ? "its own copy of the features"
                                                : "the dataset's mapping of the features",
           ng_trainer_sampler(t));
-  const ng_mode mode = (ng_mode)c->mode;
+  const ng_mode mode = (ng_mode)c->o.mode;
   if ((c->net.model == NG_MODEL_GAT || c->net.model == NG_MODEL_SAGE_POOL) && hot < info->nodes &&
       (mode == NG_MODE_AUTO || mode == NG_MODE_HYBRID || mode == NG_MODE_HYBRID_STATIC))
     fprintf(stderr,
@@ -482,8 +383,8 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
             "(--transfer decides batched or zero-copy)\n",
             command);
   ng_cache_info ci;
-  if (c->comm && ng_trainer_cache_info(&ci, t) == NG_OK &&
-      (ci.placement == NG_CACHE_PARTITIONED || c->cache_placement != NG_CACHE_REPLICATED))
+  if (c->o.comm && ng_trainer_cache_info(&ci, t) == NG_OK &&
+      (ci.placement == NG_CACHE_PARTITIONED || c->o.cache_placement != NG_CACHE_REPLICATED))
     fprintf(stderr,
             "neargnn %s: cache %s: %" PRId64 " hot rows over %d GPU%s, %" PRId64
             " on this one (%s; chosen in %.3f s)\n",
@@ -502,7 +403,7 @@ static void print_setup(ng_trainer_t t, const train_cfg *c, const ng_dataset_inf
 
 /* The whole run's figures in the JSON report, from the command's start: what a user waits for. */
 static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *notes,
-                             const train_cfg *c) {
+                             const cli_train_cfg *c) {
   ng_startup_times su;
   if (ng_trainer_startup(&su, t) == NG_OK) {
     cJSON *js = cJSON_AddObjectToObject(root, "startup");
@@ -541,32 +442,18 @@ static void report_whole_run(cJSON *root, ng_trainer_t t, const progress_notes *
 /* The host's DRAM read rate for the scaling floor: --dram-gbs, else the largest cpu_alone_gbs
  * of the --cache-bench file (bench_floor --json: CPU threads reading rows from the table), else
  * 0 (unknown). */
-static double dram_gbs(const train_cfg *c) {
+static double dram_gbs(const cli_train_cfg *c) {
   if (c->dram_gbs > 0.0)
     return c->dram_gbs;
-  if (!c->cache_bench)
+  ng_bench_rates r = NG_BENCH_RATES_INIT;
+  if (!c->o.cache_bench || ng_bench_rates_read(&r, c->o.cache_bench) != NG_OK)
     return 0.0;
-  FILE *f = fopen(c->cache_bench, "rb");
-  if (!f)
-    return 0.0;
-  char buf[65536];
-  const size_t n = fread(buf, 1, sizeof buf, f);
-  fclose(f);
-  cJSON *doc = cJSON_ParseWithLength(buf, n);
-  double best = 0.0;
-  const cJSON *row = NULL;
-  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "threads")) {
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(row, "cpu_alone_gbs");
-    if (cJSON_IsNumber(g) && g->valuedouble > best)
-      best = g->valuedouble;
-  }
-  cJSON_Delete(doc);
-  return best;
+  return r.dram_gbs;
 }
 
 /* The cold rows the host read and the scaling floor they set (docs/distributed.md): a line on
  * stdout for a run of several ranks (rank 0), and "cold_fetch" in the JSON summary. */
-static void report_cold_fetch(ng_trainer_t t, const train_cfg *c, double it_per_s, cJSON *root,
+static void report_cold_fetch(ng_trainer_t t, const cli_train_cfg *c, double it_per_s, cJSON *root,
                               int rank) {
   ng_cold_fetch_stats cf = NG_COLD_FETCH_STATS_INIT;
   if (ng_trainer_cold_fetch(&cf, t) != NG_OK || cf.steps == 0)
@@ -575,7 +462,7 @@ static void report_cold_fetch(ng_trainer_t t, const train_cfg *c, double it_per_
   const double floor_tps = gbs > 0.0 && cf.bytes_per_target > 0.0
                                ? gbs * 1e9 / cf.bytes_per_target
                                : 0.0; /* 0: unknown, or no cold byte (no DRAM bound) */
-  const double tps = it_per_s * (double)c->batch;
+  const double tps = it_per_s * (double)c->o.batch;
   if (rank == 0 && cf.ranks > 1) {
     printf("cold rows (%s, %d ranks): %.1f needed, %.1f read from host memory per iteration, "
            "%.0f B/target",
@@ -604,10 +491,18 @@ static void report_cold_fetch(ng_trainer_t t, const train_cfg *c, double it_per_
   cJSON_AddNumberToObject(j, "floor_targets_per_s", floor_tps);
   cJSON_AddNumberToObject(j, "targets_per_s", tps);
   cJSON_AddNumberToObject(j, "floor_ratio", floor_tps > 0.0 ? tps / floor_tps : 0.0);
+  /* The NUMA placement rule's choice, reported, not applied (docs/distributed.md). */
+  cJSON *p = cJSON_AddObjectToObject(root, "placement");
+  cJSON_AddStringToObject(p, "kind", ng_numa_placement_name(cf.placement));
+  cJSON_AddNumberToObject(p, "numa_nodes", cf.numa_nodes);
+  cJSON_AddNumberToObject(p, "rank_node", cf.rank_node);
+  cJSON_AddNumberToObject(p, "bw_share", cf.placement_bw_share);
+  cJSON_AddNumberToObject(p, "floor_targets_per_s", floor_tps * cf.placement_bw_share);
+  cJSON_AddBoolToObject(p, "applied", false);
 }
 
 /* --checkpoint-every N (iterations) or Nm (minutes, a decimal number); needs --checkpoint. */
-static int parse_every(train_files *f, const char *command, const char *text) {
+static int parse_every(cli_train_files *f, const char *command, const char *text) {
   if (!f->checkpoint)
     return cli_usage_error(command, "--checkpoint-every needs --checkpoint FILE to write to");
   char *end = NULL;
@@ -640,50 +535,32 @@ static const char *rank_path(char *buf, size_t cap, const char *path, int rank) 
   return buf;
 }
 
-/* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
-static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const char *command,
-                        int progress, const train_files *files) {
-  /* Ranks but the first train and stay quiet: rank 0 prints, evaluates and writes the files
-   * (every rank holds the same parameters); each rank writes its own trace and JSON summary
-   * (its own epochs' figures: its workers' split, its fetches), FILE.rankR. */
-  const int rank = c->comm ? ng_comm_rank(c->comm) : 0;
-  train_files rank_files = *files;
-  char rank_trace[4096], rank_json[4096];
-  if (rank > 0) {
-    rank_files = (train_files){.resume = files->resume};
-    rank_files.trace = rank_path(rank_trace, sizeof rank_trace, files->trace, rank);
-    rank_files.json = rank_path(rank_json, sizeof rank_json, files->json, rank);
-    progress = CLI_PROGRESS_NONE;
-    if (!freopen("/dev/null", "w", stdout))
-      return cli_usage_error(command, "rank %d cannot silence its output", rank);
-  }
-  const train_files *f = &rank_files;
-  const char *checkpoint = f->checkpoint, *json = f->json;
-  ng_train_opts o;
-  train_opts_of(&o, c);
-  o.trace_spans = f->trace ? TRACE_SPANS : 0;
-  telemetry_files tf = {NULL, NULL};
-  if (f->telemetry) {
-    int trc = open_telemetry(&tf, f->telemetry);
-    if (trc != CLI_CONTINUE)
-      return trc;
-    o.telemetry = on_telemetry;
-    o.telemetry_ctx = &tf;
-  }
+/* One training run's state, which its steps below share (cli_run_training). */
+typedef struct {
+  const cli_train_cfg *c;
+  const char *command;
+  int rank;
+  const cli_train_files *f; /* this rank's files */
+  ng_trainer_t t;
+  ng_dataset_info info;
+  ng_memory_estimate mem;
   cli_progress pr;
-  cli_progress_begin(&pr, command, (cli_progress_mode)progress);
-  progress_notes notes = {.show = &pr,
-                          .every_iters = f->every_iters,
-                          .every_s = f->every_s,
-                          .saved_at = cli_now(),
-                          .epoch_ends_only = c->comm != NULL};
-  o.progress = note_progress;
-  o.progress_ctx = &notes;
-  ng_trainer_t t = NULL;
-  ng_memory_estimate mem = NG_MEMORY_ESTIMATE_INIT;
-  ng_status st = print_estimate(&mem, ds, m, &o, command);
+  progress_notes notes;
+  report r;
+  double total_s, total_it, total_edges, last_loss;
+  double val, test; /* the final accuracies; -1: the split is not there */
+} train_run;
+
+/* The run's start: the memory estimate, the trainer (resumed from --resume), and the lines on
+ * stderr about its set-up. */
+static ng_status start_run(train_run *run, ng_dataset_t ds, ng_model_t m, const ng_train_opts *o) {
+  const cli_train_cfg *c = run->c;
+  const char *command = run->command;
+  const cli_train_files *f = run->f;
+  ng_status st = print_estimate(&run->mem, ds, m, o, command);
   if (st == NG_OK)
-    st = ng_trainer_create(&t, ds, m, &o);
+    st = ng_trainer_create(&run->t, ds, m, o);
+  ng_trainer_t t = run->t;
   if (st == NG_OK && f->resume) {
     ng_checkpoint_info ci = NG_CHECKPOINT_INFO_INIT;
     if (ng_checkpoint_info_get(&ci, f->resume) == NG_OK && !ci.described)
@@ -697,131 +574,219 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
       fprintf(stderr, "neargnn %s: resumed from %s after epoch %" PRId64 "\n", command, f->resume,
               ng_trainer_epochs_done(t) - 1);
   }
-  ng_dataset_info info = NG_DATASET_INFO_INIT;
   if (st == NG_OK)
-    st = ng_dataset_info_get(&info, ds);
+    st = ng_dataset_info_get(&run->info, ds);
   if (st == NG_OK)
-    print_setup(t, c, &info, command);
+    print_setup(t, c, &run->info, command);
   ng_cache_info cache;
-  if (st == NG_OK && c->comm && ng_trainer_cache_info(&cache, t) == NG_OK)
+  if (st == NG_OK && c->o.comm && ng_trainer_cache_info(&cache, t) == NG_OK)
     fprintf(stderr,
             "neargnn %s: rank %d of %d (%s; %d on this host), every global batch (--batch) "
             "split between the ranks; feature cache %s\n",
-            command, rank, ng_comm_size(c->comm), ng_comm_kind(c->comm),
-            ng_comm_local_size(c->comm),
+            command, run->rank, ng_comm_size(c->o.comm), ng_comm_kind(c->o.comm),
+            ng_comm_local_size(c->o.comm),
             cache.placement == NG_CACHE_PARTITIONED
                 ? "partitioned: the ranks' GPUs cache the hot rows between them"
                 : "replicated: every rank caches the same hot rows");
-  report r = {cJSON_CreateObject(), NULL};
-  if (r.root)
-    r.epochs = cJSON_AddArrayToObject(r.root, "epochs");
-  double total_s = 0, total_it = 0, total_edges = 0, last_loss = NAN;
+  return st;
+}
+
+/* The epochs up to --epochs, each reported, with the periodic checkpoints. */
+static ng_status train_epochs(train_run *run) {
+  const cli_train_cfg *c = run->c;
+  ng_trainer_t t = run->t;
+  const char *checkpoint = run->f->checkpoint;
+  progress_notes *notes = &run->notes;
+  ng_status st = NG_OK;
   while (st == NG_OK && ng_trainer_epochs_done(t) < c->epochs) {
     ng_epoch_stats s = NG_EPOCH_STATS_INIT;
     st = ng_trainer_epoch(&s, t);
-    if (st == NG_ERR_INTERRUPTED && notes.stopped_for_checkpoint && !cli_progress_interrupted()) {
-      notes.stopped_for_checkpoint = false;
-      st = periodic_checkpoint(t, &notes, checkpoint);
+    if (st == NG_ERR_INTERRUPTED && notes->stopped_for_checkpoint && !cli_progress_interrupted()) {
+      notes->stopped_for_checkpoint = false;
+      st = periodic_checkpoint(t, notes, checkpoint);
       continue; /* the same epoch goes on at its next iteration */
     }
-    notes.stopped_for_checkpoint = false;
+    notes->stopped_for_checkpoint = false;
     if (st != NG_OK)
       break;
     double val = -1.0;
-    bool eval_now =
-        rank == 0 && info.val > 0 && c->eval_every > 0 && ((s.epoch + 1) % c->eval_every == 0);
+    bool eval_now = run->rank == 0 && run->info.val > 0 && c->eval_every > 0 &&
+                    ((s.epoch + 1) % c->eval_every == 0);
     if (eval_now)
       st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
     if (st != NG_OK)
       break;
-    cli_progress_clear(&pr);
+    cli_progress_clear(&run->pr);
     if (s.epoch == 0 || s.iterations == 0)
-      fprintf(stderr, "neargnn %s: %s\n", command, ng_trainer_placement(t));
-    report_epoch(&r, &s, val, ng_trainer_hot_rows(t) < info.nodes);
-    total_s += s.seconds;
-    total_it += (double)s.iterations;
-    total_edges += (double)s.sampled_edges;
-    last_loss = s.loss;
+      fprintf(stderr, "neargnn %s: %s\n", run->command, ng_trainer_placement(t));
+    report_epoch(&run->r, &s, val, ng_trainer_hot_rows(t) < run->info.nodes);
+    run->total_s += s.seconds;
+    run->total_it += (double)s.iterations;
+    run->total_edges += (double)s.sampled_edges;
+    run->last_loss = s.loss;
     /* Ctrl-C while the line above was printed, or while the library did not report. */
     if (cli_progress_interrupted())
       st = NG_ERR_INTERRUPTED;
-    if (st == NG_OK && checkpoint && ng_trainer_epochs_done(t) < c->epochs &&
-        checkpoint_due(&notes))
-      st = periodic_checkpoint(t, &notes, checkpoint);
+    if (st == NG_OK && checkpoint && ng_trainer_epochs_done(t) < c->epochs && checkpoint_due(notes))
+      st = periodic_checkpoint(t, notes, checkpoint);
   }
+  return st;
+}
+
+/* After the epochs (`st` their status): the checkpoint (*ck its status), the final evaluation
+ * and the predictions. */
+static ng_status finish_run(train_run *run, ng_dataset_t ds, ng_status st, ng_status *ck) {
+  ng_trainer_t t = run->t;
+  const char *command = run->command, *checkpoint = run->f->checkpoint;
+  const ng_dataset_info info = run->info;
   /* The checkpoint comes before the final evaluation, so that nothing trained is lost if the
    * evaluation fails; after an interruption it holds every completed iteration, and --resume
    * continues with the next one. */
-  ng_status ck = NG_OK;
+  *ck = NG_OK;
   if (t && checkpoint && (st == NG_OK || st == NG_ERR_INTERRUPTED)) {
-    ck = ng_trainer_save(t, checkpoint);
-    if (ck == NG_OK)
+    *ck = ng_trainer_save(t, checkpoint);
+    if (*ck == NG_OK)
       fprintf(stderr, "neargnn %s: checkpoint written to %s (%" PRId64 " complete epochs%s)\n",
               command, checkpoint, ng_trainer_epochs_done(t),
               st == NG_ERR_INTERRUPTED ? ", and part of the next: --resume continues it" : "");
   }
   /* Splits a dataset does not have are reported as such, not evaluated. */
-  double test = -1.0, val = -1.0;
-  if (st == NG_OK && ck == NG_OK && info.val > 0 && rank == 0)
-    st = ng_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL);
-  if (st == NG_OK && ck == NG_OK && info.test > 0 && rank == 0)
-    st = ng_trainer_evaluate(&test, NULL, t, NG_SPLIT_TEST);
-  if (st == NG_OK && ck == NG_OK && f->predictions) {
-    st = write_predictions(t, ds, info.nodes, f->predictions);
+  run->test = -1.0;
+  run->val = -1.0;
+  if (st == NG_OK && *ck == NG_OK && info.val > 0 && run->rank == 0)
+    st = ng_trainer_evaluate(&run->val, NULL, t, NG_SPLIT_VAL);
+  if (st == NG_OK && *ck == NG_OK && info.test > 0 && run->rank == 0)
+    st = ng_trainer_evaluate(&run->test, NULL, t, NG_SPLIT_TEST);
+  if (st == NG_OK && *ck == NG_OK && run->f->predictions) {
+    st = write_predictions(t, ds, info.nodes, run->f->predictions);
     if (st == NG_OK)
       fprintf(stderr, "neargnn %s: predictions written to %s (int32 per node, %s ids)\n", command,
-              f->predictions, info.orig_ids ? "original" : "dataset");
+              run->f->predictions, info.orig_ids ? "original" : "dataset");
   }
-  /* The timeline is written whatever happened, an error or Ctrl-C included: it shows where the
-   * run stood. Its own failure is the run's error only when nothing else failed; otherwise the
-   * earlier error's message is restored for the report below. */
+  return st;
+}
+
+/* The timeline is written whatever happened, an error or Ctrl-C included: it shows where the
+ * run stood. Its own failure is the run's error only when nothing else failed (*st); otherwise
+ * the earlier error's message is kept in earlier[cap] for the report, and the result is true. */
+static bool write_trace(train_run *run, ng_status *st, ng_status ck, char *earlier, size_t cap) {
+  ng_trainer_t t = run->t;
+  const char *trace = run->f->trace;
+  if (!t || !trace)
+    return false;
+  snprintf(earlier, cap, "%s", ng_last_error());
+  int64_t recorded = 0, dropped = 0;
+  const ng_status tr = ng_trainer_write_trace(t, trace, &recorded, &dropped);
+  if (tr == NG_OK) {
+    fprintf(stderr, "neargnn %s: trace of %" PRId64 " spans written to %s%s\n", run->command,
+            recorded, trace, dropped ? " (later spans dropped: the per-thread limit)" : "");
+  } else if (*st == NG_OK && ck == NG_OK) {
+    *st = tr;
+  } else {
+    fprintf(stderr, "neargnn %s: no trace written: %s\n", run->command, ng_last_error());
+    return true;
+  }
+  return false;
+}
+
+/* The summary of a run that succeeded: stdout, and the JSON report when asked for. Returns the
+ * exit status. */
+static int report_run(train_run *run) {
+  const cli_train_cfg *c = run->c;
+  ng_trainer_t t = run->t;
+  const char *json = run->f->json;
+  const double total_s = run->total_s, total_it = run->total_it, total_edges = run->total_edges;
+  cJSON *root = run->r.root;
+  int rc = CLI_EXIT_OK;
+  if (total_it > 0)
+    printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
+           total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
+           total_it, total_s);
+  else /* a resumed run that had every epoch already: only the evaluation below */
+    printf("no epoch trained: the checkpoint has %" PRId64 " of --epochs %" PRId64
+           " (neargnn evaluate reports every split)\n",
+           ng_trainer_epochs_done(t), c->epochs);
+  print_accuracy("val-acc", run->val);
+  print_accuracy("test-acc", run->test);
+  report_cold_fetch(t, c, total_s > 0 ? total_it / total_s : 0.0, json ? root : NULL, run->rank);
+  report_op_profile(t, json ? root : NULL);
+  if (json && root) {
+    report_whole_run(root, t, &run->notes, c);
+    report_memory(root, &run->mem);
+    add_accuracy(root, "val_acc", run->val);
+    add_accuracy(root, "test_acc", run->test);
+    cJSON_AddNumberToObject(root, "final_loss", run->last_loss);
+    cJSON_AddNumberToObject(root, "train_seconds", total_s);
+    cJSON_AddNumberToObject(root, "it_per_s", total_s > 0 ? total_it / total_s : 0.0);
+    cJSON_AddNumberToObject(root, "edges_per_s", total_s > 0 ? total_edges / total_s : 0.0);
+    char seed[24]; /* as an exact integer: a double would round seeds above 2^53 */
+    snprintf(seed, sizeof seed, "%" PRIu64, c->o.seed);
+    cJSON_AddRawToObject(root, "seed", seed);
+    cJSON_AddNumberToObject(root, "ranks", c->o.comm ? ng_comm_size(c->o.comm) : 1);
+    cJSON_AddNumberToObject(root, "rank", run->rank);
+    rc = write_json(json, root);
+  }
+  return rc;
+}
+
+/* Trains `epochs` epochs of `m` on `ds` and evaluates; the shared core of train and demo. */
+int cli_run_training(ng_dataset_t ds, ng_model_t m, const cli_train_cfg *c, const char *command,
+                     int progress, const cli_train_files *files) {
+  /* Ranks but the first train and stay quiet: rank 0 prints, evaluates and writes the files
+   * (every rank holds the same parameters); each rank writes its own trace and JSON summary
+   * (its own epochs' figures: its workers' split, its fetches), FILE.rankR. */
+  const int rank = c->o.comm ? ng_comm_rank(c->o.comm) : 0;
+  cli_train_files rank_files = *files;
+  char rank_trace[4096], rank_json[4096];
+  if (rank > 0) {
+    rank_files = (cli_train_files){.resume = files->resume};
+    rank_files.trace = rank_path(rank_trace, sizeof rank_trace, files->trace, rank);
+    rank_files.json = rank_path(rank_json, sizeof rank_json, files->json, rank);
+    progress = CLI_PROGRESS_NONE;
+    if (!freopen("/dev/null", "w", stdout))
+      return cli_usage_error(command, "rank %d cannot silence its output", rank);
+  }
+  const cli_train_files *f = &rank_files;
+  /* The command line's options, with this run's trace, telemetry and progress. */
+  ng_train_opts o = c->o;
+  o.trace_spans = f->trace ? TRACE_SPANS : 0;
+  telemetry_files tf = {NULL, NULL};
+  if (f->telemetry) {
+    int trc = open_telemetry(&tf, f->telemetry);
+    if (trc != CLI_CONTINUE)
+      return trc;
+    o.telemetry = on_telemetry;
+    o.telemetry_ctx = &tf;
+  }
+  train_run run = {.c = c,
+                   .command = command,
+                   .rank = rank,
+                   .f = f,
+                   .info = NG_DATASET_INFO_INIT,
+                   .mem = NG_MEMORY_ESTIMATE_INIT,
+                   .last_loss = NAN};
+  cli_progress_begin(&run.pr, command, (cli_progress_mode)progress);
+  run.notes = (progress_notes){.show = &run.pr,
+                               .every_iters = f->every_iters,
+                               .every_s = f->every_s,
+                               .saved_at = cli_now(),
+                               .epoch_ends_only = c->o.comm != NULL};
+  o.progress = note_progress;
+  o.progress_ctx = &run.notes;
+  ng_status st = start_run(&run, ds, m, &o);
+  run.r = (report){cJSON_CreateObject(), NULL};
+  if (run.r.root)
+    run.r.epochs = cJSON_AddArrayToObject(run.r.root, "epochs");
+  if (st == NG_OK)
+    st = train_epochs(&run);
+  ng_status ck = NG_OK;
+  st = finish_run(&run, ds, st, &ck);
   char earlier[1024] = "";
-  bool keep_earlier = false;
-  if (t && f->trace) {
-    snprintf(earlier, sizeof earlier, "%s", ng_last_error());
-    int64_t recorded = 0, dropped = 0;
-    const ng_status tr = ng_trainer_write_trace(t, f->trace, &recorded, &dropped);
-    if (tr == NG_OK) {
-      fprintf(stderr, "neargnn %s: trace of %" PRId64 " spans written to %s%s\n", command, recorded,
-              f->trace, dropped ? " (later spans dropped: the per-thread limit)" : "");
-    } else if (st == NG_OK && ck == NG_OK) {
-      st = tr;
-    } else {
-      fprintf(stderr, "neargnn %s: no trace written: %s\n", command, ng_last_error());
-      keep_earlier = true;
-    }
-  }
-  cli_progress_end(&pr, st);
+  const bool keep_earlier = write_trace(&run, &st, ck, earlier, sizeof earlier);
+  cli_progress_end(&run.pr, st);
   int rc = CLI_EXIT_OK;
   if (st == NG_OK && ck == NG_OK) {
-    if (total_it > 0)
-      printf("throughput %.1f it/s  %.3g sampled edges/s  (%.0f iterations in %.2f s)\n",
-             total_s > 0 ? total_it / total_s : 0.0, total_s > 0 ? total_edges / total_s : 0.0,
-             total_it, total_s);
-    else /* a resumed run that had every epoch already: only the evaluation below */
-      printf("no epoch trained: the checkpoint has %" PRId64 " of --epochs %" PRId64
-             " (neargnn evaluate reports every split)\n",
-             ng_trainer_epochs_done(t), c->epochs);
-    print_accuracy("val-acc", val);
-    print_accuracy("test-acc", test);
-    report_cold_fetch(t, c, total_s > 0 ? total_it / total_s : 0.0, json ? r.root : NULL, rank);
-    report_op_profile(t, json ? r.root : NULL);
-    if (json && r.root) {
-      report_whole_run(r.root, t, &notes, c);
-      report_memory(r.root, &mem);
-      add_accuracy(r.root, "val_acc", val);
-      add_accuracy(r.root, "test_acc", test);
-      cJSON_AddNumberToObject(r.root, "final_loss", last_loss);
-      cJSON_AddNumberToObject(r.root, "train_seconds", total_s);
-      cJSON_AddNumberToObject(r.root, "it_per_s", total_s > 0 ? total_it / total_s : 0.0);
-      cJSON_AddNumberToObject(r.root, "edges_per_s", total_s > 0 ? total_edges / total_s : 0.0);
-      char seed[24]; /* as an exact integer: a double would round seeds above 2^53 */
-      snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
-      cJSON_AddRawToObject(r.root, "seed", seed);
-      cJSON_AddNumberToObject(r.root, "ranks", c->comm ? ng_comm_size(c->comm) : 1);
-      cJSON_AddNumberToObject(r.root, "rank", rank);
-      rc = write_json(json, r.root);
-    }
+    rc = report_run(&run);
   } else if (st == NG_ERR_INTERRUPTED && ck == NG_OK) {
     fprintf(stderr, "neargnn %s: interrupted\n", command);
     rc = CLI_EXIT_INTERRUPTED;
@@ -830,123 +795,21 @@ static int run_training(ng_dataset_t ds, ng_model_t m, const train_cfg *c, const
   } else {
     rc = cli_runtime_error(st != NG_OK ? st : ck);
   }
-  cJSON_Delete(r.root);
-  ng_trainer_destroy(t);
+  cJSON_Delete(run.r.root);
+  ng_trainer_destroy(run.t);
   close_telemetry(&tf);
   return rc;
 }
 
-/* The options of the model and the training, shared by train and demo. */
-// clang-format off
-#define TRAIN_OPTS(c)                                                                              \
-  CLI_MODEL_OPTS(&(c)->net),                                                                       \
-      CLI_OPT_INT("epochs", &(c)->epochs, "N", 1, INT32_MAX, "epochs to train"),                   \
-      CLI_OPT_INT("batch", &(c)->batch, "B", 0, INT32_MAX,                                         \
-                  "target nodes per mini-batch; 0 = the whole training split"),                    \
-      CLI_OPT_FLOAT("lr", &(c)->lr, "F", 0, true, INFINITY, false, "learning rate"),               \
-      CLI_OPT_CHOICE("optimizer", &(c)->optimizer, "O", OPTIMIZER_NAMES, NULL),                   \
-      CLI_OPT_FLOAT("momentum", &(c)->momentum, "F", 0, false, 1, true, "SGD momentum"),           \
-      CLI_OPT_INT("eval-every", &(c)->eval_every, "N", 0, INT32_MAX,                               \
-                  "validation accuracy every N epochs (full-neighbour inference); 0 = only at "    \
-                  "the end"),                                                                      \
-      CLI_OPT_UINT64("seed", &(c)->seed, "S",                                                      \
-                     "random seed: same seed, same losses bit for bit, whatever --threads"),       \
-      CLI_OPT_INT("threads", &(c)->threads, "T", 0, 4096,                                          \
-                  "CPU threads; 0 = OMP_NUM_THREADS or all"),                                      \
-      CLI_OPT_STRING("device", &(c)->device, "DEV",                                                \
-                     "cpu, or cuda in a build with the CUDA backend"),                             \
-      CLI_OPT_CHOICE(                                                                              \
-          "mode", &(c)->mode, "M", MODE_NAMES,                                                     \
-          "who fetches cold feature rows and how: cpu, baseline (batched DMA), "                   \
-          "zerocopy, partial (CPU aggregation), hybrid-static or hybrid; auto = hybrid "           \
-          "on cuda, cpu on cpu"),                                                                  \
-      CLI_OPT_INT("workers", &(c)->workers, "N", -1, 4096,                                         \
-                  "worker threads (one per core); 0 = all allowed cores but the device "           \
-                  "thread's; -1 = none (host work between device steps)"),                         \
-      CLI_OPT_STRING("cpuset", &(c)->cpuset, "LIST", "cores for the threads, e.g. 0-15"),          \
-      CLI_OPT_CHOICE("transfer", &(c)->transfer, "T", TRANSFER_NAMES,                              \
-                     "hybrid modes: the TRANSFER group's way, batch, zcopy or auto (zcopy for "    \
-                     "rows >= 512 B)"),                                                            \
-      CLI_OPT_INT("partial-workers", &(c)->partial_workers, "N", -1, 4096,                         \
-                  "hybrid-static: PARTIAL workers; hybrid: at the start; -1 = half"),              \
-      CLI_OPT_FLOAT("device-share", &(c)->device_share, "F", 0, false, 1, false,                   \
-                    "hybrid-static with zcopy and rows >= 2 KB: share of PARTIAL destinations "    \
-                    "whose cold rows the GPU reads and reduces (32nds; hybrid picks it)"),    \
-      CLI_OPT_FLOAT("period-ms", &(c)->period_ms, "MS", 0, true, INFINITY, false,                  \
-                    "hybrid: how often the scheduler compares the groups"),                        \
-      CLI_OPT_FLOAT("threshold", &(c)->threshold, "F", 0, false, INFINITY, false,                  \
-                    "hybrid: relative throughput difference that moves a worker"),                 \
-      CLI_OPT_FLOAT("telemetry-s", &(c)->telemetry_s, "S", 0, true, INFINITY, false,               \
-                    "--telemetry: seconds per line"),                                              \
-      CLI_OPT_CHOICE("features-memory", &(c)->features_memory, "M", FEATURES_MEMORY_NAMES,         \
-                     "the host's feature table: mapped (the dataset's file, read in place), "      \
-                     "copy (into huge pages: faster random reads, counted twice in the memory "    \
-                     "estimate); auto = mapped"),                                                  \
-      CLI_OPT_INT("lookahead", &(c)->lookahead, "N", 1, 3,                                         \
-                  "packages copied to the device ahead of the one it computes (1 = double "       \
-                  "buffering)"),                                                                   \
-      CLI_OPT_INT("ready-window", &(c)->ready_window, "N", 0, NG_READY_WINDOW_MAX,                 \
-                  "iterations the workers may have ready ahead of the device; 0 = 4 x "            \
-                  "workers (at least 4)"),                                                         \
-      CLI_OPT_CHOICE("precision", &(c)->precision, "P", PRECISION_NAMES,                           \
-                     "fp32; tf32 (tensor-core products, cuda only); or bf16: features stored "    \
-                     "in bf16 (half the host, PCIe and hot-tier bytes; features.bf16.npy is "     \
-                     "written beside the dataset on first use), fp32 products; all accumulate "   \
-                     "in fp32"),                                                                   \
-      CLI_OPT_CHOICE("sampler", &(c)->sampler, "S", SAMPLER_NAMES,                                 \
-                     "who samples the blocks: the workers (cpu), the device (gpu; the workers "    \
-                     "then only fetch), or auto: gpu when the topology fits in a quarter of its "  \
-                     "free memory; the blocks are the same either way"),                          \
-      CLI_OPT_INT("op-profile", &(c)->op_profile, "N", 0, INT32_MAX,                               \
-                  "time every op of the device step on one iteration in N (device events) and "    \
-                  "print the table at the end; 0 = off"),                                          \
-      CLI_OPT_BYTES("max-host-memory", &(c)->max_host_memory, "SIZE", 0,                           \
-                    "refuse a configuration whose host memory estimate (printed at the start, "    \
-                    "docs/memory.md) exceeds SIZE, e.g. 60G; 0 = no limit"),                       \
-      CLI_OPT_BYTES("infer-host-memory", &(c)->infer_host_bytes, "SIZE", 0,                        \
-                    "inference keeps a layer's outputs up to SIZE in memory, larger ones in a "    \
-                    "memory-mapped temporary file; 0 = 1G"),                                       \
-      CLI_OPT_STRING("temp-dir", &(c)->temp_dir, "DIR",                                            \
-                     "folder of inference's temporary files", .default_text = "$TMPDIR or /tmp"),  \
-      CLI_OPT_INT("eval-chunk", &(c)->eval_chunk, "N", 0, INT32_MAX / 2,                           \
-                  "nodes per chunk in layer-wise full-neighbour inference; 0 = per layer: "        \
-                  "65536 where the GPU reads the layer's input rows itself, else 4096"),           \
-      CLI_OPT_BYTES("gpu-cache-bytes", &(c)->cache_bytes, "SIZE", 0,                               \
-                    "device memory for hot feature rows [0, H), e.g. 8G; 0 = --cache-ratio or "    \
-                    "auto"),                                                                       \
-      CLI_OPT_FLOAT("cache-ratio", &(c)->cache_ratio, "R", 0, false, 1, false,                     \
-                    "hot rows as a share of the nodes",                                            \
-                    .default_text = "what fits in half the free device memory; all on cpu"),       \
-      CLI_OPT_CHOICE("cache-placement", &(c)->cache_placement, "P", CACHE_PLACEMENT_NAMES,         \
-                     "several GPUs of one host: replicated (each caches rows [0, H)), "            \
-                     "partitioned (together rows [0, R x H), peers' rows read over NVLink/P2P), " \
-                     "or auto (partitioned when it serves markedly more reads and peer copies "   \
-                     "beat 2 x H2D; docs/distributed.md)"),                                        \
-      CLI_OPT_STRING("cache-bench", &(c)->cache_bench, "FILE",                                     \
-                     "--cache-placement auto: peer_gbs and h2d_gbs from this bench_floor --json "  \
-                     "file instead of a start-up measurement; its cpu_alone_gbs is the floor's "   \
-                     "host DRAM rate"),                                                            \
-      CLI_OPT_CHOICE("cold-fetch", &(c)->cold_fetch, "F", COLD_FETCH_NAMES,                        \
-                     "several ranks of one host: own (each reads its cold rows) or cooperative "   \
-                     "(each row read once for the host by its owner rank and sent to the ranks "   \
-                     "that need it; docs/distributed.md)"),                                        \
-      CLI_OPT_FLOAT("dram-gbs", &(c)->dram_gbs, "GBS", 0, false, INFINITY, false,                  \
-                    "the host's DRAM read rate for the scaling floor of the report",               \
-                    .default_text = "--cache-bench's cpu_alone_gbs, else no floor")
-// clang-format on
-
+/* Over 100 lines with a reason: half of them are the option table and the help text, which read
+ * best whole; the rest starts the ranks and hands over to cli_run_training or cli_train_link. */
 int cmd_train(int argc, char **argv) {
-  train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
-                 .batch = 1024,
-                 .epochs = 10,
-                 .eval_every = 1,
-                 .lr = 0.01,
-                 .momentum = 0.9,
-                 .seed = 1,
-                 .device = "cpu"};
-  runtime_defaults(&c);
+  cli_train_cfg c = {.o = NG_TRAIN_OPTS_INIT,
+                     .net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
+                     .epochs = 10,
+                     .eval_every = 1};
   const char *dataset = NULL;
-  train_files files = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
+  cli_train_files files = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
   const char *every = NULL;
   int progress = CLI_PROGRESS_AUTO;
   int32_t ranks = 1;
@@ -955,7 +818,7 @@ int cmd_train(int argc, char **argv) {
   cli_opt opts[] = {
       CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
       CLI_OPT_CHECK_FEATURES(&check_features),
-      TRAIN_OPTS(&c),
+      CLI_TRAIN_OPTS(&c),
       CLI_LINK_OPTS(&link),
       CLI_OPT_STRING("checkpoint", &files.checkpoint, "FILE",
                      "write model + optimizer state here at the end (safetensors), also after "
@@ -1015,18 +878,18 @@ int cmd_train(int argc, char **argv) {
   }
   /* One rank of several (this launcher's, or mpirun's), or a plain run. */
   const double join0 = cli_now();
-  ng_status st = ng_comm_create(&c.comm, "auto");
+  ng_status st = ng_comm_create(&c.o.comm, "auto");
   c.join_s = cli_now() - join0; /* rank 0 waits here for the others to start and connect */
   if (st != NG_OK)
     return cli_runtime_error(st);
-  if (ng_comm_size(c.comm) == 1) {
-    ng_comm_destroy(c.comm);
-    c.comm = NULL;
+  if (ng_comm_size(c.o.comm) == 1) {
+    ng_comm_destroy(c.o.comm);
+    c.o.comm = NULL;
   }
   ng_dataset_t ds = NULL;
   st = cli_dataset_open(&ds, dataset, check_features);
   if (st != NG_OK) {
-    ng_comm_destroy(c.comm);
+    ng_comm_destroy(c.o.comm);
     return cli_runtime_error(st);
   }
   ng_dataset_info info = NG_DATASET_INFO_INIT;
@@ -1036,400 +899,18 @@ int cmd_train(int argc, char **argv) {
     /* Link prediction (cmd_link.c): the last layer is the embedding, not the classes. */
     ng_dataset_info shape = info;
     shape.classes = (int32_t)(link.embed_dim > 0 ? link.embed_dim : c.net.hidden);
-    ng_train_opts o;
-    train_opts_of(&o, &c);
-    if (c.comm || ranks > 1)
+    if (c.o.comm || ranks > 1)
       rc = cli_usage_error(spec.command, "--task link runs in one process (no --ranks)");
     else if ((rc = cli_build_model(&m, spec.command, &c.net, &shape)) == CLI_CONTINUE)
-      rc = cli_train_link(ds, m, &o, &link, c.epochs, c.eval_every, files.json, files.checkpoint);
+      rc = cli_train_link(ds, m, &c.o, &link, c.epochs, c.eval_every, files.json, files.checkpoint);
   } else if (st != NG_OK) {
     rc = cli_runtime_error(st);
   } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE &&
              (rc = check_ranks_memory(ds, m, &c, spec.command)) == CLI_CONTINUE) {
-    rc = run_training(ds, m, &c, spec.command, progress, &files);
+    rc = cli_run_training(ds, m, &c, spec.command, progress, &files);
   }
   ng_model_destroy(m);
   ng_dataset_close(ds);
-  ng_comm_destroy(c.comm);
-  return rc;
-}
-
-/* ---- demo: the README's main job ---- */
-
-static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
-  (void)sb;
-  (void)type;
-  (void)ftw;
-  return remove(path) != 0 ? -1 : 0;
-}
-
-/* Removes the demo's temporary dataset folder (no links followed, children first). */
-static void remove_tree(const char *dir) {
-  if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-    fprintf(stderr, "neargnn demo: could not remove %s: %s\n", dir, strerror(errno));
-}
-
-int cmd_demo(int argc, char **argv) {
-  train_cfg c = {.net = {.fanouts = "10,5", .weight_decay = "0", .hidden = 128, .dropout = 0.2},
-                 .batch = 1024,
-                 .epochs = 2,
-                 .eval_every = 0,
-                 .lr = 0.01,
-                 .momentum = 0.9,
-                 .seed = 1,
-                 .device = "cpu"};
-  runtime_defaults(&c);
-  ng_generate_opts g = NG_GENERATE_OPTS_INIT;
-  g.name = "demo";
-  g.nodes = 500000;
-  g.avg_degree = 15;
-  g.feature_dim = 128;
-  g.classes = 16;
-  g.feature_noise = 1.0;
-  const char *keep = NULL;
-  int progress = CLI_PROGRESS_AUTO;
-  cli_opt opts[] = {
-      CLI_OPT_INT("nodes", &g.nodes, "N", 1000, INT32_MAX, "nodes of the generated graph"),
-      CLI_OPT_FLOAT("avg-degree", &g.avg_degree, "F", 0, true, INFINITY, false,
-                    "mean neighbours per node"),
-      CLI_OPT_INT("dim", &g.feature_dim, "D", 1, 1 << 20, "feature columns"),
-      CLI_OPT_INT("classes", &g.classes, "C", 2, 1 << 16, "classes"),
-      CLI_OPT_STRING("keep", &keep, "DIR",
-                     "write the generated dataset to DIR and keep it (default: a temporary "
-                     "folder, removed at the end)"),
-      TRAIN_OPTS(&c),
-      CLI_OPT_PROGRESS(&progress),
-  };
-  cli_spec spec = {
-      .command = "demo",
-      .synopsis = "[options]",
-      .about = "Generates a 500 000-node power-law graph (7.5 M edges) with 16 learnable classes "
-               "(128-d features, homophily 0.8), trains a 2-layer GraphSAGE-mean model on it on "
-               "the CPU (fanouts 10,5, hidden 128, batch 1024, 2 epochs), and prints throughput "
-               "and accuracy. Takes well under two minutes on 2 cores; every option of `train` "
-               "can change the run.",
-      .opts = opts,
-      .n_opts = N_OPTS(opts),
-      .example = "neargnn demo --threads 2",
-  };
-  int rc = cli_parse(&spec, argc, argv);
-  if (rc != CLI_CONTINUE)
-    return rc;
-  char tmp[4096];
-  const char *dir = keep;
-  if (!dir) {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp, sizeof tmp, "%s/neargnn-demo-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp)) {
-      fprintf(stderr, "neargnn: error: cannot create a folder under %s: %s\n", tmp,
-              strerror(errno));
-      return CLI_EXIT_RUNTIME;
-    }
-    rmdir(tmp); /* the generator creates the folder itself, atomically */
-    dir = tmp;
-  }
-  g.threads = c.threads;
-  g.seed = c.seed;
-  printf("generating %" PRId64 " nodes, average degree %g, %" PRId64 "-d features, %d classes\n",
-         g.nodes, g.avg_degree, g.feature_dim, (int)g.classes);
-  fflush(stdout);
-  cli_progress pr;
-  cli_progress_begin(&pr, spec.command, (cli_progress_mode)progress);
-  g.progress = cli_progress_cb;
-  g.progress_ctx = &pr;
-  double t0 = cli_now();
-  ng_status st = ng_dataset_generate(dir, &g);
-  cli_progress_end(&pr, st);
-  if (st != NG_OK)
-    return cli_runtime_error(st);
-  printf("generated in %.2f s: %s\n", cli_now() - t0, dir);
-  ng_dataset_t ds = NULL;
-  ng_model_t m = NULL;
-  ng_dataset_info info = NG_DATASET_INFO_INIT;
-  st = ng_dataset_open(&ds, dir, NULL);
-  if (st == NG_OK)
-    st = ng_dataset_info_get(&info, ds);
-  if (st != NG_OK) {
-    rc = cli_runtime_error(st);
-  } else if ((rc = cli_build_model(&m, spec.command, &c.net, &info)) == CLI_CONTINUE) {
-    printf("training GraphSAGE: %" PRId64 " edges, %" PRId64 " training nodes, fanouts %s, "
-           "batch %" PRId64 "\n",
-           info.edges, info.train, c.net.fanouts, c.batch);
-    fflush(stdout);
-    const train_files none = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0.0};
-    rc = run_training(ds, m, &c, spec.command, progress, &none);
-  }
-  ng_model_destroy(m);
-  ng_dataset_close(ds);
-  if (!keep)
-    remove_tree(dir);
-  return rc;
-}
-
-/* ---- embed: layer-wise inference of a trained model ---- */
-
-/* One line per layer: where inference's time went (docs/inference.md). */
-static void embed_report(FILE *f, const ng_infer_report *r) {
-  fprintf(f,
-          "neargnn embed: producers %d, chunks in flight %d, %.2f GB resident on the device "
-          "(cold rows uploaded in %.2f s)\n",
-          (int)r->producers, (int)r->slots, (double)r->device_bytes / 1e9, r->upload_seconds);
-  for (int l = 0; l < r->layers && l < NG_INFER_REPORT_LAYERS; l++)
-    fprintf(f,
-            "neargnn embed: layer %d: %" PRId64 " rows in %.2f s, chunks of %" PRId64
-            " (host %.2f s over the producers, device thread computing %.2f s, waiting %.2f s)\n",
-            l, r->rows[l], r->seconds[l], r->chunk[l], r->host_seconds[l], r->device_seconds[l],
-            r->wait_seconds[l]);
-  fprintf(f, "neargnn embed: output written back to disk in %.2f s after the last layer\n",
-          r->write_seconds);
-}
-
-static ng_status embed_json(const char *path, const ng_infer_report *r, int64_t n, double secs) {
-  /* Built in memory and written atomically (ng_file_write), as every output. */
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) {
-    fprintf(stderr, "neargnn embed: out of memory building %s\n", path);
-    return NG_ERR_NOMEM;
-  }
-  fprintf(f,
-          "{\"nodes\": %" PRId64 ", \"seconds\": %.6f, \"producers\": %d, \"slots\": %d, "
-          "\"device_bytes\": %" PRId64 ", \"file_bytes\": %" PRId64
-          ", \"upload_seconds\": %.6f, \"write_seconds\": %.6f, \"layers\": [",
-          n, secs, (int)r->producers, (int)r->slots, r->device_bytes, r->file_bytes,
-          r->upload_seconds, r->write_seconds);
-  for (int l = 0; l < r->layers && l < NG_INFER_REPORT_LAYERS; l++)
-    fprintf(f,
-            "%s{\"rows\": %" PRId64 ", \"chunk\": %" PRId64 ", \"seconds\": %.6f, "
-            "\"host_seconds\": %.6f, \"device_seconds\": %.6f, \"wait_seconds\": %.6f}",
-            l ? ", " : "", r->rows[l], r->chunk[l], r->seconds[l], r->host_seconds[l],
-            r->device_seconds[l], r->wait_seconds[l]);
-  fprintf(f, "]}\n");
-  ng_status st = fclose(f) == 0 ? NG_OK : NG_ERR_NOMEM;
-  if (st == NG_OK)
-    st = ng_file_write(path, buf, len);
-  free(buf);
-  return st;
-}
-
-/* The hash that names a file in FILE.prefill.json: the same lines as ng__prefill_hash_file
- * (serve/ecache.c), which the server checks it with; the command sees the public API only, and
- * tests/cli_embed.sh checks that both agree. */
-static uint64_t prefill_mix(uint64_t h, uint64_t w) {
-  h ^= w;
-  h *= 0x9E3779B97F4A7C15ULL;
-  return h ^ (h >> 29);
-}
-
-static int prefill_hash_file(uint64_t *out, const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return -1;
-  enum { CHUNK = 1 << 20 }; /* a multiple of 8: words never straddle two reads */
-  unsigned char *buf = malloc(CHUNK);
-  uint64_t h = 0xcbf29ce484222325ULL, total = 0;
-  size_t n;
-  while (buf && (n = fread(buf, 1, CHUNK, f)) > 0) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t w = 0;
-      for (int b = 7; b >= 0; b--)
-        w = w << 8 | buf[i + (size_t)b];
-      h = prefill_mix(h, w);
-    }
-    if (i < n) {
-      uint64_t w = 0;
-      for (size_t b = n; b > i; b--)
-        w = w << 8 | buf[b - 1];
-      h = prefill_mix(h, w);
-    }
-    total += n;
-  }
-  const int bad = !buf || ferror(f);
-  free(buf);
-  fclose(f);
-  *out = prefill_mix(h, total);
-  return bad ? -1 : 0;
-}
-
-/* Writes OUT.prefill.json beside embed's rows of layer 0: the dataset (its dataset.json and
- * indptr.npy) and the checkpoint they were computed from, by hash, which `serve
- * --embedding-cache-prefill OUT` checks before it loads them (docs/serving.md). */
-static int write_prefill_meta(const char *out, const char *dataset, const char *checkpoint,
-                              const ng_dataset_info *info, int64_t dim) {
-  const char *rel[2] = {"dataset.json", "indptr.npy"};
-  uint64_t h[3];
-  char path[4200];
-  for (int k = 0; k < 3; k++) {
-    if (k < 2)
-      snprintf(path, sizeof path, "%s/%s", dataset, rel[k]);
-    else
-      snprintf(path, sizeof path, "%s", checkpoint);
-    if (prefill_hash_file(&h[k], path)) {
-      fprintf(stderr, "neargnn embed: error: cannot read %s: %s\n", path, strerror(errno));
-      return CLI_EXIT_RUNTIME;
-    }
-  }
-  char meta[512];
-  const int n =
-      snprintf(meta, sizeof meta,
-               "{\"format\":\"neargnn-embedding-prefill\",\"version\":1,\"layer\":0,"
-               "\"nodes\":%" PRId64 ",\"dim\":%" PRId64 ",\"ids\":\"%s\","
-               "\"dataset_json\":\"%016llx\",\"indptr\":\"%016llx\","
-               "\"checkpoint\":\"%016llx\"}\n",
-               info->nodes, dim, info->orig_ids ? "original" : "dataset", (unsigned long long)h[0],
-               (unsigned long long)h[1], (unsigned long long)h[2]);
-  snprintf(path, sizeof path, "%s.prefill.json", out);
-  ng_status st = ng_file_write(path, meta, (size_t)n);
-  if (st != NG_OK)
-    return cli_runtime_error(st);
-  fprintf(stderr,
-          "neargnn embed: %s names the dataset and checkpoint for serve "
-          "--embedding-cache-prefill\n",
-          path);
-  return CLI_EXIT_OK;
-}
-
-int cmd_embed(int argc, char **argv) {
-  train_cfg c = {.net = {.fanouts = "25,10", .weight_decay = "0", .hidden = 256},
-                 .batch = 1024,
-                 .epochs = 10,
-                 .eval_every = 1,
-                 .lr = 0.01,
-                 .momentum = 0.9,
-                 .seed = 1,
-                 .device = "cpu"};
-  runtime_defaults(&c);
-  const char *dataset = NULL, *checkpoint = NULL, *nodes_file = NULL, *out = NULL;
-  int64_t layer = -1, device_bytes = 0;
-  int check_features = 0, for_serve = 0;
-  const char *json = NULL;
-  int progress = CLI_PROGRESS_AUTO;
-  cli_opt opts[] = {
-      CLI_OPT_STRING("checkpoint", &checkpoint, "FILE", "the trained model (from train)",
-                     .required = true),
-      CLI_OPT_STRING("dataset", &dataset, "DIR", "dataset folder", .required = true),
-      CLI_OPT_CHECK_FEATURES(&check_features),
-      CLI_OPT_STRING("out", &out, "FILE", "the .npy to write (float32 [nodes, dim])",
-                     .required = true),
-      CLI_OPT_INT("layer", &layer, "K", -1, 7,
-                  "whose output: 0 = the first layer's (embeddings), ...; -1 = the last (logits)"),
-      CLI_OPT_STRING("nodes", &nodes_file, "FILE",
-                     "only these nodes, in this order: text (one id per line) or int64 .npy; "
-                     "original ids of a renumbered dataset (default: every node)"),
-      CLI_OPT_INT("infer-device-memory", &device_bytes, "BYTES", -1, INT64_MAX,
-                  "GPU memory for the cold input rows and intermediate layers kept resident "
-                  "(each row crosses PCIe once); 0 = what is free less a margin, -1 = none"),
-      CLI_OPT_STRING("json", &json, "FILE", "also write the per-layer figures as JSON"),
-      CLI_OPT_FLAG("for-serve", &for_serve,
-                   "also write FILE.prefill.json, naming the dataset and checkpoint, so that serve "
-                   "--embedding-cache-prefill FILE loads these rows (needs --layer 0, every node)"),
-      TRAIN_OPTS(&c),
-      CLI_OPT_PROGRESS(&progress),
-  };
-  cli_spec spec = {
-      .command = "embed",
-      .synopsis = "--checkpoint FILE --dataset DIR --out FILE.npy [options]",
-      .about = "Writes the embeddings (a layer's output) or logits of every node, or of the "
-               "nodes listed in a file, by layer-wise full-neighbour inference with a trained "
-               "checkpoint (docs/inference.md). The checkpoint describes the model and its "
-               "feature normalisation; model options given must match it.",
-      .opts = opts,
-      .n_opts = N_OPTS(opts),
-      .notes = "Row i of the output is the i-th node of --nodes, or node i (its original id in a "
-               "renumbered dataset). Logits' argmax is train --predictions' class.",
-      .example = "neargnn embed --checkpoint cora.ckpt --dataset data/cora --layer 0 --out "
-                 "cora-emb.npy",
-  };
-  cli_model_opts_from_checkpoint(opts, N_OPTS(opts));
-  int rc = cli_parse(&spec, argc, argv);
-  if (rc != CLI_CONTINUE)
-    return rc;
-  /* The server caches layer 0's output of any node it is asked for: the rows of every node. */
-  if (for_serve && (layer != 0 || nodes_file))
-    return cli_usage_error(spec.command, "--for-serve writes the rows the server caches: layer 0 "
-                                         "of every node (--layer 0, no --nodes)");
-  ng_dataset_t ds = NULL;
-  ng_status st = cli_dataset_open(&ds, dataset, check_features);
-  if (st != NG_OK)
-    return cli_runtime_error(st);
-  ng_dataset_info info = NG_DATASET_INFO_INIT;
-  ng_model_t m = NULL;
-  ng_trainer_t t = NULL;
-  int64_t *user_ids = NULL, *ids = NULL, n = 0, dim = 0;
-  st = ng_dataset_info_get(&info, ds);
-  if (st != NG_OK) {
-    rc = cli_runtime_error(st);
-    goto done;
-  }
-  ng_normalize normalize = NG_NORMALIZE_NONE;
-  if ((rc = cli_model_for_checkpoint(&m, &normalize, spec.command, &spec, &c.net, checkpoint,
-                                     &info)) != CLI_CONTINUE)
-    goto done;
-  rc = CLI_EXIT_OK;
-  if (nodes_file)
-    st = ng_node_list_load(&user_ids, &n, nodes_file);
-  else
-    n = info.nodes;
-  /* the user's ids (original ones of a renumbered dataset) to the dataset's; without a list,
-   * row v is the node whose user id is v */
-  if (st == NG_OK && !(ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids)))
-    st = NG_ERR_NOMEM;
-  for (int64_t i = 0; st == NG_OK && !user_ids && i < n; i++)
-    ids[i] = i;
-  if (st == NG_OK)
-    st = ng_dataset_ids_of(ids, user_ids ? user_ids : ids, n, ds);
-  ng_train_opts o;
-  train_opts_of(&o, &c);
-  o.workers = -1; /* no training: no worker pool */
-  o.normalize = normalize;
-  /* The hybrid modes split workers, which inference has none of: its input layer reads the cold
-   * rows by zero-copy (docs/inference.md), so on a GPU they become zerocopy, the default too. */
-  const bool gpu = o.device && strcmp(o.device, "cuda") == 0;
-  if (o.mode == NG_MODE_HYBRID || o.mode == NG_MODE_HYBRID_STATIC ||
-      (o.mode == NG_MODE_AUTO && gpu))
-    o.mode = NG_MODE_ZEROCOPY;
-  if (st == NG_OK)
-    st = ng_trainer_create(&t, ds, m, &o);
-  if (st == NG_OK) /* the weights alone: any --seed or --batch, another dataset of its shape */
-    st = ng_trainer_load_weights(t, checkpoint);
-  if (st == NG_OK)
-    st = ng_trainer_embed_dim(&dim, t, (int32_t)layer);
-  if (st == NG_OK) {
-    cli_progress pr;
-    cli_progress_begin(&pr, spec.command, (cli_progress_mode)progress);
-    ng_infer_opts io = NG_INFER_OPTS_INIT;
-    io.layer = (int32_t)layer;
-    io.progress = cli_progress_cb;
-    io.progress_ctx = &pr;
-    io.device_bytes = device_bytes;
-    ng_infer_report rep = NG_INFER_REPORT_INIT;
-    io.report = &rep;
-    const double t0 = cli_now();
-    st = ng_trainer_embed_npy(out, t, ids, n, &io);
-    cli_progress_end(&pr, st);
-    const double secs = cli_now() - t0;
-    if (st == NG_OK) {
-      fprintf(stderr,
-              "neargnn embed: %" PRId64 " nodes x %" PRId64 " (%s) written to %s in %.2f s\n", n,
-              dim, layer < 0 ? "logits" : "embeddings", out, secs);
-      embed_report(stderr, &rep);
-    }
-    if (st == NG_OK && json)
-      st = embed_json(json, &rep, n, secs);
-    if (st == NG_OK && for_serve)
-      rc = write_prefill_meta(out, dataset, checkpoint, &info, dim);
-  }
-  if (st == NG_ERR_INTERRUPTED)
-    rc = CLI_EXIT_INTERRUPTED;
-  else if (st != NG_OK)
-    rc = cli_runtime_error(st);
-done:
-  free(user_ids);
-  free(ids);
-  ng_trainer_destroy(t);
-  ng_model_destroy(m);
-  ng_dataset_close(ds);
+  ng_comm_destroy(c.o.comm);
   return rc;
 }

@@ -204,8 +204,8 @@ int cli_model_for_checkpoint(ng_model_t *out, ng_normalize *normalize, const cha
   ng_status st = ng_checkpoint_info_get(&ci, checkpoint);
   if (st != NG_OK)
     return cli_runtime_error(st);
-  *normalize = given(spec, "normalize-features") || !ci.described ? (ng_normalize)c->normalize
-                                                                  : ci.normalize;
+  if (!given(spec, "normalize-features") && ci.described)
+    *normalize = ci.normalize;
   if (!ci.described) /* written before checkpoints described their model: the options do */
     return cli_build_model(out, command, c, info);
   ng_model_t ck = NULL;

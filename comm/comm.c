@@ -82,27 +82,29 @@ ng_status ng__comm_alltoallv(struct ng_comm *c, const void *send, const size_t *
     s_off += send_bytes[q];
     r_off += recv_bytes[q];
   }
-  if (send_bytes[c->rank] != recv_bytes[c->rank])
-    return ng__err(NG_ERR_INVALID_ARG,
-                   "all-to-all: rank %d sends itself %zu bytes but expects %zu from itself",
-                   c->rank, send_bytes[c->rank], recv_bytes[c->rank]);
-  if (send_bytes[c->rank] > 0)
+  /* A rank whose own block does not fit still joins the exchange, which fails on every rank
+   * (the socket one checks every pair, this one included): returning here alone would leave
+   * the others waiting on it, or reading its next collective's data as this one's. */
+  const bool self_ok = send_bytes[c->rank] == recv_bytes[c->rank];
+  if (self_ok && send_bytes[c->rank] > 0)
     memmove((char *)recv + r_off, (const char *)send + s_off, send_bytes[c->rank]);
-  if (c->size == 1)
-    return NG_OK;
-  return c->ops->alltoallv(c, send, send_bytes, recv, recv_bytes);
+  ng_status st = NG_OK;
+  if (c->size > 1)
+    st = c->ops->alltoallv(c, send, send_bytes, recv, recv_bytes);
+  if (st == NG_OK && !self_ok)
+    st = ng__err(NG_ERR_INVALID_ARG,
+                 "all-to-all: rank %d sends itself %zu bytes but expects %zu from itself", c->rank,
+                 send_bytes[c->rank], recv_bytes[c->rank]);
+  return st;
 }
 
 ng_status ng__comm_alltoall(struct ng_comm *c, const void *in, void *out, size_t bytes) {
   NG_CHECK(ng__comm_check(c));
-  size_t *sizes = ng__malloc((size_t)c->size * sizeof *sizes, "the all-to-all's block sizes");
-  if (!sizes)
-    return NG_ERR_NOMEM;
+  NG_CHECK(ng__host_reserve((void **)&c->sizes, &c->sizes_cap, (size_t)c->size * sizeof *c->sizes,
+                            "the all-to-all's block sizes"));
   for (int q = 0; q < c->size; q++)
-    sizes[q] = bytes;
-  const ng_status st = ng__comm_alltoallv(c, in, sizes, out, sizes);
-  free(sizes);
-  return st;
+    c->sizes[q] = bytes;
+  return ng__comm_alltoallv(c, in, c->sizes, out, c->sizes);
 }
 
 ng_status ng__comm_barrier(struct ng_comm *c) {
@@ -211,5 +213,6 @@ void ng_comm_destroy(ng_comm_t c) {
   c->magic = 0;
   c->ops->destroy(c);
   free(c->scratch);
+  free(c->sizes);
   free(c);
 }

@@ -41,6 +41,9 @@ struct ng_comm {
   /// Scratch of the reductions (the gathered contributions), grown on demand.
   void *scratch;
   size_t scratch_cap;
+  /// ng__comm_alltoall's block sizes ([size]), grown once.
+  size_t *sizes;
+  size_t sizes_cap;
 };
 
 #define NG_COMM_MAGIC 0x6e67636du /* "ngcm" */
@@ -56,7 +59,9 @@ ng_status ng__comm_allgather(struct ng_comm *c, const void *in, void *out, size_
 /// for this rank included); `recv` receives rank p's block for this rank at the sum of
 /// recv_bytes[0 .. p), recv_bytes[p] bytes long. Every pair must agree on the sizes (p's
 /// send_bytes[q] is q's recv_bytes[p]): exchange them first with ng__comm_alltoall. Blocks are
-/// delivered as sent, byte for byte.
+/// delivered as sent, byte for byte. Over sockets a pair that disagrees is NG_ERR_INVALID_ARG
+/// on every rank, naming the pair, and the ranks stay in step (the next collective works);
+/// over MPI it is MPI_Alltoallv's error where MPI finds it.
 ng_status ng__comm_alltoallv(struct ng_comm *c, const void *send, const size_t *send_bytes,
                              void *recv, const size_t *recv_bytes);
 /// All-to-all of `bytes` from each rank to each rank: in[q * bytes ..] to rank q, rank p's at

@@ -22,6 +22,10 @@
 
 typedef struct {
   int *fd; /* rank 0: [size] the socket of each rank (fd[0] unused); others: fd[0] = rank 0's */
+  /* The all-to-all's headers ([size][2 size] on rank 0, one row elsewhere) and rank 0's offsets
+   * of the blocks it keeps ([size]), allocated with the communicator. */
+  uint64_t *hdr;
+  size_t *at;
 } sock_comm;
 
 static ng_status send_all(int fd, const void *buf, size_t bytes, int peer) {
@@ -114,120 +118,126 @@ static ng_status s_allgather(struct ng_comm *c, const void *in, void *out, size_
   return NG_OK;
 }
 
-/* Block sizes travel as 64-bit counts. */
-static ng_status check_sizes(const uint64_t *got, const size_t *want, int size, int me) {
-  for (int p = 0; p < size; p++)
-    if (p != me && got[p] != (uint64_t)want[p])
-      return ng__err(NG_ERR_INVALID_ARG,
-                     "distributed: all-to-all: rank %d sends %llu bytes to rank %d, which "
-                     "expects %zu (the ranks disagree on the exchange's sizes)",
-                     p, (unsigned long long)got[p], me, want[p]);
-  return NG_OK;
+/* The all-to-all's verdict, which rank 0 sends every rank before any block: whether every pair
+ * of ranks agreed on its block's size, and if not the first pair that did not (by sending rank,
+ * then receiving rank). Every rank gets the same one, so that a mismatch is an error on every
+ * rank at the same point of the protocol, and no block of a failed exchange is left in a socket
+ * to be read as the next collective's data. */
+typedef struct {
+  uint64_t bad; /* 0: the sizes agree; else the sending rank + 1 */
+  uint64_t dst, sent, expected;
+} a2a_verdict;
+
+static ng_status verdict_error(const a2a_verdict *v, int me) {
+  return ng__err(NG_ERR_INVALID_ARG,
+                 "distributed: all-to-all: rank %llu sends %llu bytes to rank %llu, which expects "
+                 "%llu (the ranks disagree on the exchange's sizes; seen on rank %d, and every "
+                 "rank stopped this exchange)",
+                 (unsigned long long)(v->bad - 1), (unsigned long long)v->sent,
+                 (unsigned long long)v->dst, (unsigned long long)v->expected, me);
 }
 
 /* Through rank 0, as the other collectives: every other rank sends it a header of its block
- * sizes and its blocks for the others; rank 0 keeps them, then sends each rank a header of the
- * sizes it gets and its blocks in source-rank order. A rank sends everything before it receives
- * anything and rank 0 receives everything before it sends, so no two ranks wait on each other. */
+ * sizes (those it sends, then those it expects) and its blocks for the others; rank 0 keeps
+ * them, checks that every pair agrees, and sends each rank the verdict and, when the sizes
+ * agree, its blocks in source-rank order. A rank sends everything before it receives anything
+ * and rank 0 receives everything before it sends, so no two ranks wait on each other; rank 0
+ * reads every block a rank sent by that rank's own sizes, so the sockets are drained whatever
+ * the verdict. The headers, offsets and kept blocks live in the communicator (no allocation
+ * once they have grown to the exchange's size). */
 static ng_status s_alltoallv(struct ng_comm *c, const void *send, const size_t *send_bytes,
                              void *recv, const size_t *recv_bytes) {
-  int *fd = sc(c)->fd;
+  sock_comm *s = sc(c);
+  int *fd = s->fd;
   const int n = c->size, me = c->rank;
+  const size_t row = 2 * (size_t)n; /* one rank's header: sizes sent, then sizes expected */
   const char *src = send;
   char *dst = recv;
-  uint64_t *hdr = ng__malloc((size_t)n * (size_t)n * sizeof *hdr, "the all-to-all's sizes");
-  size_t *at = ng__malloc((size_t)n * sizeof *at, "the all-to-all's offsets");
-  ng_status st = hdr && at ? NG_OK : NG_ERR_NOMEM;
-  if (st != NG_OK)
-    goto out;
+  uint64_t *hdr = s->hdr;
+  a2a_verdict v = {0, 0, 0, 0};
   if (me != 0) {
-    for (int q = 0; q < n; q++)
+    for (int q = 0; q < n; q++) {
       hdr[q] = send_bytes[q];
-    st = send_all(fd[0], hdr, (size_t)n * sizeof *hdr, 0);
+      hdr[n + q] = recv_bytes[q];
+    }
+    NG_CHECK(send_all(fd[0], hdr, row * sizeof *hdr, 0));
     size_t off = 0;
-    for (int q = 0; q < n && st == NG_OK; q++) {
+    for (int q = 0; q < n; q++) {
       if (q != me && send_bytes[q] > 0)
-        st = send_all(fd[0], src + off, send_bytes[q], 0);
+        NG_CHECK(send_all(fd[0], src + off, send_bytes[q], 0));
       off += send_bytes[q];
     }
-    if (st == NG_OK)
-      st = recv_all(fd[0], hdr, (size_t)n * sizeof *hdr, 0);
-    if (st == NG_OK)
-      st = check_sizes(hdr, recv_bytes, n, me);
+    NG_CHECK(recv_all(fd[0], &v, sizeof v, 0));
+    if (v.bad)
+      return verdict_error(&v, me);
     off = 0;
-    for (int p = 0; p < n && st == NG_OK; p++) {
+    for (int p = 0; p < n; p++) {
       if (p != me && recv_bytes[p] > 0)
-        st = recv_all(fd[0], dst + off, recv_bytes[p], 0);
+        NG_CHECK(recv_all(fd[0], dst + off, recv_bytes[p], 0));
       off += recv_bytes[p];
     }
-    goto out;
+    return NG_OK;
   }
-  /* Rank 0: row p of hdr is rank p's sizes; rank p's blocks for ranks other than itself are
+  /* Rank 0: row p of hdr is rank p's header; rank p's blocks for ranks other than itself are
    * kept back to back in the scratch, from at[p]. */
-  for (int q = 0; q < n; q++)
+  size_t *at = s->at;
+  for (int q = 0; q < n; q++) {
     hdr[q] = send_bytes[q];
+    hdr[n + q] = recv_bytes[q];
+  }
   size_t total = 0;
-  for (int p = 1; p < n && st == NG_OK; p++) {
-    st = recv_all(fd[p], hdr + (size_t)p * (size_t)n, (size_t)n * sizeof *hdr, p);
-    if (st != NG_OK)
-      break;
+  for (int p = 1; p < n; p++) {
+    uint64_t *h = hdr + (size_t)p * row;
+    NG_CHECK(recv_all(fd[p], h, row * sizeof *h, p));
     size_t mine = 0;
     for (int q = 0; q < n; q++)
       if (q != p)
-        mine += (size_t)hdr[(size_t)p * (size_t)n + (size_t)q];
+        mine += (size_t)h[q];
     at[p] = total;
     total += mine;
-    st = ng__host_reserve(&c->scratch, &c->scratch_cap, NG_MAX(total, (size_t)1),
-                          "the all-to-all's blocks");
-    if (st == NG_OK && mine > 0)
-      st = recv_all(fd[p], (char *)c->scratch + at[p], mine, p);
+    NG_CHECK(ng__host_reserve(&c->scratch, &c->scratch_cap, NG_MAX(total, (size_t)1),
+                              "the all-to-all's blocks"));
+    if (mine > 0)
+      NG_CHECK(recv_all(fd[p], (char *)c->scratch + at[p], mine, p));
   }
-  if (st != NG_OK)
-    goto out;
-  {
-    uint64_t *sizes = ng__malloc((size_t)n * sizeof *sizes, "the all-to-all's sizes");
-    if (!sizes) {
-      st = NG_ERR_NOMEM;
-      goto out;
+  /* Every pair: what p sends q is what q expects from p (p == q too: a rank whose own block does
+   * not fit fails the exchange for all). */
+  for (int p = 0; p < n && !v.bad; p++)
+    for (int q = 0; q < n && !v.bad; q++) {
+      const uint64_t sent = hdr[(size_t)p * row + (size_t)q];
+      const uint64_t expected = hdr[(size_t)q * row + (size_t)n + (size_t)p];
+      if (sent != expected) /* its own block included, which comm.c copies */
+        v = (a2a_verdict){(uint64_t)p + 1, (uint64_t)q, sent, expected};
     }
-    for (int p = 0; p < n; p++)
-      sizes[p] = hdr[(size_t)p * (size_t)n];
-    st = check_sizes(sizes, recv_bytes, n, 0);
-    /* Rank 0's own share: each rank's block for it is the first of its kept blocks. */
-    size_t off = recv_bytes[0];
-    for (int p = 1; p < n && st == NG_OK; p++) {
-      memcpy(dst + off, (char *)c->scratch + at[p], recv_bytes[p]);
-      off += recv_bytes[p];
-    }
-    for (int q = 1; q < n && st == NG_OK; q++) {
-      for (int p = 0; p < n; p++)
-        sizes[p] = hdr[(size_t)p * (size_t)n + (size_t)q];
-      st = send_all(fd[q], sizes, (size_t)n * sizeof *sizes, q);
-      for (int p = 0; p < n && st == NG_OK; p++) {
-        if (p == q || sizes[p] == 0)
-          continue;
-        const char *block = NULL;
-        if (p == 0) {
-          size_t o = 0;
-          for (int k = 0; k < q; k++)
-            o += send_bytes[k];
-          block = src + o;
-        } else { /* rank p's kept blocks skip its own: those for ranks below q, but not p */
-          size_t o = at[p];
-          for (int k = 0; k < q; k++)
-            if (k != p)
-              o += (size_t)hdr[(size_t)p * (size_t)n + (size_t)k];
-          block = (const char *)c->scratch + o;
-        }
-        st = send_all(fd[q], block, (size_t)sizes[p], q);
+  /* Rank 0's own share: each rank's block for it is the first of its kept blocks. */
+  size_t off = recv_bytes[0];
+  for (int p = 1; p < n && !v.bad; p++) {
+    memcpy(dst + off, (char *)c->scratch + at[p], recv_bytes[p]);
+    off += recv_bytes[p];
+  }
+  for (int q = 1; q < n; q++) {
+    NG_CHECK(send_all(fd[q], &v, sizeof v, q));
+    for (int p = 0; p < n && !v.bad; p++) {
+      const size_t bytes = (size_t)hdr[(size_t)p * row + (size_t)q];
+      if (p == q || bytes == 0)
+        continue;
+      const char *block = NULL;
+      if (p == 0) {
+        size_t o = 0;
+        for (int k = 0; k < q; k++)
+          o += send_bytes[k];
+        block = src + o;
+      } else { /* rank p's kept blocks skip its own: those for ranks below q, but not p */
+        size_t o = at[p];
+        for (int k = 0; k < q; k++)
+          if (k != p)
+            o += (size_t)hdr[(size_t)p * row + (size_t)k];
+        block = (const char *)c->scratch + o;
       }
+      NG_CHECK(send_all(fd[q], block, bytes, q));
     }
-    free(sizes);
   }
-out:
-  free(hdr);
-  free(at);
-  return st;
+  return v.bad ? verdict_error(&v, me) : NG_OK;
 }
 
 static void s_destroy(struct ng_comm *c) {
@@ -239,6 +249,8 @@ static void s_destroy(struct ng_comm *c) {
       if (s->fd[r] >= 0)
         close(s->fd[r]);
   free(s->fd);
+  free(s->hdr);
+  free(s->at);
   free(s);
   c->impl = NULL;
 }
@@ -381,6 +393,11 @@ ng_status ng__comm_socket_open(struct ng_comm *c) {
     return NG_ERR_NOMEM;
   for (int r = 0; r < size; r++)
     s->fd[r] = -1;
+  s->hdr = ng__malloc((size_t)(rank == 0 ? size : 1) * 2 * (size_t)size * sizeof *s->hdr,
+                      "the all-to-all's headers");
+  s->at = ng__malloc((size_t)size * sizeof *s->at, "the all-to-all's offsets");
+  if (!s->hdr || !s->at)
+    return NG_ERR_NOMEM;
   const char *addr = getenv("NG_DIST_ADDR");
   const double deadline = ng__now() + timeout;
   if (rank != 0)

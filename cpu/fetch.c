@@ -139,17 +139,24 @@ static void carve(ng_fetch_pkg *p, layout *l, const ng_fetch_cfg *cfg, int32_t n
   }
 }
 
-/* Node v's row: the overlay's when it holds one, else the table's. */
+/* Node v's row: the overlay's when it holds one, else the table's (fp32, and bf16). */
 static inline const float *row_of(const ng_fetch_cfg *cfg, int64_t v) {
   const float *r = cfg->overlay.row ? cfg->overlay.row(cfg->overlay.ctx, v) : NULL;
   return r ? r : cfg->features + v * cfg->dim;
+}
+static inline const uint16_t *row16_of(const ng_fetch_cfg *cfg, int64_t v) {
+  const uint16_t *r = cfg->overlay.row16 ? cfg->overlay.row16(cfg->overlay.ctx, v) : NULL;
+  return r ? r : cfg->features_bf16 + v * cfg->dim;
+}
+static inline bool has_overlay(const ng_fetch_cfg *cfg) {
+  return cfg->overlay.row || cfg->overlay.row16;
 }
 
 /* PARTIAL: reduces the cold edges of the host's destinations into the package's state, from the
  * table (`src` NULL: the edges hold global ids) or from the cold rows gathered through an
  * overlay (the edges hold their positions). The same kernels either way, hence the same bits
  * for the same row values. */
-static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, const float *src, float drop_p,
+static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, const void *src, float drop_p,
                         uint64_t drop_key) {
   ng_aggr bare = cfg->ag;
   bare.mean = false; /* MEAN divides and the self loop is added after the merge */
@@ -164,8 +171,8 @@ static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, const float *s
     const int32_t d0 = (int32_t)(c * FETCH_CHUNK_ROWS);
     const int32_t d1 = (int32_t)NG_MIN((int64_t)nd, (c + 1) * FETCH_CHUNK_ROWS);
     if (cfg->features_bf16)
-      ng__cpu_aggr_partial_rows_bf16(&bare, &p->cold, cfg->features_bf16, cfg->dim, d0, d1,
-                                     &p->cold_state);
+      ng__cpu_aggr_partial_rows_bf16(&bare, &p->cold, src ? src : cfg->features_bf16, cfg->dim, d0,
+                                     d1, &p->cold_state);
     else
       ng__cpu_aggr_partial_rows(cfg->kernels, &bare, &p->cold, src ? src : cfg->features, cfg->dim,
                                 d0, d1, &p->cold_state, cfg->stream_rows);
@@ -177,19 +184,23 @@ static void reduce_cold(ng_fetch_pkg *p, const ng_fetch_cfg *cfg, const float *s
 static ng_status gather_cold(const ng_fetch_cfg *cfg, const ng_minibatch *mb, const counts *c,
                              ng_fetch_scratch *scratch) {
   const int64_t dim = cfg->dim;
-  const size_t row_b = (size_t)dim * sizeof(float);
+  const bool b16 = cfg->features_bf16 != NULL; /* bf16 rows, gathered as they are */
+  const size_t row_b = (size_t)dim * (b16 ? sizeof(uint16_t) : sizeof(float));
   NG_CHECK(ng__host_reserve((void **)&scratch->rows, &scratch->rows_cap,
                             NG_MAX((size_t)c->cold_nodes * row_b, (size_t)1),
                             "the cold rows read through the overlay"));
   const int32_t ns = mb->blocks[0].n_src;
   const int32_t *pos = scratch->stage_pos;
-  float *rows = scratch->rows;
+  char *rows = (char *)scratch->rows;
   const int threads = cfg->threads;
 #pragma omp parallel for schedule(static)                                                          \
     num_threads(threads) if (threads > 1 && ns > FETCH_CHUNK_ROWS)
   for (int32_t s = 0; s < ns; s++)
     if (pos[s] >= 0)
-      memcpy(rows + (int64_t)pos[s] * dim, row_of(cfg, mb->node_ids[s]), row_b);
+      memcpy(rows + (size_t)pos[s] * row_b,
+             b16 ? (const void *)row16_of(cfg, mb->node_ids[s])
+                 : (const void *)row_of(cfg, mb->node_ids[s]),
+             row_b);
   return NG_OK;
 }
 
@@ -206,11 +217,16 @@ static void stage(float *staged, uint16_t *staged16, const ng_fetch_cfg *cfg, co
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && chunks > 1)
   for (int64_t k = 0; k < chunks; k++) {
     const int64_t i0 = k * FETCH_CHUNK_ROWS, i1 = NG_MIN(n, i0 + FETCH_CHUNK_ROWS);
-    if (t16 && staged16) {
+    if (t16 && staged16 && overlay) {
+      for (int64_t i = i0; i < i1; i++)
+        memcpy(staged16 + i * dim, row16_of(cfg, ids[i]), (size_t)dim * sizeof(uint16_t));
+    } else if (t16 && staged16) {
       ng__cpu_gather_rows_bf16(staged16 + i0 * dim, t16, ids + i0, i1 - i0, dim);
     } else if (t16) {
       for (int64_t i = i0; i < i1; i++)
-        ng__cpu_drop_row_bf16(staged + i * dim, t16 + ids[i] * dim, ids[i], dim, drop_p, drop_key);
+        ng__cpu_drop_row_bf16(staged + i * dim,
+                              overlay ? row16_of(cfg, ids[i]) : t16 + ids[i] * dim, ids[i], dim,
+                              drop_p, drop_key);
     } else if (overlay) { /* no dropout with an overlay (ng__fetch_plan refuses it) */
       for (int64_t i = i0; i < i1; i++)
         memcpy(staged + i * dim, row_of(cfg, ids[i]), (size_t)dim * sizeof(float));
@@ -234,9 +250,10 @@ static ng_status check_cfg(const ng_fetch_cfg *cfg) {
                    "a device share (%g) needs the partial strategy with the device reading the "
                    "table by zero-copy (self_zcopy)",
                    cfg->device_share);
-  if (cfg->overlay.row && cfg->features_bf16)
+  if ((cfg->overlay.row && cfg->features_bf16) || (cfg->overlay.row16 && !cfg->features_bf16))
     return ng__err(NG_ERR_INVALID_ARG,
-                   "a row overlay replaces fp32 rows; this package reads a bf16 table");
+                   "a row overlay of %s rows over a package that reads a%s table",
+                   cfg->overlay.row ? "fp32" : "bf16", cfg->features_bf16 ? " bf16" : "n fp32");
   return NG_OK;
 }
 
@@ -262,14 +279,15 @@ NG_FETCH_INLINE bool hot_node(const int64_t *gid, const uint8_t *ovl, int64_t H,
 static ng_status mark_overlaid(int64_t *n, const ng_fetch_cfg *cfg, const ng_minibatch *mb,
                                ng_fetch_scratch *scratch) {
   *n = 0;
-  if (!cfg->overlay.row)
+  if (!has_overlay(cfg))
     return NG_OK;
   const int32_t ns = mb->blocks[0].n_src;
   NG_CHECK(ng__host_reserve((void **)&scratch->overlaid, &scratch->overlaid_cap,
                             (size_t)NG_MAX(ns, 1), "the fetch scratch"));
   int64_t k = 0;
   for (int32_t s = 0; s < ns; s++) {
-    const bool o = cfg->overlay.row(cfg->overlay.ctx, mb->node_ids[s]) != NULL;
+    const bool o = cfg->overlay.row ? cfg->overlay.row(cfg->overlay.ctx, mb->node_ids[s]) != NULL
+                                    : cfg->overlay.row16(cfg->overlay.ctx, mb->node_ids[s]) != NULL;
     scratch->overlaid[s] = o;
     k += o;
   }
@@ -548,7 +566,7 @@ ng_status ng__fetch_plan(ng_fetch_plan *plan, const ng_fetch_cfg *cfg, const ng_
                          float drop_p, ng_fetch_scratch *scratch) {
   memset(plan, 0, sizeof *plan);
   NG_CHECK(check_cfg(cfg));
-  if (cfg->overlay.row && drop_p != 0.0f)
+  if (has_overlay(cfg) && drop_p != 0.0f)
     return ng__err(NG_ERR_INVALID_ARG,
                    "input dropout (%g) over a row overlay: dropout is keyed by the rows the "
                    "package reads, which an overlay's gathered rows renumber; serve without it",

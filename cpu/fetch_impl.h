@@ -26,6 +26,9 @@ typedef struct {
   /// Node v's row when the overlay holds one (borrowed for the package's fill), else NULL.
   const float *(*row)(const void *ctx, int64_t v);
   const void *ctx;
+  /// The same over a bf16 table (features_bf16; `row` NULL then): node v's bf16 row, read as
+  /// the table's own (the cooperative cold fetch's exchanged rows, sched/coop.c).
+  const uint16_t *(*row16)(const void *ctx, int64_t v);
 } ng_row_overlay;
 
 /// What a fetcher needs to know about the run (borrowed pointers).
@@ -40,7 +43,7 @@ typedef struct {
   /// nodes: the ids the mini-batches may hold (the table's rows, and with an overlay the rows
   /// it adds past them).
   int64_t nodes, dim;
-  /// Rows read from the overlay instead of the table (fp32 tables without input dropout; the
+  /// Rows read from the overlay instead of the table (without input dropout; the
   /// device never reads an overlaid row from host memory itself: ng__fetch_fill refuses such a
   /// package, see ng_fetch_plan.c.overlaid). Zero: the plain table.
   ng_row_overlay overlay;

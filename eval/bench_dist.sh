@@ -7,9 +7,9 @@
 #   - replicated: every GPU caches rows [0, H), every rank reads its own cold rows;
 #   - partitioned: the GPUs cache rows [0, GPUs x H) between them (--cache-placement);
 #   - cooperative: replicated, the cold rows read once for the host by their owner rank and sent
-#     to the ranks that need them (--cold-fetch cooperative). So far the exchange runs the host
-#     work inline on fp32 rows, so this variant runs in mode partial with --workers -1 and only
-#     for fp32 (the others refuse it): compare it with replicated in that light.
+#     to the ranks that need them (--cold-fetch cooperative; fp32 or bf16 rows as the table
+#     holds them). So far the exchange runs the host work inline, so this variant runs in mode
+#     partial with --workers -1 (the others refuse it): compare it with replicated in that light.
 # Prints and writes to OUT/summary.md, per workload, precision, GPU count and variant:
 # iterations/s, targets/s (iterations/s x the global batch), the speedup over one GPU in
 # targets/s, the hit rate, the gradient all-reduce's time per iteration, the host DRAM bytes per
@@ -175,7 +175,6 @@ for prec in $PRECISIONS; do
       mode=hybrid workers=$WORKERS
       case $v in
       cooperative)
-        [ "$prec" = fp32 ] || continue # the exchange moves fp32 rows so far
         extra="--cache-placement replicated --cold-fetch cooperative" mode=partial workers=-1
         ;;
       *) extra="--cache-placement $v" ;;
@@ -222,7 +221,7 @@ for prec in precs:
                 # The placement the run took (auto's choice) and its cold rows, from the
                 # workload's --json.
                 took, cold = v, {}
-                for js in sorted(glob.glob(os.path.join(d, "runs", r["workload"], "hybrid*.json"))):
+                for js in sorted(glob.glob(os.path.join(d, "runs", r["workload"], "*.json"))):
                     try:
                         j = json.load(open(js))
                         took = j.get("cache", {}).get("placement", took)

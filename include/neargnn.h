@@ -557,7 +557,7 @@ typedef enum {
   /// The ranks of one host split each iteration's cold rows by owner (row g: rank g mod R),
   /// each reads the rows it owns that any rank needs, once for the host, and sends them to the
   /// ranks that need them (the communicator's all-to-all). The same bits as OWN. So far the CPU
-  /// backend's path: fp32 features, no input dropout, the host work inline (workers -1; the
+  /// backend's path: fp32 or bf16 features, no input dropout, the host work inline (workers -1; the
   /// default workers 0 becomes -1), all ranks on one host.
   NG_COLD_FETCH_COOPERATIVE = 1,
 } ng_cold_fetch;
@@ -1072,11 +1072,41 @@ typedef struct {
   int64_t row_bytes;         ///< bytes of one row as the host table stores it
   /// rows_read_per_step x row_bytes / the global batch: host DRAM bytes per target.
   double bytes_per_target;
+  /// The NUMA placement rule's choice for this host (docs/distributed.md, "NUMA placement"),
+  /// reported and not applied: nothing binds memory or threads to it yet.
+  int32_t numa_nodes; ///< the host's NUMA nodes (1 without NUMA information)
+  /// Where the table's rows would sit (ng_numa_placement_name): 0 one node, 1 a replica on
+  /// each node that runs a rank, 2 the rows partitioned over the nodes.
+  int32_t placement;
+  int32_t rank_node; ///< the node whose cores the rule gives this rank's workers (its GPU's)
+  /// The share of the nodes' summed DRAM read rate the placement reaches: the floor over the
+  /// host's DRAM rate is bytes_per_target's times this (1 on one node).
+  double placement_bw_share;
 } ng_cold_fetch_stats;
 #define NG_COLD_FETCH_STATS_INIT                                                                   \
-  { sizeof(ng_cold_fetch_stats), NG_COLD_FETCH_OWN, 1, 0, 0.0, 0.0, 0.0, 0, 0.0 }
+  { sizeof(ng_cold_fetch_stats), NG_COLD_FETCH_OWN, 1, 0, 0.0, 0.0, 0.0, 0, 0.0, 1, 0, 0, 1.0 }
+/// The name of ng_cold_fetch_stats.placement ("one_node", "replica_per_node", "partitioned"),
+/// or "?".
+const char *ng_numa_placement_name(int32_t placement);
 /// The cold-row figures of `trainer`'s epochs so far into *out (zero before the first epoch).
 ng_status ng_trainer_cold_fetch(ng_cold_fetch_stats *out, ng_trainer_t trainer);
+
+/// The rates a `bench_floor --json` file records (ng_train_opts.cache_bench), in GB/s; 0: not
+/// in the file.
+typedef struct {
+  size_t size;              ///< sizeof(ng_bench_rates), set by the caller
+  double peer_gbs, h2d_gbs; ///< a GPU reading a peer GPU's memory; host-to-device copies
+  int32_t peer_p2p;         ///< 1: the peer reads went GPU to GPU, not through the host
+  /// The largest "cpu_alone_gbs": CPU threads reading rows from host DRAM, the rate that with
+  /// ng_cold_fetch_stats.bytes_per_target gives the scaling floor.
+  double dram_gbs;
+} ng_bench_rates;
+#define NG_BENCH_RATES_INIT                                                                        \
+  { sizeof(ng_bench_rates), 0.0, 0.0, 0, 0.0 }
+/// Reads the rates of the bench_floor --json file `path` into *out (the library's one reader of
+/// the file, which the hot tier's AUTO placement uses too). A figure the file lacks, or a file
+/// that is not JSON, reads as 0; NG_ERR_IO when the file cannot be opened.
+ng_status ng_bench_rates_read(ng_bench_rates *out, const char *path);
 
 /// Where ng_trainer_create's time went, in seconds (ng_trainer_startup).
 typedef struct {

@@ -53,8 +53,8 @@ static inline int ng__model_block(const struct ng_model *m, int l) {
 }
 
 /// The most layers of a GAT or GIN model (4 tensors a layer) and of a SAGE-pool model (5): a
-/// checkpoint's checksum list holds 3 * NG_MAX_LAYERS parameter tensors (runtime/trainer.c), and
-/// a raw-input model's mini-batches spend a block on the identity block.
+/// checkpoint's checksum list holds 3 * NG_MAX_LAYERS parameter tensors (runtime/trainer_ckpt.c),
+/// and a raw-input model's mini-batches spend a block on the identity block.
 #define NG_GAT_MAX_LAYERS (NG_MAX_LAYERS - 2)
 #define NG_POOL_MAX_LAYERS (NG_MAX_LAYERS / 2)
 

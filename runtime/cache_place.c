@@ -187,7 +187,10 @@ ng_status ng__part_msg_unpack(ng_part_msg *m, const unsigned char in[NG_PART_MSG
 
 /* ---- bench_floor's rates ---- */
 
-ng_status ng__cache_bench_read(const char *path, double *peer_gbs, double *h2d_gbs, bool *p2p) {
+ng_status ng_bench_rates_read(ng_bench_rates *out, const char *path) {
+  if (!out || out->size < sizeof out->size || !path)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_bench_rates_read: out (its size set with "
+                                       "NG_BENCH_RATES_INIT) and a path are required");
   FILE *f = fopen(path, "rb");
   if (!f)
     return ng__err(NG_ERR_IO, "cache bench file '%s': cannot open it", path);
@@ -195,21 +198,37 @@ ng_status ng__cache_bench_read(const char *path, double *peer_gbs, double *h2d_g
   const size_t n = fread(buf, 1, sizeof buf, f);
   fclose(f);
   cJSON *doc = cJSON_ParseWithLength(buf, n);
+  ng_bench_rates r = NG_BENCH_RATES_INIT;
   const cJSON *peer = cJSON_GetObjectItemCaseSensitive(doc, "peer_gbs");
   const cJSON *h2d = cJSON_GetObjectItemCaseSensitive(doc, "h2d_gbs");
-  const bool ok = cJSON_IsNumber(peer) && cJSON_IsNumber(h2d) && peer->valuedouble > 0.0 &&
-                  h2d->valuedouble > 0.0;
-  if (ok) {
-    *peer_gbs = peer->valuedouble;
-    *h2d_gbs = h2d->valuedouble;
-    *p2p = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "peer_p2p"));
+  r.peer_gbs = cJSON_IsNumber(peer) ? peer->valuedouble : 0.0;
+  r.h2d_gbs = cJSON_IsNumber(h2d) ? h2d->valuedouble : 0.0;
+  r.peer_p2p = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "peer_p2p"));
+  /* One entry per thread count: the most threads reading alone set the host's DRAM rate. */
+  const cJSON *row = NULL;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "threads")) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(row, "cpu_alone_gbs");
+    if (cJSON_IsNumber(g) && g->valuedouble > r.dram_gbs)
+      r.dram_gbs = g->valuedouble;
   }
   cJSON_Delete(doc);
-  if (!ok)
+  const size_t size = out->size; /* a caller's older, smaller struct gets its fields */
+  memcpy(out, &r, NG_MIN(size, sizeof r));
+  out->size = size;
+  return NG_OK;
+}
+
+ng_status ng__cache_bench_read(const char *path, double *peer_gbs, double *h2d_gbs, bool *p2p) {
+  ng_bench_rates r = NG_BENCH_RATES_INIT;
+  NG_CHECK(ng_bench_rates_read(&r, path));
+  if (!(r.peer_gbs > 0.0 && r.h2d_gbs > 0.0))
     return ng__err(NG_ERR_FORMAT,
                    "cache bench file '%s': no positive \"peer_gbs\" and \"h2d_gbs\" (write it "
                    "with bench_floor --json on a host with 2 GPUs or more)",
                    path);
+  *peer_gbs = r.peer_gbs;
+  *h2d_gbs = r.h2d_gbs;
+  *p2p = r.peer_p2p != 0;
   return NG_OK;
 }
 

@@ -15,6 +15,8 @@
 /* Rows converted per progress report while the file is written. */
 #define CONVERT_CHUNK ((size_t)16 << 20)
 
+void (*ng__bf16_before_rename)(const char *path);
+
 void ng__bf16_convert(uint16_t *dst, const float *src, size_t n, int threads) {
   const int64_t m = (int64_t)n;
 #pragma omp parallel for schedule(static) num_threads(threads) if (m > 65536)
@@ -84,6 +86,8 @@ static ng_status write_file(const char *path, const char *src_path, const float 
       st = ng__npy_sync(&w, tmp);
     ng__npy_close(&w);
   }
+  if (st == NG_OK && ng__bf16_before_rename)
+    ng__bf16_before_rename(path);
   /* The table carries the time of the features it was converted from (try_map). */
   struct stat ss;
   if (st == NG_OK && stat(src_path, &ss) != 0)
@@ -110,11 +114,18 @@ ng_status ng__bf16_table_open(ng_bf16_table *out, const struct ng_dataset *ds, c
       st = try_map(out, path, src_path, nodes, dim, &ok);
     if (st == NG_OK && !ok && access(ds->dir, W_OK) == 0) {
       st = write_file(path, src_path, src, nodes, dim, threads, progress);
+      /* Another process that missed the table too (a rank of the same run on this host) wrote
+       * it first: each writes its own temporary file, and the rename that comes second finds
+       * the first one's table in place and leaves it. That table is the same conversion of the
+       * same features, so this process maps it instead. */
+      const bool theirs = st == NG_ERR_EXISTS;
+      if (theirs)
+        st = NG_OK;
       if (st == NG_OK) {
         st = try_map(out, path, src_path, nodes, dim, &ok);
         if (st == NG_OK && !ok)
           st = ng__err(NG_ERR_IO, "%s: the bf16 table just written does not map back", path);
-        out->created = ok;
+        out->created = ok && !theirs;
       }
     }
     free(path);

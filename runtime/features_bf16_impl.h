@@ -29,6 +29,11 @@ ng_status ng__bf16_table_open(ng_bf16_table *out, const struct ng_dataset *ds, c
                               bool in_memory, int threads, ng_progress *progress);
 void ng__bf16_table_close(ng_bf16_table *t);
 
+/// Tests only (tests/test_bf16_table.c): when set, the writer of features.bf16.npy calls it with
+/// the table's path after the table is written to its temporary file and before the rename that
+/// puts it in place, so that a test can have another process write the same table meanwhile.
+extern void (*ng__bf16_before_rename)(const char *path);
+
 /// Rounds n values of src into dst (to nearest, ties to even) with `threads` threads.
 void ng__bf16_convert(uint16_t *dst, const float *src, size_t n, int threads);
 

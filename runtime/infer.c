@@ -915,21 +915,30 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
   node_set sets[NG_MAX_LAYERS];
   memset(sets, 0, sizeof sets);
   ng_status st = NG_OK;
-  /* The last layer's destinations: the targets, sorted and distinct. */
+  /* The last layer's destinations: the targets, sorted and distinct. Targets that already are
+   * (link evaluation's nodes, a range) skip the sort, and the last layer writes the caller's
+   * rows in place, as for every node: no second copy of the output and no reordering pass
+   * (a 16 M x 256 output is 16 GiB, which a temporary file and the copy would hold twice). */
+  bool ascending = true;
   if (targets) {
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
       if (targets[i] < 0 || targets[i] >= nodes)
         return ng__err(NG_ERR_INVALID_ARG, "node id %lld (position %lld) is not in [0, %lld)",
                        (long long)targets[i], (long long)i, (long long)nodes);
+      ascending = ascending && (i == 0 || targets[i] > targets[i - 1]);
+    }
     int64_t *u = ng__malloc((size_t)n * sizeof *u, "the target ids");
     if (!u)
       return NG_ERR_NOMEM;
     memcpy(u, targets, (size_t)n * sizeof *u);
-    qsort(u, (size_t)n, sizeof *u, cmp_i64);
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++)
-      if (i == 0 || u[i] != u[k - 1])
-        u[k++] = u[i];
+    int64_t k = n;
+    if (!ascending) {
+      qsort(u, (size_t)n, sizeof *u, cmp_i64);
+      k = 0;
+      for (int64_t i = 0; i < n; i++)
+        if (i == 0 || u[i] != u[k - 1])
+          u[k++] = u[i];
+    }
     sets[layer] = (node_set){u, k};
     if (k == nodes) {
       free(u);
@@ -1026,7 +1035,8 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
       stats->device_bytes += (int64_t)bytes;
     }
   }
-  const bool direct = !targets; /* every node in id order: the last layer writes `out` */
+  /* Every node in id order, or targets sorted and distinct: the last layer writes `out`. */
+  const bool direct = !targets || ascending;
   for (int l = 0; l <= layer && st == NG_OK; l++) {
     const double t_layer = ng__now();
     const ng_layer *L = &m->layers[l];

@@ -51,7 +51,8 @@ typedef struct {
   /// instead of `features`, with the store's bf16 hot rows and zero-copy view; NULL: fp32.
   const uint16_t *features_bf16;
   /// Optional: called on the calling thread once rows [first, first + n) of the caller's `out`
-  /// are written (every node in id order only: the last layer writes `out` chunk by chunk), e.g.
+  /// are written (every node in id order, or targets sorted and distinct: the last layer then
+  /// writes `out` chunk by chunk), e.g.
   /// to start writing a mapped output file back to disk while the layer goes on.
   void (*rows_done)(void *ctx, int64_t first, int64_t n);
   void *rows_done_ctx;
@@ -75,8 +76,10 @@ typedef struct {
 
 /// Computes the output of layer `layer` (0-based; the last layer gives logits) of nodes
 /// `targets[n]` (any order, repeats allowed; NULL: every node in id order, n = nodes) into host
-/// memory `out` [n, out_dim of the layer]. Deterministic: the bits depend on the parameters, the
-/// graph and the features only, never on the chunk size, threads or timing. `stats` may be NULL.
+/// memory `out` [n, out_dim of the layer]; targets sorted and distinct are written in place by
+/// the last layer (no temporary copy of the output). Deterministic: the bits depend on the
+/// parameters, the graph and the features only, never on the chunk size, threads or timing. `stats`
+/// may be NULL.
 ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t *targets, int64_t n,
                     ng_infer_stats *stats);
 

@@ -18,87 +18,176 @@ ng_status ng__link_check(ng_link_trainer_t t) {
 
 /* ---- metrics ---- */
 
-typedef struct {
-  float s;
-  int8_t pos;
-} scored;
+/* Positives per block of the per-positive sums (loss, MRR, Hits): blocks are summed in order, so
+ * the metrics' bits do not depend on the thread count. */
+#define METRIC_BLOCK 1024
+/* Positives per block of evaluation's scoring: with their negatives, a block's pair rows are a
+ * few hundred KiB per thread. */
+#define SCORE_BLOCK 256
 
-static int scored_desc(const void *a, const void *b) {
-  const float x = ((const scored *)a)->s, y = ((const scored *)b)->s;
+static int float_desc(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
   return x > y ? -1 : x < y;
 }
 
-ng_status ng_link_metrics_compute(ng_link_metrics *out, const float *pos, const float *neg,
-                                  int64_t n, int32_t k) {
+/* The first index in p[0, m) (descending) whose value is <= s; m when none is. */
+static int64_t first_not_above(const float *p, int64_t m, float s) {
+  int64_t lo = 0, hi = m;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (p[mid] > s)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* ng_link_metrics_compute on up to `threads` OpenMP threads (0: OpenMP's default); the figures
+ * do not depend on it. */
+static ng_status metrics(ng_link_metrics *out, const float *pos, const float *neg, int64_t n,
+                         int32_t k, int threads) {
+  if (threads < 1)
+    threads = omp_get_max_threads();
   if (!out || out->size != sizeof *out)
     return ng__err(NG_ERR_INVALID_ARG,
                    "ng_link_metrics_compute: out is NULL or out->size is not %zu", sizeof *out);
   if (!pos || !neg || n < 1 || k < 1)
     return ng__err(NG_ERR_INVALID_ARG,
                    "ng_link_metrics_compute: needs pos[n], neg[n * k] with n >= 1, k >= 1");
-  const int64_t total = n + n * (int64_t)k;
-  scored *all = ng__malloc((size_t)total * sizeof *all, "the scores to rank");
-  if (!all)
-    return NG_ERR_NOMEM;
-  double loss = 0.0, mrr = 0.0;
-  int64_t hits[3] = {0, 0, 0};
-  const int at[3] = {10, 50, 100};
-  for (int64_t i = 0; i < n; i++) {
-    if (!isfinite(pos[i])) {
-      free(all);
-      return ng__err(NG_ERR_INVALID_ARG, "link metrics: positive score %lld is %g", (long long)i,
-                     pos[i]);
-    }
-    int64_t above = 0, tied = 0;
-    for (int32_t j = 0; j < k; j++) {
-      const float s = neg[i * k + j];
-      if (!isfinite(s)) {
-        free(all);
-        return ng__err(NG_ERR_INVALID_ARG, "link metrics: negative score [%lld, %d] is %g",
-                       (long long)i, (int)j, s);
+  const int64_t n_blocks = (n + METRIC_BLOCK - 1) / METRIC_BLOCK;
+  /* Per block: loss, reciprocal ranks, Hits@10, @50, @100, and whether a score is not finite. */
+  double *blk = ng__malloc((size_t)n_blocks * 6 * sizeof *blk, "the metrics' partial sums");
+  float *p = ng__malloc((size_t)n * sizeof *p, "the positive scores, sorted");
+  int64_t *bin = NULL, *eq = NULL;
+  ng_status st = NG_OK;
+  if (!blk || !p) {
+    st = NG_ERR_NOMEM;
+    goto done;
+  }
+  /* MRR and Hits@K need each positive's own negatives only; the loss every score once. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (n_blocks > 1)
+  for (int64_t b = 0; b < n_blocks; b++) {
+    const int at[3] = {10, 50, 100};
+    double loss = 0.0, rr = 0.0, hits[3] = {0, 0, 0}, bad = 0.0;
+    const int64_t end = NG_MIN(n, (b + 1) * METRIC_BLOCK);
+    for (int64_t i = b * METRIC_BLOCK; i < end; i++) {
+      const float x = pos[i];
+      int64_t above = 0, tied = 0;
+      bad += !isfinite(x);
+      for (int64_t j = 0; j < k; j++) {
+        const float s = neg[i * k + j];
+        bad += !isfinite(s);
+        above += s > x;
+        tied += s == x;
+        loss += ng__link_bce(s, 0);
       }
-      above += s > pos[i];
-      tied += s == pos[i];
-      all[n + i * k + j] = (scored){s, 0};
-      loss += ng__link_bce(s, 0);
+      loss += ng__link_bce(x, 1);
+      const double rank = 1.0 + (double)above + 0.5 * (double)tied;
+      rr += 1.0 / rank;
+      for (int h = 0; h < 3; h++)
+        hits[h] += rank <= at[h];
+      p[i] = x == 0.0f ? 0.0f : x; /* -0 is +0: one threshold */
     }
-    all[i] = (scored){pos[i], 1};
-    loss += ng__link_bce(pos[i], 1);
-    const double rank = 1.0 + (double)above + 0.5 * (double)tied;
-    mrr += 1.0 / rank;
+    double *o = blk + b * 6;
+    o[0] = loss;
+    o[1] = rr;
+    o[2] = hits[0];
+    o[3] = hits[1];
+    o[4] = hits[2];
+    o[5] = bad;
+  }
+  double loss = 0.0, mrr = 0.0, hits[3] = {0, 0, 0};
+  for (int64_t b = 0; b < n_blocks; b++) {
+    const double *o = blk + b * 6;
+    if (o[5] > 0) {
+      /* The first score that is not finite, found again in order for the message. */
+      for (int64_t i = b * METRIC_BLOCK; i < NG_MIN(n, (b + 1) * METRIC_BLOCK); i++) {
+        if (!isfinite(pos[i])) {
+          st = ng__err(NG_ERR_INVALID_ARG, "link metrics: positive score %lld is %g", (long long)i,
+                       pos[i]);
+          goto done;
+        }
+        for (int32_t j = 0; j < k; j++)
+          if (!isfinite(neg[i * k + j])) {
+            st = ng__err(NG_ERR_INVALID_ARG, "link metrics: negative score [%lld, %d] is %g",
+                         (long long)i, (int)j, neg[i * k + j]);
+            goto done;
+          }
+      }
+    }
+    loss += o[0];
+    mrr += o[1];
     for (int h = 0; h < 3; h++)
-      hits[h] += rank <= at[h];
+      hits[h] += o[2 + h];
   }
-  /* AUC and AP over the pooled scores, highest first; a run of tied scores is one threshold. */
-  qsort(all, (size_t)total, sizeof *all, scored_desc);
-  const double n_pos = (double)n, n_neg = (double)(n * (int64_t)k);
-  double auc = 0.0, ap = 0.0, tp = 0.0, fp = 0.0;
-  for (int64_t a = 0; a < total;) {
-    int64_t b = a;
-    double gp = 0.0, gn = 0.0;
-    while (b < total && all[b].s == all[a].s) {
-      gp += all[b].pos;
-      gn += !all[b].pos;
-      b++;
+  /* AUC and AP over the pooled scores, highest first, a run of tied scores being one threshold.
+   * They need, for each distinct positive score p_j (descending), the negatives above it and the
+   * negatives equal to it, not the order of the negatives among themselves: the positives are
+   * sorted (n, not n (1 + k), scores) and each negative is binned by a binary search. The sums
+   * below are those of a walk over all scores sorted, in the same order (runs of negatives only
+   * add zeros to them), so the figures are the bits of a full sort's. */
+  qsort(p, (size_t)n, sizeof *p, float_desc);
+  /* bin[j]: negatives above p[j] and below p[j - 1] (bin[m]: below every positive); eq[j]:
+   * negatives equal to p[j]; gp[j]: positives equal to p[j]. Integer counts: the same whatever
+   * the threads' interleaving. */
+  bin = ng__calloc((size_t)n + 1, sizeof *bin, "the negatives' bins");
+  eq = ng__calloc((size_t)n * 2, sizeof *eq, "the ties of the positive scores");
+  if (!bin || !eq) {
+    st = NG_ERR_NOMEM;
+    goto done;
+  }
+  int64_t *gp = eq + n;
+  int64_t m = 0; /* distinct positive scores */
+  for (int64_t i = 0; i < n; i++) {
+    if (i == 0 || p[i] != p[m - 1])
+      p[m++] = p[i];
+    gp[m - 1]++;
+  }
+  const int64_t total_neg = n * (int64_t)k;
+#pragma omp parallel for schedule(static) num_threads(threads) if (total_neg > 65536)
+  for (int64_t i = 0; i < total_neg; i++) {
+    const float s = neg[i];
+    const int64_t j = first_not_above(p, m, s);
+    if (j < m && p[j] == s) {
+#pragma omp atomic
+      eq[j]++;
+    } else {
+#pragma omp atomic
+      bin[j]++;
     }
-    /* Positives of this run beat every negative below it and half of the run's. */
-    auc += gp * ((n_neg - fp - gn) + 0.5 * gn);
-    tp += gp;
-    fp += gn;
-    ap += (gp / n_pos) * (tp / (tp + fp));
-    a = b;
   }
-  free(all);
+  const double n_pos = (double)n, n_neg = (double)total_neg;
+  double auc = 0.0, ap = 0.0, tp = 0.0, fp = 0.0;
+  for (int64_t j = 0; j < m; j++) {
+    fp += (double)bin[j]; /* the runs of negatives above this one */
+    const double g_p = (double)gp[j], g_n = (double)eq[j];
+    /* Positives of this run beat every negative below it and half of the run's. */
+    auc += g_p * ((n_neg - fp - g_n) + 0.5 * g_n);
+    tp += g_p;
+    fp += g_n;
+    ap += (g_p / n_pos) * (tp / (tp + fp));
+  }
   out->auc = auc / (n_pos * n_neg);
   out->ap = ap;
   out->mrr = mrr / n_pos;
-  out->hits10 = (double)hits[0] / n_pos;
-  out->hits50 = (double)hits[1] / n_pos;
-  out->hits100 = (double)hits[2] / n_pos;
-  out->loss = loss / (double)total;
+  out->hits10 = hits[0] / n_pos;
+  out->hits50 = hits[1] / n_pos;
+  out->hits100 = hits[2] / n_pos;
+  out->loss = loss / (n_pos + n_neg);
   out->positives = n;
-  out->negatives = n * (int64_t)k;
-  return NG_OK;
+  out->negatives = total_neg;
+done:
+  free(eq);
+  free(bin);
+  free(p);
+  free(blk);
+  return st;
+}
+
+ng_status ng_link_metrics_compute(ng_link_metrics *out, const float *pos, const float *neg,
+                                  int64_t n, int32_t k) {
+  return metrics(out, pos, neg, n, k, 0);
 }
 
 /* ---- evaluation ---- */
@@ -118,25 +207,29 @@ ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng
     return ng__err(NG_ERR_INVALID_ARG, "link evaluation: the %s split holds no edges",
                    split == NG_SPLIT_VAL ? "val" : "test");
   const ng_link_pair *pos = t->arr[pa].data, *neg = t->arr[pa + 1].data;
+  const int threads = NG_MAX(t->p.threads, 1);
   /* The nodes needed, in id order, each once (a map over the nodes, not a sort of the pairs'
-   * ends: linear in both), and their embeddings by layer-wise inference. */
+   * ends: linear in both), and their embeddings by layer-wise inference. Memory: this map
+   * (4 B a node), the ids (8 B a needed node), the embeddings (dim floats a needed node) and
+   * the scores (4 B a pair); docs/link-prediction.md, "Memory". */
   const int64_t total = n * (1 + k), nodes = t->ds->info.nodes;
   int32_t *row = ng__malloc((size_t)nodes * sizeof *row, "the evaluated nodes' rows");
-  int32_t *u = ng__malloc((size_t)total * sizeof *u, "the pair rows");
-  int32_t *v = ng__malloc((size_t)total * sizeof *v, "the pair rows");
   float *s = ng__malloc((size_t)total * sizeof *s, "the scores");
   int64_t *ids = NULL;
   float *h = NULL;
   ng_status st = NG_OK;
-  if (!row || !u || !v || !s) {
+  if (!row || !s) {
     st = NG_ERR_NOMEM;
     goto done;
   }
   memset(row, 0xff, (size_t)nodes * sizeof *row); /* -1: not needed */
-  for (int64_t i = 0; i < n; i++)
-    row[pos[i].u] = row[pos[i].v] = 0;
-  for (int64_t i = 0; i < n * k; i++)
-    row[neg[i].u] = row[neg[i].v] = 0;
+  /* Every writer stores the same 0; relaxed atomic stores make that a defined program. */
+#pragma omp parallel for schedule(static) num_threads(threads) if (total > 65536)
+  for (int64_t i = 0; i < total; i++) {
+    const ng_link_pair *q = i < n ? &pos[i] : &neg[i - n];
+    __atomic_store_n(&row[q->u], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&row[q->v], 0, __ATOMIC_RELAXED);
+  }
   int64_t m = 0;
   for (int64_t x = 0; x < nodes; x++)
     m += row[x] == 0;
@@ -155,27 +248,59 @@ ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng
   ng_infer_opts io = NG_INFER_OPTS_INIT;
   io.progress = t->opts.progress;
   io.progress_ctx = t->opts.progress_ctx;
+  /* The ids are sorted and distinct: inference writes h in place (runtime/infer.c). */
   NG_CHECK_GOTO(st, ng_trainer_embed(h, t->tr, ids, m, &io), done);
-  /* Row i: positive i; rows n + i k + j: its negatives. */
-#pragma omp parallel for schedule(static) num_threads(t->p.threads)
-  for (int64_t i = 0; i < n; i++) {
-    u[i] = row[pos[i].u];
-    v[i] = row[pos[i].v];
-    for (int64_t j = 0; j < k; j++) {
-      u[n + i * k + j] = row[neg[i * k + j].u];
-      v[n + i * k + j] = row[neg[i * k + j].v];
+  free(ids);
+  ids = NULL;
+  /* Scores: s[i] positive i, s[n + i k + j] its negatives, by blocks of positives on every
+   * thread. Each block makes its pairs' rows and scores them with the one scoring function of
+   * training and serving (ng__link_score, one thread each): a pair's bits do not depend on the
+   * block, and no pair-sized array of rows is made. */
+  const ng_link_dec dec = ng__link_trainer_dec(t);
+  const int64_t n_blocks = (n + SCORE_BLOCK - 1) / SCORE_BLOCK;
+#pragma omp parallel num_threads(threads)
+  {
+    int32_t *u = malloc((size_t)SCORE_BLOCK * (size_t)(1 + k) * 2 * sizeof *u);
+    int32_t *v = u ? u + SCORE_BLOCK * (1 + k) : NULL;
+    if (!u) {
+#pragma omp critical
+      st = ng__err(NG_ERR_NOMEM, "link evaluation: out of memory for a block's pair rows");
     }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < n_blocks; b++) {
+      if (!u)
+        continue;
+      const int64_t i0 = b * SCORE_BLOCK, nb = NG_MIN(n, i0 + SCORE_BLOCK) - i0;
+      for (int64_t i = 0; i < nb; i++) {
+        u[i] = row[pos[i0 + i].u];
+        v[i] = row[pos[i0 + i].v];
+      }
+      int32_t *nu = u + nb, *nv = v + nb;
+      for (int64_t i = 0; i < nb * k; i++) {
+        nu[i] = row[neg[i0 * k + i].u];
+        nv[i] = row[neg[i0 * k + i].v];
+      }
+      ng_status bs = ng__link_score(&dec, s + i0, h, u, v, nb, 1);
+      if (bs == NG_OK)
+        bs = ng__link_score(&dec, s + n + i0 * k, h, nu, nv, nb * k, 1);
+      if (bs != NG_OK) {
+#pragma omp critical
+        st = bs;
+      }
+    }
+    free(u);
   }
-  NG_CHECK_GOTO(st, ng__link_score_rows(t, s, h, u, v, total), done);
+  if (st != NG_OK)
+    goto done;
+  free(h);
+  h = NULL;
   ng_link_metrics r = NG_LINK_METRICS_INIT;
-  NG_CHECK_GOTO(st, ng_link_metrics_compute(&r, s, s + n, n, (int32_t)k), done);
+  NG_CHECK_GOTO(st, metrics(&r, s, s + n, n, (int32_t)k, threads), done);
   *out = r;
 done:
   free(h);
   free(ids);
   free(s);
-  free(v);
-  free(u);
   free(row);
   return st;
 }

@@ -59,7 +59,7 @@ void ng__st_close(ng_st_file *f);
 ng_status ng__st_parse(ng_st_file *out, const void *buf, size_t len, const char *name);
 
 /// CRC-32 (zlib's) of `n` bytes, in chunks that zlib's uInt length can hold: the per-tensor
-/// checksum a checkpoint records (runtime/trainer.c writes and checks it, serve/ checks it).
+/// checksum a checkpoint records (runtime/trainer_ckpt.c writes and checks it, serve/ checks it).
 uint32_t ng__crc32(const void *data, size_t n);
 
 #endif /* NG_SAFETENSORS_IMPL_H */

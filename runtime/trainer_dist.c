@@ -1,5 +1,6 @@
 /* The trainer's data-parallel side; see trainer_dist_impl.h and docs/distributed.md. */
 #include "trainer_dist_impl.h"
+#include "placement_impl.h"
 #include "pool_impl.h"
 
 #include <omp.h>
@@ -139,10 +140,6 @@ ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_f
   if ((unsigned)want > NG_COLD_FETCH_COOPERATIVE)
     return ng__err(NG_ERR_INVALID_ARG, "ng_train_opts.cold_fetch: unknown mode %d", (int)want);
   const bool exchange = want == NG_COLD_FETCH_COOPERATIVE && d->ranks > 1;
-  if (exchange && fetch->features_bf16)
-    return ng__err(NG_ERR_UNSUPPORTED,
-                   "--cold-fetch cooperative exchanges fp32 rows so far; this run reads a bf16 "
-                   "table (--precision bf16): use --cold-fetch own");
   if (exchange && input_dropout != 0.0f)
     return ng__err(NG_ERR_UNSUPPORTED,
                    "the cooperative cold fetch does not exchange input dropout's rows yet "
@@ -166,8 +163,74 @@ ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_f
                        : "has the device read cold rows from host memory");
   if (exchange && user_workers == 0)
     *workers = -1;
+  const bool b16 = fetch->features_bf16 != NULL;
   return ng__coop_create(out, d->ranks > 1 ? d->comm : NULL, exchange, fetch->hot,
-                         exchange ? fetch->features : NULL, fetch->nodes, fetch->dim);
+                         exchange && !b16 ? fetch->features : NULL,
+                         exchange && b16 ? fetch->features_bf16 : NULL, fetch->nodes, fetch->dim);
+}
+
+/* The NUMA placement rule on this host (runtime/placement_impl.h) into out's placement fields:
+ * rank 0's reading of the nodes (every rank then applies the rule to the same figures), each
+ * rank's GPU's node, the table's bytes and the cold bytes the ranks read per step. Collective
+ * with several ranks. */
+static ng_status dist_placement(ng_cold_fetch_stats *out, const ng_grad_reduce *d,
+                                const ng_fetch_cfg *fetch, int64_t batch) {
+  struct {
+    int32_t n;
+    ng_numa_node nodes[NG_PLACE_MAX_NODES];
+  } host;
+  memset(&host, 0, sizeof host);
+  int n = 0;
+  NG_CHECK(ng__numa_read(host.nodes, NG_PLACE_MAX_NODES, &n, NULL));
+  host.n = n;
+  if (d->ranks > 1)
+    NG_CHECK(ng__comm_bcast(d->comm, &host, sizeof host, 0));
+  /* This rank's GPU's node, as an index into the nodes (-1: unknown, a CPU run). */
+  char pci[64] = "";
+  if (d->be && d->be->iface->pci_bus_id &&
+      d->be->iface->pci_bus_id(d->be, pci, sizeof pci) != NG_OK)
+    pci[0] = 0;
+  const int node = ng__numa_of_pci(pci, NULL);
+  int32_t mine = -1;
+  for (int k = 0; k < host.n; k++)
+    if (host.nodes[k].id == node)
+      mine = k;
+  const int R = NG_MIN(d->ranks, NG_PLACE_MAX_RANKS);
+  int32_t *all = ng__malloc((size_t)d->ranks * sizeof *all, "the ranks' NUMA nodes");
+  if (!all)
+    return NG_ERR_NOMEM;
+  ng_status st = NG_OK;
+  if (d->ranks > 1)
+    st = ng__comm_allgather(d->comm, &mine, all, sizeof mine);
+  else
+    all[0] = mine;
+  int rank_node[NG_PLACE_MAX_RANKS];
+  for (int r = 0; r < R; r++)
+    rank_node[r] = all[r];
+  free(all);
+  NG_CHECK(st);
+  const double elem = fetch->features_bf16 ? (double)sizeof(uint16_t) : (double)sizeof(float);
+  const ng_place_in in = {.n_nodes = host.n,
+                          .nodes = host.nodes,
+                          .n_ranks = R,
+                          .rank_node = rank_node,
+                          .table_bytes = (double)fetch->nodes * (double)fetch->dim * elem,
+                          .cold_bytes_per_step = out->rows_read_per_step * (double)out->row_bytes,
+                          .targets_per_step = (double)batch,
+                          .link_gbs = 0.0};
+  ng_placement *p = ng__malloc(sizeof *p, "the placement");
+  if (!p)
+    return NG_ERR_NOMEM;
+  st = ng__place(p, &in);
+  if (st == NG_OK) {
+    out->numa_nodes = host.n;
+    out->placement = (int32_t)p->kind;
+    const int k = p->rank_node[NG_MIN(d->rank, R - 1)];
+    out->rank_node = host.nodes[k].id;
+    out->placement_bw_share = p->bw_share;
+  }
+  free(p);
+  return st;
 }
 
 ng_status ng__dist_coop_epoch(ng_cold_fetch_stats *out, ng_coop *co, const ng_grad_reduce *d,
@@ -195,5 +258,5 @@ ng_status ng__dist_coop_epoch(ng_cold_fetch_stats *out, ng_coop *co, const ng_gr
   out->row_bytes = fetch->dim * (int64_t)(fetch->features_bf16 ? sizeof(uint16_t) : sizeof(float));
   out->bytes_per_target =
       out->rows_read_per_step * (double)out->row_bytes / (double)NG_MAX(batch, (int64_t)1);
-  return NG_OK;
+  return dist_placement(out, d, fetch, batch);
 }

@@ -30,13 +30,16 @@ int ng__dist_threads(struct ng_comm *comm);
 /// precision). *workers is the pipeline's resolved worker count, `user_workers` the one asked:
 /// cooperation runs the host work inline, so the default (0) becomes -1 there, and a number of
 /// threads asked is left for the pipeline to refuse. Refused here: the hybrid and zero-copy
-/// modes (`mode`, resolved), a bf16 table, a partitioned hot tier and input dropout
-/// (`input_dropout`, the first layer's, fixed for the run), whose rows are not exchanged yet.
+/// modes (`mode`, resolved), a partitioned hot tier and input dropout (`input_dropout`, the
+/// first layer's, fixed for the run), whose rows are not exchanged yet. A bf16 table's rows are
+/// exchanged as bf16 (fetch->features_bf16).
 ng_status ng__dist_coop_create(ng_coop **out, const ng_grad_reduce *d, ng_cold_fetch want,
                                ng_mode mode, const ng_fetch_cfg *fetch, float input_dropout,
                                int *workers, int user_workers);
 /// The run's cold-row figures of `co` so far, summed over d's ranks (collective with several ranks)
-/// into *out, for a global batch of `batch` targets; keeps out->size.
+/// into *out, for a global batch of `batch` targets, with the NUMA placement rule's choice for
+/// them (runtime/placement_impl.h: rank 0's reading of the host's nodes, every rank's GPU node);
+/// keeps out->size.
 ng_status ng__dist_coop_epoch(ng_cold_fetch_stats *out, ng_coop *co, const ng_grad_reduce *d,
                               const ng_fetch_cfg *fetch, int64_t batch);
 

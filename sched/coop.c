@@ -49,10 +49,9 @@ void ng__coop_serve_free(ng_coop_serve_buf *b) {
   memset(b, 0, sizeof *b);
 }
 
-ng_status ng__coop_serve(float *answers, int64_t *n_read, const int64_t *req, int64_t n_req,
-                         const float *table, int64_t dim, ng_coop_serve_buf *b) {
+ng_status ng__coop_serve(void *answers, int64_t *n_read, const int64_t *req, int64_t n_req,
+                         const void *table, size_t row_b, ng_coop_serve_buf *b) {
   *n_read = 0;
-  const size_t row_b = (size_t)dim * sizeof(float);
   NG_CHECK(ng__host_reserve((void **)&b->uniq, &b->uniq_cap,
                             NG_MAX((size_t)n_req * sizeof(int64_t), (size_t)1),
                             "the rows other ranks ask for"));
@@ -67,11 +66,13 @@ ng_status ng__coop_serve(float *answers, int64_t *n_read, const int64_t *req, in
                             "the rows this rank reads for the host"));
   /* The one read from host memory of each row the host needs this step; the answers copy it
    * from here, however many ranks asked. */
+  const char *t = table;
+  char *rows = b->rows, *a = answers;
   for (int64_t k = 0; k < u; k++)
-    memcpy(b->rows + k * dim, table + b->uniq[k] * dim, row_b);
+    memcpy(rows + (size_t)k * row_b, t + (size_t)b->uniq[k] * row_b, row_b);
   for (int64_t k = 0; k < n_req; k++) {
     const int64_t at = find(b->uniq, u, req[k]);
-    memcpy(answers + k * dim, b->rows + at * dim, row_b);
+    memcpy(a + (size_t)k * row_b, rows + (size_t)at * row_b, row_b);
   }
   *n_read = u;
   return NG_OK;
@@ -82,20 +83,20 @@ struct ng_coop {
   bool exchange;
   int ranks, rank;
   int64_t hot, nodes, dim;
-  const float *table;
+  const void *table; /* fp32 or bf16 (b16) rows of row_b bytes */
+  bool b16;
+  size_t row_b;
   int64_t *cold; /* this step's cold ids, as the input layer lists them */
   size_t cold_cap;
   int64_t *req; /* the same, by owner (ng__coop_bucket): what this rank asks each owner */
   size_t req_cap;
   int64_t *asked; /* what the ranks ask this rank, their blocks back to back */
   size_t asked_cap;
-  float *answers; /* [asked, dim] */
+  char *answers; /* [asked] rows */
   size_t answers_cap;
-  float *rows; /* [req, dim] the rows that came back, in req's order */
+  char *rows; /* [req] the rows that came back, in req's order */
   size_t rows_cap;
-  int64_t *sorted; /* req ascending, and pos[k]: sorted[k]'s row in rows */
-  int64_t *pos;
-  size_t sorted_cap, pos_cap;
+  int64_t *first; /* [ranks + 1] where each owner's block of req starts: the overlay's index */
   int64_t n_req;
   int64_t *n_out, *n_in; /* [ranks] requests to / from each rank */
   size_t *b_out, *b_in;  /* [ranks] bytes to / from each rank */
@@ -104,7 +105,7 @@ struct ng_coop {
 };
 
 ng_status ng__coop_create(ng_coop **out, struct ng_comm *comm, bool exchange, int64_t hot,
-                          const float *table, int64_t nodes, int64_t dim) {
+                          const float *table, const uint16_t *table16, int64_t nodes, int64_t dim) {
   *out = NULL;
   if (comm)
     NG_CHECK(ng__comm_check(comm));
@@ -116,10 +117,10 @@ ng_status ng__coop_create(ng_coop **out, struct ng_comm *comm, bool exchange, in
                    "cooperative cold fetch: the %d ranks run on several hosts (%d on this one); "
                    "the ranks of one host share its memory, so it needs them all on one host",
                    comm->size, comm->local_size);
-  if (exchange && !table)
-    return ng__err(NG_ERR_UNSUPPORTED,
-                   "cooperative cold fetch: it reads an fp32 host table, and this run has none "
-                   "(bf16 features are not exchanged yet)");
+  if (exchange && !table == !table16)
+    return ng__err(NG_ERR_INVALID_ARG,
+                   "cooperative cold fetch: it reads one host table, fp32 or bf16; given %s",
+                   table ? "both" : "none");
   if (size > NG_COOP_MAX_RANKS)
     return ng__err(NG_ERR_UNSUPPORTED, "cooperative cold fetch: %d ranks, at most %d", size,
                    NG_COOP_MAX_RANKS);
@@ -133,11 +134,18 @@ ng_status ng__coop_create(ng_coop **out, struct ng_comm *comm, bool exchange, in
                   .hot = hot,
                   .nodes = nodes,
                   .dim = dim,
-                  .table = table};
+                  .table = table16 ? (const void *)table16 : (const void *)table,
+                  .b16 = table16 != NULL,
+                  .row_b = (size_t)dim * (table16 ? sizeof(uint16_t) : sizeof(float))};
   const size_t r = (size_t)size;
   co->n_out = ng__calloc(2 * r, sizeof(int64_t), "the exchange's counts");
   co->b_out = ng__calloc(2 * r, sizeof(size_t), "the exchange's sizes");
   if (!co->n_out || !co->b_out) {
+    ng__coop_destroy(co);
+    return NG_ERR_NOMEM;
+  }
+  co->first = ng__calloc(r + 1, sizeof(int64_t), "the exchange's blocks");
+  if (!co->first) {
     ng__coop_destroy(co);
     return NG_ERR_NOMEM;
   }
@@ -155,25 +163,29 @@ void ng__coop_destroy(ng_coop *co) {
   free(co->asked);
   free(co->answers);
   free(co->rows);
-  free(co->sorted);
-  free(co->pos);
+  free(co->first);
   free(co->n_out);
   free(co->b_out);
   ng__coop_serve_free(&co->serve);
   free(co);
 }
 
-/* The overlay: node v's row when it is one of this step's cold rows, else NULL (the table's). */
+/* The overlay: node v's row when it is one of this step's cold rows, else NULL (the table's).
+ * The requests are the index: sorted by owner, each owner's block ascending, and the rows came
+ * back in the requests' order, so v's row is at its position in its owner's block. */
 static const float *overlay_row(const void *ctx, int64_t v) {
   const ng_coop *co = ctx;
   if (v < co->hot)
     return NULL;
-  const int64_t k = find(co->sorted, co->n_req, v);
-  return k < 0 ? NULL : co->rows + co->pos[k] * co->dim;
+  const int q = ng__coop_owner(v, co->ranks);
+  const int64_t at = co->first[q];
+  const int64_t k = find(co->req + at, co->first[q + 1] - at, v);
+  return k < 0 ? NULL : (const float *)(co->rows + (size_t)(at + k) * co->row_b);
 }
 
-static int cmp_pair(const void *a, const void *b) {
-  return cmp_i64(a, b); /* pairs (id, position) by id: ids are distinct */
+/* The same over a bf16 table: the owners sent their bf16 rows as they are (half the bytes). */
+static const uint16_t *overlay_row16(const void *ctx, int64_t v) {
+  return (const uint16_t *)(const void *)overlay_row(ctx, v);
 }
 
 static ng_status reserve(void *p, size_t *cap, int64_t n, size_t elem, const char *what) {
@@ -181,7 +193,7 @@ static ng_status reserve(void *p, size_t *cap, int64_t n, size_t elem, const cha
 }
 
 ng_status ng__coop_step(ng_coop *co, const ng_minibatch *mb, ng_row_overlay *ovl) {
-  *ovl = (ng_row_overlay){NULL, NULL};
+  *ovl = (ng_row_overlay){NULL, NULL, NULL};
   const int32_t ns = mb->blocks[0].n_src;
   if (!co->exchange) {
     /* Counting only: worker threads may call it at once (nothing but the counters is
@@ -202,8 +214,7 @@ ng_status ng__coop_step(ng_coop *co, const ng_minibatch *mb, ng_row_overlay *ovl
   co->stats.steps++;
   co->stats.rows_needed += n;
   const int R = co->ranks, me = co->rank;
-  const int64_t dim = co->dim;
-  const size_t row_b = (size_t)dim * sizeof(float);
+  const size_t row_b = co->row_b;
   NG_CHECK(reserve(&co->req, &co->req_cap, n, sizeof(int64_t), "the step's requests"));
   ng__coop_bucket(co->req, co->n_out, co->cold, n, R);
   co->n_req = n;
@@ -227,7 +238,7 @@ ng_status ng__coop_step(ng_coop *co, const ng_minibatch *mb, ng_row_overlay *ovl
   /* Each distinct row read once, answered to every rank that asked. */
   NG_CHECK(reserve(&co->answers, &co->answers_cap, n_asked, row_b, "the rows asked"));
   int64_t n_read = 0;
-  NG_CHECK(ng__coop_serve(co->answers, &n_read, co->asked, n_asked, co->table, dim, &co->serve));
+  NG_CHECK(ng__coop_serve(co->answers, &n_read, co->asked, n_asked, co->table, row_b, &co->serve));
   for (int q = 0; q < R; q++) {
     co->b_out[q] = (size_t)co->n_in[q] * row_b; /* answers go back to who asked */
     co->b_in[q] = (size_t)co->n_out[q] * row_b;
@@ -237,20 +248,11 @@ ng_status ng__coop_step(ng_coop *co, const ng_minibatch *mb, ng_row_overlay *ovl
   co->stats.rows_read += n_read;
   co->stats.rows_sent += n_asked - co->n_in[me];
   co->stats.rows_received += n - co->n_out[me];
-  /* The overlay's index: (id, position in rows) by id. */
-  NG_CHECK(reserve(&co->sorted, &co->sorted_cap, 2 * n, sizeof(int64_t), "the rows' index"));
-  NG_CHECK(reserve(&co->pos, &co->pos_cap, n, sizeof(int64_t), "the rows' index"));
-  int64_t *pairs = co->sorted; /* (id, position) pairs, sorted, then split in place */
-  for (int64_t k = 0; k < n; k++) {
-    pairs[2 * k] = co->req[k];
-    pairs[2 * k + 1] = k;
-  }
-  qsort(pairs, (size_t)n, 2 * sizeof(int64_t), cmp_pair);
-  for (int64_t k = 0; k < n; k++) {
-    co->pos[k] = pairs[2 * k + 1];
-    pairs[k] = pairs[2 * k]; /* k <= 2k: the id at 2k is read before anything overwrites it */
-  }
-  *ovl = (ng_row_overlay){overlay_row, co};
+  co->first[0] = 0;
+  for (int q = 0; q < R; q++)
+    co->first[q + 1] = co->first[q] + co->n_out[q];
+  *ovl =
+      co->b16 ? (ng_row_overlay){NULL, co, overlay_row16} : (ng_row_overlay){overlay_row, co, NULL};
   return NG_OK;
 }
 

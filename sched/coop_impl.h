@@ -34,7 +34,7 @@ void ng__coop_bucket(int64_t *out, int64_t *counts, const int64_t *ids, int64_t 
 typedef struct {
   int64_t *uniq; ///< the distinct ids asked for this step, ascending
   size_t uniq_cap;
-  float *rows; ///< [n uniq, dim] their rows, each read once from the table
+  void *rows; ///< [n uniq] their rows, each read once from the table
   size_t rows_cap;
 } ng_coop_serve_buf;
 
@@ -42,10 +42,10 @@ void ng__coop_serve_free(ng_coop_serve_buf *b);
 
 /// The owner's side of a step: `req` holds the n_req ids the ranks asked this rank for (the
 /// ranks' blocks back to back; each id owned by this rank). Reads each distinct id's row once
-/// from `table` ([*, dim] fp32) and writes the answer for request k at answers[k * dim ..].
-/// *n_read = the distinct rows read.
-ng_status ng__coop_serve(float *answers, int64_t *n_read, const int64_t *req, int64_t n_req,
-                         const float *table, int64_t dim, ng_coop_serve_buf *b);
+/// from `table` (rows of `row_bytes`: fp32 or bf16, copied as they are) and writes the answer for
+/// request k at answers[k * row_bytes ..]. *n_read = the distinct rows read.
+ng_status ng__coop_serve(void *answers, int64_t *n_read, const int64_t *req, int64_t n_req,
+                         const void *table, size_t row_bytes, ng_coop_serve_buf *b);
 
 /// What a rank's cooperation did over some steps (ng__coop_stats).
 typedef struct {
@@ -63,10 +63,12 @@ typedef struct ng_coop ng_coop;
 /// A rank's cooperation over `comm` (borrowed; every rank of it must be on one host; NULL: one
 /// process, counting only). With
 /// `exchange` false it only counts (rows_needed = rows_read), which gives the figures of a run
-/// without cooperation; with true every ng__coop_step is a collective. `table` is the fp32
-/// feature table [nodes, dim] (borrowed), rows [0, hot) the hot tier's.
+/// without cooperation; with true every ng__coop_step is a collective. The host feature table
+/// [nodes, dim] (borrowed; rows [0, hot) the hot tier's) is `table` (fp32) or `table16` (bf16,
+/// NG_PRECISION_BF16): exactly one when exchanging, whose rows travel as they are (bf16: half
+/// the bytes) and come back through the overlay's row or row16.
 ng_status ng__coop_create(ng_coop **out, struct ng_comm *comm, bool exchange, int64_t hot,
-                          const float *table, int64_t nodes, int64_t dim);
+                          const float *table, const uint16_t *table16, int64_t nodes, int64_t dim);
 void ng__coop_destroy(ng_coop *co);
 
 /// One iteration: the cold ids of `mb`'s input layer (node ids >= hot), exchanged with the other

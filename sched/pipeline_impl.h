@@ -99,7 +99,7 @@ typedef struct {
 } ng_pipeline_opts;
 
 /// A staging slot that must grow takes 1 + 1 / NG_SLOT_GROWTH_DEN of the largest package seen
-/// (sched/pipeline.c; the memory estimate counts it, runtime/trainer.c).
+/// (sched/pipeline.c; the memory estimate counts it, runtime/trainer_memory.c).
 #define NG_SLOT_GROWTH_DEN 16
 
 /// The size a staging slot that must hold `need` bytes grows to: a sixteenth above.

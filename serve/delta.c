@@ -199,9 +199,9 @@ bool ng__srv_has_overlay(const ng_srv_snap *s, int64_t v) {
 }
 
 /* A feature row as the model reads it: row-normalised exactly as the trainer normalises the
- * table (runtime/trainer.c, normalize_rows) when the model was trained so. A row that is finite
- * but not after normalisation (a tiny sum: its inverse overflows) would make every answer that
- * reads it NaN, and a logged one would do so again after every restart: it is refused here,
+ * table (runtime/trainer_setup.c, normalize_rows) when the model was trained so. A row that is
+ * finite but not after normalisation (a tiny sum: its inverse overflows) would make every answer
+ * that reads it NaN, and a logged one would do so again after every restart: it is refused here,
  * before the update reaches the log. `what` and `i` name the row in the update. */
 static ng_status make_feat(ng_srv_feat **out, const float *x, int64_t dim, ng_normalize norm,
                            const char *what, int64_t i, int64_t node) {

@@ -430,6 +430,13 @@ static enum MHD_Result do_graph(ng_http_server *s, struct MHD_Connection *c, req
       release(s, r);
       return reply_error(s, c, r, MHD_HTTP_BAD_REQUEST, ng_last_error());
     }
+    if (s->n_updaters == 0) {
+      /* An engine without a log: ng_engine_apply refuses at once, without waiting, and says why. */
+      r->ures = (ng_update_result)NG_UPDATE_RESULT_INIT;
+      const ng_status ast = ng_engine_apply(s->engine, &r->up.u, &r->ures);
+      release(s, r);
+      return engine_error_msg(s, c, r, ast, ng_last_error());
+    }
     r->s = s;
     r->c = c;
     r->queued = true;
@@ -988,7 +995,11 @@ ng_status ng_http_server_start(ng_http_server **out, ng_engine *engine, const ng
   const unsigned pool = ng__http_test_threads > 0
                             ? (unsigned)ng__http_test_threads
                             : (unsigned)NG_MAX(2, NG_MIN(HTTP_MAX_THREADS, cores / 2));
-  const int updaters = (int)NG_MIN(HTTP_MAX_UPDATERS, NG_MAX(HTTP_MIN_UPDATERS, 16 * pool));
+  /* No log, no updates (ng_engine_apply refuses them): then no updater is started. */
+  ng_engine_log_info li = NG_ENGINE_LOG_INFO_INIT;
+  const bool has_log = ng_engine_log_info_get(&li, engine) == NG_OK;
+  const int updaters =
+      has_log ? (int)NG_MIN(HTTP_MAX_UPDATERS, NG_MAX(HTTP_MIN_UPDATERS, 16 * pool)) : 0;
   for (int i = 0; i < updaters; i++) {
     if (pthread_create(&s->updaters[i], NULL, updater, s) != 0) {
       stop_updaters(s);

@@ -35,9 +35,20 @@ assert int(rows[0]["test_edges"]) == w["test_edges"], rows[0]
 report = open(os.path.join(out, "report.md")).read()
 assert "| hybrid | 2 | ok |" in report and "## Loss bits" in report, report
 PY
-# A second run reuses the dataset.
-python3 "$HARNESS/run_link.py" --workload ltiny --device cpu --modes partial --threads 1 \
-  --out "$TMP/out2" --data "$TMP/data" --bin "$BIN" >/dev/null 2>"$TMP/h2.err" ||
-  fail "second run: $(tail -5 "$TMP/h2.err")"
+# A second run reuses the dataset; with --eval-modes only hybrid evaluates, and partial, which
+# trains on the train-only view, ends on the same loss bits (--check-loss).
+python3 "$HARNESS/run_link.py" --workload ltiny --device cpu --modes partial,hybrid \
+  --eval-modes hybrid --threads 1 --out "$TMP/out2" --data "$TMP/data" --bin "$BIN" \
+  --check-loss >/dev/null 2>"$TMP/h2.err" || fail "second run: $(tail -5 "$TMP/h2.err")"
 grep -q 'reused' "$TMP/out2/results.json" || fail "the second run did not reuse the dataset"
+python3 - "$TMP/out2" 2>"$TMP/py2.err" <<'PY' || fail "eval-modes: $(cat "$TMP/py2.err")"
+import csv, os, sys
+rows = {r["mode"]: r for r in csv.DictReader(open(os.path.join(sys.argv[1], "results.csv")))}
+assert rows["partial"]["evaluated"] == "False" and rows["partial"]["mrr"] == "", rows["partial"]
+assert rows["hybrid"]["evaluated"] == "True" and float(rows["hybrid"]["mrr"]) > 0, rows["hybrid"]
+assert rows["partial"]["loss_hex"] == rows["hybrid"]["loss_hex"], rows
+for r in rows.values():
+    assert float(r["peak_rss_mib"]) <= float(r["rss_bound_mib"]), r
+    assert r["rss_within_bound"] == "True", r
+PY
 cli_finish

@@ -342,6 +342,10 @@ start_server
 port=${BASE##*:}
 serve_err 1 --dataset "$TMP/cora" --checkpoint "$TMP/ck.st" "${model[@]}" --port "$port"
 has err "cannot listen"
+# Without --log the server takes no update (and starts no updater thread): 501, saying why.
+[ "$(code -X POST "$URL/graph" --data-binary "@$TMP/update.json")" = 501 ] ||
+  fail "graph update without a log: $(cat "$TMP/body")"
+grep -q "need a log" "$TMP/body" || fail "graph update without a log: $(cat "$TMP/body")"
 stop_server TERM
 [ "$STOP_RC" = 0 ] || fail "SIGTERM on an idle server: exit $STOP_RC"
 # GAT (docs/serving.md): with --mode partial the input layer's cold neighbours are projected and

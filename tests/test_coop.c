@@ -8,6 +8,7 @@
 #include "ng_test.h"
 
 #include "coop_impl.h"
+#include "features_bf16_impl.h"
 #include "rng.h"
 
 #include <arpa/inet.h>
@@ -96,7 +97,8 @@ static void simulate(int ranks, int step, const float *table, int64_t *saved) {
   for (int q = 0; q < ranks; q++) {
     for (int k = 0; k < DIM * MAX_R * NODES; k++)
       answers[q][k] = -7.0f; /* poison: every answer must be written */
-    EXPECT_OK(ng__coop_serve(answers[q], &n_read[q], asked[q], n_asked[q], table, DIM, &buf[q]));
+    EXPECT_OK(ng__coop_serve(answers[q], &n_read[q], asked[q], n_asked[q], table,
+                             DIM * sizeof(float), &buf[q]));
   }
   /* The all-to-all of the rows: rank r gets owner 0's answers to it, then owner 1's, ... */
   for (int r = 0; r < ranks; r++) {
@@ -246,6 +248,25 @@ static int rank_main(int r, int lfd, const char *addr) {
         return 3;
   if (rcv[rt] != 0xee)
     return 4;
+  /* Sizes that disagree: rank 1 expects a byte more from rank 2 than rank 2 sends, then rank 2
+   * expects a byte less from itself than it sends itself. Every rank gets the error, naming
+   * the pair, and the ranks stay in step: the collectives after it work (below). */
+  for (int bad = 0; bad < 2; bad++) {
+    size_t rb_bad[SOCK_RANKS];
+    memcpy(rb_bad, rb, sizeof rb);
+    if (bad == 0 && r == 1)
+      rb_bad[2]++;
+    if (bad == 1 && r == 2)
+      rb_bad[2]--;
+    if (ng__comm_alltoallv(c, snd, sb, rcv, rb_bad) != NG_ERR_INVALID_ARG)
+      return 13;
+    const char *want = bad == 0 ? "rank 2 sends 148 bytes to rank 1, which expects 149"
+                                : "rank 2 sends 222 bytes to rank 2, which expects 221";
+    if (!strstr(ng_last_error(), want)) {
+      fprintf(stderr, "rank %d: \"%s\" lacks \"%s\"\n", r, ng_last_error(), want);
+      return 14;
+    }
+  }
   free(snd);
   free(rcv);
   int64_t mine[SOCK_RANKS], theirs[SOCK_RANKS];
@@ -259,64 +280,77 @@ static int rank_main(int r, int lfd, const char *addr) {
   /* Cooperative steps: the overlay holds this rank's cold rows with the table's values, and
    * the host reads each distinct cold row once. */
   float *table = make_table();
-  ng_coop *co = NULL;
-  if (ng__coop_create(&co, c, true, HOT, table, NODES, DIM) != NG_OK) {
-    fprintf(stderr, "rank %d: %s\n", r, ng_last_error());
-    return 7;
-  }
-  for (int step = 1; step <= 3; step++) {
-    int64_t ids[NODES + 20];
-    /* A few hot nodes first (the destinations of a mini-batch are often hot), then cold. */
-    int64_t n = 0;
-    for (int k = 0; k < 20; k++)
-      ids[n++] = (int64_t)(k * 5 + r);
-    const int64_t n_cold = cold_set(ids + n, r, SOCK_RANKS, step);
-    n += n_cold;
-    ng_minibatch mb;
-    memset(&mb, 0, sizeof mb);
-    mb.n_layers = 1;
-    mb.blocks[0].n_src = (int32_t)n;
-    mb.node_ids = ids;
-    ng_row_overlay ovl;
-    if (ng__coop_step(co, &mb, &ovl) != NG_OK) {
+  uint16_t *table16 = malloc((size_t)NODES * DIM * sizeof *table16);
+  ng__bf16_convert(table16, table, (size_t)NODES * DIM, 1);
+  /* fp32 rows, then bf16 rows (the owners send them as they are, half the bytes). */
+  for (int b16 = 0; b16 < 2; b16++) {
+    ng_coop *co = NULL;
+    if (ng__coop_create(&co, c, true, HOT, b16 ? NULL : table, b16 ? table16 : NULL, NODES, DIM) !=
+        NG_OK) {
       fprintf(stderr, "rank %d: %s\n", r, ng_last_error());
-      return 8;
+      return 7;
     }
-    for (int64_t k = 0; k < n; k++) {
-      const float *row = ovl.row(ovl.ctx, ids[k]);
-      if (ids[k] < HOT ? row != NULL : !row || memcmp(row, table + ids[k] * DIM, DIM * 4) != 0)
-        return 9;
+    for (int step = 1; step <= 3; step++) {
+      int64_t ids[NODES + 20];
+      /* A few hot nodes first (the destinations of a mini-batch are often hot), then cold. */
+      int64_t n = 0;
+      for (int k = 0; k < 20; k++)
+        ids[n++] = (int64_t)(k * 5 + r);
+      const int64_t n_cold = cold_set(ids + n, r, SOCK_RANKS, step);
+      n += n_cold;
+      ng_minibatch mb;
+      memset(&mb, 0, sizeof mb);
+      mb.n_layers = 1;
+      mb.blocks[0].n_src = (int32_t)n;
+      mb.node_ids = ids;
+      ng_row_overlay ovl;
+      if (ng__coop_step(co, &mb, &ovl) != NG_OK) {
+        fprintf(stderr, "rank %d: %s\n", r, ng_last_error());
+        return 8;
+      }
+      if (b16 ? ovl.row || !ovl.row16 : !ovl.row || ovl.row16)
+        return 15;
+      for (int64_t k = 0; k < n; k++) {
+        const void *row =
+            b16 ? (const void *)ovl.row16(ovl.ctx, ids[k]) : (const void *)ovl.row(ovl.ctx, ids[k]);
+        const void *want =
+            b16 ? (const void *)(table16 + ids[k] * DIM) : (const void *)(table + ids[k] * DIM);
+        if (ids[k] < HOT ? row != NULL : !row || memcmp(row, want, DIM * (b16 ? 2 : 4)) != 0)
+          return 9;
+      }
+      /* A cold row this rank did not ask for is not in its overlay (the table's stays). */
+      uint8_t mine_now[NODES] = {0};
+      for (int64_t k = 20; k < n; k++)
+        mine_now[ids[k]] = 1;
+      for (int64_t g = HOT; g < NODES; g++)
+        if (!mine_now[g] &&
+            (b16 ? (const void *)ovl.row16(ovl.ctx, g) : (const void *)ovl.row(ovl.ctx, g)) != NULL)
+          return 10;
+      ng_coop_stats cs;
+      ng__coop_stats(co, &cs, true);
+      /* The union over the ranks, from the same generator. */
+      uint8_t any[NODES] = {0};
+      int64_t uni = 0, alone = 0, tmp[NODES];
+      for (int p = 0; p < SOCK_RANKS; p++) {
+        const int64_t m = cold_set(tmp, p, SOCK_RANKS, step);
+        alone += m;
+        for (int64_t k = 0; k < m; k++)
+          if (!any[tmp[k]]) {
+            any[tmp[k]] = 1;
+            uni++;
+          }
+      }
+      double v[3] = {(double)cs.rows_read, (double)cs.rows_needed, (double)cs.steps};
+      if (ng__comm_allreduce_f64(c, v, 3) != NG_OK)
+        return 11;
+      if (cs.steps != 1 || cs.rows_needed != n_cold || v[0] != (double)uni ||
+          v[1] != (double)alone || !(uni < alone))
+        return 12;
     }
-    /* A cold row this rank did not ask for is not in its overlay (the table's stays). */
-    uint8_t mine_now[NODES] = {0};
-    for (int64_t k = 20; k < n; k++)
-      mine_now[ids[k]] = 1;
-    for (int64_t g = HOT; g < NODES; g++)
-      if (!mine_now[g] && ovl.row(ovl.ctx, g) != NULL)
-        return 10;
-    ng_coop_stats cs;
-    ng__coop_stats(co, &cs, true);
-    /* The union over the ranks, from the same generator. */
-    uint8_t any[NODES] = {0};
-    int64_t uni = 0, alone = 0, tmp[NODES];
-    for (int p = 0; p < SOCK_RANKS; p++) {
-      const int64_t m = cold_set(tmp, p, SOCK_RANKS, step);
-      alone += m;
-      for (int64_t k = 0; k < m; k++)
-        if (!any[tmp[k]]) {
-          any[tmp[k]] = 1;
-          uni++;
-        }
-    }
-    double v[3] = {(double)cs.rows_read, (double)cs.rows_needed, (double)cs.steps};
-    if (ng__comm_allreduce_f64(c, v, 3) != NG_OK)
-      return 11;
-    if (cs.steps != 1 || cs.rows_needed != n_cold || v[0] != (double)uni || v[1] != (double)alone ||
-        !(uni < alone))
-      return 12;
+    ng__coop_destroy(co);
   }
-  ng__coop_destroy(co);
   free(table);
+  free(table16);
   ng_comm_destroy(c);
   return 0;
 }
@@ -348,10 +382,10 @@ static void test_socket_ranks(void) {
 /* Cooperation needs every rank on one host, and an fp32 table. */
 static void test_refusals(void) {
   ng_coop *co = NULL;
-  EXPECT_STATUS(ng__coop_create(&co, NULL, true, HOT, NULL, NODES, DIM), NG_ERR_INVALID_ARG);
+  EXPECT_STATUS(ng__coop_create(&co, NULL, true, HOT, NULL, NULL, NODES, DIM), NG_ERR_INVALID_ARG);
   EXPECT_TRUE(co == NULL);
   /* Counting only, one process: every cold row is read by the rank itself. */
-  EXPECT_OK(ng__coop_create(&co, NULL, false, HOT, NULL, NODES, DIM));
+  EXPECT_OK(ng__coop_create(&co, NULL, false, HOT, NULL, NULL, NODES, DIM));
   int64_t ids[] = {3, 150, 99, 100, 599};
   ng_minibatch mb;
   memset(&mb, 0, sizeof mb);

@@ -786,7 +786,7 @@ static void test_overlay_rows(void) {
         cfg.features = x;
         EXPECT_TRUE(ov_input(&over, &cfg, &mb, old_a, old_s, &plan));
         EXPECT_TRUE(memcmp(old_a, ref_a, out_bytes) != 0);
-        cfg.overlay = (ng_row_overlay){ov_row, &ctx};
+        cfg.overlay = (ng_row_overlay){ov_row, &ctx, NULL};
         memset(got_a, 0xff, out_bytes);
         memset(got_s, 0xff, out_bytes);
         EXPECT_TRUE(ov_input(&over, &cfg, &mb, got_a, got_s, &plan));

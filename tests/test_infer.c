@@ -197,6 +197,17 @@ static void test_subset_receptive_field(void) {
     for (int64_t i = 0; i < n; i++)
       EXPECT_TRUE(memcmp(&sub[i * 5], &all[ids[i] * 5], 5 * sizeof(float)) == 0);
     expect_reference(all, &cm, ds, 2, NULL, nodes, 211);
+    /* Targets sorted and distinct (link evaluation's): the last layer writes the caller's rows
+     * in place, with no temporary file for its output, and the bits are the same. */
+    const int64_t sorted_ids[] = {0, 17, 2500, 4321, 5999};
+    float sub2[5 * 5];
+    ng_infer_stats s_sorted, s_any;
+    c = ctx_of(&cm, ds, 64, -1);
+    EXPECT_OK(ng__infer(sub2, &c, 2, sorted_ids, 5, &s_sorted));
+    EXPECT_OK(ng__infer(sub, &c, 2, ids, n, &s_any));
+    EXPECT_TRUE(s_sorted.file_bytes < s_any.file_bytes);
+    for (int64_t i = 0; i < 5; i++)
+      EXPECT_TRUE(memcmp(&sub2[i * 5], &all[sorted_ids[i] * 5], 5 * sizeof(float)) == 0);
     /* Out-of-range ids are refused. */
     const int64_t badid = nodes;
     EXPECT_STATUS(ng__infer(sub, &c, 2, &badid, 1, NULL), NG_ERR_INVALID_ARG);

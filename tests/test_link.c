@@ -91,6 +91,143 @@ static void test_metrics_hand_computed(void) {
   EXPECT_STATUS(ng_link_metrics_compute(&bad, z1, z4, 1, 4), NG_ERR_INVALID_ARG);
 }
 
+/* The metrics as a full sort of the pooled scores computes them (the definition, as
+ * docs/link-prediction.md states it), for test_metrics_against_sort. */
+typedef struct {
+  float s;
+  int pos;
+} ref_scored;
+
+static int ref_desc(const void *a, const void *b) {
+  const float x = ((const ref_scored *)a)->s, y = ((const ref_scored *)b)->s;
+  return x > y ? -1 : x < y;
+}
+
+static void ref_auc_ap(double *auc, double *ap, const float *pos, const float *neg, int64_t n,
+                       int64_t k) {
+  const int64_t total = n * (1 + k);
+  ref_scored *all = malloc((size_t)total * sizeof *all);
+  for (int64_t i = 0; i < n; i++)
+    all[i] = (ref_scored){pos[i], 1};
+  for (int64_t i = 0; i < n * k; i++)
+    all[n + i] = (ref_scored){neg[i], 0};
+  qsort(all, (size_t)total, sizeof *all, ref_desc);
+  const double n_pos = (double)n, n_neg = (double)(n * k);
+  double a = 0.0, p = 0.0, tp = 0.0, fp = 0.0;
+  for (int64_t x = 0; x < total;) {
+    int64_t y = x;
+    double gp = 0.0, gn = 0.0;
+    while (y < total && all[y].s == all[x].s) {
+      gp += all[y].pos;
+      gn += !all[y].pos;
+      y++;
+    }
+    a += gp * ((n_neg - fp - gn) + 0.5 * gn);
+    tp += gp;
+    fp += gn;
+    p += (gp / n_pos) * (tp / (tp + fp));
+    x = y;
+  }
+  free(all);
+  *auc = a / (n_pos * n_neg);
+  *ap = p;
+}
+
+static void test_metrics_against_sort(void) {
+  /* Scores on a grid of 33 values (many ties between positives, between negatives and across),
+   * -0 beside +0, positives a little higher on average; more positives than one block of the
+   * per-positive sums (runtime/link_eval.c). AUC and AP are the bits of the full sort's walk;
+   * MRR, Hits@K and the loss the per-positive definitions; every figure the same bits with one
+   * thread and with three. */
+  const int64_t n = 2500, k = 13;
+  float *pos = malloc((size_t)n * sizeof *pos), *neg = malloc((size_t)(n * k) * sizeof *neg);
+  uint64_t x = 12345;
+  for (int64_t i = 0; i < n * (1 + k); i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int q = (int)((x >> 33) % 33) - 16; /* -16 .. 16 */
+    float v = (float)q * 0.25f;
+    if (q == 0 && (x >> 20) % 2)
+      v = -0.0f;
+    if (i < n)
+      pos[i] = v + (q < 12 ? 1.0f : 0.0f);
+    else
+      neg[i - n] = v;
+  }
+  double auc, ap;
+  ref_auc_ap(&auc, &ap, pos, neg, n, k);
+  double mrr = 0.0, hits10 = 0.0, loss = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    double above = 0, tied = 0;
+    for (int64_t j = 0; j < k; j++) {
+      above += neg[i * k + j] > pos[i];
+      tied += neg[i * k + j] == pos[i];
+      const double s = neg[i * k + j];
+      loss += (s > 0 ? s : 0) + log1p(exp(-fabs(s)));
+    }
+    const double s = pos[i];
+    loss += (s > 0 ? s : 0) - s + log1p(exp(-fabs(s)));
+    const double rank = 1.0 + above + 0.5 * tied;
+    mrr += 1.0 / rank;
+    hits10 += rank <= 10;
+  }
+  ng_link_metrics m1 = NG_LINK_METRICS_INIT, m3 = NG_LINK_METRICS_INIT;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  EXPECT_OK(ng_link_metrics_compute(&m1, pos, neg, n, (int32_t)k));
+  omp_set_num_threads(3);
+  EXPECT_OK(ng_link_metrics_compute(&m3, pos, neg, n, (int32_t)k));
+  omp_set_num_threads(saved);
+  printf("  auc %.6f ap %.6f mrr %.6f hits@10 %.4f\n", m1.auc, m1.ap, m1.mrr, m1.hits10);
+  EXPECT_TRUE(memcmp(&m1.auc, &auc, sizeof auc) == 0);
+  EXPECT_TRUE(memcmp(&m1.ap, &ap, sizeof ap) == 0);
+  EXPECT_TRUE(auc > 0.55 && auc < 0.95); /* informative scores, not a degenerate case */
+  EXPECT_NEAR(m1.mrr, mrr / (double)n, 1e-12);
+  EXPECT_NEAR(m1.hits10, hits10 / (double)n, 0);
+  EXPECT_NEAR(m1.loss, loss / (double)(n * (1 + k)), 1e-12);
+  EXPECT_TRUE(memcmp(&m1, &m3, sizeof m1) == 0);
+  /* A non-finite negative in a later block is found and named. */
+  neg[2100 * k + 5] = INFINITY;
+  EXPECT_STATUS(ng_link_metrics_compute(&m1, pos, neg, n, (int32_t)k), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("negative score [2100, 5]");
+  free(neg);
+  free(pos);
+}
+
+/* The dot decoder's scores (runtime/link_score.c, several pairs summed side by side) are each
+ * pair's float sum in column order, whatever the thread count and wherever the pair falls among
+ * the others: the bits that serving and offline scoring share. */
+static void test_dot_scores_column_order(void) {
+  const int64_t rows = 50, d = 37, n = 203;
+  float *h = malloc((size_t)(rows * d) * sizeof *h);
+  int32_t u[203], v[203];
+  uint64_t x = 99;
+  for (int64_t i = 0; i < rows * d; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    h[i] = (float)((double)(x >> 11) / 9007199254740992.0 - 0.5) * 3.0f;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    u[i] = (int32_t)((i * 7) % rows);
+    v[i] = (int32_t)((i * 13 + 5) % rows);
+  }
+  const ng_link_dec dec = {.decoder = NG_LINK_DECODER_DOT, .dim = d};
+  float s1[203], s3[203], s_off[203];
+  for (int64_t i = 0; i < n; i++)
+    s1[i] = s3[i] = s_off[i] = NAN; /* poisoned */
+  EXPECT_OK(ng__link_score(&dec, s1, h, u, v, n, 1));
+  EXPECT_OK(ng__link_score(&dec, s3, h, u, v, n, 3));
+  EXPECT_OK(ng__link_score(&dec, s_off + 3, h, u + 3, v + 3, n - 3, 2));
+  for (int64_t i = 0; i < n; i++) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < d; c++)
+      acc += h[u[i] * d + c] * h[v[i] * d + c];
+    EXPECT_TRUE(memcmp(&acc, &s1[i], sizeof acc) == 0);
+    EXPECT_TRUE(memcmp(&acc, &s3[i], sizeof acc) == 0);
+    if (i >= 3)
+      EXPECT_TRUE(memcmp(&acc, &s_off[i], sizeof acc) == 0);
+  }
+  free(h);
+}
+
 /* ---- the split ---- */
 
 static int pair_cmp(const void *a, const void *b) {
@@ -396,6 +533,8 @@ int main(void) {
   omp_set_num_threads(2);
   cora = ng_test_fetch_cora();
   RUN_TEST(test_metrics_hand_computed);
+  RUN_TEST(test_metrics_against_sort);
+  RUN_TEST(test_dot_scores_column_order);
   RUN_TEST(test_split_edges);
   RUN_TEST(test_bad_inputs);
   RUN_TEST(test_bits_across_modes_and_threads);

@@ -251,6 +251,39 @@ static void test_bench_file(void) {
   EXPECT_ERR_HAS("peer_gbs");
   EXPECT_STATUS(ng__cache_bench_read(ng_test_path("missing.json"), &peer, &h2d, &p2p), NG_ERR_IO);
   EXPECT_ERR_HAS("missing.json");
+  /* The public reader (train's scaling floor reads the DRAM rate through it): the largest
+   * cpu_alone_gbs over the thread counts, 0 for what the file lacks. */
+  path = ng_test_path("floor.json"); /* the missing file's name reused the buffer */
+  write_file(path, "{\"h2d_gbs\": 25, \"threads\": [{\"threads\": 1, \"cpu_alone_gbs\": 5.5},"
+                   " {\"threads\": 4, \"cpu_alone_gbs\": 20.25}, {\"threads\": 8, "
+                   "\"cpu_alone_gbs\": 19}]}");
+  ng_bench_rates r = NG_BENCH_RATES_INIT;
+  EXPECT_OK(ng_bench_rates_read(&r, path));
+  EXPECT_NEAR(r.dram_gbs, 20.25, 0);
+  EXPECT_NEAR(r.h2d_gbs, 25, 0);
+  EXPECT_NEAR(r.peer_gbs, 0, 0);
+  EXPECT_TRUE(r.peer_p2p == 0);
+  EXPECT_TRUE(r.size == sizeof r);
+  /* An older caller's smaller struct gets only its own fields. */
+  struct {
+    ng_bench_rates r;
+    double guard;
+  } old = {.r = NG_BENCH_RATES_INIT, .guard = -7.0};
+  old.r.size = offsetof(ng_bench_rates, dram_gbs);
+  old.r.dram_gbs = -3.0;
+  EXPECT_OK(ng_bench_rates_read(&old.r, path));
+  EXPECT_NEAR(old.r.h2d_gbs, 25, 0);
+  EXPECT_NEAR(old.r.dram_gbs, -3.0, 0);
+  EXPECT_NEAR(old.guard, -7.0, 0);
+  write_file(path, "not json");
+  r = (ng_bench_rates)NG_BENCH_RATES_INIT;
+  EXPECT_OK(ng_bench_rates_read(&r, path));
+  EXPECT_NEAR(r.dram_gbs, 0, 0);
+  r.size = 0;
+  EXPECT_STATUS(ng_bench_rates_read(&r, path), NG_ERR_INVALID_ARG);
+  r.size = sizeof r;
+  EXPECT_STATUS(ng_bench_rates_read(&r, ng_test_path("absent.json")), NG_ERR_IO);
+  EXPECT_ERR_HAS("absent.json");
 }
 
 /* ==== the input layer: partitioned against replicated, same hot set ==== */

@@ -78,6 +78,13 @@ void ng_infer_result_free(ng_infer_result *r) {
   r->cls = NULL;
 }
 
+/* As an engine with a log: the server starts its updaters. */
+ng_status ng_engine_log_info_get(ng_engine_log_info *out, const ng_engine *e) {
+  (void)e;
+  *out = (ng_engine_log_info)NG_ENGINE_LOG_INFO_INIT;
+  return NG_OK;
+}
+
 ng_status ng_engine_apply(ng_engine *e, const ng_graph_update *u, ng_update_result *out) {
   const int64_t nodes = atomic_fetch_add(&e->nodes, u->add_nodes);
   *out = (ng_update_result){

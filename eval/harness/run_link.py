@@ -5,7 +5,15 @@ out the test edges with their fixed negatives), then runs `neargnn train --task 
 requested mode x thread count for a fixed number of mini-batches per epoch, each run ending with
 the MRR evaluation of the held-out edges. Writes results.csv, results.json and report.md into one
 output folder: positive edges/s and pairs/s (the last epoch), the loss and its exact bits per
-run, the evaluation's seconds and metrics, and each run's peak resident set.
+run, the evaluation's seconds and metrics, and each run's peak resident set against the
+documented bound (docs/link-prediction.md, "Memory").
+
+`--eval-modes` picks the modes whose runs evaluate (the others train on a view of the dataset
+whose test split is empty), and `--iters` / `--epochs` cap the mini-batches, so that a subset
+fits a time-limited call on the GPU machine:
+
+    python3 eval/harness/run_link.py --workload L4 --modes baseline,hybrid --eval-modes hybrid \
+        --iters 50 --bin build/default/neargnn --out /tmp/l4
 
     python3 eval/harness/run_link.py --workload L4 --bin build/default/neargnn --out /tmp/l4
 
@@ -26,6 +34,8 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
+import run  # noqa: E402  (the node harness: its helpers find_bin and last_line)
 import workloads  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,12 +43,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_MODES = "baseline,zerocopy,partial,hybrid-static,hybrid"
 MODES = ("cpu", "baseline", "zerocopy", "partial", "hybrid-static", "hybrid")
 COLUMNS = ["workload", "device", "mode", "threads", "cache_ratio", "status", "iterations", "it_per_s",
-           "edges_per_s", "pairs_per_s", "final_loss", "loss_hex", "eval_seconds", "mrr",
-           "hits10", "hits50", "hits100", "auc", "test_edges", "peak_rss_mib", "wall_s", "error"]
-
-
-def log(msg):
-    print(f"[{datetime.datetime.now().strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+           "edges_per_s", "pairs_per_s", "final_loss", "loss_hex", "evaluated", "eval_seconds",
+           "mrr", "hits10", "hits50", "hits100", "auc", "test_edges", "peak_rss_mib",
+           "rss_bound_mib", "rss_within_bound", "wall_s", "error"]
+GIB = 1 << 30
+log = report.log
 
 
 def parse_args(argv):
@@ -66,7 +75,12 @@ def parse_args(argv):
                     "build/default/neargnn)")
     ap.add_argument("--data", default="", help="folder for generated datasets, kept for later "
                     "runs (default $TMPDIR/neargnn-eval-data)")
-    ap.add_argument("--lr", type=float, default=0.003, help="learning rate (default 0.003)")
+    ap.add_argument("--lr", type=float, default=0.0,
+                    help="learning rate (default: the workload's recipe, docs/link-prediction.md)")
+    ap.add_argument("--eval-modes", default="",
+                    help="the modes whose runs end with the MRR evaluation, a comma list, or "
+                    "'none' (default: every mode); the others train only (the evaluation of L4 "
+                    "is the same bits in every mode, so once is enough to time it)")
     ap.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
     ap.add_argument("--cpuset", default="", help="cores for the threads, e.g. 0-15")
     ap.add_argument("--extra", default="", help="more `neargnn train` options, one string")
@@ -82,6 +96,15 @@ def parse_args(argv):
     if bad or not a.modes:
         ap.error(f"--modes: unknown mode(s) {', '.join(bad) or '(none)'}; known: "
                  f"{', '.join(MODES)}")
+    if a.eval_modes.strip() == "none":
+        a.eval_modes = []
+    elif a.eval_modes.strip():
+        a.eval_modes = [m.strip() for m in a.eval_modes.split(",") if m.strip()]
+        bad = [m for m in a.eval_modes if m not in a.modes]
+        if bad:
+            ap.error(f"--eval-modes: {', '.join(bad)} not among --modes {', '.join(a.modes)}")
+    else:
+        a.eval_modes = list(a.modes)
     try:
         a.threads = [int(t) for t in a.threads.split(",") if t.strip()]
     except ValueError:
@@ -97,14 +120,6 @@ def parse_args(argv):
     except KeyError as e:
         ap.error(str(e.args[0]))
     return a
-
-
-def find_bin(arg):
-    if arg:
-        return os.path.abspath(arg)
-    if os.environ.get("NEARGNN"):
-        return os.path.abspath(os.environ["NEARGNN"])
-    return os.path.join(ROOT, "build", "default", "neargnn")
 
 
 def run_measured(cmd, out_path, err_path, timeout):
@@ -128,13 +143,12 @@ def run_measured(cmd, out_path, err_path, timeout):
             time.sleep(0.05)
 
 
-def last_line(path):
+def err_tail(path):
     try:
         with open(path) as f:
-            lines = [ln for ln in f.read().strip().splitlines() if ln.strip()]
+            return run.last_line(f.read())
     except OSError:
         return ""
-    return lines[-1] if lines else ""
 
 
 def step(cmd, what):
@@ -175,6 +189,63 @@ def dataset_for(a, w):
     return path, how
 
 
+def train_only_view(data):
+    """A view of the dataset `data` whose test split is empty (its validation split's, which
+    the harness's split leaves empty), for the runs that skip the evaluation: `train --task link`
+    evaluates the test split whenever it holds edges. Every other file is a link to the
+    dataset's, so the training reads the same bytes and ends on the same loss bits."""
+    view = data + ".train-only"
+    if os.path.exists(os.path.join(view, "links", "links.json")):
+        return view
+    with open(os.path.join(data, "links", "links.json")) as f:
+        lj = json.load(f)
+    if int(lj.get("val", 0)) != 0:
+        raise RuntimeError(f"{data}: the split has validation edges; a train-only view needs an "
+                           "empty validation split")
+    tmp = view + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "links"))
+    for name in os.listdir(data):
+        if name != "links":
+            os.symlink(os.path.join(data, name), os.path.join(tmp, name))
+    empty = {"test_pos.npy": "val_pos.npy", "test_neg.npy": "val_neg.npy"}
+    for name in os.listdir(os.path.join(data, "links")):
+        if name != "links.json":
+            os.symlink(os.path.join(data, "links", empty.get(name, name)),
+                       os.path.join(tmp, "links", name))
+    lj["test"] = 0
+    with open(os.path.join(tmp, "links", "links.json"), "w") as f:
+        json.dump(lj, f, indent=2)
+    shutil.rmtree(view, ignore_errors=True)
+    os.replace(tmp, view)
+    return view
+
+
+def rss_bound(w, ds, lj, threads, device):
+    """The documented bound of a link run's peak RSS in bytes (docs/link-prediction.md,
+    "Memory"), from the workload, dataset.json `ds` and links.json `lj`: features + topology +
+    split + staging + evaluation + inference + 2 GiB. `threads` 0 is every core."""
+    n, d, h = int(ds["nodes"]), int(ds["feature_dim"]), w.hidden
+    e, b = int(ds["edges"]), 8 if ds.get("index_dtype") == "int64" else 4
+    train, test, k = int(lj["train"]), int(lj["test"]), int(lj["neg_per_pos"])
+    fanouts = [int(f) for f in w.fanouts.split(",")]
+    layers = len(fanouts)
+    features = n * d * 4
+    topology = 2 * ((n + 1) * 8 + e * b) + n * 4
+    split = train * 24 + test * (1 + k) * 16
+    rows = 2 * w.batch * (1 + w.neg_per_pos)
+    for f in fanouts:
+        rows = min(n, rows * (1 + f))
+    staging = 2 * rows * (d * 4 + 16)
+    evaluation = (n * 4 + n * 8 + n * h * 4 + test * (1 + k) * 4) if test else 0
+    slots = (threads or os.cpu_count() or 1) + 1 if device == "cuda" else 3
+    deg = 1 + e / max(n, 1)
+    inference = (min(n * h * 4, GIB) * min(2, layers - 1)
+                 + slots * max(min(n, 4096 * deg) * (max(d, h) * 4 + 16),
+                               min(n, 65536 * deg) * 96)) if test else 0
+    return int(features + topology + split + staging + evaluation + inference + 2 * GIB)
+
+
 def train_cmd(a, w, data, mode, threads, json_path):
     device = "cpu" if mode == "cpu" else a.device
     cmd = [a.bin, "train", "--task", "link", "--dataset", data, "--device", device, "--mode", mode,
@@ -182,7 +253,8 @@ def train_cmd(a, w, data, mode, threads, json_path):
            "--batch", str(w.batch), "--hidden", str(w.hidden), "--embed-dim", str(w.hidden),
            "--decoder", "dot", "--neg", "uniform", "--neg-per-pos", str(w.neg_per_pos),
            "--epochs", str(a.epochs), "--epoch-iters", str(w.iters), "--eval-every", "0",
-           "--dropout", "0", "--lr", f"{a.lr:g}", "--seed", str(a.seed), "--progress", "none",
+           "--dropout", "0", "--lr", f"{a.lr or w.lr:g}", "--seed", str(a.seed),
+           "--progress", "none",
            "--json", json_path]
     if mode != "cpu":
         cmd += ["--cache-ratio", f"{w.cache_ratio:g}"]
@@ -215,10 +287,13 @@ def loss_check(rows):
             groups.setdefault((r["workload"], r["device"], str(r["cache_ratio"])), []).append(r)
     for (wl, dev, tier), rs in sorted(groups.items()):
         what = f"{wl} on {dev} ({'no hot tier' if tier == '' else 'hot tier ' + tier})"
-        bits = {(r["loss_hex"], repr(r["mrr"])) for r in rs}
-        if len(bits) == 1:
-            lines.append(f"{what}: all {len(rs)} runs end on loss {rs[0]['loss_hex']}, "
-                         f"MRR {rs[0]['mrr']!r}")
+        # A run that skipped the evaluation has no MRR: its loss bits are compared alone.
+        bits = {r["loss_hex"] for r in rs}
+        mrrs = {repr(r["mrr"]) for r in rs if r.get("evaluated", True)}
+        ev = next((r for r in rs if r.get("evaluated", True)), None)
+        if len(bits) == 1 and len(mrrs) <= 1:
+            mrr = f"MRR {ev['mrr']!r}" if ev else "none evaluated"
+            lines.append(f"{what}: all {len(rs)} runs end on loss {rs[0]['loss_hex']}, {mrr}")
         else:
             ok = False
             lines.append(f"{what}: runs differ: " + "; ".join(
@@ -249,8 +324,9 @@ def write_outputs(out, meta, rows):
                   f"{wm['train_edges']:,} training edges, {wm['test_edges']:,} test edges with "
                   f"{wm['eval_neg']} negatives each; {wm['iters']} mini-batches per epoch.", "",
                   "| mode | threads | status | edges/s | pairs/s | it/s | final loss (bits) | "
-                  "eval s | MRR | Hits@100 | peak RSS MiB |",
-                  "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+                  "eval s | MRR | Hits@100 | peak RSS MiB | bound MiB |",
+                  "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: "
+                  "| ---: |"]
         for r in rows:
             if r["workload"] != name:
                 continue
@@ -259,7 +335,8 @@ def write_outputs(out, meta, rows):
                 f" | {fmt(r.get('pairs_per_s'), ',.0f')} | {fmt(r.get('it_per_s'), '.2f')} | "
                 f"{r.get('loss_hex', '')} | {fmt(r.get('eval_seconds'), '.2f')} | "
                 f"{fmt(r.get('mrr'), '.4f')} | {fmt(r.get('hits100'), '.4f')} | "
-                f"{fmt(r.get('peak_rss_mib'), ',.0f')} |")
+                f"{fmt(r.get('peak_rss_mib'), ',.0f')} | {fmt(r.get('rss_bound_mib'), ',.0f')}"
+                f"{'' if r.get('rss_within_bound') or r['status'] != 'ok' else ' (exceeded)'} |")
         base = next((r for r in rows if r["workload"] == name and r["mode"] == "baseline"
                      and r["status"] == "ok"), None)
         for r in rows:
@@ -277,7 +354,7 @@ def write_outputs(out, meta, rows):
 
 def main(argv):
     a = parse_args(argv)
-    a.bin = find_bin(a.bin)
+    a.bin = run.find_bin(a.bin)
     if not os.access(a.bin, os.X_OK):
         print(f"run_link.py: no neargnn binary at {a.bin} (build it, pass --bin or set NEARGNN)",
               file=sys.stderr)
@@ -303,6 +380,9 @@ def main(argv):
             data, how = dataset_for(a, w)
             with open(os.path.join(data, "links", "links.json")) as f:
                 lj = json.load(f)
+            with open(os.path.join(data, "dataset.json")) as f:
+                dj = json.load(f)
+            view = train_only_view(data) if set(a.modes) - set(a.eval_modes) else None
         except (OSError, RuntimeError, ValueError) as e:
             print(f"run_link.py: {w.name}: no dataset: {e}", file=sys.stderr)
             return 1
@@ -311,25 +391,32 @@ def main(argv):
             "batch": w.batch, "hidden": w.hidden, "cache_ratio": w.cache_ratio,
             "iters": w.iters, "neg_per_pos": w.neg_per_pos, "eval_neg": w.eval_neg,
             "held_out": w.held_out, "train_edges": int(lj.get("train", 0)),
-            "test_edges": int(lj.get("test", 0)), "dataset": how, "path": data}
-        plan.append((w, data))
+            "test_edges": int(lj.get("test", 0)), "dataset": how, "path": data,
+            "lr": a.lr or w.lr, "eval_modes": a.eval_modes}
+        plan.append((w, data, view, dj, lj))
     write_outputs(out, meta, rows)
     total = len(plan) * len(a.modes) * len(a.threads)
     done = 0
-    for w, data in plan:
+    for w, data, view, dj, lj in plan:
         rdir = os.path.join(out, "runs", w.name)
         os.makedirs(rdir, exist_ok=True)
         for threads in a.threads:
             for mode in a.modes:
                 done += 1
                 base = os.path.join(rdir, f"{mode}-t{threads}")
-                cmd, device = train_cmd(a, w, data, mode, threads, base + ".json")
+                evaluated = mode in a.eval_modes
+                cmd, device = train_cmd(a, w, data if evaluated else view, mode, threads,
+                                        base + ".json")
                 with open(base + ".cmd", "w") as f:
                     f.write(shlex.join(cmd) + "\n")
                 row = {"workload": w.name, "device": device, "mode": mode, "threads": threads,
                        "cache_ratio": "" if mode == "cpu" else w.cache_ratio}
                 rc, rss, wall = run_measured(cmd, base + ".out", base + ".err", a.run_timeout)
-                row.update(peak_rss_mib=round(rss, 1), wall_s=round(wall, 2))
+                bound = rss_bound(w, dj, lj if evaluated else dict(lj, test=0), threads,
+                                  device) / 2**20
+                row.update(peak_rss_mib=round(rss, 1), wall_s=round(wall, 2),
+                           evaluated=evaluated, rss_bound_mib=round(bound, 1),
+                           rss_within_bound=rc == 0 and rss <= bound)
                 if rc == 0:
                     try:
                         row_from_json(row, w, base + ".json")
@@ -337,13 +424,14 @@ def main(argv):
                         row.update(status="failed", error=f"unreadable results: {e}")
                 else:
                     row.update(status="timeout" if rc == "timeout" else "failed",
-                               error=f"exit {rc}: {last_line(base + '.err')}")
+                               error=f"exit {rc}: {err_tail(base + '.err')}")
                 rows.append(row)
                 if row["status"] == "ok":
+                    ev = (f"eval {row['eval_seconds']:.2f} s MRR {row['mrr']:.4f}"
+                          if evaluated else "not evaluated")
                     log(f"[{done}/{total}] {w.name} {mode} t{threads}: "
-                        f"{row['edges_per_s']:,.0f} edges/s, loss {row['loss_hex']}, "
-                        f"eval {row['eval_seconds']:.2f} s MRR {row['mrr']:.4f}, "
-                        f"peak RSS {rss:,.0f} MiB")
+                        f"{row['edges_per_s']:,.0f} edges/s, loss {row['loss_hex']}, {ev}, "
+                        f"peak RSS {rss:,.0f} MiB (bound {bound:,.0f} MiB)")
                 else:
                     log(f"[{done}/{total}] {w.name} {mode} t{threads}: {row['status']}: "
                         f"{row['error']}")

@@ -99,36 +99,18 @@ def resolve(name: str, scale: float = 1.0, nodes: int = 0, iters: int = 0) -> Wo
 # ---- link prediction (run_link.py) ----
 
 @dataclass(frozen=True)
-class LinkWorkload:
-    """A link-prediction workload: a graph from `neargnn generate --links`, `held_out` of its
-    edges split off as the test edges with `eval_neg` fixed negatives each (the MRR protocol of
-    ogbl-citation2), and `train --task link` on the rest with `neg_per_pos` uniform negatives per
-    positive. An epoch is capped at `iters` mini-batches (`--epoch-iters`): a full epoch of a
-    16 M-node graph is 230 k of them."""
-    name: str
-    title: str
-    nodes: int
-    dim: int
-    fanouts: str
-    batch: int  # positive edges per mini-batch
-    cache_ratio: float
-    iters: int  # mini-batches per epoch (--epoch-iters)
-    avg_degree: float = 16.0
-    hidden: int = 256
-    seed: int = 3
-    classes: int = 16
+class LinkWorkload(Workload):
+    """A link-prediction workload: Workload's graph and model fields (its `iters` are
+    mini-batches per epoch, `--epoch-iters`, and its `batch` positive edges per mini-batch), a
+    graph from `neargnn generate --links`, `held_out` of its edges split off as the test edges with
+    `eval_neg` fixed negatives each (the MRR protocol of ogbl-citation2), and `train --task link`
+    on the rest with `neg_per_pos` uniform negatives per positive at learning rate `lr`. An epoch is
+    capped at `iters` mini-batches: a full epoch of a 16 M-node graph is 230 k of them."""
     communities: int = 0  # generate --communities; 0: one per 256 nodes
     held_out: float = 0.01  # split-edges --test
     eval_neg: int = 100  # split-edges --neg-per-pos: fixed negatives per test edge
     neg_per_pos: int = 1  # training negatives per positive (uniform)
-
-    @property
-    def row_bytes(self) -> int:
-        return self.dim * 4
-
-    @property
-    def feature_bytes(self) -> int:
-        return self.nodes * self.row_bytes
+    lr: float = 0.003  # the recipe's learning rate (docs/link-prediction.md, "L4's recipe")
 
     def data_key(self) -> str:
         return (f"{self.name}-links-n{self.nodes}-deg{self.avg_degree:g}-d{self.dim}"
@@ -139,11 +121,13 @@ class LinkWorkload:
 LINK_PRESETS = {
     # W4's graph (16 M nodes, degree 15, 128-d, 32 classes) with planted communities; 1% of the
     # edges held out with 100 negatives each; batch 1024 positives + 1 uniform negative each,
-    # 3-hop 15,10,5, hidden 256, hot tier 5% (issue 39's L4).
+    # 3-hop 15,10,5, hidden 256, hot tier 5% (issue 39's L4). lr 0.001: at 0.003 the 3 layers
+    # of 256 collapse to a constant embedding on generated features (docs/link-prediction.md,
+    # "L4's recipe").
     "L4": LinkWorkload("L4", "W4's graph with --links: 1% of edges held out, batch 1024 "
                        "positives + 1 uniform negative, 3-hop 15,10,5, hidden 256, hot tier 5%",
                        nodes=16_000_000, dim=128, fanouts="15,10,5", batch=1024,
-                       cache_ratio=0.05, iters=200, avg_degree=15.0, classes=32),
+                       cache_ratio=0.05, iters=200, avg_degree=15.0, classes=32, lr=0.001),
     # Seconds on two cores: the CI smoke run of run_link.py (tests/cli_harness_link.sh).
     "ltiny": LinkWorkload("ltiny", "L4's shape at 20 k nodes, 2-hop 10,5, batch 256, 32-d "
                           "(smoke test)", nodes=20_000, dim=32, fanouts="10,5", batch=256,
