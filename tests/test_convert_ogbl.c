@@ -373,6 +373,29 @@ static void test_bad_input(void) {
   expect_failure(src, true, NG_ERR_UNSUPPORTED, "knowledge graphs");
 }
 
+/* Interrupted once links/ is written (its progress phase, then the last one): the whole output
+ * goes, links/ with it. */
+static int stop_at(void *ctx, const char *phase, double done, double total) {
+  (void)done;
+  (void)total;
+  return strcmp(phase, (const char *)ctx) == 0;
+}
+
+static void test_interrupted_after_links(void) {
+  const char *src = make_collab("interrupted");
+  static const char *const PHASES[2] = {"links", "done"};
+  for (int i = 0; i < 2; i++) {
+    const char *dst = fresh_out();
+    ng_convert_opts o = NG_CONVERT_OPTS_INIT;
+    o.format = NG_FORMAT_OGB;
+    o.undirected = 1;
+    o.progress = stop_at;
+    o.progress_ctx = (void *)PHASES[i];
+    EXPECT_STATUS(ng_dataset_convert(dst, src, &o), NG_ERR_INTERRUPTED);
+    EXPECT_TRUE(nothing_left(dst));
+  }
+}
+
 /* ---- training on the converted folder ---- */
 
 static void test_train_link(void) {
@@ -464,6 +487,7 @@ int main(void) {
   RUN_TEST(test_citation_form);
   RUN_TEST(test_pickles_only);
   RUN_TEST(test_bad_input);
+  RUN_TEST(test_interrupted_after_links);
   RUN_TEST(test_train_link);
   RUN_TEST(test_cli);
   return ng_test_summary();
