@@ -295,7 +295,8 @@ static ng_status write_links(ng_conv *c, const char *scheme_dir, const char *sch
   qsort(tr->pos, (size_t)tr->n, sizeof *tr->pos, pair_cmp);
   for (int64_t i = 0; i < tr->n; i++) {
     const ng_link_pair q = tr->pos[i];
-    if (q.u == q.v || (n_train > 0 && pair_cmp(&tr->pos[n_train - 1], &q) == 0))
+    /* tr->pos[i - 1] is still the sorted input: the kept pairs trail behind at n_train. */
+    if (q.u == q.v || (i > 0 && pair_cmp(&tr->pos[i - 1], &q) == 0))
       continue;
     if (ng__link_pair_find(held, n_held, q.u, q.v)) {
       dropped_held++;

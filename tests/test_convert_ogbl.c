@@ -125,13 +125,13 @@ static const char *make_raw(const char *name, const char *nodes, const char *edg
 /* A collab-style undirected folder of 8 nodes: a ring plus chords; valid (0, 4) and test (6, 2)
  * are in the raw edge list too (as a user's own data might have them), so that their removal
  * from the message-passing graph is seen. Train lists a repeat, a self loop and the held-out
- * (4, 0). Valid has 3 pooled negatives, test 1: K = 3, test's dealt three times. */
+ * {0, 4} twice. Valid has 3 pooled negatives, test 1: K = 3, test's dealt three times. */
 static const char *make_collab(const char *name) {
   const char *dir =
       make_raw(name, "8\n", "0,1\n1,2\n2,3\n3,4\n4,5\n5,6\n6,7\n7,0\n0,2\n1,3\n0,4\n2,6\n", true);
-  static const int64_t train[] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6,
-                                  7, 7, 0, 0, 2, 1, 3, 1, 0, 5, 5, 4, 0};
-  const int64_t ts[2] = {13, 2};
+  static const int64_t train[] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7,
+                                  7, 0, 0, 2, 1, 3, 1, 0, 5, 5, 4, 0, 0, 4};
+  const int64_t ts[2] = {14, 2};
   put_npy(dir, "train", "edge", 2, ts, train);
   const int64_t one[2] = {1, 2};
   put_npy(dir, "valid", "edge", 2, one, (const int64_t[]){0, 4});
@@ -252,6 +252,13 @@ static void test_collab_form(void) {
   char *text = ng_test_read_file(json, NULL);
   EXPECT_TRUE(text && strstr(text, "\"neg_per_pos\": 3") && strstr(text, "\"train\": 10") &&
               strstr(text, "\"undirected\": true") && strstr(text, "\"mp_edges\": 20"));
+  free(text);
+  free(json);
+  json = xprintf("%s/dataset.json", dst);
+  text = ng_test_read_file(json, NULL);
+  EXPECT_TRUE(text && strstr(text, "train 10 (dropped 3 repeats and self loops and 1 held-out "
+                                   "pairs), val 1, test 1, 3 negatives per positive (dealt from "
+                                   "edge_neg)"));
   free(text);
   free(json);
 }
