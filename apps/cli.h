@@ -239,6 +239,10 @@ extern const char *const CLI_COMBINE_NAMES[];
 /// Parses a comma-separated list of at most CLI_MAX_LAYERS numbers into out[*n] for --`option`;
 /// returns CLI_CONTINUE, or CLI_EXIT_USAGE after printing the error.
 int cli_parse_list(const char *command, const char *option, const char *text, double *out, int *n);
+/// --fanouts TEXT (hops from the targets out, -1: all; 0 only when `zero_ok`) into `blocks` in
+/// block order (block 0, the input layer, first) and their count into *layers.
+int cli_parse_fanouts(const char *command, const char *text, bool zero_ok, int32_t *blocks,
+                      int *layers);
 /// Builds the model the options describe for a dataset of `info`'s shape; returns CLI_CONTINUE
 /// with *out set, or an exit status after printing the error.
 int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c,

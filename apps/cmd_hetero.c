@@ -4,13 +4,73 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
 
+static const char *const PREDICT_SPLITS[] = {"train", "val", "test", "all", NULL};
+
+/* Writes "node,class" for the target-type nodes of split `split` (3: every node) to `path`, the
+ * predicted class of each (the largest logit, the first on a tie). */
+static ng_status write_predictions(ng_hetero_trainer_t t, ng_hetero_t ds, int split,
+                                   const char *path) {
+  ng_hetero_info info = NG_HETERO_INFO_INIT;
+  ng_status st = ng_hetero_info_get(&info, ds);
+  ng_node_type_info nt = NG_NODE_TYPE_INFO_INIT;
+  if (st == NG_OK)
+    st = ng_hetero_node_type(&nt, ds, info.target);
+  if (st != NG_OK)
+    return st;
+  const int64_t *ids = NULL;
+  int64_t n = 0;
+  int64_t *all = NULL;
+  if (split == 3) {
+    n = nt.count;
+    all = malloc(sizeof *all * (size_t)(n > 0 ? n : 1));
+    if (!all)
+      return NG_ERR_NOMEM;
+    for (int64_t i = 0; i < n; i++)
+      all[i] = i;
+    ids = all;
+  } else if ((st = ng_hetero_split(&ids, &n, ds, split)) != NG_OK)
+    return st;
+  float *logits = malloc(sizeof *logits * (size_t)(n > 0 ? n : 1) * (size_t)info.classes);
+  FILE *f = NULL;
+  if (!logits)
+    st = NG_ERR_NOMEM;
+  if (st == NG_OK)
+    st = ng_hetero_trainer_predict(logits, t, ids, n);
+  if (st == NG_OK && !(f = fopen(path, "w"))) {
+    fprintf(stderr, "neargnn train-hetero: cannot write %s\n", path);
+    st = NG_ERR_IO;
+  }
+  if (st == NG_OK) {
+    fprintf(f, "node,class\n");
+    for (int64_t i = 0; i < n; i++) {
+      const float *row = logits + i * info.classes;
+      int32_t best = 0;
+      for (int32_t c = 1; c < info.classes; c++)
+        if (row[c] > row[best])
+          best = c;
+      fprintf(f, "%" PRId64 ",%d\n", ids[i], (int)best);
+    }
+    if (fclose(f) != 0) {
+      fprintf(stderr, "neargnn train-hetero: cannot write %s\n", path);
+      st = NG_ERR_IO;
+    }
+  }
+  free(logits);
+  free(all);
+  return st;
+}
+
 int cmd_train_hetero(int argc, char **argv) {
-  const char *data = NULL, *fanouts = "10,10";
+  const char *data = NULL, *fanouts = "10,10", *checkpoint = NULL, *load = NULL;
+  const char *predict = NULL;
+  int predict_split = 2;
   int model = 0;
-  int32_t epochs = 10, batch = 256, threads = 0;
+  int32_t epochs = 10, batch = 256, threads = 0, bases = 0, heads = 4;
   int64_t hidden = 64, embed_dim = 0;
   double lr = 0.01, weight_decay = 0.0, dropout = 0.5;
   uint64_t seed = 1;
@@ -23,7 +83,22 @@ int cmd_train_hetero(int argc, char **argv) {
       CLI_OPT_INT("hidden", &hidden, "N", 1, 1 << 20, "columns of the hidden layers"),
       CLI_OPT_INT("embed-dim", &embed_dim, "N", 0, 1 << 20,
                   "columns of the embedding of each type without features (0: --hidden)"),
-      CLI_OPT_INT("epochs", &epochs, "N", 1, 1000000, "epochs"),
+      CLI_OPT_INT("bases", &bases, "B", 0, 1024,
+                  "R-GCN's basis decomposition: each layer's weights of one input width as "
+                  "combinations of B shared bases (0: a weight per relation)"),
+      CLI_OPT_INT("heads", &heads, "H", 1, 64,
+                  "R-GAT's attention heads (hidden layers concatenate them: --hidden a multiple)"),
+      CLI_OPT_INT("epochs", &epochs, "N", 0, 1000000, "epochs (0: only --load and --predict)"),
+      CLI_OPT_STRING("load", &load, "FILE",
+                     "start from the weights of a checkpoint of train-hetero --checkpoint (the "
+                     "same model and dataset schema)"),
+      CLI_OPT_STRING("checkpoint", &checkpoint, "FILE",
+                     "save the trained model (weights, optimizer state, description) to FILE"),
+      CLI_OPT_STRING("predict", &predict, "FILE",
+                     "write \"node,class\" lines: the predicted class of the target type's "
+                     "nodes of --predict-split, every neighbour"),
+      CLI_OPT_CHOICE("predict-split", &predict_split, "S", PREDICT_SPLITS,
+                     "the nodes --predict writes (all: every node of the target type)"),
       CLI_OPT_INT("batch", &batch, "N", 1, INT32_MAX, "target nodes per mini-batch"),
       CLI_OPT_FLOAT("lr", &lr, "F", 0, true, 1e9, false, "Adam's learning rate"),
       CLI_OPT_FLOAT("weight-decay", &weight_decay, "F", 0, false, 1e9, false,
@@ -37,11 +112,12 @@ int cmd_train_hetero(int argc, char **argv) {
   cli_spec spec = {
       .command = "train-hetero",
       .synopsis = "--data DIR [options]",
-      .about = "Trains R-GCN or R-SAGE to classify the target type of a heterogeneous dataset "
-               "(neargnn generate --hetero, convert --format ogb on ogbn-mag) on the CPU: "
-               "mini-batches of training targets, per-relation sampling, cross-entropy, Adam. "
-               "Prints each epoch's loss, training and validation accuracy, then the test "
-               "accuracy with every neighbour.",
+      .about =
+          "Trains R-GCN, R-SAGE or R-GAT to classify the target type of a heterogeneous dataset "
+          "(neargnn generate --hetero, convert --format ogb on ogbn-mag) on the CPU: "
+          "mini-batches of training targets, per-relation sampling, cross-entropy, Adam. "
+          "Prints each epoch's loss, training and validation accuracy, then the test "
+          "accuracy with every neighbour.",
       .opts = opts,
       .n_opts = N_OPTS(opts),
       .example = "neargnn train-hetero --data data/mag --model rgcn --fanouts 10,10 --epochs 3",
@@ -49,16 +125,10 @@ int cmd_train_hetero(int argc, char **argv) {
   int rc = cli_parse(&spec, argc, argv);
   if (rc != CLI_CONTINUE)
     return rc;
-  double fan[CLI_MAX_LAYERS];
-  int layers = 0;
-  if ((rc = cli_parse_list(spec.command, "fanouts", fanouts, fan, &layers)) != CLI_CONTINUE)
-    return rc;
   int32_t blocks[CLI_MAX_LAYERS];
-  for (int i = 0; i < layers; i++) {
-    if (fan[i] != floor(fan[i]) || fan[i] < -1 || fan[i] > INT32_MAX)
-      return cli_usage_error(spec.command, "--fanouts: %g is not a count or -1 (all)", fan[i]);
-    blocks[layers - 1 - i] = (int32_t)fan[i]; /* from the targets out; block 0 is the input */
-  }
+  int layers = 0;
+  if ((rc = cli_parse_fanouts(spec.command, fanouts, true, blocks, &layers)) != CLI_CONTINUE)
+    return rc;
   ng_hetero_t ds = NULL;
   ng_status st = ng_hetero_open(&ds, data, NULL);
   if (st != NG_OK)
@@ -75,10 +145,14 @@ int cmd_train_hetero(int argc, char **argv) {
   o.dropout = (float)dropout;
   o.seed = seed;
   o.threads = threads;
+  o.bases = bases;
+  o.heads = heads;
   ng_hetero_info info = NG_HETERO_INFO_INIT;
   ng_hetero_trainer_t t = NULL;
   if ((st = ng_hetero_info_get(&info, ds)) == NG_OK)
     st = ng_hetero_trainer_create(&t, ds, &o);
+  if (st == NG_OK && load)
+    st = ng_hetero_trainer_load_weights(t, load);
   for (int32_t e = 0; e < epochs && st == NG_OK; e++) {
     double loss = 0.0, acc = 0.0, val = 0.0;
     if ((st = ng_hetero_trainer_epoch(&loss, &acc, t)) != NG_OK)
@@ -96,6 +170,10 @@ int cmd_train_hetero(int argc, char **argv) {
     if ((st = ng_hetero_trainer_evaluate(&test, &loss, t, NG_SPLIT_TEST)) == NG_OK)
       printf("test: acc %.4f  loss %.4f\n", test, loss);
   }
+  if (st == NG_OK && checkpoint && (st = ng_hetero_trainer_save(t, checkpoint)) == NG_OK)
+    printf("checkpoint: %s\n", checkpoint);
+  if (st == NG_OK && predict && (st = write_predictions(t, ds, predict_split, predict)) == NG_OK)
+    printf("predictions: %s\n", predict);
   rc = st == NG_OK ? CLI_EXIT_OK : cli_runtime_error(st);
   ng_hetero_trainer_destroy(t);
   ng_hetero_close(ds);

@@ -32,6 +32,21 @@ int cli_parse_list(const char *command, const char *option, const char *text, do
   return CLI_CONTINUE;
 }
 
+int cli_parse_fanouts(const char *command, const char *text, bool zero_ok, int32_t *blocks,
+                      int *layers) {
+  double fan[CLI_MAX_LAYERS];
+  int rc;
+  if ((rc = cli_parse_list(command, "fanouts", text, fan, layers)) != CLI_CONTINUE)
+    return rc;
+  for (int i = 0; i < *layers; i++) {
+    if (fan[i] != floor(fan[i]) || fan[i] < -1 || (fan[i] == 0 && !zero_ok) || fan[i] > INT32_MAX)
+      return cli_usage_error(command, "--fanouts: %g is not a %s integer or -1 (all)", fan[i],
+                             zero_ok ? "non-negative" : "positive");
+    blocks[*layers - 1 - i] = (int32_t)fan[i]; /* from the targets out; block 0 is the input */
+  }
+  return CLI_CONTINUE;
+}
+
 /* The aggregator of --aggregator choice `choice` (an index of cli_aggregator_names(); 0 = auto). */
 static ng_aggregator aggregator_of(int choice, int model) {
   ng_aggregator a = model == NG_MODEL_GCN ? NG_AGGREGATOR_GCN : NG_AGGREGATOR_MEAN;
@@ -42,9 +57,10 @@ static ng_aggregator aggregator_of(int choice, int model) {
 
 int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c,
                     const ng_dataset_info *info) {
-  double fan[CLI_MAX_LAYERS], wd[CLI_MAX_LAYERS];
+  double wd[CLI_MAX_LAYERS];
+  int32_t blocks[CLI_MAX_LAYERS];
   int n_layers, n_wd, rc;
-  if ((rc = cli_parse_list(command, "fanouts", c->fanouts, fan, &n_layers)) != CLI_CONTINUE)
+  if ((rc = cli_parse_fanouts(command, c->fanouts, false, blocks, &n_layers)) != CLI_CONTINUE)
     return rc;
   if ((rc = cli_parse_list(command, "weight-decay", c->weight_decay, wd, &n_wd)) != CLI_CONTINUE)
     return rc;
@@ -53,10 +69,6 @@ int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c
                            "--weight-decay has %d values for %d layers: give one value, or one "
                            "per layer (input layer first)",
                            n_wd, n_layers);
-  for (int i = 0; i < n_layers; i++)
-    if (fan[i] != floor(fan[i]) || (fan[i] < 1 && fan[i] != -1) || fan[i] > INT32_MAX)
-      return cli_usage_error(command, "--fanouts: %g is not a positive integer or -1 (all)",
-                             fan[i]);
   for (int i = 0; i < n_wd; i++)
     if (wd[i] < 0)
       return cli_usage_error(command, "--weight-decay: %g is negative", wd[i]);
@@ -64,7 +76,7 @@ int cli_build_model(ng_model_t *out, const char *command, const cli_model_cfg *c
   ng_status st = ng_model_create(&m, (ng_model_kind)c->model, info->feature_dim);
   for (int l = 0; l < n_layers && st == NG_OK; l++) {
     ng_layer_opts lo = NG_LAYER_OPTS_INIT;
-    lo.fanout = (int32_t)fan[n_layers - 1 - l]; /* --fanouts lists hops from the targets out */
+    lo.fanout = blocks[l];
     lo.aggregator = aggregator_of(c->aggregator, c->model);
     lo.out_dim = l + 1 < n_layers ? c->hidden : info->classes;
     lo.activation = l + 1 < n_layers ? NG_ACT_RELU : NG_ACT_NONE;

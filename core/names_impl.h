@@ -33,7 +33,8 @@
 
 #define NG_LINK_DECODER_NAMES(X) X(NG_LINK_DECODER_DOT, "dot") X(NG_LINK_DECODER_MLP, "mlp")
 #define NG_LINK_NEG_NAMES(X) X(NG_LINK_NEG_UNIFORM, "uniform") X(NG_LINK_NEG_DEGREE, "degree")
-#define NG_HETERO_MODEL_NAMES(X) X(NG_HETERO_MODEL_RGCN, "rgcn") X(NG_HETERO_MODEL_RSAGE, "rsage")
+#define NG_HETERO_MODEL_NAMES(X)                                                                   \
+  X(NG_HETERO_MODEL_RGCN, "rgcn") X(NG_HETERO_MODEL_RSAGE, "rsage") X(NG_HETERO_MODEL_RGAT, "rgat")
 
 #define NG_CACHE_PLACEMENT_NAMES(X)                                                                \
   X(NG_CACHE_REPLICATED, "replicated") X(NG_CACHE_PARTITIONED, "partitioned")                      \

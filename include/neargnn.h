@@ -1481,7 +1481,10 @@ typedef enum {
   NG_HETERO_MODEL_RGCN = 0,
   /// R-SAGE: one GraphSAGE layer per relation (root weight, neighbour weight and bias of its own,
   /// as PyG's HeteroConv of SAGEConv), summed over the relations into a type.
-  NG_HETERO_MODEL_RSAGE = 1
+  NG_HETERO_MODEL_RSAGE = 1,
+  /// R-GAT (MLPerf's IGBH model): one GAT layer per relation (its own source and destination
+  /// weights, attention vectors, heads and bias), summed over the relations into a type.
+  NG_HETERO_MODEL_RGAT = 2
 } ng_hetero_model_kind;
 /// "rgcn", "rsage"; "?" for another value.
 const char *ng_hetero_model_name(ng_hetero_model_kind kind);
@@ -1509,12 +1512,20 @@ typedef struct {
   uint64_t seed;      ///< parameters, shuffles and samples (default 1)
   int32_t threads;    ///< CPU backend threads (0: the default); the bits do not depend on it
   float dropout;      ///< dropout on every layer's input rows in training (default 0.5)
+  /// R-GCN's basis decomposition: 0 (default), a weight per term; B > 0, each layer's weights of
+  /// one input width are combinations of B shared bases (docs/heterogeneous.md#models).
+  int32_t bases;
+  /// R-GAT's attention heads (default 4): hidden layers concatenate them (hidden must be a
+  /// multiple), the last layer averages them.
+  int32_t heads;
 } ng_hetero_train_opts;
 #define NG_HETERO_TRAIN_OPTS_INIT                                                                  \
   {                                                                                                \
     sizeof(ng_hetero_train_opts), NG_HETERO_MODEL_RGCN, 2, 64, 0, NULL, NULL, 256, 1024, 0.01f,    \
-        0.0f, 1, 0, 0.5f                                                                           \
+        0.0f, 1, 0, 0.5f, 0, 4                                                                     \
   }
+/// NG_HETERO_TRAIN_OPTS_INIT as a function, for bindings that cannot expand the macro.
+void ng_hetero_train_opts_init(ng_hetero_train_opts *out);
 
 /// Trains a relational model on the target type of a heterogeneous dataset (CPU backend):
 /// mini-batches of shuffled training ids, per-relation sampling, cross-entropy, Adam.
@@ -1537,6 +1548,17 @@ ng_status ng_hetero_trainer_evaluate(double *accuracy, double *loss, ng_hetero_t
 /// The model's parameters (*n floats, borrowed until the next call on the trainer): the
 /// embeddings, then each layer's weights and biases (docs/heterogeneous.md#models).
 ng_status ng_hetero_trainer_params(const float **params, int64_t *n, ng_hetero_trainer_t t);
+/// Saves the model (parameters, optimizer state, description, the dataset's schema) to `path`
+/// atomically, through the checkpoint codec (docs/heterogeneous.md#checkpoints).
+ng_status ng_hetero_trainer_save(ng_hetero_trainer_t t, const char *path);
+/// Replaces the parameters with those of checkpoint `path`, which must describe the same model
+/// (kind, layers, widths, bases, heads) on a dataset of the same schema; the file is read
+/// strictly (a damaged or edited one is refused) and the trainer is unchanged on failure.
+ng_status ng_hetero_trainer_load_weights(ng_hetero_trainer_t t, const char *path);
+/// Logits [n, classes] (host, caller-allocated) of the target-type nodes `ids` [n], every
+/// neighbour, without dropout: the evaluation's forward pass, in batches of eval_batch.
+ng_status ng_hetero_trainer_predict(float *logits, ng_hetero_trainer_t t, const int64_t *ids,
+                                    int64_t n);
 
 #ifdef __cplusplus
 }

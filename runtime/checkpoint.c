@@ -999,3 +999,165 @@ ng_status ng_checkpoint_info_get(ng_checkpoint_info *out, const char *path) {
   ng__ckpt_close(&c);
   return NG_OK;
 }
+
+/* ---- relational models (ng_hetero_trainer_save / _load_weights) ----
+ * Their own keys beside the run's counters: a relational model has no "model.layerN", and a
+ * node checkpoint's reader refuses these keys as unknown, as this reader refuses a node
+ * checkpoint's. The dataset is recorded by its schema's CRC, which fits one metadata value for
+ * any number of types. */
+static const char *const HETERO_KEYS[] = {
+    "header_crc",
+    "format",
+    "version",
+    "epochs_done",
+    "step",
+    "seed",
+    "checksums",
+    "hetero.model",
+    "hetero.layers",
+    "hetero.hidden",
+    "hetero.embed_dim",
+    "hetero.bases",
+    "hetero.heads",
+    "hetero.classes",
+    "hetero.target",
+    "hetero.node_types",
+    "hetero.edge_types",
+    "hetero.schema",
+    "hetero.params",
+    "dataset.name",
+};
+static const char *const HETERO_TENSOR[3] = {"hetero.params", "optimizer.state1",
+                                             "optimizer.state2"};
+
+ng_status ng__ckpt_write_hetero(const char *path, const ng_ckpt_hetero *h, const float *host) {
+  if (!path || !*path)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_hetero_trainer_save: no path");
+  ng_st_tensor ts[3];
+  memset(ts, 0, sizeof ts);
+  for (int i = 0; i < 3; i++) {
+    ng__strlcpy(ts[i].name, HETERO_TENSOR[i], sizeof ts[i].name);
+    ts[i].dtype = NG_DTYPE_F32;
+    ts[i].ndim = 1;
+    ts[i].shape[0] = h->n_params;
+    ts[i].data = host + (size_t)i * (size_t)h->n_params;
+    ts[i].nbytes = (size_t)h->n_params * sizeof(float);
+  }
+  ng_st_meta meta[NG_ST_MAX_META];
+  memset(meta, 0, sizeof meta);
+  int k = 1; /* meta[0]: the header CRC, filled last */
+  put(&meta[k++], "format", "%s", NG_CHECKPOINT_FORMAT);
+  put(&meta[k++], "version", "%d", NG_CHECKPOINT_VERSION);
+  put(&meta[k++], "epochs_done", "%lld", (long long)h->epochs_done);
+  put(&meta[k++], "step", "%lld", (long long)h->step);
+  put(&meta[k++], "seed", "%llu", (unsigned long long)h->seed);
+  ng_st_meta *sums = &meta[k++];
+  ng__strlcpy(sums->key, "checksums", sizeof sums->key);
+  size_t at = 0;
+  for (int i = 0; i < 3; i++)
+    at += (size_t)snprintf(sums->value + at, sizeof sums->value - at, "%s%08x", i ? "," : "",
+                           (unsigned)ng__crc32(ts[i].data, ts[i].nbytes));
+  put(&meta[k++], "hetero.model", "%s", h->model);
+  put(&meta[k++], "hetero.layers", "%lld", (long long)h->layers);
+  put(&meta[k++], "hetero.hidden", "%lld", (long long)h->hidden);
+  put(&meta[k++], "hetero.embed_dim", "%lld", (long long)h->embed_dim);
+  put(&meta[k++], "hetero.bases", "%lld", (long long)h->bases);
+  put(&meta[k++], "hetero.heads", "%lld", (long long)h->heads);
+  put(&meta[k++], "hetero.classes", "%lld", (long long)h->classes);
+  put(&meta[k++], "hetero.target", "%lld", (long long)h->target);
+  put(&meta[k++], "hetero.node_types", "%lld", (long long)h->node_types);
+  put(&meta[k++], "hetero.edge_types", "%lld", (long long)h->edge_types);
+  put(&meta[k++], "hetero.schema", "%08x", (unsigned)h->schema);
+  put(&meta[k++], "hetero.params", "%lld", (long long)h->n_params);
+  put(&meta[k++], "dataset.name", "%s", h->dataset);
+  put(&meta[0], CRC_KEY, "%08x", (unsigned)ng__ckpt_header_crc(meta + 1, k - 1, ts, 3));
+  return ng__st_write(path, ts, 3, meta, k);
+}
+
+ng_status ng__ckpt_read_hetero(ng_ckpt_hetero *h, const float **params, ng_st_file *f,
+                               const char *path) {
+  memset(h, 0, sizeof *h);
+  memset(f, 0, sizeof *f);
+  *params = NULL;
+  NG_CHECK(ng__st_open(f, path));
+  const char *fmt = ng__st_meta(f, "format");
+  if (!fmt || strcmp(fmt, NG_CHECKPOINT_FORMAT) != 0)
+    return ng__err(NG_ERR_FORMAT, "%s: not a neargnn checkpoint (metadata format is '%.64s')", path,
+                   fmt ? fmt : "missing");
+  if (!ng__st_meta(f, "hetero.model"))
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: not a relational model's checkpoint (no 'hetero.model'); a node model's "
+                   "checkpoint is read by neargnn predict or ng_model_from_checkpoint",
+                   path);
+  for (int i = 0; i < f->n_meta; i++) {
+    bool known = false;
+    for (size_t j = 0; j < NG_ARRAY_LEN(HETERO_KEYS); j++)
+      known |= strcmp(f->meta[i].key, HETERO_KEYS[j]) == 0;
+    if (!known)
+      return ng__err(NG_ERR_FORMAT,
+                     "%s: checkpoint metadata key '%.64s' is unknown to a relational model's "
+                     "checkpoint; the file was edited or is damaged",
+                     path, f->meta[i].key);
+  }
+  int64_t x = 0;
+  NG_CHECK(meta_i64(&x, f, "version", path, 2, NG_CHECKPOINT_VERSION, "2"));
+  const char *crc = ng__st_meta(f, CRC_KEY);
+  if (!crc || strlen(crc) != 8 || strspn(crc, "0123456789abcdef") != 8)
+    return bad_meta(path, CRC_KEY, crc, "8 hex digits");
+  const uint32_t got = ng__ckpt_header_crc(f->meta, f->n_meta, f->tensors, f->n);
+  if (got != (uint32_t)strtoul(crc, NULL, 16))
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the checkpoint's metadata fails its checksum (CRC-32 %08x, the file says "
+                   "%s): a setting was edited or the file is damaged; use another checkpoint",
+                   path, (unsigned)got, crc);
+  const char *sums = ng__st_meta(f, "checksums");
+  if (!sums)
+    return bad_meta(path, "checksums", NULL, NULL);
+  NG_CHECK(check_sums(f, sums, path, "checksums", 0, f->n));
+  const int64_t cap = INT64_C(1) << 62;
+  const char *count = "an integer in [0, 2^62)";
+  NG_CHECK(meta_i64(&h->epochs_done, f, "epochs_done", path, 0, cap - 1, count));
+  NG_CHECK(meta_i64(&h->step, f, "step", path, 0, cap - 1, count));
+  NG_CHECK(meta_i64(&h->layers, f, "hetero.layers", path, 1, NG_MAX_LAYERS, "1 to 8"));
+  NG_CHECK(meta_i64(&h->hidden, f, "hetero.hidden", path, 1, cap - 1, "a positive integer"));
+  NG_CHECK(meta_i64(&h->embed_dim, f, "hetero.embed_dim", path, 0, cap - 1, count));
+  NG_CHECK(meta_i64(&h->bases, f, "hetero.bases", path, 0, 1 << 20, "an integer in [0, 2^20]"));
+  NG_CHECK(meta_i64(&h->heads, f, "hetero.heads", path, 0, 1 << 20, "an integer in [0, 2^20]"));
+  NG_CHECK(meta_i64(&h->classes, f, "hetero.classes", path, 1, 65536, "1 to 65536"));
+  NG_CHECK(meta_i64(&h->node_types, f, "hetero.node_types", path, 1, 1 << 20, "a type count"));
+  NG_CHECK(meta_i64(&h->edge_types, f, "hetero.edge_types", path, 1, 1 << 20, "a count"));
+  NG_CHECK(meta_i64(&h->target, f, "hetero.target", path, 0, h->node_types - 1, "a type index"));
+  NG_CHECK(meta_i64(&h->n_params, f, "hetero.params", path, 1, cap - 1, "a positive integer"));
+  const char *schema = ng__st_meta(f, "hetero.schema");
+  if (!schema || strlen(schema) != 8 || strspn(schema, "0123456789abcdef") != 8)
+    return bad_meta(path, "hetero.schema", schema, "8 hex digits");
+  h->schema = (uint32_t)strtoul(schema, NULL, 16);
+  const char *seed = ng__st_meta(f, "seed");
+  char *end = NULL;
+  errno = 0;
+  if (seed && seed[0] >= '0' && seed[0] <= '9')
+    h->seed = strtoull(seed, &end, 10);
+  if (!end || *end || errno)
+    return bad_meta(path, "seed", seed, "an integer in [0, 2^64)");
+  const char *model = ng__st_meta(f, "hetero.model"), *name = ng__st_meta(f, "dataset.name");
+  if (strlen(model) >= sizeof h->model)
+    return bad_meta(path, "hetero.model", model, "a model name");
+  ng__strlcpy(h->model, model, sizeof h->model);
+  ng__strlcpy(h->dataset, name ? name : "", sizeof h->dataset);
+  if (f->n != 3)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: a relational model's checkpoint holds 3 tensors, not %d; the file was "
+                   "edited or is damaged",
+                   path, f->n);
+  for (int i = 0; i < 3; i++) {
+    const ng_st_tensor *t = &f->tensors[i];
+    if (strcmp(t->name, HETERO_TENSOR[i]) != 0 || t->dtype != NG_DTYPE_F32 || t->ndim != 1 ||
+        t->shape[0] != h->n_params)
+      return ng__err(NG_ERR_FORMAT,
+                     "%s: tensor %d is '%s', not '%s' of %lld float32; the file was edited or is "
+                     "damaged",
+                     path, i, t->name, HETERO_TENSOR[i], (long long)h->n_params);
+  }
+  *params = (const float *)f->tensors[0].data;
+  return NG_OK;
+}

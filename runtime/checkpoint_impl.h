@@ -73,6 +73,28 @@ ng_status ng__ckpt_write_link(const char *path, const struct ng_model *m, const 
 /// The MLP decoder's parameters of link checkpoint `c` into mlp[dim hidden + 2 hidden + 1] as
 /// ng_link_dec lays them out (W1, b1, w2, b2); `dim` is the last layer's width.
 ng_status ng__ckpt_link_mlp(float *mlp, const ng_ckpt *c, int64_t dim);
+/// A relational model's checkpoint (ng_hetero_trainer_save, docs/heterogeneous.md#checkpoints):
+/// the model's description, the dataset's schema and the run's counters. Its tensors are
+/// "hetero.params" and the optimizer's two states, n_params floats each.
+typedef struct {
+  char model[16]; ///< ng_hetero_model_name
+  int64_t layers, hidden, embed_dim, bases, heads;
+  int64_t node_types, edge_types, target, classes;
+  uint32_t schema; ///< CRC-32 of the types (name, count, width) and relations (names)
+  char dataset[64];
+  int64_t epochs_done, step;
+  uint64_t seed;
+  int64_t n_params;
+} ng_ckpt_hetero;
+/// Writes `h` and host[3 * n_params] (parameters, then the optimizer's states) to `path`
+/// atomically, with the header CRC and every tensor's CRC as a node checkpoint's.
+ng_status ng__ckpt_write_hetero(const char *path, const ng_ckpt_hetero *h, const float *host);
+/// Maps `path` into *f (close it with ng__st_close, also after a failure) and reads it as
+/// strictly as ng__ckpt_read: only the keys of a relational checkpoint, each well-formed, the
+/// header CRC, every tensor's CRC, exactly its three tensors of n_params floats; *params points
+/// at the parameters in the mapping.
+ng_status ng__ckpt_read_hetero(ng_ckpt_hetero *h, const float **params, ng_st_file *f,
+                               const char *path);
 /// Maps `path` and reads it strictly: every metadata key known to its version and present
 /// where required, no key twice, every value well-formed and in range (finite
 /// hyper-parameters), the header CRC (version 2) and every tensor's CRC checked, and for a

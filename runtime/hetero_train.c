@@ -8,14 +8,17 @@
  * (cpu/sampler_impl.h), so a heterogeneous run has the node trainer's determinism: the bits
  * depend on the seed only, not on the thread count. Each mini-batch is sampled on the calling
  * thread by the per-relation sampler (cpu/sampler_hetero.c). */
+#include "checkpoint_impl.h"
 #include "hetero_impl.h"
 #include "ng_cpu.h"
 #include "rgcn_impl.h"
 #include "sampler_hetero_impl.h"
 #include "sampler_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #define NG_HETERO_TRAINER_MAGIC 0x6e676874u /* "nght" */
 /* The default fanout of every relation and hop (ng_hetero_train_opts.fanouts). */
@@ -65,6 +68,11 @@ void ng_hetero_trainer_destroy(ng_hetero_trainer_t t) {
   free(t->host_params);
   t->magic = 0;
   free(t);
+}
+
+void ng_hetero_train_opts_init(ng_hetero_train_opts *out) {
+  if (out)
+    *out = (ng_hetero_train_opts)NG_HETERO_TRAIN_OPTS_INIT;
 }
 
 /* The options with their defaults filled in, checked against the dataset. */
@@ -179,6 +187,8 @@ ng_status ng_hetero_trainer_create(ng_hetero_trainer_t *out, ng_hetero_t ds,
       .rel_dst = t->rel_dst,
       .hidden = o.hidden,
       .embed_dim = o.embed_dim,
+      .bases = o.bases,
+      .heads = o.heads,
   };
   NG_CHECK_GOTO(st, ng__rgcn_init(&t->model, &spec), done);
   NG_CHECK_GOTO(st, ng__backend_cpu_create(&t->be, o.threads), done);
@@ -221,7 +231,7 @@ static ng_status run_batch(ng_hetero_trainer_t t, const int64_t *ids, int32_t n,
   double loss = 0.0;
   int64_t right = 0;
   ng_status st = ng__rgcn_forward(&t->ex, &b, t->features, train ? t->o.dropout : 0.0f,
-                                  ng_hash2(seed, 0x64726f70 /* "drop" */));
+                                  ng_hash2(seed, 0x64726f70 /* "drop" */), train);
   if (st == NG_OK)
     st = ng__rgcn_loss_backward(&t->ex, &b, t->batch_labels, train, &loss, &right);
   if (st == NG_OK && train) {
@@ -306,5 +316,154 @@ ng_status ng_hetero_trainer_params(const float **params, int64_t *n, ng_hetero_t
       t->be->iface->copy_d2h(t->be, t->host_params, t->ex.params, (size_t)count * sizeof(float)));
   *params = t->host_params;
   *n = count;
+  return NG_OK;
+}
+
+/* ---- checkpoints and predictions (docs/heterogeneous.md#checkpoints) ---- */
+
+/* CRC-32 of the dataset's schema: each type's name, count and width, each relation's names,
+ * in order: a checkpoint's parameters fit a dataset of the same schema only. */
+static uint32_t schema_crc(const struct ng_hetero *ds) {
+  uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+  char line[256];
+  for (int32_t i = 0; i < ds->info.node_types; i++) {
+    const ng_hetero_ntype *nt = &ds->ntypes[i];
+    const int len = snprintf(line, sizeof line, "%s:%lld:%lld;", nt->name, (long long)nt->count,
+                             (long long)nt->feature_dim);
+    crc = (uint32_t)crc32(crc, (const Bytef *)line, (uInt)len);
+  }
+  for (int32_t r = 0; r < ds->info.edge_types; r++) {
+    const ng_hetero_etype *et = &ds->etypes[r];
+    const int len = snprintf(line, sizeof line, "%s:%s:%s;", ds->ntypes[et->src].name, et->relation,
+                             ds->ntypes[et->dst].name);
+    crc = (uint32_t)crc32(crc, (const Bytef *)line, (uInt)len);
+  }
+  return crc;
+}
+
+static void describe(ng_ckpt_hetero *h, ng_hetero_trainer_t t) {
+  memset(h, 0, sizeof *h);
+  ng__strlcpy(h->model, ng_hetero_model_name(t->o.model), sizeof h->model);
+  h->layers = t->o.layers;
+  h->hidden = t->o.hidden;
+  h->embed_dim = t->o.embed_dim;
+  h->bases = t->o.bases;
+  h->heads = t->o.model == NG_HETERO_MODEL_RGAT ? t->o.heads : 0;
+  h->node_types = t->model.T;
+  h->edge_types = t->model.R;
+  h->target = t->model.target;
+  h->classes = t->model.classes;
+  h->schema = schema_crc(t->ds);
+  ng__strlcpy(h->dataset, t->ds->info.name, sizeof h->dataset);
+  h->epochs_done = t->epoch;
+  h->step = t->step;
+  h->seed = t->o.seed;
+  h->n_params = t->model.n_params;
+}
+
+ng_status ng_hetero_trainer_save(ng_hetero_trainer_t t, const char *path) {
+  NG_CHECK(check_trainer(t));
+  ng_ckpt_hetero h;
+  describe(&h, t);
+  const size_t n = (size_t)h.n_params;
+  float *host = ng__malloc(3 * n * sizeof(float), "the checkpoint's tensors");
+  if (!host)
+    return NG_ERR_NOMEM;
+  const float *src[3] = {t->ex.params, t->ex.state1, t->ex.state2};
+  ng_status st = NG_OK;
+  for (int i = 0; i < 3 && st == NG_OK; i++)
+    st = t->be->iface->copy_d2h(t->be, host + (size_t)i * n, src[i], n * sizeof(float));
+  if (st == NG_OK)
+    st = ng__ckpt_write_hetero(path, &h, host);
+  free(host);
+  return st;
+}
+
+ng_status ng_hetero_trainer_load_weights(ng_hetero_trainer_t t, const char *path) {
+  NG_CHECK(check_trainer(t));
+  if (!path)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_hetero_trainer_load_weights: path is NULL");
+  ng_ckpt_hetero mine, theirs;
+  describe(&mine, t);
+  ng_st_file f;
+  const float *params = NULL;
+  ng_status st = ng__ckpt_read_hetero(&theirs, &params, &f, path);
+  /* The first setting that differs, named as train-hetero's option. */
+  const struct {
+    const char *what;
+    long long a, b;
+  } same[] = {
+      {"--layers (the --fanouts count)", (long long)theirs.layers, (long long)mine.layers},
+      {"--hidden", (long long)theirs.hidden, (long long)mine.hidden},
+      {"--embed-dim", (long long)theirs.embed_dim, (long long)mine.embed_dim},
+      {"--bases", (long long)theirs.bases, (long long)mine.bases},
+      {"--heads", (long long)theirs.heads, (long long)mine.heads},
+      {"the node types", (long long)theirs.node_types, (long long)mine.node_types},
+      {"the relations", (long long)theirs.edge_types, (long long)mine.edge_types},
+      {"the target type", (long long)theirs.target, (long long)mine.target},
+      {"the classes", (long long)theirs.classes, (long long)mine.classes},
+      {"the dataset's schema (types' names, counts, widths; relations)", (long long)theirs.schema,
+       (long long)mine.schema},
+      {"the parameter count", (long long)theirs.n_params, (long long)mine.n_params},
+  };
+  if (st == NG_OK && strcmp(theirs.model, mine.model) != 0)
+    st = ng__err(NG_ERR_INVALID_ARG, "%s: the checkpoint holds model %s, this trainer %s (--model)",
+                 path, theirs.model, mine.model);
+  for (size_t i = 0; st == NG_OK && i < NG_ARRAY_LEN(same); i++)
+    if (same[i].a != same[i].b)
+      st = ng__err(NG_ERR_INVALID_ARG,
+                   "%s: the checkpoint's %s is %lld, this trainer's %lld; build the trainer as "
+                   "the checkpoint was trained",
+                   path, same[i].what, same[i].a, same[i].b);
+  if (st == NG_OK)
+    st = t->be->iface->copy_h2d(t->be, t->ex.params, params, (size_t)mine.n_params * sizeof(float));
+  if (st == NG_OK)
+    st = ng__rgcn_derive(&t->ex);
+  ng__st_close(&f);
+  return st;
+}
+
+ng_status ng_hetero_trainer_predict(float *logits, ng_hetero_trainer_t t, const int64_t *ids,
+                                    int64_t n) {
+  NG_CHECK(check_trainer(t));
+  if (!logits || (!ids && n > 0) || n < 0)
+    return ng__err(NG_ERR_INVALID_ARG, "ng_hetero_trainer_predict: %s",
+                   n < 0 ? "n is negative" : "logits or ids is NULL");
+  const ng_rgcn *m = &t->model;
+  const int64_t count = t->ds->ntypes[m->target].count;
+  for (int64_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= count)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "ng_hetero_trainer_predict: ids[%lld] = %lld is not a node of the target "
+                     "type '%s' (0 to %lld)",
+                     (long long)i, (long long)ids[i], t->ds->ntypes[m->target].name,
+                     (long long)count - 1);
+  const ng_hetero_sampler_cfg cfg = {
+      .n_types = m->T,
+      .n_rels = m->R,
+      .n_layers = m->L,
+      .target_type = m->target,
+      .csr = t->csr,
+      .rel_src = t->rel_src,
+      .rel_dst = t->rel_dst,
+      .fanouts = t->all,
+  };
+  for (int64_t at = 0; at < n; at += t->o.eval_batch) {
+    const int32_t cnt = (int32_t)NG_MIN((int64_t)t->o.eval_batch, n - at);
+    ng_hetero_minibatch mb;
+    /* Every neighbour is taken: the seed draws nothing. */
+    NG_CHECK(ng__hetero_sample(&mb, &cfg, ids + at, cnt, 0));
+    const ng_rgcn_batch b = {
+        .n_nodes = mb.n_nodes,
+        .node_ids = (const int64_t *const *)mb.node_ids,
+        .blocks = mb.blocks,
+    };
+    ng_status st = ng__rgcn_forward(&t->ex, &b, t->features, 0.0f, 0, false);
+    if (st == NG_OK)
+      st = t->be->iface->copy_d2h(t->be, logits + at * m->classes, t->ex.logits,
+                                  (size_t)cnt * (size_t)m->classes * sizeof(float));
+    ng__hetero_minibatch_free(&mb);
+    NG_CHECK(st);
+  }
   return NG_OK;
 }

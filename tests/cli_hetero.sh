@@ -93,10 +93,36 @@ run 0 train-hetero --data "$TMP/h1" --hidden 16 --fanouts 5,5 --batch 64 --epoch
 cmp -s "$TMP/out" "$TMP/train1" || fail "train-hetero: 1 and 2 threads differ: $(cat "$TMP/out")"
 run 0 train-hetero --data "$TMP/h1" --model rsage --hidden 8 --fanouts 3,-1 --epochs 1
 has out "epoch 1: loss"
-run 2 train-hetero --data "$TMP/h1" --model rgat
-has err "unknown value 'rgat' (expected one of: rgcn, rsage)"
+# --checkpoint saves the model; --load into a trainer of another seed with --epochs 0 predicts
+# the same classes; a checkpoint of another width is refused, naming the option.
+run 0 train-hetero --data "$TMP/h1" --hidden 16 --fanouts 5,5 --batch 64 --epochs 2 \
+  --checkpoint "$TMP/h.ckpt" --predict "$TMP/p1.csv"
+has out "checkpoint: $TMP/h.ckpt"
+has out "predictions: $TMP/p1.csv"
+[ "$(head -1 "$TMP/p1.csv")" = "node,class" ] || fail "predictions: no header"
+[ "$(wc -l <"$TMP/p1.csv")" -gt 10 ] || fail "predictions: too few lines"
+run 0 train-hetero --data "$TMP/h1" --hidden 16 --fanouts 5,5 --epochs 0 --seed 9 \
+  --load "$TMP/h.ckpt" --predict "$TMP/p2.csv"
+cmp -s "$TMP/p1.csv" "$TMP/p2.csv" || fail "predictions from the checkpoint differ"
+run 1 train-hetero --data "$TMP/h1" --hidden 8 --fanouts 5,5 --epochs 0 --load "$TMP/h.ckpt"
+has err "--hidden"
+
+# R-GAT: the same bits for 1 and 2 threads too; --bases for R-GCN.
+run 0 train-hetero --data "$TMP/h1" --model rgat --heads 2 --hidden 8 --fanouts 3,3 --epochs 1 \
+  --threads 1
+has out "epoch 1: loss"
+cp "$TMP/out" "$TMP/gat1"
+run 0 train-hetero --data "$TMP/h1" --model rgat --heads 2 --hidden 8 --fanouts 3,3 --epochs 1 \
+  --threads 2
+cmp -s "$TMP/out" "$TMP/gat1" || fail "train-hetero rgat: 1 and 2 threads differ: $(cat "$TMP/out")"
+run 1 train-hetero --data "$TMP/h1" --model rgat --heads 3 --hidden 8 --epochs 1
+has err "hidden must be a multiple of heads"
+run 0 train-hetero --data "$TMP/h1" --bases 2 --hidden 8 --fanouts 3,3 --epochs 1
+has out "epoch 1: loss"
+run 2 train-hetero --data "$TMP/h1" --model rgin
+has err "unknown value 'rgin' (expected one of: rgcn, rsage, rgat)"
 run 2 train-hetero --data "$TMP/h1" --fanouts 5,-2
-has err "--fanouts: -2 is not a count or -1 (all)"
+has err "--fanouts: -2 is not a non-negative integer or -1 (all)"
 run 1 train-hetero --data "$TMP/none"
 
 cli_finish

@@ -163,3 +163,82 @@ ng_status ng_test_build_cora_hetero(const char *dir, ng_dataset_t cora) {
   free(cur);
   return st;
 }
+
+ng_status ng_test_cora_union(ng_dataset_t *out, void **owned, ng_hetero_t het) {
+  *out = NULL;
+  *owned = NULL;
+  int32_t cites, writes, written_by;
+  NG_CHECK(ng_hetero_find_edge_type(&cites, het, "paper", "cites", "paper"));
+  NG_CHECK(ng_hetero_find_edge_type(&writes, het, "author", "writes", "paper"));
+  NG_CHECK(ng_hetero_find_edge_type(&written_by, het, "paper", "written_by", "author"));
+  const ng_csr *c = &het->etypes[cites].csr, *w = &het->etypes[writes].csr;
+  const ng_csr *b = &het->etypes[written_by].csr;
+  const int64_t papers = het->ntypes[0].count, authors = het->ntypes[1].count;
+  const int64_t fdim = het->ntypes[0].feature_dim, n = papers + authors;
+  const int64_t nnz = c->nnz + w->nnz + b->nnz;
+  /* One allocation: indptr [n + 1], features [n, fdim], indices [nnz], labels [n]. */
+  const size_t bytes = sizeof(int64_t) * (size_t)(n + 1) + sizeof(float) * (size_t)(n * fdim) +
+                       sizeof(int32_t) * (size_t)(nnz + n);
+  char *mem = calloc(1, bytes);
+  if (!mem)
+    return NG_ERR_NOMEM;
+  int64_t *indptr = (int64_t *)mem;
+  float *feat = (float *)(indptr + n + 1);
+  int32_t *indices = (int32_t *)(feat + n * fdim);
+  int32_t *labels = indices + nnz;
+  const float *x = NULL;
+  const int32_t *y = NULL;
+  ng_status st = ng_hetero_features(&x, het, 0);
+  if (st == NG_OK)
+    st = ng_hetero_labels(&y, het);
+  if (st != NG_OK) {
+    free(mem);
+    return st;
+  }
+  memcpy(feat, x, sizeof(float) * (size_t)(papers * fdim));
+  int64_t e = 0;
+  indptr[0] = 0;
+  for (int64_t v = 0; v < n; v++) {
+    if (v < papers) {
+      for (int64_t k = c->indptr[v]; k < c->indptr[v + 1]; k++)
+        indices[e++] = c->idx32[k];
+      for (int64_t k = w->indptr[v]; k < w->indptr[v + 1]; k++)
+        indices[e++] = (int32_t)(papers + w->idx32[k]);
+      labels[v] = y[v];
+    } else {
+      for (int64_t k = b->indptr[v - papers]; k < b->indptr[v - papers + 1]; k++)
+        indices[e++] = b->idx32[k];
+      labels[v] = -1;
+    }
+    indptr[v + 1] = e;
+  }
+  ng_dataset_arrays a = NG_DATASET_ARRAYS_INIT;
+  a.name = "cora-authors-union";
+  a.nodes = n;
+  a.indptr = indptr;
+  a.indptr_type = NG_INT64;
+  a.indices = indices;
+  a.index_type = NG_INT32;
+  a.undirected = 1;
+  a.features = feat;
+  a.feature_dim = fdim;
+  a.labels = labels;
+  a.label_type = NG_INT32;
+  a.classes = het->ntypes[0].classes;
+  for (int k = 0; k < 3; k++) {
+    const int64_t *ids = NULL;
+    int64_t cnt = 0;
+    if (ng_hetero_split(&ids, &cnt, het, k) == NG_OK) {
+      a.split[k] = ids;
+      a.split_size[k] = cnt;
+    }
+  }
+  a.split_type = NG_INT64;
+  st = ng_dataset_from_arrays(out, &a);
+  if (st != NG_OK) {
+    free(mem);
+    return st;
+  }
+  *owned = mem;
+  return NG_OK;
+}

@@ -56,7 +56,7 @@ static void random_csr(ng_csr *g, int64_t rows, int64_t src_count, uint64_t seed
   g->nnz = g->indptr[rows];
 }
 
-static void small_setup(small *s, ng_hetero_model_kind kind) {
+static void small_setup_bases(small *s, ng_hetero_model_kind kind, int32_t bases) {
   memset(s, 0, sizeof *s);
   for (int r = 0; r < GR; r++) {
     random_csr(&s->csr[r], G_COUNT[G_DST[r]], G_COUNT[G_SRC[r]], 100 + (uint64_t)r);
@@ -82,7 +82,9 @@ static void small_setup(small *s, ng_hetero_model_kind kind) {
                              .rel_src = G_SRC,
                              .rel_dst = G_DST,
                              .hidden = 4,
-                             .embed_dim = 3};
+                             .embed_dim = 3,
+                             .bases = bases,
+                             .heads = 2};
   EXPECT_OK(ng__rgcn_init(&s->m, &spec));
   EXPECT_OK(ng__backend_cpu_create(&s->be, 1));
   EXPECT_OK(ng__rgcn_exec_create(&s->ex, &s->m, s->be, 5));
@@ -105,6 +107,10 @@ static void small_setup(small *s, ng_hetero_model_kind kind) {
     s->labels[i] = i % 3;
 }
 
+static void small_setup(small *s, ng_hetero_model_kind kind) {
+  small_setup_bases(s, kind, 0);
+}
+
 static void small_free(small *s) {
   ng__hetero_minibatch_free(&s->mb);
   ng__rgcn_exec_destroy(&s->ex);
@@ -120,9 +126,55 @@ static void small_free(small *s) {
 
 static double small_loss(small *s, float drop_p) {
   double loss = 0.0;
-  EXPECT_OK(ng__rgcn_forward(&s->ex, &s->b, (const float *const *)s->feat, drop_p, 11));
+  EXPECT_OK(ng__rgcn_forward(&s->ex, &s->b, (const float *const *)s->feat, drop_p, 11, false));
   EXPECT_OK(ng__rgcn_loss_backward(&s->ex, &s->b, s->labels, false, &loss, NULL));
   return loss;
+}
+
+/* R-GAT's term of relation r for output column c of destination v at layer l, from the
+ * definition in double: z = h W per head, scores a_src . z_u + a_dst . z_v, LeakyReLU (0.2),
+ * softmax over v's edges, the weighted sum of z_u; heads concatenated below the last layer,
+ * averaged on it; plus the relation's bias. */
+static double gat_reference(const small *s, const double *w, const double *hs, int64_t din_s,
+                            const double *ht, int64_t din_t, int l, int r, int64_t v, int64_t c) {
+  const ng_rgcn *m = &s->m;
+  const float *p = s->ex.params;
+  const int64_t H = m->heads, D = m->head_dim[l], zw = H * D;
+  const bool last = l == GL - 1;
+  const int64_t j = (int64_t)l * GR + r;
+  const ng_block *b = &s->mb.blocks[j];
+  double out = 0.0;
+  for (int64_t k = last ? 0 : c / D; k < (last ? H : c / D + 1); k++) {
+    const int64_t col = last ? k * D + c : c; /* column of z */
+    double zd_dot = 0.0;
+    for (int64_t q = 0; q < D; q++) {
+      double zdq = 0.0;
+      for (int64_t i = 0; i < din_t; i++)
+        zdq += ht[v * din_t + i] * w[m->off_root[j] + i * zw + k * D + q];
+      zd_dot += zdq * p[m->off_att[j] + zw + k * D + q];
+    }
+    double e[64], zc[64], mx = -INFINITY, sum = 0.0;
+    const int32_t n = b->indptr[v + 1] - b->indptr[v];
+    for (int32_t x = 0; x < n; x++) {
+      const int64_t u = b->indices[b->indptr[v] + x];
+      double sc = zd_dot;
+      for (int64_t q = 0; q < D; q++) {
+        double zq = 0.0;
+        for (int64_t i = 0; i < din_s; i++)
+          zq += hs[u * din_s + i] * w[m->off_w[j] + i * zw + k * D + q];
+        sc += zq * p[m->off_att[j] + k * D + q];
+        if (k * D + q == col)
+          zc[x] = zq;
+      }
+      e[x] = sc > 0.0 ? sc : 0.2 * sc;
+      mx = fmax(mx, e[x]);
+    }
+    for (int32_t x = 0; x < n; x++)
+      sum += exp(e[x] - mx);
+    for (int32_t x = 0; x < n; x++)
+      out += exp(e[x] - mx) / sum * zc[x] / (last ? (double)H : 1.0);
+  }
+  return out + p[m->off_rbias[j] + c];
 }
 
 /* The definition, in double, over the sampled mini-batch: layer-0 rows from the features or
@@ -132,6 +184,19 @@ static double *reference_logits(const small *s) {
   const ng_rgcn *m = &s->m;
   const float *p = s->ex.params;
   const int32_t T = GT, R = GR, L = GL;
+  /* The weights: parameters, or with bases sum_b coef[slot, b] basis_b of each group. */
+  double *w = calloc((size_t)(m->bases ? m->n_derived : m->n_params), sizeof(double));
+  if (!m->bases)
+    for (int64_t j = 0; j < m->n_params; j++)
+      w[j] = p[j];
+  for (int32_t g = 0; g < m->n_groups; g++) {
+    const int64_t k = m->grp_in[g] * m->grp_out[g];
+    for (int32_t q = 0; q < m->grp_slots[g]; q++)
+      for (int64_t j = 0; j < k; j++)
+        for (int32_t c = 0; c < m->bases; c++)
+          w[m->grp_derived[g] + q * k + j] +=
+              (double)p[m->grp_coef[g] + q * m->bases + c] * p[m->grp_basis[g] + c * k + j];
+  }
   double *h[GL + 1][GT] = {{0}};
   for (int t = 0; t < T; t++) {
     const int64_t n = s->mb.n_nodes[t], dim = m->in0[t];
@@ -155,7 +220,7 @@ static double *reference_logits(const small *s) {
           double o = 0.0;
           const int64_t ws = m->off_self[l * T + t], bs = m->off_b[l * T + t];
           for (int64_t k = 0; ws >= 0 && k < din; k++)
-            o += h[l][t][v * din + k] * p[ws + k * dout + c];
+            o += h[l][t][v * din + k] * w[ws + k * dout + c];
           if (bs >= 0)
             o += p[bs + c];
           for (int r = 0; r < R; r++) {
@@ -165,22 +230,27 @@ static double *reference_logits(const small *s) {
             const int32_t src = G_SRC[r];
             const int64_t din_s = m->in_dim[l * T + src];
             const int32_t deg = b->indptr[v + 1] - b->indptr[v];
+            if (m->kind == NG_HETERO_MODEL_RGAT) {
+              o += gat_reference(s, w, h[l][src], din_s, h[l][t], din, l, r, v, c);
+              continue;
+            }
             for (int64_t k = 0; k < din_s; k++) {
               double mean = 0.0;
               for (int32_t e = b->indptr[v]; e < b->indptr[v + 1]; e++)
                 mean += h[l][src][b->indices[e] * din_s + k];
               mean = deg ? mean / deg : 0.0;
-              o += mean * p[m->off_w[l * R + r] + k * dout + c];
+              o += mean * w[m->off_w[l * R + r] + k * dout + c];
             }
             if (m->off_root[l * R + r] >= 0) {
               for (int64_t k = 0; k < din; k++)
-                o += h[l][t][v * din + k] * p[m->off_root[l * R + r] + k * dout + c];
+                o += h[l][t][v * din + k] * w[m->off_root[l * R + r] + k * dout + c];
               o += p[m->off_rbias[l * R + r] + c];
             }
           }
           h[l + 1][t][v * dout + c] = l + 1 < L && o < 0.0 ? 0.0 : o;
         }
     }
+  free(w);
   double *logits = h[L][0];
   for (int l = 0; l <= L; l++)
     for (int t = 0; t < T; t++)
@@ -189,9 +259,9 @@ static double *reference_logits(const small *s) {
   return logits;
 }
 
-static void check_reference(ng_hetero_model_kind kind) {
+static void check_reference(ng_hetero_model_kind kind, int32_t bases) {
   small s;
-  small_setup(&s, kind);
+  small_setup_bases(&s, kind, bases);
   small_loss(&s, 0.0f);
   EXPECT_EQ_I(s.ex.n_targets, 5);
   double *ref = reference_logits(&s);
@@ -207,20 +277,27 @@ static void check_reference(ng_hetero_model_kind kind) {
 }
 
 static void test_rgcn_forward_reference(void) {
-  check_reference(NG_HETERO_MODEL_RGCN);
+  check_reference(NG_HETERO_MODEL_RGCN, 0);
+  check_reference(NG_HETERO_MODEL_RGCN, 1);
+  check_reference(NG_HETERO_MODEL_RGCN, 2);
+}
+
+static void test_rgat_forward_reference(void) {
+  check_reference(NG_HETERO_MODEL_RGAT, 0);
 }
 
 static void test_rsage_forward_reference(void) {
-  check_reference(NG_HETERO_MODEL_RSAGE);
+  check_reference(NG_HETERO_MODEL_RSAGE, 0);
+  check_reference(NG_HETERO_MODEL_RSAGE, 2);
 }
 
 /* Every parameter's gradient against a central difference of the loss, with dropout `drop_p`
  * (its masks depend on the seed only, so the loss stays a smooth function of the parameters). */
-static void check_gradients(ng_hetero_model_kind kind, float drop_p) {
+static void check_gradients(ng_hetero_model_kind kind, float drop_p, int32_t bases) {
   small s;
-  small_setup(&s, kind);
+  small_setup_bases(&s, kind, bases);
   const int64_t n = s.m.n_params;
-  EXPECT_OK(ng__rgcn_forward(&s.ex, &s.b, (const float *const *)s.feat, drop_p, 11));
+  EXPECT_OK(ng__rgcn_forward(&s.ex, &s.b, (const float *const *)s.feat, drop_p, 11, true));
   EXPECT_OK(ng__rgcn_loss_backward(&s.ex, &s.b, s.labels, true, NULL, NULL));
   float *grad = ng_test_xmalloc(sizeof(float) * (size_t)n);
   memcpy(grad, s.ex.grads, sizeof(float) * (size_t)n);
@@ -243,6 +320,11 @@ static void check_gradients(ng_hetero_model_kind kind, float drop_p) {
     emb_nonzero += j < s.m.n_embed && grad[j] != 0.0f;
   }
   EXPECT_EQ_I(bad, 0);
+  /* A forward pass for evaluation builds no transposes: a backward pass after it is refused. */
+  small_loss(&s, drop_p);
+  EXPECT_STATUS(ng__rgcn_loss_backward(&s.ex, &s.b, s.labels, true, NULL, NULL),
+                NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("transposes");
   /* The check is not vacuous: most parameters move the loss, the embeddings among them. */
   EXPECT_TRUE(nonzero > n / 2);
   EXPECT_TRUE(emb_nonzero > 0);
@@ -251,13 +333,21 @@ static void check_gradients(ng_hetero_model_kind kind, float drop_p) {
 }
 
 static void test_rgcn_gradients(void) {
-  check_gradients(NG_HETERO_MODEL_RGCN, 0.0f);
-  check_gradients(NG_HETERO_MODEL_RGCN, 0.3f);
+  check_gradients(NG_HETERO_MODEL_RGCN, 0.0f, 0);
+  check_gradients(NG_HETERO_MODEL_RGCN, 0.3f, 0);
+  check_gradients(NG_HETERO_MODEL_RGCN, 0.0f, 2);
+  check_gradients(NG_HETERO_MODEL_RGCN, 0.3f, 1);
+}
+
+static void test_rgat_gradients(void) {
+  check_gradients(NG_HETERO_MODEL_RGAT, 0.0f, 0);
+  check_gradients(NG_HETERO_MODEL_RGAT, 0.3f, 0);
 }
 
 static void test_rsage_gradients(void) {
-  check_gradients(NG_HETERO_MODEL_RSAGE, 0.0f);
-  check_gradients(NG_HETERO_MODEL_RSAGE, 0.3f);
+  check_gradients(NG_HETERO_MODEL_RSAGE, 0.0f, 0);
+  check_gradients(NG_HETERO_MODEL_RSAGE, 0.3f, 0);
+  check_gradients(NG_HETERO_MODEL_RSAGE, 0.0f, 2);
 }
 
 /* The layout: R-GCN's parameter count from the definition (every type and relation is live at
@@ -273,6 +363,16 @@ static void test_layout(void) {
   const int64_t l1 = (4 * 3 + 3) + 4 * 3 + 4 * 3;
   EXPECT_EQ_I(s.m.n_embed, emb);
   EXPECT_EQ_I(s.m.n_params, emb + l0 + l1);
+  small_free(&s);
+  /* With 2 bases: layer 0's weights of input width 3 (the self terms of A and B, B->A, A->A,
+   * A->B; out 4) form one group, C->B (width 2) another; layer 1's three weights (4 -> 3) a
+   * third. Parameters: embedding, biases, each group's bases and one coefficient per weight and
+   * basis; the weights themselves are derived. */
+  small_setup_bases(&s, NG_HETERO_MODEL_RGCN, 2);
+  EXPECT_EQ_I(s.m.n_groups, 3);
+  EXPECT_EQ_I(s.m.n_params,
+              emb + (4 + 4) + (2 * 3 * 4 + 5 * 2) + (2 * 2 * 4 + 1 * 2) + 3 + (2 * 4 * 3 + 3 * 2));
+  EXPECT_EQ_I(s.m.n_derived, 5 * 3 * 4 + 2 * 4 + 3 * 4 * 3);
   small_free(&s);
   /* C is read at layer 0 only through C -> B; with one layer, B is not read at all. */
   ng_rgcn one;
@@ -340,8 +440,8 @@ static float *train_params(const ng_hetero_train_opts *o, int epochs, int64_t *n
 }
 
 static void test_train_deterministic(void) {
-  for (int k = 0; k < 2; k++) {
-    const ng_hetero_model_kind kind = k ? NG_HETERO_MODEL_RSAGE : NG_HETERO_MODEL_RGCN;
+  for (int k = 0; k < 3; k++) {
+    const ng_hetero_model_kind kind = (ng_hetero_model_kind)k; /* R-GCN, R-SAGE, R-GAT */
     ng_hetero_train_opts o1 = cora_opts(kind, 3, 1), o2 = cora_opts(kind, 3, 2);
     ng_hetero_train_opts other = cora_opts(kind, 4, 1);
     int64_t n1 = 0, n2 = 0, n3 = 0, n4 = 0;
@@ -375,11 +475,23 @@ static void test_trainer_refusals(void) {
   EXPECT_ERR_HAS("fanouts[1] = -3");
   EXPECT_STATUS(ng_hetero_trainer_epoch(NULL, NULL, NULL), NG_ERR_INVALID_ARG);
   ng_hetero_model_kind kind;
-  EXPECT_STATUS(ng_hetero_model_parse(&kind, "rgat"), NG_ERR_INVALID_ARG);
-  EXPECT_ERR_HAS("rgcn or rsage");
+  EXPECT_STATUS(ng_hetero_model_parse(&kind, "rgin"), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("rgat");
+  EXPECT_OK(ng_hetero_model_parse(&kind, "rgat"));
+  EXPECT_EQ_I(kind, NG_HETERO_MODEL_RGAT);
+  o = (ng_hetero_train_opts)NG_HETERO_TRAIN_OPTS_INIT;
+  o.model = NG_HETERO_MODEL_RGAT;
+  o.hidden = 10;
+  o.heads = 4;
+  EXPECT_STATUS(ng_hetero_trainer_create(&t, open_cora_hetero(), &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("hidden must be a multiple of heads");
   EXPECT_OK(ng_hetero_model_parse(&kind, "rsage"));
   EXPECT_EQ_I(kind, NG_HETERO_MODEL_RSAGE);
   EXPECT_STR(ng_hetero_model_name(NG_HETERO_MODEL_RGCN), "rgcn");
+  o = (ng_hetero_train_opts)NG_HETERO_TRAIN_OPTS_INIT;
+  o.bases = -1;
+  EXPECT_STATUS(ng_hetero_trainer_create(&t, open_cora_hetero(), &o), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("-1 bases");
 }
 
 /* Kipf & Welling's GCN on Cora's citation graph (the recipe of ng_test_cora.h: full batch, full
@@ -402,31 +514,151 @@ static double homogeneous_gcn_accuracy(uint64_t seed) {
   return acc;
 }
 
-/* R-GCN on Cora with authors against the homogeneous GCN on Cora's citations: the papers'
- * authors carry their class (CORA_AUTHOR_HOMOPHILY), which R-GCN reads through its own weights
- * per relation and the GCN cannot see. Seeds fixed, so the accuracies are the same on every run.
- * (A homogeneous GCN on the union of papers and featureless authors, every relation as one edge
- * set, is stronger still: docs/heterogeneous.md#not-built-yet.) */
+static ng_dataset_t cora_union;
+static void *cora_union_mem;
+
+/* Kipf & Welling's GCN (as above) on the union graph of the fixture: papers and featureless
+ * authors as one node set, every relation as one edge set (ng_test_cora_union). */
+static double union_gcn_accuracy(uint64_t seed) {
+  if (!cora_union)
+    EXPECT_OK(ng_test_cora_union(&cora_union, &cora_union_mem, open_cora_hetero()));
+  ng_model_t m = ng_test_cora_recipe_model(NG_MODEL_GCN, -1, -1, 16);
+  ng_train_opts o = ng_test_cora_recipe_opts(seed);
+  ng_trainer_t t = NULL;
+  EXPECT_OK(ng_trainer_create(&t, cora_union, m, &o));
+  double acc = 0.0;
+  for (int ep = 0; t && ep < 200; ep++) {
+    ng_epoch_stats st = NG_EPOCH_STATS_INIT;
+    EXPECT_OK(ng_trainer_epoch(&st, t));
+  }
+  if (t)
+    EXPECT_OK(ng_trainer_evaluate(&acc, NULL, t, NG_SPLIT_TEST));
+  ng_trainer_destroy(t);
+  ng_model_destroy(m);
+  return acc;
+}
+
+/* R-GCN on Cora with authors, over seeds 1 to 3, against Kipf & Welling's GCN on Cora's
+ * citations over the same seeds: the papers' authors carry their class
+ * (CORA_AUTHOR_HOMOPHILY), which R-GCN reads through its own weights per relation and the GCN
+ * cannot see. A GCN on the union graph (every relation one edge set, the authors featureless
+ * nodes) sees them too and is measured beside it: it stays above R-GCN, and the test asserts
+ * only that it learns from the authors (docs/heterogeneous.md#accuracy). Seeds fixed, so every
+ * number is the same on every run. */
 static void test_rgcn_beats_gcn(void) {
   ng_hetero_t ds = open_cora_hetero();
-  const uint64_t seed = 1;
-  ng_hetero_train_opts o = cora_opts(NG_HETERO_MODEL_RGCN, seed, 0);
-  ng_hetero_trainer_t t = NULL;
-  EXPECT_OK(ng_hetero_trainer_create(&t, ds, &o));
-  double loss0 = 0.0, loss = 0.0, train_acc = 0.0;
-  for (int e = 0; t && e < RGCN_EPOCHS; e++)
-    EXPECT_OK(ng_hetero_trainer_epoch(e == 0 ? &loss0 : &loss, &train_acc, t));
-  double rgcn = 0.0, val = 0.0;
-  EXPECT_OK(ng_hetero_trainer_evaluate(&val, NULL, t, NG_SPLIT_VAL));
-  EXPECT_OK(ng_hetero_trainer_evaluate(&rgcn, NULL, t, NG_SPLIT_TEST));
-  ng_hetero_trainer_destroy(t);
-  const double gcn = homogeneous_gcn_accuracy(seed);
-  printf("  R-GCN: loss %.3f -> %.3f, train %.2f%%, val %.2f%%, test %.2f%%; homogeneous GCN on "
-         "the citations: test %.2f%%\n",
-         loss0, loss, 100 * train_acc, 100 * val, 100 * rgcn, 100 * gcn);
-  EXPECT_TRUE(loss < loss0);
+  enum { SEEDS = 3 };
+  double rgcn = 0.0, gcn = 0.0;
+  for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+    ng_hetero_train_opts o = cora_opts(NG_HETERO_MODEL_RGCN, seed, 0);
+    ng_hetero_trainer_t t = NULL;
+    EXPECT_OK(ng_hetero_trainer_create(&t, ds, &o));
+    double loss0 = 0.0, loss = 0.0;
+    for (int e = 0; t && e < RGCN_EPOCHS; e++)
+      EXPECT_OK(ng_hetero_trainer_epoch(e == 0 ? &loss0 : &loss, NULL, t));
+    double acc = 0.0;
+    EXPECT_OK(ng_hetero_trainer_evaluate(&acc, NULL, t, NG_SPLIT_TEST));
+    ng_hetero_trainer_destroy(t);
+    const double g = homogeneous_gcn_accuracy(seed);
+    printf("  seed %d: R-GCN loss %.3f -> %.3f, test %.2f%%; GCN on the citations %.2f%%\n",
+           (int)seed, loss0, loss, 100 * acc, 100 * g);
+    EXPECT_TRUE(loss < loss0);
+    rgcn += acc / SEEDS;
+    gcn += g / SEEDS;
+  }
+  const double gcn_union = union_gcn_accuracy(1);
+  printf("  mean: R-GCN %.2f%%, GCN on the citations %.2f%%; GCN on the union graph (seed 1) "
+         "%.2f%%\n",
+         100 * rgcn, 100 * gcn, 100 * gcn_union);
   EXPECT_TRUE(rgcn > gcn);
   EXPECT_TRUE(gcn >= 0.78); /* the baseline is the recipe's, not a broken run */
+  /* The union graph carries the authors' classes to the GCN too: above the citations alone. */
+  EXPECT_TRUE(gcn_union > gcn + 0.03);
+}
+
+/* ---- checkpoints ---- */
+
+static ng_hetero_trainer_t ckpt_trainer(ng_hetero_model_kind kind, uint64_t seed, int64_t hidden) {
+  ng_hetero_train_opts o = cora_opts(kind, seed, 0);
+  o.hidden = hidden;
+  o.bases = kind == NG_HETERO_MODEL_RGCN ? 2 : 0;
+  o.heads = 2;
+  ng_hetero_trainer_t t = NULL;
+  EXPECT_OK(ng_hetero_trainer_create(&t, open_cora_hetero(), &o));
+  return t;
+}
+
+/* Flips one byte of the file at `path` at `at` bytes from its end (at < 0) or its start. */
+static void flip_byte(const char *path, long at) {
+  FILE *f = fopen(path, "r+b");
+  EXPECT_TRUE(f != NULL);
+  if (!f)
+    return;
+  EXPECT_TRUE(fseek(f, at, at < 0 ? SEEK_END : SEEK_SET) == 0);
+  const int c = fgetc(f);
+  EXPECT_TRUE(fseek(f, -1, SEEK_CUR) == 0);
+  fputc(c ^ 0x20, f);
+  fclose(f);
+}
+
+/* Save, load into a fresh trainer (another seed: other initial parameters), the same logits
+ * bits on the test split; a damaged file, a node checkpoint's reader and a different model are
+ * refused. */
+static void test_checkpoint(void) {
+  const int64_t *ids = NULL;
+  int64_t n = 0;
+  EXPECT_OK(ng_hetero_split(&ids, &n, open_cora_hetero(), NG_SPLIT_TEST));
+  for (int k = 0; k < 3; k++) {
+    const ng_hetero_model_kind kind = (ng_hetero_model_kind)k;
+    char path[512];
+    snprintf(path, sizeof path, "%s",
+             ng_test_path(k == 0   ? "rgcn.ckpt"
+                          : k == 1 ? "rsage.ckpt"
+                                   : "rgat.ckpt"));
+    ng_hetero_trainer_t a = ckpt_trainer(kind, 1, 8);
+    EXPECT_OK(ng_hetero_trainer_epoch(NULL, NULL, a));
+    EXPECT_OK(ng_hetero_trainer_save(a, path));
+    float *la = ng_test_xmalloc(sizeof(float) * (size_t)(n * CORA_CLASSES));
+    float *lb = ng_test_xmalloc(sizeof(float) * (size_t)(n * CORA_CLASSES));
+    EXPECT_OK(ng_hetero_trainer_predict(la, a, ids, n));
+    ng_hetero_trainer_t b = ckpt_trainer(kind, 2, 8);
+    EXPECT_OK(ng_hetero_trainer_predict(lb, b, ids, n));
+    EXPECT_TRUE(memcmp(la, lb, sizeof(float) * (size_t)(n * CORA_CLASSES)) != 0);
+    EXPECT_OK(ng_hetero_trainer_load_weights(b, path));
+    EXPECT_OK(ng_hetero_trainer_predict(lb, b, ids, n));
+    EXPECT_TRUE(memcmp(la, lb, sizeof(float) * (size_t)(n * CORA_CLASSES)) == 0);
+    /* The predictions are the evaluation's: the same accuracy. */
+    double acc_a = 0.0, acc_b = 0.0;
+    EXPECT_OK(ng_hetero_trainer_evaluate(&acc_a, NULL, a, NG_SPLIT_TEST));
+    EXPECT_OK(ng_hetero_trainer_evaluate(&acc_b, NULL, b, NG_SPLIT_TEST));
+    EXPECT_TRUE(acc_a == acc_b);
+    /* Another width is refused, naming the option. */
+    ng_hetero_trainer_t c = ckpt_trainer(kind, 1, 16);
+    EXPECT_STATUS(ng_hetero_trainer_load_weights(c, path), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("--hidden");
+    ng_hetero_trainer_destroy(c);
+    /* The node checkpoints' reader refuses it. */
+    ng_model_t model = NULL;
+    EXPECT_TRUE(ng_model_from_checkpoint(&model, path) != NG_OK);
+    /* A flipped byte in the parameters fails their CRC; in the header, its CRC. */
+    flip_byte(path, -5);
+    EXPECT_STATUS(ng_hetero_trainer_load_weights(b, path), NG_ERR_FORMAT);
+    EXPECT_ERR_HAS("checksum");
+    EXPECT_OK(ng_hetero_trainer_save(a, path));
+    flip_byte(path, 200);
+    EXPECT_TRUE(ng_hetero_trainer_load_weights(b, path) != NG_OK);
+    /* b is unchanged by the refusals. */
+    EXPECT_OK(ng_hetero_trainer_predict(lb, b, ids, n));
+    EXPECT_TRUE(memcmp(la, lb, sizeof(float) * (size_t)(n * CORA_CLASSES)) == 0);
+    EXPECT_STATUS(ng_hetero_trainer_load_weights(b, ng_test_path("missing.ckpt")),
+                  NG_ERR_NOT_FOUND);
+    const int64_t bad = 1 << 20;
+    EXPECT_STATUS(ng_hetero_trainer_predict(lb, b, &bad, 1), NG_ERR_INVALID_ARG);
+    free(la);
+    free(lb);
+    ng_hetero_trainer_destroy(a);
+    ng_hetero_trainer_destroy(b);
+  }
 }
 
 /* ---- per-type hot tiers ---- */
@@ -510,14 +742,19 @@ int main(void) {
   RUN_TEST(test_layout);
   RUN_TEST(test_rgcn_forward_reference);
   RUN_TEST(test_rsage_forward_reference);
+  RUN_TEST(test_rgat_forward_reference);
   RUN_TEST(test_rgcn_gradients);
   RUN_TEST(test_rsage_gradients);
+  RUN_TEST(test_rgat_gradients);
   RUN_TEST(test_trainer_refusals);
   RUN_TEST(test_train_deterministic);
+  RUN_TEST(test_checkpoint);
   RUN_TEST(test_hot_plan);
   RUN_TEST(test_rgcn_beats_gcn);
   if (cora_hetero)
     ng_hetero_close(cora_hetero);
+  ng_dataset_close(cora_union);
+  free(cora_union_mem);
   ng_dataset_close(cora_homo);
   return ng_test_summary();
 }

@@ -30,10 +30,19 @@ class HeteroTrainOpts(ctypes.Structure):
                 ("embed_dim", c_int64), ("fanouts", P(c_int32)), ("rel_fanouts", P(c_int32)),
                 ("batch_size", c_int32), ("eval_batch", c_int32), ("lr", c_float),
                 ("weight_decay", c_float), ("seed", c_uint64), ("threads", c_int32),
-                ("dropout", c_float)]
+                ("dropout", c_float), ("bases", c_int32), ("heads", c_int32)]
+
+
+class HeteroInfo(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("name", ctypes.c_char * 64), ("node_types", c_int32),
+                ("edge_types", c_int32), ("nodes", c_int64), ("edges", c_int64),
+                ("target", c_int32), ("classes", c_int32), ("index_bytes", c_int32),
+                ("homogeneous", c_int32), ("train", c_int64), ("val", c_int64),
+                ("test", c_int64)]
 
 
 for _name, (_res, _args) in {
+        "ng_hetero_info_get": (c_int, [P(HeteroInfo), c_void_p]),
         "ng_hetero_generate": (c_int, [c_char_p, P(HeteroGenerateOpts)]),
         "ng_hetero_open": (c_int, [P(c_void_p), c_char_p, c_void_p]),
         "ng_hetero_close": (None, [c_void_p]),
@@ -42,12 +51,23 @@ for _name, (_res, _args) in {
         "ng_hetero_trainer_epoch": (c_int, [P(c_double), P(c_double), c_void_p]),
         "ng_hetero_trainer_evaluate": (c_int, [P(c_double), P(c_double), c_void_p, c_int]),
         "ng_hetero_trainer_params": (c_int, [P(P(c_float)), P(c_int64), c_void_p]),
+        "ng_hetero_train_opts_init": (None, [P(HeteroTrainOpts)]),
+        "ng_hetero_trainer_save": (c_int, [c_void_p, c_char_p]),
+        "ng_hetero_trainer_load_weights": (c_int, [c_void_p, c_char_p]),
+        "ng_hetero_trainer_predict": (c_int, [P(c_float), c_void_p, P(c_int64), c_int64]),
         "ng_hetero_model_name": (c_char_p, [c_enum])}.items():
     getattr(_LIB, _name).restype = _res
     getattr(_LIB, _name).argtypes = _args
 
 # The model names, from the library's table (core/names_impl.h).
 _MODELS = _enum_names(_LIB.ng_hetero_model_name)
+
+
+def default_train_opts():
+    """ng_hetero_train_opts holding the library's defaults (NG_HETERO_TRAIN_OPTS_INIT)."""
+    o = HeteroTrainOpts()
+    _LIB.ng_hetero_train_opts_init(ctypes.byref(o))
+    return o
 
 
 def generate_hetero(path, types, relations, target=None, classes=16, homophily=0.7,
@@ -72,6 +92,11 @@ class HeteroDataset:
         h = c_void_p()
         _check(_LIB.ng_hetero_open(ctypes.byref(h), os.fsencode(path), None))
         self._h = h
+        info = HeteroInfo()
+        info.size = ctypes.sizeof(HeteroInfo)
+        _check(_LIB.ng_hetero_info_get(ctypes.byref(info), h))
+        self.classes = info.classes  # the target type's
+        self.target = info.target
 
     def close(self):
         """Closes the dataset (a trainer using it must be closed first)."""
@@ -93,23 +118,32 @@ class HeteroDataset:
 
 
 class HeteroTrainer:
-    """Trains a relational model ("rgcn" or "rsage") on the target type of `dataset`
+    """Trains a relational model ("rgcn", "rsage" or "rgat") on the target type of `dataset`
     (ng_hetero_trainer_*, CPU backend). fanouts: one per hop (block 0 first) for every
-    relation; the other keywords are ng_hetero_train_opts' fields."""
+    relation; the other keywords are ng_hetero_train_opts' fields, and one left out keeps the
+    library's default (NG_HETERO_TRAIN_OPTS_INIT, read through ng_hetero_train_opts_init)."""
 
-    def __init__(self, dataset, model="rgcn", layers=2, hidden=64, embed_dim=0, fanouts=None,
-                 batch_size=256, eval_batch=1024, lr=0.01, weight_decay=0.0, seed=1, threads=0,
-                 dropout=0.5):
+    _FIELDS = ("layers", "hidden", "embed_dim", "batch_size", "eval_batch", "lr",
+               "weight_decay", "seed", "threads", "dropout", "bases", "heads")
+
+    def __init__(self, dataset, model=None, fanouts=None, **opts):
         self._h = c_void_p()
         self.dataset = dataset
+        unknown = sorted(set(opts) - set(self._FIELDS))
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; the options are model, "
+                            f"fanouts, {', '.join(self._FIELDS)}")
+        o = default_train_opts()
+        if model is not None:
+            o.model = _choice(_MODELS, model, "model")
+        for k, v in opts.items():
+            setattr(o, k, v)
         f = None
         if fanouts is not None:
-            if len(fanouts) != layers:
-                raise ValueError(f"fanouts must have {layers} entries (got {len(fanouts)})")
-            f = (c_int32 * layers)(*fanouts)
-        o = HeteroTrainOpts(ctypes.sizeof(HeteroTrainOpts), _choice(_MODELS, model, "model"),
-                            layers, hidden, embed_dim, f, None, batch_size, eval_batch, lr,
-                            weight_decay, seed, threads, dropout)
+            if len(fanouts) != o.layers:
+                raise ValueError(f"fanouts must have {o.layers} entries (got {len(fanouts)})")
+            f = (c_int32 * o.layers)(*fanouts)
+        o.fanouts = f
         h = c_void_p()
         _check(_LIB.ng_hetero_trainer_create(ctypes.byref(h), dataset._h, ctypes.byref(o)))
         self._h = h
@@ -133,6 +167,23 @@ class HeteroTrainer:
         p, n = P(c_float)(), c_int64()
         _check(_LIB.ng_hetero_trainer_params(ctypes.byref(p), ctypes.byref(n), self._h))
         return np.ctypeslib.as_array(p, shape=(n.value,)).copy()
+
+    def save(self, path):
+        """Saves the model (weights, optimizer state, description) as a checkpoint."""
+        _check(_LIB.ng_hetero_trainer_save(self._h, os.fsencode(path)))
+
+    def load_weights(self, path):
+        """Takes the weights of a checkpoint of the same model and dataset schema."""
+        _check(_LIB.ng_hetero_trainer_load_weights(self._h, os.fsencode(path)))
+
+    def predict(self, ids):
+        """Logits [len(ids), classes] (float32) of target-type nodes, every neighbour."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        n = ids.size
+        out = np.empty((n, self.dataset.classes), dtype=np.float32)
+        _check(_LIB.ng_hetero_trainer_predict(out.ctypes.data_as(P(c_float)), self._h,
+                                              ids.ctypes.data_as(P(c_int64)), n))
+        return out
 
     def close(self):
         if self._h:

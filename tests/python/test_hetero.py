@@ -2,6 +2,7 @@
 training lowers the loss and beats chance, the parameters are the same bits for 1 and 2
 threads, and bad options are refused with the library's message."""
 
+import ctypes
 import os
 import shutil
 import tempfile
@@ -46,12 +47,66 @@ class HeteroTest(unittest.TestCase):
         self.assertLess(losses[-1], losses[0])
         self.assertGreater(acc, 0.6)
 
+    def test_rgat_trains_and_is_deterministic(self):
+        losses, acc, p1 = self.train("rgat", 1)
+        _, _, p2 = self.train("rgat", 2)
+        self.assertLess(losses[-1], losses[0])
+        self.assertGreater(acc, 0.6)
+        self.assertTrue(np.array_equal(p1, p2))
+
     def test_refusals(self):
         with ng.HeteroDataset(DATA) as ds:
-            with self.assertRaisesRegex(ValueError, "rgcn, rsage"):
-                ng.HeteroTrainer(ds, model="rgat")
+            with self.assertRaisesRegex(ValueError, "rgcn, rsage, rgat"):
+                ng.HeteroTrainer(ds, model="rgin")
             with self.assertRaisesRegex(ng.NeargnnError, "layers 0"):
                 ng.HeteroTrainer(ds, layers=0, fanouts=[])
+
+    def test_defaults_come_from_the_library(self):
+        o = ng.hetero.default_train_opts()
+        # The initializer filled the whole mirror: its size is the C struct's.
+        self.assertEqual(o.size, ctypes.sizeof(ng.hetero.HeteroTrainOpts))
+        # NG_HETERO_TRAIN_OPTS_INIT's values (a sample), which Python does not repeat.
+        self.assertEqual((o.layers, o.hidden, o.batch_size, o.eval_batch, o.seed, o.bases),
+                         (2, 64, 256, 1024, 1, 0))
+        self.assertAlmostEqual(o.lr, 0.01)
+        self.assertAlmostEqual(o.dropout, 0.5)
+        with ng.HeteroDataset(DATA) as ds:
+            with self.assertRaisesRegex(TypeError, "unknown option.*hiden"):
+                ng.HeteroTrainer(ds, hiden=8)
+
+    def test_bases(self):
+        """R-GCN with its basis decomposition trains, and has fewer parameters."""
+        with ng.HeteroDataset(DATA) as ds:
+            with ng.HeteroTrainer(ds, hidden=16, fanouts=[5, 5], batch_size=64, seed=2) as t:
+                full = t.params().size
+            with ng.HeteroTrainer(ds, hidden=16, fanouts=[5, 5], batch_size=64, seed=2,
+                                  bases=2) as t:
+                losses = [t.epoch()["loss"] for _ in range(8)]
+                acc, _ = t.evaluate("test")
+                self.assertLess(t.params().size, full)
+        self.assertLess(losses[-1], losses[0])
+        self.assertGreater(acc, 0.6)
+
+    def test_checkpoint(self):
+        """save, load_weights into a trainer of another seed: the same logits bits."""
+        path = os.path.join(TMP, "h.ckpt")
+        ids = np.arange(0, 2000, 7)
+        with ng.HeteroDataset(DATA) as ds:
+            self.assertEqual(ds.classes, 4)
+            with ng.HeteroTrainer(ds, model="rgat", hidden=8, heads=2, fanouts=[3, 3],
+                                  batch_size=64, seed=2) as a:
+                a.epoch()
+                a.save(path)
+                la = a.predict(ids)
+            with ng.HeteroTrainer(ds, model="rgat", hidden=8, heads=2, fanouts=[3, 3],
+                                  seed=5) as b:
+                self.assertFalse(np.array_equal(b.predict(ids), la))
+                b.load_weights(path)
+                self.assertTrue(np.array_equal(b.predict(ids), la))
+                self.assertEqual(la.shape, (ids.size, 4))
+            with ng.HeteroTrainer(ds, model="rgat", hidden=16, heads=2) as c:
+                with self.assertRaisesRegex(ng.NeargnnError, "--hidden"):
+                    c.load_weights(path)
 
     def test_dataset_outlives_its_trainer(self):
         ds = ng.HeteroDataset(DATA)
