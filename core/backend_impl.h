@@ -9,7 +9,8 @@
  *
  * Determinism: every op gives bit-identical results for the same inputs whatever the number of
  * threads (fixed partitions, reductions in a fixed order, no floating-point atomics). The CPU and
- * CUDA backends agree within fp32 rounding, not bit for bit. */
+ * CUDA backends agree within fp32 rounding, not bit for bit, except where an op defines its
+ * arithmetic exactly (dropout, pair_dot). */
 #ifndef NG_BACKEND_IMPL_H
 #define NG_BACKEND_IMPL_H
 

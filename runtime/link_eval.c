@@ -369,11 +369,11 @@ static ng_status score_on_device(ng_link_trainer_t t, float *s, const float *h, 
   for (int64_t i0 = 0; i0 < n;) {
     int64_t i1 = NG_MIN(n, i0 + bpos), used = 0;
     if (!whole) {
+      /* cap_rows >= 2 (1 + k) rows: the first positive always fits. */
       i1 = i0;
       while (i1 < n && i1 - i0 < bpos &&
              chunk_add(loc, list, &used, cap_rows, row, pos, neg, i1, k))
         i1++;
-        /* cap_rows >= 2 (1 + k) rows: the first positive always fits. */
 #pragma omp parallel for schedule(static) num_threads(threads) if (used * dim > 65536)
       for (int64_t x = 0; x < used; x++)
         memcpy(hs + x * dim, h + (int64_t)list[x] * dim, row_bytes);

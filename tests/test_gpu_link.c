@@ -185,7 +185,8 @@ static void test_eval_on_gpu(void) {
       EXPECT_TRUE(memcmp(&r[i].loss, &r[0].loss, sizeof r[0].loss) == 0);
     }
   }
-  const char *ckpt = ng_test_path("cora_link_gpu_eval.ckpt");
+  char ckpt[4096 + 256];
+  snprintf(ckpt, sizeof ckpt, "%s", ng_test_path("cora_link_gpu_eval.ckpt"));
   if (g)
     EXPECT_OK(ng_link_trainer_save(g, ckpt));
   o.device = "cpu";
