@@ -338,6 +338,37 @@ static int check_convert_combinations(const cli_spec *spec, ng_format format, in
   return CLI_CONTINUE;
 }
 
+/* After converting an OGB link-property folder (no raw/node-label.csv.gz): the link split read
+ * from its plain files (OUT/links/links.json), or how to make one. */
+static void print_ogbl_links(const char *in, const char *out) {
+  char path[4096];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/raw/node-label.csv.gz", in);
+  if (stat(path, &sb) == 0)
+    return;
+  snprintf(path, sizeof path, "%s/links/links.json", out);
+  FILE *f = fopen(path, "re");
+  if (!f) {
+    printf("%-10s none: the split folder has no plain-file split (OGB ships torch .pt files); "
+           "run neargnn split-edges --dataset %s, or dump the split to .npy files and convert "
+           "again (docs/convert.md)\n",
+           "links", out);
+    return;
+  }
+  char text[4096];
+  const size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  cJSON *j = cJSON_Parse(text);
+  const double train = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "train")),
+               val = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "val")),
+               test = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "test")),
+               k = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "neg_per_pos"));
+  cJSON_Delete(j);
+  printf("%-10s train %.0f, val %.0f, test %.0f, %.0f negatives per positive (%s/links)\n", "links",
+         train, val, test, k, out);
+}
+
 int cmd_convert(int argc, char **argv) {
   ng_convert_opts o = NG_CONVERT_OPTS_INIT;
   const char *out = NULL, *in = NULL;
@@ -345,8 +376,8 @@ int cmd_convert(int argc, char **argv) {
   cli_opt opts[] = {
       CLI_OPT_CHOICE("format", &format, "FMT", FORMAT_NAMES,
                      "input format: planetoid (a folder with edges.txt, features.npy, labels.npy, "
-                     "train/val/test.txt), snap (an edge list file) or ogb (an OGB node-property "
-                     "folder)",
+                     "train/val/test.txt), snap (an edge list file) or ogb (an OGB node- or "
+                     "link-property folder; a link split from plain files goes to DIR/links)",
                      .required = true),
       CLI_OPT_STRING("in", &in, "SRC", "input folder (snap: file)", .required = true),
       CLI_OPT_STRING("out", &out, "DIR", "output folder; must not exist", .required = true),
@@ -409,8 +440,12 @@ int cmd_convert(int argc, char **argv) {
   cli_progress_end(&pr, st);
   if (st != NG_OK)
     return write_failed(st, out);
-  return hetero ? print_written_hetero("converted", out, seconds)
-                : print_written("converted", out, seconds);
+  if (hetero)
+    return print_written_hetero("converted", out, seconds);
+  rc = print_written("converted", out, seconds);
+  if (rc == CLI_EXIT_OK && o.format == NG_FORMAT_OGB)
+    print_ogbl_links(in, out);
+  return rc;
 }
 
 /* ---- info ---- */

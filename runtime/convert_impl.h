@@ -127,5 +127,22 @@ ng_status ng__conv_classes(ng_conv *c, const int32_t *labels, int64_t n, const c
 ng_status ng__convert_planetoid(ng_conv *c);
 ng_status ng__convert_snap(ng_conv *c);
 ng_status ng__convert_ogb(ng_conv *c);
+/// An OGB link-property folder (ogbl-*: no raw/node-label.csv.gz), which ng__convert_ogb hands
+/// over: the graph, the features and, from a plain-file split, the links/ folder.
+ng_status ng__convert_ogbl(ng_conv *c);
+
+/* ---- pieces of the OGB node-property converter (runtime/convert_ogb.c) that the link-property
+ * one shares ---- */
+
+/// Refuses a node count that a file of one line per `per_line` nodes (`what` names those lines
+/// in the message) cannot hold, before anything is allocated for it.
+ng_status ng__ogb_check_node_count(int64_t nodes, const char *path, int per_line, const char *what);
+/// Reads raw/num-node-list.csv.gz at `path`: one node count.
+ng_status ng__ogb_node_count(ng_conv *c, const char *path, int64_t *nodes);
+/// Reads raw/node-feat.csv.gz at `path` (one line of D floats per node) into the features.
+ng_status ng__ogb_features(ng_conv *c, const char *path, int64_t nodes);
+/// The split scheme under `split_dir`: opts.split, or the only folder there; *scheme (the
+/// caller frees it) is NULL when there is no split/ folder.
+ng_status ng__ogb_choose_split(ng_conv *c, const char *split_dir, char **scheme);
 
 #endif /* NG_CONVERT_IMPL_H */

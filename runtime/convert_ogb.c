@@ -24,12 +24,16 @@ static const char NODE_COUNT_FILE[] = "raw/num-node-list.csv.gz";
 enum { DEFLATE_MAX_RATIO = 1032, GZIP_SLACK_BYTES = 1024 };
 
 /* The node count read from the input bounds every allocation that follows (the indptr array,
- * the labels, the split membership), so it is checked against the label file first: there is
- * one label line per node, at least one byte each ("\n"; the last may lack it), so a file of T
- * bytes of text has at most T + 1 nodes. A gzip file is bounded by its size times deflate's
- * best ratio. This refuses a mistyped or hostile count (3e8, 1e12) before anything is
- * reserved, at the cost of one stat() and a two-byte read. */
-static ng_status check_node_count(int64_t nodes, const char *label_path) {
+ * the labels, the split membership), so it is checked against a file with one line per node
+ * first (the labels; the features of a link-property folder), or, for a link-property folder
+ * without features, against the edge list (`per_line` 2: an edge line names at most two nodes,
+ * so a graph of L lines has at most 2 L nodes that are not isolated). A line is at least one
+ * byte ("\n"; the last may lack it), so a file of T bytes of text has at most T + 1 lines; a gzip
+ * file is bounded by its size times deflate's best ratio. This refuses a mistyped or hostile
+ * count (3e8, 1e12) before anything is reserved, at the cost of one stat() and a two-byte
+ * read. */
+ng_status ng__ogb_check_node_count(int64_t nodes, const char *label_path, int per_line,
+                                   const char *what) {
   struct stat sb;
   if (stat(label_path, &sb) != 0)
     return ng__err_errno(errno == ENOENT ? NG_ERR_NOT_FOUND : NG_ERR_IO, errno, "%s", label_path);
@@ -41,16 +45,16 @@ static ng_status check_node_count(int64_t nodes, const char *label_path) {
   fclose(f);
   double size = (double)sb.st_size;
   double text = gz ? size * DEFLATE_MAX_RATIO + GZIP_SLACK_BYTES : size;
-  if ((double)nodes > text + 1)
+  if ((double)nodes > (text + 1) * per_line)
     return ng__err(NG_ERR_FORMAT,
-                   "%s says %lld nodes, but %s (%lld bytes%s) holds at most %.0f label lines, "
-                   "one per node; fix the node count or fetch the dataset again",
+                   "%s says %lld nodes, but %s (%lld bytes%s) holds at most %.0f %s; fix the "
+                   "node count or fetch the dataset again",
                    NODE_COUNT_FILE, (long long)nodes, label_path, (long long)sb.st_size,
-                   gz ? ", gzip" : "", text + 1);
+                   gz ? ", gzip" : "", (text + 1) * per_line, what);
   return NG_OK;
 }
 
-static ng_status read_node_count(ng_conv *c, const char *path, int64_t *nodes) {
+ng_status ng__ogb_node_count(ng_conv *c, const char *path, int64_t *nodes) {
   ng_lines r;
   NG_CHECK(ng__lines_open(&r, path, &c->progress, "nodes"));
   ng_status st = NG_OK;
@@ -89,7 +93,7 @@ done:
 
 /* Features: the first line fixes D; every line must have D values and there must be one line
  * per node. Values go straight into the output's mapped array. */
-static ng_status read_features(ng_conv *c, const char *path, int64_t nodes) {
+ng_status ng__ogb_features(ng_conv *c, const char *path, int64_t nodes) {
   ng_lines r;
   NG_CHECK(ng__lines_open(&r, path, &c->progress, "features"));
   ng_status st = NG_OK;
@@ -228,7 +232,7 @@ static int cmp_str(const void *a, const void *b) {
 
 /* The split scheme: the one asked for, or the only folder under split/. *scheme is NULL when
  * the dataset has no split/ folder. */
-static ng_status choose_split(ng_conv *c, const char *split_dir, char **scheme) {
+ng_status ng__ogb_choose_split(ng_conv *c, const char *split_dir, char **scheme) {
   *scheme = NULL;
   DIR *d = opendir(split_dir);
   if (!d) {
@@ -329,21 +333,23 @@ ng_status ng__convert_ogb(ng_conv *c) {
     goto done;
   }
   if (!ng__file_exists(label_path)) {
-    st = ng__err(NG_ERR_NOT_FOUND, "%s: not found; node-property datasets have labels", label_path);
+    /* No node labels: a link-property folder (ogbl-*), runtime/convert_ogbl.c. */
+    st = ng__convert_ogbl(c);
     goto done;
   }
   int64_t nodes;
-  NG_CHECK_GOTO(st, read_node_count(c, count_path, &nodes), done);
-  NG_CHECK_GOTO(st, check_node_count(nodes, label_path), done);
+  NG_CHECK_GOTO(st, ng__ogb_node_count(c, count_path, &nodes), done);
+  NG_CHECK_GOTO(st, ng__ogb_check_node_count(nodes, label_path, 1, "label lines, one per node"),
+                done);
   NG_CHECK_GOTO(
       st,
       ng__conv_edges(c, edge_path, NG_SEP_COMMA, nodes, NODE_COUNT_FILE, c->opts.undirected != 0),
       done);
   if (ng__file_exists(feat_path))
-    NG_CHECK_GOTO(st, read_features(c, feat_path, nodes), done);
+    NG_CHECK_GOTO(st, ng__ogb_features(c, feat_path, nodes), done);
   int32_t *labels = NULL;
   NG_CHECK_GOTO(st, read_labels(c, label_path, nodes, &labels), done);
-  NG_CHECK_GOTO(st, choose_split(c, split_dir, &scheme), done);
+  NG_CHECK_GOTO(st, ng__ogb_choose_split(c, split_dir, &scheme), done);
   if (scheme) {
     scheme_dir = ng__path_join(split_dir, scheme);
     member = ng__calloc((size_t)nodes, 1, "split membership");

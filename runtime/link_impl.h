@@ -4,6 +4,7 @@
 #define NG_LINK_IMPL_H
 
 #include "core_impl.h"
+#include "csr_impl.h"
 #include "npy_impl.h"
 
 #define NG_LINK_DIR "links"
@@ -32,6 +33,26 @@ typedef struct {
 
 /// Whether (u, v) is in `sorted[n]` (sorted by u, then v).
 bool ng__link_pair_find(const ng_link_pair *sorted, int64_t n, int64_t u, int64_t v);
+
+/* ---- the writers of a links folder (runtime/link_split.c), shared with the OGB link-property
+ * converter (runtime/convert_ogbl.c) ---- */
+
+/// The message-passing graph: `g` without every entry (row r, neighbour c), c != r, whose pair is
+/// in `held` (n_held pairs, sorted): (r, c) itself, or with `undirected` (min, max). The arrays
+/// (*indptr_out [nodes + 1], *indices_out in g's index width) are allocated here; the caller
+/// frees them. Parallel over rows on `threads` OpenMP threads (>= 1); the output does not
+/// depend on it.
+ng_status ng__link_mp_graph(int64_t **indptr_out, void **indices_out, const ng_csr *g,
+                            const ng_link_pair *held, int64_t n_held, bool undirected, int threads);
+/// Writes the pairs p[n] as the int64 [n, 2] array NG_LINK_FILE[id] into the folder `dir`.
+ng_status ng__link_write_pairs(const char *dir, int id, const ng_link_pair *p, int64_t n);
+/// Writes `data` as the array NG_LINK_FILE[id] of `dt` and `shape` into the folder `dir`.
+ng_status ng__link_write_array(const char *dir, int id, ng_dtype dt, int ndim, const int64_t *shape,
+                               const void *data);
+/// Writes links.json into `dir` (which must not hold one) from `in`, with the held-out shares
+/// `val` and `test`.
+ng_status ng__link_write_json(const char *dir, const ng_link_split_info *in, double val,
+                              double test);
 
 /* ---- the decoder (runtime/link_score.c), shared by the trainer and the serving engine ---- */
 

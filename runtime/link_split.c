@@ -110,9 +110,9 @@ static ng_status negatives(ng_link_pair *neg, const ng_link_pair *pos, int64_t n
   return NG_OK;
 }
 
-/* The message-passing graph: `g` without every entry whose pair is in `held` (sorted). */
-static ng_status mp_graph(int64_t **indptr_out, void **indices_out, const ng_csr *g,
-                          const ng_link_pair *held, int64_t n_held, bool undirected, int threads) {
+ng_status ng__link_mp_graph(int64_t **indptr_out, void **indices_out, const ng_csr *g,
+                            const ng_link_pair *held, int64_t n_held, bool undirected,
+                            int threads) {
   const int64_t nodes = g->nodes;
   int64_t *indptr = ng__calloc((size_t)nodes + 1, sizeof *indptr, "the message-passing indptr");
   if (!indptr)
@@ -157,7 +157,7 @@ static ng_status mp_graph(int64_t **indptr_out, void **indices_out, const ng_csr
   return NG_OK;
 }
 
-static ng_status write_pairs(const char *dir, int id, const ng_link_pair *p, int64_t n) {
+ng_status ng__link_write_pairs(const char *dir, int id, const ng_link_pair *p, int64_t n) {
   char *path = ng__path_join(dir, NG_LINK_FILE[id]);
   if (!path)
     return NG_ERR_NOMEM;
@@ -167,8 +167,8 @@ static ng_status write_pairs(const char *dir, int id, const ng_link_pair *p, int
   return st;
 }
 
-static ng_status write_array(const char *dir, int id, ng_dtype dt, int ndim, const int64_t *shape,
-                             const void *data) {
+ng_status ng__link_write_array(const char *dir, int id, ng_dtype dt, int ndim, const int64_t *shape,
+                               const void *data) {
   char *path = ng__path_join(dir, NG_LINK_FILE[id]);
   if (!path)
     return NG_ERR_NOMEM;
@@ -177,8 +177,8 @@ static ng_status write_array(const char *dir, int id, ng_dtype dt, int ndim, con
   return st;
 }
 
-static ng_status write_json(const char *dir, const ng_link_split_info *in, double val,
-                            double test) {
+ng_status ng__link_write_json(const char *dir, const ng_link_split_info *in, double val,
+                              double test) {
   char *path = ng__path_join(dir, NG_LINK_JSON);
   if (!path)
     return NG_ERR_NOMEM;
@@ -304,7 +304,7 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
   }
   memcpy(held, order, (size_t)n_neg * sizeof *held);
   qsort(held, (size_t)n_neg, sizeof *held, pair_cmp);
-  st = mp_graph(&indptr, &indices, g, held, n_neg, undirected, threads);
+  st = ng__link_mp_graph(&indptr, &indices, g, held, n_neg, undirected, threads);
   free(held);
   if (st != NG_OK)
     goto done;
@@ -330,18 +330,22 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
   out.seed = o.seed;
   const int64_t ip_shape[1] = {g->nodes + 1}, ix_shape[1] = {indptr[g->nodes]};
   const int64_t vn_shape[3] = {n_val, k, 2}, tn_shape[3] = {n_test, k, 2};
-  NG_CHECK_GOTO(st, write_array(tmp, NG_LINK_ARR_INDPTR, NG_DTYPE_I64, 1, ip_shape, indptr), fail);
-  NG_CHECK_GOTO(st,
-                write_array(tmp, NG_LINK_ARR_INDICES, g->idx32 ? NG_DTYPE_I32 : NG_DTYPE_I64, 1,
-                            ix_shape, indices),
-                fail);
-  NG_CHECK_GOTO(st, write_pairs(tmp, NG_LINK_ARR_TRAIN_POS, train, n_train), fail);
-  NG_CHECK_GOTO(st, write_pairs(tmp, NG_LINK_ARR_VAL_POS, val, n_val), fail);
-  NG_CHECK_GOTO(st, write_array(tmp, NG_LINK_ARR_VAL_NEG, NG_DTYPE_I64, 3, vn_shape, neg), fail);
-  NG_CHECK_GOTO(st, write_pairs(tmp, NG_LINK_ARR_TEST_POS, test, n_test), fail);
   NG_CHECK_GOTO(
-      st, write_array(tmp, NG_LINK_ARR_TEST_NEG, NG_DTYPE_I64, 3, tn_shape, neg + n_val * k), fail);
-  NG_CHECK_GOTO(st, write_json(tmp, &out, o.val, o.test), fail);
+      st, ng__link_write_array(tmp, NG_LINK_ARR_INDPTR, NG_DTYPE_I64, 1, ip_shape, indptr), fail);
+  NG_CHECK_GOTO(st,
+                ng__link_write_array(tmp, NG_LINK_ARR_INDICES,
+                                     g->idx32 ? NG_DTYPE_I32 : NG_DTYPE_I64, 1, ix_shape, indices),
+                fail);
+  NG_CHECK_GOTO(st, ng__link_write_pairs(tmp, NG_LINK_ARR_TRAIN_POS, train, n_train), fail);
+  NG_CHECK_GOTO(st, ng__link_write_pairs(tmp, NG_LINK_ARR_VAL_POS, val, n_val), fail);
+  NG_CHECK_GOTO(st, ng__link_write_array(tmp, NG_LINK_ARR_VAL_NEG, NG_DTYPE_I64, 3, vn_shape, neg),
+                fail);
+  NG_CHECK_GOTO(st, ng__link_write_pairs(tmp, NG_LINK_ARR_TEST_POS, test, n_test), fail);
+  NG_CHECK_GOTO(
+      st,
+      ng__link_write_array(tmp, NG_LINK_ARR_TEST_NEG, NG_DTYPE_I64, 3, tn_shape, neg + n_val * k),
+      fail);
+  NG_CHECK_GOTO(st, ng__link_write_json(tmp, &out, o.val, o.test), fail);
   /* An existing split moves aside under a temporary name first (ng__tmp_sweep removes it if we
    * die before the end), so that links/ is always a whole split. */
   struct stat sb;
