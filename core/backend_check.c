@@ -632,6 +632,29 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
   return n == 0 ? NG_OK : be->impl->opt_step(be, hp, param, grad, state1, state2, n);
 }
 
+/* ---- link prediction ---- */
+
+static ng_status front_pair_dot(ng_backend *be, float *out, const float *h, const int32_t *u,
+                                const int32_t *v, int64_t n, int64_t dim) {
+  NG_CHECK(check_count("pair_dot", "n", n));
+  if (dim < 1)
+    return ng__err(NG_ERR_INVALID_ARG, "pair_dot: dim is %lld; it must be >= 1", (long long)dim);
+  if (n == 0)
+    return NG_OK;
+  NG_CHECK(check_ptr("pair_dot", "out", out, true));
+  NG_CHECK(check_ptr("pair_dot", "h", h, true));
+  NG_CHECK(check_ptr("pair_dot", "u", u, true));
+  NG_CHECK(check_ptr("pair_dot", "v", v, true));
+  /* The rows' upper bound is h's row count, which the op is not told; a negative row is wrong
+   * whatever h is, and host memory can be read here to say so (a device checks nothing). */
+  if (be->impl->host_memory)
+    for (int64_t i = 0; i < n; i++)
+      if (u[i] < 0 || v[i] < 0)
+        return ng__err(NG_ERR_INVALID_ARG, "pair_dot: pair %lld has rows (%d, %d); rows are >= 0",
+                       (long long)i, (int)u[i], (int)v[i]);
+  return be->impl->pair_dot(be, out, h, u, v, n, dim);
+}
+
 /* ---- the front table ---- */
 
 /* The ops the front checks. The others (destroy, free, sync, mem_info, host_free,
@@ -677,7 +700,8 @@ static ng_status front_opt_step(ng_backend *be, const ng_opt_hp *hp, float *para
   X(dropout_fwd)                                                                                   \
   X(dropout_bwd)                                                                                   \
   X(xent)                                                                                          \
-  X(opt_step)
+  X(opt_step)                                                                                      \
+  X(pair_dot)
 
 /* A slot impl leaves NULL (an optional op it lacks) stays NULL, so that callers still see that
  * the backend has no such op. */

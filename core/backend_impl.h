@@ -9,7 +9,8 @@
  *
  * Determinism: every op gives bit-identical results for the same inputs whatever the number of
  * threads (fixed partitions, reductions in a fixed order, no floating-point atomics). The CPU and
- * CUDA backends agree within fp32 rounding, not bit for bit. */
+ * CUDA backends agree within fp32 rounding, not bit for bit, except where an op defines its
+ * arithmetic exactly (dropout, pair_dot). */
 #ifndef NG_BACKEND_IMPL_H
 #define NG_BACKEND_IMPL_H
 
@@ -437,6 +438,17 @@ struct ng_backend_i {
   /// Does nothing while the step guard (see xent) holds.
   ng_status (*opt_step)(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n);
+
+  /* -- link prediction -- */
+  /// The dot decoder's scores of n node pairs: out[i] = the dot product of rows u[i] and v[i] of
+  /// h [*, dim], summed as runtime/link_score.c's ng__link_score sums it, so that the scores are
+  /// its bits on every backend: acc = +0, then for c = 0 .. dim - 1 in order acc = acc +
+  /// (a[c] * b[c]), each product and each sum rounded to float separately (no fused
+  /// multiply-add). u and v are rows of h (0 <= u[i], v[i] < h's rows; h may have up to
+  /// INT32_MAX rows and its offsets are 64-bit). Link evaluation scores its pairs with it on a
+  /// device backend (runtime/link_eval.c). dim >= 1; nothing to do for n == 0.
+  ng_status (*pair_dot)(ng_backend *be, float *out, const float *h, const int32_t *u,
+                        const int32_t *v, int64_t n, int64_t dim);
 
   /* -- data-parallel training (optional: NULL where the backend has none; the CPU backend's
    *    memory is host memory, which the communicator reduces itself). docs/distributed.md -- */

@@ -933,6 +933,19 @@ static ng_status cpu_sampler_run(ng_backend *be, ng_dev_sampler *s, int lane,
   return NG_OK;
 }
 
+/* Chunks of PAIR_CHUNK pairs (a multiple of the kernel's 8 side-by-side pairs) over the
+ * threads: each pair's bits are its own sum's, whatever the split. */
+#define PAIR_CHUNK 256
+
+static ng_status cpu_pair_dot(ng_backend *be, float *out, const float *h, const int32_t *u,
+                              const int32_t *v, int64_t n, int64_t dim) {
+  const int64_t chunks = (n + PAIR_CHUNK - 1) / PAIR_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (n * dim >= PAR_MIN_WORK)
+  for (int64_t k = 0; k < chunks; k++)
+    ng__cpu_pair_dot_rows(out, h, u, v, k * PAIR_CHUNK, NG_MIN(n, (k + 1) * PAIR_CHUNK), dim);
+  return NG_OK;
+}
+
 static const struct ng_backend_i CPU_IFACE = {
     .name = "cpu",
     .host_memory = true,
@@ -988,6 +1001,7 @@ static const struct ng_backend_i CPU_IFACE = {
     .xent = cpu_xent,
     .xent_result = cpu_xent_result,
     .opt_step = cpu_opt_step,
+    .pair_dot = cpu_pair_dot,
 };
 
 ng_status ng__backend_cpu_create(ng_backend **out, int threads) {

@@ -340,6 +340,40 @@ static const ng_cpu_kernels kernels_generic = {
 
 static const char *const ISA_NAMES[NG_CPU_ISA_COUNT_] = {"generic", "avx2", "avx512"};
 
+/* ---- the dot decoder's pair scores ---- */
+
+/* Pairs summed side by side: independent chains of additions (a 256-wide sum is one chain of
+ * dependent adds per pair), as runtime/link_score.c's ng__link_score sums them. */
+#define NGK_DOT_LANES 8
+
+void ng__cpu_pair_dot_rows(float *out, const float *h, const int32_t *u, const int32_t *v,
+                           int64_t i0, int64_t i1, int64_t dim) {
+  /* Each lane is one pair's float sum in column order, a product and an add rounded apart (this
+   * file contracts nothing: see the top), so the grouping of pairs changes no bit. */
+  int64_t i = i0;
+  for (; i + NGK_DOT_LANES <= i1; i += NGK_DOT_LANES) {
+    const float *a[NGK_DOT_LANES], *b[NGK_DOT_LANES];
+    float acc[NGK_DOT_LANES];
+    for (int l = 0; l < NGK_DOT_LANES; l++) {
+      a[l] = h + (int64_t)u[i + l] * dim;
+      b[l] = h + (int64_t)v[i + l] * dim;
+      acc[l] = 0.0f;
+    }
+    for (int64_t c = 0; c < dim; c++)
+      for (int l = 0; l < NGK_DOT_LANES; l++)
+        acc[l] = acc[l] + a[l][c] * b[l][c];
+    for (int l = 0; l < NGK_DOT_LANES; l++)
+      out[i + l] = acc[l];
+  }
+  for (; i < i1; i++) {
+    const float *a = h + (int64_t)u[i] * dim, *b = h + (int64_t)v[i] * dim;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < dim; c++)
+      acc = acc + a[c] * b[c];
+    out[i] = acc;
+  }
+}
+
 /* ---- partial reduction with input dropout ----
  * Scalar: dropout hashes every element, so the loads are not the bottleneck here, and one plain
  * loop keeps the operation order of kernels_impl.h obviously intact. */

@@ -542,6 +542,7 @@ ng_backend_i make_iface() {
   t.xent = cuda_xent;
   t.xent_result = cuda_xent_result;
   t.opt_step = cuda_opt_step;
+  t.pair_dot = cuda_pair_dot;
   t.dist_id = cuda_dist_id;
   t.dist_init = cuda_dist_init;
   t.allreduce = cuda_allreduce;

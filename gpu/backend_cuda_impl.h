@@ -1,9 +1,10 @@
 /* The CUDA backend's internal interface: what its files share (backend_cuda.cu: lifetime,
  * memory, copies, zero-copy and the ops table; backend_cuda_aggr.cu: gathers and aggregation;
  * backend_cuda_dense.cu: GEMM and the elementwise ops; backend_cuda_loss.cu: the loss and the
- * optimizer). The backend is split by op family, as ggml splits its CUDA backend, so that each
- * file holds one family's kernels beside the host functions that launch them. Only nvcc reads
- * this header; the rest of neargnn sees gpu/ng_cuda.h.
+ * optimizer; backend_cuda_link.cu: link prediction's pair scores). The backend is split by op
+ * family, as ggml splits its CUDA backend, so that each file holds one family's kernels beside the
+ * host functions that launch them. Only nvcc reads this header; the rest of neargnn sees
+ * gpu/ng_cuda.h.
  *
  * Determinism: every output element is computed by one thread in a fixed order (no
  * floating-point atomics), and reductions across threads use fixed trees, so results are
@@ -390,6 +391,8 @@ ng_status cuda_xent(ng_backend *be, const float *logits, const int32_t *labels, 
 ng_status cuda_xent_result(ng_backend *be, double *loss, int64_t *correct);
 ng_status cuda_opt_step(ng_backend *be, const ng_opt_hp *hp, float *param, const float *grad,
                         float *state1, float *state2, int64_t n);
+ng_status cuda_pair_dot(ng_backend *be, float *out, const float *h, const int32_t *u,
+                        const int32_t *v, int64_t n, int64_t dim); // backend_cuda_link.cu
 ng_status cuda_dist_id(ng_backend *be, void *id);
 ng_status cuda_dist_init(ng_backend *be, const void *id, int rank, int ranks);
 ng_status cuda_allreduce(ng_backend *be, float *x, int64_t n, float scale);

@@ -192,6 +192,218 @@ ng_status ng_link_metrics_compute(ng_link_metrics *out, const float *pos, const 
 
 /* ---- evaluation ---- */
 
+/* The host's scoring (the CPU backend, and the MLP decoder on any backend) into s: s[i]
+ * positive i, s[n + i k + j] its negatives, from the embeddings h of the evaluated rows `row`
+ * (global id -> row of h). */
+static ng_status score_on_host(const ng_link_dec *dec, float *s, const float *h, const int32_t *row,
+                               const ng_link_pair *pos, const ng_link_pair *neg, int64_t n,
+                               int64_t k, int threads) {
+  ng_status st = NG_OK;
+  /* By blocks of positives on every thread. Each block makes its pairs' rows and scores them with
+   * the one scoring function of training and serving (ng__link_score, one thread each): a pair's
+   * bits do not depend on the block, and no pair-sized array of rows is made. */
+  const int64_t n_blocks = (n + SCORE_BLOCK - 1) / SCORE_BLOCK;
+#pragma omp parallel num_threads(threads)
+  {
+    int32_t *u = malloc((size_t)SCORE_BLOCK * (size_t)(1 + k) * 2 * sizeof *u);
+    int32_t *v = u ? u + SCORE_BLOCK * (1 + k) : NULL;
+    if (!u) {
+#pragma omp critical
+      st = ng__err(NG_ERR_NOMEM, "link evaluation: out of memory for a block's pair rows");
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < n_blocks; b++) {
+      if (!u)
+        continue;
+      const int64_t i0 = b * SCORE_BLOCK, nb = NG_MIN(n, i0 + SCORE_BLOCK) - i0;
+      for (int64_t i = 0; i < nb; i++) {
+        u[i] = row[pos[i0 + i].u];
+        v[i] = row[pos[i0 + i].v];
+      }
+      int32_t *nu = u + nb, *nv = v + nb;
+      for (int64_t i = 0; i < nb * k; i++) {
+        nu[i] = row[neg[i0 * k + i].u];
+        nv[i] = row[neg[i0 * k + i].v];
+      }
+      ng_status bs = ng__link_score(dec, s + i0, h, u, v, nb, 1);
+      if (bs == NG_OK)
+        bs = ng__link_score(dec, s + n + i0 * k, h, nu, nv, nb * k, 1);
+      if (bs != NG_OK) {
+#pragma omp critical
+        st = bs;
+      }
+    }
+    free(u);
+  }
+  return st;
+}
+
+/* ---- scoring on the device ---- */
+
+/* Pairs per launch of the device's scoring (a block of positives with their negatives): 3 MiB
+ * of pair rows and scores, and about as many threads as an H200 holds at once. */
+#define DEV_BLOCK_PAIRS (1 << 18)
+
+/* Whether evaluation scores its pairs with the backend's pair_dot: the dot decoder on a device
+ * backend. The MLP decoder is scored on the host (its weights are host memory and it is not the
+ * ogbl protocol's decoder); so is every decoder on the CPU backend, whose scoring already runs
+ * where the embeddings are. For tests, NG_LINK_EVAL_DEVICE=1 takes the device path on a
+ * host-memory backend too (its blocks and chunks run without a GPU) and NG_LINK_EVAL_DEVICE=0 the
+ * host's on a device: the bits are the same either way. */
+static bool eval_on_device(ng_link_trainer_t t) {
+  const ng_backend *be = t->p.be;
+  if (t->lo.decoder != NG_LINK_DECODER_DOT || !be || !be->iface->pair_dot)
+    return false;
+  const char *env = getenv("NG_LINK_EVAL_DEVICE");
+  if (env && strcmp(env, "0") == 0)
+    return false;
+  return !be->iface->host_memory || (env && strcmp(env, "1") == 0);
+}
+
+/* The pairs of positives [i0, i1) into u, v (positives first, then their negatives in order),
+ * their ends as rows of the device's table: rows of h (row[x]) when `loc` is NULL, else the
+ * chunk's rows loc[row[x]]. */
+static void block_rows(int32_t *u, int32_t *v, const int32_t *row, const int32_t *loc,
+                       const ng_link_pair *pos, const ng_link_pair *neg, int64_t i0, int64_t i1,
+                       int64_t k, int threads) {
+  const int64_t nb = i1 - i0, total = nb * (1 + k);
+#pragma omp parallel for schedule(static) num_threads(threads) if (total > 65536)
+  for (int64_t i = 0; i < total; i++) {
+    const ng_link_pair *q = i < nb ? &pos[i0 + i] : &neg[i0 * k + (i - nb)];
+    u[i] = loc ? loc[row[q->u]] : row[q->u];
+    v[i] = loc ? loc[row[q->v]] : row[q->v];
+  }
+}
+
+/* Adds the rows of the ends of positive i and its negatives to the chunk (loc[r]: r's row in
+ * the chunk, -1 when absent; list[0 .. *used): the chunk's rows of h, in order). False, with the
+ * chunk as it was, when they would pass `cap` rows. */
+static bool chunk_add(int32_t *loc, int32_t *list, int64_t *used, int64_t cap, const int32_t *row,
+                      const ng_link_pair *pos, const ng_link_pair *neg, int64_t i, int64_t k) {
+  const int64_t before = *used;
+  for (int64_t j = -1; j < k; j++) {
+    const ng_link_pair *q = j < 0 ? &pos[i] : &neg[i * k + j];
+    const int32_t ends[2] = {row[q->u], row[q->v]};
+    for (int e = 0; e < 2; e++) {
+      if (loc[ends[e]] >= 0)
+        continue;
+      if (*used == cap) {
+        for (int64_t x = before; x < *used; x++)
+          loc[list[x]] = -1;
+        *used = before;
+        return false;
+      }
+      loc[ends[e]] = (int32_t)*used;
+      list[(*used)++] = ends[e];
+    }
+  }
+  return true;
+}
+
+/* The dot decoder's scores on the device (pair_dot, whose bits are ng__link_score's): the
+ * embeddings h [m, dim] (host) go to device memory, then, block by block of positives (at most
+ * DEV_BLOCK_PAIRS pairs with their negatives), the pairs' rows go up, pair_dot scores them and
+ * the scores come back into s.
+ *
+ * How much goes up at once: the device's free memory (mem_info) less an eighth of it (other
+ * queues' work, the allocator's rounding), or NG_LINK_EVAL_DEVICE_BYTES when set (tests), less
+ * the block's buffers, is the budget. When the m rows fit in it, they go up once and every block
+ * addresses them. Otherwise each block is also a chunk of at most budget / (dim * 4) distinct
+ * rows: positives join the block in order while their ends' rows fit, the block's rows are
+ * gathered on the host and go up, and its pairs address them. A score does not depend on where
+ * its rows lie, so the bits are the same either way. */
+static ng_status score_on_device(ng_link_trainer_t t, float *s, const float *h, int64_t m,
+                                 const int32_t *row, const ng_link_pair *pos,
+                                 const ng_link_pair *neg, int64_t n, int64_t k) {
+  ng_backend *be = t->p.be;
+  const struct ng_backend_i *bi = be->iface;
+  const int64_t dim = t->dim, per = 1 + k;
+  const int threads = NG_MAX(t->p.threads, 1);
+  const int64_t bpos = NG_MAX((int64_t)1, DEV_BLOCK_PAIRS / per), cap_pairs = bpos * per;
+  const size_t row_bytes = (size_t)dim * sizeof(float);
+  const size_t buf_bytes = (size_t)cap_pairs * (2 * sizeof(int32_t) + sizeof(float));
+  size_t free_b = 0, avail = 0;
+  const char *env = getenv("NG_LINK_EVAL_DEVICE_BYTES");
+  if (env && *env) {
+    char *end = NULL;
+    const unsigned long long b = strtoull(env, &end, 10);
+    if (*end)
+      return ng__err(NG_ERR_INVALID_ARG,
+                     "NG_LINK_EVAL_DEVICE_BYTES=%s: not a byte count; unset it or give bytes", env);
+    free_b = avail = (size_t)b;
+  } else {
+    NG_CHECK(bi->mem_info(be, &free_b, NULL));
+    avail = free_b - free_b / 8;
+  }
+  const size_t budget = avail > buf_bytes ? avail - buf_bytes : 0;
+  const bool whole = (size_t)m <= budget / row_bytes;
+  /* Rows of a chunk: what the budget holds, and no more than a block's pairs can name. */
+  const int64_t cap_rows = whole ? m : NG_MIN((int64_t)(budget / row_bytes), 2 * cap_pairs);
+  if (cap_rows < 2 * per)
+    return ng__err(NG_ERR_NOMEM,
+                   "link evaluation: %zu MiB of device memory free, too little for the rows of "
+                   "one positive and its %lld negatives (%zu KiB) with the scoring's buffers; "
+                   "free device memory (a smaller hot tier) or evaluate on the CPU",
+                   free_b >> 20, (long long)k, (size_t)(2 * per) * row_bytes >> 10);
+  float *d_h = NULL, *d_s = NULL, *hs = NULL;
+  int32_t *d_u = NULL, *d_v = NULL, *hu = NULL, *loc = NULL, *list = NULL;
+  ng_status st = NG_OK;
+  NG_CHECK_GOTO(st, bi->alloc(be, (void **)&d_h, (size_t)cap_rows * row_bytes), done);
+  NG_CHECK_GOTO(st, bi->alloc(be, (void **)&d_u, (size_t)cap_pairs * sizeof *d_u), done);
+  NG_CHECK_GOTO(st, bi->alloc(be, (void **)&d_v, (size_t)cap_pairs * sizeof *d_v), done);
+  NG_CHECK_GOTO(st, bi->alloc(be, (void **)&d_s, (size_t)cap_pairs * sizeof *d_s), done);
+  NG_CHECK_GOTO(st, bi->host_alloc(be, (void **)&hu, (size_t)cap_pairs * 2 * sizeof *hu), done);
+  int32_t *hv = hu + cap_pairs;
+  if (whole) {
+    NG_CHECK_GOTO(st, bi->copy_h2d(be, d_h, h, (size_t)m * row_bytes), done);
+  } else {
+    loc = ng__malloc((size_t)m * sizeof *loc, "the evaluated rows' places in a chunk");
+    list = ng__malloc((size_t)cap_rows * sizeof *list, "a chunk's rows");
+    if (!loc || !list) {
+      st = NG_ERR_NOMEM;
+      goto done;
+    }
+    memset(loc, 0xff, (size_t)m * sizeof *loc);
+    NG_CHECK_GOTO(st, bi->host_alloc(be, (void **)&hs, (size_t)cap_rows * row_bytes), done);
+  }
+  for (int64_t i0 = 0; i0 < n;) {
+    int64_t i1 = NG_MIN(n, i0 + bpos), used = 0;
+    if (!whole) {
+      /* cap_rows >= 2 (1 + k) rows: the first positive always fits. */
+      i1 = i0;
+      while (i1 < n && i1 - i0 < bpos &&
+             chunk_add(loc, list, &used, cap_rows, row, pos, neg, i1, k))
+        i1++;
+#pragma omp parallel for schedule(static) num_threads(threads) if (used * dim > 65536)
+      for (int64_t x = 0; x < used; x++)
+        memcpy(hs + x * dim, h + (int64_t)list[x] * dim, row_bytes);
+      NG_CHECK_GOTO(st, bi->copy_h2d(be, d_h, hs, (size_t)used * row_bytes), done);
+    }
+    const int64_t nb = i1 - i0, np = nb * per;
+    block_rows(hu, hv, row, loc, pos, neg, i0, i1, k, threads);
+    NG_CHECK_GOTO(st, bi->copy_h2d(be, d_u, hu, (size_t)np * sizeof *hu), done);
+    NG_CHECK_GOTO(st, bi->copy_h2d(be, d_v, hv, (size_t)np * sizeof *hv), done);
+    NG_CHECK_GOTO(st, bi->pair_dot(be, d_s, d_h, d_u, d_v, np, dim), done);
+    NG_CHECK_GOTO(st, bi->copy_d2h(be, s + i0, d_s, (size_t)nb * sizeof *s), done);
+    if (k > 0)
+      NG_CHECK_GOTO(st, bi->copy_d2h(be, s + n + i0 * k, d_s + nb, (size_t)(nb * k) * sizeof *s),
+                    done);
+    for (int64_t x = 0; x < used; x++)
+      loc[list[x]] = -1;
+    i0 = i1;
+  }
+done:
+  free(list);
+  free(loc);
+  bi->host_free(be, hs);
+  bi->host_free(be, hu);
+  bi->free(be, d_s);
+  bi->free(be, d_v);
+  bi->free(be, d_u);
+  bi->free(be, d_h);
+  return st;
+}
+
 ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng_split split) {
   NG_CHECK(ng__link_check(t));
   if (!out || out->size != sizeof *out)
@@ -252,44 +464,12 @@ ng_status ng_link_trainer_evaluate(ng_link_metrics *out, ng_link_trainer_t t, ng
   NG_CHECK_GOTO(st, ng_trainer_embed(h, t->tr, ids, m, &io), done);
   free(ids);
   ids = NULL;
-  /* Scores: s[i] positive i, s[n + i k + j] its negatives, by blocks of positives on every
-   * thread. Each block makes its pairs' rows and scores them with the one scoring function of
-   * training and serving (ng__link_score, one thread each): a pair's bits do not depend on the
-   * block, and no pair-sized array of rows is made. */
+  /* Scores: s[i] positive i, s[n + i k + j] its negatives. */
   const ng_link_dec dec = ng__link_trainer_dec(t);
-  const int64_t n_blocks = (n + SCORE_BLOCK - 1) / SCORE_BLOCK;
-#pragma omp parallel num_threads(threads)
-  {
-    int32_t *u = malloc((size_t)SCORE_BLOCK * (size_t)(1 + k) * 2 * sizeof *u);
-    int32_t *v = u ? u + SCORE_BLOCK * (1 + k) : NULL;
-    if (!u) {
-#pragma omp critical
-      st = ng__err(NG_ERR_NOMEM, "link evaluation: out of memory for a block's pair rows");
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t b = 0; b < n_blocks; b++) {
-      if (!u)
-        continue;
-      const int64_t i0 = b * SCORE_BLOCK, nb = NG_MIN(n, i0 + SCORE_BLOCK) - i0;
-      for (int64_t i = 0; i < nb; i++) {
-        u[i] = row[pos[i0 + i].u];
-        v[i] = row[pos[i0 + i].v];
-      }
-      int32_t *nu = u + nb, *nv = v + nb;
-      for (int64_t i = 0; i < nb * k; i++) {
-        nu[i] = row[neg[i0 * k + i].u];
-        nv[i] = row[neg[i0 * k + i].v];
-      }
-      ng_status bs = ng__link_score(&dec, s + i0, h, u, v, nb, 1);
-      if (bs == NG_OK)
-        bs = ng__link_score(&dec, s + n + i0 * k, h, nu, nv, nb * k, 1);
-      if (bs != NG_OK) {
-#pragma omp critical
-        st = bs;
-      }
-    }
-    free(u);
-  }
+  if (eval_on_device(t))
+    st = score_on_device(t, s, h, m, row, pos, neg, n, k);
+  else
+    st = score_on_host(&dec, s, h, row, pos, neg, n, k, threads);
   if (st != NG_OK)
     goto done;
   free(h);

@@ -34,7 +34,9 @@ ng_status ng__link_score(const ng_link_dec *dec, float *s, const float *h, const
   if (dec->decoder == NG_LINK_DECODER_DOT) {
     /* DOT_LANES pairs at a time, each still one float sum in column order (the bits of the
      * plain loop: the build targets x86-64-v2, which has no fused multiply-add): independent
-     * chains of additions instead of one, whose latency bound a 256-wide sum by a pair. */
+     * chains of additions instead of one, whose latency bound a 256-wide sum by a pair. The
+     * backends' pair_dot op (core/backend_impl.h), which link evaluation scores with on a
+     * device, gives these bits; tests/test_link.c and tests/test_gpu_parity.c compare them. */
 #pragma omp parallel for schedule(static) num_threads(threads) if (n > 256)
     for (int64_t i0 = 0; i0 < n; i0 += DOT_LANES) {
       const int64_t w = n - i0 < DOT_LANES ? n - i0 : DOT_LANES;

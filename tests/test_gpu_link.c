@@ -160,6 +160,71 @@ static void test_modes_on_gpu(void) {
   ng_dataset_close(ds);
 }
 
+/* Evaluation on the GPU scores the dot decoder's pairs with pair_dot over uploaded embeddings
+ * (runtime/link_eval.c): its metrics are the host scoring's bits on the same trainer
+ * (NG_LINK_EVAL_DEVICE=0) with every row uploaded at once and in chunks of a few hundred rows
+ * (NG_LINK_EVAL_DEVICE_BYTES), and a CPU trainer given the same weights gets the same metrics
+ * within fp32 rounding of the embeddings (its inference's GEMMs are not cuBLAS's). */
+static void test_eval_on_gpu(void) {
+  const char *dir = split_copy("cora_link_gpu_eval");
+  ng_dataset_t ds = ng_test_open_ok(dir);
+  ng_model_t m = link_model();
+  ng_link_opts lo = NG_LINK_OPTS_INIT;
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.device = "cuda";
+  o.batch = 1024;
+  o.seed = 4;
+  ng_link_trainer_t g = NULL, c = NULL;
+  EXPECT_OK(ng_link_trainer_create(&g, ds, m, &o, &lo));
+  ng_epoch_stats s = NG_EPOCH_STATS_INIT;
+  for (int e = 0; g && e < EPOCHS; e++)
+    EXPECT_OK(ng_link_trainer_epoch(&s, g));
+  /* The block buffers take 2^18 pairs of 12 bytes; the model's 16-float rows 64 bytes each. */
+  char chunk[64];
+  snprintf(chunk, sizeof chunk, "%d", (1 << 18) * 12 + 300 * 64);
+  const struct { const char *dev, *bytes; } runs[] = {{NULL, NULL}, {"0", NULL}, {NULL, chunk}};
+  ng_link_metrics r[3];
+  for (size_t i = 0; g && i < NG_TEST_LEN(runs); i++) {
+    r[i] = (ng_link_metrics)NG_LINK_METRICS_INIT;
+    if (runs[i].dev)
+      setenv("NG_LINK_EVAL_DEVICE", runs[i].dev, 1);
+    if (runs[i].bytes)
+      setenv("NG_LINK_EVAL_DEVICE_BYTES", runs[i].bytes, 1);
+    EXPECT_OK(ng_link_trainer_evaluate(&r[i], g, NG_SPLIT_VAL));
+    unsetenv("NG_LINK_EVAL_DEVICE");
+    unsetenv("NG_LINK_EVAL_DEVICE_BYTES");
+    printf("    gpu eval run %zu: auc %.6f ap %.6f mrr %.6f\n", i, r[i].auc, r[i].ap, r[i].mrr);
+    if (i > 0) {
+      EXPECT_TRUE(memcmp(&r[i].auc, &r[0].auc, sizeof r[0].auc) == 0);
+      EXPECT_TRUE(memcmp(&r[i].ap, &r[0].ap, sizeof r[0].ap) == 0);
+      EXPECT_TRUE(memcmp(&r[i].mrr, &r[0].mrr, sizeof r[0].mrr) == 0);
+      EXPECT_TRUE(memcmp(&r[i].hits10, &r[0].hits10, sizeof r[0].hits10) == 0);
+      EXPECT_TRUE(memcmp(&r[i].loss, &r[0].loss, sizeof r[0].loss) == 0);
+    }
+  }
+  char ckpt[4096 + 256];
+  snprintf(ckpt, sizeof ckpt, "%s", ng_test_path("cora_link_gpu_eval.ckpt"));
+  if (g)
+    EXPECT_OK(ng_link_trainer_save(g, ckpt));
+  o.device = "cpu";
+  EXPECT_OK(ng_link_trainer_create(&c, ds, m, &o, &lo));
+  if (g && c) {
+    EXPECT_OK(ng_link_trainer_load_weights(c, ckpt));
+    ng_link_metrics rc = NG_LINK_METRICS_INIT;
+    EXPECT_OK(ng_link_trainer_evaluate(&rc, c, NG_SPLIT_VAL));
+    printf("    cpu eval, the same weights: auc %.6f ap %.6f mrr %.6f\n", rc.auc, rc.ap, rc.mrr);
+    EXPECT_TRUE(r[0].auc > 0.6);
+    EXPECT_NEAR(r[0].auc, rc.auc, 1e-3);
+    EXPECT_NEAR(r[0].ap, rc.ap, 1e-3);
+    EXPECT_NEAR(r[0].mrr, rc.mrr, 5e-3);
+    EXPECT_TRUE(r[0].positives == rc.positives && r[0].negatives == rc.negatives);
+  }
+  ng_link_trainer_destroy(c);
+  ng_link_trainer_destroy(g);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+}
+
 int main(void) {
   if (!ng_test_gpu_found("gpu_link"))
     return 77;
@@ -167,6 +232,7 @@ int main(void) {
   if (!cora)
     return ng_test_summary();
   RUN_TEST(test_modes_on_gpu);
+  RUN_TEST(test_eval_on_gpu);
   ng_dataset_close(cora);
   return ng_test_summary();
 }

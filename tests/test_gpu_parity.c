@@ -1375,6 +1375,69 @@ static void test_opt(void) {
 /* The argument checks are the checked front's (core/backend_check.c), the CPU backend's: the
  * same error classes and messages. The front must not read the block's device arrays (a host
  * read of device memory would crash). */
+/* pair_dot: the CUDA scores are the CPU's bits, not merely near them (each pair's sum in column
+ * order from +0, every product and add rounded apart on both: bits link evaluation's metrics
+ * rely on), for dims on and off the float4 path, a table that is not 16-byte aligned (h + 1),
+ * repeated and equal rows, and a launch whose grid the pairs fill; each CUDA run twice. */
+static void test_pair_dot(void) {
+  ng_rng r;
+  ng_rng_seed(&r, 91);
+  const int64_t rows = 1000, dims[] = {1, 3, 4, 16, 37, 256};
+  const int64_t ns[] = {1, 31, 257, 100000};
+  for (size_t di = 0; di < NG_TEST_LEN(dims); di++) {
+    const int64_t d = dims[di], nh = rows * d + 1;
+    /* Values over 2^-10 .. 2^10 with both signs: sums whose order shows in their bits. */
+    float *h = ng_test_xmalloc((size_t)nh * 4);
+    for (int64_t i = 0; i < nh; i++)
+      h[i] = ldexpf(ng_test_frand(&r), (int)ng_rng_below(&r, 21) - 10);
+    float *d_h = up(h, (size_t)nh * 4);
+    for (size_t ni = 0; ni < NG_TEST_LEN(ns); ni++) {
+      const int64_t n = ns[ni];
+      int32_t *u = ng_test_xmalloc((size_t)n * 4), *v = ng_test_xmalloc((size_t)n * 4);
+      for (int64_t i = 0; i < n; i++) {
+        u[i] = (int32_t)ng_rng_below(&r, (uint64_t)rows);
+        v[i] = i % 5 == 0 ? u[i] : (int32_t)ng_rng_below(&r, (uint64_t)rows);
+      }
+      int32_t *d_u = up(u, (size_t)n * 4), *d_v = up(v, (size_t)n * 4);
+      float *d_s = dalloc((size_t)n * 4);
+      for (int off = 0; off < 2; off++) {
+        float *c = poison((size_t)n * 4), *g[2] = {poison((size_t)n * 4), poison((size_t)n * 4)};
+        EXPECT_OK(cpu->iface->pair_dot(cpu, c, h + off, u, v, n, d));
+        for (int run = 0; run < 2; run++) {
+          dpoison(d_s, (size_t)n * 4);
+          EXPECT_OK(gpu->iface->pair_dot(gpu, d_s, d_h + off, d_u, d_v, n, d));
+          down(g[run], d_s, (size_t)n * 4);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "pair_dot dim %lld n %lld offset %d", (long long)d,
+                 (long long)n, off);
+        for (int64_t i = 0; i < n; i++)
+          if (!isfinite(c[i])) {
+            ng_test_fail(__FILE__, __LINE__, "%s: cpu score %lld is %g", what, (long long)i,
+                         (double)c[i]);
+            break;
+          }
+        cmp_bits(what, c, g[0], (size_t)n * 4);
+        cmp_bits(what, g[0], g[1], (size_t)n * 4);
+        free(c);
+        free(g[0]);
+        free(g[1]);
+      }
+      dfree(d_u);
+      dfree(d_v);
+      dfree(d_s);
+      free(u);
+      free(v);
+    }
+    dfree(d_h);
+    free(h);
+  }
+  /* The front's checks, the same on both backends. */
+  EXPECT_STATUS(gpu->iface->pair_dot(gpu, NULL, NULL, NULL, NULL, 1, 0), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("dim is 0");
+  EXPECT_OK(gpu->iface->pair_dot(gpu, NULL, NULL, NULL, NULL, 0, 4));
+}
+
 static void test_errors(void) {
   EXPECT_TRUE(gpu->iface != gpu->impl && cpu->iface != cpu->impl);
   ng_block blk = {0};
@@ -1690,6 +1753,7 @@ int main(void) {
   RUN_TEST(test_xent);
   RUN_TEST(test_xent_guard);
   RUN_TEST(test_opt);
+  RUN_TEST(test_pair_dot);
   RUN_TEST(test_gradcheck_aggr);
   RUN_TEST(test_gradcheck_gemm);
   RUN_TEST(test_gradcheck_bias_act);

@@ -2,6 +2,7 @@
  * bit-identical training across cold-row paths and thread counts, and Kipf & Welling's GAE
  * recipe on Cora (docs/link-prediction.md). */
 #include "link_impl.h"
+#include "ng_cpu.h"
 #include "pipeline_impl.h"
 #include "npy_impl.h"
 #include "ng_test.h"
@@ -227,6 +228,69 @@ static void test_dot_scores_column_order(void) {
       EXPECT_TRUE(memcmp(&acc, &s_off[i], sizeof acc) == 0);
   }
   free(h);
+}
+
+/* The CPU backend's pair_dot (the op link evaluation scores pairs with on a device) gives
+ * ng__link_score's dot bits for the same embeddings, whatever its thread count and wherever the
+ * pairs fall in a chunk of its split; the front refuses what the op's contract rules out. */
+static void test_pair_dot_op(void) {
+  const int64_t rows = 300, dims[] = {1, 3, 16, 37, 256}, ns[] = {1, 7, 8, 9, 203, 5000};
+  uint64_t x = 7;
+  for (int threads = 1; threads <= 3; threads += 2) {
+    ng_backend *be = NULL;
+    EXPECT_OK(ng__backend_cpu_create(&be, threads));
+    if (!be)
+      return;
+    for (size_t di = 0; di < NG_TEST_LEN(dims); di++)
+      for (size_t ni = 0; ni < NG_TEST_LEN(ns); ni++) {
+        const int64_t d = dims[di], n = ns[ni];
+        float *h = malloc((size_t)(rows * d) * sizeof *h);
+        float *ref = malloc((size_t)n * sizeof *ref), *got = malloc((size_t)n * sizeof *got);
+        int32_t *u = malloc((size_t)n * sizeof *u), *v = malloc((size_t)n * sizeof *v);
+        for (int64_t i = 0; i < rows * d; i++) {
+          x = x * 6364136223846793005ull + 1442695040888963407ull;
+          /* Wide exponents (2^-20 .. 2^10) and both signs: sums whose order shows in the bits. */
+          const double m = (double)(x >> 11) / 9007199254740992.0;
+          h[i] = (float)ldexp(m - 0.5, (int)((x >> 3) % 31) - 20);
+        }
+        for (int64_t i = 0; i < n; i++) {
+          x = x * 6364136223846793005ull + 1442695040888963407ull;
+          u[i] = (int32_t)((x >> 20) % (uint64_t)rows);
+          v[i] = (int32_t)((x >> 40) % (uint64_t)rows);
+        }
+        memset(got, 0xff, (size_t)n * sizeof *got); /* poisoned: NaN */
+        const ng_link_dec dec = {.decoder = NG_LINK_DECODER_DOT, .dim = d};
+        EXPECT_OK(ng__link_score(&dec, ref, h, u, v, n, 1));
+        EXPECT_OK(be->iface->pair_dot(be, got, h, u, v, n, d));
+        if (memcmp(ref, got, (size_t)n * sizeof *ref) != 0) {
+          int64_t i = 0;
+          while (memcmp(&ref[i], &got[i], sizeof *ref) == 0)
+            i++;
+          ng_test_fail(__FILE__, __LINE__,
+                       "pair_dot threads %d dim %lld n %lld: pair %lld is %a, ng__link_score %a",
+                       threads, (long long)d, (long long)n, (long long)i, (double)got[i],
+                       (double)ref[i]);
+        }
+        free(h);
+        free(ref);
+        free(got);
+        free(u);
+        free(v);
+      }
+    float h[4] = {1, 2, 3, 4}, s = NAN;
+    int32_t u[2] = {0, 1}, bad[2] = {1, -1};
+    EXPECT_OK(be->iface->pair_dot(be, NULL, NULL, NULL, NULL, 0, 2)); /* nothing to do */
+    EXPECT_TRUE(isnan(s));
+    EXPECT_OK(be->iface->pair_dot(be, &s, h, u, u + 1, 1, 2));
+    EXPECT_TRUE(s == 1.0f * 3.0f + 2.0f * 4.0f);
+    EXPECT_STATUS(be->iface->pair_dot(be, &s, h, u, u, 1, 0), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("dim is 0");
+    EXPECT_STATUS(be->iface->pair_dot(be, &s, h, u, bad, 2, 2), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("pair 1 has rows (1, -1)");
+    EXPECT_STATUS(be->iface->pair_dot(be, NULL, h, u, u, 1, 2), NG_ERR_INVALID_ARG);
+    EXPECT_ERR_HAS("out is NULL");
+    ng__backend_destroy(be);
+  }
 }
 
 /* ---- the split ---- */
@@ -614,6 +678,78 @@ static void test_workers_and_depth(void) {
   ng_dataset_close(ds);
 }
 
+/* Evaluation's device path (pair_dot over uploaded embeddings, NG_LINK_EVAL_DEVICE=1 runs it on
+ * the CPU backend) gives the host scoring's metrics bit for bit: with every row uploaded at
+ * once, and in chunks when NG_LINK_EVAL_DEVICE_BYTES holds only a few hundred rows. A budget
+ * below one positive's rows is refused with NG_ERR_NOMEM. */
+static void test_eval_device_path(void) {
+  const char *dir = cora_copy("cora_dev_eval");
+  ng_split_edges_opts so = NG_SPLIT_EDGES_OPTS_INIT;
+  so.neg_per_pos = 30;
+  so.seed = 6;
+  EXPECT_OK(ng_dataset_split_edges(NULL, dir, &so));
+  ng_dataset_t ds = ng_test_open_ok(dir);
+  ng_model_t m = link_model(NG_MODEL_SAGE, 5, 5, 32, 16, 0.0f);
+  ng_train_opts o = NG_TRAIN_OPTS_INIT;
+  o.batch = 512;
+  o.seed = 8;
+  o.threads = 2;
+  ng_link_opts lo = NG_LINK_OPTS_INIT;
+  ng_link_trainer_t t = NULL;
+  EXPECT_OK(ng_link_trainer_create(&t, ds, m, &o, &lo));
+  if (!t) {
+    ng_model_destroy(m);
+    ng_dataset_close(ds);
+    return;
+  }
+  ng_epoch_stats es = NG_EPOCH_STATS_INIT;
+  EXPECT_OK(ng_link_trainer_epoch(&es, t));
+  /* The block buffers take 2^18 pairs of 12 bytes; 16-float rows are 64 bytes each. */
+  char chunk[64];
+  snprintf(chunk, sizeof chunk, "%d", (1 << 18) * 12 + 400 * 64);
+  const struct { const char *dev, *bytes; } runs[] = {{NULL, NULL}, {"1", NULL}, {"1", chunk}};
+  for (int split = 0; split < 2; split++) {
+    const ng_split sp = split ? NG_SPLIT_TEST : NG_SPLIT_VAL;
+    ng_link_metrics r[3];
+    for (size_t i = 0; i < NG_TEST_LEN(runs); i++) {
+      r[i] = (ng_link_metrics)NG_LINK_METRICS_INIT;
+      if (runs[i].dev)
+        setenv("NG_LINK_EVAL_DEVICE", runs[i].dev, 1);
+      if (runs[i].bytes)
+        setenv("NG_LINK_EVAL_DEVICE_BYTES", runs[i].bytes, 1);
+      EXPECT_OK(ng_link_trainer_evaluate(&r[i], t, sp));
+      unsetenv("NG_LINK_EVAL_DEVICE");
+      unsetenv("NG_LINK_EVAL_DEVICE_BYTES");
+      printf("  %s run %zu: auc %.6f ap %.6f mrr %.6f\n", split ? "test" : "val", i, r[i].auc,
+             r[i].ap, r[i].mrr);
+    }
+    EXPECT_TRUE(r[0].auc > 0.5 && r[0].positives > 0 && r[0].negatives == 30 * r[0].positives);
+    for (size_t i = 1; i < NG_TEST_LEN(runs); i++) {
+      EXPECT_TRUE(memcmp(&r[i].auc, &r[0].auc, sizeof r[0].auc) == 0);
+      EXPECT_TRUE(memcmp(&r[i].ap, &r[0].ap, sizeof r[0].ap) == 0);
+      EXPECT_TRUE(memcmp(&r[i].mrr, &r[0].mrr, sizeof r[0].mrr) == 0);
+      EXPECT_TRUE(memcmp(&r[i].hits10, &r[0].hits10, sizeof r[0].hits10) == 0);
+      EXPECT_TRUE(memcmp(&r[i].loss, &r[0].loss, sizeof r[0].loss) == 0);
+    }
+  }
+  /* Room for fewer rows than one positive and its 30 negatives name. */
+  char tiny[64];
+  snprintf(tiny, sizeof tiny, "%d", (1 << 18) * 12 + 10 * 64);
+  setenv("NG_LINK_EVAL_DEVICE", "1", 1);
+  setenv("NG_LINK_EVAL_DEVICE_BYTES", tiny, 1);
+  ng_link_metrics r = NG_LINK_METRICS_INIT;
+  EXPECT_STATUS(ng_link_trainer_evaluate(&r, t, NG_SPLIT_VAL), NG_ERR_NOMEM);
+  EXPECT_ERR_HAS("too little for the rows of one positive");
+  setenv("NG_LINK_EVAL_DEVICE_BYTES", "12x", 1);
+  EXPECT_STATUS(ng_link_trainer_evaluate(&r, t, NG_SPLIT_VAL), NG_ERR_INVALID_ARG);
+  EXPECT_ERR_HAS("not a byte count");
+  unsetenv("NG_LINK_EVAL_DEVICE");
+  unsetenv("NG_LINK_EVAL_DEVICE_BYTES");
+  ng_link_trainer_destroy(t);
+  ng_model_destroy(m);
+  ng_dataset_close(ds);
+}
+
 static void test_bad_inputs(void) {
   /* A dataset without links/ names the command that makes it. */
   ng_model_t m = link_model(NG_MODEL_SAGE, 5, 5, 16, 16, 0.0f);
@@ -683,10 +819,12 @@ int main(void) {
   RUN_TEST(test_sort_unique);
   RUN_TEST(test_metrics_against_sort);
   RUN_TEST(test_dot_scores_column_order);
+  RUN_TEST(test_pair_dot_op);
   RUN_TEST(test_split_edges);
   RUN_TEST(test_bad_inputs);
   RUN_TEST(test_bits_across_modes_and_threads);
   RUN_TEST(test_workers_and_depth);
+  RUN_TEST(test_eval_device_path);
   RUN_TEST(test_gae_cora);
   ng_dataset_close(cora);
   return ng_test_summary();
