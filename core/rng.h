@@ -107,6 +107,34 @@ NG_RNG_FN uint64_t ng_rng_below(ng_rng *r, uint64_t n) {
   return hi;
 }
 
+/// Position i (< n) of a pseudo-random permutation of 0 .. n-1 chosen by `key`: a 4-round
+/// Feistel network over the smallest domain of 2^(2h) values that holds n, walked back into
+/// [0, n) along the network's own cycle (each step is a bijection of the domain, so the walk is
+/// a bijection of [0, n); the domain is under 4n, so a walk takes under 4 steps on average). No
+/// table and no set-up: an epoch's order of 10^8 positive edges costs nothing until a position
+/// is read, and any worker reads any position. Returns 0 for n <= 1.
+NG_RNG_FN uint64_t ng_perm_at(uint64_t i, uint64_t n, uint64_t key) {
+  if (n <= 1)
+    return 0;
+  int bits = 1;
+  while (bits < 64 && (n - 1) >> bits)
+    bits++;
+  const int h = (bits + 1) / 2;
+  const uint64_t mask = (1ULL << h) - 1;
+  uint64_t x = i;
+  do {
+    uint64_t l = x >> h, r = x & mask;
+    for (uint64_t round = 0; round < 4; round++) {
+      const uint64_t f = ng_hash3(key, round, r) & mask;
+      const uint64_t t = l ^ f;
+      l = r;
+      r = t;
+    }
+    x = (l << h) | r;
+  } while (x >= n);
+  return x;
+}
+
 /// Uniform double in [0, 1) with 53 random bits.
 static inline double ng_rng_uniform(ng_rng *r) {
   return (double)(ng_rng_next(r) >> 11) * 0x1.0p-53;

@@ -342,7 +342,6 @@ void ng_link_trainer_destroy(ng_link_trainer_t t) {
     ng__npy_close(&t->arr[i]);
   free(t->labels);
   free(t->deg_cdf);
-  free(t->order);
   free(t->iter_ms);
   free(t->scores);
   free(t->mlp);
@@ -450,8 +449,12 @@ static ng_status make_targets(void *ctx, int producer, const ng_epoch_plan *p, i
   NG_CHECK(grow((void **)&w->pairs, &w->pairs_cap, (size_t)n * sizeof *w->pairs, "the pairs"));
   NG_CHECK(grow((void **)&w->seeds, &w->seeds_cap, 2 * (size_t)n * sizeof *w->seeds, "the seeds"));
   const ng_link_pair *pos = t->arr[NG_LINK_ARR_TRAIN_POS].data;
+  /* The epoch's order of the positives: a permutation of 0 .. train-1 that depends on (seed,
+   * epoch), read position by position (ng_perm_at), so that no epoch starts with a shuffle of
+   * every training edge. */
+  const uint64_t key = ng_hash3(t->opts.seed, PURPOSE_EPOCH, (uint64_t)p->epoch);
   for (int64_t j = 0; j < nb; j++)
-    w->pairs[j] = pos[p->order[begin + j]];
+    w->pairs[j] = pos[ng_perm_at((uint64_t)(begin + j), (uint64_t)t->info.train, key)];
   /* Inline, the producer is the device thread and may spread the draws over its OpenMP
    * threads; a worker thread has one core. */
   draw_negatives(t, w->pairs, ng__iter_seed(p->seed, p->epoch, i), nb,
@@ -529,24 +532,14 @@ ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
   int64_t iters = (n_train + batch - 1) / batch;
   if (t->epoch_iters > 0 && t->epoch_iters < iters)
     iters = t->epoch_iters;
-  if (!t->order) {
-    t->order = ng__malloc((size_t)n_train * sizeof *t->order, "the edge order");
-    if (!t->order)
-      return NG_ERR_NOMEM;
-  }
   NG_CHECK(grow((void **)&t->iter_ms, &t->iter_ms_cap, (size_t)iters * sizeof *t->iter_ms,
                 "the iteration times"));
-  /* The epoch's order of positives: a shuffle of 0 .. train-1 that depends on (seed, epoch).
-   * No worker reads it any more: every epoch's workers stop at its end (no next plan). */
-  for (int64_t i = 0; i < n_train; i++)
-    t->order[i] = i;
-  ng__epoch_shuffle(t->order, t->order, n_train, ng_hash2(t->opts.seed, PURPOSE_EPOCH), t->epochs);
   /* The iterations run in the node trainer's pipeline (sched/pipeline.c): producers make each
    * one's targets and package ahead (make_targets, sampling, the cold-row path of the worker's
    * group), the device thread consumes them in order and forms each loss on the host
-   * (pair_loss). The workers stop at the epoch's end, as the order is rewritten above and the
-   * evaluation between epochs wants the cores. */
-  const ng_epoch_plan plan = {.order = t->order,
+   * (pair_loss). The workers stop at the epoch's end, as the evaluation between epochs wants
+   * the cores. The plan has no order: make_targets reads the epoch's permutation. */
+  const ng_epoch_plan plan = {.order = NULL,
                               .n_train = n_train,
                               .batch = batch,
                               .epoch = t->epochs,

@@ -43,7 +43,6 @@ struct ng_link_trainer {
   ng_host_loss loss;
   ng_link_producer *prod; /* [n_prod]: each producer's own buffers */
   int n_prod;
-  int64_t *order;  /* [train] the epoch's order of positive edges */
   double *iter_ms; /* the epoch's iteration times (ng_epoch_tally) */
   size_t iter_ms_cap;
   float *scores; /* [pairs] the device thread's scores of an iteration's pairs */

@@ -411,7 +411,7 @@ static ng_status sample_iter(ng_pipeline *pl, ng_sample_arena *arena, int produc
   int64_t begin;
   int32_t n; /* this rank's slice of the iteration's batch */
   ng__plan_slice(p, i, &begin, &n);
-  const int64_t *targets = p->order + begin;
+  const int64_t *targets = p->targets ? NULL : p->order + begin; /* a hook's plan has no order */
   *payload = NULL;
   *payload_bytes = 0;
   if (p->targets)

@@ -35,7 +35,7 @@ typedef struct {
 
 /// What an epoch (or the rest of one) is: iterations [first, iters) over `order`.
 struct ng_epoch_plan {
-  const int64_t *order; ///< the epoch's shuffled training ids
+  const int64_t *order; ///< the epoch's shuffled training ids (NULL with `targets`)
   int64_t n_train, batch;
   int64_t epoch, first, iters;
   uint64_t seed; ///< the run's seed (iteration seeds derive from it)

@@ -6,6 +6,8 @@
 #include "ng_test.h"
 #include "rng.h"
 
+#include <stdlib.h>
+
 #define EXPECT_EQ_U64(a, b)                                                                        \
   do {                                                                                             \
     uint64_t ng_a_ = (uint64_t)(a), ng_b_ = (uint64_t)(b);                                         \
@@ -89,9 +91,36 @@ static void test_dropout(void) {
     EXPECT_EQ_U64(bits_of(dst[c]), bits_of(src[c]));
 }
 
+/* ng_perm_at is a bijection of [0, n) for every n (domains of odd and even bit counts, the
+ * walk-heavy n just above a power of 4), depends on its key, and moves most positions. */
+static void test_permutation(void) {
+  const uint64_t sizes[] = {1, 2, 3, 5, 16, 17, 100, 1000, 4097, 65537, 300000};
+  for (size_t s = 0; s < NG_TEST_LEN(sizes); s++) {
+    const uint64_t n = sizes[s];
+    uint8_t *seen = calloc(n, 1);
+    uint64_t moved = 0, differ = 0;
+    for (uint64_t i = 0; i < n; i++) {
+      const uint64_t x = ng_perm_at(i, n, 7);
+      EXPECT_TRUE(x < n);
+      if (x < n) {
+        EXPECT_TRUE(!seen[x]);
+        seen[x] = 1;
+      }
+      moved += x != i;
+      differ += x != ng_perm_at(i, n, 8);
+    }
+    free(seen);
+    if (n >= 100) {
+      EXPECT_TRUE(moved > n * 9 / 10);  /* a fixed point has probability 1/n */
+      EXPECT_TRUE(differ > n * 9 / 10); /* another key, another permutation */
+    }
+  }
+}
+
 int main(void) {
   RUN_TEST(test_hash);
   RUN_TEST(test_generator);
   RUN_TEST(test_dropout);
+  RUN_TEST(test_permutation);
   return ng_test_summary();
 }
