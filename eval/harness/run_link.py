@@ -271,7 +271,7 @@ def row_from_json(row, w, path):
     row.update(status="ok", iterations=e["iterations"], it_per_s=e["it_per_s"],
                edges_per_s=e["edges_per_s"],
                pairs_per_s=e["edges_per_s"] * (1 + w.neg_per_pos),
-               final_loss=e["loss"], loss_hex=e["loss_hex"], eval_seconds=t.get("seconds"),
+               final_loss=float.fromhex(e["loss_hex"]), loss_hex=e["loss_hex"], eval_seconds=t.get("seconds"),
                mrr=t.get("mrr"), hits10=t.get("hits10"), hits50=t.get("hits50"),
                hits100=t.get("hits100"), auc=t.get("auc"), test_edges=t.get("positives"))
     return row
