@@ -51,17 +51,17 @@ stage_asan() {
 }
 
 # The suites with threads of their own (scheduler, sampler, the runtime's workers and pipeline,
-# the serving engine's lanes, clock, callers and updaters; the HTTP front's event loops, sweeper
-# and updater pool; inference's producer thread), each ctest
-# entry of a split suite included (fetch_*: tests/CMakeLists.txt). OpenMP runs one thread under
+# the serving engine's lanes, clock, callers and updaters; link training's producers; the HTTP
+# front's event loops, sweeper and updater pool; inference's producer thread), each ctest entry
+# of a split suite included (fetch_*: tests/CMakeLists.txt). OpenMP runs one thread under
 # TSan (tests/CMakeLists.txt), and the fetch suites run each model on every 4th mode
 # (NG_TEST_FETCH_STRIDE, tests/test_fetch.c). test_train is left out: it exercises the same
 # runtime on Cora through its accuracy bars, which take tens of minutes under TSan.
 stage_tsan() {
   cmake --preset tsan -DNG_WERROR=ON >/dev/null
   cmake --build --preset tsan -j "$jobs" --target test_sched test_sampler test_runtime \
-    test_fetch test_serve_engine test_serve_http test_infer
-  run_ctest tsan -R '^(sched|sampler|runtime|fetch(_[a-z0-9_]+)?|serve_engine|serve_http|infer)$'
+    test_fetch test_serve_engine test_serve_http test_infer test_link
+  run_ctest tsan -R '^(sched|sampler|runtime|fetch(_[a-z0-9_]+)?|serve_engine|serve_http|infer|link)$'
 }
 
 stage_fuzz() {
