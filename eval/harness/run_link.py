@@ -232,7 +232,7 @@ def rss_bound(w, ds, lj, threads, device):
     layers = len(fanouts)
     features = n * d * 4
     topology = 2 * ((n + 1) * 8 + e * b) + n * 4
-    split = train * 24 + test * (1 + k) * 16
+    split = train * 16 + test * (1 + k) * 16
     rows = 2 * w.batch * (1 + w.neg_per_pos)
     for f in fanouts:
         rows = min(n, rows * (1 + f))
