@@ -36,15 +36,16 @@ static ng_status write_predictions(ng_hetero_trainer_t t, ng_hetero_t ds, int sp
   } else if ((st = ng_hetero_split(&ids, &n, ds, split)) != NG_OK)
     return st;
   float *logits = malloc(sizeof *logits * (size_t)(n > 0 ? n : 1) * (size_t)info.classes);
-  FILE *f = NULL;
   if (!logits)
     st = NG_ERR_NOMEM;
   if (st == NG_OK)
     st = ng_hetero_trainer_predict(logits, t, ids, n);
-  if (st == NG_OK && !(f = fopen(path, "w"))) {
-    fprintf(stderr, "neargnn train-hetero: cannot write %s\n", path);
-    st = NG_ERR_IO;
-  }
+  /* Built in memory and written atomically (ng_file_write), as every output. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = st == NG_OK ? open_memstream(&buf, &len) : NULL;
+  if (st == NG_OK && !f)
+    st = NG_ERR_NOMEM;
   if (st == NG_OK) {
     fprintf(f, "node,class\n");
     for (int64_t i = 0; i < n; i++) {
@@ -55,11 +56,12 @@ static ng_status write_predictions(ng_hetero_trainer_t t, ng_hetero_t ds, int sp
           best = c;
       fprintf(f, "%" PRId64 ",%d\n", ids[i], (int)best);
     }
-    if (fclose(f) != 0) {
-      fprintf(stderr, "neargnn train-hetero: cannot write %s\n", path);
-      st = NG_ERR_IO;
-    }
+    if (fclose(f) != 0)
+      st = NG_ERR_NOMEM;
+    else
+      st = ng_file_write(path, buf, len);
   }
+  free(buf);
   free(logits);
   free(all);
   return st;

@@ -328,9 +328,7 @@ ng_status ng__rgcn_exec_create(ng_rgcn_exec *ex, const ng_rgcn *m, ng_backend *b
     st = BE(ex)->alloc(be, (void **)&ex->derived, dbytes);
     if (st == NG_OK)
       st = BE(ex)->alloc(be, (void **)&ex->d_derived, dbytes);
-    if (st == NG_OK)
-      st = ng__rgcn_derive(ex);
-    ex->w = ex->derived;
+    ex->w = ex->derived; /* filled by every forward pass (ng__rgcn_derive) */
     ex->gw = ex->d_derived;
   }
   free(host);

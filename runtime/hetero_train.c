@@ -415,10 +415,8 @@ ng_status ng_hetero_trainer_load_weights(ng_hetero_trainer_t t, const char *path
                    "%s: the checkpoint's %s is %lld, this trainer's %lld; build the trainer as "
                    "the checkpoint was trained",
                    path, same[i].what, same[i].a, same[i].b);
-  if (st == NG_OK)
+  if (st == NG_OK) /* the next forward pass derives the basis weights from them */
     st = t->be->iface->copy_h2d(t->be, t->ex.params, params, (size_t)mine.n_params * sizeof(float));
-  if (st == NG_OK)
-    st = ng__rgcn_derive(&t->ex);
   ng__st_close(&f);
   return st;
 }

@@ -104,6 +104,10 @@ has out "predictions: $TMP/p1.csv"
 run 0 train-hetero --data "$TMP/h1" --hidden 16 --fanouts 5,5 --epochs 0 --seed 9 \
   --load "$TMP/h.ckpt" --predict "$TMP/p2.csv"
 cmp -s "$TMP/p1.csv" "$TMP/p2.csv" || fail "predictions from the checkpoint differ"
+# Predictions are written whole or not at all: a missing folder is an error naming the path.
+run 1 train-hetero --data "$TMP/h1" --hidden 16 --fanouts 5,5 --epochs 0 --load "$TMP/h.ckpt" \
+  --predict "$TMP/no/such/p.csv"
+has err "$TMP/no/such/p.csv"
 run 1 train-hetero --data "$TMP/h1" --hidden 8 --fanouts 5,5 --epochs 0 --load "$TMP/h.ckpt"
 has err "--hidden"
 
