@@ -12,6 +12,7 @@
 #endif
 
 #include "kernels_impl.h"
+#include "ng_cpu.h"
 
 #include "rng.h"
 

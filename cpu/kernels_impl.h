@@ -75,11 +75,8 @@ void ng__cpu_aggr_partial_rows(const ng_cpu_kernels *k, const ng_aggr *bare, con
                                const float *src, int64_t dim, int32_t d0, int32_t d1,
                                ng_pstate *state, bool staged);
 
-/// The dot decoder's scores of pairs [i0, i1): out[i] = rows u[i] . v[i] of h [*, dim], each a
-/// float sum in column order from +0 with every product and sum rounded apart (the pair_dot op,
-/// backend_impl.h). Portable C only: the order leaves SIMD nothing but side-by-side pairs.
-void ng__cpu_pair_dot_rows(float *out, const float *h, const int32_t *u, const int32_t *v,
-                           int64_t i0, int64_t i1, int64_t dim);
+/* ng__cpu_pair_dot_rows, the dot decoder's pair scores: ng_cpu.h (runtime/link_score.c calls it
+ * too). */
 
 /* ---- bf16 tables (cpu/kernels_bf16.c; NG_PRECISION_BF16) ----
  * Plain C loops (vectorised by the compiler) that convert each bf16 element to fp32 where it is

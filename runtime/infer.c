@@ -555,11 +555,6 @@ static ng_status expand(node_set *out, const node_set *in, const ng_csr *g, int 
   return NG_OK;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* ---- a layer's chunks: producers fill slots, the calling thread computes them in order ---- */
 
 /* Chunk k is produced into slot k % n_slots once chunk k - n_slots has been computed, so that at
@@ -932,13 +927,8 @@ ng_status ng__infer(float *out, const ng_infer_ctx *c, int layer, const int64_t 
       return NG_ERR_NOMEM;
     memcpy(u, targets, (size_t)n * sizeof *u);
     int64_t k = n;
-    if (!ascending) {
-      qsort(u, (size_t)n, sizeof *u, cmp_i64);
-      k = 0;
-      for (int64_t i = 0; i < n; i++)
-        if (i == 0 || u[i] != u[k - 1])
-          u[k++] = u[i];
-    }
+    if (!ascending)
+      k = ng__sort_unique_i64(u, n);
     sets[layer] = (node_set){u, k};
     if (k == nodes) {
       free(u);

@@ -51,6 +51,9 @@ static void pair_backward(ng_link_trainer_t t, const float *h, float *dh, const 
   const ng_link_dec dec = ng__link_trainer_dec(t);  /* the MLP's forward, for its hidden units */
   double l = 0.0;
   int64_t ok = 0;
+  /* The self pairs, rows [n_pos - n_self, n_pos), train but are not counted as correct: the
+   * training accuracy is over the mini-batches' positives and negatives, as the epoch divides. */
+  const int64_t n_self = t->lo.self_pairs ? n_targets : 0;
   for (int64_t i = 0; i < n; i++) {
     const int y = i < n_pos;
     const float x = t->scores[i];
@@ -58,7 +61,7 @@ static void pair_backward(ng_link_trainer_t t, const float *h, float *dh, const 
      * one negative per positive this is the plain mean. */
     const double w = 0.5 / (double)(y ? n_pos : n - n_pos);
     l += w * ng__link_bce(x, y);
-    ok += (x > 0) == (y == 1);
+    ok += (i < n_pos - n_self || i >= n_pos) && (x > 0) == (y == 1);
     const float g = (float)((1.0 / (1.0 + exp(-(double)x)) - y) * w);
     const float *a = h + (int64_t)u[i] * d, *b = h + (int64_t)v[i] * d;
     float *da = dh + (int64_t)u[i] * d, *db = dh + (int64_t)v[i] * d;

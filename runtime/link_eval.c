@@ -192,6 +192,21 @@ ng_status ng_link_metrics_compute(ng_link_metrics *out, const float *pos, const 
 
 /* ---- evaluation ---- */
 
+/* The pairs of positives [i0, i1) into u, v (positives first, then their negatives in order),
+ * their ends as rows of the device's table: rows of h (row[x]) when `loc` is NULL, else the
+ * chunk's rows loc[row[x]]. */
+static void block_rows(int32_t *u, int32_t *v, const int32_t *row, const int32_t *loc,
+                       const ng_link_pair *pos, const ng_link_pair *neg, int64_t i0, int64_t i1,
+                       int64_t k, int threads) {
+  const int64_t nb = i1 - i0, total = nb * (1 + k);
+#pragma omp parallel for schedule(static) num_threads(threads) if (total > 65536)
+  for (int64_t i = 0; i < total; i++) {
+    const ng_link_pair *q = i < nb ? &pos[i0 + i] : &neg[i0 * k + (i - nb)];
+    u[i] = loc ? loc[row[q->u]] : row[q->u];
+    v[i] = loc ? loc[row[q->v]] : row[q->v];
+  }
+}
+
 /* The host's scoring (the CPU backend, and the MLP decoder on any backend) into s: s[i]
  * positive i, s[n + i k + j] its negatives, from the embeddings h of the evaluated rows `row`
  * (global id -> row of h). */
@@ -216,15 +231,8 @@ static ng_status score_on_host(const ng_link_dec *dec, float *s, const float *h,
       if (!u)
         continue;
       const int64_t i0 = b * SCORE_BLOCK, nb = NG_MIN(n, i0 + SCORE_BLOCK) - i0;
-      for (int64_t i = 0; i < nb; i++) {
-        u[i] = row[pos[i0 + i].u];
-        v[i] = row[pos[i0 + i].v];
-      }
+      block_rows(u, v, row, NULL, pos, neg, i0, i0 + nb, k, 1);
       int32_t *nu = u + nb, *nv = v + nb;
-      for (int64_t i = 0; i < nb * k; i++) {
-        nu[i] = row[neg[i0 * k + i].u];
-        nv[i] = row[neg[i0 * k + i].v];
-      }
       ng_status bs = ng__link_score(dec, s + i0, h, u, v, nb, 1);
       if (bs == NG_OK)
         bs = ng__link_score(dec, s + n + i0 * k, h, nu, nv, nb * k, 1);
@@ -258,21 +266,6 @@ static bool eval_on_device(ng_link_trainer_t t) {
   if (env && strcmp(env, "0") == 0)
     return false;
   return !be->iface->host_memory || (env && strcmp(env, "1") == 0);
-}
-
-/* The pairs of positives [i0, i1) into u, v (positives first, then their negatives in order),
- * their ends as rows of the device's table: rows of h (row[x]) when `loc` is NULL, else the
- * chunk's rows loc[row[x]]. */
-static void block_rows(int32_t *u, int32_t *v, const int32_t *row, const int32_t *loc,
-                       const ng_link_pair *pos, const ng_link_pair *neg, int64_t i0, int64_t i1,
-                       int64_t k, int threads) {
-  const int64_t nb = i1 - i0, total = nb * (1 + k);
-#pragma omp parallel for schedule(static) num_threads(threads) if (total > 65536)
-  for (int64_t i = 0; i < total; i++) {
-    const ng_link_pair *q = i < nb ? &pos[i0 + i] : &neg[i0 * k + (i - nb)];
-    u[i] = loc ? loc[row[q->u]] : row[q->u];
-    v[i] = loc ? loc[row[q->v]] : row[q->v];
-  }
 }
 
 /* Adds the rows of the ends of positive i and its negatives to the chunk (loc[r]: r's row in
@@ -339,7 +332,7 @@ static ng_status score_on_device(ng_link_trainer_t t, float *s, const float *h, 
   const bool whole = (size_t)m <= budget / row_bytes;
   /* Rows of a chunk: what the budget holds, and no more than a block's pairs can name. */
   const int64_t cap_rows = whole ? m : NG_MIN((int64_t)(budget / row_bytes), 2 * cap_pairs);
-  if (cap_rows < 2 * per)
+  if (!whole && cap_rows < 2 * per) /* a chunk holds at least one positive's rows */
     return ng__err(NG_ERR_NOMEM,
                    "link evaluation: %zu MiB of device memory free, too little for the rows of "
                    "one positive and its %lld negatives (%zu KiB) with the scoring's buffers; "

@@ -3,12 +3,13 @@
  * scoring, runtime/link.c) and the serving engine (pair requests, serve/engine_forward.c) call,
  * so that a served score is the offline score's bits whenever the embeddings are. */
 #include "link_impl.h"
+#include "ng_cpu.h"
 
 #include <omp.h>
 #include <stdlib.h>
 
-/* Pairs of the dot decoder summed side by side (ng__link_score). */
-#define DOT_LANES 8
+/* Pairs of the dot decoder a thread scores at a time (ng__link_score). */
+#define DOT_CHUNK 256
 
 float ng__link_mlp_score(const ng_link_dec *dec, const float *a, const float *b, float *hid) {
   const int64_t d = dec->dim, H = dec->hidden;
@@ -32,37 +33,12 @@ ng_status ng__link_score(const ng_link_dec *dec, float *s, const float *h, const
   /* Each pair's sum runs in column order on one thread: the score does not depend on the
    * thread count or on the other pairs. */
   if (dec->decoder == NG_LINK_DECODER_DOT) {
-    /* DOT_LANES pairs at a time, each still one float sum in column order (the bits of the
-     * plain loop: the build targets x86-64-v2, which has no fused multiply-add): independent
-     * chains of additions instead of one, whose latency bound a 256-wide sum by a pair. The
-     * backends' pair_dot op (core/backend_impl.h), which link evaluation scores with on a
-     * device, gives these bits; tests/test_link.c and tests/test_gpu_parity.c compare them. */
-#pragma omp parallel for schedule(static) num_threads(threads) if (n > 256)
-    for (int64_t i0 = 0; i0 < n; i0 += DOT_LANES) {
-      const int64_t w = n - i0 < DOT_LANES ? n - i0 : DOT_LANES;
-      if (w < DOT_LANES) {
-        for (int64_t i = i0; i < i0 + w; i++) {
-          const float *a = h + (int64_t)u[i] * d, *b = h + (int64_t)v[i] * d;
-          float acc = 0.0f;
-          for (int64_t c = 0; c < d; c++)
-            acc += a[c] * b[c];
-          s[i] = acc;
-        }
-        continue;
-      }
-      const float *a[DOT_LANES], *b[DOT_LANES];
-      float acc[DOT_LANES];
-      for (int l = 0; l < DOT_LANES; l++) {
-        a[l] = h + (int64_t)u[i0 + l] * d;
-        b[l] = h + (int64_t)v[i0 + l] * d;
-        acc[l] = 0.0f;
-      }
-      for (int64_t c = 0; c < d; c++)
-        for (int l = 0; l < DOT_LANES; l++)
-          acc[l] += a[l][c] * b[l][c];
-      for (int l = 0; l < DOT_LANES; l++)
-        s[i0 + l] = acc[l];
-    }
+    /* The CPU backend's pair_dot rows (cpu/kernels_cpu.c): pairs side by side, each one float sum
+     * in column order, so that the backends' pair_dot op, which link evaluation scores with on a
+     * device, gives these bits (tests/test_link.c and tests/test_gpu_parity.c compare them). */
+#pragma omp parallel for schedule(static) num_threads(threads) if (n > DOT_CHUNK)
+    for (int64_t i0 = 0; i0 < n; i0 += DOT_CHUNK)
+      ng__cpu_pair_dot_rows(s, h, u, v, i0, n - i0 < DOT_CHUNK ? n : i0 + DOT_CHUNK, d);
     return NG_OK;
   }
   if (dec->decoder != NG_LINK_DECODER_MLP || !dec->mlp || dec->hidden < 1)

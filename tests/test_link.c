@@ -465,8 +465,11 @@ static double train_link(ng_dataset_t ds, ng_model_t m, const ng_train_opts *o,
   if (!t)
     return NAN;
   ng_epoch_stats s = NG_EPOCH_STATS_INIT;
-  for (int e = 0; e < epochs; e++)
+  for (int e = 0; e < epochs; e++) {
     EXPECT_OK(ng_link_trainer_epoch(&s, t));
+    /* A share of the mini-batches' pairs, self pairs (lo->self_pairs) not among them. */
+    EXPECT_TRUE(s.train_acc >= 0.0 && s.train_acc <= 1.0);
+  }
   if (val)
     EXPECT_OK(ng_link_trainer_evaluate(val, t, NG_SPLIT_VAL));
   ng_link_trainer_destroy(t);
