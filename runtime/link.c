@@ -461,7 +461,7 @@ static ng_status make_targets(void *ctx, int producer, const ng_epoch_plan *p, i
   /* Inline, the producer is the device thread and may spread the draws over its OpenMP
    * threads; a worker thread has one core. */
   draw_negatives(t, w->pairs, ng__iter_seed(p->seed, p->epoch, i), nb,
-                 t->n_prod > 1 ? 1 : t->p.threads);
+                 ng__pipeline_inline(t->pl) ? t->p.threads : 1);
   for (int64_t j = 0; j < n; j++) {
     w->seeds[2 * j] = w->pairs[j].u;
     w->seeds[2 * j + 1] = w->pairs[j].v;

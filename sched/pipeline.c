@@ -598,6 +598,10 @@ int ng__pipeline_producers(const ng_pipeline *pl) {
   return NG_MAX(pl->n_threads, 1);
 }
 
+bool ng__pipeline_inline(const ng_pipeline *pl) {
+  return pl->n_threads == 0;
+}
+
 int64_t ng__pipeline_slot_grows(const ng_pipeline *pl) {
   return atomic_load(&pl->slot_grows);
 }

@@ -201,6 +201,9 @@ extern _Atomic int64_t ng__pipeline_presize_limit;
 /// The producers of iterations: the worker threads, or 1 (the device thread) inline. A plan's
 /// ng_target_hook is called with producer indices below it.
 int ng__pipeline_producers(const ng_pipeline *rt);
+/// Whether the host work runs inline on the device thread (no worker threads): its producer may
+/// then use the caller's OpenMP threads, a worker thread one core.
+bool ng__pipeline_inline(const ng_pipeline *rt);
 
 /// For tests: the capacity of the free slot of `worker` that its j-th acquire from now takes
 /// (0: none); the slots grown on demand since ng__pipeline_create.
