@@ -519,11 +519,6 @@ static ng_status pair_loss(void *ctx, int64_t iter, const void *payload, const f
   return NG_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
   NG_CHECK(ng__link_check(t));
   if (!out || out->size != sizeof *out)
@@ -580,12 +575,7 @@ ng_status ng_link_trainer_epoch(ng_epoch_stats *out, ng_link_trainer_t t) {
   s.workers[0] = workers[0];
   s.workers[1] = workers[1];
   s.device_share = share;
-  qsort(ty.iter_ms, (size_t)ty.n_iter_ms, sizeof *ty.iter_ms, cmp_double);
-  s.iter_ms_median = ty.n_iter_ms ? ty.iter_ms[(ty.n_iter_ms - 1) / 2] : 0.0;
-  s.iter_ms_p99 =
-      ty.n_iter_ms
-          ? ty.iter_ms[NG_MIN(ty.n_iter_ms - 1, (int64_t)ceil(0.99 * (double)ty.n_iter_ms) - 1)]
-          : 0.0;
+  ng__epoch_times(&s, ty.iter_ms, ty.n_iter_ms);
   *out = s;
   return NG_OK;
 }

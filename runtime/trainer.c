@@ -266,6 +266,12 @@ static int64_t nearest_rank(int64_t n, double q) {
   return NG_MAX((int64_t)0, NG_MIN(n, r) - 1);
 }
 
+void ng__epoch_times(ng_epoch_stats *out, double *iter_ms, int64_t n) {
+  qsort(iter_ms, (size_t)n, sizeof *iter_ms, cmp_double);
+  out->iter_ms_median = n ? iter_ms[(n - 1) / 2] : 0.0;
+  out->iter_ms_p99 = n ? iter_ms[nearest_rank(n, 0.99)] : 0.0;
+}
+
 /* Shuffles `epoch`'s training ids into its buffer. The runtime does the same on a worker for
  * the epoch after the one it trains (ng_epoch_plan.shuffle_ids), which it publishes only once
  * the epoch before that is done with the buffer. */
@@ -388,9 +394,7 @@ ng_status ng_trainer_epoch(ng_epoch_stats *out, ng_trainer_t t) {
   out->workers[0] = workers[0];
   out->workers[1] = workers[1];
   out->device_share = share;
-  qsort(ty->iter_ms, (size_t)ty->n_iter_ms, sizeof *ty->iter_ms, cmp_double);
-  out->iter_ms_median = ty->n_iter_ms ? ty->iter_ms[(ty->n_iter_ms - 1) / 2] : 0.0;
-  out->iter_ms_p99 = ty->n_iter_ms ? ty->iter_ms[nearest_rank(ty->n_iter_ms, 0.99)] : 0.0;
+  ng__epoch_times(out, ty->iter_ms, ty->n_iter_ms);
   out->ranks = t->dist.ranks;
   out->allreduce_ms = allreduce_ms;
   t->cold.size = sizeof t->cold;

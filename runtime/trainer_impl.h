@@ -45,6 +45,9 @@ ng_status ng__trainer_parts(ng_trainer_parts *out, ng_trainer_t t);
 /// The trainer's parameters, then the optimizer's two states, copied to the host as a
 /// checkpoint holds them: *out [3 n_params] (the caller frees it, even on failure).
 ng_status ng__trainer_copy_out(float **out, ng_trainer_t t);
+/// An epoch's `n` iteration times into out->iter_ms_median and iter_ms_p99 (the nearest-rank
+/// percentile); sorts iter_ms. Node and link epochs report them alike.
+void ng__epoch_times(ng_epoch_stats *out, double *iter_ms, int64_t n);
 /// Tells the trainer its parameters changed outside its epochs (its cached inference goes).
 void ng__trainer_params_changed(ng_trainer_t t);
 

@@ -11,14 +11,20 @@ ng_status ng__train_step_prefetch(ng_train_step *ts, uint64_t seed, const ng_fet
                             ng__exec_input_drop_key(seed), slot);
 }
 
-/* The ops of a forward (the input layer, the layers, the loss), queued. */
-static ng_status forward_ops(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg, int slot) {
-  ng_backend *be = ts->ex->be;
+/* The input layer (the feature store finishes the package) and the layers' forward ops, queued. */
+static ng_status input_forward(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg,
+                               int slot) {
   const ng_layer *L0 = &ts->ex->model->layers[0];
   const float *agg0 = NULL, *self0 = NULL;
   NG_CHECK(ng__store_input(ts->store, ng__model_input_aggr(ts->ex->model), pkg, L0->o.dropout,
                            ng__exec_input_drop_key(seed), slot, &agg0, &self0));
-  NG_CHECK(ng__exec_forward(ts->ex, &pkg->mb, agg0, self0, true, seed));
+  return ng__exec_forward(ts->ex, &pkg->mb, agg0, self0, true, seed);
+}
+
+/* The ops of a forward (the input layer, the layers, the loss), queued. */
+static ng_status forward_ops(ng_train_step *ts, uint64_t seed, const ng_fetch_pkg *pkg, int slot) {
+  ng_backend *be = ts->ex->be;
+  NG_CHECK(input_forward(ts, seed, pkg, slot));
   const int64_t n = pkg->mb.n_targets, classes = ts->classes;
   NG_CHECK(ng__bk_reserve(be, &ts->d_logits, &ts->d_logits_cap,
                           (size_t)n * (size_t)classes * sizeof(float)));
@@ -40,13 +46,9 @@ static ng_status host_loss_ops(ng_train_step *ts, int64_t iter, uint64_t seed,
                                const ng_fetch_pkg *pkg, const void *payload, int slot) {
   ng_backend *be = ts->ex->be;
   const ng_host_loss *hl = ts->host_loss;
-  const ng_layer *L0 = &ts->ex->model->layers[0];
-  const float *agg0 = NULL, *self0 = NULL;
-  NG_CHECK(ng__store_input(ts->store, ng__model_input_aggr(ts->ex->model), pkg, L0->o.dropout,
-                           ng__exec_input_drop_key(seed), slot, &agg0, &self0));
-  NG_CHECK(ng__exec_forward(ts->ex, &pkg->mb, agg0, self0, true, seed));
   if (ts->host_q_len >= NG_HOST_LOSS_QUEUE)
     return ng__err(NG_ERR_INTERNAL, "train step: %d host losses unread", ts->host_q_len);
+  NG_CHECK(input_forward(ts, seed, pkg, slot));
   const int64_t n = pkg->mb.n_targets;
   const size_t bytes = NG_MAX((size_t)n * (size_t)hl->dim * sizeof(float), (size_t)64);
   NG_CHECK(ng__host_reserve((void **)&ts->h, &ts->h_cap, bytes, "the outputs on the host"));
