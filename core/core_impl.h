@@ -94,6 +94,9 @@ char *ng__path_join(const char *dir, const char *rel);
 #define NG_TMP_INFIX ".tmp-"
 /// A mkstemp/mkdtemp template for `dst` carrying this process's id; free() it. NULL: no memory.
 char *ng__tmp_template(const char *dst);
+/// Removes `path` and, for a folder, everything under it, without following links (best
+/// effort: what cannot be removed stays). 0 once the walk is done, -1 when it could not start.
+int ng__remove_tree(const char *path);
 /// Removes the temporary files and folders of `dst` whose writing process has died (best
 /// effort; those of live processes stay). Returns how many it removed.
 int ng__tmp_sweep(const char *dst);

@@ -117,6 +117,10 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
   return 0; /* best effort: go on with the rest */
 }
 
+int ng__remove_tree(const char *path) {
+  return nftw(path, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 int ng__tmp_sweep(const char *dst) {
   char *dir = strdup(dst);
   if (!dir)
@@ -145,7 +149,7 @@ int ng__tmp_sweep(const char *dst) {
         errno != ESRCH)
       continue;
     char *path = ng__path_join(folder, e->d_name);
-    if (path && nftw(path, remove_entry, 8, FTW_DEPTH | FTW_PHYS) == 0)
+    if (path && ng__remove_tree(path) == 0)
       removed++;
     free(path);
   }

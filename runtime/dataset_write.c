@@ -238,32 +238,13 @@ ng_status ng__writer_publish(ng_dataset_writer *w) {
   return st;
 }
 
-/* Removes the files of `dir`, and of its subfolders one level down (a converted dataset's links/
- * split), then the folder itself. */
-static void remove_flat(const char *dir, bool subfolders) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-      if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-        continue;
-      char *p = ng__path_join(dir, de->d_name);
-      if (p && unlink(p) != 0 && errno == EISDIR && subfolders)
-        remove_flat(p, false);
-      free(p);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
 void ng__writer_abort(ng_dataset_writer *w) {
   if (!w)
     return;
   for (int i = 0; i < NG_ARR_COUNT_; i++)
     ng__npy_close(&w->arrays[i]);
-  if (w->tmp_dir)
-    remove_flat(w->tmp_dir, true);
+  if (w->tmp_dir) /* the dataset's files, and a converted dataset's links/ split */
+    (void)ng__remove_tree(w->tmp_dir);
   free(w->tmp_dir);
   free(w->dst_dir);
   memset(w, 0, sizeof *w);
