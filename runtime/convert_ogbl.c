@@ -39,13 +39,6 @@ static void part_free(part *p) {
   memset(p, 0, sizeof *p);
 }
 
-static int pair_cmp(const void *a, const void *b) {
-  const ng_link_pair *x = a, *y = b;
-  if (x->u != y->u)
-    return x->u < y->u ? -1 : 1;
-  return x->v < y->v ? -1 : x->v > y->v;
-}
-
 /* An array of a part, key.npy in `dir`: *found false when the file is not there. Integer arrays
  * only (torch's int64, or int32), whose every entry is a node id. */
 static ng_status map_key(ng_npy *out, bool *found, const char *dir, const char *key,
@@ -284,19 +277,19 @@ static ng_status write_links(ng_conv *c, const char *scheme_dir, const char *sch
     held[i] = canonical(q, undirected);
     entry[i] = undirected ? held[i] : (ng_link_pair){q.v, q.u};
   }
-  qsort(held, (size_t)n_held, sizeof *held, pair_cmp);
-  qsort(entry, (size_t)n_held, sizeof *entry, pair_cmp);
+  qsort(held, (size_t)n_held, sizeof *held, ng__link_pair_cmp);
+  qsort(entry, (size_t)n_held, sizeof *entry, ng__link_pair_cmp);
   /* Training positives: canonical, sorted and unique as split-edges writes them, without self
    * loops (the graph has none) and without held-out pairs. */
   part *tr = &p[0];
   int64_t n_train = 0, dropped_held = 0;
   for (int64_t i = 0; i < tr->n; i++)
     tr->pos[i] = canonical(tr->pos[i], undirected);
-  qsort(tr->pos, (size_t)tr->n, sizeof *tr->pos, pair_cmp);
+  qsort(tr->pos, (size_t)tr->n, sizeof *tr->pos, ng__link_pair_cmp);
   for (int64_t i = 0; i < tr->n; i++) {
     const ng_link_pair q = tr->pos[i];
     /* tr->pos[i - 1] is still the sorted input: the kept pairs trail behind at n_train. */
-    if (q.u == q.v || (i > 0 && pair_cmp(&tr->pos[i - 1], &q) == 0))
+    if (q.u == q.v || (i > 0 && ng__link_pair_cmp(&tr->pos[i - 1], &q) == 0))
       continue;
     if (ng__link_pair_find(held, n_held, q.u, q.v)) {
       dropped_held++;

@@ -33,6 +33,8 @@ typedef struct {
 
 /// Whether (u, v) is in `sorted[n]` (sorted by u, then v).
 bool ng__link_pair_find(const ng_link_pair *sorted, int64_t n, int64_t u, int64_t v);
+/// qsort's order of pairs: by u, then v.
+int ng__link_pair_cmp(const void *a, const void *b);
 
 /* ---- the writers of a links folder (runtime/link_split.c), shared with the OGB link-property
  * converter (runtime/convert_ogbl.c) ---- */

@@ -23,7 +23,7 @@ const char *const NG_LINK_FILE[NG_LINK_ARR_COUNT_] = {
     "val_neg.npy", "test_pos.npy", "test_neg.npy",
 };
 
-static int pair_cmp(const void *a, const void *b) {
+int ng__link_pair_cmp(const void *a, const void *b) {
   const ng_link_pair *x = a, *y = b;
   if (x->u != y->u)
     return x->u < y->u ? -1 : 1;
@@ -63,10 +63,10 @@ static ng_status candidates(ng_link_pair **out, int64_t *n_out, const ng_csr *g,
         continue;
       p[k++] = undirected ? (ng_link_pair){NG_MIN(r, c), NG_MAX(r, c)} : (ng_link_pair){r, c};
     }
-  qsort(p, (size_t)k, sizeof *p, pair_cmp);
+  qsort(p, (size_t)k, sizeof *p, ng__link_pair_cmp);
   int64_t u = 0;
   for (int64_t i = 0; i < k; i++)
-    if (u == 0 || pair_cmp(&p[u - 1], &p[i]) != 0)
+    if (u == 0 || ng__link_pair_cmp(&p[u - 1], &p[i]) != 0)
       p[u++] = p[i];
   *out = p;
   *n_out = u;
@@ -282,9 +282,9 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
   for (int64_t i = 0; i < n_all; i++)
     order[i] = all[perm[i]];
   ng_link_pair *val = order, *test = order + n_val, *train = order + n_val + n_test;
-  qsort(val, (size_t)n_val, sizeof *val, pair_cmp);
-  qsort(test, (size_t)n_test, sizeof *test, pair_cmp);
-  qsort(train, (size_t)n_train, sizeof *train, pair_cmp);
+  qsort(val, (size_t)n_val, sizeof *val, ng__link_pair_cmp);
+  qsort(test, (size_t)n_test, sizeof *test, ng__link_pair_cmp);
+  qsort(train, (size_t)n_train, sizeof *train, ng__link_pair_cmp);
   const int64_t n_neg = n_val + n_test, k = o.neg_per_pos;
   neg = ng__malloc((size_t)NG_MAX(n_neg * k, 1) * sizeof *neg, "the fixed negatives");
   if (!neg) {
@@ -303,7 +303,7 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
     goto done;
   }
   memcpy(held, order, (size_t)n_neg * sizeof *held);
-  qsort(held, (size_t)n_neg, sizeof *held, pair_cmp);
+  qsort(held, (size_t)n_neg, sizeof *held, ng__link_pair_cmp);
   st = ng__link_mp_graph(&indptr, &indices, g, held, n_neg, undirected, threads);
   free(held);
   if (st != NG_OK)
