@@ -337,27 +337,23 @@ static ng_status write_links(ng_conv *c, const char *scheme_dir, const char *sch
       if (neg[s][i].u != p[s + 1].pos[i / k].u)
         info.neg_source = 1;
   const int64_t all = n_train + n_held;
-  const int64_t ip_shape[1] = {nodes + 1}, ix_shape[1] = {indptr[nodes]};
-  const int64_t vn_shape[3] = {p[1].n, k, 2}, tn_shape[3] = {p[2].n, k, 2};
-  NG_CHECK_GOTO(
-      st, ng__link_write_array(links, NG_LINK_ARR_INDPTR, NG_DTYPE_I64, 1, ip_shape, indptr), done);
+  const ng_link_split_arrays arr = {.nodes = nodes,
+                                    .indptr = indptr,
+                                    .indices = indices,
+                                    .wide = wide,
+                                    .train = tr->pos,
+                                    .val = p[1].pos,
+                                    .test = p[2].pos,
+                                    .n_train = n_train,
+                                    .n_val = p[1].n,
+                                    .n_test = p[2].n,
+                                    .val_neg = neg[0],
+                                    .test_neg = neg[1],
+                                    .k = k};
   NG_CHECK_GOTO(st,
-                ng__link_write_array(links, NG_LINK_ARR_INDICES, wide ? NG_DTYPE_I64 : NG_DTYPE_I32,
-                                     1, ix_shape, indices),
+                ng__link_write_split(links, &arr, &info, (double)p[1].n / (double)all,
+                                     (double)p[2].n / (double)all),
                 done);
-  NG_CHECK_GOTO(st, ng__link_write_pairs(links, NG_LINK_ARR_TRAIN_POS, tr->pos, n_train), done);
-  NG_CHECK_GOTO(st, ng__link_write_pairs(links, NG_LINK_ARR_VAL_POS, p[1].pos, p[1].n), done);
-  NG_CHECK_GOTO(st,
-                ng__link_write_array(links, NG_LINK_ARR_VAL_NEG, NG_DTYPE_I64, 3, vn_shape, neg[0]),
-                done);
-  NG_CHECK_GOTO(st, ng__link_write_pairs(links, NG_LINK_ARR_TEST_POS, p[2].pos, p[2].n), done);
-  NG_CHECK_GOTO(
-      st, ng__link_write_array(links, NG_LINK_ARR_TEST_NEG, NG_DTYPE_I64, 3, tn_shape, neg[1]),
-      done);
-  NG_CHECK_GOTO(
-      st,
-      ng__link_write_json(links, &info, (double)p[1].n / (double)all, (double)p[2].n / (double)all),
-      done);
   snprintf(c->detail, sizeof c->detail,
            "task=link split=%s links: train %lld (dropped %lld repeats and self loops and %lld "
            "held-out pairs), val %lld, test %lld, %lld negatives per positive (%s)",

@@ -46,15 +46,22 @@ int ng__link_pair_cmp(const void *a, const void *b);
 /// depend on it.
 ng_status ng__link_mp_graph(int64_t **indptr_out, void **indices_out, const ng_csr *g,
                             const ng_link_pair *held, int64_t n_held, bool undirected, int threads);
-/// Writes the pairs p[n] as the int64 [n, 2] array NG_LINK_FILE[id] into the folder `dir`.
-ng_status ng__link_write_pairs(const char *dir, int id, const ng_link_pair *p, int64_t n);
-/// Writes `data` as the array NG_LINK_FILE[id] of `dt` and `shape` into the folder `dir`.
-ng_status ng__link_write_array(const char *dir, int id, ng_dtype dt, int ndim, const int64_t *shape,
-                               const void *data);
-/// Writes links.json into `dir` (which must not hold one) from `in`, with the held-out shares
-/// `val` and `test`.
-ng_status ng__link_write_json(const char *dir, const ng_link_split_info *in, double val,
-                              double test);
+/// A split's arrays, as ng__link_write_split writes them.
+typedef struct {
+  int64_t nodes;
+  const int64_t *indptr; ///< [nodes + 1]: the message-passing graph
+  const void *indices;   ///< [indptr[nodes]], int64 when `wide`, else int32
+  bool wide;
+  const ng_link_pair *train, *val, *test; ///< the positives
+  int64_t n_train, n_val, n_test;
+  const ng_link_pair *val_neg, *test_neg; ///< [n_val, k], [n_test, k]
+  int64_t k;
+} ng_link_split_arrays;
+
+/// Writes a links folder's arrays and links.json (from `in`, with the held-out shares `val` and
+/// `test`) into `dir`, which must not hold them: the one writer of split-edges and the converters.
+ng_status ng__link_write_split(const char *dir, const ng_link_split_arrays *a,
+                               const ng_link_split_info *in, double val, double test);
 
 /* ---- the decoder (runtime/link_score.c), shared by the trainer and the serving engine ---- */
 

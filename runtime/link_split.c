@@ -157,7 +157,7 @@ ng_status ng__link_mp_graph(int64_t **indptr_out, void **indices_out, const ng_c
   return NG_OK;
 }
 
-ng_status ng__link_write_pairs(const char *dir, int id, const ng_link_pair *p, int64_t n) {
+static ng_status write_pairs(const char *dir, int id, const ng_link_pair *p, int64_t n) {
   char *path = ng__path_join(dir, NG_LINK_FILE[id]);
   if (!path)
     return NG_ERR_NOMEM;
@@ -167,8 +167,8 @@ ng_status ng__link_write_pairs(const char *dir, int id, const ng_link_pair *p, i
   return st;
 }
 
-ng_status ng__link_write_array(const char *dir, int id, ng_dtype dt, int ndim, const int64_t *shape,
-                               const void *data) {
+static ng_status write_array(const char *dir, int id, ng_dtype dt, int ndim, const int64_t *shape,
+                             const void *data) {
   char *path = ng__path_join(dir, NG_LINK_FILE[id]);
   if (!path)
     return NG_ERR_NOMEM;
@@ -177,8 +177,8 @@ ng_status ng__link_write_array(const char *dir, int id, ng_dtype dt, int ndim, c
   return st;
 }
 
-ng_status ng__link_write_json(const char *dir, const ng_link_split_info *in, double val,
-                              double test) {
+static ng_status write_json(const char *dir, const ng_link_split_info *in, double val,
+                            double test) {
   char *path = ng__path_join(dir, NG_LINK_JSON);
   if (!path)
     return NG_ERR_NOMEM;
@@ -206,6 +206,21 @@ ng_status ng__link_write_json(const char *dir, const ng_link_split_info *in, dou
     st = ng__err(NG_ERR_IO, "%s: writing failed", path);
   free(path);
   return st;
+}
+
+ng_status ng__link_write_split(const char *dir, const ng_link_split_arrays *a,
+                               const ng_link_split_info *in, double val, double test) {
+  const int64_t ip_shape[1] = {a->nodes + 1}, ix_shape[1] = {a->indptr[a->nodes]};
+  const int64_t vn_shape[3] = {a->n_val, a->k, 2}, tn_shape[3] = {a->n_test, a->k, 2};
+  NG_CHECK(write_array(dir, NG_LINK_ARR_INDPTR, NG_DTYPE_I64, 1, ip_shape, a->indptr));
+  NG_CHECK(write_array(dir, NG_LINK_ARR_INDICES, a->wide ? NG_DTYPE_I64 : NG_DTYPE_I32, 1, ix_shape,
+                       a->indices));
+  NG_CHECK(write_pairs(dir, NG_LINK_ARR_TRAIN_POS, a->train, a->n_train));
+  NG_CHECK(write_pairs(dir, NG_LINK_ARR_VAL_POS, a->val, a->n_val));
+  NG_CHECK(write_array(dir, NG_LINK_ARR_VAL_NEG, NG_DTYPE_I64, 3, vn_shape, a->val_neg));
+  NG_CHECK(write_pairs(dir, NG_LINK_ARR_TEST_POS, a->test, a->n_test));
+  NG_CHECK(write_array(dir, NG_LINK_ARR_TEST_NEG, NG_DTYPE_I64, 3, tn_shape, a->test_neg));
+  return write_json(dir, in, val, test);
 }
 
 /* Removes a links folder this library wrote (its known files, then the folder). */
@@ -328,24 +343,20 @@ ng_status ng_dataset_split_edges(ng_link_split_info *info, const char *dir,
   out.undirected = undirected;
   out.mp_edges = indptr[g->nodes];
   out.seed = o.seed;
-  const int64_t ip_shape[1] = {g->nodes + 1}, ix_shape[1] = {indptr[g->nodes]};
-  const int64_t vn_shape[3] = {n_val, k, 2}, tn_shape[3] = {n_test, k, 2};
-  NG_CHECK_GOTO(
-      st, ng__link_write_array(tmp, NG_LINK_ARR_INDPTR, NG_DTYPE_I64, 1, ip_shape, indptr), fail);
-  NG_CHECK_GOTO(st,
-                ng__link_write_array(tmp, NG_LINK_ARR_INDICES,
-                                     g->idx32 ? NG_DTYPE_I32 : NG_DTYPE_I64, 1, ix_shape, indices),
-                fail);
-  NG_CHECK_GOTO(st, ng__link_write_pairs(tmp, NG_LINK_ARR_TRAIN_POS, train, n_train), fail);
-  NG_CHECK_GOTO(st, ng__link_write_pairs(tmp, NG_LINK_ARR_VAL_POS, val, n_val), fail);
-  NG_CHECK_GOTO(st, ng__link_write_array(tmp, NG_LINK_ARR_VAL_NEG, NG_DTYPE_I64, 3, vn_shape, neg),
-                fail);
-  NG_CHECK_GOTO(st, ng__link_write_pairs(tmp, NG_LINK_ARR_TEST_POS, test, n_test), fail);
-  NG_CHECK_GOTO(
-      st,
-      ng__link_write_array(tmp, NG_LINK_ARR_TEST_NEG, NG_DTYPE_I64, 3, tn_shape, neg + n_val * k),
-      fail);
-  NG_CHECK_GOTO(st, ng__link_write_json(tmp, &out, o.val, o.test), fail);
+  const ng_link_split_arrays arr = {.nodes = g->nodes,
+                                    .indptr = indptr,
+                                    .indices = indices,
+                                    .wide = !g->idx32,
+                                    .train = train,
+                                    .val = val,
+                                    .test = test,
+                                    .n_train = n_train,
+                                    .n_val = n_val,
+                                    .n_test = n_test,
+                                    .val_neg = neg,
+                                    .test_neg = neg + n_val * k,
+                                    .k = k};
+  NG_CHECK_GOTO(st, ng__link_write_split(tmp, &arr, &out, o.val, o.test), fail);
   /* An existing split moves aside under a temporary name first (ng__tmp_sweep removes it if we
    * die before the end), so that links/ is always a whole split. */
   struct stat sb;
