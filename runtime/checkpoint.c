@@ -311,6 +311,41 @@ static ng_status meta_i64(int64_t *out, const ng_st_file *f, const char *key, co
   return NG_OK;
 }
 
+/* Metadata `key` as 8 lowercase hex digits (a CRC-32). */
+static ng_status meta_hex32(uint32_t *out, const ng_st_file *f, const char *key, const char *path) {
+  const char *v = ng__st_meta(f, key);
+  if (!v || strlen(v) != 8 || strspn(v, "0123456789abcdef") != 8)
+    return bad_meta(path, key, v, "8 hex digits");
+  *out = (uint32_t)strtoul(v, NULL, 16);
+  return NG_OK;
+}
+
+/* The header's CRC-32 (CRC_KEY) against the metadata and tensor table it covers. */
+static ng_status check_header_crc(const ng_st_file *f, const char *path) {
+  uint32_t want = 0;
+  NG_CHECK(meta_hex32(&want, f, CRC_KEY, path));
+  const uint32_t got = ng__ckpt_header_crc(f->meta, f->n_meta, f->tensors, f->n);
+  if (got != want)
+    return ng__err(NG_ERR_FORMAT,
+                   "%s: the checkpoint's metadata fails its checksum (CRC-32 %08x, the file "
+                   "says %s): a setting was edited or the file is damaged; use another "
+                   "checkpoint",
+                   path, (unsigned)got, ng__st_meta(f, CRC_KEY));
+  return NG_OK;
+}
+
+/* The run's seed: a decimal integer in [0, 2^64). */
+static ng_status meta_seed(uint64_t *out, const ng_st_file *f, const char *path) {
+  const char *seed = ng__st_meta(f, "seed");
+  char *end = NULL;
+  errno = 0;
+  if (seed && seed[0] >= '0' && seed[0] <= '9')
+    *out = strtoull(seed, &end, 10);
+  if (!end || *end || errno)
+    return bad_meta(path, "seed", seed, "an integer in [0, 2^64)");
+  return NG_OK;
+}
+
 /* Splits a "model.layerN" value into its fields: single spaces between "name=value" pairs,
  * every name known and given once. */
 static ng_status split_fields(char vals[F_COUNT][64], bool have[F_COUNT], const char *desc,
@@ -656,22 +691,8 @@ static ng_status read_all(ng_ckpt *c, const char *path) {
                      "%s: checkpoint metadata key '%.64s' is unknown to a version-%d checkpoint; "
                      "the file was edited or is damaged",
                      path, f->meta[i].key, c->version);
-  if (c->version >= 2) {
-    const char *crc = ng__st_meta(f, CRC_KEY);
-    int64_t want = 0;
-    bool hex = crc && strlen(crc) == 8 && strspn(crc, "0123456789abcdef") == 8;
-    if (hex)
-      want = (int64_t)strtoul(crc, NULL, 16);
-    if (!hex)
-      return bad_meta(path, CRC_KEY, crc, "8 hex digits");
-    const uint32_t got = ng__ckpt_header_crc(f->meta, f->n_meta, f->tensors, f->n);
-    if (got != (uint32_t)want)
-      return ng__err(NG_ERR_FORMAT,
-                     "%s: the checkpoint's metadata fails its checksum (CRC-32 %08x, the file "
-                     "says %s): a setting was edited or the file is damaged; use another "
-                     "checkpoint",
-                     path, (unsigned)got, crc);
-  }
+  if (c->version >= 2)
+    NG_CHECK(check_header_crc(f, path));
   ng_ckpt_run *r = &c->run;
   const int64_t cap = INT64_C(1) << 62; /* counters far from overflowing when incremented */
   const char *want_count = "an integer in [0, 2^62)";
@@ -683,13 +704,7 @@ static ng_status read_all(ng_ckpt *c, const char *path) {
   c->model = (ng_model_kind)x;
   NG_CHECK(meta_i64(&x, f, "optimizer", path, 0, NG_OPTIMIZER_SGD, "0 (adam) or 1 (sgd)"));
   r->optimizer = (ng_optimizer)x;
-  const char *seed = ng__st_meta(f, "seed");
-  char *end = NULL;
-  errno = 0;
-  if (seed && seed[0] >= '0' && seed[0] <= '9')
-    r->seed = strtoull(seed, &end, 10);
-  if (!end || *end || errno)
-    return bad_meta(path, "seed", seed, "an integer in [0, 2^64)");
+  NG_CHECK(meta_seed(&r->seed, f, path));
   r->has_base = ng__st_meta(f, "base_epochs") || ng__st_meta(f, "base_step");
   if (r->has_base || c->version >= 2) {
     NG_CHECK(meta_i64(&r->base_epochs, f, "base_epochs", path, 0, cap - 1, want_count));
@@ -1101,15 +1116,7 @@ ng_status ng__ckpt_read_hetero(ng_ckpt_hetero *h, const float **params, ng_st_fi
   }
   int64_t x = 0;
   NG_CHECK(meta_i64(&x, f, "version", path, 2, NG_CHECKPOINT_VERSION, "2"));
-  const char *crc = ng__st_meta(f, CRC_KEY);
-  if (!crc || strlen(crc) != 8 || strspn(crc, "0123456789abcdef") != 8)
-    return bad_meta(path, CRC_KEY, crc, "8 hex digits");
-  const uint32_t got = ng__ckpt_header_crc(f->meta, f->n_meta, f->tensors, f->n);
-  if (got != (uint32_t)strtoul(crc, NULL, 16))
-    return ng__err(NG_ERR_FORMAT,
-                   "%s: the checkpoint's metadata fails its checksum (CRC-32 %08x, the file says "
-                   "%s): a setting was edited or the file is damaged; use another checkpoint",
-                   path, (unsigned)got, crc);
+  NG_CHECK(check_header_crc(f, path));
   const char *sums = ng__st_meta(f, "checksums");
   if (!sums)
     return bad_meta(path, "checksums", NULL, NULL);
@@ -1128,17 +1135,8 @@ ng_status ng__ckpt_read_hetero(ng_ckpt_hetero *h, const float **params, ng_st_fi
   NG_CHECK(meta_i64(&h->edge_types, f, "hetero.edge_types", path, 1, 1 << 20, "a count"));
   NG_CHECK(meta_i64(&h->target, f, "hetero.target", path, 0, h->node_types - 1, "a type index"));
   NG_CHECK(meta_i64(&h->n_params, f, "hetero.params", path, 1, cap - 1, "a positive integer"));
-  const char *schema = ng__st_meta(f, "hetero.schema");
-  if (!schema || strlen(schema) != 8 || strspn(schema, "0123456789abcdef") != 8)
-    return bad_meta(path, "hetero.schema", schema, "8 hex digits");
-  h->schema = (uint32_t)strtoul(schema, NULL, 16);
-  const char *seed = ng__st_meta(f, "seed");
-  char *end = NULL;
-  errno = 0;
-  if (seed && seed[0] >= '0' && seed[0] <= '9')
-    h->seed = strtoull(seed, &end, 10);
-  if (!end || *end || errno)
-    return bad_meta(path, "seed", seed, "an integer in [0, 2^64)");
+  NG_CHECK(meta_hex32(&h->schema, f, "hetero.schema", path));
+  NG_CHECK(meta_seed(&h->seed, f, path));
   const char *model = ng__st_meta(f, "hetero.model"), *name = ng__st_meta(f, "dataset.name");
   if (strlen(model) >= sizeof h->model)
     return bad_meta(path, "hetero.model", model, "a model name");
