@@ -1159,3 +1159,16 @@ ng_status ng__ckpt_read_hetero(ng_ckpt_hetero *h, const float **params, ng_st_fi
   *params = (const float *)f->tensors[0].data;
   return NG_OK;
 }
+
+ng_status ng__ckpt_copy_out(float **out, ng_backend *be, const float *params, const float *state1,
+                            const float *state2, int64_t n) {
+  const size_t bytes = (size_t)n * sizeof(float);
+  float *host = *out = ng__malloc(3 * bytes, "a checkpoint's tensors");
+  if (!host)
+    return NG_ERR_NOMEM;
+  const float *src[3] = {params, state1, state2};
+  ng_status st = NG_OK;
+  for (int i = 0; i < 3 && st == NG_OK; i++)
+    st = be->iface->copy_d2h(be, host + (size_t)i * (size_t)n, src[i], bytes);
+  return st;
+}

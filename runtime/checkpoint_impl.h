@@ -125,4 +125,10 @@ ng_status ng__ckpt_model(ng_model_t *out, const ng_ckpt *c, const char *path);
 uint32_t ng__ckpt_header_crc(const ng_st_meta *meta, int n_meta, const ng_st_tensor *tensors,
                              int n);
 
+/// A model's parameters and its optimizer's two states, `n` floats each on `be`, copied to the
+/// host one after another as a checkpoint holds them: *out [3 n] (the caller frees it, even on
+/// failure). Node, link and relational checkpoints all copy out through it.
+ng_status ng__ckpt_copy_out(float **out, ng_backend *be, const float *params, const float *state1,
+                            const float *state2, int64_t n);
+
 #endif /* NG_CHECKPOINT_IMPL_H */

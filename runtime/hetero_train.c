@@ -365,14 +365,9 @@ ng_status ng_hetero_trainer_save(ng_hetero_trainer_t t, const char *path) {
   NG_CHECK(check_trainer(t));
   ng_ckpt_hetero h;
   describe(&h, t);
-  const size_t n = (size_t)h.n_params;
-  float *host = ng__malloc(3 * n * sizeof(float), "the checkpoint's tensors");
-  if (!host)
-    return NG_ERR_NOMEM;
-  const float *src[3] = {t->ex.params, t->ex.state1, t->ex.state2};
-  ng_status st = NG_OK;
-  for (int i = 0; i < 3 && st == NG_OK; i++)
-    st = t->be->iface->copy_d2h(t->be, host + (size_t)i * n, src[i], n * sizeof(float));
+  float *host = NULL;
+  ng_status st =
+      ng__ckpt_copy_out(&host, t->be, t->ex.params, t->ex.state1, t->ex.state2, h.n_params);
   if (st == NG_OK)
     st = ng__ckpt_write_hetero(path, &h, host);
   free(host);

@@ -11,15 +11,8 @@ static int64_t epoch_iters(int64_t n_train, int64_t batch) {
 }
 
 ng_status ng__trainer_copy_out(float **out, ng_trainer_t t) {
-  const int64_t n = t->model->n_params;
-  const size_t bytes = (size_t)n * sizeof(float);
-  float *host = *out = ng__malloc(3 * bytes, "a checkpoint");
-  ng_status st = host ? t->be->iface->copy_d2h(t->be, host, t->ex.params, bytes) : NG_ERR_NOMEM;
-  if (st == NG_OK)
-    st = t->be->iface->copy_d2h(t->be, host + n, t->ex.state1, bytes);
-  if (st == NG_OK)
-    st = t->be->iface->copy_d2h(t->be, host + 2 * n, t->ex.state2, bytes);
-  return st;
+  return ng__ckpt_copy_out(out, t->be, t->ex.params, t->ex.state1, t->ex.state2,
+                           t->model->n_params);
 }
 
 ng_status ng_trainer_save(ng_trainer_t t, const char *path) {
