@@ -1163,7 +1163,7 @@ ng_status ng__ckpt_read_hetero(ng_ckpt_hetero *h, const float **params, ng_st_fi
 ng_status ng__ckpt_copy_out(float **out, ng_backend *be, const float *params, const float *state1,
                             const float *state2, int64_t n) {
   const size_t bytes = (size_t)n * sizeof(float);
-  float *host = *out = ng__malloc(3 * bytes, "a checkpoint's tensors");
+  float *host = *out = ng__malloc(3 * bytes, "a checkpoint");
   if (!host)
     return NG_ERR_NOMEM;
   const float *src[3] = {params, state1, state2};
