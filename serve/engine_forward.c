@@ -185,7 +185,7 @@ static ng_status forward(lane *ln, const ng_srv_snap *s, const ng_minibatch *mb,
       .nodes = s->nodes,
       .dim = s->dim,
       /* A snapshot without replaced or added rows reads the base table alone. */
-      .overlay = {s->feats.n > 0 ? snap_overlay_row : NULL, s},
+      .overlay = {.row = s->feats.n > 0 ? snap_overlay_row : NULL, .ctx = s},
       .ag = *ng__model_input_aggr(&e->model),
       .threads = e->workers,
       .kernels = ng__cpu_kernels(ng__cpu_isa_best()),
@@ -281,7 +281,7 @@ static ng_status split_raw(lane *ln, const ng_srv_snap *s, const ng_minibatch *m
       .features = s->base_x,
       .nodes = s->nodes,
       .dim = s->dim,
-      .overlay = {s->feats.n > 0 ? snap_overlay_row : NULL, s},
+      .overlay = {.row = s->feats.n > 0 ? snap_overlay_row : NULL, .ctx = s},
       .ag = {.reduce = NG_REDUCE_SUM}, /* the split alone: these layers read no edge weights */
       .threads = e->workers,
       .kernels = ng__cpu_kernels(ng__cpu_isa_best()),

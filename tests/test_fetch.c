@@ -810,7 +810,7 @@ static void test_overlay_rows(void) {
                      .features = x,
                      .nodes = OV_NODES,
                      .dim = OV_DIM,
-                     .overlay = {ov_row, &ctx},
+                     .overlay = {.row = ov_row, .ctx = &ctx},
                      .ag = aggs[1].ag,
                      .threads = 1,
                      .kernels = ng__cpu_kernels(ng__cpu_isa_best())};
