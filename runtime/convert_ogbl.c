@@ -88,12 +88,7 @@ static int64_t id_at(const ng_npy *a, int64_t i) {
 enum { SHAPE_TEXT = 96 };
 /* "[5, 3]" into s[SHAPE_TEXT], for messages. */
 static const char *shape_str(const ng_npy_header *h, char *s) {
-  int n = snprintf(s, SHAPE_TEXT, "[");
-  for (int d = 0; d < h->ndim && n > 0 && n < SHAPE_TEXT; d++)
-    n += snprintf(s + n, SHAPE_TEXT - (size_t)n, "%s%lld", d ? ", " : "", (long long)h->shape[d]);
-  if (n > 0 && n < SHAPE_TEXT)
-    snprintf(s + n, SHAPE_TEXT - (size_t)n, "]");
-  return s;
+  return ng__shape_text(s, SHAPE_TEXT, h->ndim, h->shape);
 }
 
 /* Rows of an [r, 2] array as pairs. */

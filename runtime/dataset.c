@@ -474,15 +474,6 @@ cleanup:
 
 /* ---- arrays ---- */
 
-static void format_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
-  size_t n = 0;
-  n += (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < ndim && n < cap; i++)
-    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (n < cap)
-    snprintf(buf + n, cap - n, "]");
-}
-
 /* What dataset.json implies about one array. */
 typedef struct {
   bool present;
@@ -556,8 +547,8 @@ static ng_status map_array(ng_npy *out, const char *dir, ng_array_id id, const a
     same = h->shape[i] == spec->shape[i];
   if (!same) {
     char got[128], want[64];
-    format_shape(got, sizeof got, h->ndim, h->shape);
-    format_shape(want, sizeof want, spec->ndim, spec->shape);
+    ng__shape_text(got, sizeof got, h->ndim, h->shape);
+    ng__shape_text(want, sizeof want, spec->ndim, spec->shape);
     st = ng__err(NG_ERR_FORMAT,
                  "%s: shape %s, but dataset.json implies %s; the array and dataset.json disagree, "
                  "re-create one of them",

@@ -453,13 +453,8 @@ static ng_status map_array(ng_npy *out, const char *dir, const char *file, bool 
     goto cleanup;
   }
   if (h->ndim != ndim || h->shape[0] != d0 || (ndim == 2 && h->shape[1] != d1)) {
-    char got[96] = "[";
-    size_t at = 1;
-    for (int i = 0; i < h->ndim && at < sizeof got; i++)
-      at += (size_t)snprintf(got + at, sizeof got - at, "%s%lld", i ? ", " : "",
-                             (long long)h->shape[i]);
-    if (at < sizeof got)
-      snprintf(got + at, sizeof got - at, "]");
+    char got[96];
+    ng__shape_text(got, sizeof got, h->ndim, h->shape);
     char want[64];
     if (ndim == 2)
       snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);

@@ -423,3 +423,12 @@ ng_status ng__npy_write(const char *path, ng_dtype dtype, int ndim, const int64_
   ng__npy_close(&npy);
   return st;
 }
+
+const char *ng__shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < ndim && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (n < cap)
+    snprintf(buf + n, cap - n, "]");
+  return buf;
+}

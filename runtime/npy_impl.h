@@ -67,4 +67,8 @@ int64_t ng__npy_count(const ng_npy_header *hdr);
 ng_status ng__npy_write(const char *path, ng_dtype dtype, int ndim, const int64_t *shape,
                         const void *data);
 
+/// "[2, 3]": `shape` [ndim] as text for messages, into buf[cap] (cut short if it does not fit);
+/// returns buf.
+const char *ng__shape_text(char *buf, size_t cap, int ndim, const int64_t *shape);
+
 #endif /* NG_NPY_IMPL_H */

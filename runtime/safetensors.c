@@ -101,16 +101,6 @@ static bool shape_bytes(const int64_t *shape, int ndim, size_t esize, uint64_t *
   return true;
 }
 
-/* "[2, 3]": a shape for error messages. */
-static const char *shape_text(char *buf, size_t cap, const int64_t *shape, int ndim) {
-  size_t len = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < ndim && len < cap; i++)
-    len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (len < cap)
-    snprintf(buf + len, cap - len, "]");
-  return buf;
-}
-
 /* ---- reading ---- */
 
 static const char *json_kind(const cJSON *item) {
@@ -230,7 +220,7 @@ static ng_status parse_tensor(ng_st_tensor *t, uint64_t *begin, uint64_t *end, c
                    "needs %llu; the file is corrupt",
                    name, t->name, (unsigned long long)*begin, (unsigned long long)*end,
                    (unsigned long long)(*end - *begin),
-                   shape_text(dims, sizeof dims, t->shape, t->ndim), ST_DTYPE[t->dtype],
+                   ng__shape_text(dims, sizeof dims, t->ndim, t->shape), ST_DTYPE[t->dtype],
                    (unsigned long long)want);
   t->nbytes = (size_t)want;
   return NG_OK;
@@ -535,8 +525,8 @@ static ng_status check_tensor(const ng_st_tensor *tensors, int i, const char *pa
   if (t->nbytes != want)
     return ng__err(NG_ERR_INVALID_ARG,
                    "%s: tensor '%s' has %zu bytes but shape %s of %s needs %llu", path, t->name,
-                   t->nbytes, shape_text(dims, sizeof dims, t->shape, t->ndim), ST_DTYPE[t->dtype],
-                   (unsigned long long)want);
+                   t->nbytes, ng__shape_text(dims, sizeof dims, t->ndim, t->shape),
+                   ST_DTYPE[t->dtype], (unsigned long long)want);
   if (want && !t->data)
     return ng__err(NG_ERR_INVALID_ARG, "%s: tensor '%s' has no data", path, t->name);
   return NG_OK;
